@@ -1,0 +1,57 @@
+// The transformer forward pass (Llama family, fp32 compute, multi-threaded CPU) with a KV cache
+// held per (layer, KV head) so that a CacheController can evict entries for real.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "inference/hooks.h"
+#include "inference/model.h"
+
+namespace kvs {
+
+struct EngineOptions {
+  int n_threads = 0;           // 0 = all hardware threads
+  int prefill_block = 64;      // query rows per attention block handed to observers in prefill
+  // Keys are cached before RoPE and rotated by their slot index inside the cache at every
+  // attention; the query is rotated by the number of held keys (StreamingLLM's pos-shift).
+  bool rope_in_cache = false;
+};
+
+class KvStore;  // per-(layer, KV head) K/V storage; see kv_store.h
+
+class Engine {
+ public:
+  explicit Engine(const Model& model, EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void set_observer(AttentionObserver* observer);      // nullptr = no capture
+  void set_controller(CacheController* controller);    // nullptr = full cache
+
+  // Starts a new sequence (empties the cache).
+  void reset();
+  // Processes the prompt at positions 0..n-1 with full attention in every layer, then lets the
+  // controller compress it. Returns the next-token logits [vocab]. Throws InputError when the
+  // prompt is empty or longer than the context.
+  std::span<const float> prefill(std::span<const int> tokens);
+  // Feeds one token at position pos(); returns the next-token logits [vocab].
+  std::span<const float> decode(int token);
+
+  int pos() const;                  // positions processed so far
+  KvSlots& slots();
+  std::size_t kv_bytes() const;     // K+V bytes held now (fp32)
+  std::size_t peak_kv_bytes() const;
+  const Model& model() const { return model_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  struct State;
+  const Model& model_;
+  EngineOptions options_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace kvs

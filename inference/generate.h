@@ -1,0 +1,49 @@
+// Sampling (greedy, temperature + top-p with a seed) and the prefill/decode generation loop.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "inference/engine.h"
+
+namespace kvs {
+
+struct SamplingOptions {
+  float temperature = 0.0f;  // 0 = greedy (argmax; ties -> lowest id)
+  float top_p = 1.0f;        // nucleus mass, (0, 1]
+  uint64_t seed = 42;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplingOptions options);
+  int sample(std::span<const float> logits);
+ private:
+  SamplingOptions options_;
+  std::mt19937_64 rng_;
+};
+
+struct GenerateRequest {
+  std::vector<int> prompt;      // token ids, BOS included when the model wants it
+  int steps = 0;                // tokens to generate; each one is fed back (steps decode passes)
+  SamplingOptions sampling;
+  std::vector<int> forced;      // when non-empty: feed these tokens instead of sampling (forced mode)
+  bool stop_at_eos = true;
+  int eos_id = -1;
+};
+
+struct GenerateCallbacks {
+  // Called for each generated token (step 0..steps-1) after it is chosen, before it is fed.
+  std::function<void(int step, int token, std::span<const float> logits)> on_token;
+  // Polled between steps; returning true stops generation early.
+  std::function<bool()> cancelled;
+};
+
+// Runs prefill + decode. Returns the generated tokens (each of which was also fed to the model,
+// so the engine ends at position prompt.size() + result.size()).
+std::vector<int> generate(Engine& engine, const GenerateRequest& request,
+                          const GenerateCallbacks& callbacks = {});
+
+}  // namespace kvs

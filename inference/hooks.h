@@ -1,0 +1,97 @@
+// Hook interfaces of the engine (DESIGN.md "one policy, two drivers").
+//
+// AttentionObserver: receives attention evidence, tokens and logits as the engine runs; the trace
+//   recorder, prefill reducers and policies implement it. The engine does not know who listens.
+// CacheController: decides, per (layer, KV head), which cached positions stay and which of them
+//   the next attention reads. The engine asks it before each decode attention and applies its
+//   evictions after. Eviction policies implement it; the simulator drives the same objects over a
+//   recorded trace through a KvSlots that holds positions only.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace kvs {
+
+struct ModelConfig;
+
+// Attention probabilities of one query head for a block of consecutive query positions.
+// Prefill delivers blocks of rows per (layer, head) over keys 0..q_pos0+n_q-1 (causal: a row's
+// keys past its own position are 0); decode delivers one row per (layer, head) over the keys the
+// query actually attended (its KV head's active entries, which include itself).
+struct AttentionBlock {
+  int layer = 0;
+  int head = 0;                      // query head; its KV head is head / (n_heads / n_kv_heads)
+  int q_pos0 = 0;                    // position of the first query row
+  int n_q = 0;                       // rows in this block
+  int n_keys = 0;                    // keys per row
+  const int32_t* key_pos = nullptr;  // [n_keys] ascending positions; nullptr = 0..n_keys-1
+  const float* probs = nullptr;      // [n_q, n_keys] softmax rows, fp32, each sums to 1
+  const float* lse = nullptr;        // [n_q] log-sum-exp of the scaled logits q.k/sqrt(d) of each
+                                     // row over its keys: logit_j = log(probs_j) + lse
+  bool decode = false;               // false during prefill
+
+  int key(int j) const { return key_pos ? key_pos[j] : j; }
+};
+
+class AttentionObserver {
+ public:
+  virtual ~AttentionObserver() = default;
+  // A new sequence starts with these prompt tokens (BOS included).
+  virtual void on_begin(const ModelConfig& config, std::span<const int> prompt) {}
+  // Attention evidence; see AttentionBlock. Pointers are valid during the call only.
+  virtual void on_attention(const AttentionBlock& block) {}
+  // Every layer of the prompt has been processed.
+  virtual void on_prefill_end(int prompt_len) {}
+  // Next-token logits [vocab] computed at position pos.
+  virtual void on_logits(int pos, std::span<const float> logits) {}
+  // Token fed to the model at position pos (prompt tokens and generated ones).
+  virtual void on_token(int pos, int token) {}
+};
+
+// Forwards every event to several observers, in order.
+class ObserverFanout : public AttentionObserver {
+ public:
+  void add(AttentionObserver* o) { if (o) observers_.push_back(o); }
+  bool empty() const { return observers_.empty(); }
+  void on_begin(const ModelConfig& c, std::span<const int> p) override { for (auto* o : observers_) o->on_begin(c, p); }
+  void on_attention(const AttentionBlock& b) override { for (auto* o : observers_) o->on_attention(b); }
+  void on_prefill_end(int n) override { for (auto* o : observers_) o->on_prefill_end(n); }
+  void on_logits(int pos, std::span<const float> l) override { for (auto* o : observers_) o->on_logits(pos, l); }
+  void on_token(int pos, int t) override { for (auto* o : observers_) o->on_token(pos, t); }
+ private:
+  std::vector<AttentionObserver*> observers_;
+};
+
+// The cache seen as positions: per (layer, KV head), the positions it holds (ascending) and
+// whether the next attention reads each of them. The engine implements it over real K/V storage
+// (evict frees and compacts); the simulator implements it over positions only.
+class KvSlots {
+ public:
+  virtual ~KvSlots() = default;
+  virtual int n_layers() const = 0;
+  virtual int n_kv_heads() const = 0;
+  // Positions held by (layer, kv_head), ascending.
+  virtual std::span<const int32_t> held(int layer, int kv_head) const = 0;
+  // Per held entry: 1 = attended by the next attention, 0 = retained but inactive (skipped).
+  // New entries arrive active. Same length and order as held().
+  virtual std::span<uint8_t> active(int layer, int kv_head) = 0;
+  // Removes the held entries whose keep[i] == 0 (keep has held().size() entries).
+  virtual void evict(int layer, int kv_head, std::span<const uint8_t> keep) = 0;
+};
+
+class CacheController {
+ public:
+  virtual ~CacheController() = default;
+  // The prompt (prompt_len positions) went through full attention in every layer; compress it.
+  virtual void after_prefill(int prompt_len, KvSlots& kv) = 0;
+  // Decode: the query at q_pos is about to attend in `layer`; its own key is already held and
+  // active. Mark inactive what it must skip (evictions may also happen here).
+  virtual void before_attention(int layer, int q_pos, KvSlots& kv) = 0;
+  // Decode: the query at q_pos attended in `layer`; heads[h] is query head h's row over the keys
+  // it attended. Evict here ("attend, then evict").
+  virtual void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads,
+                               KvSlots& kv) = 0;
+};
+
+}  // namespace kvs

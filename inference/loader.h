@@ -1,0 +1,25 @@
+// Entry points that open model and tokenizer files of any supported format.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "inference/model.h"
+#include "inference/tokenizer.h"
+
+namespace kvs {
+
+// Loads a model from a llama2.c .bin, a GGUF file, or a Hugging Face folder. Quantized weights are
+// dequantized to fp32. Throws InputError ("<path>: <problem>") on bad input.
+Model load_model(const std::string& path);
+
+// Loads the tokenizer for a model: `tokenizer_path` when given (llama2.c tokenizer.bin or
+// tokenizer.json), else the GGUF metadata, the HF folder's tokenizer.json, or a llama2.c
+// tokenizer beside the .bin (tokenizer.bin / tok<vocab>.bin). Checks that its vocabulary size
+// matches `model` and throws InputError naming the tokenizer file otherwise.
+std::unique_ptr<Tokenizer> load_tokenizer(const Model& model, const std::string& tokenizer_path);
+
+// Locates the default model (SmolLM2-135M-Instruct GGUF) in the cache folder
+// ($KVSCOPE_CACHE or ~/.cache/kvscope/models). Returns "" when absent.
+std::string default_model_path();
+
+}  // namespace kvs

@@ -1,0 +1,81 @@
+// Llama-family model description: hyper-parameters and fp32 weights, whatever file they came from.
+// Loaders (llama2.c .bin, GGUF, HF safetensors) fill a Model; the engine only reads it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvs {
+
+// How query/key pairs are rotated. llama2.c and GGUF store q/k so that pairs are adjacent
+// (x[2i], x[2i+1]); HF checkpoints pair x[i] with x[i + head_dim/2] ("rotate_half").
+enum class RopeStyle { Interleaved, RotateHalf };
+
+struct RopeScaling {
+  std::string type;                  // "" (none), "linear" or "llama3"
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;      // llama3 only
+  float high_freq_factor = 4.0f;     // llama3 only
+  int original_max_position = 8192;  // llama3 only
+};
+
+struct ModelConfig {
+  std::string arch = "llama";  // llama | mistral | qwen2
+  std::string name;            // human-readable model name
+  int dim = 0;                 // hidden size
+  int hidden_dim = 0;          // FFN inner size
+  int n_layers = 0;
+  int n_heads = 0;             // query heads
+  int n_kv_heads = 0;          // key/value heads (GQA when < n_heads)
+  int head_dim = 0;
+  int vocab_size = 0;
+  int seq_len = 0;             // maximum context
+  float rope_theta = 10000.0f;
+  float rms_eps = 1e-5f;
+  RopeStyle rope_style = RopeStyle::Interleaved;
+  RopeScaling rope_scaling;
+  bool qkv_bias = false;       // Qwen2
+  bool tied_classifier = true; // classifier shares the token embedding
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+  int group() const { return n_heads / n_kv_heads; }
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [dim]
+  std::vector<float> wq;         // [n_heads*head_dim, dim]
+  std::vector<float> wk;         // [n_kv_heads*head_dim, dim]
+  std::vector<float> wv;         // [n_kv_heads*head_dim, dim]
+  std::vector<float> wo;         // [dim, n_heads*head_dim]
+  std::vector<float> bq;         // [n_heads*head_dim] or empty
+  std::vector<float> bk;         // [n_kv_heads*head_dim] or empty
+  std::vector<float> bv;         // [n_kv_heads*head_dim] or empty
+  std::vector<float> ffn_norm;   // [dim]
+  std::vector<float> w_gate;     // [hidden_dim, dim]  (llama2.c w1)
+  std::vector<float> w_up;       // [hidden_dim, dim]  (llama2.c w3)
+  std::vector<float> w_down;     // [dim, hidden_dim]  (llama2.c w2)
+};
+
+struct ModelWeights {
+  std::vector<float> token_embedding;  // [vocab_size, dim]
+  std::vector<LayerWeights> layers;    // [n_layers]
+  std::vector<float> final_norm;       // [dim]
+  std::vector<float> classifier;       // [vocab_size, dim]; empty when tied to token_embedding
+};
+
+struct Model {
+  ModelConfig config;
+  ModelWeights weights;
+  std::string path;    // file or folder it was loaded from
+  std::string format;  // "llama2c" | "gguf" | "hf"
+  std::string weight_type;  // storage type on disk, e.g. "F32", "Q4_1 (mixed)"
+
+  const std::vector<float>& classifier() const {
+    return config.tied_classifier ? weights.token_embedding : weights.classifier;
+  }
+  // Bytes of fp32 weights the forward pass reads per decoded token.
+  std::size_t weight_bytes_per_token() const;
+};
+
+}  // namespace kvs
