@@ -1,0 +1,167 @@
+// Head statistics over decode rows (sink mass, locality, entropy) and the trace-profiled
+// DuoAttention gate; sums in double, reported as float means.
+#include "analysis/head_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "analysis/trace.h"
+#include "inference/errors.h"
+
+namespace kvs {
+
+namespace {
+
+double range_mass(const float* row, int lo, int hi) {  // sum of row[lo..hi)
+  double s = 0.0;
+  for (int j = std::max(lo, 0); j < hi; ++j) s += row[j];
+  return s;
+}
+
+void check_step(const ModelShape& shape, size_t rows_size, int row_len, int q_pos) {
+  if (row_len <= 0 || rows_size != (size_t)shape.n_layers * shape.n_heads * row_len) {
+    throw input_error("attention rows", "size does not match [L, H, T]");
+  }
+  if (q_pos < 0 || q_pos >= row_len) {
+    throw input_error("attention rows", "query position " + std::to_string(q_pos) +
+                                            " outside the row (0.." + std::to_string(row_len - 1) + ")");
+  }
+}
+
+// Mean over each KV head's group of query heads: [L, H] -> [L, Hkv].
+std::vector<float> group_mean(const ModelShape& shape, const std::vector<float>& per_head) {
+  const int G = shape.group();
+  std::vector<float> out((size_t)shape.n_layers * shape.n_kv_heads, 0.0f);  // [L, Hkv]
+  for (int l = 0; l < shape.n_layers; ++l) {
+    for (int h = 0; h < shape.n_heads; ++h) {
+      out[(size_t)l * shape.n_kv_heads + h / G] += per_head[(size_t)l * shape.n_heads + h] / G;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+HeadStatsAccumulator::HeadStatsAccumulator(const ModelShape& shape, HeadStatsOptions options)
+    : shape_(shape), options_(options) {
+  if (options_.sinks < 0) throw input_error("--sinks", "must be >= 0");
+  if (options_.local_window < 1) throw input_error("--local-window", "must be >= 1");
+  const size_t n = (size_t)shape.n_layers * shape.n_heads;
+  sink_.assign(n, 0.0);
+  local_.assign(n, 0.0);
+  entropy_.assign(n, 0.0);
+}
+
+void HeadStatsAccumulator::add_step(std::span<const float> rows, int row_len, int q_pos) {
+  check_step(shape_, rows.size(), row_len, q_pos);
+  const size_t n = (size_t)shape_.n_layers * shape_.n_heads;
+  for (size_t i = 0; i < n; ++i) {
+    const float* row = rows.data() + i * row_len;
+    sink_[i] += range_mass(row, 0, std::min(options_.sinks, q_pos + 1));
+    local_[i] += range_mass(row, q_pos - options_.local_window + 1, q_pos + 1);
+    double h = 0.0;
+    for (int j = 0; j <= q_pos; ++j) {
+      if (row[j] > 0.0f) h -= (double)row[j] * std::log((double)row[j]);
+    }
+    entropy_[i] += h;
+  }
+  ++n_steps_;
+}
+
+HeadStats HeadStatsAccumulator::finish() const {
+  if (n_steps_ == 0) throw input_error("head statistics", "no decode steps");
+  HeadStats out;
+  out.shape = shape_;
+  out.n_steps = n_steps_;
+  out.options = options_;
+  auto mean = [&](const std::vector<double>& sums) {
+    std::vector<float> m(sums.size());  // [L, H]
+    for (size_t i = 0; i < sums.size(); ++i) m[i] = (float)(sums[i] / n_steps_);
+    return m;
+  };
+  out.sink_mass = mean(sink_);
+  out.locality = mean(local_);
+  out.entropy = mean(entropy_);
+  out.kv_sink_mass = group_mean(shape_, out.sink_mass);
+  out.kv_locality = group_mean(shape_, out.locality);
+  out.kv_entropy = group_mean(shape_, out.entropy);
+  return out;
+}
+
+HeadStats head_stats(const TraceReader& trace, const HeadStatsOptions& options) {
+  const TraceMeta& meta = trace.meta();
+  if (meta.n_steps <= 0) throw input_error(trace.path(), "no decode steps for head statistics");
+  HeadStatsAccumulator acc(meta.shape, options);
+  std::vector<int32_t> qpos = trace.decode_query_pos();  // [n_steps]
+  std::vector<float> rows, lse;                          // [L, H, T], [L, H]
+  for (int s = 0; s < meta.n_steps; ++s) {
+    trace.read_decode_step(s, rows, lse);
+    acc.add_step(rows, meta.total_len(), qpos.at(s));
+  }
+  return acc.finish();
+}
+
+namespace {
+
+// Adds, per (layer, KV head), the step's mean-over-group mass outside sink + recent.
+void add_outside_mass(const ModelShape& shape, const float* rows, int row_len, int q_pos,
+                      int sink, int recent, std::vector<double>& sums) {
+  const int G = shape.group();
+  const int hi = q_pos - recent;  // first recent key
+  for (int l = 0; l < shape.n_layers; ++l) {
+    for (int h = 0; h < shape.n_heads; ++h) {
+      const float* row = rows + ((size_t)l * shape.n_heads + h) * row_len;
+      sums[(size_t)l * shape.n_kv_heads + h / G] += range_mass(row, sink, hi) / G;
+    }
+  }
+}
+
+std::vector<float> clipped_mean(const std::vector<double>& sums, int n_steps) {
+  std::vector<float> alpha(sums.size());  // [L, Hkv]
+  for (size_t i = 0; i < sums.size(); ++i) {
+    alpha[i] = (float)std::clamp(sums[i] / n_steps, 0.0, 1.0);
+  }
+  return alpha;
+}
+
+void check_window(int sink, int recent) {
+  if (sink < 0) throw input_error("sink", "must be >= 0");
+  if (recent < 0) throw input_error("recent", "must be >= 0");
+}
+
+}  // namespace
+
+std::vector<float> profile_alpha(const TraceReader& trace, int sink, int recent) {
+  check_window(sink, recent);
+  const TraceMeta& meta = trace.meta();
+  if (meta.n_steps <= 0) throw input_error(trace.path(), "no decode steps to profile alpha on");
+  const int T = meta.total_len();
+  std::vector<int32_t> qpos = trace.decode_query_pos();  // [n_steps]
+  std::vector<double> sums((size_t)meta.shape.n_layers * meta.shape.n_kv_heads, 0.0);  // [L, Hkv]
+  std::vector<float> rows, lse;  // [L, H, T], [L, H]
+  for (int s = 0; s < meta.n_steps; ++s) {
+    trace.read_decode_step(s, rows, lse);
+    check_step(meta.shape, rows.size(), T, qpos.at(s));
+    add_outside_mass(meta.shape, rows.data(), T, qpos[s], sink, recent, sums);
+  }
+  return clipped_mean(sums, meta.n_steps);
+}
+
+std::vector<float> profile_alpha_from_rows(const ModelShape& shape, std::span<const float> rows,
+                                           int row_len, std::span<const int> q_pos, int sink,
+                                           int recent) {
+  check_window(sink, recent);
+  const int n_steps = (int)q_pos.size();
+  if (n_steps == 0) throw input_error("attention rows", "no decode steps to profile alpha on");
+  const size_t step = (size_t)shape.n_layers * shape.n_heads * row_len;
+  if (rows.size() != step * n_steps) throw input_error("attention rows", "size does not match [steps, L, H, T]");
+  std::vector<double> sums((size_t)shape.n_layers * shape.n_kv_heads, 0.0);  // [L, Hkv]
+  for (int s = 0; s < n_steps; ++s) {
+    check_step(shape, step, row_len, q_pos[s]);
+    add_outside_mass(shape, rows.data() + s * step, row_len, q_pos[s], sink, recent, sums);
+  }
+  return clipped_mean(sums, n_steps);
+}
+
+}  // namespace kvs

@@ -1,0 +1,99 @@
+// KVzip key scores through the engine: per chunk, re-prefill the context, teacher-force the
+// repeat prompt and the chunk with attention restricted to sinks + chunk + repeat input, and keep
+// the max attention each context key receives per KV head.
+#include "analysis/kvzip_scores.h"
+
+#include <algorithm>
+
+#include "inference/errors.h"
+#include "inference/tokenizer.h"
+
+namespace kvs {
+
+KvzipChunkController::KvzipChunkController(int sinks, int chunk_begin, int chunk_end, int context_len)
+    : sinks_(sinks), begin_(chunk_begin), end_(chunk_end), context_(context_len) {}
+
+void KvzipChunkController::before_attention(int layer, int q_pos, KvSlots& kv) {
+  for (int g = 0; g < kv.n_kv_heads(); ++g) {
+    std::span<const int32_t> held = kv.held(layer, g);
+    std::span<uint8_t> active = kv.active(layer, g);
+    for (size_t i = 0; i < held.size(); ++i) {
+      const int p = held[i];
+      active[i] = p < sinks_ || (p >= begin_ && p < end_) || p >= context_ ? 1 : 0;
+    }
+  }
+}
+
+KvzipScoreObserver::KvzipScoreObserver(int n_layers, int n_heads, int n_kv_heads, int context_len)
+    : n_heads_(n_heads), n_kv_heads_(n_kv_heads), context_(context_len),
+      scores_((size_t)n_layers * n_kv_heads * context_len, 0.0f) {}
+
+void KvzipScoreObserver::on_attention(const AttentionBlock& block) {
+  if (!block.decode) return;
+  const int g = block.head / (n_heads_ / n_kv_heads_);
+  float* s = scores_.data() + ((size_t)block.layer * n_kv_heads_ + g) * context_;
+  for (int j = 0; j < block.n_keys; ++j) {
+    const int p = block.key(j);
+    if (p < context_) s[p] = std::max(s[p], block.probs[j]);
+  }
+}
+
+namespace {
+
+// Clears the engine's observer and controller however a pass ends.
+struct HookScope {
+  Engine& engine;
+  HookScope(Engine& e, AttentionObserver* o, CacheController* c) : engine(e) {
+    engine.set_observer(o);
+    engine.set_controller(c);
+  }
+  ~HookScope() {
+    engine.set_observer(nullptr);
+    engine.set_controller(nullptr);
+  }
+};
+
+}  // namespace
+
+std::vector<float> kvzip_key_scores(const Model& model, const Tokenizer& tokenizer,
+                                    std::span<const int> context, const KvzipOptions& options) {
+  const ModelConfig& c = model.config;
+  const int P = (int)context.size();
+  if (P == 0) throw input_error("kvzip", "empty context");
+  if (options.chunk < 1) throw input_error("kvzip", "chunk must be >= 1");
+  if (options.sinks < 0) throw input_error("kvzip", "sinks must be >= 0");
+  if (options.overlap < 0) throw input_error("kvzip", "overlap must be >= 0");
+  const std::vector<int> first = tokenizer.encode(options.repeat_text, false);
+  std::vector<int> later = tokenizer.encode(options.continue_text, false);
+  const int prompt_max = std::max((int)first.size(), (int)later.size() + options.overlap);
+  // The chunk shrinks to what the model's context leaves after the prompt and a repeat prompt.
+  const int chunk = std::min(options.chunk, c.seq_len - P - prompt_max);
+  if (chunk < 1) {
+    throw input_error("kvzip", "context of " + std::to_string(P) + " tokens leaves no room for the " +
+                                   "repeat pass in the model's context of " + std::to_string(c.seq_len));
+  }
+
+  Engine engine(model, options.engine);
+  KvzipScoreObserver observer(c.n_layers, c.n_heads, c.n_kv_heads, P);
+  for (int begin = 0; begin < P; begin += chunk) {
+    const int end = std::min(P, begin + chunk);
+    std::vector<int> feed = first;  // repeat prompt + chunk tokens
+    if (begin > 0) {
+      feed = later;
+      feed.insert(feed.end(), context.begin() + std::max(0, begin - options.overlap), context.begin() + begin);
+    }
+    feed.insert(feed.end(), context.begin() + begin, context.begin() + end);
+    engine.reset();
+    engine.prefill(context);
+    KvzipChunkController restrict_keys(options.sinks, begin, end, P);
+    HookScope scope(engine, &observer, &restrict_keys);
+    for (int token : feed) engine.decode(token);
+  }
+  std::vector<float>& scores = observer.scores();  // [L, Hkv, P]
+  for (size_t row = 0; row < scores.size() / P; ++row) {
+    std::fill_n(scores.begin() + row * P, std::min(options.sinks, P), 1.0f);
+  }
+  return std::move(scores);
+}
+
+}  // namespace kvs

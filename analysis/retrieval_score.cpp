@@ -1,0 +1,306 @@
+// Retrieval-head score (Wu et al., POLICIES.md §10): trials on needle prompts through the engine's
+// public API, and the {"<layer>-<head>": [...]} JSON file with a small strict parser.
+#include "analysis/retrieval_score.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "analysis/atomic_file.h"
+#include "inference/errors.h"
+#include "inference/generate.h"
+#include "inference/tokenizer.h"
+
+namespace kvs {
+
+ArgmaxObserver::ArgmaxObserver(int n_layers, int n_heads)
+    : n_heads_(n_heads), argmax_((size_t)n_layers * n_heads, -1) {}
+
+void ArgmaxObserver::on_attention(const AttentionBlock& block) {
+  if (!block.decode || block.n_keys <= 0) return;
+  int best = 0;
+  for (int j = 1; j < block.n_keys; ++j) {
+    if (block.probs[j] > block.probs[best]) best = j;
+  }
+  argmax_[(size_t)block.layer * n_heads_ + block.head] = block.key(best);
+}
+
+RetrievalTally::RetrievalTally(int n_layers, int n_heads, std::span<const int> tokens, TokenSpan needle)
+    : tokens_(tokens.begin(), tokens.end()), needle_(needle), scores_((size_t)n_layers * n_heads, 0.0f) {
+  if (needle.begin < 0 || needle.end > (int)tokens.size() || needle.size() <= 0) {
+    throw input_error("needle prompt", "needle span outside the prompt");
+  }
+}
+
+void RetrievalTally::add_step(std::span<const int> argmax, int emitted) {
+  const float gain = 1.0f / (float)needle_.size();
+  for (size_t i = 0; i < scores_.size() && i < argmax.size(); ++i) {
+    const int p = argmax[i];
+    if (p >= needle_.begin && p < needle_.end && tokens_[p] == emitted) scores_[i] += gain;
+  }
+}
+
+std::vector<float> RetrievalScores::mean() const {
+  std::vector<float> m(trials.size(), 0.0f);  // [L, H]
+  for (size_t i = 0; i < trials.size(); ++i) {
+    double s = 0.0;
+    for (float v : trials[i]) s += v;
+    if (!trials[i].empty()) m[i] = (float)(s / trials[i].size());
+  }
+  return m;
+}
+
+namespace {
+
+// Restores "no observer" on the engine however the trial ends.
+struct ObserverScope {
+  Engine& engine;
+  ObserverScope(Engine& e, AttentionObserver* o) : engine(e) { engine.set_observer(o); }
+  ~ObserverScope() { engine.set_observer(nullptr); }
+};
+
+}  // namespace
+
+std::vector<float> retrieval_trial(Engine& engine, const Tokenizer& tokenizer,
+                                   const NeedlePrompt& prompt, int max_steps,
+                                   std::vector<int>& answer) {
+  const ModelConfig& c = engine.model().config;
+  const int n = (int)prompt.tokens.size();
+  if (n < 2) throw input_error("needle prompt", "needs at least two tokens");
+  if (n > c.seq_len) {
+    throw input_error("needle prompt", std::to_string(n) + " tokens exceed the model's context of " +
+                                           std::to_string(c.seq_len));
+  }
+  const int steps = std::min(max_steps, c.seq_len - n + 1);
+  ArgmaxObserver argmax(c.n_layers, c.n_heads);
+  RetrievalTally tally(c.n_layers, c.n_heads, prompt.tokens, prompt.needle);
+  Sampler greedy(SamplingOptions{});
+  engine.set_observer(nullptr);
+  engine.reset();
+  engine.prefill(std::span<const int>(prompt.tokens).first(n - 1));
+  ObserverScope scope(engine, &argmax);
+  answer.clear();
+  int token = prompt.tokens[n - 1];
+  for (int step = 0; step < steps; ++step) {
+    const int emitted = greedy.sample(engine.decode(token));
+    tally.add_step(argmax.argmax(), emitted);
+    if (emitted == tokenizer.eos_id()) break;
+    answer.push_back(emitted);
+    if (tokenizer.decode_piece(token, emitted).find('\n') != std::string::npos) break;
+    token = emitted;
+  }
+  return tally.scores();
+}
+
+RetrievalScores retrieval_scores(const Model& model, const Tokenizer& tokenizer,
+                                 const RetrievalOptions& options) {
+  if (options.max_steps < 1) throw input_error("--steps", "must be >= 1");
+  if (options.context_tokens.empty() || options.depths.empty()) {
+    throw input_error("retrieval score", "no context length or depth to try");
+  }
+  const ModelConfig& c = model.config;
+  for (int ctx : options.context_tokens) {
+    if (ctx < 2 || ctx > c.seq_len) {
+      throw input_error("retrieval score", "prompt length " + std::to_string(ctx) +
+                                               " outside 2.." + std::to_string(c.seq_len));
+    }
+  }
+  Engine engine(model, options.engine);
+  RetrievalScores out;
+  out.n_layers = c.n_layers;
+  out.n_heads = c.n_heads;
+  out.trials.assign((size_t)c.n_layers * c.n_heads, {});
+  for (int ctx : options.context_tokens) {
+    for (double depth : options.depths) {
+      NeedleOptions o = options.prompt;
+      o.context_tokens = ctx;
+      o.depth = depth;
+      if (options.vary_passkey) o.needle = passkey_needle(passkey_for_seed(options.seed + out.n_trials));
+      NeedlePrompt p = build_needle_prompt(tokenizer, o);
+      std::vector<int> answer;
+      std::vector<float> scores = retrieval_trial(engine, tokenizer, p, options.max_steps, answer);
+      ++out.n_trials;
+      std::span<const int> needle(p.tokens.data() + p.needle.begin, p.needle.size());
+      if (unigram_recall(answer, needle) <= options.min_recall) continue;
+      for (size_t i = 0; i < scores.size(); ++i) out.trials[i].push_back(scores[i]);
+    }
+  }
+  return out;
+}
+
+std::string retrieval_scores_json(const RetrievalScores& scores) {
+  std::string out = "{";
+  char buf[32];
+  for (int l = 0; l < scores.n_layers; ++l) {
+    for (int h = 0; h < scores.n_heads; ++h) {
+      if (out.size() > 1) out += ", ";
+      out += '"';
+      out += std::to_string(l);
+      out += '-';
+      out += std::to_string(h);
+      out += "\": [";
+      const std::vector<float>& list = scores.trials[(size_t)l * scores.n_heads + h];
+      for (size_t i = 0; i < list.size(); ++i) {
+        std::snprintf(buf, sizeof buf, "%.9g", (double)list[i]);
+        if (i) out += ", ";
+        out += buf;
+      }
+      out += "]";
+    }
+  }
+  return out + "}";
+}
+
+namespace {
+
+constexpr size_t kMaxJsonBytes = 64u << 20;
+constexpr int kMaxHeadIndex = 1 << 16;
+
+// Strict reader of {"string": [number, ...], ...}: nothing else is accepted.
+class ScoreJsonParser {
+ public:
+  ScoreJsonParser(const std::string& text, const std::string& what) : s_(text), what_(what) {}
+
+  std::map<std::pair<int, int>, std::vector<float>> parse() {
+    std::map<std::pair<int, int>, std::vector<float>> out;
+    expect('{');
+    if (peek() == '}') { ++i_; return finish(out); }
+    while (true) {
+      std::pair<int, int> key = head_key(string());
+      expect(':');
+      if (!out.emplace(key, list()).second) fail("duplicate key \"" + last_key_ + "\"");
+      if (peek() == ',') { ++i_; continue; }
+      expect('}');
+      return finish(out);
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& problem) const {
+    throw input_error(what_, problem + " (at byte " + std::to_string(i_) + ")");
+  }
+  char peek() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
+    return i_ < s_.size() ? s_[i_] : '\0';
+  }
+  void expect(char c) {
+    if (peek() != c) fail(std::string("expected '") + c + "'");
+    ++i_;
+  }
+  std::string string() {
+    expect('"');
+    std::string v;
+    while (i_ < s_.size() && s_[i_] != '"') {
+      if (s_[i_] == '\\' || (unsigned char)s_[i_] < 0x20) fail("unsupported character in a key");
+      v += s_[i_++];
+    }
+    if (i_ >= s_.size()) fail("unterminated string");
+    ++i_;
+    return v;
+  }
+  std::pair<int, int> head_key(const std::string& key) {
+    last_key_ = key;
+    int l = -1, h = -1;
+    char extra = 0;
+    if (std::sscanf(key.c_str(), "%d-%d%c", &l, &h, &extra) != 2 || l < 0 || h < 0 ||
+        l > kMaxHeadIndex || h > kMaxHeadIndex || key != std::to_string(l) + "-" + std::to_string(h)) {
+      fail("key \"" + key + "\" is not <layer>-<head>");
+    }
+    return {l, h};
+  }
+  std::vector<float> list() {
+    std::vector<float> v;
+    expect('[');
+    if (peek() == ']') { ++i_; return v; }
+    while (true) {
+      v.push_back(number());
+      if (peek() == ',') { ++i_; continue; }
+      expect(']');
+      return v;
+    }
+  }
+  float number() {
+    peek();
+    size_t j = i_;
+    while (j < s_.size() && std::string_view("+-0123456789.eE").find(s_[j]) != std::string_view::npos) ++j;
+    const std::string tok = s_.substr(i_, j - i_);
+    char* end = nullptr;
+    errno = 0;
+    const double v = tok.empty() ? 0.0 : std::strtod(tok.c_str(), &end);
+    if (tok.empty() || tok[0] == '+' || end != tok.c_str() + tok.size() || !std::isfinite(v) || errno == ERANGE) {
+      fail("expected a number in the list of \"" + last_key_ + "\"");
+    }
+    i_ = j;
+    return (float)v;
+  }
+  std::map<std::pair<int, int>, std::vector<float>> finish(std::map<std::pair<int, int>, std::vector<float>>& out) {
+    if (peek() != '\0') fail("unexpected text after the object");
+    return std::move(out);
+  }
+
+  const std::string& s_;
+  const std::string& what_;
+  size_t i_ = 0;
+  std::string last_key_;
+};
+
+}  // namespace
+
+RetrievalScores parse_retrieval_scores(const std::string& text, const std::string& what) {
+  if (text.size() > kMaxJsonBytes) throw input_error(what, "file larger than 64 MiB");
+  auto lists = ScoreJsonParser(text, what).parse();
+  if (lists.empty()) throw input_error(what, "no head scores");
+  RetrievalScores out;
+  for (const auto& [key, list] : lists) {
+    out.n_layers = std::max(out.n_layers, key.first + 1);
+    out.n_heads = std::max(out.n_heads, key.second + 1);
+  }
+  if ((size_t)out.n_layers * out.n_heads != lists.size()) {
+    throw input_error(what, "keys do not cover a full " + std::to_string(out.n_layers) + "x" +
+                                std::to_string(out.n_heads) + " layer x head grid");
+  }
+  out.trials.resize(lists.size());
+  const size_t trials = lists.begin()->second.size();
+  for (auto& [key, list] : lists) {
+    if (list.size() != trials) throw input_error(what, "score lists have different lengths");
+    out.trials[(size_t)key.first * out.n_heads + key.second] = std::move(list);
+  }
+  return out;
+}
+
+void write_retrieval_scores(const std::string& path, const RetrievalScores& scores) {
+  const std::string temp = temp_sibling(path);
+  {
+    std::ofstream f(temp, std::ios::binary);
+    if (!f) throw input_error(path, "cannot be written");
+    f << retrieval_scores_json(scores) << "\n";
+    if (!f.flush()) {
+      remove_quietly(temp);
+      throw input_error(path, "write failed");
+    }
+  }
+  try {
+    publish_file(temp, path);
+  } catch (const FileError& e) {
+    remove_quietly(temp);
+    throw input_error(path, e.what());
+  }
+}
+
+RetrievalScores read_retrieval_scores(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw input_error(path, "cannot be opened");
+  f.seekg(0, std::ios::end);
+  const std::streamoff size = f.tellg();
+  if (size < 0 || (size_t)size > kMaxJsonBytes) throw input_error(path, "file larger than 64 MiB");
+  f.seekg(0);
+  std::string text((size_t)size, '\0');
+  if (!f.read(text.data(), size)) throw input_error(path, "read failed");
+  return parse_retrieval_scores(text, path);
+}
+
+}  // namespace kvs

@@ -1,0 +1,49 @@
+// Head statistics and the profiled α read from an HDF5 trace equal the in-memory computation.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "analysis/head_stats.h"
+#include "analysis/trace.h"
+#include "decode_trace_fixture.h"
+#include "inference/errors.h"
+
+namespace kvs {
+namespace {
+
+TEST(HeadsTraceTest, TraceMatchesInMemoryRows) {
+  const std::string path = ::testing::TempDir() + "heads_trace_test.h5";
+  test::DecodeTrace t = test::write_decode_trace(path, 3, 4, 2, 50, 6, 5);
+  const int T = t.total_len();
+  TraceReader reader(path);
+  HeadStatsAccumulator acc(t.shape, {});
+  for (int s = 0; s < t.n_steps; ++s) {
+    const size_t step = (size_t)3 * 4 * T;
+    acc.add_step(std::span<const float>(t.rows).subspan(s * step, step), T, t.q_pos[s]);
+  }
+  HeadStats want = acc.finish();
+  HeadStats got = head_stats(reader);
+  EXPECT_EQ(got.n_steps, 6);
+  EXPECT_EQ(got.sink_mass, want.sink_mass);
+  EXPECT_EQ(got.locality, want.locality);
+  EXPECT_EQ(got.entropy, want.entropy);
+  EXPECT_EQ(got.kv_entropy.size(), 6u);
+  for (float h : got.entropy) {
+    EXPECT_GT(h, 0.0f);
+    EXPECT_LT(h, std::log((float)T));
+  }
+  std::vector<float> alpha = profile_alpha(reader, 4, 16);
+  EXPECT_EQ(alpha, profile_alpha_from_rows(t.shape, t.rows, T, t.q_pos, 4, 16));
+  ASSERT_EQ(alpha.size(), 6u);
+  for (float a : alpha) {
+    EXPECT_GT(a, 0.0f);
+    EXPECT_LT(a, 1.0f);
+  }
+  // sink + recent covering every key leaves nothing outside.
+  for (float a : profile_alpha(reader, 4, T)) EXPECT_EQ(a, 0.0f);
+  EXPECT_THROW(profile_alpha(reader, -1, 4), InputError);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace kvs
