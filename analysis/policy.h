@@ -45,6 +45,11 @@ class Policy : public CacheController {
   virtual void begin(const PolicyContext& context) = 0;
   // Whether the policy needs KVzip-style key scores in PrefillEvidence::key_scores.
   virtual bool needs_key_scores() const { return false; }
+  // Score-selected ("heavy hitter") sets: the positions of (layer, kv_head) that the last
+  // eviction kept by score rather than by a positional rule (sinks, recent window). Policies
+  // without such sets return false / empty; metrics use them for set turnover between steps.
+  virtual bool has_scored_sets() const { return false; }
+  virtual std::span<const int32_t> scored_set(int layer, int kv_head) const { return {}; }
  protected:
   explicit Policy(PolicySpec spec) : spec_(std::move(spec)) {}
   PolicySpec spec_;

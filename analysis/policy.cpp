@@ -1,0 +1,120 @@
+// Policy specs ("name:key=value,...") and the registry that builds every policy by CLI name.
+#include "analysis/policy.h"
+
+#include <cctype>
+#include <cstdlib>
+
+#include "analysis/policy_adakv.h"
+#include "analysis/policy_duoattention.h"
+#include "analysis/policy_full.h"
+#include "analysis/policy_h2o.h"
+#include "analysis/policy_kvzip.h"
+#include "analysis/policy_omnikv.h"
+#include "analysis/policy_pyramidkv.h"
+#include "analysis/policy_snapkv.h"
+#include "analysis/policy_streamingllm.h"
+#include "analysis/policy_strided.h"
+#include "analysis/policy_tova.h"
+#include "analysis/policy_window.h"
+#include "inference/errors.h"
+
+namespace kvs {
+namespace {
+
+using Factory = std::unique_ptr<Policy> (*)(const PolicySpec&, const ModelShape&);
+struct Entry {
+  const char* name;
+  Factory make;
+};
+constexpr Entry kRegistry[] = {
+    {"full", make_full_policy},         {"window", make_window_policy},
+    {"streamingllm", make_streamingllm_policy}, {"strided", make_strided_policy},
+    {"h2o", make_h2o_policy},           {"tova", make_tova_policy},
+    {"snapkv", make_snapkv_policy},     {"pyramidkv", make_pyramidkv_policy},
+    {"adakv", make_adakv_policy},       {"kvzip", make_kvzip_policy},
+    {"duoattention", make_duoattention_policy}, {"omnikv", make_omnikv_policy},
+};
+
+// A parameter value as part of an HDF5 link name: the last path component, with characters
+// other than letters, digits, '.' and '-' replaced by '-'.
+std::string name_part(const std::string& value) {
+  std::string v = value;
+  while (v.size() > 1 && v.back() == '/') v.pop_back();
+  const size_t slash = v.find_last_of('/');
+  if (slash != std::string::npos && slash + 1 < v.size()) v = v.substr(slash + 1);
+  for (char& c : v)
+    if (!std::isalnum((unsigned char)c) && c != '.' && c != '-') c = '-';
+  return v;
+}
+
+}  // namespace
+
+std::string PolicySpec::run_name() const {
+  std::string out = name;
+  for (const auto& [k, v] : params) out += "_" + k + name_part(v);
+  if (name != "full") out += "_b" + std::to_string(budget);
+  return out;
+}
+
+PolicySpec parse_policy_spec(const std::string& text, int budget) {
+  PolicySpec spec;
+  spec.budget = budget;
+  const size_t colon = text.find(':');
+  spec.name = text.substr(0, colon);
+  auto fail = [&](const std::string& problem) { return input_error("--policy " + text, problem); };
+  if (spec.name.empty()) throw fail("missing policy name");
+  if (colon == std::string::npos) return spec;
+  const std::string rest = text.substr(colon + 1);
+  if (rest.empty()) throw fail("no parameters after ':'");
+  std::string last_key;
+  size_t start = 0;
+  while (start <= rest.size()) {
+    const size_t comma = rest.find(',', start);
+    const std::string item = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      // "filters=2,8,18": an item without '=' continues the previous value.
+      if (last_key.empty() || item.empty()) throw fail("expected key=value, got '" + item + "'");
+      spec.params[last_key] += "," + item;
+    } else {
+      const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+      if (key.empty()) throw fail("empty parameter name in '" + item + "'");
+      if (value.empty()) throw fail("empty value for '" + key + "'");
+      if (spec.params.count(key))
+        throw fail("parameter '" + key + "' given twice");
+      spec.params[key] = value;
+      last_key = key;
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  auto b = spec.params.find("budget");
+  if (b != spec.params.end()) {
+    char* end = nullptr;
+    const long v = std::strtol(b->second.c_str(), &end, 10);
+    if (*end != '\0') throw fail("budget must be an integer (got '" + b->second + "')");
+    spec.budget = (int)v;
+    spec.params.erase(b);
+  }
+  return spec;
+}
+
+std::unique_ptr<Policy> make_policy(const PolicySpec& spec, const ModelShape& shape) {
+  for (const Entry& e : kRegistry) {
+    if (spec.name != e.name) continue;
+    if (spec.name != "full" && spec.budget <= 0)
+      throw input_error("--policy " + spec.name, "budget must be positive (got " + std::to_string(spec.budget) + ")");
+    return e.make(spec, shape);
+  }
+  std::string known;
+  for (const Entry& e : kRegistry) known += (known.empty() ? "" : ", ") + std::string(e.name);
+  throw input_error("--policy " + spec.name, "unknown policy (known: " + known + ")");
+}
+
+std::vector<std::string> policy_names() {
+  std::vector<std::string> out;
+  for (const Entry& e : kRegistry) out.push_back(e.name);
+  return out;
+}
+
+}  // namespace kvs

@@ -1,0 +1,163 @@
+// DuoAttention (mit-han-lab/duo-attention): gates from a pattern folder (pattern=DIR), from the
+// context (PolicyContext::alpha) or profiled from the trace; sparsity quantile (default 0.5) or
+// threshold; streaming heads keep `sink` + `recent` slots with sink 4 (B < 320) or 64.
+#include "analysis/policy_duoattention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "analysis/duo_pattern.h"
+#include "analysis/policy_params.h"
+#include "inference/errors.h"
+
+namespace kvs {
+
+std::vector<uint8_t> duo_retrieval_by_sparsity(std::span<const float> alpha, double sparsity) {
+  const size_t n = alpha.size();
+  std::vector<uint8_t> out(n, 0);
+  if (n == 0 || sparsity >= 1.0) return out;
+  std::vector<double> a(n);  // [n] gates plus tie-breaking noise
+  uint64_t state = 42;
+  for (size_t i = 0; i < n; ++i) {
+    state += 0x9E3779B97F4A7C15ull;  // splitmix64
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    a[i] = (double)alpha[i] + 1e-6 * (double)(z >> 11) / 9007199254740992.0;
+  }
+  std::vector<double> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  const double pos = std::max(0.0, sparsity) * (double)(n - 1);
+  const size_t lo = (size_t)std::floor(pos);
+  const size_t hi = std::min(n - 1, lo + 1);
+  const double tau = sorted[lo] + (pos - (double)lo) * (sorted[hi] - sorted[lo]);
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] >= tau;
+  return out;
+}
+
+std::vector<uint8_t> duo_retrieval_by_threshold(std::span<const float> alpha, double tau) {
+  std::vector<uint8_t> out(alpha.size());
+  for (size_t i = 0; i < alpha.size(); ++i) out[i] = alpha[i] > tau;
+  return out;
+}
+
+AlphaProfiler::AlphaProfiler(const ModelShape& shape, int sink, int recent)
+    : shape_(shape), sink_(sink), recent_(recent), sum_((size_t)shape.n_layers * shape.n_kv_heads, 0.0) {}
+
+void AlphaProfiler::add_step(int q_pos, std::span<const float> rows, int T) {
+  const int G = shape_.group();
+  const int lo = sink_, hi = q_pos - recent_;  // outside = [sink, q - recent)
+  for (int l = 0; l < shape_.n_layers; ++l)
+    for (int h = 0; h < shape_.n_heads; ++h) {
+      const float* row = rows.data() + ((size_t)l * shape_.n_heads + h) * T;
+      double m = 0.0;
+      for (int j = lo; j < hi; ++j) m += row[j];
+      sum_[(size_t)l * shape_.n_kv_heads + h / G] += m / G;
+    }
+  ++steps_;
+}
+
+std::vector<float> AlphaProfiler::alpha() const {
+  std::vector<float> out(sum_.size(), 0.0f);
+  for (size_t i = 0; i < sum_.size() && steps_ > 0; ++i) out[i] = (float)(sum_[i] / steps_);
+  return out;
+}
+
+namespace {
+
+class DuoAttentionPolicy : public Policy {
+ public:
+  DuoAttentionPolicy(const PolicySpec& spec, const ModelShape& shape) : Policy(spec), shape_(shape) {
+    ParamReader p(spec, {"pattern", "threshold", "sparsity", "sink", "recent"});
+    const int B = spec.budget;
+    if (p.has("threshold") && p.has("sparsity")) throw p.error("give threshold or sparsity, not both");
+    use_threshold_ = p.has("threshold");
+    threshold_ = p.get_double("threshold", 0.5);
+    sparsity_ = p.get_double("sparsity", 0.5);
+    if (sparsity_ < 0.0 || sparsity_ > 1.0) throw p.error("sparsity must be in [0, 1]");
+    sink_ = p.get_int("sink", B < 320 ? 4 : 64);
+    if (sink_ < 0) throw p.error("sink must be >= 0");
+    sink_ = std::min(sink_, B);
+    recent_ = p.get_int("recent", B - sink_);
+    if (recent_ < 0) throw p.error("recent must be >= 0");
+    recent_ = std::min(recent_, B - sink_);
+    if (p.has("pattern")) {
+      const std::string dir = p.get_string("pattern", "");
+      DuoPattern pat = read_duo_pattern(dir);
+      check_duo_shape(pat, shape.n_layers, shape.n_kv_heads, dir);
+      pattern_alpha_ = pat.alpha;
+      pattern_source_ = "pattern " + dir;
+    }
+  }
+  bool has_pattern() const { return !pattern_alpha_.empty(); }
+  DuoWindow window() const { return {sink_, recent_}; }
+  std::string params_json() const override {
+    JsonObject j;
+    if (use_threshold_) j.add("threshold", threshold_);
+    else j.add("sparsity", sparsity_);
+    j.add("sink", sink_).add("recent", recent_).add("alpha_source", source_);
+    int n_retrieval = 0;
+    for (uint8_t r : retrieval_) n_retrieval += r;
+    if (!retrieval_.empty()) j.add("retrieval_heads", n_retrieval);
+    return j.str();
+  }
+  void begin(const PolicyContext& ctx) override {
+    std::vector<float> alpha = pattern_alpha_;
+    source_ = pattern_source_;
+    if (alpha.empty()) {
+      alpha = ctx.alpha;
+      source_ = ctx.alpha_source.empty() ? "context" : ctx.alpha_source;
+    }
+    if (alpha.empty())
+      throw input_error("--policy duoattention", "no gates: give pattern=DIR or profile them from a trace");
+    if (alpha.size() != (size_t)shape_.n_layers * shape_.n_kv_heads)
+      throw input_error("--policy duoattention", "gates have " + std::to_string(alpha.size()) +
+                                                     " values, the model has L*Hkv = " +
+                                                     std::to_string(shape_.n_layers * shape_.n_kv_heads));
+    retrieval_ = use_threshold_ ? duo_retrieval_by_threshold(alpha, threshold_)
+                                : duo_retrieval_by_sparsity(alpha, sparsity_);
+  }
+  void after_prefill(int, KvSlots& kv) override {
+    for (int l = 0; l < shape_.n_layers; ++l) trim(l, kv);
+  }
+  void before_attention(int, int, KvSlots&) override {}
+  void after_attention(int layer, int, std::span<const AttentionBlock>, KvSlots& kv) override {
+    trim(layer, kv);
+  }
+
+ private:
+  void trim(int layer, KvSlots& kv) {
+    for (int g = 0; g < shape_.n_kv_heads; ++g) {
+      if (retrieval_[(size_t)layer * shape_.n_kv_heads + g]) continue;
+      const int n = (int)kv.held(layer, g).size();
+      if (n <= sink_ + recent_) continue;
+      std::vector<uint8_t> keep(n, 0);  // [held]
+      for (int i = 0; i < n; ++i) keep[i] = i < sink_ || i >= n - recent_;
+      kv.evict(layer, g, keep);
+    }
+  }
+
+  ModelShape shape_;
+  bool use_threshold_ = false;
+  double threshold_ = 0.5, sparsity_ = 0.5;
+  int sink_ = 4, recent_ = 0;
+  std::vector<float> pattern_alpha_;  // [L, Hkv] from pattern=DIR, empty otherwise
+  std::string pattern_source_, source_;
+  std::vector<uint8_t> retrieval_;    // [L, Hkv] 1 = retrieval head
+};
+
+}  // namespace
+
+std::optional<DuoWindow> duo_profile_window(const Policy& policy) {
+  auto* d = dynamic_cast<const DuoAttentionPolicy*>(&policy);
+  if (!d || d->has_pattern()) return std::nullopt;
+  return d->window();
+}
+
+std::unique_ptr<Policy> make_duoattention_policy(const PolicySpec& spec, const ModelShape& shape) {
+  return std::make_unique<DuoAttentionPolicy>(spec, shape);
+}
+
+}  // namespace kvs

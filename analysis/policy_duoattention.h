@@ -1,0 +1,45 @@
+// DuoAttention (POLICIES.md §8): per KV head gate alpha; retrieval heads keep everything,
+// streaming heads keep sink + recent (evicting after the prompt and every step).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "analysis/policy.h"
+
+namespace kvs {
+
+// Quantile rule (official sparsify_attention_heads): add deterministic noise in [0, 1e-6) to
+// break ties, tau = the `sparsity` quantile (NumPy linear interpolation), retrieval = a >= tau.
+// sparsity >= 1 makes every head streaming. Returns [n] 1 = retrieval.
+std::vector<uint8_t> duo_retrieval_by_sparsity(std::span<const float> alpha, double sparsity);
+// Paper rule: retrieval = alpha > tau.
+std::vector<uint8_t> duo_retrieval_by_threshold(std::span<const float> alpha, double tau);
+
+// Alpha profiled from a full-attention trace: per (layer, KV head), the decode-row mass outside
+// [0, sink) and [q - recent, q], averaged over steps and the group's query heads.
+class AlphaProfiler {
+ public:
+  AlphaProfiler(const ModelShape& shape, int sink, int recent);
+  // rows [L, H, T] of one decode step whose query is at q_pos.
+  void add_step(int q_pos, std::span<const float> rows, int T);
+  std::vector<float> alpha() const;  // [L, Hkv]; zeros when no step was added
+
+ private:
+  ModelShape shape_;
+  int sink_, recent_, steps_ = 0;
+  std::vector<double> sum_;  // [L, Hkv]
+};
+
+struct DuoWindow {
+  int sink = 0, recent = 0;
+};
+// For a DuoAttention policy built without pattern=DIR: the streaming window its α profile
+// should use. nullopt for any other policy.
+std::optional<DuoWindow> duo_profile_window(const Policy& policy);
+
+std::unique_ptr<Policy> make_duoattention_policy(const PolicySpec& spec, const ModelShape& shape);
+
+}  // namespace kvs

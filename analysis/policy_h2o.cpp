@@ -1,0 +1,107 @@
+// H2O: acc[l,g][pos] starts from the prompt's column sums (query heads reduced to their KV head
+// with the selected GQA reduction) and adds every decode row; over budget, keep the top `heavy`
+// candidates by acc (all but the last `recent` entries) plus the last `recent` entries.
+#include "analysis/policy_h2o.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "analysis/policy_params.h"
+#include "analysis/policy_util.h"
+#include "inference/errors.h"
+
+namespace kvs {
+namespace {
+
+class H2oPolicy : public Policy {
+ public:
+  H2oPolicy(const PolicySpec& spec, const ModelShape& shape) : Policy(spec), shape_(shape) {
+    ParamReader p(spec, {"heavy", "recent", "gqa"});
+    const int B = spec.budget;
+    heavy_ = std::clamp(p.get_int("heavy", p.has("recent") ? B - p.get_int("recent", 0) : B / 2), 0, B);
+    recent_ = std::clamp(p.get_int("recent", B - heavy_), 0, B - heavy_);
+    gqa_ = parse_gqa(spec.name, p.get_string("gqa", "mean"));
+  }
+  std::string params_json() const override {
+    return JsonObject().add("heavy", heavy_).add("recent", recent_).add("gqa", gqa_name(gqa_)).str();
+  }
+  bool has_scored_sets() const override { return true; }
+  std::span<const int32_t> scored_set(int layer, int kv_head) const override {
+    return scored_[(size_t)layer * shape_.n_kv_heads + kv_head];
+  }
+  void begin(const PolicyContext& ctx) override {
+    ctx_ = ctx;
+    const size_t n = (size_t)shape_.n_layers * shape_.n_kv_heads;
+    acc_.assign(n, {});
+    scored_.assign(n, {});
+  }
+  void after_prefill(int P, KvSlots& kv) override {
+    const PrefillEvidence* ev = ctx_.prefill;
+    if (!ev || ev->colsum.size() != (size_t)shape_.n_layers * shape_.n_heads * P)
+      throw input_error("--policy h2o", "needs the prompt's attention column sums (absent from the evidence)");
+    const int G = shape_.group();
+    for (int l = 0; l < shape_.n_layers; ++l) {
+      for (int g = 0; g < shape_.n_kv_heads; ++g) {
+        std::vector<const float*> rows;  // G pointers to [P]
+        for (int i = 0; i < G; ++i) rows.push_back(ev->colsum_at(l, g * G + i));
+        acc_[idx(l, g)] = reduce_group(rows, P, gqa_);
+      }
+      trim(l, kv);
+    }
+  }
+  void before_attention(int, int, KvSlots&) override {}
+  void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
+    const int G = shape_.group();
+    for (int g = 0; g < shape_.n_kv_heads; ++g) {
+      std::vector<float>& acc = acc_[idx(layer, g)];
+      if ((int)acc.size() <= q_pos) acc.resize(q_pos + 1, 0.0f);
+      const AttentionBlock& first = heads[g * G];
+      std::vector<const float*> rows;  // G pointers to [n_keys]
+      for (int i = 0; i < G; ++i) rows.push_back(heads[g * G + i].probs);
+      const std::vector<float> red = reduce_group(rows, first.n_keys, gqa_);  // [n_keys]
+      for (int j = 0; j < first.n_keys; ++j) acc[first.key(j)] += red[j];
+    }
+    trim(layer, kv);
+  }
+
+ private:
+  size_t idx(int l, int g) const { return (size_t)l * shape_.n_kv_heads + g; }
+  void trim(int layer, KvSlots& kv) {
+    for (int g = 0; g < shape_.n_kv_heads; ++g) {
+      auto held = kv.held(layer, g);
+      const int n = (int)held.size();
+      const int n_cand = std::max(0, n - recent_);
+      const std::vector<float>& acc = acc_[idx(layer, g)];
+      std::vector<float> cand(n_cand);  // [n_cand] acc of the candidates
+      for (int i = 0; i < n_cand; ++i) cand[i] = acc[held[i]];
+      const bool over = n > heavy_ + recent_;
+      std::vector<int> top = over ? top_k_indices(cand, heavy_) : std::vector<int>();
+      if (!over) {
+        for (int i = 0; i < n_cand; ++i) top.push_back(i);
+      }
+      std::vector<int32_t>& scored = scored_[idx(layer, g)];
+      scored.clear();
+      for (int i : top) scored.push_back(held[i]);
+      if (!over) continue;
+      std::vector<uint8_t> keep(n, 0);  // [held]
+      for (int i : top) keep[i] = 1;
+      for (int i = n_cand; i < n; ++i) keep[i] = 1;
+      kv.evict(layer, g, keep);
+    }
+  }
+
+  ModelShape shape_;
+  PolicyContext ctx_;
+  int heavy_ = 0, recent_ = 0;
+  GqaReduce gqa_ = GqaReduce::Mean;
+  std::vector<std::vector<float>> acc_;       // [L * Hkv][positions seen] accumulated attention
+  std::vector<std::vector<int32_t>> scored_;  // [L * Hkv][heavy] positions kept by score
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> make_h2o_policy(const PolicySpec& spec, const ModelShape& shape) {
+  return std::make_unique<H2oPolicy>(spec, shape);
+}
+
+}  // namespace kvs

@@ -1,0 +1,134 @@
+// Parameter parsing for policies and the JSON writer of their resolved parameters.
+#include "analysis/policy_params.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "inference/errors.h"
+
+namespace kvs {
+
+ParamReader::ParamReader(const PolicySpec& spec, std::vector<std::string> known) : spec_(spec) {
+  for (const auto& [k, v] : spec.params) {
+    bool ok = false;
+    for (const auto& n : known) ok = ok || n == k;
+    if (ok) continue;
+    std::string list;
+    for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
+    throw error("unknown parameter '" + k + "' (known: " + (list.empty() ? "none" : list) + ")");
+  }
+}
+
+InputError ParamReader::error(const std::string& problem) const {
+  return input_error("--policy " + spec_.name, problem);
+}
+
+bool ParamReader::has(const std::string& key) const { return spec_.params.count(key) > 0; }
+
+int ParamReader::get_int(const std::string& key, int fallback) const {
+  auto it = spec_.params.find(key);
+  if (it == spec_.params.end()) return fallback;
+  const char* s = it->second.c_str();
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(s, &end, 10);
+  if (it->second.empty() || *end != '\0' || errno != 0 || v < -1000000000L || v > 1000000000L)
+    throw error("parameter '" + key + "' must be an integer (got '" + it->second + "')");
+  return (int)v;
+}
+
+double ParamReader::get_double(const std::string& key, double fallback) const {
+  auto it = spec_.params.find(key);
+  if (it == spec_.params.end()) return fallback;
+  const char* s = it->second.c_str();
+  char* end = nullptr;
+  double v = std::strtod(s, &end);
+  if (it->second.empty() || *end != '\0' || !std::isfinite(v))
+    throw error("parameter '" + key + "' must be a number (got '" + it->second + "')");
+  return v;
+}
+
+std::string ParamReader::get_string(const std::string& key, const std::string& fallback) const {
+  auto it = spec_.params.find(key);
+  return it == spec_.params.end() ? fallback : it->second;
+}
+
+std::vector<int> ParamReader::get_int_list(const std::string& key) const {
+  std::vector<int> out;
+  auto it = spec_.params.find(key);
+  if (it == spec_.params.end()) return out;
+  const std::string& text = it->second;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    char* end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0')
+      throw error("parameter '" + key + "' must be a comma-separated list of integers (got '" + text + "')");
+    out.push_back((int)v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if ((unsigned char)c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", (unsigned)c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void JsonObject::key(const std::string& k) {
+  if (!body_.empty()) body_ += ",";
+  body_ += "\"" + json_escape(k) + "\":";
+}
+
+JsonObject& JsonObject::add(const std::string& k, int v) {
+  key(k);
+  body_ += std::to_string(v);
+  return *this;
+}
+
+JsonObject& JsonObject::add(const std::string& k, double v) {
+  key(k);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  body_ += buf;
+  return *this;
+}
+
+JsonObject& JsonObject::add(const std::string& k, const std::string& v) {
+  key(k);
+  body_ += "\"" + json_escape(v) + "\"";
+  return *this;
+}
+
+JsonObject& JsonObject::add_bool(const std::string& k, bool v) {
+  key(k);
+  body_ += v ? "true" : "false";
+  return *this;
+}
+
+JsonObject& JsonObject::add(const std::string& k, const std::vector<int>& v) {
+  key(k);
+  body_ += "[";
+  for (size_t i = 0; i < v.size(); ++i) body_ += (i ? "," : "") + std::to_string(v[i]);
+  body_ += "]";
+  return *this;
+}
+
+}  // namespace kvs

@@ -1,0 +1,181 @@
+// Simulation driver: per step, per layer, per policy: append q_s, before_attention, the
+// renormalized recorded rows over each KV head's active entries, record kept + metrics,
+// after_attention.
+#include "analysis/simulator.h"
+
+#include <memory>
+#include <utility>
+
+#include "analysis/metrics.h"
+#include "analysis/policy_duoattention.h"
+#include "analysis/policy_util.h"
+#include "analysis/position_slots.h"
+#include "inference/errors.h"
+
+namespace kvs {
+namespace {
+
+class SimInputSource : public StepSource {
+ public:
+  explicit SimInputSource(const SimInput& in) : in_(in) {}
+  ModelShape shape() const override { return in_.shape; }
+  int prompt_len() const override { return in_.prompt_len; }
+  int n_steps() const override { return in_.n_steps; }
+  int total_len() const override { return in_.total_len; }
+  int query_pos(int s) const override { return in_.q_pos.empty() ? in_.prompt_len + s : in_.q_pos[s]; }
+  const PrefillEvidence& prefill() const override { return in_.prefill; }
+  void read_step(int s, std::vector<float>& rows, std::vector<float>& lse) override {
+    const size_t nr = (size_t)in_.shape.n_layers * in_.shape.n_heads * in_.total_len;
+    const size_t nl = (size_t)in_.shape.n_layers * in_.shape.n_heads;
+    rows.assign(in_.rows.begin() + s * nr, in_.rows.begin() + (s + 1) * nr);
+    lse.assign(in_.lse.begin() + s * nl, in_.lse.begin() + (s + 1) * nl);
+  }
+
+ private:
+  const SimInput& in_;
+};
+
+// State of one policy's run.
+struct Lane {
+  Policy* policy;
+  PositionSlots slots;
+  RunData run;
+  std::unique_ptr<RunMetrics> metrics;
+};
+
+std::vector<float> profile_alpha(StepSource& src, DuoWindow w) {
+  AlphaProfiler prof(src.shape(), w.sink, w.recent);
+  std::vector<float> rows, lse;
+  for (int s = 0; s < src.n_steps(); ++s) {
+    src.read_step(s, rows, lse);
+    prof.add_step(src.query_pos(s), rows, src.total_len());
+  }
+  return prof.alpha();
+}
+
+}  // namespace
+
+std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies, const SimulateOptions& opt) {
+  const ModelShape shape = src.shape();
+  const int L = shape.n_layers, H = shape.n_heads, Hkv = shape.n_kv_heads, G = shape.group();
+  const int P = src.prompt_len(), S = src.n_steps(), T = src.total_len();
+  // The evidence policies read: the source's, or a copy carrying the given KVzip scores.
+  PrefillEvidence with_scores;
+  const PrefillEvidence* evidence = &src.prefill();
+  if (!opt.key_scores.empty()) {
+    if (opt.key_scores.size() != (size_t)L * Hkv * P)
+      throw input_error("kvzip", "repeat-pass scores have " + std::to_string(opt.key_scores.size()) +
+                                     " values, expected L*Hkv*P = " + std::to_string((size_t)L * Hkv * P));
+    with_scores = src.prefill();
+    with_scores.key_scores = opt.key_scores;
+    evidence = &with_scores;
+  }
+  for (Policy* p : policies)
+    if (p->needs_key_scores() && evidence->key_scores.empty())
+      throw input_error(p->spec().name, "needs the repeat-pass scores (run with --model)");
+  for (int s = 0; s < S; ++s) {
+    const int q = src.query_pos(s);
+    if (q < P || q >= T || (s > 0 && q <= src.query_pos(s - 1)))
+      throw input_error("trace", "decode query position " + std::to_string(q) + " of step " +
+                                     std::to_string(s) + " is out of order or out of range");
+  }
+
+  std::vector<Lane> lanes;
+  lanes.reserve(policies.size());
+  for (Policy* p : policies) {
+    lanes.push_back({p, PositionSlots(L, Hkv), RunData{}, nullptr});
+    Lane& lane = lanes.back();
+    PolicyContext ctx;
+    ctx.shape = shape;
+    ctx.prompt_len = P;
+    ctx.prefill = evidence;
+    ctx.alpha = opt.alpha;
+    ctx.alpha_source = opt.alpha_source;
+    if (auto w = duo_profile_window(*p); w && opt.alpha.empty()) {
+      ctx.alpha = profile_alpha(src, *w);
+      ctx.alpha_source = "profiled from trace";
+    }
+    p->begin(ctx);
+    lane.slots.fill_prompt(P);
+    p->after_prefill(P, lane.slots);
+    if (opt.metrics)
+      lane.metrics = std::make_unique<RunMetrics>(shape, S, T, p->spec().budget, opt.block_size, p->has_scored_sets());
+    if (lane.metrics && p->has_scored_sets())
+      for (int l = 0; l < L; ++l)
+        for (int g = 0; g < Hkv; ++g) lane.metrics->record_scored_set(-1, l, g, p->scored_set(l, g));
+    lane.run.kept.assign((size_t)S * L * Hkv * T, 0);
+  }
+
+  std::vector<float> rows, lse;                     // [L, H, T], [L, H]
+  std::vector<std::vector<int32_t>> keys(Hkv);      // [Hkv][attended] positions
+  std::vector<std::vector<float>> probs(H);         // [H][attended] renormalized rows
+  std::vector<float> lse2(H);                       // [H] adjusted log-sum-exp
+  std::vector<AttentionBlock> blocks(H);
+  std::vector<const float*> group_rows(G);
+  TopKCache topk;
+  for (int s = 0; s < S; ++s) {
+    src.read_step(s, rows, lse);
+    topk.clear();
+    const int q = src.query_pos(s);
+    for (int l = 0; l < L; ++l) {
+      for (Lane& lane : lanes) {
+        Policy& p = *lane.policy;
+        for (int g = 0; g < Hkv; ++g) lane.slots.append(l, g, q);
+        p.before_attention(l, q, lane.slots);
+        for (int g = 0; g < Hkv; ++g) {
+          auto held = lane.slots.held(l, g);
+          auto act = std::as_const(lane.slots).active(l, g);
+          uint8_t* kept = lane.run.kept.data() + (((size_t)s * L + l) * Hkv + g) * T;
+          keys[g].clear();
+          for (size_t i = 0; i < held.size(); ++i) {
+            kept[held[i]] = act[i] ? 1 : 2;
+            if (act[i]) keys[g].push_back(held[i]);
+          }
+          if (lane.metrics) {
+            for (int i = 0; i < G; ++i) group_rows[i] = rows.data() + ((size_t)l * H + g * G + i) * T;
+            lane.metrics->record(s, l, g, q, group_rows, held, act, topk);
+          }
+        }
+        for (int h = 0; h < H; ++h) {
+          const std::vector<int32_t>& k = keys[h / G];
+          probs[h].resize(k.size());
+          const size_t r = (size_t)l * H + h;
+          lse2[h] = renormalize_row(std::span<const float>(rows.data() + r * T, q + 1), lse[r], k, probs[h]);
+          AttentionBlock& b = blocks[h];
+          b.layer = l;
+          b.head = h;
+          b.q_pos0 = q;
+          b.n_q = 1;
+          b.n_keys = (int)k.size();
+          b.key_pos = k.data();
+          b.probs = probs[h].data();
+          b.lse = &lse2[h];
+          b.decode = true;
+        }
+        p.after_attention(l, q, blocks, lane.slots);
+        if (lane.metrics && p.has_scored_sets())
+          for (int g = 0; g < Hkv; ++g) lane.metrics->record_scored_set(s, l, g, p.scored_set(l, g));
+      }
+    }
+  }
+
+  std::vector<RunData> out;
+  for (Lane& lane : lanes) {
+    const PolicySpec& spec = lane.policy->spec();
+    lane.run.name = spec.run_name();
+    lane.run.policy = spec.name;
+    lane.run.params_json = lane.policy->params_json();
+    lane.run.budget = spec.budget;
+    lane.run.eviction = "simulated";
+    if (lane.metrics) lane.run.metrics = lane.metrics->take();
+    out.push_back(std::move(lane.run));
+  }
+  return out;
+}
+
+std::vector<RunData> simulate(const SimInput& input, std::span<Policy* const> policies, const SimulateOptions& opt) {
+  SimInputSource src(input);
+  return simulate(src, policies, opt);
+}
+
+}  // namespace kvs

@@ -1,0 +1,40 @@
+// The simulator over a recorded HDF5 trace (TraceReader as a StepSource).
+#include "analysis/simulator.h"
+
+namespace kvs {
+namespace {
+
+class TraceStepSource : public StepSource {
+ public:
+  explicit TraceStepSource(const TraceReader& t)
+      : trace_(t), meta_(t.meta()), q_pos_(t.decode_query_pos()), prefill_(t.read_prefill()) {}
+  ModelShape shape() const override { return meta_.shape; }
+  int prompt_len() const override { return meta_.prompt_len; }
+  int n_steps() const override { return meta_.n_steps; }
+  int total_len() const override { return meta_.total_len(); }
+  int query_pos(int s) const override { return q_pos_[s]; }
+  const PrefillEvidence& prefill() const override { return prefill_; }
+  void read_step(int s, std::vector<float>& rows, std::vector<float>& lse) override {
+    trace_.read_decode_step(s, rows, lse);
+  }
+
+ private:
+  const TraceReader& trace_;
+  TraceMeta meta_;
+  std::vector<int32_t> q_pos_;  // [n_steps]
+  PrefillEvidence prefill_;
+};
+
+}  // namespace
+
+std::vector<RunData> simulate(const TraceReader& trace, std::span<Policy* const> policies, const SimulateOptions& opt) {
+  TraceStepSource src(trace);
+  return simulate(src, policies, opt);
+}
+
+RunData simulate(const TraceReader& trace, Policy& policy, const SimulateOptions& opt) {
+  Policy* p = &policy;
+  return std::move(simulate(trace, std::span<Policy* const>(&p, 1), opt).front());
+}
+
+}  // namespace kvs

@@ -1,0 +1,160 @@
+// DuoAttention: pattern folders in the published format, the quantile and threshold rules,
+// streaming heads' sink + recent, profiled gates, malformed TSV.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "analysis/duo_pattern.h"
+#include "analysis/policy_duoattention.h"
+#include "inference/errors.h"
+#include "sim_fixture.h"
+
+using namespace kvs;
+using namespace kvs::test;
+namespace fs = std::filesystem;
+
+static fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("kvs_duo_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+static void write_file(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+}
+
+// 3 layers x 2 KV heads in the published layout (numpy savetxt '%.18e', tab, no header).
+static fs::path make_fixture() {
+  const fs::path d = temp_dir("fixture") / "lr=0.02-reg=0.05-ctx=1000_32000-multi_passkey10";
+  fs::create_directories(d);
+  const double a[3][2] = {{8.593750000000000000e-01, 1.0}, {-1.4e-3, 2.5e-01}, {6.0e-01, 1.0e-01}};
+  std::string tsv;
+  char buf[64];
+  for (auto& row : a) {
+    std::snprintf(buf, sizeof buf, "%.18e\t%.18e\n", row[0], row[1]);
+    tsv += buf;
+  }
+  write_file(d / "full_attention_heads.tsv", tsv);
+  write_file(d / "config.json",
+             "{\"model_name\": \"x\", \"lr\": 0.02, \"sink_size\": 128, \"recent_size\": 256, "
+             "\"deploy_sink_size\": null, \"threshold\": 0.5, \"sparsity\": null}");
+  return d;
+}
+
+TEST(DuoPattern, ReadsThePublishedLayout) {
+  const fs::path d = make_fixture();
+  const DuoPattern p = read_duo_pattern(d.string());
+  EXPECT_EQ(p.n_layers, 3);
+  EXPECT_EQ(p.n_kv_heads, 2);
+  EXPECT_FLOAT_EQ(p.alpha[0], 0.859375f);
+  EXPECT_FLOAT_EQ(p.alpha[2], 0.0f);  // -1.4e-3 clipped
+  EXPECT_EQ(p.sink_size, 128);
+  EXPECT_EQ(p.recent_size, 256);
+  // Round trip through the writer.
+  const fs::path out = temp_dir("out");
+  write_duo_pattern(out.string(), p, "\"alpha_source\": \"test\"");
+  const DuoPattern q = read_duo_pattern(out.string());
+  EXPECT_EQ(q.alpha, p.alpha);
+  EXPECT_EQ(q.sink_size, 128);
+  std::ifstream t(out / "full_attention_heads.tsv");
+  std::string line;
+  std::getline(t, line);
+  EXPECT_EQ(line, "8.593750000000000000e-01\t1.000000000000000000e+00");
+}
+
+TEST(DuoPattern, MalformedTsvIsAnInputError) {
+  EXPECT_THROW(parse_duo_tsv("0.5\t0.5\n0.5\n", "x.tsv"), InputError);     // ragged
+  EXPECT_THROW(parse_duo_tsv("0.5\tabc\n", "x.tsv"), InputError);          // non-number
+  EXPECT_THROW(parse_duo_tsv("", "x.tsv"), InputError);                    // empty
+  EXPECT_THROW(parse_duo_tsv("0.5\t\n", "x.tsv"), InputError);             // empty field
+  const fs::path d = make_fixture();
+  // Wrong shape for the model: 3 x 2 gates, model 4 layers.
+  EXPECT_THROW(policy("duoattention:pattern=" + d.string(), 16, shape_of(4, 4, 2)), InputError);
+  EXPECT_THROW(policy("duoattention:pattern=/nonexistent/dir", 16, shape_of(3, 4, 2)), InputError);
+}
+
+TEST(DuoAttention, QuantileRuleMarksExactlyTheExpectedHeads) {
+  // Gates 0.859375, 1, 0, 0.25, 0.6, 0.1: sparsity 0.5 -> the top three are retrieval heads.
+  const std::vector<float> a = {0.859375f, 1.0f, 0.0f, 0.25f, 0.6f, 0.1f};
+  EXPECT_EQ(duo_retrieval_by_sparsity(a, 0.5), (std::vector<uint8_t>{1, 1, 0, 0, 1, 0}));
+  EXPECT_EQ(duo_retrieval_by_sparsity(a, 0.75), (std::vector<uint8_t>{1, 1, 0, 0, 0, 0}));
+  EXPECT_EQ(duo_retrieval_by_sparsity(a, 0.0), std::vector<uint8_t>(6, 1));
+  EXPECT_EQ(duo_retrieval_by_sparsity(a, 1.0), std::vector<uint8_t>(6, 0));
+  // Ties (many gates exactly 1.0) are broken by the noise: still exactly half.
+  const std::vector<float> ones(8, 1.0f);
+  int n = 0;
+  for (uint8_t r : duo_retrieval_by_sparsity(ones, 0.5)) n += r;
+  EXPECT_EQ(n, 4);
+  EXPECT_EQ(duo_retrieval_by_threshold(a, 0.5), (std::vector<uint8_t>{1, 1, 0, 0, 1, 0}));
+}
+
+TEST(DuoAttention, RetrievalHeadsKeepAllStreamingHeadsSinkPlusRecent) {
+  const fs::path d = make_fixture();
+  const ModelShape shape = shape_of(3, 4, 2);
+  const SimInput in = random_input(shape, 20, 3, 4, 51);
+  auto p = policy("duoattention:sink=2,pattern=" + d.string(), 6, shape);
+  const RunData r = run_one(in, *p);
+  const std::vector<uint8_t> retrieval = {1, 1, 0, 0, 1, 0};
+  for (int s = 0; s < 3; ++s) {
+    const int q = 20 + s;
+    for (int l = 0; l < 3; ++l)
+      for (int g = 0; g < 2; ++g) {
+        if (retrieval[l * 2 + g]) {
+          EXPECT_EQ(kept_at(r, in, s, l, g), range(0, q + 1));
+        } else {
+          EXPECT_EQ(kept_at(r, in, s, l, g), (std::vector<int>{0, 1, q - 4, q - 3, q - 2, q - 1, q}));
+        }
+      }
+  }
+  EXPECT_NE(r.params_json.find("\"retrieval_heads\":3"), std::string::npos) << r.params_json;
+}
+
+TEST(DuoAttention, ProfiledGatesFromTheTrace) {
+  const ModelShape shape = shape_of(2, 4, 2);
+  SimInput in = random_input(shape, 30, 4, 4, 52);
+  // Layer 1, KV head 0 (query heads 0-1) puts all its mass mid-context.
+  for (int s = 0; s < 4; ++s)
+    for (int h = 0; h < 2; ++h) {
+      float* row = in.rows.data() + (((size_t)s * 2 + 1) * 4 + h) * in.total_len;
+      std::fill(row, row + in.total_len, 0.0f);
+      row[10] = 1.0f;
+    }
+  AlphaProfiler prof(shape, 4, 8);
+  std::vector<float> rows(in.rows.begin(), in.rows.begin() + 2 * 4 * in.total_len);
+  prof.add_step(30, rows, in.total_len);
+  EXPECT_FLOAT_EQ(prof.alpha()[2], 1.0f);
+  auto p = policy("duoattention:sparsity=0.75,sink=4", 12, shape);
+  const RunData r = run_one(in, *p);
+  EXPECT_NE(r.params_json.find("profiled from trace"), std::string::npos);
+  // Exactly one retrieval head (sparsity 0.75 of 4): layer 1, KV head 0 keeps everything.
+  EXPECT_EQ(kept_at(r, in, 3, 1, 0), range(0, 34));
+  EXPECT_EQ(kept_at(r, in, 3, 0, 0).size(), 13u);
+}
+
+TEST(DuoAttention, BudgetCoveringContextKeepsEverything) {
+  const ModelShape shape = shape_of(2, 4, 2);
+  const SimInput in = random_input(shape, 10, 4, 4, 53);
+  auto p = policy("duoattention", 14, shape);
+  const RunData r = run_one(in, *p);
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(kept_at(r, in, s, 1, 1), range(0, 11 + s));
+}
+
+TEST(DuoAttention, GatesHandedByTheCallerAndTheirShape) {
+  const ModelShape shape = shape_of(2, 4, 2);
+  const SimInput in = random_input(shape, 20, 2, 4, 54);
+  SimulateOptions opt;
+  opt.alpha = {0.9f, 0.1f, 0.2f, 0.3f};  // sparsity 0.75 -> only (layer 0, KV head 0) retrieves
+  opt.alpha_source = "test gates";
+  auto p = policy("duoattention:sparsity=0.75", 8, shape);
+  const RunData r = run_one(in, *p, opt);
+  EXPECT_NE(r.params_json.find("\"alpha_source\":\"test gates\""), std::string::npos);
+  EXPECT_EQ(kept_at(r, in, 1, 0, 0), range(0, 22));
+  EXPECT_EQ(kept_at(r, in, 1, 0, 1).size(), 9u);
+  opt.alpha.pop_back();  // gates for another head count
+  EXPECT_THROW(run_one(in, *p, opt), InputError);
+}

@@ -1,0 +1,87 @@
+// H2O on hand-worked attention (GQA: 2 query heads per KV head), ties, budgets and turnover.
+#include <gtest/gtest.h>
+
+#include "sim_fixture.h"
+
+using namespace kvs;
+using namespace kvs::test;
+
+// L=1, H=2, Hkv=1, P=4, two decode steps.
+static SimInput hand_input() {
+  SimInput in;
+  in.shape = shape_of(1, 2, 1);
+  in.prompt_len = 4;
+  in.n_steps = 2;
+  in.total_len = 6;
+  in.rows = {
+      0.1f, 0.1f, 0.2f, 0.2f, 0.4f, 0.0f,  // step 0, head 0 (q = 4)
+      0.2f, 0.2f, 0.1f, 0.3f, 0.2f, 0.0f,  // step 0, head 1
+      0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.5f,  // step 1, head 0 (q = 5)
+      0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.5f,  // step 1, head 1
+  };
+  in.lse = {0.0f, 0.0f, 0.0f, 0.0f};
+  PrefillEvidence& ev = in.prefill;
+  ev.shape = in.shape;
+  ev.prompt_len = 4;
+  ev.window = 1;
+  ev.colsum = {4, 1, 3, 2,   // head 0
+               2, 3, 3, 0};  // head 1 -> mean 3, 2, 3, 1
+  ev.window_rows = {0.25f, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f};
+  ev.window_lse = {0.0f, 0.0f};
+  return in;
+}
+
+TEST(H2o, HandWorkedGqaMeanWithTies) {
+  const SimInput in = hand_input();
+  auto p = policy("h2o:heavy=1,recent=1", 2, in.shape);
+  const RunData r = run_one(in, *p);
+  // Prefill: candidates 0..2 with acc 3, 2, 3: the tie 0 vs 2 keeps the newer 2; recent keeps 3.
+  EXPECT_EQ(kept_at(r, in, 0, 0, 0), (std::vector<int>{2, 3, 4}));
+  // Step 0 rows renormalized over {2,3,4}: head 0 (.25,.25,.5), head 1 (1/6,.5,1/3); mean added:
+  // acc(2) = 3.208, acc(3) = 1.375 -> keep 2 and the recent 4.
+  EXPECT_EQ(kept_at(r, in, 1, 0, 0), (std::vector<int>{2, 4, 5}));
+  const NamedArray* turn = metric(r, "hh_turnover");
+  ASSERT_NE(turn, nullptr);
+  EXPECT_FLOAT_EQ(turn->data[0], 0.0f);  // {2} -> {2}
+}
+
+TEST(H2o, MaxReductionChangesTheChoice) {
+  const SimInput in = hand_input();
+  // gqa=max over colsum: 4, 3, 3, 2 -> heavy 1 keeps position 0 at prefill.
+  auto p = policy("h2o:heavy=1,recent=1,gqa=max", 2, in.shape);
+  const RunData r = run_one(in, *p);
+  EXPECT_EQ(kept_at(r, in, 0, 0, 0), (std::vector<int>{0, 3, 4}));
+}
+
+TEST(H2o, BudgetCoveringContextKeepsEverything) {
+  const ModelShape shape = shape_of(2, 4, 2);
+  const SimInput in = random_input(shape, 10, 5, 4, 11);
+  auto p = policy("h2o", 15, shape);
+  const RunData r = run_one(in, *p);
+  for (int s = 0; s < 5; ++s) EXPECT_EQ(kept_at(r, in, s, 1, 0), range(0, 11 + s));
+  for (float v : metric(r, "recall")->data) EXPECT_NEAR(v, 1.0f, 1e-5);
+}
+
+TEST(H2o, CarriesBudgetAndAttendsBPlusOne) {
+  const ModelShape shape = shape_of(2, 4, 2);
+  const SimInput in = random_input(shape, 30, 10, 4, 12);
+  auto p = policy("h2o", 8, shape);
+  const RunData r = run_one(in, *p);
+  for (int s = 0; s < 10; ++s)
+    for (int l = 0; l < 2; ++l)
+      for (int g = 0; g < 2; ++g) {
+        const std::vector<int> k = kept_at(r, in, s, l, g);
+        ASSERT_EQ(k.size(), 9u);
+        // The recent half (4) plus the query itself are always there.
+        for (int t = 30 + s - 4; t <= 30 + s; ++t) EXPECT_TRUE(std::count(k.begin(), k.end(), t));
+      }
+}
+
+TEST(H2o, OneTokenPrompt) {
+  const ModelShape shape = shape_of(1, 2, 1);
+  const SimInput in = random_input(shape, 1, 6, 1, 13);
+  auto p = policy("h2o", 2, shape);
+  const RunData r = run_one(in, *p);
+  EXPECT_EQ(kept_at(r, in, 0, 0, 0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(kept_at(r, in, 5, 0, 0).size(), 3u);
+}

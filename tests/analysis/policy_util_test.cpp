@@ -1,0 +1,70 @@
+// Shared policy helpers: top-k tie rule, pooling, GQA reductions, window scores, renormalization.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "analysis/policy_util.h"
+#include "sim_fixture.h"
+
+using namespace kvs;
+
+TEST(TopK, TiesEvictTheOlderPosition) {
+  const std::vector<float> s = {0.5f, 0.2f, 0.5f, 0.2f, 0.9f};
+  EXPECT_EQ(top_k_indices(s, 2), (std::vector<int>{2, 4}));
+  EXPECT_EQ(top_k_indices(s, 3), (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(top_k_indices(s, 4), (std::vector<int>{0, 2, 3, 4}));
+  EXPECT_EQ(top_k_indices(s, 9), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_TRUE(top_k_indices(s, 0).empty());
+  EXPECT_EQ(top_k_mask(s, 1), (std::vector<uint8_t>{0, 0, 0, 0, 1}));
+}
+
+TEST(Pool, AvgCountsPaddingMaxPadsWithMinusInfinity) {
+  const std::vector<float> x = {3, 0, 6, 3};
+  const std::vector<float> a = pool1d(x, 3, Pool::Avg);
+  EXPECT_FLOAT_EQ(a[0], 1.0f);  // (0 + 3 + 0) / 3: the pad counts
+  EXPECT_FLOAT_EQ(a[1], 3.0f);
+  EXPECT_FLOAT_EQ(a[2], 3.0f);
+  EXPECT_FLOAT_EQ(a[3], 3.0f);  // (6 + 3 + 0) / 3
+  const std::vector<float> m = pool1d(std::vector<float>{-3, -5, -1, -4}, 3, Pool::Max);
+  EXPECT_EQ(m, (std::vector<float>{-3, -1, -1, -1}));
+  EXPECT_EQ(pool1d(x, 1, Pool::Avg), x);
+}
+
+TEST(Gqa, Reductions) {
+  const float a[] = {1, 4}, b[] = {3, 2};
+  const float* rows[] = {a, b};
+  EXPECT_EQ(reduce_group(rows, 2, GqaReduce::Mean), (std::vector<float>{2, 3}));
+  EXPECT_EQ(reduce_group(rows, 2, GqaReduce::Max), (std::vector<float>{3, 4}));
+  EXPECT_EQ(reduce_group(rows, 2, GqaReduce::Sum), (std::vector<float>{4, 6}));
+}
+
+TEST(Renormalize, KeepsRawLogits) {
+  const std::vector<float> row = {0.1f, 0.2f, 0.3f, 0.4f};
+  const float lse = 1.5f;
+  const std::vector<int32_t> keys = {1, 3};
+  std::vector<float> out(2);
+  const float lse2 = renormalize_row(row, lse, keys, out);
+  EXPECT_NEAR(out[0], 0.2f / 0.6f, 1e-6);
+  EXPECT_NEAR(out[1], 0.4f / 0.6f, 1e-6);
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(std::log(out[i]) + lse2, std::log(row[keys[i]]) + lse, 1e-5);
+}
+
+TEST(WindowScores, SumsTheLastRowsOverThePrefix) {
+  const ModelShape shape = kvs::test::shape_of(1, 2, 1);
+  PrefillEvidence ev;
+  ev.shape = shape;
+  ev.prompt_len = 4;
+  ev.window = 2;
+  // head 0 rows (queries 2, 3), head 1 rows.
+  ev.window_rows = {0.5f, 0.3f, 0.2f, 0.0f, 0.1f, 0.2f, 0.3f, 0.4f,
+                    0.2f, 0.2f, 0.6f, 0.0f, 0.4f, 0.1f, 0.1f, 0.4f};
+  const std::vector<float> w2 = window_scores(ev, 0, 0, 2, false);
+  ASSERT_EQ(w2.size(), 2u);
+  EXPECT_FLOAT_EQ(w2[0], 0.6f);
+  EXPECT_FLOAT_EQ(w2[1], 0.5f);
+  const std::vector<float> w1 = window_scores(ev, 0, 0, 1, true);  // last row only, prefix 0..2
+  EXPECT_EQ(w1, (std::vector<float>{0.1f, 0.2f, 0.3f}));
+  const std::vector<float> g = group_window_scores(ev, 0, 0, 2, false, GqaReduce::Max);
+  EXPECT_FLOAT_EQ(g[0], 0.6f);
+  EXPECT_FLOAT_EQ(g[1], 0.5f);
+}
