@@ -1,9 +1,9 @@
-// Typed access to a policy's key=value parameters (rejecting unknown keys with one-line errors)
-// and a small JSON object writer for the resolved parameters stored with each run.
+// Typed access to a policy's key=value parameters (rejecting unknown keys with one-line errors).
 #pragma once
 #include <string>
 #include <vector>
 
+#include "analysis/json_writer.h"
 #include "analysis/policy.h"
 #include "inference/errors.h"
 
@@ -27,22 +27,5 @@ class ParamReader {
   const PolicySpec& spec_;
 };
 
-// Builds {"key":value,...} in insertion order.
-class JsonObject {
- public:
-  JsonObject& add(const std::string& key, int v);
-  JsonObject& add(const std::string& key, double v);
-  JsonObject& add(const std::string& key, const std::string& v);
-  JsonObject& add(const std::string& key, const char* v) { return add(key, std::string(v)); }
-  JsonObject& add_bool(const std::string& key, bool v);
-  JsonObject& add(const std::string& key, const std::vector<int>& v);
-  std::string str() const { return "{" + body_ + "}"; }
-
- private:
-  void key(const std::string& k);
-  std::string body_;
-};
-
-std::string json_escape(const std::string& s);
 
 }  // namespace kvs

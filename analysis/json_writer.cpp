@@ -1,0 +1,86 @@
+// JSON writer for run parameters and machine-readable CLI output.
+#include "analysis/json_writer.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace kvs {
+
+std::string json_quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if ((unsigned char)c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", (unsigned)c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+static std::string number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+void JsonObject::key(const std::string& k) {
+  if (!body_.empty()) body_ += ",";
+  body_ += json_quote(k) + ":";
+}
+
+JsonObject& JsonObject::add(const std::string& k, int v) {
+  key(k);
+  body_ += std::to_string(v);
+  return *this;
+}
+
+JsonObject& JsonObject::add(const std::string& k, double v) {
+  key(k);
+  body_ += number(v);
+  return *this;
+}
+
+JsonObject& JsonObject::add(const std::string& k, const std::string& v) {
+  key(k);
+  body_ += json_quote(v);
+  return *this;
+}
+
+JsonObject& JsonObject::add_bool(const std::string& k, bool v) {
+  key(k);
+  body_ += v ? "true" : "false";
+  return *this;
+}
+
+JsonObject& JsonObject::add(const std::string& k, const std::vector<int>& v) {
+  key(k);
+  body_ += "[";
+  for (size_t i = 0; i < v.size(); ++i) body_ += (i ? "," : "") + std::to_string(v[i]);
+  body_ += "]";
+  return *this;
+}
+
+JsonObject& JsonObject::add(const std::string& k, const std::vector<double>& v) {
+  key(k);
+  body_ += "[";
+  for (size_t i = 0; i < v.size(); ++i) body_ += (i ? "," : "") + number(v[i]);
+  body_ += "]";
+  return *this;
+}
+
+JsonObject& JsonObject::add_raw(const std::string& k, const std::string& json) {
+  key(k);
+  body_ += json;
+  return *this;
+}
+
+}  // namespace kvs

@@ -1,0 +1,29 @@
+// Small JSON writer: one flat object of numbers, strings, booleans and number arrays, built in
+// insertion order. Used for run parameters stored in traces and for the CLI's --json output.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace kvs {
+
+// `s` as a quoted JSON string literal.
+std::string json_quote(const std::string& s);
+
+class JsonObject {
+ public:
+  JsonObject& add(const std::string& key, int v);
+  JsonObject& add(const std::string& key, double v);  // non-finite values become null
+  JsonObject& add(const std::string& key, const std::string& v);
+  JsonObject& add(const std::string& key, const char* v) { return add(key, std::string(v)); }
+  JsonObject& add_bool(const std::string& key, bool v);
+  JsonObject& add(const std::string& key, const std::vector<int>& v);
+  JsonObject& add(const std::string& key, const std::vector<double>& v);
+  JsonObject& add_raw(const std::string& key, const std::string& json);  // an already-encoded value
+  std::string str() const { return "{" + body_ + "}"; }
+
+ private:
+  void key(const std::string& k);
+  std::string body_;
+};
+
+}  // namespace kvs

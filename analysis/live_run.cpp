@@ -1,0 +1,276 @@
+// Live policy runs: the policy is the engine's CacheController (real eviction); its decisions,
+// its own attention and its effect on the next-token distribution are recorded per step.
+#include "analysis/live_run.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "analysis/policy_util.h"
+#include "inference/errors.h"
+#include "inference/model.h"
+
+namespace kvs {
+
+namespace {
+
+ModelShape shape_of(const ModelConfig& c) { return {c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim}; }
+
+// log-softmax of logits, in double for stable KL sums.
+std::vector<double> log_softmax(std::span<const float> logits) {
+  const double m = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float v : logits) sum += std::exp(v - m);
+  const double lse = m + std::log(sum);
+  std::vector<double> out(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - lse;
+  return out;
+}
+
+int argmax(std::span<const float> v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// Collects the decode-step logits (query at P+s) of a run.
+class LogitsCapture : public AttentionObserver {
+ public:
+  LogitsCapture(int prompt_len, int vocab) : P_(prompt_len), vocab_(vocab) {}
+  void on_logits(int pos, std::span<const float> logits) override {
+    if (pos < P_) return;
+    logits_.insert(logits_.end(), logits.begin(), logits.end());
+  }
+  std::vector<float> take() { return std::move(logits_); }
+ private:
+  int P_, vocab_;
+  std::vector<float> logits_;  // [steps, vocab]
+};
+
+// A policy run's own decode attention, scattered to dense rows: rows [S, L, H, T], lse [S, L, H].
+class RowCapture : public AttentionObserver {
+ public:
+  RowCapture(const ModelShape& shape, int P, int S, bool keep)
+      : shape_(shape), P_(P), S_(S), T_(P + S), keep_(keep) {
+    if (keep_) {
+      rows_.assign(static_cast<size_t>(S) * shape.n_layers * shape.n_heads * T_, 0.0f);
+      lse_.assign(static_cast<size_t>(S) * shape.n_layers * shape.n_heads, 0.0f);
+    }
+  }
+  void on_attention(const AttentionBlock& b) override {
+    if (!b.decode || !keep_) return;
+    const int step = b.q_pos0 - P_;
+    if (step < 0 || step >= S_) return;
+    const size_t lh = (static_cast<size_t>(step) * shape_.n_layers + b.layer) * shape_.n_heads + b.head;
+    float* row = rows_.data() + lh * T_;
+    for (int j = 0; j < b.n_keys; ++j) row[b.key(j)] = b.probs[j];
+    lse_[lh] = b.lse[0];
+  }
+  std::vector<float> rows_;  // [S, L, H, T]
+  std::vector<float> lse_;   // [S, L, H]
+ private:
+  ModelShape shape_;
+  int P_, S_, T_;
+  bool keep_;
+};
+
+// Drives the policy inside the engine. The rows it passes on are renormalized over the attended
+// keys with the same function the simulator uses, so both drivers feed a policy identical
+// numbers; the (held, active) state at every decode attention is recorded as the kept set.
+class EnforcingController : public CacheController {
+ public:
+  EnforcingController(Policy& policy, PrefillEvidence& evidence, const ModelShape& shape, int P, int S)
+      : policy_(policy), evidence_(evidence), shape_(shape), P_(P), S_(S), T_(P + S),
+        kept_(static_cast<size_t>(S) * shape.n_layers * shape.n_kv_heads * T_, 0),
+        dense_(T_, 0.0f) {}
+
+  std::vector<float> key_scores;  // [L, Hkv, P] KVzip scores to hand over at prefill end
+
+  void after_prefill(int prompt_len, KvSlots& kv) override {
+    if (!key_scores.empty()) evidence_.key_scores = key_scores;
+    policy_.after_prefill(prompt_len, kv);
+  }
+
+  void before_attention(int layer, int q_pos, KvSlots& kv) override {
+    policy_.before_attention(layer, q_pos, kv);
+    const int step = q_pos - P_;
+    if (step < 0 || step >= S_) return;
+    for (int g = 0; g < shape_.n_kv_heads; ++g) {
+      auto held = kv.held(layer, g);
+      auto act = kv.active(layer, g);
+      uint8_t* row = kept_.data() + ((static_cast<size_t>(step) * shape_.n_layers + layer) * shape_.n_kv_heads + g) * T_;
+      for (size_t i = 0; i < held.size(); ++i) row[held[i]] = act[i] ? 1 : 2;
+    }
+  }
+
+  void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
+    renormed_.resize(heads.size());
+    probs_.resize(heads.size());
+    lse_.resize(heads.size());
+    for (size_t h = 0; h < heads.size(); ++h) {
+      const AttentionBlock& b = heads[h];
+      keys_.resize(b.n_keys);
+      for (int j = 0; j < b.n_keys; ++j) {
+        keys_[j] = b.key(j);
+        dense_[keys_[j]] = b.probs[j];
+      }
+      probs_[h].resize(b.n_keys);
+      lse_[h] = renormalize_row(dense_, b.lse[0], keys_, probs_[h]);
+      for (int j = 0; j < b.n_keys; ++j) dense_[keys_[j]] = 0.0f;
+      renormed_[h] = b;
+      renormed_[h].probs = probs_[h].data();
+      renormed_[h].lse = &lse_[h];
+    }
+    policy_.after_attention(layer, q_pos, renormed_, kv);
+  }
+
+  std::vector<uint8_t>& kept() { return kept_; }
+
+ private:
+  Policy& policy_;
+  PrefillEvidence& evidence_;
+  ModelShape shape_;
+  int P_, S_, T_;
+  std::vector<uint8_t> kept_;           // [S, L, Hkv, T]
+  std::vector<float> dense_;            // [T] scratch row
+  std::vector<int32_t> keys_;           // [n_keys] scratch
+  std::vector<AttentionBlock> renormed_;
+  std::vector<std::vector<float>> probs_;  // [H][n_keys]
+  std::vector<float> lse_;                 // [H]
+};
+
+}  // namespace
+
+ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int steps,
+                           const std::vector<int>& forced, const SamplingOptions& sampling) {
+  const int vocab = engine.model().config.vocab_size;
+  ReferenceRun ref;
+  ref.prompt = prompt;
+  LogitsCapture capture(static_cast<int>(prompt.size()), vocab);
+  engine.set_controller(nullptr);
+  engine.set_observer(&capture);
+  engine.reset();
+  GenerateRequest req;
+  req.prompt = prompt;
+  req.steps = steps;
+  req.sampling = sampling;
+  req.forced = forced;
+  req.stop_at_eos = false;
+  ref.tokens = generate(engine, req);
+  engine.set_observer(nullptr);
+  ref.logits = capture.take();
+  ref.peak_kv_bytes = engine.peak_kv_bytes();
+  Sampler sampler(sampling);
+  const int S = static_cast<int>(ref.logits.size() / vocab);
+  for (int s = 0; s < S; ++s) {
+    std::span<const float> l(ref.logits.data() + static_cast<size_t>(s) * vocab, vocab);
+    ref.next.push_back(s + 1 < static_cast<int>(ref.tokens.size()) ? ref.tokens[s + 1] : argmax(l));
+  }
+  return ref;
+}
+
+RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const ReferenceRun& reference,
+                 const Tokenizer& tokenizer, const LiveRunOptions& options) {
+  if (options.mode != "forced" && options.mode != "free")
+    throw input_error("--mode", "expected forced or free, got '" + options.mode + "'");
+  const ModelConfig& cfg = engine.model().config;
+  const ModelShape shape = shape_of(cfg);
+  const int P = static_cast<int>(reference.prompt.size());
+  const int S = static_cast<int>(reference.tokens.size());
+  const int vocab = cfg.vocab_size;
+
+  PrefillReducer reducer(shape, options.window_request);
+  RowCapture rows(shape, P, S, options.keep_attention);
+  LogitsCapture logits(P, vocab);
+  ObserverFanout fan;
+  fan.add(&reducer);
+  fan.add(&rows);
+  fan.add(&logits);
+  fan.add(options.observer);
+
+  context.shape = shape;
+  context.prompt_len = P;
+  context.prefill = &reducer.evidence();
+  policy.begin(context);
+  EnforcingController controller(policy, reducer.evidence(), shape, P, S);
+  if (policy.needs_key_scores()) {
+    if (options.key_scores.size() != static_cast<size_t>(shape.n_layers) * shape.n_kv_heads * P)
+      throw input_error(policy.spec().name, "needs the repeat-pass scores for this prompt");
+    controller.key_scores = options.key_scores;
+  }
+
+  std::vector<size_t> kv_bytes;  // [S] bytes held after each step
+  engine.set_observer(&fan);
+  engine.set_controller(&controller);
+  engine.reset();
+  GenerateRequest req;
+  req.prompt = reference.prompt;
+  req.steps = S;
+  req.sampling = options.sampling;
+  req.stop_at_eos = false;
+  if (options.mode == "forced") req.forced = reference.tokens;
+  GenerateCallbacks cb;
+  cb.on_token = [&](int step, int, std::span<const float>) {
+    if (step > 0) kv_bytes.push_back(engine.kv_bytes());
+    if (options.on_step) options.on_step(step, S);
+  };
+  cb.cancelled = options.cancelled;
+  std::vector<int> generated = generate(engine, req, cb);
+  kv_bytes.push_back(engine.kv_bytes());
+  engine.set_observer(nullptr);
+  engine.set_controller(nullptr);
+  if (static_cast<int>(generated.size()) < S) throw input_error("rerun", "cancelled");
+
+  RunData run;
+  run.name = policy.spec().run_name() + "_" + options.mode;  // beside the simulated run's name
+  run.policy = policy.spec().name;
+  run.params_json = policy.params_json();
+  run.eviction = "real";
+  run.mode = options.mode;
+  run.budget = policy.spec().budget;
+  run.kept = std::move(controller.kept());
+  run.tokens.assign(reference.prompt.begin(), reference.prompt.end());
+  run.tokens.insert(run.tokens.end(), generated.begin(), generated.end());
+  int prev = reference.prompt.back();
+  for (int t : generated) {
+    run.text += tokenizer.decode_piece(prev, t);
+    prev = t;
+  }
+  if (options.keep_attention) {
+    run.attention = std::move(rows.rows_);
+    run.lse = std::move(rows.lse_);
+  }
+
+  // Per-step comparison with the reference distribution.
+  const std::vector<float> own = logits.take();  // [S, vocab]
+  NamedArray kl{"kl", {static_cast<uint64_t>(S)}, {}};
+  NamedArray top1{"top1_agree", {static_cast<uint64_t>(S)}, {}};
+  NamedArray ref_lp{"ref_logprob", {static_cast<uint64_t>(S)}, {}};
+  NamedArray bytes{"kv_bytes", {static_cast<uint64_t>(S)}, {}};
+  double nll = 0.0;
+  int first_div = -1;
+  for (int s = 0; s < S; ++s) {
+    std::span<const float> lf(reference.logits.data() + static_cast<size_t>(s) * vocab, vocab);
+    std::span<const float> lp(own.data() + static_cast<size_t>(s) * vocab, vocab);
+    const auto a = log_softmax(lf), b = log_softmax(lp);
+    double d = 0.0;
+    for (int v = 0; v < vocab; ++v) d += std::exp(a[v]) * (a[v] - b[v]);
+    kl.data.push_back(static_cast<float>(std::max(0.0, d)));
+    const bool agree = argmax(lf) == argmax(lp);
+    top1.data.push_back(agree ? 1.0f : 0.0f);
+    ref_lp.data.push_back(static_cast<float>(b[reference.next[s]]));
+    nll -= b[reference.next[s]];
+    bytes.data.push_back(static_cast<float>(kv_bytes[std::min<size_t>(s, kv_bytes.size() - 1)]));
+    // forced: the first step whose top-1 differs; free: the first generated token that differs.
+    const bool diverged = options.mode == "forced" ? !agree : generated[s] != reference.tokens[s];
+    if (first_div < 0 && diverged) first_div = s;
+  }
+  run.metrics = {kl, top1, ref_lp, bytes};
+  run.scalars = {{"perplexity", S ? std::exp(nll / S) : 0.0},
+                 {"first_divergence", static_cast<double>(first_div)},
+                 {"peak_kv_bytes", static_cast<double>(engine.peak_kv_bytes())},
+                 {"full_peak_kv_bytes", static_cast<double>(reference.peak_kv_bytes)},
+                 {"peak_kv_ratio", reference.peak_kv_bytes
+                                       ? static_cast<double>(engine.peak_kv_bytes()) / reference.peak_kv_bytes
+                                       : 0.0}};
+  return run;
+}
+
+}  // namespace kvs

@@ -1,0 +1,51 @@
+// The second policy driver: a policy enforced inside the engine while it decodes (real eviction),
+// compared step by step with a full-cache reference run of the same prompt.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "analysis/policy.h"
+#include "analysis/trace.h"
+#include "inference/engine.h"
+#include "inference/generate.h"
+#include "inference/tokenizer.h"
+
+namespace kvs {
+
+// The full-cache run the policy runs are measured against.
+struct ReferenceRun {
+  std::vector<int> prompt;     // [P] tokens, BOS included
+  std::vector<int> tokens;     // [S] generated tokens, each fed back (the trace's decode tokens)
+  std::vector<float> logits;   // [S, vocab] logits of decode step s (query at P+s)
+  std::vector<int> next;       // [S] token the reference chooses from logits of step s
+  std::size_t peak_kv_bytes = 0;
+};
+
+struct LiveRunOptions {
+  std::string mode = "forced";   // forced: fed the reference tokens; free: samples its own
+  SamplingOptions sampling;      // free mode (and the reference run)
+  bool keep_attention = true;    // store the run's own decode rows in the RunData
+  int window_request = 64;       // prefill window rows collected for prefill-once policies
+  std::vector<float> key_scores;  // [L, Hkv, P] KVzip scores for policies that need them
+  AttentionObserver* observer = nullptr;  // also sees the run (e.g. a TraceRecorder)
+  std::function<void(int step, int total)> on_step;
+  std::function<bool()> cancelled;
+};
+
+// Runs the model with a full cache: prefill `prompt`, then `steps` decode steps fed either the
+// given `forced` tokens or sampled ones. Throws InputError on bad input.
+ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int steps,
+                           const std::vector<int>& forced, const SamplingOptions& sampling);
+
+// Enforces `policy` live (the engine's options decide RoPE positions: original, or inside the
+// cache with EngineOptions::rope_in_cache). `context` carries alpha / shape; its prefill evidence is filled here.
+// Returns /runs/<name> data with eviction="real": kept [S, L, Hkv, T], the run's tokens, text,
+// own attention and metrics (kl, top1_agree, ref_logprob per step; kv_bytes per step;
+// perplexity of the reference continuation, first_divergence (forced: first step whose top-1
+// differs; free: first generated token that differs; -1 = none), peak_kv_bytes and its ratio to full as scalars).
+RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const ReferenceRun& reference,
+                 const Tokenizer& tokenizer, const LiveRunOptions& options);
+
+}  // namespace kvs

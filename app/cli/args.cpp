@@ -1,0 +1,86 @@
+// Flag parsing for the kvscope command line.
+#include "app/cli/args.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "inference/errors.h"
+
+namespace kvs {
+
+Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& value_flags,
+           const std::set<std::string>& switch_flags) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.size() > 2 && a.rfind("--", 0) == 0) {
+      std::string name = a, value;
+      bool inline_value = false;
+      if (auto eq = a.find('='); eq != std::string::npos) {
+        name = a.substr(0, eq);
+        value = a.substr(eq + 1);
+        inline_value = true;
+      }
+      if (value_flags.count(name)) {
+        if (!inline_value) {
+          if (i + 1 >= argv.size()) throw input_error(name, "expects a value");
+          value = argv[++i];
+        }
+        values_[name].push_back(value);
+      } else if (switch_flags.count(name)) {
+        if (inline_value) throw input_error(name, "takes no value");
+        values_[name].push_back("1");
+      } else {
+        throw input_error(name, "unknown option");
+      }
+    } else {
+      positional_.push_back(a);
+    }
+  }
+}
+
+bool Args::has(const std::string& flag) const { return values_.count(flag) > 0; }
+
+std::string Args::str(const std::string& flag, const std::string& fallback) const {
+  auto it = values_.find(flag);
+  return it == values_.end() ? fallback : it->second.back();
+}
+
+std::vector<std::string> Args::all(const std::string& flag) const {
+  auto it = values_.find(flag);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+std::string Args::required(const std::string& flag) const {
+  if (!has(flag)) throw input_error(flag, "is required");
+  return str(flag);
+}
+
+int Args::integer(const std::string& flag, int fallback, int min_value, int max_value) const {
+  if (!has(flag)) return fallback;
+  const std::string s = str(flag);
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno == ERANGE)
+    throw input_error(flag, "expected an integer, got '" + s + "'");
+  if (v < min_value || v > max_value)
+    throw input_error(flag, std::to_string(v) + " is outside [" + std::to_string(min_value) + ", " +
+                                std::to_string(max_value) + "]");
+  return static_cast<int>(v);
+}
+
+double Args::number(const std::string& flag, double fallback, double min_value, double max_value) const {
+  if (!has(flag)) return fallback;
+  const std::string s = str(flag);
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !std::isfinite(v))
+    throw input_error(flag, "expected a number, got '" + s + "'");
+  if (v < min_value || v > max_value)
+    throw input_error(flag, s + " is outside [" + std::to_string(min_value) + ", " +
+                                std::to_string(max_value) + "]");
+  return v;
+}
+
+}  // namespace kvs

@@ -1,0 +1,31 @@
+// Minimal command-line flag parser for the kvscope subcommands: "--name value", "--switch",
+// repeated flags and positional arguments; every mistake is an InputError naming the flag.
+#pragma once
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kvs {
+
+class Args {
+ public:
+  // value_flags take a value; switch_flags do not. Anything else starting with "--" is an error.
+  Args(const std::vector<std::string>& argv, const std::set<std::string>& value_flags,
+       const std::set<std::string>& switch_flags);
+
+  bool has(const std::string& flag) const;
+  std::string str(const std::string& flag, const std::string& fallback = "") const;
+  std::vector<std::string> all(const std::string& flag) const;  // every occurrence, in order
+  std::string required(const std::string& flag) const;
+  int integer(const std::string& flag, int fallback, int min_value, int max_value) const;
+  double number(const std::string& flag, double fallback, double min_value, double max_value) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::vector<std::string>> values_;
+  std::vector<std::string> positional_;
+};
+
+}  // namespace kvs

@@ -1,0 +1,104 @@
+// `kvscope info FILE`: describes a model (llama2.c .bin, GGUF, HF folder) or a trace.
+#include <cstdio>
+#include <fstream>
+
+#include "analysis/trace.h"
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "analysis/json_writer.h"
+#include "inference/errors.h"
+#include "inference/loader.h"
+
+namespace kvs {
+
+namespace {
+
+bool is_hdf5(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char sig[8] = {};
+  f.read(sig, 8);
+  return f.gcount() == 8 && std::string(sig, 8) == std::string("\x89HDF\r\n\x1a\n", 8);
+}
+
+int info_trace(const std::string& path, bool json) {
+  TraceReader trace(path);
+  const TraceMeta& m = trace.meta();
+  const auto runs = trace.run_names();
+  if (json) {
+    JsonObject o;
+    o.add("kind", "trace").add("path", path).add("schema_version", m.schema_version)
+        .add("model", m.model).add("model_path", m.model_path).add("arch", m.arch)
+        .add("n_layers", m.shape.n_layers).add("n_heads", m.shape.n_heads)
+        .add("n_kv_heads", m.shape.n_kv_heads).add("head_dim", m.shape.head_dim)
+        .add("prompt_len", m.prompt_len).add("n_steps", m.n_steps)
+        .add("decode_dtype", m.decode_dtype).add_bool("has_prefill_map", m.has_prefill_map)
+        .add("capture_note", m.capture_note);
+    std::string r = "[";
+    for (size_t i = 0; i < runs.size(); ++i) r += (i ? "," : "") + json_quote(runs[i]);
+    o.add_raw("runs", r + "]");
+    std::printf("%s\n", o.str().c_str());
+    return 0;
+  }
+  std::printf("trace      %s (schema %d, written by kvscope %s, %s)\n", path.c_str(), m.schema_version,
+              m.writer_version.c_str(), m.created.c_str());
+  std::printf("model      %s (%s) from %s\n", m.model.c_str(), m.arch.c_str(), m.model_path.c_str());
+  std::printf("shape      %d layers, %d query heads, %d KV heads, head_dim %d\n", m.shape.n_layers,
+              m.shape.n_heads, m.shape.n_kv_heads, m.shape.head_dim);
+  std::printf("tokens     %d prompt + %d decode steps = %d\n", m.prompt_len, m.n_steps, m.total_len());
+  std::printf("capture    decode rows %s; prefill %s%s%s\n", m.decode_dtype.c_str(),
+              m.has_prefill_map ? "full map + reductions" : "reductions only",
+              m.capture_note.empty() ? "" : " — ", m.capture_note.c_str());
+  std::printf("runs       %zu\n", runs.size());
+  for (const auto& name : runs) {
+    RunData r = trace.read_run(name, false);
+    std::printf("  %-28s policy=%s budget=%d eviction=%s%s%s params=%s\n", name.c_str(), r.policy.c_str(),
+                r.budget, r.eviction.c_str(), r.mode.empty() ? "" : " mode=", r.mode.c_str(),
+                r.params_json.c_str());
+  }
+  return 0;
+}
+
+int info_model(const std::string& path, const std::string& tokenizer_path, bool json) {
+  Model model = load_model(path);
+  auto tok = load_tokenizer(model, tokenizer_path);
+  const ModelConfig& c = model.config;
+  const double params = static_cast<double>(model.weight_bytes_per_token()) / 4.0;
+  if (json) {
+    JsonObject o;
+    o.add("kind", "model").add("path", path).add("format", model.format).add("arch", c.arch)
+        .add("name", c.name).add("weight_type", model.weight_type).add("dim", c.dim)
+        .add("hidden_dim", c.hidden_dim).add("n_layers", c.n_layers).add("n_heads", c.n_heads)
+        .add("n_kv_heads", c.n_kv_heads).add("head_dim", c.head_dim).add("vocab_size", c.vocab_size)
+        .add("seq_len", c.seq_len).add("rope_theta", static_cast<double>(c.rope_theta))
+        .add("rope_style", c.rope_style == RopeStyle::Interleaved ? "interleaved" : "rotate_half")
+        .add_bool("tied_classifier", c.tied_classifier).add("parameters", params)
+        .add("tokenizer", tok->kind());
+    std::printf("%s\n", o.str().c_str());
+    return 0;
+  }
+  std::printf("model      %s\n", path.c_str());
+  std::printf("name       %s (%s, format %s, weights %s)\n", c.name.c_str(), c.arch.c_str(),
+              model.format.c_str(), model.weight_type.c_str());
+  std::printf("shape      dim %d, ffn %d, %d layers, %d query heads, %d KV heads (GQA %d), head_dim %d\n",
+              c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.group(), c.head_dim);
+  std::printf("vocab      %d; context %d; rope theta %g (%s%s%s); rms eps %g\n", c.vocab_size, c.seq_len,
+              c.rope_theta, c.rope_style == RopeStyle::Interleaved ? "interleaved pairs" : "rotate-half",
+              c.rope_scaling.type.empty() ? "" : ", scaling ", c.rope_scaling.type.c_str(), c.rms_eps);
+  std::printf("params     %.1f M (%s classifier%s)\n", params / 1e6, c.tied_classifier ? "tied" : "separate",
+              c.qkv_bias ? ", q/k/v biases" : "");
+  std::printf("tokenizer  %s, %d tokens, bos %d, eos %d\n", tok->kind().c_str(), tok->vocab_size(),
+              tok->bos_id(), tok->eos_id());
+  return 0;
+}
+
+}  // namespace
+
+int cmd_info(const ArgList& argv) {
+  Args a(argv, {"--tokenizer"}, {"--json"});
+  if (a.positional().size() != 1) throw input_error("info", "expects one model or trace path");
+  const std::string& path = a.positional()[0];
+  if (is_hdf5(path)) return info_trace(path, a.has("--json"));
+  return info_model(path, a.str("--tokenizer"), a.has("--json"));
+}
+
+}  // namespace kvs

@@ -1,0 +1,88 @@
+// `kvscope record`: run a model on a prompt and save its attention evidence as an HDF5 trace.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "app/cli/record.h"
+#include "inference/errors.h"
+
+namespace kvs {
+
+std::string read_prompt_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw input_error(path, "cannot read prompt file");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  std::string text = ss.str();
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (text.empty()) throw input_error(path, "prompt file is empty");
+  return text;
+}
+
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;  // SIGINT / SIGTERM received during a recording
+
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+}  // namespace
+
+int cmd_record(const ArgList& argv) {
+  Args a(argv,
+         {"--model", "--tokenizer", "--prompt", "--prompt-file", "--steps", "--temperature", "--top-p",
+          "--seed", "--out", "--policy", "--budget", "--decode-dtype", "--capture-budget-mb", "--threads"},
+         {"--chat", "--quiet"});
+  if (!a.positional().empty()) throw input_error(a.positional()[0], "unexpected argument");
+  RecordRequest r;
+  r.model_path = a.required("--model");
+  r.tokenizer_path = a.str("--tokenizer");
+  if (a.has("--prompt") == a.has("--prompt-file"))
+    throw input_error("--prompt", "give exactly one of --prompt TEXT or --prompt-file F");
+  r.prompt = a.has("--prompt") ? a.str("--prompt") : read_prompt_file(a.str("--prompt-file"));
+  r.chat = a.has("--chat");
+  r.steps = a.integer("--steps", 64, 1, 1 << 20);
+  r.sampling.temperature = static_cast<float>(a.number("--temperature", 0.0, 0.0, 100.0));
+  r.sampling.top_p = static_cast<float>(a.number("--top-p", 1.0, 1e-6, 1.0));
+  r.sampling.seed = static_cast<uint64_t>(a.integer("--seed", 42, 0, 2147483647));
+  r.out_path = a.required("--out");
+  r.policy = a.str("--policy");
+  if (!r.policy.empty()) r.budget = a.integer("--budget", 0, -(1 << 30), 1 << 30);
+  r.decode_dtype = a.str("--decode-dtype", "float32");
+  if (r.decode_dtype != "float32" && r.decode_dtype != "float16")
+    throw input_error("--decode-dtype", "expected float32 or float16, got '" + r.decode_dtype + "'");
+  r.capture_budget_bytes = static_cast<std::size_t>(a.integer("--capture-budget-mb", 256, 0, 1 << 20)) << 20;
+  r.threads = a.integer("--threads", 0, 0, 1024);
+  const bool quiet = a.has("--quiet");
+
+  RecordCallbacks cb;
+  cb.on_prompt = [&](const std::string& text) {
+    if (!quiet) std::fputs(text.c_str(), stdout);
+  };
+  cb.on_token = [&](int, int, const std::string& piece) {
+    if (quiet) return;
+    std::fputs(piece.c_str(), stdout);
+    std::fflush(stdout);
+  };
+  // Ctrl-C / SIGTERM stop the decode loop; the trace is committed with the steps done so far.
+  cb.cancelled = [] { return g_stop_signal != 0; };
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  RecordResult res = record_trace(r, cb);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (!quiet) std::printf("\n");
+  if (g_stop_signal != 0) {
+    std::fprintf(stderr, "kvscope: interrupted; trace %s holds the %d of %d steps recorded so far\n",
+                 res.out_path.c_str(), res.n_steps, r.steps);
+    return 128 + g_stop_signal;
+  }
+  std::fprintf(stderr, "kvscope: %d prompt tokens + %d steps in %.2f s (%.1f tok/s); trace %s%s%s\n",
+               res.prompt_len, res.n_steps, res.seconds, res.seconds > 0 ? res.n_steps / res.seconds : 0.0,
+               res.out_path.c_str(), res.note.empty() ? "" : "; ", res.note.c_str());
+  return 0;
+}
+
+}  // namespace kvs

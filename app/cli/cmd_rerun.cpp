@@ -1,0 +1,94 @@
+// `kvscope rerun trace.h5 --policy ... --mode forced|free`: each policy enforced live on the
+// trace's model and prompt (real eviction), compared step by step with the full cache; the runs
+// are appended to the trace with eviction="real".
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "analysis/head_stats.h"
+#include "analysis/live_run.h"
+#include "analysis/policy_duoattention.h"
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "app/cli/policy_setup.h"
+#include "app/cli/run_summary.h"
+#include "inference/errors.h"
+#include "inference/loader.h"
+
+namespace kvs {
+
+namespace {
+
+// Runs with StreamingLLM's pos-shift (positions inside the cache) get their own name and say so.
+void mark_rerotated(RunData& run) {
+  run.name += "_rerotated";
+  const std::string entry = "\"rope\":\"in-cache\"";
+  std::string& p = run.params_json;
+  if (p.size() < 2 || p == "{}") p = "{" + entry + "}";
+  else p.insert(p.size() - 1, "," + entry);
+}
+
+}  // namespace
+
+int cmd_rerun(const ArgList& argv) {
+  Args a(argv, {"--policy", "--budget", "--mode", "--model", "--tokenizer", "--alpha", "--threads"},
+         {"--json", "--rope-in-cache", "--no-attention"});
+  if (a.positional().size() != 1) throw input_error("rerun", "expects one trace path");
+  const std::string path = a.positional()[0];
+  const std::string mode = a.str("--mode", "forced");
+  if (mode != "forced" && mode != "free") throw input_error("--mode", "expected forced or free, got '" + mode + "'");
+
+  std::vector<RunData> runs;
+  {
+    TraceReader trace(path);
+    const TraceMeta& m = trace.meta();
+    auto policies = build_policies(a, trace);
+    const std::vector<float> alpha = alpha_from_flag(a, m.shape);
+    Model model = load_model(model_path_for(a, m, "rerun"));
+    const ModelConfig& c = model.config;
+    if (c.n_layers != m.shape.n_layers || c.n_heads != m.shape.n_heads || c.n_kv_heads != m.shape.n_kv_heads ||
+        c.head_dim != m.shape.head_dim)
+      throw input_error(model.path, "model shape differs from the trace's (" + std::to_string(m.shape.n_layers) +
+                                        " layers, " + std::to_string(m.shape.n_heads) + " heads)");
+    auto tok = load_tokenizer(model, tokenizer_path_for(a, m));
+    const auto ids = trace.token_ids();
+    const std::vector<int> prompt(ids.begin(), ids.begin() + m.prompt_len);
+    const std::vector<int> decoded(ids.begin() + m.prompt_len, ids.end());
+
+    LiveRunOptions lo;
+    lo.mode = mode;
+    lo.sampling = {m.temperature, m.top_p, m.seed};
+    lo.keep_attention = !a.has("--no-attention");
+    if (any_needs_key_scores(policies)) {
+      PrefillEvidence ev = trace.read_prefill();
+      lo.key_scores = ev.key_scores.empty() ? kvzip_scores_for_trace(a, trace) : std::move(ev.key_scores);
+    }
+    EngineOptions eo;
+    eo.n_threads = a.integer("--threads", 0, 0, 1024);
+    eo.rope_in_cache = a.has("--rope-in-cache");
+    Engine engine(model, eo);
+    const ReferenceRun ref = run_reference(engine, prompt, static_cast<int>(decoded.size()), decoded, lo.sampling);
+    for (auto& p : policies) {
+      PolicyContext ctx;
+      if (!alpha.empty()) {
+        ctx.alpha = alpha;
+        ctx.alpha_source = "pattern folder " + a.str("--alpha");
+      } else if (auto w = duo_profile_window(*p)) {
+        ctx.alpha = profile_alpha(trace, w->sink, w->recent);
+        ctx.alpha_source = "profiled from trace";
+      }
+      if (isatty(fileno(stderr)))
+        lo.on_step = [&](int step, int total) {
+          std::fprintf(stderr, "\rkvscope: %s %d/%d", p->spec().run_name().c_str(), step + 1, total);
+          if (step + 1 == total) std::fprintf(stderr, "\n");
+        };
+      runs.push_back(live_run(engine, *p, ctx, ref, *tok, lo));
+      if (eo.rope_in_cache) mark_rerotated(runs.back());
+    }
+  }
+  append_runs(path, runs);
+  print_run_summaries(runs, a.has("--json"));
+  return 0;
+}
+
+}  // namespace kvs

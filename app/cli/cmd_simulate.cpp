@@ -1,0 +1,38 @@
+// `kvscope simulate trace.h5 --policy ... --budget N`: every policy replayed over the trace's
+// recorded attention in one pass; the runs are appended to the trace atomically.
+#include <cstdio>
+
+#include "analysis/simulator.h"
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "app/cli/policy_setup.h"
+#include "app/cli/run_summary.h"
+#include "inference/errors.h"
+
+namespace kvs {
+
+int cmd_simulate(const ArgList& argv) {
+  Args a(argv, {"--policy", "--budget", "--model", "--tokenizer", "--alpha", "--block-size", "--threads"},
+         {"--json"});
+  if (a.positional().size() != 1) throw input_error("simulate", "expects one trace path");
+  const std::string path = a.positional()[0];
+  std::vector<RunData> runs;
+  {
+    TraceReader trace(path);
+    auto policies = build_policies(a, trace);
+    SimulateOptions opt;
+    opt.block_size = a.integer("--block-size", 16, 1, 1 << 16);
+    opt.alpha = alpha_from_flag(a, trace.meta().shape);
+    if (!opt.alpha.empty()) opt.alpha_source = "pattern folder " + a.str("--alpha");
+    if (any_needs_key_scores(policies) && !trace.has_array("/attention/prefill_key_scores"))
+      opt.key_scores = kvzip_scores_for_trace(a, trace);
+    std::vector<Policy*> ptrs;
+    for (auto& p : policies) ptrs.push_back(p.get());
+    runs = simulate(trace, ptrs, opt);
+  }
+  append_runs(path, runs);
+  print_run_summaries(runs, a.has("--json"));
+  return 0;
+}
+
+}  // namespace kvs

@@ -1,0 +1,67 @@
+// α estimation and retrieval scores on a model, printed per head and optionally written as a
+// DuoAttention pattern folder (full_attention_heads.tsv + config.json).
+#include "app/cli/heads_model.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "analysis/alpha_estimate.h"
+#include "analysis/retrieval_score.h"
+#include "analysis/json_writer.h"
+#include "inference/loader.h"
+
+namespace kvs {
+
+int heads_from_model(const std::string& model_path, const std::string& tokenizer_path, int sink, int recent,
+                     const std::string& alpha_out, bool json, int threads) {
+  Model model = load_model(model_path);
+  auto tok = load_tokenizer(model, tokenizer_path);
+  const ModelConfig& c = model.config;
+
+  AlphaEstimateOptions ao;
+  ao.sink = sink;
+  ao.recent = recent;
+  ao.context_tokens = std::min(256, c.seq_len / 2);
+  ao.engine.n_threads = threads;
+  if (!json && isatty(fileno(stderr)))
+    ao.progress = [](int done, int total) {
+      std::fprintf(stderr, "\rkvscope: estimating alpha %d/%d", done, total);
+      if (done == total) std::fprintf(stderr, "\n");
+    };
+  const AlphaEstimate est = estimate_alpha(model, *tok, ao);
+  if (!alpha_out.empty()) write_alpha_pattern(alpha_out, est);
+
+  RetrievalOptions ro;
+  ro.context_tokens = {std::min(200, c.seq_len / 2)};
+  ro.engine.n_threads = threads;
+  const RetrievalScores rs = retrieval_scores(model, *tok, ro);
+  const std::vector<float> retrieval = rs.mean();  // [L, H]
+
+  if (json) {
+    JsonObject o;
+    o.add("n_layers", c.n_layers).add("n_heads", c.n_heads).add("n_kv_heads", c.n_kv_heads)
+        .add("alpha", std::vector<double>(est.alpha.begin(), est.alpha.end()))
+        .add("alpha_source", est.source())
+        .add("retrieval_score", std::vector<double>(retrieval.begin(), retrieval.end()))
+        .add("retrieval_trials", rs.n_trials).add("retrieval_trials_kept", rs.n_kept());
+    std::printf("%s\n", o.str().c_str());
+    return 0;
+  }
+  std::printf("alpha per KV head (%s)\n", est.source().c_str());
+  for (int l = 0; l < c.n_layers; ++l) {
+    std::printf("layer %2d", l);
+    for (int g = 0; g < c.n_kv_heads; ++g) std::printf("  %.3f", est.alpha[static_cast<size_t>(l) * c.n_kv_heads + g]);
+    std::printf("\n");
+  }
+  std::printf("retrieval score per query head (%d of %d needle trials kept)\n", rs.n_kept(), rs.n_trials);
+  for (int l = 0; l < c.n_layers; ++l) {
+    std::printf("layer %2d", l);
+    for (int h = 0; h < c.n_heads; ++h) std::printf("  %.3f", retrieval[static_cast<size_t>(l) * c.n_heads + h]);
+    std::printf("\n");
+  }
+  if (!alpha_out.empty()) std::printf("alpha written to %s/full_attention_heads.tsv\n", alpha_out.c_str());
+  return 0;
+}
+
+}  // namespace kvs

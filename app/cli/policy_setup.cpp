@@ -1,0 +1,94 @@
+// Policy construction and the extra inputs some policies need, shared by simulate and rerun.
+#include "app/cli/policy_setup.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "analysis/duo_pattern.h"
+#include "analysis/filter_layers.h"
+#include "analysis/kvzip_scores.h"
+#include "inference/errors.h"
+#include "inference/loader.h"
+
+namespace kvs {
+
+namespace {
+
+// OmniKV's filter layers chosen by the DP of POLICIES.md §9 on the trace's similarity matrix.
+void choose_omnikv_filters(PolicySpec& spec, const TraceReader& trace) {
+  if (spec.name != "omnikv" || spec.params.count("filters") || !trace.has_array("/layers/similarity")) return;
+  const int L = trace.meta().shape.n_layers;
+  const NamedArray sim = trace.read_array("/layers/similarity");
+  if (sim.data.size() != static_cast<size_t>(L) * L) return;
+  int wait = 1;
+  if (auto it = spec.params.find("wait"); it != spec.params.end()) wait = std::atoi(it->second.c_str());
+  if (wait < 0 || wait >= L) return;  // the policy reports the bad parameter itself
+  const FilterPlan plan = optimize_filter_layers(sim.data, L, std::max(1, L / 10), wait);
+  std::string filters;
+  for (int f : plan.filters) filters += (filters.empty() ? "" : ",") + std::to_string(f);
+  spec.params["filters"] = filters;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const TraceReader& trace) {
+  const ModelShape shape = trace.meta().shape;
+  const auto specs = args.all("--policy");
+  if (specs.empty()) throw input_error("--policy", "is required (e.g. --policy streamingllm)");
+  const int budget = args.integer("--budget", 0, -(1 << 30), 1 << 30);
+  if (!args.has("--budget")) throw input_error("--budget", "is required (tokens kept per head)");
+  std::vector<std::unique_ptr<Policy>> out;
+  std::set<std::string> names;
+  for (const auto& text : specs) {
+    PolicySpec spec = parse_policy_spec(text, budget);
+    choose_omnikv_filters(spec, trace);
+    auto p = make_policy(spec, shape);
+    if (!names.insert(spec.run_name()).second)
+      throw input_error("--policy " + text, "given twice (run name " + spec.run_name() + ")");
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::string model_path_for(const Args& args, const TraceMeta& meta, const std::string& why) {
+  if (args.has("--model")) return args.str("--model");
+  if (meta.model_path.empty() || !std::filesystem::exists(meta.model_path))
+    throw input_error(why, "needs the model: pass --model (the trace's model path '" + meta.model_path +
+                               "' is not there)");
+  return meta.model_path;
+}
+
+std::string tokenizer_path_for(const Args& args, const TraceMeta& meta) {
+  if (args.has("--tokenizer")) return args.str("--tokenizer");
+  if (args.has("--model")) return "";
+  return meta.tokenizer_path;
+}
+
+std::vector<float> alpha_from_flag(const Args& args, const ModelShape& shape) {
+  if (!args.has("--alpha")) return {};
+  const std::string dir = args.str("--alpha");
+  DuoPattern p = read_duo_pattern(dir);
+  check_duo_shape(p, shape.n_layers, shape.n_kv_heads, dir);
+  return p.alpha;
+}
+
+std::vector<float> kvzip_scores_for_trace(const Args& args, const TraceReader& trace) {
+  const TraceMeta& m = trace.meta();
+  Model model = load_model(model_path_for(args, m, "--policy kvzip"));
+  auto tok = load_tokenizer(model, tokenizer_path_for(args, m));
+  const auto ids = trace.token_ids();
+  std::vector<int> context(ids.begin(), ids.begin() + m.prompt_len);
+  KvzipOptions o;
+  o.engine.n_threads = args.integer("--threads", 0, 0, 1024);
+  return kvzip_key_scores(model, *tok, context, o);
+}
+
+bool any_needs_key_scores(const std::vector<std::unique_ptr<Policy>>& policies) {
+  for (const auto& p : policies)
+    if (p->needs_key_scores()) return true;
+  return false;
+}
+
+}  // namespace kvs

@@ -1,0 +1,32 @@
+// Turning --policy/--budget flags into policy objects, and finding what some policies need
+// besides the trace: the model (KVzip's repeat pass) and DuoAttention gates (--alpha DIR).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analysis/policy.h"
+#include "analysis/trace.h"
+#include "app/cli/args.h"
+
+namespace kvs {
+
+// One policy per --policy flag, validated against the model shape (InputError on any mistake,
+// before any work is done). Throws when no --policy was given. OmniKV without filters= gets the
+// filter layers the optimizer chooses on the trace's /layers/similarity when it has one.
+std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const TraceReader& trace);
+
+// --model, else the model path recorded in the trace; --tokenizer likewise.
+std::string model_path_for(const Args& args, const TraceMeta& meta, const std::string& why);
+std::string tokenizer_path_for(const Args& args, const TraceMeta& meta);
+
+// DuoAttention gates from --alpha DIR (a pattern folder) checked against the shape; empty when
+// the flag is absent.
+std::vector<float> alpha_from_flag(const Args& args, const ModelShape& shape);
+
+// KVzip key scores [L, Hkv, P] for the trace's prompt, computed on its model.
+std::vector<float> kvzip_scores_for_trace(const Args& args, const TraceReader& trace);
+
+bool any_needs_key_scores(const std::vector<std::unique_ptr<Policy>>& policies);
+
+}  // namespace kvs

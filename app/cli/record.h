@@ -1,0 +1,47 @@
+// Recording a trace: load the model, run prefill + decode with the trace recorder attached
+// (and optionally a policy enforced live), write the HDF5 trace. Shared by `kvscope record` and
+// the desktop app's Run view.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "inference/generate.h"
+
+namespace kvs {
+
+struct RecordRequest {
+  std::string model_path;
+  std::string tokenizer_path;   // "" = from the model file / beside it
+  std::string prompt;           // raw text
+  bool chat = false;            // wrap the prompt in the model family's chat format
+  int steps = 64;               // tokens to generate
+  SamplingOptions sampling;
+  std::string out_path;         // trace to write
+  std::string policy;           // "" = full cache; else a policy spec enforced live
+  int budget = 0;               // with policy
+  std::string decode_dtype = "float32";
+  std::size_t capture_budget_bytes = 256u << 20;  // full prefill map limit
+  int threads = 0;
+};
+
+struct RecordResult {
+  std::string prompt_text;      // decoded prompt
+  std::string generated_text;   // decoded continuation
+  int prompt_len = 0;
+  int n_steps = 0;
+  double seconds = 0.0;
+  std::string out_path;
+  std::string note;             // capture notes (e.g. prefill map reduced)
+};
+
+struct RecordCallbacks {
+  std::function<void(const std::string& prompt_text)> on_prompt;                 // decoded prompt
+  std::function<void(int step, int total, const std::string& piece)> on_token;  // streaming text
+  std::function<bool()> cancelled;                                              // true = stop
+};
+
+// Throws InputError on bad input; on cancellation the trace holds the steps done so far.
+RecordResult record_trace(const RecordRequest& request, const RecordCallbacks& callbacks = {});
+
+}  // namespace kvs

@@ -1,0 +1,87 @@
+// kvscope: the desktop app (no subcommand, or `gui`) and the headless command line.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "inference/errors.h"
+#ifdef KVSCOPE_GUI
+#include "app/gui/gui.h"
+#endif
+
+namespace {
+
+const char* kUsage =
+    "usage: kvscope [gui [trace.h5] [--screenshot out.png --view NAME --step N --size WxH]]\n"
+    "       kvscope record --model PATH [--tokenizer PATH] (--prompt TEXT | --prompt-file F)\n"
+    "                      --steps N [--temperature T --top-p P --seed S] [--chat]\n"
+    "                      [--policy SPEC --budget N] --out trace.h5\n"
+    "       kvscope info (MODEL | trace.h5) [--json]\n"
+    "       kvscope simulate trace.h5 --policy NAME[:key=value,...] [--policy ...] --budget N\n"
+    "       kvscope layers trace.h5 [--filters K] [--given 2,8,18] [--json]\n"
+    "       kvscope heads (trace.h5 | --model M) [--alpha-out F] [--json]\n"
+    "       kvscope rerun trace.h5 --policy SPEC [--policy ...] --budget N --mode forced|free\n";
+
+int run_gui_command(const std::vector<std::string>& args) {
+#ifdef KVSCOPE_GUI
+  kvs::Args a(args, {"--screenshot", "--view", "--step", "--size", "--script", "--model"}, {});
+  kvs::GuiOptions o;
+  if (a.positional().size() > 1) throw kvs::input_error("gui", "expects at most one trace file");
+  if (!a.positional().empty()) o.trace_path = a.positional()[0];
+  o.screenshot_path = a.str("--screenshot");
+  o.view = a.str("--view");
+  o.step = a.integer("--step", -1, -1, 1 << 30);
+  o.script = a.str("--script");
+  o.model_path = a.str("--model");
+  if (a.has("--size")) {
+    const std::string s = a.str("--size");
+    int w = 0, h = 0;
+    char x = 0;
+    if (std::sscanf(s.c_str(), "%d%c%d", &w, &x, &h) != 3 || x != 'x' || w < 64 || h < 64 || w > 8192 || h > 8192)
+      throw kvs::input_error("--size", "expected WxH between 64x64 and 8192x8192, got '" + s + "'");
+    o.width = w;
+    o.height = h;
+  }
+  return kvs::run_gui(o);
+#else
+  std::fprintf(stderr, "kvscope: this build has no desktop app (libimgui-dev/libglfw3-dev were not found)\n");
+  return 2;
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const std::string cmd = args.empty() ? "gui" : args[0];
+  std::vector<std::string> rest = args.empty() ? args : std::vector<std::string>(args.begin() + 1, args.end());
+  try {
+    if (cmd == "gui") return run_gui_command(rest);
+    if (cmd == "record") return kvs::cmd_record(rest);
+    if (cmd == "info") return kvs::cmd_info(rest);
+    if (cmd == "simulate") return kvs::cmd_simulate(rest);
+    if (cmd == "layers") return kvs::cmd_layers(rest);
+    if (cmd == "heads") return kvs::cmd_heads(rest);
+    if (cmd == "rerun") return kvs::cmd_rerun(rest);
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (cmd == "--version") {
+      std::printf("kvscope %s\n", KVSCOPE_VERSION);
+      return 0;
+    }
+    if (cmd.rfind("--", 0) == 0 || cmd.size() > 3 && cmd.substr(cmd.size() - 3) == ".h5")
+      return run_gui_command(args);  // `kvscope trace.h5` / `kvscope --screenshot ...`
+    std::fprintf(stderr, "kvscope: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+    return 2;
+  } catch (const kvs::InputError& e) {
+    std::fprintf(stderr, "kvscope: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvscope: internal error: %s\n", e.what());
+    return 1;
+  }
+}
