@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analysis/prefill_evidence.h"
@@ -107,12 +108,19 @@ class TraceReader {
   // Full prefill map of one (layer, head), [P, P]; empty when the trace kept only reductions.
   std::vector<float> read_prefill_map(int layer, int head) const;
   bool has_array(const std::string& path) const;
+  bool has_attr(const std::string& path, const std::string& attr) const;
   NamedArray read_array(const std::string& path) const;  // e.g. "/heads/alpha", "/layers/similarity"
   std::string read_string_attr(const std::string& path, const std::string& attr) const;
   std::vector<std::string> run_names() const;
-  // Run attributes and metrics; kept when with_kept (all steps) — else use read_run_kept_step.
+  // Run attributes, metrics and tokens; kept, attention and lse (all steps) when with_kept —
+  // else use read_run_kept_step / read_run_attention_step.
   RunData read_run(const std::string& name, bool with_kept) const;
+  // Steps a run holds: n_steps, or fewer for a live run that stopped early (later steps read as 0).
+  int run_steps(const std::string& name) const;
   void read_run_kept_step(const std::string& name, int step, std::vector<uint8_t>& kept) const;  // [L, Hkv, T]
+  // A live run's own decode rows at one step: rows [L, H, T], lse [L, H]; both empty when absent.
+  void read_run_attention_step(const std::string& name, int step, std::vector<float>& rows,
+                               std::vector<float>& lse) const;
 
  private:
   struct Impl;
@@ -122,5 +130,8 @@ class TraceReader {
 // Adds runs to an existing trace atomically: the new file is written beside it and renamed over
 // it, so a crash leaves the old complete trace. A run whose name exists is replaced.
 void append_runs(const std::string& path, std::span<const RunData> runs);
+// Adds (or replaces) one float32 array, e.g. "/heads/alpha", in an existing trace, the same way.
+void append_array(const std::string& path, const std::string& array_path, const NamedArray& array,
+                  const std::vector<std::pair<std::string, std::string>>& string_attrs = {});
 
 }  // namespace kvs

@@ -1,0 +1,477 @@
+// HDF5 C API helpers: error stack to exception, owning handles, attributes, groups, datasets.
+#include "analysis/h5_util.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace kvs::h5 {
+
+namespace {
+
+herr_t collect_desc(unsigned, const H5E_error2_t* err, void* data) {
+  static_cast<std::vector<std::string>*>(data)->push_back(err && err->desc ? err->desc : "");
+  return 0;
+}
+
+// The most useful reason on the current error stack, prefixed with `what`; or only the OS
+// message a file driver quotes ("error message = 'No space left on device'") when there is one.
+std::string stack_reason(const std::string& what) {
+  std::vector<std::string> descs;  // API call first, innermost last
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_desc, &descs);
+  H5Eclear2(H5E_DEFAULT);
+  static const std::string key = "error message = '";
+  for (const std::string& d : descs) {
+    const size_t p = d.find(key);
+    if (p == std::string::npos) continue;
+    const size_t b = p + key.size();
+    const size_t e = d.find('\'', b);
+    return d.substr(b, e == std::string::npos ? std::string::npos : e - b);
+  }
+  for (auto it = descs.rbegin(); it != descs.rend(); ++it)
+    if (!it->empty()) return what + ": " + *it;
+  return what + ": HDF5 call failed";
+}
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    if (j > i) parts.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return parts;
+}
+
+hsize_t product(const std::vector<hsize_t>& dims) {
+  hsize_t n = 1;
+  for (hsize_t d : dims) n *= d;
+  return n;
+}
+
+Handle attr_for_write(hid_t obj, const std::string& name, hid_t type) {
+  if (check(H5Aexists(obj, name.c_str()), "attribute " + name) > 0)
+    check(H5Adelete(obj, name.c_str()), "attribute " + name);
+  Handle space = space_handle(H5Screate(H5S_SCALAR), "attribute " + name);
+  return attr_handle(H5Acreate2(obj, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), "attribute " + name);
+}
+
+// Opens an attribute holding exactly one element.
+Handle open_single_attr(hid_t obj, const std::string& name) {
+  Handle a = attr_handle(H5Aopen(obj, name.c_str(), H5P_DEFAULT), "attribute " + name);
+  Handle space = space_handle(H5Aget_space(a), "attribute " + name);
+  if (check((hid_t)H5Sget_simple_extent_npoints(space), "attribute " + name) != 1)
+    throw Error("attribute " + name + " holds more than one value");
+  return a;
+}
+
+}  // namespace
+
+void init() {
+  static std::once_flag once;
+  // No library shutdown at exit: every file is closed by its owner, and HDF5 1.10's shutdown
+  // crashes on a file whose close failed after a write error (disk full).
+  std::call_once(once, [] {
+    H5dont_atexit();
+    H5open();
+  });
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+std::recursive_mutex& mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+hid_t check(hid_t id, const std::string& what) {
+  if (id < 0) throw Error(stack_reason(what));
+  return id;
+}
+
+herr_t check(herr_t status, const std::string& what) {
+  if (status < 0) throw Error(stack_reason(what));
+  return status;
+}
+
+Handle& Handle::operator=(Handle&& o) noexcept {
+  if (this != &o) {
+    reset();
+    id_ = o.id_;
+    closer_ = o.closer_;
+    o.id_ = -1;
+  }
+  return *this;
+}
+
+void Handle::reset() {
+  if (id_ >= 0 && closer_) closer_(id_);
+  id_ = -1;
+}
+
+void Handle::close(const std::string& what) {
+  if (id_ < 0 || !closer_) return;
+  if (closer_ == H5Fclose) {
+    check(closer_(id_), what);
+    id_ = -1;
+    return;
+  }
+  const hid_t id = id_;
+  id_ = -1;
+  check(closer_(id), what);
+}
+
+void divert_writes(hid_t file) {
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || !handle) {
+    H5Eclear2(H5E_DEFAULT);
+    return;
+  }
+  const int fd = *static_cast<int*>(handle);
+  const int sink = ::memfd_create("kvscope-discarded-trace", MFD_CLOEXEC);
+  if (sink < 0) return;
+  ::dup2(sink, fd);
+  ::close(sink);
+}
+
+Handle file_handle(hid_t id, const std::string& what) { return Handle(check(id, what), H5Fclose); }
+Handle group_handle(hid_t id, const std::string& what) { return Handle(check(id, what), H5Gclose); }
+Handle dataset_handle(hid_t id, const std::string& what) { return Handle(check(id, what), H5Dclose); }
+Handle attr_handle(hid_t id, const std::string& what) { return Handle(check(id, what), H5Aclose); }
+Handle space_handle(hid_t id, const std::string& what) { return Handle(check(id, what), H5Sclose); }
+Handle type_handle(hid_t id, const std::string& what) { return Handle(check(id, what), H5Tclose); }
+Handle plist_handle(hid_t id, const std::string& what) { return Handle(check(id, what), H5Pclose); }
+
+Handle file_access() {
+  Handle fapl = plist_handle(H5Pcreate(H5P_FILE_ACCESS), "file access");
+  check(H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG), "file access");
+  check(H5Pset_file_locking(fapl, 0, 1), "file access");
+  return fapl;
+}
+
+Handle float16_type() {
+  Handle t = type_handle(H5Tcopy(H5T_IEEE_F32LE), "float16 type");
+  check(H5Tset_fields(t, 15, 10, 5, 0, 10), "float16 type");
+  check(H5Tset_size(t, 2), "float16 type");
+  check(H5Tset_precision(t, 16), "float16 type");
+  check(H5Tset_ebias(t, 15), "float16 type");
+  return t;
+}
+
+Handle utf8_string_type() {
+  Handle t = type_handle(H5Tcopy(H5T_C_S1), "string type");
+  check(H5Tset_size(t, H5T_VARIABLE), "string type");
+  check(H5Tset_cset(t, H5T_CSET_UTF8), "string type");
+  return t;
+}
+
+// ---- attributes
+
+void write_attr(hid_t obj, const std::string& name, const std::string& value) {
+  Handle type = utf8_string_type();
+  Handle a = attr_for_write(obj, name, type);
+  const char* p = value.c_str();
+  check(H5Awrite(a, type, &p), "attribute " + name);
+}
+
+void write_attr_int(hid_t obj, const std::string& name, int64_t value, hid_t file_type) {
+  Handle a = attr_for_write(obj, name, file_type);
+  check(H5Awrite(a, H5T_NATIVE_INT64, &value), "attribute " + name);
+}
+
+void write_attr_u64(hid_t obj, const std::string& name, uint64_t value) {
+  Handle a = attr_for_write(obj, name, H5T_STD_U64LE);
+  check(H5Awrite(a, H5T_NATIVE_UINT64, &value), "attribute " + name);
+}
+
+void write_attr_float(hid_t obj, const std::string& name, float value) {
+  Handle a = attr_for_write(obj, name, H5T_IEEE_F32LE);
+  check(H5Awrite(a, H5T_NATIVE_FLOAT, &value), "attribute " + name);
+}
+
+void write_attr_double(hid_t obj, const std::string& name, double value) {
+  Handle a = attr_for_write(obj, name, H5T_IEEE_F64LE);
+  check(H5Awrite(a, H5T_NATIVE_DOUBLE, &value), "attribute " + name);
+}
+
+bool has_attr(hid_t obj, const std::string& name) {
+  return check(H5Aexists(obj, name.c_str()), "attribute " + name) > 0;
+}
+
+H5T_class_t attr_class(hid_t obj, const std::string& name) {
+  Handle a = attr_handle(H5Aopen(obj, name.c_str(), H5P_DEFAULT), "attribute " + name);
+  Handle type = type_handle(H5Aget_type(a), "attribute " + name);
+  return H5Tget_class(type);
+}
+
+std::string read_attr_string(hid_t obj, const std::string& name) {
+  Handle a = open_single_attr(obj, name);
+  Handle type = type_handle(H5Aget_type(a), "attribute " + name);
+  if (H5Tget_class(type) != H5T_STRING) throw Error("attribute " + name + " is not a string");
+  const H5T_cset_t cset = H5Tget_cset(type);
+  Handle mem = type_handle(H5Tcopy(H5T_C_S1), "attribute " + name);
+  if (check((herr_t)H5Tis_variable_str(type), "attribute " + name) > 0) {
+    check(H5Tset_size(mem, H5T_VARIABLE), "attribute " + name);
+    check(H5Tset_cset(mem, cset), "attribute " + name);
+    char* p = nullptr;
+    check(H5Aread(a, mem, &p), "attribute " + name);
+    std::string s = p ? p : "";
+    if (p) H5free_memory(p);
+    return s;
+  }
+  const size_t size = H5Tget_size(type);
+  if (size == 0 || size > (64u << 20)) throw Error("attribute " + name + " has an implausible size");
+  check(H5Tset_size(mem, size), "attribute " + name);
+  check(H5Tset_cset(mem, cset), "attribute " + name);
+  check(H5Tset_strpad(mem, H5T_STR_NULLPAD), "attribute " + name);
+  std::string s(size, '\0');
+  check(H5Aread(a, mem, s.data()), "attribute " + name);
+  s.resize(std::strlen(s.c_str()));
+  return s;
+}
+
+int64_t read_attr_int(hid_t obj, const std::string& name) {
+  Handle a = open_single_attr(obj, name);
+  Handle type = type_handle(H5Aget_type(a), "attribute " + name);
+  const H5T_class_t cls = H5Tget_class(type);
+  if (cls == H5T_INTEGER) {
+    int64_t v = 0;
+    check(H5Aread(a, H5T_NATIVE_INT64, &v), "attribute " + name);
+    return v;
+  }
+  if (cls == H5T_FLOAT) {
+    double v = 0;
+    check(H5Aread(a, H5T_NATIVE_DOUBLE, &v), "attribute " + name);
+    if (!std::isfinite(v) || v != std::floor(v) || std::fabs(v) > 9.0e15)
+      throw Error("attribute " + name + " is not an integer");
+    return (int64_t)v;
+  }
+  if (cls == H5T_ENUM) {  // numpy bool as h5py stores it
+    const size_t size = H5Tget_size(type);
+    if (size == 0 || size > 8) throw Error("attribute " + name + " has an unsupported enum size");
+    Handle native = type_handle(H5Tget_native_type(type, H5T_DIR_ASCEND), "attribute " + name);
+    int64_t v = 0;
+    check(H5Aread(a, native, &v), "attribute " + name);
+    if (size < 8 && (v >> (8 * size - 1)) & 1) v -= (int64_t)1 << (8 * size);  // sign-extend
+    return v;
+  }
+  throw Error("attribute " + name + " is not a number");
+}
+
+uint64_t read_attr_u64(hid_t obj, const std::string& name) {
+  Handle a = open_single_attr(obj, name);
+  Handle type = type_handle(H5Aget_type(a), "attribute " + name);
+  if (H5Tget_class(type) != H5T_INTEGER) throw Error("attribute " + name + " is not an integer");
+  uint64_t v = 0;
+  check(H5Aread(a, H5T_NATIVE_UINT64, &v), "attribute " + name);
+  return v;
+}
+
+double read_attr_double(hid_t obj, const std::string& name) {
+  Handle a = open_single_attr(obj, name);
+  Handle type = type_handle(H5Aget_type(a), "attribute " + name);
+  const H5T_class_t cls = H5Tget_class(type);
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT) throw Error("attribute " + name + " is not a number");
+  double v = 0;
+  check(H5Aread(a, H5T_NATIVE_DOUBLE, &v), "attribute " + name);
+  return v;
+}
+
+std::vector<std::string> attr_names(hid_t obj) {
+  H5O_info_t info;
+  check(H5Oget_info2(obj, &info, H5O_INFO_NUM_ATTRS), "attributes");
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.num_attrs; ++i) {
+    const ssize_t n = H5Aget_name_by_idx(obj, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    check((hid_t)n, "attribute names");
+    std::string s((size_t)n + 1, '\0');
+    check((hid_t)H5Aget_name_by_idx(obj, ".", H5_INDEX_NAME, H5_ITER_INC, i, s.data(), s.size(), H5P_DEFAULT),
+          "attribute names");
+    s.resize((size_t)n);
+    names.push_back(std::move(s));
+  }
+  return names;
+}
+
+// ---- links and groups
+
+bool path_exists(hid_t loc, const std::string& path) {
+  std::string prefix = path.empty() || path[0] != '/' ? "" : "/";
+  const auto parts = split_path(path);
+  if (parts.empty()) return true;
+  for (const std::string& part : parts) {
+    prefix += (prefix.empty() || prefix == "/" ? "" : "/") + part;
+    if (check(H5Lexists(loc, prefix.c_str(), H5P_DEFAULT), "link " + prefix) <= 0) return false;
+  }
+  return true;
+}
+
+static H5I_type_t object_type(hid_t loc, const std::string& path) {
+  if (!path_exists(loc, path)) return H5I_BADID;
+  const hid_t o = H5Oopen(loc, path.c_str(), H5P_DEFAULT);
+  if (o < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return H5I_BADID;
+  }
+  const H5I_type_t t = H5Iget_type(o);
+  H5Oclose(o);
+  return t;
+}
+
+bool is_dataset(hid_t loc, const std::string& path) { return object_type(loc, path) == H5I_DATASET; }
+bool is_group(hid_t loc, const std::string& path) { return object_type(loc, path) == H5I_GROUP; }
+
+std::vector<std::string> member_names(hid_t group) {
+  H5G_info_t info;
+  check(H5Gget_info(group, &info), "group members");
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t n = H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    check((hid_t)n, "group members");
+    std::string s((size_t)n + 1, '\0');
+    check((hid_t)H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, s.data(), s.size(), H5P_DEFAULT),
+          "group members");
+    s.resize((size_t)n);
+    names.push_back(std::move(s));
+  }
+  return names;
+}
+
+Handle ensure_group(hid_t loc, const std::string& path) {
+  std::string prefix = path.empty() || path[0] != '/' ? "" : "/";
+  for (const std::string& part : split_path(path)) {
+    prefix += (prefix.empty() || prefix == "/" ? "" : "/") + part;
+    if (check(H5Lexists(loc, prefix.c_str(), H5P_DEFAULT), "group " + prefix) <= 0)
+      group_handle(H5Gcreate2(loc, prefix.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group " + prefix);
+  }
+  return group_handle(H5Gopen2(loc, path.c_str(), H5P_DEFAULT), "group " + path);
+}
+
+void remove_link(hid_t loc, const std::string& path) {
+  if (path_exists(loc, path)) check(H5Ldelete(loc, path.c_str(), H5P_DEFAULT), "delete " + path);
+}
+
+// ---- datasets
+
+Handle create_dataset(hid_t loc, const std::string& path, hid_t file_type, const std::vector<hsize_t>& dims,
+                      const Layout& layout) {
+  const size_t slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) ensure_group(loc, path.substr(0, slash));
+  Handle space = space_handle(
+      H5Screate_simple((int)dims.size(), dims.data(), layout.maxdims.empty() ? nullptr : layout.maxdims.data()),
+      path);
+  Handle dcpl = plist_handle(H5Pcreate(H5P_DATASET_CREATE), path);
+  if (!layout.chunk.empty()) {
+    check(H5Pset_chunk(dcpl, (int)layout.chunk.size(), layout.chunk.data()), path);
+    if (layout.deflate > 0) {
+      check(H5Pset_shuffle(dcpl), path);
+      check(H5Pset_deflate(dcpl, (unsigned)layout.deflate), path);
+    }
+  }
+  return dataset_handle(H5Dcreate2(loc, path.c_str(), file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), path);
+}
+
+void write_dataset(hid_t loc, const std::string& path, hid_t file_type, hid_t mem_type,
+                   const std::vector<hsize_t>& dims, const void* data, const Layout& layout) {
+  Handle ds = create_dataset(loc, path, file_type, dims, layout);
+  if (product(dims) > 0) check(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path);
+  ds.close(path);
+}
+
+void write_strings(hid_t loc, const std::string& path, const std::vector<std::string>& values) {
+  Handle type = utf8_string_type();
+  std::vector<const char*> ptrs;  // [n]
+  for (const std::string& s : values) ptrs.push_back(s.c_str());
+  write_dataset(loc, path, type, type, {(hsize_t)values.size()}, ptrs.data());
+}
+
+Handle open_dataset(hid_t loc, const std::string& path) {
+  return dataset_handle(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), path);
+}
+
+std::vector<hsize_t> dataset_dims(hid_t dataset) {
+  Handle space = space_handle(H5Dget_space(dataset), "dataspace");
+  const int rank = H5Sget_simple_extent_ndims(space);
+  check((herr_t)rank, "dataspace");
+  if (rank > 32) throw Error("dataspace of rank " + std::to_string(rank));
+  std::vector<hsize_t> dims((size_t)rank);
+  check((herr_t)H5Sget_simple_extent_dims(space, dims.data(), nullptr), "dataspace");
+  return dims;
+}
+
+H5T_class_t dataset_class(hid_t dataset) {
+  Handle type = type_handle(H5Dget_type(dataset), "datatype");
+  return H5Tget_class(type);
+}
+
+size_t dataset_type_size(hid_t dataset) {
+  Handle type = type_handle(H5Dget_type(dataset), "datatype");
+  return H5Tget_size(type);
+}
+
+void set_extent(hid_t dataset, const std::vector<hsize_t>& dims) {
+  check(H5Dset_extent(dataset, dims.data()), "extend dataset");
+}
+
+static Handle select_box(hid_t dataset, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count) {
+  Handle space = space_handle(H5Dget_space(dataset), "dataspace");
+  check(H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), "hyperslab");
+  return space;
+}
+
+void write_box(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count,
+               const void* data) {
+  const hsize_t n = product(count);
+  if (n == 0) return;
+  Handle file_space = select_box(dataset, start, count);
+  Handle mem_space = space_handle(H5Screate_simple(1, &n, nullptr), "dataspace");
+  check(H5Dwrite(dataset, mem_type, mem_space, file_space, H5P_DEFAULT, data), "write");
+}
+
+void read_box(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count,
+              void* data) {
+  const hsize_t n = product(count);
+  if (n == 0) return;
+  Handle file_space = select_box(dataset, start, count);
+  Handle mem_space = space_handle(H5Screate_simple(1, &n, nullptr), "dataspace");
+  check(H5Dread(dataset, mem_type, mem_space, file_space, H5P_DEFAULT, data), "read");
+}
+
+void read_all(hid_t dataset, hid_t mem_type, void* data) {
+  if (product(dataset_dims(dataset)) == 0) return;
+  check(H5Dread(dataset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "read");
+}
+
+std::vector<std::string> read_strings(hid_t dataset, size_t n) {
+  std::vector<std::string> out;
+  if (n == 0) return out;
+  Handle type = type_handle(H5Dget_type(dataset), "datatype");
+  if (H5Tget_class(type) != H5T_STRING) throw Error("not a string dataset");
+  Handle mem = type_handle(H5Tcopy(H5T_C_S1), "datatype");
+  check(H5Tset_cset(mem, H5Tget_cset(type)), "datatype");
+  if (check((herr_t)H5Tis_variable_str(type), "datatype") > 0) {
+    check(H5Tset_size(mem, H5T_VARIABLE), "datatype");
+    std::vector<char*> ptrs(n, nullptr);  // [n]
+    check(H5Dread(dataset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "read strings");
+    for (char* p : ptrs) out.emplace_back(p ? p : "");
+    Handle space = space_handle(H5Dget_space(dataset), "dataspace");
+    H5Dvlen_reclaim(mem, space, H5P_DEFAULT, ptrs.data());
+    return out;
+  }
+  const size_t size = H5Tget_size(type);
+  if (size == 0 || size > (1u << 20)) throw Error("string dataset with an implausible element size");
+  check(H5Tset_size(mem, size), "datatype");
+  check(H5Tset_strpad(mem, H5T_STR_NULLPAD), "datatype");
+  std::vector<char> buf(n * size);  // [n, size]
+  check(H5Dread(dataset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), "read strings");
+  for (size_t i = 0; i < n; ++i) {
+    const char* p = buf.data() + i * size;
+    out.emplace_back(p, strnlen(p, size));
+  }
+  return out;
+}
+
+}  // namespace kvs::h5

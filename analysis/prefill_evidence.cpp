@@ -1,0 +1,60 @@
+// PrefillReducer: folds the engine's prefill attention blocks into PrefillEvidence (per-key
+// column sums and the last W query rows with their log-sum-exp). Decode blocks are ignored.
+#include "analysis/prefill_evidence.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "inference/model.h"
+
+namespace kvs {
+
+PrefillReducer::PrefillReducer(const ModelShape& shape, int window_request) : window_request_(window_request) {
+  if (window_request < 1) throw std::invalid_argument("PrefillReducer: window must be at least 1");
+  ev_.shape = shape;
+}
+
+void PrefillReducer::on_begin(const ModelConfig& config, std::span<const int> prompt) {
+  ev_.shape.n_layers = config.n_layers;
+  ev_.shape.n_heads = config.n_heads;
+  ev_.shape.n_kv_heads = config.n_kv_heads;
+  ev_.shape.head_dim = config.head_dim;
+  const size_t L = config.n_layers, H = config.n_heads, P = prompt.size();
+  ev_.prompt_len = (int)P;
+  ev_.window = std::min(window_request_, (int)P);
+  const size_t W = ev_.window;
+  ev_.colsum.assign(L * H * P, 0.0f);          // [L, H, P]
+  ev_.window_rows.assign(L * H * W * P, 0.0f);  // [L, H, W, P]
+  ev_.window_lse.assign(L * H * W, 0.0f);       // [L, H, W]
+  ev_.key_scores.clear();
+}
+
+void PrefillReducer::on_attention(const AttentionBlock& b) {
+  if (b.decode) return;
+  const int H = ev_.shape.n_heads, P = ev_.prompt_len, W = ev_.window;
+  if (b.layer < 0 || b.layer >= ev_.shape.n_layers || b.head < 0 || b.head >= H)
+    throw std::logic_error("PrefillReducer: block for layer " + std::to_string(b.layer) + " head " +
+                           std::to_string(b.head) + " outside the model");
+  float* colsum = ev_.colsum.data() + ((size_t)b.layer * H + b.head) * P;  // [P]
+  const int first_window_row = P - W;
+  for (int r = 0; r < b.n_q; ++r) {
+    const int q = b.q_pos0 + r;
+    if (q < 0 || q >= P) continue;
+    const float* row = b.probs + (size_t)r * b.n_keys;  // [n_keys]
+    float* window_row = nullptr;                        // [P] or none
+    if (q >= first_window_row) {
+      const size_t w = q - first_window_row;
+      window_row = ev_.window_rows.data() + (((size_t)b.layer * H + b.head) * W + w) * P;
+      ev_.window_lse[((size_t)b.layer * H + b.head) * W + w] = b.lse ? b.lse[r] : 0.0f;
+    }
+    for (int j = 0; j < b.n_keys; ++j) {
+      const int k = b.key(j);
+      if (k < 0 || k >= P) continue;
+      colsum[k] += row[j];
+      if (window_row) window_row[k] = row[j];
+    }
+  }
+}
+
+}  // namespace kvs

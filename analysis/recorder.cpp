@@ -1,0 +1,156 @@
+// TraceRecorder: prefill reductions (+ full map within budget), decode rows step by step, token
+// ids; commits the trace on finish().
+#include "analysis/recorder.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+
+#include "inference/model.h"
+
+namespace kvs {
+
+namespace {
+
+constexpr std::size_t kQueuedSteps = 4;  // completed steps that may wait for the writing thread
+
+// "300.0 MiB", or "1.1 KiB" below a tenth of a MiB.
+std::string size_text(uint64_t bytes) {
+  char buf[32];
+  const double mib = (double)bytes / (1024.0 * 1024.0);
+  if (mib >= 0.1)
+    std::snprintf(buf, sizeof buf, "%.1f MiB", mib);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f KiB", (double)bytes / 1024.0);
+  return buf;
+}
+
+}  // namespace
+
+TraceRecorder::TraceRecorder(const std::string& out_path, const TraceMeta& meta, int max_steps,
+                             std::size_t capture_budget_bytes, int window)
+    : meta_(meta), max_steps_(max_steps), reducer_(meta.shape, window) {
+  const uint64_t L = meta.shape.n_layers, H = meta.shape.n_heads, P = meta.prompt_len;
+  const uint64_t map_bytes = L * H * P * P * 4;
+  capture_map_ = map_bytes <= capture_budget_bytes;
+  meta_.has_prefill_map = capture_map_;
+  meta_.n_steps = 0;
+  if (!capture_map_) {
+    const int W = std::min<int>(window, meta.prompt_len);
+    meta_.capture_note = "prefill map of " + size_text(map_bytes) + " exceeds the capture budget of " +
+                         size_text(capture_budget_bytes) + "; kept column sums and the last " + std::to_string(W) +
+                         " rows only";
+  }
+  writer_ = std::make_unique<TraceWriter>(out_path, meta_, max_steps);
+  pipe_ = std::make_unique<SerialWorker>(kQueuedSteps);
+}
+
+TraceRecorder::~TraceRecorder() { pipe_.reset(); }
+
+TraceWriter& TraceRecorder::writer() {
+  pipe_->drain();
+  return *writer_;
+}
+
+void TraceRecorder::on_begin(const ModelConfig& config, std::span<const int> prompt) {
+  const ModelShape& s = meta_.shape;
+  if (config.n_layers != s.n_layers || config.n_heads != s.n_heads || config.n_kv_heads != s.n_kv_heads ||
+      (int)prompt.size() != meta_.prompt_len)
+    throw std::invalid_argument("TraceRecorder: the model or prompt differs from the trace's meta");
+  if (steps_written_ > 0 || !ids_.empty()) throw std::logic_error("TraceRecorder: records one sequence only");
+  reducer_.on_begin(config, prompt);
+  if (capture_map_)
+    prefill_map_.assign((size_t)s.n_layers * s.n_heads * meta_.prompt_len * meta_.prompt_len, 0.0f);
+}
+
+void TraceRecorder::on_attention(const AttentionBlock& b) {
+  const int L = meta_.shape.n_layers, H = meta_.shape.n_heads, P = meta_.prompt_len;
+  if (b.layer < 0 || b.layer >= L || b.head < 0 || b.head >= H)
+    throw std::logic_error("TraceRecorder: attention block outside the model's layers/heads");
+  if (!b.decode) {
+    reducer_.on_attention(b);
+    if (prefill_map_.empty()) return;
+    float* map = prefill_map_.data() + ((size_t)b.layer * H + b.head) * P * P;  // [P, P]
+    for (int r = 0; r < b.n_q; ++r) {
+      const int q = b.q_pos0 + r;
+      if (q < 0 || q >= P) continue;
+      for (int j = 0; j < b.n_keys; ++j) {
+        const int k = b.key(j);
+        if (k >= 0 && k < P) map[(size_t)q * P + k] = b.probs[(size_t)r * b.n_keys + j];
+      }
+    }
+    return;
+  }
+  const int q = b.q_pos0;
+  const int step = q - P;
+  if (b.n_q != 1 || step < 0 || step >= max_steps_)
+    throw std::logic_error("TraceRecorder: decode block at position " + std::to_string(q) + " outside the recording");
+  if (step_ != step) {
+    if (step_ != -1 || step != steps_written_)
+      throw std::logic_error("TraceRecorder: decode step " + std::to_string(step) + " began before step " +
+                             std::to_string(step_ == -1 ? steps_written_ : step_) + " completed");
+    step_ = step;
+    step_q_pos_ = q;
+    step_rows_.assign((size_t)L * H * (q + 1), 0.0f);
+    step_lse_.assign((size_t)L * H, 0.0f);
+    step_seen_.assign((size_t)L * H, 0);
+    step_count_ = 0;
+  }
+  const size_t idx = (size_t)b.layer * H + b.head;
+  if (step_seen_[idx]) throw std::logic_error("TraceRecorder: a decode row arrived twice");
+  step_seen_[idx] = 1;
+  float* row = step_rows_.data() + idx * (q + 1);  // [q + 1]
+  for (int j = 0; j < b.n_keys; ++j) {
+    const int k = b.key(j);
+    if (k < 0 || k > q) throw std::logic_error("TraceRecorder: decode key past its query");
+    row[k] = b.probs[j];
+  }
+  step_lse_[idx] = b.lse ? b.lse[0] : 0.0f;
+  if (++step_count_ == L * H) write_step();
+}
+
+void TraceRecorder::write_step() {
+  if (on_step) on_step(step_, step_q_pos_, step_rows_, step_lse_);
+  pipe_->submit([w = writer_.get(), step = step_, q = step_q_pos_, rows = std::move(step_rows_),
+                 lse = std::move(step_lse_)] { w->write_decode_step(step, q, rows, lse); });
+  step_rows_.clear();
+  step_lse_.clear();
+  ++steps_written_;
+  step_ = -1;
+}
+
+void TraceRecorder::on_prefill_end(int prompt_len) {
+  // The evidence is final once prefill ends (the reducer ignores decode blocks).
+  pipe_->submit([w = writer_.get(), ev = &reducer_.evidence(), map = std::move(prefill_map_)] {
+    w->write_prefill(*ev, map);
+  });
+  prefill_map_.clear();
+}
+
+void TraceRecorder::on_token(int pos, int token) {
+  if (pos != (int)ids_.size())
+    throw std::logic_error("TraceRecorder: token at position " + std::to_string(pos) + ", expected " +
+                           std::to_string(ids_.size()));
+  ids_.push_back(token);
+}
+
+void TraceRecorder::finish(const std::vector<std::string>& texts) {
+  pipe_->drain();
+  step_ = -1;  // a step cut short by cancellation is dropped
+  const size_t T = (size_t)meta_.prompt_len + steps_written_;
+  if (ids_.size() < T || texts.size() < T)
+    throw std::logic_error("TraceRecorder::finish: " + std::to_string(T) + " tokens and texts needed");
+  meta_.n_steps = steps_written_;
+  const std::vector<int32_t> ids(ids_.begin(), ids_.begin() + T);
+  const std::vector<std::string> kept_texts(texts.begin(), texts.begin() + T);
+  writer_->commit(meta_, ids, kept_texts);
+}
+
+void TraceRecorder::finish(const std::function<std::string(int token)>& text_of) {
+  std::vector<std::string> texts;
+  texts.reserve(ids_.size());
+  for (int32_t id : ids_) texts.push_back(text_of(id));
+  finish(texts);
+}
+
+}  // namespace kvs

@@ -1,0 +1,80 @@
+// TraceRecorder: the AttentionObserver that turns a generation into an HDF5 trace — prefill
+// reductions (and the full map within a memory budget), one dense decode row per (layer, head)
+// per step written and flushed as each step completes, and the token ids fed. Writing
+// (compression, I/O) runs on a background thread so that it overlaps the next step's compute.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "analysis/prefill_evidence.h"
+#include "analysis/serial_worker.h"
+#include "analysis/trace.h"
+#include "inference/hooks.h"
+
+namespace kvs {
+
+inline constexpr std::size_t kDefaultCaptureBudget = 256u << 20;  // bytes of fp32 prefill map
+inline constexpr int kDefaultPrefillWindow = 64;
+
+class TraceRecorder : public AttentionObserver {
+ public:
+  // `meta` must carry the model shape and prompt_len (the caller has tokenized the prompt), plus
+  // whatever descriptive fields it knows (model, paths, prompt text, sampling, decode_dtype).
+  // Creates the temporary trace file now, so an unwritable output fails before any compute:
+  // throws InputError("<out_path>: cannot create trace (...)").
+  TraceRecorder(const std::string& out_path, const TraceMeta& meta, int max_steps,
+                std::size_t capture_budget_bytes = kDefaultCaptureBudget, int window = kDefaultPrefillWindow);
+  ~TraceRecorder() override;  // without finish(): stops writing and removes the temporary file
+
+  void on_begin(const ModelConfig& config, std::span<const int> prompt) override;
+  void on_attention(const AttentionBlock& block) override;
+  void on_prefill_end(int prompt_len) override;
+  void on_token(int pos, int token) override;
+
+  // Waits for pending writes, then commits the trace with the steps completed so far (fewer than
+  // max_steps after EOS or a cancellation). texts[i] is the text of ids()[i]; both cover at least
+  // prompt_len + steps. A write error from the background thread surfaces here, or at the next
+  // observer call, as the InputError TraceWriter threw.
+  void finish(const std::vector<std::string>& texts);
+  void finish(const std::function<std::string(int token)>& text_of);
+
+  // Called on the engine's thread with each completed step before it is written: rows
+  // [L, H, q_pos + 1] (dense, zeros where a key was not attended), lse [L, H].
+  std::function<void(int step, int q_pos, std::span<const float> rows, std::span<const float> lse)> on_step;
+
+  const std::vector<int32_t>& ids() const { return ids_; }  // [positions fed so far]
+  int steps_written() const { return steps_written_; }  // complete steps (written or queued)
+  const TraceMeta& meta() const { return meta_; }
+  TraceMeta& meta() { return meta_; }  // descriptive fields may still change before finish()
+  const PrefillEvidence& prefill() const { return reducer_.evidence(); }
+  const std::string& capture_note() const { return meta_.capture_note; }
+  // Waits for pending writes and returns the writer, e.g. for write_array("/layers/similarity").
+  TraceWriter& writer();
+
+ private:
+  void write_step();
+
+  TraceMeta meta_;
+  int max_steps_;
+  std::unique_ptr<TraceWriter> writer_;
+  PrefillReducer reducer_;
+  bool capture_map_ = false;
+  std::vector<float> prefill_map_;  // [L, H, P, P] full prompt attention, when within budget
+  std::vector<int32_t> ids_;        // [positions fed]
+  // The decode step being assembled.
+  int step_ = -1;                    // -1: none in progress
+  int step_q_pos_ = 0;
+  std::vector<float> step_rows_;     // [L, H, q_pos + 1]
+  std::vector<float> step_lse_;      // [L, H]
+  std::vector<uint8_t> step_seen_;   // [L, H] 1 once that row arrived
+  int step_count_ = 0;               // rows arrived for this step
+  int steps_written_ = 0;
+  std::unique_ptr<SerialWorker> pipe_;  // writing thread; declared last, so stopped before writer_ goes
+};
+
+}  // namespace kvs

@@ -1,0 +1,84 @@
+// Atomic updates of an existing trace (append_runs, append_array): copy it to a temporary
+// sibling, change the copy, fsync and rename it over the original. On any error the original
+// is untouched and the copy removed.
+#include <functional>
+#include <set>
+#include <stdexcept>
+
+#include "analysis/atomic_file.h"
+#include "analysis/h5_util.h"
+#include "analysis/trace.h"
+#include "analysis/trace_schema.h"
+#include "inference/errors.h"
+
+namespace kvs {
+
+namespace ts = trace_schema;
+
+namespace {
+
+// Validates `path` as a trace, then applies `change` to a copy and publishes it.
+void rewrite_trace(const std::string& path, const std::function<void(const TraceMeta&)>& validate,
+                   const std::function<void(hid_t, const TraceMeta&)>& change) {
+  std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+  h5::init();
+  TraceMeta meta;
+  {
+    TraceReader reader(path);  // throws InputError for anything that is not a readable trace
+    meta = reader.meta();
+  }
+  validate(meta);
+  remove_stale_temps(path);
+  const std::string temp = temp_sibling(path);
+  h5::Handle file;
+  auto abandon = [&] {
+    if (file.valid()) h5::divert_writes(file);
+    file.reset();
+    remove_quietly(temp);
+  };
+  try {
+    copy_file_bytes(path, temp);
+    h5::Handle fapl = h5::file_access();
+    file = h5::file_handle(H5Fopen(temp.c_str(), H5F_ACC_RDWR, fapl), "open copy");
+    change(file, meta);
+    h5::check(H5Fflush(file, H5F_SCOPE_LOCAL), "flush");
+    file.close("close");
+    publish_file(temp, path);
+  } catch (const InputError&) {
+    abandon();
+    throw;
+  } catch (const std::runtime_error& e) {  // h5::Error, FileError
+    abandon();
+    throw input_error(path, std::string("cannot update trace (") + e.what() + ")");
+  } catch (...) {
+    abandon();
+    throw;
+  }
+}
+
+}  // namespace
+
+void append_runs(const std::string& path, std::span<const RunData> runs) {
+  rewrite_trace(
+      path,
+      [&](const TraceMeta& meta) {
+        std::set<std::string> names;
+        for (const RunData& run : runs) {
+          ts::validate_run(run, meta, path);
+          if (!names.insert(run.name).second) throw input_error(path, "run '" + run.name + "' given twice");
+        }
+      },
+      [&](hid_t file, const TraceMeta& meta) {
+        for (const RunData& run : runs) ts::write_run(file, run, meta);
+      });
+}
+
+void append_array(const std::string& path, const std::string& array_path, const NamedArray& array,
+                  const std::vector<std::pair<std::string, std::string>>& string_attrs) {
+  ts::validate_array(array_path, array);
+  rewrite_trace(
+      path, [](const TraceMeta&) {},
+      [&](hid_t file, const TraceMeta&) { ts::write_array(file, array_path, array, string_attrs); });
+}
+
+}  // namespace kvs

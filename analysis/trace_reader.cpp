@@ -1,0 +1,297 @@
+// TraceReader: opens a trace read-only, checks every dataset's shape against the root attributes
+// before anything is read, and reads decode steps, prefill evidence, arrays and runs lazily.
+// Every failure is an InputError("<path>: ...").
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "analysis/h5_util.h"
+#include "analysis/trace.h"
+#include "analysis/trace_schema.h"
+#include "inference/errors.h"
+
+namespace kvs {
+
+namespace ts = trace_schema;
+
+struct TraceReader::Impl {
+  std::string path;
+  ts::SizeGuard guard;
+  h5::Handle file;
+  TraceMeta meta;
+  std::vector<int32_t> qpos;  // [n_steps]
+  int window = 0;             // W of /attention/prefill_window, 0 when absent
+  bool has_lse = false, has_colsum = false, has_key_scores = false;
+
+  template <class F>
+  auto guarded(F&& body) const {
+    std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+    h5::init();
+    try {
+      return body();
+    } catch (const h5::Error& e) {
+      throw input_error(path, std::string("unreadable trace (") + e.what() + ")");
+    }
+  }
+
+  void open_file() {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) throw input_error(path, std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) throw input_error(path, "is a directory, not a trace file");
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw input_error(path, std::strerror(errno));
+    ::close(fd);
+    guard = {path, (uint64_t)st.st_size};
+    if (H5Fis_hdf5(path.c_str()) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      throw input_error(path, "not an HDF5 file");
+    }
+    h5::Handle fapl = h5::file_access();
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl);
+    if (f < 0) {
+      std::string reason;
+      try {
+        h5::check(f, "open");
+      } catch (const h5::Error& e) {
+        reason = e.what();
+      }
+      throw input_error(path, "corrupt or truncated HDF5 file (" + reason + ")");
+    }
+    file = h5::Handle(f, H5Fclose);
+  }
+
+  void check_identity() {
+    if (!h5::has_attr(file, "format") || h5::attr_class(file, "format") != H5T_STRING ||
+        h5::read_attr_string(file, "format") != ts::kFormat)
+      throw input_error(path, "not a kvscope trace");
+    if (!h5::has_attr(file, "schema_version")) throw input_error(path, "not a kvscope trace (no schema_version)");
+    const int64_t v = h5::read_attr_int(file, "schema_version");
+    if (v > kTraceSchemaVersion)
+      throw input_error(path, "trace schema " + std::to_string(v) + " is newer than this KVScope (" +
+                                  std::to_string(kTraceSchemaVersion) + ")");
+    if (h5::has_attr(file, "complete") && h5::read_attr_int(file, "complete") == 0)
+      throw input_error(path, "incomplete trace (the recording was interrupted before it was committed)");
+  }
+
+  void check_datasets() {
+    const uint64_t L = meta.shape.n_layers, H = meta.shape.n_heads, Hkv = meta.shape.n_kv_heads;
+    const uint64_t P = meta.prompt_len, n = meta.n_steps, T = meta.total_len();
+    ts::expect_dims(file, ts::kTokenIds, H5T_INTEGER, {T}, path);
+    ts::expect_dims(file, ts::kTokenText, H5T_STRING, {T}, path);
+    ts::expect_dims(file, ts::kDecode, H5T_FLOAT, {n, L, H, T}, path);
+    ts::expect_dims(file, ts::kDecodeQueryPos, H5T_INTEGER, {n}, path);
+    has_lse = h5::path_exists(file, ts::kDecodeLse);
+    if (has_lse) ts::expect_dims(file, ts::kDecodeLse, H5T_FLOAT, {n, L, H}, path);
+    {
+      h5::Handle ds = h5::open_dataset(file, ts::kDecode);
+      const size_t size = h5::dataset_type_size(ds);
+      meta.decode_dtype = size == 2 ? "float16" : size == 4 ? "float32" : "float64";
+    }
+    guard.need(n, 4, ts::kDecodeQueryPos);
+    qpos.resize(n);
+    h5::read_all(h5::open_dataset(file, ts::kDecodeQueryPos), H5T_NATIVE_INT32, qpos.data());
+    for (int32_t q : qpos)
+      if (q < 0 || (uint64_t)q >= T)
+        throw input_error(path, std::string(ts::kDecodeQueryPos) + " holds position " + std::to_string(q) +
+                                    " outside 0.." + std::to_string(T - 1));
+    has_colsum = h5::path_exists(file, ts::kPrefillColsum);
+    if (has_colsum) ts::expect_dims(file, ts::kPrefillColsum, H5T_FLOAT, {L, H, P}, path);
+    if (h5::path_exists(file, ts::kPrefillWindow)) {
+      const auto d = ts::expect_dims(file, ts::kPrefillWindow, H5T_FLOAT, {L, H, ts::kAnyDim, P}, path);
+      if (d[2] < 1 || d[2] > P)
+        throw input_error(path, std::string(ts::kPrefillWindow) + " has a window of " + std::to_string(d[2]) +
+                                    " rows for a prompt of " + std::to_string(P));
+      window = (int)d[2];
+      ts::expect_dims(file, ts::kPrefillWindowLse, H5T_FLOAT, {L, H, d[2]}, path);
+    }
+    has_key_scores = h5::path_exists(file, ts::kPrefillKeyScores);
+    if (has_key_scores) ts::expect_dims(file, ts::kPrefillKeyScores, H5T_FLOAT, {L, Hkv, P}, path);
+    meta.has_prefill_map = h5::path_exists(file, ts::kPrefill);
+    if (meta.has_prefill_map) ts::expect_dims(file, ts::kPrefill, H5T_FLOAT, {L, H, P, P}, path);
+  }
+
+  // Reads a whole float dataset whose shape was checked at open.
+  std::vector<float> read_floats(const char* name, uint64_t count) const {
+    guard.need(count, 4, name);
+    std::vector<float> out(count);
+    h5::read_all(h5::open_dataset(file, name), H5T_NATIVE_FLOAT, out.data());
+    return out;
+  }
+};
+
+TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  Impl& r = *impl_;
+  r.path = path;
+  try {
+    r.guarded([&] {
+      h5::init();
+      r.open_file();
+      r.check_identity();
+      r.meta = ts::read_meta(r.file, path);
+      r.check_datasets();
+    });
+  } catch (...) {
+    std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+    impl_.reset();
+    throw;
+  }
+}
+
+TraceReader::~TraceReader() {
+  std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+  h5::init();
+  impl_.reset();
+}
+
+const TraceMeta& TraceReader::meta() const { return impl_->meta; }
+const std::string& TraceReader::path() const { return impl_->path; }
+
+std::vector<int32_t> TraceReader::token_ids() const {
+  return impl_->guarded([&] {
+    const uint64_t T = impl_->meta.total_len();
+    impl_->guard.need(T, 4, ts::kTokenIds);
+    std::vector<int32_t> ids(T);
+    h5::read_all(h5::open_dataset(impl_->file, ts::kTokenIds), H5T_NATIVE_INT32, ids.data());
+    return ids;
+  });
+}
+
+std::vector<std::string> TraceReader::token_texts() const {
+  return impl_->guarded([&] {
+    const uint64_t T = impl_->meta.total_len();
+    impl_->guard.need(T, 16, ts::kTokenText);
+    return h5::read_strings(h5::open_dataset(impl_->file, ts::kTokenText), T);
+  });
+}
+
+std::vector<int32_t> TraceReader::decode_query_pos() const { return impl_->qpos; }
+
+void TraceReader::read_decode_step(int step, std::vector<float>& rows, std::vector<float>& lse) const {
+  const TraceMeta& m = impl_->meta;
+  if (step < 0 || step >= m.n_steps)
+    throw std::out_of_range("decode step " + std::to_string(step) + " of " + std::to_string(m.n_steps));
+  impl_->guarded([&] {
+    const hsize_t L = m.shape.n_layers, H = m.shape.n_heads, T = m.total_len(), s = step;
+    impl_->guard.need(L * H * T, 4, ts::kDecode);
+    rows.assign(L * H * T, 0.0f);
+    h5::read_box(h5::open_dataset(impl_->file, ts::kDecode), H5T_NATIVE_FLOAT, {s, 0, 0, 0}, {1, L, H, T}, rows.data());
+    lse.assign(L * H, 0.0f);
+    if (impl_->has_lse)
+      h5::read_box(h5::open_dataset(impl_->file, ts::kDecodeLse), H5T_NATIVE_FLOAT, {s, 0, 0}, {1, L, H}, lse.data());
+  });
+}
+
+PrefillEvidence TraceReader::read_prefill() const {
+  const Impl& r = *impl_;
+  if (!r.has_colsum || r.window == 0)
+    throw input_error(r.path, "trace has no prefill evidence (/attention/prefill_colsum and prefill_window)");
+  return r.guarded([&] {
+    const TraceMeta& m = r.meta;
+    const uint64_t L = m.shape.n_layers, H = m.shape.n_heads, P = m.prompt_len, W = r.window;
+    PrefillEvidence ev;
+    ev.shape = m.shape;
+    ev.prompt_len = m.prompt_len;
+    ev.window = r.window;
+    ev.colsum = r.read_floats(ts::kPrefillColsum, L * H * P);
+    ev.window_rows = r.read_floats(ts::kPrefillWindow, L * H * W * P);
+    ev.window_lse = r.read_floats(ts::kPrefillWindowLse, L * H * W);
+    if (r.has_key_scores) ev.key_scores = r.read_floats(ts::kPrefillKeyScores, L * (uint64_t)m.shape.n_kv_heads * P);
+    return ev;
+  });
+}
+
+std::vector<float> TraceReader::read_prefill_map(int layer, int head) const {
+  const TraceMeta& m = impl_->meta;
+  if (!m.has_prefill_map) return {};
+  if (layer < 0 || layer >= m.shape.n_layers || head < 0 || head >= m.shape.n_heads)
+    throw std::out_of_range("prefill map of layer " + std::to_string(layer) + " head " + std::to_string(head));
+  return impl_->guarded([&] {
+    const hsize_t P = m.prompt_len;
+    impl_->guard.need(P * P, 4, ts::kPrefill);
+    std::vector<float> map(P * P);  // [P, P]
+    h5::read_box(h5::open_dataset(impl_->file, ts::kPrefill), H5T_NATIVE_FLOAT, {(hsize_t)layer, (hsize_t)head, 0, 0},
+                 {1, 1, P, P}, map.data());
+    return map;
+  });
+}
+
+bool TraceReader::has_array(const std::string& path) const {
+  return impl_->guarded([&] { return h5::is_dataset(impl_->file, path); });
+}
+
+NamedArray TraceReader::read_array(const std::string& path) const {
+  return impl_->guarded([&] { return ts::read_array(impl_->file, path, impl_->guard); });
+}
+
+bool TraceReader::has_attr(const std::string& path, const std::string& attr) const {
+  return impl_->guarded([&] {
+    if (!h5::path_exists(impl_->file, path)) return false;
+    h5::Handle obj(h5::check(H5Oopen(impl_->file, path.c_str(), H5P_DEFAULT), path), H5Oclose);
+    return h5::has_attr(obj, attr);
+  });
+}
+
+std::string TraceReader::read_string_attr(const std::string& path, const std::string& attr) const {
+  return impl_->guarded([&] {
+    if (!h5::path_exists(impl_->file, path)) throw input_error(impl_->path, "no object " + path);
+    h5::Handle obj(h5::check(H5Oopen(impl_->file, path.c_str(), H5P_DEFAULT), path), H5Oclose);
+    if (!h5::has_attr(obj, attr)) throw input_error(impl_->path, path + " has no attribute " + attr);
+    return h5::read_attr_string(obj, attr);
+  });
+}
+
+std::vector<std::string> TraceReader::run_names() const {
+  return impl_->guarded([&] { return ts::run_names(impl_->file); });
+}
+
+RunData TraceReader::read_run(const std::string& name, bool with_kept) const {
+  return impl_->guarded([&] { return ts::read_run(impl_->file, name, with_kept, impl_->meta, impl_->guard); });
+}
+
+int TraceReader::run_steps(const std::string& name) const {
+  return impl_->guarded([&] { return ts::run_steps(impl_->file, name, impl_->meta, impl_->guard); });
+}
+
+void TraceReader::read_run_kept_step(const std::string& name, int step, std::vector<uint8_t>& kept) const {
+  const TraceMeta& m = impl_->meta;
+  if (step < 0 || step >= m.n_steps)
+    throw std::out_of_range("run step " + std::to_string(step) + " of " + std::to_string(m.n_steps));
+  impl_->guarded([&] {
+    const hsize_t L = m.shape.n_layers, Hkv = m.shape.n_kv_heads, T = m.total_len();
+    const int n = ts::run_steps(impl_->file, name, m, impl_->guard);
+    impl_->guard.need(L * Hkv * T, 1, "kept");
+    kept.assign(L * Hkv * T, 0);
+    if (step >= n) return;  // a run that stopped early holds nothing at later steps
+    h5::read_box(h5::open_dataset(impl_->file, "/runs/" + name + "/kept"), H5T_NATIVE_UINT8, {(hsize_t)step, 0, 0, 0},
+                 {1, L, Hkv, T}, kept.data());
+  });
+}
+
+void TraceReader::read_run_attention_step(const std::string& name, int step, std::vector<float>& rows,
+                                          std::vector<float>& lse) const {
+  const TraceMeta& m = impl_->meta;
+  if (step < 0 || step >= m.n_steps)
+    throw std::out_of_range("run step " + std::to_string(step) + " of " + std::to_string(m.n_steps));
+  impl_->guarded([&] {
+    const hsize_t L = m.shape.n_layers, H = m.shape.n_heads, T = m.total_len(), s = step;
+    const int n = ts::run_steps(impl_->file, name, m, impl_->guard);
+    const std::string g = "/runs/" + name;
+    rows.clear();
+    lse.clear();
+    if (step >= n || !h5::path_exists(impl_->file, g + "/attention")) return;
+    ts::expect_dims(impl_->file, g + "/attention", H5T_FLOAT, {(hsize_t)n, L, H, T}, impl_->path);
+    impl_->guard.need(L * H * T, 4, g + "/attention");
+    rows.resize(L * H * T);
+    h5::read_box(h5::open_dataset(impl_->file, g + "/attention"), H5T_NATIVE_FLOAT, {s, 0, 0, 0}, {1, L, H, T}, rows.data());
+    if (!h5::path_exists(impl_->file, g + "/lse")) return;
+    ts::expect_dims(impl_->file, g + "/lse", H5T_FLOAT, {(hsize_t)n, L, H}, impl_->path);
+    lse.resize(L * H);
+    h5::read_box(h5::open_dataset(impl_->file, g + "/lse"), H5T_NATIVE_FLOAT, {s, 0, 0}, {1, L, H}, lse.data());
+  });
+}
+
+}  // namespace kvs

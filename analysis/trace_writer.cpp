@@ -1,0 +1,256 @@
+// TraceWriter: records a trace step by step into "<final>.tmp-<pid>-<random>" (flushed after
+// every decode step) and publishes it with fsync + rename on commit. Any failure removes the
+// temporary file and surfaces as InputError("<final path>: cannot write trace (<reason>)").
+#include <cstring>
+#include <stdexcept>
+
+#include "analysis/atomic_file.h"
+#include "analysis/float16.h"
+#include "analysis/h5_util.h"
+#include "analysis/trace.h"
+#include "analysis/trace_schema.h"
+#include "inference/errors.h"
+
+namespace kvs {
+
+namespace ts = trace_schema;
+
+struct TraceWriter::Impl {
+  std::string final_path;
+  std::string temp;
+  TraceMeta meta;        // as given at construction; shape and prompt_len are fixed from here on
+  int max_steps = 0;
+  hsize_t L = 0, H = 0, P = 0, T_alloc = 0;  // T_alloc = P + max_steps: longest possible row
+  h5::Handle file;
+  h5::Handle decode;      // [steps, L, H, row_len] extendible on axes 0 and 3
+  h5::Handle decode_lse;  // [steps, L, H]
+  h5::Handle query_pos;   // [steps]
+  h5::Handle f16;         // the float16 type, in memory and on disk (no HDF5 conversion)
+  std::vector<uint16_t> halves;  // [L, H, len] conversion buffer for float16 rows
+  std::vector<int32_t> qpos;  // [steps] query position of each written step
+  hsize_t row_len = 0;        // current extent of decode's last axis
+  std::vector<RunData> runs;  // written at commit, when T is final
+  bool committed = false;
+  bool failed = false;
+
+  // Drops every handle and the temporary file; the writer is unusable afterwards.
+  void discard() {
+    if (file.valid()) h5::divert_writes(file);
+    query_pos.reset();
+    f16.reset();
+    decode_lse.reset();
+    decode.reset();
+    file.reset();
+    if (!temp.empty()) remove_quietly(temp);
+    temp.clear();
+  }
+
+  template <class F>
+  void guarded(const char* action, F&& body) {
+    std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+    h5::init();
+    if (committed) throw std::logic_error("TraceWriter: already committed");
+    if (failed) throw input_error(final_path, "trace writer stopped after an earlier error");
+    try {
+      body();
+    } catch (const InputError&) {
+      failed = true;
+      discard();
+      throw;
+    } catch (const std::runtime_error& e) {  // h5::Error, FileError
+      failed = true;
+      discard();
+      throw input_error(final_path, std::string(action) + " (" + e.what() + ")");
+    }
+  }
+
+  void create_datasets() {
+    const hsize_t elem = meta.decode_dtype == "float16" ? 2 : 4;
+    if (L * H * T_alloc * elem >= (4ull << 30))
+      throw input_error(final_path, "one decode step of " + std::to_string(L * H * T_alloc * elem >> 20) +
+                                        " MiB exceeds HDF5's 4 GiB chunk limit; record fewer steps");
+    f16 = h5::float16_type();
+    const hid_t row_type = elem == 2 ? f16.get() : H5T_IEEE_F32LE;
+    row_len = P;
+    decode = h5::create_dataset(file, ts::kDecode, row_type, {0, L, H, row_len},
+                                {{H5S_UNLIMITED, L, H, H5S_UNLIMITED}, {1, L, H, T_alloc}, 1});
+    decode_lse = h5::create_dataset(file, ts::kDecodeLse, H5T_IEEE_F32LE, {0, L, H},
+                                    {{H5S_UNLIMITED, L, H}, {16, L, H}, 1});
+    query_pos = h5::create_dataset(file, ts::kDecodeQueryPos, H5T_STD_I32LE, {0}, {{H5S_UNLIMITED}, {256}, 1});
+  }
+
+  void flush() { h5::check(H5Fflush(file, H5F_SCOPE_LOCAL), "flush"); }
+};
+
+TraceWriter::TraceWriter(const std::string& final_path, const TraceMeta& meta, int max_steps)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& w = *impl_;
+  const ModelShape& s = meta.shape;
+  if (s.n_layers <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.n_heads % s.n_kv_heads != 0 || s.head_dim <= 0)
+    throw std::invalid_argument("TraceWriter: invalid model shape");
+  if (meta.prompt_len <= 0 || max_steps < 0) throw std::invalid_argument("TraceWriter: invalid prompt_len or max_steps");
+  if (meta.decode_dtype != "float32" && meta.decode_dtype != "float16")
+    throw std::invalid_argument("TraceWriter: decode_dtype must be float32 or float16, not " + meta.decode_dtype);
+  w.final_path = final_path;
+  w.meta = meta;
+  w.meta.n_steps = 0;
+  w.max_steps = max_steps;
+  w.L = s.n_layers;
+  w.H = s.n_heads;
+  w.P = meta.prompt_len;
+  w.T_alloc = w.P + (hsize_t)std::max(max_steps, 1);
+
+  std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+  h5::init();
+  if (is_directory(final_path)) throw input_error(final_path, "cannot create trace (Is a directory)");
+  remove_stale_temps(final_path);
+  const std::string temp = temp_sibling(final_path);
+  try {
+    create_exclusive(temp);
+  } catch (const FileError& e) {
+    throw input_error(final_path, std::string("cannot create trace (") + e.what() + ")");
+  }
+  w.temp = temp;
+  w.guarded("cannot create trace", [&] {
+    h5::Handle fapl = h5::file_access();
+    w.file = h5::file_handle(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "create");
+    w.create_datasets();
+    ts::write_meta(w.file, w.meta, false);
+    w.flush();
+  });
+}
+
+TraceWriter::~TraceWriter() {
+  std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+  h5::init();
+  if (!impl_->committed) impl_->discard();
+}
+
+const std::string& TraceWriter::temp_path() const { return impl_->temp; }
+
+void TraceWriter::write_decode_step(int step, int q_pos, std::span<const float> rows, std::span<const float> lse) {
+  Impl& w = *impl_;
+  const hsize_t LH = w.L * w.H;
+  if (step != (int)w.qpos.size() || step >= w.max_steps)
+    throw std::logic_error("TraceWriter: decode step " + std::to_string(step) + " out of order (expected " +
+                           std::to_string(w.qpos.size()) + ", max " + std::to_string(w.max_steps) + ")");
+  const hsize_t len = rows.size() / LH;  // this row's keys: 0..len-1
+  if (rows.size() % LH != 0 || len == 0 || len > w.T_alloc || q_pos < (int)w.P || (hsize_t)q_pos >= len ||
+      lse.size() != LH)
+    throw std::invalid_argument("TraceWriter: decode step " + std::to_string(step) + " has rows/lse of the wrong size");
+  w.guarded("cannot write trace", [&] {
+    const hsize_t n = (hsize_t)step + 1;
+    w.row_len = std::max(w.row_len, len);
+    h5::set_extent(w.decode, {n, w.L, w.H, w.row_len});
+    if (w.meta.decode_dtype == "float16") {
+      w.halves.resize(rows.size());
+      floats_to_halves(rows, w.halves.data());
+      h5::write_box(w.decode, w.f16, {n - 1, 0, 0, 0}, {1, w.L, w.H, len}, w.halves.data());
+    } else {
+      h5::write_box(w.decode, H5T_NATIVE_FLOAT, {n - 1, 0, 0, 0}, {1, w.L, w.H, len}, rows.data());
+    }
+    h5::set_extent(w.decode_lse, {n, w.L, w.H});
+    h5::write_box(w.decode_lse, H5T_NATIVE_FLOAT, {n - 1, 0, 0}, {1, w.L, w.H}, lse.data());
+    const int32_t qp = q_pos;
+    h5::set_extent(w.query_pos, {n});
+    h5::write_box(w.query_pos, H5T_NATIVE_INT32, {n - 1}, {1}, &qp);
+    w.qpos.push_back(qp);
+    h5::write_attr_int(w.file, "n_steps", (int64_t)n);  // a flushed partial file says how far it got
+    w.flush();
+  });
+}
+
+void TraceWriter::write_prefill(const PrefillEvidence& ev, std::span<const float> full_map) {
+  Impl& w = *impl_;
+  const size_t L = w.L, H = w.H, P = w.P, W = ev.window, Hkv = w.meta.shape.n_kv_heads;
+  if (ev.shape.n_layers != (int)L || ev.shape.n_heads != (int)H || ev.prompt_len != (int)P || W < 1 || W > P ||
+      ev.colsum.size() != L * H * P || ev.window_rows.size() != L * H * W * P || ev.window_lse.size() != L * H * W ||
+      (!ev.key_scores.empty() && ev.key_scores.size() != L * Hkv * P) ||
+      (!full_map.empty() && full_map.size() != L * H * P * P))
+    throw std::invalid_argument("TraceWriter: prefill evidence does not match the trace's shape");
+  w.guarded("cannot write trace", [&] {
+    for (const char* name : {ts::kPrefill, ts::kPrefillColsum, ts::kPrefillWindow, ts::kPrefillWindowLse,
+                             ts::kPrefillKeyScores})
+      h5::remove_link(w.file, name);
+    h5::write_dataset(w.file, ts::kPrefillColsum, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {L, H, P}, ev.colsum.data());
+    h5::write_dataset(w.file, ts::kPrefillWindow, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {L, H, W, P},
+                      ev.window_rows.data(), {{}, {1, 1, W, P}, 4});
+    {
+      h5::Handle ds = h5::open_dataset(w.file, ts::kPrefillWindow);
+      h5::write_attr_int(ds, "window", (int64_t)W);
+    }
+    h5::write_dataset(w.file, ts::kPrefillWindowLse, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {L, H, W},
+                      ev.window_lse.data());
+    if (!ev.key_scores.empty())
+      h5::write_dataset(w.file, ts::kPrefillKeyScores, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {L, Hkv, P},
+                        ev.key_scores.data());
+    if (!full_map.empty()) {
+      h5::Handle map = h5::create_dataset(w.file, ts::kPrefill, w.f16, {L, H, P, P}, {{}, {1, 1, P, P}, 4});
+      std::vector<uint16_t> halves(P * P);  // [P, P] one (layer, head) at a time
+      for (hsize_t l = 0; l < L; ++l)
+        for (hsize_t h = 0; h < H; ++h) {
+          floats_to_halves(full_map.subspan((l * H + h) * P * P, P * P), halves.data());
+          h5::write_box(map, w.f16, {l, h, 0, 0}, {1, 1, P, P}, halves.data());
+        }
+      map.close(ts::kPrefill);
+    }
+    w.flush();
+  });
+}
+
+void TraceWriter::write_array(const std::string& path, const NamedArray& array,
+                              const std::vector<std::pair<std::string, std::string>>& string_attrs) {
+  ts::validate_array(path, array);
+  impl_->guarded("cannot write trace", [&] { ts::write_array(impl_->file, path, array, string_attrs); });
+}
+
+void TraceWriter::write_run(const RunData& run) {
+  Impl& w = *impl_;
+  std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+  if (w.committed) throw std::logic_error("TraceWriter: already committed");
+  for (RunData& r : w.runs)
+    if (r.name == run.name) {
+      r = run;
+      return;
+    }
+  w.runs.push_back(run);
+}
+
+void TraceWriter::commit(const TraceMeta& meta, std::span<const int32_t> ids, const std::vector<std::string>& texts) {
+  Impl& w = *impl_;
+  const int n = (int)w.qpos.size();
+  const hsize_t T = w.P + n;
+  if (meta.shape.n_layers != w.meta.shape.n_layers || meta.shape.n_heads != w.meta.shape.n_heads ||
+      meta.shape.n_kv_heads != w.meta.shape.n_kv_heads || meta.prompt_len != w.meta.prompt_len ||
+      meta.decode_dtype != w.meta.decode_dtype)
+    throw std::invalid_argument("TraceWriter::commit: meta differs from the one the recording started with");
+  if (meta.n_steps != n)
+    throw std::invalid_argument("TraceWriter::commit: meta.n_steps is " + std::to_string(meta.n_steps) + " but " +
+                                std::to_string(n) + " steps were written");
+  if (ids.size() != T || texts.size() != T)
+    throw std::invalid_argument("TraceWriter::commit: need " + std::to_string(T) + " token ids and texts, got " +
+                                std::to_string(ids.size()) + " and " + std::to_string(texts.size()));
+  for (int32_t q : w.qpos)
+    if ((hsize_t)q >= T) throw std::invalid_argument("TraceWriter::commit: a decode query lies past T");
+  TraceMeta final_meta = meta;
+  w.guarded("cannot write trace", [&] {
+    for (const RunData& run : w.runs) ts::validate_run(run, final_meta, w.final_path);
+    h5::set_extent(w.decode, {(hsize_t)n, w.L, w.H, T});
+    h5::write_dataset(w.file, ts::kTokenIds, H5T_STD_I32LE, H5T_NATIVE_INT32, {T}, ids.data());
+    h5::write_strings(w.file, ts::kTokenText, texts);
+    for (const RunData& run : w.runs) ts::write_run(w.file, run, final_meta);
+    final_meta.has_prefill_map = h5::is_dataset(w.file, ts::kPrefill);
+    ts::write_meta(w.file, final_meta, true);
+    w.f16.close("close");
+    w.query_pos.close("close");
+    w.decode_lse.close("close");
+    w.decode.close("close");
+    w.flush();
+    w.file.close("close");
+    publish_file(w.temp, w.final_path);
+    w.temp.clear();
+  });
+  w.committed = true;
+}
+
+}  // namespace kvs

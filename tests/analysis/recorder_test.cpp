@@ -1,0 +1,222 @@
+// TraceRecorder and PrefillReducer driven by synthetic attention blocks the way the engine sends
+// them: prefill blocks of causal rows per (layer, head), then one decode row per (layer, head)
+// over a subset of positions (key_pos), step by step.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <csignal>
+
+#include "analysis/prefill_evidence.h"
+#include "analysis/recorder.h"
+#include "inference/errors.h"
+#include "inference/model.h"
+#include "synthetic_engine.h"
+#include "trace_test_util.h"
+
+namespace kvs {
+namespace {
+
+using namespace kvs::testing;
+
+TEST(PrefillReducer, ColumnSumsWindowRowsAndLse) {
+  std::mt19937 rng(1);
+  const Prompt p = make_prompt(rng);
+  PrefillReducer red({kL, kH, kHkv, 8}, 4);
+  const auto prompt = prompt_ids();
+  red.on_begin(tiny_config(), prompt);
+  send_prefill(red, p);
+  send_decode(red, rng, kP);  // ignored
+  const PrefillEvidence& ev = red.evidence();
+  ASSERT_EQ(ev.window, 4);
+  ASSERT_EQ(ev.prompt_len, kP);
+  for (int l = 0; l < kL; ++l)
+    for (int h = 0; h < kH; ++h) {
+      for (int k = 0; k < kP; ++k) {
+        float sum = 0.0f;
+        for (int q = 0; q < kP; ++q) sum += p.row(l, h, q)[k];
+        EXPECT_NEAR(ev.colsum_at(l, h)[k], sum, 1e-6f);
+      }
+      for (int w = 0; w < 4; ++w) {
+        const int q = kP - 4 + w;
+        for (int k = 0; k < kP; ++k) EXPECT_EQ(ev.window_row(l, h, w)[k], p.row(l, h, q)[k]);
+        EXPECT_EQ(ev.window_lse[((size_t)l * kH + h) * 4 + w], p.lse[((size_t)l * kH + h) * kP + q]);
+      }
+    }
+  PrefillReducer wide({kL, kH, kHkv, 8}, 64);
+  wide.on_begin(tiny_config(), prompt);
+  EXPECT_EQ(wide.evidence().window, kP) << "W = min(request, P)";
+}
+
+TEST(TraceRecorder, RecordsPrefillDecodeRowsAndTokens) {
+  TempDir dir;
+  const std::string path = dir.file("rec.h5");
+  std::mt19937 rng(2);
+  const Prompt p = make_prompt(rng);
+  const int steps = 3;
+  std::vector<std::vector<float>> rows;
+  {
+    TraceRecorder rec(path, tiny_meta(), steps, kDefaultCaptureBudget, 4);
+    std::vector<std::vector<float>> seen;
+    rec.on_step = [&](int step, int q_pos, std::span<const float> r, std::span<const float> lse) {
+      EXPECT_EQ(step, (int)seen.size());
+      EXPECT_EQ(q_pos, kP + step);
+      EXPECT_EQ(lse.size(), (size_t)kL * kH);
+      seen.emplace_back(r.begin(), r.end());
+    };
+    rows = record_synthetic(rec, rng, p, steps);
+    EXPECT_EQ(seen, rows) << "on_step sees the dense rows";
+    EXPECT_EQ(rec.steps_written(), steps);
+    rec.finish(text_of);
+  }
+  TraceReader r(path);
+  EXPECT_EQ(r.meta().n_steps, steps);
+  EXPECT_TRUE(r.meta().has_prefill_map);
+  EXPECT_EQ(r.meta().capture_note, "");
+  EXPECT_EQ(r.token_ids(), (std::vector<int32_t>{1, 5, 9, 13, 17, 21, 2, 3, 4}));
+  EXPECT_EQ(r.token_texts()[6], "<2>");
+  EXPECT_EQ(r.decode_query_pos(), (std::vector<int32_t>{6, 7, 8}));
+  const int T = kP + steps;
+  std::vector<float> got, lse;
+  for (int s = 0; s < steps; ++s) {
+    r.read_decode_step(s, got, lse);
+    const int q = kP + s;
+    for (int i = 0; i < kL * kH; ++i)
+      for (int k = 0; k < T; ++k)
+        ASSERT_EQ(got[(size_t)i * T + k], k <= q ? rows[s][(size_t)i * (q + 1) + k] : 0.0f) << s << " " << i << " " << k;
+  }
+  const PrefillEvidence ev = r.read_prefill();
+  EXPECT_EQ(ev.window, 4);
+  for (int h = 0; h < kH; ++h) {
+    float sum0 = 0.0f;
+    for (int q = 0; q < kP; ++q) sum0 += p.row(1, h, q)[0];
+    EXPECT_NEAR(ev.colsum_at(1, h)[0], sum0, 1e-6f);
+    EXPECT_EQ(ev.window_row(1, h, 3)[2], p.row(1, h, kP - 1)[2]);
+    const auto map = r.read_prefill_map(1, h);
+    for (int i = 0; i < kP * kP; ++i) EXPECT_NEAR(map[i], p.map[((size_t)1 * kH + h) * kP * kP + i], 1e-3f * map[i] + 6e-8f);
+  }
+}
+
+TEST(TraceRecorder, OverBudgetKeepsReductionsAndSaysSo) {
+  TempDir dir;
+  const std::string path = dir.file("rec.h5");
+  std::mt19937 rng(3);
+  const Prompt p = make_prompt(rng);
+  {
+    TraceRecorder rec(path, tiny_meta(), 2, 1000, 4);  // the map takes 2*4*6*6*4 = 1152 bytes
+    EXPECT_FALSE(rec.meta().has_prefill_map);
+    record_synthetic(rec, rng, p, 2);
+    rec.finish(text_of);
+  }
+  TraceReader r(path);
+  EXPECT_FALSE(r.meta().has_prefill_map);
+  EXPECT_EQ(r.meta().capture_note,
+            "prefill map of 1.1 KiB exceeds the capture budget of 1.0 KiB; kept column sums and the last 4 rows only");
+  EXPECT_TRUE(r.read_prefill_map(0, 0).empty());
+  EXPECT_FALSE(r.has_array("/attention/prefill"));
+  EXPECT_EQ(r.read_prefill().colsum.size(), (size_t)kL * kH * kP);
+}
+
+TEST(TraceRecorder, EarlyStopAndCutStepCommitFewerSteps) {
+  TempDir dir;
+  const std::string path = dir.file("rec.h5");
+  std::mt19937 rng(4);
+  const Prompt p = make_prompt(rng);
+  {
+    TraceRecorder rec(path, tiny_meta(), 10);
+    record_synthetic(rec, rng, p, 2);
+    rec.on_token(kP + 2, 7);
+    send_decode(rec, rng, kP + 2, 5);  // step 2 cut short (cancelled)
+    rec.finish(text_of);
+  }
+  TraceReader r(path);
+  EXPECT_EQ(r.meta().n_steps, 2);
+  EXPECT_EQ(r.token_ids().size(), (size_t)kP + 2);
+  std::vector<float> rows, lse;
+  r.read_decode_step(1, rows, lse);
+  EXPECT_EQ(rows.size(), (size_t)kL * kH * (kP + 2));
+}
+
+// After each completed step the temporary file on disk holds that step (flushed): a copy taken
+// mid-recording is a valid HDF5 file with the steps and their count, marked incomplete.
+TEST(TraceRecorder, FlushesEveryStep) {
+  TempDir dir;
+  const std::string path = dir.file("rec.h5");
+  std::mt19937 rng(5);
+  const Prompt p = make_prompt(rng);
+  TraceRecorder rec(path, tiny_meta(), 10);
+  record_synthetic(rec, rng, p, 2);
+  const std::string copy = dir.file("copy.h5");
+  testing::write_bytes(copy, testing::read_bytes(rec.writer().temp_path()));
+  const hid_t f = H5Fopen(copy.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  const hid_t a = H5Aopen(f, "n_steps", H5P_DEFAULT);
+  int n = -1;
+  H5Aread(a, H5T_NATIVE_INT, &n);
+  H5Aclose(a);
+  EXPECT_EQ(n, 2);
+  const hid_t ds = H5Dopen2(f, "/attention/decode", H5P_DEFAULT);
+  const hid_t space = H5Dget_space(ds);
+  hsize_t dims[4] = {};
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  EXPECT_EQ(dims[0], 2u);
+  EXPECT_EQ(dims[3], (hsize_t)kP + 2);
+  H5Sclose(space);
+  H5Dclose(ds);
+  H5Fclose(f);
+  try {
+    TraceReader reader(copy);
+    FAIL() << "an uncommitted recording must not open as a trace";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("incomplete trace"), std::string::npos) << e.what();
+  }
+}
+
+// A write error on the background thread (file-size limit standing in for a full disk) comes
+// back as the writer's InputError at a later observer call or at finish(); no file is left.
+TEST(TraceRecorder, BackgroundWriteErrorSurfaces) {
+  TempDir dir;
+  const std::string path = dir.file("t.h5");
+  std::mt19937 rng(7);
+  const Prompt p = make_prompt(rng);
+  struct rlimit old_limit;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limit = old_limit;
+  limit.rlim_cur = 12 * 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+  std::string message;
+  try {
+    TraceRecorder rec(path, tiny_meta(), 400);
+    record_synthetic(rec, rng, p, 400);
+    rec.finish(text_of);
+  } catch (const InputError& e) {
+    message = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(message, path + ": cannot write trace (File too large)");
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+TEST(TraceRecorder, UnwritableOutputFailsBeforeAnyCompute) {
+  TempDir dir;
+  EXPECT_THROW(TraceRecorder(dir.file("no/such/dir/t.h5"), tiny_meta(), 4), InputError);
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+TEST(TraceRecorder, UnfinishedRecordingLeavesNoFile) {
+  TempDir dir;
+  std::mt19937 rng(6);
+  const Prompt p = make_prompt(rng);
+  {
+    TraceRecorder rec(dir.file("t.h5"), tiny_meta(), 4);
+    record_synthetic(rec, rng, p, 2);
+  }
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+}  // namespace
+}  // namespace kvs
