@@ -1,0 +1,68 @@
+// Stacking decode rows and kept sets over steps, and picking prefill maps, for the attention view.
+#include "analysis/attention_image.h"
+
+#include <algorithm>
+
+namespace kvs {
+
+DecodeStack read_decode_stack(const TraceReader& reader, int layer, const ProgressFn& progress) {
+  const TraceMeta& m = reader.meta();
+  DecodeStack st;
+  st.layer = layer;
+  st.n_heads = m.shape.n_heads;
+  st.n_steps = m.n_steps;
+  st.T = m.total_len();
+  st.rows.assign((size_t)st.n_heads * st.n_steps * st.T, 0.0f);
+  std::vector<float> rows, lse;  // [L, H, T], [L, H]
+  for (int s = 0; s < st.n_steps; ++s) {
+    if (progress && !progress(s, st.n_steps)) break;
+    reader.read_decode_step(s, rows, lse);
+    for (int h = 0; h < st.n_heads; ++h) {
+      const float* src = rows.data() + ((size_t)layer * st.n_heads + h) * st.T;
+      std::copy(src, src + st.T, st.rows.begin() + ((size_t)h * st.n_steps + s) * st.T);
+    }
+  }
+  return st;
+}
+
+std::vector<uint8_t> read_evicted_plane(const TraceReader& reader, const std::string& run, int layer, int kv_head,
+                                        const std::vector<int32_t>& q_pos, const ProgressFn& progress) {
+  const TraceMeta& m = reader.meta();
+  const int n = m.n_steps, T = m.total_len(), G = m.shape.n_kv_heads;
+  std::vector<uint8_t> plane((size_t)n * T, 0);  // [n_steps, T]
+  std::vector<uint8_t> kept;                     // [L, Hkv, T]
+  for (int s = 0; s < n; ++s) {
+    if (progress && !progress(s, n)) break;
+    reader.read_run_kept_step(run, s, kept);
+    const uint8_t* k = kept.data() + ((size_t)layer * G + kv_head) * T;
+    const int q = s < (int)q_pos.size() ? q_pos[s] : m.prompt_len + s;
+    for (int t = 0; t <= q && t < T; ++t) plane[(size_t)s * T + t] = k[t] == 0 ? 1 : k[t] == 2 ? 2 : 0;
+  }
+  return plane;
+}
+
+PrefillImage read_prefill_image(const TraceReader& reader, int layer, int head, PrefillEvidence& evidence) {
+  PrefillImage img;
+  const int P = reader.meta().prompt_len;
+  if (reader.meta().has_prefill_map) {
+    img.data = reader.read_prefill_map(layer, head);
+    if (img.data.size() == (size_t)P * P) {
+      img.rows = img.cols = P;
+      img.full = true;
+      return img;
+    }
+  }
+  if (evidence.window_rows.empty()) evidence = reader.read_prefill();
+  if (evidence.window == 0 || evidence.window_rows.empty()) return PrefillImage{};
+  img.rows = evidence.window;
+  img.cols = evidence.prompt_len;
+  img.first_query = evidence.prompt_len - evidence.window;
+  img.data.resize((size_t)img.rows * img.cols);
+  for (int w = 0; w < img.rows; ++w) {
+    const float* r = evidence.window_row(layer, head, w);
+    std::copy(r, r + img.cols, img.data.begin() + (size_t)w * img.cols);
+  }
+  return img;
+}
+
+}  // namespace kvs

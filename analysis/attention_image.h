@@ -1,0 +1,43 @@
+// Data preparation for the attention-map view: the decode rows of one layer stacked over steps,
+// a run's evicted/inactive keys over steps for one (layer, KV head), and the prefill map of one
+// (layer, head) (the full map, or the last-window rows when the trace kept only reductions).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "analysis/trace.h"
+
+namespace kvs {
+
+// Called with (done, total); returning false cancels (the functions then return what they have).
+using ProgressFn = std::function<bool(int done, int total)>;
+
+struct DecodeStack {
+  int layer = -1;
+  int n_heads = 0, n_steps = 0, T = 0;
+  std::vector<float> rows;  // [H, n_steps, T] recorded decode rows of `layer`
+  const float* head(int h) const { return rows.data() + (size_t)h * n_steps * T; }
+};
+
+// Reads every decode step once and keeps `layer`'s rows.
+DecodeStack read_decode_stack(const TraceReader& reader, int layer, const ProgressFn& progress);
+
+// [n_steps, T] per step and key: 0 held and attended (or not yet in the context), 1 evicted,
+// 2 retained but inactive, for `run` at (layer, kv_head). q_pos: [n_steps].
+std::vector<uint8_t> read_evicted_plane(const TraceReader& reader, const std::string& run, int layer, int kv_head,
+                                        const std::vector<int32_t>& q_pos, const ProgressFn& progress);
+
+struct PrefillImage {
+  int rows = 0, cols = 0;
+  int first_query = 0;      // query position of row 0
+  bool full = false;        // the full causal map (else the last-window rows)
+  std::vector<float> data;  // [rows, cols]
+};
+
+// The full map of (layer, head) when stored, else its last-window rows from the reductions.
+// `evidence` caches read_prefill() between calls (filled on first use).
+PrefillImage read_prefill_image(const TraceReader& reader, int layer, int head, PrefillEvidence& evidence);
+
+}  // namespace kvs

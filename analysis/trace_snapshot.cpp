@@ -1,0 +1,86 @@
+// Loading the in-memory part of a trace for the app, and one decode step on demand.
+#include "analysis/trace_snapshot.h"
+
+#include <algorithm>
+
+namespace kvs {
+
+const std::vector<std::string>& head_stat_names() {
+  static const std::vector<std::string> names = {"alpha", "sink_mass", "locality", "entropy",
+                                                 "retrieval_score"};
+  return names;
+}
+
+const RunData* TraceSnapshot::run(const std::string& name) const {
+  for (const RunData& r : runs)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+const NamedArray* TraceSnapshot::head_stat(const std::string& name) const {
+  for (const NamedArray& a : head_stats)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+int TraceSnapshot::q_pos(int step) const {
+  if (step >= 0 && step < (int)query_pos.size()) return query_pos[step];
+  return meta.prompt_len + step;
+}
+
+std::shared_ptr<TraceSnapshot> load_trace_snapshot(const TraceReader& reader) {
+  auto snap = std::make_shared<TraceSnapshot>();
+  snap->path = reader.path();
+  snap->meta = reader.meta();
+  snap->token_ids = reader.token_ids();
+  snap->token_texts = reader.token_texts();
+  snap->query_pos = reader.decode_query_pos();
+  for (const std::string& name : head_stat_names()) {
+    const std::string path = "/heads/" + name;
+    if (!reader.has_array(path)) continue;
+    NamedArray a = reader.read_array(path);
+    a.name = name;
+    if (a.dims.size() == 2) snap->head_stats.push_back(std::move(a));
+  }
+  if (reader.has_array("/layers/similarity")) {
+    snap->similarity = reader.read_array("/layers/similarity");
+    if (snap->similarity.dims.size() != 2) snap->similarity = NamedArray{};
+  }
+  for (const std::string& name : reader.run_names()) snap->runs.push_back(reader.read_run(name, false));
+  const int P = snap->meta.prompt_len;
+  for (size_t i = (size_t)std::max(P, 0); i < snap->token_texts.size(); ++i)
+    snap->generated_text += snap->token_texts[i];
+  return snap;
+}
+
+std::shared_ptr<StepSnapshot> load_step_snapshot(const TraceReader& reader, const TraceSnapshot& snap,
+                                                 int step) {
+  auto s = std::make_shared<StepSnapshot>();
+  s->step = step;
+  s->q_pos = snap.q_pos(step);
+  std::vector<float> lse;  // [L, H]
+  if (step >= 0 && step < snap.n_steps()) reader.read_decode_step(step, s->rows, lse);
+  s->kept.resize(snap.runs.size());
+  s->kept_prev.resize(snap.runs.size());
+  for (size_t r = 0; r < snap.runs.size(); ++r) {
+    if (step < 0 || step >= snap.n_steps()) continue;
+    reader.read_run_kept_step(snap.runs[r].name, step, s->kept[r]);
+    if (step > 0) reader.read_run_kept_step(snap.runs[r].name, step - 1, s->kept_prev[r]);
+  }
+  return s;
+}
+
+std::vector<float> per_step_series(const NamedArray& metric) {
+  if (metric.dims.empty() || metric.data.empty()) return {};
+  const size_t n = metric.dims[0];
+  const size_t inner = metric.data.size() / std::max<size_t>(n, 1);  // product of the other dims
+  std::vector<float> out(n, 0.0f);  // [n_steps]
+  for (size_t s = 0; s < n; ++s) {
+    double sum = 0.0;
+    for (size_t i = 0; i < inner; ++i) sum += metric.data[s * inner + i];
+    out[s] = inner ? (float)(sum / (double)inner) : 0.0f;
+  }
+  return out;
+}
+
+}  // namespace kvs

@@ -1,0 +1,427 @@
+// The app shell: GLFW window + OpenGL 3.3 core + ImGui, menus, status bar, dialogs, keyboard
+// shortcuts, drag and drop, layout persistence, exports, and headless screenshots.
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <imgui_impl_glfw.h>
+#include <imgui_impl_opengl3.h>
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "app/gui/app_state.h"
+#include "app/gui/export.h"
+#include "app/gui/fonts.h"
+#include "app/gui/gui.h"
+#include "app/gui/layout.h"
+#include "app/gui/script.h"
+#include "app/gui/settings.h"
+#include "app/gui/texture.h"
+#include "app/views/view.h"
+#include "inference/errors.h"
+
+namespace kvs {
+namespace {
+
+std::vector<std::string> g_dropped;  // paths dropped on the window, handled next frame
+
+void on_drop(GLFWwindow*, int count, const char** paths) {
+  for (int i = 0; i < count; ++i) g_dropped.emplace_back(paths[i]);
+}
+
+void on_glfw_error(int code, const char* description) {
+  std::fprintf(stderr, "kvscope: GLFW error %d: %s\n", code, description);
+}
+
+const char* kHelp =
+    "Keyboard\n"
+    "  Left / Right    previous / next decode step\n"
+    "  Space           play / pause\n"
+    "  Home / End      first / last step\n"
+    "  Ctrl+O          open a trace\n"
+    "  F1              this help\n"
+    "\nMouse\n"
+    "  Head grid: click a cell to select that (layer, head) in every view\n"
+    "  Attention map: wheel zooms, drag pans, double-click resets\n"
+    "  Lanes: hover a cell for the token, its position and scores\n"
+    "  Drop a .h5 trace on the window to open it\n"
+    "\nFiles\n"
+    "  File > Export writes the chosen view as PNG and its data as CSV\n"
+    "  The window layout is saved in ~/.config/kvscope/imgui.ini\n";
+
+class Shell {
+ public:
+  Shell(AppState& app, std::vector<std::unique_ptr<View>>& views, GLFWwindow* window)
+      : app_(app), views_(views), window_(window), headless_(app.headless), visible_(views.size(), true) {}
+
+  // single_view: id of the one view filling the window ("" = all views tiled).
+  void frame(double dt, const std::string& single_view, bool force_layout) {
+    app_.tick(dt);
+    handle_drops();
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    if (headless_) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no stray hover in screenshots
+    ImGui::NewFrame();
+    handle_keys();
+    const ImGuiIO& io = ImGui::GetIO();
+    Rect work{0, 0, io.DisplaySize.x, io.DisplaySize.y};
+    if (single_view.empty()) {
+      draw_menu();
+      const float bar = ImGui::GetFrameHeight();
+      work.y = bar;
+      work.h -= 2 * bar + 8;
+      draw_status(Rect{0, io.DisplaySize.y - bar - 8, io.DisplaySize.x, bar + 8});
+    }
+    rects_.assign(views_.size(), Rect{});
+    for (size_t i = 0; i < views_.size(); ++i) {
+      View& v = *views_[i];
+      if (!single_view.empty() ? single_view != v.id() : !visible_[i]) continue;
+      const Rect r = single_view.empty() ? tiled_rect(v.id(), work) : work;
+      const ImGuiCond cond = force_layout ? ImGuiCond_Always : ImGuiCond_FirstUseEver;
+      ImGui::SetNextWindowPos(ImVec2(r.x, r.y), cond);
+      ImGui::SetNextWindowSize(ImVec2(r.w, r.h), cond);
+      bool open = true;
+      if (ImGui::Begin(v.title(), single_view.empty() ? &open : nullptr, ImGuiWindowFlags_NoCollapse)) {
+        v.draw(app_);
+      }
+      const ImVec2 p = ImGui::GetWindowPos(), s = ImGui::GetWindowSize();
+      rects_[i] = Rect{p.x, p.y, s.x, s.y};
+      ImGui::End();
+      if (!open) visible_[i] = false;
+    }
+    draw_dialogs();
+    ImGui::Render();
+    int fb_w = 0, fb_h = 0;
+    glfwGetFramebufferSize(window_, &fb_w, &fb_h);
+    glViewport(0, 0, fb_w, fb_h);
+    glClearColor(0.08f, 0.08f, 0.09f, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    export_pending_png(fb_h);
+  }
+
+ private:
+  void handle_drops() {
+    if (g_dropped.empty()) return;
+    const std::string path = g_dropped.front();
+    g_dropped.clear();
+    app_.open_trace(path, false);
+  }
+
+  void handle_keys() {
+    ImGuiIO& io = ImGui::GetIO();
+    if (ImGui::IsKeyPressed(GLFW_KEY_F1)) show_help_ = !show_help_;
+    if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O)) open_dialog_ = true;
+    if (io.WantTextInput || !app_.trace) return;
+    if (ImGui::IsKeyPressed(GLFW_KEY_LEFT)) app_.set_step(app_.step - 1);
+    if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT)) app_.set_step(app_.step + 1);
+    if (ImGui::IsKeyPressed(GLFW_KEY_HOME)) app_.set_step(0);
+    if (ImGui::IsKeyPressed(GLFW_KEY_END)) app_.set_step(app_.n_steps() - 1);
+    if (ImGui::IsKeyPressed(GLFW_KEY_SPACE, false)) app_.playing = !app_.playing;
+  }
+
+  std::string export_name(const View& v, const char* ext) const {
+    return std::string("kvscope-") + v.id() + "-step" + std::to_string(app_.step) + ext;
+  }
+
+  void draw_menu() {
+    if (!ImGui::BeginMainMenuBar()) return;
+    if (ImGui::BeginMenu("File")) {
+      if (ImGui::MenuItem("Open trace...", "Ctrl+O")) open_dialog_ = true;
+      if (ImGui::MenuItem("Save trace as...", nullptr, false, (bool)app_.trace)) save_dialog_ = true;
+      if (ImGui::MenuItem("Reload", nullptr, false, (bool)app_.trace)) app_.reload();
+      ImGui::Separator();
+      if (ImGui::BeginMenu("Export view as PNG")) {
+        for (size_t i = 0; i < views_.size(); ++i)
+          if (ImGui::MenuItem(views_[i]->title(), nullptr, false, visible_[i])) {
+            png_view_ = (int)i;
+            png_path_ = export_name(*views_[i], ".png");
+          }
+        ImGui::EndMenu();
+      }
+      if (ImGui::BeginMenu("Export view data as CSV")) {
+        for (auto& v : views_)
+          if (ImGui::MenuItem(v->title())) {
+            const std::string path = export_name(*v, ".csv");
+            try {
+              write_csv(path, v->csv(app_));
+              app_.info("Wrote " + path);
+            } catch (const std::exception& e) {
+              app_.error(e.what());
+            }
+          }
+        ImGui::EndMenu();
+      }
+      ImGui::Separator();
+      if (ImGui::MenuItem("Quit")) glfwSetWindowShouldClose(window_, 1);
+      ImGui::EndMenu();
+    }
+    if (ImGui::BeginMenu("View")) {
+      for (size_t i = 0; i < views_.size(); ++i) {
+        bool on = visible_[i];
+        if (ImGui::MenuItem(views_[i]->title(), nullptr, &on)) visible_[i] = on;
+      }
+      ImGui::EndMenu();
+    }
+    if (ImGui::BeginMenu("Help")) {
+      if (ImGui::MenuItem("Shortcuts", "F1")) show_help_ = true;
+      ImGui::EndMenu();
+    }
+    if (app_.trace) {
+      ImGui::SameLine(ImGui::GetWindowWidth() * 0.45f);
+      ImGui::TextDisabled("%s  |  %s  |  step %d/%d  |  layer %d head %d",
+                          std::filesystem::path(app_.trace->path).filename().c_str(),
+                          app_.trace->meta.model.c_str(), app_.step, app_.n_steps(), app_.layer, app_.head);
+    }
+    ImGui::EndMainMenuBar();
+  }
+
+  void draw_status(const Rect& r) {
+    ImGui::SetNextWindowPos(ImVec2(r.x, r.y));
+    ImGui::SetNextWindowSize(ImVec2(r.w, r.h));
+    const ImGuiWindowFlags flags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                                   ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoFocusOnAppearing |
+                                   ImGuiWindowFlags_NoBringToFrontOnFocus;
+    ImGui::Begin("##status", nullptr, flags);
+    for (Worker* w : {&app_.io, &app_.engine}) {
+      const std::string label = w->running_label();
+      if (label.empty()) continue;
+      ImGui::ProgressBar(w->progress(), ImVec2(160, 0));
+      ImGui::SameLine();
+      ImGui::TextUnformatted(label.c_str());
+      ImGui::SameLine();
+      ImGui::PushID(w);
+      if (ImGui::SmallButton("Cancel")) w->cancel_all();
+      ImGui::PopID();
+      ImGui::SameLine();
+    }
+    if (app_.status_error) ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "%s", app_.status.c_str());
+    else ImGui::TextUnformatted(app_.status.empty() ? "Drop a trace here or use File > Open (F1: help)" : app_.status.c_str());
+    ImGui::End();
+  }
+
+  void draw_dialogs() {
+    if (open_dialog_) {
+      ImGui::OpenPopup("Open trace");
+      open_dialog_ = false;
+    }
+    if (save_dialog_) {
+      ImGui::OpenPopup("Save trace as");
+      save_path_ = app_.trace ? app_.trace->path : "";
+      save_dialog_ = false;
+    }
+    if (!app_.pending_modal.empty()) {
+      modal_text_ = app_.pending_modal;
+      app_.pending_modal.clear();
+      ImGui::OpenPopup("Problem");
+    }
+    const ImVec2 center = ImGui::GetMainViewport()->GetCenter();
+    ImGui::SetNextWindowPos(center, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+    if (ImGui::BeginPopupModal("Open trace", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+      ImGui::SetNextItemWidth(520);
+      ImGui::InputText("path", &open_path_);
+      if (ImGui::Button("Open") && !open_path_.empty()) {
+        app_.open_trace(open_path_, false);
+        ImGui::CloseCurrentPopup();
+      }
+      ImGui::SameLine();
+      if (ImGui::Button("Open as second trace (Compare)") && !open_path_.empty()) {
+        app_.open_trace(open_path_, true);
+        ImGui::CloseCurrentPopup();
+      }
+      ImGui::SameLine();
+      if (ImGui::Button("Close")) ImGui::CloseCurrentPopup();
+      if (!app_.recent_traces.items().empty()) ImGui::TextDisabled("Recent");
+      for (const std::string& p : app_.recent_traces.items())
+        if (ImGui::Selectable(p.c_str())) open_path_ = p;
+      ImGui::EndPopup();
+    }
+    ImGui::SetNextWindowPos(center, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+    if (ImGui::BeginPopupModal("Save trace as", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+      ImGui::SetNextItemWidth(520);
+      ImGui::InputText("path", &save_path_);
+      if (ImGui::Button("Save") && app_.trace && !save_path_.empty()) {
+        save_copy(app_.trace->path, save_path_);
+        ImGui::CloseCurrentPopup();
+      }
+      ImGui::SameLine();
+      if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
+      ImGui::EndPopup();
+    }
+    ImGui::SetNextWindowPos(center, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+    if (ImGui::BeginPopupModal("Problem", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+      ImGui::TextUnformatted(modal_text_.c_str());
+      if (app_.trace) ImGui::TextDisabled("The open trace stays: %s", app_.trace->path.c_str());
+      if (ImGui::Button("OK")) ImGui::CloseCurrentPopup();
+      ImGui::EndPopup();
+    }
+    if (show_help_) {
+      ImGui::SetNextWindowPos(center, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+      ImGui::SetNextWindowBgAlpha(0.92f);
+      if (ImGui::Begin("Help (F1)", &show_help_, ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoSavedSettings))
+        ImGui::TextUnformatted(kHelp);
+      ImGui::End();
+    }
+  }
+
+  void save_copy(const std::string& from, const std::string& to) {
+    app_.io.submit("save", "Saving " + to, [this, from, to](JobContext&) {
+      std::error_code ec;
+      std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
+      const std::string message = ec ? to + ": cannot save (" + ec.message() + ")" : "Saved " + to;
+      app_.io.post([this, message, ok = !ec] { ok ? app_.info(message) : app_.error(message); });
+    });
+  }
+
+  void export_pending_png(int fb_h) {
+    if (png_view_ < 0) return;
+    const Rect r = rects_[png_view_];
+    const ImVec2 scale = ImGui::GetIO().DisplayFramebufferScale;
+    try {
+      write_framebuffer_png(png_path_, (int)(r.x * scale.x), (int)(r.y * scale.y), (int)(r.w * scale.x),
+                            (int)(r.h * scale.y), fb_h);
+      app_.info("Wrote " + png_path_);
+    } catch (const std::exception& e) {
+      app_.error(e.what());
+    }
+    png_view_ = -1;
+  }
+
+  AppState& app_;
+  std::vector<std::unique_ptr<View>>& views_;
+  GLFWwindow* window_;
+  const bool headless_;
+  std::vector<bool> visible_;  // [views]
+  std::vector<Rect> rects_;    // [views] window rectangles of the last frame
+  bool show_help_ = false, open_dialog_ = false, save_dialog_ = false;
+  std::string open_path_, save_path_, modal_text_;
+  int png_view_ = -1;
+  std::string png_path_;
+};
+
+bool known_view(const std::vector<std::unique_ptr<View>>& views, const std::string& id) {
+  if (id.empty() || id == "all") return true;
+  return std::any_of(views.begin(), views.end(), [&](const auto& v) { return id == v->id(); });
+}
+
+}  // namespace
+
+int run_gui(const GuiOptions& options) {
+  const bool headless = !options.screenshot_path.empty();
+  AppState app(headless);
+  std::vector<std::unique_ptr<View>> views = make_views(options.model_path);
+  std::vector<ScriptCommand> script;
+  try {
+    if (!known_view(views, options.view)) {
+      std::string names;
+      for (auto& v : views) names += std::string(names.empty() ? "" : ", ") + v->id();
+      throw input_error("--view", "unknown view '" + options.view + "' (one of: all, " + names + ")");
+    }
+    script = parse_script(options.script);
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "kvscope: %s\n", e.what());
+    return 2;
+  }
+  if (!options.trace_path.empty()) {
+    app.open_trace(options.trace_path, false);
+    if (headless && !app.last_open_error.empty()) {
+      std::fprintf(stderr, "kvscope: %s\n", app.last_open_error.c_str());
+      return 2;
+    }
+  }
+
+  glfwSetErrorCallback(on_glfw_error);
+  if (!glfwInit()) {
+    std::fprintf(stderr, "kvscope: cannot open a window (no display? headless: run under xvfb-run)\n");
+    return 1;
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
+  if (headless) glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
+  GLFWwindow* window = glfwCreateWindow(options.width, options.height, "KVScope", nullptr, nullptr);
+  if (!window) {
+    std::fprintf(stderr, "kvscope: cannot create an OpenGL 3.3 window\n");
+    glfwTerminate();
+    return 1;
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(headless ? 0 : 1);
+  glfwSetDropCallback(window, on_drop);
+
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  const std::string ini = headless ? "" : layout_ini_path();
+  io.IniFilename = ini.empty() ? nullptr : ini.c_str();
+  if (!ini.empty() && !std::filesystem::exists(ini) && std::filesystem::exists(default_layout_ini_path()))
+    ImGui::LoadIniSettingsFromDisk(default_layout_ini_path().c_str());
+  setup_fonts_and_style();
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 330 core");
+  set_gl_textures_enabled(true);
+
+  int rc = 0;
+  {
+    Shell shell(app, views, window);
+    if (headless) {
+      const std::string single = options.view == "all" ? "" : options.view;
+      try {
+        if (options.step >= 0) app.set_step(options.step);
+        for (const ScriptCommand& c : script) apply_script_command(app, views, c);
+        // Render until the views' background work has settled (at least 3 frames).
+        for (int f = 0; f < 40; ++f) {
+          shell.frame(1.0 / 60.0, single, true);
+          const bool busy = app.io.busy() || app.engine.busy();
+          app.io.wait_idle();
+          app.engine.wait_idle();
+          if (f >= 2 && !busy) break;
+          glfwSwapBuffers(window);
+        }
+        int fb_w = 0, fb_h = 0;
+        glfwGetFramebufferSize(window, &fb_w, &fb_h);
+        write_framebuffer_png(options.screenshot_path, 0, 0, fb_w, fb_h, fb_h);
+      } catch (const InputError& e) {
+        std::fprintf(stderr, "kvscope: %s\n", e.what());
+        rc = 2;
+      }
+    } else {
+      for (const ScriptCommand& c : script) {
+        try {
+          apply_script_command(app, views, c);
+        } catch (const InputError& e) {
+          app.error(e.what());
+        }
+      }
+      auto last = std::chrono::steady_clock::now();
+      while (!glfwWindowShouldClose(window)) {
+        const bool busy = app.io.busy() || app.engine.busy() || app.playing;
+        if (busy) glfwWaitEventsTimeout(1.0 / 60.0);
+        else glfwWaitEventsTimeout(0.25);
+        const auto now = std::chrono::steady_clock::now();
+        const double dt = std::chrono::duration<double>(now - last).count();
+        last = now;
+        shell.frame(dt, "", false);
+        glfwSwapBuffers(window);
+      }
+    }
+  }
+  app.io.cancel_all();
+  app.engine.cancel_all();
+  app.io.wait_idle();
+  app.engine.wait_idle();
+  views.clear();  // their GL textures go while the context is current
+  set_gl_textures_enabled(false);
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  return rc;
+}
+
+}  // namespace kvs

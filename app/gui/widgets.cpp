@@ -1,0 +1,139 @@
+// Line plots, colour bars and palettes drawn with ImDrawList.
+#include "app/gui/widgets.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+namespace kvs {
+
+ImU32 category_color(int i) {
+  static const ImU32 palette[] = {IM_COL32(86, 180, 233, 255), IM_COL32(230, 159, 0, 255),
+                                  IM_COL32(0, 158, 115, 255),  IM_COL32(240, 228, 66, 255),
+                                  IM_COL32(204, 121, 167, 255), IM_COL32(213, 94, 0, 255),
+                                  IM_COL32(0, 114, 178, 255),  IM_COL32(200, 200, 200, 255)};
+  return palette[(i % 8 + 8) % 8];
+}
+
+ImU32 cell_state_color(CellState s) {
+  switch (s) {
+    case CellState::kFuture: return IM_COL32(30, 30, 34, 255);
+    case CellState::kKept: return IM_COL32(86, 180, 233, 255);
+    case CellState::kEvictedNow: return IM_COL32(255, 60, 50, 255);
+    case CellState::kEvictedEarlier: return IM_COL32(70, 62, 66, 255);
+    case CellState::kSink: return IM_COL32(240, 228, 66, 255);
+    case CellState::kRecent: return IM_COL32(0, 158, 115, 255);
+    case CellState::kHeavy: return IM_COL32(230, 140, 0, 255);
+    case CellState::kInactive: return IM_COL32(150, 110, 200, 255);
+    default: return IM_COL32(255, 0, 255, 255);
+  }
+}
+
+void lane_legend() {
+  for (int s = 1; s < (int)CellState::kCount; ++s) {
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float h = ImGui::GetTextLineHeight();
+    ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + h, p.y + h), cell_state_color((CellState)s));
+    ImGui::Dummy(ImVec2(h, h));
+    ImGui::SameLine();
+    ImGui::TextUnformatted(cell_state_name((CellState)s));
+    ImGui::SameLine(0, 14);
+  }
+  ImGui::NewLine();
+}
+
+void color_bar(Colormap map, const char* lo, const char* hi, float width) {
+  ImGui::TextUnformatted(lo);
+  ImGui::SameLine();
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const float h = ImGui::GetTextLineHeight();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const int n = 64;
+  for (int i = 0; i < n; ++i) {
+    const float x0 = p.x + width * i / n, x1 = p.x + width * (i + 1) / n;
+    dl->AddRectFilled(ImVec2(x0, p.y), ImVec2(x1 + 1, p.y + h), colormap_color(map, (i + 0.5f) / n));
+  }
+  ImGui::Dummy(ImVec2(width, h));
+  ImGui::SameLine();
+  ImGui::TextUnformatted(hi);
+}
+
+int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, int marker, const char* y_label) {
+  ImGui::PushID(id);
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  if (size.x < 50) size.x = 50;
+  if (size.y < 40) size.y = 40;
+  ImGui::InvisibleButton("plot", size);
+  const bool hovered = ImGui::IsItemHovered();
+  const bool clicked = ImGui::IsItemClicked();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float left = 48, bottom = 16;
+  const ImVec2 a(p0.x + left, p0.y + 4), b(p0.x + size.x - 6, p0.y + size.y - bottom);
+  dl->AddRectFilled(a, b, IM_COL32(24, 24, 28, 255));
+  dl->AddRect(a, b, IM_COL32(90, 90, 96, 255));
+  size_t n = 0;
+  float lo = FLT_MAX, hi = -FLT_MAX;
+  for (const Series& s : series) {
+    n = std::max(n, s.y.size());
+    for (float v : s.y)
+      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  int result = -1;
+  if (n == 0 || lo > hi) {
+    dl->AddText(ImVec2(a.x + 8, a.y + 8), IM_COL32(160, 160, 160, 255), "no data");
+    ImGui::PopID();
+    return result;
+  }
+  if (hi - lo < 1e-12f) {
+    const float pad = lo == 0 ? 1.0f : std::fabs(lo) * 0.1f;
+    lo -= pad;
+    hi += pad;
+  }
+  const float w = b.x - a.x, h = b.y - a.y;
+  auto X = [&](size_t i) { return a.x + (n > 1 ? w * (float)i / (float)(n - 1) : w * 0.5f); };
+  auto Y = [&](float v) { return b.y - h * (v - lo) / (hi - lo); };
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", hi);
+  dl->AddText(ImVec2(p0.x, a.y), IM_COL32(170, 170, 170, 255), buf);
+  std::snprintf(buf, sizeof buf, "%.3g", lo);
+  dl->AddText(ImVec2(p0.x, b.y - 14), IM_COL32(170, 170, 170, 255), buf);
+  if (y_label) dl->AddText(ImVec2(p0.x, a.y + h * 0.5f - 7), IM_COL32(130, 130, 130, 255), y_label);
+  std::snprintf(buf, sizeof buf, "step %zu", n - 1);
+  dl->AddText(ImVec2(b.x - 60, b.y + 1), IM_COL32(150, 150, 150, 255), buf);
+  dl->AddText(ImVec2(a.x, b.y + 1), IM_COL32(150, 150, 150, 255), "0");
+  dl->PushClipRect(a, b, true);
+  // Decimate to at most ~2 points per pixel column so long series stay cheap.
+  const size_t stride = std::max<size_t>(1, n / (size_t)std::max(1.0f, w * 2));
+  for (const Series& s : series) {
+    ImVec2 prev;
+    bool have = false;
+    for (size_t i = 0; i < s.y.size(); i += stride) {
+      if (!std::isfinite(s.y[i])) {
+        have = false;
+        continue;
+      }
+      const ImVec2 q(X(i), Y(s.y[i]));
+      if (have) dl->AddLine(prev, q, s.color, 1.5f);
+      else if (s.y.size() == 1) dl->AddCircleFilled(q, 2.5f, s.color);
+      prev = q;
+      have = true;
+    }
+  }
+  if (marker >= 0 && (size_t)marker < n) dl->AddLine(ImVec2(X(marker), a.y), ImVec2(X(marker), b.y), IM_COL32(255, 255, 255, 110));
+  dl->PopClipRect();
+  if (hovered && ImGui::GetIO().MousePos.x >= a.x) {
+    const float fx = (ImGui::GetIO().MousePos.x - a.x) / std::max(w, 1.0f);
+    const size_t i = (size_t)std::clamp((int)std::lround(fx * (float)(n - 1)), 0, (int)n - 1);
+    dl->AddLine(ImVec2(X(i), a.y), ImVec2(X(i), b.y), IM_COL32(255, 255, 255, 60));
+    ImGui::BeginTooltip();
+    ImGui::Text("step %zu", i);
+    for (const Series& s : series)
+      if (i < s.y.size()) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(s.color), "%s: %.5g", s.name.c_str(), s.y[i]);
+    ImGui::EndTooltip();
+    if (clicked) result = (int)i;
+  }
+  ImGui::PopID();
+  return result;
+}
+
+}  // namespace kvs

@@ -1,0 +1,33 @@
+// Small drawing helpers shared by the views: line plots with legend and hover values (ImDrawList),
+// a colour bar, category colours and the lane cell palette.
+#pragma once
+#include <imgui.h>
+
+#include <string>
+#include <vector>
+
+#include "analysis/lanes.h"
+#include "app/gui/colormap.h"
+
+namespace kvs {
+
+struct Series {
+  std::string name;
+  ImU32 color = 0;
+  std::vector<float> y;  // [n] one value per x = 0..n-1
+};
+
+// Line plot filling `size`; a vertical marker at x = marker (-1 = none); hovering shows every
+// series' value at the nearest x. Returns the x under the mouse when clicked, else -1.
+int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, int marker,
+              const char* y_label);
+
+// Horizontal colour bar of a colormap with min/max labels.
+void color_bar(Colormap map, const char* lo, const char* hi, float width);
+
+ImU32 category_color(int i);           // distinct colours for runs/series
+ImU32 cell_state_color(CellState s);   // lane palette
+// Legend chips for the lane states.
+void lane_legend();
+
+}  // namespace kvs

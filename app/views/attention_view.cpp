@@ -1,0 +1,288 @@
+// Attention map: the prefill map or the decode rows stacked over steps (steps x T) of the selected
+// (layer, head) as a GL texture with a perceptual colormap, linear/log scale, zoom and pan, and a
+// run's evicted keys overlaid. Data is read in the background (analysis/attention_image.h).
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "analysis/attention_image.h"
+#include "app/gui/colormap.h"
+#include "app/gui/texture.h"
+#include "app/gui/widgets.h"
+#include "app/views/view.h"
+
+namespace kvs {
+namespace {
+
+class AttentionView : public View {
+ public:
+  const char* id() const override { return "attention"; }
+  const char* title() const override { return "Attention map"; }
+
+  void draw(AppState& app) override {
+    if (!app.trace) {
+      ImGui::TextDisabled("No trace open.");
+      return;
+    }
+    if (generation_ != app.generation) {
+      generation_ = app.generation;
+      stack_ = DecodeStack{};
+      prefill_ = PrefillImage{};
+      evidence_ = std::make_shared<PrefillEvidence>();
+      prefill_key_ = pending_prefill_ = {-1, -1};
+      pending_stack_ = -1;
+      pending_overlay_.clear();
+      overlay_.clear();
+      overlay_key_.clear();
+      image_key_.clear();
+      if (app.trace->n_steps() == 0) decode_ = false;
+    }
+    controls(app);
+    request_data(app);
+    rebuild_textures(app);
+    draw_image(app);
+  }
+
+  CsvTable csv(const AppState& app) const override {
+    CsvTable c;
+    c.header = {decode_ ? "step" : "query_pos", "key_pos", "attention"};
+    const float* data = nullptr;
+    int rows = 0, cols = 0, first = 0;
+    if (decode_ && stack_.layer == app.layer && app.head < stack_.n_heads) {
+      data = stack_.head(app.head), rows = stack_.n_steps, cols = stack_.T;
+    } else if (!decode_ && !prefill_.data.empty()) {
+      data = prefill_.data.data(), rows = prefill_.rows, cols = prefill_.cols, first = prefill_.first_query;
+    }
+    for (int r = 0; r < rows; ++r)
+      for (int k = 0; k < cols; ++k)
+        if (data[(size_t)r * cols + k] != 0.0f)
+          c.add({std::to_string(r + first), std::to_string(k), csv_number(data[(size_t)r * cols + k])});
+    return c;
+  }
+
+  bool command(AppState& app, const std::string& verb, const std::string& arg) override {
+    if (verb == "log") log_ = arg != "off";
+    else if (verb == "map") decode_ = arg != "prefill";
+    else if (verb == "colormap") cmap_ = arg == "magma" ? Colormap::kMagma : Colormap::kViridis;
+    else if (verb == "overlay") overlay_run_ = arg;
+    else return false;
+    return true;
+  }
+
+ private:
+  void controls(AppState& app) {
+    const TraceSnapshot& t = *app.trace;
+    ImGui::Text("layer %d head %d", app.layer, app.head);
+    ImGui::SameLine();
+    int mode = decode_ ? 1 : 0;
+    ImGui::RadioButton("prefill", &mode, 0);
+    ImGui::SameLine();
+    ImGui::RadioButton("decode steps", &mode, 1);
+    decode_ = mode == 1 && t.n_steps() > 0;
+    ImGui::SameLine();
+    ImGui::Checkbox("log", &log_);
+    ImGui::SameLine();
+    int cm = (int)cmap_;
+    ImGui::SetNextItemWidth(90);
+    ImGui::Combo("##cmap", &cm, "viridis\0magma\0");
+    cmap_ = (Colormap)cm;
+    if (decode_) {
+      ImGui::SameLine();
+      ImGui::SetNextItemWidth(150);
+      if (ImGui::BeginCombo("evicted by", overlay_run_.empty() ? "(none)" : overlay_run_.c_str())) {
+        if (ImGui::Selectable("(none)", overlay_run_.empty())) overlay_run_.clear();
+        for (const RunData& r : t.runs)
+          if (ImGui::Selectable(r.name.c_str(), r.name == overlay_run_)) overlay_run_ = r.name;
+        ImGui::EndCombo();
+      }
+    }
+    ImGui::SameLine();
+    if (ImGui::SmallButton("reset view")) zoom_ = 1.0f, pan_ = ImVec2(0, 0);
+  }
+
+  void request_data(AppState& app) {
+    auto reader = app.reader;
+    const int gen = app.generation;
+    if (decode_ && stack_.layer != app.layer && pending_stack_ != app.layer) {
+      pending_stack_ = app.layer;
+      const int layer = app.layer;
+      app.io.submit("attention-stack", "Reading layer " + std::to_string(layer) + " decode rows",
+                    [this, &app, reader, gen, layer](JobContext& ctx) {
+        DecodeStack st = read_decode_stack(*reader, layer, [&](int done, int total) {
+          ctx.progress((float)done / std::max(total, 1));
+          return !ctx.cancelled();
+        });
+        const bool cancelled = ctx.cancelled();
+        app.io.post([this, &app, gen, cancelled, st = std::move(st)]() mutable {
+          if (pending_stack_ == st.layer) pending_stack_ = -1;
+          if (gen == app.generation && !cancelled) stack_ = std::move(st);
+        });
+      });
+    }
+    const std::string okey = overlay_run_.empty() ? "" : overlay_run_ + "/" + std::to_string(app.layer) + "/" + std::to_string(app.kv_head());
+    if (decode_ && !okey.empty() && okey != overlay_key_ && okey != pending_overlay_ && app.trace->run(overlay_run_)) {
+      pending_overlay_ = okey;
+      const std::string run = overlay_run_;
+      const int layer = app.layer, g = app.kv_head();
+      const std::vector<int32_t> q = app.trace->query_pos;
+      app.io.submit("attention-overlay", "Reading " + run + " kept sets", [this, &app, reader, gen, run, layer, g, q, okey](JobContext& ctx) {
+        std::vector<uint8_t> plane = read_evicted_plane(*reader, run, layer, g, q, [&](int done, int total) {
+          ctx.progress((float)done / std::max(total, 1));
+          return !ctx.cancelled();
+        });
+        const bool cancelled = ctx.cancelled();
+        app.io.post([this, &app, gen, okey, cancelled, plane = std::move(plane)]() mutable {
+          if (pending_overlay_ == okey) pending_overlay_.clear();
+          if (gen != app.generation || cancelled) return;
+          overlay_ = std::move(plane);
+          overlay_key_ = okey;
+        });
+      });
+    }
+    const std::pair<int, int> pkey(app.layer, app.head);
+    if (!decode_ && prefill_key_ != pkey && pending_prefill_ != pkey) {
+      pending_prefill_ = pkey;
+      auto evidence = evidence_;
+      app.io.submit("attention-prefill", "Reading prefill map", [this, &app, reader, gen, pkey, evidence](JobContext&) {
+        PrefillImage img;
+        std::string problem;
+        try {
+          img = read_prefill_image(*reader, pkey.first, pkey.second, *evidence);
+        } catch (const std::exception& e) {
+          problem = e.what();
+        }
+        app.io.post([this, &app, gen, pkey, problem, img = std::move(img)]() mutable {
+          pending_prefill_ = {-1, -1};
+          if (!problem.empty()) app.error(problem);
+          if (gen != app.generation) return;
+          prefill_ = std::move(img);
+          prefill_key_ = pkey;
+        });
+      });
+    }
+  }
+
+  void rebuild_textures(const AppState& app) {
+    const float* data = nullptr;
+    int rows = 0, cols = 0;
+    if (decode_ && stack_.layer == app.layer && app.head < stack_.n_heads) {
+      data = stack_.head(app.head), rows = stack_.n_steps, cols = stack_.T;
+    } else if (!decode_ && prefill_key_ == std::make_pair(app.layer, app.head) && !prefill_.data.empty()) {
+      data = prefill_.data.data(), rows = prefill_.rows, cols = prefill_.cols;
+    }
+    if (!data) return;
+    const std::string key = std::to_string(generation_) + (decode_ ? "d" : "p") + std::to_string(app.layer) + "/" +
+                            std::to_string(app.head) + (log_ ? "L" : "l") + std::to_string((int)cmap_);
+    if (key != image_key_) {
+      image_key_ = key;
+      std::vector<float> scaled((size_t)rows * cols);  // [rows, cols] in [0, 1]
+      scale_values(data, scaled.size(), log_, 0.0f, 1e-4f, scaled.data());
+      const std::vector<uint32_t> rgba = colorize(scaled, colormap_table(cmap_));
+      image_.upload(rgba.data(), cols, rows);
+    }
+    const std::string ok = decode_ && !overlay_key_.empty() && overlay_key_ == overlay_run_ + "/" + std::to_string(app.layer) + "/" +
+                           std::to_string(app.kv_head()) ? overlay_key_ : "";
+    if (ok != overlay_tex_key_) {
+      overlay_tex_key_ = ok;
+      if (!ok.empty() && overlay_.size() == (size_t)rows * cols) {
+        std::vector<uint32_t> rgba(overlay_.size());  // [n_steps, T] RGBA
+        for (size_t i = 0; i < overlay_.size(); ++i)
+          rgba[i] = overlay_[i] == 1 ? IM_COL32(255, 30, 30, 95) : overlay_[i] == 2 ? IM_COL32(170, 110, 255, 95) : 0;
+        overlay_tex_.upload(rgba.data(), cols, rows);
+      }
+    }
+  }
+
+  void draw_image(AppState& app) {
+    const bool ready = decode_ ? stack_.layer == app.layer : prefill_key_ == std::make_pair(app.layer, app.head);
+    if (!ready || !image_.valid()) {
+      if (!decode_ && prefill_key_ == std::make_pair(app.layer, app.head) && prefill_.data.empty())
+        ImGui::TextDisabled("This trace has no prefill attention.");
+      else
+        ImGui::TextDisabled("Reading attention...");
+      return;
+    }
+    const int rows = image_.height(), cols = image_.width();
+    ImGui::TextDisabled("%s: %d x %d  (x: key position, y: %s)  wheel: zoom, drag: pan, double-click: reset", 
+                        decode_ ? "decode rows" : (prefill_.full ? "prefill map" : "prefill last-window rows (full map not stored)"),
+                        rows, cols, decode_ ? "decode step" : "query position");
+    color_bar(cmap_, log_ ? "1e-4" : "0", "max", 120);
+    if (!overlay_tex_key_.empty()) {
+      ImGui::SameLine(0, 20);
+      ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "red tint: evicted by %s", overlay_run_.c_str());
+      ImGui::SameLine();
+      ImGui::TextColored(ImVec4(0.75f, 0.6f, 1.0f, 1.0f), "violet: inactive");
+    }
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const ImVec2 size(std::max(avail.x, 50.0f), std::max(avail.y, 50.0f));
+    ImGui::InvisibleButton("map", size);
+    const bool hovered = ImGui::IsItemHovered();
+    ImGuiIO& io = ImGui::GetIO();
+    // Zoom about the cursor; pan by dragging; uv0/uv1 are the visible texture window.
+    if (hovered && io.MouseWheel != 0.0f) {
+      const ImVec2 f((io.MousePos.x - p.x) / size.x, (io.MousePos.y - p.y) / size.y);
+      const ImVec2 before(pan_.x + f.x / zoom_, pan_.y + f.y / zoom_);
+      zoom_ = std::clamp(zoom_ * (io.MouseWheel > 0 ? 1.25f : 0.8f), 1.0f, 256.0f);
+      pan_ = ImVec2(before.x - f.x / zoom_, before.y - f.y / zoom_);
+    }
+    if (ImGui::IsItemActive() && ImGui::IsMouseDragging(0)) {
+      pan_.x -= io.MouseDelta.x / size.x / zoom_;
+      pan_.y -= io.MouseDelta.y / size.y / zoom_;
+    }
+    if (hovered && ImGui::IsMouseDoubleClicked(0)) zoom_ = 1.0f, pan_ = ImVec2(0, 0);
+    pan_.x = std::clamp(pan_.x, 0.0f, 1.0f - 1.0f / zoom_);
+    pan_.y = std::clamp(pan_.y, 0.0f, 1.0f - 1.0f / zoom_);
+    const ImVec2 uv0 = pan_, uv1(pan_.x + 1.0f / zoom_, pan_.y + 1.0f / zoom_);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 q(p.x + size.x, p.y + size.y);
+    dl->AddImage(image_.id(), p, q, uv0, uv1);
+    if (!overlay_tex_key_.empty() && overlay_tex_.valid()) dl->AddImage(overlay_tex_.id(), p, q, uv0, uv1);
+    auto to_y = [&](float row) { return p.y + ((row / rows) - uv0.y) * zoom_ * size.y; };
+    if (decode_) {  // current step
+      const float y0 = to_y((float)app.step), y1 = to_y((float)app.step + 1);
+      dl->PushClipRect(p, q, true);
+      dl->AddRect(ImVec2(p.x, y0), ImVec2(q.x, std::max(y1, y0 + 1)), IM_COL32(255, 255, 255, 180));
+      dl->PopClipRect();
+    }
+    if (!hovered) return;
+    const float u = uv0.x + (io.MousePos.x - p.x) / size.x / zoom_, v = uv0.y + (io.MousePos.y - p.y) / size.y / zoom_;
+    const int col = std::clamp((int)(u * cols), 0, cols - 1), row = std::clamp((int)(v * rows), 0, rows - 1);
+    const float* data = decode_ ? stack_.head(app.head) : prefill_.data.data();
+    const float val = data[(size_t)row * cols + col];
+    const TraceSnapshot& t = *app.trace;
+    ImGui::BeginTooltip();
+    if (decode_) ImGui::Text("step %d (query pos %d)", row, t.q_pos(row));
+    else ImGui::Text("query pos %d", row + prefill_.first_query);
+    ImGui::Text("key pos %d \"%s\"", col, col < (int)t.token_texts.size() ? t.token_texts[col].c_str() : "");
+    ImGui::Text("attention %.6f", val);
+    if (decode_ && !overlay_tex_key_.empty() && overlay_.size() == (size_t)rows * cols) {
+      const uint8_t o = overlay_[(size_t)row * cols + col];
+      if (o) ImGui::Text("%s by %s", o == 1 ? "evicted" : "inactive", overlay_run_.c_str());
+    }
+    ImGui::EndTooltip();
+    if (decode_ && ImGui::IsMouseClicked(1)) app.set_step(row);
+  }
+
+  int generation_ = -1;
+  bool decode_ = true, log_ = true;
+  Colormap cmap_ = Colormap::kViridis;
+  float zoom_ = 1.0f;
+  ImVec2 pan_{0, 0};
+  DecodeStack stack_;
+  int pending_stack_ = -1;
+  std::shared_ptr<PrefillEvidence> evidence_ = std::make_shared<PrefillEvidence>();  // io thread's cache
+  PrefillImage prefill_;
+  std::pair<int, int> prefill_key_{-1, -1}, pending_prefill_{-1, -1};
+  std::string overlay_run_, overlay_key_, pending_overlay_, overlay_tex_key_;
+  std::vector<uint8_t> overlay_;  // [n_steps, T] 1 evicted, 2 inactive
+  std::string image_key_;
+  Texture image_, overlay_tex_;
+};
+
+}  // namespace
+
+std::unique_ptr<View> make_attention_view() { return std::make_unique<AttentionView>(); }
+
+}  // namespace kvs

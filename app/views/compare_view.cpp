@@ -1,0 +1,282 @@
+// Compare: two runs of the trace (or two traces) side by side — their lanes at the current step
+// with the difference highlighted, their metrics at the step, and their generated texts with
+// the first divergence marked.
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+
+#include "analysis/divergence.h"
+#include "analysis/lanes.h"
+#include "app/gui/jobs.h"
+#include "app/gui/widgets.h"
+#include "app/views/view.h"
+
+namespace kvs {
+namespace {
+
+const ImU32 kOnlyA = IM_COL32(86, 180, 233, 255), kOnlyB = IM_COL32(230, 159, 0, 255);
+const ImU32 kBoth = IM_COL32(120, 120, 128, 255), kNeither = IM_COL32(40, 40, 44, 255);
+
+class CompareView : public View {
+ public:
+  const char* id() const override { return "compare"; }
+  const char* title() const override { return "Compare"; }
+
+  void draw(AppState& app) override {
+    if (!app.trace) {
+      ImGui::TextDisabled("No trace open.");
+      return;
+    }
+    ImGui::RadioButton("two runs", &mode_, 0);
+    ImGui::SameLine();
+    ImGui::RadioButton("two traces", &mode_, 1);
+    if (mode_ == 0) draw_runs(app);
+    else draw_traces(app);
+  }
+
+  CsvTable csv(const AppState& app) const override {
+    CsvTable c;
+    c.header = {"position", "token", "held_by_a", "held_by_b"};
+    if (!app.trace) return c;
+    for (size_t i = 0; i < diff_.size() && i < app.trace->token_texts.size(); ++i)
+      c.add({std::to_string(i), app.trace->token_texts[i], std::to_string(diff_[i] & 1), std::to_string((diff_[i] >> 1) & 1)});
+    return c;
+  }
+
+  bool command(AppState& app, const std::string& verb, const std::string& arg) override {
+    if (verb == "mode") {
+      mode_ = arg == "traces" ? 1 : 0;
+      return true;
+    }
+    if (verb == "sinkpair" && app.trace) {
+      const auto [none, with] = sink_pair(*app.trace);
+      if (none < 0 || with < 0) submit_simulation(app, {"streamingllm:sinks=0", "streamingllm"}, std::clamp(app.trace->meta.prompt_len / 4, 8, 256));
+      const auto [n2, w2] = sink_pair(*app.trace);
+      if (n2 >= 0 && w2 >= 0) app.run_a = n2, app.run_b = w2;
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  static std::string run_text(const TraceSnapshot& t, const RunData& r) {
+    return r.eviction == "real" && !r.text.empty() ? r.text : t.generated_text;
+  }
+
+  bool run_combo(const char* label, const TraceSnapshot& t, int& index) {
+    bool changed = false;
+    ImGui::SetNextItemWidth(200);
+    if (ImGui::BeginCombo(label, t.runs[index].name.c_str())) {
+      for (int i = 0; i < (int)t.runs.size(); ++i)
+        if (ImGui::Selectable(t.runs[i].name.c_str(), i == index)) index = i, changed = true;
+      ImGui::EndCombo();
+    }
+    return changed;
+  }
+
+  // Indexes of a StreamingLLM run without sinks and one with sinks, or -1.
+  static std::pair<int, int> sink_pair(const TraceSnapshot& t) {
+    int none = -1, with = -1;
+    for (int i = 0; i < (int)t.runs.size(); ++i) {
+      if (t.runs[i].policy != "streamingllm") continue;
+      (json_number(t.runs[i].params_json, "sinks", 0) > 0 ? with : none) = i;
+    }
+    return {none, with};
+  }
+
+  // One click: StreamingLLM without sinks (A) against with sinks (B), simulated when missing.
+  void sink_button(AppState& app) {
+    const auto [none, with] = sink_pair(*app.trace);
+    if (want_sink_pair_ && none >= 0 && with >= 0) {
+      app.run_a = none;
+      app.run_b = with;
+      want_sink_pair_ = false;
+    }
+    ImGui::SameLine();
+    ImGui::BeginDisabled(app.engine.busy());
+    if (ImGui::Button("StreamingLLM: no sinks vs sinks")) {
+      want_sink_pair_ = true;
+      if (none < 0 || with < 0) {
+        const int budget = std::clamp(app.trace->meta.prompt_len / 4, 8, 256);
+        submit_simulation(app, {"streamingllm:sinks=0", "streamingllm"}, budget);
+      }
+    }
+    ImGui::EndDisabled();
+  }
+
+  void draw_runs(AppState& app) {
+    const TraceSnapshot& t = *app.trace;
+    sink_button(app);
+    if (t.runs.size() < 2) {
+      ImGui::TextWrapped("Compare needs two runs in the trace (this one has %d). Simulate policies in the Run view, "
+                         "e.g. streamingllm with sinks=0 and with sinks=4, or open a second trace.", (int)t.runs.size());
+      return;
+    }
+    ImGui::SameLine();
+    run_combo("A", t, app.run_a);
+    ImGui::SameLine();
+    run_combo("B", t, app.run_b);
+    const RunData& a = t.runs[app.run_a];
+    const RunData& b = t.runs[app.run_b];
+    if (app.step_data && app.run_a < (int)app.step_data->kept.size() && app.run_b < (int)app.step_data->kept.size() &&
+        !app.step_data->kept[app.run_a].empty() && !app.step_data->kept[app.run_b].empty()) {
+      const StepSnapshot& s = *app.step_data;
+      const int layer = app.per_head_lanes ? app.layer : -1, g = app.per_head_lanes ? app.kv_head() : -1;
+      auto lane = [&](int r) {
+        const uint8_t* prev = s.kept_prev[r].empty() ? nullptr : s.kept_prev[r].data();
+        return build_lane(s.kept[r].data(), prev, t.meta.shape, t.total_len(), s.q_pos, lane_roles(t.runs[r], t.meta.prompt_len), layer, g);
+      };
+      const LaneCells la = lane(app.run_a), lb = lane(app.run_b);
+      diff_ = lane_difference(la, lb);
+      int only_a = 0, only_b = 0;
+      for (uint8_t d : diff_) only_a += d == 1, only_b += d == 2;
+      ImGui::Text("step %d:", app.step);
+      ImGui::SameLine();
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kOnlyA), "%d tokens only in A", only_a);
+      ImGui::SameLine();
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kOnlyB), "%d only in B", only_b);
+      ImGui::SameLine();
+      ImGui::TextDisabled("(held by any %s)", app.per_head_lanes ? "of the selected head" : "head");
+      const float w = ImGui::GetContentRegionAvail().x;
+      strip("A", la, nullptr, w, app);
+      strip("B", lb, nullptr, w, app);
+      strip("A vs B", la, &diff_, w, app);
+      metrics_at_step(t, app.step, a, b);
+    } else {
+      ImGui::TextDisabled("Loading step %d...", app.step);
+    }
+    if (a.eviction != "real" && b.eviction != "real")
+      ImGui::TextDisabled("Both runs are simulated: they share the recorded text. Re-run live (Run view) to see "
+                          "what eviction does to the output.");
+    texts(run_text(t, a), run_text(t, b), a.name, b.name);
+  }
+
+  void metrics_at_step(const TraceSnapshot& t, int step, const RunData& a, const RunData& b) {
+    if (a.metrics.empty() && b.metrics.empty()) return;
+    if (!ImGui::BeginTable("m", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) return;
+    ImGui::TableSetupColumn("metric at step");
+    ImGui::TableSetupColumn(a.name.c_str());
+    ImGui::TableSetupColumn(b.name.c_str());
+    ImGui::TableHeadersRow();
+    for (const NamedArray& ma : a.metrics) {
+      const std::vector<float> va = per_step_series(ma);
+      std::vector<float> vb;
+      for (const NamedArray& mb : b.metrics)
+        if (mb.name == ma.name) vb = per_step_series(mb);
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(ma.name.c_str());
+      ImGui::TableNextColumn();
+      if (step < (int)va.size()) ImGui::Text("%.5g", va[step]);
+      ImGui::TableNextColumn();
+      if (step < (int)vb.size()) ImGui::Text("%.5g", vb[step]);
+    }
+    ImGui::EndTable();
+  }
+
+  // One lane (coloured by state) or the difference of two (diff != nullptr), fitted to the width.
+  void strip(const char* label, const LaneCells& lane, const std::vector<uint8_t>* diff, float width, const AppState& app) {
+    ImGui::TextUnformatted(label);
+    ImGui::SameLine(60);
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float w = std::max(width - 64, 50.0f), h = 14.0f;
+    ImGui::InvisibleButton(label, ImVec2(w, h));
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const int T = (int)lane.state.size();
+    const float cw = w / std::max(T, 1);
+    for (int i = 0; i < T; ++i) {
+      ImU32 c;
+      if (diff) c = (*diff)[i] == 1 ? kOnlyA : (*diff)[i] == 2 ? kOnlyB : (*diff)[i] == 3 ? kBoth : kNeither;
+      else c = cell_state_color((CellState)lane.state[i]);
+      dl->AddRectFilled(ImVec2(p.x + cw * i, p.y), ImVec2(p.x + cw * (i + 1) + (cw < 2 ? 0.5f : -0.5f), p.y + h), c);
+    }
+    if (ImGui::IsItemHovered()) {
+      const int i = std::clamp((int)((ImGui::GetIO().MousePos.x - p.x) / cw), 0, std::max(T - 1, 0));
+      if (i < T) ImGui::SetTooltip("position %d \"%s\": %s", i, app.trace->token_texts[i].c_str(),
+                                   diff ? ((*diff)[i] == 1 ? "only A" : (*diff)[i] == 2 ? "only B" : (*diff)[i] == 3 ? "both" : "neither")
+                                        : cell_state_name((CellState)lane.state[i]));
+    }
+  }
+
+  void draw_traces(AppState& app) {
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(std::max(ImGui::GetContentRegionAvail().x - 70, 100.0f));
+    ImGui::InputText("##other", &other_path_);
+    ImGui::SameLine();
+    if (ImGui::Button("Open") && !other_path_.empty()) app.open_trace(other_path_, true);
+    if (!app.other_trace) {
+      ImGui::TextDisabled("Open a second trace (path above, or File > Open > Open as second trace).");
+      return;
+    }
+    const TraceSnapshot& a = *app.trace;
+    const TraceSnapshot& b = *app.other_trace;
+    if (ImGui::BeginTable("meta", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) {
+      ImGui::TableSetupColumn("");
+      ImGui::TableSetupColumn("A (open trace)");
+      ImGui::TableSetupColumn("B");
+      ImGui::TableHeadersRow();
+      auto row = [](const char* k, const std::string& x, const std::string& y) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(k);
+        ImGui::TableNextColumn();
+        if (x != y) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s", x.c_str());
+        else ImGui::TextUnformatted(x.c_str());
+        ImGui::TableNextColumn();
+        if (x != y) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s", y.c_str());
+        else ImGui::TextUnformatted(y.c_str());
+      };
+      row("file", a.path, b.path);
+      row("model", a.meta.model, b.meta.model);
+      row("prompt tokens", std::to_string(a.meta.prompt_len), std::to_string(b.meta.prompt_len));
+      row("steps", std::to_string(a.n_steps()), std::to_string(b.n_steps()));
+      row("temperature", std::to_string(a.meta.temperature), std::to_string(b.meta.temperature));
+      row("runs", std::to_string(a.runs.size()), std::to_string(b.runs.size()));
+      ImGui::EndTable();
+    }
+    const long tok = first_divergence(a.token_ids, b.token_ids);
+    if (tok >= 0) ImGui::Text("token sequences first differ at position %ld", tok);
+    else ImGui::Text("identical token sequences");
+    texts(a.generated_text, b.generated_text, "A", "B");
+  }
+
+  // Both texts with the common prefix plain, the first differing character onwards highlighted.
+  void texts(const std::string& a, const std::string& b, const std::string& name_a, const std::string& name_b) {
+    const long d = first_text_divergence(a, b);
+    ImGui::Separator();
+    if (d < 0) ImGui::TextDisabled("generated texts are identical");
+    else ImGui::Text("generated texts first differ at character %ld", d);
+    const float half = ImGui::GetContentRegionAvail().x * 0.5f - 4;
+    const float h = std::max(ImGui::GetContentRegionAvail().y, 60.0f);
+    one_text("ta", name_a, a, d, half, h, kOnlyA);
+    ImGui::SameLine();
+    one_text("tb", name_b, b, d, half, h, kOnlyB);
+  }
+
+  void one_text(const char* id, const std::string& name, const std::string& text, long d, float w, float h, ImU32 color) {
+    ImGui::BeginChild(id, ImVec2(w, h), true);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%s", name.c_str());
+    ImGui::PushTextWrapPos(0.0f);
+    if (d < 0 || d >= (long)text.size()) {
+      ImGui::TextUnformatted(text.c_str());
+    } else {
+      ImGui::TextUnformatted(text.c_str(), text.c_str() + d);
+      ImGui::TextColored(ImVec4(1.0f, 0.4f, 0.35f, 1.0f), ">> diverges here:");
+      ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.5f, 1.0f), "%s", text.c_str() + d);
+    }
+    ImGui::PopTextWrapPos();
+    ImGui::EndChild();
+  }
+
+  int mode_ = 0;
+  bool want_sink_pair_ = false;  // select the StreamingLLM pair once it is in the trace
+  std::string other_path_;
+  std::vector<uint8_t> diff_;  // [T] 1 only A, 2 only B, 3 both
+};
+
+}  // namespace
+
+std::unique_ptr<View> make_compare_view() { return std::make_unique<CompareView>(); }
+
+}  // namespace kvs

@@ -1,0 +1,194 @@
+// Head grid: layers x heads coloured by a per-head statistic (alpha, sink mass, locality, entropy,
+// retrieval score); a tau slider splits retrieval from streaming heads; a click selects the head
+// in every view. Statistics come from /heads/* in the trace, else are computed from its decode
+// rows in the background (analysis/head_stats.h).
+#include <imgui.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "analysis/head_stats.h"
+#include "app/gui/colormap.h"
+#include "app/gui/widgets.h"
+#include "app/views/view.h"
+
+namespace kvs {
+namespace {
+
+struct HeadGrid {
+  std::string name;
+  std::string source;      // "trace" or "computed from decode rows"
+  int rows = 0, cols = 0;  // layers x (query or KV) heads
+  std::vector<float> v;    // [rows, cols]
+};
+
+class HeadsView : public View {
+ public:
+  const char* id() const override { return "heads"; }
+  const char* title() const override { return "Head grid"; }
+
+  void draw(AppState& app) override {
+    if (!app.trace) {
+      ImGui::TextDisabled("No trace open.");
+      return;
+    }
+    refresh(app);
+    if (grids_.empty()) {
+      ImGui::TextDisabled(computing_ ? "Computing head statistics..." : "No head statistics (the trace has no decode steps).");
+      return;
+    }
+    stat_ = std::clamp(stat_, 0, (int)grids_.size() - 1);
+    ImGui::SetNextItemWidth(150);
+    if (ImGui::BeginCombo("statistic", grids_[stat_].name.c_str())) {
+      for (int i = 0; i < (int)grids_.size(); ++i)
+        if (ImGui::Selectable(grids_[i].name.c_str(), i == stat_)) stat_ = i;
+      ImGui::EndCombo();
+    }
+    const HeadGrid& g = grids_[stat_];
+    float lo = FLT_MAX, hi = -FLT_MAX;
+    for (float x : g.v) lo = std::min(lo, x), hi = std::max(hi, x);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(140);
+    // tau lives on [0, 1] for alpha and scores; other statistics (entropy in nats) get their range.
+    ImGui::SliderFloat("tau", &tau_, std::min(0.0f, lo), std::max(1.0f, hi), "%.3g");
+    int above = 0;
+    for (float x : g.v) above += x >= tau_;
+    ImGui::SameLine();
+    const bool gate = g.name == "alpha" || g.name == "retrieval_score";  // tau splits retrieval/streaming
+    ImGui::TextDisabled("%d of %d heads >= tau %s, %d below %s  |  %s", above, (int)g.v.size(),
+                        gate ? "(retrieval: full cache)" : "(outlined)", (int)g.v.size() - above,
+                        gate ? "(streaming: sinks + recent)" : "", g.source.c_str());
+    char lo_s[32], hi_s[32];
+    std::snprintf(lo_s, sizeof lo_s, "%.3g", lo);
+    std::snprintf(hi_s, sizeof hi_s, "%.3g", hi);
+    color_bar(Colormap::kViridis, lo_s, hi_s, 160);
+    draw_grid(app, g, lo, hi);
+  }
+
+  CsvTable csv(const AppState& app) const override {
+    CsvTable c;
+    c.header = {"statistic", "layer", "head", "value", "source"};
+    for (const HeadGrid& g : grids_)
+      for (int l = 0; l < g.rows; ++l)
+        for (int h = 0; h < g.cols; ++h)
+          c.add({g.name, std::to_string(l), std::to_string(h), csv_number(g.v[(size_t)l * g.cols + h]), g.source});
+    return c;
+  }
+
+  bool command(AppState& app, const std::string& verb, const std::string& arg) override {
+    if (verb == "tau") {
+      tau_ = std::stof(arg);
+      return true;
+    }
+    if (verb == "stat") {
+      refresh(app);
+      app.engine.wait_idle();
+      app.engine.drain();
+      for (int i = 0; i < (int)grids_.size(); ++i)
+        if (grids_[i].name == arg) stat_ = i;
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  void refresh(AppState& app) {
+    if (generation_ == app.generation) return;
+    generation_ = app.generation;
+    grids_.clear();
+    const TraceSnapshot& t = *app.trace;
+    const ModelShape& m = t.meta.shape;
+    for (const NamedArray& a : t.head_stats) {
+      const int cols = (int)a.dims[1];
+      if ((int)a.dims[0] != m.n_layers || (cols != m.n_heads && cols != m.n_kv_heads)) continue;
+      grids_.push_back(HeadGrid{a.name, "trace", (int)a.dims[0], cols, a.data});
+    }
+    if (t.n_steps() == 0 || !app.reader) return;
+    // Compute what the trace lacks from its decode rows, in the background.
+    computing_ = true;
+    auto reader = app.reader;
+    const int gen = app.generation;
+    app.engine.submit("head-stats", "Computing head statistics", [this, &app, reader, gen, m](JobContext& ctx) {
+      std::vector<HeadGrid> extra;
+      try {
+        const HeadStats s = head_stats(*reader);
+        ctx.progress(0.6f);
+        extra.push_back(HeadGrid{"sink_mass", "computed from decode rows", m.n_layers, m.n_heads, s.sink_mass});
+        extra.push_back(HeadGrid{"locality", "computed from decode rows", m.n_layers, m.n_heads, s.locality});
+        extra.push_back(HeadGrid{"entropy", "computed from decode rows", m.n_layers, m.n_heads, s.entropy});
+        if (!ctx.cancelled())
+          extra.push_back(HeadGrid{"alpha", "profiled: mass outside 4 sinks + 32 recent", m.n_layers, m.n_kv_heads,
+                                   profile_alpha(*reader, 4, 32)});
+      } catch (const std::exception& e) {
+        const std::string message = e.what();
+        app.engine.post([&app, message] { app.error(message); });
+      }
+      app.engine.post([this, &app, gen, extra = std::move(extra)] {
+        computing_ = false;
+        if (gen != app.generation) return;
+        for (const HeadGrid& g : extra) {
+          const bool have = std::any_of(grids_.begin(), grids_.end(), [&](const HeadGrid& x) { return x.name == g.name; });
+          if (!have) grids_.push_back(g);
+        }
+      });
+    });
+  }
+
+  void draw_grid(AppState& app, const HeadGrid& g, float lo, float hi) {
+    const ModelShape& m = app.trace->meta.shape;
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float label_w = 28.0f, top = 16.0f;
+    // Cells fill the space (wider than tall when there are more layers than heads), within limits.
+    const float cw = std::clamp((avail.x - label_w) / std::max(g.cols, 1), 4.0f, 64.0f);
+    const float ch = std::clamp((avail.y - top) / std::max(g.rows, 1), 4.0f, 48.0f);
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::InvisibleButton("grid", ImVec2(label_w + cw * g.cols, top + ch * g.rows));
+    const bool hovered = ImGui::IsItemHovered(), clicked = ImGui::IsItemClicked();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 o(p.x + label_w, p.y + top);
+    const int col_every = std::max(1, (int)std::ceil(20.0f / cw)), row_every = std::max(1, (int)std::ceil(16.0f / ch));
+    for (int h = 0; h < g.cols; h += col_every)
+      dl->AddText(ImVec2(o.x + cw * h + 1, p.y), IM_COL32(150, 150, 150, 255), std::to_string(h).c_str());
+    for (int l = 0; l < g.rows; ++l) {
+      if (l % row_every == 0) dl->AddText(ImVec2(p.x, o.y + ch * l), IM_COL32(150, 150, 150, 255), std::to_string(l).c_str());
+      for (int h = 0; h < g.cols; ++h) {
+        const float v = g.v[(size_t)l * g.cols + h];
+        const float t = hi > lo ? (v - lo) / (hi - lo) : 0.5f;
+        const ImVec2 a(o.x + cw * h, o.y + ch * l), b(a.x + cw - 1, a.y + ch - 1);
+        dl->AddRectFilled(a, b, colormap_color(Colormap::kViridis, t));
+        if (v >= tau_ && cw >= 8 && ch >= 8) dl->AddRect(ImVec2(a.x + 1, a.y + 1), ImVec2(b.x - 1, b.y - 1), IM_COL32(255, 80, 80, 255), 0, 0, 1.5f);
+      }
+    }
+    const bool per_kv = g.cols == m.n_kv_heads && m.n_kv_heads != m.n_heads;
+    const int sel_col = per_kv ? app.kv_head() : app.head;
+    const ImVec2 sa(o.x + cw * sel_col - 1, o.y + ch * app.layer - 1);
+    dl->AddRect(sa, ImVec2(sa.x + cw + 1, sa.y + ch + 1), IM_COL32(255, 255, 255, 255), 0, 0, 2.5f);
+    if (!hovered) return;
+    const ImVec2 mp = ImGui::GetIO().MousePos;
+    const int l = (int)std::floor((mp.y - o.y) / ch), h = (int)std::floor((mp.x - o.x) / cw);
+    if (l < 0 || l >= g.rows || h < 0 || h >= g.cols) return;
+    ImGui::BeginTooltip();
+    ImGui::Text("layer %d, %s %d", l, per_kv ? "KV head" : "head", h);
+    for (const HeadGrid& x : grids_) {
+      const bool kv = x.cols == m.n_kv_heads && m.n_kv_heads != m.n_heads;
+      const int col = kv == per_kv ? h : (kv ? h / std::max(m.group(), 1) : h * m.group());
+      if (col < x.cols) ImGui::Text("%s: %.4g", x.name.c_str(), x.v[(size_t)l * x.cols + col]);
+    }
+    ImGui::TextDisabled("click: select this head in every view");
+    ImGui::EndTooltip();
+    if (clicked) app.select_head(l, per_kv ? h * m.group() : h);
+  }
+
+  int generation_ = -1;
+  bool computing_ = false;
+  std::vector<HeadGrid> grids_;
+  int stat_ = 0;
+  float tau_ = 0.5f;
+};
+
+}  // namespace
+
+std::unique_ptr<View> make_heads_view() { return std::make_unique<HeadsView>(); }
+
+}  // namespace kvs

@@ -1,0 +1,239 @@
+// Eviction lanes: one lane per run, each token a cell coloured by its state at the current step
+// (analysis/lanes.h), aggregated over heads or for the selected (layer, KV head). Drawing is
+// clipped to the visible columns so thousands of tokens stay smooth.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "analysis/lanes.h"
+#include "app/gui/colormap.h"
+#include "app/gui/widgets.h"
+#include "app/views/view.h"
+
+namespace kvs {
+namespace {
+
+// Which state wins when several tokens share one pixel column.
+int state_priority(CellState s) {
+  switch (s) {
+    case CellState::kEvictedNow: return 7;
+    case CellState::kSink: return 6;
+    case CellState::kHeavy: return 5;
+    case CellState::kRecent: return 4;
+    case CellState::kKept: return 3;
+    case CellState::kInactive: return 2;
+    case CellState::kEvictedEarlier: return 1;
+    default: return 0;
+  }
+}
+
+class LanesView : public View {
+ public:
+  const char* id() const override { return "lanes"; }
+  const char* title() const override { return "Eviction lanes"; }
+
+  void draw(AppState& app) override {
+    if (!app.trace) {
+      ImGui::TextDisabled("No trace open.");
+      return;
+    }
+    const TraceSnapshot& t = *app.trace;
+    ImGui::Checkbox("selected head only", &app.per_head_lanes);
+    if (app.per_head_lanes) {
+      ImGui::SameLine();
+      ImGui::TextDisabled("(layer %d, KV head %d)", app.layer, app.kv_head());
+    }
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(120);
+    ImGui::SliderFloat("zoom", &zoom_, 1.0f, 64.0f, "x%.1f", ImGuiSliderFlags_Logarithmic);
+    lane_legend();
+    if (t.runs.empty()) {
+      ImGui::TextWrapped("This trace has no runs yet. Simulate policies in the Run view (or `kvscope simulate`) "
+                         "to see what each one keeps.");
+    }
+    if (!app.step_data) {
+      ImGui::TextDisabled("Loading step %d...", app.step);
+      return;
+    }
+    update_cache(app);
+    draw_lanes(app, t);
+  }
+
+  CsvTable csv(const AppState& app) const override {
+    CsvTable c;
+    c.header = {"run", "step", "position", "token", "state", "held_fraction"};
+    if (!app.trace) return c;
+    for (size_t r = 0; r < lanes_.size() && r < app.trace->runs.size(); ++r)
+      for (size_t i = 0; i < lanes_[r].state.size(); ++i)
+        c.add({app.trace->runs[r].name, std::to_string(app.step), std::to_string(i), app.trace->token_texts[i],
+               cell_state_name((CellState)lanes_[r].state[i]), csv_number(lanes_[r].held[i])});
+    return c;
+  }
+
+  bool command(AppState& app, const std::string& verb, const std::string& arg) override {
+    if (verb != "zoom") return false;
+    zoom_ = std::clamp(std::stof(arg), 1.0f, 64.0f);
+    return true;
+  }
+
+ private:
+  void update_cache(const AppState& app) {
+    const auto key = std::make_tuple(app.generation, app.step_data.get(), app.per_head_lanes, app.layer, app.kv_head());
+    if (key == cache_key_ && lanes_.size() == app.trace->runs.size()) return;
+    cache_key_ = key;
+    const TraceSnapshot& t = *app.trace;
+    const StepSnapshot& s = *app.step_data;
+    const int T = t.total_len();
+    const int layer = app.per_head_lanes ? app.layer : -1, g = app.per_head_lanes ? app.kv_head() : -1;
+    lanes_.clear();
+    for (size_t r = 0; r < t.runs.size(); ++r) {
+      if (r >= s.kept.size() || s.kept[r].empty()) {
+        lanes_.push_back(LaneCells{});
+        continue;
+      }
+      const uint8_t* prev = s.kept_prev[r].empty() ? nullptr : s.kept_prev[r].data();
+      lanes_.push_back(build_lane(s.kept[r].data(), prev, t.meta.shape, T, s.q_pos, lane_roles(t.runs[r], t.meta.prompt_len), layer, g));
+    }
+    // The recorded (full) attention of this step: mean over the selected heads.
+    attention_.assign(T, 0.0f);
+    const ModelShape& m = t.meta.shape;
+    if (!s.rows.empty()) {
+      int n = 0;
+      for (int l = 0; l < m.n_layers; ++l)
+        for (int h = 0; h < m.n_heads; ++h) {
+          if (layer >= 0 && (l != layer || h / std::max(m.group(), 1) != g)) continue;
+          const float* row = s.rows.data() + ((size_t)l * m.n_heads + h) * T;
+          for (int i = 0; i < T; ++i) attention_[i] += row[i];
+          ++n;
+        }
+      for (float& v : attention_) v /= (float)std::max(n, 1);
+    }
+    attention_scaled_.resize(T);
+    scale_values(attention_.data(), T, true, 0.0f, 1e-4f, attention_scaled_.data());
+  }
+
+  void draw_lanes(AppState& app, const TraceSnapshot& t) {
+    const int T = t.total_len();
+    const float label_w = 190.0f;
+    const float lane_h = std::clamp((ImGui::GetContentRegionAvail().y - 30) / (float)(lanes_.size() + 1), 10.0f, 34.0f);
+    const float view_w = std::max(ImGui::GetContentRegionAvail().x - label_w, 50.0f);
+    const float cw = view_w / (float)std::max(T, 1) * zoom_;  // cell width, may be < 1 pixel
+    // Labels column.
+    ImGui::BeginGroup();
+    ImGui::Dummy(ImVec2(label_w, lane_h * 0.6f));
+    ImGui::TextDisabled("attention (full)");
+    ImGui::Dummy(ImVec2(label_w, std::max(0.0f, lane_h - ImGui::GetTextLineHeightWithSpacing())));
+    for (size_t r = 0; r < lanes_.size(); ++r) {
+      const RunData& run = t.runs[r];
+      const float y0 = ImGui::GetCursorPosY();
+      ImGui::Text("%s%s", run.name.c_str(), run.eviction == "real" ? " (live)" : "");
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s  budget %d  %s\n%s", run.policy.c_str(), run.budget,
+                                                    run.eviction.c_str(), run.params_json.c_str());
+      ImGui::SetCursorPosY(y0 + lane_h);
+    }
+    ImGui::EndGroup();
+    ImGui::SameLine(label_w);
+    ImGui::BeginChild("##lanes", ImVec2(0, lane_h * (lanes_.size() + 1.6f) + 16), false,
+                      ImGuiWindowFlags_HorizontalScrollbar);
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    const float content_w = std::max(cw * (float)T, view_w);
+    ImGui::Dummy(ImVec2(content_w, lane_h * (lanes_.size() + 1.6f)));
+    const float scroll = ImGui::GetScrollX();
+    const float visible_w = ImGui::GetWindowWidth();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const float ruler_h = lane_h * 0.6f;
+    draw_ruler(dl, origin, cw, T, scroll, visible_w, ruler_h);
+    const float y_att = origin.y + ruler_h;
+    draw_row(dl, origin.x, y_att, lane_h - 2, cw, T, scroll, visible_w, [&](int i) {
+      return std::pair<ImU32, float>(colormap_color(Colormap::kViridis, attention_scaled_[i]), 1.0f);
+    }, [&](int i) { return (float)i; });
+    for (size_t r = 0; r < lanes_.size(); ++r) {
+      const LaneCells& lane = lanes_[r];
+      if (lane.state.empty()) continue;
+      const float y = y_att + lane_h * (float)(r + 1);
+      draw_row(dl, origin.x, y, lane_h - 2, cw, T, scroll, visible_w, [&](int i) {
+        const CellState s = (CellState)lane.state[i];
+        const bool held = s != CellState::kFuture && s != CellState::kEvictedNow && s != CellState::kEvictedEarlier;
+        return std::pair<ImU32, float>(cell_state_color(s), held ? std::max(lane.held[i], 0.15f) : 1.0f);
+      }, [&](int i) { return (float)state_priority((CellState)lane.state[i]); });
+    }
+    // Current query position.
+    const float qx = origin.x + cw * ((float)app.step_data->q_pos + 0.5f);
+    dl->AddLine(ImVec2(qx, origin.y), ImVec2(qx, y_att + lane_h * (lanes_.size() + 1)), IM_COL32(255, 255, 255, 140));
+    hover(app, t, origin, cw, y_att, lane_h);
+    ImGui::EndChild();
+  }
+
+  void draw_ruler(ImDrawList* dl, ImVec2 origin, float cw, int T, float scroll, float visible_w, float h) {
+    const float min_gap = 70.0f;  // pixels between labels
+    int step = 1;
+    for (int base = 1; step * cw < min_gap && base < 10000000; base *= 10)
+      for (int mult : {1, 2, 5}) {
+        step = base * mult;
+        if (step * cw >= min_gap) break;
+      }
+    const int first = std::max(0, (int)(scroll / std::max(cw, 1e-6f)) / step * step);
+    for (int i = first; i < T && cw * i <= scroll + visible_w; i += step) {
+      const float x = origin.x + cw * i;
+      dl->AddLine(ImVec2(x, origin.y + h - 4), ImVec2(x, origin.y + h), IM_COL32(150, 150, 150, 255));
+      dl->AddText(ImVec2(x + 2, origin.y), IM_COL32(150, 150, 150, 255), std::to_string(i).c_str());
+    }
+  }
+
+  // Draws one row of cells [x0 + cw*i, ...) visible in [scroll, scroll + visible_w). When cells are
+  // narrower than a pixel, each pixel column shows its highest-priority cell. color_of returns the
+  // colour and the filled fraction of the cell height (bar from the bottom).
+  template <class ColorOf, class PriorityOf>
+  void draw_row(ImDrawList* dl, float x0, float y, float h, float cw, int T, float scroll, float visible_w,
+                ColorOf color_of, PriorityOf priority_of) {
+    const int i0 = std::clamp((int)std::floor(scroll / cw), 0, T);
+    const int i1 = std::clamp((int)std::ceil((scroll + visible_w) / cw) + 1, 0, T);
+    const int per_px = std::max(1, (int)std::floor(1.0f / cw));
+    const float gap = cw >= 4.0f ? 1.0f : 0.0f;
+    for (int i = i0; i < i1; i += per_px) {
+      int best = i;
+      for (int j = i + 1; j < std::min(i + per_px, i1); ++j)
+        if (priority_of(j) > priority_of(best)) best = j;
+      auto [color, frac] = color_of(best);
+      // Merge following cells of the same colour and height into one rectangle.
+      int end = i + per_px;
+      while (per_px == 1 && end < i1 && color_of(end) == std::make_pair(color, frac)) ++end;
+      const float xa = x0 + cw * i, xb = x0 + cw * std::min(end, T) - gap;
+      if (frac < 1.0f) dl->AddRectFilled(ImVec2(xa, y), ImVec2(std::max(xb, xa + 1), y + h), IM_COL32(45, 45, 50, 255));
+      dl->AddRectFilled(ImVec2(xa, y + h * (1.0f - frac)), ImVec2(std::max(xb, xa + 1), y + h), color);
+      i = end - per_px;
+    }
+  }
+
+  void hover(const AppState& app, const TraceSnapshot& t, ImVec2 origin, float cw, float y_att, float lane_h) {
+    if (!ImGui::IsWindowHovered()) return;
+    const ImVec2 m = ImGui::GetIO().MousePos;
+    const int i = (int)std::floor((m.x - origin.x) / cw);
+    const int row = (int)std::floor((m.y - y_att) / lane_h);  // 0 = attention, r + 1 = run r
+    if (i < 0 || i >= t.total_len() || row < 0 || row > (int)lanes_.size()) return;
+    ImGui::BeginTooltip();
+    ImGui::Text("position %d  token \"%s\" (id %d)", i, t.token_texts[i].c_str(), t.token_ids[i]);
+    ImGui::Text("attention at step %d: %.5f%s", app.step, attention_[i], app.per_head_lanes ? " (selected head)" : " (mean over heads)");
+    if (row > 0) {
+      const LaneCells& lane = lanes_[row - 1];
+      const RunData& run = t.runs[row - 1];
+      if (!lane.state.empty())
+        ImGui::Text("%s: %s, held by %.0f%% of %s", run.name.c_str(), cell_state_name((CellState)lane.state[i]),
+                    lane.held[i] * 100.0f, app.per_head_lanes ? "the selected head" : "(layer, KV head)s");
+    }
+    ImGui::EndTooltip();
+  }
+
+  float zoom_ = 1.0f;
+  std::tuple<int, const void*, bool, int, int> cache_key_{-1, nullptr, false, -1, -1};
+  std::vector<LaneCells> lanes_;          // [runs]
+  std::vector<float> attention_;          // [T] mean recorded attention of the step
+  std::vector<float> attention_scaled_;   // [T] log-scaled to [0, 1]
+};
+
+}  // namespace
+
+std::unique_ptr<View> make_lanes_view() { return std::make_unique<LanesView>(); }
+
+}  // namespace kvs

@@ -1,0 +1,233 @@
+// Layer similarity: the L x L inter-layer attention similarity (OmniKV, analysis/similarity.h),
+// the filter-layer optimizer for k filters (analysis/filter_layers.h) with its chosen layers
+// highlighted and their retained mass, and a typed choice evaluated beside it.
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "analysis/filter_layers.h"
+#include "analysis/similarity.h"
+#include "app/gui/colormap.h"
+#include "app/gui/widgets.h"
+#include "app/views/view.h"
+#include "inference/errors.h"
+
+namespace kvs {
+namespace {
+
+class LayersView : public View {
+ public:
+  const char* id() const override { return "layers"; }
+  const char* title() const override { return "Layer similarity"; }
+
+  void draw(AppState& app) override {
+    if (!app.trace) {
+      ImGui::TextDisabled("No trace open.");
+      return;
+    }
+    refresh(app);
+    if (sim_.empty()) {
+      ImGui::TextDisabled(computing_ ? "Computing layer similarity..." : "No similarity (the trace has no decode steps).");
+      return;
+    }
+    const int L = n_layers_;
+    ImGui::SetNextItemWidth(120);
+    if (ImGui::SliderInt("filter layers k", &k_, 1, std::max(L - 1, 1))) plan_valid_ = false;
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(60);
+    if (ImGui::InputInt("wait", &wait_, 0)) plan_valid_ = false;
+    wait_ = std::clamp(wait_, 0, std::max(L - 1, 0));
+    ImGui::SameLine();
+    if (ImGui::Button("Choose filter layers")) optimize();
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(110);
+    if (ImGui::InputText("given", &given_text_, ImGuiInputTextFlags_EnterReturnsTrue)) evaluate_given();
+    ImGui::SameLine();
+    if (ImGui::Button("Evaluate")) evaluate_given();
+    ImGui::TextDisabled("%s", source_.c_str());
+    if (!plan_valid_) optimize();
+    const float table_w = 260.0f;
+    ImGui::BeginGroup();
+    draw_matrix(app, ImVec2(std::max(ImGui::GetContentRegionAvail().x - table_w, 80.0f), ImGui::GetContentRegionAvail().y));
+    ImGui::EndGroup();
+    ImGui::SameLine();
+    ImGui::BeginGroup();
+    show_plan("optimizer", plan_, true);
+    if (!given_error_.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", given_error_.c_str());
+    else if (!given_.filters.empty()) show_plan("given", given_, false);
+    ImGui::EndGroup();
+  }
+
+  CsvTable csv(const AppState& app) const override {
+    CsvTable c;
+    c.header = {"selecting_layer", "reusing_layer", "similarity", "role_in_optimizer_plan"};
+    for (int a = 0; a < n_layers_; ++a)
+      for (int b = 0; b < n_layers_; ++b)
+        c.add({std::to_string(a), std::to_string(b), csv_number(sim_[(size_t)a * n_layers_ + b]),
+               plan_valid_ && b < (int)plan_.roles.size() ? layer_role_name(plan_.roles[b]) : ""});
+    return c;
+  }
+
+  bool command(AppState& app, const std::string& verb, const std::string& arg) override {
+    if (verb == "filters") {
+      refresh(app);
+      app.engine.wait_idle();
+      app.engine.drain();
+      k_ = std::stoi(arg);
+      optimize();
+      return true;
+    }
+    if (verb == "given") {
+      refresh(app);
+      app.engine.wait_idle();
+      app.engine.drain();
+      given_text_ = arg;
+      evaluate_given();
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  void refresh(AppState& app) {
+    if (generation_ == app.generation) return;
+    generation_ = app.generation;
+    sim_.clear();
+    plan_ = FilterPlan{};
+    given_ = FilterPlan{};
+    plan_valid_ = false;
+    const TraceSnapshot& t = *app.trace;
+    n_layers_ = t.meta.shape.n_layers;
+    k_ = std::clamp(k_, 1, std::max(n_layers_ - 1, 1));
+    if (!t.similarity.dims.empty() && (int)t.similarity.dims[0] == n_layers_) {
+      sim_ = t.similarity.data;
+      source_ = "from the trace (/layers/similarity)";
+      return;
+    }
+    if (t.n_steps() == 0 || !app.reader) return;
+    computing_ = true;
+    auto reader = app.reader;
+    const int gen = app.generation;
+    app.engine.submit("similarity", "Computing layer similarity", [this, &app, reader, gen](JobContext&) {
+      try {
+        SimilarityResult r = trace_similarity(*reader);
+        app.engine.post([this, &app, gen, r = std::move(r)] {
+          computing_ = false;
+          if (gen != app.generation) return;
+          sim_ = r.mean;
+          source_ = "computed from " + std::to_string(r.n_steps) + " decode steps, top-K = " + std::to_string(r.k);
+        });
+      } catch (const std::exception& e) {
+        const std::string message = e.what();
+        app.engine.post([this, &app, message] {
+          computing_ = false;
+          app.error(message);
+        });
+      }
+    });
+  }
+
+  void optimize() {
+    if (sim_.empty()) return;
+    k_ = std::clamp(k_, 1, n_layers_);
+    plan_ = optimize_filter_layers(sim_, n_layers_, k_, wait_);
+    plan_valid_ = true;
+    if (!given_text_.empty()) evaluate_given();
+  }
+
+  void evaluate_given() {
+    given_error_.clear();
+    given_ = FilterPlan{};
+    if (given_text_.empty() || sim_.empty()) return;
+    try {
+      given_ = evaluate_filter_layers(sim_, n_layers_, parse_filter_layers(given_text_, n_layers_, "given"), wait_);
+    } catch (const InputError& e) {
+      given_error_ = e.what();
+    }
+  }
+
+  void show_plan(const char* label, const FilterPlan& p, bool primary) {
+    ImGui::TextColored(primary ? ImVec4(1, 0.85f, 0.3f, 1) : ImVec4(0.5f, 0.8f, 1, 1), "%s", label);
+    std::string layers;
+    for (int f : p.filters) {
+      if (!layers.empty()) layers += ',';
+      layers += std::to_string(f);
+    }
+    ImGui::Text("filters %s", layers.c_str());
+    ImGui::Text("retained %.3f over %d sparse layers", p.retained, p.n_sparse);
+    ImGui::Text("lost %.3f (mean %.3f per sparse layer)", p.lost, p.n_sparse ? p.lost / p.n_sparse : 0.0);
+    for (size_t s = 0; s < p.filters.size(); ++s)
+      ImGui::TextDisabled("  layer %d -> %d layers, %.3f", p.filters[s], p.segment_layers[s], p.segment_retained[s]);
+  }
+
+  void draw_matrix(AppState& app, ImVec2 avail) {
+    const int L = n_layers_;
+    const float label = 22.0f;
+    const float cell = std::clamp(std::min(avail.x - label - 12, avail.y - label - 12) / std::max(L, 1), 3.0f, 40.0f);
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::InvisibleButton("matrix", ImVec2(label + cell * L + 12, label + cell * L + 12));
+    const bool hovered = ImGui::IsItemHovered();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 o(p.x + label, p.y + label);
+    float lo = FLT_MAX, hi = -FLT_MAX;
+    for (float v : sim_) lo = std::min(lo, v), hi = std::max(hi, v);
+    const int every = std::max(1, (int)std::ceil(18.0f / cell));
+    for (int i = 0; i < L; i += every) {
+      dl->AddText(ImVec2(o.x + cell * i, p.y + 2), IM_COL32(150, 150, 150, 255), std::to_string(i).c_str());
+      dl->AddText(ImVec2(p.x, o.y + cell * i), IM_COL32(150, 150, 150, 255), std::to_string(i).c_str());
+    }
+    for (int a = 0; a < L; ++a)
+      for (int b = 0; b < L; ++b) {
+        const float v = sim_[(size_t)a * L + b];
+        const ImVec2 c0(o.x + cell * b, o.y + cell * a);
+        dl->AddRectFilled(c0, ImVec2(c0.x + cell, c0.y + cell), colormap_color(Colormap::kMagma, hi > lo ? (v - lo) / (hi - lo) : 0.5f));
+      }
+    // Chosen filter rows (optimizer yellow, given blue) and the selected layer.
+    auto outline_rows = [&](const FilterPlan& plan, ImU32 color, float inset) {
+      for (int f : plan.filters)
+        dl->AddRect(ImVec2(o.x + inset, o.y + cell * f + inset), ImVec2(o.x + cell * L - inset, o.y + cell * (f + 1) - inset), color, 0, 0, 2.0f);
+    };
+    if (plan_valid_) outline_rows(plan_, IM_COL32(255, 215, 70, 255), 0);
+    outline_rows(given_, IM_COL32(90, 190, 255, 255), 2);
+    // Role strip under the matrix: filter / wait / sparse / dense.
+    if (plan_valid_)
+      for (int l = 0; l < L && l < (int)plan_.roles.size(); ++l) {
+        const LayerRole r = plan_.roles[l];
+        const ImU32 c = r == LayerRole::Filter ? IM_COL32(255, 215, 70, 255) : r == LayerRole::Sparse ? IM_COL32(90, 90, 100, 255)
+                        : r == LayerRole::Wait ? IM_COL32(150, 150, 90, 255) : IM_COL32(200, 200, 210, 255);
+        dl->AddRectFilled(ImVec2(o.x + cell * l, o.y + cell * L + 3), ImVec2(o.x + cell * (l + 1) - 1, o.y + cell * L + 10), c);
+      }
+    if (app.layer < L)
+      dl->AddRect(ImVec2(o.x + cell * app.layer, o.y), ImVec2(o.x + cell * (app.layer + 1), o.y + cell * L), IM_COL32(255, 255, 255, 160));
+    if (!hovered) return;
+    const ImVec2 m = ImGui::GetIO().MousePos;
+    const int a = (int)std::floor((m.y - o.y) / cell), b = (int)std::floor((m.x - o.x) / cell);
+    if (a < 0 || a >= L || b < 0 || b >= L) return;
+    ImGui::BeginTooltip();
+    ImGui::Text("layer %d's top-K keys hold %.3f of layer %d's attention", a, sim_[(size_t)a * L + b], b);
+    if (plan_valid_ && b < (int)plan_.roles.size())
+      ImGui::Text("layer %d in the optimizer's plan: %s%s", b, layer_role_name(plan_.roles[b]),
+                  plan_.source[b] >= 0 ? (" (reuses layer " + std::to_string(plan_.source[b]) + ")").c_str() : "");
+    ImGui::EndTooltip();
+    if (ImGui::IsMouseClicked(0)) app.select_head(b, app.head);
+  }
+
+  int generation_ = -1;
+  bool computing_ = false;
+  int n_layers_ = 0;
+  std::vector<float> sim_;  // [L, L] row = selecting layer
+  std::string source_;
+  int k_ = 3, wait_ = 0;
+  FilterPlan plan_, given_;
+  bool plan_valid_ = false;
+  std::string given_text_, given_error_;
+};
+
+}  // namespace
+
+std::unique_ptr<View> make_layers_view() { return std::make_unique<LayersView>(); }
+
+}  // namespace kvs

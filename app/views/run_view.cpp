@@ -1,0 +1,376 @@
+// Run: pick a model and a prompt (demo prompts from assets/prompts), sampling, device and
+// policies with their parameters and budget; Record a new trace (optionally enforcing one policy
+// live) or Simulate the chosen policies on the open trace, in the background with progress,
+// Cancel, and the output text streaming as it decodes.
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "analysis/policy.h"
+#include "app/cli/commands.h"
+#include "app/cli/record.h"
+#include "app/gui/jobs.h"
+#include "app/views/view.h"
+#include "inference/errors.h"
+#include "inference/loader.h"
+
+namespace kvs {
+namespace {
+
+struct PolicyRow {
+  std::string name;
+  bool enabled = false;
+  std::string params;  // "key=value,key=value"
+};
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();  // prompts end mid-sentence
+  return text;
+}
+
+class RunView : public View {
+ public:
+  explicit RunView(const std::string& model_path) : model_path_(model_path) {
+    const std::filesystem::path prompts = std::filesystem::path(assets_dir()) / "prompts";
+    for (const char* name : {"sink", "passkey", "two_stage_retrieval", "story"}) {
+      const auto p = prompts / (std::string(name) + ".txt");
+      if (std::filesystem::exists(p)) demos_.push_back({name, read_file(p)});
+    }
+    if (!demos_.empty()) prompt_ = demos_.front().second;
+    for (const std::string& n : policy_names()) policies_.push_back(PolicyRow{n, n == "streamingllm" || n == "h2o", ""});
+    if (model_path_.empty()) {
+      const auto models = candidate_models();
+      if (!models.empty()) model_path_ = models.front();
+    }
+  }
+
+  const char* id() const override { return "run"; }
+  const char* title() const override { return "Run"; }
+
+  void draw(AppState& app) override {
+    drain_stream();
+    model_picker(app);
+    prompt_editor();
+    sampling_and_device();
+    policy_table();
+    actions(app);
+    output();
+  }
+
+  CsvTable csv(const AppState& app) const override {
+    CsvTable c;
+    c.header = {"field", "value"};
+    c.add({"model", model_path_});
+    c.add({"prompt", prompt_});
+    c.add({"steps", std::to_string(steps_)});
+    c.add({"temperature", csv_number(temperature_)});
+    c.add({"top_p", csv_number(top_p_)});
+    c.add({"seed", std::to_string(seed_)});
+    c.add({"budget", std::to_string(budget_)});
+    for (const PolicyRow& p : policies_)
+      if (p.enabled) c.add({"policy", p.name + (p.params.empty() ? "" : ":" + p.params)});
+    c.add({"output", output_});
+    return c;
+  }
+
+  bool command(AppState& app, const std::string& verb, const std::string& arg) override {
+    if (verb == "demo") {
+      for (auto& [name, text] : demos_)
+        if (name == arg) prompt_ = text;
+      return true;
+    }
+    if (verb == "budget") {
+      budget_ = std::max(1, std::stoi(arg));
+      return true;
+    }
+    if (verb == "model") model_path_ = arg;
+    else if (verb == "prompt") prompt_ = arg;
+    else if (verb == "steps") steps_ = std::clamp(std::stoi(arg), 1, 1 << 16);
+    else if (verb == "out") out_path_ = arg;
+    else if (verb == "policies") set_policies(arg);
+    else if (verb == "record") record(app);
+    else if (verb == "simulate") simulate_on_trace(app);
+    else if (verb == "rerun") rerun_live(app);
+    else if (verb == "mode") rerun_mode_ = arg == "free" ? 1 : 0;
+    else return false;
+    return true;
+  }
+
+ private:
+  std::vector<std::string> candidate_models() const {
+    std::vector<std::string> out;
+    const std::string def = default_model_path();
+    if (!def.empty()) out.push_back(def);
+    const std::filesystem::path shared = std::filesystem::path(assets_dir()).parent_path().parent_path() / "shared" / "models";
+    for (const char* rel : {"stories260K/stories260K.bin", "stories260K.gguf", "stories260K/stories260K.gguf",
+                            "fixtures/llama-2-tiny-random.gguf"}) {
+      const auto p = shared / rel;
+      if (std::filesystem::exists(p)) out.push_back(std::filesystem::weakly_canonical(p).string());
+    }
+    return out;
+  }
+
+  void model_picker(AppState& app) {
+    ImGui::SetNextItemWidth(std::max(ImGui::GetContentRegionAvail().x - 90, 100.0f));
+    ImGui::InputText("##model", &model_path_);
+    ImGui::SameLine();
+    if (ImGui::BeginCombo("model", "", ImGuiComboFlags_NoPreview)) {
+      const auto found = candidate_models();
+      if (!found.empty()) ImGui::TextDisabled("found");
+      for (const std::string& m : found)
+        if (ImGui::Selectable(m.c_str())) model_path_ = m;
+      if (!app.recent_models.items().empty()) ImGui::TextDisabled("recent");
+      for (const std::string& m : app.recent_models.items())
+        if (ImGui::Selectable(m.c_str())) model_path_ = m;
+      if (found.empty() && app.recent_models.items().empty()) ImGui::TextDisabled("no model found; type a path");
+      ImGui::EndCombo();
+    }
+  }
+
+  void prompt_editor() {
+    ImGui::SetNextItemWidth(170);
+    if (ImGui::BeginCombo("##demo", "demo prompt...")) {
+      for (auto& [name, text] : demos_)
+        if (ImGui::Selectable(name.c_str())) prompt_ = text;
+      ImGui::EndCombo();
+    }
+    ImGui::SameLine();
+    ImGui::Checkbox("chat format", &chat_);
+    ImGui::InputTextMultiline("##prompt", &prompt_, ImVec2(-1, ImGui::GetTextLineHeight() * 5));
+  }
+
+  void sampling_and_device() {
+    ImGui::SetNextItemWidth(80);
+    ImGui::InputInt("steps", &steps_, 0);
+    steps_ = std::clamp(steps_, 1, 1 << 16);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(70);
+    ImGui::DragFloat("temp", &temperature_, 0.01f, 0.0f, 2.0f, "%.2f");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(70);
+    ImGui::DragFloat("top-p", &top_p_, 0.01f, 0.01f, 1.0f, "%.2f");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(70);
+    ImGui::InputInt("seed", &seed_, 0);
+    ImGui::SameLine();
+    int device = 0;
+    ImGui::RadioButton("CPU", &device, 0);
+    ImGui::SameLine();
+#ifdef KVSCOPE_CUDA
+    ImGui::TextDisabled("CUDA: used by the engine when a GPU is present");
+#else
+    ImGui::BeginDisabled();
+    ImGui::RadioButton("CUDA", &device, 1);
+    ImGui::EndDisabled();
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("this build has no CUDA backend");
+#endif
+  }
+
+  void policy_table() {
+    ImGui::SetNextItemWidth(80);
+    ImGui::InputInt("budget (tokens per head)", &budget_, 0);
+    budget_ = std::max(budget_, 1);
+    ImGui::SameLine();
+    ImGui::Checkbox("enforce first checked policy live when recording", &record_live_);
+    const float h = std::min(ImGui::GetTextLineHeightWithSpacing() * (policies_.size() + 1.5f), 150.0f);
+    if (!ImGui::BeginTable("policies", 2, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV,
+                           ImVec2(0, h)))
+      return;
+    ImGui::TableSetupColumn("policy", ImGuiTableColumnFlags_WidthFixed, 130);
+    ImGui::TableSetupColumn("parameters (key=value,...; empty = defaults)");
+    ImGui::TableHeadersRow();
+    int duplicate = -1;  // row to copy after the loop (another configuration of that policy)
+    for (int i = 0; i < (int)policies_.size(); ++i) {
+      PolicyRow& p = policies_[i];
+      ImGui::PushID(i);
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::Checkbox(p.name.c_str(), &p.enabled);
+      ImGui::TableNextColumn();
+      if (ImGui::SmallButton("+")) duplicate = i;
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("add another configuration of %s", p.name.c_str());
+      ImGui::SameLine();
+      ImGui::SetNextItemWidth(-1);
+      ImGui::InputText("##params", &p.params);
+      ImGui::PopID();
+    }
+    ImGui::EndTable();
+    if (duplicate >= 0) policies_.insert(policies_.begin() + duplicate + 1, PolicyRow{policies_[duplicate].name, true, ""});
+  }
+
+  // "streamingllm|h2o:heavy=8,recent=8": checks exactly these policies, with these parameters.
+  void set_policies(const std::string& list) {
+    for (PolicyRow& p : policies_) p.enabled = false, p.params.clear();
+    std::stringstream ss(list);
+    for (std::string item; std::getline(ss, item, '|');) {
+      const size_t colon = item.find(':');
+      const std::string name = item.substr(0, colon), params = colon == std::string::npos ? "" : item.substr(colon + 1);
+      auto row = std::find_if(policies_.begin(), policies_.end(), [&](const PolicyRow& p) { return p.name == name && !p.enabled; });
+      if (row == policies_.end()) {  // a second configuration of the same policy
+        auto same = std::find_if(policies_.begin(), policies_.end(), [&](const PolicyRow& p) { return p.name == name; });
+        if (same == policies_.end()) continue;
+        row = policies_.insert(same + 1, PolicyRow{name, false, ""});
+      }
+      row->enabled = true;
+      row->params = params;
+    }
+  }
+
+  std::vector<std::string> chosen_specs() const {
+    std::vector<std::string> out;
+    for (const PolicyRow& p : policies_)
+      if (p.enabled) out.push_back(p.name + (p.params.empty() ? "" : ":" + p.params));
+    return out;
+  }
+
+  void actions(AppState& app) {
+    const bool busy = app.engine.busy();
+    ImGui::BeginDisabled(busy);
+    if (ImGui::Button("Record")) record(app);
+    ImGui::SameLine();
+    ImGui::BeginDisabled(!app.trace);
+    if (ImGui::Button("Simulate on open trace")) simulate_on_trace(app);
+    ImGui::SameLine();
+    if (ImGui::Button("Re-run live")) rerun_live(app);
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+      ImGui::SetTooltip("Enforce the checked policies inside the engine on the open trace's model and prompt\n"
+                        "(real eviction), appended as runs with their own text and KL to the full cache.");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(80);
+    ImGui::Combo("##mode", &rerun_mode_, "forced\0free\0");
+    ImGui::EndDisabled();
+    ImGui::EndDisabled();
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(std::max(ImGui::GetContentRegionAvail().x - 150, 80.0f));
+    ImGui::InputText("out", &out_path_);
+    if (busy) {
+      ImGui::ProgressBar(app.engine.progress(), ImVec2(std::max(ImGui::GetContentRegionAvail().x - 70, 50.0f), 0),
+                         app.engine.running_label().c_str());
+      ImGui::SameLine();
+      if (ImGui::Button("Cancel")) app.engine.cancel_all();
+    }
+  }
+
+  void record(AppState& app) {
+    RecordRequest req;
+    req.model_path = model_path_;
+    req.prompt = prompt_;
+    req.chat = chat_;
+    req.steps = steps_;
+    req.sampling.temperature = temperature_;
+    req.sampling.top_p = top_p_;
+    req.sampling.seed = (uint64_t)seed_;
+    req.out_path = out_path_;
+    const auto specs = chosen_specs();
+    if (record_live_ && !specs.empty()) {
+      req.policy = specs.front();
+      req.budget = budget_;
+    }
+    output_.clear();
+    {
+      std::lock_guard<std::mutex> lock(stream_mu_);
+      stream_.clear();
+    }
+    if (!app.headless) app.recent_models.add(std::filesystem::absolute(model_path_).string());
+    app.engine.submit("engine", "Recording " + out_path_, [this, &app, req](JobContext& ctx) {
+      RecordCallbacks cb;
+      cb.on_token = [this, &ctx](int step, int total, const std::string& piece) {
+        ctx.progress(total > 0 ? (float)(step + 1) / (float)total : 0.0f);
+        std::lock_guard<std::mutex> lock(stream_mu_);
+        stream_ += piece;
+      };
+      cb.cancelled = [&ctx] { return ctx.cancelled(); };
+      try {
+        const RecordResult r = record_trace(req, cb);
+        app.engine.post([this, &app, r] {
+          output_ = r.prompt_text + r.generated_text;
+          app.info("Recorded " + r.out_path + " (" + std::to_string(r.n_steps) + " steps in " +
+                   std::to_string(r.seconds).substr(0, 5) + " s)" + (r.note.empty() ? "" : "; " + r.note));
+          app.open_trace(r.out_path, false);
+        });
+      } catch (const std::exception& e) {
+        const std::string message = e.what();
+        app.engine.post([&app, message] { app.error(message); });
+      }
+    });
+    if (app.headless) {  // scripted recording: finish before the screenshot
+      app.engine.wait_idle();
+      app.engine.drain();
+    }
+  }
+
+  // `kvscope rerun` on the engine worker (it loads the trace's model); the trace is reopened after.
+  void rerun_live(AppState& app) {
+    const auto specs = chosen_specs();
+    if (specs.empty() || !app.trace) {
+      app.error("Re-run: check at least one policy");
+      return;
+    }
+    ArgList args = {app.trace->path, "--budget", std::to_string(budget_), "--mode", rerun_mode_ ? "free" : "forced"};
+    for (const std::string& s : specs) args.insert(args.end(), {"--policy", s});
+    app.engine.submit("engine", "Re-running " + std::to_string(specs.size()) + " policies live", [&app, args](JobContext&) {
+      try {
+        cmd_rerun(args);
+        app.engine.post([&app] {
+          app.info("Re-ran policies live into " + (app.trace ? app.trace->path : std::string()));
+          app.reload();
+        });
+      } catch (const std::exception& e) {
+        const std::string message = e.what();
+        app.engine.post([&app, message] { app.error(message); });
+      }
+    });
+    if (app.headless) {
+      app.engine.wait_idle();
+      app.engine.drain();
+    }
+  }
+
+  void simulate_on_trace(AppState& app) { submit_simulation(app, chosen_specs(), budget_); }
+
+  void drain_stream() {
+    std::lock_guard<std::mutex> lock(stream_mu_);
+    if (stream_.empty()) return;
+    output_ += stream_;
+    stream_.clear();
+  }
+
+  void output() {
+    ImGui::TextDisabled("output");
+    ImGui::BeginChild("##output", ImVec2(0, 0), true);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(output_.c_str());
+    ImGui::PopTextWrapPos();
+    if (ImGui::GetScrollY() >= ImGui::GetScrollMaxY() - 4) ImGui::SetScrollHereY(1.0f);
+    ImGui::EndChild();
+  }
+
+  std::string model_path_;
+  std::vector<std::pair<std::string, std::string>> demos_;  // (name, text)
+  std::string prompt_;
+  bool chat_ = false;
+  int steps_ = 64, seed_ = 42, budget_ = 64;
+  float temperature_ = 0.0f, top_p_ = 1.0f;
+  std::vector<PolicyRow> policies_;
+  bool record_live_ = false;
+  int rerun_mode_ = 0;  // 0 forced, 1 free
+  std::string out_path_ = "kvscope-recording.h5";
+  std::string output_;
+  std::mutex stream_mu_;
+  std::string stream_;  // pieces decoded by the worker, not yet shown
+};
+
+}  // namespace
+
+std::unique_ptr<View> make_run_view(const std::string& model_path) { return std::make_unique<RunView>(model_path); }
+
+}  // namespace kvs

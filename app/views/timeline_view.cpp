@@ -1,0 +1,92 @@
+// Timeline: decode-step scrubber, play/pause, speed, and the generated text up to the step.
+#include <imgui.h>
+
+#include <algorithm>
+
+#include "app/gui/widgets.h"
+#include "app/views/view.h"
+
+namespace kvs {
+namespace {
+
+class TimelineView : public View {
+ public:
+  const char* id() const override { return "timeline"; }
+  const char* title() const override { return "Timeline"; }
+
+  void draw(AppState& app) override {
+    if (!app.trace) {
+      ImGui::TextDisabled("No trace open.");
+      return;
+    }
+    const TraceSnapshot& t = *app.trace;
+    const int n = t.n_steps();
+    if (n == 0) {
+      ImGui::TextDisabled("This trace has no decode steps (prompt of %d tokens only).", t.meta.prompt_len);
+      return;
+    }
+    if (ImGui::Button("|<")) app.set_step(0);
+    ImGui::SameLine();
+    if (ImGui::Button("<")) app.set_step(app.step - 1);
+    ImGui::SameLine();
+    if (ImGui::Button(app.playing ? "Pause" : "Play", ImVec2(52, 0))) app.playing = !app.playing;
+    ImGui::SameLine();
+    if (ImGui::Button(">")) app.set_step(app.step + 1);
+    ImGui::SameLine();
+    if (ImGui::Button(">|")) app.set_step(n - 1);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(120);
+    ImGui::SliderFloat("steps/s", &app.speed, 0.5f, 60.0f, "%.1f", ImGuiSliderFlags_Logarithmic);
+    ImGui::SameLine();
+    int s = app.step;
+    ImGui::SetNextItemWidth(std::max(120.0f, ImGui::GetContentRegionAvail().x - 260));
+    if (ImGui::SliderInt("##step", &s, 0, n - 1, "step %d")) app.set_step(s);
+    ImGui::SameLine();
+    const int q = t.q_pos(app.step);
+    const std::string tok = q >= 0 && q < (int)t.token_texts.size() ? t.token_texts[q] : "";
+    ImGui::Text("query pos %d  token \"%s\"%s", q, tok.c_str(), app.step_ready() ? "" : "  (loading)");
+    draw_text_strip(app, t, q);
+  }
+
+  CsvTable csv(const AppState& app) const override {
+    CsvTable c;
+    c.header = {"step", "query_pos", "token_id", "token_text"};
+    if (!app.trace) return c;
+    const TraceSnapshot& t = *app.trace;
+    for (int s = 0; s < t.n_steps(); ++s) {
+      const int q = t.q_pos(s);
+      const bool ok = q >= 0 && q < t.total_len();
+      c.add({std::to_string(s), std::to_string(q), ok ? std::to_string(t.token_ids[q]) : "",
+             ok ? t.token_texts[q] : ""});
+    }
+    return c;
+  }
+
+ private:
+  // The generated tokens up to the current one, the newest at the right; older tokens are added
+  // from the right until the line is full, so the cost does not grow with the step.
+  void draw_text_strip(const AppState& app, const TraceSnapshot& t, int q) {
+    const int P = t.meta.prompt_len;
+    const std::string cur = q >= 0 && q < t.total_len() ? t.token_texts[q] : "";
+    const float avail = ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize(cur.c_str()).x - 20;
+    std::vector<const std::string*> pieces;  // newest first
+    float width = 0.0f;
+    for (int i = std::min(q, t.total_len()) - 1; i >= P; --i) {
+      width += ImGui::CalcTextSize(t.token_texts[i].c_str()).x;
+      if (width > avail) break;
+      pieces.push_back(&t.token_texts[i]);
+    }
+    std::string before;
+    for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) before += **it;
+    std::replace(before.begin(), before.end(), '\n', ' ');
+    ImGui::TextDisabled("%s", before.c_str());
+    ImGui::SameLine(0, 0);
+    ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.3f, 1.0f), "%s", cur.c_str());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<View> make_timeline_view() { return std::make_unique<TimelineView>(); }
+
+}  // namespace kvs

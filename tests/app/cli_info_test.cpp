@@ -1,0 +1,181 @@
+// End-to-end tests of `kvscope info` on the test models (llama2.c .bin, GGUF, HF folder) and on a
+// recorded trace, in text and --json form, and its bad-input answers.
+#include <gtest/gtest.h>
+
+#include "cli_util.h"
+#include "inference/json.h"
+
+namespace kvs::cli_test {
+namespace {
+
+Json parse_json(const CliResult& r) {
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  return Json::parse(r.out, "kvscope info --json");
+}
+
+void expect_stories_shape(const Json& j) {
+  EXPECT_EQ(j.get_string("kind", ""), "model");
+  EXPECT_EQ(j.get_string("arch", ""), "llama");
+  EXPECT_EQ(j.get_number("dim", 0), 64);
+  EXPECT_EQ(j.get_number("hidden_dim", 0), 172);
+  EXPECT_EQ(j.get_number("n_layers", 0), 5);
+  EXPECT_EQ(j.get_number("n_heads", 0), 8);
+  EXPECT_EQ(j.get_number("n_kv_heads", 0), 4);
+  EXPECT_EQ(j.get_number("head_dim", 0), 8);
+  EXPECT_EQ(j.get_number("vocab_size", 0), 512);
+  EXPECT_EQ(j.get_number("rope_theta", 0), 10000);
+  EXPECT_EQ(j.get_string("weight_type", ""), "F32");
+  EXPECT_EQ(j.get_string("tokenizer", ""), "sentencepiece-bpe");
+}
+
+TEST(CliInfo, LlamaCBinText) {
+  const CliResult r = run_kvscope({"info", stories_bin()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("stories260K (llama, format llama2c, weights F32)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dim 64, ffn 172, 5 layers, 8 query heads, 4 KV heads (GQA 2), head_dim 8"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vocab      512; context 512; rope theta 10000 (interleaved pairs)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("tokenizer  sentencepiece-bpe, 512 tokens, bos 1, eos 2"), std::string::npos) << r.out;
+}
+
+TEST(CliInfo, LlamaCBinJson) {
+  const Json j = parse_json(run_kvscope({"info", stories_bin(), "--json"}));
+  expect_stories_shape(j);
+  EXPECT_EQ(j.get_string("format", ""), "llama2c");
+  EXPECT_EQ(j.get_string("path", ""), stories_bin());
+  EXPECT_EQ(j.get_number("seq_len", 0), 512);
+  EXPECT_TRUE(j.get_bool("tied_classifier", false));
+  EXPECT_EQ(j.get_string("rope_style", ""), "interleaved");
+}
+
+TEST(CliInfo, LlamaCBinWithTokenizerFlag) {
+  const Json j = parse_json(run_kvscope({"info", stories_bin(), "--tokenizer", tok512(), "--json"}));
+  expect_stories_shape(j);
+}
+
+TEST(CliInfo, GgufJson) {
+  const Json j = parse_json(run_kvscope({"info", stories_gguf(), "--json"}));
+  expect_stories_shape(j);
+  EXPECT_EQ(j.get_string("format", ""), "gguf");
+  EXPECT_EQ(j.get_number("seq_len", 0), 2048);  // llama.cpp's converter default (SOURCES.md)
+  EXPECT_FALSE(j.get_bool("tied_classifier", true));
+}
+
+TEST(CliInfo, GgufText) {
+  const CliResult r = run_kvscope({"info", stories_gguf()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("format gguf, weights F32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vocab      512; context 2048"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("separate classifier"), std::string::npos) << r.out;
+}
+
+TEST(CliInfo, TinyRandomGgufWithLlama2Vocabulary) {
+  const Json j = parse_json(run_kvscope({"info", tiny_random_gguf(), "--json"}));
+  EXPECT_EQ(j.get_string("format", ""), "gguf");
+  EXPECT_EQ(j.get_number("dim", 0), 8);
+  EXPECT_EQ(j.get_number("n_layers", 0), 1);
+  EXPECT_EQ(j.get_number("n_heads", 0), 2);
+  EXPECT_EQ(j.get_number("hidden_dim", 0), 32);
+  EXPECT_EQ(j.get_number("vocab_size", 0), 32000);
+  EXPECT_EQ(j.get_string("weight_type", ""), "F16");
+}
+
+TEST(CliInfo, HuggingFaceFolderJson) {
+  const Json j = parse_json(run_kvscope({"info", shared("stories260K-hf"), "--json"}));
+  expect_stories_shape(j);
+  EXPECT_EQ(j.get_string("rope_style", ""), "rotate_half");
+  EXPECT_TRUE(j.get_bool("tied_classifier", false));
+}
+
+class CliInfoTrace : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    const CliResult r = record_stories(dir_->file("t.h5"), "Once upon a time", 6);
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string trace() { return dir_->file("t.h5"); }
+  static TempDir* dir_;
+};
+TempDir* CliInfoTrace::dir_ = nullptr;
+
+TEST_F(CliInfoTrace, Json) {
+  const Json j = parse_json(run_kvscope({"info", trace(), "--json"}));
+  for (const char* key : {"kind", "path", "schema_version", "model", "model_path", "arch", "n_layers", "n_heads",
+                          "n_kv_heads", "head_dim", "prompt_len", "n_steps", "decode_dtype", "has_prefill_map",
+                          "capture_note", "runs"})
+    EXPECT_NE(j.find(key), nullptr) << key;
+  EXPECT_EQ(j.get_string("kind", ""), "trace");
+  EXPECT_EQ(j.get_number("schema_version", 0), 1);
+  EXPECT_EQ(j.get_string("model", ""), "stories260K");
+  EXPECT_EQ(j.get_string("model_path", ""), stories_bin());
+  EXPECT_EQ(j.get_number("n_layers", 0), 5);
+  EXPECT_EQ(j.get_number("n_heads", 0), 8);
+  EXPECT_EQ(j.get_number("n_kv_heads", 0), 4);
+  EXPECT_EQ(j.get_number("head_dim", 0), 8);
+  EXPECT_EQ(j.get_number("prompt_len", 0), 5);
+  EXPECT_EQ(j.get_number("n_steps", 0), 6);
+  EXPECT_EQ(j.get_string("decode_dtype", ""), "float32");
+  EXPECT_TRUE(j.get_bool("has_prefill_map", false));
+  ASSERT_TRUE(j.find("runs")->is_array());
+  EXPECT_EQ(j.find("runs")->size(), 0u);
+}
+
+TEST_F(CliInfoTrace, TextListsRunsAfterSimulate) {
+  TempDir d;
+  const std::string t = d.file("t.h5");
+  write_bytes(t, read_bytes(trace()));
+  const CliResult s = run_kvscope({"simulate", t, "--policy", "window", "--policy", "h2o:heavy=2", "--budget", "4"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  const CliResult r = run_kvscope({"info", t});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("tokens     5 prompt + 6 decode steps = 11"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("shape      5 layers, 8 query heads, 4 KV heads, head_dim 8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("runs       2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("h2o_heavy2_b4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("window_b4"), std::string::npos) << r.out;
+  const Json j = parse_json(run_kvscope({"info", t, "--json"}));
+  const Json* runs = j.find("runs");
+  ASSERT_TRUE(runs && runs->is_array());
+  ASSERT_EQ(runs->size(), 2u);
+  EXPECT_EQ(runs->items()[0].as_string(), "h2o_heavy2_b4");
+  EXPECT_EQ(runs->items()[1].as_string(), "window_b4");
+}
+
+TEST_F(CliInfoTrace, TruncatedTrace) {
+  TempDir d;
+  const std::string t = d.file("cut.h5");
+  const std::string bytes = read_bytes(trace());
+  write_bytes(t, bytes.substr(0, bytes.size() / 2));
+  EXPECT_TRUE(is_input_error(run_kvscope({"info", t}), t, "truncated"));
+}
+
+TEST(CliInfoBadInput, Arguments) {
+  EXPECT_TRUE(is_input_error(run_kvscope({"info"}), "info", "expects one model or trace path"));
+  EXPECT_TRUE(is_input_error(run_kvscope({"info", stories_bin(), stories_gguf()}), "info",
+                             "expects one model or trace path"));
+  EXPECT_TRUE(is_input_error(run_kvscope({"info", stories_bin(), "--verbose"}), "--verbose", "unknown option"));
+  EXPECT_TRUE(is_input_error(run_kvscope({"info", "/nonexistent/model.gguf"}), "/nonexistent/model.gguf",
+                             "no such file"));
+}
+
+TEST(CliInfoBadInput, TokenizerOfAnotherModel) {
+  EXPECT_TRUE(is_input_error(run_kvscope({"info", tiny_random_gguf(), "--tokenizer", tok512()}), tok512(),
+                             "does not match"));
+}
+
+TEST(CliInfoBadInput, UnknownCommand) {
+  const CliResult r = run_kvscope({"recrod"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.rfind("kvscope: unknown command 'recrod'\n", 0), 0u) << r.err;
+}
+
+}  // namespace
+}  // namespace kvs::cli_test

@@ -1,0 +1,300 @@
+// End-to-end tests of `kvscope record` (issue 2): the greedy stories260K continuation from the
+// .bin and the .gguf, the written trace read back by h5py, and every bad input -> one line, exit 2,
+// no output file.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+#include "cli_util.h"
+#include "inference/loader.h"
+
+namespace kvs::cli_test {
+namespace {
+
+// llama2.c's documented greedy continuation (SOURCES.md); 60 steps print a prefix of it.
+const std::string kStory =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One "
+    "day, she saw a big, red ball. She wanted to play with it, but it was too high.\nLily's mom said, "
+    "\"Lily, let's go to the park.\" Lily was sad and didn't know what to do.";
+
+// Stdout of a record run is the decoded prompt, the streamed continuation and one final newline.
+void expect_story(const CliResult& r, const TempDir& out_dir) {
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_FALSE(r.out.empty());
+  ASSERT_EQ(r.out.back(), '\n');
+  const std::string text = r.out.substr(0, r.out.size() - 1);
+  EXPECT_EQ(kStory.compare(0, text.size(), text), 0) << "stdout is not a prefix of the story:\n" << text;
+  // 60 greedy steps reach past the first paragraph.
+  EXPECT_NE(text.find("She wanted to play with it, but it was too high.\nLily"), std::string::npos) << text;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("5 prompt tokens + 60 steps"), std::string::npos) << r.err;
+  // Only the committed trace is left in the output folder (no temporary sibling).
+  EXPECT_EQ(out_dir.entries(), std::vector<std::string>{"story.h5"});
+}
+
+TEST(CliRecord, GreedyStoryFromBinWithTokenizerBeside) {
+  TempDir out;
+  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time",
+                                   "--steps", "60", "--out", out.file("story.h5")});
+  expect_story(r, out);
+}
+
+TEST(CliRecord, GreedyStoryFromBinWithTokenizerFlag) {
+  TempDir out;
+  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--tokenizer", tok512(), "--prompt",
+                                   "Once upon a time", "--steps", "60", "--out", out.file("story.h5")});
+  expect_story(r, out);
+}
+
+TEST(CliRecord, GreedyStoryFromGguf) {
+  TempDir out;
+  const CliResult r = run_kvscope({"record", "--model", stories_gguf(), "--prompt", "Once upon a time",
+                                   "--steps", "60", "--out", out.file("story.h5")});
+  expect_story(r, out);
+}
+
+// Checks a CLI-recorded stories260K trace with h5py by the documented names: the token ids, and
+// that every decode row is a distribution that is zero past its query position.
+const char* kH5pyCheck = R"PY(
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as f:
+    ids = f["tokens/ids"][:]
+    P, n = int(f.attrs["prompt_len"]), int(f.attrs["n_steps"])
+    assert P == 5 and n == 12, (P, n)
+    assert ids.shape == (P + n,) and list(ids[:P]) == [1, 403, 407, 261, 378], ids
+    dec = f["attention/decode"][:]
+    qpos = f["attention/decode_query_pos"][:]
+    assert dec.shape == (n, 5, 8, P + n), dec.shape
+    for s in range(n):
+        rows = dec[s].astype(np.float64)
+        assert np.all(np.abs(rows.sum(axis=-1) - 1.0) <= 1e-5), (s, rows.sum(axis=-1))
+        assert np.all(rows[..., qpos[s] + 1:] == 0.0), s
+        assert np.all(rows[..., :qpos[s] + 1] >= 0.0), s
+    assert "".join(f["tokens/text"].asstr()[P:]).startswith(", there was a little girl"), f["tokens/text"][:]
+print("OK")
+)PY";
+
+std::string run_python(const std::string& script_path, const std::string& arg) {
+  const std::string cmd = "/usr/bin/python3 '" + script_path + "' '" + arg + "' 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return "popen failed";
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int status = ::pclose(p);
+  if (status != 0) out += "(exit status " + std::to_string(status) + ")";
+  return out;
+}
+
+TEST(CliRecord, TraceReadsWithH5pyByDocumentedNames) {
+  if (std::system("/usr/bin/python3 -c 'import h5py, numpy' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "/usr/bin/python3 lacks h5py";
+  TempDir dir;
+  const std::string trace = dir.file("t.h5");
+  const CliResult r = record_stories(trace, "Once upon a time", 12);
+  ASSERT_EQ(r.code, 0) << r.err;
+  write_bytes(dir.file("check.py"), kH5pyCheck);
+  EXPECT_EQ(run_python(dir.file("check.py"), trace), "OK\n");
+  // The project's documented-names reader (tests/python/read_trace.py) accepts it too.
+  const std::string out = run_python(std::string(KVSCOPE_SOURCE_DIR) + "/tests/python/read_trace.py", trace);
+  EXPECT_NE(out.find("OK"), std::string::npos) << out;
+}
+
+TEST(CliRecord, SmolLM2ChatKnowsTheCapitalOfFrance) {
+  const std::string model = default_model_path();
+  if (model.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct is not in the model cache";
+  TempDir out;
+  const CliResult r = run_kvscope({"record", "--model", model, "--chat", "--prompt",
+                                   "What is the capital of France?", "--steps", "20", "--threads", "1",
+                                   "--out", out.file("c.h5")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Paris"), std::string::npos) << r.out;
+}
+
+// ---- bad input: one line naming the thing and the problem, exit code 2, no output file ----
+
+class CliRecordBadInput : public ::testing::Test {
+ protected:
+  // Runs record with `model_args` into an empty output folder; the folder must stay empty.
+  CliResult record_into_empty(std::vector<std::string> model_args, const std::string& prompt = "Once",
+                              const std::string& steps = "5") {
+    std::vector<std::string> args{"record"};
+    args.insert(args.end(), model_args.begin(), model_args.end());
+    for (const std::string& a : {std::string("--prompt"), prompt, std::string("--steps"), steps,
+                                 std::string("--out"), out.file("out.h5")})
+      args.push_back(a);
+    CliResult r = run_kvscope(args);
+    EXPECT_TRUE(out.entries().empty()) << "output folder not empty after a failed record";
+    return r;
+  }
+  TempDir in;   // inputs made by the test
+  TempDir out;  // where the trace would go
+};
+
+TEST_F(CliRecordBadInput, TruncatedBin) {
+  const std::string model = in.file("stories260K.bin");
+  write_bytes(model, read_bytes(stories_bin()).substr(0, 1000));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", model, "--tokenizer", tok512()}), model, "truncated"));
+}
+
+TEST_F(CliRecordBadInput, TruncatedGguf) {
+  const std::string model = in.file("stories260K.gguf");
+  const std::string bytes = read_bytes(stories_gguf());
+  write_bytes(model, bytes.substr(0, bytes.size() / 2));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", model}), model, "truncated"));
+}
+
+TEST_F(CliRecordBadInput, TextFileAsModel) {
+  const std::string model = in.file("notes.txt");
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "This is a plain text file, not a model.\n";
+  write_bytes(model, text);
+  const CliResult r = record_into_empty({"--model", model, "--tokenizer", tok512()});
+  EXPECT_TRUE(is_input_error(r, model, "not a"));
+}
+
+TEST_F(CliRecordBadInput, PngAsModel) {
+  const std::string model = in.file("picture.png");
+  std::string png("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10\0\0\0\x10\x08\x06\0\0\0", 33);
+  png += std::string(4000, '\x5a');
+  write_bytes(model, png);
+  const CliResult r = record_into_empty({"--model", model, "--tokenizer", tok512()});
+  EXPECT_TRUE(is_input_error(r, model, "not a"));
+}
+
+TEST_F(CliRecordBadInput, MissingModel) {
+  const std::string model = in.file("absent.bin");
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", model}), model, "no such file"));
+}
+
+TEST_F(CliRecordBadInput, TokenizerOf512TokensForA32000TokenModel) {
+  const CliResult r = record_into_empty({"--model", tiny_random_gguf(), "--tokenizer", tok512()});
+  EXPECT_TRUE(is_input_error(r, tok512(), "does not match"));
+  EXPECT_NE(r.err.find("512"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("32000"), std::string::npos) << r.err;
+}
+
+// tok512.bin rewritten with only its first 256 tokens (llama2.c layout: max_token_length, then
+// per token float score, int32 length, bytes).
+std::string llama2c_tokenizer_prefix(const std::string& bytes, int n_tokens) {
+  size_t pos = 4;
+  for (int i = 0; i < n_tokens; ++i) {
+    int32_t len = 0;
+    std::memcpy(&len, bytes.data() + pos + 4, 4);
+    pos += 8 + static_cast<size_t>(len);
+  }
+  return bytes.substr(0, pos);
+}
+
+TEST_F(CliRecordBadInput, TokenizerWithSmallerVocabulary) {
+  const std::string tok = in.file("tok256.bin");
+  write_bytes(tok, llama2c_tokenizer_prefix(read_bytes(tok512()), 256));
+  const CliResult r = record_into_empty({"--model", stories_bin(), "--tokenizer", tok});
+  EXPECT_TRUE(is_input_error(r, tok, "does not match"));
+  EXPECT_NE(r.err.find("256"), std::string::npos) << r.err;
+}
+
+// Offset of the type field of tensor `name` in a GGUF file: its tensor-info entry is the name's
+// uint64 length, the name, uint32 n_dims, n_dims uint64 dims, then uint32 type.
+size_t gguf_tensor_type_offset(const std::string& bytes, const std::string& name) {
+  std::string key(8, '\0');
+  const uint64_t len = name.size();
+  std::memcpy(key.data(), &len, 8);
+  key += name;
+  const size_t at = bytes.find(key);
+  if (at == std::string::npos) return std::string::npos;
+  uint32_t n_dims = 0;
+  std::memcpy(&n_dims, bytes.data() + at + key.size(), 4);
+  return at + key.size() + 4 + 8 * static_cast<size_t>(n_dims);
+}
+
+TEST_F(CliRecordBadInput, UnknownGgufTensorType) {
+  std::string bytes = read_bytes(stories_gguf());
+  const size_t off = gguf_tensor_type_offset(bytes, "blk.0.attn_q.weight");
+  ASSERT_NE(off, std::string::npos);
+  uint32_t type = 0;
+  std::memcpy(&type, bytes.data() + off, 4);
+  ASSERT_EQ(type, 0u) << "stories260K.gguf holds F32 tensors";
+  const uint32_t q4_k = 12;
+  std::memcpy(bytes.data() + off, &q4_k, 4);
+  const std::string model = in.file("q4k.gguf");
+  write_bytes(model, bytes);
+  const CliResult r = record_into_empty({"--model", model});
+  EXPECT_TRUE(is_input_error(r, model, "blk.0.attn_q.weight"));
+  EXPECT_NE(r.err.find("type 12"), std::string::npos) << r.err;
+}
+
+TEST_F(CliRecordBadInput, PromptLongerThanContext) {
+  std::string prompt;
+  for (int i = 0; i < 600; ++i) prompt += "word ";
+  const CliResult r = record_into_empty({"--model", stories_bin()}, prompt);
+  EXPECT_TRUE(is_input_error(r, "prompt", "exceed the model's context of 512 tokens"));
+}
+
+TEST_F(CliRecordBadInput, PromptPlusStepsLongerThanContext) {
+  const CliResult r = record_into_empty({"--model", stories_bin()}, "Once upon a time", "508");
+  EXPECT_TRUE(is_input_error(r, "prompt", "5 tokens + 508 steps exceed"));
+}
+
+TEST_F(CliRecordBadInput, UnwritableOut) {
+  write_bytes(out.file("afile"), "a regular file, not a folder\n");
+  const std::string target = out.file("afile") + "/out.h5";
+  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once", "--steps", "3",
+                                   "--out", target});
+  EXPECT_TRUE(is_input_error(r, target, "cannot create"));
+  EXPECT_EQ(out.entries(), std::vector<std::string>{"afile"});
+  EXPECT_EQ(read_bytes(out.file("afile")), "a regular file, not a folder\n");
+}
+
+TEST_F(CliRecordBadInput, OutIsAFolder) {
+  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once", "--steps", "3",
+                                   "--out", out.path()});
+  EXPECT_TRUE(is_input_error(r, out.path(), "cannot create trace"));
+  EXPECT_TRUE(out.entries().empty());
+}
+
+TEST_F(CliRecordBadInput, UnknownFlag) {
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--bogus", "1"}), "--bogus",
+                             "unknown option"));
+}
+
+TEST_F(CliRecordBadInput, StepsZeroNegativeAndText) {
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin()}, "Once", "0"), "--steps",
+                             "0 is outside [1, "));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin()}, "Once", "-1"), "--steps",
+                             "-1 is outside [1, "));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin()}, "Once", "abc"), "--steps",
+                             "expected an integer, got 'abc'"));
+}
+
+// A bad live policy is refused before the prompt is printed or a trace is started.
+TEST_F(CliRecordBadInput, BadLivePolicy) {
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "nosuch", "--budget", "8"}),
+                             "--policy nosuch", "unknown policy"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "h2o"}), "--policy h2o",
+                             "budget must be positive"));
+}
+
+TEST_F(CliRecordBadInput, SamplingOutOfRange) {
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--temperature", "-1"}), "--temperature",
+                             "-1 is outside [0, 100]"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--top-p", "0"}), "--top-p",
+                             "0 is outside [1e-06, 1]"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--temperature", "warm"}),
+                             "--temperature", "expected a number, got 'warm'"));
+}
+
+TEST_F(CliRecordBadInput, MissingRequiredFlags) {
+  EXPECT_TRUE(is_input_error(run_kvscope({"record", "--prompt", "x", "--out", out.file("o.h5")}), "--model",
+                             "is required"));
+  EXPECT_TRUE(is_input_error(run_kvscope({"record", "--model", stories_bin(), "--prompt", "x"}), "--out",
+                             "is required"));
+  EXPECT_TRUE(is_input_error(run_kvscope({"record", "--model", stories_bin(), "--out", out.file("o.h5")}),
+                             "--prompt", "exactly one"));
+  EXPECT_TRUE(out.entries().empty());
+}
+
+}  // namespace
+}  // namespace kvs::cli_test

@@ -1,0 +1,131 @@
+// `kvscope rerun` and `kvscope record --policy` end to end on stories260K: live runs appended
+// with eviction="real" in both modes and with in-cache RoPE, and bad input (parameters that do
+// not fit the model) answered with one line, exit code 2 and the trace left byte-identical.
+#include <algorithm>
+
+#include "analysis/duo_pattern.h"
+#include "analysis/trace.h"
+#include "cli_util.h"
+
+using namespace kvs;
+using namespace kvs::cli_test;
+
+namespace {
+
+constexpr int kSteps = 20;
+
+bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+class CliRerun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(stories_bin())) GTEST_SKIP() << "stories260K model files absent";
+    trace_ = dir_.file("t.h5");
+    const CliResult r = record_stories(trace_, "Once upon a time", kSteps);
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  CliResult rerun(std::vector<std::string> extra) {
+    std::vector<std::string> args{"rerun", trace_, "--threads", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_kvscope(args);
+  }
+  // Checks /runs/<name> is a complete live run of the trace.
+  void expect_live_run(const std::string& name, const std::string& mode, int budget) {
+    SCOPED_TRACE(name);
+    TraceReader tr(trace_);
+    ASSERT_TRUE(has(tr.run_names(), name));
+    const TraceMeta& m = tr.meta();
+    const RunData r = tr.read_run(name, true);
+    EXPECT_EQ(r.eviction, "real");
+    EXPECT_EQ(r.mode, mode);
+    EXPECT_EQ(r.budget, budget);
+    const size_t S = m.n_steps, L = m.shape.n_layers, H = m.shape.n_heads, Hkv = m.shape.n_kv_heads, T = m.total_len();
+    EXPECT_EQ(S, static_cast<size_t>(kSteps));
+    EXPECT_EQ(r.kept.size(), S * L * Hkv * T);
+    EXPECT_EQ(r.attention.size(), S * L * H * T);
+    EXPECT_EQ(r.lse.size(), S * L * H);
+    EXPECT_EQ(r.tokens.size(), T);
+    EXPECT_FALSE(r.text.empty());
+    for (const std::string metric : {"kl", "top1_agree", "ref_logprob", "kv_bytes"}) {
+      auto it = std::find_if(r.metrics.begin(), r.metrics.end(), [&](const NamedArray& a) { return a.name == metric; });
+      ASSERT_NE(it, r.metrics.end()) << metric;
+      EXPECT_EQ(it->data.size(), S) << metric;
+    }
+    EXPECT_TRUE(tr.has_attr("/runs/" + name, "peak_kv_bytes"));
+    EXPECT_TRUE(tr.has_attr("/runs/" + name, "perplexity"));
+    EXPECT_TRUE(tr.has_attr("/runs/" + name, "first_divergence"));
+  }
+  TempDir dir_;
+  std::string trace_;
+};
+
+TEST_F(CliRerun, ForcedAndFreeRunsAreAppendedWithRealEviction) {
+  CliResult r = rerun({"--policy", "streamingllm", "--policy", "h2o", "--budget", "8", "--mode", "forced"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_live_run("streamingllm_b8_forced", "forced", 8);
+  expect_live_run("h2o_b8_forced", "forced", 8);
+  r = rerun({"--policy", "streamingllm", "--budget", "8", "--mode", "free"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_live_run("streamingllm_b8_free", "free", 8);
+  expect_live_run("streamingllm_b8_forced", "forced", 8);  // earlier runs stay
+  // Forced: the run's tokens are the trace's own.
+  TraceReader tr(trace_);
+  const RunData forced = tr.read_run("streamingllm_b8_forced", false);
+  const std::vector<int32_t> ids = tr.token_ids();
+  EXPECT_EQ(forced.tokens, ids);
+}
+
+TEST_F(CliRerun, RopeInCacheRunIsNamedAndMarked) {
+  const CliResult r = rerun({"--policy", "streamingllm", "--budget", "8", "--rope-in-cache"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_live_run("streamingllm_b8_forced_rerotated", "forced", 8);
+  TraceReader tr(trace_);
+  EXPECT_NE(tr.read_run("streamingllm_b8_forced_rerotated", false).params_json.find("\"rope\":\"in-cache\""),
+            std::string::npos);
+}
+
+TEST_F(CliRerun, RecordUnderAPolicyStoresTheLiveRun) {
+  const std::string out = dir_.file("p.h5");
+  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                   std::to_string(kSteps), "--out", out, "--quiet", "--threads", "1", "--policy",
+                                   "streamingllm", "--budget", "8"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  TraceReader tr(out);
+  ASSERT_TRUE(has(tr.run_names(), "streamingllm_b8_free"));
+  const RunData run = tr.read_run("streamingllm_b8_free", false);
+  EXPECT_EQ(run.eviction, "real");
+  EXPECT_EQ(run.tokens, tr.token_ids());  // the trace is the policy run's own generation
+}
+
+TEST_F(CliRerun, OmnikvFilterBeyondTheLastLayerIsAOneLineErrorAndAppendsNothing) {
+  const std::string before = read_bytes(trace_);
+  const CliResult r = rerun({"--policy", "omnikv:filters=9", "--budget", "8"});
+  EXPECT_TRUE(is_input_error(r, "omnikv", "beyond the last layer"));
+  EXPECT_EQ(read_bytes(trace_), before);
+}
+
+TEST_F(CliRerun, AlphaFolderForAnotherHeadCountIsAOneLineErrorAndAppendsNothing) {
+  DuoPattern p;
+  p.n_layers = 5;
+  p.n_kv_heads = 3;  // stories260K has 4 KV heads
+  p.alpha.assign(15, 0.5f);
+  const std::string pattern = dir_.file("pattern");
+  write_duo_pattern(pattern, p);
+  const std::string before = read_bytes(trace_);
+  CliResult r = rerun({"--policy", "duoattention", "--budget", "8", "--alpha", pattern});
+  EXPECT_TRUE(is_input_error(r, pattern, "3 KV heads"));
+  EXPECT_EQ(read_bytes(trace_), before);
+  r = rerun({"--policy", "duoattention:pattern=" + pattern, "--budget", "8"});
+  EXPECT_TRUE(is_input_error(r, pattern, "3 KV heads"));
+  EXPECT_EQ(read_bytes(trace_), before);
+  EXPECT_EQ(dir_.entries(), (std::vector<std::string>{"pattern", "t.h5"}));  // no temporary left behind
+}
+
+TEST_F(CliRerun, BadModeIsAOneLineError) {
+  const std::string before = read_bytes(trace_);
+  const CliResult r = rerun({"--policy", "h2o", "--budget", "8", "--mode", "sideways"});
+  EXPECT_TRUE(is_input_error(r, "--mode", "forced or free"));
+  EXPECT_EQ(read_bytes(trace_), before);
+}
+
+}  // namespace

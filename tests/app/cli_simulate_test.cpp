@@ -1,0 +1,361 @@
+// End-to-end tests of `kvscope simulate`, `layers` and `heads` (issue 3) on a stories260K trace
+// recorded by the CLI: every policy in one pass, StreamingLLM's exact kept sets, recall 1 when the
+// budget covers the context, and bad input that leaves the trace byte-identical.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "analysis/policy.h"
+#include "analysis/trace.h"
+#include "cli_util.h"
+#include "inference/json.h"
+
+namespace kvs::cli_test {
+namespace {
+
+constexpr int kSteps = 24;
+const char* kPrompt =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+    "One day, she saw a big, red ball.";
+
+class CliSimulate : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    const CliResult r = record_stories(dir_->file("base.h5"), kPrompt, kSteps);
+    ASSERT_EQ(r.code, 0) << r.err;
+    TraceReader t(dir_->file("base.h5"));
+    prompt_len_ = t.meta().prompt_len;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  // A private copy of the recorded trace.
+  std::string fresh_trace(const std::string& name = "t.h5") {
+    const std::string path = work_.file(name);
+    write_bytes(path, read_bytes(dir_->file("base.h5")));
+    return path;
+  }
+  static Json parse_json(const CliResult& r) {
+    EXPECT_EQ(r.code, 0) << r.err;
+    return Json::parse(r.out, "stdout");
+  }
+  static std::vector<double> numbers(const Json& j, const char* key) {
+    std::vector<double> v;
+    const Json* a = j.find(key);
+    EXPECT_TRUE(a && a->is_array()) << key;
+    if (a)
+      for (const Json& x : a->items()) v.push_back(x.as_number());
+    return v;
+  }
+  // The filter layers `kvscope layers` picks with its defaults, as "f1,f2,...".
+  static std::string optimal_filters(const std::string& trace) {
+    const Json j = parse_json(run_kvscope({"layers", trace, "--json"}));
+    std::string out;
+    const Json* opt = j.find("optimal");
+    EXPECT_TRUE(opt != nullptr);
+    if (opt)
+      for (double f : numbers(*opt, "filters")) out += (out.empty() ? "" : ",") + std::to_string(static_cast<int>(f));
+    return out;
+  }
+  static TempDir* dir_;
+  static int prompt_len_;
+  TempDir work_;
+};
+TempDir* CliSimulate::dir_ = nullptr;
+int CliSimulate::prompt_len_ = 0;
+
+// --policy arguments for every registered policy at `budget`, and their run names. OmniKV
+// without filters takes the filter layers the optimizer of `kvscope layers` picks on the trace
+// (`omnikv_filters`, comma-separated), which then name its run.
+std::vector<std::string> every_policy_args(int budget, const std::string& omnikv_filters,
+                                           std::vector<std::string>& run_names) {
+  std::vector<std::string> args;
+  for (const std::string& name : policy_names()) {
+    args.push_back("--policy");
+    args.push_back(name);
+    PolicySpec spec = parse_policy_spec(name, budget);
+    if (name == "omnikv") spec.params["filters"] = omnikv_filters;
+    run_names.push_back(spec.run_name());
+  }
+  args.push_back("--budget");
+  args.push_back(std::to_string(budget));
+  return args;
+}
+
+TEST_F(CliSimulate, PromptIsLongerThanTheStreamingWindow) {
+  EXPECT_GT(prompt_len_, 36 + 4);
+}
+
+TEST_F(CliSimulate, EveryPolicyAtOnceAppendsARunEach) {
+  const std::string t = fresh_trace();
+  std::vector<std::string> names;
+  std::vector<std::string> args{"simulate", t, "--json"};
+  const auto pol = every_policy_args(16, optimal_filters(t), names);
+  args.insert(args.end(), pol.begin(), pol.end());
+  ASSERT_EQ(names.size(), 12u);
+  const Json j = parse_json(run_kvscope(args));
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const Json& run = j.items()[i];
+    EXPECT_EQ(run.get_string("name", ""), names[i]);
+    EXPECT_EQ(run.get_number("budget", 0), 16);
+    EXPECT_EQ(run.get_string("eviction", ""), "simulated");
+    const double recall = run.get_number("mean_recall", -1);
+    EXPECT_GT(recall, 0.0) << names[i];
+    EXPECT_LE(recall, 1.0 + 1e-6) << names[i];
+  }
+  TraceReader reader(t);
+  const auto stored = reader.run_names();
+  EXPECT_EQ(std::set<std::string>(stored.begin(), stored.end()), std::set<std::string>(names.begin(), names.end()));
+  for (const auto& name : names) EXPECT_EQ(reader.run_steps(name), kSteps) << name;
+  // The recording itself is unchanged by appending runs.
+  TraceReader base(dir_->file("base.h5"));
+  EXPECT_EQ(reader.token_ids(), base.token_ids());
+  EXPECT_EQ(reader.meta().n_steps, kSteps);
+}
+
+TEST_F(CliSimulate, StreamingLLMKeepsSinksAndRecentWindowExactly) {
+  const std::string t = fresh_trace();
+  const CliResult r = run_kvscope({"simulate", t, "--policy", "streamingllm:sinks=4,recent=32", "--budget", "36"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  TraceReader reader(t);
+  const ModelShape s = reader.meta().shape;
+  const int T = reader.meta().total_len();
+  const std::string run = "streamingllm_recent32_sinks4_b36";
+  const auto qpos = reader.decode_query_pos();
+  std::vector<uint8_t> kept;  // [L, Hkv, T]
+  for (int step = 0; step < kSteps; ++step) {
+    reader.read_run_kept_step(run, step, kept);
+    ASSERT_EQ(kept.size(), static_cast<size_t>(s.n_layers) * s.n_kv_heads * T);
+    const int q = qpos[step];
+    ASSERT_EQ(q, prompt_len_ + step);
+    for (int lg = 0; lg < s.n_layers * s.n_kv_heads; ++lg)
+      for (int p = 0; p < T; ++p) {
+        const uint8_t want = (p < 4 || (p >= q - 32 && p <= q)) ? 1 : 0;
+        ASSERT_EQ(kept[static_cast<size_t>(lg) * T + p], want) << "step " << step << " layer/kv " << lg << " pos " << p;
+      }
+  }
+}
+
+TEST_F(CliSimulate, EveryPolicyRecallIsOneWhenTheBudgetCoversTheContext) {
+  const std::string t = fresh_trace();
+  const int budget = prompt_len_ + kSteps;
+  std::vector<std::string> names;
+  std::vector<std::string> args{"simulate", t};
+  const auto pol = every_policy_args(budget, optimal_filters(t), names);
+  args.insert(args.end(), pol.begin(), pol.end());
+  const CliResult r = run_kvscope(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(count_lines(r.out), static_cast<int>(names.size())) << r.out;
+  TraceReader reader(t);
+  for (const auto& name : names) {
+    const RunData run = reader.read_run(name, false);
+    const NamedArray* recall = nullptr;
+    for (const auto& m : run.metrics)
+      if (m.name == "recall") recall = &m;
+    ASSERT_NE(recall, nullptr) << name;
+    ASSERT_EQ(recall->data.size(), static_cast<size_t>(kSteps) * 5 * 4) << name;  // [n_steps, L, Hkv]
+    for (float v : recall->data) ASSERT_NEAR(v, 1.0f, 1e-5f) << name;
+  }
+}
+
+TEST_F(CliSimulate, LayersJson) {
+  const std::string t = fresh_trace();
+  const Json j = parse_json(run_kvscope({"layers", t, "--filters", "2", "--json"}));
+  EXPECT_EQ(j.get_number("n_layers", 0), 5);
+  EXPECT_GT(j.get_number("k_tokens", 0), 0);
+  const auto sim = numbers(j, "similarity");
+  ASSERT_EQ(sim.size(), 25u);
+  for (int i = 0; i < 5; ++i)
+    for (int c = 0; c < 5; ++c) {
+      EXPECT_GE(sim[i * 5 + c], 0.0);
+      EXPECT_LE(sim[i * 5 + c], 1.0 + 1e-6);
+      // Layer c's own top-k holds the most of its mass: the diagonal is each column's maximum.
+      EXPECT_GE(sim[c * 5 + c] + 1e-6, sim[i * 5 + c]) << i << "," << c;
+    }
+  const Json* opt = j.find("optimal");
+  ASSERT_TRUE(opt && opt->is_object());
+  const auto filters = numbers(*opt, "filters");
+  ASSERT_EQ(filters.size(), 2u);
+  EXPECT_LT(filters[0], filters[1]);
+  EXPECT_GE(filters[0], 0);
+  EXPECT_LT(filters[1], 5);
+  const double retained = opt->get_number("retained", -1);
+  const double sparse = opt->get_number("sparse_layers", -1);
+  EXPECT_GE(retained, 0.0);
+  EXPECT_LE(retained, sparse + 1e-6);
+  const Json* roles = opt->find("roles");
+  ASSERT_TRUE(roles && roles->is_array());
+  EXPECT_EQ(roles->size(), 5u);
+}
+
+TEST_F(CliSimulate, HeadsJsonAndAlphaFolder) {
+  const std::string t = fresh_trace();
+  const std::string alpha_dir = work_.file("alpha");
+  const Json j = parse_json(run_kvscope({"heads", t, "--json", "--alpha-out", alpha_dir}));
+  EXPECT_EQ(j.get_number("n_layers", 0), 5);
+  EXPECT_EQ(j.get_number("n_heads", 0), 8);
+  EXPECT_EQ(j.get_number("n_kv_heads", 0), 4);
+  EXPECT_EQ(j.get_number("steps", 0), kSteps);
+  const double max_entropy = std::log(static_cast<double>(prompt_len_ + kSteps));
+  for (const char* key : {"sink_mass", "locality", "entropy"}) {
+    const auto v = numbers(j, key);
+    ASSERT_EQ(v.size(), 40u) << key;  // [L, H]
+    for (double x : v) {
+      EXPECT_GE(x, 0.0) << key;
+      EXPECT_LE(x, std::string(key) == "entropy" ? max_entropy : 1.0 + 1e-6) << key;
+    }
+  }
+  const auto alpha = numbers(j, "alpha");
+  ASSERT_EQ(alpha.size(), 20u);  // [L, Hkv]
+  for (double a : alpha) {
+    EXPECT_GE(a, 0.0);
+    EXPECT_LE(a, 1.0);
+  }
+  // full_attention_heads.tsv: L lines of Hkv tab-separated gates, the same values as the JSON.
+  std::istringstream tsv(read_bytes(alpha_dir + "/full_attention_heads.tsv"));
+  std::string line;
+  int lines = 0;
+  while (std::getline(tsv, line)) {
+    std::istringstream cells(line);
+    std::string cell;
+    int g = 0;
+    while (std::getline(cells, cell, '\t')) {
+      ASSERT_LT(g, 4) << line;
+      EXPECT_NEAR(std::stod(cell), alpha[lines * 4 + g], 1e-6) << line;
+      ++g;
+    }
+    EXPECT_EQ(g, 4) << line;
+    ++lines;
+  }
+  EXPECT_EQ(lines, 5);
+  EXPECT_TRUE(fs::exists(alpha_dir + "/config.json"));
+  // The folder drives DuoAttention.
+  const Json runs = parse_json(run_kvscope({"simulate", t, "--policy", "duoattention", "--budget", "8",
+                                            "--alpha", alpha_dir, "--json"}));
+  ASSERT_TRUE(runs.is_array() && runs.size() == 1u);
+  EXPECT_EQ(runs.items()[0].get_string("name", ""), "duoattention_b8");
+}
+
+// ---- bad input: one line, exit 2, trace byte-identical ----
+
+class CliSimulateBadInput : public CliSimulate {
+ protected:
+  void SetUp() override {
+    trace_ = fresh_trace();
+    before_ = read_bytes(trace_);
+  }
+  void TearDown() override {
+    EXPECT_TRUE(read_bytes(trace_) == before_) << "the trace changed";
+    EXPECT_EQ(work_.entries(), expected_entries_) << "files left beside the trace";
+  }
+  CliResult simulate(std::vector<std::string> args) {
+    args.insert(args.begin(), {"simulate", trace_});
+    return run_kvscope(args);
+  }
+  std::string trace_, before_;
+  std::vector<std::string> expected_entries_{"t.h5"};
+};
+
+TEST_F(CliSimulateBadInput, UnknownPolicy) {
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "nosuch", "--budget", "8"}), "--policy nosuch", "unknown policy"));
+}
+
+TEST_F(CliSimulateBadInput, UnknownPolicyAmongGoodOnes) {
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--policy", "nosuch", "--budget", "8"}), "nosuch",
+                             "unknown policy"));
+}
+
+TEST_F(CliSimulateBadInput, UnknownParameter) {
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o:foo=1", "--budget", "8"}), "--policy h2o",
+                             "unknown parameter 'foo'"));
+}
+
+TEST_F(CliSimulateBadInput, BadParameterValue) {
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "streamingllm:sinks=abc", "--budget", "8"}), "streamingllm", "abc"));
+}
+
+TEST_F(CliSimulateBadInput, BudgetZeroAndNegative) {
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "0"}), "--policy h2o", "budget must be positive"));
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "-3"}), "--policy h2o", "budget must be positive"));
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "x"}), "--budget", "expected an integer"));
+}
+
+TEST_F(CliSimulateBadInput, MissingBudgetOrPolicy) {
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o"}), "--budget", "is required"));
+  EXPECT_TRUE(is_input_error(simulate({"--budget", "8"}), "--policy", "is required"));
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "8", "--nope"}), "--nope", "unknown option"));
+}
+
+TEST_F(CliSimulateBadInput, AlphaFolderOfTheWrongShape) {
+  const std::string dir = work_.file("alpha");
+  fs::create_directory(dir);
+  write_bytes(dir + "/full_attention_heads.tsv", "0.5\t0.5\t0.5\t0.5\n0.5\t0.5\t0.5\t0.5\n");
+  expected_entries_ = {"alpha", "t.h5"};
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "duoattention", "--budget", "8", "--alpha", dir}), dir,
+                             "2 layers x 4 KV heads, the model has 5 x 4"));
+}
+
+TEST_F(CliSimulateBadInput, AlphaFolderWithANonNumber) {
+  const std::string dir = work_.file("alpha");
+  fs::create_directory(dir);
+  std::string tsv;
+  for (int l = 0; l < 5; ++l) tsv += l == 2 ? "0.5\t0.5\tnope\t0.5\n" : "0.5\t0.5\t0.5\t0.5\n";
+  write_bytes(dir + "/full_attention_heads.tsv", tsv);
+  expected_entries_ = {"alpha", "t.h5"};
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "duoattention", "--budget", "8", "--alpha", dir}),
+                             "full_attention_heads.tsv", "'nope' is not a number"));
+}
+
+TEST_F(CliSimulateBadInput, AlphaFolderMissing) {
+  const std::string dir = work_.file("absent");
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "duoattention", "--budget", "8", "--alpha", dir}), dir,
+                             "not a DuoAttention pattern folder"));
+}
+
+// A trace whose model file is gone: kvzip needs the model for its repeat-pass scores.
+TEST(CliSimulateMissingData, KvzipWithoutTheModel) {
+  TempDir models, work;
+  const std::string model = models.file("stories260K.bin");
+  write_bytes(model, read_bytes(stories_bin()));
+  write_bytes(models.file("tok512.bin"), read_bytes(tok512()));
+  const std::string t = work.file("t.h5");
+  const CliResult rec = record_stories(t, "Once upon a time", 4, model);
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  fs::remove(model);
+  const std::string before = read_bytes(t);
+  const CliResult r = run_kvscope({"simulate", t, "--policy", "kvzip", "--budget", "3"});
+  EXPECT_TRUE(is_input_error(r, "--policy kvzip", "needs the model"));
+  EXPECT_NE(r.err.find(model), std::string::npos) << r.err;
+  EXPECT_TRUE(read_bytes(t) == before);
+  EXPECT_EQ(work.entries(), std::vector<std::string>{"t.h5"});
+  // With --model it works again.
+  const CliResult ok = run_kvscope({"simulate", t, "--policy", "kvzip", "--budget", "3", "--model", stories_bin()});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
+TEST(CliSimulateNotATrace, TextFileAndTruncatedTrace) {
+  TempDir work;
+  const std::string text = work.file("notes.h5");
+  write_bytes(text, "not a trace\n");
+  EXPECT_TRUE(is_input_error(run_kvscope({"simulate", text, "--policy", "full", "--budget", "4"}), text,
+                             "not an HDF5 file"));
+  EXPECT_EQ(read_bytes(text), "not a trace\n");
+  const std::string t = work.file("t.h5");
+  ASSERT_EQ(record_stories(t, "Once upon a time", 4).code, 0);
+  const std::string full = read_bytes(t);
+  const std::string cut = work.file("cut.h5");
+  write_bytes(cut, full.substr(0, full.size() / 2));
+  EXPECT_TRUE(is_input_error(run_kvscope({"simulate", cut, "--policy", "full", "--budget", "4"}), cut, "truncated"));
+  EXPECT_EQ(read_bytes(cut), full.substr(0, full.size() / 2));
+  EXPECT_TRUE(is_input_error(run_kvscope({"layers", cut}), cut, "truncated"));
+  EXPECT_TRUE(is_input_error(run_kvscope({"heads", cut}), cut, "truncated"));
+  EXPECT_EQ(work.entries(), (std::vector<std::string>{"cut.h5", "notes.h5", "t.h5"}));
+}
+
+}  // namespace
+}  // namespace kvs::cli_test

@@ -1,0 +1,202 @@
+// GUI smoke test under Xvfb: every view renders a trace to a PNG that is not blank, a scripted
+// interaction (step forward, select a head) changes the pixels, and bad input in screenshot
+// mode exits 2 with one line on stderr. Skips when the app or xvfb-run is not available.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef KVSCOPE_GUI
+#include <stb/stb_image.h>
+#endif
+
+#include "analysis/trace.h"
+#include "tests/app/gui_test_trace.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kViews[] = {"run", "timeline", "lanes", "attention", "heads", "layers", "metrics", "compare", "all"};
+
+std::string binary() {
+  if (const char* b = std::getenv("KVSCOPE_BINARY"); b && *b) return b;
+  return KVSCOPE_BINARY;
+}
+
+bool have_xvfb() { return std::system("command -v xvfb-run >/dev/null 2>&1") == 0; }
+
+struct Image {
+  int w = 0, h = 0;
+  std::vector<unsigned char> rgb;  // [h, w, 3]
+};
+
+Image load_png(const std::string& path) {
+  Image img;
+#ifdef KVSCOPE_GUI
+  int n = 0;
+  unsigned char* data = stbi_load(path.c_str(), &img.w, &img.h, &n, 3);
+  if (data) {
+    img.rgb.assign(data, data + (size_t)img.w * img.h * 3);
+    stbi_image_free(data);
+  }
+#endif
+  return img;
+}
+
+double luminance_stddev(const Image& img) {
+  double sum = 0, sq = 0;
+  const size_t n = (size_t)img.w * img.h;
+  for (size_t i = 0; i < n; ++i) {
+    const double y = 0.299 * img.rgb[3 * i] + 0.587 * img.rgb[3 * i + 1] + 0.114 * img.rgb[3 * i + 2];
+    sum += y;
+    sq += y * y;
+  }
+  const double mean = sum / (double)n;
+  return std::sqrt(std::max(0.0, sq / (double)n - mean * mean));
+}
+
+size_t differing_pixels(const Image& a, const Image& b) {
+  size_t d = 0;
+  for (size_t i = 0; i + 2 < a.rgb.size() && i + 2 < b.rgb.size(); i += 3)
+    d += a.rgb[i] != b.rgb[i] || a.rgb[i + 1] != b.rgb[i + 1] || a.rgb[i + 2] != b.rgb[i + 2];
+  return d;
+}
+
+class GuiScreenshot : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef KVSCOPE_GUI
+    GTEST_SKIP() << "built without the desktop app";
+#endif
+    if (!have_xvfb()) GTEST_SKIP() << "xvfb-run not installed";
+    if (!fs::exists(binary())) GTEST_SKIP() << "kvscope binary not built: " << binary();
+    dir_ = fs::temp_directory_path() / ("kvscope_gui_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    trace_ = (dir_ / "synthetic.h5").string();
+    kvs::write_gui_test_trace(trace_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+
+  // Runs `kvscope gui <args>` under Xvfb; returns the exit code, stderr in err_.
+  int gui(const std::string& args) {
+    const std::string err = (dir_ / "stderr.txt").string();
+    const std::string cmd = "xvfb-run -a -s \"-screen 0 1600x1000x24\" env HOME=" + dir_.string() + " \"" + binary() +
+                            "\" gui " + args + " 2>\"" + err + "\" >/dev/null";
+    const int status = std::system(cmd.c_str());
+    std::ifstream in(err);
+    err_.assign(std::istreambuf_iterator<char>(in), {});
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  // Runs several `kvscope gui <args>` under one Xvfb server (one start-up for all); returns
+  // their exit codes in order.
+  std::vector<int> gui_batch(const std::vector<std::string>& arg_lists) {
+    const std::string script = (dir_ / "batch.sh").string(), codes = (dir_ / "codes.txt").string();
+    {
+      std::ofstream sh(script);
+      sh << "rm -f \"" << codes << "\"\n";
+      for (const std::string& args : arg_lists)
+        sh << "\"" << binary() << "\" gui " << args << " >/dev/null 2>>\"" << (dir_ / "stderr.txt").string()
+           << "\"; echo $? >> \"" << codes << "\"\n";
+    }
+    const std::string cmd = "xvfb-run -a -s \"-screen 0 1600x1000x24\" env HOME=" + dir_.string() + " sh \"" + script + "\"";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    std::vector<int> out;
+    std::ifstream in(codes);
+    for (int rc; in >> rc;) out.push_back(rc);
+    return out;
+  }
+
+  std::string png(const std::string& name) const { return (dir_ / (name + ".png")).string(); }
+
+  fs::path dir_;
+  std::string trace_, err_;
+};
+
+// Each view with the trace is not blank (pixel variance) and shows data: it differs from the same
+// view rendered with no trace open (title and a one-line notice) in a good share of its pixels.
+// The Run view is the recording form, the same with or without a trace: variance only.
+TEST_F(GuiScreenshot, EveryViewRendersAPictureThatIsNotBlank) {
+  std::vector<std::string> runs;
+  for (const char* view : kViews) {
+    runs.push_back("\"" + trace_ + "\" --screenshot \"" + png(view) + "\" --view " + view + " --size 960x600");
+    runs.push_back("--screenshot \"" + png(std::string(view) + "_empty") + "\" --view " + view + " --size 960x600");
+  }
+  ASSERT_EQ(gui_batch(runs), std::vector<int>(runs.size(), 0));
+  for (const char* view : kViews) {
+    SCOPED_TRACE(view);
+    const Image img = load_png(png(view)), blank = load_png(png(std::string(view) + "_empty"));
+    ASSERT_EQ(img.w, 960);
+    ASSERT_EQ(img.h, 600);
+    EXPECT_GT(luminance_stddev(img), 15.0) << "view " << view << " looks blank";
+    if (std::string(view) != "run") {
+      EXPECT_GT(differing_pixels(img, blank), (size_t)(960 * 600 / 50)) << "view " << view << " shows no data";
+    }
+  }
+}
+
+TEST_F(GuiScreenshot, ScriptedStepAndHeadSelectionChangeWhatIsDrawn) {
+  const std::string base = "\"" + trace_ + "\" --size 1200x800 --step 3 --screenshot ";
+  const std::string heads = "\"" + trace_ + "\" --view heads --size 800x600 --screenshot ";
+  const std::vector<std::string> runs = {
+      base + "\"" + png("before") + "\"",
+      base + "\"" + png("after") + "\" --script \"step+1;select 2 3\"",
+      base + "\"" + png("again") + "\" --script \"step+1;select 2 3\"",
+      heads + "\"" + png("heads0") + "\"",
+      heads + "\"" + png("heads1") + "\" --script \"select 1 2\""};
+  ASSERT_EQ(gui_batch(runs), std::vector<int>(runs.size(), 0));
+  const Image before = load_png(png("before")), after = load_png(png("after"));
+  ASSERT_EQ(before.rgb.size(), after.rgb.size());
+  EXPECT_GT(differing_pixels(before, after), 500u);
+  // The same script twice draws the same picture: the difference comes from the interaction.
+  EXPECT_EQ(differing_pixels(after, load_png(png("again"))), 0u);
+  // Selecting a head alone changes the head grid.
+  EXPECT_GT(differing_pixels(load_png(png("heads0")), load_png(png("heads1"))), 50u);
+}
+
+// The Run view's Record and Simulate, driven by a script: stories260K records a trace, two
+// StreamingLLM runs (without and with sinks) are simulated into it, and Compare shows the pair.
+TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
+  const std::string model = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.bin";
+  if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
+  const std::string out = (dir_ / "recorded.h5").string();
+  const std::string script = "model " + model + ";prompt Once upon a time, there was a little girl;steps 12;out " + out +
+                             ";policies streamingllm|streamingllm:sinks=0;budget 8;record;simulate;sinkpair";
+  ASSERT_EQ(gui("--screenshot \"" + png("recorded") + "\" --view compare --size 960x600 --script \"" + script + "\""), 0) << err_;
+  kvs::TraceReader reader(out);
+  EXPECT_EQ(reader.meta().n_steps, 12);
+  const auto runs = reader.run_names();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_GT(luminance_stddev(load_png(png("recorded"))), 15.0);
+}
+
+TEST_F(GuiScreenshot, FileThatIsNotHdf5ExitsTwoWithOneLine) {
+  const std::string bad = (dir_ / "not_a_trace.h5").string();
+  std::ofstream(bad) << "this is not an HDF5 file\n";
+  EXPECT_EQ(gui("\"" + bad + "\" --screenshot \"" + png("bad") + "\""), 2);
+  EXPECT_FALSE(fs::exists(png("bad")));
+  ASSERT_FALSE(err_.empty());
+  EXPECT_EQ(err_.find('\n'), err_.size() - 1) << err_;
+  EXPECT_NE(err_.find("not_a_trace.h5"), std::string::npos) << err_;
+}
+
+TEST_F(GuiScreenshot, UnknownViewOrScriptCommandExitsTwo) {
+  EXPECT_EQ(gui("\"" + trace_ + "\" --screenshot \"" + png("x") + "\" --view nosuchview"), 2);
+  EXPECT_NE(err_.find("--view"), std::string::npos) << err_;
+  EXPECT_EQ(gui("\"" + trace_ + "\" --screenshot \"" + png("y") + "\" --script \"frobnicate 3\""), 2);
+  EXPECT_NE(err_.find("--script"), std::string::npos) << err_;
+}
+
+}  // namespace

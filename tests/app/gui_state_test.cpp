@@ -1,0 +1,128 @@
+// The app's shared state without a window: opening traces, stepping, selection, and bad input
+// (not HDF5, truncated, newer schema) reported while the previous trace stays open.
+#include <gtest/gtest.h>
+
+#ifdef KVSCOPE_GUI
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "app/gui/app_state.h"
+#include "tests/app/gui_test_trace.h"
+
+namespace fs = std::filesystem;
+
+namespace kvs {
+namespace {
+
+class GuiState : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kvscope_gui_state_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    good_ = (dir_ / "good.h5").string();
+    write_gui_test_trace(good_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  // Opens `bad` after the good trace and checks the good one is still the open document.
+  void expect_rejected_and_kept(const std::string& bad, const std::string& why) {
+    AppState app(true);
+    app.open_trace(good_);
+    ASSERT_TRUE(app.trace);
+    app.set_step(5);
+    app.open_trace(bad);
+    ASSERT_TRUE(app.trace) << why;
+    EXPECT_EQ(app.trace->path, good_) << why;
+    EXPECT_EQ(app.step, 5) << why;
+    EXPECT_TRUE(app.status_error) << why;
+    EXPECT_NE(app.last_open_error.find(fs::path(bad).filename().string()), std::string::npos) << app.last_open_error;
+    EXPECT_EQ(app.last_open_error.find('\n'), std::string::npos) << app.last_open_error;
+  }
+  fs::path dir_;
+  std::string good_;
+};
+
+TEST_F(GuiState, OpensAtTheLastStepAndLoadsItsData) {
+  AppState app(true);
+  app.open_trace(good_);
+  ASSERT_TRUE(app.trace);
+  EXPECT_EQ(app.n_steps(), 16);
+  EXPECT_EQ(app.step, 15);
+  ASSERT_TRUE(app.step_ready());
+  EXPECT_EQ(app.step_data->q_pos, 40 + 15);
+  EXPECT_EQ(app.step_data->rows.size(), 3u * 4 * 56);
+  ASSERT_EQ(app.trace->runs.size(), 3u);
+  EXPECT_EQ(app.step_data->kept[0].size(), 3u * 2 * 56);
+  EXPECT_EQ(app.step_data->kept_prev[0].size(), 3u * 2 * 56);
+}
+
+TEST_F(GuiState, StepAndSelectionAreClamped) {
+  AppState app(true);
+  app.open_trace(good_);
+  app.set_step(-3);
+  EXPECT_EQ(app.step, 0);
+  EXPECT_TRUE(app.step_ready());
+  EXPECT_TRUE(app.step_data->kept_prev[0].empty());  // no step before the first
+  app.set_step(1000);
+  EXPECT_EQ(app.step, 15);
+  app.select_head(7, 9);
+  EXPECT_EQ(app.layer, 2);
+  EXPECT_EQ(app.head, 3);
+  EXPECT_EQ(app.kv_head(), 1);  // 4 query heads over 2 KV heads
+}
+
+TEST_F(GuiState, PlaybackAdvancesAndStopsAtTheEnd) {
+  AppState app(true);
+  app.open_trace(good_);
+  app.set_step(10);
+  app.playing = true;
+  app.speed = 10.0f;
+  app.tick(0.25);  // 2.5 steps
+  EXPECT_EQ(app.step, 12);
+  app.tick(1.0);
+  EXPECT_EQ(app.step, 15);
+  EXPECT_FALSE(app.playing);
+}
+
+TEST_F(GuiState, FileThatIsNotHdf5LeavesThePreviousTraceOpen) {
+  const std::string bad = (dir_ / "dropped.txt").string();
+  std::ofstream(bad) << "plain text, not HDF5\n";
+  expect_rejected_and_kept(bad, "not HDF5");
+}
+
+TEST_F(GuiState, TruncatedTraceLeavesThePreviousTraceOpen) {
+  const std::string bad = (dir_ / "truncated.h5").string();
+  fs::copy_file(good_, bad);
+  fs::resize_file(bad, fs::file_size(bad) / 2);
+  expect_rejected_and_kept(bad, "truncated");
+}
+
+TEST_F(GuiState, NewerSchemaLeavesThePreviousTraceOpen) {
+  const std::string bad = (dir_ / "newer.h5").string();
+  fs::copy_file(good_, bad);
+  {
+    const hid_t f = H5Fopen(bad.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    H5Adelete(f, "schema_version");
+    const hid_t space = H5Screate(H5S_SCALAR);
+    const hid_t a = H5Acreate2(f, "schema_version", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    const long long v = kTraceSchemaVersion + 1;
+    H5Awrite(a, H5T_NATIVE_LLONG, &v);
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  expect_rejected_and_kept(bad, "newer schema");
+}
+
+}  // namespace
+}  // namespace kvs
+
+#else
+TEST(GuiState, SkippedWithoutTheDesktopApp) { GTEST_SKIP() << "built without the desktop app"; }
+#endif

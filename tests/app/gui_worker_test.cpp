@@ -1,0 +1,110 @@
+// App plumbing without a window: the background worker (a newer request supersedes a queued one,
+// cancellation, results back on the UI thread), --script parsing, colormaps and value scaling.
+#include <gtest/gtest.h>
+
+#ifdef KVSCOPE_GUI
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "app/gui/colormap.h"
+#include "app/gui/script.h"
+#include "app/gui/worker.h"
+#include "inference/errors.h"
+
+namespace kvs {
+namespace {
+
+TEST(Worker, NewerRequestSupersedesQueuedOneOfTheSameKey) {
+  Worker w;
+  std::atomic<bool> release{false};
+  std::vector<std::string> ran;  // written by the worker thread, read after wait_idle
+  w.submit("busy", "blocker", [&](JobContext&) {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ran.push_back("blocker");
+  });
+  while (w.running_label() != "blocker") std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  w.submit("step", "step 1", [&](JobContext&) { ran.push_back("step 1"); });
+  w.submit("other", "other", [&](JobContext&) { ran.push_back("other"); });
+  w.submit("step", "step 2", [&](JobContext&) { ran.push_back("step 2"); });
+  release = true;
+  w.wait_idle();
+  EXPECT_EQ(ran, (std::vector<std::string>{"blocker", "other", "step 2"}));
+}
+
+TEST(Worker, CancelStopsTheRunningJobAndDropsQueuedOnes) {
+  Worker w;
+  std::atomic<bool> started{false}, saw_cancel{false}, queued_ran{false};
+  w.submit("a", "long", [&](JobContext& ctx) {
+    started = true;
+    for (int i = 0; i < 5000 && !ctx.cancelled(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    saw_cancel = ctx.cancelled();
+  });
+  w.submit("b", "queued", [&](JobContext&) { queued_ran = true; });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  w.cancel_all();
+  w.wait_idle();
+  EXPECT_TRUE(saw_cancel);
+  EXPECT_FALSE(queued_ran);
+  EXPECT_FALSE(w.busy());
+}
+
+TEST(Worker, ResultsAndErrorsReachTheUiThreadOnDrain) {
+  Worker w;
+  std::string error;
+  int result = 0;
+  w.set_error_handler([&](const std::string& m) { error = m; });
+  w.submit("x", "compute", [&](JobContext&) { w.post([&] { result = 42; }); });
+  w.submit("y", "fail", [](JobContext&) { throw InputError("trace.h5: truncated"); });
+  w.wait_idle();
+  EXPECT_EQ(result, 0);  // nothing runs on the UI side before drain()
+  w.drain();
+  EXPECT_EQ(result, 42);
+  EXPECT_EQ(error, "trace.h5: truncated");
+}
+
+TEST(Script, ParsesStepsSelectionAndViewCommands) {
+  const auto c = parse_script(" step+1; select 2 3 ;step-4;log on;;step 7");
+  ASSERT_EQ(c.size(), 5u);
+  EXPECT_EQ(c[0].verb, "step");
+  EXPECT_EQ(c[0].arg, "+1");
+  EXPECT_EQ(c[1].verb, "select");
+  EXPECT_EQ(c[1].arg, "2 3");
+  EXPECT_EQ(c[2].arg, "-4");
+  EXPECT_EQ(c[3].verb, "log");
+  EXPECT_EQ(c[3].arg, "on");
+  EXPECT_EQ(c[4].arg, "7");
+}
+
+TEST(Colormap, ViridisAndMagmaEndpoints) {
+  auto rgb = [](uint32_t c) { return std::vector<int>{(int)(c & 255), (int)((c >> 8) & 255), (int)((c >> 16) & 255)}; };
+  // matplotlib: viridis(0) = #440154, viridis(1) = #fde725; magma(0) = #000004, magma(1) = #fcfdbf.
+  const auto v0 = rgb(colormap_color(Colormap::kViridis, 0.0f)), v1 = rgb(colormap_color(Colormap::kViridis, 1.0f));
+  const auto m0 = rgb(colormap_color(Colormap::kMagma, 0.0f)), m1 = rgb(colormap_color(Colormap::kMagma, 1.0f));
+  const std::vector<int> want[] = {{0x44, 0x01, 0x54}, {0xfd, 0xe7, 0x25}, {0x00, 0x00, 0x04}, {0xfc, 0xfd, 0xbf}};
+  const std::vector<int>* got[] = {&v0, &v1, &m0, &m1};
+  for (int i = 0; i < 4; ++i)
+    for (int ch = 0; ch < 3; ++ch) EXPECT_NEAR((*got[i])[ch], want[i][ch], 1) << "colour " << i << " channel " << ch;
+  EXPECT_EQ(colormap_color(Colormap::kViridis, -1.0f), colormap_color(Colormap::kViridis, 0.0f));
+  EXPECT_EQ(colormap_color(Colormap::kViridis, 0.0f) >> 24, 255u);  // opaque
+}
+
+TEST(Colormap, LinearAndLogScaling) {
+  const float v[] = {0.0f, 0.5f, 1.0f, 0.01f, 1e-6f};
+  float out[5];
+  scale_values(v, 5, false, 0.0f, 1e-4f, out);
+  EXPECT_FLOAT_EQ(out[1], 0.5f);
+  EXPECT_FLOAT_EQ(out[2], 1.0f);
+  scale_values(v, 5, true, 0.0f, 1e-4f, out);
+  EXPECT_FLOAT_EQ(out[0], 0.0f);
+  EXPECT_FLOAT_EQ(out[2], 1.0f);
+  EXPECT_NEAR(out[3], 0.5f, 1e-6f);  // 1e-2 is halfway between 1e-4 and 1 in log scale
+  EXPECT_FLOAT_EQ(out[4], 0.0f);     // below the floor
+}
+
+}  // namespace
+}  // namespace kvs
+
+#else
+TEST(GuiWorker, SkippedWithoutTheDesktopApp) { GTEST_SKIP() << "built without the desktop app"; }
+#endif
