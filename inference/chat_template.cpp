@@ -1,0 +1,81 @@
+// Fixed table of chat prompt formats and their detection from chat templates.
+#include "inference/chat_template.h"
+
+#include <filesystem>
+
+#include "inference/errors.h"
+#include "inference/gguf_file.h"
+#include "inference/json.h"
+
+namespace kvs {
+namespace {
+
+struct ChatFormat {
+  const char* family;
+  const char* prefix;  // text before the user message
+  const char* suffix;  // text after it, ending where the assistant's reply begins
+};
+
+const ChatFormat kFormats[] = {
+    {"smollm2",
+     "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+     "Face<|im_end|>\n<|im_start|>user\n",
+     "<|im_end|>\n<|im_start|>assistant\n"},
+    {"chatml", "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n",
+     "<|im_end|>\n<|im_start|>assistant\n"},
+    {"llama2", "[INST] ", " [/INST]"},
+    {"llama3", "<|start_header_id|>user<|end_header_id|>\n\n",
+     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+    {"mistral", "[INST] ", " [/INST]"},
+};
+
+bool contains(const std::string& s, const char* needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+std::vector<std::string> chat_families() {
+  std::vector<std::string> out;
+  for (const ChatFormat& f : kFormats) out.emplace_back(f.family);
+  return out;
+}
+
+std::string detect_chat_family(const std::string& t) {
+  if (contains(t, "<|im_start|>")) return contains(t, "SmolLM") ? "smollm2" : "chatml";
+  if (contains(t, "<|start_header_id|>")) return "llama3";
+  if (contains(t, "[INST]")) return contains(t, "<<SYS>>") ? "llama2" : "mistral";
+  return "";
+}
+
+std::string chat_family_for_model(const Model& model) {
+  if (model.format == "gguf") {
+    return detect_chat_family(GgufFile(model.path).get_string("tokenizer.chat_template", ""));
+  }
+  if (model.format == "hf") {
+    const std::filesystem::path config =
+        std::filesystem::path(model.path) / "tokenizer_config.json";
+    if (!std::filesystem::exists(config)) return "";
+    const Json j = Json::parse_file(config.string());
+    const Json* t = j.find("chat_template");
+    if (t == nullptr) return "";
+    if (t->is_string()) return detect_chat_family(t->as_string());
+    if (t->is_array()) {  // [{"name": "default", "template": "..."}, ...]
+      for (const Json& named : t->items()) {
+        if (named.get_string("name", "") == "default")
+          return detect_chat_family(named.get_string("template", ""));
+      }
+    }
+  }
+  return "";
+}
+
+std::string format_chat(const std::string& family, const std::string& user_message) {
+  if (family.empty()) return user_message;
+  for (const ChatFormat& f : kFormats) {
+    if (family == f.family) return f.prefix + user_message + f.suffix;
+  }
+  throw input_error("chat format", "unknown family \"" + family + "\"");
+}
+
+}  // namespace kvs

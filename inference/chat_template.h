@@ -1,0 +1,29 @@
+// Chat prompt formats of the supported model families, from a fixed table (no template engine),
+// and detection of a model's family from its chat template.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "inference/model.h"
+
+namespace kvs {
+
+// Families: "smollm2" (ChatML with SmolLM2's default system prompt), "chatml" (Qwen2's ChatML
+// with its default system prompt), "llama2" ([INST] ... [/INST]), "llama3" (header ids),
+// "mistral" ([INST] ... [/INST] without a system block). "" = base model, no template.
+std::vector<std::string> chat_families();
+
+// Family of a Jinja chat template string (GGUF tokenizer.chat_template, tokenizer_config.json's
+// chat_template); "" when none matches or the template is empty.
+std::string detect_chat_family(const std::string& chat_template);
+
+// Family of a loaded model, from the GGUF metadata or the HF folder's tokenizer_config.json;
+// "" for models without a chat template (e.g. stories260K).
+std::string chat_family_for_model(const Model& model);
+
+// The prompt text for one user turn, ready for the tokenizer (which adds BOS itself when the
+// family needs it). An empty family returns the message unchanged. Throws InputError for an
+// unknown family.
+std::string format_chat(const std::string& family, const std::string& user_message);
+
+}  // namespace kvs

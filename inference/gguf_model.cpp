@@ -1,0 +1,209 @@
+// GGUF -> Model. GGUF dims are [ne0 = in, ne1 = out], stored row-major as out x in, which is the
+// Model's layout. llama.cpp's converter permutes llama q/k into interleaved-pair RoPE order;
+// qwen2 keeps Hugging Face's rotate-half order.
+#include "inference/gguf_model.h"
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "inference/errors.h"
+#include "inference/gguf_file.h"
+
+namespace kvs {
+namespace {
+
+class TensorSource {
+ public:
+  explicit TensorSource(const GgufFile& g) : g_(g) {}
+
+  const GgufTensorInfo& info(const std::string& name) const {
+    const GgufTensorInfo* t = g_.find_tensor(name);
+    if (t == nullptr) throw input_error(g_.path(), "missing tensor " + name);
+    return *t;
+  }
+
+  // Checks that `name` has shape [ne0, ne1] (ne1 = 0 for a vector), sizes `dst` for it and
+  // queues its conversion for finish().
+  void read(std::vector<float>& dst, const std::string& name, uint64_t ne0, uint64_t ne1 = 0) {
+    const GgufTensorInfo& t = info(name);
+    std::vector<uint64_t> want = {ne0};
+    if (ne1 > 0) want.push_back(ne1);
+    if (t.dims != want)
+      throw input_error(g_.path(), "tensor " + name + " has shape " + shape(t.dims) +
+                                       ", expected " + shape(want));
+    pending_.push_back({&t, &dst});
+  }
+  // Sizes and converts every queued tensor. The buffers are sized in parallel so that their
+  // pages are first touched (zeroed) by several threads.
+  void finish() {
+    const int64_t n = static_cast<int64_t>(pending_.size());
+#pragma omp parallel for schedule(dynamic, 1) if (n > 8)
+    for (int64_t i = 0; i < n; ++i) pending_[i].dst->resize(pending_[i].tensor->elements());
+    std::vector<GgufFile::Read> reads;
+    for (const Pending& p : pending_) reads.push_back({p.tensor, p.dst->data()});
+    g_.read_f32_into(reads);
+    pending_.clear();
+  }
+
+  static std::string shape(const std::vector<uint64_t>& dims) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+    return s + "]";
+  }
+
+ private:
+  const GgufFile& g_;
+  struct Pending {
+    const GgufTensorInfo* tensor;
+    std::vector<float>* dst;
+  };
+  std::vector<Pending> pending_;
+};
+
+int64_t required_int(const GgufFile& g, const std::string& key) {
+  const int64_t v = g.get_int(key, -1);
+  if (v <= 0 || v > (1 << 24)) {
+    throw input_error(g.path(), g.find(key) ? key + " has an invalid value " + std::to_string(v)
+                                            : "missing metadata " + key);
+  }
+  return v;
+}
+
+// Storage type of the 2-D tensors: the type holding most weights, "(mixed)" when others occur.
+std::string describe_weight_type(const GgufFile& g) {
+  std::map<uint32_t, uint64_t> elements;  // type -> weights of 2-D tensors
+  for (const GgufTensorInfo& t : g.tensors()) {
+    if (t.dims.size() >= 2) elements[t.type] += t.elements();
+  }
+  uint32_t main = kGgmlF32;
+  uint64_t most = 0;
+  for (const auto& [type, n] : elements) {
+    if (n > most) main = type, most = n;
+  }
+  return ggml_type_name(main) + (elements.size() > 1 ? " (mixed)" : "");
+}
+
+// Llama-3.1+ GGUFs keep HF's "llama3" rope scaling as per-frequency divisors (rope_freqs.weight,
+// [head_dim/2]), computed by the converter from factor / low / high / original context. Finds the
+// standard parameters (low 1, high 4, original 8192; factor 8, 16 or 32) that reproduce them.
+RopeScaling llama3_scaling(const std::string& path, const std::vector<float>& divisors,
+                           const ModelConfig& c) {
+  for (const float factor : {8.0f, 16.0f, 32.0f}) {
+    RopeScaling r;
+    r.type = "llama3";
+    r.factor = factor;
+    const double low_wavelen = r.original_max_position / r.low_freq_factor;
+    const double high_wavelen = r.original_max_position / r.high_freq_factor;
+    bool match = true;
+    for (std::size_t i = 0; i < divisors.size() && match; ++i) {
+      const double freq = std::pow(static_cast<double>(c.rope_theta), -2.0 * i / c.head_dim);
+      const double wavelen = 2.0 * M_PI / freq;
+      double divisor = 1.0;
+      if (wavelen > low_wavelen) {
+        divisor = factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (r.original_max_position / wavelen - r.low_freq_factor) /
+                              (r.high_freq_factor - r.low_freq_factor);
+        divisor = 1.0 / ((1.0 - smooth) / factor + smooth);
+      }
+      match = std::fabs(divisors[i] - divisor) <= 1e-3 * divisor;
+    }
+    if (match) return r;
+  }
+  throw input_error(path,
+                    "rope_freqs.weight does not match llama3 rope scaling with factor 8, 16 "
+                    "or 32 (low 1, high 4, original context 8192)");
+}
+
+}  // namespace
+
+Model load_gguf_model(const std::string& path) {
+  GgufFile g(path);
+  const std::string arch = g.get_string("general.architecture", "");
+  if (arch != "llama" && arch != "qwen2") {
+    throw input_error(path, "unsupported architecture \"" + arch + "\" (supported: llama, qwen2)");
+  }
+  // Every tensor type is checked before anything large is allocated.
+  for (const GgufTensorInfo& t : g.tensors()) {
+    const bool supported = t.type == kGgmlF32 || t.type == kGgmlF16 || t.type == kGgmlBF16 ||
+                           t.type == kGgmlQ8_0 || t.type == kGgmlQ4_0 || t.type == kGgmlQ4_1;
+    if (!supported) {
+      throw input_error(path, "tensor " + t.name + " has unsupported type " +
+                                  std::to_string(t.type) + " (" + ggml_type_name(t.type) + ")");
+    }
+  }
+  TensorSource src(g);
+  const std::string k = arch + ".";
+  ModelConfig c;
+  c.arch = arch;
+  c.name = g.get_string("general.name", std::filesystem::path(path).stem().string());
+  c.dim = static_cast<int>(required_int(g, k + "embedding_length"));
+  c.hidden_dim = static_cast<int>(required_int(g, k + "feed_forward_length"));
+  c.n_layers = static_cast<int>(required_int(g, k + "block_count"));
+  c.n_heads = static_cast<int>(required_int(g, k + "attention.head_count"));
+  c.n_kv_heads = static_cast<int>(g.get_int(k + "attention.head_count_kv", c.n_heads));
+  c.head_dim = static_cast<int>(g.get_int(k + "attention.key_length", c.dim / c.n_heads));
+  c.seq_len = static_cast<int>(g.get_int(k + "context_length", 2048));
+  c.rope_theta = static_cast<float>(g.get_float(k + "rope.freq_base", 10000.0));
+  c.rms_eps = static_cast<float>(g.get_float(k + "attention.layer_norm_rms_epsilon", 1e-5));
+  c.rope_style = arch == "qwen2" ? RopeStyle::RotateHalf : RopeStyle::Interleaved;
+  if (g.get_string(k + "rope.scaling.type", "") == "linear") {
+    c.rope_scaling.type = "linear";
+    c.rope_scaling.factor = static_cast<float>(g.get_float(k + "rope.scaling.factor", 1.0));
+  }
+  if (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0 || c.head_dim <= 0 ||
+      c.head_dim % 2 != 0 || c.seq_len <= 0) {
+    throw input_error(path, "inconsistent attention metadata (" + std::to_string(c.n_heads) +
+                                " heads, " + std::to_string(c.n_kv_heads) + " KV heads, head_dim " +
+                                std::to_string(c.head_dim) + ")");
+  }
+  const GgufTensorInfo& embd = src.info("token_embd.weight");
+  if (embd.dims.size() != 2 || embd.dims[0] != static_cast<uint64_t>(c.dim)) {
+    throw input_error(path, "tensor token_embd.weight has shape " + TensorSource::shape(embd.dims) +
+                                ", expected [" + std::to_string(c.dim) + ", vocab]");
+  }
+  c.vocab_size = static_cast<int>(embd.dims[1]);
+  c.tied_classifier = g.find_tensor("output.weight") == nullptr;
+  c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
+  if (g.find_tensor("rope_freqs.weight") != nullptr) {
+    std::vector<float> divisors;  // [head_dim/2]
+    src.read(divisors, "rope_freqs.weight", c.head_dim / 2);
+    src.finish();
+    c.rope_scaling = llama3_scaling(path, divisors, c);
+  }
+
+  Model m;
+  m.config = c;
+  m.path = path;
+  m.format = "gguf";
+  m.weight_type = describe_weight_type(g);
+  const uint64_t D = c.dim, H = c.hidden_dim, Q = c.q_dim(), KV = c.kv_dim(), V = c.vocab_size;
+  ModelWeights& w = m.weights;
+  src.read(w.token_embedding, "token_embd.weight", D, V);
+  w.layers.resize(c.n_layers);
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    LayerWeights& l = w.layers[i];
+    src.read(l.attn_norm, b + "attn_norm.weight", D);
+    src.read(l.wq, b + "attn_q.weight", D, Q);
+    src.read(l.wk, b + "attn_k.weight", D, KV);
+    src.read(l.wv, b + "attn_v.weight", D, KV);
+    src.read(l.wo, b + "attn_output.weight", Q, D);
+    if (c.qkv_bias) {
+      src.read(l.bq, b + "attn_q.bias", Q);
+      src.read(l.bk, b + "attn_k.bias", KV);
+      src.read(l.bv, b + "attn_v.bias", KV);
+    }
+    src.read(l.ffn_norm, b + "ffn_norm.weight", D);
+    src.read(l.w_gate, b + "ffn_gate.weight", D, H);
+    src.read(l.w_up, b + "ffn_up.weight", D, H);
+    src.read(l.w_down, b + "ffn_down.weight", H, D);
+  }
+  src.read(w.final_norm, "output_norm.weight", D);
+  if (!c.tied_classifier) src.read(w.classifier, "output.weight", D, V);
+  src.finish();
+  return m;
+}
+
+}  // namespace kvs

@@ -1,0 +1,14 @@
+// Builds a Model from a GGUF file (architectures "llama" and "qwen2"), dequantizing to fp32.
+#pragma once
+#include <string>
+
+#include "inference/model.h"
+
+namespace kvs {
+
+// Loads hyper-parameters from "<arch>.*" metadata and the token_embd / blk.N.* / output_norm /
+// output tensors (output absent = tied classifier). Throws InputError naming the file and tensor
+// for missing tensors, wrong shapes, unsupported tensor types or truncated data.
+Model load_gguf_model(const std::string& path);
+
+}  // namespace kvs

@@ -1,0 +1,240 @@
+// Hugging Face folder -> Model. HF linear weights are [out, in] row-major, the Model's layout;
+// q/k rows are in rotate-half order, so the model gets RopeStyle::RotateHalf.
+#include "inference/hf_model.h"
+
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "inference/errors.h"
+#include "inference/json.h"
+#include "inference/safetensors_file.h"
+
+namespace fs = std::filesystem;
+
+namespace kvs {
+namespace {
+
+struct Architecture {
+  const char* hf_name;
+  const char* arch;
+  bool qkv_bias;
+};
+
+const Architecture kArchitectures[] = {
+    {"LlamaForCausalLM", "llama", false},
+    {"MistralForCausalLM", "mistral", false},
+    {"Qwen2ForCausalLM", "qwen2", true},
+};
+
+int positive_int(const Json& config, const std::string& path, const char* key, double fallback) {
+  const Json* v = config.find(key);
+  const bool given = v != nullptr && !v->is_null();
+  const double x = given && v->is_number() ? v->as_number() : given ? -1.0 : fallback;
+  if (!(x >= 1 && x <= (1 << 24)) || x != static_cast<double>(static_cast<int>(x))) {
+    throw input_error(
+        path, given ? std::string(key) + " has an invalid value" : std::string("missing ") + key);
+  }
+  return static_cast<int>(x);
+}
+
+// The tensors of a checkpoint, wherever they are stored (one file or several shards).
+class TensorSet {
+ public:
+  explicit TensorSet(const fs::path& folder) {
+    const fs::path single = folder / "model.safetensors";
+    const fs::path index = folder / "model.safetensors.index.json";
+    if (fs::exists(index)) {
+      listing_ = index.string();
+      const Json j = Json::parse_file(index.string());
+      const Json* map = j.find("weight_map");
+      if (map == nullptr || !map->is_object())
+        throw input_error(index.string(), "missing weight_map");
+      for (std::size_t i = 0; i < map->keys().size(); ++i) {
+        const Json& file = map->items()[i];
+        if (!file.is_string())
+          throw input_error(index.string(), "weight_map entry is not a file name");
+        const fs::path shard = folder / file.as_string();
+        if (!fs::exists(shard)) {
+          throw input_error(shard.string(), "missing shard (listed in " +
+                                                index.filename().string() + " for tensor " +
+                                                map->keys()[i] + ")");
+        }
+        auto& f = files_[shard.string()];
+        if (!f) f = std::make_shared<SafetensorsFile>(shard.string());
+        owner_[map->keys()[i]] = f.get();
+      }
+    } else if (fs::exists(single)) {
+      listing_ = single.string();
+      auto f = std::make_shared<SafetensorsFile>(single.string());
+      for (const auto& [name, t] : f->tensors()) owner_[name] = f.get();
+      files_[single.string()] = f;
+    } else {
+      throw input_error(folder.string(), "no model.safetensors or model.safetensors.index.json");
+    }
+  }
+
+  bool has(const std::string& name) const { return owner_.count(name) > 0; }
+
+  // Checks `name` has shape `want` and converts it into `dst`.
+  void read(std::vector<float>& dst, const std::string& name, std::vector<uint64_t> want) {
+    auto it = owner_.find(name);
+    if (it == owner_.end()) throw input_error(listing_, "missing tensor " + name);
+    const SafetensorsFile& f = *it->second;
+    const SafetensorsTensor* t = f.find(name);
+    if (t == nullptr)
+      throw input_error(f.path(), "missing tensor " + name + " (named in the index)");
+    if (t->shape != want) {
+      throw input_error(f.path(), "tensor " + name + " has shape " + shape(t->shape) +
+                                      ", config.json implies " + shape(want));
+    }
+    f.check_dtype(*t);
+    pending_.push_back({&f, t, &dst});
+  }
+
+  // Sizes (in parallel, so several threads first-touch the pages) and converts every queued tensor.
+  void finish() {
+    const int64_t n = static_cast<int64_t>(pending_.size());
+#pragma omp parallel for schedule(dynamic, 1) if (n > 8)
+    for (int64_t i = 0; i < n; ++i) pending_[i].dst->resize(pending_[i].tensor->elements());
+    for (const Pending& p : pending_) p.file->read_f32(*p.tensor, p.dst->data());
+    pending_.clear();
+  }
+
+  // Dtype of most weights, "(mixed)" when several occur.
+  std::string weight_type() const {
+    std::map<std::string, uint64_t> count;
+    for (const auto& [name, file] : owner_) {
+      if (const SafetensorsTensor* t = file->find(name)) count[t->dtype] += t->elements();
+    }
+    std::string main;
+    uint64_t most = 0;
+    for (const auto& [dtype, n] : count) {
+      if (n > most) main = dtype, most = n;
+    }
+    return main + (count.size() > 1 ? " (mixed)" : "");
+  }
+
+  static std::string shape(const std::vector<uint64_t>& dims) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+    return s + "]";
+  }
+
+ private:
+  struct Pending {
+    const SafetensorsFile* file;
+    const SafetensorsTensor* tensor;
+    std::vector<float>* dst;
+  };
+  std::vector<Pending> pending_;
+  std::string listing_;  // the file that lists the tensors: the index or the single file
+  std::map<std::string, std::shared_ptr<SafetensorsFile>> files_;  // path -> file
+  std::map<std::string, const SafetensorsFile*> owner_;            // tensor -> file holding it
+};
+
+ModelConfig read_config(const std::string& path, const Json& j) {
+  const Json* archs = j.find("architectures");
+  const std::string hf_arch =
+      archs && archs->is_array() && archs->size() > 0 && archs->items()[0].is_string()
+          ? archs->items()[0].as_string()
+          : "";
+  const Architecture* arch = nullptr;
+  for (const Architecture& a : kArchitectures) {
+    if (hf_arch == a.hf_name) arch = &a;
+  }
+  if (arch == nullptr) {
+    throw input_error(path,
+                      "unsupported architecture \"" + hf_arch +
+                          "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)");
+  }
+  ModelConfig c;
+  c.arch = arch->arch;
+  c.dim = positive_int(j, path, "hidden_size", -1);
+  c.hidden_dim = positive_int(j, path, "intermediate_size", -1);
+  c.n_layers = positive_int(j, path, "num_hidden_layers", -1);
+  c.n_heads = positive_int(j, path, "num_attention_heads", -1);
+  c.n_kv_heads = positive_int(j, path, "num_key_value_heads", c.n_heads);
+  c.head_dim = positive_int(j, path, "head_dim", c.dim / c.n_heads);
+  c.vocab_size = positive_int(j, path, "vocab_size", -1);
+  c.seq_len = positive_int(j, path, "max_position_embeddings", 2048);
+  c.rms_eps = static_cast<float>(j.get_number("rms_norm_eps", 1e-6));
+  c.rope_theta = static_cast<float>(j.get_number("rope_theta", 10000.0));
+  c.rope_style = RopeStyle::RotateHalf;
+  c.qkv_bias = arch->qkv_bias || j.get_bool("attention_bias", false);
+  c.tied_classifier = j.get_bool("tie_word_embeddings", false);
+  if (c.n_heads % c.n_kv_heads != 0 || c.head_dim % 2 != 0) {
+    throw input_error(path, "num_attention_heads " + std::to_string(c.n_heads) +
+                                " is not a multiple of num_key_value_heads " +
+                                std::to_string(c.n_kv_heads) + " or head_dim is odd");
+  }
+  if (const Json* rs = j.find("rope_scaling"); rs != nullptr && rs->is_object()) {
+    const std::string type = rs->get_string("rope_type", rs->get_string("type", ""));
+    if (type == "llama3") {
+      c.rope_scaling.type = "llama3";
+      c.rope_scaling.factor = static_cast<float>(rs->get_number("factor", 8.0));
+      c.rope_scaling.low_freq_factor = static_cast<float>(rs->get_number("low_freq_factor", 1.0));
+      c.rope_scaling.high_freq_factor = static_cast<float>(rs->get_number("high_freq_factor", 4.0));
+      c.rope_scaling.original_max_position =
+          static_cast<int>(rs->get_number("original_max_position_embeddings", 8192));
+    } else if (type == "linear") {
+      c.rope_scaling.type = "linear";
+      c.rope_scaling.factor = static_cast<float>(rs->get_number("factor", 1.0));
+    } else if (type != "default" && !type.empty()) {
+      throw input_error(
+          path, "unsupported rope_scaling type \"" + type + "\" (supported: llama3, linear)");
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+bool is_hf_folder(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec);
+}
+
+Model load_hf_model(const std::string& folder) {
+  const fs::path dir(folder);
+  const std::string config_path = (dir / "config.json").string();
+  if (!fs::exists(config_path)) throw input_error(folder, "not a model folder (no config.json)");
+  ModelConfig c = read_config(config_path, Json::parse_file(config_path));
+  c.name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
+  TensorSet tensors(dir);
+  if (!tensors.has("lm_head.weight")) c.tied_classifier = true;  // an omitted head is tied
+
+  Model m;
+  m.config = c;
+  m.path = folder;
+  m.format = "hf";
+  m.weight_type = tensors.weight_type();
+  const uint64_t D = c.dim, H = c.hidden_dim, Q = c.q_dim(), KV = c.kv_dim(), V = c.vocab_size;
+  ModelWeights& w = m.weights;
+  tensors.read(w.token_embedding, "model.embed_tokens.weight", {V, D});
+  w.layers.resize(c.n_layers);
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    LayerWeights& l = w.layers[i];
+    tensors.read(l.attn_norm, p + "input_layernorm.weight", {D});
+    tensors.read(l.wq, p + "self_attn.q_proj.weight", {Q, D});
+    tensors.read(l.wk, p + "self_attn.k_proj.weight", {KV, D});
+    tensors.read(l.wv, p + "self_attn.v_proj.weight", {KV, D});
+    tensors.read(l.wo, p + "self_attn.o_proj.weight", {D, Q});
+    if (c.qkv_bias) {
+      tensors.read(l.bq, p + "self_attn.q_proj.bias", {Q});
+      tensors.read(l.bk, p + "self_attn.k_proj.bias", {KV});
+      tensors.read(l.bv, p + "self_attn.v_proj.bias", {KV});
+    }
+    tensors.read(l.ffn_norm, p + "post_attention_layernorm.weight", {D});
+    tensors.read(l.w_gate, p + "mlp.gate_proj.weight", {H, D});
+    tensors.read(l.w_up, p + "mlp.up_proj.weight", {H, D});
+    tensors.read(l.w_down, p + "mlp.down_proj.weight", {D, H});
+  }
+  tensors.read(w.final_norm, "model.norm.weight", {D});
+  if (!c.tied_classifier) tensors.read(w.classifier, "lm_head.weight", {V, D});
+  tensors.finish();
+  return m;
+}
+
+}  // namespace kvs

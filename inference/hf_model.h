@@ -1,0 +1,19 @@
+// Loader for Hugging Face model folders: config.json + model.safetensors (single file or shards
+// listed in model.safetensors.index.json); LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM.
+#pragma once
+#include <string>
+
+#include "inference/model.h"
+
+namespace kvs {
+
+// Reads the configuration and converts the F32 / F16 / BF16 weights to fp32
+// (RopeStyle::RotateHalf). Throws InputError naming the file (and tensor) for a missing shard, a
+// shape that disagrees with config.json, an unsupported architecture or dtype, or a header that
+// lies about offsets.
+Model load_hf_model(const std::string& folder);
+
+// Whether `path` is a folder holding a config.json.
+bool is_hf_folder(const std::string& path);
+
+}  // namespace kvs

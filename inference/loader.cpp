@@ -1,0 +1,113 @@
+// Format dispatch for models (llama2.c .bin, GGUF, Hugging Face folders) and tokenizers, and the
+// default model location.
+#include "inference/loader.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "inference/errors.h"
+#include "inference/gguf_file.h"
+#include "inference/gguf_model.h"
+#include "inference/gguf_tokenizer.h"
+#include "inference/hf_model.h"
+#include "inference/llama2c_model.h"
+#include "inference/llama2c_tokenizer.h"
+#include "inference/tokenizer_json.h"
+
+namespace fs = std::filesystem;
+
+namespace kvs {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Opens an explicitly named tokenizer by its format: tokenizer.json (or a folder holding one),
+// a GGUF file's metadata, or a llama2.c tokenizer.bin.
+std::unique_ptr<Tokenizer> open_tokenizer_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw input_error(path, "no such file");
+  if (fs::is_directory(path, ec))
+    return load_tokenizer_json((fs::path(path) / "tokenizer.json").string());
+  if (ends_with(path, ".json")) return load_tokenizer_json(path);
+  if (is_gguf_file(path)) return load_gguf_tokenizer(path);
+  return load_llama2c_tokenizer(path);
+}
+
+// llama2.c tokenizer beside a .bin: tokenizer.bin, then tok<vocab>.bin.
+std::string llama2c_tokenizer_beside(const Model& model) {
+  const fs::path dir = fs::path(model.path).parent_path();
+  for (const std::string& name :
+       {std::string("tokenizer.bin"), "tok" + std::to_string(model.config.vocab_size) + ".bin"}) {
+    const fs::path candidate = dir / name;
+    if (fs::exists(candidate)) return candidate.string();
+  }
+  return "";
+}
+
+}  // namespace
+
+Model load_model(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw input_error(path, "no such file or folder");
+  if (fs::is_directory(path, ec)) return load_hf_model(path);
+  // A file inside a Hugging Face folder stands for the folder.
+  if (ends_with(path, ".safetensors") || ends_with(path, "config.json")) {
+    return load_hf_model(fs::path(path).parent_path().string());
+  }
+  if (is_gguf_file(path)) return load_gguf_model(path);
+  return load_llama2c_model(path);
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const Model& model, const std::string& tokenizer_path) {
+  std::string source = tokenizer_path;
+  std::unique_ptr<Tokenizer> tok;
+  bool own_folder =
+      false;  // the HF folder's own tokenizer may cover fewer ids than padded embeddings
+  if (!tokenizer_path.empty()) {
+    tok = open_tokenizer_file(tokenizer_path);
+  } else if (model.format == "gguf") {
+    source = model.path;
+    tok = load_gguf_tokenizer(model.path);
+  } else if (model.format == "hf") {
+    source = (fs::path(model.path) / "tokenizer.json").string();
+    if (!fs::exists(source))
+      throw input_error(model.path, "no tokenizer.json in the model folder; pass --tokenizer");
+    tok = load_tokenizer_json(source);
+    own_folder = true;
+  } else {
+    source = llama2c_tokenizer_beside(model);
+    if (source.empty()) {
+      throw input_error(model.path, "no tokenizer found beside the model (tokenizer.bin or tok" +
+                                        std::to_string(model.config.vocab_size) +
+                                        ".bin); pass --tokenizer");
+    }
+    tok = load_llama2c_tokenizer(source);
+  }
+  const bool fits = own_folder ? tok->vocab_size() <= model.config.vocab_size
+                               : tok->vocab_size() == model.config.vocab_size;
+  if (!fits) {
+    throw input_error(source, "vocabulary of " + std::to_string(tok->vocab_size()) +
+                                  " tokens does not match the model's " +
+                                  std::to_string(model.config.vocab_size));
+  }
+  return tok;
+}
+
+std::string default_model_path() {
+  fs::path dir;
+  if (const char* cache = std::getenv("KVSCOPE_CACHE"); cache != nullptr && *cache != '\0') {
+    dir = cache;
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    dir = fs::path(home) / ".cache" / "kvscope" / "models";
+  } else {
+    return "";
+  }
+  const fs::path file = dir / "SmolLM2-135M-Instruct.Q4_1.gguf";
+  std::error_code ec;
+  return fs::is_regular_file(file, ec) ? file.string() : "";
+}
+
+}  // namespace kvs

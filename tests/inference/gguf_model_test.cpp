@@ -1,0 +1,243 @@
+// GGUF model loading: stories260K.gguf equals the llama2.c .bin bit for bit, the tiny-random F16
+// fixture with its Llama-2 vocabulary, and bad inputs (unknown tensor type, truncation, magic).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "gguf_writer.h"
+#include "inference/gguf_file.h"
+#include "inference/loader.h"
+
+namespace kvs {
+namespace {
+
+using testing::input_error_of;
+using testing::read_bytes;
+using testing::shared_model;
+using testing::TempDir;
+using testing::write_bytes;
+
+const std::string kTiny = "fixtures/llama-2-tiny-random.gguf";
+
+TEST(GgufModel, Stories260KMatchesTheLlama2cCheckpoint) {
+  const Model bin = load_model(shared_model("stories260K/stories260K.bin"));
+  const Model gguf = load_model(shared_model("stories260K/stories260K.gguf"));
+  const ModelConfig& a = bin.config;
+  const ModelConfig& b = gguf.config;
+  EXPECT_EQ(gguf.format, "gguf");
+  EXPECT_EQ(gguf.weight_type, "F32");
+  EXPECT_EQ(b.rope_style, RopeStyle::Interleaved);
+  EXPECT_EQ(
+      std::tie(a.dim, a.hidden_dim, a.n_layers, a.n_heads, a.n_kv_heads, a.head_dim, a.vocab_size),
+      std::tie(b.dim, b.hidden_dim, b.n_layers, b.n_heads, b.n_kv_heads, b.head_dim, b.vocab_size));
+  EXPECT_EQ(b.seq_len, 2048);  // the converter's default, as SOURCES.md notes
+  EXPECT_FLOAT_EQ(b.rms_eps, 1e-5f);
+  EXPECT_EQ(b.rope_theta, 10000.0f);
+  // The .gguf stores the classifier separately; it equals the shared embedding.
+  EXPECT_FALSE(b.tied_classifier);
+  EXPECT_EQ(gguf.weights.classifier, bin.weights.token_embedding);
+  EXPECT_EQ(gguf.weights.token_embedding, bin.weights.token_embedding);
+  EXPECT_EQ(gguf.weights.final_norm, bin.weights.final_norm);
+  for (int l = 0; l < a.n_layers; ++l) {
+    const LayerWeights& x = bin.weights.layers[l];
+    const LayerWeights& y = gguf.weights.layers[l];
+    EXPECT_EQ(x.attn_norm, y.attn_norm) << l;
+    EXPECT_EQ(x.wq, y.wq) << l;
+    EXPECT_EQ(x.wk, y.wk) << l;
+    EXPECT_EQ(x.wv, y.wv) << l;
+    EXPECT_EQ(x.wo, y.wo) << l;
+    EXPECT_EQ(x.ffn_norm, y.ffn_norm) << l;
+    EXPECT_EQ(x.w_gate, y.w_gate) << l;
+    EXPECT_EQ(x.w_up, y.w_up) << l;
+    EXPECT_EQ(x.w_down, y.w_down) << l;
+  }
+}
+
+TEST(GgufModel, Stories260KTokenizerMatchesTok512) {
+  const Model gguf = load_model(shared_model("stories260K/stories260K.gguf"));
+  const auto from_gguf = load_tokenizer(gguf, "");
+  const auto from_bin = load_tokenizer(gguf, shared_model("stories260K/tok512.bin"));
+  EXPECT_EQ(from_gguf->kind(), "sentencepiece-bpe");
+  for (const std::string t : {"Once upon a time", "The dog's ball was red, and 42 birds sang!",
+                              "\xF0\x9F\x90\xB6 emoji \xE2\x9C\xA8", "  spaces\n\nnewlines\t"}) {
+    EXPECT_EQ(from_gguf->encode(t, true), from_bin->encode(t, true)) << t;
+    EXPECT_EQ(from_gguf->decode(from_gguf->encode(t, true)), t);
+  }
+}
+
+TEST(GgufModel, TinyRandomF16) {
+  const Model m = load_model(shared_model(kTiny));
+  EXPECT_EQ(m.config.dim, 8);
+  EXPECT_EQ(m.config.n_layers, 1);
+  EXPECT_EQ(m.config.n_heads, 2);
+  EXPECT_EQ(m.config.n_kv_heads, 2);
+  EXPECT_EQ(m.config.hidden_dim, 32);
+  EXPECT_EQ(m.config.head_dim, 4);
+  EXPECT_EQ(m.config.vocab_size, 32000);
+  EXPECT_EQ(m.config.seq_len, 4096);
+  EXPECT_EQ(m.config.name, "LLaMA v2");
+  EXPECT_EQ(m.weight_type, "F16");
+  EXPECT_FALSE(m.config.tied_classifier);
+  EXPECT_EQ(m.weights.classifier.size(), 32000u * 8);
+  EXPECT_EQ(m.weights.layers[0].w_down.size(), 8u * 32);
+  // F16 weights are exact in fp32 and not all zero.
+  EXPECT_TRUE(std::any_of(m.weights.layers[0].wq.begin(), m.weights.layers[0].wq.end(),
+                          [](float v) { return v != 0.0f; }));
+}
+
+TEST(GgufModel, TinyRandomLlama2Vocabulary) {
+  const Model m = load_model(shared_model(kTiny));
+  const auto tok = load_tokenizer(m, "");
+  EXPECT_EQ(tok->vocab_size(), 32000);
+  EXPECT_EQ(tok->encode("Hello world", true), (std::vector<int>{1, 15043, 3186}));
+  EXPECT_EQ(tok->decode(tok->encode("Hello world", true)), "Hello world");
+  EXPECT_EQ(tok->token_text(15043), " Hello");
+  // Control tokens are matched inside the text.
+  EXPECT_EQ(tok->encode("Hi</s>", false).back(), 2);
+}
+
+// Offset of the uint32 type field in the tensor info of `name` (2-D tensors).
+std::size_t type_field_offset(const std::vector<char>& bytes, const std::string& name) {
+  const std::string needle =
+      std::string(1, static_cast<char>(name.size())) + std::string(7, '\0') + name;
+  auto it = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
+  EXPECT_NE(it, bytes.end());
+  return static_cast<std::size_t>(it - bytes.begin()) + needle.size() + 4 + 2 * 8;
+}
+
+TEST(GgufModel, UnknownTensorTypeIsNamed) {
+  TempDir dir;
+  std::vector<char> bytes = read_bytes(shared_model(kTiny));
+  const uint32_t q4_k = 12;
+  std::memcpy(bytes.data() + type_field_offset(bytes, "blk.0.attn_q.weight"), &q4_k, 4);
+  const std::string path = dir.file("patched.gguf");
+  write_bytes(path, bytes);
+  EXPECT_EQ(input_error_of([&] { load_model(path); }),
+            path + ": tensor blk.0.attn_q.weight has unsupported type 12 (Q4_K)");
+}
+
+TEST(GgufModel, TruncatedFileIsNamed) {
+  TempDir dir;
+  std::vector<char> bytes = read_bytes(shared_model(kTiny));
+  // Data starts at 724416; blk.0.attn_q.weight occupies [+512000, +512128).
+  bytes.resize(724416 + 512064);
+  const std::string path = dir.file("cut.gguf");
+  write_bytes(path, bytes);
+  EXPECT_EQ(input_error_of([&] { load_model(path); }),
+            path + ": truncated file (tensor blk.0.attn_q.weight ends past 1236480 bytes)");
+  bytes.resize(600000);  // inside the token type array
+  write_bytes(path, bytes);
+  EXPECT_EQ(input_error_of([&] { load_model(path); }),
+            path + ": truncated file (metadata tokenizer.ggml.token_type ends past 600000 bytes)");
+  bytes.resize(5000);  // inside the vocabulary array
+  write_bytes(path, bytes);
+  EXPECT_EQ(input_error_of([&] { load_model(path); }),
+            path + ": truncated file (metadata tokenizer.ggml.tokens ends past 5000 bytes)");
+}
+
+TEST(GgufModel, MalformedHeaders) {
+  TempDir dir;
+  std::vector<char> bytes = read_bytes(shared_model(kTiny));
+  const std::string path = dir.file("v9.gguf");
+  bytes[4] = 9;  // version 9
+  write_bytes(path, bytes);
+  EXPECT_EQ(input_error_of([&] { load_model(path); }),
+            path + ": unsupported GGUF version 9 (need 2 or 3)");
+
+  bytes = read_bytes(shared_model(kTiny));
+  const uint64_t huge = uint64_t{1} << 40;
+  std::memcpy(bytes.data() + 16, &huge, 8);  // n_kv
+  write_bytes(path, bytes);
+  EXPECT_NE(input_error_of([&] { load_model(path); }).find("truncated file (header claims"),
+            std::string::npos);
+}
+
+TEST(GgufModel, ShapeAndArchitectureChecks) {
+  TempDir dir;
+  testing::GgufWriter w;
+  w.add_string("general.architecture", "gptneox");
+  const std::string path = dir.file("arch.gguf");
+  w.write(path);
+  EXPECT_EQ(input_error_of([&] { load_model(path); }),
+            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2)");
+
+  testing::GgufWriter v;
+  v.add_string("general.architecture", "llama");
+  v.add_u32("llama.embedding_length", 4);
+  v.add_u32("llama.feed_forward_length", 8);
+  v.add_u32("llama.block_count", 1);
+  v.add_u32("llama.attention.head_count", 2);
+  v.add_f32_tensor("token_embd.weight", {4, 3}, std::vector<float>(12, 0.5f));
+  v.add_f32_tensor("blk.0.attn_norm.weight", {4}, std::vector<float>(4, 1.0f));
+  v.add_f32_tensor("blk.0.attn_q.weight", {4, 5}, std::vector<float>(20, 1.0f));
+  const std::string shape_path = dir.file("shape.gguf");
+  v.write(shape_path);
+  EXPECT_EQ(input_error_of([&] { load_model(shape_path); }),
+            shape_path + ": tensor blk.0.attn_q.weight has shape [4, 5], expected [4, 4]");
+}
+
+// A one-layer llama GGUF (dim 16, one head of 16, hidden 8, vocab 4, theta 500000) with the
+// given rope_freqs.weight divisors.
+std::string write_rope_freqs_model(const TempDir& dir, const std::vector<float>& divisors) {
+  testing::GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  w.add_u32("llama.embedding_length", 16);
+  w.add_u32("llama.feed_forward_length", 8);
+  w.add_u32("llama.block_count", 1);
+  w.add_u32("llama.attention.head_count", 1);
+  w.add_f32("llama.rope.freq_base", 500000.0f);
+  auto t = [&](const std::string& name, std::vector<uint64_t> dims) {
+    uint64_t n = 1;
+    for (uint64_t d : dims) n *= d;
+    w.add_f32_tensor(name, std::move(dims), std::vector<float>(n, 0.25f));
+  };
+  t("token_embd.weight", {16, 4});
+  t("output_norm.weight", {16});
+  for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_output"})
+    t(std::string("blk.0.") + m + ".weight", {16, 16});
+  t("blk.0.attn_norm.weight", {16});
+  t("blk.0.ffn_norm.weight", {16});
+  t("blk.0.ffn_gate.weight", {16, 8});
+  t("blk.0.ffn_up.weight", {16, 8});
+  t("blk.0.ffn_down.weight", {8, 16});
+  w.add_f32_tensor("rope_freqs.weight", {8}, divisors);
+  const std::string path = dir.file("rope.gguf");
+  w.write(path);
+  return path;
+}
+
+TEST(GgufModel, Llama3RopeFreqsBecomeRopeScaling) {
+  // Divisors of Llama-3.1's scaling (factor 8, low 1, high 4, original context 8192) for
+  // head_dim 16, theta 500000: the wavelength 2*pi*500000^(i/8) is below 2048 for i <= 3 (divisor
+  // 1), 4442.9 for i = 4 (smoothed: 1 / ((1 - s)/8 + s) with s = (8192/4442.9 - 1)/3), and above
+  // 8192 for i >= 5 (divisor 8).
+  std::vector<float> divisors(8);
+  for (int i = 0; i < 8; ++i) {
+    const double wavelen = 2 * M_PI * std::pow(500000.0, i / 8.0);
+    double d = 1.0;
+    if (wavelen > 8192) {
+      d = 8.0;
+    } else if (wavelen >= 2048) {
+      const double smooth = (8192 / wavelen - 1) / 3;
+      d = 1 / ((1 - smooth) / 8 + smooth);
+    }
+    divisors[i] = static_cast<float>(d);
+  }
+  TempDir dir;
+  const Model m = load_model(write_rope_freqs_model(dir, divisors));
+  EXPECT_EQ(m.config.rope_scaling.type, "llama3");
+  EXPECT_EQ(m.config.rope_scaling.factor, 8.0f);
+  EXPECT_EQ(m.config.rope_scaling.original_max_position, 8192);
+  EXPECT_EQ(m.config.head_dim, 16);
+  divisors[7] = 5.0f;  // no standard factor gives this
+  const std::string path = write_rope_freqs_model(dir, divisors);
+  EXPECT_EQ(input_error_of([&] { load_model(path); }),
+            path +
+                ": rope_freqs.weight does not match llama3 rope scaling with factor 8, 16 or 32 "
+                "(low 1, high 4, original context 8192)");
+}
+
+}  // namespace
+}  // namespace kvs

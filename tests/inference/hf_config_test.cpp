@@ -1,0 +1,141 @@
+// Hugging Face config.json variants on stories260K-hf's weights: Qwen2 (q/k/v biases), Mistral,
+// rope_scaling llama3 / linear / unsupported, untied lm_head; and default_model_path().
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstring>
+
+#include "inference/loader.h"
+#include "loader_test_util.h"
+#include "safetensors_writer.h"
+
+namespace kvs {
+namespace {
+
+using testing::copy_side_files;
+using testing::hf_config;
+using testing::input_error_of;
+using testing::RawTensor;
+using testing::read_raw;
+using testing::shared_model;
+using testing::TempDir;
+using testing::write_bytes;
+using testing::write_safetensors;
+
+// config.json with `key`'s value replaced by `value` (the key must be present).
+std::string with(std::string config, const std::string& key, const std::string& value) {
+  const std::size_t at = config.find("\"" + key + "\":");
+  const std::size_t start = config.find(':', at) + 1;
+  const std::size_t first = config.find_first_not_of(" \n", start);
+  const std::size_t end =
+      config[first] == '[' ? config.find(']', first) + 1 : config.find_first_of(",\n}", start);
+  config.replace(start, end - start, " " + value);
+  return config;
+}
+
+RawTensor f32_tensor(const std::string& name, std::vector<uint64_t> shape, float base) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  RawTensor t{name, "F32", shape, std::vector<char>(n * 4)};
+  for (uint64_t i = 0; i < n; ++i) {
+    const float v = base + static_cast<float>(i);
+    std::memcpy(t.data.data() + 4 * i, &v, 4);
+  }
+  return t;
+}
+
+TEST(HfConfig, Qwen2WithBiasesAndLlama3RopeScaling) {
+  TempDir dir;
+  std::string config = with(hf_config(), "architectures", "[\"Qwen2ForCausalLM\"]");
+  config = with(config, "model_type",
+                "\"qwen2\", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                "\"original_max_position_embeddings\": 256}");
+  copy_side_files(dir, config);
+  std::vector<RawTensor> all = read_raw(shared_model("stories260K-hf/model.safetensors"));
+  for (int l = 0; l < 5; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
+    all.push_back(f32_tensor(p + "q_proj.bias", {64}, 100.0f * l));
+    all.push_back(f32_tensor(p + "k_proj.bias", {32}, 1000.0f));
+    if (l != 4) all.push_back(f32_tensor(p + "v_proj.bias", {32}, 2000.0f));
+  }
+  write_safetensors(dir.file("model.safetensors"), all);
+  EXPECT_EQ(
+      input_error_of([&] { load_model(dir.file("")); }),
+      dir.file("model.safetensors") + ": missing tensor model.layers.4.self_attn.v_proj.bias");
+  all.push_back(f32_tensor("model.layers.4.self_attn.v_proj.bias", {32}, 2000.0f));
+  write_safetensors(dir.file("model.safetensors"), all);
+  const Model m = load_model(dir.file(""));
+  EXPECT_EQ(m.config.arch, "qwen2");
+  EXPECT_TRUE(m.config.qkv_bias);
+  EXPECT_EQ(m.config.rope_style, RopeStyle::RotateHalf);
+  EXPECT_EQ(m.weights.layers[2].bq[5], 205.0f);
+  EXPECT_EQ(m.weights.layers[0].bk[31], 1031.0f);
+  EXPECT_EQ(m.weights.layers[4].bv[0], 2000.0f);
+  EXPECT_EQ(m.config.rope_scaling.type, "llama3");
+  EXPECT_EQ(m.config.rope_scaling.factor, 8.0f);
+  EXPECT_EQ(m.config.rope_scaling.low_freq_factor, 1.0f);
+  EXPECT_EQ(m.config.rope_scaling.high_freq_factor, 4.0f);
+  EXPECT_EQ(m.config.rope_scaling.original_max_position, 256);
+}
+
+TEST(HfConfig, MistralLinearScalingAndUntiedHead) {
+  TempDir dir;
+  std::string config = with(hf_config(), "architectures", "[\"MistralForCausalLM\"]");
+  config = with(config, "tie_word_embeddings", "false");
+  config = with(config, "model_type",
+                "\"mistral\", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}");
+  copy_side_files(dir, config);
+  std::vector<RawTensor> all = read_raw(shared_model("stories260K-hf/model.safetensors"));
+  all.push_back(f32_tensor("lm_head.weight", {512, 64}, -7.0f));
+  write_safetensors(dir.file("model.safetensors"), all);
+  const Model m = load_model(dir.file(""));
+  EXPECT_EQ(m.config.arch, "mistral");
+  EXPECT_FALSE(m.config.tied_classifier);
+  EXPECT_EQ(m.classifier()[3], -4.0f);
+  EXPECT_EQ(m.config.rope_scaling.type, "linear");
+  EXPECT_EQ(m.config.rope_scaling.factor, 2.0f);
+
+  // An unknown scaling type is refused, naming config.json.
+  TempDir dir2;
+  copy_side_files(dir2,
+                  with(hf_config(), "model_type",
+                       "\"llama\", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}"));
+  std::filesystem::copy_file(shared_model("stories260K-hf/model.safetensors"),
+                             dir2.file("model.safetensors"));
+  EXPECT_EQ(input_error_of([&] { load_model(dir2.file("")); }),
+            dir2.file("config.json") +
+                ": unsupported rope_scaling type \"yarn\" (supported: llama3, linear)");
+}
+
+TEST(HfConfig, MissingFieldsAndFiles) {
+  TempDir dir;
+  copy_side_files(dir, with(hf_config(), "num_hidden_layers", "null"));
+  EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }),
+            dir.file("config.json") + ": missing num_hidden_layers");
+  TempDir empty;
+  EXPECT_EQ(input_error_of([&] { load_model(empty.file("")); }),
+            empty.file("") + ": not a model folder (no config.json)");
+  TempDir no_weights;
+  copy_side_files(no_weights);
+  EXPECT_EQ(input_error_of([&] { load_model(no_weights.file("")); }),
+            no_weights.file("") + ": no model.safetensors or model.safetensors.index.json");
+}
+
+TEST(LoaderDefault, DefaultModelPathFollowsKvscopeCache) {
+  TempDir dir;
+  const char* old = getenv("KVSCOPE_CACHE");
+  const std::string saved = old ? old : "";
+  setenv("KVSCOPE_CACHE", dir.file("").c_str(), 1);
+  EXPECT_EQ(default_model_path(), "");
+  write_bytes(dir.file("SmolLM2-135M-Instruct.Q4_1.gguf"), "GGUF", 4);
+  EXPECT_EQ(default_model_path(), dir.file("SmolLM2-135M-Instruct.Q4_1.gguf"));
+  if (old) {
+    setenv("KVSCOPE_CACHE", saved.c_str(), 1);
+  } else {
+    unsetenv("KVSCOPE_CACHE");
+  }
+}
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,167 @@
+// Byte-level BPE: the pre-tokenizer regexes of each family on hand-analysed strings, a hand-built
+// vocabulary (merge order, special tokens, byte mapping), and SmolLM2's GGUF tokenizer when the
+// model is present.
+#include "inference/tokenizer_bpe.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "inference/loader.h"
+#include "inference/pretokenizer.h"
+#include "inference/tokenizer_spm.h"
+#include "loader_test_util.h"
+
+namespace kvs {
+namespace {
+
+using Pieces = std::vector<std::string>;
+
+Pieces split(const std::vector<std::string>& patterns, std::string_view text) {
+  PreTokenizer pre(patterns, "test");
+  Pieces out;
+  for (std::string_view p : pre.split(text)) out.emplace_back(p);
+  return out;
+}
+
+const char* const kText = "I'm  fine, 1234!\n\n";
+
+TEST(PreTokenizer, Gpt2) {
+  EXPECT_EQ(split(pretokenizer_patterns("gpt2"), kText),
+            (Pieces{"I", "'m", " ", " fine", ",", " 1234", "!", "\n\n"}));
+  // Contractions are case-sensitive in GPT-2's expression.
+  EXPECT_EQ(split(pretokenizer_patterns("gpt2"), "I'M"), (Pieces{"I", "'", "M"}));
+  EXPECT_EQ(split(pretokenizer_patterns("gpt2"), "a \xF0\x9F\x99\x82\xF0\x9F\x99\x82 b"),
+            (Pieces{"a", " \xF0\x9F\x99\x82\xF0\x9F\x99\x82", " b"}));
+  EXPECT_EQ(split(pretokenizer_patterns("gpt2"), "x   "), (Pieces{"x", "   "}));
+}
+
+TEST(PreTokenizer, Llama3) {
+  EXPECT_EQ(split(pretokenizer_patterns("llama-bpe"), kText),
+            (Pieces{"I", "'m", " ", " fine", ",", " ", "123", "4", "!\n\n"}));
+  EXPECT_EQ(split(pretokenizer_patterns("llama3"), "I'M"), (Pieces{"I", "'M"}));
+  EXPECT_EQ(split(pretokenizer_patterns("llama3"), "(hello)\r\nworld"),
+            (Pieces{"(hello", ")\r\n", "world"}));
+}
+
+TEST(PreTokenizer, Qwen2) {
+  EXPECT_EQ(split(pretokenizer_patterns("qwen2"), kText),
+            (Pieces{"I", "'m", " ", " fine", ",", " ", "1", "2", "3", "4", "!\n\n"}));
+}
+
+TEST(PreTokenizer, SmolLMSplitsDigitsFirst) {
+  EXPECT_EQ(split(pretokenizer_patterns("smollm"), kText),
+            (Pieces{"I", "'m", " ", " fine", ",", " ", "1", "2", "3", "4", "!", "\n\n"}));
+  EXPECT_TRUE(pretokenizer_patterns("no-such-pre").empty());
+}
+
+TEST(PreTokenizer, InvalidUtf8IsKept) {
+  const std::string text = "ab\xFF\xFE cd";
+  std::string joined;
+  for (const std::string& p : split(pretokenizer_patterns("gpt2"), text)) joined += p;
+  EXPECT_EQ(joined, text);
+}
+
+// Vocabulary: the 256 byte symbols, then merges "Ġ t" -> "Ġt", "h e" -> "he", "Ġt he" -> "Ġthe",
+// "t h" -> "th" (ranked last, so " the" never uses it), plus a special token.
+ByteLevelBpeTokenizer tiny_tokenizer() {
+  BpeVocab v;
+  for (int b = 0; b < 256; ++b) v.tokens.push_back(byte_to_unicode(static_cast<unsigned char>(b)));
+  const std::string G = byte_to_unicode(' ');
+  v.merges = {{G, "t"}, {"h", "e"}, {G + "t", "he"}, {"t", "h"}};
+  for (const std::string& t : {G + "t", std::string("he"), G + "the", std::string("th")})
+    v.tokens.push_back(t);
+  v.tokens.push_back("<|im_start|>");
+  v.types.assign(v.tokens.size(), kTokenNormal);
+  v.types.back() = kTokenControl;
+  v.specials = {{"<|im_start|>", 260}};
+  v.pre_patterns = pretokenizer_patterns("gpt2");
+  v.pre_name = "gpt2";
+  v.bos_id = 260;
+  return ByteLevelBpeTokenizer(std::move(v));
+}
+
+TEST(ByteLevelBpe, ByteAlphabet) {
+  EXPECT_EQ(byte_to_unicode(' '), "\xC4\xA0");   // Ġ = U+0120
+  EXPECT_EQ(byte_to_unicode('\n'), "\xC4\x8A");  // Ċ = U+010A
+  EXPECT_EQ(byte_to_unicode('A'), "A");
+  EXPECT_EQ(byte_to_unicode(0xAD), "\xC5\x83");  // U+0143, the last moved byte
+  for (int b = 0; b < 256; ++b) {
+    const std::string& s = byte_to_unicode(static_cast<unsigned char>(b));
+    uint32_t cp = static_cast<unsigned char>(s[0]);
+    if (s.size() == 2) cp = ((cp & 0x1f) << 6) | (static_cast<unsigned char>(s[1]) & 0x3f);
+    EXPECT_EQ(unicode_to_byte(cp), b);
+  }
+}
+
+TEST(ByteLevelBpe, MergesByRank) {
+  const ByteLevelBpeTokenizer tok = tiny_tokenizer();
+  // " the": Ġ t h e -> (Ġt) h e -> (Ġt)(he) -> (Ġthe)
+  EXPECT_EQ(tok.encode(" the", false), (std::vector<int>{258}));
+  // "the": t h e -> t (he): "t h" ranks below "h e".
+  EXPECT_EQ(tok.encode("the", false), (std::vector<int>{'t', 257}));
+  // "thx": only "t h" applies.
+  EXPECT_EQ(tok.encode("thx", false), (std::vector<int>{259, 'x'}));
+  EXPECT_EQ(tok.encode("<|im_start|> the", true), (std::vector<int>{260, 260, 258}));
+  EXPECT_EQ(tok.decode(tok.encode("<|im_start|> the\n\xC3\xA9", false)), " the\n\xC3\xA9");
+  EXPECT_EQ(tok.token_text(260), "<|im_start|>");
+  EXPECT_EQ(tok.token_text(258), " the");
+  EXPECT_EQ(tok.token_text(0xC3), "\\xC3");  // half of a UTF-8 character
+  EXPECT_EQ(tok.kind(), "byte-level-bpe/gpt2");
+}
+
+class SmolLM2 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = default_model_path();
+    if (path_.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct GGUF not in the cache";
+  }
+  std::string path_;
+};
+
+TEST_F(SmolLM2, LoadsWithItsTokenizer) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Model m = load_model(path_);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("SmolLM2 Q4_1 load: %.2f s\n", seconds);
+  EXPECT_EQ(m.config.n_layers, 30);
+  EXPECT_EQ(m.config.n_heads, 9);
+  EXPECT_EQ(m.config.n_kv_heads, 3);
+  EXPECT_EQ(m.config.head_dim, 64);
+  EXPECT_EQ(m.config.dim, 576);
+  EXPECT_EQ(m.config.vocab_size, 49152);
+  EXPECT_EQ(m.config.seq_len, 8192);
+  EXPECT_EQ(m.config.rope_theta, 100000.0f);
+  EXPECT_TRUE(m.config.tied_classifier);
+  EXPECT_EQ(m.weight_type, "Q4_1 (mixed)");
+  const auto tok = load_tokenizer(m, "");
+  EXPECT_EQ(tok->kind(), "byte-level-bpe/smollm");
+  EXPECT_FALSE(tok->add_bos());
+  EXPECT_EQ(tok->bos_id(), 1);
+  EXPECT_EQ(tok->eos_id(), 2);
+}
+
+TEST_F(SmolLM2, EncodesDigitsIndividually) {
+  const Model m = load_model(path_);
+  const auto tok = load_tokenizer(m, "");
+  const std::vector<int> ids = tok->encode("Hello, world! 123", false);
+  Pieces pieces;
+  for (int id : ids) pieces.push_back(tok->decode_piece(-1, id));
+  // Pre-tokens: "Hello" "," " world" "!" " " "1" "2" "3"; each is one common vocabulary entry.
+  EXPECT_EQ(pieces, (Pieces{"Hello", ",", " world", "!", " ", "1", "2", "3"}));
+  EXPECT_EQ(tok->decode(ids), "Hello, world! 123");
+  const std::vector<int> chat = tok->encode("<|im_start|>user\nHi<|im_end|>\n", false);
+  ASSERT_GE(chat.size(), 4u);
+  EXPECT_EQ(chat.front(), 1);
+  EXPECT_EQ(tok->token_text(1), "<|im_start|>");
+  EXPECT_EQ(tok->decode_piece(-1, 2), "");  // control tokens print nothing
+  for (const std::string t :
+       {"  spaced   out  ", "caf\xC3\xA9 \xF0\x9F\x90\xB6\xF0\x9F\x8E\x89 \xE6\x97\xA5\xE6\x9C\xAC",
+        "x = f(42) + 3.14159;\n\ttabs\r\n", "I'm sure they'll say 'no'."}) {
+    EXPECT_EQ(tok->decode(tok->encode(t, false)), t) << t;
+  }
+}
+
+}  // namespace
+}  // namespace kvs

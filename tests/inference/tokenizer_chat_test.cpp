@@ -1,0 +1,57 @@
+// Chat prompt formats: the fixed table, detection from chat templates, and the families of the
+// test models (stories260K has none; SmolLM2's GGUF template is ChatML with its system prompt).
+#include <gtest/gtest.h>
+
+#include "inference/chat_template.h"
+#include "inference/loader.h"
+#include "loader_test_util.h"
+
+namespace kvs {
+namespace {
+
+using testing::shared_model;
+
+TEST(ChatTemplate, FormatsEachFamily) {
+  EXPECT_EQ(format_chat("smollm2", "Hi"),
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+            "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(format_chat("chatml", "Hi"),
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi"
+            "<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(format_chat("llama2", "Hi"), "[INST] Hi [/INST]");
+  EXPECT_EQ(format_chat("mistral", "Hi"), "[INST] Hi [/INST]");
+  EXPECT_EQ(format_chat("llama3", "Hi"),
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant"
+            "<|end_header_id|>\n\n");
+  EXPECT_EQ(format_chat("", "Once upon a time"), "Once upon a time");
+  EXPECT_THROW(format_chat("vicuna", "Hi"), InputError);
+  EXPECT_EQ(chat_families().size(), 5u);
+}
+
+TEST(ChatTemplate, DetectsFamilies) {
+  EXPECT_EQ(detect_chat_family(""), "");
+  EXPECT_EQ(detect_chat_family("{{ '<|im_start|>' + message['role'] }}"), "chatml");
+  EXPECT_EQ(detect_chat_family("<|im_start|>system\nYou are a helpful AI assistant named SmolLM"),
+            "smollm2");
+  EXPECT_EQ(
+      detect_chat_family("{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>' }}"),
+      "llama3");
+  EXPECT_EQ(detect_chat_family("{{ bos_token + '[INST] <<SYS>>\\n' }}"), "llama2");
+  EXPECT_EQ(detect_chat_family("{{ '[INST] ' + message['content'] + ' [/INST]' }}"), "mistral");
+}
+
+TEST(ChatTemplate, TestModels) {
+  EXPECT_EQ(chat_family_for_model(load_model(shared_model("stories260K/stories260K.bin"))), "");
+  EXPECT_EQ(chat_family_for_model(load_model(shared_model("stories260K/stories260K.gguf"))), "");
+  const std::string smol = default_model_path();
+  if (smol.empty()) GTEST_SKIP() << "SmolLM2 GGUF not in the cache";
+  const Model m = load_model(smol);
+  EXPECT_EQ(chat_family_for_model(m), "smollm2");
+  const auto tok = load_tokenizer(m, "");
+  const std::vector<int> ids = tok->encode(format_chat("smollm2", "Hi"), tok->add_bos());
+  EXPECT_EQ(ids.front(), 1);  // <|im_start|> matched as one special token
+  EXPECT_EQ(tok->decode_piece(-1, ids[1]), "system");
+}
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,247 @@
+// tokenizer.json: stories260K-hf's SentencePiece-style BPE agrees with tok512.bin (normalizer and
+// Metaspace variants), and hand-built byte-level files for the GPT-2, Llama-3, Qwen2 and SmolLM
+// pre-tokenizers split digits, contractions and whitespace runs as each family does.
+#include "inference/tokenizer_json.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "inference/llama2c_tokenizer.h"
+#include "inference/loader.h"
+#include "inference/pretokenizer.h"
+#include "inference/tokenizer_bpe.h"
+#include "loader_test_util.h"
+
+namespace kvs {
+namespace {
+
+using testing::input_error_of;
+using testing::shared_model;
+using testing::TempDir;
+using testing::write_bytes;
+
+const std::vector<std::string> kTexts = {
+    "Once upon a time",
+    "The little dog's ball was red.",
+    "  leading and   inner spaces ",
+    "Lily said, \"Let's play!\"\nTom said no.",
+    "1234567890 numbers 42",
+    "\xF0\x9F\x99\x82 emoji \xF0\x9F\x90\xB6\xF0\x9F\x8E\x89",
+    "caf\xC3\xA9 na\xC3\xAFve r\xC3\xA9sum\xC3\xA9",
+    "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E text",
+    "tabs\tand\nnewlines\n\n",
+    "ZZZ qqq xyzzy",
+};
+
+TEST(TokenizerJson, Stories260KMatchesTok512) {
+  const std::string path = shared_model("stories260K-hf/tokenizer.json");
+  const auto json = load_tokenizer_json(path);
+  const auto bin = load_llama2c_tokenizer(shared_model("stories260K/tok512.bin"));
+  EXPECT_EQ(json->kind(), "sentencepiece-bpe");
+  EXPECT_EQ(json->vocab_size(), 512);
+  EXPECT_EQ(json->bos_id(), 1);
+  EXPECT_EQ(json->eos_id(), 2);
+  EXPECT_TRUE(json->add_bos());
+  for (const std::string& t : kTexts) {
+    EXPECT_EQ(json->encode(t, true), bin->encode(t, true)) << t;
+    EXPECT_EQ(json->decode(json->encode(t, true)), t) << t;
+  }
+  EXPECT_EQ(json->encode("Once upon a time", true), (std::vector<int>{1, 403, 407, 261, 378}));
+}
+
+TEST(TokenizerJson, MetaspaceVariantMatches) {
+  const std::vector<char> raw = testing::read_bytes(shared_model("stories260K-hf/tokenizer.json"));
+  std::string text(raw.begin(), raw.end());
+  // Replace the normalizer object by null and the pre-tokenizer by Metaspace.
+  const std::size_t start = text.find("{", text.find("\"normalizer\""));
+  std::size_t end = start;
+  for (int depth = 0; end < text.size(); ++end) {
+    depth += text[end] == '{' ? 1 : text[end] == '}' ? -1 : 0;
+    if (depth == 0) break;
+  }
+  text.replace(start, end + 1 - start, "null");
+  const std::string pre = "\"pre_tokenizer\": null";
+  text.replace(text.find(pre), pre.size(),
+               "\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\xE2\x96\x81\", "
+               "\"prepend_scheme\": \"first\", \"split\": false}");
+  TempDir dir;
+  write_bytes(dir.file("tokenizer.json"), text.data(), text.size());
+  const auto meta = load_tokenizer_json(dir.file("tokenizer.json"));
+  const auto bin = load_llama2c_tokenizer(shared_model("stories260K/tok512.bin"));
+  for (const std::string& t : kTexts) EXPECT_EQ(meta->encode(t, false), bin->encode(t, false)) << t;
+  // "first": text after a special token gets no "▁" (403 is "▁Once").
+  const std::vector<int> after = meta->encode("</s>Once", false);
+  EXPECT_EQ(after.front(), 2);
+  EXPECT_NE(after[1], 403);
+  EXPECT_EQ(meta->decode(after), "Once");
+
+  // "always" with split: each "▁word" is merged on its own; same ids for this vocabulary.
+  const std::string first = "\"prepend_scheme\": \"first\", \"split\": false";
+  text.replace(text.find(first), first.size(), "\"prepend_scheme\": \"always\", \"split\": true");
+  write_bytes(dir.file("tokenizer.json"), text.data(), text.size());
+  const auto split = load_tokenizer_json(dir.file("tokenizer.json"));
+  for (const std::string& t : kTexts)
+    EXPECT_EQ(split->encode(t, false), bin->encode(t, false)) << t;
+  EXPECT_EQ(split->encode("</s>Once", false), (std::vector<int>{2, 403}));
+}
+
+TEST(TokenizerJson, FoundInTheModelFolder) {
+  const Model m = load_model(shared_model("stories260K-hf"));
+  const auto tok = load_tokenizer(m, "");
+  EXPECT_EQ(tok->encode("Once upon a time", true), (std::vector<int>{1, 403, 407, 261, 378}));
+  const Model tiny = load_model(shared_model("fixtures/llama-2-tiny-random.gguf"));
+  const std::string path = shared_model("stories260K-hf/tokenizer.json");
+  EXPECT_EQ(input_error_of([&] { load_tokenizer(tiny, path); }),
+            path + ": vocabulary of 512 tokens does not match the model's 32000");
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// A byte-level tokenizer.json: the 256 byte symbols, a few merges, two special tokens.
+class ByteLevelJson {
+ public:
+  ByteLevelJson() {
+    for (int b = 0; b < 256; ++b) add(byte_to_unicode(static_cast<unsigned char>(b)));
+    const std::string G = byte_to_unicode(' '), C = byte_to_unicode('\n');
+    for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{{"1", "2"},
+                                                                               {"12", "3"},
+                                                                               {"123", "4"},
+                                                                               {"1234", "5"},
+                                                                               {"4", "5"},
+                                                                               {"'", "M"},
+                                                                               {G, G},
+                                                                               {G + G, C},
+                                                                               {G + G + C, C}}) {
+      merges_.push_back(
+          std::string("\"").append(json_escape(a)).append(" ").append(json_escape(b)).append("\""));
+      add(a + b);
+    }
+  }
+  int id(const std::string& token) const { return ids_.at(token); }
+  int im_start_id() const { return static_cast<int>(ids_.size()); }  // first added token
+
+  std::string write(const TempDir& dir, const std::string& pre_tokenizer, bool with_bos) const {
+    const int n = static_cast<int>(ids_.size());
+    std::string vocab;
+    for (const auto& [token, id] : ids_) {
+      vocab.append(vocab.empty() ? "\"" : ", \"").append(json_escape(token)).append("\": ");
+      vocab.append(std::to_string(id));
+    }
+    std::string merges;
+    for (const std::string& m : merges_) merges += (merges.empty() ? "" : ", ") + m;
+    const std::string post =
+        with_bos ? "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": "
+                   "{\"id\": \"<|begin_of_text|>\", \"type_id\": 0}}, {\"Sequence\": "
+                   "{\"id\": \"A\", \"type_id\": 0}}]}"
+                 : "null";
+    const std::string text =
+        "{\"version\": \"1.0\", \"added_tokens\": [{\"id\": " + std::to_string(n) +
+        ", \"content\": \"<|im_start|>\", \"special\": true}, {\"id\": " + std::to_string(n + 1) +
+        ", \"content\": \"<|begin_of_text|>\", \"special\": true}], \"normalizer\": null, "
+        "\"pre_tokenizer\": " +
+        pre_tokenizer + ", \"post_processor\": " + post +
+        ", \"decoder\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {" +
+        vocab + "}, \"merges\": [" + merges + "]}}";
+    const std::string path = dir.file("tokenizer.json");
+    write_bytes(path, text.data(), text.size());
+    return path;
+  }
+
+ private:
+  void add(const std::string& token) { ids_.emplace(token, static_cast<int>(ids_.size())); }
+  std::map<std::string, int> ids_;
+  std::vector<std::string> merges_;
+};
+
+std::string split_pre(const char* pattern) {
+  return "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+         "{\"Regex\": \"" +
+         json_escape(pattern) +
+         "\"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": "
+         "\"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}";
+}
+
+const std::string kGpt2Pre =
+    "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}";
+const std::string kSmolPre =
+    "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
+    "\"individual_digits\": true}, " +
+    kGpt2Pre + "]}";
+
+struct Family {
+  std::string name, pre;
+};
+
+TEST(TokenizerJson, ByteLevelFamilies) {
+  const ByteLevelJson v;
+  const std::string G = byte_to_unicode(' '), C = byte_to_unicode('\n');
+  const std::vector<int> digits_whole = {v.id("12345")};
+  const std::vector<int> digits_3_2 = {v.id("123"), v.id("45")};
+  const std::vector<int> digits_single = {v.id("1"), v.id("2"), v.id("3"), v.id("4"), v.id("5")};
+  const std::vector<int> contraction_split = {v.id("I"), v.id("'"), v.id("M")};
+  const std::vector<int> contraction_whole = {v.id("I"), v.id("'M")};
+  // "a  \n\nb": GPT-2 gives "a" "  \n" "\n" "b"; Llama-3/Qwen2 give "a" "  \n\n" "b".
+  const std::vector<int> ws_gpt2 = {v.id("a"), v.id(G + G + C), v.id(C), v.id("b")};
+  const std::vector<int> ws_llama3 = {v.id("a"), v.id(G + G + C + C), v.id("b")};
+  struct Case {
+    Family family;
+    std::vector<int> digits, contraction, whitespace;
+  };
+  const std::vector<Case> cases = {
+      {{"gpt2", kGpt2Pre}, digits_whole, contraction_split, ws_gpt2},
+      {{"llama3", split_pre(kLlama3Pattern)}, digits_3_2, contraction_whole, ws_llama3},
+      {{"qwen2", split_pre(kQwen2Pattern)}, digits_single, contraction_whole, ws_llama3},
+      {{"smollm", kSmolPre}, digits_single, contraction_split, ws_gpt2},
+  };
+  for (const Case& c : cases) {
+    TempDir dir;
+    const auto tok = load_tokenizer_json(v.write(dir, c.family.pre, c.family.name == "llama3"));
+    EXPECT_EQ(tok->kind(), "byte-level-bpe/" + c.family.name);
+    EXPECT_EQ(tok->encode("12345", false), c.digits) << c.family.name;
+    EXPECT_EQ(tok->encode("I'M", false), c.contraction) << c.family.name;
+    EXPECT_EQ(tok->encode("a  \n\nb", false), c.whitespace) << c.family.name;
+    // Special tokens are matched before pre-tokenization.
+    const std::vector<int> chat = tok->encode("<|im_start|>12345", false);
+    EXPECT_EQ(chat.front(), v.im_start_id()) << c.family.name;
+    for (const std::string t :
+         {"\xF0\x9F\x99\x82 ok!\n", "x  y\t\tz", "caf\xC3\xA9 \xE6\x97\xA5 99 bottles"}) {
+      EXPECT_EQ(tok->decode(tok->encode(t, false)), t) << c.family.name;
+    }
+    EXPECT_EQ(tok->add_bos(), c.family.name == "llama3");
+    if (c.family.name == "llama3") {
+      EXPECT_EQ(tok->encode("1", true).front(), tok->bos_id());
+    }
+  }
+}
+
+TEST(TokenizerJson, BadFiles) {
+  TempDir dir;
+  const std::string path = dir.file("tokenizer.json");
+  const std::string unigram = "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}";
+  write_bytes(path, unigram.data(), unigram.size());
+  EXPECT_EQ(input_error_of([&] { load_tokenizer_json(path); }),
+            path + ": unsupported tokenizer model \"Unigram\" (supported: BPE)");
+  const std::string broken = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0,}}}";
+  write_bytes(path, broken.data(), broken.size());
+  EXPECT_EQ(input_error_of([&] {
+              load_tokenizer_json(path);
+            }).rfind(path + ": invalid JSON at line 1", 0),
+            0u);
+  const std::string bad_pre =
+      "{\"pre_tokenizer\": {\"type\": \"Whitespace\"}, \"decoder\": {\"type\": \"ByteLevel\"}, "
+      "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}";
+  write_bytes(path, bad_pre.data(), bad_pre.size());
+  EXPECT_EQ(input_error_of([&] { load_tokenizer_json(path); }),
+            path + ": unsupported pre-tokenizer \"Whitespace\"");
+}
+
+}  // namespace
+}  // namespace kvs
