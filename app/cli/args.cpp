@@ -3,11 +3,23 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "inference/errors.h"
 
 namespace kvs {
+
+namespace {
+
+// "0.000001" -> "1e-06", "100.000000" -> "100": a bound as a reader would write it.
+std::string shortest(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
 
 Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& value_flags,
            const std::set<std::string>& switch_flags) {
@@ -78,8 +90,7 @@ double Args::number(const std::string& flag, double fallback, double min_value, 
   if (s.empty() || *end != '\0' || !std::isfinite(v))
     throw input_error(flag, "expected a number, got '" + s + "'");
   if (v < min_value || v > max_value)
-    throw input_error(flag, s + " is outside [" + std::to_string(min_value) + ", " +
-                                std::to_string(max_value) + "]");
+    throw input_error(flag, s + " is outside [" + shortest(min_value) + ", " + shortest(max_value) + "]");
   return v;
 }
 

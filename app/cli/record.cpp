@@ -78,6 +78,9 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
                                     " steps exceed the model's context of " + std::to_string(c.seq_len) + " tokens");
 
   const ModelShape shape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim};
+  // A live policy is checked before anything is written or printed.
+  std::unique_ptr<Policy> policy;
+  if (!r.policy.empty()) policy = make_policy(parse_policy_spec(r.policy, r.budget), shape);
   TraceMeta meta;
   meta.writer_version = KVSCOPE_VERSION;
   meta.created = utc_now();
@@ -126,8 +129,6 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
     engine.set_observer(nullptr);
   } else {
     // Recorded under a policy from the start: the trace's attention is the policy run's own.
-    PolicySpec spec = parse_policy_spec(r.policy, r.budget);
-    auto policy = make_policy(spec, shape);
     ReferenceRun ref = run_reference(engine, prompt, r.steps, {}, r.sampling);
     LiveRunOptions lo;
     lo.mode = "free";

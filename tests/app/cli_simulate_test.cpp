@@ -118,6 +118,17 @@ TEST_F(CliSimulate, EveryPolicyAtOnceAppendsARunEach) {
   EXPECT_EQ(reader.meta().n_steps, kSteps);
 }
 
+// Later simulate calls add to the runs already there; a run of the same name is replaced.
+TEST_F(CliSimulate, SecondCallAppendsAndSameNameReplaces) {
+  const std::string t = fresh_trace();
+  ASSERT_EQ(run_kvscope({"simulate", t, "--policy", "window", "--budget", "8"}).code, 0);
+  ASSERT_EQ(run_kvscope({"simulate", t, "--policy", "tova", "--budget", "8"}).code, 0);
+  ASSERT_EQ(run_kvscope({"simulate", t, "--policy", "window", "--budget", "8"}).code, 0);
+  TraceReader reader(t);
+  EXPECT_EQ(reader.run_names(), (std::vector<std::string>{"tova_b8", "window_b8"}));
+  EXPECT_EQ(work_.entries(), std::vector<std::string>{"t.h5"});
+}
+
 TEST_F(CliSimulate, StreamingLLMKeepsSinksAndRecentWindowExactly) {
   const std::string t = fresh_trace();
   const CliResult r = run_kvscope({"simulate", t, "--policy", "streamingllm:sinks=4,recent=32", "--budget", "36"});
@@ -315,6 +326,15 @@ TEST_F(CliSimulateBadInput, AlphaFolderMissing) {
   const std::string dir = work_.file("absent");
   EXPECT_TRUE(is_input_error(simulate({"--policy", "duoattention", "--budget", "8", "--alpha", dir}), dir,
                              "not a DuoAttention pattern folder"));
+}
+
+TEST_F(CliSimulateBadInput, LayersAndHeadsFlags) {
+  EXPECT_TRUE(is_input_error(run_kvscope({"layers", trace_, "--filters", "9"}), "--filters", "9 is outside [1, 5]"));
+  EXPECT_TRUE(is_input_error(run_kvscope({"layers", trace_, "--given", "2,9"}), "--given", "layer 9"));
+  write_bytes(work_.file("afile"), "x");
+  expected_entries_ = {"afile", "t.h5"};
+  const std::string out = work_.file("afile") + "/alpha";
+  EXPECT_TRUE(is_input_error(run_kvscope({"heads", trace_, "--alpha-out", out}), out, "cannot create"));
 }
 
 // A trace whose model file is gone: kvzip needs the model for its repeat-pass scores.
