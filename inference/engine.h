@@ -15,7 +15,7 @@ struct EngineOptions {
   int n_threads = 0;           // 0 = all hardware threads
   int prefill_block = 64;      // query rows per attention block handed to observers in prefill
   // Keys are cached before RoPE and rotated by their slot index inside the cache at every
-  // attention; the query is rotated by the number of held keys (StreamingLLM's pos-shift).
+  // attention; the query is rotated by the number of held keys (the pos-shift of POLICIES.md §1).
   bool rope_in_cache = false;
 };
 

@@ -1,0 +1,242 @@
+// Decode throughput against the memory-bandwidth limit: a stories110M-shaped llama2.c model with
+// random weights (or a model file given as argv[1]), hooks off vs every decode row captured.
+// Usage: bench_decode [model_path] [decode_steps]
+// Runs with OMP_WAIT_POLICY=passive unless the caller set a policy (it re-executes itself): with
+// spinning barriers, two threads on a busy 2-core machine lose most of their time waiting.
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "inference/engine.h"
+#include "inference/errors.h"
+#include "inference/loader.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Uniform floats in [-scale, scale) from a per-index hash (fast, parallel, reproducible).
+std::vector<float> random_weights(std::size_t n, uint64_t seed, float scale) {
+  std::vector<float> v(n);
+#pragma omp parallel for schedule(static)
+  for (std::size_t i = 0; i < n; ++i) {
+    uint64_t z = (seed << 40) + i + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    v[i] = scale * (static_cast<float>(z >> 40) * 0x1.0p-23f - 1.0f);
+  }
+  return v;
+}
+
+// stories110M: dim 768, 12 layers, 12 heads, hidden 2048, vocab 32000, seq_len 1024.
+kvs::Model stories110m_shaped() {
+  kvs::Model m;
+  kvs::ModelConfig& c = m.config;
+  c.name = "random stories110M-shaped";
+  c.dim = 768;
+  c.hidden_dim = 2048;
+  c.n_layers = 12;
+  c.n_heads = 12;
+  c.n_kv_heads = 12;
+  c.head_dim = 64;
+  c.vocab_size = 32000;
+  c.seq_len = 1024;
+  m.format = "llama2c";
+  m.weight_type = "F32";
+  const std::size_t d = c.dim, h = c.hidden_dim;
+  const float s = 0.036f;  // ~1/sqrt(dim)
+  uint64_t seed = 1;
+  m.weights.token_embedding = random_weights(c.vocab_size * d, seed++, 1.0f);
+  for (int l = 0; l < c.n_layers; ++l) {
+    kvs::LayerWeights w;
+    w.attn_norm.assign(d, 1.0f);
+    w.ffn_norm.assign(d, 1.0f);
+    w.wq = random_weights(d * d, seed++, s);
+    w.wk = random_weights(d * d, seed++, s);
+    w.wv = random_weights(d * d, seed++, s);
+    w.wo = random_weights(d * d, seed++, s);
+    w.w_gate = random_weights(h * d, seed++, s);
+    w.w_up = random_weights(h * d, seed++, s);
+    w.w_down = random_weights(d * h, seed++, 0.022f);
+    m.weights.layers.push_back(std::move(w));
+  }
+  m.weights.final_norm.assign(d, 1.0f);
+  return m;
+}
+
+// Best of several multi-threaded streaming reads of a 1 GiB buffer, in bytes/s. Each thread sums
+// its contiguous share with four independent 8-wide accumulators, so the loop is memory-bound.
+double measure_bandwidth() {
+  using f32x8 = float __attribute__((vector_size(32)));
+  const std::size_t n = (1ull << 30) / sizeof(float);
+  std::vector<float> buf(n);  // [n]
+#pragma omp parallel for schedule(static)
+  for (std::size_t i = 0; i < n; ++i) buf[i] = static_cast<float>(i & 1023);
+  double best = 0.0;
+  volatile float keep_result = 0.0f;  // stops the compiler from dropping the reads
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+    float total = 0.0f;
+#pragma omp parallel reduction(+ : total)
+    {
+      const std::size_t blocks = n / 32, t = omp_get_thread_num(), nt = omp_get_num_threads();
+      f32x8 a[4] = {};
+      for (std::size_t i = blocks * t / nt * 32; i < blocks * (t + 1) / nt * 32; i += 32) {
+        for (int u = 0; u < 4; ++u) {
+          f32x8 v;
+          std::memcpy(&v, buf.data() + i + 8 * u, sizeof v);
+          a[u] += v;
+        }
+      }
+      const f32x8 sum = (a[0] + a[1]) + (a[2] + a[3]);
+      for (int k = 0; k < 8; ++k) total += sum[k];
+    }
+    const double s = seconds_since(t0);
+    keep_result = keep_result + total;
+    best = std::max(best, static_cast<double>(n * sizeof(float)) / s);
+  }
+  return best;
+}
+
+// Copies every decode row into a dense [steps, layers, heads, seq_len] buffer, as a trace
+// recorder does (zeros where a key was not attended).
+class RowCapture : public kvs::AttentionObserver {
+ public:
+  RowCapture(const kvs::ModelConfig& c, int steps, int first_pos)
+      : heads_(c.n_heads), layers_(c.n_layers), width_(c.seq_len), first_pos_(first_pos),
+        rows_(static_cast<std::size_t>(steps) * c.n_layers * c.n_heads * c.seq_len, 0.0f) {}
+  void on_attention(const kvs::AttentionBlock& b) override {
+    if (!b.decode) return;
+    const std::size_t step = static_cast<std::size_t>(b.q_pos0 - first_pos_);
+    float* row = rows_.data() + ((step * layers_ + b.layer) * heads_ + b.head) * width_;
+    for (int j = 0; j < b.n_keys; ++j) row[b.key(j)] = b.probs[j];
+  }
+
+ private:
+  int heads_, layers_, width_, first_pos_;
+  std::vector<float> rows_;  // [steps, layers, heads, seq_len]
+};
+
+struct DecodeRun {
+  double tok_per_s = 0.0;     // median over chunks of kChunk steps
+  double kv_bytes_avg = 0.0;  // K+V bytes read per token, averaged over the run
+};
+
+constexpr int kChunk = 16;
+
+// One engine decoding greedily from its prompt, kChunk steps per call.
+struct Decoder {
+  kvs::Engine& engine;
+  int token = 0;
+  std::vector<double> rates;  // tok/s of each chunk
+  double kv_bytes_sum = 0.0;
+  int steps = 0;
+
+  void chunk(int n) {
+    const kvs::ModelConfig& c = engine.model().config;
+    const double entry_bytes = 2.0 * c.head_dim * sizeof(float) * c.n_layers * c.n_kv_heads;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      kv_bytes_sum += static_cast<double>(engine.kv_bytes()) + entry_bytes;  // cache + new entry
+      const auto logits = engine.decode(token);
+      token = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    }
+    rates.push_back(n / seconds_since(t0));
+    steps += n;
+  }
+  DecodeRun result() {
+    std::sort(rates.begin(), rates.end());
+    return {rates[rates.size() / 2], kv_bytes_sum / steps};
+  }
+};
+
+// Decodes `steps` tokens with hooks off and with `observer`, alternating kChunk-step chunks so
+// that both see the same machine load.
+std::pair<DecodeRun, DecodeRun> time_decode(const kvs::Model& model, const std::vector<int>& prompt,
+                                            int steps, kvs::AttentionObserver* observer) {
+  kvs::Engine off(model), on(model);
+  off.prefill(prompt);
+  on.prefill(prompt);
+  on.set_observer(observer);
+  Decoder a{off, prompt.back(), {}, 0.0, 0}, b{on, prompt.back(), {}, 0.0, 0};
+  for (int done = 0; done < steps; done += kChunk) {
+    const int n = std::min(kChunk, steps - done);
+    a.chunk(n);
+    b.chunk(n);
+  }
+  return {a.result(), b.result()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
+  }
+  try {
+    const std::string path = argc > 1 ? argv[1] : "";
+    const int steps = argc > 2 ? std::stoi(argv[2]) : 128;
+    auto t0 = Clock::now();
+    const kvs::Model model = path.empty() ? stories110m_shaped() : kvs::load_model(path);
+    const kvs::ModelConfig& c = model.config;
+    std::printf("model: %s (%s), dim %d, %d layers, %d heads (%d KV), hidden %d, vocab %d; built in %.1f s\n",
+                path.empty() ? c.name.c_str() : path.c_str(), model.weight_type.c_str(), c.dim,
+                c.n_layers, c.n_heads, c.n_kv_heads, c.hidden_dim, c.vocab_size, seconds_since(t0));
+    const double bw_before = measure_bandwidth();
+
+    const int prompt_len = std::min(32, c.seq_len / 4);
+    const int n_steps = std::min(steps, c.seq_len - prompt_len);
+    std::vector<int> prompt(prompt_len);
+    for (int i = 0; i < prompt_len; ++i) prompt[i] = (i * 7919 + 1) % c.vocab_size;
+
+    // Prefill throughput on a longer prompt (blocked matmul path).
+    const int prefill_len = std::min(128, c.seq_len);
+    std::vector<int> long_prompt(prefill_len);
+    for (int i = 0; i < prefill_len; ++i) long_prompt[i] = (i * 104729 + 3) % c.vocab_size;
+    kvs::Engine engine(model);
+    t0 = Clock::now();
+    engine.prefill(long_prompt);
+    const double prefill_s = seconds_since(t0);
+    RowCapture capture(c, n_steps, prompt_len);
+    const auto [off, on] = time_decode(model, prompt, n_steps, &capture);
+    const double bw = std::max(bw_before, measure_bandwidth());
+    const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+    std::printf("threads: %d (OMP_WAIT_POLICY=%s); memory bandwidth (streaming read of 1 GiB, "
+                "best of 10): %.1f GB/s\n",
+                omp_get_max_threads(), wait_policy ? wait_policy : "unset", bw / 1e9);
+
+    const double weight_bytes = static_cast<double>(model.weight_bytes_per_token());
+    std::printf("prefill: %d tokens in %.3f s (%.0f tok/s)\n", prefill_len, prefill_s,
+                prefill_len / prefill_s);
+    std::printf("decode: %d steps after a %d-token prompt; tok/s = median over %d-step chunks, "
+                "hooks off and on alternating\n\n", n_steps, prompt_len, kChunk);
+    std::printf("| hooks | tok/s | MB read/token (weights + KV) | bandwidth limit tok/s | ratio to limit | capture overhead |\n");
+    std::printf("|---|---|---|---|---|---|\n");
+    for (const auto& [name, r] : {std::pair{"off", off}, std::pair{"every decode row captured", on}}) {
+      const double bytes = weight_bytes + r.kv_bytes_avg;
+      const double limit = bw / bytes;
+      const double overhead = 100.0 * (off.tok_per_s / r.tok_per_s - 1.0);
+      std::printf("| %s | %.1f | %.1f (%.1f + %.1f) | %.1f | %.2f | %+.1f%% |\n", name, r.tok_per_s,
+                  bytes / 1e6, weight_bytes / 1e6, r.kv_bytes_avg / 1e6, limit, r.tok_per_s / limit,
+                  overhead);
+    }
+    return 0;
+  } catch (const kvs::InputError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,404 @@
+// Llama-family forward pass (fp32, OpenMP): batched prefill with blockwise attention capture,
+// single-token decode over the active entries of a per-(layer, KV head) cache, and the hook calls.
+#include "inference/engine.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "inference/errors.h"
+#include "inference/kv_store.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+
+namespace kvs {
+namespace {
+
+std::vector<float> inv_freq_for(const Model& model) {
+  const ModelConfig& c = model.config;
+  std::vector<float> inv_freq = ops::rope_inv_freq(c.head_dim, c.rope_theta);  // [head_dim/2]
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type == "linear") {
+    ops::rope_scale_linear(inv_freq, s.factor);
+  } else if (s.type == "llama3") {
+    ops::rope_scale_llama3(inv_freq, s.factor, s.low_freq_factor, s.high_freq_factor,
+                           s.original_max_position);
+  } else if (!s.type.empty() && s.type != "none") {
+    throw input_error(model.path.empty() ? c.name : model.path,
+                      "unsupported RoPE scaling type '" + s.type + "'");
+  }
+  return inv_freq;
+}
+
+void check_config(const Model& model) {
+  const ModelConfig& c = model.config;
+  const std::string what = model.path.empty() ? "model" : model.path;
+  if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 ||
+      c.vocab_size <= 0 || c.seq_len <= 0 || c.hidden_dim <= 0) {
+    throw input_error(what, "model hyper-parameters must all be positive");
+  }
+  if (c.n_heads % c.n_kv_heads != 0) {
+    throw input_error(what, std::to_string(c.n_heads) + " query heads are not a multiple of " +
+                                std::to_string(c.n_kv_heads) + " KV heads");
+  }
+  if (c.head_dim % 2 != 0) throw input_error(what, "head_dim must be even for RoPE");
+}
+
+// Uses options.n_threads for the OpenMP regions started by this thread, restoring it afterwards.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int n) : saved_(omp_get_max_threads()) { if (n > 0) omp_set_num_threads(n); }
+  ~ThreadScope() { omp_set_num_threads(saved_); }
+ private:
+  int saved_;
+};
+
+void add_into(float* y, const float* x, long n) {
+#pragma omp simd
+  for (long i = 0; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace
+
+struct Engine::State {
+  State(const Model& m, bool rope_in_cache)
+      : store(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, m.config.seq_len),
+        rope(inv_freq_for(m)), rope_in_cache(rope_in_cache) {}
+
+  KvStore store;
+  ops::RopeTable rope;
+  const bool rope_in_cache;  // EngineOptions::rope_in_cache
+  AttentionObserver* observer = nullptr;
+  CacheController* controller = nullptr;
+  int pos = 0;
+
+  // Decode activations.
+  std::vector<float> x;       // [dim] residual stream
+  std::vector<float> xb;      // [dim] normalised input / projection output
+  std::vector<float> q;       // [q_dim]
+  std::vector<float> k;       // [kv_dim]
+  std::vector<float> v;       // [kv_dim]
+  std::vector<float> att;     // [q_dim] attention output of every head
+  std::vector<float> gate;    // [hidden_dim]
+  std::vector<float> up;      // [hidden_dim]
+  std::vector<float> logits;  // [vocab]
+  // Decode attention scratch, sized to the largest head's held count `cap`.
+  int cap = 0;
+  std::vector<int32_t> rows;     // [n_kv_heads, cap] indices of active entries
+  std::vector<int32_t> key_pos;  // [n_kv_heads, cap] their positions
+  std::vector<int> n_rows;       // [n_kv_heads]
+  std::vector<float> probs;      // [n_heads, cap]
+  std::vector<float> lse;        // [n_heads]
+  std::vector<float> qrot;       // [n_heads, head_dim] queries rotated by slot (rope_in_cache)
+  std::vector<float> krot;       // [n_kv_heads, cap, head_dim] keys rotated by slot (rope_in_cache)
+  std::vector<AttentionBlock> blocks;  // [n_heads]
+
+  // Lists, per KV head of `layer`, the active entries (rows, key_pos, n_rows), growing the scratch
+  // buffers to the largest head. Returns that largest held count.
+  int gather_active(int layer) {
+    const int n_kv = store.n_kv_heads(), n_heads = static_cast<int>(lse.size());
+    int largest = 0;
+    for (int g = 0; g < n_kv; ++g) largest = std::max(largest, store.size(layer, g));
+    if (largest > cap) {
+      cap = largest;
+      rows.resize(static_cast<std::size_t>(n_kv) * cap);
+      key_pos.resize(static_cast<std::size_t>(n_kv) * cap);
+      probs.resize(static_cast<std::size_t>(n_heads) * cap);
+      if (rope_in_cache) krot.resize(static_cast<std::size_t>(n_kv) * cap * store.head_dim());
+    }
+    for (int g = 0; g < n_kv; ++g) {
+      const std::span<const int32_t> held = store.held(layer, g);
+      const std::span<uint8_t> active = store.active(layer, g);
+      int32_t* r = rows.data() + static_cast<std::size_t>(g) * cap;
+      int32_t* kp = key_pos.data() + static_cast<std::size_t>(g) * cap;
+      int n = 0;
+      for (std::size_t j = 0; j < held.size(); ++j) {
+        if (!active[j]) continue;
+        r[n] = static_cast<int32_t>(j);
+        kp[n] = held[j];
+        ++n;
+      }
+      if (n == 0) {
+        throw std::logic_error("cache controller left layer " + std::to_string(layer) +
+                               " KV head " + std::to_string(g) + " with no active key");
+      }
+      n_rows[g] = n;
+    }
+    return largest;
+  }
+
+  // rope_in_cache: rotates every attended (pre-RoPE) key of `layer` by its slot in the cache into
+  // krot, and each query (from q) by its KV head's last slot into qrot.
+  void rotate_by_slot(int layer, ops::RopePairing pairing) {
+    const int hd = store.head_dim(), n_heads = static_cast<int>(lse.size());
+    const int group = n_heads / store.n_kv_heads();
+    for (int g = 0; g < store.n_kv_heads(); ++g) {
+      const float* kg = store.keys(layer, g);
+      float* kr = krot.data() + static_cast<std::size_t>(g) * cap * hd;
+      const int32_t* r = rows.data() + static_cast<std::size_t>(g) * cap;
+      for (int j = 0; j < n_rows[g]; ++j) {
+        const std::size_t slot = static_cast<std::size_t>(r[j]);
+        std::copy_n(kg + slot * hd, hd, kr + slot * hd);
+        ops::rope_apply(kr + slot * hd, 1, hd, rope.cos(r[j]), rope.sin(r[j]), pairing);
+      }
+    }
+    for (int h = 0; h < n_heads; ++h) {
+      const int last = store.size(layer, h / group) - 1;
+      float* qh = qrot.data() + static_cast<std::size_t>(h) * hd;
+      std::copy_n(q.data() + static_cast<std::size_t>(h) * hd, hd, qh);
+      ops::rope_apply(qh, 1, hd, rope.cos(last), rope.sin(last), pairing);
+    }
+  }
+};
+
+Engine::Engine(const Model& model, EngineOptions options) : model_(model), options_(options) {
+  check_config(model);
+  if (options_.prefill_block <= 0) options_.prefill_block = 64;
+  state_ = std::make_unique<State>(model, options_.rope_in_cache);
+  const ModelConfig& c = model.config;
+  State& s = *state_;
+  s.x.resize(c.dim);
+  s.xb.resize(c.dim);
+  s.q.resize(c.q_dim());
+  s.k.resize(c.kv_dim());
+  s.v.resize(c.kv_dim());
+  s.att.resize(c.q_dim());
+  s.gate.resize(c.hidden_dim);
+  s.up.resize(c.hidden_dim);
+  s.logits.resize(c.vocab_size);
+  s.n_rows.resize(c.n_kv_heads);
+  s.lse.resize(c.n_heads);
+  s.qrot.resize(c.q_dim());
+  s.blocks.resize(c.n_heads);
+}
+
+Engine::~Engine() = default;
+
+void Engine::set_observer(AttentionObserver* observer) { state_->observer = observer; }
+void Engine::set_controller(CacheController* controller) { state_->controller = controller; }
+
+void Engine::reset() {
+  state_->store.clear();
+  state_->pos = 0;
+}
+
+int Engine::pos() const { return state_->pos; }
+KvSlots& Engine::slots() { return state_->store; }
+std::size_t Engine::kv_bytes() const { return state_->store.bytes(); }
+std::size_t Engine::peak_kv_bytes() const { return state_->store.peak_bytes(); }
+
+std::span<const float> Engine::prefill(std::span<const int> tokens) {
+  const ModelConfig& c = model_.config;
+  const int P = static_cast<int>(tokens.size());
+  if (P == 0) throw input_error("prompt", "empty prompt (no tokens)");
+  if (P > c.seq_len) {
+    throw input_error("prompt", std::to_string(P) + " tokens exceed the model's context of " +
+                                    std::to_string(c.seq_len));
+  }
+  for (int t : tokens) {
+    if (t < 0 || t >= c.vocab_size) {
+      throw input_error("prompt", "token id " + std::to_string(t) +
+                                      " is outside the vocabulary of " + std::to_string(c.vocab_size));
+    }
+  }
+  ThreadScope threads(options_.n_threads);
+  reset();
+  State& s = *state_;
+  const ModelWeights& w = model_.weights;
+  const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
+  const int group = c.group();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const auto pairing = c.rope_style == RopeStyle::Interleaved ? ops::RopePairing::Interleaved
+                                                               : ops::RopePairing::RotateHalf;
+  if (s.observer) {
+    s.observer->on_begin(c, tokens);
+    for (int i = 0; i < P; ++i) s.observer->on_token(i, tokens[i]);
+  }
+  s.rope.reserve(P);
+
+  std::vector<float> X(static_cast<std::size_t>(P) * dim);    // [P, dim] residual stream
+  std::vector<float> XB(static_cast<std::size_t>(P) * dim);   // [P, dim]
+  std::vector<float> Q(static_cast<std::size_t>(P) * qd);     // [P, q_dim]
+  std::vector<float> K(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
+  std::vector<float> V(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
+  std::vector<float> ATT(static_cast<std::size_t>(P) * qd);   // [P, q_dim]
+  std::vector<float> G(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
+  std::vector<float> U(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
+  const int B = std::min(options_.prefill_block, P);
+  std::vector<float> probs(static_cast<std::size_t>(B) * P);  // [B, n_keys <= P] one block
+  std::vector<float> lse(B);                                  // [B]
+
+  for (int i = 0; i < P; ++i) {
+    std::copy_n(w.token_embedding.data() + static_cast<std::size_t>(tokens[i]) * dim, dim,
+                X.data() + static_cast<std::size_t>(i) * dim);
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    ops::rmsnorm_rows(XB.data(), X.data(), lw.attn_norm.data(), P, dim, c.rms_eps);
+    ops::matmul(Q.data(), XB.data(), lw.wq.data(), P, qd, dim);
+    ops::matmul(K.data(), XB.data(), lw.wk.data(), P, kvd, dim);
+    ops::matmul(V.data(), XB.data(), lw.wv.data(), P, kvd, dim);
+    if (!lw.bq.empty()) ops::add_bias(Q.data(), lw.bq.data(), P, qd);
+    if (!lw.bk.empty()) ops::add_bias(K.data(), lw.bk.data(), P, kvd);
+    if (!lw.bv.empty()) ops::add_bias(V.data(), lw.bv.data(), P, kvd);
+    // rope_in_cache caches keys before rotation; attention below still uses rotated keys, since
+    // during prefill every key's slot in the cache equals its position.
+    auto cache_kv = [&] {
+      for (int g = 0; g < c.n_kv_heads; ++g) {
+        s.store.append(l, g, 0, P, K.data() + g * hd, V.data() + g * hd, kvd);
+      }
+    };
+    if (options_.rope_in_cache) cache_kv();
+    for (int i = 0; i < P; ++i) {
+      ops::rope_apply(Q.data() + static_cast<std::size_t>(i) * qd, c.n_heads, hd, s.rope.cos(i),
+                      s.rope.sin(i), pairing);
+      ops::rope_apply(K.data() + static_cast<std::size_t>(i) * kvd, c.n_kv_heads, hd,
+                      s.rope.cos(i), s.rope.sin(i), pairing);
+    }
+    if (!options_.rope_in_cache) cache_kv();
+
+    for (int h = 0; h < c.n_heads; ++h) {
+      const int g = h / group;
+      for (int q0 = 0; q0 < P; q0 += B) {
+        const int nq = std::min(B, P - q0);
+        const int n_keys = q0 + nq;
+#pragma omp parallel for schedule(static, 1) if (static_cast<long>(nq) * n_keys * hd >= (1L << 15))
+        for (int i = 0; i < nq; ++i) {
+          const std::size_t row = static_cast<std::size_t>(q0 + i);
+          float* pr = probs.data() + static_cast<std::size_t>(i) * n_keys;
+          lse[i] = ops::attend(ATT.data() + row * qd + h * hd, pr, Q.data() + row * qd + h * hd,
+                               K.data() + g * hd, V.data() + g * hd, q0 + i + 1, hd, kvd, scale);
+          std::fill(pr + q0 + i + 1, pr + n_keys, 0.0f);
+        }
+        if (s.observer) {
+          AttentionBlock block;
+          block.layer = l;
+          block.head = h;
+          block.q_pos0 = q0;
+          block.n_q = nq;
+          block.n_keys = n_keys;
+          block.probs = probs.data();
+          block.lse = lse.data();
+          block.decode = false;
+          s.observer->on_attention(block);
+        }
+      }
+    }
+    ops::matmul(XB.data(), ATT.data(), lw.wo.data(), P, dim, qd);
+    add_into(X.data(), XB.data(), static_cast<long>(P) * dim);
+
+    ops::rmsnorm_rows(XB.data(), X.data(), lw.ffn_norm.data(), P, dim, c.rms_eps);
+    ops::matmul(G.data(), XB.data(), lw.w_gate.data(), P, hid, dim);
+    ops::matmul(U.data(), XB.data(), lw.w_up.data(), P, hid, dim);
+    ops::swiglu(G.data(), U.data(), static_cast<long>(P) * hid);
+    ops::matmul(XB.data(), G.data(), lw.w_down.data(), P, dim, hid);
+    add_into(X.data(), XB.data(), static_cast<long>(P) * dim);
+  }
+  s.pos = P;
+
+  ops::rmsnorm(s.xb.data(), X.data() + static_cast<std::size_t>(P - 1) * dim, w.final_norm.data(),
+               dim, c.rms_eps);
+  ops::matvec(s.logits.data(), model_.classifier().data(), s.xb.data(), c.vocab_size, dim);
+  if (s.observer) s.observer->on_prefill_end(P);
+  if (s.controller) s.controller->after_prefill(P, s.store);
+  if (s.observer) s.observer->on_logits(P - 1, s.logits);
+  return s.logits;
+}
+
+std::span<const float> Engine::decode(int token) {
+  const ModelConfig& c = model_.config;
+  State& s = *state_;
+  if (s.pos >= c.seq_len) {
+    throw input_error("generation", "position " + std::to_string(s.pos) +
+                                        " exceeds the model's context of " + std::to_string(c.seq_len));
+  }
+  if (token < 0 || token >= c.vocab_size) {
+    throw input_error("token", "id " + std::to_string(token) + " is outside the vocabulary of " +
+                                   std::to_string(c.vocab_size));
+  }
+  ThreadScope threads(options_.n_threads);
+  const ModelWeights& w = model_.weights;
+  const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
+  const int group = c.group(), pos = s.pos;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const auto pairing = c.rope_style == RopeStyle::Interleaved ? ops::RopePairing::Interleaved
+                                                               : ops::RopePairing::RotateHalf;
+  if (s.observer) s.observer->on_token(pos, token);
+  s.rope.reserve(pos + 1);
+
+  std::copy_n(w.token_embedding.data() + static_cast<std::size_t>(token) * dim, dim, s.x.data());
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    ops::rmsnorm(s.xb.data(), s.x.data(), lw.attn_norm.data(), dim, c.rms_eps);
+    const ops::MatvecJob qkv[] = {{s.q.data(), lw.wq.data(), qd},
+                                  {s.k.data(), lw.wk.data(), kvd},
+                                  {s.v.data(), lw.wv.data(), kvd}};
+    ops::matvec_many(qkv, s.xb.data(), dim);
+    if (!lw.bq.empty()) ops::add_bias(s.q.data(), lw.bq.data(), 1, qd);
+    if (!lw.bk.empty()) ops::add_bias(s.k.data(), lw.bk.data(), 1, kvd);
+    if (!lw.bv.empty()) ops::add_bias(s.v.data(), lw.bv.data(), 1, kvd);
+    if (!options_.rope_in_cache) {
+      ops::rope_apply(s.q.data(), c.n_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
+      ops::rope_apply(s.k.data(), c.n_kv_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
+    }
+    for (int g = 0; g < c.n_kv_heads; ++g) {
+      s.store.append(l, g, pos, 1, s.k.data() + g * hd, s.v.data() + g * hd, hd);
+    }
+    if (s.controller) s.controller->before_attention(l, pos, s.store);
+
+    const int cap = s.gather_active(l);
+    if (options_.rope_in_cache) s.rotate_by_slot(l, pairing);
+    const float* queries = options_.rope_in_cache ? s.qrot.data() : s.q.data();
+#pragma omp parallel for schedule(static) if (static_cast<long>(cap) * qd >= (1L << 14))
+    for (int h = 0; h < c.n_heads; ++h) {
+      const int g = h / group;
+      const float* keys = options_.rope_in_cache
+                              ? s.krot.data() + static_cast<std::size_t>(g) * s.cap * hd
+                              : s.store.keys(l, g);
+      s.lse[h] = ops::attend_rows(s.att.data() + static_cast<std::size_t>(h) * hd,
+                                  s.probs.data() + static_cast<std::size_t>(h) * s.cap,
+                                  queries + static_cast<std::size_t>(h) * hd, keys,
+                                  s.store.values(l, g), s.rows.data() + static_cast<std::size_t>(g) * s.cap,
+                                  s.n_rows[g], hd, scale);
+    }
+    for (int h = 0; h < c.n_heads; ++h) {
+      const int g = h / group;
+      AttentionBlock& b = s.blocks[h];
+      b.layer = l;
+      b.head = h;
+      b.q_pos0 = pos;
+      b.n_q = 1;
+      b.n_keys = s.n_rows[g];
+      b.key_pos = s.key_pos.data() + static_cast<std::size_t>(g) * s.cap;
+      b.probs = s.probs.data() + static_cast<std::size_t>(h) * s.cap;
+      b.lse = &s.lse[h];
+      b.decode = true;
+      if (s.observer) s.observer->on_attention(b);
+    }
+    if (s.controller) s.controller->after_attention(l, pos, s.blocks, s.store);
+
+    ops::matvec(s.xb.data(), lw.wo.data(), s.att.data(), dim, qd);
+    add_into(s.x.data(), s.xb.data(), dim);
+    ops::rmsnorm(s.xb.data(), s.x.data(), lw.ffn_norm.data(), dim, c.rms_eps);
+    const ops::MatvecJob gate_up[] = {{s.gate.data(), lw.w_gate.data(), hid},
+                                      {s.up.data(), lw.w_up.data(), hid}};
+    ops::matvec_many(gate_up, s.xb.data(), dim);
+    ops::swiglu(s.gate.data(), s.up.data(), hid);
+    ops::matvec(s.xb.data(), lw.w_down.data(), s.gate.data(), dim, hid);
+    add_into(s.x.data(), s.xb.data(), dim);
+  }
+  s.pos = pos + 1;
+
+  ops::rmsnorm(s.xb.data(), s.x.data(), w.final_norm.data(), dim, c.rms_eps);
+  ops::matvec(s.logits.data(), model_.classifier().data(), s.xb.data(), c.vocab_size, dim);
+  if (s.observer) s.observer->on_logits(pos, s.logits);
+  return s.logits;
+}
+
+}  // namespace kvs

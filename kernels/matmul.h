@@ -1,0 +1,28 @@
+// Dense fp32 products with a row-major weight matrix W [rows, cols] (the Linear layout):
+// matvec for decode (one token) and a blocked matmul for prefill (many tokens), multi-threaded.
+#pragma once
+#include <span>
+
+namespace kvs::ops {
+
+// y[rows] = W[rows, cols] · x[cols]. Rows are split statically over the OpenMP threads.
+void matvec(float* y, const float* w, const float* x, int rows, int cols);
+
+// One product of matvec_many: y[rows] = W[rows, cols] · x.
+struct MatvecJob {
+  float* y;
+  const float* w;
+  int rows;
+};
+
+// Several matvecs sharing x[cols] (e.g. the q, k, v projections) in one parallel pass over all
+// their rows, so the threads meet at one barrier instead of one per matrix.
+void matvec_many(std::span<const MatvecJob> jobs, const float* x, int cols);
+
+// Y[n, rows] = X[n, cols] · W[rows, cols]^T. Each weight tile is reused across several tokens.
+void matmul(float* y, const float* x, const float* w, int n, int rows, int cols);
+
+// y[i] += b[i] for every row of Y[n, dim] (bias of a Linear layer).
+void add_bias(float* y, const float* b, int n, int dim);
+
+}  // namespace kvs::ops

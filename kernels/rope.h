@@ -1,0 +1,49 @@
+// Rotary position embedding: inverse frequencies (plain, linear- and Llama-3-scaled), a growing
+// cos/sin table per position, and the rotation in both pairing conventions.
+#pragma once
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace kvs::ops {
+
+// Which elements of a head form a rotated pair.
+//   Interleaved: (x[2i], x[2i+1])        — llama2.c checkpoints and GGUF
+//   RotateHalf:  (x[i], x[i + d/2])      — Hugging Face checkpoints
+enum class RopePairing { Interleaved, RotateHalf };
+
+// inv_freq[i] = theta^(-2i/head_dim) for i < head_dim/2.
+std::vector<float> rope_inv_freq(int head_dim, float theta);
+
+// "linear" scaling: positions are divided by factor (equivalently every frequency is).
+void rope_scale_linear(std::span<float> inv_freq, float factor);
+
+// Llama-3.1 scaling: wavelengths shorter than original_max_position / high_freq_factor are kept,
+// those longer than original_max_position / low_freq_factor are divided by factor, and the band
+// between is interpolated smoothly.
+void rope_scale_llama3(std::span<float> inv_freq, float factor, float low_freq_factor,
+                       float high_freq_factor, int original_max_position);
+
+// cos/sin of pos * inv_freq[i] for positions 0..size()-1, extended on demand.
+class RopeTable {
+ public:
+  explicit RopeTable(std::vector<float> inv_freq) : inv_freq_(std::move(inv_freq)) {}
+  // Makes positions 0..n_pos-1 available (grows geometrically).
+  void reserve(int n_pos);
+  int half() const { return static_cast<int>(inv_freq_.size()); }
+  const float* cos(int pos) const { return cos_.data() + static_cast<long>(pos) * half(); }
+  const float* sin(int pos) const { return sin_.data() + static_cast<long>(pos) * half(); }
+
+ private:
+  std::vector<float> inv_freq_;  // [half]
+  std::vector<float> cos_;       // [n_pos, half]
+  std::vector<float> sin_;       // [n_pos, half]
+  int n_pos_ = 0;
+};
+
+// Rotates n_heads consecutive heads of x ([n_heads, head_dim]) by one position's angles
+// (cos[head_dim/2], sin[head_dim/2]).
+void rope_apply(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
+                RopePairing pairing);
+
+}  // namespace kvs::ops

@@ -1,0 +1,9 @@
+// SwiGLU gate of the Llama FFN: h = silu(gate) * up, silu(x) = x / (1 + exp(-x)).
+#pragma once
+
+namespace kvs::ops {
+
+// In place: gate[n] <- silu(gate) * up[n].
+void swiglu(float* gate, const float* up, long n);
+
+}  // namespace kvs::ops

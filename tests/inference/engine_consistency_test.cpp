@@ -1,0 +1,119 @@
+// Engine invariants: prefill equals token-by-token decode, the two RoPE conventions agree after
+// the HF permutation, rope_in_cache with a full cache changes nothing, and bad input is refused.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "inference/engine.h"
+#include "inference/errors.h"
+#include "tiny_model.h"
+
+namespace kvs {
+namespace {
+
+const std::vector<int> kTokens = {1, 17, 4, 33, 8, 25, 2, 39, 11, 6, 20, 14, 3};
+
+std::vector<float> copy(std::span<const float> s) { return {s.begin(), s.end()}; }
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, float tol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], tol) << "index " << i;
+}
+
+TEST(EngineConsistency, PrefillLogitsEqualTokenByTokenDecode) {
+  const Model m = tiny::random_model(tiny::tiny_config(), 1);
+  Engine e(m);
+  const std::vector<float> prefill = copy(e.prefill(kTokens));
+  EXPECT_EQ(e.pos(), static_cast<int>(kTokens.size()));
+  e.reset();
+  std::vector<float> decode;
+  for (int t : kTokens) decode = copy(e.decode(t));
+  EXPECT_EQ(e.pos(), static_cast<int>(kTokens.size()));
+  expect_close(prefill, decode, 1e-4f);
+}
+
+TEST(EngineConsistency, PrefillThenDecodeEqualsLongerPrefill) {
+  const Model m = tiny::random_model(tiny::tiny_config(), 2);
+  Engine e(m);
+  e.prefill(std::span(kTokens).first(8));
+  std::vector<float> stepped;
+  for (std::size_t i = 8; i < kTokens.size(); ++i) stepped = copy(e.decode(kTokens[i]));
+  const std::vector<float> whole = copy(e.prefill(kTokens));
+  expect_close(stepped, whole, 1e-4f);
+}
+
+TEST(EngineConsistency, RotateHalfModelEqualsPermutedInterleavedModel) {
+  ModelConfig c = tiny::tiny_config();
+  c.qkv_bias = true;
+  const Model inter = tiny::random_model(c, 3);
+  const Model half = tiny::to_rotate_half(inter);
+  Engine a(inter), b(half);
+  expect_close(copy(a.prefill(kTokens)), copy(b.prefill(kTokens)), 1e-5f);
+  expect_close(copy(a.decode(5)), copy(b.decode(5)), 1e-5f);
+}
+
+TEST(EngineConsistency, LogitsMatchNaiveForwardForBothStyles) {
+  const Model inter = tiny::random_model(tiny::tiny_config(), 4);
+  for (const Model& m : {inter, tiny::to_rotate_half(inter)}) {
+    Engine e(m);
+    const std::vector<float> got = copy(e.prefill(kTokens));
+    const tiny::Reference ref = tiny::reference_forward(m, kTokens);
+    const int V = m.config.vocab_size;
+    for (int i = 0; i < V; ++i) {
+      EXPECT_NEAR(got[i], ref.logits[static_cast<std::size_t>(ref.T - 1) * V + i], 1e-4);
+    }
+  }
+}
+
+TEST(EngineConsistency, RopeInCacheWithFullCacheChangesNothing) {
+  const Model m = tiny::random_model(tiny::tiny_config(), 6);
+  EngineOptions shifted;
+  shifted.rope_in_cache = true;
+  Engine a(m), b(m, shifted);
+  expect_close(copy(a.prefill(kTokens)), copy(b.prefill(kTokens)), 1e-5f);
+  for (int t : {3, 9, 27}) expect_close(copy(a.decode(t)), copy(b.decode(t)), 1e-5f);
+}
+
+TEST(EngineConsistency, LinearRopeScalingMatchesNaiveForward) {
+  ModelConfig c = tiny::tiny_config();
+  c.rope_scaling.type = "linear";
+  c.rope_scaling.factor = 4.0f;
+  const Model scaled = tiny::random_model(c, 7);
+  Model plain = scaled;
+  plain.config.rope_scaling = {};
+  Engine a(scaled), b(plain);
+  const std::vector<float> la = copy(a.prefill(kTokens)), lb = copy(b.prefill(kTokens));
+  const tiny::Reference ref = tiny::reference_forward(scaled, kTokens);
+  const int V = c.vocab_size;
+  float diff = 0;
+  for (int i = 0; i < V; ++i) {
+    EXPECT_NEAR(la[i], ref.logits[static_cast<std::size_t>(ref.T - 1) * V + i], 1e-4);
+    diff = std::max(diff, std::abs(la[i] - lb[i]));
+  }
+  EXPECT_GT(diff, 1e-3f);  // the scaling really changed the positions
+}
+
+TEST(EngineConsistency, BadInputIsRefused) {
+  ModelConfig c = tiny::tiny_config();
+  c.seq_len = 8;
+  const Model m = tiny::random_model(c, 8);
+  Engine e(m);
+  EXPECT_THROW(e.prefill({}), InputError);
+  try {
+    e.prefill(kTokens);  // 13 tokens > 8
+    FAIL() << "no error for a prompt longer than the context";
+  } catch (const InputError& err) {
+    EXPECT_STREQ(err.what(), "prompt: 13 tokens exceed the model's context of 8");
+  }
+  EXPECT_THROW(e.prefill(std::vector<int>{1, 40}), InputError);  // id past the vocabulary
+  e.prefill(std::span(kTokens).first(8));
+  EXPECT_THROW(e.decode(3), InputError);  // context full
+  ModelConfig bad = tiny::tiny_config();
+  bad.rope_scaling.type = "yarn";
+  const Model mb = tiny::random_model(bad, 9);
+  EXPECT_THROW(Engine{mb}, InputError);
+}
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,232 @@
+// Test support: small random-weight Llama models built in code, the HF q/k row permutation, and
+// an independent naive forward pass (double precision, no KV cache, no kernels/ code) that gives
+// every attention row and every position's logits.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "inference/model.h"
+
+namespace kvs::tiny {
+
+// n_heads 4, n_kv_heads 2 (GQA, group 2), head_dim 8.
+inline ModelConfig tiny_config() {
+  ModelConfig c;
+  c.name = "tiny-random";
+  c.dim = 32;
+  c.hidden_dim = 48;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 8;
+  c.vocab_size = 40;
+  c.seq_len = 64;
+  return c;
+}
+
+inline std::vector<float> random_vec(std::mt19937_64& rng, std::size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Uniform weights scaled by 1/sqrt(fan_in); q/k larger so attention is far from uniform.
+inline Model random_model(const ModelConfig& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Model m;
+  m.config = c;
+  m.format = "test";
+  const std::size_t dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
+  const float a = 1.0f / std::sqrt(static_cast<float>(dim));
+  const float ah = 1.0f / std::sqrt(static_cast<float>(hid));
+  m.weights.token_embedding = random_vec(rng, c.vocab_size * dim, -1.0f, 1.0f);
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerWeights w;
+    w.attn_norm = random_vec(rng, dim, 0.8f, 1.2f);
+    w.wq = random_vec(rng, qd * dim, -3 * a, 3 * a);
+    w.wk = random_vec(rng, kvd * dim, -3 * a, 3 * a);
+    w.wv = random_vec(rng, kvd * dim, -a, a);
+    w.wo = random_vec(rng, dim * qd, -a, a);
+    if (c.qkv_bias) {
+      w.bq = random_vec(rng, qd, -0.5f, 0.5f);
+      w.bk = random_vec(rng, kvd, -0.5f, 0.5f);
+      w.bv = random_vec(rng, kvd, -0.5f, 0.5f);
+    }
+    w.ffn_norm = random_vec(rng, dim, 0.8f, 1.2f);
+    w.w_gate = random_vec(rng, hid * dim, -a, a);
+    w.w_up = random_vec(rng, hid * dim, -a, a);
+    w.w_down = random_vec(rng, dim * hid, -ah, ah);
+    m.weights.layers.push_back(std::move(w));
+  }
+  m.weights.final_norm = random_vec(rng, dim, 0.8f, 1.2f);
+  if (!c.tied_classifier) m.weights.classifier = random_vec(rng, c.vocab_size * dim, -a, a);
+  return m;
+}
+
+// The Hugging Face conversion of q/k projections: inside each head, interleaved row 2i + c
+// becomes row c * head_dim/2 + i. Applied to an Interleaved model it gives the RotateHalf model
+// that computes the same function.
+inline std::vector<float> permute_rows(const std::vector<float>& w, int n_heads, int head_dim, int cols) {
+  std::vector<float> out(w.size());
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    for (int i = 0; i < half; ++i) {
+      for (int c = 0; c < 2; ++c) {
+        const std::size_t src = static_cast<std::size_t>(h * head_dim + 2 * i + c) * cols;
+        const std::size_t dst = static_cast<std::size_t>(h * head_dim + c * half + i) * cols;
+        std::copy_n(w.begin() + src, cols, out.begin() + dst);
+      }
+    }
+  }
+  return out;
+}
+
+inline std::vector<float> permute_bias(const std::vector<float>& b, int n_heads, int head_dim) {
+  return b.empty() ? b : permute_rows(b, n_heads, head_dim, 1);
+}
+
+inline Model to_rotate_half(const Model& m) {
+  Model r = m;
+  const ModelConfig& c = m.config;
+  r.config.rope_style = RopeStyle::RotateHalf;
+  for (LayerWeights& w : r.weights.layers) {
+    w.wq = permute_rows(w.wq, c.n_heads, c.head_dim, c.dim);
+    w.wk = permute_rows(w.wk, c.n_kv_heads, c.head_dim, c.dim);
+    w.bq = permute_bias(w.bq, c.n_heads, c.head_dim);
+    w.bk = permute_bias(w.bk, c.n_kv_heads, c.head_dim);
+  }
+  return r;
+}
+
+struct Reference {
+  int T = 0;
+  std::vector<double> attn;    // [L, H, T, T] row i over keys 0..T-1 (0 where not attended)
+  std::vector<double> keys;    // [L, T, kv_dim] keys after RoPE at their positions
+  std::vector<double> queries; // [L, T, q_dim] queries after RoPE at their positions
+  std::vector<double> logits;  // [T, vocab]
+  double a(const ModelConfig& c, int l, int h, int i, int j) const {
+    return attn[((static_cast<std::size_t>(l) * c.n_heads + h) * T + i) * T + j];
+  }
+};
+
+// attends(layer, kv_head, q_pos, k_pos): whether the query at q_pos reads key k_pos (k_pos <=
+// q_pos). rope_by_slot: keys are rotated by their index among the attended keys and the query by
+// the last index (positions inside the cache) instead of by their positions.
+using AttendsFn = std::function<bool(int, int, int, int)>;
+
+inline Reference reference_forward(const Model& m, const std::vector<int>& tokens,
+                                   const AttendsFn& attends = nullptr, bool rope_by_slot = false) {
+  const ModelConfig& c = m.config;
+  const int T = static_cast<int>(tokens.size());
+  const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
+  Reference ref;
+  ref.T = T;
+  ref.attn.assign(static_cast<std::size_t>(c.n_layers) * c.n_heads * T * T, 0.0);
+  ref.keys.assign(static_cast<std::size_t>(c.n_layers) * T * kvd, 0.0);
+  ref.queries.assign(static_cast<std::size_t>(c.n_layers) * T * qd, 0.0);
+  ref.logits.assign(static_cast<std::size_t>(T) * c.vocab_size, 0.0);
+
+  auto linear = [](const std::vector<float>& w, const std::vector<float>& b,
+                   const std::vector<double>& x, int rows) {
+    const int cols = static_cast<int>(x.size());
+    std::vector<double> y(rows);
+    for (int r = 0; r < rows; ++r) {
+      double s = b.empty() ? 0.0 : b[r];
+      for (int k = 0; k < cols; ++k) s += static_cast<double>(w[static_cast<std::size_t>(r) * cols + k]) * x[k];
+      y[r] = s;
+    }
+    return y;
+  };
+  auto rmsnorm = [&](const std::vector<double>& x, const std::vector<float>& w) {
+    double ss = 0;
+    for (double v : x) ss += v * v;
+    const double s = 1.0 / std::sqrt(ss / x.size() + c.rms_eps);
+    std::vector<double> y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) y[i] = x[i] * s * w[i];
+    return y;
+  };
+  // Rotates one head vector by position p, pairing as the model stores q/k.
+  auto rotate = [&](const double* in, double* out, double p) {
+    const int half = hd / 2;
+    for (int i = 0; i < half; ++i) {
+      const double scaled = c.rope_scaling.type == "linear" ? p / c.rope_scaling.factor : p;
+      const double angle = scaled * std::pow(static_cast<double>(c.rope_theta), -2.0 * i / hd);
+      const int i0 = c.rope_style == RopeStyle::Interleaved ? 2 * i : i;
+      const int i1 = c.rope_style == RopeStyle::Interleaved ? 2 * i + 1 : i + half;
+      out[i0] = in[i0] * std::cos(angle) - in[i1] * std::sin(angle);
+      out[i1] = in[i0] * std::sin(angle) + in[i1] * std::cos(angle);
+    }
+  };
+
+  std::vector<std::vector<double>> x(T);  // [T][dim] residual stream
+  for (int t = 0; t < T; ++t) {
+    x[t].assign(m.weights.token_embedding.begin() + static_cast<std::size_t>(tokens[t]) * dim,
+                m.weights.token_embedding.begin() + static_cast<std::size_t>(tokens[t] + 1) * dim);
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& w = m.weights.layers[l];
+    std::vector<std::vector<double>> q(T), k(T), v(T);  // unrotated [T][q_dim|kv_dim]
+    for (int t = 0; t < T; ++t) {
+      const std::vector<double> xn = rmsnorm(x[t], w.attn_norm);
+      q[t] = linear(w.wq, w.bq, xn, qd);
+      k[t] = linear(w.wk, w.bk, xn, kvd);
+      v[t] = linear(w.wv, w.bv, xn, kvd);
+      for (int h = 0; h < c.n_heads; ++h) {
+        rotate(&q[t][h * hd], &ref.queries[(static_cast<std::size_t>(l) * T + t) * qd + h * hd], t);
+      }
+      for (int g = 0; g < c.n_kv_heads; ++g) {
+        rotate(&k[t][g * hd], &ref.keys[(static_cast<std::size_t>(l) * T + t) * kvd + g * hd], t);
+      }
+    }
+    std::vector<std::vector<double>> out(T, std::vector<double>(qd, 0.0));  // [T][q_dim]
+    for (int h = 0; h < c.n_heads; ++h) {
+      const int g = h / c.group();
+      for (int i = 0; i < T; ++i) {
+        std::vector<int> keys;  // attended positions, ascending
+        for (int j = 0; j <= i; ++j) {
+          if (!attends || attends(l, g, i, j)) keys.push_back(j);
+        }
+        const int n = static_cast<int>(keys.size());
+        std::vector<double> qr(hd), kr(hd), s(n);
+        rotate(&q[i][h * hd], qr.data(), rope_by_slot ? n - 1 : i);
+        double mx = -1e300;
+        for (int jj = 0; jj < n; ++jj) {
+          rotate(&k[keys[jj]][g * hd], kr.data(), rope_by_slot ? jj : keys[jj]);
+          double d = 0;
+          for (int e = 0; e < hd; ++e) d += qr[e] * kr[e];
+          s[jj] = d / std::sqrt(static_cast<double>(hd));
+          mx = std::max(mx, s[jj]);
+        }
+        double sum = 0;
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (int jj = 0; jj < n; ++jj) {
+          const double p = s[jj] / sum;
+          ref.attn[((static_cast<std::size_t>(l) * c.n_heads + h) * T + i) * T + keys[jj]] = p;
+          for (int e = 0; e < hd; ++e) out[i][h * hd + e] += p * v[keys[jj]][g * hd + e];
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const std::vector<double> o = linear(w.wo, {}, out[t], dim);
+      for (int e = 0; e < dim; ++e) x[t][e] += o[e];
+      const std::vector<double> xn = rmsnorm(x[t], w.ffn_norm);
+      std::vector<double> gate = linear(w.w_gate, {}, xn, hid);
+      const std::vector<double> up = linear(w.w_up, {}, xn, hid);
+      for (int e = 0; e < hid; ++e) gate[e] = gate[e] / (1.0 + std::exp(-gate[e])) * up[e];
+      const std::vector<double> d = linear(w.w_down, {}, gate, dim);
+      for (int e = 0; e < dim; ++e) x[t][e] += d[e];
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const std::vector<double> lg = linear(m.classifier(), {}, rmsnorm(x[t], m.weights.final_norm), c.vocab_size);
+    std::copy(lg.begin(), lg.end(), ref.logits.begin() + static_cast<std::size_t>(t) * c.vocab_size);
+  }
+  return ref;
+}
+
+}  // namespace kvs::tiny

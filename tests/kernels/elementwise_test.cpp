@@ -1,0 +1,70 @@
+// rmsnorm, softmax (with its log-sum-exp) and swiglu against direct double-precision formulas.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/rmsnorm.h"
+#include "kernels/softmax.h"
+#include "kernels/swiglu.h"
+
+namespace kvs::ops {
+namespace {
+
+std::vector<float> random_vec(std::size_t n, uint64_t seed, float lo, float hi) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+TEST(Elementwise, RmsnormMatchesFormula) {
+  const int n = 3, dim = 67;
+  const auto x = random_vec(n * dim, 1, -2, 2), w = random_vec(dim, 2, 0.5f, 1.5f);
+  std::vector<float> y(n * dim), y1(dim);
+  rmsnorm_rows(y.data(), x.data(), w.data(), n, dim, 1e-5f);
+  for (int t = 0; t < n; ++t) {
+    double ss = 0;
+    for (int i = 0; i < dim; ++i) ss += double(x[t * dim + i]) * x[t * dim + i];
+    const double s = 1.0 / std::sqrt(ss / dim + 1e-5);
+    for (int i = 0; i < dim; ++i) EXPECT_NEAR(y[t * dim + i], x[t * dim + i] * s * w[i], 1e-5);
+  }
+  rmsnorm(y1.data(), x.data(), w.data(), dim, 1e-5f);
+  for (int i = 0; i < dim; ++i) EXPECT_EQ(y1[i], y[i]);
+}
+
+TEST(Elementwise, SoftmaxIsStableAndReturnsLse) {
+  auto x = random_vec(301, 3, -20, 20);
+  x[17] = 1000.0f;  // would overflow exp without the max subtraction
+  const auto in = x;
+  const float lse = softmax(x.data(), static_cast<int>(x.size()));
+  double mx = -1e300;
+  for (float v : in) mx = std::max<double>(mx, v);
+  double sum = 0;
+  for (float v : in) sum += std::exp(v - mx);
+  EXPECT_NEAR(lse, mx + std::log(sum), 1e-3);
+  double total = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(x[i], std::exp(in[i] - mx) / sum, 1e-6);
+    total += x[i];
+  }
+  EXPECT_NEAR(total, 1.0, 1e-6);
+  float one = -3.0f;
+  EXPECT_FLOAT_EQ(softmax(&one, 1), -3.0f);
+  EXPECT_FLOAT_EQ(one, 1.0f);
+}
+
+TEST(Elementwise, SwigluIsSiluTimesUp) {
+  auto g = random_vec(1000, 4, -8, 8);
+  const auto u = random_vec(1000, 5, -2, 2);
+  const auto g0 = g;
+  swiglu(g.data(), u.data(), static_cast<long>(g.size()));
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    EXPECT_NEAR(g[i], g0[i] / (1.0 + std::exp(-double(g0[i]))) * u[i], 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace kvs::ops

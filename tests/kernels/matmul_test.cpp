@@ -1,0 +1,92 @@
+// matvec / matmul / add_bias against a naive double-precision reference, over shapes that hit
+// every tile remainder (rows and tokens not multiples of 4, cols not a multiple of 8).
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/matmul.h"
+
+namespace kvs::ops {
+namespace {
+
+std::vector<float> random_vec(std::size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Y[n, rows] = X[n, cols] W[rows, cols]^T in double.
+std::vector<double> naive(const std::vector<float>& x, const std::vector<float>& w, int n, int rows, int cols) {
+  std::vector<double> y(static_cast<std::size_t>(n) * rows);
+  for (int t = 0; t < n; ++t)
+    for (int r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int k = 0; k < cols; ++k) s += static_cast<double>(x[t * cols + k]) * w[r * cols + k];
+      y[t * rows + r] = s;
+    }
+  return y;
+}
+
+struct Shape { int n, rows, cols; };
+
+TEST(Matmul, MatvecMatchesNaive) {
+  for (Shape s : {Shape{1, 1, 1}, Shape{1, 7, 13}, Shape{1, 64, 64}, Shape{1, 259, 301}, Shape{1, 1024, 768}}) {
+    const auto w = random_vec(static_cast<std::size_t>(s.rows) * s.cols, 1);
+    const auto x = random_vec(s.cols, 2);
+    std::vector<float> y(s.rows);
+    matvec(y.data(), w.data(), x.data(), s.rows, s.cols);
+    const auto ref = naive(x, w, 1, s.rows, s.cols);
+    for (int r = 0; r < s.rows; ++r) EXPECT_NEAR(y[r], ref[r], 1e-5 * s.cols) << s.rows << "x" << s.cols << " row " << r;
+  }
+}
+
+TEST(Matmul, BlockedMatmulMatchesNaive) {
+  for (Shape s : {Shape{1, 5, 9}, Shape{3, 6, 17}, Shape{4, 8, 8}, Shape{13, 37, 70}, Shape{70, 130, 96}, Shape{129, 66, 200}}) {
+    const auto w = random_vec(static_cast<std::size_t>(s.rows) * s.cols, 3);
+    const auto x = random_vec(static_cast<std::size_t>(s.n) * s.cols, 4);
+    std::vector<float> y(static_cast<std::size_t>(s.n) * s.rows, -7.0f);
+    matmul(y.data(), x.data(), w.data(), s.n, s.rows, s.cols);
+    const auto ref = naive(x, w, s.n, s.rows, s.cols);
+    for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], ref[i], 1e-5 * s.cols) << "index " << i;
+  }
+}
+
+TEST(Matmul, MatmulRowsEqualMatvec) {
+  const int n = 9, rows = 41, cols = 77;
+  const auto w = random_vec(rows * cols, 5);
+  const auto x = random_vec(n * cols, 6);
+  std::vector<float> y(n * rows), yv(rows);
+  matmul(y.data(), x.data(), w.data(), n, rows, cols);
+  for (int t = 0; t < n; ++t) {
+    matvec(yv.data(), w.data(), x.data() + t * cols, rows, cols);
+    for (int r = 0; r < rows; ++r) EXPECT_NEAR(y[t * rows + r], yv[r], 1e-5);
+  }
+}
+
+TEST(Matmul, MatvecManyEqualsSeparateMatvecs) {
+  const int cols = 100;
+  const auto x = random_vec(cols, 7);
+  const auto w1 = random_vec(37 * cols, 8), w2 = random_vec(5 * cols, 9), w3 = random_vec(300 * cols, 10);
+  std::vector<float> y1(37), y2(5), y3(300), r1(37), r2(5), r3(300);
+  const MatvecJob jobs[] = {{y1.data(), w1.data(), 37}, {y2.data(), w2.data(), 5}, {y3.data(), w3.data(), 300}};
+  matvec_many(jobs, x.data(), cols);
+  matvec(r1.data(), w1.data(), x.data(), 37, cols);
+  matvec(r2.data(), w2.data(), x.data(), 5, cols);
+  matvec(r3.data(), w3.data(), x.data(), 300, cols);
+  EXPECT_EQ(y1, r1);
+  EXPECT_EQ(y2, r2);
+  EXPECT_EQ(y3, r3);
+}
+
+TEST(Matmul, AddBiasAddsToEveryRow) {
+  std::vector<float> y = {1, 2, 3, 4, 5, 6};  // [2, 3]
+  const std::vector<float> b = {10, 20, 30};
+  add_bias(y.data(), b.data(), 2, 3);
+  EXPECT_EQ(y, (std::vector<float>{11, 22, 33, 14, 25, 36}));
+}
+
+}  // namespace
+}  // namespace kvs::ops
