@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <set>
 
 #include "analysis/head_stats.h"
 #include "analysis/live_run.h"
 #include "analysis/policy_duoattention.h"
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/rerun.h"
 #include "app/cli/policy_setup.h"
 #include "app/cli/run_summary.h"
 #include "inference/errors.h"
@@ -18,6 +20,10 @@
 namespace kvs {
 
 namespace {
+
+const std::set<std::string> kValueFlags = {"--policy", "--budget", "--mode",   "--model",
+                                           "--tokenizer", "--alpha", "--threads"};
+const std::set<std::string> kSwitchFlags = {"--json", "--rope-in-cache", "--no-attention"};
 
 // Runs with StreamingLLM's pos-shift (positions inside the cache) get their own name and say so.
 void mark_rerotated(RunData& run) {
@@ -30,9 +36,8 @@ void mark_rerotated(RunData& run) {
 
 }  // namespace
 
-int cmd_rerun(const ArgList& argv) {
-  Args a(argv, {"--policy", "--budget", "--mode", "--model", "--tokenizer", "--alpha", "--threads"},
-         {"--json", "--rope-in-cache", "--no-attention"});
+std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& callbacks) {
+  Args a(argv, kValueFlags, kSwitchFlags);
   if (a.positional().size() != 1) throw input_error("rerun", "expects one trace path");
   const std::string path = a.positional()[0];
   const std::string mode = a.str("--mode", "forced");
@@ -77,17 +82,27 @@ int cmd_rerun(const ArgList& argv) {
         ctx.alpha = profile_alpha(trace, w->sink, w->recent);
         ctx.alpha_source = "profiled from trace";
       }
-      if (isatty(fileno(stderr)))
-        lo.on_step = [&](int step, int total) {
-          std::fprintf(stderr, "\rkvscope: %s %d/%d", p->spec().run_name().c_str(), step + 1, total);
-          if (step + 1 == total) std::fprintf(stderr, "\n");
-        };
+      const std::string name = p->spec().run_name();
+      if (callbacks.on_step) lo.on_step = [&](int step, int total) { callbacks.on_step(name, step, total); };
+      lo.cancelled = callbacks.cancelled;
       runs.push_back(live_run(engine, *p, ctx, ref, *tok, lo));
       if (eo.rope_in_cache) mark_rerotated(runs.back());
     }
   }
+  if (callbacks.cancelled && callbacks.cancelled()) throw input_error("rerun", "cancelled; nothing appended");
   append_runs(path, runs);
-  print_run_summaries(runs, a.has("--json"));
+  return runs;
+}
+
+int cmd_rerun(const ArgList& argv) {
+  RerunCallbacks cb;
+  if (isatty(fileno(stderr)))
+    cb.on_step = [](const std::string& run, int step, int total) {
+      std::fprintf(stderr, "\rkvscope: %s %d/%d", run.c_str(), step + 1, total);
+      if (step + 1 == total) std::fprintf(stderr, "\n");
+    };
+  const std::vector<RunData> runs = rerun_trace(argv, cb);
+  print_run_summaries(runs, Args(argv, kValueFlags, kSwitchFlags).has("--json"));
   return 0;
 }
 

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "analysis/policy.h"
-#include "app/cli/commands.h"
+#include "app/cli/rerun.h"
 #include "app/cli/record.h"
 #include "app/gui/jobs.h"
 #include "app/views/view.h"
@@ -308,7 +308,7 @@ class RunView : public View {
     }
   }
 
-  // `kvscope rerun` on the engine worker (it loads the trace's model); the trace is reopened after.
+  // A live re-run on the engine worker (it loads the trace's model); the trace is reopened after.
   void rerun_live(AppState& app) {
     const auto specs = chosen_specs();
     if (specs.empty() || !app.trace) {
@@ -317,9 +317,14 @@ class RunView : public View {
     }
     ArgList args = {app.trace->path, "--budget", std::to_string(budget_), "--mode", rerun_mode_ ? "free" : "forced"};
     for (const std::string& s : specs) args.insert(args.end(), {"--policy", s});
-    app.engine.submit("engine", "Re-running " + std::to_string(specs.size()) + " policies live", [&app, args](JobContext&) {
+    app.engine.submit("engine", "Re-running " + std::to_string(specs.size()) + " policies live", [&app, args](JobContext& ctx) {
       try {
-        cmd_rerun(args);
+        RerunCallbacks cb;
+        cb.on_step = [&ctx](const std::string&, int step, int total) {
+          ctx.progress(static_cast<float>(step + 1) / total);
+        };
+        cb.cancelled = [&ctx] { return ctx.cancelled(); };
+        rerun_trace(args, cb);
         app.engine.post([&app] {
           app.info("Re-ran policies live into " + (app.trace ? app.trace->path : std::string()));
           app.reload();
