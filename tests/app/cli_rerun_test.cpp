@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "analysis/duo_pattern.h"
+#include "analysis/policy.h"
 #include "analysis/trace.h"
 #include "cli_util.h"
 
@@ -21,7 +22,8 @@ class CliRerun : public ::testing::Test {
   void SetUp() override {
     if (!fs::exists(stories_bin())) GTEST_SKIP() << "stories260K model files absent";
     trace_ = dir_.file("t.h5");
-    const CliResult r = record_stories(trace_, "Once upon a time", kSteps);
+    const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                     std::to_string(kSteps), "--out", trace_, "--quiet", "--threads", "1"});
     ASSERT_EQ(r.code, 0) << r.err;
   }
   CliResult rerun(std::vector<std::string> extra) {
@@ -73,6 +75,30 @@ TEST_F(CliRerun, ForcedAndFreeRunsAreAppendedWithRealEviction) {
   const RunData forced = tr.read_run("streamingllm_b8_forced", false);
   const std::vector<int32_t> ids = tr.token_ids();
   EXPECT_EQ(forced.tokens, ids);
+}
+
+TEST_F(CliRerun, EveryPolicyRerunsInOneCommand) {
+  // KVzip's scores come from the model (the trace has none), DuoAttention's gates are profiled
+  // from the trace, OmniKV's filter layers are chosen on the trace's layer similarity.
+  std::vector<std::string> args{"--budget", "8", "--mode", "forced"};
+  for (const std::string& name : policy_names()) {
+    args.push_back("--policy");
+    args.push_back(name);
+  }
+  const CliResult r = rerun(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  TraceReader tr(trace_);
+  const std::vector<std::string> runs = tr.run_names();
+  for (const std::string& name : policy_names()) {
+    // OmniKV's name carries the filter layers chosen for it (omnikv_filters<...>_b8).
+    const std::string suffix = name == "full" ? "_forced" : "_b8_forced";
+    auto it = std::find_if(runs.begin(), runs.end(), [&](const std::string& r) {
+      return r.rfind(name + "_", 0) == 0 && r.size() >= suffix.size() && r.compare(r.size() - suffix.size(), suffix.size(), suffix) == 0;
+    });
+    ASSERT_NE(it, runs.end()) << name;
+    EXPECT_EQ(tr.read_run(*it, false).eviction, "real") << *it;
+  }
+  EXPECT_NE(tr.read_run("duoattention_b8_forced", false).params_json.find("profiled from trace"), std::string::npos);
 }
 
 TEST_F(CliRerun, RopeInCacheRunIsNamedAndMarked) {

@@ -1,0 +1,121 @@
+// StreamingLLM with a tiny window, enforced live on stories260K: the output changes, KL is 0
+// exactly until the first step whose attention misses an evicted key and > 0 from then on, and
+// the peak KV bytes follow the engine's attend-then-evict arithmetic.
+#include <gtest/gtest.h>
+
+#include "live_run_fixture.h"
+
+using namespace kvs;
+using namespace kvs::test;
+
+namespace {
+
+constexpr int kBudget = 8;  // 4 sinks + 4 recent
+constexpr int kSteps = 40;
+
+class LiveStreaming : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    st_ = stories();
+    if (!st_) GTEST_SKIP() << "stories260K model files absent";
+    prompt_ = st_->tok->encode("Once upon a time", true);
+    ASSERT_LE(static_cast<int>(prompt_.size()), kBudget) << "the prompt must fit the window";
+  }
+  RunData run(Engine& engine, const ReferenceRun& ref, const std::string& mode, AttentionObserver* tap = nullptr) {
+    auto p = make_policy(parse_policy_spec("streamingllm", kBudget), shape_of(st_->model));
+    LiveRunOptions o;
+    o.mode = mode;
+    o.observer = tap;
+    return live_run(engine, *p, {}, ref, *st_->tok, o);
+  }
+  const Stories* st_ = nullptr;
+  std::vector<int> prompt_;
+};
+
+TEST_F(LiveStreaming, KlIsZeroUntilTheWindowIsExceededAndPositiveFromThen) {
+  Engine engine(st_->model, single_thread());
+  const ReferenceRun ref = run_reference(engine, prompt_, kSteps, {}, {});
+  const RunData r = run(engine, ref, "forced");
+  const int P = static_cast<int>(prompt_.size());
+  // Each layer trims to B after attending, so the query at q attends q + 1 keys while q <= B;
+  // the query at B + 1 is the first whose cache lost a key (position 4, the oldest non-sink).
+  const int first_lossy = kBudget + 1 - P;
+  const std::vector<float>& kl = metric(r, "kl").data;
+  ASSERT_EQ(kl.size(), static_cast<size_t>(kSteps));
+  for (int s = 0; s < kSteps; ++s) {
+    if (s < first_lossy) EXPECT_EQ(kl[s], 0.0f) << "step " << s;
+    else EXPECT_GT(kl[s], 0.0f) << "step " << s;
+  }
+  // The kept set of the first lossy step: sinks 0..3 and the B + 1 - 4 newest positions.
+  const ModelShape sh = shape_of(st_->model);
+  const int T = P + kSteps, q = P + first_lossy;
+  for (int lg = 0; lg < sh.n_layers * sh.n_kv_heads; ++lg)
+    for (int t = 0; t < T; ++t) {
+      const bool expect = t < 4 || (t > q - (kBudget + 1 - 4) && t <= q);
+      ASSERT_EQ(r.kept[(static_cast<size_t>(first_lossy) * sh.n_layers * sh.n_kv_heads + lg) * T + t], expect)
+          << "pos " << t;
+    }
+}
+
+TEST_F(LiveStreaming, PeakKvBytesFollowTheBudgetArithmetic) {
+  Engine engine(st_->model, single_thread());
+  const ReferenceRun ref = run_reference(engine, prompt_, kSteps, {}, {});
+  const RunData r = run(engine, ref, "forced");
+  const ModelConfig& c = st_->model.config;
+  const double entry = 2.0 * c.head_dim * sizeof(float);  // K + V of one position, one KV head
+  const int P = static_cast<int>(prompt_.size());
+  // While layer l attends it holds B + 1 entries per KV head (the new key, before eviction);
+  // every other layer holds B.
+  EXPECT_EQ(scalar(r, "peak_kv_bytes"), (c.n_layers * c.n_kv_heads * kBudget + c.n_kv_heads) * entry);
+  // The full cache peaks at the last step with every position held everywhere.
+  EXPECT_EQ(scalar(r, "full_peak_kv_bytes"), static_cast<double>(c.n_layers) * c.n_kv_heads * (P + kSteps) * entry);
+  EXPECT_DOUBLE_EQ(scalar(r, "peak_kv_ratio"), (c.n_layers * c.n_kv_heads * kBudget + c.n_kv_heads) /
+                                                   static_cast<double>(c.n_layers * c.n_kv_heads * (P + kSteps)));
+  // After every step all layers are back to min(B, positions so far) entries per KV head.
+  const std::vector<float>& bytes = metric(r, "kv_bytes").data;
+  for (int s = 0; s < kSteps; ++s)
+    EXPECT_EQ(bytes[s], c.n_layers * c.n_kv_heads * std::min(kBudget, P + s + 1) * entry) << "step " << s;
+}
+
+TEST_F(LiveStreaming, FreeRunTextDiffersFromTheFullCacheRun) {
+  Engine engine(st_->model, single_thread());
+  const ReferenceRun ref = run_reference(engine, prompt_, kSteps, {}, {});
+  const RunData r = run(engine, ref, "free");
+  std::string full_text;
+  int prev = prompt_.back();
+  for (int t : ref.tokens) {
+    full_text += st_->tok->decode_piece(prev, t);
+    prev = t;
+  }
+  EXPECT_NE(r.text, full_text);
+  // Token s is chosen from the logits of step s - 1, which stay exact while the window holds.
+  const int P = static_cast<int>(prompt_.size());
+  const double first = scalar(r, "first_divergence");
+  EXPECT_GE(first, kBudget + 2 - P);
+  EXPECT_LT(first, kSteps);
+  EXPECT_EQ(r.mode, "free");
+  EXPECT_EQ(r.eviction, "real");
+}
+
+TEST_F(LiveStreaming, RopeInCacheEqualsOriginalPositionsUntilTheFirstEvictionThenDiffers) {
+  // Positions inside the cache (POLICIES.md §1 pos-shift) equal the original ones while nothing
+  // was evicted; after that the kept keys get smaller rotations and the logits change.
+  Engine plain(st_->model, single_thread()), shifted(st_->model, single_thread(true));
+  const ReferenceRun ref = run_reference(plain, prompt_, kSteps, {}, {});
+  const ReferenceRun ref_shifted = run_reference(shifted, prompt_, kSteps, ref.tokens, {});
+  EXPECT_EQ(ref_shifted.logits, ref.logits);  // full cache: every slot is its position
+  const int P = static_cast<int>(prompt_.size()), vocab = st_->model.config.vocab_size;
+  LogitsTap a(P), b(P);
+  run(plain, ref, "forced", &a);
+  run(shifted, ref, "forced", &b);
+  const int first_lossy = kBudget + 1 - P;
+  ASSERT_EQ(a.logits.size(), b.logits.size());
+  for (int s = 0; s < kSteps; ++s) {
+    const std::vector<float> la(a.logits.begin() + s * vocab, a.logits.begin() + (s + 1) * vocab);
+    const std::vector<float> lb(b.logits.begin() + s * vocab, b.logits.begin() + (s + 1) * vocab);
+    if (s < first_lossy) EXPECT_EQ(la, lb) << "step " << s;
+    else EXPECT_NE(la, lb) << "step " << s;
+  }
+}
+
+}  // namespace
