@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "analysis/head_stats.h"
+#include "analysis/kvzip_scores.h"
 #include "analysis/live_run.h"
 #include "analysis/recorder.h"
 #include "analysis/similarity.h"
@@ -136,13 +137,26 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
     lo.keep_attention = false;
     lo.observer = &rec;
     lo.cancelled = cb.cancelled;
-    PolicyContext ctx;
-    RunData run = live_run(engine, *policy, ctx, ref, *tok, lo);
-    generated.assign(run.tokens.begin() + meta.prompt_len, run.tokens.end());
+    if (policy->needs_key_scores()) {
+      KvzipOptions ko;
+      ko.engine.n_threads = r.threads;
+      lo.key_scores = kvzip_key_scores(model, *tok, prompt, ko);
+    }
+    std::string& note = rec.meta().capture_note;
+    note += note.empty() ? "" : "; ";
+    try {
+      RunData run = live_run(engine, *policy, PolicyContext{}, ref, *tok, lo);
+      generated.assign(run.tokens.begin() + meta.prompt_len, run.tokens.end());
+      note += "recorded under policy " + run.name + " (real eviction)";
+      rec.writer().write_run(run);
+    } catch (const InputError&) {
+      if (!cb.cancelled || !cb.cancelled()) throw;
+      // Cancelled: keep the steps recorded so far; the run's kept sets are incomplete, so no run.
+      const auto& ids = rec.ids();
+      generated.assign(ids.begin() + std::min<size_t>(ids.size(), meta.prompt_len), ids.end());
+      note += "recorded under policy " + policy->spec().run_name() + ", cancelled (run not stored)";
+    }
     for (size_t s = 0; s < generated.size(); ++s) stream(static_cast<int>(s), generated[s]);
-    rec.meta().capture_note += (rec.meta().capture_note.empty() ? "" : "; ") +
-                               std::string("recorded under policy ") + run.name + " (real eviction)";
-    rec.writer().write_run(run);
   }
 
   analyses.write(rec.writer());
