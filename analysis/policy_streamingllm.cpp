@@ -6,13 +6,14 @@
 #include <vector>
 
 #include "analysis/policy_params.h"
+#include "analysis/policy_positional.h"
 
 namespace kvs {
 namespace {
 
-class StreamingLlmPolicy : public Policy {
+class StreamingLlmPolicy : public PositionalPolicy {
  public:
-  explicit StreamingLlmPolicy(const PolicySpec& spec) : Policy(spec) {
+  explicit StreamingLlmPolicy(const PolicySpec& spec) : PositionalPolicy(spec) {
     ParamReader p(spec, {"sinks", "recent"});
     const int B = spec.budget;
     sinks_ = p.get_int("sinks", 4);
@@ -25,24 +26,12 @@ class StreamingLlmPolicy : public Policy {
   std::string params_json() const override {
     return JsonObject().add("sinks", sinks_).add("recent", recent_).str();
   }
-  void begin(const PolicyContext&) override {}
-  void after_prefill(int, KvSlots& kv) override {
-    for (int l = 0; l < kv.n_layers(); ++l) trim(l, kv);
-  }
-  void before_attention(int, int, KvSlots&) override {}
-  void after_attention(int layer, int, std::span<const AttentionBlock>, KvSlots& kv) override {
-    trim(layer, kv);
-  }
 
  private:
-  void trim(int layer, KvSlots& kv) {
-    for (int g = 0; g < kv.n_kv_heads(); ++g) {
-      const int n = (int)kv.held(layer, g).size();
-      if (n <= sinks_ + recent_) continue;
-      std::vector<uint8_t> keep(n, 0);  // [held]
-      for (int i = 0; i < n; ++i) keep[i] = i < sinks_ || i >= n - recent_;
-      kv.evict(layer, g, keep);
-    }
+  int capacity() const override { return sinks_ + recent_; }
+  void keep_mask(std::span<const int32_t> held, std::vector<uint8_t>& keep) const override {
+    const int n = static_cast<int>(held.size());
+    for (int i = 0; i < n; ++i) keep[i] = i < sinks_ || i >= n - recent_;
   }
   int sinks_ = 4, recent_ = 0;
 };

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "analysis/policy_params.h"
+#include "analysis/policy_positional.h"
 
 namespace kvs {
 
@@ -19,49 +20,36 @@ bool strided_rule_keeps(int64_t age, int64_t pos, int recent) {
 
 namespace {
 
-class StridedPolicy : public Policy {
+class StridedPolicy : public PositionalPolicy {
  public:
-  explicit StridedPolicy(const PolicySpec& spec) : Policy(spec) {
+  explicit StridedPolicy(const PolicySpec& spec) : PositionalPolicy(spec) {
     ParamReader p(spec, {"recent"});
     recent_ = p.get_int("recent", std::max(1, spec.budget / 4));
     if (recent_ < 1) throw p.error("recent must be >= 1");
     recent_ = std::min(recent_, spec.budget);
   }
   std::string params_json() const override { return JsonObject().add("recent", recent_).str(); }
-  void begin(const PolicyContext&) override {}
-  void after_prefill(int, KvSlots& kv) override {
-    for (int l = 0; l < kv.n_layers(); ++l) trim(l, kv);
-  }
-  void before_attention(int, int, KvSlots&) override {}
-  void after_attention(int layer, int, std::span<const AttentionBlock>, KvSlots& kv) override {
-    trim(layer, kv);
-  }
 
  private:
+  int capacity() const override { return spec_.budget; }
   // Over budget by `over`: evict the oldest entries the stride rule rejects, then (if still
   // over) the oldest remaining ones.
-  void trim(int layer, KvSlots& kv) {
-    const int B = spec_.budget;
-    for (int g = 0; g < kv.n_kv_heads(); ++g) {
-      auto held = kv.held(layer, g);
-      const int n = (int)held.size();
-      int over = n - B;
-      if (over <= 0) continue;
-      const int32_t newest = held[n - 1];
-      std::vector<uint8_t> keep(n, 1);  // [held]
-      for (int i = 0; i < n && over > 0; ++i) {
-        if (!strided_rule_keeps(newest - held[i], held[i], recent_)) {
-          keep[i] = 0;
-          --over;
-        }
+  void keep_mask(std::span<const int32_t> held, std::vector<uint8_t>& keep) const override {
+    const int n = static_cast<int>(held.size());
+    int over = n - spec_.budget;
+    const int32_t newest = held[n - 1];
+    std::fill(keep.begin(), keep.end(), 1);
+    for (int i = 0; i < n && over > 0; ++i) {
+      if (!strided_rule_keeps(newest - held[i], held[i], recent_)) {
+        keep[i] = 0;
+        --over;
       }
-      for (int i = 0; i < n && over > 0; ++i) {
-        if (keep[i]) {
-          keep[i] = 0;
-          --over;
-        }
+    }
+    for (int i = 0; i < n && over > 0; ++i) {
+      if (keep[i]) {
+        keep[i] = 0;
+        --over;
       }
-      kv.evict(layer, g, keep);
     }
   }
   int recent_ = 1;

@@ -4,32 +4,21 @@
 #include <vector>
 
 #include "analysis/policy_params.h"
+#include "analysis/policy_positional.h"
 
 namespace kvs {
 namespace {
 
-class WindowPolicy : public Policy {
+class WindowPolicy : public PositionalPolicy {
  public:
-  explicit WindowPolicy(const PolicySpec& spec) : Policy(spec) { ParamReader(spec, {}); }
+  explicit WindowPolicy(const PolicySpec& spec) : PositionalPolicy(spec) { ParamReader(spec, {}); }
   std::string params_json() const override { return "{}"; }
-  void begin(const PolicyContext&) override {}
-  void after_prefill(int, KvSlots& kv) override {
-    for (int l = 0; l < kv.n_layers(); ++l) trim(l, kv);
-  }
-  void before_attention(int, int, KvSlots&) override {}
-  void after_attention(int layer, int, std::span<const AttentionBlock>, KvSlots& kv) override {
-    trim(layer, kv);
-  }
 
  private:
-  void trim(int layer, KvSlots& kv) {
-    for (int g = 0; g < kv.n_kv_heads(); ++g) {
-      const int n = (int)kv.held(layer, g).size();
-      if (n <= spec_.budget) continue;
-      std::vector<uint8_t> keep(n, 0);  // [held]
-      for (int i = n - spec_.budget; i < n; ++i) keep[i] = 1;
-      kv.evict(layer, g, keep);
-    }
+  int capacity() const override { return spec_.budget; }
+  void keep_mask(std::span<const int32_t> held, std::vector<uint8_t>& keep) const override {
+    const int n = static_cast<int>(held.size());
+    for (int i = n - spec_.budget; i < n; ++i) keep[i] = 1;
   }
 };
 
