@@ -132,36 +132,43 @@ void check_window(int sink, int recent) {
 
 }  // namespace
 
-std::vector<float> profile_alpha(const TraceReader& trace, int sink, int recent) {
+AlphaAccumulator::AlphaAccumulator(const ModelShape& shape, int sink, int recent)
+    : shape_(shape), sink_(sink), recent_(recent), sums_((size_t)shape.n_layers * shape.n_kv_heads, 0.0) {
   check_window(sink, recent);
+}
+
+void AlphaAccumulator::add_step(std::span<const float> rows, int row_len, int q_pos) {
+  check_step(shape_, rows.size(), row_len, q_pos);
+  add_outside_mass(shape_, rows.data(), row_len, q_pos, sink_, recent_, sums_);
+  ++n_steps_;
+}
+
+std::vector<float> AlphaAccumulator::alpha() const {
+  if (n_steps_ == 0) throw input_error("attention rows", "no decode steps to profile alpha on");
+  return clipped_mean(sums_, n_steps_);
+}
+
+std::vector<float> profile_alpha(const TraceReader& trace, int sink, int recent) {
   const TraceMeta& meta = trace.meta();
+  AlphaAccumulator acc(meta.shape, sink, recent);
   if (meta.n_steps <= 0) throw input_error(trace.path(), "no decode steps to profile alpha on");
-  const int T = meta.total_len();
   std::vector<int32_t> qpos = trace.decode_query_pos();  // [n_steps]
-  std::vector<double> sums((size_t)meta.shape.n_layers * meta.shape.n_kv_heads, 0.0);  // [L, Hkv]
-  std::vector<float> rows, lse;  // [L, H, T], [L, H]
+  std::vector<float> rows, lse;                          // [L, H, T], [L, H]
   for (int s = 0; s < meta.n_steps; ++s) {
     trace.read_decode_step(s, rows, lse);
-    check_step(meta.shape, rows.size(), T, qpos.at(s));
-    add_outside_mass(meta.shape, rows.data(), T, qpos[s], sink, recent, sums);
+    acc.add_step(rows, meta.total_len(), qpos.at(s));
   }
-  return clipped_mean(sums, meta.n_steps);
+  return acc.alpha();
 }
 
 std::vector<float> profile_alpha_from_rows(const ModelShape& shape, std::span<const float> rows,
                                            int row_len, std::span<const int> q_pos, int sink,
                                            int recent) {
-  check_window(sink, recent);
-  const int n_steps = (int)q_pos.size();
-  if (n_steps == 0) throw input_error("attention rows", "no decode steps to profile alpha on");
+  AlphaAccumulator acc(shape, sink, recent);
   const size_t step = (size_t)shape.n_layers * shape.n_heads * row_len;
-  if (rows.size() != step * n_steps) throw input_error("attention rows", "size does not match [steps, L, H, T]");
-  std::vector<double> sums((size_t)shape.n_layers * shape.n_kv_heads, 0.0);  // [L, Hkv]
-  for (int s = 0; s < n_steps; ++s) {
-    check_step(shape, step, row_len, q_pos[s]);
-    add_outside_mass(shape, rows.data() + s * step, row_len, q_pos[s], sink, recent, sums);
-  }
-  return clipped_mean(sums, n_steps);
+  if (rows.size() != step * q_pos.size()) throw input_error("attention rows", "size does not match [steps, L, H, T]");
+  for (size_t s = 0; s < q_pos.size(); ++s) acc.add_step(rows.subspan(s * step, step), row_len, q_pos[s]);
+  return acc.alpha();
 }
 
 }  // namespace kvs

@@ -44,6 +44,20 @@ class HeadStatsAccumulator {
 // Statistics over every decode step of a trace (read one step at a time).
 HeadStats head_stats(const TraceReader& trace, const HeadStatsOptions& options = {});
 
+// Accumulates the trace-profiled DuoAttention gates step by step (see profile_alpha).
+class AlphaAccumulator {
+ public:
+  // Throws InputError for negative sink/recent.
+  AlphaAccumulator(const ModelShape& shape, int sink, int recent);
+  // rows: [L, H, row_len] decode rows of the query at q_pos.
+  void add_step(std::span<const float> rows, int row_len, int q_pos);
+  std::vector<float> alpha() const;  // [L, Hkv]; throws InputError when no step was added
+ private:
+  ModelShape shape_;
+  int sink_, recent_, n_steps_ = 0;
+  std::vector<double> sums_;  // [L, Hkv] outside mass summed over steps
+};
+
 // Trace-profiled DuoAttention gates: per (layer, KV head), the mean over decode steps and over
 // the group's query heads of the attention mass outside [0, sink) ∪ [q - recent, q] (the keys a
 // streaming head with `sink` sinks and `recent` carried recent keys attends), clipped to [0, 1].

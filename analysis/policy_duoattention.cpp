@@ -43,28 +43,6 @@ std::vector<uint8_t> duo_retrieval_by_threshold(std::span<const float> alpha, do
   return out;
 }
 
-AlphaProfiler::AlphaProfiler(const ModelShape& shape, int sink, int recent)
-    : shape_(shape), sink_(sink), recent_(recent), sum_((size_t)shape.n_layers * shape.n_kv_heads, 0.0) {}
-
-void AlphaProfiler::add_step(int q_pos, std::span<const float> rows, int T) {
-  const int G = shape_.group();
-  const int lo = sink_, hi = q_pos - recent_;  // outside = [sink, q - recent)
-  for (int l = 0; l < shape_.n_layers; ++l)
-    for (int h = 0; h < shape_.n_heads; ++h) {
-      const float* row = rows.data() + ((size_t)l * shape_.n_heads + h) * T;
-      double m = 0.0;
-      for (int j = lo; j < hi; ++j) m += row[j];
-      sum_[(size_t)l * shape_.n_kv_heads + h / G] += m / G;
-    }
-  ++steps_;
-}
-
-std::vector<float> AlphaProfiler::alpha() const {
-  std::vector<float> out(sum_.size(), 0.0f);
-  for (size_t i = 0; i < sum_.size() && steps_ > 0; ++i) out[i] = (float)(sum_[i] / steps_);
-  return out;
-}
-
 namespace {
 
 class DuoAttentionPolicy : public Policy {

@@ -18,21 +18,6 @@ std::vector<uint8_t> duo_retrieval_by_sparsity(std::span<const float> alpha, dou
 // Paper rule: retrieval = alpha > tau.
 std::vector<uint8_t> duo_retrieval_by_threshold(std::span<const float> alpha, double tau);
 
-// Alpha profiled from a full-attention trace: per (layer, KV head), the decode-row mass outside
-// [0, sink) and [q - recent, q], averaged over steps and the group's query heads.
-class AlphaProfiler {
- public:
-  AlphaProfiler(const ModelShape& shape, int sink, int recent);
-  // rows [L, H, T] of one decode step whose query is at q_pos.
-  void add_step(int q_pos, std::span<const float> rows, int T);
-  std::vector<float> alpha() const;  // [L, Hkv]; zeros when no step was added
-
- private:
-  ModelShape shape_;
-  int sink_, recent_, steps_ = 0;
-  std::vector<double> sum_;  // [L, Hkv]
-};
-
 struct DuoWindow {
   int sink = 0, recent = 0;
 };

@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "analysis/head_stats.h"
 #include "analysis/metrics.h"
 #include "analysis/policy_duoattention.h"
 #include "analysis/policy_util.h"
@@ -44,13 +45,13 @@ struct Lane {
 };
 
 std::vector<float> profile_alpha(StepSource& src, DuoWindow w) {
-  AlphaProfiler prof(src.shape(), w.sink, w.recent);
-  std::vector<float> rows, lse;
+  AlphaAccumulator acc(src.shape(), w.sink, w.recent);
+  std::vector<float> rows, lse;  // [L, H, T], [L, H]
   for (int s = 0; s < src.n_steps(); ++s) {
     src.read_step(s, rows, lse);
-    prof.add_step(src.query_pos(s), rows, src.total_len());
+    acc.add_step(rows, src.total_len(), src.query_pos(s));
   }
-  return prof.alpha();
+  return acc.alpha();
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <unistd.h>
 
+#include "analysis/head_stats.h"
 #include "analysis/duo_pattern.h"
 #include "analysis/policy_duoattention.h"
 #include "inference/errors.h"
@@ -124,10 +125,10 @@ TEST(DuoAttention, ProfiledGatesFromTheTrace) {
       std::fill(row, row + in.total_len, 0.0f);
       row[10] = 1.0f;
     }
-  AlphaProfiler prof(shape, 4, 8);
+  AlphaAccumulator acc(shape, 4, 8);
   std::vector<float> rows(in.rows.begin(), in.rows.begin() + 2 * 4 * in.total_len);
-  prof.add_step(30, rows, in.total_len);
-  EXPECT_FLOAT_EQ(prof.alpha()[2], 1.0f);
+  acc.add_step(rows, in.total_len, 30);
+  EXPECT_FLOAT_EQ(acc.alpha()[2], 1.0f);
   auto p = policy("duoattention:sparsity=0.75,sink=4", 12, shape);
   const RunData r = run_one(in, *p);
   EXPECT_NE(r.params_json.find("profiled from trace"), std::string::npos);
