@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/random_model.h"
 #include "inference/engine.h"
 #include "inference/errors.h"
 #include "inference/loader.h"
@@ -27,24 +28,9 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Uniform floats in [-scale, scale) from a per-index hash (fast, parallel, reproducible).
-std::vector<float> random_weights(std::size_t n, uint64_t seed, float scale) {
-  std::vector<float> v(n);
-#pragma omp parallel for schedule(static)
-  for (std::size_t i = 0; i < n; ++i) {
-    uint64_t z = (seed << 40) + i + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    v[i] = scale * (static_cast<float>(z >> 40) * 0x1.0p-23f - 1.0f);
-  }
-  return v;
-}
-
 // stories110M: dim 768, 12 layers, 12 heads, hidden 2048, vocab 32000, seq_len 1024.
 kvs::Model stories110m_shaped() {
-  kvs::Model m;
-  kvs::ModelConfig& c = m.config;
+  kvs::ModelConfig c;
   c.name = "random stories110M-shaped";
   c.dim = 768;
   c.hidden_dim = 2048;
@@ -54,27 +40,7 @@ kvs::Model stories110m_shaped() {
   c.head_dim = 64;
   c.vocab_size = 32000;
   c.seq_len = 1024;
-  m.format = "llama2c";
-  m.weight_type = "F32";
-  const std::size_t d = c.dim, h = c.hidden_dim;
-  const float s = 0.036f;  // ~1/sqrt(dim)
-  uint64_t seed = 1;
-  m.weights.token_embedding = random_weights(c.vocab_size * d, seed++, 1.0f);
-  for (int l = 0; l < c.n_layers; ++l) {
-    kvs::LayerWeights w;
-    w.attn_norm.assign(d, 1.0f);
-    w.ffn_norm.assign(d, 1.0f);
-    w.wq = random_weights(d * d, seed++, s);
-    w.wk = random_weights(d * d, seed++, s);
-    w.wv = random_weights(d * d, seed++, s);
-    w.wo = random_weights(d * d, seed++, s);
-    w.w_gate = random_weights(h * d, seed++, s);
-    w.w_up = random_weights(h * d, seed++, s);
-    w.w_down = random_weights(d * h, seed++, 0.022f);
-    m.weights.layers.push_back(std::move(w));
-  }
-  m.weights.final_norm.assign(d, 1.0f);
-  return m;
+  return kvs::bench::random_model(c, 0.036f, 0.022f);  // ~1/sqrt(dim)
 }
 
 // Best of several multi-threaded streaming reads of a 1 GiB buffer, in bytes/s. Each thread sums

@@ -17,6 +17,7 @@
 
 #include "analysis/policy.h"
 #include "analysis/prefill_evidence.h"
+#include "bench/random_model.h"
 #include "inference/engine.h"
 #include "inference/errors.h"
 
@@ -26,25 +27,11 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Uniform floats in [-scale, scale) from a per-index hash (reproducible).
-std::vector<float> random_weights(std::size_t n, uint64_t seed, float scale) {
-  std::vector<float> v(n);  // [n]
-  for (std::size_t i = 0; i < n; ++i) {
-    uint64_t z = (seed << 40) + i + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    v[i] = scale * (static_cast<float>(z >> 40) * 0x1.0p-23f - 1.0f);
-  }
-  return v;
-}
-
 // dim 512, 8 layers, 8 query heads over 2 KV heads (head_dim 64), a narrow FFN (hidden 512, which
 // also keeps the long prefill affordable), vocab 4096, context 8192: at 2048 cached tokens
 // attention is about two thirds of a decode step's multiply-adds.
 kvs::Model attention_heavy_model() {
-  kvs::Model m;
-  kvs::ModelConfig& c = m.config;
+  kvs::ModelConfig c;
   c.name = "random attention-heavy";
   c.dim = 512;
   c.hidden_dim = 512;
@@ -54,27 +41,7 @@ kvs::Model attention_heavy_model() {
   c.head_dim = 64;
   c.vocab_size = 4096;
   c.seq_len = 8192;
-  m.format = "llama2c";
-  m.weight_type = "F32";
-  const std::size_t d = c.dim, h = c.hidden_dim, kv = c.kv_dim();
-  const float s = 0.044f;  // ~1/sqrt(dim)
-  uint64_t seed = 1;
-  m.weights.token_embedding = random_weights(c.vocab_size * d, seed++, 1.0f);
-  for (int l = 0; l < c.n_layers; ++l) {
-    kvs::LayerWeights w;
-    w.attn_norm.assign(d, 1.0f);
-    w.ffn_norm.assign(d, 1.0f);
-    w.wq = random_weights(d * d, seed++, s);
-    w.wk = random_weights(kv * d, seed++, s);
-    w.wv = random_weights(kv * d, seed++, s);
-    w.wo = random_weights(d * d, seed++, s);
-    w.w_gate = random_weights(h * d, seed++, s);
-    w.w_up = random_weights(h * d, seed++, s);
-    w.w_down = random_weights(d * h, seed++, s);
-    m.weights.layers.push_back(std::move(w));
-  }
-  m.weights.final_norm.assign(d, 1.0f);
-  return m;
+  return kvs::bench::random_model(c, 0.044f, 0.044f);  // ~1/sqrt(dim)
 }
 
 // One engine decoding greedily under one controller (nullptr = full cache).

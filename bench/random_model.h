@@ -1,0 +1,53 @@
+// Benchmark support: Llama-shaped models with reproducible random weights, built in memory fast
+// enough for 100M-parameter shapes (a per-index hash, filled in parallel).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "inference/model.h"
+
+namespace kvs::bench {
+
+// Uniform floats in [-scale, scale) from a per-index hash (fast, parallel, reproducible).
+inline std::vector<float> random_weights(std::size_t n, uint64_t seed, float scale) {
+  std::vector<float> v(n);  // [n]
+#pragma omp parallel for schedule(static)
+  for (std::size_t i = 0; i < n; ++i) {
+    uint64_t z = (seed << 40) + i + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    v[i] = scale * (static_cast<float>(z >> 40) * 0x1.0p-23f - 1.0f);
+  }
+  return v;
+}
+
+// A model of shape `c` (tied classifier, unit norms); matrices scaled by `scale` (~1/sqrt(dim)),
+// the down projection by `down_scale`.
+inline Model random_model(const ModelConfig& c, float scale, float down_scale) {
+  Model m;
+  m.config = c;
+  m.format = "llama2c";
+  m.weight_type = "F32";
+  const std::size_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
+  uint64_t seed = 1;
+  m.weights.token_embedding = random_weights(static_cast<std::size_t>(c.vocab_size) * d, seed++, 1.0f);
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerWeights w;
+    w.attn_norm.assign(d, 1.0f);
+    w.ffn_norm.assign(d, 1.0f);
+    w.wq = random_weights(q * d, seed++, scale);
+    w.wk = random_weights(kv * d, seed++, scale);
+    w.wv = random_weights(kv * d, seed++, scale);
+    w.wo = random_weights(d * q, seed++, scale);
+    w.w_gate = random_weights(h * d, seed++, scale);
+    w.w_up = random_weights(h * d, seed++, scale);
+    w.w_down = random_weights(d * h, seed++, down_scale);
+    m.weights.layers.push_back(std::move(w));
+  }
+  m.weights.final_norm.assign(d, 1.0f);
+  return m;
+}
+
+}  // namespace kvs::bench
