@@ -355,7 +355,7 @@ std::span<const float> Engine::decode(int token) {
     const int cap = s.gather_active(l);
     if (options_.rope_in_cache) s.rotate_by_slot(l, pairing);
     const float* queries = options_.rope_in_cache ? s.qrot.data() : s.q.data();
-#pragma omp parallel for schedule(static) if (static_cast<long>(cap) * qd >= (1L << 14))
+#pragma omp parallel for schedule(static) if (static_cast<long>(cap) * qd >= (1L << 18))
     for (int h = 0; h < c.n_heads; ++h) {
       const int g = h / group;
       const float* keys = options_.rope_in_cache
