@@ -68,15 +68,18 @@ constexpr long kParallelMinWork = 1L << 18;
 
 }  // namespace
 
+// Rows are dealt out dynamically in chunks of 64: a worker that wakes late takes fewer rows
+// instead of holding everyone at the join (static halves measured 0.72-0.75 of the bandwidth
+// limit on stories110M, dynamic 0.78-0.85).
 void matvec(float* y, const float* w, const float* x, int rows, int cols) {
-#pragma omp parallel for schedule(static) if (static_cast<long>(rows) * cols >= kParallelMinWork)
+#pragma omp parallel for schedule(dynamic, 64) if (static_cast<long>(rows) * cols >= kParallelMinWork)
   for (int r = 0; r < rows; ++r) y[r] = dot_row(w + static_cast<long>(r) * cols, x, cols);
 }
 
 void matvec_many(std::span<const MatvecJob> jobs, const float* x, int cols) {
   long total = 0;
   for (const MatvecJob& j : jobs) total += j.rows;
-#pragma omp parallel for schedule(static) if (total * cols >= kParallelMinWork)
+#pragma omp parallel for schedule(dynamic, 64) if (total * cols >= kParallelMinWork)
   for (long r = 0; r < total; ++r) {
     long row = r;
     std::size_t j = 0;
