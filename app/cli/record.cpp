@@ -159,6 +159,11 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
     for (size_t s = 0; s < generated.size(); ++s) stream(static_cast<int>(s), generated[s]);
   }
 
+  if (cb.cancelled && cb.cancelled() && rec.steps_written() < r.steps) {
+    std::string& note = rec.meta().capture_note;
+    note += (note.empty() ? "" : "; ") + std::string("cancelled: the trace keeps the ") +
+            std::to_string(rec.steps_written()) + " of " + std::to_string(r.steps) + " steps recorded";
+  }
   analyses.write(rec.writer());
   rec.finish([&](int id) { return tok->token_text(id); });
 

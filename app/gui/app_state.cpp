@@ -82,7 +82,8 @@ void AppState::install(std::shared_ptr<TraceReader> r, std::shared_ptr<const Tra
   }
   clamp_selection();
   info("Opened " + trace->path + " (" + std::to_string(trace->total_len()) + " tokens, " +
-       std::to_string(trace->n_steps()) + " steps, " + std::to_string(trace->runs.size()) + " runs)");
+       std::to_string(trace->n_steps()) + " steps, " + std::to_string(trace->runs.size()) + " runs)" +
+       (trace->meta.capture_note.empty() ? "" : "; " + trace->meta.capture_note));
   set_step(step);
 }
 
