@@ -57,6 +57,30 @@ class KillTest : public ::testing::Test {
     base_ = dir_.path + "/base.h5";
     ASSERT_EQ(run_kvscope(record_args(base_, kSteps)), 0);
   }
+  // Kills an append (`simulate` or `rerun`) at random moments: the trace afterwards is the old one
+  // byte for byte, or the new one holding all `new_runs` runs; the next run leaves no temp files.
+  void kill_append_repeatedly(const std::string& path, const std::vector<std::string>& args, size_t new_runs) {
+    fs::copy_file(base_, path);
+    int rc = 0;
+    const double full = time_kvscope(args, &rc);
+    ASSERT_EQ(rc, 0);
+    const std::string old_bytes = read_bytes(base_);
+    int unchanged = 0;
+    for (int i = 0; i < kIterations; ++i) {
+      fs::copy_file(base_, path, fs::copy_options::overwrite_existing);
+      run_and_kill(args, full, rng_);
+      const std::vector<std::string> runs = read_whole_trace(path);
+      if (read_bytes(path) == old_bytes) {
+        ++unchanged;
+      } else {
+        EXPECT_EQ(runs.size(), new_runs) << "a changed trace must hold every new run";
+      }
+    }
+    EXPECT_GT(unchanged, 0) << "no kill landed before the append was published";
+    ASSERT_EQ(run_kvscope(args), 0);
+    EXPECT_EQ(temp_files(dir_.path), std::vector<std::string>{});
+  }
+
   ScratchDir dir_{"kill"};
   std::string base_;
   const unsigned seed_ = std::random_device{}();  // printed by SetUp, to replay a schedule
@@ -117,52 +141,18 @@ TEST_F(KillTest, RecordInterruptedCommitsTheStepsDone) {
 
 TEST_F(KillTest, SimulateKilledLeavesOldOrNewTrace) {
   const std::string path = dir_.path + "/sim.h5";
-  const std::vector<std::string> args = {"simulate", path, "--policy", "h2o", "--policy", "snapkv",
-                                         "--policy", "window", "--budget", "24"};
-  fs::copy_file(base_, path);
-  int rc = 0;
-  const double full = time_kvscope(args, &rc);
-  ASSERT_EQ(rc, 0);
-  const std::string old_bytes = read_bytes(base_);
-  int unchanged = 0;
-  for (int i = 0; i < kIterations; ++i) {
-    fs::copy_file(base_, path, fs::copy_options::overwrite_existing);
-    run_and_kill(args, full, rng_);
-    const std::vector<std::string> runs = read_whole_trace(path);
-    if (read_bytes(path) == old_bytes) {
-      ++unchanged;
-    } else {
-      EXPECT_EQ(runs.size(), 3u) << "a changed trace must hold all three new runs";
-    }
-  }
-  EXPECT_GT(unchanged, 0) << "no kill landed before the append was published";
-  ASSERT_EQ(run_kvscope(args), 0);
-  EXPECT_EQ(temp_files(dir_.path), std::vector<std::string>{});
+  kill_append_repeatedly(path,
+                         {"simulate", path, "--policy", "h2o", "--policy", "snapkv", "--policy", "window",
+                          "--budget", "24"},
+                         3);
 }
 
 TEST_F(KillTest, RerunKilledLeavesOldOrNewTrace) {
   const std::string path = dir_.path + "/rerun.h5";
-  const std::vector<std::string> args = {"rerun", path, "--policy", "window", "--budget", "24",
-                                         "--model", kModel, "--tokenizer", kTokenizer, "--threads", "1"};
-  fs::copy_file(base_, path);
-  int rc = 0;
-  const double full = time_kvscope(args, &rc);
-  ASSERT_EQ(rc, 0);
-  const std::string old_bytes = read_bytes(base_);
-  int unchanged = 0;
-  for (int i = 0; i < kIterations; ++i) {
-    fs::copy_file(base_, path, fs::copy_options::overwrite_existing);
-    run_and_kill(args, full, rng_);
-    const std::vector<std::string> runs = read_whole_trace(path);
-    if (read_bytes(path) == old_bytes) {
-      ++unchanged;
-    } else {
-      EXPECT_EQ(runs.size(), 1u) << "a changed trace must hold the new live run";
-    }
-  }
-  EXPECT_GT(unchanged, 0) << "no kill landed before the append was published";
-  ASSERT_EQ(run_kvscope(args), 0);
-  EXPECT_EQ(temp_files(dir_.path), std::vector<std::string>{});
+  kill_append_repeatedly(path,
+                         {"rerun", path, "--policy", "window", "--budget", "24", "--model", kModel,
+                          "--tokenizer", kTokenizer, "--threads", "1"},
+                         1);
 }
 
 }  // namespace
