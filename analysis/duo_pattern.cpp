@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "inference/errors.h"
+#include "inference/json.h"
 
 namespace kvs {
 namespace {
@@ -22,20 +23,13 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-// Value of a flat-JSON integer member; -1 when absent or null.
-int json_int_member(const std::string& json, const std::string& key, const std::string& what) {
-  const std::string needle = "\"" + key + "\"";
-  const size_t at = json.find(needle);
-  if (at == std::string::npos) return -1;
-  size_t i = json.find(':', at + needle.size());
-  if (i == std::string::npos) throw input_error(what, "malformed member '" + key + "'");
-  ++i;
-  while (i < json.size() && (json[i] == ' ' || json[i] == '\t')) ++i;
-  if (json.compare(i, 4, "null") == 0) return -1;
-  char* end = nullptr;
-  const long v = std::strtol(json.c_str() + i, &end, 10);
-  if (end == json.c_str() + i) throw input_error(what, "member '" + key + "' is not an integer");
-  return (int)v;
+// Integer member `key` of config.json; -1 when absent or null (as in the published files).
+int int_member(const Json& config, const std::string& key, const std::string& what) {
+  const Json* v = config.find(key);
+  if (!v || v->is_null()) return -1;
+  if (!v->is_number() || v->as_number() != std::floor(v->as_number()) || std::fabs(v->as_number()) > 1e9)
+    throw input_error(what, "member '" + key + "' is not an integer");
+  return static_cast<int>(v->as_number());
 }
 
 }  // namespace
@@ -86,9 +80,10 @@ DuoPattern read_duo_pattern(const std::string& dir) {
   DuoPattern p = parse_duo_tsv(read_text(tsv), tsv);
   const std::string cfg = (fs::path(dir) / "config.json").string();
   if (fs::exists(cfg)) {
-    const std::string json = read_text(cfg);
-    p.sink_size = json_int_member(json, "sink_size", cfg);
-    p.recent_size = json_int_member(json, "recent_size", cfg);
+    const Json config = Json::parse_file(cfg);
+    if (!config.is_object()) throw input_error(cfg, "is not a JSON object");
+    p.sink_size = int_member(config, "sink_size", cfg);
+    p.recent_size = int_member(config, "recent_size", cfg);
   }
   return p;
 }

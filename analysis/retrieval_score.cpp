@@ -1,8 +1,8 @@
 // Retrieval-head score (Wu et al., POLICIES.md §10): trials on needle prompts through the engine's
-// public API, and the {"<layer>-<head>": [...]} JSON file with a small strict parser.
+// public API, and the {"<layer>-<head>": [...]} JSON file (read with inference/json.h).
 #include "analysis/retrieval_score.h"
 
-#include <cerrno>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +13,7 @@
 #include "analysis/atomic_file.h"
 #include "inference/errors.h"
 #include "inference/generate.h"
+#include "inference/json.h"
 #include "inference/tokenizer.h"
 
 namespace kvs {
@@ -160,99 +161,37 @@ namespace {
 constexpr size_t kMaxJsonBytes = 64u << 20;
 constexpr int kMaxHeadIndex = 1 << 16;
 
-// Strict reader of {"string": [number, ...], ...}: nothing else is accepted.
-class ScoreJsonParser {
- public:
-  ScoreJsonParser(const std::string& text, const std::string& what) : s_(text), what_(what) {}
-
-  std::map<std::pair<int, int>, std::vector<float>> parse() {
-    std::map<std::pair<int, int>, std::vector<float>> out;
-    expect('{');
-    if (peek() == '}') { ++i_; return finish(out); }
-    while (true) {
-      std::pair<int, int> key = head_key(string());
-      expect(':');
-      if (!out.emplace(key, list()).second) fail("duplicate key \"" + last_key_ + "\"");
-      if (peek() == ',') { ++i_; continue; }
-      expect('}');
-      return finish(out);
-    }
+// "<layer>-<head>" -> (layer, head), exactly as written by retrieval_scores_json.
+std::pair<int, int> head_key(const std::string& key, const std::string& what) {
+  int l = -1, h = -1;
+  char extra = 0;
+  if (std::sscanf(key.c_str(), "%d-%d%c", &l, &h, &extra) != 2 || l < 0 || h < 0 || l > kMaxHeadIndex ||
+      h > kMaxHeadIndex || key != std::to_string(l) + "-" + std::to_string(h)) {
+    throw input_error(what, "key \"" + key + "\" is not <layer>-<head>");
   }
-
- private:
-  [[noreturn]] void fail(const std::string& problem) const {
-    throw input_error(what_, problem + " (at byte " + std::to_string(i_) + ")");
-  }
-  char peek() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
-    return i_ < s_.size() ? s_[i_] : '\0';
-  }
-  void expect(char c) {
-    if (peek() != c) fail(std::string("expected '") + c + "'");
-    ++i_;
-  }
-  std::string string() {
-    expect('"');
-    std::string v;
-    while (i_ < s_.size() && s_[i_] != '"') {
-      if (s_[i_] == '\\' || (unsigned char)s_[i_] < 0x20) fail("unsupported character in a key");
-      v += s_[i_++];
-    }
-    if (i_ >= s_.size()) fail("unterminated string");
-    ++i_;
-    return v;
-  }
-  std::pair<int, int> head_key(const std::string& key) {
-    last_key_ = key;
-    int l = -1, h = -1;
-    char extra = 0;
-    if (std::sscanf(key.c_str(), "%d-%d%c", &l, &h, &extra) != 2 || l < 0 || h < 0 ||
-        l > kMaxHeadIndex || h > kMaxHeadIndex || key != std::to_string(l) + "-" + std::to_string(h)) {
-      fail("key \"" + key + "\" is not <layer>-<head>");
-    }
-    return {l, h};
-  }
-  std::vector<float> list() {
-    std::vector<float> v;
-    expect('[');
-    if (peek() == ']') { ++i_; return v; }
-    while (true) {
-      v.push_back(number());
-      if (peek() == ',') { ++i_; continue; }
-      expect(']');
-      return v;
-    }
-  }
-  float number() {
-    peek();
-    size_t j = i_;
-    while (j < s_.size() && std::string_view("+-0123456789.eE").find(s_[j]) != std::string_view::npos) ++j;
-    const std::string tok = s_.substr(i_, j - i_);
-    char* end = nullptr;
-    errno = 0;
-    const double v = tok.empty() ? 0.0 : std::strtod(tok.c_str(), &end);
-    if (tok.empty() || tok[0] == '+' || end != tok.c_str() + tok.size() || !std::isfinite(v) || errno == ERANGE) {
-      fail("expected a number in the list of \"" + last_key_ + "\"");
-    }
-    i_ = j;
-    return (float)v;
-  }
-  std::map<std::pair<int, int>, std::vector<float>> finish(std::map<std::pair<int, int>, std::vector<float>>& out) {
-    if (peek() != '\0') fail("unexpected text after the object");
-    return std::move(out);
-  }
-
-  const std::string& s_;
-  const std::string& what_;
-  size_t i_ = 0;
-  std::string last_key_;
-};
+  return {l, h};
+}
 
 }  // namespace
 
 RetrievalScores parse_retrieval_scores(const std::string& text, const std::string& what) {
   if (text.size() > kMaxJsonBytes) throw input_error(what, "file larger than 64 MiB");
-  auto lists = ScoreJsonParser(text, what).parse();
+  const Json doc = Json::parse(text, what);
+  if (!doc.is_object()) throw input_error(what, "expected an object of \"<layer>-<head>\": [scores]");
+  std::map<std::pair<int, int>, std::vector<float>> lists;  // (layer, head) -> score per trial
+  for (size_t i = 0; i < doc.size(); ++i) {
+    const std::string& key = doc.keys()[i];
+    const Json& list = doc.items()[i];
+    if (!list.is_array()) throw input_error(what, "\"" + key + "\" is not a list of scores");
+    std::vector<float> scores;
+    for (const Json& x : list.items()) {
+      if (!x.is_number() || std::fabs(x.as_number()) > FLT_MAX)
+        throw input_error(what, "expected a float in the list of \"" + key + "\"");
+      scores.push_back(static_cast<float>(x.as_number()));
+    }
+    if (!lists.emplace(head_key(key, what), std::move(scores)).second)
+      throw input_error(what, "duplicate key \"" + key + "\"");
+  }
   if (lists.empty()) throw input_error(what, "no head scores");
   RetrievalScores out;
   for (const auto& [key, list] : lists) {
