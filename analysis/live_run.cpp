@@ -33,14 +33,14 @@ int argmax(std::span<const float> v) {
 // Collects the decode-step logits (query at P+s) of a run.
 class LogitsCapture : public AttentionObserver {
  public:
-  LogitsCapture(int prompt_len, int vocab) : P_(prompt_len), vocab_(vocab) {}
+  explicit LogitsCapture(int prompt_len) : P_(prompt_len) {}
   void on_logits(int pos, std::span<const float> logits) override {
     if (pos < P_) return;
     logits_.insert(logits_.end(), logits.begin(), logits.end());
   }
   std::vector<float> take() { return std::move(logits_); }
  private:
-  int P_, vocab_;
+  int P_;
   std::vector<float> logits_;  // [steps, vocab]
 };
 
@@ -143,7 +143,7 @@ ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int s
   const int vocab = engine.model().config.vocab_size;
   ReferenceRun ref;
   ref.prompt = prompt;
-  LogitsCapture capture(static_cast<int>(prompt.size()), vocab);
+  LogitsCapture capture(static_cast<int>(prompt.size()));
   engine.set_controller(nullptr);
   engine.set_observer(&capture);
   engine.reset();
@@ -178,7 +178,7 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
 
   PrefillReducer reducer(shape, options.window_request);
   RowCapture rows(shape, P, S, options.keep_attention);
-  LogitsCapture logits(P, vocab);
+  LogitsCapture logits(P);
   ObserverFanout fan;
   fan.add(&reducer);
   fan.add(&rows);

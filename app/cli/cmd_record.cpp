@@ -11,6 +11,8 @@
 
 namespace kvs {
 
+namespace {
+
 std::string read_prompt_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw input_error(path, "cannot read prompt file");
@@ -21,8 +23,6 @@ std::string read_prompt_file(const std::string& path) {
   if (text.empty()) throw input_error(path, "prompt file is empty");
   return text;
 }
-
-namespace {
 
 volatile std::sig_atomic_t g_stop_signal = 0;  // SIGINT / SIGTERM received during a recording
 
