@@ -10,8 +10,8 @@
 namespace kvs::bench {
 
 // Uniform floats in [-scale, scale) from a per-index hash (fast, parallel, reproducible).
-inline std::vector<float> random_weights(std::size_t n, uint64_t seed, float scale) {
-  std::vector<float> v(n);  // [n]
+inline WeightVector random_weights(std::size_t n, uint64_t seed, float scale) {
+  WeightVector v(n);  // [n]
 #pragma omp parallel for schedule(static)
   for (std::size_t i = 0; i < n; ++i) {
     uint64_t z = (seed << 40) + i + 0x9E3779B97F4A7C15ull;

@@ -25,7 +25,7 @@ class TensorSource {
 
   // Checks that `name` has shape [ne0, ne1] (ne1 = 0 for a vector), sizes `dst` for it and
   // queues its conversion for finish().
-  void read(std::vector<float>& dst, const std::string& name, uint64_t ne0, uint64_t ne1 = 0) {
+  void read(WeightVector& dst, const std::string& name, uint64_t ne0, uint64_t ne1 = 0) {
     const GgufTensorInfo& t = info(name);
     std::vector<uint64_t> want = {ne0};
     if (ne1 > 0) want.push_back(ne1);
@@ -56,7 +56,7 @@ class TensorSource {
   const GgufFile& g_;
   struct Pending {
     const GgufTensorInfo* tensor;
-    std::vector<float>* dst;
+    WeightVector* dst;
   };
   std::vector<Pending> pending_;
 };
@@ -87,7 +87,7 @@ std::string describe_weight_type(const GgufFile& g) {
 // Llama-3.1+ GGUFs keep HF's "llama3" rope scaling as per-frequency divisors (rope_freqs.weight,
 // [head_dim/2]), computed by the converter from factor / low / high / original context. Finds the
 // standard parameters (low 1, high 4, original 8192; factor 8, 16 or 32) that reproduce them.
-RopeScaling llama3_scaling(const std::string& path, const std::vector<float>& divisors,
+RopeScaling llama3_scaling(const std::string& path, const WeightVector& divisors,
                            const ModelConfig& c) {
   for (const float factor : {8.0f, 16.0f, 32.0f}) {
     RopeScaling r;
@@ -167,7 +167,7 @@ Model load_gguf_model(const std::string& path) {
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
   c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
   if (g.find_tensor("rope_freqs.weight") != nullptr) {
-    std::vector<float> divisors;  // [head_dim/2]
+    WeightVector divisors;    // [head_dim/2]
     src.read(divisors, "rope_freqs.weight", c.head_dim / 2);
     src.finish();
     c.rope_scaling = llama3_scaling(path, divisors, c);

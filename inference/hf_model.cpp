@@ -77,7 +77,7 @@ class TensorSet {
   bool has(const std::string& name) const { return owner_.count(name) > 0; }
 
   // Checks `name` has shape `want` and converts it into `dst`.
-  void read(std::vector<float>& dst, const std::string& name, std::vector<uint64_t> want) {
+  void read(WeightVector& dst, const std::string& name, std::vector<uint64_t> want) {
     auto it = owner_.find(name);
     if (it == owner_.end()) throw input_error(listing_, "missing tensor " + name);
     const SafetensorsFile& f = *it->second;
@@ -125,7 +125,7 @@ class TensorSet {
   struct Pending {
     const SafetensorsFile* file;
     const SafetensorsTensor* tensor;
-    std::vector<float>* dst;
+    WeightVector* dst;
   };
   std::vector<Pending> pending_;
   std::string listing_;  // the file that lists the tensors: the index or the single file

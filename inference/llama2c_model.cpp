@@ -20,9 +20,9 @@ constexpr int64_t kMaxDim = 1 << 16;  // sanity bound on every header field
 class FloatReader {
  public:
   FloatReader(const MappedFile& file, uint64_t offset) : file_(file), offset_(offset) {}
-  std::vector<float> take(uint64_t count, const std::string& what) {
+  WeightVector take(uint64_t count, const std::string& what) {
     const uint8_t* p = file_.range(offset_, count * sizeof(float), what);
-    std::vector<float> out(count);
+    WeightVector out(count);
     if (count > 0) std::memcpy(out.data(), p, count * sizeof(float));
     offset_ += count * sizeof(float);
     return out;

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "inference/huge_pages.h"
+
 namespace kvs {
 
 // How query/key pairs are rotated. llama2.c and GGUF store q/k so that pairs are adjacent
@@ -43,25 +45,25 @@ struct ModelConfig {
 };
 
 struct LayerWeights {
-  std::vector<float> attn_norm;  // [dim]
-  std::vector<float> wq;         // [n_heads*head_dim, dim]
-  std::vector<float> wk;         // [n_kv_heads*head_dim, dim]
-  std::vector<float> wv;         // [n_kv_heads*head_dim, dim]
-  std::vector<float> wo;         // [dim, n_heads*head_dim]
-  std::vector<float> bq;         // [n_heads*head_dim] or empty
-  std::vector<float> bk;         // [n_kv_heads*head_dim] or empty
-  std::vector<float> bv;         // [n_kv_heads*head_dim] or empty
-  std::vector<float> ffn_norm;   // [dim]
-  std::vector<float> w_gate;     // [hidden_dim, dim]  (llama2.c w1)
-  std::vector<float> w_up;       // [hidden_dim, dim]  (llama2.c w3)
-  std::vector<float> w_down;     // [dim, hidden_dim]  (llama2.c w2)
+  WeightVector attn_norm;  // [dim]
+  WeightVector wq;         // [n_heads*head_dim, dim]
+  WeightVector wk;         // [n_kv_heads*head_dim, dim]
+  WeightVector wv;         // [n_kv_heads*head_dim, dim]
+  WeightVector wo;         // [dim, n_heads*head_dim]
+  WeightVector bq;         // [n_heads*head_dim] or empty
+  WeightVector bk;         // [n_kv_heads*head_dim] or empty
+  WeightVector bv;         // [n_kv_heads*head_dim] or empty
+  WeightVector ffn_norm;   // [dim]
+  WeightVector w_gate;     // [hidden_dim, dim]  (llama2.c w1)
+  WeightVector w_up;       // [hidden_dim, dim]  (llama2.c w3)
+  WeightVector w_down;     // [dim, hidden_dim]  (llama2.c w2)
 };
 
 struct ModelWeights {
-  std::vector<float> token_embedding;  // [vocab_size, dim]
+  WeightVector token_embedding;  // [vocab_size, dim]
   std::vector<LayerWeights> layers;    // [n_layers]
-  std::vector<float> final_norm;       // [dim]
-  std::vector<float> classifier;       // [vocab_size, dim]; empty when tied to token_embedding
+  WeightVector final_norm;       // [dim]
+  WeightVector classifier;       // [vocab_size, dim]; empty when tied to token_embedding
 };
 
 struct Model {
@@ -71,7 +73,7 @@ struct Model {
   std::string format;  // "llama2c" | "gguf" | "hf"
   std::string weight_type;  // storage type on disk, e.g. "F32", "Q4_1 (mixed)"
 
-  const std::vector<float>& classifier() const {
+  const WeightVector& classifier() const {
     return config.tied_classifier ? weights.token_embedding : weights.classifier;
   }
   // Bytes of fp32 weights the forward pass reads per decoded token.

@@ -73,7 +73,7 @@ TEST(HfModel, Stories260KMatchesTheCheckpoint) {
     const LayerWeights& x = bin.weights.layers[l];
     const LayerWeights& y = hf.weights.layers[l];
     // HF row h*hd + half*hd/2 + j holds interleaved row h*hd + 2j + half.
-    auto permuted_equal = [&](const std::vector<float>& inter, const std::vector<float>& rot,
+    auto permuted_equal = [&](const WeightVector& inter, const WeightVector& rot,
                               int heads) {
       for (int h = 0; h < heads; ++h)
         for (int j = 0; j < hd / 2; ++j)

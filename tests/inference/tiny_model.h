@@ -28,9 +28,9 @@ inline ModelConfig tiny_config() {
   return c;
 }
 
-inline std::vector<float> random_vec(std::mt19937_64& rng, std::size_t n, float lo, float hi) {
+inline WeightVector random_vec(std::mt19937_64& rng, std::size_t n, float lo, float hi) {
   std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
+  WeightVector v(n);
   for (float& x : v) x = d(rng);
   return v;
 }
@@ -71,8 +71,8 @@ inline Model random_model(const ModelConfig& c, uint64_t seed) {
 // The Hugging Face conversion of q/k projections: inside each head, interleaved row 2i + c
 // becomes row c * head_dim/2 + i. Applied to an Interleaved model it gives the RotateHalf model
 // that computes the same function.
-inline std::vector<float> permute_rows(const std::vector<float>& w, int n_heads, int head_dim, int cols) {
-  std::vector<float> out(w.size());
+inline WeightVector permute_rows(const WeightVector& w, int n_heads, int head_dim, int cols) {
+  WeightVector out(w.size());
   const int half = head_dim / 2;
   for (int h = 0; h < n_heads; ++h) {
     for (int i = 0; i < half; ++i) {
@@ -86,7 +86,7 @@ inline std::vector<float> permute_rows(const std::vector<float>& w, int n_heads,
   return out;
 }
 
-inline std::vector<float> permute_bias(const std::vector<float>& b, int n_heads, int head_dim) {
+inline WeightVector permute_bias(const WeightVector& b, int n_heads, int head_dim) {
   return b.empty() ? b : permute_rows(b, n_heads, head_dim, 1);
 }
 
@@ -131,7 +131,7 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
   ref.queries.assign(static_cast<std::size_t>(c.n_layers) * T * qd, 0.0);
   ref.logits.assign(static_cast<std::size_t>(T) * c.vocab_size, 0.0);
 
-  auto linear = [](const std::vector<float>& w, const std::vector<float>& b,
+  auto linear = [](const WeightVector& w, const WeightVector& b,
                    const std::vector<double>& x, int rows) {
     const int cols = static_cast<int>(x.size());
     std::vector<double> y(rows);
@@ -142,7 +142,7 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
     }
     return y;
   };
-  auto rmsnorm = [&](const std::vector<double>& x, const std::vector<float>& w) {
+  auto rmsnorm = [&](const std::vector<double>& x, const WeightVector& w) {
     double ss = 0;
     for (double v : x) ss += v * v;
     const double s = 1.0 / std::sqrt(ss / x.size() + c.rms_eps);

@@ -1,0 +1,51 @@
+// Huge-page-backed allocation for weight tensors (see huge_pages.h).
+#include "inference/huge_pages.h"
+
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <cstdlib>
+
+namespace kvs {
+namespace {
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kSmallPage = 4096;
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
+void* huge_page_alloc(std::size_t bytes) {
+  if (bytes < kHugePage) {
+    void* p = std::aligned_alloc(64, round_up(bytes == 0 ? 1 : bytes, 64));
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  // Over-map by one huge page, then unmap the slack before and after the aligned block, so the
+  // mapping starts on a 2 MiB boundary and every whole 2 MiB range in it can be a huge page. The
+  // tail past the last whole huge page stays on small pages: nothing is padded.
+  if (bytes > SIZE_MAX - 2 * kHugePage) throw std::bad_alloc();  // the rounding below would wrap
+  const std::size_t size = round_up(bytes, kSmallPage);
+  void* raw = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  const auto begin = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = round_up(begin, kHugePage);
+  if (aligned > begin) munmap(raw, aligned - begin);
+  const std::uintptr_t end = begin + size + kHugePage;
+  if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - (aligned + size));
+  void* p = reinterpret_cast<void*>(aligned);
+  madvise(p, size, MADV_HUGEPAGE);  // advice only: refused (THP off) leaves small pages
+  return p;
+}
+
+void huge_page_free(void* p, std::size_t bytes) noexcept {
+  if (!p) return;
+  if (bytes < kHugePage) {
+    std::free(p);
+    return;
+  }
+  munmap(p, round_up(bytes, kSmallPage));
+}
+
+}  // namespace kvs
