@@ -124,6 +124,10 @@ void write_box(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& start,
 void read_box(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& start,
               const std::vector<hsize_t>& count, void* data);
 void read_all(hid_t dataset, hid_t mem_type, void* data);
+// Throws Error for a chunk layout HDF5 1.10 mishandles: chunks larger than a fixed-size dataset
+// (it reads out of bounds) or a chunk index claiming more than the file holds (it allocates that
+// much). Both found by fuzz_trace_bytes; HDF5 never writes such files. Every read calls it first.
+void check_chunks(hid_t dataset);
 // Reads a 1-D string dataset (variable or fixed length) of n elements.
 std::vector<std::string> read_strings(hid_t dataset, size_t n);
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "analysis/h5_isolation.h"
 #include "analysis/h5_util.h"
 #include "analysis/trace.h"
 #include "analysis/trace_schema.h"
@@ -63,6 +64,22 @@ struct TraceReader::Impl {
     }
     file = h5::Handle(f, H5Fclose);
   }
+
+  // Lets a forked child open the file and parse all its metadata first: libhdf5 1.10 can crash on
+  // deliberately corrupted files, and a crash there must be a message here (h5_isolation.h).
+  void probe_in_child() const {
+    const std::string why = h5::run_isolated([this] {
+      Impl child;
+      child.path = path;
+      child.open_file();
+      child.check_identity();
+      child.meta = ts::read_meta(child.file, path);
+      child.check_datasets();
+      h5::parse_all_metadata(child.file, child.guard.file_size);
+    }, kProbeTimeoutS);
+    if (!why.empty()) throw input_error(path, "corrupt HDF5 file: " + why);
+  }
+  static constexpr unsigned kProbeTimeoutS = 60;
 
   void check_identity() {
     if (!h5::has_attr(file, "format") || h5::attr_class(file, "format") != H5T_STRING ||
@@ -129,6 +146,7 @@ TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>
   try {
     r.guarded([&] {
       h5::init();
+      r.probe_in_child();
       r.open_file();
       r.check_identity();
       r.meta = ts::read_meta(r.file, path);

@@ -1,0 +1,144 @@
+// Forked-child parsing of untrusted HDF5 metadata (see h5_isolation.h).
+#include "analysis/h5_isolation.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <exception>
+#include <vector>
+
+#include "analysis/h5_util.h"
+
+// Present when built with a sanitizer: lets the child drop libFuzzer's crash reporting.
+extern "C" void __sanitizer_set_death_callback(void (*)(void)) __attribute__((weak));
+
+namespace kvs::h5 {
+namespace {
+
+[[noreturn]] void child_main(const std::function<void()>& probe, unsigned timeout_s) {
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGINT, SIGTERM, SIGALRM})
+    std::signal(sig, SIG_DFL);
+  if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(nullptr);
+  const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (devnull >= 0) ::dup2(devnull, STDERR_FILENO);
+  ::alarm(timeout_s);
+  try {
+    probe();
+  } catch (...) {
+    // A clean error: the parent meets it again in-process and reports it with its context.
+  }
+  ::_exit(0);  // no atexit handlers: HDF5 must not flush the parent's open files from here
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGABRT: return "SIGABRT";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGKILL: return "SIGKILL, likely out of memory";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+struct WalkState {
+  uint64_t max_bytes;
+  std::string error;  // the first failure (exceptions must not cross libhdf5's C frames)
+};
+
+// Runs a callback body; a failure is noted and the walk goes on, so that every object is parsed
+// here before the parent meets it.
+template <class Body>
+herr_t guarded_callback(WalkState* st, Body&& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    if (st->error.empty()) st->error = e.what();
+  }
+  return 0;
+}
+
+// Reads one value of `type` laid out as `space` (an attribute or a whole dataset).
+template <class Read>
+void read_value(hid_t type, hid_t space, uint64_t max_bytes, Read&& read) {
+  const hssize_t points = H5Sget_simple_extent_npoints(space);
+  if (points < 0) throw Error("unreadable dataspace");
+  if (points == 0) return;
+  if (H5Tget_class(type) == H5T_STRING && H5Tis_variable_str(type) > 0) {
+    if (static_cast<uint64_t>(points) > max_bytes) throw Error("more strings than the file has bytes");
+    Handle mem = type_handle(H5Tcopy(H5T_C_S1), "datatype");
+    check(H5Tset_size(mem, H5T_VARIABLE), "datatype");
+    check(H5Tset_cset(mem, H5Tget_cset(type)), "datatype");
+    std::vector<char*> ptrs(static_cast<std::size_t>(points), nullptr);  // [points]
+    check(read(mem.get(), ptrs.data()), "read strings");
+    H5Dvlen_reclaim(mem, space, H5P_DEFAULT, ptrs.data());
+    return;
+  }
+  if (H5Tdetect_class(type, H5T_VLEN) > 0) throw Error("variable-length data other than strings");
+  const std::size_t size = H5Tget_size(type);
+  if (size == 0 || static_cast<uint64_t>(points) > max_bytes / size) throw Error("value larger than the file");
+  std::vector<unsigned char> buf(static_cast<std::size_t>(points) * size);  // [points * size]
+  check(read(type, buf.data()), "read");
+}
+
+herr_t visit_attribute(hid_t obj, const char* name, const H5A_info_t*, void* data) {
+  auto* st = static_cast<WalkState*>(data);
+  return guarded_callback(st, [&] {
+    Handle attr = attr_handle(H5Aopen(obj, name, H5P_DEFAULT), "attribute");
+    Handle type = type_handle(H5Aget_type(attr), "attribute type");
+    Handle space = space_handle(H5Aget_space(attr), "attribute space");
+    read_value(type, space, st->max_bytes, [&](hid_t mem, void* buf) { return H5Aread(attr, mem, buf); });
+  });
+}
+
+herr_t visit_object(hid_t root, const char* name, const H5O_info_t* info, void* data) {
+  auto* st = static_cast<WalkState*>(data);
+  return guarded_callback(st, [&] {
+    Handle obj(check(H5Oopen(root, name, H5P_DEFAULT), std::string("object ") + name), H5Oclose);
+    hsize_t idx = 0;
+    check(H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, visit_attribute, st), "attributes");
+    if (info->type != H5O_TYPE_DATASET) return;
+    Handle type = type_handle(H5Dget_type(obj), "datatype");
+    if (H5Tget_class(type) != H5T_STRING) return;
+    check_chunks(obj);
+    Handle space = space_handle(H5Dget_space(obj), "dataspace");
+    read_value(type, space, st->max_bytes,
+               [&](hid_t mem, void* buf) { return H5Dread(obj, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
+  });
+}
+
+}  // namespace
+
+std::string run_isolated(const std::function<void()>& probe, unsigned timeout_s) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return "";
+  if (pid == 0) child_main(probe, timeout_s);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return "";
+  }
+  if (WIFEXITED(status)) {
+    if (WEXITSTATUS(status) == 0) return "";
+    return "the HDF5 library failed reading it (memory error, exit code " + std::to_string(WEXITSTATUS(status)) + ")";
+  }
+  if (WIFSIGNALED(status)) {
+    if (WTERMSIG(status) == SIGALRM)
+      return "reading its HDF5 metadata did not finish within " + std::to_string(timeout_s) + " s";
+    return "the HDF5 library crashed reading it (" + signal_name(WTERMSIG(status)) + ")";
+  }
+  return "";
+}
+
+void parse_all_metadata(hid_t file, uint64_t max_bytes) {
+  WalkState st{max_bytes, {}};
+  const herr_t status = H5Ovisit(file, H5_INDEX_NAME, H5_ITER_NATIVE, visit_object, &st);
+  if (!st.error.empty()) throw Error(st.error);
+  check(status, "object headers");
+}
+
+}  // namespace kvs::h5

@@ -1,0 +1,25 @@
+// Lets a forked child parse a file's HDF5 metadata before this process trusts libhdf5 with it.
+// libhdf5 1.10 (Debian 12) crashes inside its own parser on some deliberately corrupted files
+// (global-heap strings, object-header messages; see docs/reliability.md). A crash in the child
+// becomes an error message in the parent, which never opens that file itself.
+#pragma once
+#include <hdf5.h>
+
+#include <functional>
+#include <string>
+
+namespace kvs::h5 {
+
+// Runs `probe` in a forked child with crash handlers reset, sanitizer reports and stderr silenced
+// and an alarm after `timeout_s`. Returns "" when the child finished (normally or with an
+// exception, which the parent will meet again and report itself), else why it did not, e.g.
+// "the HDF5 library crashed reading it (SIGSEGV)". The caller holds h5::mutex(), so no other
+// thread of this process is inside libhdf5 at the fork. Returns "" when fork itself fails (the
+// file is then opened unprobed).
+std::string run_isolated(const std::function<void()>& probe, unsigned timeout_s);
+
+// Parses every object header, attribute value and string dataset in the file through libhdf5.
+// `max_bytes` bounds any one value read (the file's size). Throws Error for what libhdf5 reports.
+void parse_all_metadata(hid_t file, uint64_t max_bytes);
+
+}  // namespace kvs::h5
