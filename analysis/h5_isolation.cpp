@@ -9,6 +9,8 @@
 #include <csignal>
 #include <cstring>
 #include <exception>
+#include <mutex>
+#include <new>
 #include <vector>
 
 #include "analysis/h5_util.h"
@@ -20,6 +22,9 @@ namespace kvs::h5 {
 namespace {
 
 [[noreturn]] void child_main(const std::function<void()>& probe, unsigned timeout_s) {
+  // The forking thread held h5::mutex(); here its owner is a thread that does not exist, so the
+  // (single-threaded) child starts from a fresh, unlocked one.
+  new (&mutex()) std::recursive_mutex();
   for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGINT, SIGTERM, SIGALRM})
     std::signal(sig, SIG_DFL);
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(nullptr);

@@ -14,7 +14,7 @@ namespace kvs::h5 {
 // and an alarm after `timeout_s`. Returns "" when the child finished (normally or with an
 // exception, which the parent will meet again and report itself), else why it did not, e.g.
 // "the HDF5 library crashed reading it (SIGSEGV)". The caller holds h5::mutex(), so no other
-// thread of this process is inside libhdf5 at the fork. Returns "" when fork itself fails (the
+// thread of this process is inside libhdf5 at the fork; the child re-creates that lock unlocked. Returns "" when fork itself fails (the
 // file is then opened unprobed).
 std::string run_isolated(const std::function<void()>& probe, unsigned timeout_s);
 

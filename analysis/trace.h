@@ -124,6 +124,7 @@ class TraceReader {
 
  private:
   struct Impl;
+  TraceReader(const std::string& path, bool probe_first);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -65,20 +65,10 @@ struct TraceReader::Impl {
     file = h5::Handle(f, H5Fclose);
   }
 
-  // Lets a forked child open the file and parse all its metadata first: libhdf5 1.10 can crash on
-  // deliberately corrupted files, and a crash there must be a message here (h5_isolation.h).
-  void probe_in_child() const {
-    const std::string why = h5::run_isolated([this] {
-      Impl child;
-      child.path = path;
-      child.open_file();
-      child.check_identity();
-      child.meta = ts::read_meta(child.file, path);
-      child.check_datasets();
-      h5::parse_all_metadata(child.file, child.guard.file_size);
-    }, kProbeTimeoutS);
-    if (!why.empty()) throw input_error(path, "corrupt HDF5 file: " + why);
-  }
+  // Lets a forked child read the file first, through the same calls as this process will make:
+  // libhdf5 1.10 can crash on deliberately corrupted files, and a crash there must become a
+  // message here (h5_isolation.h).
+  void probe_in_child() const;
   static constexpr unsigned kProbeTimeoutS = 60;
 
   void check_identity() {
@@ -140,13 +130,15 @@ struct TraceReader::Impl {
   }
 };
 
-TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
+TraceReader::TraceReader(const std::string& path) : TraceReader(path, true) {}
+
+TraceReader::TraceReader(const std::string& path, bool probe_first) : impl_(std::make_unique<Impl>()) {
   Impl& r = *impl_;
   r.path = path;
   try {
     r.guarded([&] {
       h5::init();
-      r.probe_in_child();
+      if (probe_first) r.probe_in_child();
       r.open_file();
       r.check_identity();
       r.meta = ts::read_meta(r.file, path);
@@ -310,6 +302,40 @@ void TraceReader::read_run_attention_step(const std::string& name, int step, std
     lse.resize(L * H);
     h5::read_box(h5::open_dataset(impl_->file, g + "/lse"), H5T_NATIVE_FLOAT, {s, 0, 0}, {1, L, H}, lse.data());
   });
+}
+
+
+// The child opens the trace and reads what any caller can ask for: tokens, prefill evidence,
+// the first and last decode steps, both named arrays, every run (the first and last steps of
+// per-step data), then every object header, attribute and string dataset in the file.
+void TraceReader::Impl::probe_in_child() const {
+  const std::string why = h5::run_isolated([this] {
+    const TraceReader r(path, false);
+    const TraceMeta& m = r.meta();
+    (void)r.token_ids();
+    (void)r.token_texts();
+    const auto ends = [](int n) { return n <= 1 ? std::vector<int>(n, 0) : std::vector<int>{0, n - 1}; };
+    std::vector<float> rows, lse;  // [L, H, T], [L, H]
+    for (int step : ends(m.n_steps)) r.read_decode_step(step, rows, lse);
+    if (r.impl_->has_colsum && r.impl_->window > 0) (void)r.read_prefill();
+    if (m.has_prefill_map && m.shape.n_layers > 0 && m.shape.n_heads > 0) (void)r.read_prefill_map(0, 0);
+    for (const char* a : {"/heads/alpha", "/layers/similarity"})
+      if (r.has_array(a)) (void)r.read_array(a);
+    for (const std::string& name : r.run_names()) {
+      try {
+        (void)r.read_run(name, false);
+        std::vector<uint8_t> kept;  // [L, Hkv, T]
+        for (int step : ends(r.run_steps(name))) {
+          r.read_run_kept_step(name, step, kept);
+          r.read_run_attention_step(name, step, rows, lse);
+        }
+      } catch (const InputError&) {
+        // the parent meets it again; the other runs still get read here
+      }
+    }
+    h5::parse_all_metadata(r.impl_->file, r.impl_->guard.file_size);
+  }, kProbeTimeoutS);
+  if (!why.empty()) throw input_error(path, "corrupt HDF5 file: " + why);
 }
 
 }  // namespace kvs

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target (tests/fuzz/fuzz_*.cpp) for a while: `scripts/fuzz.sh [SECONDS] [TARGET...]`
-# (default 20 s each; all targets but trace_bytes, which feeds raw bytes to libhdf5 1.10 and finds
-# its known memory bugs within seconds: run it by name, e.g. `scripts/fuzz.sh 600 trace_bytes`). Builds them with clang + ASan/UBSan into build-asan (shared with
-# scripts/test-sanitize.sh). Corpora: tests/fuzz/corpus/<target>, tests/fuzz/regressions/<target>
+# (default 20 s each, all targets; one by name: `scripts/fuzz.sh 600 trace_bytes`). Builds them with
+# clang + ASan/UBSan into build-asan (shared with scripts/test-sanitize.sh). Corpora: tests/fuzz/corpus/<target>, tests/fuzz/regressions/<target>
 # and the test models in ../shared/models, copied into build-asan/fuzz-corpus/<target>.
 # A crash, leak, sanitizer report or timeout leaves its input in build-asan/fuzz-artifacts/<target>/.
 set -euo pipefail
@@ -30,7 +29,7 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for f in tests/fuzz/fuzz_*.cpp; do
     t=$(basename "$f" .cpp)
-    [ "$t" != fuzz_trace_bytes ] && targets+=("${t#fuzz_}")
+    targets+=("${t#fuzz_}")
   done
 fi
 
