@@ -91,6 +91,26 @@ void read_value(hid_t type, hid_t space, uint64_t max_bytes, Read&& read) {
   check(read(type, buf.data()), "read");
 }
 
+// Reads the first and last element of a dataset, which walks its chunk index at both ends.
+void read_end_elements(hid_t dataset, hid_t type) {
+  if (H5Tdetect_class(type, H5T_VLEN) > 0 || H5Tget_size(type) == 0 || H5Tget_size(type) > 4096) return;
+  const std::vector<hsize_t> dims = dataset_dims(dataset);
+  for (const hsize_t d : dims)
+    if (d == 0) return;
+  std::vector<unsigned char> one(H5Tget_size(type));  // [element bytes]
+  for (const bool last : {false, true}) {
+    std::vector<hsize_t> start(dims.size(), 0), count(dims.size(), 1);
+    if (last)
+      for (std::size_t i = 0; i < dims.size(); ++i) start[i] = dims[i] - 1;
+    Handle file_space = space_handle(H5Dget_space(dataset), "dataspace");
+    if (!dims.empty())
+      check(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), "select");
+    const hsize_t n = 1;
+    Handle mem_space = space_handle(H5Screate_simple(1, &n, nullptr), "dataspace");
+    check(H5Dread(dataset, type, mem_space, file_space, H5P_DEFAULT, one.data()), "read");
+  }
+}
+
 herr_t visit_attribute(hid_t obj, const char* name, const H5A_info_t*, void* data) {
   auto* st = static_cast<WalkState*>(data);
   return guarded_callback(st, [&] {
@@ -109,11 +129,14 @@ herr_t visit_object(hid_t root, const char* name, const H5O_info_t* info, void* 
     check(H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, visit_attribute, st), "attributes");
     if (info->type != H5O_TYPE_DATASET) return;
     Handle type = type_handle(H5Dget_type(obj), "datatype");
-    if (H5Tget_class(type) != H5T_STRING) return;
     check_chunks(obj);
-    Handle space = space_handle(H5Dget_space(obj), "dataspace");
-    read_value(type, space, st->max_bytes,
-               [&](hid_t mem, void* buf) { return H5Dread(obj, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
+    if (H5Tget_class(type) == H5T_STRING) {
+      Handle space = space_handle(H5Dget_space(obj), "dataspace");
+      read_value(type, space, st->max_bytes,
+                 [&](hid_t mem, void* buf) { return H5Dread(obj, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
+    } else {
+      read_end_elements(obj, type);
+    }
   });
 }
 

@@ -305,30 +305,20 @@ void TraceReader::read_run_attention_step(const std::string& name, int step, std
 }
 
 
-// The child opens the trace and reads what any caller can ask for: tokens, prefill evidence,
-// the first and last decode steps, both named arrays, every run (the first and last steps of
-// per-step data), then every object header, attribute and string dataset in the file.
+// The child opens the trace as this process would, reads tokens, the named arrays and every run's
+// attributes, metrics and tokens, then walks every object header, attribute and string dataset
+// and reads the first and last element of every numeric dataset (its chunk index at both ends).
+// Bulk data is left to the parent: a probe must stay a small part of opening a large trace.
 void TraceReader::Impl::probe_in_child() const {
   const std::string why = h5::run_isolated([this] {
     const TraceReader r(path, false);
-    const TraceMeta& m = r.meta();
     (void)r.token_ids();
     (void)r.token_texts();
-    const auto ends = [](int n) { return n <= 1 ? std::vector<int>(n, 0) : std::vector<int>{0, n - 1}; };
-    std::vector<float> rows, lse;  // [L, H, T], [L, H]
-    for (int step : ends(m.n_steps)) r.read_decode_step(step, rows, lse);
-    if (r.impl_->has_colsum && r.impl_->window > 0) (void)r.read_prefill();
-    if (m.has_prefill_map && m.shape.n_layers > 0 && m.shape.n_heads > 0) (void)r.read_prefill_map(0, 0);
     for (const char* a : {"/heads/alpha", "/layers/similarity"})
       if (r.has_array(a)) (void)r.read_array(a);
     for (const std::string& name : r.run_names()) {
       try {
         (void)r.read_run(name, false);
-        std::vector<uint8_t> kept;  // [L, Hkv, T]
-        for (int step : ends(r.run_steps(name))) {
-          r.read_run_kept_step(name, step, kept);
-          r.read_run_attention_step(name, step, rows, lse);
-        }
       } catch (const InputError&) {
         // the parent meets it again; the other runs still get read here
       }
