@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "inference/decode_team.h"
 #include "inference/errors.h"
 #include "inference/kv_store.h"
 #include "kernels/attention.h"
@@ -76,6 +77,7 @@ struct Engine::State {
   const bool rope_in_cache;  // EngineOptions::rope_in_cache
   AttentionObserver* observer = nullptr;
   CacheController* controller = nullptr;
+  DecodeTeam team;
   int pos = 0;
 
   // Decode activations.
@@ -100,8 +102,8 @@ struct Engine::State {
   std::vector<AttentionBlock> blocks;  // [n_heads]
 
   // Lists, per KV head of `layer`, the active entries (rows, key_pos, n_rows), growing the scratch
-  // buffers to the largest head. Returns that largest held count.
-  int gather_active(int layer) {
+  // buffers to the largest head.
+  void gather_active(int layer) {
     const int n_kv = store.n_kv_heads(), n_heads = static_cast<int>(lse.size());
     int largest = 0;
     for (int g = 0; g < n_kv; ++g) largest = std::max(largest, store.size(layer, g));
@@ -130,7 +132,6 @@ struct Engine::State {
       }
       n_rows[g] = n;
     }
-    return largest;
   }
 
   // rope_in_cache: rotates every attended (pre-RoPE) key of `layer` by its slot in the cache into
@@ -322,83 +323,126 @@ std::span<const float> Engine::decode(int token) {
     throw input_error("token", "id " + std::to_string(token) + " is outside the vocabulary of " +
                                    std::to_string(c.vocab_size));
   }
-  ThreadScope threads(options_.n_threads);
+  const int pos = s.pos;
+  if (s.observer) s.observer->on_token(pos, token);
+  s.rope.reserve(pos + 1);
+  std::copy_n(model_.weights.token_embedding.data() + static_cast<std::size_t>(token) * c.dim,
+              c.dim, s.x.data());
+  // Unless told otherwise, a model this small decodes on one thread: its whole token takes less
+  // time than waking a second thread.
+  constexpr std::size_t kParallelMinBytes = std::size_t{4} << 20;
+  const int n_threads = options_.n_threads > 0                                     ? options_.n_threads
+                        : model_.weight_bytes_per_token() < kParallelMinBytes ? 1
+                                                                               : omp_get_max_threads();
+  s.team.run(n_threads, [&](DecodeTeam& team) { decode_token(team, pos); });
+  s.pos = pos + 1;
+  if (s.observer) s.observer->on_logits(pos, s.logits);
+  return s.logits;
+}
+
+// Every thread of the team runs this. Thread 0 does the serial parts (norms, RoPE, the cache, the
+// hooks); rows of each product and the heads of attention are dealt out to all threads.
+void Engine::decode_token(DecodeTeam& team, int pos) {
+  const ModelConfig& c = model_.config;
+  State& s = *state_;
   const ModelWeights& w = model_.weights;
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
-  const int group = c.group(), pos = s.pos;
+  const int group = c.group();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const auto pairing = c.rope_style == RopeStyle::Interleaved ? ops::RopePairing::Interleaved
                                                                : ops::RopePairing::RotateHalf;
-  if (s.observer) s.observer->on_token(pos, token);
-  s.rope.reserve(pos + 1);
+  constexpr long kRows = 128; // weight rows per dealt chunk
 
-  std::copy_n(w.token_embedding.data() + static_cast<std::size_t>(token) * dim, dim, s.x.data());
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
-    ops::rmsnorm(s.xb.data(), s.x.data(), lw.attn_norm.data(), dim, c.rms_eps);
+    team.first([&] { ops::rmsnorm(s.xb.data(), s.x.data(), lw.attn_norm.data(), dim, c.rms_eps); });
+    if (!team.sync()) return;
     const ops::MatvecJob qkv[] = {{s.q.data(), lw.wq.data(), qd},
                                   {s.k.data(), lw.wk.data(), kvd},
                                   {s.v.data(), lw.wv.data(), kvd}};
-    ops::matvec_many(qkv, s.xb.data(), dim);
-    if (!lw.bq.empty()) ops::add_bias(s.q.data(), lw.bq.data(), 1, qd);
-    if (!lw.bk.empty()) ops::add_bias(s.k.data(), lw.bk.data(), 1, kvd);
-    if (!lw.bv.empty()) ops::add_bias(s.v.data(), lw.bv.data(), 1, kvd);
-    if (!options_.rope_in_cache) {
-      ops::rope_apply(s.q.data(), c.n_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
-      ops::rope_apply(s.k.data(), c.n_kv_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
-    }
-    for (int g = 0; g < c.n_kv_heads; ++g) {
-      s.store.append(l, g, pos, 1, s.k.data() + g * hd, s.v.data() + g * hd, hd);
-    }
-    if (s.controller) s.controller->before_attention(l, pos, s.store);
+    team.deal(qd + 2L * kvd, kRows, [&](long b, long e) { ops::matvec_rows(qkv, s.xb.data(), dim, b, e); });
+    if (!team.sync()) return;
 
-    const int cap = s.gather_active(l);
-    if (options_.rope_in_cache) s.rotate_by_slot(l, pairing);
+    team.first([&] {
+      if (!lw.bq.empty()) ops::add_bias(s.q.data(), lw.bq.data(), 1, qd);
+      if (!lw.bk.empty()) ops::add_bias(s.k.data(), lw.bk.data(), 1, kvd);
+      if (!lw.bv.empty()) ops::add_bias(s.v.data(), lw.bv.data(), 1, kvd);
+      if (!options_.rope_in_cache) {
+        ops::rope_apply(s.q.data(), c.n_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
+        ops::rope_apply(s.k.data(), c.n_kv_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
+      }
+      for (int g = 0; g < c.n_kv_heads; ++g) {
+        s.store.append(l, g, pos, 1, s.k.data() + g * hd, s.v.data() + g * hd, hd);
+      }
+      if (s.controller) s.controller->before_attention(l, pos, s.store);
+      s.gather_active(l);
+      if (options_.rope_in_cache) s.rotate_by_slot(l, pairing);
+    });
+    if (!team.sync()) return;
+
     const float* queries = options_.rope_in_cache ? s.qrot.data() : s.q.data();
-#pragma omp parallel for schedule(static) if (static_cast<long>(cap) * qd >= (1L << 18))
-    for (int h = 0; h < c.n_heads; ++h) {
-      const int g = h / group;
-      const float* keys = options_.rope_in_cache
-                              ? s.krot.data() + static_cast<std::size_t>(g) * s.cap * hd
-                              : s.store.keys(l, g);
-      s.lse[h] = ops::attend_rows(s.att.data() + static_cast<std::size_t>(h) * hd,
-                                  s.probs.data() + static_cast<std::size_t>(h) * s.cap,
-                                  queries + static_cast<std::size_t>(h) * hd, keys,
-                                  s.store.values(l, g), s.rows.data() + static_cast<std::size_t>(g) * s.cap,
-                                  s.n_rows[g], hd, scale);
-    }
-    for (int h = 0; h < c.n_heads; ++h) {
-      const int g = h / group;
-      AttentionBlock& b = s.blocks[h];
-      b.layer = l;
-      b.head = h;
-      b.q_pos0 = pos;
-      b.n_q = 1;
-      b.n_keys = s.n_rows[g];
-      b.key_pos = s.key_pos.data() + static_cast<std::size_t>(g) * s.cap;
-      b.probs = s.probs.data() + static_cast<std::size_t>(h) * s.cap;
-      b.lse = &s.lse[h];
-      b.decode = true;
-      if (s.observer) s.observer->on_attention(b);
-    }
-    if (s.controller) s.controller->after_attention(l, pos, s.blocks, s.store);
+    team.deal(c.n_heads, 1, [&](long h0, long h1) {
+      for (long h = h0; h < h1; ++h) {
+        const long g = h / group;
+        const float* keys = options_.rope_in_cache
+                                ? s.krot.data() + static_cast<std::size_t>(g) * s.cap * hd
+                                : s.store.keys(l, static_cast<int>(g));
+        s.lse[h] = ops::attend_rows(s.att.data() + h * hd, s.probs.data() + h * s.cap,
+                                    queries + h * hd, keys, s.store.values(l, static_cast<int>(g)),
+                                    s.rows.data() + g * s.cap, s.n_rows[g], hd, scale);
+      }
+    });
+    if (!team.sync()) return;
 
-    ops::matvec(s.xb.data(), lw.wo.data(), s.att.data(), dim, qd);
-    add_into(s.x.data(), s.xb.data(), dim);
-    ops::rmsnorm(s.xb.data(), s.x.data(), lw.ffn_norm.data(), dim, c.rms_eps);
-    const ops::MatvecJob gate_up[] = {{s.gate.data(), lw.w_gate.data(), hid},
-                                      {s.up.data(), lw.w_up.data(), hid}};
-    ops::matvec_many(gate_up, s.xb.data(), dim);
-    ops::swiglu(s.gate.data(), s.up.data(), hid);
-    ops::matvec(s.xb.data(), lw.w_down.data(), s.gate.data(), dim, hid);
-    add_into(s.x.data(), s.xb.data(), dim);
+    // Thread 0 hands the rows to the hooks while the others start on the output projection, which
+    // reads neither the probabilities nor the cache.
+    team.first([&] {
+      for (int h = 0; h < c.n_heads; ++h) {
+        const int g = h / group;
+        AttentionBlock& b = s.blocks[h];
+        b.layer = l;
+        b.head = h;
+        b.q_pos0 = pos;
+        b.n_q = 1;
+        b.n_keys = s.n_rows[g];
+        b.key_pos = s.key_pos.data() + static_cast<std::size_t>(g) * s.cap;
+        b.probs = s.probs.data() + static_cast<std::size_t>(h) * s.cap;
+        b.lse = &s.lse[h];
+        b.decode = true;
+        if (s.observer) s.observer->on_attention(b);
+      }
+      if (s.controller) s.controller->after_attention(l, pos, s.blocks, s.store);
+    });
+    const ops::MatvecJob wo[] = {{s.xb.data(), lw.wo.data(), dim}};
+    team.deal(dim, kRows, [&](long b, long e) {
+      ops::matvec_rows(wo, s.att.data(), qd, b, e);
+      add_into(s.x.data() + b, s.xb.data() + b, e - b);
+    });
+    if (!team.sync()) return;
+
+    team.first([&] { ops::rmsnorm(s.xb.data(), s.x.data(), lw.ffn_norm.data(), dim, c.rms_eps); });
+    if (!team.sync()) return;
+    const ops::MatvecJob gate[] = {{s.gate.data(), lw.w_gate.data(), hid}};
+    const ops::MatvecJob up[] = {{s.up.data(), lw.w_up.data(), hid}};
+    team.deal(hid, kRows, [&](long b, long e) {
+      ops::matvec_rows(gate, s.xb.data(), dim, b, e);
+      ops::matvec_rows(up, s.xb.data(), dim, b, e);
+      ops::swiglu(s.gate.data() + b, s.up.data() + b, e - b);
+    });
+    if (!team.sync()) return;
+    const ops::MatvecJob down[] = {{s.xb.data(), lw.w_down.data(), dim}};
+    team.deal(dim, kRows, [&](long b, long e) {
+      ops::matvec_rows(down, s.gate.data(), hid, b, e);
+      add_into(s.x.data() + b, s.xb.data() + b, e - b);
+    });
+    if (!team.sync()) return;
   }
-  s.pos = pos + 1;
 
-  ops::rmsnorm(s.xb.data(), s.x.data(), w.final_norm.data(), dim, c.rms_eps);
-  ops::matvec(s.logits.data(), model_.classifier().data(), s.xb.data(), c.vocab_size, dim);
-  if (s.observer) s.observer->on_logits(pos, s.logits);
-  return s.logits;
+  team.first([&] { ops::rmsnorm(s.xb.data(), s.x.data(), w.final_norm.data(), dim, c.rms_eps); });
+  if (!team.sync()) return;
+  const ops::MatvecJob classifier[] = {{s.logits.data(), model_.classifier().data(), c.vocab_size}};
+  team.deal(c.vocab_size, kRows, [&](long b, long e) { ops::matvec_rows(classifier, s.xb.data(), dim, b, e); });
+  team.sync();
 }
 
 }  // namespace kvs

@@ -12,14 +12,17 @@
 namespace kvs {
 
 struct EngineOptions {
-  int n_threads = 0;           // 0 = all hardware threads
+  // Threads of prefill and decode. 0 = all hardware threads, except that models under 4 MB of
+  // weights per token decode on one.
+  int n_threads = 0;
   int prefill_block = 64;      // query rows per attention block handed to observers in prefill
   // Keys are cached before RoPE and rotated by their slot index inside the cache at every
   // attention; the query is rotated by the number of held keys (the pos-shift of POLICIES.md §1).
   bool rope_in_cache = false;
 };
 
-class KvStore;  // per-(layer, KV head) K/V storage; see kv_store.h
+class KvStore;     // per-(layer, KV head) K/V storage; see kv_store.h
+class DecodeTeam;  // the threads of one decode step; see decode_team.h
 
 class Engine {
  public:
@@ -49,6 +52,7 @@ class Engine {
 
  private:
   struct State;
+  void decode_token(DecodeTeam& team, int pos);  // run by every thread of the team
   const Model& model_;
   EngineOptions options_;
   std::unique_ptr<State> state_;

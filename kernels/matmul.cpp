@@ -76,14 +76,12 @@ void matvec(float* y, const float* w, const float* x, int rows, int cols) {
   for (int r = 0; r < rows; ++r) y[r] = dot_row(w + static_cast<long>(r) * cols, x, cols);
 }
 
-void matvec_many(std::span<const MatvecJob> jobs, const float* x, int cols) {
-  long total = 0;
-  for (const MatvecJob& j : jobs) total += j.rows;
-#pragma omp parallel for schedule(dynamic, 64) if (total * cols >= kParallelMinWork)
-  for (long r = 0; r < total; ++r) {
-    long row = r;
-    std::size_t j = 0;
-    while (row >= jobs[j].rows) row -= jobs[j++].rows;
+void matvec_rows(std::span<const MatvecJob> jobs, const float* x, int cols, long begin, long end) {
+  std::size_t j = 0;
+  long first = 0;  // stacked index of jobs[j]'s row 0
+  for (long r = begin; r < end; ++r) {
+    while (r - first >= jobs[j].rows) first += jobs[j++].rows;
+    const long row = r - first;
     jobs[j].y[row] = dot_row(jobs[j].w + row * cols, x, cols);
   }
 }

@@ -8,16 +8,16 @@ namespace kvs::ops {
 // y[rows] = W[rows, cols] · x[cols]. Rows are split statically over the OpenMP threads.
 void matvec(float* y, const float* w, const float* x, int rows, int cols);
 
-// One product of matvec_many: y[rows] = W[rows, cols] · x.
+// One product of matvec_rows: y[rows] = W[rows, cols] · x.
 struct MatvecJob {
   float* y;
   const float* w;
   int rows;
 };
 
-// Several matvecs sharing x[cols] (e.g. the q, k, v projections) in one parallel pass over all
-// their rows, so the threads meet at one barrier instead of one per matrix.
-void matvec_many(std::span<const MatvecJob> jobs, const float* x, int cols);
+// Rows [begin, end) of several matvecs sharing x[cols] (e.g. the q, k, v projections), counted
+// through the jobs' rows stacked in order. Single-threaded: callers deal row ranges to threads.
+void matvec_rows(std::span<const MatvecJob> jobs, const float* x, int cols, long begin, long end);
 
 // Y[n, rows] = X[n, cols] · W[rows, cols]^T. Each weight tile is reused across several tokens.
 void matmul(float* y, const float* x, const float* w, int n, int rows, int cols);

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "capture.h"
 #include "inference/engine.h"
@@ -70,10 +72,11 @@ tiny::Reference keep_ends_reference(const Model& m, int first, int last, bool ro
   return tiny::reference_forward(m, tokens, attends, rope_by_slot);
 }
 
-void run_keep_ends(const Model& m, int first, int last, bool rope_in_cache) {
+void run_keep_ends_on(const Model& m, int first, int last, bool rope_in_cache, int threads) {
   const ModelConfig& c = m.config;
   EngineOptions opt;
   opt.rope_in_cache = rope_in_cache;
+  opt.n_threads = threads;
   Engine e(m, opt);
   Capture cap;
   KeepEnds ctl(first, last);
@@ -120,6 +123,14 @@ void run_keep_ends(const Model& m, int first, int last, bool rope_in_cache) {
   const int V = c.vocab_size;
   for (int i = 0; i < V; ++i) {
     EXPECT_NEAR(logits[i], ref.logits[static_cast<std::size_t>(ref.T - 1) * V + i], 1e-4);
+  }
+}
+
+// On one thread and on a team of three (the hooks run on thread 0 while the others compute).
+void run_keep_ends(const Model& m, int first, int last, bool rope_in_cache) {
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    run_keep_ends_on(m, first, last, rope_in_cache, threads);
   }
 }
 
@@ -195,6 +206,59 @@ TEST(EngineController, InactiveEntriesAreSkippedButKept) {
   }
   EXPECT_EQ(e.kv_bytes(), static_cast<std::size_t>(P + 1) * 2 * c.head_dim * 4 * c.n_layers * c.n_kv_heads);
   for (int i = 0; i < c.vocab_size; ++i) EXPECT_NEAR(lg[i], ref.logits[static_cast<std::size_t>(P) * c.vocab_size + i], 1e-4);
+}
+
+// Throws from before_attention (or after_attention) of layer 1 on the `at`-th decode step.
+class ThrowsAt : public CacheController {
+ public:
+  ThrowsAt(int at, bool before) : at_(at), before_(before) {}
+  void after_prefill(int, KvSlots&) override {}
+  void before_attention(int layer, int, KvSlots&) override { maybe_throw(layer, true); }
+  void after_attention(int layer, int, std::span<const AttentionBlock>, KvSlots&) override {
+    maybe_throw(layer, false);
+    if (layer == 1) ++steps_;
+  }
+
+ private:
+  void maybe_throw(int layer, bool before) {
+    if (layer == 1 && before == before_ && steps_ == at_) throw std::runtime_error("policy failed");
+  }
+  int at_, steps_ = 0;
+  bool before_;
+};
+
+// A hook's exception leaves decode() as it was thrown, whether thread 0 ran it alone or beside
+// a team inside the token's parallel region; the engine decodes normally afterwards.
+TEST(EngineController, HookExceptionsLeaveDecodeOnAnyThreadCount) {
+  const Model m = tiny::random_model(tiny::tiny_config(), 36);
+  for (int threads : {1, 3}) {
+    for (bool before : {true, false}) {
+      EngineOptions opt;
+      opt.n_threads = threads;
+      Engine e(m, opt);
+      ThrowsAt ctl(2, before);
+      e.set_controller(&ctl);
+      e.prefill(kPrompt);
+      e.decode(kDecoded[0]);
+      e.decode(kDecoded[1]);
+      try {
+        e.decode(kDecoded[2]);
+        ADD_FAILURE() << "no exception, " << threads << " threads";
+      } catch (const std::runtime_error& err) {
+        EXPECT_STREQ(err.what(), "policy failed");
+      }
+      e.set_controller(nullptr);
+      Engine fresh(m, opt);
+      const auto want = fresh.prefill(kPrompt);
+      const std::vector<float> expected(want.begin(), want.end());
+      const auto got = e.prefill(kPrompt);
+      EXPECT_EQ(std::vector<float>(got.begin(), got.end()), expected);
+      const auto a = e.decode(kDecoded[0]);
+      const std::vector<float> after(a.begin(), a.end());
+      const auto b = fresh.decode(kDecoded[0]);
+      EXPECT_EQ(after, std::vector<float>(b.begin(), b.end()));
+    }
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // every tile remainder (rows and tokens not multiples of 4, cols not a multiple of 8).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -66,19 +67,24 @@ TEST(Matmul, MatmulRowsEqualMatvec) {
   }
 }
 
-TEST(Matmul, MatvecManyEqualsSeparateMatvecs) {
+TEST(Matmul, MatvecRowsInAnySplitEqualSeparateMatvecs) {
   const int cols = 100;
   const auto x = random_vec(cols, 7);
   const auto w1 = random_vec(37 * cols, 8), w2 = random_vec(5 * cols, 9), w3 = random_vec(300 * cols, 10);
-  std::vector<float> y1(37), y2(5), y3(300), r1(37), r2(5), r3(300);
-  const MatvecJob jobs[] = {{y1.data(), w1.data(), 37}, {y2.data(), w2.data(), 5}, {y3.data(), w3.data(), 300}};
-  matvec_many(jobs, x.data(), cols);
+  std::vector<float> r1(37), r2(5), r3(300);
   matvec(r1.data(), w1.data(), x.data(), 37, cols);
   matvec(r2.data(), w2.data(), x.data(), 5, cols);
   matvec(r3.data(), w3.data(), x.data(), 300, cols);
-  EXPECT_EQ(y1, r1);
-  EXPECT_EQ(y2, r2);
-  EXPECT_EQ(y3, r3);
+  // Splits whose ranges start and end inside, at and across job boundaries.
+  for (const std::vector<long>& cuts : {std::vector<long>{0, 342}, std::vector<long>{0, 37, 42, 342},
+                                        std::vector<long>{0, 1, 40, 41, 200, 342}}) {
+    std::vector<float> y1(37, NAN), y2(5, NAN), y3(300, NAN);
+    const MatvecJob jobs[] = {{y1.data(), w1.data(), 37}, {y2.data(), w2.data(), 5}, {y3.data(), w3.data(), 300}};
+    for (std::size_t i = 0; i + 1 < cuts.size(); ++i) matvec_rows(jobs, x.data(), cols, cuts[i], cuts[i + 1]);
+    EXPECT_EQ(y1, r1);
+    EXPECT_EQ(y2, r2);
+    EXPECT_EQ(y3, r3);
+  }
 }
 
 TEST(Matmul, AddBiasAddsToEveryRow) {
