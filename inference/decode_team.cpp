@@ -1,9 +1,17 @@
-// DecodeTeam's barrier: the last thread to arrive resets the dealing counters and opens the next
-// generation (with the failure state of the parts before it); the others spin for a bounded time (the gaps inside a token are microseconds) and
-// then sleep on the generation word, so a busy machine loses no more than that spin per barrier.
+// DecodeTeam's job board. Each product is one epoch: the caller writes the job, then moves the
+// epoch on; workers see it, take chunks, and count what they finished. Rows are split into one
+// contiguous part per thread, walked front to back (one long stream per thread that the hardware
+// prefetcher follows); a thread done with its part takes chunks from the front of the others'.
+// The epoch is a sequence lock: odd while the caller writes the next job, even once it is
+// published. A worker that wakes late reads the job, then checks that the epoch has not moved;
+// each part's counter carries the epoch in its high half, so it cannot take rows of another job.
 #include "inference/decode_team.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <chrono>
+#include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -13,7 +21,7 @@ namespace kvs {
 namespace {
 
 // How long a waiting thread spins before it sleeps. Longer than the serial parts between two
-// parallel parts of a token (norms, RoPE, hooks: microseconds), far shorter than a token.
+// products of a token (norms, RoPE, hooks: microseconds), far shorter than a token.
 constexpr auto kSpin = std::chrono::microseconds(200);
 
 inline void cpu_relax() {
@@ -22,31 +30,129 @@ inline void cpu_relax() {
 #endif
 }
 
+// Waits until word != old: spins for kSpin, then sleeps on the word. Returns the new value.
+template <class T>
+T wait_change(const std::atomic<T>& word, T old) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 1;; ++i) {
+    const T now = word.load(std::memory_order_acquire);
+    if (now != old) return now;
+    cpu_relax();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) word.wait(old, std::memory_order_acquire);
+  }
+}
+
+inline uint64_t tagged(uint32_t epoch, uint32_t taken) { return uint64_t{epoch} << 32 | taken; }
+
 }  // namespace
 
-bool DecodeTeam::sync() {
-  const unsigned gen = generation_.load(std::memory_order_acquire);
-  unsigned next;
-  if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == size_.load(std::memory_order_relaxed)) {
-    // Nobody can arrive at the next barrier, or deal, before the generation below moves on.
-    arrived_.store(0, std::memory_order_relaxed);
-    reset_heads(size_.load(std::memory_order_relaxed));
-    next = ((gen & ~1u) + 2) | (failed_.load(std::memory_order_relaxed) ? 1u : 0u);
-    generation_.store(next, std::memory_order_release);
-    generation_.notify_all();
-  } else {
-    const auto deadline = std::chrono::steady_clock::now() + kSpin;
-    for (int i = 1; (next = generation_.load(std::memory_order_acquire)) == gen; ++i) {
-      cpu_relax();
-      if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) {
-        generation_.wait(gen, std::memory_order_acquire);
-        i = 0;
+struct DecodeTeam::Shared {
+  struct alignas(64) Part {           // own cache line: its owner advances it alone until others steal
+    std::atomic<uint64_t> head{0};    // epoch << 32 | indices of the part taken so far
+  };
+  std::atomic<uint32_t> epoch{0};     // 2 per product: odd while its job is written, even after
+  std::atomic<bool> stop{false};      // set with the token's last epoch: workers leave
+  alignas(64) std::atomic<long> done{0};  // indices finished in the current epoch
+  // The current job, written before its epoch is published (atomics: a late worker may read them
+  // while the next job is written, and then discards what it read).
+  std::atomic<long> total{0}, chunk{1};
+  std::atomic<Call> call{nullptr};
+  std::atomic<void*> fn{nullptr};
+  int n = 1;                          // threads in the region (written before the first epoch)
+  std::vector<Part> parts;            // [n]
+
+  // Takes and runs chunks of the job of (even) epoch e, own part first; returns when none is left
+  // or the job has moved on.
+  void work(uint32_t e, int me) {
+    const long t = total.load(std::memory_order_relaxed), c = chunk.load(std::memory_order_relaxed);
+    const Call f = call.load(std::memory_order_relaxed);
+    void* const arg = fn.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (epoch.load(std::memory_order_relaxed) != e) return;  // those reads may mix two jobs
+    for (int k = 0; k < n; ++k) {
+      const int p = (me + k) % n;
+      const long first = t * p / n, end = t * (p + 1) / n;
+      uint64_t head = parts[p].head.load(std::memory_order_relaxed);
+      for (;;) {
+        if (static_cast<uint32_t>(head >> 32) != e) return;  // the product moved on
+        const long begin = first + static_cast<long>(static_cast<uint32_t>(head));
+        if (begin >= end) break;
+        const long stop_at = std::min(end, begin + c);
+        if (!parts[p].head.compare_exchange_weak(head, tagged(e, static_cast<uint32_t>(stop_at - first)),
+                                                 std::memory_order_relaxed)) {
+          continue;
+        }
+        f(arg, begin, stop_at);
+        if (done.fetch_add(stop_at - begin, std::memory_order_acq_rel) + (stop_at - begin) == t) done.notify_all();
+        head = parts[p].head.load(std::memory_order_relaxed);
       }
     }
   }
-  // The failure bit travels in the generation word: thread 0 may fail in its next serial part
-  // before a slow waiter gets here, and that must not make this waiter leave a barrier early.
-  return (next & 1u) == 0;
+};
+
+DecodeTeam::DecodeTeam() : shared_(std::make_unique<Shared>()) {}
+DecodeTeam::~DecodeTeam() = default;
+
+void DecodeTeam::run_region(int n_threads, void (*body)(void*), void* arg, std::exception_ptr& error) {
+  Shared& s = *shared_;
+  s.stop.store(false, std::memory_order_relaxed);
+  auto run_body = [&] {
+    try {
+      body(arg);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  };
+  if (n_threads <= 1) {
+    s.n = 1;
+    if (s.parts.empty()) s.parts = std::vector<Shared::Part>(1);
+    run_body();
+    return;
+  }
+  const uint32_t start = s.epoch.load(std::memory_order_relaxed);  // a worker that starts late
+                                                                    // still joins the first job
+#pragma omp parallel num_threads(n_threads)
+  {
+    const int me = omp_get_thread_num();
+    if (me == 0) {
+      s.n = omp_get_num_threads();
+      if (static_cast<int>(s.parts.size()) < s.n) s.parts = std::vector<Shared::Part>(s.n);
+      // Workers read n and parts only after they see a new epoch (published with release).
+      run_body();
+      s.stop.store(true, std::memory_order_relaxed);
+      publish(0, 1, nullptr, nullptr);
+    } else {
+      uint32_t seen = start;
+      for (;;) {
+        do seen = wait_change(s.epoch, seen); while (seen & 1u);
+        if (s.stop.load(std::memory_order_relaxed)) break;
+        s.work(seen, me);
+      }
+    }
+  }
+}
+
+void DecodeTeam::publish(long total, long chunk, Call call, void* fn) {
+  Shared& s = *shared_;
+  const uint32_t e = s.epoch.load(std::memory_order_relaxed) + 2;
+  s.epoch.store(e - 1, std::memory_order_relaxed);  // writing
+  std::atomic_thread_fence(std::memory_order_release);
+  s.total.store(total, std::memory_order_relaxed);
+  s.chunk.store(std::max(chunk, 1L), std::memory_order_relaxed);
+  s.call.store(call, std::memory_order_relaxed);
+  s.fn.store(fn, std::memory_order_relaxed);
+  s.done.store(0, std::memory_order_relaxed);
+  for (int p = 0; p < s.n; ++p) s.parts[p].head.store(tagged(e, 0), std::memory_order_relaxed);
+  s.epoch.store(e, std::memory_order_release);
+  if (s.n > 1) s.epoch.notify_all();
+}
+
+void DecodeTeam::finish() {
+  Shared& s = *shared_;
+  const long total = s.total.load(std::memory_order_relaxed);
+  s.work(s.epoch.load(std::memory_order_relaxed), 0);
+  // Every chunk is taken; wait for workers still inside theirs.
+  for (long d = s.done.load(std::memory_order_acquire); d != total;) d = wait_change(s.done, d);
 }
 
 }  // namespace kvs

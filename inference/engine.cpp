@@ -334,14 +334,14 @@ std::span<const float> Engine::decode(int token) {
   const int n_threads = options_.n_threads > 0                                     ? options_.n_threads
                         : model_.weight_bytes_per_token() < kParallelMinBytes ? 1
                                                                                : omp_get_max_threads();
-  s.team.run(n_threads, [&](DecodeTeam& team) { decode_token(team, pos); });
+  s.team.run(n_threads, [&] { decode_token(s.team, pos); });
   s.pos = pos + 1;
   if (s.observer) s.observer->on_logits(pos, s.logits);
   return s.logits;
 }
 
-// Every thread of the team runs this. Thread 0 does the serial parts (norms, RoPE, the cache, the
-// hooks); rows of each product and the heads of attention are dealt out to all threads.
+// Runs on the calling thread: the serial parts (norms, RoPE, the cache, the hooks) here, the rows
+// of each product and the heads of attention dealt out to the team.
 void Engine::decode_token(DecodeTeam& team, int pos) {
   const ModelConfig& c = model_.config;
   State& s = *state_;
@@ -351,37 +351,31 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const auto pairing = c.rope_style == RopeStyle::Interleaved ? ops::RopePairing::Interleaved
                                                                : ops::RopePairing::RotateHalf;
-  constexpr long kRows = 128; // weight rows per dealt chunk
+  constexpr long kRows = 128;  // weight rows per dealt chunk (384 KiB at dim 768)
 
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
-    team.first([&] { ops::rmsnorm(s.xb.data(), s.x.data(), lw.attn_norm.data(), dim, c.rms_eps); });
-    if (!team.sync()) return;
+    ops::rmsnorm(s.xb.data(), s.x.data(), lw.attn_norm.data(), dim, c.rms_eps);
     const ops::MatvecJob qkv[] = {{s.q.data(), lw.wq.data(), qd},
                                   {s.k.data(), lw.wk.data(), kvd},
                                   {s.v.data(), lw.wv.data(), kvd}};
-    team.deal(qd + 2L * kvd, kRows, [&](long b, long e) { ops::matvec_rows(qkv, s.xb.data(), dim, b, e); });
-    if (!team.sync()) return;
-
-    team.first([&] {
-      if (!lw.bq.empty()) ops::add_bias(s.q.data(), lw.bq.data(), 1, qd);
-      if (!lw.bk.empty()) ops::add_bias(s.k.data(), lw.bk.data(), 1, kvd);
-      if (!lw.bv.empty()) ops::add_bias(s.v.data(), lw.bv.data(), 1, kvd);
-      if (!options_.rope_in_cache) {
-        ops::rope_apply(s.q.data(), c.n_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
-        ops::rope_apply(s.k.data(), c.n_kv_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
-      }
-      for (int g = 0; g < c.n_kv_heads; ++g) {
-        s.store.append(l, g, pos, 1, s.k.data() + g * hd, s.v.data() + g * hd, hd);
-      }
-      if (s.controller) s.controller->before_attention(l, pos, s.store);
-      s.gather_active(l);
-      if (options_.rope_in_cache) s.rotate_by_slot(l, pairing);
-    });
-    if (!team.sync()) return;
+    team.parallel(qd + 2L * kvd, kRows, [&](long b, long e) { ops::matvec_rows(qkv, s.xb.data(), dim, b, e); });
+    if (!lw.bq.empty()) ops::add_bias(s.q.data(), lw.bq.data(), 1, qd);
+    if (!lw.bk.empty()) ops::add_bias(s.k.data(), lw.bk.data(), 1, kvd);
+    if (!lw.bv.empty()) ops::add_bias(s.v.data(), lw.bv.data(), 1, kvd);
+    if (!options_.rope_in_cache) {
+      ops::rope_apply(s.q.data(), c.n_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
+      ops::rope_apply(s.k.data(), c.n_kv_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
+    }
+    for (int g = 0; g < c.n_kv_heads; ++g) {
+      s.store.append(l, g, pos, 1, s.k.data() + g * hd, s.v.data() + g * hd, hd);
+    }
+    if (s.controller) s.controller->before_attention(l, pos, s.store);
+    s.gather_active(l);
+    if (options_.rope_in_cache) s.rotate_by_slot(l, pairing);
 
     const float* queries = options_.rope_in_cache ? s.qrot.data() : s.q.data();
-    team.deal(c.n_heads, 1, [&](long h0, long h1) {
+    team.parallel(c.n_heads, 1, [&](long h0, long h1) {
       for (long h = h0; h < h1; ++h) {
         const long g = h / group;
         const float* keys = options_.rope_in_cache
@@ -392,57 +386,52 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
                                     s.rows.data() + g * s.cap, s.n_rows[g], hd, scale);
       }
     });
-    if (!team.sync()) return;
 
-    // Thread 0 hands the rows to the hooks while the others start on the output projection, which
-    // reads neither the probabilities nor the cache.
-    team.first([&] {
-      for (int h = 0; h < c.n_heads; ++h) {
-        const int g = h / group;
-        AttentionBlock& b = s.blocks[h];
-        b.layer = l;
-        b.head = h;
-        b.q_pos0 = pos;
-        b.n_q = 1;
-        b.n_keys = s.n_rows[g];
-        b.key_pos = s.key_pos.data() + static_cast<std::size_t>(g) * s.cap;
-        b.probs = s.probs.data() + static_cast<std::size_t>(h) * s.cap;
-        b.lse = &s.lse[h];
-        b.decode = true;
-        if (s.observer) s.observer->on_attention(b);
-      }
-      if (s.controller) s.controller->after_attention(l, pos, s.blocks, s.store);
-    });
+    // The hooks see the rows while the team starts on the output projection, which reads neither
+    // the probabilities nor the cache.
     const ops::MatvecJob wo[] = {{s.xb.data(), lw.wo.data(), dim}};
-    team.deal(dim, kRows, [&](long b, long e) {
-      ops::matvec_rows(wo, s.att.data(), qd, b, e);
-      add_into(s.x.data() + b, s.xb.data() + b, e - b);
-    });
-    if (!team.sync()) return;
+    team.parallel(
+        dim, kRows,
+        [&](long b, long e) {
+          ops::matvec_rows(wo, s.att.data(), qd, b, e);
+          add_into(s.x.data() + b, s.xb.data() + b, e - b);
+        },
+        [&] {
+          for (int h = 0; h < c.n_heads; ++h) {
+            const int g = h / group;
+            AttentionBlock& b = s.blocks[h];
+            b.layer = l;
+            b.head = h;
+            b.q_pos0 = pos;
+            b.n_q = 1;
+            b.n_keys = s.n_rows[g];
+            b.key_pos = s.key_pos.data() + static_cast<std::size_t>(g) * s.cap;
+            b.probs = s.probs.data() + static_cast<std::size_t>(h) * s.cap;
+            b.lse = &s.lse[h];
+            b.decode = true;
+            if (s.observer) s.observer->on_attention(b);
+          }
+          if (s.controller) s.controller->after_attention(l, pos, s.blocks, s.store);
+        });
 
-    team.first([&] { ops::rmsnorm(s.xb.data(), s.x.data(), lw.ffn_norm.data(), dim, c.rms_eps); });
-    if (!team.sync()) return;
+    ops::rmsnorm(s.xb.data(), s.x.data(), lw.ffn_norm.data(), dim, c.rms_eps);
     const ops::MatvecJob gate[] = {{s.gate.data(), lw.w_gate.data(), hid}};
     const ops::MatvecJob up[] = {{s.up.data(), lw.w_up.data(), hid}};
-    team.deal(hid, kRows, [&](long b, long e) {
+    team.parallel(hid, kRows, [&](long b, long e) {
       ops::matvec_rows(gate, s.xb.data(), dim, b, e);
       ops::matvec_rows(up, s.xb.data(), dim, b, e);
       ops::swiglu(s.gate.data() + b, s.up.data() + b, e - b);
     });
-    if (!team.sync()) return;
     const ops::MatvecJob down[] = {{s.xb.data(), lw.w_down.data(), dim}};
-    team.deal(dim, kRows, [&](long b, long e) {
+    team.parallel(dim, kRows, [&](long b, long e) {
       ops::matvec_rows(down, s.gate.data(), hid, b, e);
       add_into(s.x.data() + b, s.xb.data() + b, e - b);
     });
-    if (!team.sync()) return;
   }
 
-  team.first([&] { ops::rmsnorm(s.xb.data(), s.x.data(), w.final_norm.data(), dim, c.rms_eps); });
-  if (!team.sync()) return;
+  ops::rmsnorm(s.xb.data(), s.x.data(), w.final_norm.data(), dim, c.rms_eps);
   const ops::MatvecJob classifier[] = {{s.logits.data(), model_.classifier().data(), c.vocab_size}};
-  team.deal(c.vocab_size, kRows, [&](long b, long e) { ops::matvec_rows(classifier, s.xb.data(), dim, b, e); });
-  team.sync();
+  team.parallel(c.vocab_size, kRows, [&](long b, long e) { ops::matvec_rows(classifier, s.xb.data(), dim, b, e); });
 }
 
 }  // namespace kvs

@@ -52,7 +52,7 @@ class Engine {
 
  private:
   struct State;
-  void decode_token(DecodeTeam& team, int pos);  // run by every thread of the team
+  void decode_token(DecodeTeam& team, int pos);  // the calling thread's part of decode()
   const Model& model_;
   EngineOptions options_;
   std::unique_ptr<State> state_;

@@ -1,6 +1,7 @@
-// DecodeTeam: every dealt index goes to exactly one thread, sync() orders the phases of a token
-// (also when a thread is late enough that the others fall asleep), a failure in thread 0's serial
-// part stops every thread at the next sync and is rethrown, and one thread runs on the caller.
+// DecodeTeam: every index of a product runs exactly once and is finished when parallel() returns
+// (also after the workers fell asleep, and across many tiny products where late workers race the
+// next job), the workers really help, meanwhile() overlaps the product and its exception comes
+// out after the product is complete, and body's exception leaves run() with the team reusable.
 #include "inference/decode_team.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -15,99 +18,108 @@
 namespace kvs {
 namespace {
 
-TEST(DecodeTeam, DealGivesEveryIndexToExactlyOneThread) {
+TEST(DecodeTeam, EveryIndexRunsOnceAndIsDoneWhenParallelReturns) {
   DecodeTeam team;
   const std::vector<long> totals = {0, 1, 7, 100, 10007};
-  std::vector<std::vector<std::atomic<int>>> hits;
-  for (long n : totals) hits.emplace_back(n);
-  std::atomic<int> bad_ranges{0};
-  team.run(4, [&](DecodeTeam& t) {
-    for (std::size_t d = 0; d < totals.size(); ++d) {
-      t.deal(totals[d], 3, [&](long b, long e) {
-        if (b < 0 || e > totals[d] || b >= e) bad_ranges.fetch_add(1);
-        for (long i = b; i < e; ++i) hits[d][i].fetch_add(1);
-      });
-      t.sync();
-    }
-  });
-  EXPECT_EQ(bad_ranges.load(), 0);
-  for (std::size_t d = 0; d < totals.size(); ++d) {
-    for (long i = 0; i < totals[d]; ++i) ASSERT_EQ(hits[d][i].load(), 1) << "total " << totals[d] << " index " << i;
-  }
-}
-
-TEST(DecodeTeam, SyncOrdersPhasesEvenAfterTheOthersSleep) {
-  DecodeTeam team;
-  constexpr int kThreads = 4, kPhases = 300;
-  std::vector<int> slot(kThreads, -1);  // written by its own thread, read by all after sync
-  std::atomic<int> wrong{0}, sizes_seen{0};
-  team.run(kThreads, [&](DecodeTeam& t) {
-    const int me = omp_get_thread_num();
-    if (omp_get_num_threads() == kThreads) sizes_seen.fetch_add(1);
-    for (int phase = 0; phase < kPhases; ++phase) {
-      // Every 50th phase thread 0 is 2 ms late: past the spin, so the others sleep.
-      if (me == 0 && phase % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      slot[me] = phase;
-      t.sync();
-      for (int k = 0; k < kThreads; ++k) {
-        if (slot[k] != phase) wrong.fetch_add(1);
+  int wrong = 0;
+  team.run(4, [&] {
+    for (int round = 0; round < 50; ++round) {
+      // Every 10th round the caller is 2 ms late: past the spin, so the workers sleep.
+      if (round % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      for (long total : totals) {
+        std::vector<std::atomic<int>> hits(total);
+        team.parallel(total, 3, [&](long b, long e) {
+          for (long i = b; i < e; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
+        });
+        for (long i = 0; i < total; ++i) wrong += hits[i].load(std::memory_order_relaxed) != 1;
       }
-      t.sync();
     }
   });
-  EXPECT_EQ(sizes_seen.load(), kThreads);
-  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(wrong, 0);
 }
 
-TEST(DecodeTeam, FailureInFirstStopsEveryThreadAtTheNextSyncAndIsRethrown) {
+// Stress: a hundred thousand products of one to three indices on more threads than cores, so
+// workers keep waking late, while the next job is being written; each index must still run once,
+// with its own product's function.
+TEST(DecodeTeam, LateWorkersNeverRunAnotherProductsRows) {
   DecodeTeam team;
-  std::vector<int> last_phase(3, -1);
-  EXPECT_THROW(team.run(3, [&](DecodeTeam& t) {
-    for (int phase = 0; phase < 10; ++phase) {
-      t.first([&] {
-        if (phase == 4) throw std::invalid_argument("hook failed");
+  constexpr int kProducts = 100000;
+  std::vector<std::atomic<int>> runs(kProducts * 3);
+  team.run(6, [&] {
+    for (int p = 0; p < kProducts; ++p) {
+      team.parallel(1 + p % 3, 1, [&, p](long b, long e) {
+        for (long i = b; i < e; ++i) runs[p * 3 + i].fetch_add(1, std::memory_order_relaxed);
       });
-      if (!t.sync()) return;
-      last_phase[omp_get_thread_num()] = phase;
     }
-  }), std::invalid_argument);
-  EXPECT_EQ(last_phase, (std::vector<int>{3, 3, 3}));
-  // The team is whole again for the next token.
-  int runs = 0;
-  team.run(3, [&](DecodeTeam& t) {
-    t.first([&] { ++runs; });
-    EXPECT_TRUE(t.sync());
   });
-  EXPECT_EQ(runs, 1);
+  int wrong = 0;
+  for (int p = 0; p < kProducts; ++p) {
+    for (int i = 0; i < 3; ++i) wrong += runs[p * 3 + i].load() != (i < 1 + p % 3 ? 1 : 0);
+  }
+  EXPECT_EQ(wrong, 0);
 }
 
-// Thread 0 arrives last at a barrier the others sleep at, then fails at once in its next serial
-// part, before the sleepers have woken: they must still pass that barrier and stop at the next.
-TEST(DecodeTeam, FailureJustAfterABarrierDoesNotLetSleepersLeaveIt) {
+TEST(DecodeTeam, WorkersTakeChunks) {
   DecodeTeam team;
-  for (int round = 0; round < 20; ++round) {
-    std::vector<int> passed(3, 0);
-    EXPECT_THROW(team.run(3, [&](DecodeTeam& t) {
-      if (omp_get_thread_num() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (!t.sync()) return;
-      ++passed[omp_get_thread_num()];
-      t.first([] { throw std::runtime_error("controller failed"); });
-      if (!t.sync()) return;
-      ++passed[omp_get_thread_num()];
-    }), std::runtime_error);
-    ASSERT_EQ(passed, (std::vector<int>{1, 1, 1})) << "round " << round;
-  }
+  std::mutex m;
+  std::set<int> threads;
+  team.run(3, [&] {
+    for (int p = 0; p < 20; ++p) {
+      team.parallel(30, 1, [&](long, long) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        std::lock_guard<std::mutex> lock(m);
+        threads.insert(omp_get_thread_num());
+      });
+    }
+  });
+  EXPECT_GE(threads.size(), 2u);
+}
+
+TEST(DecodeTeam, MeanwhileOverlapsAndItsExceptionComesAfterTheProduct) {
+  DecodeTeam team;
+  std::vector<std::atomic<int>> hits(5000);
+  bool product_complete_at_throw = false;
+  EXPECT_THROW(team.run(3, [&] {
+    try {
+      team.parallel(
+          5000, 16, [&](long b, long e) { for (long i = b; i < e; ++i) hits[i].fetch_add(1); },
+          [&] { throw std::runtime_error("hook failed"); });
+    } catch (const std::runtime_error&) {
+      product_complete_at_throw = true;
+      for (auto& h : hits) product_complete_at_throw &= h.load() == 1;
+      throw;
+    }
+  }), std::runtime_error);
+  EXPECT_TRUE(product_complete_at_throw);
+}
+
+TEST(DecodeTeam, BodyExceptionLeavesRunAndTheTeamIsReusable) {
+  DecodeTeam team;
+  EXPECT_THROW(team.run(3, [&] {
+    team.parallel(100, 4, [](long, long) {});
+    throw std::invalid_argument("controller failed");
+  }), std::invalid_argument);
+  long sum = 0;
+  std::mutex m;
+  team.run(3, [&] {
+    team.parallel(1000, 7, [&](long b, long e) {
+      std::lock_guard<std::mutex> lock(m);
+      for (long i = b; i < e; ++i) sum += i;
+    });
+  });
+  EXPECT_EQ(sum, 999L * 1000 / 2);
 }
 
 TEST(DecodeTeam, OneThreadRunsOnTheCaller) {
   DecodeTeam team;
   const auto caller = std::this_thread::get_id();
   long dealt = 0;
-  bool on_caller = false;
-  team.run(1, [&](DecodeTeam& t) {
-    on_caller = std::this_thread::get_id() == caller;
-    t.deal(1000, 8, [&](long b, long e) { dealt += e - b; });
-    EXPECT_TRUE(t.sync());
+  bool on_caller = true;
+  team.run(1, [&] {
+    team.parallel(1000, 8, [&](long b, long e) {
+      on_caller &= std::this_thread::get_id() == caller;
+      dealt += e - b;
+    });
   });
   EXPECT_TRUE(on_caller);
   EXPECT_EQ(dealt, 1000);
