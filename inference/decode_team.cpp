@@ -1,5 +1,5 @@
-// DecodeTeam's job board. Each product is one epoch: the caller writes the job, then moves the
-// epoch on; workers see it, take chunks, and count what they finished. Rows are split into one
+// DecodeTeam's job board and workers. Each product is one epoch: the caller writes the job, then
+// moves the epoch on; workers see it, take chunks, and count what they finished. Rows are split into one
 // contiguous part per thread, walked front to back (one long stream per thread that the hardware
 // prefetcher follows); a thread done with its part takes chunks from the front of the others'.
 // The epoch is a sequence lock: odd while the caller writes the next job, even once it is
@@ -7,10 +7,12 @@
 // each part's counter carries the epoch in its high half, so it cannot take rows of another job.
 #include "inference/decode_team.h"
 
-#include <omp.h>
-
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -51,15 +53,16 @@ struct DecodeTeam::Shared {
     std::atomic<uint64_t> head{0};    // epoch << 32 | indices of the part taken so far
   };
   std::atomic<uint32_t> epoch{0};     // 2 per product: odd while its job is written, even after
-  std::atomic<bool> stop{false};      // set with the token's last epoch: workers leave
+  std::atomic<bool> stop{false};      // set with the last epoch: workers leave
   alignas(64) std::atomic<long> done{0};  // indices finished in the current epoch
   // The current job, written before its epoch is published (atomics: a late worker may read them
   // while the next job is written, and then discards what it read).
   std::atomic<long> total{0}, chunk{1};
   std::atomic<Call> call{nullptr};
   std::atomic<void*> fn{nullptr};
-  int n = 1;                          // threads in the region (written before the first epoch)
+  int n = 1;                          // threads of the team, the caller included
   std::vector<Part> parts;            // [n]
+  std::vector<std::thread> workers;   // [n - 1], worker i + 1 owns parts[i + 1]
 
   // Takes and runs chunks of the job of (even) epoch e, own part first; returns when none is left
   // or the job has moved on.
@@ -90,44 +93,37 @@ struct DecodeTeam::Shared {
   }
 };
 
-DecodeTeam::DecodeTeam() : shared_(std::make_unique<Shared>()) {}
-DecodeTeam::~DecodeTeam() = default;
+DecodeTeam::DecodeTeam() : shared_(std::make_unique<Shared>()) { shared_->parts = std::vector<Shared::Part>(1); }
 
-void DecodeTeam::run_region(int n_threads, void (*body)(void*), void* arg, std::exception_ptr& error) {
+DecodeTeam::~DecodeTeam() { resize(1); }
+
+int DecodeTeam::size() const { return shared_->n; }
+
+void DecodeTeam::resize(int n) {
   Shared& s = *shared_;
-  s.stop.store(false, std::memory_order_relaxed);
-  auto run_body = [&] {
-    try {
-      body(arg);
-    } catch (...) {
-      error = std::current_exception();
-    }
-  };
-  if (n_threads <= 1) {
-    s.n = 1;
-    if (s.parts.empty()) s.parts = std::vector<Shared::Part>(1);
-    run_body();
-    return;
+  n = std::max(n, 1);
+  if (n == s.n) return;
+  if (!s.workers.empty()) {
+    s.stop.store(true, std::memory_order_relaxed);
+    publish(0, 1, nullptr, nullptr);  // wakes them to see `stop`
+    for (std::thread& t : s.workers) t.join();
+    s.workers.clear();
+    s.stop.store(false, std::memory_order_relaxed);
   }
-  const uint32_t start = s.epoch.load(std::memory_order_relaxed);  // a worker that starts late
-                                                                    // still joins the first job
-#pragma omp parallel num_threads(n_threads)
-  {
-    const int me = omp_get_thread_num();
-    if (me == 0) {
-      s.n = omp_get_num_threads();
-      if (static_cast<int>(s.parts.size()) < s.n) s.parts = std::vector<Shared::Part>(s.n);
-      // Workers read n and parts only after they see a new epoch (published with release).
-      run_body();
-      s.stop.store(true, std::memory_order_relaxed);
-      publish(0, 1, nullptr, nullptr);
-    } else {
-      uint32_t seen = start;
-      for (;;) {
-        do seen = wait_change(s.epoch, seen); while (seen & 1u);
-        if (s.stop.load(std::memory_order_relaxed)) break;
-        s.work(seen, me);
-      }
+  s.n = n;
+  s.parts = std::vector<Shared::Part>(n);
+  const uint32_t start = s.epoch.load(std::memory_order_relaxed);
+  for (int me = 1; me < n; ++me) {
+    try {
+      s.workers.emplace_back([&s, me, start] {
+        for (uint32_t seen = start;;) {
+          do seen = wait_change(s.epoch, seen); while (seen & 1u);
+          if (s.stop.load(std::memory_order_relaxed)) return;
+          s.work(seen, me);
+        }
+      });
+    } catch (const std::system_error&) {
+      break;  // no more threads: the parts of missing workers are taken by the others
     }
   }
 }

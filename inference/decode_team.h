@@ -1,12 +1,11 @@
-// The threads of one decode step. The calling thread runs the token (norms, RoPE, the cache, the
-// hooks) and hands each product to the team with parallel(); the other threads of one OpenMP
-// region, kept for the whole token, wait for the next product by spinning briefly, then sleeping.
-// Waking a sleeping worker costs tens of microseconds: one region per token pays that once
-// instead of at every matrix. Nothing waits for a worker that is not there: a worker the OS has
+// The threads of decode. The calling thread runs each token (norms, RoPE, the cache, the hooks)
+// and hands every product to the team with parallel(); the team's workers are threads of their
+// own that live as long as the team and wait for the next product by spinning briefly, then
+// sleeping. Waking a sleeping thread costs tens of microseconds on a quiet machine and up to
+// milliseconds on a VM whose idle vCPU has been halted; back-to-back products and tokens find
+// the workers still spinning. Nothing waits for a worker that is not there: a worker the OS has
 // descheduled simply takes no rows, so a busy machine costs the token that worker's share only.
 #pragma once
-#include <atomic>
-#include <cstdint>
 #include <exception>
 #include <memory>
 #include <utility>
@@ -16,24 +15,18 @@ namespace kvs {
 class DecodeTeam {
  public:
   DecodeTeam();
-  ~DecodeTeam();
+  ~DecodeTeam();  // stops and joins the workers
   DecodeTeam(const DecodeTeam&) = delete;
   DecodeTeam& operator=(const DecodeTeam&) = delete;
 
-  // Runs body() on the calling thread while the other n_threads - 1 threads of one parallel
-  // region help with its parallel() calls (n_threads <= 1: no region). body's exception, if any,
-  // leaves run() after the workers have stopped.
-  template <class Body>
-  void run(int n_threads, Body&& body) {
-    std::exception_ptr error;
-    run_region(n_threads, [](void* b) { (*static_cast<Body*>(b))(); }, &body, error);
-    if (error) std::rethrow_exception(error);
-  }
+  // Uses n threads from now on: the caller and n - 1 workers, started here (n <= 1: none).
+  void resize(int n);
+  int size() const;
 
-  // From body only. Deals [0, total) out in chunks of `chunk`: f(begin, end) runs for every chunk,
-  // on this thread or a worker. Meanwhile this thread first runs `meanwhile()` (work that the
-  // product does not read or write, such as the hooks), then takes chunks itself. Returns when
-  // every chunk is done; rethrows what meanwhile() threw after that.
+  // Deals [0, total) out in chunks of `chunk`: f(begin, end) runs for every chunk, on this thread
+  // or a worker. Meanwhile this thread first runs `meanwhile()` (work that the product does not
+  // read or write, such as the hooks), then takes chunks itself. Returns when every chunk is
+  // done; rethrows what meanwhile() threw after that. One caller at a time.
   template <class F, class G>
   void parallel(long total, long chunk, F&& f, G&& meanwhile) {
     publish(total, chunk, [](void* fn, long b, long e) { (*static_cast<F*>(fn))(b, e); }, &f);
@@ -53,9 +46,8 @@ class DecodeTeam {
 
  private:
   using Call = void (*)(void* fn, long begin, long end);
-  struct Shared;  // the job board the threads share; see decode_team.cpp
+  struct Shared;  // the job board and the workers; see decode_team.cpp
 
-  void run_region(int n_threads, void (*body)(void*), void* arg, std::exception_ptr& error);
   void publish(long total, long chunk, Call call, void* fn);
   void finish();
 

@@ -334,13 +334,14 @@ std::span<const float> Engine::decode(int token) {
   const int n_threads = options_.n_threads > 0                                     ? options_.n_threads
                         : model_.weight_bytes_per_token() < kParallelMinBytes ? 1
                                                                                : omp_get_max_threads();
-  s.team.run(n_threads, [&] { decode_token(s.team, pos); });
+  s.team.resize(n_threads);
+  decode_token(s.team, pos);
   s.pos = pos + 1;
   if (s.observer) s.observer->on_logits(pos, s.logits);
   return s.logits;
 }
 
-// Runs on the calling thread: the serial parts (norms, RoPE, the cache, the hooks) here, the rows
+// The serial parts (norms, RoPE, the cache, the hooks) here, the rows
 // of each product and the heads of attention dealt out to the team.
 void Engine::decode_token(DecodeTeam& team, int pos) {
   const ModelConfig& c = model_.config;

@@ -1,11 +1,10 @@
 // DecodeTeam: every index of a product runs exactly once and is finished when parallel() returns
 // (also after the workers fell asleep, and across many tiny products where late workers race the
 // next job), the workers really help, meanwhile() overlaps the product and its exception comes
-// out after the product is complete, and body's exception leaves run() with the team reusable.
+// out after the product is complete, and resizing starts and stops workers.
 #include "inference/decode_team.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <atomic>
 #include <chrono>
@@ -20,21 +19,20 @@ namespace {
 
 TEST(DecodeTeam, EveryIndexRunsOnceAndIsDoneWhenParallelReturns) {
   DecodeTeam team;
+  team.resize(4);
   const std::vector<long> totals = {0, 1, 7, 100, 10007};
   int wrong = 0;
-  team.run(4, [&] {
-    for (int round = 0; round < 50; ++round) {
-      // Every 10th round the caller is 2 ms late: past the spin, so the workers sleep.
-      if (round % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      for (long total : totals) {
-        std::vector<std::atomic<int>> hits(total);
-        team.parallel(total, 3, [&](long b, long e) {
-          for (long i = b; i < e; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
-        });
-        for (long i = 0; i < total; ++i) wrong += hits[i].load(std::memory_order_relaxed) != 1;
-      }
+  for (int round = 0; round < 50; ++round) {
+    // Every 10th round the caller is 2 ms late: past the spin, so the workers sleep.
+    if (round % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    for (long total : totals) {
+      std::vector<std::atomic<int>> hits(total);
+      team.parallel(total, 3, [&](long b, long e) {
+        for (long i = b; i < e; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
+      });
+      for (long i = 0; i < total; ++i) wrong += hits[i].load(std::memory_order_relaxed) != 1;
     }
-  });
+  }
   EXPECT_EQ(wrong, 0);
 }
 
@@ -43,15 +41,14 @@ TEST(DecodeTeam, EveryIndexRunsOnceAndIsDoneWhenParallelReturns) {
 // with its own product's function.
 TEST(DecodeTeam, LateWorkersNeverRunAnotherProductsRows) {
   DecodeTeam team;
+  team.resize(6);
   constexpr int kProducts = 100000;
   std::vector<std::atomic<int>> runs(kProducts * 3);
-  team.run(6, [&] {
-    for (int p = 0; p < kProducts; ++p) {
-      team.parallel(1 + p % 3, 1, [&, p](long b, long e) {
-        for (long i = b; i < e; ++i) runs[p * 3 + i].fetch_add(1, std::memory_order_relaxed);
-      });
-    }
-  });
+  for (int p = 0; p < kProducts; ++p) {
+    team.parallel(1 + p % 3, 1, [&, p](long b, long e) {
+      for (long i = b; i < e; ++i) runs[p * 3 + i].fetch_add(1, std::memory_order_relaxed);
+    });
+  }
   int wrong = 0;
   for (int p = 0; p < kProducts; ++p) {
     for (int i = 0; i < 3; ++i) wrong += runs[p * 3 + i].load() != (i < 1 + p % 3 ? 1 : 0);
@@ -59,70 +56,59 @@ TEST(DecodeTeam, LateWorkersNeverRunAnotherProductsRows) {
   EXPECT_EQ(wrong, 0);
 }
 
-TEST(DecodeTeam, WorkersTakeChunks) {
-  DecodeTeam team;
+// Runs 10 products of 30 slow chunks; returns the threads that took chunks.
+std::set<std::thread::id> threads_taking_chunks(DecodeTeam& team) {
   std::mutex m;
-  std::set<int> threads;
-  team.run(3, [&] {
-    for (int p = 0; p < 20; ++p) {
-      team.parallel(30, 1, [&](long, long) {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-        std::lock_guard<std::mutex> lock(m);
-        threads.insert(omp_get_thread_num());
-      });
-    }
-  });
-  EXPECT_GE(threads.size(), 2u);
+  std::set<std::thread::id> threads;
+  for (int p = 0; p < 10; ++p) {
+    team.parallel(30, 1, [&](long, long) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      std::lock_guard<std::mutex> lock(m);
+      threads.insert(std::this_thread::get_id());
+    });
+  }
+  return threads;
+}
+
+TEST(DecodeTeam, WorkersTakeChunksAndResizeStartsAndStopsThem) {
+  DecodeTeam team;
+  EXPECT_EQ(team.size(), 1);
+  EXPECT_EQ(threads_taking_chunks(team), std::set<std::thread::id>{std::this_thread::get_id()});
+  team.resize(3);
+  EXPECT_EQ(team.size(), 3);
+  const std::set<std::thread::id> three = threads_taking_chunks(team);
+  EXPECT_GE(three.size(), 2u);
+  EXPECT_LE(three.size(), 3u);
+  team.resize(1);
+  EXPECT_EQ(threads_taking_chunks(team), std::set<std::thread::id>{std::this_thread::get_id()});
+  team.resize(2);
+  EXPECT_GE(threads_taking_chunks(team).size(), 2u);
 }
 
 TEST(DecodeTeam, MeanwhileOverlapsAndItsExceptionComesAfterTheProduct) {
   DecodeTeam team;
+  team.resize(3);
   std::vector<std::atomic<int>> hits(5000);
-  bool product_complete_at_throw = false;
-  EXPECT_THROW(team.run(3, [&] {
-    try {
-      team.parallel(
-          5000, 16, [&](long b, long e) { for (long i = b; i < e; ++i) hits[i].fetch_add(1); },
-          [&] { throw std::runtime_error("hook failed"); });
-    } catch (const std::runtime_error&) {
-      product_complete_at_throw = true;
-      for (auto& h : hits) product_complete_at_throw &= h.load() == 1;
-      throw;
-    }
-  }), std::runtime_error);
-  EXPECT_TRUE(product_complete_at_throw);
-}
-
-TEST(DecodeTeam, BodyExceptionLeavesRunAndTheTeamIsReusable) {
-  DecodeTeam team;
-  EXPECT_THROW(team.run(3, [&] {
-    team.parallel(100, 4, [](long, long) {});
-    throw std::invalid_argument("controller failed");
-  }), std::invalid_argument);
+  bool complete_at_throw = false;
+  try {
+    team.parallel(
+        5000, 16, [&](long b, long e) { for (long i = b; i < e; ++i) hits[i].fetch_add(1); },
+        [&] { throw std::runtime_error("hook failed"); });
+    ADD_FAILURE() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "hook failed");
+    complete_at_throw = true;
+    for (auto& h : hits) complete_at_throw &= h.load() == 1;
+  }
+  EXPECT_TRUE(complete_at_throw);
+  // The team goes on with the next product.
   long sum = 0;
   std::mutex m;
-  team.run(3, [&] {
-    team.parallel(1000, 7, [&](long b, long e) {
-      std::lock_guard<std::mutex> lock(m);
-      for (long i = b; i < e; ++i) sum += i;
-    });
+  team.parallel(1000, 7, [&](long b, long e) {
+    std::lock_guard<std::mutex> lock(m);
+    for (long i = b; i < e; ++i) sum += i;
   });
   EXPECT_EQ(sum, 999L * 1000 / 2);
-}
-
-TEST(DecodeTeam, OneThreadRunsOnTheCaller) {
-  DecodeTeam team;
-  const auto caller = std::this_thread::get_id();
-  long dealt = 0;
-  bool on_caller = true;
-  team.run(1, [&] {
-    team.parallel(1000, 8, [&](long b, long e) {
-      on_caller &= std::this_thread::get_id() == caller;
-      dealt += e - b;
-    });
-  });
-  EXPECT_TRUE(on_caller);
-  EXPECT_EQ(dealt, 1000);
 }
 
 }  // namespace
