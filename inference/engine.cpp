@@ -1,5 +1,6 @@
-// Llama-family forward pass (fp32, OpenMP): batched prefill with blockwise attention capture,
-// single-token decode over the active entries of a per-(layer, KV head) cache, and the hook calls.
+// Llama-family forward pass (fp32): batched prefill (OpenMP) with blockwise attention capture,
+// single-token decode (the engine's DecodeTeam) over the active entries of a per-(layer, KV head)
+// cache, and the hook calls.
 #include "inference/engine.h"
 
 #include <omp.h>
@@ -331,9 +332,8 @@ std::span<const float> Engine::decode(int token) {
   // Unless told otherwise, a model this small decodes on one thread: its whole token takes less
   // time than waking a second thread.
   constexpr std::size_t kParallelMinBytes = std::size_t{4} << 20;
-  const int n_threads = options_.n_threads > 0                                     ? options_.n_threads
-                        : model_.weight_bytes_per_token() < kParallelMinBytes ? 1
-                                                                               : omp_get_max_threads();
+  int n_threads = options_.n_threads;
+  if (n_threads <= 0) n_threads = model_.weight_bytes_per_token() < kParallelMinBytes ? 1 : omp_get_max_threads();
   s.team.resize(n_threads);
   decode_token(s.team, pos);
   s.pos = pos + 1;
