@@ -136,30 +136,51 @@ void read_value(Cursor& c, const MappedFile& f, GgufType type, const std::string
   }
 }
 
-// File bytes of `n` elements of a supported tensor type; 0 when the type is unsupported.
-uint64_t tensor_bytes(uint32_t type, uint64_t n) {
+// Storage unit of a supported tensor type: `weights` per block of `bytes` (1 weight for the
+// plain float types); {0, 0} when the type is unsupported.
+struct BlockLayout {
+  uint64_t weights;
+  uint64_t bytes;
+};
+
+BlockLayout block_layout(uint32_t type) {
   switch (type) {
     case kGgmlF32:
-      return n * 4;
+      return {1, 4};
     case kGgmlF16:
     case kGgmlBF16:
-      return n * 2;
+      return {1, 2};
     case kGgmlQ8_0:
-      return n / kQuantBlock * kQ8_0BlockBytes;
+      return {kQuantBlock, kQ8_0BlockBytes};
     case kGgmlQ4_0:
-      return n / kQuantBlock * kQ4_0BlockBytes;
+      return {kQuantBlock, kQ4_0BlockBytes};
     case kGgmlQ4_1:
-      return n / kQuantBlock * kQ4_1BlockBytes;
+      return {kQuantBlock, kQ4_1BlockBytes};
+    case kGgmlQ2_K:
+      return {kQuantSuperBlock, kQ2_KBlockBytes};
+    case kGgmlQ3_K:
+      return {kQuantSuperBlock, kQ3_KBlockBytes};
+    case kGgmlQ4_K:
+      return {kQuantSuperBlock, kQ4_KBlockBytes};
+    case kGgmlQ5_K:
+      return {kQuantSuperBlock, kQ5_KBlockBytes};
+    case kGgmlQ6_K:
+      return {kQuantSuperBlock, kQ6_KBlockBytes};
     default:
-      return 0;
+      return {0, 0};
   }
 }
 
-bool is_block_type(uint32_t type) {
-  return type == kGgmlQ8_0 || type == kGgmlQ4_0 || type == kGgmlQ4_1;
+// File bytes of `n` elements of a supported tensor type (whole blocks; a partial block is
+// refused by read_f32_into); 0 when the type is unsupported.
+uint64_t tensor_bytes(uint32_t type, uint64_t n) {
+  const BlockLayout b = block_layout(type);
+  return b.weights == 0 ? 0 : n / b.weights * b.bytes;
 }
 
 }  // namespace
+
+bool ggml_type_supported(uint32_t type) { return block_layout(type).weights != 0; }
 
 std::string ggml_type_name(uint32_t type) {
   static const char* const names[] = {
@@ -225,10 +246,13 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_shared<MappedFile>
       throw input_error(path,
                         "tensor " + info.name + " has " + std::to_string(n_dims) + " dimensions");
     }
+    // No GGML type stores less than one bit per weight (Q2_K takes 2.625), so a file of N bytes
+    // holds at most 8N weights; larger shapes are refused before their sizes can overflow.
+    const uint64_t max_elements = 8 * f.size();
     uint64_t elements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t dim = c.read<uint64_t>(what);
-      if (dim == 0 || dim > f.size() || elements > f.size() / dim) {
+      if (dim == 0 || dim > max_elements || elements > max_elements / dim) {
         throw input_error(path, "tensor " + info.name + " has an impossible shape (dimension " +
                                     std::to_string(dim) + " in a file of " +
                                     std::to_string(f.size()) + " bytes)");
@@ -250,7 +274,7 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_shared<MappedFile>
   data_offset_ = (c.pos() + alignment - 1) / alignment * alignment;
   for (const GgufTensorInfo& t : tensors_) {
     const uint64_t bytes = tensor_bytes(t.type, t.elements());
-    if (bytes == 0) continue;  // unsupported types are reported when the tensor is read
+    if (bytes == 0) continue;  // unsupported types and partial blocks are reported on read
     if (t.offset > f.size() || data_offset_ > f.size() - t.offset ||
         bytes > f.size() - data_offset_ - t.offset) {
       throw input_error(path, "truncated file (tensor " + t.name + " ends past " +
@@ -302,28 +326,27 @@ void GgufFile::read_f32_into(const std::vector<Read>& reads) const {
     float* dst;
     std::size_t count;  // weights in this chunk
   };
-  constexpr uint64_t kChunkWeights = 1 << 16;  // work item size, a multiple of every row length
+  constexpr uint64_t kChunkWeights = 1 << 16;  // work item size, a multiple of every block size
   std::vector<Chunk> chunks;
   for (const Read& r : reads) {
     const GgufTensorInfo& t = *r.tensor;
     const uint64_t n = t.elements();
-    const uint64_t bytes = tensor_bytes(t.type, n);
-    if (bytes == 0) {
+    const BlockLayout block = block_layout(t.type);
+    if (block.weights == 0) {
       throw input_error(path(), "tensor " + t.name + " has unsupported type " +
                                     std::to_string(t.type) + " (" + ggml_type_name(t.type) + ")");
     }
-    if (is_block_type(t.type) && t.dims[0] % kQuantBlock != 0) {
+    if (t.dims[0] % block.weights != 0) {
       throw input_error(path(), "tensor " + t.name + " has rows of " + std::to_string(t.dims[0]) +
                                     " weights, not a multiple of the " + ggml_type_name(t.type) +
-                                    " block");
+                                    " block of " + std::to_string(block.weights) + " weights");
     }
+    const uint64_t bytes = tensor_bytes(t.type, n);
     const uint8_t* src = file_->range(data_offset_ + t.offset, bytes, "tensor " + t.name);
     for (uint64_t first = 0; first < n; first += kChunkWeights) {
       const uint64_t count = std::min(kChunkWeights, n - first);
       // Chunks start at multiples of 2^16 weights, hence on block boundaries.
-      const uint64_t src_off = is_block_type(t.type)
-                                   ? first / kQuantBlock * (bytes / (n / kQuantBlock))
-                                   : first * (bytes / n);
+      const uint64_t src_off = first / block.weights * block.bytes;
       chunks.push_back({t.type, src + src_off, r.dst + first, static_cast<std::size_t>(count)});
     }
   }
@@ -349,6 +372,21 @@ void GgufFile::read_f32_into(const std::vector<Read>& reads) const {
         break;
       case kGgmlQ4_1:
         dequantize_q4_1(c.src, c.dst, c.count);
+        break;
+      case kGgmlQ2_K:
+        dequantize_q2_k(c.src, c.dst, c.count);
+        break;
+      case kGgmlQ3_K:
+        dequantize_q3_k(c.src, c.dst, c.count);
+        break;
+      case kGgmlQ4_K:
+        dequantize_q4_k(c.src, c.dst, c.count);
+        break;
+      case kGgmlQ5_K:
+        dequantize_q5_k(c.src, c.dst, c.count);
+        break;
+      case kGgmlQ6_K:
+        dequantize_q6_k(c.src, c.dst, c.count);
         break;
       default:
         break;

@@ -48,8 +48,16 @@ enum GgmlType : uint32_t {
   kGgmlQ4_0 = 2,
   kGgmlQ4_1 = 3,
   kGgmlQ8_0 = 8,
+  kGgmlQ2_K = 10,
+  kGgmlQ3_K = 11,
+  kGgmlQ4_K = 12,
+  kGgmlQ5_K = 13,
+  kGgmlQ6_K = 14,
   kGgmlBF16 = 30,
 };
+
+// Whether read_f32 can convert tensors of this GGML type.
+bool ggml_type_supported(uint32_t type);
 
 // Name of a GGML type number ("Q4_K" for 12), "type N" when unknown.
 std::string ggml_type_name(uint32_t type);

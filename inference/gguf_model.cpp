@@ -126,9 +126,7 @@ Model load_gguf_model(const std::string& path) {
   }
   // Every tensor type is checked before anything large is allocated.
   for (const GgufTensorInfo& t : g.tensors()) {
-    const bool supported = t.type == kGgmlF32 || t.type == kGgmlF16 || t.type == kGgmlBF16 ||
-                           t.type == kGgmlQ8_0 || t.type == kGgmlQ4_0 || t.type == kGgmlQ4_1;
-    if (!supported) {
+    if (!ggml_type_supported(t.type)) {
       throw input_error(path, "tensor " + t.name + " has unsupported type " +
                                   std::to_string(t.type) + " (" + ggml_type_name(t.type) + ")");
     }

@@ -1,6 +1,8 @@
-// Dequantization of F16, BF16 and the GGML block formats Q8_0, Q4_0, Q4_1 to fp32.
-// Block layouts follow ggml-common.h: x = d*q (Q8_0), d*(q-8) (Q4_0), d*q + m (Q4_1); in the
-// 4-bit formats byte j holds weight j in its low nibble and weight j+16 in its high nibble.
+// Dequantization of F16, BF16, the GGML block formats Q8_0, Q4_0, Q4_1 and the K-quants Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K to fp32. Block layouts follow ggml-common.h: x = d*q (Q8_0), d*(q-8)
+// (Q4_0), d*q + m (Q4_1); in the 4-bit formats byte j holds weight j in its low nibble and weight
+// j+16 in its high nibble. The K-quant decoders follow ggml's dequantize_row_q*_K, weight order
+// and float operation order included: x = (d*sc)*q - dmin*m per sub-block.
 #include "kernels/quant.h"
 
 #include <cstring>
@@ -9,6 +11,31 @@ namespace kvs {
 namespace {
 
 uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+
+float load_half(const uint8_t* p) { return fp16_to_fp32(load_u16(p)); }
+
+// Six-bit scale and min of sub-block j (0..7) from the 12 packed bytes of Q4_K / Q5_K (ggml's
+// get_scale_min_k4): bytes 0-3 hold scales 0-3, bytes 4-7 mins 0-3 (low six bits each); scales
+// and mins 4-7 take their low four bits from the nibbles of bytes 8-11 and their top two bits
+// from the spare top bits of bytes 0-3 (scales) and 4-7 (mins).
+void scale_min_k4(const uint8_t* s, int j, int& scale, int& min) {
+  if (j < 4) {
+    scale = s[j] & 63;
+    min = s[j + 4] & 63;
+  } else {
+    scale = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+    min = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// Signed six-bit scale of 16-weight sub-block j (0..15) from the 12 packed bytes of Q3_K: low four
+// bits from byte j (j < 8) or the high nibble of byte j-8; top two bits from byte 8 + j%4 at bit
+// 2*(j/4); stored with an offset of 32.
+int scale_q3_k(const uint8_t* s, int j) {
+  const int low = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
+  const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
 
 }  // namespace
 
@@ -85,6 +112,140 @@ void dequantize_q4_1(const uint8_t* src, float* dst, std::size_t n) {
     for (int j = 0; j < kQuantBlock / 2; ++j) {
       out[j] = d * static_cast<float>(qs[j] & 0x0f) + m;
       out[j + kQuantBlock / 2] = d * static_cast<float>(qs[j] >> 4) + m;
+    }
+  }
+}
+
+// Each 128-weight half h uses 32 bytes of qs; its four 32-weight quarters j take bits 2j..2j+1
+// of those bytes, and each quarter is two 16-weight sub-blocks with their own scale byte.
+void dequantize_q2_k(const uint8_t* src, float* dst, std::size_t n) {
+  for (std::size_t b = 0; b < n / kQuantSuperBlock; ++b) {
+    const uint8_t* block = src + b * kQ2_KBlockBytes;
+    const uint8_t* scales = block;   // [16]
+    const uint8_t* qs = block + 16;  // [64]
+    const float d = load_half(block + 80);
+    const float dmin = load_half(block + 82);
+    float* out = dst + b * kQuantSuperBlock;
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* q = qs + 32 * h;
+      for (int j = 0; j < 4; ++j) {
+        for (int k = 0; k < 2; ++k) {
+          const uint8_t sc = scales[8 * h + 2 * j + k];
+          const float dl = d * static_cast<float>(sc & 0x0f);
+          const float ml = dmin * static_cast<float>(sc >> 4);
+          float* o = out + 128 * h + 32 * j + 16 * k;
+          for (int l = 0; l < 16; ++l)
+            o[l] = dl * static_cast<float>((q[16 * k + l] >> (2 * j)) & 3) - ml;
+        }
+      }
+    }
+  }
+}
+
+// As Q2_K, with a third quant bit from hmask (bit 4h+j of byte l for weight l of quarter j of
+// half h): q = low2 - 4 when that bit is clear, so q is in [-4, 3].
+void dequantize_q3_k(const uint8_t* src, float* dst, std::size_t n) {
+  for (std::size_t b = 0; b < n / kQuantSuperBlock; ++b) {
+    const uint8_t* block = src + b * kQ3_KBlockBytes;
+    const uint8_t* hmask = block;        // [32]
+    const uint8_t* qs = block + 32;      // [64]
+    const uint8_t* scales = block + 96;  // [12]
+    const float d = load_half(block + 108);
+    float* out = dst + b * kQuantSuperBlock;
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* q = qs + 32 * h;
+      for (int j = 0; j < 4; ++j) {
+        const int bit = 4 * h + j;
+        for (int k = 0; k < 2; ++k) {
+          const float dl = d * static_cast<float>(scale_q3_k(scales, 8 * h + 2 * j + k));
+          float* o = out + 128 * h + 32 * j + 16 * k;
+          for (int l = 16 * k; l < 16 * k + 16; ++l) {
+            const int v = ((q[l] >> (2 * j)) & 3) - (((hmask[l] >> bit) & 1) ? 0 : 4);
+            o[l - 16 * k] = dl * static_cast<float>(v);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Four 64-weight groups g, each 32 bytes of qs: low nibbles are sub-block 2g, high nibbles 2g+1.
+void dequantize_q4_k(const uint8_t* src, float* dst, std::size_t n) {
+  for (std::size_t b = 0; b < n / kQuantSuperBlock; ++b) {
+    const uint8_t* block = src + b * kQ4_KBlockBytes;
+    const float d = load_half(block);
+    const float dmin = load_half(block + 2);
+    const uint8_t* scales = block + 4;  // [12]
+    const uint8_t* qs = block + 16;     // [128]
+    float* out = dst + b * kQuantSuperBlock;
+    for (int g = 0; g < 4; ++g) {
+      int sc, m;
+      scale_min_k4(scales, 2 * g, sc, m);
+      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+      scale_min_k4(scales, 2 * g + 1, sc, m);
+      const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
+      const uint8_t* q = qs + 32 * g;
+      float* o = out + 64 * g;
+      for (int l = 0; l < 32; ++l) {
+        o[l] = d1 * static_cast<float>(q[l] & 0x0f) - m1;
+        o[l + 32] = d2 * static_cast<float>(q[l] >> 4) - m2;
+      }
+    }
+  }
+}
+
+// Q4_K with a fifth quant bit: bit s of qh[l] for weight l of sub-block s, so q is in [0, 31].
+void dequantize_q5_k(const uint8_t* src, float* dst, std::size_t n) {
+  for (std::size_t b = 0; b < n / kQuantSuperBlock; ++b) {
+    const uint8_t* block = src + b * kQ5_KBlockBytes;
+    const float d = load_half(block);
+    const float dmin = load_half(block + 2);
+    const uint8_t* scales = block + 4;  // [12]
+    const uint8_t* qh = block + 16;     // [32]
+    const uint8_t* qs = block + 48;     // [128]
+    float* out = dst + b * kQuantSuperBlock;
+    for (int g = 0; g < 4; ++g) {
+      int sc, m;
+      scale_min_k4(scales, 2 * g, sc, m);
+      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+      scale_min_k4(scales, 2 * g + 1, sc, m);
+      const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
+      const uint8_t* q = qs + 32 * g;
+      float* o = out + 64 * g;
+      for (int l = 0; l < 32; ++l) {
+        const int lo = (q[l] & 0x0f) | (((qh[l] >> (2 * g)) & 1) << 4);
+        const int hi = (q[l] >> 4) | (((qh[l] >> (2 * g + 1)) & 1) << 4);
+        o[l] = d1 * static_cast<float>(lo) - m1;
+        o[l + 32] = d2 * static_cast<float>(hi) - m2;
+      }
+    }
+  }
+}
+
+// Each 128-weight half h uses 64 bytes of ql and 32 of qh. Weight l of its quarter j (l < 32)
+// takes four low bits from ql[l] (j = 0), ql[l+32] (j = 1) or their high nibbles (j = 2, 3), and
+// two high bits from qh[l] at bit 2j; q = that six-bit value - 32. Scales cover 16 weights.
+void dequantize_q6_k(const uint8_t* src, float* dst, std::size_t n) {
+  for (std::size_t b = 0; b < n / kQuantSuperBlock; ++b) {
+    const uint8_t* block = src + b * kQ6_KBlockBytes;
+    const float d = load_half(block + 208);
+    float* out = dst + b * kQuantSuperBlock;
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = block + 64 * h;        // [64]
+      const uint8_t* qh = block + 128 + 32 * h;  // [32]
+      const int8_t* sc = reinterpret_cast<const int8_t*>(block + 192 + 8 * h);  // [8]
+      float* o = out + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        const int s = l / 16;
+        const int q1 = ((ql[l] & 0x0f) | ((qh[l] & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        o[l] = d * static_cast<float>(sc[s]) * static_cast<float>(q1);
+        o[l + 32] = d * static_cast<float>(sc[s + 2]) * static_cast<float>(q2);
+        o[l + 64] = d * static_cast<float>(sc[s + 4]) * static_cast<float>(q3);
+        o[l + 96] = d * static_cast<float>(sc[s + 6]) * static_cast<float>(q4);
+      }
     }
   }
 }

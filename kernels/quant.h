@@ -1,27 +1,48 @@
-// Conversion of stored weight encodings to fp32: IEEE half (F16), bfloat16 (BF16) and the GGML
-// block formats Q8_0, Q4_0 and Q4_1 (32 weights per block, one fp16 scale, Q4_1 also an fp16 min).
+// Conversion of stored weight encodings to fp32: IEEE half (F16), bfloat16 (BF16), the GGML
+// block formats Q8_0, Q4_0 and Q4_1 (32 weights per block, one fp16 scale, Q4_1 also an fp16 min)
+// and the GGML K-quants Q2_K..Q6_K (256-weight super-blocks of 16 or 32-weight sub-blocks, each
+// sub-block with its own small integer scale, and for Q2_K/Q4_K/Q5_K a min, under fp16 factors).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
 namespace kvs {
 
-constexpr int kQuantBlock = 32;  // weights per Q8_0 / Q4_0 / Q4_1 block
+constexpr int kQuantBlock = 32;        // weights per Q8_0 / Q4_0 / Q4_1 block
+constexpr int kQuantSuperBlock = 256;  // weights per K-quant super-block (ggml's QK_K)
 
 // Bytes of one block in the file.
 constexpr std::size_t kQ8_0BlockBytes = 2 + 32;      // fp16 d, int8 qs[32]
 constexpr std::size_t kQ4_0BlockBytes = 2 + 16;      // fp16 d, uint8 qs[16] (two nibbles each)
 constexpr std::size_t kQ4_1BlockBytes = 2 + 2 + 16;  // fp16 d, fp16 m, uint8 qs[16]
+// uint8 scales[16] (low nibble scale, high nibble min per 16 weights), uint8 qs[64] (four 2-bit
+// quants each), fp16 d, fp16 dmin
+constexpr std::size_t kQ2_KBlockBytes = 16 + 64 + 2 + 2;
+// uint8 hmask[32] (third quant bit), uint8 qs[64] (low two bits), uint8 scales[12] (16 packed
+// six-bit scales), fp16 d
+constexpr std::size_t kQ3_KBlockBytes = 32 + 64 + 12 + 2;
+// fp16 d, fp16 dmin, uint8 scales[12] (8 six-bit scales + 8 six-bit mins), uint8 qs[128]
+constexpr std::size_t kQ4_KBlockBytes = 2 + 2 + 12 + 128;
+// as Q4_K plus uint8 qh[32] (fifth quant bit) before qs
+constexpr std::size_t kQ5_KBlockBytes = 2 + 2 + 12 + 32 + 128;
+// uint8 ql[128] (low four bits), uint8 qh[64] (high two bits), int8 scales[16], fp16 d
+constexpr std::size_t kQ6_KBlockBytes = 128 + 64 + 16 + 2;
 
 float fp16_to_fp32(uint16_t h);
 float bf16_to_fp32(uint16_t h);
 
 // Each converts `n` weights from `src` (little-endian file bytes) into `dst` [n].
-// For the block formats `n` must be a multiple of kQuantBlock.
+// For the block formats `n` must be a multiple of kQuantBlock, for the K-quants of
+// kQuantSuperBlock.
 void dequantize_f16(const uint8_t* src, float* dst, std::size_t n);
 void dequantize_bf16(const uint8_t* src, float* dst, std::size_t n);
 void dequantize_q8_0(const uint8_t* src, float* dst, std::size_t n);
 void dequantize_q4_0(const uint8_t* src, float* dst, std::size_t n);
 void dequantize_q4_1(const uint8_t* src, float* dst, std::size_t n);
+void dequantize_q2_k(const uint8_t* src, float* dst, std::size_t n);
+void dequantize_q3_k(const uint8_t* src, float* dst, std::size_t n);
+void dequantize_q4_k(const uint8_t* src, float* dst, std::size_t n);
+void dequantize_q5_k(const uint8_t* src, float* dst, std::size_t n);
+void dequantize_q6_k(const uint8_t* src, float* dst, std::size_t n);
 
 }  // namespace kvs

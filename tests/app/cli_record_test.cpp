@@ -217,13 +217,13 @@ TEST_F(CliRecordBadInput, UnknownGgufTensorType) {
   uint32_t type = 0;
   std::memcpy(&type, bytes.data() + off, 4);
   ASSERT_EQ(type, 0u) << "stories260K.gguf holds F32 tensors";
-  const uint32_t q4_k = 12;
-  std::memcpy(bytes.data() + off, &q4_k, 4);
-  const std::string model = in.file("q4k.gguf");
+  const uint32_t q8_k = 15;  // ggml's intermediate type, never used for weights
+  std::memcpy(bytes.data() + off, &q8_k, 4);
+  const std::string model = in.file("q8k.gguf");
   write_bytes(model, bytes);
   const CliResult r = record_into_empty({"--model", model});
   EXPECT_TRUE(is_input_error(r, model, "blk.0.attn_q.weight"));
-  EXPECT_NE(r.err.find("type 12"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("type 15"), std::string::npos) << r.err;
 }
 
 TEST_F(CliRecordBadInput, PromptLongerThanContext) {

@@ -1,14 +1,20 @@
 // GGUF model loading: stories260K.gguf equals the llama2.c .bin bit for bit, the tiny-random F16
-// fixture with its Llama-2 vocabulary, and bad inputs (unknown tensor type, truncation, magic).
+// fixture with its Llama-2 vocabulary, a K-quant model (weights as decoded, logits as the naive
+// forward pass), and bad inputs (unknown tensor type, K-quant rows shorter
+// than a super-block, truncation, magic).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "gguf_writer.h"
+#include "inference/engine.h"
 #include "inference/gguf_file.h"
 #include "inference/loader.h"
+#include "kquant_blocks.h"
+#include "tiny_model.h"
 
 namespace kvs {
 namespace {
@@ -110,12 +116,24 @@ std::size_t type_field_offset(const std::vector<char>& bytes, const std::string&
 TEST(GgufModel, UnknownTensorTypeIsNamed) {
   TempDir dir;
   std::vector<char> bytes = read_bytes(shared_model(kTiny));
-  const uint32_t q4_k = 12;
-  std::memcpy(bytes.data() + type_field_offset(bytes, "blk.0.attn_q.weight"), &q4_k, 4);
+  const uint32_t q8_k = 15;  // ggml's intermediate type, never used for weights
+  std::memcpy(bytes.data() + type_field_offset(bytes, "blk.0.attn_q.weight"), &q8_k, 4);
   const std::string path = dir.file("patched.gguf");
   write_bytes(path, bytes);
   EXPECT_EQ(input_error_of([&] { load_model(path); }),
-            path + ": tensor blk.0.attn_q.weight has unsupported type 12 (Q4_K)");
+            path + ": tensor blk.0.attn_q.weight has unsupported type 15 (Q8_K)");
+}
+
+TEST(GgufModel, KQuantRowsShorterThanASuperBlockAreNamed) {
+  TempDir dir;
+  std::vector<char> bytes = read_bytes(shared_model(kTiny));
+  const uint32_t q4_k = kGgmlQ4_K;  // the fixture's rows have 8 weights, K-quants need 256
+  std::memcpy(bytes.data() + type_field_offset(bytes, "blk.0.attn_q.weight"), &q4_k, 4);
+  const std::string path = dir.file("short-rows.gguf");
+  write_bytes(path, bytes);
+  EXPECT_EQ(input_error_of([&] { load_model(path); }),
+            path + ": tensor blk.0.attn_q.weight has rows of 8 weights, not a multiple of the "
+                   "Q4_K block of 256 weights");
 }
 
 TEST(GgufModel, TruncatedFileIsNamed) {
@@ -237,6 +255,77 @@ TEST(GgufModel, Llama3RopeFreqsBecomeRopeScaling) {
             path +
                 ": rope_freqs.weight does not match llama3 rope scaling with factor 8, 16 or 32 "
                 "(low 1, high 4, original context 8192)");
+}
+
+// A one-layer llama (dim 256, 4 heads of 64, 2 KV heads, hidden 256, vocab 16) whose 2-D
+// weights are random Q2_K..Q6_K blocks with small fp16 factors (below 2^-11): the loaded fp32
+// weights are the decoders' output and the engine's logits match the naive forward pass.
+TEST(GgufModel, KQuantModelLoadsAndRuns) {
+  const uint64_t D = 256, H = 256, KV = 128, V = 16;
+  std::map<std::string, const testing::KQuantFormat*> format;
+  for (const testing::KQuantFormat& f : testing::kquant_formats()) format[f.name] = &f;
+  struct Tensor {
+    std::string name, type;
+    uint64_t ne0, ne1;
+  };
+  const std::vector<Tensor> tensors = {
+      {"token_embd.weight", "Q6_K", D, V},      {"output.weight", "Q4_K", D, V},
+      {"blk.0.attn_q.weight", "Q4_K", D, D},    {"blk.0.attn_k.weight", "Q5_K", D, KV},
+      {"blk.0.attn_v.weight", "Q3_K", D, KV},   {"blk.0.attn_output.weight", "Q2_K", D, D},
+      {"blk.0.ffn_gate.weight", "Q4_K", D, H},  {"blk.0.ffn_up.weight", "Q5_K", D, H},
+      {"blk.0.ffn_down.weight", "Q6_K", H, D}};
+  std::mt19937 rng(11);
+  testing::GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  w.add_u32("llama.embedding_length", D);
+  w.add_u32("llama.feed_forward_length", H);
+  w.add_u32("llama.block_count", 1);
+  w.add_u32("llama.attention.head_count", 4);
+  w.add_u32("llama.attention.head_count_kv", 2);
+  std::map<std::string, std::vector<uint8_t>> data;  // tensor name -> its blocks
+  for (const Tensor& t : tensors) {
+    const testing::KQuantFormat& f = *format.at(t.type);
+    data[t.name] = testing::random_kquant_blocks(f, t.ne0 * t.ne1 / 256, rng, 3);
+    w.add_tensor(t.name, {t.ne0, t.ne1}, f.type, data[t.name]);
+  }
+  for (const char* norm : {"output_norm.weight", "blk.0.attn_norm.weight", "blk.0.ffn_norm.weight"})
+    w.add_f32_tensor(norm, {D}, std::vector<float>(D, 1.0f));
+  TempDir dir;
+  const std::string path = dir.file("kquant.gguf");
+  w.write(path);
+
+  const Model m = load_model(path);
+  EXPECT_EQ(m.weight_type, "Q4_K (mixed)");
+  const LayerWeights& l = m.weights.layers[0];
+  const std::map<std::string, const WeightVector*> loaded = {
+      {"token_embd.weight", &m.weights.token_embedding},
+      {"output.weight", &m.weights.classifier},
+      {"blk.0.attn_q.weight", &l.wq},
+      {"blk.0.attn_k.weight", &l.wk},
+      {"blk.0.attn_v.weight", &l.wv},
+      {"blk.0.attn_output.weight", &l.wo},
+      {"blk.0.ffn_gate.weight", &l.w_gate},
+      {"blk.0.ffn_up.weight", &l.w_up},
+      {"blk.0.ffn_down.weight", &l.w_down}};
+  for (const Tensor& t : tensors) {
+    std::vector<float> expect(t.ne0 * t.ne1);
+    format.at(t.type)->dequantize(data[t.name].data(), expect.data(), expect.size());
+    const WeightVector& got = *loaded.at(t.name);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), expect.begin(), expect.end())) << t.name;
+  }
+
+  const std::vector<int> tokens = {1, 5, 9, 3, 14, 7};
+  Engine e(m);
+  const std::span<const float> logits = e.prefill(tokens);
+  const tiny::Reference ref = tiny::reference_forward(m, tokens);
+  ASSERT_EQ(logits.size(), V);
+  double largest = 0.0;
+  for (uint64_t i = 0; i < V; ++i) largest = std::max(largest, std::fabs(ref.logits[5 * V + i]));
+  ASSERT_GT(largest, 0.0);
+  for (uint64_t i = 0; i < V; ++i) {
+    ASSERT_TRUE(std::isfinite(logits[i])) << i;
+    EXPECT_NEAR(logits[i], ref.logits[5 * V + i], 1e-4 * largest) << i;
+  }
 }
 
 }  // namespace

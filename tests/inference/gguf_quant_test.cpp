@@ -1,13 +1,18 @@
-// Dequantization of F16, BF16, Q8_0, Q4_0 and Q4_1 against hand-computed blocks, directly and
-// through a GGUF tensor spanning several rows.
+// Dequantization of F16, BF16, Q8_0, Q4_0, Q4_1 and the K-quants Q2_K..Q6_K against
+// hand-computed blocks (the K-quant blocks are packed here weight by weight from the ggml layout),
+// directly and through GGUF tensors spanning several rows and work chunks; K-quant rows that are
+// not whole super-blocks and truncated K-quant data are one-line input errors.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 
 #include "gguf_writer.h"
+#include "inference/errors.h"
 #include "inference/gguf_file.h"
 #include "kernels/quant.h"
+#include "kquant_blocks.h"
 
 namespace kvs {
 namespace {
@@ -113,6 +118,191 @@ TEST(Quant, MultiRowTensorsThroughGguf) {
       EXPECT_EQ(c[k * 32 + i], d * (i % 16) + 1.0f);
     }
   }
+}
+
+// ---- K-quants. Each test packs one super-block from chosen quants q[256] and sub-block scales,
+// with power-of-two fp16 factors so that every expected value is exact.
+
+// Quant of weight w used by the K-quant tests: a spread of values in [0, range).
+int test_quant(int w, int range) { return (w * 7 + w / 16 * 3 + 1) % range; }
+
+// Packs 8 six-bit scales and 8 six-bit mins into the 12 bytes of Q4_K / Q5_K: bytes 0-3 scales
+// 0-3, bytes 4-7 mins 0-3, bytes 8-11 the low nibbles of scale / min 4-7, whose top two bits go
+// to bits 6-7 of bytes 0-3 (scales) and 4-7 (mins).
+std::array<uint8_t, 12> pack_scale_min_k4(const int (&sc)[8], const int (&m)[8]) {
+  std::array<uint8_t, 12> b{};
+  for (int j = 0; j < 4; ++j) {
+    b[j] = static_cast<uint8_t>(sc[j] | (sc[j + 4] >> 4) << 6);
+    b[j + 4] = static_cast<uint8_t>(m[j] | (m[j + 4] >> 4) << 6);
+    b[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0x0f) | (m[j + 4] & 0x0f) << 4);
+  }
+  return b;
+}
+
+const int kSc[8] = {1, 63, 17, 32, 5, 48, 0, 33};
+const int kMin[8] = {63, 0, 9, 40, 16, 1, 31, 50};
+
+TEST(Quant, Q4_KBlock) {
+  std::vector<uint8_t> b;
+  put_half(b, 0x3800);  // d = 0.5
+  put_half(b, 0x3400);  // dmin = 0.25
+  const auto scales = pack_scale_min_k4(kSc, kMin);
+  b.insert(b.end(), scales.begin(), scales.end());
+  uint8_t qs[128] = {};
+  for (int w = 0; w < 256; ++w) {
+    // 64-weight group g: weights 0-31 in the low nibbles of its 32 bytes, 32-63 in the high ones.
+    const int g = w / 64, r = w % 64;
+    qs[32 * g + r % 32] |= static_cast<uint8_t>(test_quant(w, 16) << (r < 32 ? 0 : 4));
+  }
+  b.insert(b.end(), qs, qs + 128);
+  ASSERT_EQ(b.size(), kQ4_KBlockBytes);
+  float out[256];
+  dequantize_q4_k(b.data(), out, 256);
+  for (int w = 0; w < 256; ++w)
+    EXPECT_EQ(out[w], 0.5f * kSc[w / 32] * test_quant(w, 16) - 0.25f * kMin[w / 32]) << w;
+}
+
+TEST(Quant, Q5_KBlock) {
+  std::vector<uint8_t> b;
+  put_half(b, 0x3C00);  // d = 1
+  put_half(b, 0x4000);  // dmin = 2
+  const auto scales = pack_scale_min_k4(kSc, kMin);
+  b.insert(b.end(), scales.begin(), scales.end());
+  uint8_t qh[32] = {}, qs[128] = {};
+  for (int w = 0; w < 256; ++w) {
+    const int q = test_quant(w, 32);
+    const int g = w / 64, r = w % 64;
+    qs[32 * g + r % 32] |= static_cast<uint8_t>((q & 0x0f) << (r < 32 ? 0 : 4));
+    qh[w % 32] |= static_cast<uint8_t>((q >> 4) << (w / 32));  // bit s for sub-block s
+  }
+  b.insert(b.end(), qh, qh + 32);
+  b.insert(b.end(), qs, qs + 128);
+  ASSERT_EQ(b.size(), kQ5_KBlockBytes);
+  float out[256];
+  dequantize_q5_k(b.data(), out, 256);
+  for (int w = 0; w < 256; ++w)
+    EXPECT_EQ(out[w], 1.0f * kSc[w / 32] * test_quant(w, 32) - 2.0f * kMin[w / 32]) << w;
+}
+
+TEST(Quant, Q6_KBlock) {
+  const int8_t sc[16] = {1, -1, 127, -128, 2, 3, -7, 64, 0, 5, -33, 100, 9, -2, 11, 45};
+  uint8_t ql[128] = {}, qh[64] = {};
+  for (int w = 0; w < 256; ++w) {
+    const int q = test_quant(w, 64);  // stored value; the weight is (q - 32) * d * scale
+    // 128-weight half h, 32-weight quarter j, position l: low four bits in ql[64h + l] (j = 0),
+    // ql[64h + 32 + l] (j = 1) or the high nibbles of those (j = 2, 3); top two bits in
+    // qh[32h + l] at bit 2j.
+    const int h = w / 128, j = w % 128 / 32, l = w % 32;
+    ql[64 * h + 32 * (j % 2) + l] |= static_cast<uint8_t>((q & 0x0f) << (j < 2 ? 0 : 4));
+    qh[32 * h + l] |= static_cast<uint8_t>((q >> 4) << (2 * j));
+  }
+  std::vector<uint8_t> b(ql, ql + 128);
+  b.insert(b.end(), qh, qh + 64);
+  for (int8_t v : sc) b.push_back(static_cast<uint8_t>(v));
+  put_half(b, 0x3000);  // d = 0.125
+  ASSERT_EQ(b.size(), kQ6_KBlockBytes);
+  float out[256];
+  dequantize_q6_k(b.data(), out, 256);
+  for (int w = 0; w < 256; ++w)
+    EXPECT_EQ(out[w], 0.125f * sc[w / 16] * (test_quant(w, 64) - 32)) << w;
+}
+
+TEST(Quant, Q2_KBlock) {
+  uint8_t scales[16], qs[64] = {};
+  for (int s = 0; s < 16; ++s) scales[s] = static_cast<uint8_t>((s * 5 + 2) % 16 | (15 - s) << 4);
+  for (int w = 0; w < 256; ++w) {
+    // 128-weight half h, quarter j, position l: bits 2j..2j+1 of qs[32h + l].
+    const int h = w / 128, j = w % 128 / 32, l = w % 32;
+    qs[32 * h + l] |= static_cast<uint8_t>(test_quant(w, 4) << (2 * j));
+  }
+  std::vector<uint8_t> b(scales, scales + 16);
+  b.insert(b.end(), qs, qs + 64);
+  put_half(b, 0x4400);  // d = 4
+  put_half(b, 0x3800);  // dmin = 0.5
+  ASSERT_EQ(b.size(), kQ2_KBlockBytes);
+  float out[256];
+  dequantize_q2_k(b.data(), out, 256);
+  for (int w = 0; w < 256; ++w) {
+    const int s = w / 16;
+    EXPECT_EQ(out[w], 4.0f * ((s * 5 + 2) % 16) * test_quant(w, 4) - 0.5f * (15 - s)) << w;
+  }
+}
+
+TEST(Quant, Q3_KBlock) {
+  const int sc[16] = {-32, 31, 0, 1, -1, 17, -20, 5, 30, -31, 8, -8, 3, 12, -16, 25};
+  uint8_t hmask[32] = {}, qs[64] = {}, scales[12] = {};
+  for (int s = 0; s < 16; ++s) {
+    // Six-bit value sc + 32: low nibble in byte s (s < 8) or the high nibble of byte s - 8, top
+    // two bits in byte 8 + s%4 at bit 2*(s/4).
+    const int u = sc[s] + 32;
+    scales[s % 8] |= static_cast<uint8_t>((u & 0x0f) << (s < 8 ? 0 : 4));
+    scales[8 + s % 4] |= static_cast<uint8_t>((u >> 4) << (2 * (s / 4)));
+  }
+  for (int w = 0; w < 256; ++w) {
+    const int q = test_quant(w, 8) - 4;  // in [-4, 3]: low two bits, hmask bit set when q >= 0
+    const int h = w / 128, j = w % 128 / 32, l = w % 32;
+    qs[32 * h + l] |= static_cast<uint8_t>((q & 3) << (2 * j));
+    if (q >= 0) hmask[l] |= static_cast<uint8_t>(1 << (4 * h + j));
+  }
+  std::vector<uint8_t> b(hmask, hmask + 32);
+  b.insert(b.end(), qs, qs + 64);
+  b.insert(b.end(), scales, scales + 12);
+  put_half(b, 0x3C00);  // d = 1
+  ASSERT_EQ(b.size(), kQ3_KBlockBytes);
+  float out[256];
+  dequantize_q3_k(b.data(), out, 256);
+  for (int w = 0; w < 256; ++w) EXPECT_EQ(out[w], 1.0f * sc[w / 16] * (test_quant(w, 8) - 4)) << w;
+}
+
+// Every K-quant tensor of 130 rows of 512 weights (2 super-blocks each; 66560 weights, two work
+// chunks) reads as its blocks decoded one by one.
+TEST(Quant, KQuantTensorsThroughGguf) {
+  const uint64_t cols = 512, rows = 130;
+  std::mt19937 rng(5);
+  testing::TempDir dir;
+  testing::GgufWriter w;
+  std::vector<std::vector<uint8_t>> data;
+  for (const testing::KQuantFormat& f : testing::kquant_formats()) {
+    data.push_back(testing::random_kquant_blocks(f, cols * rows / 256, rng, 20));
+    w.add_tensor(f.name, {cols, rows}, f.type, data.back());
+  }
+  const std::string path = dir.file("k.gguf");
+  w.write(path);
+  GgufFile g(path);
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    const testing::KQuantFormat& f = testing::kquant_formats()[i];
+    const std::vector<float> got = g.read_f32(*g.find_tensor(f.name));
+    ASSERT_EQ(got.size(), cols * rows) << f.name;
+    for (uint64_t k = 0; k < cols * rows / 256; ++k) {
+      float expect[256];
+      f.dequantize(data[i].data() + k * f.block_bytes, expect, 256);
+      for (int j = 0; j < 256; ++j) ASSERT_EQ(got[k * 256 + j], expect[j]) << f.name << " " << k;
+    }
+  }
+}
+
+TEST(Quant, KQuantRowsMustBeWholeSuperBlocks) {
+  testing::TempDir dir;
+  testing::GgufWriter w;
+  w.add_tensor("odd", {320, 4}, kGgmlQ5_K, std::vector<uint8_t>(5 * kQ5_KBlockBytes, 0));
+  const std::string path = dir.file("odd.gguf");
+  w.write(path);
+  GgufFile g(path);
+  EXPECT_EQ(testing::input_error_of([&] { g.read_f32(*g.find_tensor("odd")); }),
+            path + ": tensor odd has rows of 320 weights, not a multiple of the Q5_K block of 256 "
+                   "weights");
+}
+
+TEST(Quant, TruncatedKQuantDataIsNamed) {
+  testing::TempDir dir;
+  testing::GgufWriter w;
+  // 2 rows of 256 weights need 2 blocks; the file holds one and a half.
+  w.add_tensor("short", {256, 2}, kGgmlQ6_K, std::vector<uint8_t>(kQ6_KBlockBytes * 3 / 2, 0));
+  const std::string path = dir.file("short.gguf");
+  w.write(path);
+  const std::size_t size = testing::read_bytes(path).size();
+  EXPECT_EQ(testing::input_error_of([&] { GgufFile g(path); }),
+            path + ": truncated file (tensor short ends past " + std::to_string(size) + " bytes)");
 }
 
 }  // namespace
