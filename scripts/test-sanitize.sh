@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the unit tests with AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer on) into
-# build-asan and runs them. clang is preferred (the same build then serves scripts/fuzz.sh); gcc
+# build-asan and runs them; then the decode team's test under ThreadSanitizer (with clang). clang is preferred (the same build then serves scripts/fuzz.sh); gcc
 # otherwise. `scripts/test-sanitize.sh all` runs every suite instead of the default selection.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +12,7 @@ start=$(date +%s)
 # kernels (the suites that read untrusted bytes or index buffers). Left out as too slow under ASan
 # or not about memory safety: the GUI suites (need Xvfb), the process-level reliability tests
 # (kill/disk-full: they time real runs), the story-generation and h5py suites.
-select='^(kernels_.*|inference_(loader|gguf|hf|tokenizer|engine_kv_store|engine_attention|generate_sampler).*|analysis_(trace|policy|simulator_semantics|recorder|retrieval|similarity_matrix|metrics|kvzip|filter_layers|alpha).*|reliability_fuzz_regressions.*)_test$'
+select='^(kernels_.*|inference_(loader|gguf|hf|tokenizer|engine_kv_store|engine_attention|engine_controller|decode_team|generate_sampler).*|analysis_(trace|policy|simulator_semantics|recorder|retrieval|similarity_matrix|metrics|kvzip|filter_layers|alpha).*|reliability_fuzz_regressions.*)_test$'
 [ "${1:-}" = "all" ] && select='.*_test$'
 
 cxx=$(command -v clang++-14 || command -v clang++ || true)
@@ -27,6 +27,8 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
       "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g" \
       -DKVSCOPE_SANITIZE=ON -DKVSCOPE_GUI=OFF -DKVSCOPE_BENCH=OFF >/dev/null
   fi
+else
+  cmake "$build" >/dev/null  # picks up test files added since it was configured
 fi
 targets=()
 for src in tests/*/*_test.cpp; do
@@ -53,3 +55,13 @@ end=$(date +%s)
 echo "sanitize: ${#targets[@]} test programs; build $((built - start)) s, run $((end - built)) s; logs in $build/sanitize-logs/"
 if [ $rc -ne 0 ]; then echo "sanitize: FAILED"; exit 1; fi
 echo "sanitize: clean (ASan + UBSan + LSan)"
+
+# ThreadSanitizer on the decode team: its threads are plain std::threads synchronised by atomics
+# only (no OpenMP, which TSan cannot see into), so TSan checks every happens-before it relies on.
+if [ -n "$cxx" ]; then
+  "$cxx" -std=c++20 -O1 -g -fsanitize=thread -I. tests/inference/decode_team_test.cpp \
+    inference/decode_team.cpp -lgtest -lgtest_main -lpthread -o "$build/decode_team_tsan"
+  TSAN_OPTIONS=halt_on_error=1 "$build/decode_team_tsan" --gtest_brief=1 >"$build/sanitize-logs/decode_team_tsan.log" 2>&1 ||
+    { tail -40 "$build/sanitize-logs/decode_team_tsan.log"; echo "sanitize: TSan FAILED"; exit 1; }
+  echo "sanitize: clean (TSan, decode team)"
+fi
