@@ -28,6 +28,23 @@ void scale_min_k4(const uint8_t* s, int j, int& scale, int& min) {
   }
 }
 
+// Q4_K / Q5_K: the factors of the two 32-weight sub-blocks 2g and 2g+1 of 64-weight group g,
+// weight = d1 * q - m1 (first 32) or d2 * q - m2 (next 32).
+struct GroupFactors {
+  float d1, m1, d2, m2;
+};
+GroupFactors group_factors_k4(const uint8_t* scales, int g, float d, float dmin) {
+  int sc, m;
+  GroupFactors f;
+  scale_min_k4(scales, 2 * g, sc, m);
+  f.d1 = d * static_cast<float>(sc);
+  f.m1 = dmin * static_cast<float>(m);
+  scale_min_k4(scales, 2 * g + 1, sc, m);
+  f.d2 = d * static_cast<float>(sc);
+  f.m2 = dmin * static_cast<float>(m);
+  return f;
+}
+
 // Signed six-bit scale of 16-weight sub-block j (0..15) from the 12 packed bytes of Q3_K: low four
 // bits from byte j (j < 8) or the high nibble of byte j-8; top two bits from byte 8 + j%4 at bit
 // 2*(j/4); stored with an offset of 32.
@@ -179,16 +196,12 @@ void dequantize_q4_k(const uint8_t* src, float* dst, std::size_t n) {
     const uint8_t* qs = block + 16;     // [128]
     float* out = dst + b * kQuantSuperBlock;
     for (int g = 0; g < 4; ++g) {
-      int sc, m;
-      scale_min_k4(scales, 2 * g, sc, m);
-      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-      scale_min_k4(scales, 2 * g + 1, sc, m);
-      const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
+      const GroupFactors f = group_factors_k4(scales, g, d, dmin);
       const uint8_t* q = qs + 32 * g;
       float* o = out + 64 * g;
       for (int l = 0; l < 32; ++l) {
-        o[l] = d1 * static_cast<float>(q[l] & 0x0f) - m1;
-        o[l + 32] = d2 * static_cast<float>(q[l] >> 4) - m2;
+        o[l] = f.d1 * static_cast<float>(q[l] & 0x0f) - f.m1;
+        o[l + 32] = f.d2 * static_cast<float>(q[l] >> 4) - f.m2;
       }
     }
   }
@@ -205,18 +218,14 @@ void dequantize_q5_k(const uint8_t* src, float* dst, std::size_t n) {
     const uint8_t* qs = block + 48;     // [128]
     float* out = dst + b * kQuantSuperBlock;
     for (int g = 0; g < 4; ++g) {
-      int sc, m;
-      scale_min_k4(scales, 2 * g, sc, m);
-      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-      scale_min_k4(scales, 2 * g + 1, sc, m);
-      const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
+      const GroupFactors f = group_factors_k4(scales, g, d, dmin);
       const uint8_t* q = qs + 32 * g;
       float* o = out + 64 * g;
       for (int l = 0; l < 32; ++l) {
         const int lo = (q[l] & 0x0f) | (((qh[l] >> (2 * g)) & 1) << 4);
         const int hi = (q[l] >> 4) | (((qh[l] >> (2 * g + 1)) & 1) << 4);
-        o[l] = d1 * static_cast<float>(lo) - m1;
-        o[l + 32] = d2 * static_cast<float>(hi) - m2;
+        o[l] = f.d1 * static_cast<float>(lo) - f.m1;
+        o[l + 32] = f.d2 * static_cast<float>(hi) - f.m2;
       }
     }
   }

@@ -8,6 +8,7 @@
 #include "analysis/recorder.h"
 #include "synthetic_engine.h"
 #include "trace_test_util.h"
+#include "tests/run_command.h"
 
 namespace kvs {
 namespace {
@@ -18,16 +19,8 @@ bool have_h5py() { return std::system("/usr/bin/python3 -c 'import h5py, numpy' 
 
 // Runs read_trace.py on `path`; returns its output.
 std::string read_with_h5py(const std::string& path) {
-  const std::string cmd = std::string("/usr/bin/python3 ") + KVSCOPE_SOURCE_DIR + "/tests/python/read_trace.py '" +
-                          path + "' " + KVSCOPE_SOURCE_DIR + "/docs/trace-format.md 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return "popen failed";
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  const int status = ::pclose(p);
-  if (status != 0) out += "(exit status " + std::to_string(status) + ")";
-  return out;
+  return test::run_command(std::string("/usr/bin/python3 ") + KVSCOPE_SOURCE_DIR + "/tests/python/read_trace.py '" +
+                           path + "' " + KVSCOPE_SOURCE_DIR + "/docs/trace-format.md");
 }
 
 void record(const std::string& path, bool float16, std::size_t budget) {

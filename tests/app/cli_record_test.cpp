@@ -9,6 +9,7 @@
 
 #include "cli_util.h"
 #include "inference/loader.h"
+#include "tests/run_command.h"
 
 namespace kvs::cli_test {
 namespace {
@@ -77,15 +78,7 @@ print("OK")
 )PY";
 
 std::string run_python(const std::string& script_path, const std::string& arg) {
-  const std::string cmd = "/usr/bin/python3 '" + script_path + "' '" + arg + "' 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return "popen failed";
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  const int status = ::pclose(p);
-  if (status != 0) out += "(exit status " + std::to_string(status) + ")";
-  return out;
+  return test::run_command("/usr/bin/python3 '" + script_path + "' '" + arg + "'");
 }
 
 TEST(CliRecord, TraceReadsWithH5pyByDocumentedNames) {

@@ -13,6 +13,7 @@
 #include "gguf_writer.h"
 #include "inference/gguf_file.h"
 #include "kquant_blocks.h"
+#include "tests/run_command.h"
 
 namespace kvs {
 namespace {
@@ -31,18 +32,6 @@ std::string gguf_wheel() {
     if (name.starts_with("gguf-") && name.ends_with(".whl")) return e.path().string();
   }
   return "";
-}
-
-// Runs `cmd`; returns its stdout and stderr, with the exit status appended when non-zero.
-std::string run(const std::string& cmd) {
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return "popen failed";
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  const int status = ::pclose(p);
-  if (status != 0) out += "(exit status " + std::to_string(status) + ")";
-  return out;
 }
 
 // The raw float32 values [file size / 4] of `path`; empty when it cannot be read.
@@ -75,7 +64,7 @@ TEST(GgufPyKQuant, DecodersMatchGgufPy) {
   const std::string out_dir = dir.file("py");
   fs::create_directory(out_dir);
   const std::string out =
-      run("PYTHONPATH='" + wheel + "' /usr/bin/python3 " + KVSCOPE_SOURCE_DIR +
+      test::run_command("PYTHONPATH='" + wheel + "' /usr/bin/python3 " + KVSCOPE_SOURCE_DIR +
           "/tests/python/dequantize_gguf.py '" + path + "' '" + out_dir + "'");
   ASSERT_NE(out.find("OK 5"), std::string::npos) << out;
 
