@@ -1,7 +1,8 @@
 // DecodeTeam's job board and workers. Each product is one epoch: the caller writes the job, then
-// moves the epoch on; workers see it, take chunks, and count what they finished. Rows are split into one
-// contiguous part per thread, walked front to back (one long stream per thread that the hardware
-// prefetcher follows); a thread done with its part takes chunks from the front of the others'.
+// moves the epoch on; workers see it, take chunks, and count what they finished. Rows are split
+// into one contiguous part per thread, walked front to back (one long stream per thread that the
+// hardware prefetcher follows); a thread done with its part takes chunks from the front of the
+// others'.
 // The epoch is a sequence lock: odd while the caller writes the next job, even once it is
 // published. A worker that wakes late reads the job, then checks that the epoch has not moved;
 // each part's counter carries the epoch in its high half, so it cannot take rows of another job.
