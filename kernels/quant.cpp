@@ -186,50 +186,42 @@ void dequantize_q3_k(const uint8_t* src, float* dst, std::size_t n) {
   }
 }
 
-// Four 64-weight groups g, each 32 bytes of qs: low nibbles are sub-block 2g, high nibbles 2g+1.
-void dequantize_q4_k(const uint8_t* src, float* dst, std::size_t n) {
-  for (std::size_t b = 0; b < n / kQuantSuperBlock; ++b) {
-    const uint8_t* block = src + b * kQ4_KBlockBytes;
-    const float d = load_half(block);
-    const float dmin = load_half(block + 2);
-    const uint8_t* scales = block + 4;  // [12]
-    const uint8_t* qs = block + 16;     // [128]
-    float* out = dst + b * kQuantSuperBlock;
-    for (int g = 0; g < 4; ++g) {
-      const GroupFactors f = group_factors_k4(scales, g, d, dmin);
-      const uint8_t* q = qs + 32 * g;
-      float* o = out + 64 * g;
-      for (int l = 0; l < 32; ++l) {
-        o[l] = f.d1 * static_cast<float>(q[l] & 0x0f) - f.m1;
-        o[l + 32] = f.d2 * static_cast<float>(q[l] >> 4) - f.m2;
-      }
-    }
-  }
-}
+namespace {
 
-// Q4_K with a fifth quant bit: bit s of qh[l] for weight l of sub-block s, so q is in [0, 31].
-void dequantize_q5_k(const uint8_t* src, float* dst, std::size_t n) {
+// Q4_K and Q5_K: four 64-weight groups g, each 32 bytes of qs: low nibbles are sub-block 2g, high
+// nibbles 2g+1. Q5_K adds qh[32] before qs, a fifth quant bit: bit s of qh[l] for weight l of
+// sub-block s, so q is in [0, 31].
+void dequantize_k4_family(const uint8_t* src, float* dst, std::size_t n, bool fifth_bit) {
+  const std::size_t block_bytes = fifth_bit ? kQ5_KBlockBytes : kQ4_KBlockBytes;
   for (std::size_t b = 0; b < n / kQuantSuperBlock; ++b) {
-    const uint8_t* block = src + b * kQ5_KBlockBytes;
+    const uint8_t* block = src + b * block_bytes;
     const float d = load_half(block);
     const float dmin = load_half(block + 2);
-    const uint8_t* scales = block + 4;  // [12]
-    const uint8_t* qh = block + 16;     // [32]
-    const uint8_t* qs = block + 48;     // [128]
+    const uint8_t* scales = block + 4;                 // [12]
+    const uint8_t* qh = block + 16;                    // [32], Q5_K only
+    const uint8_t* qs = block + (fifth_bit ? 48 : 16);  // [128]
     float* out = dst + b * kQuantSuperBlock;
     for (int g = 0; g < 4; ++g) {
       const GroupFactors f = group_factors_k4(scales, g, d, dmin);
       const uint8_t* q = qs + 32 * g;
       float* o = out + 64 * g;
       for (int l = 0; l < 32; ++l) {
-        const int lo = (q[l] & 0x0f) | (((qh[l] >> (2 * g)) & 1) << 4);
-        const int hi = (q[l] >> 4) | (((qh[l] >> (2 * g + 1)) & 1) << 4);
+        int lo = q[l] & 0x0f, hi = q[l] >> 4;
+        if (fifth_bit) {
+          lo |= ((qh[l] >> (2 * g)) & 1) << 4;
+          hi |= ((qh[l] >> (2 * g + 1)) & 1) << 4;
+        }
         o[l] = f.d1 * static_cast<float>(lo) - f.m1;
         o[l + 32] = f.d2 * static_cast<float>(hi) - f.m2;
       }
     }
   }
 }
+
+}  // namespace
+
+void dequantize_q4_k(const uint8_t* src, float* dst, std::size_t n) { dequantize_k4_family(src, dst, n, false); }
+void dequantize_q5_k(const uint8_t* src, float* dst, std::size_t n) { dequantize_k4_family(src, dst, n, true); }
 
 // Each 128-weight half h uses 64 bytes of ql and 32 of qh. Weight l of its quarter j (l < 32)
 // takes four low bits from ql[l] (j = 0), ql[l+32] (j = 1) or their high nibbles (j = 2, 3), and
