@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -60,6 +61,17 @@ inline std::string scratch_file(const std::string& name, const uint8_t* data, si
   if (size > 0 && std::fwrite(data, 1, size, f) != size) std::abort();
   std::fclose(f);
   return path;
+}
+
+// Creates the folder scratch_dir()/folder holding `files` (name, bytes); returns its path.
+inline std::string scratch_folder(const std::string& folder,
+                                  std::initializer_list<std::pair<const char*, std::string_view>> files) {
+  const std::string dir = scratch_dir() + "/" + folder;
+  std::filesystem::create_directories(dir);
+  for (const auto& [name, bytes] : files) {
+    scratch_file(folder + "/" + name, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  }
+  return dir;
 }
 
 // Splits at the first NUL byte: {before, after}; after is empty when there is none.
@@ -125,31 +137,23 @@ inline void safetensors(const uint8_t* data, size_t size) {
 
 // An HF folder: config.json, a NUL byte, then model.safetensors.
 inline void hf_folder(const uint8_t* data, size_t size) {
-  const auto parts = split_nul(data, size);
-  const std::string_view config = parts.first, weights = parts.second;
-  const std::string dir = scratch_dir() + "/hf";
-  std::filesystem::create_directories(dir);
-  scratch_file("hf/config.json", reinterpret_cast<const uint8_t*>(config.data()), config.size());
-  scratch_file("hf/model.safetensors", reinterpret_cast<const uint8_t*>(weights.data()), weights.size());
+  const auto [config, weights] = split_nul(data, size);
+  const std::string dir = scratch_folder("hf", {{"config.json", config}, {"model.safetensors", weights}});
   expect_input_error_only([&] { (void)load_hf_model(dir); });
 }
 
 inline void tokenizer_json(const uint8_t* data, size_t size) {
-  const std::string dir = scratch_dir() + "/tok";
-  std::filesystem::create_directories(dir);
-  const std::string path = scratch_file("tok/tokenizer.json", data, size);
+  const std::string path =
+      scratch_folder("tok", {{"tokenizer.json", {reinterpret_cast<const char*>(data), size}}}) + "/tokenizer.json";
   expect_input_error_only([&] { exercise_tokenizer(*load_tokenizer_json(path)); });
 }
 
 // A DuoAttention pattern folder: full_attention_heads.tsv, a NUL byte, then config.json.
 inline void duo_pattern(const uint8_t* data, size_t size) {
   const auto parts = split_nul(data, size);
-  const std::string_view tsv = parts.first, config = parts.second;
+  const std::string_view tsv = parts.first, config = parts.second;  // tsv is captured below
   expect_input_error_only([&] { (void)parse_duo_tsv(std::string(tsv), "fuzz.tsv"); });
-  const std::string dir = scratch_dir() + "/duo";
-  std::filesystem::create_directories(dir);
-  scratch_file("duo/full_attention_heads.tsv", reinterpret_cast<const uint8_t*>(tsv.data()), tsv.size());
-  scratch_file("duo/config.json", reinterpret_cast<const uint8_t*>(config.data()), config.size());
+  const std::string dir = scratch_folder("duo", {{"full_attention_heads.tsv", tsv}, {"config.json", config}});
   expect_input_error_only([&] { (void)read_duo_pattern(dir); });
 }
 
