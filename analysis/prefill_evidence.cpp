@@ -30,6 +30,23 @@ void PrefillReducer::on_begin(const ModelConfig& config, std::span<const int> pr
   ev_.key_scores.clear();
 }
 
+void PrefillReducer::on_prefill_summary(const PrefillSummary& s) {
+  const int H = ev_.shape.n_heads, P = ev_.prompt_len, W = ev_.window;
+  if (s.layer < 0 || s.layer >= ev_.shape.n_layers || s.head < 0 || s.head >= H)
+    throw std::logic_error("PrefillReducer: summary for layer " + std::to_string(s.layer) + " head " +
+                           std::to_string(s.head) + " outside the model");
+  if (s.prompt_len != P || s.window < W)
+    throw std::logic_error("PrefillReducer: summary of " + std::to_string(s.prompt_len) + " queries with window " +
+                           std::to_string(s.window) + " does not cover " + std::to_string(P) + " and " +
+                           std::to_string(W));
+  const size_t lh = (size_t)s.layer * H + s.head;
+  std::copy_n(s.colsum, P, ev_.colsum.data() + lh * P);
+  // The summary's last W rows are this evidence's window.
+  const size_t skip = (size_t)(s.window - W);
+  std::copy_n(s.window_rows + skip * P, (size_t)W * P, ev_.window_rows.data() + lh * W * P);
+  std::copy_n(s.window_lse + skip, W, ev_.window_lse.data() + lh * W);
+}
+
 void PrefillReducer::on_attention(const AttentionBlock& b) {
   if (b.decode) return;
   const int H = ev_.shape.n_heads, P = ev_.prompt_len, W = ev_.window;

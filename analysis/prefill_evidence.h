@@ -27,12 +27,15 @@ struct PrefillEvidence {
   }
 };
 
-// Accumulates PrefillEvidence from the engine's prefill attention blocks.
+// Accumulates PrefillEvidence from the engine's prefill attention blocks, or takes it from the
+// engine's own reductions (on_prefill_summary).
 class PrefillReducer : public AttentionObserver {
  public:
   PrefillReducer(const ModelShape& shape, int window_request);
   void on_begin(const ModelConfig& config, std::span<const int> prompt) override;
   void on_attention(const AttentionBlock& block) override;
+  PrefillNeed prefill_need() const override { return {false, window_request_}; }
+  void on_prefill_summary(const PrefillSummary& summary) override;
   const PrefillEvidence& evidence() const { return ev_; }
   PrefillEvidence& evidence() { return ev_; }
  private:

@@ -63,6 +63,12 @@ void TraceRecorder::on_begin(const ModelConfig& config, std::span<const int> pro
     prefill_map_.assign((size_t)s.n_layers * s.n_heads * meta_.prompt_len * meta_.prompt_len, 0.0f);
 }
 
+PrefillNeed TraceRecorder::prefill_need() const {
+  PrefillNeed need = reducer_.prefill_need();
+  need.rows = capture_map_;
+  return need;
+}
+
 void TraceRecorder::on_attention(const AttentionBlock& b) {
   const int L = meta_.shape.n_layers, H = meta_.shape.n_heads, P = meta_.prompt_len;
   if (b.layer < 0 || b.layer >= L || b.head < 0 || b.head >= H)

@@ -33,6 +33,9 @@ class TraceRecorder : public AttentionObserver {
 
   void on_begin(const ModelConfig& config, std::span<const int> prompt) override;
   void on_attention(const AttentionBlock& block) override;
+  // Rows while the full prefill map fits the capture budget, the reductions otherwise.
+  PrefillNeed prefill_need() const override;
+  void on_prefill_summary(const PrefillSummary& summary) override { reducer_.on_prefill_summary(summary); }
   void on_prefill_end(int prompt_len) override;
   void on_token(int pos, int token) override;
 

@@ -34,6 +34,28 @@ struct AttentionBlock {
   int key(int j) const { return key_pos ? key_pos[j] : j; }
 };
 
+// What an observer needs of the prompt's attention. rows: the blocks of rows (on_attention) —
+// the whole P x P map passes by. Otherwise its reductions suffice: per (layer, head) the column
+// sums and the last `window` rows (on_prefill_summary), which a GPU backend computes on the
+// device instead of copying the map.
+struct PrefillNeed {
+  bool rows = true;
+  int window = 0;
+};
+
+// Prefill reductions of one (layer, head) over the P prompt queries.
+struct PrefillSummary {
+  int layer = 0;
+  int head = 0;
+  int prompt_len = 0;                  // P
+  int window = 0;                      // W <= P
+  const float* colsum = nullptr;       // [P] sum over the P queries of their attention to each key
+  const float* window_rows = nullptr;  // [W, P] rows of queries P-W..P-1 (0 past the diagonal)
+  const float* window_lse = nullptr;   // [W] their log-sum-exp (as AttentionBlock::lse)
+};
+
+// In one prefill an engine delivers either the blocks of rows (on_attention, to every observer)
+// or, when no observer needs rows, the summaries (on_prefill_summary) — never both.
 class AttentionObserver {
  public:
   virtual ~AttentionObserver() = default;
@@ -41,6 +63,9 @@ class AttentionObserver {
   virtual void on_begin(const ModelConfig& config, std::span<const int> prompt) {}
   // Attention evidence; see AttentionBlock. Pointers are valid during the call only.
   virtual void on_attention(const AttentionBlock& block) {}
+  virtual PrefillNeed prefill_need() const { return {}; }
+  // Prefill reductions (see PrefillNeed); pointers are valid during the call only.
+  virtual void on_prefill_summary(const PrefillSummary& summary) {}
   // Every layer of the prompt has been processed.
   virtual void on_prefill_end(int prompt_len) {}
   // Next-token logits [vocab] computed at position pos.
@@ -56,6 +81,16 @@ class ObserverFanout : public AttentionObserver {
   bool empty() const { return observers_.empty(); }
   void on_begin(const ModelConfig& c, std::span<const int> p) override { for (auto* o : observers_) o->on_begin(c, p); }
   void on_attention(const AttentionBlock& b) override { for (auto* o : observers_) o->on_attention(b); }
+  PrefillNeed prefill_need() const override {
+    PrefillNeed need{false, 0};
+    for (auto* o : observers_) {
+      const PrefillNeed n = o->prefill_need();
+      need.rows = need.rows || n.rows;
+      need.window = n.window > need.window ? n.window : need.window;
+    }
+    return need;
+  }
+  void on_prefill_summary(const PrefillSummary& s) override { for (auto* o : observers_) o->on_prefill_summary(s); }
   void on_prefill_end(int n) override { for (auto* o : observers_) o->on_prefill_end(n); }
   void on_logits(int pos, std::span<const float> l) override { for (auto* o : observers_) o->on_logits(pos, l); }
   void on_token(int pos, int t) override { for (auto* o : observers_) o->on_token(pos, t); }
