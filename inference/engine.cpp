@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "inference/cuda_backend.h"
 #include "inference/decode_team.h"
 #include "inference/errors.h"
 #include "inference/kv_store.h"
@@ -21,22 +22,6 @@
 
 namespace kvs {
 namespace {
-
-std::vector<float> inv_freq_for(const Model& model) {
-  const ModelConfig& c = model.config;
-  std::vector<float> inv_freq = ops::rope_inv_freq(c.head_dim, c.rope_theta);  // [head_dim/2]
-  const RopeScaling& s = c.rope_scaling;
-  if (s.type == "linear") {
-    ops::rope_scale_linear(inv_freq, s.factor);
-  } else if (s.type == "llama3") {
-    ops::rope_scale_llama3(inv_freq, s.factor, s.low_freq_factor, s.high_freq_factor,
-                           s.original_max_position);
-  } else if (!s.type.empty() && s.type != "none") {
-    throw input_error(model.path.empty() ? c.name : model.path,
-                      "unsupported RoPE scaling type '" + s.type + "'");
-  }
-  return inv_freq;
-}
 
 void check_config(const Model& model) {
   const ModelConfig& c = model.config;
@@ -71,7 +56,7 @@ void add_into(float* y, const float* x, long n) {
 struct Engine::State {
   State(const Model& m, bool rope_in_cache)
       : store(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, m.config.seq_len),
-        rope(inv_freq_for(m)), rope_in_cache(rope_in_cache) {}
+        rope(rope_inv_freq(m)), rope_in_cache(rope_in_cache) {}
 
   KvStore store;
   ops::RopeTable rope;
@@ -163,6 +148,10 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
   check_config(model);
   if (options_.prefill_block <= 0) options_.prefill_block = 64;
   state_ = std::make_unique<State>(model, options_.rope_in_cache);
+  if (options_.device == Device::Cuda) {
+    cuda_ = std::make_unique<CudaBackend>(model, options_);
+    return;
+  }
   const ModelConfig& c = model.config;
   State& s = *state_;
   s.x.resize(c.dim);
@@ -186,14 +175,15 @@ void Engine::set_observer(AttentionObserver* observer) { state_->observer = obse
 void Engine::set_controller(CacheController* controller) { state_->controller = controller; }
 
 void Engine::reset() {
+  if (cuda_) cuda_->reset();
   state_->store.clear();
   state_->pos = 0;
 }
 
-int Engine::pos() const { return state_->pos; }
-KvSlots& Engine::slots() { return state_->store; }
-std::size_t Engine::kv_bytes() const { return state_->store.bytes(); }
-std::size_t Engine::peak_kv_bytes() const { return state_->store.peak_bytes(); }
+int Engine::pos() const { return cuda_ ? cuda_->pos() : state_->pos; }
+KvSlots& Engine::slots() { return cuda_ ? cuda_->slots() : state_->store; }
+std::size_t Engine::kv_bytes() const { return cuda_ ? cuda_->kv_bytes() : state_->store.bytes(); }
+std::size_t Engine::peak_kv_bytes() const { return cuda_ ? cuda_->peak_kv_bytes() : state_->store.peak_bytes(); }
 
 std::span<const float> Engine::prefill(std::span<const int> tokens) {
   const ModelConfig& c = model_.config;
@@ -209,6 +199,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
                                       " is outside the vocabulary of " + std::to_string(c.vocab_size));
     }
   }
+  if (cuda_) return cuda_->prefill(tokens, state_->observer, state_->controller);
   ThreadScope threads(options_.n_threads);
   reset();
   State& s = *state_;
@@ -316,14 +307,15 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
 std::span<const float> Engine::decode(int token) {
   const ModelConfig& c = model_.config;
   State& s = *state_;
-  if (s.pos >= c.seq_len) {
-    throw input_error("generation", "position " + std::to_string(s.pos) +
+  if (pos() >= c.seq_len) {
+    throw input_error("generation", "position " + std::to_string(pos()) +
                                         " exceeds the model's context of " + std::to_string(c.seq_len));
   }
   if (token < 0 || token >= c.vocab_size) {
     throw input_error("token", "id " + std::to_string(token) + " is outside the vocabulary of " +
                                    std::to_string(c.vocab_size));
   }
+  if (cuda_) return cuda_->decode(token, s.observer, s.controller);
   const int pos = s.pos;
   if (s.observer) s.observer->on_token(pos, token);
   s.rope.reserve(pos + 1);

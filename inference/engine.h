@@ -11,7 +11,11 @@
 
 namespace kvs {
 
+// Where the forward pass runs. Cuda needs a CUDA build and a GPU (see cuda_usable()).
+enum class Device { Cpu, Cuda };
+
 struct EngineOptions {
+  Device device = Device::Cpu;
   // Threads of prefill and decode. 0 = all hardware threads, except that models under 4 MB of
   // weights per token decode on one.
   int n_threads = 0;
@@ -21,8 +25,9 @@ struct EngineOptions {
   bool rope_in_cache = false;
 };
 
-class KvStore;     // per-(layer, KV head) K/V storage; see kv_store.h
-class DecodeTeam;  // the threads of one decode step; see decode_team.h
+class KvStore;      // per-(layer, KV head) K/V storage; see kv_store.h
+class DecodeTeam;   // the threads of one decode step; see decode_team.h
+class CudaBackend;  // the forward pass on a GPU; see cuda_backend.h
 
 class Engine {
  public:
@@ -45,7 +50,7 @@ class Engine {
 
   int pos() const;                  // positions processed so far
   KvSlots& slots();
-  std::size_t kv_bytes() const;     // K+V bytes held now (fp32)
+  std::size_t kv_bytes() const;     // K+V bytes held now (fp32 on the CPU, fp16 on the GPU)
   std::size_t peak_kv_bytes() const;
   const Model& model() const { return model_; }
   const EngineOptions& options() const { return options_; }
@@ -55,7 +60,8 @@ class Engine {
   void decode_token(DecodeTeam& team, int pos);  // the calling thread's part of decode()
   const Model& model_;
   EngineOptions options_;
-  std::unique_ptr<State> state_;
+  std::unique_ptr<State> state_;        // CPU
+  std::unique_ptr<CudaBackend> cuda_;   // Device::Cuda
 };
 
 }  // namespace kvs

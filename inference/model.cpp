@@ -1,7 +1,27 @@
-// Model helpers: the weight traffic of one decoded token (for the bandwidth limit).
+// Model helpers: the weight traffic of one decoded token (for the bandwidth limit) and the RoPE
+// frequencies the model's scaling asks for.
 #include "inference/model.h"
 
+#include "inference/errors.h"
+#include "kernels/rope.h"
+
 namespace kvs {
+
+std::vector<float> rope_inv_freq(const Model& model) {
+  const ModelConfig& c = model.config;
+  std::vector<float> inv_freq = ops::rope_inv_freq(c.head_dim, c.rope_theta);  // [head_dim/2]
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type == "linear") {
+    ops::rope_scale_linear(inv_freq, s.factor);
+  } else if (s.type == "llama3") {
+    ops::rope_scale_llama3(inv_freq, s.factor, s.low_freq_factor, s.high_freq_factor,
+                           s.original_max_position);
+  } else if (!s.type.empty() && s.type != "none") {
+    throw input_error(model.path.empty() ? c.name : model.path,
+                      "unsupported RoPE scaling type '" + s.type + "'");
+  }
+  return inv_freq;
+}
 
 std::size_t Model::weight_bytes_per_token() const {
   std::size_t floats = static_cast<std::size_t>(config.dim);  // the token's embedding row

@@ -80,4 +80,8 @@ struct Model {
   std::size_t weight_bytes_per_token() const;
 };
 
+// RoPE inverse frequencies [head_dim/2] with the model's scaling applied. Throws InputError for
+// a scaling type it does not know.
+std::vector<float> rope_inv_freq(const Model& model);
+
 }  // namespace kvs

@@ -1,0 +1,30 @@
+// The CUDA backend in a build without nvcc: never usable, and says so.
+#include <stdexcept>
+
+#include "inference/cuda_backend.h"
+
+namespace kvs {
+
+namespace {
+constexpr const char* kNoCuda = "this build has no CUDA backend (nvcc was not found when it was configured)";
+}
+
+bool cuda_usable(std::string* why) {
+  if (why) *why = kNoCuda;
+  return false;
+}
+
+struct CudaBackend::Impl {};
+
+CudaBackend::CudaBackend(const Model&, const EngineOptions&) { throw std::runtime_error(kNoCuda); }
+CudaBackend::~CudaBackend() = default;
+void CudaBackend::reset() {}
+std::span<const float> CudaBackend::prefill(std::span<const int>, AttentionObserver*, CacheController*) { return {}; }
+std::span<const float> CudaBackend::decode(int, AttentionObserver*, CacheController*) { return {}; }
+int CudaBackend::pos() const { return 0; }
+KvSlots& CudaBackend::slots() { throw std::runtime_error(kNoCuda); }
+std::size_t CudaBackend::kv_bytes() const { return 0; }
+std::size_t CudaBackend::peak_kv_bytes() const { return 0; }
+std::size_t CudaBackend::weight_bytes() const { return 0; }
+
+}  // namespace kvs

@@ -1,0 +1,565 @@
+// CudaBackend: the Llama-family forward pass on the GPU. Weights and the KV cache are fp16 on the
+// device; activations, accumulation and softmax fp32. Projections are cuBLAS GEMMs (fp16 inputs,
+// fp32 output and compute); prefill attention is computed a block of query rows at a time
+// (scores by a batched GEMM, causal softmax kernel, P·V by a batched GEMM), so memory stays
+// bounded at any prompt length. Hooks get exactly what the CPU engine gives them.
+#include "inference/cuda_backend.h"
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "inference/cuda_device.h"
+#include "inference/cuda_kv_cache.h"
+#include "kernels/cuda_ops.h"
+#include "kernels/rope.h"
+
+namespace kvs {
+namespace {
+
+void blas_check(cublasStatus_t st, const char* what) {
+  if (st == CUBLAS_STATUS_SUCCESS) return;
+  throw std::runtime_error(std::string("cuBLAS: ") + what + ": " + cublasGetStatusString(st));
+}
+
+// Y[n, rows] (+)= X[n, cols] · W[rows, cols]^T, row-major; beta 0 overwrites, 1 accumulates.
+void gemm(cublasHandle_t blas, float* y, const __half* x16, const __half* w, int n, int rows,
+          int cols, float beta) {
+  const float alpha = 1.0f;
+  blas_check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, CUDA_R_16F, cols,
+                          x16, CUDA_R_16F, cols, &beta, y, CUDA_R_32F, rows, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT),
+             "projection");
+}
+
+struct DeviceLayer {
+  cuda::DeviceBuffer<float> attn_norm, ffn_norm;  // [dim]
+  cuda::DeviceBuffer<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim] or empty
+  cuda::DeviceBuffer<__half> wq;                  // [q_dim, dim]
+  cuda::DeviceBuffer<__half> wk, wv;              // [kv_dim, dim]
+  cuda::DeviceBuffer<__half> wo;                  // [dim, q_dim]
+  cuda::DeviceBuffer<__half> w_gate, w_up;        // [hidden_dim, dim]
+  cuda::DeviceBuffer<__half> w_down;              // [dim, hidden_dim]
+};
+
+long round_up(long n, long m) { return (n + m - 1) / m * m; }
+
+}  // namespace
+
+bool cuda_usable(std::string* why) { return cuda::gpu_present(why); }
+
+struct CudaBackend::Impl {
+  Impl(const Model& m, const EngineOptions& o);
+  ~Impl();
+
+  const Model& model;
+  const ModelConfig& c;
+  EngineOptions options;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  std::size_t weight_bytes = 0;
+
+  // Weights.
+  cuda::DeviceBuffer<__half> embedding;   // [vocab, dim]
+  cuda::DeviceBuffer<__half> classifier;  // [vocab, dim]; empty when tied to the embedding
+  cuda::DeviceBuffer<float> final_norm;   // [dim]
+  std::vector<DeviceLayer> layers;        // [n_layers]
+  cuda::DeviceBuffer<float> rope_cos, rope_sin;  // [seq_len, head_dim/2]
+  cuda::DeviceBuffer<int32_t> iota;              // [seq_len] 0, 1, 2, ...
+
+  std::unique_ptr<CudaKvCache> cache;
+  int pos = 0;
+
+  // Decode activations.
+  cuda::DeviceBuffer<float> x, xb;         // [dim]
+  cuda::DeviceBuffer<__half> xb16;         // [dim]
+  cuda::DeviceBuffer<float> q, att;        // [q_dim]
+  cuda::DeviceBuffer<__half> att16;        // [q_dim]
+  cuda::DeviceBuffer<float> k, v;          // [kv_dim]
+  cuda::DeviceBuffer<float> gate, up;      // [hidden_dim]
+  cuda::DeviceBuffer<__half> gate16;       // [hidden_dim]
+  cuda::DeviceBuffer<float> logits;        // [vocab]
+  cuda::DeviceBuffer<float> probs;         // [n_heads, seq_len] decode rows
+  cuda::DeviceBuffer<float> lse;           // [n_heads]
+  cuda::DeviceBuffer<float> att_scratch;   // attend_decode's scratch at seq_len rows
+  // Per-layer step metadata: slot0 [n_kv], n_rows [n_kv], qslot [n_heads], rows [n_kv, seq_len]
+  // at layer * meta_stride; written on the host (pinned) and copied before use.
+  long meta_stride = 0;
+  cuda::DeviceBuffer<int32_t> meta;        // [n_layers, meta_stride]
+  cuda::PinnedBuffer<int32_t> meta_host;   // [n_layers, meta_stride]
+  cuda::PinnedBuffer<int32_t> token_host;  // [1]
+  cuda::DeviceBuffer<int32_t> token;       // [1]
+  cuda::PinnedBuffer<float> logits_host;   // [vocab]
+  cuda::PinnedBuffer<float> probs_host;    // [n_heads, seq_len] (packed [n_heads, max_rows])
+  cuda::PinnedBuffer<float> lse_host;      // [n_heads]
+  std::vector<int32_t> key_pos;            // [n_kv, seq_len] positions of the attended rows
+  std::vector<AttentionBlock> blocks;      // [n_heads]
+  std::vector<float> logits_out;           // [vocab]
+
+  void upload_weights();
+  void upload(float* dst, const WeightVector& src, const char* what);
+  cuda::DeviceBuffer<__half> upload_half(const WeightVector& src, const char* what);
+  void sync() { cuda::check(cudaStreamSynchronize(stream), "stream"); }
+  int32_t* meta_at(int layer) const { return meta.get() + layer * meta_stride; }
+  int32_t* meta_host_at(int layer) const { return meta_host.get() + layer * meta_stride; }
+  void copy_meta(int layer, long offset, long n) {
+    cuda::check(cudaMemcpyAsync(meta_at(layer) + offset, meta_host_at(layer) + offset,
+                                n * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+                "upload of step metadata");
+  }
+  void logits_to_host(const float* x_last);
+
+  std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
+                                 CacheController* controller);
+  std::span<const float> decode(int token, AttentionObserver* observer, CacheController* controller);
+};
+
+CudaBackend::Impl::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), options(o) {
+  std::string why;
+  if (!cuda::gpu_present(&why)) throw std::runtime_error("CUDA: no usable GPU (" + why + ")");
+  cuda::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream creation");
+  blas_check(cublasCreate(&blas), "handle creation");
+  blas_check(cublasSetStream(blas, stream), "stream binding");
+  upload_weights();
+  // The cache first: it is the allocation a long context makes fail.
+  cache = std::make_unique<CudaKvCache>(c.n_layers, c.n_kv_heads, c.head_dim, c.seq_len, stream);
+
+  const int half = c.head_dim / 2, L = c.n_layers, n_kv = c.n_kv_heads, H = c.n_heads;
+  ops::RopeTable table(rope_inv_freq(m));
+  table.reserve(c.seq_len);
+  rope_cos = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE cos table");
+  rope_sin = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE sin table");
+  cuda::check(cudaMemcpy(rope_cos.get(), table.cos(0), rope_cos.bytes(), cudaMemcpyHostToDevice), "RoPE upload");
+  cuda::check(cudaMemcpy(rope_sin.get(), table.sin(0), rope_sin.bytes(), cudaMemcpyHostToDevice), "RoPE upload");
+  std::vector<int32_t> counting(c.seq_len);
+  std::iota(counting.begin(), counting.end(), 0);
+  iota = cuda::DeviceBuffer<int32_t>(c.seq_len, "position table");
+  cuda::check(cudaMemcpy(iota.get(), counting.data(), iota.bytes(), cudaMemcpyHostToDevice), "position upload");
+
+  x = cuda::DeviceBuffer<float>(c.dim, "activations");
+  xb = cuda::DeviceBuffer<float>(c.dim, "activations");
+  xb16 = cuda::DeviceBuffer<__half>(c.dim, "activations");
+  q = cuda::DeviceBuffer<float>(c.q_dim(), "activations");
+  att = cuda::DeviceBuffer<float>(c.q_dim(), "activations");
+  att16 = cuda::DeviceBuffer<__half>(c.q_dim(), "activations");
+  k = cuda::DeviceBuffer<float>(c.kv_dim(), "activations");
+  v = cuda::DeviceBuffer<float>(c.kv_dim(), "activations");
+  gate = cuda::DeviceBuffer<float>(c.hidden_dim, "activations");
+  up = cuda::DeviceBuffer<float>(c.hidden_dim, "activations");
+  gate16 = cuda::DeviceBuffer<__half>(c.hidden_dim, "activations");
+  logits = cuda::DeviceBuffer<float>(c.vocab_size, "logits");
+  probs = cuda::DeviceBuffer<float>(static_cast<std::size_t>(H) * c.seq_len, "attention rows");
+  lse = cuda::DeviceBuffer<float>(H, "attention rows");
+  att_scratch = cuda::DeviceBuffer<float>(cuda::attend_decode_scratch_floats(H, c.seq_len, c.head_dim),
+                                          "attention scratch");
+  meta_stride = round_up(2L * n_kv + H + static_cast<long>(n_kv) * c.seq_len, 32);
+  meta = cuda::DeviceBuffer<int32_t>(static_cast<std::size_t>(L) * meta_stride, "step metadata");
+  meta_host = cuda::PinnedBuffer<int32_t>(static_cast<std::size_t>(L) * meta_stride, "step metadata");
+  token_host = cuda::PinnedBuffer<int32_t>(1, "token");
+  token = cuda::DeviceBuffer<int32_t>(1, "token");
+  logits_host = cuda::PinnedBuffer<float>(c.vocab_size, "logits");
+  probs_host = cuda::PinnedBuffer<float>(static_cast<std::size_t>(H) * c.seq_len, "attention rows");
+  lse_host = cuda::PinnedBuffer<float>(H, "attention rows");
+  key_pos.resize(static_cast<std::size_t>(n_kv) * c.seq_len);
+  blocks.resize(H);
+  logits_out.resize(c.vocab_size);
+}
+
+CudaBackend::Impl::~Impl() {
+  if (stream) cudaStreamSynchronize(stream);
+  if (blas) cublasDestroy(blas);
+  if (stream) cudaStreamDestroy(stream);
+}
+
+void CudaBackend::Impl::upload(float* dst, const WeightVector& src, const char* what) {
+  cuda::check(cudaMemcpy(dst, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice), what);
+}
+
+cuda::DeviceBuffer<__half> CudaBackend::Impl::upload_half(const WeightVector& src, const char* what) {
+  cuda::DeviceBuffer<__half> out(src.size(), what);
+  constexpr std::size_t kChunk = std::size_t{16} << 20;  // floats staged per copy
+  cuda::DeviceBuffer<float> staging(std::min(kChunk, src.size()), "weight upload staging");
+  for (std::size_t i = 0; i < src.size(); i += kChunk) {
+    const std::size_t n = std::min(kChunk, src.size() - i);
+    cuda::check(cudaMemcpy(staging.get(), src.data() + i, n * sizeof(float), cudaMemcpyHostToDevice), what);
+    cuda::to_half(out.get() + i, staging.get(), static_cast<long>(n), nullptr);
+    cuda::check(cudaDeviceSynchronize(), what);
+  }
+  weight_bytes += out.bytes();
+  return out;
+}
+
+void CudaBackend::Impl::upload_weights() {
+  const ModelWeights& w = model.weights;
+  auto floats = [&](const WeightVector& src, const char* what) {
+    cuda::DeviceBuffer<float> out(src.size(), what);
+    if (!src.empty()) upload(out.get(), src, what);
+    weight_bytes += out.bytes();
+    return out;
+  };
+  embedding = upload_half(w.token_embedding, "the token embedding");
+  if (!c.tied_classifier) classifier = upload_half(w.classifier, "the classifier");
+  final_norm = floats(w.final_norm, "the final norm");
+  layers.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    DeviceLayer& d = layers[l];
+    d.attn_norm = floats(lw.attn_norm, "a norm weight");
+    d.ffn_norm = floats(lw.ffn_norm, "a norm weight");
+    d.bq = floats(lw.bq, "a bias");
+    d.bk = floats(lw.bk, "a bias");
+    d.bv = floats(lw.bv, "a bias");
+    d.wq = upload_half(lw.wq, "an attention weight");
+    d.wk = upload_half(lw.wk, "an attention weight");
+    d.wv = upload_half(lw.wv, "an attention weight");
+    d.wo = upload_half(lw.wo, "an attention weight");
+    d.w_gate = upload_half(lw.w_gate, "an FFN weight");
+    d.w_up = upload_half(lw.w_up, "an FFN weight");
+    d.w_down = upload_half(lw.w_down, "an FFN weight");
+  }
+}
+
+// Final norm of the last position's residual x_last [dim], the classifier, and the copy back.
+void CudaBackend::Impl::logits_to_host(const float* x_last) {
+  cuda::rmsnorm_rows(xb.get(), xb16.get(), x_last, final_norm.get(), 1, c.dim, c.rms_eps, stream);
+  gemm(blas, logits.get(), xb16.get(), c.tied_classifier ? embedding.get() : classifier.get(), 1,
+       c.vocab_size, c.dim, 0.0f);
+  cuda::check(cudaMemcpyAsync(logits_host.get(), logits.get(), logits.bytes(), cudaMemcpyDeviceToHost, stream),
+              "logits copy");
+  sync();
+  std::copy_n(logits_host.get(), c.vocab_size, logits_out.begin());
+}
+
+std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, AttentionObserver* observer,
+                                                  CacheController* controller) {
+  const int P = static_cast<int>(tokens.size());
+  const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
+  const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const bool interleaved = c.rope_style == RopeStyle::Interleaved;
+  cache->clear();
+  pos = 0;
+  if (observer) {
+    observer->on_begin(c, tokens);
+    for (int i = 0; i < P; ++i) observer->on_token(i, tokens[i]);
+  }
+  const PrefillNeed need = observer ? observer->prefill_need() : PrefillNeed{false, 0};
+  const bool want_rows = observer && need.rows;
+  const bool want_summary = observer && !need.rows;
+  const int W = want_summary ? std::max(1, std::min(need.window, P)) : 0;
+
+  // Query rows per attention block: scores of every head within a fixed budget (and, when the
+  // rows go to the host, within a smaller pinned one).
+  const long ld = round_up(P, 8);
+  const long per_row = static_cast<long>(H) * ld;  // score floats per block row
+  long B = std::max(1L, (256L << 20) / (per_row * 6));
+  if (want_rows) B = std::min(B, std::max(1L, (64L << 20) / (per_row * 4)));
+  B = std::min<long>(B, P);
+
+  const std::size_t Pz = P;
+  cuda::DeviceBuffer<int32_t> ids(Pz, "prompt tokens");
+  cuda::DeviceBuffer<float> X(Pz * dim, "prefill activations");    // [P, dim] residual stream
+  cuda::DeviceBuffer<float> XB(Pz * dim, "prefill activations");   // [P, dim]
+  cuda::DeviceBuffer<__half> XB16(Pz * dim, "prefill activations");  // [P, dim]
+  cuda::DeviceBuffer<float> Q(Pz * qd, "prefill activations");     // [P, q_dim]
+  cuda::DeviceBuffer<__half> Q16(Pz * qd, "prefill activations");  // [P, q_dim]
+  cuda::DeviceBuffer<float> K(Pz * kvd, "prefill activations");    // [P, kv_dim]
+  cuda::DeviceBuffer<float> V(Pz * kvd, "prefill activations");    // [P, kv_dim]
+  cuda::DeviceBuffer<__half> K16(Pz * kvd, "prefill activations");  // [P, kv_dim]
+  cuda::DeviceBuffer<__half> V16(Pz * kvd, "prefill activations");  // [P, kv_dim]
+  cuda::DeviceBuffer<float> ATT(Pz * qd, "prefill activations");    // [P, q_dim]
+  cuda::DeviceBuffer<__half> ATT16(Pz * qd, "prefill activations");  // [P, q_dim]
+  cuda::DeviceBuffer<float> G(Pz * hid, "prefill activations");    // [P, hidden_dim]
+  cuda::DeviceBuffer<float> U(Pz * hid, "prefill activations");    // [P, hidden_dim]
+  cuda::DeviceBuffer<__half> G16(Pz * hid, "prefill activations");  // [P, hidden_dim]
+  cuda::DeviceBuffer<float> S(B * per_row, "prefill attention scores");        // [H, nq <= B, ld]
+  cuda::DeviceBuffer<__half> S16(B * per_row, "prefill attention scores");     // [H, nq <= B, ld]
+  cuda::DeviceBuffer<float> S_lse(B * H, "prefill attention scores");          // [H, nq <= B]
+  cuda::DeviceBuffer<int32_t> slot0(n_kv, "prefill cache slots");              // [n_kv] zeros
+  cuda::DeviceBuffer<float> colsum, window, window_lse;                        // device reductions
+  cuda::PinnedBuffer<float> colsum_host, window_host, window_lse_host;
+  if (want_summary) {
+    colsum = cuda::DeviceBuffer<float>(static_cast<std::size_t>(H) * P, "prefill column sums");  // [H, P]
+    window = cuda::DeviceBuffer<float>(static_cast<std::size_t>(H) * W * P, "prefill window");  // [H, W, P]
+    window_lse = cuda::DeviceBuffer<float>(static_cast<std::size_t>(H) * W, "prefill window");  // [H, W]
+    colsum_host = cuda::PinnedBuffer<float>(colsum.size(), "prefill column sums");
+    window_host = cuda::PinnedBuffer<float>(window.size(), "prefill window");
+    window_lse_host = cuda::PinnedBuffer<float>(window_lse.size(), "prefill window");
+  }
+  cuda::PinnedBuffer<float> rows_host, rows_lse_host;
+  if (want_rows) {
+    rows_host = cuda::PinnedBuffer<float>(B * per_row, "prefill attention rows");  // [H, nq, n_keys]
+    rows_lse_host = cuda::PinnedBuffer<float>(B * H, "prefill attention rows");     // [H, nq]
+  }
+
+  std::vector<int32_t> ids_host(tokens.begin(), tokens.end());
+  cuda::check(cudaMemcpyAsync(ids.get(), ids_host.data(), Pz * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+              "prompt upload");
+  cuda::check(cudaMemsetAsync(slot0.get(), 0, slot0.bytes(), stream), "prefill cache slots");
+  cuda::embed_rows(X.get(), embedding.get(), ids.get(), P, dim, stream);
+
+  const float one = 1.0f, zero = 0.0f;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const DeviceLayer& lw = layers[l];
+    cuda::rmsnorm_rows(XB.get(), XB16.get(), X.get(), lw.attn_norm.get(), P, dim, c.rms_eps, stream);
+    gemm(blas, Q.get(), XB16.get(), lw.wq.get(), P, qd, dim, 0.0f);
+    gemm(blas, K.get(), XB16.get(), lw.wk.get(), P, kvd, dim, 0.0f);
+    gemm(blas, V.get(), XB16.get(), lw.wv.get(), P, kvd, dim, 0.0f);
+    if (lw.bq.size()) cuda::add_bias(Q.get(), lw.bq.get(), P, qd, stream);
+    if (lw.bk.size()) cuda::add_bias(K.get(), lw.bk.get(), P, kvd, stream);
+    if (lw.bv.size()) cuda::add_bias(V.get(), lw.bv.get(), P, kvd, stream);
+    // rope_in_cache caches keys before rotation; attention still uses rotated keys, since during
+    // prefill every key's slot equals its position.
+    auto cache_kv = [&] {
+      for (int g = 0; g < n_kv; ++g) cache->push(l, g, 0, P);
+      cuda::kv_append(cache->keys(l), cache->values(l), cache->head_stride(), K.get(), V.get(), kvd, P,
+                      n_kv, hd, slot0.get(), stream);
+    };
+    if (options.rope_in_cache) cache_kv();
+    cuda::rope_rows(Q.get(), qd, P, H, hd, iota.get(), rope_cos.get(), rope_sin.get(), interleaved, stream);
+    cuda::rope_rows(K.get(), kvd, P, n_kv, hd, iota.get(), rope_cos.get(), rope_sin.get(), interleaved, stream);
+    if (!options.rope_in_cache) cache_kv();
+    cuda::to_half(Q16.get(), Q.get(), static_cast<long>(Pz * qd), stream);
+    cuda::to_half(K16.get(), K.get(), static_cast<long>(Pz * kvd), stream);
+    cuda::to_half(V16.get(), V.get(), static_cast<long>(Pz * kvd), stream);
+
+    for (int q0 = 0; q0 < P; q0 += static_cast<int>(B)) {
+      const int nq = static_cast<int>(std::min<long>(B, P - q0));
+      const int n_keys = q0 + nq;
+      const long head_block = static_cast<long>(nq) * ld;  // floats of one head's rows in S
+      // Heads g * group + r for g = 0..n_kv-1 form one strided batch per r.
+      for (int r = 0; r < group; ++r) {
+        // S_h[nq, n_keys] = scale * Q_h[nq, hd] · K_g[n_keys, hd]^T
+        blas_check(cublasGemmStridedBatchedEx(
+                       blas, CUBLAS_OP_T, CUBLAS_OP_N, n_keys, nq, hd, &scale, K16.get(), CUDA_R_16F, kvd, hd,
+                       Q16.get() + static_cast<std::size_t>(q0) * qd + r * hd, CUDA_R_16F, qd,
+                       static_cast<long long>(group) * hd, &zero, S.get() + r * head_block, CUDA_R_32F, ld,
+                       group * head_block, n_kv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "prefill scores");
+      }
+      cuda::softmax_causal(S.get(), S16.get(), S_lse.get(), H, nq, n_keys, ld, q0, stream);
+      for (int r = 0; r < group; ++r) {
+        // ATT_h[nq, hd] = P_h[nq, n_keys] · V_g[n_keys, hd]
+        blas_check(cublasGemmStridedBatchedEx(
+                       blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, n_keys, &one, V16.get(), CUDA_R_16F, kvd, hd,
+                       S16.get() + r * head_block, CUDA_R_16F, ld, group * head_block, &zero,
+                       ATT.get() + static_cast<std::size_t>(q0) * qd + r * hd, CUDA_R_32F, qd,
+                       static_cast<long long>(group) * hd, n_kv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "prefill attention output");
+      }
+      if (want_summary) {
+        if (q0 == 0) cuda::check(cudaMemsetAsync(colsum.get(), 0, colsum.bytes(), stream), "column sums");
+        cuda::colsum_add(colsum.get(), P, S.get(), H, nq, n_keys, ld, stream);
+        cuda::window_rows(window.get(), window_lse.get(), S.get(), S_lse.get(), H, nq, n_keys, ld, q0, P, W, stream);
+      }
+      if (want_rows) {
+        // Rows packed to [H, nq, n_keys] as AttentionBlock wants them.
+        cuda::check(cudaMemcpy2DAsync(rows_host.get(), n_keys * sizeof(float), S.get(), ld * sizeof(float),
+                                      n_keys * sizeof(float), static_cast<std::size_t>(H) * nq,
+                                      cudaMemcpyDeviceToHost, stream),
+                    "prefill rows copy");
+        cuda::check(cudaMemcpyAsync(rows_lse_host.get(), S_lse.get(), static_cast<std::size_t>(H) * nq * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream),
+                    "prefill rows copy");
+        sync();
+        for (int h = 0; h < H; ++h) {
+          AttentionBlock block;
+          block.layer = l;
+          block.head = h;
+          block.q_pos0 = q0;
+          block.n_q = nq;
+          block.n_keys = n_keys;
+          block.probs = rows_host.get() + static_cast<std::size_t>(h) * nq * n_keys;
+          block.lse = rows_lse_host.get() + static_cast<std::size_t>(h) * nq;
+          observer->on_attention(block);
+        }
+      }
+    }
+    cuda::check_launch("prefill attention");
+    if (want_summary) {
+      cuda::check(cudaMemcpyAsync(colsum_host.get(), colsum.get(), colsum.bytes(), cudaMemcpyDeviceToHost, stream),
+                  "column sums copy");
+      cuda::check(cudaMemcpyAsync(window_host.get(), window.get(), window.bytes(), cudaMemcpyDeviceToHost, stream),
+                  "window copy");
+      cuda::check(cudaMemcpyAsync(window_lse_host.get(), window_lse.get(), window_lse.bytes(),
+                                  cudaMemcpyDeviceToHost, stream),
+                  "window copy");
+      sync();
+      for (int h = 0; h < H; ++h) {
+        PrefillSummary s;
+        s.layer = l;
+        s.head = h;
+        s.prompt_len = P;
+        s.window = W;
+        s.colsum = colsum_host.get() + static_cast<std::size_t>(h) * P;
+        s.window_rows = window_host.get() + static_cast<std::size_t>(h) * W * P;
+        s.window_lse = window_lse_host.get() + static_cast<std::size_t>(h) * W;
+        observer->on_prefill_summary(s);
+      }
+    }
+    cuda::to_half(ATT16.get(), ATT.get(), static_cast<long>(Pz * qd), stream);
+    gemm(blas, X.get(), ATT16.get(), lw.wo.get(), P, dim, qd, 1.0f);
+
+    cuda::rmsnorm_rows(XB.get(), XB16.get(), X.get(), lw.ffn_norm.get(), P, dim, c.rms_eps, stream);
+    gemm(blas, G.get(), XB16.get(), lw.w_gate.get(), P, hid, dim, 0.0f);
+    gemm(blas, U.get(), XB16.get(), lw.w_up.get(), P, hid, dim, 0.0f);
+    cuda::swiglu(G.get(), G16.get(), U.get(), static_cast<long>(Pz * hid), stream);
+    gemm(blas, X.get(), G16.get(), lw.w_down.get(), P, dim, hid, 1.0f);
+    cuda::check_launch("prefill layer");
+  }
+  pos = P;
+  logits_to_host(X.get() + (Pz - 1) * dim);  // synchronises: the prefill buffers may go
+  if (observer) observer->on_prefill_end(P);
+  if (controller) controller->after_prefill(P, *cache);
+  if (observer) observer->on_logits(P - 1, logits_out);
+  return logits_out;
+}
+
+std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver* observer,
+                                                 CacheController* controller) {
+  const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
+  const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const bool interleaved = c.rope_style == RopeStyle::Interleaved;
+  const bool hooks = observer || controller;
+  const bool rope_in_cache = options.rope_in_cache;
+
+  if (observer) observer->on_token(pos, token_id);
+  token_host.get()[0] = token_id;
+  cuda::check(cudaMemcpyAsync(token.get(), token_host.get(), sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+              "token upload");
+  cuda::embed_rows(x.get(), embedding.get(), token.get(), 1, dim, stream);
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    const DeviceLayer& lw = layers[l];
+    int32_t* m_host = meta_host_at(l);
+    int32_t* m_dev = meta_at(l);
+    int32_t* slot0_h = m_host;             // [n_kv]
+    int32_t* n_rows_h = m_host + n_kv;     // [n_kv]
+    int32_t* qslot_h = m_host + 2 * n_kv;  // [H]
+    int32_t* rows_h = m_host + 2 * n_kv + H;  // [n_kv, rows_stride]
+
+    cuda::rmsnorm_rows(xb.get(), xb16.get(), x.get(), lw.attn_norm.get(), 1, dim, c.rms_eps, stream);
+    gemm(blas, q.get(), xb16.get(), lw.wq.get(), 1, qd, dim, 0.0f);
+    gemm(blas, k.get(), xb16.get(), lw.wk.get(), 1, kvd, dim, 0.0f);
+    gemm(blas, v.get(), xb16.get(), lw.wv.get(), 1, kvd, dim, 0.0f);
+    if (lw.bq.size()) cuda::add_bias(q.get(), lw.bq.get(), 1, qd, stream);
+    if (lw.bk.size()) cuda::add_bias(k.get(), lw.bk.get(), 1, kvd, stream);
+    if (lw.bv.size()) cuda::add_bias(v.get(), lw.bv.get(), 1, kvd, stream);
+    if (!rope_in_cache) {
+      cuda::rope_rows(q.get(), qd, 1, H, hd, iota.get() + pos, rope_cos.get(), rope_sin.get(), interleaved, stream);
+      cuda::rope_rows(k.get(), kvd, 1, n_kv, hd, iota.get() + pos, rope_cos.get(), rope_sin.get(), interleaved, stream);
+    }
+    // The new key and value go to the end of each KV head's rows.
+    for (int g = 0; g < n_kv; ++g) {
+      slot0_h[g] = cache->size(l, g);
+      cache->push(l, g, pos, 1);
+    }
+    copy_meta(l, 0, n_kv);
+    cuda::kv_append(cache->keys(l), cache->values(l), cache->head_stride(), k.get(), v.get(), kvd, 1, n_kv, hd,
+                    m_dev, stream);
+    if (controller) controller->before_attention(l, pos, *cache);
+
+    // The rows each KV head attends: all of them (a shared 0..n-1 list) unless some are inactive.
+    int max_rows = 0;
+    bool all_active = true;
+    for (int g = 0; g < n_kv; ++g) {
+      max_rows = std::max(max_rows, cache->size(l, g));
+      const std::span<uint8_t> act = cache->active(l, g);
+      all_active = all_active && std::all_of(act.begin(), act.end(), [](uint8_t a) { return a != 0; });
+    }
+    const long rows_stride = all_active ? 0 : max_rows;
+    for (int g = 0; g < n_kv; ++g) {
+      const std::span<const int32_t> held = cache->held(l, g);
+      const std::span<uint8_t> act = cache->active(l, g);
+      int32_t* kp = key_pos.data() + static_cast<std::size_t>(g) * c.seq_len;
+      int n = 0;
+      for (std::size_t j = 0; j < held.size(); ++j) {
+        if (!act[j]) continue;
+        if (!all_active) rows_h[g * rows_stride + n] = static_cast<int32_t>(j);
+        kp[n++] = held[j];
+      }
+      if (n == 0) {
+        throw std::logic_error("cache controller left layer " + std::to_string(l) + " KV head " +
+                               std::to_string(g) + " with no active key");
+      }
+      n_rows_h[g] = n;
+    }
+    for (int h = 0; h < H; ++h) qslot_h[h] = cache->size(l, h / group) - 1;
+    copy_meta(l, n_kv, n_kv + H);
+    if (!all_active) copy_meta(l, 2L * n_kv + H, n_kv * rows_stride);
+    const int32_t* rows_dev = all_active ? iota.get() : m_dev + 2 * n_kv + H;
+    if (rope_in_cache) {
+      // The query goes to its KV head's last slot; keys are rotated by slot inside the attention.
+      cuda::rope_rows(q.get(), hd, H, 1, hd, m_dev + 2 * n_kv, rope_cos.get(), rope_sin.get(), interleaved, stream);
+    }
+    cuda::attend_decode(att.get(), att16.get(), probs.get(), c.seq_len, lse.get(), q.get(), cache->keys(l),
+                        cache->values(l), cache->head_stride(), rows_dev, rows_stride, m_dev + n_kv, max_rows, H,
+                        n_kv, hd, scale, rope_in_cache ? rope_cos.get() : nullptr,
+                        rope_in_cache ? rope_sin.get() : nullptr, interleaved, att_scratch.get(), stream);
+    cuda::check_launch("decode attention");
+
+    if (hooks) {
+      cuda::check(cudaMemcpy2DAsync(probs_host.get(), max_rows * sizeof(float), probs.get(),
+                                    c.seq_len * sizeof(float), max_rows * sizeof(float), H,
+                                    cudaMemcpyDeviceToHost, stream),
+                  "decode rows copy");
+      cuda::check(cudaMemcpyAsync(lse_host.get(), lse.get(), H * sizeof(float), cudaMemcpyDeviceToHost, stream),
+                  "decode rows copy");
+      sync();
+      for (int h = 0; h < H; ++h) {
+        const int g = h / group;
+        AttentionBlock& b = blocks[h];
+        b.layer = l;
+        b.head = h;
+        b.q_pos0 = pos;
+        b.n_q = 1;
+        b.n_keys = n_rows_h[g];
+        b.key_pos = key_pos.data() + static_cast<std::size_t>(g) * c.seq_len;
+        b.probs = probs_host.get() + static_cast<std::size_t>(h) * max_rows;
+        b.lse = lse_host.get() + h;
+        b.decode = true;
+        if (observer) observer->on_attention(b);
+      }
+      if (controller) controller->after_attention(l, pos, blocks, *cache);
+    }
+    gemm(blas, x.get(), att16.get(), lw.wo.get(), 1, dim, qd, 1.0f);
+
+    cuda::rmsnorm_rows(xb.get(), xb16.get(), x.get(), lw.ffn_norm.get(), 1, dim, c.rms_eps, stream);
+    gemm(blas, gate.get(), xb16.get(), lw.w_gate.get(), 1, hid, dim, 0.0f);
+    gemm(blas, up.get(), xb16.get(), lw.w_up.get(), 1, hid, dim, 0.0f);
+    cuda::swiglu(gate.get(), gate16.get(), up.get(), hid, stream);
+    gemm(blas, x.get(), gate16.get(), lw.w_down.get(), 1, dim, hid, 1.0f);
+  }
+  cuda::check_launch("decode layer");
+  logits_to_host(x.get());
+  ++pos;
+  if (observer) observer->on_logits(pos - 1, logits_out);
+  return logits_out;
+}
+
+CudaBackend::CudaBackend(const Model& model, const EngineOptions& options)
+    : impl_(std::make_unique<Impl>(model, options)) {}
+CudaBackend::~CudaBackend() = default;
+
+void CudaBackend::reset() {
+  impl_->cache->clear();
+  impl_->pos = 0;
+}
+std::span<const float> CudaBackend::prefill(std::span<const int> tokens, AttentionObserver* observer,
+                                            CacheController* controller) {
+  return impl_->prefill(tokens, observer, controller);
+}
+std::span<const float> CudaBackend::decode(int token, AttentionObserver* observer, CacheController* controller) {
+  return impl_->decode(token, observer, controller);
+}
+int CudaBackend::pos() const { return impl_->pos; }
+KvSlots& CudaBackend::slots() { return *impl_->cache; }
+std::size_t CudaBackend::kv_bytes() const { return impl_->cache->bytes(); }
+std::size_t CudaBackend::peak_kv_bytes() const { return impl_->cache->peak_bytes(); }
+std::size_t CudaBackend::weight_bytes() const { return impl_->weight_bytes; }
+
+}  // namespace kvs

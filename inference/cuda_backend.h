@@ -1,0 +1,46 @@
+// The forward pass on an NVIDIA GPU, behind Engine (EngineOptions::device = Device::Cuda): fp16
+// weights and KV cache, fp32 accumulation and softmax, cuBLAS for the projections and the
+// kernels of kernels/*.cu for the rest. Observers and controllers see what the CPU engine shows
+// them; only what they ask for crosses PCIe (decode rows, and for prefill either the rows or the
+// per-head reductions computed on the device). Without a CUDA build, cuda_absent.cpp stands in.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "inference/engine.h"
+
+namespace kvs {
+
+// Whether this build and machine can run the CUDA backend; when not, *why says why in a phrase.
+bool cuda_usable(std::string* why = nullptr);
+
+class CudaBackend {
+ public:
+  // Uploads the model's weights (fp16). Throws cuda::OutOfMemory (bytes asked and free) or
+  // std::runtime_error ("CUDA: ...") when the GPU cannot host it.
+  CudaBackend(const Model& model, const EngineOptions& options);
+  ~CudaBackend();
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  void reset();
+  // As Engine::prefill / Engine::decode (inputs already checked by Engine).
+  std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
+                                 CacheController* controller);
+  std::span<const float> decode(int token, AttentionObserver* observer, CacheController* controller);
+
+  int pos() const;
+  KvSlots& slots();
+  std::size_t kv_bytes() const;       // K+V bytes held now (fp16)
+  std::size_t peak_kv_bytes() const;
+  std::size_t weight_bytes() const;   // device bytes of the weights
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvs

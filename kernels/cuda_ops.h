@@ -1,0 +1,92 @@
+// Host-side launchers of the CUDA kernels (kernels/*.cu), one section per op family; each is the
+// device twin of the CPU op named in its section. Every pointer is device memory unless said
+// otherwise; every launch is asynchronous on `stream` and reports nothing itself (callers check
+// cudaGetLastError / the stream). fp32 accumulation and softmax throughout; __half only stores.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace kvs::cuda {
+
+// ---- convert.cu (twins: kvs::fp16_to_fp32, the engine's embedding lookup)
+// out[n] = half(x[n]), round to nearest even.
+void to_half(__half* out, const float* x, long n, cudaStream_t stream);
+// X[n, dim] = table[tokens[i], :] as fp32; tokens [n], table [vocab, dim].
+void embed_rows(float* x, const __half* table, const int32_t* tokens, int n, int dim,
+                cudaStream_t stream);
+
+// ---- rmsnorm.cu (twin: ops::rmsnorm_rows)
+// out[n, dim] = x / sqrt(mean(x^2) + eps) * w[dim]; out16 (nullable) [n, dim] = half(out).
+// One block per row. out may alias x.
+void rmsnorm_rows(float* out, __half* out16, const float* x, const float* w, int n, int dim,
+                  float eps, cudaStream_t stream);
+
+// ---- rope.cu (twin: ops::rope_apply)
+// Row i of x starts at x + i * row_stride and holds n_heads heads of head_dim floats; every head
+// of row i is rotated by the angles of position pos[i] (pos [n]), read from the tables
+// cos/sin [n_pos, head_dim/2] (the CPU RopeTable's values, uploaded). interleaved: pairs
+// (x[2j], x[2j+1]); otherwise rotate-half pairs (x[j], x[j + head_dim/2]).
+void rope_rows(float* x, long row_stride, int n, int n_heads, int head_dim, const int32_t* pos,
+               const float* cos, const float* sin, bool interleaved, cudaStream_t stream);
+
+// ---- swiglu.cu (twin: ops::swiglu)
+// gate[n] = silu(gate) * up[n]; gate16 (nullable) [n] = half(result).
+void swiglu(float* gate, __half* gate16, const float* up, long n, cudaStream_t stream);
+
+// ---- bias.cu (twin: ops::add_bias)
+// y[i, :] += b[dim] for every row of Y[n, dim].
+void add_bias(float* y, const float* b, int n, int dim, cudaStream_t stream);
+
+// ---- attention.cu (twins: ops::attend_rows for decode; the softmax inside ops::attend for
+// prefill blocks)
+//
+// Decode: query head h (KV head g = h / (n_heads / n_kv_heads)) attends over the cache rows
+// rows[g * rows_stride + j], j < n_rows[g], of its KV head: keys k + g * head_stride + row * head_dim
+// (fp16, [cap, head_dim] per KV head), values likewise in v. q [n_heads, head_dim] fp32.
+// Writes probs[h * probs_stride + j] (softmax over the listed rows, in list order), lse [n_heads]
+// (log-sum-exp of the scaled logits), out [n_heads, head_dim] fp32 and out16 (nullable) as half.
+// max_rows >= every n_rows[g] (a host value that sizes the grid); n_rows[g] >= 1.
+// rope_cos/rope_sin (nullable, [n_pos, head_dim/2]): each key is first rotated by its row index
+// in the cache (the pos-shift of EngineOptions::rope_in_cache), with the given pairing.
+// scratch: at least attend_decode_scratch_floats(n_heads, max_rows, head_dim) floats.
+long attend_decode_scratch_floats(int n_heads, int max_rows, int head_dim);
+void attend_decode(float* out, __half* out16, float* probs, long probs_stride, float* lse,
+                   const float* q, const __half* k, const __half* v, long head_stride,
+                   const int32_t* rows, long rows_stride, const int32_t* n_rows, int max_rows,
+                   int n_heads, int n_kv_heads, int head_dim, float scale, const float* rope_cos,
+                   const float* rope_sin, bool interleaved, float* scratch, cudaStream_t stream);
+
+// Prefill block: scores [n_heads, nq, ld] hold the scaled logits of query rows q0..q0+nq-1 over
+// keys 0..n_keys-1 (n_keys = q0 + nq). Each row becomes its causal softmax in place: keys past the
+// row's own position get probability 0. lse [n_heads, nq] gets each row's log-sum-exp over its
+// causal keys; probs16 (nullable) [n_heads, nq, ld] a half copy for the P·V product.
+void softmax_causal(float* scores, __half* probs16, float* lse, int n_heads, int nq, int n_keys,
+                    long ld, int q0, cudaStream_t stream);
+
+// ---- capture.cu (twin: kernels/capture.h) — prefill reductions kept on the device
+//
+// colsum[h * col_stride + j] += sum over i < nq of probs[(h * nq + i) * ld + j], j < n_keys.
+void colsum_add(float* colsum, long col_stride, const float* probs, int n_heads, int nq,
+                int n_keys, long ld, cudaStream_t stream);
+// The rows of a prefill block that fall in the last W prompt queries (P - W .. P - 1) are copied
+// into window [n_heads, W, P]: block row i (query q0 + i) lands in window row q0 + i - (P - W),
+// keys 0..n_keys-1, zeros for keys n_keys..P-1; window_lse [n_heads, W] gets lse [n_heads, nq].
+void window_rows(float* window, float* window_lse, const float* probs, const float* lse,
+                 int n_heads, int nq, int n_keys, long ld, int q0, int P, int W,
+                 cudaStream_t stream);
+
+// ---- kv_cache.cu (twin: KvStore::append / KvStore::evict)
+//
+// Appends n rows per KV head: row t of KV head g goes to cache row slot0[g] + t
+// (k_cache + g * head_stride + (slot0[g] + t) * head_dim), converted to half, from
+// k_src + t * src_stride + g * head_dim (likewise v). slot0 [n_kv_heads].
+void kv_append(__half* k_cache, __half* v_cache, long head_stride, const float* k_src,
+               const float* v_src, long src_stride, int n, int n_kv_heads, int head_dim,
+               const int32_t* slot0, cudaStream_t stream);
+// dst row i = src row idx[i] for i < n, rows of head_dim halves. dst and src must not overlap.
+void gather_rows(__half* dst, const __half* src, const int32_t* idx, int n, int head_dim,
+                 cudaStream_t stream);
+
+}  // namespace kvs::cuda

@@ -1,0 +1,246 @@
+// The CUDA backend against the CPU engine: same greedy tokens on stories260K (and SmolLM2 when
+// fetched), every attention row within 1e-3 (fp16 weights and cache), the device-side prefill
+// reductions against the CPU's rows, eviction and inactive keys through a controller, the
+// pos-shift cache. Without a GPU (or a CUDA build) these skip, except the fallback checks, which
+// run only there.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <tuple>
+
+#include "analysis/prefill_evidence.h"
+#include "inference/cuda_backend.h"
+#include "inference/engine.h"
+#include "inference/errors.h"
+#include "inference/generate.h"
+#include "inference/loader.h"
+#include "tests/inference/capture.h"
+#include "tests/inference/tiny_model.h"
+
+namespace kvs {
+namespace {
+
+const std::string kModels = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/";
+const std::vector<int> kPromptIds = {1, 403, 407, 261, 378};  // "Once upon a time"
+constexpr float kRowTol = 1e-3f;  // fp16 weights and cache against fp32
+
+#define SKIP_WITHOUT_GPU()                                                 \
+  do {                                                                     \
+    std::string why;                                                       \
+    if (!cuda_usable(&why)) GTEST_SKIP() << "CUDA backend not usable: " << why; \
+  } while (0)
+
+EngineOptions on(Device d, bool rope_in_cache = false) {
+  EngineOptions o;
+  o.device = d;
+  o.rope_in_cache = rope_in_cache;
+  return o;
+}
+
+std::vector<int> greedy(const Model& model, Device d, const std::vector<int>& prompt, int steps) {
+  Engine engine(model, on(d));
+  GenerateRequest req;
+  req.prompt = prompt;
+  req.steps = steps;
+  req.stop_at_eos = false;
+  return generate(engine, req);
+}
+
+// Rows keyed by (layer, head, query position, decode).
+using RowKey = std::tuple<int, int, int, bool>;
+std::map<RowKey, const tiny::CapturedRow*> index_rows(const tiny::Capture& c) {
+  std::map<RowKey, const tiny::CapturedRow*> m;
+  for (const auto& r : c.rows) m[{r.layer, r.head, r.q_pos, r.decode}] = &r;
+  return m;
+}
+
+void expect_same_rows(const tiny::Capture& cpu, const tiny::Capture& gpu) {
+  ASSERT_EQ(cpu.rows.size(), gpu.rows.size());
+  const auto g = index_rows(gpu);
+  for (const auto& r : cpu.rows) {
+    const auto it = g.find({r.layer, r.head, r.q_pos, r.decode});
+    ASSERT_NE(it, g.end()) << "no GPU row for layer " << r.layer << " head " << r.head << " query " << r.q_pos;
+    const tiny::CapturedRow& o = *it->second;
+    ASSERT_EQ(r.keys, o.keys) << "layer " << r.layer << " head " << r.head << " query " << r.q_pos;
+    double sum = 0;
+    for (std::size_t j = 0; j < r.probs.size(); ++j) {
+      EXPECT_NEAR(r.probs[j], o.probs[j], kRowTol) << "layer " << r.layer << " head " << r.head << " query "
+                                                   << r.q_pos << " key " << r.keys[j];
+      sum += o.probs[j];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+    EXPECT_NEAR(r.lse, o.lse, 1e-2);
+  }
+}
+
+// Runs prompt + forced continuation with a Capture attached; returns it.
+tiny::Capture capture_run(const Model& model, EngineOptions o, const std::vector<int>& prompt,
+                          const std::vector<int>& forced, CacheController* controller = nullptr) {
+  tiny::Capture cap;
+  Engine engine(model, o);
+  engine.set_observer(&cap);
+  engine.set_controller(controller);
+  GenerateRequest req;
+  req.prompt = prompt;
+  req.steps = static_cast<int>(forced.size());
+  req.forced = forced;
+  req.stop_at_eos = false;
+  generate(engine, req);
+  return cap;
+}
+
+// Keeps `sink` first entries and the `recent` newest per KV head (evicting after attention), and
+// leaves every third middle entry inactive in odd layers, so both the eviction and the
+// inactive-row paths of the backend run.
+class SinkWindowController : public CacheController {
+ public:
+  SinkWindowController(int sink, int recent) : sink_(sink), recent_(recent) {}
+  void after_prefill(int, KvSlots& kv) override { trim(kv); }
+  void before_attention(int layer, int, KvSlots& kv) override {
+    if (layer % 2 == 0) return;
+    for (int g = 0; g < kv.n_kv_heads(); ++g) {
+      const auto held = kv.held(layer, g);
+      const auto active = kv.active(layer, g);
+      for (std::size_t i = sink_; i + 1 < held.size(); ++i) active[i] = held[i] % 3 != 0;
+    }
+  }
+  void after_attention(int layer, int, std::span<const AttentionBlock>, KvSlots& kv) override {
+    for (int g = 0; g < kv.n_kv_heads(); ++g) trim_head(kv, layer, g);
+  }
+
+ private:
+  void trim(KvSlots& kv) {
+    for (int l = 0; l < kv.n_layers(); ++l)
+      for (int g = 0; g < kv.n_kv_heads(); ++g) trim_head(kv, l, g);
+  }
+  void trim_head(KvSlots& kv, int l, int g) {
+    const auto held = kv.held(l, g);
+    const int n = static_cast<int>(held.size());
+    if (n <= sink_ + recent_) return;
+    std::vector<uint8_t> keep(n, 0);
+    for (int i = 0; i < n; ++i) keep[i] = i < sink_ || i >= n - recent_;
+    kv.evict(l, g, keep);
+  }
+  int sink_, recent_;
+};
+
+TEST(EngineCuda, WithoutAGpuTheBackendRefusesWithTheReason) {
+  std::string why;
+  if (cuda_usable(&why)) GTEST_SKIP() << "a GPU is present";
+  EXPECT_FALSE(why.empty());
+  const Model model = tiny::random_model(tiny::tiny_config(), 7);
+  try {
+    Engine engine(model, on(Device::Cuda));
+    FAIL() << "constructed a CUDA engine without a usable GPU";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(why.substr(0, 20)), std::string::npos) << e.what();
+  }
+  Engine cpu(model, on(Device::Cpu));  // the CPU path is untouched
+  EXPECT_EQ(cpu.prefill(std::vector<int>{1, 2, 3}).size(), static_cast<std::size_t>(model.config.vocab_size));
+}
+
+TEST(EngineCuda, Stories260KGreedyTokensEqualTheCpus) {
+  SKIP_WITHOUT_GPU();
+  for (const std::string file : {"stories260K.bin", "stories260K.gguf"}) {
+    if (!std::filesystem::exists(kModels + file)) continue;
+    const Model model = load_model(kModels + file);
+    EXPECT_EQ(greedy(model, Device::Cpu, kPromptIds, 60), greedy(model, Device::Cuda, kPromptIds, 60)) << file;
+  }
+}
+
+TEST(EngineCuda, SmolLM2GreedyTokensEqualTheCpusWhenPresent) {
+  SKIP_WITHOUT_GPU();
+  const std::string path = default_model_path();
+  if (path.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct is not in the model cache";
+  const Model model = load_model(path);
+  const auto tok = load_tokenizer(model, "");
+  const std::vector<int> prompt = tok->encode(
+      "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n", tok->add_bos());
+  EXPECT_EQ(greedy(model, Device::Cpu, prompt, 24), greedy(model, Device::Cuda, prompt, 24));
+}
+
+TEST(EngineCuda, AttentionRowsMatchTheCpusInPrefillAndDecode) {
+  SKIP_WITHOUT_GPU();
+  if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
+  const Model model = load_model(kModels + "stories260K.bin");
+  const std::vector<int> forced = greedy(model, Device::Cpu, kPromptIds, 40);
+  const tiny::Capture cpu = capture_run(model, on(Device::Cpu), kPromptIds, forced);
+  const tiny::Capture gpu = capture_run(model, on(Device::Cuda), kPromptIds, forced);
+  expect_same_rows(cpu, gpu);
+  ASSERT_EQ(cpu.tokens, gpu.tokens);
+  ASSERT_EQ(cpu.logits_pos, gpu.logits_pos);
+  EXPECT_EQ(gpu.prefill_end, static_cast<int>(kPromptIds.size()));
+}
+
+TEST(EngineCuda, GqaAndRotateHalfModelsMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  ModelConfig c = tiny::tiny_config();  // GQA
+  const Model interleaved = tiny::random_model(c, 11);
+  const Model rotate_half = tiny::to_rotate_half(interleaved);
+  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
+  const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6};
+  for (const Model* m : {&interleaved, &rotate_half}) {
+    expect_same_rows(capture_run(*m, on(Device::Cpu), prompt, forced), capture_run(*m, on(Device::Cuda), prompt, forced));
+  }
+}
+
+TEST(EngineCuda, ControllerEvictionAndInactiveKeysMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
+  const Model model = load_model(kModels + "stories260K.bin");
+  const std::vector<int> prompt = {1, 403, 407, 261, 378, 11, 400, 300, 272, 345, 284, 262};
+  const std::vector<int> forced = greedy(model, Device::Cpu, prompt, 40);
+  for (bool rope_in_cache : {false, true}) {
+    SinkWindowController cpu_ctl(2, 8), gpu_ctl(2, 8);
+    const tiny::Capture cpu = capture_run(model, on(Device::Cpu, rope_in_cache), prompt, forced, &cpu_ctl);
+    const tiny::Capture gpu = capture_run(model, on(Device::Cuda, rope_in_cache), prompt, forced, &gpu_ctl);
+    SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
+    expect_same_rows(cpu, gpu);
+  }
+}
+
+TEST(EngineCuda, DeviceReductionsEqualTheCpuRowsReduced) {
+  SKIP_WITHOUT_GPU();
+  if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
+  const Model model = load_model(kModels + "stories260K.bin");
+  std::vector<int> prompt = kPromptIds;
+  for (int i = 0; i < 300; ++i) prompt.push_back(260 + (i * 37) % 200);
+  const ModelShape shape{model.config.n_layers, model.config.n_heads, model.config.n_kv_heads, model.config.head_dim};
+  PrefillReducer cpu_red(shape, 64), gpu_red(shape, 64);  // the GPU gets summaries: no rows wanted
+  Engine cpu(model, on(Device::Cpu));
+  cpu.set_observer(&cpu_red);
+  cpu.prefill(prompt);
+  Engine gpu(model, on(Device::Cuda));
+  gpu.set_observer(&gpu_red);
+  gpu.prefill(prompt);
+  const PrefillEvidence &a = cpu_red.evidence(), &b = gpu_red.evidence();
+  ASSERT_EQ(a.colsum.size(), b.colsum.size());
+  ASSERT_EQ(a.window_rows.size(), b.window_rows.size());
+  for (std::size_t i = 0; i < a.colsum.size(); ++i) EXPECT_NEAR(a.colsum[i], b.colsum[i], 2e-2) << i;
+  for (std::size_t i = 0; i < a.window_rows.size(); ++i) EXPECT_NEAR(a.window_rows[i], b.window_rows[i], kRowTol) << i;
+  for (std::size_t i = 0; i < a.window_lse.size(); ++i) EXPECT_NEAR(a.window_lse[i], b.window_lse[i], 1e-2) << i;
+}
+
+TEST(EngineCuda, OutOfGpuMemoryNamesTheBytesAndTheCpuStillRuns) {
+  SKIP_WITHOUT_GPU();
+  ModelConfig c = tiny::tiny_config();
+  c.seq_len = 1 << 30;  // a KV cache of terabytes
+  const Model model = tiny::random_model(c, 3);
+  try {
+    Engine engine(model, on(Device::Cuda));
+    FAIL() << "a cache of " << c.seq_len << " positions fit on the GPU";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("out of GPU memory"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("bytes free"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  Engine cpu(model, on(Device::Cpu));
+  EXPECT_EQ(cpu.prefill(std::vector<int>{1, 2, 3}).size(), static_cast<std::size_t>(c.vocab_size));
+}
+
+}  // namespace
+}  // namespace kvs

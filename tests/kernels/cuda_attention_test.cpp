@@ -1,0 +1,233 @@
+// Device twins of kernels/attention.cu. attend_decode against ops::attend_rows over the
+// half-rounded cache (rotated by row index with ops::rope_apply for the rope-by-slot path): GQA,
+// head_dim 8..256, listed rows that skip cache rows, different n_rows per KV head, up to ~3000 keys
+// (several P·V splits). softmax_causal against a double-precision softmax per row.
+// Tolerances (only fp32 accumulation order differs): probs 2e-5 relative + 1e-8 absolute,
+// lse 1e-5 absolute, out 1e-5 relative + 1e-5 absolute; half copies exact.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/cuda_ops.h"
+#include "kernels/rope.h"
+#include "tests/kernels/cuda_test_util.h"
+
+namespace kvs::cuda {
+namespace {
+
+using test::download;
+using test::upload;
+
+constexpr float kSentinel = -7.0f;
+
+struct DecodeCase {
+  int n_heads, n_kv_heads, head_dim, cap;
+  std::vector<int> n_rows;  // [n_kv_heads]
+  bool rope = false;
+  ops::RopePairing pairing = ops::RopePairing::Interleaved;
+  bool shuffled = false;  // list the rows out of cache order
+  int extra_max_rows = 0;  // max_rows beyond the largest n_rows
+};
+
+// Rows of KV head g: cache rows skipping every fifth (shifted per head), first n of them.
+std::vector<int32_t> listed_rows(int g, int n, int cap, bool shuffled, uint64_t seed) {
+  std::vector<int32_t> rows;
+  for (int r = 0; r < cap && static_cast<int>(rows.size()) < n; ++r) {
+    if ((r + g) % 5 != 2) rows.push_back(r);
+  }
+  EXPECT_EQ(static_cast<int>(rows.size()), n) << "cap too small for the case";
+  if (shuffled) {
+    std::mt19937_64 rng(seed);
+    std::shuffle(rows.begin(), rows.end(), rng);
+  }
+  return rows;
+}
+
+void run_decode(const DecodeCase& c, uint64_t seed) {
+  const int hd = c.head_dim, half = hd / 2, nkv = c.n_kv_heads, nh = c.n_heads;
+  const int group = nh / nkv;
+  const long head_stride = static_cast<long>(c.cap) * hd + 24;  // padding between KV heads
+  const int max_n = *std::max_element(c.n_rows.begin(), c.n_rows.end());
+  const int max_rows = max_n + c.extra_max_rows;
+  const long rows_stride = max_n + 3;
+  const long probs_stride = max_rows + 7;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  const auto q = test::random_vec(static_cast<std::size_t>(nh) * hd, seed, -2.0f, 2.0f);  // [nh, hd]
+  const auto k = test::random_vec(nkv * head_stride, seed + 1, -2.0f, 2.0f);  // [nkv, head_stride]
+  const auto v = test::random_vec(nkv * head_stride, seed + 2, -2.0f, 2.0f);  // [nkv, head_stride]
+  std::vector<int32_t> rows(nkv * rows_stride, -1);                           // [nkv, rows_stride]
+  std::vector<std::vector<int32_t>> lists(nkv);
+  for (int g = 0; g < nkv; ++g) {
+    lists[g] = listed_rows(g, c.n_rows[g], c.cap, c.shuffled, seed + 3 + g);
+    std::copy(lists[g].begin(), lists[g].end(), rows.begin() + g * rows_stride);
+  }
+  const std::vector<int32_t> n_rows(c.n_rows.begin(), c.n_rows.end());  // [nkv]
+
+  ops::RopeTable table(ops::rope_inv_freq(hd, 10000.0f));
+  table.reserve(c.cap);
+  const std::vector<float> cos_tab(table.cos(0), table.cos(0) + static_cast<long>(c.cap) * half);  // [cap, half]
+  const std::vector<float> sin_tab(table.sin(0), table.sin(0) + static_cast<long>(c.cap) * half);  // [cap, half]
+
+  // CPU reference over what the device stores (half), keys rotated by their cache row.
+  std::vector<float> kref = test::round_half(k), vref = test::round_half(v);
+  if (c.rope) {
+    for (int g = 0; g < nkv; ++g) {
+      for (int r = 0; r < c.cap; ++r) {
+        ops::rope_apply(kref.data() + g * head_stride + static_cast<long>(r) * hd, 1, hd,
+                        table.cos(r), table.sin(r), c.pairing);
+      }
+    }
+  }
+  std::vector<float> want_out(static_cast<std::size_t>(nh) * hd), want_lse(nh);
+  std::vector<std::vector<float>> want_probs(nh);
+  for (int h = 0; h < nh; ++h) {
+    const int g = h / group;
+    want_probs[h].resize(c.n_rows[g]);
+    want_lse[h] = ops::attend_rows(want_out.data() + static_cast<long>(h) * hd,
+                                   want_probs[h].data(), q.data() + static_cast<long>(h) * hd,
+                                   kref.data() + g * head_stride, vref.data() + g * head_stride,
+                                   lists[g].data(), c.n_rows[g], hd, scale);
+  }
+
+  auto dq = upload(q);
+  auto dk = upload(test::to_half(k)), dv = upload(test::to_half(v));
+  auto drows = upload(rows), dn = upload(n_rows);
+  auto dcos = upload(cos_tab), dsin = upload(sin_tab);
+  auto dprobs = upload(std::vector<float>(nh * probs_stride, kSentinel));  // [nh, probs_stride]
+  DeviceBuffer<float> dlse(nh, "lse");                                      // [nh]
+  DeviceBuffer<float> dout(static_cast<std::size_t>(nh) * hd, "out");      // [nh, hd]
+  DeviceBuffer<__half> dout16(static_cast<std::size_t>(nh) * hd, "out16");  // [nh, hd]
+  DeviceBuffer<float> dscratch(attend_decode_scratch_floats(nh, max_rows, hd), "scratch");
+  auto launch = [&](__half* out16) {
+    attend_decode(dout.get(), out16, dprobs.get(), probs_stride, dlse.get(), dq.get(), dk.get(),
+                  dv.get(), head_stride, drows.get(), rows_stride, dn.get(), max_rows, nh, nkv, hd,
+                  scale, c.rope ? dcos.get() : nullptr, c.rope ? dsin.get() : nullptr,
+                  c.pairing == ops::RopePairing::Interleaved, dscratch.get(), nullptr);
+  };
+  launch(dout16.get());
+  test::sync("attend_decode");
+  const std::vector<float> probs = download(dprobs), lse = download(dlse), out = download(dout);
+
+  for (int h = 0; h < nh; ++h) {
+    SCOPED_TRACE(testing::Message() << "head " << h);
+    const int n = c.n_rows[h / group];
+    const std::vector<float> ph(probs.begin() + h * probs_stride,
+                                probs.begin() + h * probs_stride + n);
+    EXPECT_TRUE(test::all_close(ph, want_probs[h], 2e-5, 1e-8));
+    double sum = 0;
+    for (float p : ph) sum += p;
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+    for (long j = n; j < probs_stride; ++j) {
+      ASSERT_EQ(probs[h * probs_stride + j], kSentinel) << "probs past n_rows written at " << j;
+    }
+    EXPECT_NEAR(lse[h], want_lse[h], 1e-5);
+  }
+  EXPECT_TRUE(test::all_close(out, want_out, 1e-5, 1e-5));
+  EXPECT_TRUE(test::same_halves(download(dout16), test::to_half(out)));
+
+  // Deterministic: a second launch (without the half copy) gives the same bits.
+  launch(nullptr);
+  test::sync("attend_decode again");
+  EXPECT_EQ(download(dprobs), probs);
+  EXPECT_EQ(download(dlse), lse);
+  EXPECT_EQ(download(dout), out);
+}
+
+TEST(CudaAttendDecode, GqaLongListsWithoutRope) {
+  KVS_REQUIRE_GPU();
+  DecodeCase c{8, 2, 128, 3700, {2950, 1700}};
+  c.extra_max_rows = 37;
+  run_decode(c, 100);
+}
+
+TEST(CudaAttendDecode, SmallHeadDimRopeBySlotInterleaved) {
+  KVS_REQUIRE_GPU();
+  DecodeCase c{8, 2, 8, 400, {300, 129}};
+  c.rope = true;
+  c.pairing = ops::RopePairing::Interleaved;
+  run_decode(c, 200);
+}
+
+TEST(CudaAttendDecode, RopeBySlotRotateHalfSeveralSplits) {
+  KVS_REQUIRE_GPU();
+  DecodeCase c{8, 2, 128, 3800, {1000, 3000}};
+  c.rope = true;
+  c.pairing = ops::RopePairing::RotateHalf;
+  c.shuffled = true;
+  run_decode(c, 300);
+}
+
+TEST(CudaAttendDecode, HeadDim64ShuffledListsAndSingleKey) {
+  KVS_REQUIRE_GPU();
+  DecodeCase c{4, 4, 64, 700, {1, 513, 256, 257}};
+  c.shuffled = true;
+  run_decode(c, 400);
+}
+
+TEST(CudaAttendDecode, HeadDim256WithRope) {
+  KVS_REQUIRE_GPU();
+  DecodeCase c{2, 1, 256, 700, {555}};
+  c.rope = true;
+  c.pairing = ops::RopePairing::RotateHalf;
+  run_decode(c, 500);
+}
+
+void run_softmax_causal(int n_heads, int q0, int nq, bool with_half, uint64_t seed) {
+  const int n_keys = q0 + nq;
+  const long ld = n_keys + 9;
+  const long n_rows = static_cast<long>(n_heads) * nq;
+  auto scores = test::random_vec(n_rows * ld, seed, -8.0f, 8.0f);  // [n_heads, nq, ld]
+  auto dscores = upload(scores);
+  DeviceBuffer<float> dlse(n_rows, "lse");  // [n_heads, nq]
+  const std::vector<__half> init16(n_rows * ld, __float2half(kSentinel));
+  auto dprobs16 = upload(init16);  // [n_heads, nq, ld]
+  softmax_causal(dscores.get(), with_half ? dprobs16.get() : nullptr, dlse.get(), n_heads, nq,
+                 n_keys, ld, q0, nullptr);
+  test::sync("softmax_causal");
+  const std::vector<float> probs = download(dscores), lse = download(dlse);
+  const std::vector<__half> probs16 = download(dprobs16);
+
+  for (long r = 0; r < n_rows; ++r) {
+    const int i = static_cast<int>(r % nq);
+    const int n = q0 + i + 1;  // causal keys of the row
+    const float* s = scores.data() + r * ld;
+    const float* p = probs.data() + r * ld;
+    double mx = -1e300;
+    for (int j = 0; j < n; ++j) mx = std::max(mx, static_cast<double>(s[j]));
+    double sum = 0;
+    for (int j = 0; j < n; ++j) sum += std::exp(s[j] - mx);
+    const double want_lse = mx + std::log(sum);
+    ASSERT_NEAR(lse[r], want_lse, 1e-5) << "row " << r;
+    for (int j = 0; j < n; ++j) {
+      const double want = std::exp(s[j] - want_lse);
+      ASSERT_TRUE(test::near(p[j], want, 1e-5, 1e-9)) << "row " << r << " key " << j << ": "
+                                                      << p[j] << " vs " << want;
+    }
+    for (int j = n; j < n_keys; ++j) ASSERT_EQ(p[j], 0.0f) << "row " << r << " masked key " << j;
+    for (long j = n_keys; j < ld; ++j) ASSERT_EQ(p[j], s[j]) << "row " << r << " past n_keys";
+    for (long j = 0; j < ld; ++j) {
+      const __half want16 = with_half && j < n_keys ? __float2half(p[j]) : __float2half(kSentinel);
+      ASSERT_EQ(test::half_bits(probs16[r * ld + j]), test::half_bits(want16))
+          << "row " << r << " half copy at " << j;
+    }
+  }
+}
+
+TEST(CudaSoftmaxCausal, FirstBlockMatchesDoubleSoftmax) {
+  KVS_REQUIRE_GPU();
+  run_softmax_causal(3, 0, 17, true, 600);
+}
+
+TEST(CudaSoftmaxCausal, LaterBlockOverLongRows) {
+  KVS_REQUIRE_GPU();
+  run_softmax_causal(3, 1400, 70, true, 700);
+  run_softmax_causal(2, 300, 5, false, 800);
+}
+
+}  // namespace
+}  // namespace kvs::cuda

@@ -1,0 +1,47 @@
+// Device twin of kernels/rmsnorm.cu against ops::rmsnorm_rows. Only the order of the fp32 sum of
+// squares differs: tolerance 1e-5 relative + 1e-6 absolute; the half copy is exact.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kernels/cuda_ops.h"
+#include "kernels/rmsnorm.h"
+#include "tests/kernels/cuda_test_util.h"
+
+namespace kvs::cuda {
+namespace {
+
+using test::download;
+using test::upload;
+
+constexpr double kRtol = 1e-5, kAtol = 1e-6;
+
+TEST(CudaRmsnorm, MatchesCpuTwinForSeveralWidths) {
+  KVS_REQUIRE_GPU();
+  for (const int dim : {8, 67, 288, 2048, 5000}) {
+    SCOPED_TRACE(dim);
+    const int n = 5;
+    const float eps = 1e-5f;
+    const auto x = test::random_vec(static_cast<std::size_t>(n) * dim, 10 + dim, -2.0f, 2.0f);  // [n, dim]
+    const auto w = test::random_vec(dim, 20 + dim, 0.5f, 1.5f);                                  // [dim]
+    std::vector<float> want(x.size());
+    ops::rmsnorm_rows(want.data(), x.data(), w.data(), n, dim, eps);
+
+    auto dx = upload(x), dw = upload(w);
+    DeviceBuffer<float> dout(x.size(), "out");     // [n, dim]
+    DeviceBuffer<__half> dout16(x.size(), "out16");  // [n, dim]
+    rmsnorm_rows(dout.get(), dout16.get(), dx.get(), dw.get(), n, dim, eps, nullptr);
+    test::sync("rmsnorm_rows");
+    const std::vector<float> got = download(dout);
+    EXPECT_TRUE(test::all_close(got, want, kRtol, kAtol));
+    EXPECT_TRUE(test::same_halves(download(dout16), test::to_half(got)));
+
+    // In place (out aliases x), without the half copy: the same values.
+    rmsnorm_rows(dx.get(), nullptr, dx.get(), dw.get(), n, dim, eps, nullptr);
+    test::sync("rmsnorm_rows in place");
+    EXPECT_EQ(download(dx), got);
+  }
+}
+
+}  // namespace
+}  // namespace kvs::cuda
