@@ -20,12 +20,13 @@ const char* kUsage =
     "usage: kvscope [gui [trace.h5] [--screenshot out.png --view NAME --step N --size WxH]]\n"
     "       kvscope record --model PATH [--tokenizer PATH] (--prompt TEXT | --prompt-file F)\n"
     "                      --steps N [--temperature T --top-p P --seed S] [--chat]\n"
-    "                      [--policy SPEC --budget N] --out trace.h5\n"
+    "                      [--policy SPEC --budget N] [--device cpu|cuda|auto] --out trace.h5\n"
     "       kvscope info (MODEL | trace.h5) [--json]\n"
     "       kvscope simulate trace.h5 --policy NAME[:key=value,...] [--policy ...] --budget N\n"
     "       kvscope layers trace.h5 [--filters K] [--given 2,8,18] [--json]\n"
     "       kvscope heads (trace.h5 | --model M) [--alpha-out F] [--json]\n"
-    "       kvscope rerun trace.h5 --policy SPEC [--policy ...] --budget N --mode forced|free\n";
+    "       kvscope rerun trace.h5 --policy SPEC [--policy ...] --budget N --mode forced|free\n"
+    "                     [--device cpu|cuda|auto]\n";
 
 int run_gui_command(const std::vector<std::string>& args) {
 #ifdef KVSCOPE_GUI

@@ -6,6 +6,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/device_flag.h"
 #include "app/cli/record.h"
 #include "inference/errors.h"
 
@@ -33,7 +34,8 @@ void on_stop_signal(int sig) { g_stop_signal = sig; }
 int cmd_record(const ArgList& argv) {
   Args a(argv,
          {"--model", "--tokenizer", "--prompt", "--prompt-file", "--steps", "--temperature", "--top-p",
-          "--seed", "--out", "--policy", "--budget", "--decode-dtype", "--capture-budget-mb", "--threads"},
+          "--seed", "--out", "--policy", "--budget", "--decode-dtype", "--capture-budget-mb", "--threads",
+          "--device"},
          {"--chat", "--quiet"});
   if (!a.positional().empty()) throw input_error(a.positional()[0], "unexpected argument");
   RecordRequest r;
@@ -55,6 +57,7 @@ int cmd_record(const ArgList& argv) {
     throw input_error("--decode-dtype", "expected float32 or float16, got '" + r.decode_dtype + "'");
   r.capture_budget_bytes = static_cast<std::size_t>(a.integer("--capture-budget-mb", 256, 0, 1 << 20)) << 20;
   r.threads = a.integer("--threads", 0, 0, 1024);
+  r.device = device_flag(a);
   const bool quiet = a.has("--quiet");
 
   RecordCallbacks cb;

@@ -12,6 +12,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/rerun.h"
+#include "app/cli/device_flag.h"
 #include "app/cli/policy_setup.h"
 #include "app/cli/run_summary.h"
 #include "inference/errors.h"
@@ -22,7 +23,7 @@ namespace kvs {
 namespace {
 
 const std::set<std::string> kValueFlags = {"--policy", "--budget", "--mode",   "--model",
-                                           "--tokenizer", "--alpha", "--threads"};
+                                           "--tokenizer", "--alpha", "--threads", "--device"};
 const std::set<std::string> kSwitchFlags = {"--json", "--rope-in-cache", "--no-attention"};
 
 // Runs with StreamingLLM's pos-shift (positions inside the cache) get their own name and say so.
@@ -71,6 +72,7 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     EngineOptions eo;
     eo.n_threads = a.integer("--threads", 0, 0, 1024);
     eo.rope_in_cache = a.has("--rope-in-cache");
+    eo.device = device_flag(a);
     Engine engine(model, eo);
     const ReferenceRun ref = run_reference(engine, prompt, static_cast<int>(decoded.size()), decoded, lo.sampling);
     for (auto& p : policies) {

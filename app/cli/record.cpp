@@ -107,6 +107,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
 
   EngineOptions eo;
   eo.n_threads = r.threads;
+  eo.device = r.device;
   Engine engine(model, eo);
   RecordResult res;
   std::vector<int> generated;
@@ -140,6 +141,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
     if (policy->needs_key_scores()) {
       KvzipOptions ko;
       ko.engine.n_threads = r.threads;
+      ko.engine.device = r.device;
       lo.key_scores = kvzip_key_scores(model, *tok, prompt, ko);
     }
     std::string& note = rec.meta().capture_note;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "inference/engine.h"
 #include "inference/generate.h"
 
 namespace kvs {
@@ -23,6 +24,7 @@ struct RecordRequest {
   std::string decode_dtype = "float32";
   std::size_t capture_budget_bytes = 256u << 20;  // full prefill map limit
   int threads = 0;
+  Device device = Device::Cpu;
 };
 
 struct RecordResult {

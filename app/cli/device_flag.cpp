@@ -1,0 +1,23 @@
+// --device: which backend runs the model.
+#include "app/cli/device_flag.h"
+
+#include <cstdio>
+
+#include "app/cli/args.h"
+#include "inference/cuda_backend.h"
+#include "inference/errors.h"
+
+namespace kvs {
+
+Device device_flag(const Args& args) {
+  const std::string value = args.str("--device", "auto");
+  if (value == "cpu") return Device::Cpu;
+  if (value != "cuda" && value != "auto")
+    throw input_error("--device", "expected cpu, cuda or auto, got '" + value + "'");
+  std::string why;
+  if (cuda_usable(&why)) return Device::Cuda;
+  if (value == "cuda") std::fprintf(stderr, "kvscope: --device cuda: %s; running on the CPU\n", why.c_str());
+  return Device::Cpu;
+}
+
+}  // namespace kvs

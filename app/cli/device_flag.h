@@ -1,0 +1,16 @@
+// The --device flag of the commands that run the model: cpu, cuda, or auto (the default: cuda
+// when this build and machine can run it). An explicit cuda that cannot run falls back to the
+// CPU with a one-line notice on stderr.
+#pragma once
+#include <string>
+
+#include "inference/engine.h"
+
+namespace kvs {
+
+class Args;
+
+// Throws InputError("--device: ...") for a value other than cpu, cuda or auto.
+Device device_flag(const Args& args);
+
+}  // namespace kvs

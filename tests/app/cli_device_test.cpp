@@ -1,0 +1,39 @@
+// --device on the commands that run the model: a bad value is one line and exit 2; cuda on a
+// machine or build that cannot run it falls back to the CPU with a one-line notice and records
+// the same trace; cpu never mentions CUDA.
+#include <gtest/gtest.h>
+
+#include "cli_util.h"
+#include "inference/cuda_backend.h"
+
+namespace kvs::cli_test {
+namespace {
+
+TEST(CliDevice, UnknownDeviceIsOneLineAndExitTwo) {
+  TempDir out;
+  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                   "4", "--device", "gpu", "--out", out.file("t.h5")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "kvscope: --device: expected cpu, cuda or auto, got 'gpu'\n");
+  EXPECT_FALSE(std::filesystem::exists(out.file("t.h5")));
+}
+
+TEST(CliDevice, CudaWithoutAGpuFallsBackToTheCpuWithANotice) {
+  std::string why;
+  if (cuda_usable(&why)) GTEST_SKIP() << "a GPU is present";
+  TempDir out;
+  const CliResult cuda = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time",
+                                      "--steps", "8", "--device", "cuda", "--out", out.file("cuda.h5")});
+  const CliResult cpu = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time",
+                                     "--steps", "8", "--device", "cpu", "--out", out.file("cpu.h5")});
+  ASSERT_EQ(cuda.code, 0) << cuda.err;
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  EXPECT_EQ(cuda.out, cpu.out);
+  const std::string notice = "kvscope: --device cuda: " + why + "; running on the CPU\n";
+  EXPECT_EQ(cuda.err.substr(0, notice.size()), notice);
+  EXPECT_EQ(cpu.err.find("CUDA"), std::string::npos) << cpu.err;
+  EXPECT_EQ(count_lines(cuda.err), count_lines(cpu.err) + 1);
+}
+
+}  // namespace
+}  // namespace kvs::cli_test
