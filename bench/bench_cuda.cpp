@@ -1,0 +1,667 @@
+// Prefill and decode throughput of the CUDA backend at long contexts on a Llama-3-8B-shaped model
+// with random weights: hooks off, decode rows copied to the host, and a whole trace recorded
+// (TraceRecorder, as `kvscope record` does); decode against the GPU's memory-bandwidth limit.
+// scripts/bench-hf-eager.py measures HF transformers (eager attention, output_attentions=True) on
+// the same shapes and prints the same first columns, for the side-by-side in README.
+//
+// Usage: bench_cuda [--shape 8b|small] [--contexts 1024,4096,8192,32768] [--steps 32]
+//                   [--capture both|rows|trace|none] [--decode-dtype float32|float16]
+// Without a CUDA build or a GPU it prints why in one line and exits 0.
+//
+// Per context T: prefill T random tokens twice (hooks off; the faster counts), each followed by
+// --steps decode steps fed fixed random tokens (forced, so every mode does the same work):
+// the first with hooks off, the second with an observer that copies every decode row into a
+// dense host buffer ("rows": the engine's own capture cost). Then, with --capture trace or both,
+// a third prefill + decode with a TraceRecorder writing an HDF5 trace under /tmp, timed
+// including the wait for its writing thread, and the file removed afterwards.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "analysis/recorder.h"
+#include "analysis/trace.h"
+#include "inference/cuda_backend.h"
+#include "inference/engine.h"
+#include "inference/errors.h"
+#include "inference/model.h"
+
+#ifdef KVSCOPE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "inference/cuda_device.h"
+#endif
+
+#ifndef KVSCOPE_VERSION
+#define KVSCOPE_VERSION "unknown"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+struct Options {
+  std::string shape = "8b";
+  std::vector<int> contexts = {1024, 4096, 8192, 32768};
+  int steps = 32;
+  bool rows = true;   // decode with rows copied to a host buffer
+  bool trace = true;  // prefill + decode with a TraceRecorder
+  std::string decode_dtype = "float32";
+};
+
+constexpr const char* kUsage =
+    "usage: bench_cuda [--shape 8b|small] [--contexts 1024,4096,8192,32768] [--steps 32]\n"
+    "                  [--capture both|rows|trace|none] [--decode-dtype float32|float16]\n";
+
+// Parses argv; on a bad argument prints why and the usage and returns false.
+bool parse_options(int argc, char** argv, Options& o) {
+  auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "bench_cuda: %s\n%s", msg.c_str(), kUsage);
+    return false;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::printf("%s", kUsage);
+      std::exit(0);
+    }
+    if (i + 1 >= argc) return fail(a + " needs a value (or is unknown)");
+    const std::string v = argv[++i];
+    try {
+      if (a == "--shape") {
+        if (v != "8b" && v != "small") return fail("--shape: expected 8b or small, got '" + v + "'");
+        o.shape = v;
+      } else if (a == "--contexts") {
+        o.contexts.clear();
+        std::stringstream ss(v);
+        for (std::string item; std::getline(ss, item, ',');) {
+          std::size_t used = 0;
+          const int t = std::stoi(item, &used);
+          if (used != item.size() || t < 1) return fail("--contexts: '" + item + "' is not a positive integer");
+          o.contexts.push_back(t);
+        }
+        if (o.contexts.empty()) return fail("--contexts: empty list");
+      } else if (a == "--steps") {
+        std::size_t used = 0;
+        o.steps = std::stoi(v, &used);
+        if (used != v.size() || o.steps < 1) return fail("--steps: expected a positive integer, got '" + v + "'");
+      } else if (a == "--capture") {
+        if (v != "both" && v != "rows" && v != "trace" && v != "none")
+          return fail("--capture: expected both, rows, trace or none, got '" + v + "'");
+        o.rows = v == "both" || v == "rows";
+        o.trace = v == "both" || v == "trace";
+      } else if (a == "--decode-dtype") {
+        if (v != "float32" && v != "float16") return fail("--decode-dtype: expected float32 or float16, got '" + v + "'");
+        o.decode_dtype = v;
+      } else {
+        return fail("unknown argument '" + a + "'");
+      }
+    } catch (const std::exception&) {  // std::stoi
+      return fail(a + ": '" + v + "' is not a number");
+    }
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model: Llama-3-8B's shape (or a small one), random weights, built in host memory
+
+kvs::ModelConfig config_for(const Options& o) {
+  kvs::ModelConfig c;
+  c.arch = "llama";
+  c.head_dim = 128;
+  c.rope_theta = 500000.0f;
+  c.rms_eps = 1e-5f;
+  c.rope_style = kvs::RopeStyle::RotateHalf;
+  c.tied_classifier = false;
+  if (o.shape == "8b") {
+    c.name = "random Llama-3-8B-shaped";
+    c.dim = 4096;
+    c.hidden_dim = 14336;
+    c.n_layers = 32;
+    c.n_heads = 32;
+    c.n_kv_heads = 8;
+    c.vocab_size = 128256;
+  } else {  // small: the same proportions, a quick run (scripts/bench-hf-eager.py --shape small)
+    c.name = "random small Llama-shaped";
+    c.dim = 1024;
+    c.hidden_dim = 3584;
+    c.n_layers = 8;
+    c.n_heads = 8;
+    c.n_kv_heads = 2;
+    c.vocab_size = 32000;
+  }
+  c.seq_len = *std::max_element(o.contexts.begin(), o.contexts.end()) + o.steps + 16;
+  return c;
+}
+
+// splitmix64 of (tensor seed, index) -> uniform in [-1, 1): reproducible and order-free.
+inline float hash_uniform(uint64_t seed, std::size_t i) {
+  uint64_t z = (seed << 40) + i + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * 0x1.0p-23f - 1.0f;
+}
+
+// Matrices uniform in ±0.02, norms 1. Every tensor is sized by one thread (the zeroing
+// std::vector does) and then filled by all of them in chunks, so 8B floats take seconds.
+kvs::Model random_model(const kvs::ModelConfig& c) {
+  kvs::Model m;
+  m.config = c;
+  m.format = "random";
+  m.weight_type = "F32 (random)";
+  const std::size_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim(), V = c.vocab_size;
+  struct Tensor {
+    kvs::WeightVector* dst;
+    std::size_t n;
+    uint64_t seed;
+    float scale;  // 0: a norm, all ones
+  };
+  std::vector<Tensor> tensors;
+  kvs::ModelWeights& w = m.weights;
+  w.layers.resize(c.n_layers);
+  uint64_t seed = 1;
+  tensors.push_back({&w.token_embedding, V * d, seed++, 0.02f});
+  tensors.push_back({&w.classifier, V * d, seed++, 0.02f});
+  tensors.push_back({&w.final_norm, d, seed++, 0.0f});
+  for (kvs::LayerWeights& l : w.layers) {
+    tensors.push_back({&l.attn_norm, d, seed++, 0.0f});
+    tensors.push_back({&l.ffn_norm, d, seed++, 0.0f});
+    tensors.push_back({&l.wq, q * d, seed++, 0.02f});
+    tensors.push_back({&l.wk, kv * d, seed++, 0.02f});
+    tensors.push_back({&l.wv, kv * d, seed++, 0.02f});
+    tensors.push_back({&l.wo, d * q, seed++, 0.02f});
+    tensors.push_back({&l.w_gate, h * d, seed++, 0.02f});
+    tensors.push_back({&l.w_up, h * d, seed++, 0.02f});
+    tensors.push_back({&l.w_down, d * h, seed++, 0.02f});
+  }
+  const long n_tensors = static_cast<long>(tensors.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (long t = 0; t < n_tensors; ++t) tensors[t].dst->resize(tensors[t].n);
+
+  constexpr std::size_t kChunk = std::size_t{1} << 22;  // floats per fill task
+  struct Chunk {
+    const Tensor* t;
+    std::size_t begin, end;
+  };
+  std::vector<Chunk> chunks;
+  for (const Tensor& t : tensors)
+    for (std::size_t b = 0; b < t.n; b += kChunk) chunks.push_back({&t, b, std::min(t.n, b + kChunk)});
+  const long n_chunks = static_cast<long>(chunks.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (long k = 0; k < n_chunks; ++k) {
+    const Chunk& ch = chunks[k];
+    float* p = ch.t->dst->data();
+    if (ch.t->scale == 0.0f) {
+      std::fill(p + ch.begin, p + ch.end, 1.0f);
+    } else {
+      for (std::size_t i = ch.begin; i < ch.end; ++i) p[i] = ch.t->scale * hash_uniform(ch.t->seed, i);
+    }
+  }
+  return m;
+}
+
+uint64_t parameter_count(const kvs::ModelConfig& c) {
+  const uint64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim(), V = c.vocab_size;
+  const uint64_t per_layer = q * d + 2 * kv * d + d * q + 3 * h * d + 2 * d;
+  return V * d * (c.tied_classifier ? 1 : 2) + c.n_layers * per_layer + d;
+}
+
+// Bytes a decoded token reads from the weights in fp16: every matrix and the classifier. The
+// embedding table (untied) is left out, since a token reads one row of it; norms are fp32 on the
+// device. (2 bytes x every parameter, the brief's first estimate, is printed beside it.)
+double weight_bytes_read(const kvs::ModelConfig& c) {
+  const double d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim(), V = c.vocab_size;
+  const double matrices = c.n_layers * (q * d + 2 * kv * d + d * q + 3 * h * d) + V * d;
+  const double norms = (2.0 * c.n_layers + 1) * d;
+  return 2.0 * matrices + 4.0 * norms;
+}
+
+// K and V bytes of one position over all layers and KV heads, fp16.
+double kv_entry_bytes(const kvs::ModelConfig& c) {
+  return 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * 2.0;
+}
+
+// MemAvailable of /proc/meminfo in bytes, 0 when unknown.
+double host_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (f >> key >> kib) {
+    std::getline(f, unit);
+    if (key == "MemAvailable:") return kib * 1024.0;
+  }
+  return 0.0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The GPU: what it is, and its copy bandwidth
+
+#ifdef KVSCOPE_CUDA
+// Best of `reps` device-to-device copies of `bytes`, counting bytes read and written (2 x bytes
+// per copy), in bytes/s. Timed with events on a stream of its own after one warm-up copy.
+double copy_bandwidth(std::size_t bytes, int reps) {
+  namespace cu = kvs::cuda;
+  cu::DeviceBuffer<char> src(bytes, "the bandwidth probe"), dst(bytes, "the bandwidth probe");
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cu::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "probe stream");
+  cu::check(cudaEventCreate(&start), "probe event");
+  cu::check(cudaEventCreate(&stop), "probe event");
+  double best = 0.0;
+  try {
+    cu::check(cudaMemsetAsync(src.get(), 1, bytes, stream), "probe fill");
+    cu::check(cudaMemsetAsync(dst.get(), 0, bytes, stream), "probe fill");
+    cu::check(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream), "probe copy");
+    for (int r = 0; r < reps; ++r) {
+      cu::check(cudaEventRecord(start, stream), "probe event");
+      cu::check(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream), "probe copy");
+      cu::check(cudaEventRecord(stop, stream), "probe event");
+      cu::check(cudaEventSynchronize(stop), "probe copy");
+      float ms = 0.0f;
+      cu::check(cudaEventElapsedTime(&ms, start, stop), "probe timing");
+      if (ms > 0.0f) best = std::max(best, 2.0 * static_cast<double>(bytes) / (ms * 1e-3));
+    }
+  } catch (...) {
+    cudaEventDestroy(stop);
+    cudaEventDestroy(start);
+    cudaStreamDestroy(stream);
+    throw;
+  }
+  cudaEventDestroy(stop);
+  cudaEventDestroy(start);
+  cudaStreamDestroy(stream);
+  return best;
+}
+
+// One line: the GPU's name, memory, SMs, CUDA versions.
+void print_gpu() {
+  cudaDeviceProp p{};
+  int device = 0;
+  kvs::cuda::check(cudaGetDevice(&device), "device query");
+  kvs::cuda::check(cudaGetDeviceProperties(&p, device), "device query");
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  std::printf("GPU: %s, %.1f GiB, %d SMs; CUDA runtime %d.%d, driver supports %d.%d\n", p.name,
+              static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), p.multiProcessorCount,
+              runtime / 1000, runtime % 1000 / 10, driver / 1000, driver % 1000 / 10);
+}
+#else
+double copy_bandwidth(std::size_t, int) { return 0.0; }
+void print_gpu() {}
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Observers and runs
+
+// Copies every decode row into a dense [layers, heads, seq_len] host buffer (reused per step),
+// as the recorder assembles a step: the capture cost inside the engine's thread, without
+// writing anything. Only attached after a hooks-off prefill.
+class RowSink : public kvs::AttentionObserver {
+ public:
+  explicit RowSink(const kvs::ModelConfig& c)
+      : heads_(c.n_heads), width_(c.seq_len),
+        rows_(static_cast<std::size_t>(c.n_layers) * c.n_heads * c.seq_len, 0.0f) {}
+  void on_attention(const kvs::AttentionBlock& b) override {
+    if (!b.decode) return;
+    float* row = rows_.data() + (static_cast<std::size_t>(b.layer) * heads_ + b.head) * width_;
+    for (int j = 0; j < b.n_keys; ++j) row[b.key(j)] = b.probs[j];
+  }
+  kvs::PrefillNeed prefill_need() const override { return {false, 1}; }
+
+ private:
+  int heads_, width_;
+  std::vector<float> rows_;  // [layers, heads, seq_len]
+};
+
+std::vector<int> random_tokens(int n, uint64_t seed, int vocab) {
+  std::vector<int> t(n);
+  for (int i = 0; i < n; ++i) {
+    const float u = 0.5f * (hash_uniform(seed, static_cast<std::size_t>(i)) + 1.0f);  // [0, 1)
+    t[i] = std::min(vocab - 1, static_cast<int>(u * static_cast<float>(vocab)));
+  }
+  return t;
+}
+
+// Seconds of each decode step, fed `forced` one after the other.
+std::vector<double> decode_steps(kvs::Engine& engine, const std::vector<int>& forced) {
+  std::vector<double> s;
+  s.reserve(forced.size());
+  for (int token : forced) {
+    const auto t0 = Clock::now();
+    engine.decode(token);
+    s.push_back(seconds_since(t0));
+  }
+  return s;
+}
+
+double timed_prefill(kvs::Engine& engine, const std::vector<int>& prompt) {
+  engine.reset();
+  const auto t0 = Clock::now();
+  engine.prefill(prompt);
+  return seconds_since(t0);
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+struct TraceRun {
+  double prefill_s = 0.0;        // engine.prefill with the recorder attached
+  double prefill_write_s = 0.0;  // then the wait for the prefill evidence to be written
+  std::vector<double> step_s;    // each decode step
+  double drain_s = 0.0;          // the wait for the last queued steps after the last decode
+  double commit_s = 0.0;         // finish(): ids, texts, meta, fsync, rename
+  double file_bytes = 0.0;
+  std::string note;              // the recorder's capture note
+  double sustained_step_s() const { return (sum(step_s) + drain_s) / static_cast<double>(step_s.size()); }
+};
+
+// Prefill + decode with a TraceRecorder writing to a file under /tmp; removes the file.
+TraceRun record_trace(kvs::Engine& engine, const std::vector<int>& prompt, const std::vector<int>& forced,
+                      const std::string& decode_dtype) {
+  const kvs::ModelConfig& c = engine.model().config;
+  kvs::TraceMeta meta;
+  meta.writer_version = KVSCOPE_VERSION;
+  meta.created = utc_now();
+  meta.model = c.name;
+  meta.model_path = "(random weights in memory: bench_cuda)";
+  meta.arch = c.arch;
+  meta.device = "cuda";
+  meta.shape = kvs::ModelShape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim};
+  meta.vocab_size = c.vocab_size;
+  meta.prompt_len = static_cast<int>(prompt.size());
+  meta.prompt = std::to_string(prompt.size()) + " random token ids";
+  meta.decode_dtype = decode_dtype;
+  std::string path = "/tmp/kvscope-bench-cuda-";
+  path += std::to_string(getpid());
+  path += "-";
+  path += std::to_string(prompt.size());
+  path += ".h5";
+  TraceRun r;
+  struct RemoveFile {
+    std::string path;
+    ~RemoveFile() {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+    }
+  } remove_file{path};
+  kvs::TraceRecorder rec(path, meta, static_cast<int>(forced.size()));
+  engine.reset();
+  engine.set_observer(&rec);
+  try {
+    auto t0 = Clock::now();
+    engine.prefill(prompt);
+    r.prefill_s = seconds_since(t0);
+    t0 = Clock::now();
+    rec.writer();  // waits for the prefill evidence to be written
+    r.prefill_write_s = seconds_since(t0);
+    r.step_s = decode_steps(engine, forced);
+    t0 = Clock::now();
+    rec.writer();  // waits for the steps still queued
+    r.drain_s = seconds_since(t0);
+  } catch (...) {
+    engine.set_observer(nullptr);
+    throw;
+  }
+  engine.set_observer(nullptr);
+  const auto t0 = Clock::now();
+  rec.finish([](int id) { return std::to_string(id); });
+  r.commit_s = seconds_since(t0);
+  r.note = rec.capture_note();
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  r.file_bytes = ec ? 0.0 : static_cast<double>(size);
+  return r;
+}
+
+struct ContextResult {
+  int T = 0;
+  std::string error;            // the InputError of this context (out of memory), or ""
+  double prefill_s = 0.0;       // best of the hooks-off prefills
+  double off_step_s = 0.0;      // median decode step, hooks off
+  double bytes_per_token = 0.0; // weights + K/V read, mean over the steps
+  double row_floats_per_step = 0.0;  // layers x heads x keys of a decode step, mean over the steps
+  double rows_step_s = 0.0;     // median decode step, rows to a host buffer (0: not run)
+  bool has_trace = false;
+  TraceRun trace;
+};
+
+ContextResult run_context(kvs::Engine& engine, int T, const Options& o, double weight_bytes) {
+  const kvs::ModelConfig& c = engine.model().config;
+  ContextResult r;
+  r.T = T;
+  const std::vector<int> prompt = random_tokens(T, 1000 + static_cast<uint64_t>(T), c.vocab_size);
+  const std::vector<int> forced = random_tokens(o.steps, 7, c.vocab_size);
+  try {
+    // Hooks off.
+    engine.set_observer(nullptr);
+    r.prefill_s = timed_prefill(engine, prompt);
+    const std::vector<double> off = decode_steps(engine, forced);
+    r.off_step_s = median(off);
+    // Step i reads the weights and T + i + 1 cached entries (its own included).
+    r.bytes_per_token = weight_bytes + kv_entry_bytes(c) * (T + 0.5 * (o.steps + 1));
+    r.row_floats_per_step = static_cast<double>(c.n_layers) * c.n_heads * (T + 0.5 * (o.steps + 1));
+    // Second hooks-off prefill (the faster counts), then decode with rows copied out.
+    r.prefill_s = std::min(r.prefill_s, timed_prefill(engine, prompt));
+    if (o.rows) {
+      RowSink sink(c);
+      engine.set_observer(&sink);
+      try {
+        r.rows_step_s = median(decode_steps(engine, forced));
+      } catch (...) {
+        engine.set_observer(nullptr);
+        throw;
+      }
+      engine.set_observer(nullptr);
+    }
+    if (o.trace) {
+      r.trace = record_trace(engine, prompt, forced, o.decode_dtype);
+      r.has_trace = true;
+    }
+  } catch (const kvs::InputError& e) {  // cuda::OutOfMemory among them
+    engine.set_observer(nullptr);
+    r.error = e.what();
+  }
+  engine.reset();
+  return r;
+}
+
+const char* mark(bool ok) { return ok ? "met" : "NOT met"; }
+
+void print_tables(const std::vector<ContextResult>& results, const Options& o, double bandwidth) {
+  constexpr double kFractionTarget = 0.80, kOverheadTarget = 15.0;
+  std::printf("\n| context | prefill tok/s | decode tok/s, hooks off | fraction of limit (target >= %.2f) | "
+              "decode tok/s, capture on | capture overhead (target <= %.0f%%) | targets |\n",
+              kFractionTarget, kOverheadTarget);
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const ContextResult& r : results) {
+    if (!r.error.empty()) {
+      std::printf("| %d | failed (see below) | | | | | |\n", r.T);
+      continue;
+    }
+    const double off_tps = 1.0 / r.off_step_s;
+    const double fraction = off_tps * r.bytes_per_token / bandwidth;
+    const bool frac_ok = fraction >= kFractionTarget;
+    std::string cap_tps = "-", cap_over = "-", targets = std::string("fraction ") + mark(frac_ok);
+    if (r.has_trace) {
+      const double step = r.trace.sustained_step_s();
+      const double over = 100.0 * (step / r.off_step_s - 1.0);
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.1f", 1.0 / step);
+      cap_tps = buf;
+      std::snprintf(buf, sizeof buf, "%+.1f%%", over);
+      cap_over = buf;
+      targets += std::string("; overhead ") + mark(over <= kOverheadTarget);
+    }
+    std::printf("| %d | %.0f | %.1f | %.2f | %s | %s | %s |\n", r.T, r.T / r.prefill_s, off_tps, fraction,
+                cap_tps.c_str(), cap_over.c_str(), targets.c_str());
+  }
+  std::printf("\ncapture on = a TraceRecorder writing the HDF5 trace (decode rows %s) under /tmp, as "
+              "`kvscope record` does: decode tok/s = steps / (their time + the wait for the writing "
+              "thread after the last one); overhead against the hooks-off median step.\n",
+              o.decode_dtype.c_str());
+
+  std::printf("\nDetails:\n\n| context | MB read/token (weights + KV) | limit tok/s | decode tok/s, rows to host "
+              "(no trace) | rows overhead | prefill tok/s, trace on | + prefill evidence write | "
+              "trace MB/step | trace file | commit |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const ContextResult& r : results) {
+    if (!r.error.empty()) continue;
+    std::string rows = "-", rows_over = "-", tp = "-", tw = "-", tmb = "-", tf = "-", tc = "-";
+    char buf[64];
+    if (r.rows_step_s > 0) {
+      std::snprintf(buf, sizeof buf, "%.1f", 1.0 / r.rows_step_s);
+      rows = buf;
+      std::snprintf(buf, sizeof buf, "%+.1f%%", 100.0 * (r.rows_step_s / r.off_step_s - 1.0));
+      rows_over = buf;
+    }
+    if (r.has_trace) {
+      const TraceRun& t = r.trace;
+      std::snprintf(buf, sizeof buf, "%.0f", r.T / t.prefill_s);
+      tp = buf;
+      std::snprintf(buf, sizeof buf, "%.2f s", t.prefill_write_s);
+      tw = buf;
+      const double elem = o.decode_dtype == "float16" ? 2.0 : 4.0;
+      std::snprintf(buf, sizeof buf, "%.1f", r.row_floats_per_step * elem / 1e6);
+      tmb = buf;
+      std::snprintf(buf, sizeof buf, "%.2f GB", t.file_bytes / 1e9);
+      tf = buf;
+      std::snprintf(buf, sizeof buf, "%.2f s", t.commit_s);
+      tc = buf;
+    }
+    std::printf("| %d | %.1f | %.1f | %s | %s | %s | %s | %s | %s | %s |\n", r.T, r.bytes_per_token / 1e6,
+                bandwidth / r.bytes_per_token, rows.c_str(), rows_over.c_str(), tp.c_str(), tw.c_str(),
+                tmb.c_str(), tf.c_str(), tc.c_str());
+  }
+  for (const ContextResult& r : results) {
+    if (!r.error.empty()) std::printf("\ncontext %d: %s\n", r.T, r.error.c_str());
+    else if (r.has_trace && !r.trace.note.empty()) std::printf("\ncontext %d, trace: %s\n", r.T, r.trace.note.c_str());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress shows through a pipe (tee) and survives a kill
+  Options o;
+  if (!parse_options(argc, argv, o)) return 2;
+  std::string why;
+  if (!kvs::cuda_usable(&why)) {
+    std::printf("bench_cuda: nothing measured: %s\n", why.c_str());
+    return 0;
+  }
+  try {
+    const kvs::ModelConfig c = config_for(o);
+    print_gpu();
+    const double bandwidth = copy_bandwidth(std::size_t{2} << 30, 10);
+    std::printf("GPU memory bandwidth: %.0f GB/s (device-to-device copy of 2 GiB, bytes read + written, "
+                "best of 10)\n", bandwidth / 1e9);
+
+    const double params = static_cast<double>(parameter_count(c));
+    const double host_need = 4.0 * params, host_free = host_available_bytes();
+    if (host_free > 0 && host_need > 0.95 * host_free) {
+      std::printf("bench_cuda: nothing measured: the fp32 host model needs %.1f GB, %.1f GB available\n",
+                  host_need / 1e9, host_free / 1e9);
+      return 0;
+    }
+    auto t0 = Clock::now();
+    const kvs::Model model = random_model(c);
+    std::printf("model: %s, dim %d, hidden %d, %d layers, %d heads (%d KV) x %d, vocab %d, untied, "
+                "rope_theta %.0f, seq_len %d; %.2fB parameters, random fp32 weights built in %.1f s\n",
+                c.name.c_str(), c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim,
+                c.vocab_size, c.rope_theta, c.seq_len, params / 1e9, seconds_since(t0));
+
+    t0 = Clock::now();
+    kvs::EngineOptions eo;
+    eo.device = kvs::Device::Cuda;
+    std::unique_ptr<kvs::Engine> engine;
+    try {
+      engine = std::make_unique<kvs::Engine>(model, eo);
+    } catch (const kvs::InputError& e) {  // cuda::OutOfMemory: the weights do not fit
+      std::printf("bench_cuda: nothing measured: %s\n", e.what());
+      return 0;
+    }
+    const double weight_bytes = weight_bytes_read(c);
+    std::printf("uploaded as fp16 in %.1f s; weights read per decoded token %.2f GB (2 bytes x every "
+                "parameter: %.2f GB; the embedding table is read one row a token); K+V %.0f KiB per "
+                "position (fp16)\n",
+                seconds_since(t0), weight_bytes / 1e9, 2.0 * params / 1e9, kv_entry_bytes(c) / 1024.0);
+    std::printf("limit per decoded token = (weight bytes + K/V bytes of the T + i + 1 cached positions) / "
+                "bandwidth; decode: %d steps fed forced random tokens after a random T-token prompt, "
+                "median step\n", o.steps);
+
+    // Warm-up: kernels, cuBLAS, pinned copies, the observer path.
+    {
+      const int n = std::min(64, c.seq_len - 8);
+      const std::vector<int> warm = random_tokens(n, 3, c.vocab_size);
+      engine->prefill(warm);
+      decode_steps(*engine, random_tokens(4, 5, c.vocab_size));
+      RowSink sink(c);
+      engine->set_observer(&sink);
+      decode_steps(*engine, random_tokens(2, 6, c.vocab_size));
+      engine->set_observer(nullptr);
+      engine->reset();
+    }
+
+    std::vector<ContextResult> results;
+    for (int T : o.contexts) {
+      t0 = Clock::now();
+      results.push_back(run_context(*engine, T, o, weight_bytes));
+      const ContextResult& r = results.back();
+      if (!r.error.empty())
+        std::printf("context %d: %s\n", T, r.error.c_str());
+      else
+        std::printf("context %d: done in %.1f s (prefill %.0f tok/s, decode %.1f tok/s hooks off)\n", T,
+                    seconds_since(t0), T / r.prefill_s, 1.0 / r.off_step_s);
+      std::fflush(stdout);
+    }
+    engine.reset();  // gives the GPU memory back for the second probe
+    const double bandwidth_after = copy_bandwidth(std::size_t{2} << 30, 10);
+    std::printf("GPU memory bandwidth measured again after the runs: %.0f GB/s\n", bandwidth_after / 1e9);
+    print_tables(results, o, bandwidth);
+    std::printf("\nHF transformers side by side: python3 scripts/bench-hf-eager.py --shape %s --contexts "
+                "<the same> --steps %d (target: decode >= 10x HF eager with attentions at 4096)\n",
+                o.shape.c_str(), o.steps);
+    return 0;
+  } catch (const kvs::InputError& e) {
+    std::fprintf(stderr, "bench_cuda: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_cuda: %s\n", e.what());
+    return 1;
+  }
+}
