@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <tuple>
@@ -23,7 +24,13 @@
 namespace kvs {
 namespace {
 
-const std::string kModels = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/";
+// KVSCOPE_SHARED_DIR in the environment overrides the build's path (scripts/gpu-bundle.sh runs
+// this program on a machine where ../shared is elsewhere).
+std::string shared_dir() {
+  const char* env = std::getenv("KVSCOPE_SHARED_DIR");
+  return env && *env ? env : KVSCOPE_SHARED_DIR;
+}
+const std::string kModels = shared_dir() + "/models/stories260K/";
 const std::vector<int> kPromptIds = {1, 403, 407, 261, 378};  // "Once upon a time"
 constexpr float kRowTol = 1e-3f;  // fp16 weights and cache against fp32
 
