@@ -40,6 +40,7 @@ class KvzipChunkController : public CacheController {
 class KvzipScoreObserver : public AttentionObserver {
  public:
   KvzipScoreObserver(int n_layers, int n_heads, int n_kv_heads, int context_len);
+  PrefillNeed prefill_need() const override { return {false, 1}; }  // decode rows only
   void on_attention(const AttentionBlock& block) override;
   const std::vector<float>& scores() const { return scores_; }  // [L, Hkv, P]
   std::vector<float>& scores() { return scores_; }

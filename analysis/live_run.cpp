@@ -34,6 +34,7 @@ int argmax(std::span<const float> v) {
 class LogitsCapture : public AttentionObserver {
  public:
   explicit LogitsCapture(int prompt_len) : P_(prompt_len) {}
+  PrefillNeed prefill_need() const override { return {false, 1}; }  // no prompt attention
   void on_logits(int pos, std::span<const float> logits) override {
     if (pos < P_) return;
     logits_.insert(logits_.end(), logits.begin(), logits.end());
@@ -54,6 +55,7 @@ class RowCapture : public AttentionObserver {
       lse_.assign(static_cast<size_t>(S) * shape.n_layers * shape.n_heads, 0.0f);
     }
   }
+  PrefillNeed prefill_need() const override { return {false, 1}; }  // decode rows only
   void on_attention(const AttentionBlock& b) override {
     if (!b.decode || !keep_) return;
     const int step = b.q_pos0 - P_;

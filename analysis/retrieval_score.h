@@ -19,6 +19,7 @@ class Tokenizer;
 class ArgmaxObserver : public AttentionObserver {
  public:
   ArgmaxObserver(int n_layers, int n_heads);
+  PrefillNeed prefill_need() const override { return {false, 1}; }  // decode rows only
   void on_attention(const AttentionBlock& block) override;
   const std::vector<int>& argmax() const { return argmax_; }  // [L, H] of the latest step
  private:

@@ -47,6 +47,20 @@ struct DeviceLayer {
 
 long round_up(long n, long m) { return (n + m - 1) / m * m; }
 
+// The stream and the cuBLAS handle, released even when the constructor throws later on.
+struct StreamDeleter {
+  void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
+};
+struct BlasDeleter {
+  void operator()(cublasHandle_t h) const { cublasDestroy(h); }
+};
+struct EventDeleter {
+  void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }
+};
+using StreamHandle = std::unique_ptr<CUstream_st, StreamDeleter>;
+using BlasHandle = std::unique_ptr<cublasContext, BlasDeleter>;
+using EventHandle = std::unique_ptr<CUevent_st, EventDeleter>;
+
 }  // namespace
 
 bool cuda_usable(std::string* why) { return cuda::gpu_present(why); }
@@ -58,8 +72,12 @@ struct CudaBackend::Impl {
   const Model& model;
   const ModelConfig& c;
   EngineOptions options;
-  cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
+  StreamHandle stream_handle, copy_stream_handle;
+  BlasHandle blas_handle;
+  cudaStream_t stream = nullptr;       // stream_handle's: all compute
+  cudaStream_t copy_stream = nullptr;  // copy_stream_handle's: decode rows to the host
+  cublasHandle_t blas = nullptr;       // blas_handle's
+  std::vector<EventHandle> attended;   // [n_layers] recorded when a layer's decode rows are ready
   std::size_t weight_bytes = 0;
 
   // Weights.
@@ -82,8 +100,12 @@ struct CudaBackend::Impl {
   cuda::DeviceBuffer<float> gate, up;      // [hidden_dim]
   cuda::DeviceBuffer<__half> gate16;       // [hidden_dim]
   cuda::DeviceBuffer<float> logits;        // [vocab]
-  cuda::DeviceBuffer<float> probs;         // [n_heads, seq_len] decode rows
-  cuda::DeviceBuffer<float> lse;           // [n_heads]
+  // Decode attention rows of every layer, grown with the context (rows_cap >= every head's
+  // held count); copied to pinned memory on copy_stream only when a hook listens.
+  int rows_cap = 0;
+  int host_rows_cap = 0;
+  cuda::DeviceBuffer<float> probs;         // [n_layers, n_heads, rows_cap]
+  cuda::DeviceBuffer<float> lse;           // [n_layers, n_heads]
   cuda::DeviceBuffer<float> att_scratch;   // attend_decode's scratch at seq_len rows
   // Per-layer step metadata: slot0 [n_kv], n_rows [n_kv], qslot [n_heads], rows [n_kv, seq_len]
   // at layer * meta_stride; written on the host (pinned) and copied before use.
@@ -93,9 +115,12 @@ struct CudaBackend::Impl {
   cuda::PinnedBuffer<int32_t> token_host;  // [1]
   cuda::DeviceBuffer<int32_t> token;       // [1]
   cuda::PinnedBuffer<float> logits_host;   // [vocab]
-  cuda::PinnedBuffer<float> probs_host;    // [n_heads, seq_len] (packed [n_heads, max_rows])
-  cuda::PinnedBuffer<float> lse_host;      // [n_heads]
-  std::vector<int32_t> key_pos;            // [n_kv, seq_len] positions of the attended rows
+  cuda::PinnedBuffer<float> probs_host;    // [n_layers, n_heads, host_rows_cap], layer l packed as
+                                           // [n_heads, layer_max_rows[l]]
+  cuda::PinnedBuffer<float> lse_host;      // [n_layers, n_heads]
+  std::vector<int32_t> key_pos;            // [n_layers, n_kv, host_rows_cap] attended positions
+  std::vector<int32_t> layer_rows;         // [n_layers, n_kv] attended rows per KV head
+  std::vector<int> layer_max_rows;         // [n_layers]
   std::vector<AttentionBlock> blocks;      // [n_heads]
   std::vector<float> logits_out;           // [vocab]
 
@@ -111,6 +136,8 @@ struct CudaBackend::Impl {
                 "upload of step metadata");
   }
   void logits_to_host(const float* x_last);
+  void ensure_rows(int needed, bool to_host);
+  void deliver_rows(int layer, int q_pos, AttentionObserver* observer, CacheController* controller);
 
   std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
                                  CacheController* controller);
@@ -121,7 +148,16 @@ CudaBackend::Impl::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.
   std::string why;
   if (!cuda::gpu_present(&why)) throw std::runtime_error("CUDA: no usable GPU (" + why + ")");
   cuda::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream creation");
+  stream_handle.reset(stream);
+  cuda::check(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking), "stream creation");
+  copy_stream_handle.reset(copy_stream);
+  for (int l = 0; l < m.config.n_layers; ++l) {
+    cudaEvent_t e = nullptr;
+    cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event creation");
+    attended.emplace_back(e);
+  }
   blas_check(cublasCreate(&blas), "handle creation");
+  blas_handle.reset(blas);
   blas_check(cublasSetStream(blas, stream), "stream binding");
   upload_weights();
   // The cache first: it is the allocation a long context makes fail.
@@ -151,8 +187,7 @@ CudaBackend::Impl::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.
   up = cuda::DeviceBuffer<float>(c.hidden_dim, "activations");
   gate16 = cuda::DeviceBuffer<__half>(c.hidden_dim, "activations");
   logits = cuda::DeviceBuffer<float>(c.vocab_size, "logits");
-  probs = cuda::DeviceBuffer<float>(static_cast<std::size_t>(H) * c.seq_len, "attention rows");
-  lse = cuda::DeviceBuffer<float>(H, "attention rows");
+  lse = cuda::DeviceBuffer<float>(static_cast<std::size_t>(L) * H, "attention rows");
   att_scratch = cuda::DeviceBuffer<float>(cuda::attend_decode_scratch_floats(H, c.seq_len, c.head_dim),
                                           "attention scratch");
   meta_stride = round_up(2L * n_kv + H + static_cast<long>(n_kv) * c.seq_len, 32);
@@ -161,17 +196,60 @@ CudaBackend::Impl::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.
   token_host = cuda::PinnedBuffer<int32_t>(1, "token");
   token = cuda::DeviceBuffer<int32_t>(1, "token");
   logits_host = cuda::PinnedBuffer<float>(c.vocab_size, "logits");
-  probs_host = cuda::PinnedBuffer<float>(static_cast<std::size_t>(H) * c.seq_len, "attention rows");
-  lse_host = cuda::PinnedBuffer<float>(H, "attention rows");
-  key_pos.resize(static_cast<std::size_t>(n_kv) * c.seq_len);
+  lse_host = cuda::PinnedBuffer<float>(static_cast<std::size_t>(L) * H, "attention rows");
+  layer_rows.resize(static_cast<std::size_t>(L) * n_kv);
+  layer_max_rows.resize(L);
   blocks.resize(H);
   logits_out.resize(c.vocab_size);
+  // The tables above were copied from pageable memory on the legacy stream, which `stream` does
+  // not wait for.
+  cuda::check(cudaDeviceSynchronize(), "table upload");
 }
 
 CudaBackend::Impl::~Impl() {
-  if (stream) cudaStreamSynchronize(stream);
-  if (blas) cublasDestroy(blas);
-  if (stream) cudaStreamDestroy(stream);
+  cudaStreamSynchronize(stream);
+  cudaStreamSynchronize(copy_stream);
+}
+
+// Grows the decode row buffers to `needed` rows per head (the device ones always, the host ones
+// when a hook will read them); waits for both streams first, since the old buffers may be in use.
+void CudaBackend::Impl::ensure_rows(int needed, bool to_host) {
+  const std::size_t lh = static_cast<std::size_t>(c.n_layers) * c.n_heads;
+  if (needed > rows_cap) {
+    sync();
+    cuda::check(cudaStreamSynchronize(copy_stream), "copy stream");
+    rows_cap = std::min(c.seq_len, std::max({needed, 2 * rows_cap, 256}));
+    probs = cuda::DeviceBuffer<float>(lh * rows_cap, "attention rows");
+  }
+  if (to_host && host_rows_cap < rows_cap) {
+    cuda::check(cudaStreamSynchronize(copy_stream), "copy stream");
+    probs_host = cuda::PinnedBuffer<float>(lh * rows_cap, "attention rows");
+    key_pos.resize(static_cast<std::size_t>(c.n_layers) * c.n_kv_heads * rows_cap);
+    host_rows_cap = rows_cap;
+  }
+}
+
+// Hands layer `layer`'s decode rows (already on the host) to the observer, then the controller.
+void CudaBackend::Impl::deliver_rows(int layer, int q_pos, AttentionObserver* observer,
+                                     CacheController* controller) {
+  const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
+  const int max_rows = layer_max_rows[layer];
+  const float* probs_l = probs_host.get() + static_cast<std::size_t>(layer) * H * host_rows_cap;  // [H, max_rows]
+  for (int h = 0; h < H; ++h) {
+    const int g = h / group;
+    AttentionBlock& b = blocks[h];
+    b.layer = layer;
+    b.head = h;
+    b.q_pos0 = q_pos;
+    b.n_q = 1;
+    b.n_keys = layer_rows[static_cast<std::size_t>(layer) * n_kv + g];
+    b.key_pos = key_pos.data() + (static_cast<std::size_t>(layer) * n_kv + g) * host_rows_cap;
+    b.probs = probs_l + static_cast<std::size_t>(h) * max_rows;
+    b.lse = lse_host.get() + static_cast<std::size_t>(layer) * H + h;
+    b.decode = true;
+    if (observer) observer->on_attention(b);
+  }
+  if (controller) controller->after_attention(layer, q_pos, blocks, *cache);
 }
 
 void CudaBackend::Impl::upload(float* dst, const WeightVector& src, const char* what) {
@@ -428,6 +506,7 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
   const bool rope_in_cache = options.rope_in_cache;
 
   if (observer) observer->on_token(pos, token_id);
+  ensure_rows(pos + 1, hooks);  // no head holds more than every position so far
   token_host.get()[0] = token_id;
   cuda::check(cudaMemcpyAsync(token.get(), token_host.get(), sizeof(int32_t), cudaMemcpyHostToDevice, stream),
               "token upload");
@@ -475,19 +554,22 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
     for (int g = 0; g < n_kv; ++g) {
       const std::span<const int32_t> held = cache->held(l, g);
       const std::span<uint8_t> act = cache->active(l, g);
-      int32_t* kp = key_pos.data() + static_cast<std::size_t>(g) * c.seq_len;
+      int32_t* kp = hooks ? key_pos.data() + (static_cast<std::size_t>(l) * n_kv + g) * host_rows_cap : nullptr;
       int n = 0;
       for (std::size_t j = 0; j < held.size(); ++j) {
         if (!act[j]) continue;
         if (!all_active) rows_h[g * rows_stride + n] = static_cast<int32_t>(j);
-        kp[n++] = held[j];
+        if (kp) kp[n] = held[j];
+        ++n;
       }
       if (n == 0) {
         throw std::logic_error("cache controller left layer " + std::to_string(l) + " KV head " +
                                std::to_string(g) + " with no active key");
       }
       n_rows_h[g] = n;
+      layer_rows[static_cast<std::size_t>(l) * n_kv + g] = n;
     }
+    layer_max_rows[l] = max_rows;
     for (int h = 0; h < H; ++h) qslot_h[h] = cache->size(l, h / group) - 1;
     copy_meta(l, n_kv, n_kv + H);
     if (!all_active) copy_meta(l, 2L * n_kv + H, n_kv * rows_stride);
@@ -496,35 +578,31 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
       // The query goes to its KV head's last slot; keys are rotated by slot inside the attention.
       cuda::rope_rows(q.get(), hd, H, 1, hd, m_dev + 2 * n_kv, rope_cos.get(), rope_sin.get(), interleaved, stream);
     }
-    cuda::attend_decode(att.get(), att16.get(), probs.get(), c.seq_len, lse.get(), q.get(), cache->keys(l),
+    float* probs_l = probs.get() + static_cast<std::size_t>(l) * H * rows_cap;  // [H, rows_cap]
+    float* lse_l = lse.get() + static_cast<std::size_t>(l) * H;                 // [H]
+    cuda::attend_decode(att.get(), att16.get(), probs_l, rows_cap, lse_l, q.get(), cache->keys(l),
                         cache->values(l), cache->head_stride(), rows_dev, rows_stride, m_dev + n_kv, max_rows, H,
                         n_kv, hd, scale, rope_in_cache ? rope_cos.get() : nullptr,
                         rope_in_cache ? rope_sin.get() : nullptr, interleaved, att_scratch.get(), stream);
     cuda::check_launch("decode attention");
 
     if (hooks) {
-      cuda::check(cudaMemcpy2DAsync(probs_host.get(), max_rows * sizeof(float), probs.get(),
-                                    c.seq_len * sizeof(float), max_rows * sizeof(float), H,
-                                    cudaMemcpyDeviceToHost, stream),
+      // The rows go to the host on the copy stream while the next layers compute. A controller
+      // must see them before this layer's next attention (it may evict): then wait here;
+      // an observer alone gets every layer's rows after the token.
+      cuda::check(cudaEventRecord(attended[l].get(), stream), "decode rows event");
+      cuda::check(cudaStreamWaitEvent(copy_stream, attended[l].get(), 0), "decode rows event");
+      float* host_l = probs_host.get() + static_cast<std::size_t>(l) * H * host_rows_cap;  // [H, max_rows]
+      cuda::check(cudaMemcpy2DAsync(host_l, max_rows * sizeof(float), probs_l, rows_cap * sizeof(float),
+                                    max_rows * sizeof(float), H, cudaMemcpyDeviceToHost, copy_stream),
                   "decode rows copy");
-      cuda::check(cudaMemcpyAsync(lse_host.get(), lse.get(), H * sizeof(float), cudaMemcpyDeviceToHost, stream),
+      cuda::check(cudaMemcpyAsync(lse_host.get() + static_cast<std::size_t>(l) * H, lse_l, H * sizeof(float),
+                                  cudaMemcpyDeviceToHost, copy_stream),
                   "decode rows copy");
-      sync();
-      for (int h = 0; h < H; ++h) {
-        const int g = h / group;
-        AttentionBlock& b = blocks[h];
-        b.layer = l;
-        b.head = h;
-        b.q_pos0 = pos;
-        b.n_q = 1;
-        b.n_keys = n_rows_h[g];
-        b.key_pos = key_pos.data() + static_cast<std::size_t>(g) * c.seq_len;
-        b.probs = probs_host.get() + static_cast<std::size_t>(h) * max_rows;
-        b.lse = lse_host.get() + h;
-        b.decode = true;
-        if (observer) observer->on_attention(b);
+      if (controller) {
+        cuda::check(cudaStreamSynchronize(copy_stream), "decode rows copy");
+        deliver_rows(l, pos, observer, controller);
       }
-      if (controller) controller->after_attention(l, pos, blocks, *cache);
     }
     gemm(blas, x.get(), att16.get(), lw.wo.get(), 1, dim, qd, 1.0f);
 
@@ -536,6 +614,10 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
   }
   cuda::check_launch("decode layer");
   logits_to_host(x.get());
+  if (observer && !controller) {
+    cuda::check(cudaStreamSynchronize(copy_stream), "decode rows copy");
+    for (int l = 0; l < c.n_layers; ++l) deliver_rows(l, pos, observer, nullptr);
+  }
   ++pos;
   if (observer) observer->on_logits(pos - 1, logits_out);
   return logits_out;

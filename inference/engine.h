@@ -19,7 +19,8 @@ struct EngineOptions {
   // Threads of prefill and decode. 0 = all hardware threads, except that models under 4 MB of
   // weights per token decode on one.
   int n_threads = 0;
-  int prefill_block = 64;      // query rows per attention block handed to observers in prefill
+  int prefill_block = 64;      // CPU: query rows per attention block handed to observers in
+                               // prefill (the GPU sizes its blocks by memory)
   // Keys are cached before RoPE and rotated by their slot index inside the cache at every
   // attention; the query is rotated by the number of held keys (the pos-shift of POLICIES.md §1).
   bool rope_in_cache = false;
