@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
       std::printf("kvscope %s\n", KVSCOPE_VERSION);
       return 0;
     }
-    if (cmd.rfind("--", 0) == 0 || cmd.size() > 3 && cmd.substr(cmd.size() - 3) == ".h5")
+    if (cmd.rfind("--", 0) == 0 || (cmd.size() > 3 && cmd.substr(cmd.size() - 3) == ".h5"))
       return run_gui_command(args);  // `kvscope trace.h5` / `kvscope --screenshot ...`
     std::fprintf(stderr, "kvscope: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;

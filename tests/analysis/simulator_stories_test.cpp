@@ -71,9 +71,11 @@ TEST_F(StoriesTrace, EveryPolicyHasFullRecallWhenTheBudgetCoversTheContext) {
   for (const std::string& name : policy_names()) {
     if (name == "kvzip") continue;  // needs the repeat pass (below)
     const RunData r = run(tr, name == "omnikv" ? "omnikv:filters=1" : name, T);
-    for (const NamedArray& m : r.metrics)
-      if (m.name == "recall")
+    for (const NamedArray& m : r.metrics) {
+      if (m.name == "recall") {
         for (float v : m.data) ASSERT_NEAR(v, 1.0f, 1e-4) << name;
+      }
+    }
   }
 }
 
