@@ -16,6 +16,7 @@
 #include "inference/kv_store.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "kernels/quant.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
@@ -220,6 +221,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   std::vector<float> Q(static_cast<std::size_t>(P) * qd);     // [P, q_dim]
   std::vector<float> K(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
   std::vector<float> V(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
+  std::vector<float> KH;                                      // [P, kv_dim] fp16_cache: rounded K
   std::vector<float> ATT(static_cast<std::size_t>(P) * qd);   // [P, q_dim]
   std::vector<float> G(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
   std::vector<float> U(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
@@ -242,9 +244,16 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
     if (!lw.bv.empty()) ops::add_bias(V.data(), lw.bv.data(), P, kvd);
     // rope_in_cache caches keys before rotation; attention below still uses rotated keys, since
     // during prefill every key's slot in the cache equals its position.
+    if (options_.fp16_cache) round_to_fp16(V.data(), V.size());
     auto cache_kv = [&] {
+      const float* keys = K.data();
+      if (options_.fp16_cache && options_.rope_in_cache) {  // the cache rounds the unrotated keys
+        KH.assign(K.begin(), K.end());
+        round_to_fp16(KH.data(), KH.size());
+        keys = KH.data();
+      }
       for (int g = 0; g < c.n_kv_heads; ++g) {
-        s.store.append(l, g, 0, P, K.data() + g * hd, V.data() + g * hd, kvd);
+        s.store.append(l, g, 0, P, keys + g * hd, V.data() + g * hd, kvd);
       }
     };
     if (options_.rope_in_cache) cache_kv();
@@ -254,6 +263,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
       ops::rope_apply(K.data() + static_cast<std::size_t>(i) * kvd, c.n_kv_heads, hd,
                       s.rope.cos(i), s.rope.sin(i), pairing);
     }
+    if (options_.fp16_cache) round_to_fp16(K.data(), K.size());  // attention reads rotated fp16 keys
     if (!options_.rope_in_cache) cache_kv();
 
     for (int h = 0; h < c.n_heads; ++h) {
@@ -359,6 +369,10 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
     if (!options_.rope_in_cache) {
       ops::rope_apply(s.q.data(), c.n_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
       ops::rope_apply(s.k.data(), c.n_kv_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
+    }
+    if (options_.fp16_cache) {
+      round_to_fp16(s.k.data(), s.k.size());
+      round_to_fp16(s.v.data(), s.v.size());
     }
     for (int g = 0; g < c.n_kv_heads; ++g) {
       s.store.append(l, g, pos, 1, s.k.data() + g * hd, s.v.data() + g * hd, hd);

@@ -24,6 +24,9 @@ struct EngineOptions {
   // Keys are cached before RoPE and rotated by their slot index inside the cache at every
   // attention; the query is rotated by the number of held keys (the pos-shift of POLICIES.md §1).
   bool rope_in_cache = false;
+  // CPU: K and V are rounded to fp16 as they enter the cache and the prompt's attention — the
+  // numbers the CUDA backend's fp16 cache holds — so the two backends compare like for like.
+  bool fp16_cache = false;
 };
 
 class KvStore;      // per-(layer, KV head) K/V storage; see kv_store.h

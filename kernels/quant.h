@@ -29,6 +29,10 @@ constexpr std::size_t kQ5_KBlockBytes = 2 + 2 + 12 + 32 + 128;
 constexpr std::size_t kQ6_KBlockBytes = 128 + 64 + 16 + 2;
 
 float fp16_to_fp32(uint16_t h);
+// Round to nearest even; subnormals, infinities and NaN kept.
+uint16_t fp32_to_fp16(float f);
+// x[n] <- fp16_to_fp32(fp32_to_fp16(x)): what storing x in fp16 keeps of it.
+void round_to_fp16(float* x, std::size_t n);
 float bf16_to_fp32(uint16_t h);
 
 // Each converts `n` weights from `src` (little-endian file bytes) into `dst` [n].

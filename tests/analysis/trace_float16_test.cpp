@@ -1,4 +1,4 @@
-// The trace's float -> half conversion: exact round trip of every half value, round to nearest
+// The float -> half conversion (kernels/quant.h; the trace writer's and the fp16 cache's): exact round trip of every half value, round to nearest
 // even (checked against the CPU's F16C instruction when available), subnormals, overflow, NaN.
 #include <gtest/gtest.h>
 
@@ -10,35 +10,35 @@
 #include <immintrin.h>
 #endif
 
-#include "analysis/float16.h"
+#include "kernels/quant.h"
 
 namespace kvs {
 namespace {
 
 TEST(Float16, EveryHalfRoundTrips) {
   for (uint32_t h = 0; h < 0x10000u; ++h) {
-    const float f = half_to_float((uint16_t)h);
+    const float f = fp16_to_fp32((uint16_t)h);
     if (std::isnan(f)) {
-      EXPECT_TRUE(std::isnan(half_to_float(float_to_half(f))));
+      EXPECT_TRUE(std::isnan(fp16_to_fp32(fp32_to_fp16(f))));
       continue;
     }
-    ASSERT_EQ(float_to_half(f), h) << std::hex << h;
+    ASSERT_EQ(fp32_to_fp16(f), h) << std::hex << h;
   }
 }
 
 TEST(Float16, KnownValues) {
-  EXPECT_EQ(float_to_half(1.0f), 0x3c00);
-  EXPECT_EQ(float_to_half(-2.0f), 0xc000);
-  EXPECT_EQ(float_to_half(65504.0f), 0x7bff);
-  EXPECT_EQ(float_to_half(65520.0f), 0x7c00) << "halfway past the largest half rounds to inf";
-  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -24)), 0x0001) << "smallest subnormal";
-  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -25)), 0x0000) << "tie rounds to even (zero)";
-  EXPECT_EQ(float_to_half(std::ldexp(1.5f, -25)), 0x0001);
-  EXPECT_EQ(float_to_half(1.0f + std::ldexp(1.0f, -11)), 0x3c00) << "tie rounds to even";
-  EXPECT_EQ(float_to_half(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02) << "tie rounds to even (up)";
-  EXPECT_EQ(float_to_half(std::numeric_limits<float>::infinity()), 0x7c00);
-  EXPECT_TRUE(std::isnan(half_to_float(float_to_half(std::nanf("")))));
-  EXPECT_EQ(half_to_float(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(fp32_to_fp16(1.0f), 0x3c00);
+  EXPECT_EQ(fp32_to_fp16(-2.0f), 0xc000);
+  EXPECT_EQ(fp32_to_fp16(65504.0f), 0x7bff);
+  EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00) << "halfway past the largest half rounds to inf";
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -24)), 0x0001) << "smallest subnormal";
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -25)), 0x0000) << "tie rounds to even (zero)";
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.5f, -25)), 0x0001);
+  EXPECT_EQ(fp32_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00) << "tie rounds to even";
+  EXPECT_EQ(fp32_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02) << "tie rounds to even (up)";
+  EXPECT_EQ(fp32_to_fp16(std::numeric_limits<float>::infinity()), 0x7c00);
+  EXPECT_TRUE(std::isnan(fp16_to_fp32(fp32_to_fp16(std::nanf("")))));
+  EXPECT_EQ(fp16_to_fp32(0x0001), std::ldexp(1.0f, -24));
 }
 
 #if defined(__F16C__)
@@ -50,7 +50,7 @@ TEST(Float16, MatchesF16cOnRandomFloats) {
     float f;
     std::memcpy(&f, &x, 4);
     if (std::isnan(f)) continue;
-    ASSERT_EQ(float_to_half(f), _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)) << std::hex << x;
+    ASSERT_EQ(fp32_to_fp16(f), _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)) << std::hex << x;
   }
 }
 #endif
