@@ -1,8 +1,10 @@
 // CudaBackend: the Llama-family forward pass on the GPU. Weights and the KV cache are fp16 on the
-// device; activations, accumulation and softmax fp32. Projections are cuBLAS GEMMs (fp16 inputs,
-// fp32 output and compute); prefill attention is computed a block of query rows at a time
-// (scores by a batched GEMM, causal softmax kernel, P·V by a batched GEMM), so memory stays
-// bounded at any prompt length. Hooks get exactly what the CPU engine gives them.
+// device; activations, accumulation and softmax fp32. Decode projections are a matvec kernel
+// (fp16 weights read once, fp32 inputs). Prefill projections are cuBLAS GEMMs (fp16 inputs, fp32
+// output and compute) by the activations split into high and low halves, so that rounding the
+// activations to fp16 costs no accuracy; prefill attention is computed a block of query rows at a
+// time (scores and P·V by batched GEMMs, the same split, a causal softmax kernel between), so
+// memory stays bounded at any prompt length. Hooks get exactly what the CPU engine gives them.
 #include "inference/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -25,14 +27,17 @@ void blas_check(cublasStatus_t st, const char* what) {
   throw std::runtime_error(std::string("cuBLAS: ") + what + ": " + cublasGetStatusString(st));
 }
 
-// Y[n, rows] (+)= X[n, cols] · W[rows, cols]^T, row-major; beta 0 overwrites, 1 accumulates.
-void gemm(cublasHandle_t blas, float* y, const __half* x16, const __half* w, int n, int rows,
-          int cols, float beta) {
-  const float alpha = 1.0f;
-  blas_check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, CUDA_R_16F, cols,
-                          x16, CUDA_R_16F, cols, &beta, y, CUDA_R_32F, rows, CUBLAS_COMPUTE_32F,
-                          CUBLAS_GEMM_DEFAULT),
-             "projection");
+// Y[n, rows] (+)= X[n, cols] · W[rows, cols]^T, row-major, with X given as its high and low
+// halves [n, cols] each (cuda::split_half); beta 0 overwrites, 1 accumulates.
+void gemm(cublasHandle_t blas, float* y, const __half* x_hi, const __half* x_lo, const __half* w,
+          int n, int rows, int cols, float beta) {
+  const float alpha = 1.0f, one = 1.0f;
+  for (const __half* x : {x_hi, x_lo}) {
+    blas_check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, CUDA_R_16F, cols,
+                            x, CUDA_R_16F, cols, x == x_hi ? &beta : &one, y, CUDA_R_32F, rows,
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "projection");
+  }
 }
 
 struct DeviceLayer {
@@ -93,12 +98,9 @@ struct CudaBackend::Impl {
 
   // Decode activations.
   cuda::DeviceBuffer<float> x, xb;         // [dim]
-  cuda::DeviceBuffer<__half> xb16;         // [dim]
   cuda::DeviceBuffer<float> q, att;        // [q_dim]
-  cuda::DeviceBuffer<__half> att16;        // [q_dim]
   cuda::DeviceBuffer<float> k, v;          // [kv_dim]
   cuda::DeviceBuffer<float> gate, up;      // [hidden_dim]
-  cuda::DeviceBuffer<__half> gate16;       // [hidden_dim]
   cuda::DeviceBuffer<float> logits;        // [vocab]
   // Decode attention rows of every layer, grown with the context (rows_cap >= every head's
   // held count); copied to pinned memory on copy_stream only when a hook listens.
@@ -177,15 +179,12 @@ CudaBackend::Impl::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.
 
   x = cuda::DeviceBuffer<float>(c.dim, "activations");
   xb = cuda::DeviceBuffer<float>(c.dim, "activations");
-  xb16 = cuda::DeviceBuffer<__half>(c.dim, "activations");
   q = cuda::DeviceBuffer<float>(c.q_dim(), "activations");
   att = cuda::DeviceBuffer<float>(c.q_dim(), "activations");
-  att16 = cuda::DeviceBuffer<__half>(c.q_dim(), "activations");
   k = cuda::DeviceBuffer<float>(c.kv_dim(), "activations");
   v = cuda::DeviceBuffer<float>(c.kv_dim(), "activations");
   gate = cuda::DeviceBuffer<float>(c.hidden_dim, "activations");
   up = cuda::DeviceBuffer<float>(c.hidden_dim, "activations");
-  gate16 = cuda::DeviceBuffer<__half>(c.hidden_dim, "activations");
   logits = cuda::DeviceBuffer<float>(c.vocab_size, "logits");
   lse = cuda::DeviceBuffer<float>(static_cast<std::size_t>(L) * H, "attention rows");
   att_scratch = cuda::DeviceBuffer<float>(cuda::attend_decode_scratch_floats(H, c.seq_len, c.head_dim),
@@ -302,9 +301,9 @@ void CudaBackend::Impl::upload_weights() {
 
 // Final norm of the last position's residual x_last [dim], the classifier, and the copy back.
 void CudaBackend::Impl::logits_to_host(const float* x_last) {
-  cuda::rmsnorm_rows(xb.get(), xb16.get(), x_last, final_norm.get(), 1, c.dim, c.rms_eps, stream);
-  gemm(blas, logits.get(), xb16.get(), c.tied_classifier ? embedding.get() : classifier.get(), 1,
-       c.vocab_size, c.dim, 0.0f);
+  cuda::rmsnorm_rows(xb.get(), nullptr, x_last, final_norm.get(), 1, c.dim, c.rms_eps, stream);
+  cuda::matvec_half(logits.get(), c.tied_classifier ? embedding.get() : classifier.get(), xb.get(),
+                    c.vocab_size, c.dim, 0.0f, stream);
   cuda::check(cudaMemcpyAsync(logits_host.get(), logits.get(), logits.bytes(), cudaMemcpyDeviceToHost, stream),
               "logits copy");
   sync();
@@ -333,7 +332,7 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
   // rows go to the host, within a smaller pinned one).
   const long ld = round_up(P, 8);
   const long per_row = static_cast<long>(H) * ld;  // score floats per block row
-  long B = std::max(1L, (256L << 20) / (per_row * 6));
+  long B = std::max(1L, (256L << 20) / (per_row * 8));  // S fp32 + two fp16 halves
   if (want_rows) B = std::min(B, std::max(1L, (64L << 20) / (per_row * 4)));
   B = std::min<long>(B, P);
 
@@ -341,20 +340,25 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
   cuda::DeviceBuffer<int32_t> ids(Pz, "prompt tokens");
   cuda::DeviceBuffer<float> X(Pz * dim, "prefill activations");    // [P, dim] residual stream
   cuda::DeviceBuffer<float> XB(Pz * dim, "prefill activations");   // [P, dim]
-  cuda::DeviceBuffer<__half> XB16(Pz * dim, "prefill activations");  // [P, dim]
-  cuda::DeviceBuffer<float> Q(Pz * qd, "prefill activations");     // [P, q_dim]
-  cuda::DeviceBuffer<__half> Q16(Pz * qd, "prefill activations");  // [P, q_dim]
+  cuda::DeviceBuffer<__half> XB16(Pz * dim, "prefill activations");    // [P, dim] high half
+  cuda::DeviceBuffer<__half> XB16lo(Pz * dim, "prefill activations");  // [P, dim] low half
+  cuda::DeviceBuffer<float> Q(Pz * qd, "prefill activations");       // [P, q_dim]
+  cuda::DeviceBuffer<__half> Q16(Pz * qd, "prefill activations");    // [P, q_dim] high half
+  cuda::DeviceBuffer<__half> Q16lo(Pz * qd, "prefill activations");  // [P, q_dim] low half
   cuda::DeviceBuffer<float> K(Pz * kvd, "prefill activations");    // [P, kv_dim]
   cuda::DeviceBuffer<float> V(Pz * kvd, "prefill activations");    // [P, kv_dim]
   cuda::DeviceBuffer<__half> K16(Pz * kvd, "prefill activations");  // [P, kv_dim]
   cuda::DeviceBuffer<__half> V16(Pz * kvd, "prefill activations");  // [P, kv_dim]
   cuda::DeviceBuffer<float> ATT(Pz * qd, "prefill activations");    // [P, q_dim]
-  cuda::DeviceBuffer<__half> ATT16(Pz * qd, "prefill activations");  // [P, q_dim]
+  cuda::DeviceBuffer<__half> ATT16(Pz * qd, "prefill activations");    // [P, q_dim] high half
+  cuda::DeviceBuffer<__half> ATT16lo(Pz * qd, "prefill activations");  // [P, q_dim] low half
   cuda::DeviceBuffer<float> G(Pz * hid, "prefill activations");    // [P, hidden_dim]
   cuda::DeviceBuffer<float> U(Pz * hid, "prefill activations");    // [P, hidden_dim]
-  cuda::DeviceBuffer<__half> G16(Pz * hid, "prefill activations");  // [P, hidden_dim]
+  cuda::DeviceBuffer<__half> G16(Pz * hid, "prefill activations");    // [P, hidden_dim] high half
+  cuda::DeviceBuffer<__half> G16lo(Pz * hid, "prefill activations");  // [P, hidden_dim] low half
   cuda::DeviceBuffer<float> S(B * per_row, "prefill attention scores");        // [H, nq <= B, ld]
-  cuda::DeviceBuffer<__half> S16(B * per_row, "prefill attention scores");     // [H, nq <= B, ld]
+  cuda::DeviceBuffer<__half> S16(B * per_row, "prefill attention scores");     // [H, nq <= B, ld] high
+  cuda::DeviceBuffer<__half> S16lo(B * per_row, "prefill attention scores");   // [H, nq <= B, ld] low
   cuda::DeviceBuffer<float> S_lse(B * H, "prefill attention scores");          // [H, nq <= B]
   cuda::DeviceBuffer<int32_t> slot0(n_kv, "prefill cache slots");              // [n_kv] zeros
   cuda::DeviceBuffer<float> colsum, window, window_lse;                        // device reductions
@@ -382,10 +386,11 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
   const float one = 1.0f, zero = 0.0f;
   for (int l = 0; l < c.n_layers; ++l) {
     const DeviceLayer& lw = layers[l];
-    cuda::rmsnorm_rows(XB.get(), XB16.get(), X.get(), lw.attn_norm.get(), P, dim, c.rms_eps, stream);
-    gemm(blas, Q.get(), XB16.get(), lw.wq.get(), P, qd, dim, 0.0f);
-    gemm(blas, K.get(), XB16.get(), lw.wk.get(), P, kvd, dim, 0.0f);
-    gemm(blas, V.get(), XB16.get(), lw.wv.get(), P, kvd, dim, 0.0f);
+    cuda::rmsnorm_rows(XB.get(), nullptr, X.get(), lw.attn_norm.get(), P, dim, c.rms_eps, stream);
+    cuda::split_half(XB16.get(), XB16lo.get(), XB.get(), static_cast<long>(Pz * dim), stream);
+    gemm(blas, Q.get(), XB16.get(), XB16lo.get(), lw.wq.get(), P, qd, dim, 0.0f);
+    gemm(blas, K.get(), XB16.get(), XB16lo.get(), lw.wk.get(), P, kvd, dim, 0.0f);
+    gemm(blas, V.get(), XB16.get(), XB16lo.get(), lw.wv.get(), P, kvd, dim, 0.0f);
     if (lw.bq.size()) cuda::add_bias(Q.get(), lw.bq.get(), P, qd, stream);
     if (lw.bk.size()) cuda::add_bias(K.get(), lw.bk.get(), P, kvd, stream);
     if (lw.bv.size()) cuda::add_bias(V.get(), lw.bv.get(), P, kvd, stream);
@@ -400,8 +405,8 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
     cuda::rope_rows(Q.get(), qd, P, H, hd, iota.get(), rope_cos.get(), rope_sin.get(), interleaved, stream);
     cuda::rope_rows(K.get(), kvd, P, n_kv, hd, iota.get(), rope_cos.get(), rope_sin.get(), interleaved, stream);
     if (!options.rope_in_cache) cache_kv();
-    cuda::to_half(Q16.get(), Q.get(), static_cast<long>(Pz * qd), stream);
-    cuda::to_half(K16.get(), K.get(), static_cast<long>(Pz * kvd), stream);
+    cuda::split_half(Q16.get(), Q16lo.get(), Q.get(), static_cast<long>(Pz * qd), stream);
+    cuda::to_half(K16.get(), K.get(), static_cast<long>(Pz * kvd), stream);  // as the cache holds them
     cuda::to_half(V16.get(), V.get(), static_cast<long>(Pz * kvd), stream);
 
     for (int q0 = 0; q0 < P; q0 += static_cast<int>(B)) {
@@ -410,23 +415,30 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
       const long head_block = static_cast<long>(nq) * ld;  // floats of one head's rows in S
       // Heads g * group + r for g = 0..n_kv-1 form one strided batch per r.
       for (int r = 0; r < group; ++r) {
-        // S_h[nq, n_keys] = scale * Q_h[nq, hd] · K_g[n_keys, hd]^T
-        blas_check(cublasGemmStridedBatchedEx(
-                       blas, CUBLAS_OP_T, CUBLAS_OP_N, n_keys, nq, hd, &scale, K16.get(), CUDA_R_16F, kvd, hd,
-                       Q16.get() + static_cast<std::size_t>(q0) * qd + r * hd, CUDA_R_16F, qd,
-                       static_cast<long long>(group) * hd, &zero, S.get() + r * head_block, CUDA_R_32F, ld,
-                       group * head_block, n_kv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   "prefill scores");
+        // S_h[nq, n_keys] = scale * Q_h[nq, hd] · K_g[n_keys, hd]^T, Q as its high then low half
+        for (const __half* q_half : {Q16.get(), Q16lo.get()}) {
+          blas_check(cublasGemmStridedBatchedEx(
+                         blas, CUBLAS_OP_T, CUBLAS_OP_N, n_keys, nq, hd, &scale, K16.get(), CUDA_R_16F, kvd, hd,
+                         q_half + static_cast<std::size_t>(q0) * qd + r * hd, CUDA_R_16F, qd,
+                         static_cast<long long>(group) * hd, q_half == Q16.get() ? &zero : &one,
+                         S.get() + r * head_block, CUDA_R_32F, ld, group * head_block, n_kv, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT),
+                     "prefill scores");
+        }
       }
-      cuda::softmax_causal(S.get(), S16.get(), S_lse.get(), H, nq, n_keys, ld, q0, stream);
+      cuda::softmax_causal(S.get(), nullptr, S_lse.get(), H, nq, n_keys, ld, q0, stream);
+      cuda::split_half(S16.get(), S16lo.get(), S.get(), H * head_block, stream);
       for (int r = 0; r < group; ++r) {
-        // ATT_h[nq, hd] = P_h[nq, n_keys] · V_g[n_keys, hd]
-        blas_check(cublasGemmStridedBatchedEx(
-                       blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, n_keys, &one, V16.get(), CUDA_R_16F, kvd, hd,
-                       S16.get() + r * head_block, CUDA_R_16F, ld, group * head_block, &zero,
-                       ATT.get() + static_cast<std::size_t>(q0) * qd + r * hd, CUDA_R_32F, qd,
-                       static_cast<long long>(group) * hd, n_kv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   "prefill attention output");
+        // ATT_h[nq, hd] = P_h[nq, n_keys] · V_g[n_keys, hd], P as its high then low half
+        for (const __half* p_half : {S16.get(), S16lo.get()}) {
+          blas_check(cublasGemmStridedBatchedEx(
+                         blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, n_keys, &one, V16.get(), CUDA_R_16F, kvd, hd,
+                         p_half + r * head_block, CUDA_R_16F, ld, group * head_block,
+                         p_half == S16.get() ? &zero : &one, ATT.get() + static_cast<std::size_t>(q0) * qd + r * hd,
+                         CUDA_R_32F, qd, static_cast<long long>(group) * hd, n_kv, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT),
+                     "prefill attention output");
+        }
       }
       if (want_summary) {
         if (q0 == 0) cuda::check(cudaMemsetAsync(colsum.get(), 0, colsum.bytes(), stream), "column sums");
@@ -478,14 +490,16 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
         observer->on_prefill_summary(s);
       }
     }
-    cuda::to_half(ATT16.get(), ATT.get(), static_cast<long>(Pz * qd), stream);
-    gemm(blas, X.get(), ATT16.get(), lw.wo.get(), P, dim, qd, 1.0f);
+    cuda::split_half(ATT16.get(), ATT16lo.get(), ATT.get(), static_cast<long>(Pz * qd), stream);
+    gemm(blas, X.get(), ATT16.get(), ATT16lo.get(), lw.wo.get(), P, dim, qd, 1.0f);
 
-    cuda::rmsnorm_rows(XB.get(), XB16.get(), X.get(), lw.ffn_norm.get(), P, dim, c.rms_eps, stream);
-    gemm(blas, G.get(), XB16.get(), lw.w_gate.get(), P, hid, dim, 0.0f);
-    gemm(blas, U.get(), XB16.get(), lw.w_up.get(), P, hid, dim, 0.0f);
-    cuda::swiglu(G.get(), G16.get(), U.get(), static_cast<long>(Pz * hid), stream);
-    gemm(blas, X.get(), G16.get(), lw.w_down.get(), P, dim, hid, 1.0f);
+    cuda::rmsnorm_rows(XB.get(), nullptr, X.get(), lw.ffn_norm.get(), P, dim, c.rms_eps, stream);
+    cuda::split_half(XB16.get(), XB16lo.get(), XB.get(), static_cast<long>(Pz * dim), stream);
+    gemm(blas, G.get(), XB16.get(), XB16lo.get(), lw.w_gate.get(), P, hid, dim, 0.0f);
+    gemm(blas, U.get(), XB16.get(), XB16lo.get(), lw.w_up.get(), P, hid, dim, 0.0f);
+    cuda::swiglu(G.get(), nullptr, U.get(), static_cast<long>(Pz * hid), stream);
+    cuda::split_half(G16.get(), G16lo.get(), G.get(), static_cast<long>(Pz * hid), stream);
+    gemm(blas, X.get(), G16.get(), G16lo.get(), lw.w_down.get(), P, dim, hid, 1.0f);
     cuda::check_launch("prefill layer");
   }
   pos = P;
@@ -521,10 +535,10 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
     int32_t* qslot_h = m_host + 2 * n_kv;  // [H]
     int32_t* rows_h = m_host + 2 * n_kv + H;  // [n_kv, rows_stride]
 
-    cuda::rmsnorm_rows(xb.get(), xb16.get(), x.get(), lw.attn_norm.get(), 1, dim, c.rms_eps, stream);
-    gemm(blas, q.get(), xb16.get(), lw.wq.get(), 1, qd, dim, 0.0f);
-    gemm(blas, k.get(), xb16.get(), lw.wk.get(), 1, kvd, dim, 0.0f);
-    gemm(blas, v.get(), xb16.get(), lw.wv.get(), 1, kvd, dim, 0.0f);
+    cuda::rmsnorm_rows(xb.get(), nullptr, x.get(), lw.attn_norm.get(), 1, dim, c.rms_eps, stream);
+    cuda::matvec_half(q.get(), lw.wq.get(), xb.get(), qd, dim, 0.0f, stream);
+    cuda::matvec_half(k.get(), lw.wk.get(), xb.get(), kvd, dim, 0.0f, stream);
+    cuda::matvec_half(v.get(), lw.wv.get(), xb.get(), kvd, dim, 0.0f, stream);
     if (lw.bq.size()) cuda::add_bias(q.get(), lw.bq.get(), 1, qd, stream);
     if (lw.bk.size()) cuda::add_bias(k.get(), lw.bk.get(), 1, kvd, stream);
     if (lw.bv.size()) cuda::add_bias(v.get(), lw.bv.get(), 1, kvd, stream);
@@ -580,7 +594,7 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
     }
     float* probs_l = probs.get() + static_cast<std::size_t>(l) * H * rows_cap;  // [H, rows_cap]
     float* lse_l = lse.get() + static_cast<std::size_t>(l) * H;                 // [H]
-    cuda::attend_decode(att.get(), att16.get(), probs_l, rows_cap, lse_l, q.get(), cache->keys(l),
+    cuda::attend_decode(att.get(), nullptr, probs_l, rows_cap, lse_l, q.get(), cache->keys(l),
                         cache->values(l), cache->head_stride(), rows_dev, rows_stride, m_dev + n_kv, max_rows, H,
                         n_kv, hd, scale, rope_in_cache ? rope_cos.get() : nullptr,
                         rope_in_cache ? rope_sin.get() : nullptr, interleaved, att_scratch.get(), stream);
@@ -604,13 +618,13 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
         deliver_rows(l, pos, observer, controller);
       }
     }
-    gemm(blas, x.get(), att16.get(), lw.wo.get(), 1, dim, qd, 1.0f);
+    cuda::matvec_half(x.get(), lw.wo.get(), att.get(), dim, qd, 1.0f, stream);
 
-    cuda::rmsnorm_rows(xb.get(), xb16.get(), x.get(), lw.ffn_norm.get(), 1, dim, c.rms_eps, stream);
-    gemm(blas, gate.get(), xb16.get(), lw.w_gate.get(), 1, hid, dim, 0.0f);
-    gemm(blas, up.get(), xb16.get(), lw.w_up.get(), 1, hid, dim, 0.0f);
-    cuda::swiglu(gate.get(), gate16.get(), up.get(), hid, stream);
-    gemm(blas, x.get(), gate16.get(), lw.w_down.get(), 1, dim, hid, 1.0f);
+    cuda::rmsnorm_rows(xb.get(), nullptr, x.get(), lw.ffn_norm.get(), 1, dim, c.rms_eps, stream);
+    cuda::matvec_half(gate.get(), lw.w_gate.get(), xb.get(), hid, dim, 0.0f, stream);
+    cuda::matvec_half(up.get(), lw.w_up.get(), xb.get(), hid, dim, 0.0f, stream);
+    cuda::swiglu(gate.get(), nullptr, up.get(), hid, stream);
+    cuda::matvec_half(x.get(), lw.w_down.get(), gate.get(), dim, hid, 1.0f, stream);
   }
   cuda::check_launch("decode layer");
   logits_to_host(x.get());

@@ -13,9 +13,18 @@ namespace kvs::cuda {
 // ---- convert.cu (twins: kvs::fp16_to_fp32, the engine's embedding lookup)
 // out[n] = half(x[n]), round to nearest even.
 void to_half(__half* out, const float* x, long n, cudaStream_t stream);
+// x[n] as two halves, hi = half(x) and lo = half(x - hi): hi + lo carries about 22 bits of x, so a
+// GEMM of fp16 weights by hi and by lo, summed in fp32, is nearly a product by the fp32 x.
+void split_half(__half* hi, __half* lo, const float* x, long n, cudaStream_t stream);
 // X[n, dim] = table[tokens[i], :] as fp32; tokens [n], table [vocab, dim].
 void embed_rows(float* x, const __half* table, const int32_t* tokens, int n, int dim,
                 cudaStream_t stream);
+
+// ---- matmul.cu (twin: ops::matvec)
+// y[rows] = W[rows, cols] · x[cols] + beta * y, W fp16, x and the sums fp32 (one warp per row).
+// The decode projections: W is read once, x at full precision. x must be 16-byte aligned.
+void matvec_half(float* y, const __half* w, const float* x, int rows, int cols, float beta,
+                 cudaStream_t stream);
 
 // ---- rmsnorm.cu (twin: ops::rmsnorm_rows)
 // out[n, dim] = x / sqrt(mean(x^2) + eps) * w[dim]; out16 (nullable) [n, dim] = half(out).

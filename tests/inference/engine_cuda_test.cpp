@@ -1,8 +1,10 @@
 // The CUDA backend against the CPU engine: same greedy tokens on stories260K (and SmolLM2 when
-// fetched), every attention row within 1e-3 (fp16 weights and cache), the device-side prefill
-// reductions against the CPU's rows, eviction and inactive keys through a controller, the
-// pos-shift cache. Without a GPU (or a CUDA build) these skip, except the fallback checks, which
-// run only there.
+// fetched); every attention row within 5e-3 of the CPU engine computing on the same numbers (the
+// weights rounded to fp16 as the GPU stores them, EngineOptions::fp16_cache), and within 1e-2 of
+// the plain fp32 CPU engine; the device-side prefill reductions against the CPU's rows; eviction
+// and inactive keys through a controller; the pos-shift cache. Without a GPU (or a CUDA build)
+// these skip, except the fallback checks, which run only there. They also run on the CPU
+// emulation of CUDA (tests/cuda_emu) as emu:* tests.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "inference/errors.h"
 #include "inference/generate.h"
 #include "inference/loader.h"
+#include "kernels/quant.h"
 #include "tests/inference/capture.h"
 #include "tests/inference/tiny_model.h"
 
@@ -32,7 +35,12 @@ std::string shared_dir() {
 }
 const std::string kModels = shared_dir() + "/models/stories260K/";
 const std::vector<int> kPromptIds = {1, 403, 407, 261, 378};  // "Once upon a time"
-constexpr float kRowTol = 1e-3f;  // fp16 weights and cache against fp32
+// Against the CPU on fp16-rounded weights and cache: the two sum in different orders, so a key
+// can round to the neighbouring fp16 value on one side, and peaked heads amplify that: two CPU
+// runs whose keys differ by 1e-7 (relative) before the rounding differ by up to 1.6e-3 on
+// SmolLM2. Measured on the emulation, GPU against CPU: up to 2e-3.
+constexpr float kSameNumbersTol = 5e-3f;
+constexpr float kFp32Tol = 1e-2f;         // against the plain fp32 CPU engine
 
 #define SKIP_WITHOUT_GPU()                                                 \
   do {                                                                     \
@@ -45,6 +53,24 @@ EngineOptions on(Device d, bool rope_in_cache = false) {
   o.device = d;
   o.rope_in_cache = rope_in_cache;
   return o;
+}
+
+// The CPU engine on the numbers the GPU computes with: weights rounded to fp16, fp16 cache.
+EngineOptions cpu_fp16(bool rope_in_cache = false) {
+  EngineOptions o = on(Device::Cpu, rope_in_cache);
+  o.fp16_cache = true;
+  return o;
+}
+
+Model fp16_weights(const Model& m) {
+  Model r = m;
+  auto round = [](WeightVector& w) { round_to_fp16(w.data(), w.size()); };
+  round(r.weights.token_embedding);
+  round(r.weights.classifier);
+  for (LayerWeights& l : r.weights.layers) {
+    for (WeightVector* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) round(*w);
+  }
+  return r;
 }
 
 std::vector<int> greedy(const Model& model, Device d, const std::vector<int>& prompt, int steps) {
@@ -64,7 +90,7 @@ std::map<RowKey, const tiny::CapturedRow*> index_rows(const tiny::Capture& c) {
   return m;
 }
 
-void expect_same_rows(const tiny::Capture& cpu, const tiny::Capture& gpu) {
+void expect_same_rows(const tiny::Capture& cpu, const tiny::Capture& gpu, float tol) {
   ASSERT_EQ(cpu.rows.size(), gpu.rows.size());
   const auto g = index_rows(gpu);
   for (const auto& r : cpu.rows) {
@@ -74,12 +100,12 @@ void expect_same_rows(const tiny::Capture& cpu, const tiny::Capture& gpu) {
     ASSERT_EQ(r.keys, o.keys) << "layer " << r.layer << " head " << r.head << " query " << r.q_pos;
     double sum = 0;
     for (std::size_t j = 0; j < r.probs.size(); ++j) {
-      EXPECT_NEAR(r.probs[j], o.probs[j], kRowTol) << "layer " << r.layer << " head " << r.head << " query "
+      EXPECT_NEAR(r.probs[j], o.probs[j], tol) << "layer " << r.layer << " head " << r.head << " query "
                                                    << r.q_pos << " key " << r.keys[j];
       sum += o.probs[j];
     }
     EXPECT_NEAR(sum, 1.0, 1e-5);
-    EXPECT_NEAR(r.lse, o.lse, 1e-2);
+    EXPECT_NEAR(r.lse, o.lse, 10 * tol);
   }
 }
 
@@ -174,9 +200,10 @@ TEST(EngineCuda, AttentionRowsMatchTheCpusInPrefillAndDecode) {
   if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
   const Model model = load_model(kModels + "stories260K.bin");
   const std::vector<int> forced = greedy(model, Device::Cpu, kPromptIds, 40);
-  const tiny::Capture cpu = capture_run(model, on(Device::Cpu), kPromptIds, forced);
   const tiny::Capture gpu = capture_run(model, on(Device::Cuda), kPromptIds, forced);
-  expect_same_rows(cpu, gpu);
+  const tiny::Capture cpu = capture_run(fp16_weights(model), cpu_fp16(), kPromptIds, forced);
+  expect_same_rows(cpu, gpu, kSameNumbersTol);
+  expect_same_rows(capture_run(model, on(Device::Cpu), kPromptIds, forced), gpu, kFp32Tol);
   ASSERT_EQ(cpu.tokens, gpu.tokens);
   ASSERT_EQ(cpu.logits_pos, gpu.logits_pos);
   EXPECT_EQ(gpu.prefill_end, static_cast<int>(kPromptIds.size()));
@@ -190,7 +217,8 @@ TEST(EngineCuda, GqaAndRotateHalfModelsMatchTheCpu) {
   const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
   const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6};
   for (const Model* m : {&interleaved, &rotate_half}) {
-    expect_same_rows(capture_run(*m, on(Device::Cpu), prompt, forced), capture_run(*m, on(Device::Cuda), prompt, forced));
+    expect_same_rows(capture_run(fp16_weights(*m), cpu_fp16(), prompt, forced),
+                     capture_run(*m, on(Device::Cuda), prompt, forced), kSameNumbersTol);
   }
 }
 
@@ -202,33 +230,42 @@ TEST(EngineCuda, ControllerEvictionAndInactiveKeysMatchTheCpu) {
   const std::vector<int> forced = greedy(model, Device::Cpu, prompt, 40);
   for (bool rope_in_cache : {false, true}) {
     SinkWindowController cpu_ctl(2, 8), gpu_ctl(2, 8);
-    const tiny::Capture cpu = capture_run(model, on(Device::Cpu, rope_in_cache), prompt, forced, &cpu_ctl);
+    const tiny::Capture cpu = capture_run(fp16_weights(model), cpu_fp16(rope_in_cache), prompt, forced, &cpu_ctl);
     const tiny::Capture gpu = capture_run(model, on(Device::Cuda, rope_in_cache), prompt, forced, &gpu_ctl);
     SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
-    expect_same_rows(cpu, gpu);
+    expect_same_rows(cpu, gpu, kSameNumbersTol);
   }
 }
 
-TEST(EngineCuda, DeviceReductionsEqualTheCpuRowsReduced) {
+// The same GPU computation twice: once sending every prefill row to the host (a fan-out with an
+// observer that wants rows), once reducing on the device (the reducer alone wants none).
+TEST(EngineCuda, DeviceReductionsEqualTheRowsReducedOnTheHost) {
   SKIP_WITHOUT_GPU();
   if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
   const Model model = load_model(kModels + "stories260K.bin");
   std::vector<int> prompt = kPromptIds;
   for (int i = 0; i < 300; ++i) prompt.push_back(260 + (i * 37) % 200);
   const ModelShape shape{model.config.n_layers, model.config.n_heads, model.config.n_kv_heads, model.config.head_dim};
-  PrefillReducer cpu_red(shape, 64), gpu_red(shape, 64);  // the GPU gets summaries: no rows wanted
-  Engine cpu(model, on(Device::Cpu));
-  cpu.set_observer(&cpu_red);
-  cpu.prefill(prompt);
-  Engine gpu(model, on(Device::Cuda));
-  gpu.set_observer(&gpu_red);
-  gpu.prefill(prompt);
-  const PrefillEvidence &a = cpu_red.evidence(), &b = gpu_red.evidence();
-  ASSERT_EQ(a.colsum.size(), b.colsum.size());
-  ASSERT_EQ(a.window_rows.size(), b.window_rows.size());
-  for (std::size_t i = 0; i < a.colsum.size(); ++i) EXPECT_NEAR(a.colsum[i], b.colsum[i], 2e-2) << i;
-  for (std::size_t i = 0; i < a.window_rows.size(); ++i) EXPECT_NEAR(a.window_rows[i], b.window_rows[i], kRowTol) << i;
-  for (std::size_t i = 0; i < a.window_lse.size(); ++i) EXPECT_NEAR(a.window_lse[i], b.window_lse[i], 1e-2) << i;
+  PrefillReducer from_rows(shape, 64), on_device(shape, 64);
+  tiny::Capture rows;
+  ObserverFanout both;
+  both.add(&from_rows);
+  both.add(&rows);
+  ASSERT_TRUE(both.prefill_need().rows);
+  ASSERT_FALSE(on_device.prefill_need().rows);
+  Engine a(model, on(Device::Cuda));
+  a.set_observer(&both);
+  a.prefill(prompt);
+  Engine b(model, on(Device::Cuda));
+  b.set_observer(&on_device);
+  b.prefill(prompt);
+  EXPECT_FALSE(rows.rows.empty());
+  const PrefillEvidence &x = from_rows.evidence(), &y = on_device.evidence();
+  ASSERT_EQ(x.colsum.size(), y.colsum.size());
+  ASSERT_EQ(x.window_rows.size(), y.window_rows.size());
+  for (std::size_t i = 0; i < x.colsum.size(); ++i) EXPECT_NEAR(x.colsum[i], y.colsum[i], 1e-4) << i;
+  EXPECT_EQ(x.window_rows, y.window_rows);
+  EXPECT_EQ(x.window_lse, y.window_lse);
 }
 
 TEST(EngineCuda, OutOfGpuMemoryNamesTheBytesAndTheCpuStillRuns) {

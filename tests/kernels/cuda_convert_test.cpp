@@ -1,5 +1,6 @@
-// Device twins of kernels/convert.cu: to_half against the host's round-to-nearest-even
-// conversion, embed_rows against kvs::fp16_to_fp32 of the table rows. Both exact.
+// Device twins of kernels/convert.cu: to_half and split_half against the host's
+// round-to-nearest-even conversion (kvs::fp32_to_fp16), embed_rows against kvs::fp16_to_fp32 of
+// the table rows. All exact.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,6 +31,29 @@ TEST(CudaConvert, ToHalfRoundsLikeTheHost) {
   to_half(dout.get(), dx.get(), static_cast<long>(x.size()), nullptr);
   test::sync("to_half");
   EXPECT_TRUE(test::same_halves(download(dout), test::to_half(x)));
+}
+
+TEST(CudaConvert, SplitHalfIsTheRoundedValueAndItsRoundedRemainder) {
+  KVS_REQUIRE_GPU();
+  auto x = test::random_vec(40009, 3, -50.0f, 50.0f);  // [n]
+  x[0] = 0.0f;
+  x[1] = 1e-6f;                 // half subnormal range
+  x[2] = 1.0f + 1.0f / 4096.0f;  // a tie of the high half
+  auto dx = upload(x);
+  DeviceBuffer<__half> dhi(x.size(), "hi"), dlo(x.size(), "lo");  // [n] each
+  split_half(dhi.get(), dlo.get(), dx.get(), static_cast<long>(x.size()), nullptr);
+  test::sync("split_half");
+  const std::vector<__half> hi = download(dhi), lo = download(dlo);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const uint16_t h = fp32_to_fp16(x[i]);
+    ASSERT_EQ(test::half_bits(hi[i]), h) << i;
+    ASSERT_EQ(test::half_bits(lo[i]), fp32_to_fp16(x[i] - fp16_to_fp32(h))) << i;
+    // Away from the subnormals the pair carries x to about 22 bits.
+    if (std::fabs(x[i]) > 1e-2f) {
+      const double sum = double(fp16_to_fp32(h)) + fp16_to_fp32(test::half_bits(lo[i]));
+      ASSERT_LE(std::fabs(sum - x[i]), std::ldexp(std::fabs(x[i]), -21)) << i;
+    }
+  }
 }
 
 TEST(CudaConvert, EmbedRowsMatchesFp16ToFp32) {

@@ -1,0 +1,414 @@
+// CUDA emulator (tests only): the runtime API, the kernel launch machinery and the cuBLAS
+// calls of include/*.h, on the CPU. See include/cuda_runtime_api.h.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "cublas_v2.h"
+#include "cuda_runtime.h"
+#include "kernels/quant.h"
+
+struct CUstream_st {};
+struct CUevent_st {};
+struct cublasContext {};
+
+uint3 threadIdx;
+uint3 blockIdx;
+dim3 blockDim;
+dim3 gridDim;
+
+namespace {
+
+cudaError_t g_last_error = cudaSuccess;  // sticky until cudaGetLastError
+std::mutex g_alloc_mutex;
+std::map<void*, std::size_t> g_device_allocs;  // pointer -> bytes
+std::size_t g_device_used = 0;
+
+cudaError_t fail(cudaError_t err) {
+  g_last_error = err;
+  return err;
+}
+
+// The CUDA threads of the block being run, as fibers on the calling thread: each runs until it
+// reaches __syncthreads or a shuffle, or ends; the scheduler resumes them round-robin and
+// releases a barrier once every live thread of its block (or warp) waits at it. The switch is
+// the x86-64 System V one: callee-saved registers on the old stack, then the stack pointer.
+extern "C" void cuda_emu_switch(void** save_sp, void* load_sp);
+asm(R"(
+  .text
+  .globl cuda_emu_switch
+  .type cuda_emu_switch, @function
+cuda_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size cuda_emu_switch, .-cuda_emu_switch
+)");
+
+struct Fiber {
+  void* sp = nullptr;  // saved stack pointer while not running
+  uint3 idx{};
+  enum State { Ready, AtBlockBarrier, AtWarpBarrier, Done } state = Ready;
+};
+struct BlockRun {
+  int n = 0;
+  std::vector<Fiber> fibers;              // [n]
+  std::vector<std::vector<char>> stacks;  // [n] fiber stacks, reused across blocks
+  std::vector<float> xchg[2];             // [n] each: shuffle values, alternating per shuffle
+  std::vector<int> shuffles;              // [n] shuffles each thread has done
+  void* scheduler_sp = nullptr;
+  int current = -1;
+  const std::function<void()>* body = nullptr;
+};
+BlockRun g_run;
+constexpr std::size_t kFiberStack = 64 * 1024;
+
+void yield_to_scheduler(Fiber::State state) {
+  Fiber& f = g_run.fibers[g_run.current];
+  f.state = state;
+  cuda_emu_switch(&f.sp, g_run.scheduler_sp);
+}
+
+[[noreturn]] void fiber_main() {
+  (*g_run.body)();
+  Fiber& f = g_run.fibers[g_run.current];
+  f.state = Fiber::Done;
+  cuda_emu_switch(&f.sp, g_run.scheduler_sp);
+  std::abort();  // a finished fiber is never resumed
+}
+
+// A fresh fiber's stack: six zero registers for the switch to pop, then fiber_main as the return
+// address, then a dummy slot so that fiber_main starts with the ABI's stack alignment.
+void* initial_stack(std::vector<char>& stack) {
+  auto top = reinterpret_cast<std::uintptr_t>(stack.data() + stack.size()) & ~std::uintptr_t{15};
+  auto* slot = reinterpret_cast<void**>(top);
+  *--slot = nullptr;                                        // fiber_main's "return address"
+  *--slot = reinterpret_cast<void*>(&fiber_main);           // popped by the switch's ret
+  for (int r = 0; r < 6; ++r) *--slot = nullptr;            // rbp rbx r12 r13 r14 r15
+  return slot;
+}
+
+// Runs one block to completion. Throws on a barrier that can never be released.
+void run_block(int n, const std::function<void()>& body, dim3 block) {
+  BlockRun& r = g_run;
+  r.n = n;
+  r.body = &body;
+  r.fibers.assign(n, Fiber{});
+  if (static_cast<int>(r.stacks.size()) < n) r.stacks.resize(n);
+  r.xchg[0].assign(n, 0.0f);
+  r.xchg[1].assign(n, 0.0f);
+  r.shuffles.assign(n, 0);
+  for (int t = 0; t < n; ++t) {
+    r.stacks[t].resize(kFiberStack);
+    r.fibers[t].sp = initial_stack(r.stacks[t]);
+    r.fibers[t].idx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+  }
+  const int n_warps = (n + 31) / 32;
+  while (true) {
+    bool ran = false;
+    for (int t = 0; t < n; ++t) {
+      if (r.fibers[t].state != Fiber::Ready) continue;
+      r.current = t;
+      threadIdx = r.fibers[t].idx;
+      cuda_emu_switch(&r.scheduler_sp, r.fibers[t].sp);
+      ran = true;
+    }
+    // Release the barriers every live thread of their group has reached.
+    bool released = false;
+    for (int w = 0; w < n_warps; ++w) {
+      const int b = w * 32, e = std::min(n, b + 32);
+      bool all = true, any = false;
+      for (int t = b; t < e; ++t) {
+        const auto st = r.fibers[t].state;
+        if (st == Fiber::AtWarpBarrier) any = true;
+        else if (st != Fiber::Done) all = false;
+      }
+      if (any && all) {
+        for (int t = b; t < e; ++t)
+          if (r.fibers[t].state == Fiber::AtWarpBarrier) r.fibers[t].state = Fiber::Ready;
+        released = true;
+      }
+    }
+    bool all = true, any = false;
+    for (const Fiber& f : r.fibers) {
+      if (f.state == Fiber::AtBlockBarrier) any = true;
+      else if (f.state != Fiber::Done) all = false;
+    }
+    if (any && all) {
+      for (Fiber& f : r.fibers)
+        if (f.state == Fiber::AtBlockBarrier) f.state = Fiber::Ready;
+      released = true;
+    }
+    bool done = true;
+    for (const Fiber& f : r.fibers) done = done && f.state == Fiber::Done;
+    if (done) return;
+    if (!ran && !released) throw std::runtime_error("cuda_emu: threads of a block wait at barriers that cannot complete");
+  }
+}
+
+int thread_rank() { return g_run.current; }
+
+}  // namespace
+
+__half __float2half_rn(float f) { return __half{kvs::fp32_to_fp16(f)}; }
+float __half2float(__half h) { return kvs::fp16_to_fp32(h.bits); }
+
+// ---- kernels
+
+namespace cuda_emu {
+
+void sync_block() { yield_to_scheduler(Fiber::AtBlockBarrier); }
+
+// One barrier per shuffle: successive shuffles use alternate buffers, and a lane cannot reach the
+// shuffle after next (which reuses this buffer) before every lane has passed the next barrier,
+// that is, has read this one.
+float shfl_xor(float v, int lane_mask) {
+  const int rank = thread_rank(), warp = rank / 32, lane = rank % 32;
+  std::vector<float>& buf = g_run.xchg[g_run.shuffles[rank]++ & 1];
+  buf[rank] = v;
+  yield_to_scheduler(Fiber::AtWarpBarrier);
+  return buf[warp * 32 + (lane ^ lane_mask)];
+}
+
+void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
+  const long n = static_cast<long>(block.x) * block.y * block.z;
+  if (n < 1 || n > 1024 || grid.x < 1 || grid.y < 1 || grid.z < 1 || grid.y > 65535 || grid.z > 65535) {
+    fail(cudaErrorInvalidConfiguration);
+    return;
+  }
+  blockDim = block;
+  gridDim = grid;
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        blockIdx = {x, y, z};
+        run_block(static_cast<int>(n), body, block);
+      }
+}
+
+}  // namespace cuda_emu
+
+// ---- runtime
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = g_last_error;
+  g_last_error = cudaSuccess;
+  return e;
+}
+
+const char* cudaGetErrorString(cudaError_t err) {
+  switch (err) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+  }
+  return "unknown error";
+}
+
+cudaError_t cudaMalloc(void** p, std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_alloc_mutex);
+  if (bytes > cuda_emu::kDeviceBytes - g_device_used) return fail(cudaErrorMemoryAllocation);
+  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (!*p) return fail(cudaErrorMemoryAllocation);
+  g_device_allocs[*p] = bytes;
+  g_device_used += bytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* p) {
+  if (!p) return cudaSuccess;
+  std::lock_guard<std::mutex> lock(g_alloc_mutex);
+  const auto it = g_device_allocs.find(p);
+  if (it == g_device_allocs.end()) return fail(cudaErrorInvalidValue);
+  g_device_used -= it->second;
+  g_device_allocs.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** p, std::size_t bytes) {
+  *p = std::malloc(bytes);
+  return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFreeHost(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
+  std::lock_guard<std::mutex> lock(g_alloc_mutex);
+  *free_bytes = cuda_emu::kDeviceBytes - g_device_used;
+  *total_bytes = cuda_emu::kDeviceBytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind) {
+  if (bytes) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+  return cudaMemcpy(dst, src, bytes, kind);
+}
+
+cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch, std::size_t width,
+                              std::size_t height, cudaMemcpyKind, cudaStream_t) {
+  if (width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
+  for (std::size_t r = 0; r < height; ++r)
+    std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t) {
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
+  *stream = new CUstream_st;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  delete stream;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
+  *event = new CUevent_st;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return cudaSuccess;
+}
+
+// ---- cuBLAS
+
+cublasStatus_t cublasCreate(cublasHandle_t* handle) {
+  *handle = new cublasContext;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t handle) {
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+
+const char* cublasGetStatusString(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+  }
+  return "unknown cuBLAS status";
+}
+
+namespace {
+
+float load(const void* p, cudaDataType_t t, long long i) {
+  return t == CUDA_R_16F ? __half2float(static_cast<const __half*>(p)[i]) : static_cast<const float*>(p)[i];
+}
+
+// op(X) as a row-major [rows, k] float matrix: element (r, p) of op(X) where X is column-major
+// with leading dimension ld (op = transpose when trans).
+std::vector<float> op_rows(const void* x, cudaDataType_t t, int ld, bool trans, int rows, int k) {
+  std::vector<float> out(static_cast<std::size_t>(rows) * k);
+  for (int r = 0; r < rows; ++r)
+    for (int p = 0; p < k; ++p)
+      out[static_cast<std::size_t>(r) * k + p] =
+          load(x, t, trans ? static_cast<long long>(r) * ld + p : static_cast<long long>(p) * ld + r);
+  return out;
+}
+
+cublasStatus_t gemm_one(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const void* A,
+                        cudaDataType_t at, int lda, const void* B, cudaDataType_t bt, int ldb, float beta, void* C,
+                        cudaDataType_t ct, int ldc) {
+  // op(A) is [m, k], op(B) is [k, n]; C is column-major [m, n] (ldc >= m).
+  const std::vector<float> a = op_rows(A, at, lda, ta == CUBLAS_OP_T, m, k);  // [m, k]
+  const std::vector<float> b = op_rows(B, bt, ldb, tb == CUBLAS_OP_N, n, k);  // [n, k]: column j of op(B)
+  if (ct != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  float* c = static_cast<float*>(C);
+#pragma omp parallel for schedule(static)
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      const float* ar = a.data() + static_cast<std::size_t>(i) * k;
+      const float* br = b.data() + static_cast<std::size_t>(j) * k;
+      float s = 0.0f;
+      for (int p = 0; p < k; ++p) s += ar[p] * br[p];
+      float& out = c[static_cast<std::size_t>(j) * ldc + i];
+      out = alpha * s + (beta == 0.0f ? 0.0f : beta * out);
+    }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t check_args(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, cudaDataType_t at,
+                          int lda, cudaDataType_t bt, int ldb, cudaDataType_t ct, int ldc, cublasComputeType_t ctype) {
+  if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  if (lda < std::max(1, ta == CUBLAS_OP_N ? m : k)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (ldb < std::max(1, tb == CUBLAS_OP_N ? k : n)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (ldc < std::max(1, m)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (at != bt || ct != CUDA_R_32F || ctype != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                            int k, const void* alpha, const void* A, cudaDataType_t Atype, int lda, const void* B,
+                            cudaDataType_t Btype, int ldb, const void* beta, void* C, cudaDataType_t Ctype, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (const auto st = check_args(transa, transb, m, n, k, Atype, lda, Btype, ldb, Ctype, ldc, compute); st != CUBLAS_STATUS_SUCCESS)
+    return st;
+  return gemm_one(transa, transb, m, n, k, *static_cast<const float*>(alpha), A, Atype, lda, B, Btype, ldb,
+                  *static_cast<const float*>(beta), C, Ctype, ldc);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                          int m, int n, int k, const void* alpha, const void* A, cudaDataType_t Atype,
+                                          int lda, long long strideA, const void* B, cudaDataType_t Btype, int ldb,
+                                          long long strideB, const void* beta, void* C, cudaDataType_t Ctype, int ldc,
+                                          long long strideC, int batch_count, cublasComputeType_t compute,
+                                          cublasGemmAlgo_t) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (batch_count < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  if (const auto st = check_args(transa, transb, m, n, k, Atype, lda, Btype, ldb, Ctype, ldc, compute); st != CUBLAS_STATUS_SUCCESS)
+    return st;
+  const std::size_t as = Atype == CUDA_R_16F ? sizeof(__half) : 4, bs = Btype == CUDA_R_16F ? sizeof(__half) : 4;
+  for (int i = 0; i < batch_count; ++i) {
+    const auto st = gemm_one(transa, transb, m, n, k, *static_cast<const float*>(alpha),
+                             static_cast<const char*>(A) + i * strideA * as, Atype, lda,
+                             static_cast<const char*>(B) + i * strideB * bs, Btype, ldb,
+                             *static_cast<const float*>(beta), static_cast<float*>(C) + i * strideC, Ctype, ldc);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}

@@ -1,0 +1,58 @@
+// CUDA emulator (tests only): what device code sees — the built-in index variables, the kernel
+// qualifiers, __syncthreads and warp shuffles — over the runtime API of cuda_runtime_api.h.
+// Kernels are plain functions; tests/cuda_emu/translate.py turns `k<<<grid, block, smem,
+// stream>>>(args)` into `cuda_emu::launcher(k, grid, block, smem, stream)(args)`. Blocks run one
+// after another; the threads of a block are fibers switched at __syncthreads and shuffles, so
+// __shared__ variables can be function statics.
+#pragma once
+#include <math.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "cuda_fp16.h"
+#include "cuda_runtime_api.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+#define __restrict__ __restrict
+
+// Set by the emulator before it resumes each CUDA thread (all run on the launching thread).
+extern uint3 threadIdx;
+extern uint3 blockIdx;
+extern dim3 blockDim;
+extern dim3 gridDim;
+
+using std::max;
+using std::min;
+
+namespace cuda_emu {
+
+void sync_block();
+float shfl_xor(float v, int lane_mask);
+// Runs body once per CUDA thread of every block of the grid.
+void run_grid(dim3 grid, dim3 block, const std::function<void()>& body);
+
+template <class... Params>
+struct Launch {
+  void (*kernel)(Params...);
+  dim3 grid, block;
+  template <class... Args>
+  void operator()(Args&&... args) const {
+    run_grid(grid, block, [&] { kernel(static_cast<Params>(args)...); });
+  }
+};
+
+template <class... Params>
+Launch<Params...> launcher(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t = 0,
+                           cudaStream_t = nullptr) {
+  return {kernel, grid, block};
+}
+
+}  // namespace cuda_emu
+
+inline void __syncthreads() { cuda_emu::sync_block(); }
+inline float __shfl_xor_sync(unsigned, float v, int lane_mask) { return cuda_emu::shfl_xor(v, lane_mask); }

@@ -1,0 +1,74 @@
+// CUDA emulator (tests only): the subset of the CUDA runtime API that KVScope uses, executed on
+// the CPU. Device memory is host memory, every "asynchronous" call completes before it returns,
+// kernels run block by block with one OpenMP thread per CUDA thread (see cuda_runtime.h). It lets
+// the CUDA backend and kernels run, and be compared with the CPU engine, on machines without a
+// GPU; it says nothing about speed, and it hides stream-ordering mistakes.
+#pragma once
+#include <cstddef>
+
+struct CUstream_st;
+struct CUevent_st;
+typedef CUstream_st* cudaStream_t;
+typedef CUevent_st* cudaEvent_t;
+
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+};
+typedef cudaError_t cudaError;
+
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+
+constexpr unsigned cudaStreamNonBlocking = 0x01;
+constexpr unsigned cudaEventDisableTiming = 0x02;
+
+struct uint3 {
+  unsigned x, y, z;
+};
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
+};
+
+cudaError_t cudaGetDeviceCount(int* count);
+cudaError_t cudaGetLastError();
+const char* cudaGetErrorString(cudaError_t err);
+cudaError_t cudaMalloc(void** p, std::size_t bytes);
+cudaError_t cudaFree(void* p);
+cudaError_t cudaMallocHost(void** p, std::size_t bytes);
+cudaError_t cudaFreeHost(void* p);
+cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes);
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream = nullptr);
+cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
+                              std::size_t width, std::size_t height, cudaMemcpyKind kind,
+                              cudaStream_t stream = nullptr);
+cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t stream = nullptr);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags = 0);
+cudaError_t cudaDeviceSynchronize();
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+
+namespace cuda_emu {
+// Device memory the emulated GPU offers (cudaMalloc fails past it, as on a real GPU).
+constexpr std::size_t kDeviceBytes = std::size_t{8} << 30;
+}  // namespace cuda_emu
