@@ -1,11 +1,38 @@
-// OmniKV (antgroup/OmniKV, selector "last", num_wait_load_layers 1): filter layers re-select
-// their segment's prompt index every decode step; sparse layers mark other prompt positions
-// inactive before attention (kept value 2), never evicting.
+// OmniKV (antgroup/OmniKV, num_wait_load_layers 1): filter layers re-select their segment's
+// prompt index every decode step; sparse layers mark other prompt positions inactive before
+// attention (kept value 2), never evicting.
+//
+// Selectors (POLICIES.md §9), at filter layer f and decode position t:
+// - last (default): s[j] = max_h z[h,j], the current query's raw logits z = log p + lse over
+//   prompt positions j < P; top k.
+// - softmax_before_last: per head, softmax of those logits over j < P only (p_j / sum_{j<P} p_j),
+//   then max over heads; top k.
+// - uniform / exp: the queries of the last `window` positions t-window+1 .. t each give a vector
+//   v_i[j] = max_h softmax_{j<P}(z_i[h, j]); score = sum_i w_i v_i with w_i = 1 (uniform) or
+//   2^-(t-i) (exp); top k. Generated queries' vectors are kept, per filter layer, in a ring of
+//   the last `window` positions (filled at after_attention); prompt queries still inside the
+//   window (the first window-1 decode steps) come from the prefill evidence's window rows, and
+//   a needed row outside them (or a generated position the driver never delivered) is an
+//   InputError, never skipped.
+//
+// Force-inclusion (windowed selectors): the nw prompt positions still inside the window
+// (lo .. P-1 with lo = max(0, t - window + 1)) are always selected and count inside k, as in the
+// reference (omnikv.py: num_selected_tokens -= num_prefill_token_in_window, floored at 1): the
+// top min(max(1, k - nw), P - nw) of the other prompt positions 0 .. P-nw-1, plus the nw forced
+// ones. So the selection holds exactly k positions when k > nw, and nw + 1 (or all P) otherwise.
+// Deviation from the reference: its softmax runs over the P - nw non-forced keys only, ours over
+// all prompt keys the query sees (the ring keeps one head-maxed vector per query, which cannot be
+// renormalized per head later); the two coincide once no prompt position is left in the window
+// (t >= P + window - 1). Scores are summed oldest query first, in double; ties go to the newer
+// position (top_k_indices).
 #include "analysis/policy_omnikv.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "analysis/policy_params.h"
 #include "analysis/policy_util.h"
@@ -42,10 +69,35 @@ std::vector<OmniRole> omnikv_layer_roles(int L, const std::vector<int>& filters,
 
 namespace {
 
+enum class Selector { Last, SoftmaxBeforeLast, Uniform, Exp };
+
+const char* selector_name(Selector s) {
+  switch (s) {
+    case Selector::Last: return "last";
+    case Selector::SoftmaxBeforeLast: return "softmax_before_last";
+    case Selector::Uniform: return "uniform";
+    case Selector::Exp: return "exp";
+  }
+  return "last";
+}
+
+// Max over query heads of each head's softmax over prompt keys j < P: rows[h][j] are that
+// head's probabilities (any common normalization), renormalized over j < P. A head with no
+// prompt mass contributes nothing.
+void head_max_prompt_softmax(std::span<const float* const> rows, int P, std::vector<float>& out) {
+  out.assign(P, 0.0f);
+  for (const float* row : rows) {
+    double sum = 0.0;
+    for (int j = 0; j < P; ++j) sum += row[j];
+    if (!(sum > 0.0)) continue;
+    for (int j = 0; j < P; ++j) out[j] = std::max(out[j], (float)(row[j] / sum));
+  }
+}
+
 class OmniKvPolicy : public Policy {
  public:
   OmniKvPolicy(const PolicySpec& spec, const ModelShape& shape) : Policy(spec), shape_(shape) {
-    ParamReader p(spec, {"filters", "wait", "frac", "selector"});
+    ParamReader p(spec, {"filters", "wait", "frac", "selector", "window"});
     const int L = shape.n_layers;
     filters_ = p.has("filters") ? p.get_int_list("filters") : omnikv_default_filters(L);
     std::sort(filters_.begin(), filters_.end());
@@ -62,16 +114,23 @@ class OmniKvPolicy : public Policy {
     frac_ = p.get_double("frac", 0.0);
     if (p.has("frac") && !(frac_ > 0.0 && frac_ <= 1.0)) throw p.error("frac must be in (0, 1]");
     const std::string sel = p.get_string("selector", "last");
-    if (sel != "last") throw p.error("selector must be last (got '" + sel + "')");
+    if (sel == "last") selector_ = Selector::Last;
+    else if (sel == "softmax_before_last") selector_ = Selector::SoftmaxBeforeLast;
+    else if (sel == "uniform") selector_ = Selector::Uniform;
+    else if (sel == "exp") selector_ = Selector::Exp;
+    else throw p.error("selector must be last, softmax_before_last, uniform or exp (got '" + sel + "')");
+    window_ = p.get_int("window", 16);
+    if (window_ < 1) throw p.error("window must be >= 1 (got " + std::to_string(window_) + ")");
     roles_ = omnikv_layer_roles(L, filters_, wait_);
   }
   std::string params_json() const override {
     JsonObject j;
-    j.add("filters", filters_).add("wait", wait_).add("selector", "last");
+    j.add("filters", filters_).add("wait", wait_).add("selector", selector_name(selector_)).add("window", window_);
     if (frac_ > 0.0) j.add("frac", frac_);
     return j.add("k", k_).str();
   }
   void begin(const PolicyContext& ctx) override {
+    prefill_ = ctx.prefill;
     prompt_len_ = ctx.prompt_len;
     k_ = frac_ > 0.0 ? std::max(1, (int)(frac_ * prompt_len_)) : spec_.budget;
     k_ = std::min(k_, prompt_len_);
@@ -82,6 +141,13 @@ class OmniKvPolicy : public Policy {
       if (roles_[l] == OmniRole::Filter) last = l;
       segment_[l] = last;
     }
+    ring_pos_.assign(shape_.n_layers, {});
+    ring_vec_.assign(shape_.n_layers, {});
+    if (windowed())
+      for (int f : filters_) {
+        ring_pos_[f].assign(window_, -1);
+        ring_vec_[f].assign(window_, {});
+      }
   }
   void after_prefill(int, KvSlots&) override {}
   void before_attention(int layer, int, KvSlots& kv) override {
@@ -94,29 +160,114 @@ class OmniKvPolicy : public Policy {
         act[i] = !sparse || held[i] >= prompt_len_ || sel[held[i]];
     }
   }
-  void after_attention(int layer, int, std::span<const AttentionBlock> heads, KvSlots&) override {
+  void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots&) override {
     if (roles_[layer] != OmniRole::Filter) return;
-    std::vector<float> s(prompt_len_, -std::numeric_limits<float>::infinity());  // [P] head-max logit
-    for (const AttentionBlock& b : heads)
-      for (int j = 0; j < b.n_keys; ++j) {
-        const int pos = b.key(j);
-        if (pos >= prompt_len_) continue;
-        const float z = std::log(b.probs[j]) + b.lse[0];
-        s[pos] = std::max(s[pos], z);
-      }
     std::vector<uint8_t>& sel = selected_[layer];
-    std::fill(sel.begin(), sel.end(), 0);
-    for (int j : top_k_indices(s, k_)) sel[j] = 1;
+    if (selector_ == Selector::Last) {
+      std::vector<float> s(prompt_len_, -std::numeric_limits<float>::infinity());  // [P] head-max logit
+      for (const AttentionBlock& b : heads)
+        for (int j = 0; j < b.n_keys; ++j) {
+          const int pos = b.key(j);
+          if (pos >= prompt_len_) continue;
+          const float z = std::log(b.probs[j]) + b.lse[0];
+          s[pos] = std::max(s[pos], z);
+        }
+      std::fill(sel.begin(), sel.end(), 0);
+      for (int j : top_k_indices(s, k_)) sel[j] = 1;
+      return;
+    }
+    std::vector<float> v;  // [P] head-maxed prompt softmax of the current query
+    current_vector(heads, v);
+    if (selector_ == Selector::SoftmaxBeforeLast) {
+      std::fill(sel.begin(), sel.end(), 0);
+      for (int j : top_k_indices(v, k_)) sel[j] = 1;
+      return;
+    }
+    const int slot = q_pos % window_;
+    ring_pos_[layer][slot] = q_pos;
+    ring_vec_[layer][slot] = std::move(v);
+    select_windowed(layer, q_pos);
   }
 
  private:
+  bool windowed() const { return selector_ == Selector::Uniform || selector_ == Selector::Exp; }
+
+  // The current query's per-head rows scattered to prompt positions, head-maxed softmax over j < P.
+  void current_vector(std::span<const AttentionBlock> heads, std::vector<float>& v) const {
+    std::vector<float> dense((size_t)heads.size() * prompt_len_, 0.0f);  // [H, P]
+    std::vector<const float*> rows(heads.size());                      // H pointers to [P]
+    for (size_t h = 0; h < heads.size(); ++h) {
+      const AttentionBlock& b = heads[h];
+      float* row = dense.data() + h * prompt_len_;
+      for (int j = 0; j < b.n_keys; ++j)
+        if (b.key(j) < prompt_len_) row[b.key(j)] = b.probs[j];
+      rows[h] = row;
+    }
+    head_max_prompt_softmax(rows, prompt_len_, v);
+  }
+
+  // Head-maxed prompt softmax of the query at position i of filter layer `layer`, i inside the
+  // window of the current query: from the ring (generated positions, and prompt rows loaded
+  // before) or, for a prompt position, from the prefill evidence's window rows.
+  const std::vector<float>& window_vector(int layer, int i) {
+    const int slot = i % window_;
+    if (ring_pos_[layer][slot] == i) return ring_vec_[layer][slot];
+    const std::string who = "--policy " + spec_.name;
+    const std::string why = "selector " + std::string(selector_name(selector_)) + " with window=" +
+                            std::to_string(window_) + " needs filter layer " + std::to_string(layer) +
+                            "'s attention row of the query at position " + std::to_string(i);
+    if (i >= prompt_len_)
+      throw input_error(who, why + ", a decode position the driver never delivered");
+    const PrefillEvidence* ev = prefill_;
+    const int P = prompt_len_;
+    if (!ev || ev->window < 1 || ev->prompt_len != P ||
+        ev->window_rows.size() != (size_t)shape_.n_layers * shape_.n_heads * ev->window * P)
+      throw input_error(who, why + " (the prompt's window rows are absent from the evidence)");
+    if (i < P - ev->window)
+      throw input_error(who, why + ", but the prefill evidence holds the rows of positions " +
+                                 std::to_string(P - ev->window) + ".." + std::to_string(P - 1) + " only (" +
+                                 std::to_string(ev->window) + " rows; window=" + std::to_string(window_) +
+                                 " needs " + std::to_string(std::min(P, window_ - 1)) + ")");
+    std::vector<const float*> rows(shape_.n_heads);  // H pointers to [P]
+    for (int h = 0; h < shape_.n_heads; ++h) rows[h] = ev->window_row(layer, h, i - (P - ev->window));
+    head_max_prompt_softmax(rows, P, ring_vec_[layer][slot]);
+    ring_pos_[layer][slot] = i;
+    return ring_vec_[layer][slot];
+  }
+
+  // uniform / exp at filter layer `layer`, current position t (its vector already in the ring).
+  void select_windowed(int layer, int t) {
+    const int P = prompt_len_;
+    const int lo = std::max(0, t - window_ + 1);  // oldest query of the window
+    const int nw = std::max(0, P - lo);           // forced prompt positions lo..P-1
+    const int cand = P - nw;                      // scored prompt positions 0..cand-1
+    std::vector<double> acc(cand, 0.0);           // [cand] weighted sum over the window's queries
+    for (int i = lo; i <= t; ++i) {
+      const std::vector<float>& v = window_vector(layer, i);
+      const double w = selector_ == Selector::Exp ? std::ldexp(1.0, -(t - i)) : 1.0;
+      for (int j = 0; j < cand; ++j) acc[j] += w * v[j];
+    }
+    std::vector<float> score(acc.begin(), acc.end());  // [cand]
+    const int n_sel = cand == 0 ? 0 : std::min(std::max(1, k_ - nw), cand);
+    std::vector<uint8_t>& sel = selected_[layer];
+    std::fill(sel.begin(), sel.end(), 0);
+    for (int j : top_k_indices(score, n_sel)) sel[j] = 1;
+    for (int j = cand; j < P; ++j) sel[j] = 1;
+  }
+
   ModelShape shape_;
   std::vector<int> filters_;
-  int wait_ = 1, k_ = 0, prompt_len_ = 0;
+  int wait_ = 1, k_ = 0, prompt_len_ = 0, window_ = 16;
   double frac_ = 0.0;
+  Selector selector_ = Selector::Last;
+  const PrefillEvidence* prefill_ = nullptr;
   std::vector<OmniRole> roles_;               // [L]
   std::vector<int> segment_;                  // [L] filter layer whose index layer l uses, -1 none
   std::vector<std::vector<uint8_t>> selected_;  // [L][P] selection made at each filter layer
+  // Windowed selectors, per filter layer: a ring of `window` slots; slot i % window holds the
+  // head-maxed prompt softmax [P] of the query at position ring_pos (-1 = empty).
+  std::vector<std::vector<int>> ring_pos_;                  // [L][window]
+  std::vector<std::vector<std::vector<float>>> ring_vec_;   // [L][window][P]
 };
 
 }  // namespace

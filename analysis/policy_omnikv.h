@@ -1,6 +1,8 @@
 // OmniKV (POLICIES.md §9): nothing is evicted; at every decode step each filter layer selects
-// k prompt positions (selector "last": head-max of the current query's raw logits) and the
-// sparse layers up to the next filter layer attend only those plus all generated positions.
+// k prompt positions (selector "last", the default: head-max of the current query's raw logits;
+// softmax_before_last, uniform and exp over the last `window` queries, see policy_omnikv.cpp)
+// and the sparse layers up to the next filter layer attend only those plus all generated
+// positions.
 #pragma once
 #include <memory>
 #include <vector>

@@ -1,10 +1,14 @@
-// OmniKV: filter layers select prompt positions from raw logits (head max), sparse layers mark
-// the rest inactive; layer roles and default filter layers.
+// OmniKV: filter layers select prompt positions from raw logits (head max) or with the variant
+// selectors (softmax_before_last, uniform, exp), sparse layers mark the rest inactive; layer
+// roles and default filter layers.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "analysis/policy_omnikv.h"
+#include "inference/errors.h"
 #include "sim_fixture.h"
 
 using namespace kvs;
@@ -70,4 +74,225 @@ TEST(OmniKv, FracAndBudgetCoveringPrompt) {
   const RunData rf = run_one(in, *f);
   EXPECT_EQ(kept_at(rf, in, 0, 5, 1).size(), 5u + 1u);  // k = 0.25 * 20 prompt + the query
   EXPECT_NE(rf.params_json.find("\"k\":5"), std::string::npos);
+}
+
+namespace {
+
+std::string error_of(const std::string& text, const ModelShape& shape) {
+  try {
+    policy(text, 4, shape);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The message of the InputError a run throws, "" if none.
+std::string run_error(const SimInput& in, const std::string& text, int budget) {
+  auto p = policy(text, budget, in.shape);
+  try {
+    run_one(in, *p);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Copies `vals` to dst[0..], zeros up to len.
+void put(float* dst, int len, const std::vector<float>& vals) {
+  std::fill(dst, dst + len, 0.0f);
+  std::copy(vals.begin(), vals.end(), dst);
+}
+
+// L=4, H=2 (both heads alike), Hkv=1, P=8, 4 decode steps (q = 8..11), filter layer 1 with
+// wait 1: layer 3 is sparse. Layer 1's rows, as head-maxed softmax over the prompt v_i:
+//   prompt rows (evidence, W=4: positions 4..7)
+//     v4 = .2 on 0..4;  v5 = .5 at 4, .1 on 0..3, 5;  v6 = .88 at 0, .02 on 1..6;
+//     v7 = .58 at 2, .06 on 0, 1, 3..7
+//   decode rows (own/generated keys take the rest of the mass, dropped by the prompt softmax)
+//     q8:  .56 at 1, .03 elsewhere (prompt .77)  -> v8  = .7273 at 1, .0390 elsewhere
+//     q9:  .50 at 3, .05 elsewhere (prompt .85)  -> v9  = .5882 at 3, .0588 elsewhere
+//     q10: .40 at 5, .05 elsewhere (prompt .75)  -> v10 = .5333 at 5, .0667 elsewhere
+//     q11: .45 at 6, .05 elsewhere (prompt .80)  -> v11 = .5625 at 6, .0625 elsewhere
+SimInput window_input() {
+  const ModelShape shape = shape_of(4, 2, 1);
+  SimInput in = random_input(shape, 8, 4, 4, 63);
+  const int P = 8, T = in.total_len, W = in.prefill.window;
+  for (int h = 0; h < 2; ++h) {
+    auto ev_row = [&](int pos) { return in.prefill.window_rows.data() + (((size_t)1 * 2 + h) * W + pos - (P - W)) * P; };
+    put(ev_row(4), P, {.2f, .2f, .2f, .2f, .2f});
+    put(ev_row(5), P, {.1f, .1f, .1f, .1f, .5f, .1f});
+    put(ev_row(6), P, {.88f, .02f, .02f, .02f, .02f, .02f, .02f});
+    put(ev_row(7), P, {.06f, .06f, .58f, .06f, .06f, .06f, .06f, .06f});
+    auto row = [&](int s) { return in.rows.data() + (((size_t)s * 4 + 1) * 2 + h) * T; };
+    put(row(0), T, {.03f, .56f, .03f, .03f, .03f, .03f, .03f, .03f, .23f});
+    put(row(1), T, {.05f, .05f, .05f, .5f, .05f, .05f, .05f, .05f, .05f, .10f});
+    put(row(2), T, {.05f, .05f, .05f, .05f, .05f, .4f, .05f, .05f, .05f, .05f, .15f});
+    put(row(3), T, {.05f, .05f, .05f, .05f, .05f, .05f, .45f, .05f, .05f, .05f, .05f, .05f});
+  }
+  return in;
+}
+
+// The selected prompt positions at step s (kept_at of the sparse layer 3, generated positions
+// dropped).
+std::vector<int> prompt_kept(const RunData& r, const SimInput& in, int s) {
+  std::vector<int> out;
+  for (int p : kept_at(r, in, s, 3, 0))
+    if (p < in.prompt_len) out.push_back(p);
+  return out;
+}
+
+}  // namespace
+
+// P=6, H=2, k=1, step 0 (q = 6), filter layer 1. Head 0: .2 at 2, .04 on the other prompt
+// positions, .6 on its own key (prompt mass .4); head 1: .4 at 4, .12 elsewhere (prompt mass 1).
+// last: raw logits (lse 0) log .2 < log .4 -> 4. softmax_before_last: head 0 renormalized over
+// the prompt puts .5 at 2, head 1 .4 at 4 -> 2 (raw probabilities would also pick 4).
+TEST(OmniKv, SoftmaxBeforeLastRenormalizesOverThePromptBeforeTheHeadMax) {
+  const ModelShape shape = shape_of(4, 2, 1);
+  SimInput in = random_input(shape, 6, 1, 4, 64);
+  const int T = in.total_len;
+  auto row = [&](int h) { return in.rows.data() + ((size_t)1 * 2 + h) * T; };
+  put(row(0), T, {.04f, .04f, .2f, .04f, .04f, .04f, .6f});
+  put(row(1), T, {.12f, .12f, .12f, .12f, .4f, .12f, 0.0f});
+  in.lse[1 * 2 + 0] = 0.0f;
+  in.lse[1 * 2 + 1] = 0.0f;
+  auto last = policy("omnikv:filters=1", 1, shape);
+  EXPECT_EQ(kept_at(run_one(in, *last), in, 0, 3, 0), (std::vector<int>{4, 6}));
+  auto sbl = policy("omnikv:filters=1,selector=softmax_before_last", 1, shape);
+  const RunData r = run_one(in, *sbl);
+  EXPECT_EQ(kept_at(r, in, 0, 3, 0), (std::vector<int>{2, 6}));
+  EXPECT_EQ(kept_at(r, in, 0, 3, 0, 2), (std::vector<int>{0, 1, 3, 4, 5}));
+  EXPECT_EQ(kept_at(r, in, 0, 2, 0), range(0, 7));  // the wait layer stays dense
+}
+
+// uniform, window=3, k=4 (see window_input):
+// t=8:  queries 6, 7, 8; 6 and 7 forced, 2 scored of 0..5: 0 (.979), 1 (.807) over 2 (.639).
+// t=9:  queries 7, 8, 9; 7 forced, 3 scored of 0..6: 1 (.846), 3 (.687), 2 (.678).
+// t=10: queries 8, 9, 10; 4 scored: 1 (.853), 3 (.694), 5 (.631), then a tie (.1645) on
+//       0, 2, 4, 6, 7 -> the newest, 7.
+// t=11: queries 9, 10, 11 (11 replaced 8 in the ring): 3 (.717), 6 (.688), 5 (.654), tie -> 7;
+//       1 falls to .188 with 8 out of the window.
+TEST(OmniKv, UniformSumsTheWindowAndForcesPromptPositionsInsideIt) {
+  const SimInput in = window_input();
+  auto p = policy("omnikv:filters=1,selector=uniform,window=3", 4, in.shape);
+  const RunData r = run_one(in, *p);
+  EXPECT_EQ(prompt_kept(r, in, 0), (std::vector<int>{0, 1, 6, 7}));
+  EXPECT_EQ(prompt_kept(r, in, 1), (std::vector<int>{1, 2, 3, 7}));
+  EXPECT_EQ(prompt_kept(r, in, 2), (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(prompt_kept(r, in, 3), (std::vector<int>{3, 5, 6, 7}));
+  EXPECT_EQ(kept_at(r, in, 3, 3, 0), (std::vector<int>{3, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_FLOAT_EQ(metric(r, "inactive")->data[3 * 4 + 3], 4.0f);  // step 3, layer 3
+}
+
+// exp, window=3, k=4: weights 1/4, 1/2, 1 (oldest first). t=8: 1 (.762), 2 (.334) beat 0
+// (.289), which uniform kept: query 6's .88 at 0 now counts a quarter. Later steps keep the same
+// sets as uniform (t=9: 3 .623, 1 .437, 2 .223; t=10: 5, 3, 1, tie -> 7; t=11: 6, 5, 3, 7).
+TEST(OmniKv, ExpWeightsTheWindowByAge) {
+  const SimInput in = window_input();
+  auto p = policy("omnikv:filters=1,selector=exp,window=3", 4, in.shape);
+  const RunData r = run_one(in, *p);
+  EXPECT_EQ(prompt_kept(r, in, 0), (std::vector<int>{1, 2, 6, 7}));
+  EXPECT_EQ(prompt_kept(r, in, 1), (std::vector<int>{1, 2, 3, 7}));
+  EXPECT_EQ(prompt_kept(r, in, 2), (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(prompt_kept(r, in, 3), (std::vector<int>{3, 5, 6, 7}));
+}
+
+// uniform, window=4, k=2: forced prompt positions count inside k, at least one is scored.
+// t=8:  5, 6, 7 forced (3 >= k): 1 scored of 0..4: 0 (1.079 over 1 .907).
+// t=9:  6, 7 forced: 1 scored of 0..5: 0 (1.038).
+// t=10: 7 forced: k - 1 = 1 scored of 0..6: 1 (.912 over 2 .744).
+// t=11: nothing forced, 2 scored: 1 (.915), 3 (.756).
+TEST(OmniKv, ForceIncludedPositionsCountInsideK) {
+  const SimInput in = window_input();
+  auto p = policy("omnikv:filters=1,selector=uniform,window=4", 2, in.shape);
+  const RunData r = run_one(in, *p);
+  EXPECT_EQ(prompt_kept(r, in, 0), (std::vector<int>{0, 5, 6, 7}));
+  EXPECT_EQ(prompt_kept(r, in, 1), (std::vector<int>{0, 6, 7}));
+  EXPECT_EQ(prompt_kept(r, in, 2), (std::vector<int>{1, 7}));
+  EXPECT_EQ(prompt_kept(r, in, 3), (std::vector<int>{1, 3}));
+  // A budget covering the prompt keeps all of it at every step.
+  auto all = policy("omnikv:filters=1,selector=exp,window=4", 8, in.shape);
+  const RunData ra = run_one(in, *all);
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(prompt_kept(ra, in, s), range(0, 8)) << s;
+}
+
+// With window=1 the window is the current query alone: uniform and exp reduce to
+// softmax_before_last.
+TEST(OmniKv, WindowOfOneIsSoftmaxBeforeLast) {
+  const ModelShape shape = shape_of(6, 4, 2);
+  const SimInput in = random_input(shape, 30, 6, 4, 65);
+  auto ref = policy("omnikv:filters=1,4,selector=softmax_before_last", 5, shape);
+  const RunData r = run_one(in, *ref);
+  for (const char* sel : {"uniform", "exp"}) {
+    auto p = policy(std::string("omnikv:filters=1,4,window=1,selector=") + sel, 5, shape);
+    EXPECT_EQ(run_one(in, *p).kept, r.kept) << sel;
+  }
+}
+
+// The default selector is last, whatever window says; the windowed selectors differ from it.
+TEST(OmniKv, DefaultSelectorIsLast) {
+  const ModelShape shape = shape_of(6, 4, 2);
+  const SimInput in = random_input(shape, 40, 8, 16, 66);
+  auto def = policy("omnikv:filters=1,4", 6, shape);
+  const RunData r = run_one(in, *def);
+  for (const char* spec : {"omnikv:filters=1,4,selector=last", "omnikv:filters=1,4,window=3"}) {
+    auto p = policy(spec, 6, shape);
+    EXPECT_EQ(run_one(in, *p).kept, r.kept) << spec;
+  }
+  auto u = policy("omnikv:filters=1,4,selector=uniform,window=8", 6, shape);
+  EXPECT_NE(run_one(in, *u).kept, r.kept);
+}
+
+// Prompt rows the window needs must be in the evidence (W = 4 holds positions 4..7); decode
+// positions must all have been seen.
+TEST(OmniKv, WindowedSelectorsReportMissingEvidence) {
+  SimInput in = window_input();
+  EXPECT_EQ(run_error(in, "omnikv:filters=1,selector=uniform,window=5", 4), "");  // needs 4..7
+  EXPECT_EQ(run_error(in, "omnikv:filters=1,selector=exp,window=6", 4),
+            "--policy omnikv: selector exp with window=6 needs filter layer 1's attention row of "
+            "the query at position 3, but the prefill evidence holds the rows of positions 4..7 "
+            "only (4 rows; window=6 needs 5)");
+  EXPECT_EQ(run_error(in, "omnikv:filters=1,selector=softmax_before_last,window=64", 4), "");
+
+  SimInput no_rows = in;
+  no_rows.prefill.window_rows.clear();
+  EXPECT_NE(run_error(no_rows, "omnikv:filters=1,selector=uniform,window=3", 4)
+                .find("position 6 (the prompt's window rows are absent from the evidence)"),
+            std::string::npos);
+  EXPECT_EQ(run_error(no_rows, "omnikv:filters=1,selector=uniform,window=1", 4), "");  // none needed
+  EXPECT_EQ(run_error(no_rows, "omnikv:filters=1", 4), "");
+
+  SimInput gap = in;  // decode steps at 8 and 10 only: 9 is missing from 10's window
+  gap.n_steps = 2;
+  gap.q_pos = {8, 10};
+  EXPECT_EQ(run_error(gap, "omnikv:filters=1,selector=uniform,window=3", 4),
+            "--policy omnikv: selector uniform with window=3 needs filter layer 1's attention row "
+            "of the query at position 9, a decode position the driver never delivered");
+  EXPECT_EQ(run_error(gap, "omnikv:filters=1,selector=uniform,window=1", 4), "");
+}
+
+TEST(OmniKv, SelectorAndWindowParameterErrors) {
+  const ModelShape shape = shape_of(4, 2, 1);
+  EXPECT_EQ(error_of("omnikv:selector=max", shape),
+            "--policy omnikv: selector must be last, softmax_before_last, uniform or exp (got 'max')");
+  EXPECT_EQ(error_of("omnikv:selector=uniform,window=0", shape), "--policy omnikv: window must be >= 1 (got 0)");
+  EXPECT_EQ(error_of("omnikv:window=-2", shape), "--policy omnikv: window must be >= 1 (got -2)");
+  EXPECT_NE(error_of("omnikv:window=x", shape), "");
+  EXPECT_NE(error_of("omnikv:windows=3", shape).find("unknown parameter 'windows'"), std::string::npos);
+  for (const char* sel : {"last", "softmax_before_last", "uniform", "exp"})
+    EXPECT_EQ(error_of(std::string("omnikv:selector=") + sel, shape), "") << sel;
+}
+
+TEST(OmniKv, ParamsJsonReportsSelectorAndWindow) {
+  const ModelShape shape = shape_of(4, 2, 1);
+  EXPECT_EQ(policy("omnikv:filters=1", 3, shape)->params_json(),
+            "{\"filters\":[1],\"wait\":1,\"selector\":\"last\",\"window\":16,\"k\":0}");
+  const SimInput in = window_input();
+  auto p = policy("omnikv:filters=1,selector=exp,window=3", 4, shape);
+  EXPECT_EQ(run_one(in, *p).params_json,
+            "{\"filters\":[1],\"wait\":1,\"selector\":\"exp\",\"window\":3,\"k\":4}");
+  EXPECT_NE(policy("omnikv:selector=softmax_before_last", 3, shape)->params_json().find(
+                "\"selector\":\"softmax_before_last\""),
+            std::string::npos);
 }
