@@ -301,7 +301,7 @@ void CudaBackend::Impl::upload_weights() {
 
 // Final norm of the last position's residual x_last [dim], the classifier, and the copy back.
 void CudaBackend::Impl::logits_to_host(const float* x_last) {
-  cuda::rmsnorm_rows(xb.get(), nullptr, x_last, final_norm.get(), 1, c.dim, c.rms_eps, stream);
+  cuda::rmsnorm_rows(xb.get(), x_last, final_norm.get(), 1, c.dim, c.rms_eps, stream);
   cuda::matvec_half(logits.get(), c.tied_classifier ? embedding.get() : classifier.get(), xb.get(),
                     c.vocab_size, c.dim, 0.0f, stream);
   cuda::check(cudaMemcpyAsync(logits_host.get(), logits.get(), logits.bytes(), cudaMemcpyDeviceToHost, stream),
@@ -386,7 +386,7 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
   const float one = 1.0f, zero = 0.0f;
   for (int l = 0; l < c.n_layers; ++l) {
     const DeviceLayer& lw = layers[l];
-    cuda::rmsnorm_rows(XB.get(), nullptr, X.get(), lw.attn_norm.get(), P, dim, c.rms_eps, stream);
+    cuda::rmsnorm_rows(XB.get(), X.get(), lw.attn_norm.get(), P, dim, c.rms_eps, stream);
     cuda::split_half(XB16.get(), XB16lo.get(), XB.get(), static_cast<long>(Pz * dim), stream);
     gemm(blas, Q.get(), XB16.get(), XB16lo.get(), lw.wq.get(), P, qd, dim, 0.0f);
     gemm(blas, K.get(), XB16.get(), XB16lo.get(), lw.wk.get(), P, kvd, dim, 0.0f);
@@ -426,7 +426,7 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
                      "prefill scores");
         }
       }
-      cuda::softmax_causal(S.get(), nullptr, S_lse.get(), H, nq, n_keys, ld, q0, stream);
+      cuda::softmax_causal(S.get(), S_lse.get(), H, nq, n_keys, ld, q0, stream);
       cuda::split_half(S16.get(), S16lo.get(), S.get(), H * head_block, stream);
       for (int r = 0; r < group; ++r) {
         // ATT_h[nq, hd] = P_h[nq, n_keys] · V_g[n_keys, hd], P as its high then low half
@@ -493,11 +493,11 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
     cuda::split_half(ATT16.get(), ATT16lo.get(), ATT.get(), static_cast<long>(Pz * qd), stream);
     gemm(blas, X.get(), ATT16.get(), ATT16lo.get(), lw.wo.get(), P, dim, qd, 1.0f);
 
-    cuda::rmsnorm_rows(XB.get(), nullptr, X.get(), lw.ffn_norm.get(), P, dim, c.rms_eps, stream);
+    cuda::rmsnorm_rows(XB.get(), X.get(), lw.ffn_norm.get(), P, dim, c.rms_eps, stream);
     cuda::split_half(XB16.get(), XB16lo.get(), XB.get(), static_cast<long>(Pz * dim), stream);
     gemm(blas, G.get(), XB16.get(), XB16lo.get(), lw.w_gate.get(), P, hid, dim, 0.0f);
     gemm(blas, U.get(), XB16.get(), XB16lo.get(), lw.w_up.get(), P, hid, dim, 0.0f);
-    cuda::swiglu(G.get(), nullptr, U.get(), static_cast<long>(Pz * hid), stream);
+    cuda::swiglu(G.get(), U.get(), static_cast<long>(Pz * hid), stream);
     cuda::split_half(G16.get(), G16lo.get(), G.get(), static_cast<long>(Pz * hid), stream);
     gemm(blas, X.get(), G16.get(), G16lo.get(), lw.w_down.get(), P, dim, hid, 1.0f);
     cuda::check_launch("prefill layer");
@@ -535,7 +535,7 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
     int32_t* qslot_h = m_host + 2 * n_kv;  // [H]
     int32_t* rows_h = m_host + 2 * n_kv + H;  // [n_kv, rows_stride]
 
-    cuda::rmsnorm_rows(xb.get(), nullptr, x.get(), lw.attn_norm.get(), 1, dim, c.rms_eps, stream);
+    cuda::rmsnorm_rows(xb.get(), x.get(), lw.attn_norm.get(), 1, dim, c.rms_eps, stream);
     cuda::matvec_half(q.get(), lw.wq.get(), xb.get(), qd, dim, 0.0f, stream);
     cuda::matvec_half(k.get(), lw.wk.get(), xb.get(), kvd, dim, 0.0f, stream);
     cuda::matvec_half(v.get(), lw.wv.get(), xb.get(), kvd, dim, 0.0f, stream);
@@ -594,7 +594,7 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
     }
     float* probs_l = probs.get() + static_cast<std::size_t>(l) * H * rows_cap;  // [H, rows_cap]
     float* lse_l = lse.get() + static_cast<std::size_t>(l) * H;                 // [H]
-    cuda::attend_decode(att.get(), nullptr, probs_l, rows_cap, lse_l, q.get(), cache->keys(l),
+    cuda::attend_decode(att.get(), probs_l, rows_cap, lse_l, q.get(), cache->keys(l),
                         cache->values(l), cache->head_stride(), rows_dev, rows_stride, m_dev + n_kv, max_rows, H,
                         n_kv, hd, scale, rope_in_cache ? rope_cos.get() : nullptr,
                         rope_in_cache ? rope_sin.get() : nullptr, interleaved, att_scratch.get(), stream);
@@ -620,10 +620,10 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
     }
     cuda::matvec_half(x.get(), lw.wo.get(), att.get(), dim, qd, 1.0f, stream);
 
-    cuda::rmsnorm_rows(xb.get(), nullptr, x.get(), lw.ffn_norm.get(), 1, dim, c.rms_eps, stream);
+    cuda::rmsnorm_rows(xb.get(), x.get(), lw.ffn_norm.get(), 1, dim, c.rms_eps, stream);
     cuda::matvec_half(gate.get(), lw.w_gate.get(), xb.get(), hid, dim, 0.0f, stream);
     cuda::matvec_half(up.get(), lw.w_up.get(), xb.get(), hid, dim, 0.0f, stream);
-    cuda::swiglu(gate.get(), nullptr, up.get(), hid, stream);
+    cuda::swiglu(gate.get(), up.get(), hid, stream);
     cuda::matvec_half(x.get(), lw.w_down.get(), gate.get(), dim, hid, 1.0f, stream);
   }
   cuda::check_launch("decode layer");

@@ -17,6 +17,25 @@ constexpr int kMaxHeadDim = kThreads;      // P·V gives each output dimension a
 
 int pv_splits(int max_rows) { return (max_rows + kPvKeysPerSplit - 1) / kPvKeysPerSplit; }
 
+// Softmax of p[0..n) in place by the whole block, with the steps of ops::softmax: exp(s - max),
+// their sum, times 1/sum. Returns the log-sum-exp. Each thread touches the same indices in every
+// pass, so no barrier is needed between them. red: __shared__ float[32].
+__device__ float softmax_in_place(float* p, int n, float* red) {
+  float m = -INFINITY;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, p[j]);
+  m = detail::block_max(m, red);
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    const float e = expf(p[j] - m);
+    p[j] = e;
+    sum += e;
+  }
+  sum = detail::block_sum(sum, red);
+  const float inv = 1.0f / sum;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) p[j] *= inv;
+  return m + logf(sum);
+}
+
 // (1) Scaled logits. Grid (n_heads, ceil(max_rows / kScoreKeysPerBlock)); each warp takes one key
 // at a time, its lanes stride over the head_dim/2 pairs, then a warp reduction.
 __global__ void decode_scores_kernel(float* probs,  // [n_heads, probs_stride]
@@ -79,19 +98,8 @@ __global__ void decode_softmax_kernel(float* probs,  // [n_heads, probs_stride]
   const int h = blockIdx.x;
   const int n = n_rows[h / group];
   float* p = probs + static_cast<long>(h) * probs_stride;  // [n]
-  float m = -INFINITY;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, p[j]);
-  m = detail::block_max(m, red);
-  float sum = 0.0f;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    const float e = expf(p[j] - m);
-    p[j] = e;
-    sum += e;
-  }
-  sum = detail::block_sum(sum, red);
-  const float inv = 1.0f / sum;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) p[j] *= inv;
-  if (threadIdx.x == 0) lse[h] = m + logf(sum);
+  const float row_lse = softmax_in_place(p, n, red);
+  if (threadIdx.x == 0) lse[h] = row_lse;
 }
 
 // (3) Partial P·V over one split of kPvKeysPerSplit keys. Grid (n_heads, n_splits). Thread t
@@ -134,7 +142,6 @@ __global__ void decode_pv_kernel(float* scratch,       // [n_heads, n_splits, he
 
 // (4) Sum of the splits in split order. One block per head.
 __global__ void decode_reduce_kernel(float* out,            // [n_heads, head_dim]
-                                     __half* out16,         // [n_heads, head_dim] or null
                                      const float* scratch,  // [n_heads, n_splits, head_dim]
                                      int n_splits, int head_dim) {
   const long h = blockIdx.x;
@@ -142,39 +149,22 @@ __global__ void decode_reduce_kernel(float* out,            // [n_heads, head_di
     float s = 0.0f;
     for (int sp = 0; sp < n_splits; ++sp) s += scratch[(h * n_splits + sp) * head_dim + i];
     out[h * head_dim + i] = s;
-    if (out16) out16[h * head_dim + i] = __float2half_rn(s);
   }
 }
 
 // One block per (head, query row): causal softmax of the row's keys 0..q0+i in place, zeros for
 // keys q0+i+1..n_keys-1, entries at n_keys.. untouched.
-__global__ void softmax_causal_kernel(float* scores,     // [n_heads, nq, ld]
-                                      __half* probs16,   // [n_heads, nq, ld] or null
-                                      float* lse,        // [n_heads, nq]
+__global__ void softmax_causal_kernel(float* scores,  // [n_heads, nq, ld]
+                                      float* lse,     // [n_heads, nq]
                                       int nq, int n_keys, long ld, int q0) {
   __shared__ float red[32];
   const long r = blockIdx.x;  // h * nq + i
   const int i = static_cast<int>(r % nq);
-  const int n = q0 + i + 1;  // causal keys of this row (<= n_keys)
-  float* s = scores + r * ld;                         // [n_keys]
-  __half* s16 = probs16 ? probs16 + r * ld : nullptr;  // [n_keys]
-  float m = -INFINITY;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, s[j]);
-  m = detail::block_max(m, red);
-  float sum = 0.0f;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    const float e = expf(s[j] - m);
-    s[j] = e;
-    sum += e;
-  }
-  sum = detail::block_sum(sum, red);
-  const float inv = 1.0f / sum;
-  for (int j = threadIdx.x; j < n_keys; j += blockDim.x) {
-    const float p = j < n ? s[j] * inv : 0.0f;
-    s[j] = p;
-    if (s16) s16[j] = __float2half_rn(p);
-  }
-  if (threadIdx.x == 0) lse[r] = m + logf(sum);
+  const int n = q0 + i + 1;    // causal keys of this row (<= n_keys)
+  float* s = scores + r * ld;  // [n_keys]
+  const float row_lse = softmax_in_place(s, n, red);
+  for (int j = n + threadIdx.x; j < n_keys; j += blockDim.x) s[j] = 0.0f;
+  if (threadIdx.x == 0) lse[r] = row_lse;
 }
 
 }  // namespace
@@ -184,7 +174,7 @@ long attend_decode_scratch_floats(int n_heads, int max_rows, int head_dim) {
   return static_cast<long>(n_heads) * splits * head_dim;
 }
 
-void attend_decode(float* out, __half* out16, float* probs, long probs_stride, float* lse,
+void attend_decode(float* out, float* probs, long probs_stride, float* lse,
                    const float* q, const __half* k, const __half* v, long head_stride,
                    const int32_t* rows, long rows_stride, const int32_t* n_rows, int max_rows,
                    int n_heads, int n_kv_heads, int head_dim, float scale, const float* rope_cos,
@@ -205,15 +195,15 @@ void attend_decode(float* out, __half* out16, float* probs, long probs_stride, f
   decode_softmax_kernel<<<n_heads, kThreads, 0, stream>>>(probs, probs_stride, lse, n_rows, group);
   decode_pv_kernel<<<dim3(n_heads, splits), kThreads, 0, stream>>>(
       scratch, probs, probs_stride, v, head_stride, rows, rows_stride, n_rows, group, head_dim);
-  decode_reduce_kernel<<<n_heads, kThreads, 0, stream>>>(out, out16, scratch, splits, head_dim);
+  decode_reduce_kernel<<<n_heads, kThreads, 0, stream>>>(out, scratch, splits, head_dim);
 }
 
-void softmax_causal(float* scores, __half* probs16, float* lse, int n_heads, int nq, int n_keys,
+void softmax_causal(float* scores, float* lse, int n_heads, int nq, int n_keys,
                     long ld, int q0, cudaStream_t stream) {
   if (n_heads <= 0 || nq <= 0) return;
   const long blocks = static_cast<long>(n_heads) * nq;
   softmax_causal_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      scores, probs16, lse, nq, n_keys, ld, q0);
+      scores, lse, nq, n_keys, ld, q0);
 }
 
 }  // namespace kvs::cuda

@@ -27,10 +27,9 @@ void matvec_half(float* y, const __half* w, const float* x, int rows, int cols, 
                  cudaStream_t stream);
 
 // ---- rmsnorm.cu (twin: ops::rmsnorm_rows)
-// out[n, dim] = x / sqrt(mean(x^2) + eps) * w[dim]; out16 (nullable) [n, dim] = half(out).
-// One block per row. out may alias x.
-void rmsnorm_rows(float* out, __half* out16, const float* x, const float* w, int n, int dim,
-                  float eps, cudaStream_t stream);
+// out[n, dim] = x / sqrt(mean(x^2) + eps) * w[dim]. One block per row. out may alias x.
+void rmsnorm_rows(float* out, const float* x, const float* w, int n, int dim, float eps,
+                  cudaStream_t stream);
 
 // ---- rope.cu (twin: ops::rope_apply)
 // Row i of x starts at x + i * row_stride and holds n_heads heads of head_dim floats; every head
@@ -41,8 +40,8 @@ void rope_rows(float* x, long row_stride, int n, int n_heads, int head_dim, cons
                const float* cos, const float* sin, bool interleaved, cudaStream_t stream);
 
 // ---- swiglu.cu (twin: ops::swiglu)
-// gate[n] = silu(gate) * up[n]; gate16 (nullable) [n] = half(result).
-void swiglu(float* gate, __half* gate16, const float* up, long n, cudaStream_t stream);
+// gate[n] = silu(gate) * up[n].
+void swiglu(float* gate, const float* up, long n, cudaStream_t stream);
 
 // ---- bias.cu (twin: ops::add_bias)
 // y[i, :] += b[dim] for every row of Y[n, dim].
@@ -55,13 +54,13 @@ void add_bias(float* y, const float* b, int n, int dim, cudaStream_t stream);
 // rows[g * rows_stride + j], j < n_rows[g], of its KV head: keys k + g * head_stride + row * head_dim
 // (fp16, [cap, head_dim] per KV head), values likewise in v. q [n_heads, head_dim] fp32.
 // Writes probs[h * probs_stride + j] (softmax over the listed rows, in list order), lse [n_heads]
-// (log-sum-exp of the scaled logits), out [n_heads, head_dim] fp32 and out16 (nullable) as half.
+// (log-sum-exp of the scaled logits) and out [n_heads, head_dim].
 // max_rows >= every n_rows[g] (a host value that sizes the grid); n_rows[g] >= 1.
 // rope_cos/rope_sin (nullable, [n_pos, head_dim/2]): each key is first rotated by its row index
 // in the cache (the pos-shift of EngineOptions::rope_in_cache), with the given pairing.
 // scratch: at least attend_decode_scratch_floats(n_heads, max_rows, head_dim) floats.
 long attend_decode_scratch_floats(int n_heads, int max_rows, int head_dim);
-void attend_decode(float* out, __half* out16, float* probs, long probs_stride, float* lse,
+void attend_decode(float* out, float* probs, long probs_stride, float* lse,
                    const float* q, const __half* k, const __half* v, long head_stride,
                    const int32_t* rows, long rows_stride, const int32_t* n_rows, int max_rows,
                    int n_heads, int n_kv_heads, int head_dim, float scale, const float* rope_cos,
@@ -70,8 +69,8 @@ void attend_decode(float* out, __half* out16, float* probs, long probs_stride, f
 // Prefill block: scores [n_heads, nq, ld] hold the scaled logits of query rows q0..q0+nq-1 over
 // keys 0..n_keys-1 (n_keys = q0 + nq). Each row becomes its causal softmax in place: keys past the
 // row's own position get probability 0. lse [n_heads, nq] gets each row's log-sum-exp over its
-// causal keys; probs16 (nullable) [n_heads, nq, ld] a half copy for the P·V product.
-void softmax_causal(float* scores, __half* probs16, float* lse, int n_heads, int nq, int n_keys,
+// causal keys.
+void softmax_causal(float* scores, float* lse, int n_heads, int nq, int n_keys,
                     long ld, int q0, cudaStream_t stream);
 
 // ---- capture.cu (twin: kernels/capture.h) — prefill reductions kept on the device

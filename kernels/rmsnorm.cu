@@ -11,7 +11,6 @@ constexpr int kThreads = 256;
 // out may alias x: every thread reads x[i] before it writes out[i], for its own i only, after
 // the reduction has finished.
 __global__ void rmsnorm_kernel(float* out,      // [n, dim]
-                               __half* out16,   // [n, dim] or null
                                const float* x,  // [n, dim]
                                const float* w,  // [dim]
                                int dim, float eps) {
@@ -26,16 +25,15 @@ __global__ void rmsnorm_kernel(float* out,      // [n, dim]
   for (int i = threadIdx.x; i < dim; i += blockDim.x) {
     const float y = w[i] * (scale * xr[i]);
     outr[i] = y;
-    if (out16) out16[base + i] = __float2half_rn(y);
   }
 }
 
 }  // namespace
 
-void rmsnorm_rows(float* out, __half* out16, const float* x, const float* w, int n, int dim,
-                  float eps, cudaStream_t stream) {
+void rmsnorm_rows(float* out, const float* x, const float* w, int n, int dim, float eps,
+                  cudaStream_t stream) {
   if (n <= 0 || dim <= 0) return;
-  rmsnorm_kernel<<<n, kThreads, 0, stream>>>(out, out16, x, w, dim, eps);
+  rmsnorm_kernel<<<n, kThreads, 0, stream>>>(out, x, w, dim, eps);
 }
 
 }  // namespace kvs::cuda

@@ -1,4 +1,4 @@
-// SwiGLU gate of the FFN on the device: gate <- silu(gate) * up, optionally also as half.
+// SwiGLU gate of the FFN on the device: gate <- silu(gate) * up.
 // CPU twin: ops::swiglu (kernels/swiglu.h).
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_reduce.cuh"
@@ -9,7 +9,6 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void swiglu_kernel(float* gate,      // [n]
-                              __half* gate16,   // [n] or null
                               const float* up,  // [n]
                               long n) {
   const long step = static_cast<long>(blockDim.x) * gridDim.x;
@@ -17,15 +16,14 @@ __global__ void swiglu_kernel(float* gate,      // [n]
     const float g = gate[i];
     const float y = g / (1.0f + expf(-g)) * up[i];
     gate[i] = y;
-    if (gate16) gate16[i] = __float2half_rn(y);
   }
 }
 
 }  // namespace
 
-void swiglu(float* gate, __half* gate16, const float* up, long n, cudaStream_t stream) {
+void swiglu(float* gate, const float* up, long n, cudaStream_t stream) {
   if (n <= 0) return;
-  swiglu_kernel<<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(gate, gate16, up, n);
+  swiglu_kernel<<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(gate, up, n);
 }
 
 }  // namespace kvs::cuda
