@@ -62,8 +62,35 @@ cuda_emu_switch:
   .size cuda_emu_switch, .-cuda_emu_switch
 )");
 
+// Under AddressSanitizer every switch is announced, so that ASan knows which stack is live (the
+// sanitizer build runs the emulated tests too: out-of-bounds "device" accesses become ASan
+// reports, as compute-sanitizer's memcheck would give on a GPU).
+#if defined(__SANITIZE_ADDRESS__)
+#define CUDA_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CUDA_EMU_ASAN 1
+#endif
+#endif
+#ifdef CUDA_EMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+void start_switch(void** fake_stack_save, const void* bottom, std::size_t size) {
+  __sanitizer_start_switch_fiber(fake_stack_save, bottom, size);
+}
+void finish_switch(void* fake_stack_save, const void** bottom_old, std::size_t* size_old) {
+  __sanitizer_finish_switch_fiber(fake_stack_save, bottom_old, size_old);
+}
+void unpoison_stack(std::vector<char>& stack) { ASAN_UNPOISON_MEMORY_REGION(stack.data(), stack.size()); }
+#else
+void start_switch(void**, const void*, std::size_t) {}
+void finish_switch(void*, const void**, std::size_t*) {}
+void unpoison_stack(std::vector<char>&) {}
+#endif
+
 struct Fiber {
   void* sp = nullptr;  // saved stack pointer while not running
+  void* fake_stack = nullptr;  // ASan's fake stack of this fiber while it is switched out
   uint3 idx{};
   enum State { Ready, AtBlockBarrier, AtWarpBarrier, Done } state = Ready;
 };
@@ -74,6 +101,9 @@ struct BlockRun {
   std::vector<float> xchg[2];             // [n] each: shuffle values, alternating per shuffle
   std::vector<int> shuffles;              // [n] shuffles each thread has done
   void* scheduler_sp = nullptr;
+  void* scheduler_fake_stack = nullptr;  // ASan bookkeeping of the scheduler's stack
+  const void* scheduler_bottom = nullptr;
+  std::size_t scheduler_size = 0;
   int current = -1;
   const std::function<void()>* body = nullptr;
 };
@@ -83,15 +113,19 @@ constexpr std::size_t kFiberStack = 64 * 1024;
 void yield_to_scheduler(Fiber::State state) {
   Fiber& f = g_run.fibers[g_run.current];
   f.state = state;
+  start_switch(&f.fake_stack, g_run.scheduler_bottom, g_run.scheduler_size);
   cuda_emu_switch(&f.sp, g_run.scheduler_sp);
+  finish_switch(f.fake_stack, &g_run.scheduler_bottom, &g_run.scheduler_size);
 }
 
 [[noreturn]] void fiber_main() {
+  finish_switch(nullptr, &g_run.scheduler_bottom, &g_run.scheduler_size);
   (*g_run.body)();
   Fiber& f = g_run.fibers[g_run.current];
   f.state = Fiber::Done;
+  start_switch(nullptr, g_run.scheduler_bottom, g_run.scheduler_size);  // never resumed
   cuda_emu_switch(&f.sp, g_run.scheduler_sp);
-  std::abort();  // a finished fiber is never resumed
+  std::abort();
 }
 
 // A fresh fiber's stack: six zero registers for the switch to pop, then fiber_main as the return
@@ -117,6 +151,7 @@ void run_block(int n, const std::function<void()>& body, dim3 block) {
   r.shuffles.assign(n, 0);
   for (int t = 0; t < n; ++t) {
     r.stacks[t].resize(kFiberStack);
+    unpoison_stack(r.stacks[t]);  // a finished fiber may have left frames poisoned
     r.fibers[t].sp = initial_stack(r.stacks[t]);
     r.fibers[t].idx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
   }
@@ -127,7 +162,9 @@ void run_block(int n, const std::function<void()>& body, dim3 block) {
       if (r.fibers[t].state != Fiber::Ready) continue;
       r.current = t;
       threadIdx = r.fibers[t].idx;
+      start_switch(&r.scheduler_fake_stack, r.stacks[t].data(), kFiberStack);
       cuda_emu_switch(&r.scheduler_sp, r.fibers[t].sp);
+      finish_switch(r.scheduler_fake_stack, nullptr, nullptr);
       ran = true;
     }
     // Release the barriers every live thread of their group has reached.
@@ -231,8 +268,9 @@ const char* cudaGetErrorString(cudaError_t err) {
 cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   std::lock_guard<std::mutex> lock(g_alloc_mutex);
   if (bytes > cuda_emu::kDeviceBytes - g_device_used) return fail(cudaErrorMemoryAllocation);
-  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-  if (!*p) return fail(cudaErrorMemoryAllocation);
+  // Exactly `bytes` (256-aligned like cudaMalloc's): under ASan, a kernel reading one element
+  // past a buffer is reported.
+  if (posix_memalign(p, 256, bytes == 0 ? 1 : bytes) != 0) return fail(cudaErrorMemoryAllocation);
   g_device_allocs[*p] = bytes;
   g_device_used += bytes;
   return cudaSuccess;
