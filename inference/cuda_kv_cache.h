@@ -10,6 +10,7 @@
 
 #include "inference/cuda_device.h"
 #include "inference/hooks.h"
+#include "inference/kv_positions.h"
 
 namespace kvs {
 
@@ -17,45 +18,36 @@ class CudaKvCache : public KvSlots {
  public:
   CudaKvCache(int n_layers, int n_kv_heads, int head_dim, int capacity, cudaStream_t stream);
 
-  void clear();  // a new sequence; device rows are simply overwritten later
+  void clear() { positions_.clear(); }  // a new sequence; device rows are overwritten later
 
-  int n_layers() const override { return n_layers_; }
-  int n_kv_heads() const override { return n_kv_heads_; }
-  std::span<const int32_t> held(int layer, int kv_head) const override { return head(layer, kv_head).pos; }
-  std::span<uint8_t> active(int layer, int kv_head) override { return head(layer, kv_head).active; }
+  int n_layers() const override { return positions_.n_layers(); }
+  int n_kv_heads() const override { return positions_.n_kv_heads(); }
+  std::span<const int32_t> held(int layer, int kv_head) const override { return positions_.held(layer, kv_head); }
+  std::span<uint8_t> active(int layer, int kv_head) override { return positions_.active(layer, kv_head); }
   void evict(int layer, int kv_head, std::span<const uint8_t> keep) override;
 
   // Records n new entries at positions pos0..pos0+n-1 (active) at the end of the head's rows;
   // the caller writes their K/V at rows size()..size()+n-1 (kv_append). Throws past capacity.
-  void push(int layer, int kv_head, int32_t pos0, int n);
+  void push(int layer, int kv_head, int32_t pos0, int n) { positions_.push(layer, kv_head, pos0, n); }
 
-  int size(int layer, int kv_head) const { return static_cast<int>(head(layer, kv_head).pos.size()); }
-  int capacity() const { return capacity_; }
-  long head_stride() const { return static_cast<long>(capacity_) * head_dim_; }  // halves per head
-  __half* keys(int layer) const { return k_.get() + static_cast<std::size_t>(layer) * n_kv_heads_ * head_stride(); }    // [n_kv_heads, capacity, head_dim]
-  __half* values(int layer) const { return v_.get() + static_cast<std::size_t>(layer) * n_kv_heads_ * head_stride(); }  // [n_kv_heads, capacity, head_dim]
+  int size(int layer, int kv_head) const { return positions_.size(layer, kv_head); }
+  int capacity() const { return positions_.capacity(); }
+  long head_stride() const { return static_cast<long>(capacity()) * head_dim_; }  // halves per head
+  __half* keys(int layer) const { return k_.get() + static_cast<std::size_t>(layer) * n_kv_heads() * head_stride(); }    // [n_kv_heads, capacity, head_dim]
+  __half* values(int layer) const { return v_.get() + static_cast<std::size_t>(layer) * n_kv_heads() * head_stride(); }  // [n_kv_heads, capacity, head_dim]
 
-  std::size_t bytes() const { return held_entries_ * entry_bytes(); }
-  std::size_t peak_bytes() const { return peak_entries_ * entry_bytes(); }
-  std::size_t device_bytes() const { return k_.bytes() + v_.bytes(); }
+  std::size_t bytes() const { return positions_.held_entries() * entry_bytes(); }
+  std::size_t peak_bytes() const { return positions_.peak_entries() * entry_bytes(); }
 
  private:
-  struct Head {
-    std::vector<int32_t> pos;     // [n] ascending
-    std::vector<uint8_t> active;  // [n]
-  };
-  Head& head(int layer, int kv_head) { return heads_[static_cast<std::size_t>(layer) * n_kv_heads_ + kv_head]; }
-  const Head& head(int layer, int kv_head) const { return heads_[static_cast<std::size_t>(layer) * n_kv_heads_ + kv_head]; }
   std::size_t entry_bytes() const { return 2 * static_cast<std::size_t>(head_dim_) * sizeof(__half); }
 
-  int n_layers_, n_kv_heads_, head_dim_, capacity_;
+  KvPositions positions_;
+  int head_dim_;
   cudaStream_t stream_;
-  std::vector<Head> heads_;                // [n_layers * n_kv_heads]
   cuda::DeviceBuffer<__half> k_, v_;       // [n_layers, n_kv_heads, capacity, head_dim]
   cuda::DeviceBuffer<__half> scratch_;     // [capacity, head_dim] compaction target
   cuda::DeviceBuffer<int32_t> keep_rows_;  // [capacity] rows kept by an eviction
-  std::size_t held_entries_ = 0;
-  std::size_t peak_entries_ = 0;
 };
 
 }  // namespace kvs

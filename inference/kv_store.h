@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "inference/hooks.h"
+#include "inference/kv_positions.h"
 
 namespace kvs {
 
@@ -17,12 +18,12 @@ class KvStore : public KvSlots {
   KvStore(int n_layers, int n_kv_heads, int head_dim, int max_len);
 
   // Drops every entry and the peak (a new sequence). Capacity is kept for reuse.
-  void clear();
+  void clear() { positions_.clear(); }
 
-  int n_layers() const override { return n_layers_; }
-  int n_kv_heads() const override { return n_kv_heads_; }
-  std::span<const int32_t> held(int layer, int kv_head) const override;
-  std::span<uint8_t> active(int layer, int kv_head) override;
+  int n_layers() const override { return positions_.n_layers(); }
+  int n_kv_heads() const override { return positions_.n_kv_heads(); }
+  std::span<const int32_t> held(int layer, int kv_head) const override { return positions_.held(layer, kv_head); }
+  std::span<uint8_t> active(int layer, int kv_head) override { return positions_.active(layer, kv_head); }
   void evict(int layer, int kv_head, std::span<const uint8_t> keep) override;
 
   // Appends n entries at positions pos0..pos0+n-1 (active). Row t of key/value starts at
@@ -30,30 +31,26 @@ class KvStore : public KvSlots {
   void append(int layer, int kv_head, int32_t pos0, int n, const float* keys, const float* values,
               long stride);
 
-  int size(int layer, int kv_head) const { return head(layer, kv_head).n; }
-  const float* keys(int layer, int kv_head) const { return head(layer, kv_head).k.data(); }    // [n, head_dim]
-  const float* values(int layer, int kv_head) const { return head(layer, kv_head).v.data(); }  // [n, head_dim]
+  int size(int layer, int kv_head) const { return positions_.size(layer, kv_head); }
+  const float* keys(int layer, int kv_head) const { return rows(layer, kv_head).k.data(); }    // [n, head_dim]
+  const float* values(int layer, int kv_head) const { return rows(layer, kv_head).v.data(); }  // [n, head_dim]
   int head_dim() const { return head_dim_; }
 
-  std::size_t bytes() const { return held_entries_ * entry_bytes(); }  // K+V bytes of held entries
-  std::size_t peak_bytes() const { return peak_entries_ * entry_bytes(); }
+  std::size_t bytes() const { return positions_.held_entries() * entry_bytes(); }  // K+V bytes of held entries
+  std::size_t peak_bytes() const { return positions_.peak_entries() * entry_bytes(); }
 
  private:
-  struct Head {
-    int n = 0;                   // held entries
-    std::vector<float> k;        // [capacity, head_dim]
-    std::vector<float> v;        // [capacity, head_dim]
-    std::vector<int32_t> pos;    // [n] ascending
-    std::vector<uint8_t> active; // [n]
+  struct Rows {
+    std::vector<float> k;  // [capacity, head_dim]
+    std::vector<float> v;  // [capacity, head_dim]
   };
-  Head& head(int layer, int kv_head) { return heads_[static_cast<std::size_t>(layer) * n_kv_heads_ + kv_head]; }
-  const Head& head(int layer, int kv_head) const { return heads_[static_cast<std::size_t>(layer) * n_kv_heads_ + kv_head]; }
+  Rows& rows(int layer, int kv_head) { return rows_[static_cast<std::size_t>(layer) * n_kv_heads() + kv_head]; }
+  const Rows& rows(int layer, int kv_head) const { return rows_[static_cast<std::size_t>(layer) * n_kv_heads() + kv_head]; }
   std::size_t entry_bytes() const { return 2 * static_cast<std::size_t>(head_dim_) * sizeof(float); }
 
-  int n_layers_, n_kv_heads_, head_dim_, max_len_;
-  std::vector<Head> heads_;  // [n_layers * n_kv_heads]
-  std::size_t held_entries_ = 0;
-  std::size_t peak_entries_ = 0;
+  KvPositions positions_;
+  int head_dim_;
+  std::vector<Rows> rows_;  // [n_layers * n_kv_heads], grown geometrically up to max_len
 };
 
 }  // namespace kvs
