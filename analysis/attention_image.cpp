@@ -2,6 +2,7 @@
 #include "analysis/attention_image.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace kvs {
 
@@ -51,6 +52,14 @@ PrefillImage read_prefill_image(const TraceReader& reader, int layer, int head, 
       img.full = true;
       return img;
     }
+  }
+  PooledMap pooled = reader.read_prefill_pooled(layer, head);
+  if (pooled.block > 0) {
+    img.rows = img.cols = pooled.n;
+    img.block = pooled.block;
+    img.full = pooled.block == 1;
+    img.data = std::move(pooled.cells);
+    return img;
   }
   if (evidence.window_rows.empty()) evidence = reader.read_prefill();
   if (evidence.window == 0 || evidence.window_rows.empty()) return PrefillImage{};

@@ -1,6 +1,7 @@
 // Data preparation for the attention-map view: the decode rows of one layer stacked over steps,
 // a run's evicted/inactive keys over steps for one (layer, KV head), and the prefill map of one
-// (layer, head) (the full map, or the last-window rows when the trace kept only reductions).
+// (layer, head) (the full map; when the trace kept only reductions, its pooled overview or else
+// the last-window rows).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -32,12 +33,13 @@ std::vector<uint8_t> read_evicted_plane(const TraceReader& reader, const std::st
 struct PrefillImage {
   int rows = 0, cols = 0;
   int first_query = 0;      // query position of row 0
-  bool full = false;        // the full causal map (else the last-window rows)
+  bool full = false;        // the full causal map
+  int block = 1;            // > 1: the pooled overview, each cell block x block positions
   std::vector<float> data;  // [rows, cols]
 };
 
-// The full map of (layer, head) when stored, else its last-window rows from the reductions.
-// `evidence` caches read_prefill() between calls (filled on first use).
+// The full map of (layer, head) when stored, else its pooled overview, else its last-window rows
+// from the reductions. `evidence` caches read_prefill() between calls (filled on first use).
 PrefillImage read_prefill_image(const TraceReader& reader, int layer, int head, PrefillEvidence& evidence);
 
 }  // namespace kvs

@@ -1,5 +1,6 @@
 // PrefillReducer: folds the engine's prefill attention blocks into PrefillEvidence (per-key
-// column sums and the last W query rows with their log-sum-exp). Decode blocks are ignored.
+// column sums, the last W query rows with their log-sum-exp, the pooled map when asked for).
+// Decode blocks are ignored.
 #include "analysis/prefill_evidence.h"
 
 #include <algorithm>
@@ -7,12 +8,32 @@
 #include <string>
 
 #include "inference/model.h"
+#include "kernels/capture.h"
 
 namespace kvs {
 
-PrefillReducer::PrefillReducer(const ModelShape& shape, int window_request) : window_request_(window_request) {
+int pool_block_for(int P, int L, int H, std::size_t budget_bytes) {
+  const auto fits = [&](int block) {
+    const std::size_t nb = (std::size_t)(P + block - 1) / block;
+    return nb <= (std::size_t)kMaxPoolCells && (std::size_t)L * H * nb * nb * sizeof(float) <= budget_bytes;
+  };
+  int block = 1;
+  while (block < P && !fits(block)) ++block;
+  return block;
+}
+
+PrefillReducer::PrefillReducer(const ModelShape& shape, int window_request, int pool_block_request)
+    : window_request_(window_request), pool_block_request_(pool_block_request) {
   if (window_request < 1) throw std::invalid_argument("PrefillReducer: window must be at least 1");
+  if (pool_block_request < 0) throw std::invalid_argument("PrefillReducer: pool block must not be negative");
   ev_.shape = shape;
+}
+
+void PrefillReducer::size_pooled(int pool_block) {
+  ev_.pool_block = pool_block;
+  ev_.n_pool = pool_block > 0 ? (ev_.prompt_len + pool_block - 1) / pool_block : 0;
+  const size_t nb = ev_.n_pool;
+  ev_.pooled.assign((size_t)ev_.shape.n_layers * ev_.shape.n_heads * nb * nb, 0.0f);  // [L, H, nb, nb]
 }
 
 void PrefillReducer::on_begin(const ModelConfig& config, std::span<const int> prompt) {
@@ -28,6 +49,7 @@ void PrefillReducer::on_begin(const ModelConfig& config, std::span<const int> pr
   ev_.window_rows.assign(L * H * W * P, 0.0f);  // [L, H, W, P]
   ev_.window_lse.assign(L * H * W, 0.0f);       // [L, H, W]
   ev_.key_scores.clear();
+  size_pooled(pool_block_request_);
 }
 
 void PrefillReducer::on_prefill_summary(const PrefillSummary& s) {
@@ -45,6 +67,13 @@ void PrefillReducer::on_prefill_summary(const PrefillSummary& s) {
   const size_t skip = (size_t)(s.window - W);
   std::copy_n(s.window_rows + skip * P, (size_t)W * P, ev_.window_rows.data() + lh * W * P);
   std::copy_n(s.window_lse + skip, W, ev_.window_lse.data() + lh * W);
+  if (pool_block_request_ > 0 && s.pool_block <= 0)
+    throw std::logic_error("PrefillReducer: summary without the pooled map it asked for");
+  if (s.pool_block > 0) {
+    if (s.pool_block != ev_.pool_block) size_pooled(s.pool_block);
+    const size_t cells = (size_t)ev_.n_pool * ev_.n_pool;
+    std::copy_n(s.pooled, cells, ev_.pooled.data() + lh * cells);
+  }
 }
 
 void PrefillReducer::on_attention(const AttentionBlock& b) {
@@ -54,6 +83,11 @@ void PrefillReducer::on_attention(const AttentionBlock& b) {
     throw std::logic_error("PrefillReducer: block for layer " + std::to_string(b.layer) + " head " +
                            std::to_string(b.head) + " outside the model");
   float* colsum = ev_.colsum.data() + ((size_t)b.layer * H + b.head) * P;  // [P]
+  if (ev_.pool_block > 0) {
+    if (b.key_pos) throw std::logic_error("PrefillReducer: prefill block over scattered keys");
+    float* pooled = ev_.pooled.data() + ((size_t)b.layer * H + b.head) * ev_.n_pool * ev_.n_pool;  // [nb, nb]
+    ops::pool_add(pooled, b.probs, 1, b.n_q, b.n_keys, b.n_keys, b.q_pos0, P, ev_.pool_block);
+  }
   const int first_window_row = P - W;
   for (int r = 0; r < b.n_q; ++r) {
     const int q = b.q_pos0 + r;

@@ -25,21 +25,33 @@ std::string size_text(uint64_t bytes) {
   return buf;
 }
 
+uint64_t prefill_map_bytes(const TraceMeta& m) {
+  const uint64_t L = m.shape.n_layers, H = m.shape.n_heads, P = m.prompt_len;
+  return L * H * P * P * 4;
+}
+
+// Pooled overview when the full map is over budget: at most a quarter of the budget.
+int overview_block(const TraceMeta& m, std::size_t budget) {
+  if (prefill_map_bytes(m) <= budget) return 0;
+  return pool_block_for(m.prompt_len, m.shape.n_layers, m.shape.n_heads, budget / 4);
+}
+
 }  // namespace
 
 TraceRecorder::TraceRecorder(const std::string& out_path, const TraceMeta& meta, int max_steps,
                              std::size_t capture_budget_bytes, int window)
-    : meta_(meta), max_steps_(max_steps), reducer_(meta.shape, window) {
-  const uint64_t L = meta.shape.n_layers, H = meta.shape.n_heads, P = meta.prompt_len;
-  const uint64_t map_bytes = L * H * P * P * 4;
+    : meta_(meta), max_steps_(max_steps), reducer_(meta.shape, window, overview_block(meta, capture_budget_bytes)) {
+  const uint64_t map_bytes = prefill_map_bytes(meta);
   capture_map_ = map_bytes <= capture_budget_bytes;
   meta_.has_prefill_map = capture_map_;
   meta_.n_steps = 0;
   if (!capture_map_) {
     const int W = std::min<int>(window, meta.prompt_len);
+    const int block = reducer_.prefill_need().pool_block;
     meta_.capture_note = "prefill map of " + size_text(map_bytes) + " exceeds the capture budget of " +
-                         size_text(capture_budget_bytes) + "; kept column sums and the last " + std::to_string(W) +
-                         " rows only";
+                         size_text(capture_budget_bytes) + "; kept column sums, the last " + std::to_string(W) +
+                         " rows and the map pooled in " + std::to_string(block) + " x " + std::to_string(block) +
+                         " blocks";
   }
   writer_ = std::make_unique<TraceWriter>(out_path, meta_, max_steps);
   pipe_ = std::make_unique<SerialWorker>(kQueuedSteps);

@@ -45,6 +45,14 @@ struct NamedArray {
   std::vector<float> data;
 };
 
+// Block-pooled prefill map of one (layer, head): cell (a, b) is the mean over the queries
+// a*block.. of their attention mass on keys b*block.. (each row sums to 1).
+struct PooledMap {
+  int block = 0;             // positions per cell side; 0: the trace has no pooled map
+  int n = 0;                 // cells per side, ceil(P / block)
+  std::vector<float> cells;  // [n, n]
+};
+
 // One /runs/<name> group.
 struct RunData {
   std::string name;
@@ -107,6 +115,8 @@ class TraceReader {
   PrefillEvidence read_prefill() const;
   // Full prefill map of one (layer, head), [P, P]; empty when the trace kept only reductions.
   std::vector<float> read_prefill_map(int layer, int head) const;
+  // Pooled prefill overview of one (layer, head) (/attention/prefill_pooled); block 0 when absent.
+  PooledMap read_prefill_pooled(int layer, int head) const;
   bool has_array(const std::string& path) const;
   bool has_attr(const std::string& path, const std::string& attr) const;
   NamedArray read_array(const std::string& path) const;  // e.g. "/heads/alpha", "/layers/similarity"

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -27,6 +28,8 @@ struct TraceReader::Impl {
   std::vector<int32_t> qpos;  // [n_steps]
   int window = 0;             // W of /attention/prefill_window, 0 when absent
   bool has_lse = false, has_colsum = false, has_key_scores = false;
+  int pool_block = 0;         // "block" of /attention/prefill_pooled, 0 when absent
+  int n_pool = 0;             // its cells per side
 
   template <class F>
   auto guarded(F&& body) const {
@@ -117,6 +120,16 @@ struct TraceReader::Impl {
     }
     has_key_scores = h5::path_exists(file, ts::kPrefillKeyScores);
     if (has_key_scores) ts::expect_dims(file, ts::kPrefillKeyScores, H5T_FLOAT, {L, Hkv, P}, path);
+    if (h5::path_exists(file, ts::kPrefillPooled)) {
+      const h5::Handle ds = h5::open_dataset(file, ts::kPrefillPooled);
+      const int64_t block = h5::has_attr(ds, "block") ? h5::read_attr_int(ds, "block") : 0;
+      if (block < 1 || (uint64_t)block > std::max<uint64_t>(P, 1))
+        throw input_error(path, std::string(ts::kPrefillPooled) + " has block " + std::to_string(block) +
+                                    " for a prompt of " + std::to_string(P) + " (want 1.." + std::to_string(P) + ")");
+      pool_block = (int)block;
+      n_pool = (int)((P + block - 1) / block);
+      ts::expect_dims(file, ts::kPrefillPooled, H5T_FLOAT, {L, H, (uint64_t)n_pool, (uint64_t)n_pool}, path);
+    }
     meta.has_prefill_map = h5::path_exists(file, ts::kPrefill);
     if (meta.has_prefill_map) ts::expect_dims(file, ts::kPrefill, H5T_FLOAT, {L, H, P, P}, path);
   }
@@ -226,6 +239,25 @@ std::vector<float> TraceReader::read_prefill_map(int layer, int head) const {
     h5::read_box(h5::open_dataset(impl_->file, ts::kPrefill), H5T_NATIVE_FLOAT, {(hsize_t)layer, (hsize_t)head, 0, 0},
                  {1, 1, P, P}, map.data());
     return map;
+  });
+}
+
+PooledMap TraceReader::read_prefill_pooled(int layer, int head) const {
+  const Impl& r = *impl_;
+  const TraceMeta& m = r.meta;
+  if (r.pool_block == 0) return {};
+  if (layer < 0 || layer >= m.shape.n_layers || head < 0 || head >= m.shape.n_heads)
+    throw std::out_of_range("pooled prefill map of layer " + std::to_string(layer) + " head " + std::to_string(head));
+  return r.guarded([&] {
+    PooledMap pm;
+    pm.block = r.pool_block;
+    pm.n = r.n_pool;
+    const hsize_t nb = pm.n;
+    r.guard.need(nb * nb, 4, ts::kPrefillPooled);
+    pm.cells.resize(nb * nb);
+    h5::read_box(h5::open_dataset(r.file, ts::kPrefillPooled), H5T_NATIVE_FLOAT, {(hsize_t)layer, (hsize_t)head, 0, 0},
+                 {1, 1, nb, nb}, pm.cells.data());
+    return pm;
   });
 }
 

@@ -24,6 +24,7 @@ inline constexpr const char* kPrefillColsum = "/attention/prefill_colsum";
 inline constexpr const char* kPrefillWindow = "/attention/prefill_window";
 inline constexpr const char* kPrefillWindowLse = "/attention/prefill_window_lse";
 inline constexpr const char* kPrefillKeyScores = "/attention/prefill_key_scores";
+inline constexpr const char* kPrefillPooled = "/attention/prefill_pooled";
 inline constexpr const char* kRuns = "/runs";
 
 // Refuses reads larger than a file of this size can hold (deflate expands at most ~1032x),

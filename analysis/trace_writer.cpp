@@ -166,11 +166,13 @@ void TraceWriter::write_prefill(const PrefillEvidence& ev, std::span<const float
   if (ev.shape.n_layers != (int)L || ev.shape.n_heads != (int)H || ev.prompt_len != (int)P || W < 1 || W > P ||
       ev.colsum.size() != L * H * P || ev.window_rows.size() != L * H * W * P || ev.window_lse.size() != L * H * W ||
       (!ev.key_scores.empty() && ev.key_scores.size() != L * Hkv * P) ||
+      (ev.pool_block > 0 && (ev.n_pool != ((int)P + ev.pool_block - 1) / ev.pool_block ||
+                             ev.pooled.size() != L * H * ev.n_pool * ev.n_pool)) ||
       (!full_map.empty() && full_map.size() != L * H * P * P))
     throw std::invalid_argument("TraceWriter: prefill evidence does not match the trace's shape");
   w.guarded("cannot write trace", [&] {
     for (const char* name : {ts::kPrefill, ts::kPrefillColsum, ts::kPrefillWindow, ts::kPrefillWindowLse,
-                             ts::kPrefillKeyScores})
+                             ts::kPrefillKeyScores, ts::kPrefillPooled})
       h5::remove_link(w.file, name);
     h5::write_dataset(w.file, ts::kPrefillColsum, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {L, H, P}, ev.colsum.data());
     h5::write_dataset(w.file, ts::kPrefillWindow, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {L, H, W, P},
@@ -184,6 +186,13 @@ void TraceWriter::write_prefill(const PrefillEvidence& ev, std::span<const float
     if (!ev.key_scores.empty())
       h5::write_dataset(w.file, ts::kPrefillKeyScores, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {L, Hkv, P},
                         ev.key_scores.data());
+    if (ev.pool_block > 0) {
+      const hsize_t nb = ev.n_pool;
+      h5::write_dataset(w.file, ts::kPrefillPooled, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {L, H, nb, nb},
+                        ev.pooled.data(), {{}, {1, 1, nb, nb}, 4});
+      h5::Handle ds = h5::open_dataset(w.file, ts::kPrefillPooled);
+      h5::write_attr_int(ds, "block", (int64_t)ev.pool_block);
+    }
     if (!full_map.empty()) {
       h5::Handle map = h5::create_dataset(w.file, ts::kPrefill, w.f16, {L, H, P, P}, {{}, {1, 1, P, P}, 4});
       std::vector<uint16_t> halves(P * P);  // [P, P] one (layer, head) at a time

@@ -323,10 +323,12 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
     observer->on_begin(c, tokens);
     for (int i = 0; i < P; ++i) observer->on_token(i, tokens[i]);
   }
-  const PrefillNeed need = observer ? observer->prefill_need() : PrefillNeed{false, 0};
+  const PrefillNeed need = observer ? observer->prefill_need() : PrefillNeed{false, 0, 0};
   const bool want_rows = observer && need.rows;
   const bool want_summary = observer && !need.rows;
   const int W = want_summary ? std::max(1, std::min(need.window, P)) : 0;
+  const int pool = want_summary ? std::clamp(need.pool_block, 0, P) : 0;  // 0: no pooled map
+  const int nb = pool > 0 ? (P + pool - 1) / pool : 0;
 
   // Query rows per attention block: scores of every head within a fixed budget (and, when the
   // rows go to the host, within a smaller pinned one).
@@ -361,8 +363,8 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
   cuda::DeviceBuffer<__half> S16lo(B * per_row, "prefill attention scores");   // [H, nq <= B, ld] low
   cuda::DeviceBuffer<float> S_lse(B * H, "prefill attention scores");          // [H, nq <= B]
   cuda::DeviceBuffer<int32_t> slot0(n_kv, "prefill cache slots");              // [n_kv] zeros
-  cuda::DeviceBuffer<float> colsum, window, window_lse;                        // device reductions
-  cuda::PinnedBuffer<float> colsum_host, window_host, window_lse_host;
+  cuda::DeviceBuffer<float> colsum, window, window_lse, pooled;                // device reductions
+  cuda::PinnedBuffer<float> colsum_host, window_host, window_lse_host, pooled_host;
   if (want_summary) {
     colsum = cuda::DeviceBuffer<float>(static_cast<std::size_t>(H) * P, "prefill column sums");  // [H, P]
     window = cuda::DeviceBuffer<float>(static_cast<std::size_t>(H) * W * P, "prefill window");  // [H, W, P]
@@ -370,6 +372,10 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
     colsum_host = cuda::PinnedBuffer<float>(colsum.size(), "prefill column sums");
     window_host = cuda::PinnedBuffer<float>(window.size(), "prefill window");
     window_lse_host = cuda::PinnedBuffer<float>(window_lse.size(), "prefill window");
+    if (pool > 0) {
+      pooled = cuda::DeviceBuffer<float>(static_cast<std::size_t>(H) * nb * nb, "prefill pooled map");  // [H, nb, nb]
+      pooled_host = cuda::PinnedBuffer<float>(pooled.size(), "prefill pooled map");
+    }
   }
   cuda::PinnedBuffer<float> rows_host, rows_lse_host;
   if (want_rows) {
@@ -444,6 +450,10 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
         if (q0 == 0) cuda::check(cudaMemsetAsync(colsum.get(), 0, colsum.bytes(), stream), "column sums");
         cuda::colsum_add(colsum.get(), P, S.get(), H, nq, n_keys, ld, stream);
         cuda::window_rows(window.get(), window_lse.get(), S.get(), S_lse.get(), H, nq, n_keys, ld, q0, P, W, stream);
+        if (pool > 0) {
+          if (q0 == 0) cuda::check(cudaMemsetAsync(pooled.get(), 0, pooled.bytes(), stream), "pooled map");
+          cuda::pool_add(pooled.get(), S.get(), H, nq, n_keys, ld, q0, P, pool, stream);
+        }
       }
       if (want_rows) {
         // Rows packed to [H, nq, n_keys] as AttentionBlock wants them.
@@ -477,6 +487,9 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
       cuda::check(cudaMemcpyAsync(window_lse_host.get(), window_lse.get(), window_lse.bytes(),
                                   cudaMemcpyDeviceToHost, stream),
                   "window copy");
+      if (pool > 0)
+        cuda::check(cudaMemcpyAsync(pooled_host.get(), pooled.get(), pooled.bytes(), cudaMemcpyDeviceToHost, stream),
+                    "pooled map copy");
       sync();
       for (int h = 0; h < H; ++h) {
         PrefillSummary s;
@@ -487,6 +500,8 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
         s.colsum = colsum_host.get() + static_cast<std::size_t>(h) * P;
         s.window_rows = window_host.get() + static_cast<std::size_t>(h) * W * P;
         s.window_lse = window_lse_host.get() + static_cast<std::size_t>(h) * W;
+        s.pool_block = pool;
+        s.pooled = pool > 0 ? pooled_host.get() + static_cast<std::size_t>(h) * nb * nb : nullptr;
         observer->on_prefill_summary(s);
       }
     }

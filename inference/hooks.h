@@ -36,11 +36,13 @@ struct AttentionBlock {
 
 // What an observer needs of the prompt's attention. rows: the blocks of rows (on_attention) —
 // the whole P x P map passes by. Otherwise its reductions suffice: per (layer, head) the column
-// sums and the last `window` rows (on_prefill_summary), which a GPU backend computes on the
-// device instead of copying the map.
+// sums, the last `window` rows and, when pool_block > 0, the map pooled in pool_block x
+// pool_block cells (on_prefill_summary), which a GPU backend computes on the device instead of
+// copying the map.
 struct PrefillNeed {
   bool rows = true;
   int window = 0;
+  int pool_block = 0;  // 0: no pooled map
 };
 
 // Prefill reductions of one (layer, head) over the P prompt queries.
@@ -52,6 +54,9 @@ struct PrefillSummary {
   const float* colsum = nullptr;       // [P] sum over the P queries of their attention to each key
   const float* window_rows = nullptr;  // [W, P] rows of queries P-W..P-1 (0 past the diagonal)
   const float* window_lse = nullptr;   // [W] their log-sum-exp (as AttentionBlock::lse)
+  int pool_block = 0;                  // 0: no pooled map in this summary
+  const float* pooled = nullptr;       // [nb, nb], nb = ceil(P / pool_block): cell (a, b) = mean
+                                       // over queries of pool row a of their mass on pool column b
 };
 
 // In one prefill an engine delivers either the blocks of rows (on_attention, to every observer)
@@ -82,11 +87,12 @@ class ObserverFanout : public AttentionObserver {
   void on_begin(const ModelConfig& c, std::span<const int> p) override { for (auto* o : observers_) o->on_begin(c, p); }
   void on_attention(const AttentionBlock& b) override { for (auto* o : observers_) o->on_attention(b); }
   PrefillNeed prefill_need() const override {
-    PrefillNeed need{false, 0};
+    PrefillNeed need{false, 0, 0};  // the widest window, the coarsest pooling asked for
     for (auto* o : observers_) {
       const PrefillNeed n = o->prefill_need();
       need.rows = need.rows || n.rows;
       need.window = n.window > need.window ? n.window : need.window;
+      need.pool_block = n.pool_block > need.pool_block ? n.pool_block : need.pool_block;
     }
     return need;
   }

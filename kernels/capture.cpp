@@ -1,4 +1,5 @@
-// Column sums and observation-window rows of prefill attention blocks, plain loops.
+// Column sums, observation-window rows and block-pooled maps of prefill attention blocks, plain
+// loops.
 #include "kernels/capture.h"
 
 #include <algorithm>
@@ -29,6 +30,27 @@ void window_rows(float* window, float* window_lse, const float* probs, const flo
       float* dst = window + (static_cast<long>(h) * W + w) * P;          // [P]
       for (int j = 0; j < P; ++j) dst[j] = j < n_keys ? src[j] : 0.0f;
       window_lse[static_cast<long>(h) * W + w] = lse[static_cast<long>(h) * nq + i];
+    }
+  }
+}
+
+void pool_add(float* pooled, const float* probs, int n_heads, int nq, int n_keys, long ld, int q0,
+              int P, int block) {
+  if (nq <= 0 || n_keys <= 0) return;
+  const long nb = (P + block - 1) / block;
+  const int a_first = q0 / block, a_last = (q0 + nq - 1) / block;
+  for (int h = 0; h < n_heads; ++h) {
+    const float* ph = probs + static_cast<long>(h) * nq * ld;  // [nq, ld]
+    for (int a = a_first; a <= a_last; ++a) {
+      const int i0 = std::max(a * block, q0) - q0, i1 = std::min((a + 1) * block, q0 + nq) - q0;
+      const float rows_in = static_cast<float>(std::min(block, P - a * block));
+      for (int b = 0; b <= a && b * block < n_keys; ++b) {
+        const int j0 = b * block, j1 = std::min((b + 1) * block, n_keys);
+        float s = 0.0f;
+        for (int i = i0; i < i1; ++i)
+          for (int j = j0; j < j1; ++j) s += ph[static_cast<long>(i) * ld + j];
+        pooled[(h * nb + a) * nb + b] += s / rows_in;
+      }
     }
   }
 }

@@ -1,5 +1,6 @@
-// Prefill-capture reductions on the device: per-key column sums of attention probabilities and
-// the copy of the last-W-query rows into the observation window. CPU twin: kernels/capture.h.
+// Prefill-capture reductions on the device: per-key column sums of attention probabilities, the
+// copy of the last-W-query rows into the observation window and the block-pooled overview map.
+// CPU twin: kernels/capture.h.
 #include <algorithm>
 
 #include "kernels/cuda_ops.h"
@@ -40,6 +41,25 @@ __global__ void window_rows_kernel(float* window,       // [n_heads, W, P]
   if (threadIdx.x == 0) window_lse[h * W + w] = lse[h * nq + i];
 }
 
+// Grid (ceil(n_b / kThreads), n_a * n_heads): thread b of block row y owns cell (a_first + y %
+// n_a, b) of head y / n_a and sums its rows in order, each row's keys in order (no atomics).
+__global__ void pool_add_kernel(float* pooled,       // [n_heads, nb, nb]
+                                const float* probs,  // [n_heads, nq, ld]
+                                int nq, int n_keys, long ld, int q0, int P, int block, int nb,
+                                int a_first, int n_a) {
+  const int b = static_cast<int>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long h = blockIdx.y / n_a;
+  const int a = a_first + static_cast<int>(blockIdx.y % n_a);
+  if (b > a || b * block >= n_keys) return;
+  const int i0 = max(a * block, q0) - q0, i1 = min((a + 1) * block, q0 + nq) - q0;
+  const int j0 = b * block, j1 = min((b + 1) * block, n_keys);
+  const float* ph = probs + h * nq * ld;  // [nq, ld]
+  float s = 0.0f;
+  for (int i = i0; i < i1; ++i)
+    for (int j = j0; j < j1; ++j) s += ph[static_cast<long>(i) * ld + j];
+  pooled[(h * nb + a) * nb + b] += s / static_cast<float>(min(block, P - a * block));
+}
+
 }  // namespace
 
 void colsum_add(float* colsum, long col_stride, const float* probs, int n_heads, int nq,
@@ -60,6 +80,16 @@ void window_rows(float* window, float* window_lse, const float* probs, const flo
   const long blocks = static_cast<long>(n_heads) * n_rows;
   window_rows_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
       window, window_lse, probs, lse, nq, n_keys, ld, q0, P, W, i_begin, n_rows);
+}
+
+void pool_add(float* pooled, const float* probs, int n_heads, int nq, int n_keys, long ld, int q0,
+              int P, int block, cudaStream_t stream) {
+  if (n_heads <= 0 || nq <= 0 || n_keys <= 0 || block <= 0) return;
+  const int nb = (P + block - 1) / block;
+  const int a_first = q0 / block, n_a = (q0 + nq - 1) / block - a_first + 1;
+  const int n_b = (n_keys - 1) / block + 1;  // pool columns holding keys of this block
+  const dim3 grid((n_b + kThreads - 1) / kThreads, static_cast<unsigned>(n_a) * n_heads);
+  pool_add_kernel<<<grid, kThreads, 0, stream>>>(pooled, probs, nq, n_keys, ld, q0, P, block, nb, a_first, n_a);
 }
 
 }  // namespace kvs::cuda

@@ -1,6 +1,7 @@
 // Prefill-capture reductions on host memory: per-key column sums of a block of attention
-// probabilities and the copy of the last-W-query rows into the observation window. The CPU twins
-// of kvs::cuda::colsum_add / window_rows (kernels/cuda_ops.h), same arguments minus the stream.
+// probabilities, the copy of the last-W-query rows into the observation window and the
+// block-pooled overview map. The CPU twins of kvs::cuda::colsum_add / window_rows / pool_add
+// (kernels/cuda_ops.h), same arguments minus the stream.
 #pragma once
 
 namespace kvs::ops {
@@ -16,5 +17,16 @@ void colsum_add(float* colsum, long col_stride, const float* probs, int n_heads,
 // the row's lse [n_heads, nq]. Other window rows are untouched.
 void window_rows(float* window, float* window_lse, const float* probs, const float* lse,
                  int n_heads, int nq, int n_keys, long ld, int q0, int P, int W);
+
+// Block-pooled overview of the causal P x P map, pooled [n_heads, nb, nb] with nb = ceil(P / block):
+// cell (a, b) is the mean over the queries of pool row a of their attention mass on the keys of
+// pool column b, so every pooled row sums to 1 once all its queries have passed. For each cell
+// with a touched by this block (queries q0..q0+nq-1, probs [n_heads, nq, ld], keys < n_keys) and
+// b <= a (cells above the diagonal hold no causal mass and are left alone):
+//   pooled[h, a, b] += (sum over block rows i in pool row a, keys j < n_keys in pool column b of
+//                       probs[(h * nq + i) * ld + j]) / min(block, P - a * block),
+// summed row by row, each row's keys in order (the device kernel's order).
+void pool_add(float* pooled, const float* probs, int n_heads, int nq, int n_keys, long ld, int q0,
+              int P, int block);
 
 }  // namespace kvs::ops

@@ -84,6 +84,11 @@ void colsum_add(float* colsum, long col_stride, const float* probs, int n_heads,
 void window_rows(float* window, float* window_lse, const float* probs, const float* lse,
                  int n_heads, int nq, int n_keys, long ld, int q0, int P, int W,
                  cudaStream_t stream);
+// Block-pooled overview pooled [n_heads, nb, nb], nb = ceil(P / block): cell (a, b <= a) +=
+// (mass of the block's rows in pool row a on the keys of pool column b) / min(block, P - a * block),
+// so each pooled row ends as the mean of its queries' rows summed over key blocks (sums to 1).
+void pool_add(float* pooled, const float* probs, int n_heads, int nq, int n_keys, long ld, int q0,
+              int P, int block, cudaStream_t stream);
 
 // ---- kv_cache.cu (twin: KvStore::append / KvStore::evict)
 //

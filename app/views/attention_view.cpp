@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "analysis/attention_image.h"
 #include "app/gui/colormap.h"
@@ -46,18 +47,21 @@ class AttentionView : public View {
 
   CsvTable csv(const AppState& app) const override {
     CsvTable c;
-    c.header = {decode_ ? "step" : "query_pos", "key_pos", "attention"};
+    const bool pooled = !decode_ && prefill_.block > 1;
+    c.header = {decode_ ? "step" : pooled ? "query_pos_first" : "query_pos", pooled ? "key_pos_first" : "key_pos",
+                pooled ? "pooled_attention" : "attention"};
     const float* data = nullptr;
-    int rows = 0, cols = 0, first = 0;
+    int rows = 0, cols = 0, first = 0, block = 1;
     if (decode_ && stack_.layer == app.layer && app.head < stack_.n_heads) {
       data = stack_.head(app.head), rows = stack_.n_steps, cols = stack_.T;
     } else if (!decode_ && !prefill_.data.empty()) {
       data = prefill_.data.data(), rows = prefill_.rows, cols = prefill_.cols, first = prefill_.first_query;
+      block = prefill_.block;
     }
     for (int r = 0; r < rows; ++r)
       for (int k = 0; k < cols; ++k)
         if (data[(size_t)r * cols + k] != 0.0f)
-          c.add({std::to_string(r + first), std::to_string(k), csv_number(data[(size_t)r * cols + k])});
+          c.add({std::to_string(r * block + first), std::to_string(k * block), csv_number(data[(size_t)r * cols + k])});
     return c;
   }
 
@@ -204,8 +208,13 @@ class AttentionView : public View {
       return;
     }
     const int rows = image_.height(), cols = image_.width();
-    ImGui::TextDisabled("%s: %d x %d  (x: key position, y: %s)  wheel: zoom, drag: pan, double-click: reset", 
-                        decode_ ? "decode rows" : (prefill_.full ? "prefill map" : "prefill last-window rows (full map not stored)"),
+    const int block = decode_ ? 1 : prefill_.block;
+    char what[96];
+    if (decode_) std::snprintf(what, sizeof what, "decode rows");
+    else if (prefill_.full) std::snprintf(what, sizeof what, "prefill map");
+    else if (block > 1) std::snprintf(what, sizeof what, "prefill map pooled in %d x %d blocks (full map not stored)", block, block);
+    else std::snprintf(what, sizeof what, "prefill last-window rows (full map not stored)");
+    ImGui::TextDisabled("%s: %d x %d  (x: key position, y: %s)  wheel: zoom, drag: pan, double-click: reset", what,
                         rows, cols, decode_ ? "decode step" : "query position");
     color_bar(cmap_, log_ ? "1e-4" : "0", "max", 120);
     if (!overlay_tex_key_.empty()) {
@@ -253,6 +262,14 @@ class AttentionView : public View {
     const float val = data[(size_t)row * cols + col];
     const TraceSnapshot& t = *app.trace;
     ImGui::BeginTooltip();
+    if (block > 1) {
+      const int P = t.meta.prompt_len;
+      ImGui::Text("queries %d..%d", row * block, std::min((row + 1) * block, P) - 1);
+      ImGui::Text("keys %d..%d", col * block, std::min((col + 1) * block, P) - 1);
+      ImGui::Text("mean attention mass %.6f", val);
+      ImGui::EndTooltip();
+      return;
+    }
     if (decode_) ImGui::Text("step %d (query pos %d)", row, t.q_pos(row));
     else ImGui::Text("query pos %d", row + prefill_.first_query);
     ImGui::Text("key pos %d \"%s\"", col, col < (int)t.token_texts.size() ? t.token_texts[col].c_str() : "");

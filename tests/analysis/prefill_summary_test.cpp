@@ -16,8 +16,8 @@ namespace {
 using namespace kvs::testing;
 
 // Reduces the prompt's attention the way the GPU backend does — one block of every query row per
-// (layer, head), window W — and sends the summaries.
-void send_summaries(AttentionObserver& o, const Prompt& p, int W) {
+// (layer, head), window W, pooled map in pool x pool cells when pool > 0 — and sends the summaries.
+void send_summaries(AttentionObserver& o, const Prompt& p, int W, int pool = 0) {
   for (int l = 0; l < kL; ++l)
     for (int h = 0; h < kH; ++h) {
       const float* block = p.row(l, h, 0);                         // [P, P] rows of queries 0..P-1
@@ -25,8 +25,11 @@ void send_summaries(AttentionObserver& o, const Prompt& p, int W) {
       std::vector<float> colsum(kP, 0.0f);                          // [P]
       std::vector<float> window((size_t)W * kP, -1.0f);             // [W, P]
       std::vector<float> window_lse(W, -1.0f);                      // [W]
+      const int nb = pool > 0 ? (kP + pool - 1) / pool : 0;
+      std::vector<float> pooled((size_t)nb * nb, 0.0f);             // [nb, nb]
       ops::colsum_add(colsum.data(), kP, block, 1, kP, kP, kP);
       ops::window_rows(window.data(), window_lse.data(), block, lse, 1, kP, kP, kP, 0, kP, W);
+      if (pool > 0) ops::pool_add(pooled.data(), block, 1, kP, kP, kP, 0, kP, pool);
       PrefillSummary s;
       s.layer = l;
       s.head = h;
@@ -35,6 +38,8 @@ void send_summaries(AttentionObserver& o, const Prompt& p, int W) {
       s.colsum = colsum.data();
       s.window_rows = window.data();
       s.window_lse = window_lse.data();
+      s.pool_block = pool;
+      s.pooled = pool > 0 ? pooled.data() : nullptr;
       o.on_prefill_summary(s);
     }
 }
@@ -55,6 +60,73 @@ TEST(PrefillSummary, ReducerGetsTheSameEvidenceAsFromRows) {
   for (size_t i = 0; i < a.colsum.size(); ++i) EXPECT_NEAR(a.colsum[i], b.colsum[i], 1e-6f) << i;
   EXPECT_EQ(a.window_rows, b.window_rows);
   EXPECT_EQ(a.window_lse, b.window_lse);
+}
+
+// Block means of the full prompt map, recomputed here: [nb, nb] for (l, h).
+std::vector<double> block_means(const Prompt& p, int l, int h, int pool) {
+  const int nb = (kP + pool - 1) / pool;
+  std::vector<double> m((size_t)nb * nb, 0.0);
+  for (int q = 0; q < kP; ++q) {
+    const int a = q / pool, rows = std::min(pool, kP - a * pool);
+    for (int k = 0; k <= q; ++k) m[(size_t)a * nb + k / pool] += p.row(l, h, q)[k] / rows;
+  }
+  return m;
+}
+
+TEST(PrefillSummary, PooledMapFromRowsAndFromSummariesIsTheBlockMeans) {
+  std::mt19937 rng(15);
+  const Prompt p = make_prompt(rng);
+  const auto prompt = prompt_ids();
+  PrefillReducer from_rows({kL, kH, kHkv, 8}, 4, 4), from_summary({kL, kH, kHkv, 8}, 4, 4);
+  EXPECT_EQ(from_summary.prefill_need().pool_block, 4);
+  from_rows.on_begin(tiny_config(), prompt);
+  from_summary.on_begin(tiny_config(), prompt);
+  send_prefill(from_rows, p);  // prefill blocks of kBlock rows
+  send_summaries(from_summary, p, 4, 4);
+  for (const PrefillReducer* r : {&from_rows, &from_summary}) {
+    const PrefillEvidence& e = r->evidence();
+    ASSERT_EQ(e.pool_block, 4);
+    ASSERT_EQ(e.n_pool, 2);  // pool rows {0..3}, {4, 5}
+    for (int l = 0; l < kL; ++l)
+      for (int h = 0; h < kH; ++h) {
+        const std::vector<double> want = block_means(p, l, h, 4);
+        for (int a = 0; a < 2; ++a) {
+          double row_sum = 0.0;
+          for (int b = 0; b < 2; ++b) {
+            const float got = e.pooled_at(l, h)[a * 2 + b];
+            EXPECT_NEAR(got, want[a * 2 + b], 1e-6) << "layer " << l << " head " << h << " cell " << a << "," << b;
+            row_sum += got;
+          }
+          EXPECT_NEAR(row_sum, 1.0, 1e-6);
+        }
+      }
+  }
+}
+
+TEST(PrefillSummary, ReducerKeepsACoarserPoolingAndRefusesAMissingOne) {
+  std::mt19937 rng(16);
+  const Prompt p = make_prompt(rng);
+  PrefillReducer fine({kL, kH, kHkv, 8}, 4, 2), none({kL, kH, kHkv, 8}, 4);
+  ObserverFanout both;
+  both.add(&fine);
+  both.add(&none);
+  EXPECT_EQ(both.prefill_need().pool_block, 2);
+  fine.on_begin(tiny_config(), prompt_ids());
+  send_summaries(fine, p, 4, 3);  // another observer asked for 3 x 3 cells
+  EXPECT_EQ(fine.evidence().pool_block, 3);
+  EXPECT_EQ(fine.evidence().n_pool, 2);
+  EXPECT_NEAR(fine.evidence().pooled_at(1, 2)[2], block_means(p, 1, 2, 3)[2], 1e-6);
+  PrefillReducer wants({kL, kH, kHkv, 8}, 4, 2);
+  wants.on_begin(tiny_config(), prompt_ids());
+  EXPECT_THROW(send_summaries(wants, p, 4, 0), std::logic_error);
+}
+
+TEST(PrefillSummary, PoolBlockForFitsCellsAndBudget) {
+  EXPECT_EQ(pool_block_for(6, 2, 4, 1 << 20), 1);           // the whole map fits
+  EXPECT_EQ(pool_block_for(6, 2, 4, 250), 3);               // 2 x 4 heads x 2 x 2 cells x 4 bytes
+  EXPECT_EQ(pool_block_for(32768, 32, 32, 64u << 20), 256);  // 128 x 128 cells x 1024 heads x 4 B = 64 MiB
+  EXPECT_EQ(pool_block_for(5000, 1, 1, 1u << 30), 10);      // at most kMaxPoolCells per side
+  EXPECT_EQ(pool_block_for(6, 1, 1, 0), 6);                 // nothing fits: one cell
 }
 
 TEST(PrefillSummary, ReducerRefusesASummaryNarrowerThanItsWindow) {
@@ -86,6 +158,8 @@ TEST(PrefillSummary, RecorderAsksForRowsOnlyWhileTheMapFitsItsBudget) {
   TraceRecorder over(dir.file("b.h5"), tiny_meta(), 2, 1000, 4);  // the map takes 1152 bytes
   EXPECT_FALSE(over.prefill_need().rows);
   EXPECT_EQ(over.prefill_need().window, 4);
+  EXPECT_EQ(within.prefill_need().pool_block, 0);
+  EXPECT_EQ(over.prefill_need().pool_block, 3);  // 2 x 2 cells of 3 x 3 positions fit 1000 / 4 bytes
 }
 
 TEST(PrefillSummary, TraceFromSummariesHoldsTheSameReductions) {
@@ -97,7 +171,7 @@ TEST(PrefillSummary, TraceFromSummariesHoldsTheSameReductions) {
     TraceRecorder rec(path, tiny_meta(), 1, 1000, 4);
     rec.on_begin(tiny_config(), prompt);
     for (int i = 0; i < kP; ++i) rec.on_token(i, prompt[i]);
-    if (summaries) send_summaries(rec, p, 4);
+    if (summaries) send_summaries(rec, p, 4, rec.prefill_need().pool_block);
     else send_prefill(rec, p);
     rec.on_prefill_end(kP);
     rec.on_token(kP, 2);
@@ -113,6 +187,15 @@ TEST(PrefillSummary, TraceFromSummariesHoldsTheSameReductions) {
   for (size_t i = 0; i < a.colsum.size(); ++i) EXPECT_NEAR(a.colsum[i], b.colsum[i], 1e-6f) << i;
   EXPECT_EQ(a.window_rows, b.window_rows);
   EXPECT_EQ(a.window_lse, b.window_lse);
+  for (int l = 0; l < kL; ++l)
+    for (int h = 0; h < kH; ++h) {
+      const PooledMap x = TraceReader(dir.file("rows.h5")).read_prefill_pooled(l, h);
+      const PooledMap y = TraceReader(dir.file("summary.h5")).read_prefill_pooled(l, h);
+      ASSERT_EQ(x.block, 3);
+      ASSERT_EQ(y.block, 3);
+      ASSERT_EQ(x.cells.size(), 4u);
+      for (size_t i = 0; i < x.cells.size(); ++i) EXPECT_NEAR(x.cells[i], y.cells[i], 1e-6f) << i;
+    }
 }
 
 }  // namespace

@@ -74,6 +74,7 @@ TEST(TraceRecorder, RecordsPrefillDecodeRowsAndTokens) {
   TraceReader r(path);
   EXPECT_EQ(r.meta().n_steps, steps);
   EXPECT_TRUE(r.meta().has_prefill_map);
+  EXPECT_EQ(r.read_prefill_pooled(0, 0).block, 0);  // no overview beside the full map
   EXPECT_EQ(r.meta().capture_note, "");
   EXPECT_EQ(r.token_ids(), (std::vector<int32_t>{1, 5, 9, 13, 17, 21, 2, 3, 4}));
   EXPECT_EQ(r.token_texts()[6], "<2>");
@@ -113,8 +114,23 @@ TEST(TraceRecorder, OverBudgetKeepsReductionsAndSaysSo) {
   TraceReader r(path);
   EXPECT_FALSE(r.meta().has_prefill_map);
   EXPECT_EQ(r.meta().capture_note,
-            "prefill map of 1.1 KiB exceeds the capture budget of 1.0 KiB; kept column sums and the last 4 rows only");
+            "prefill map of 1.1 KiB exceeds the capture budget of 1.0 KiB; kept column sums, the last 4 rows and "
+            "the map pooled in 3 x 3 blocks");
   EXPECT_TRUE(r.read_prefill_map(0, 0).empty());
+  // The pooled overview (a quarter of the budget: 2 x 2 cells per head) holds block means.
+  for (int l = 0; l < kL; ++l)
+    for (int h = 0; h < kH; ++h) {
+      const PooledMap pm = r.read_prefill_pooled(l, h);
+      ASSERT_EQ(pm.block, 3);
+      ASSERT_EQ(pm.n, 2);
+      for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b) {
+          double want = 0.0;
+          for (int q = 3 * a; q < 3 * a + 3; ++q)
+            for (int k = 3 * b; k < 3 * b + 3; ++k) want += p.row(l, h, q)[k] / 3.0;
+          EXPECT_NEAR(pm.cells[a * 2 + b], want, 1e-6) << "layer " << l << " head " << h;
+        }
+    }
   EXPECT_FALSE(r.has_array("/attention/prefill"));
   EXPECT_EQ(r.read_prefill().colsum.size(), (size_t)kL * kH * kP);
 }

@@ -257,6 +257,36 @@ TEST(TraceReaderRejects, TruncatedFiles) {
   }
 }
 
+TEST(TraceReaderRejects, TamperedPooledMapBlock) {
+  TempDir dir;
+  const std::string path = dir.file("t.h5");
+  TraceMeta m = testing::small_meta();  // P = 5
+  {
+    PrefillEvidence ev = flat_evidence(m);
+    ev.pool_block = 2;
+    ev.n_pool = 3;
+    ev.pooled.assign((size_t)m.shape.n_layers * m.shape.n_heads * 9, 0.25f);
+    TraceWriter w(path, m, 0);
+    w.write_prefill(ev, {});
+    w.commit(m, testing::token_ids(5), testing::token_texts(5));
+  }
+  ASSERT_EQ(reader_error(path), "");
+  EXPECT_EQ(TraceReader(path).read_prefill_pooled(1, 3).cells, std::vector<float>(9, 0.25f));
+  auto set_block = [&](long long value) {
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t d = H5Dopen2(f, "/attention/prefill_pooled", H5P_DEFAULT);
+    const hid_t a = H5Aopen(d, "block", H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_LLONG, &value);
+    H5Aclose(a);
+    H5Dclose(d);
+    H5Fclose(f);
+  };
+  set_block(0);
+  EXPECT_EQ(reader_error(path), path + ": /attention/prefill_pooled has block 0 for a prompt of 5 (want 1..5)");
+  set_block(1);  // 5 x 5 cells expected
+  EXPECT_EQ(reader_error(path), path + ": /attention/prefill_pooled has shape [2,4,3,3], expected [2,4,5,5]");
+}
+
 TEST(TraceReaderRejects, TamperedQueryPositions) {
   TempDir dir;
   const std::string path = dir.file("t.h5");

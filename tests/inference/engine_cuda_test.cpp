@@ -246,7 +246,7 @@ TEST(EngineCuda, DeviceReductionsEqualTheRowsReducedOnTheHost) {
   std::vector<int> prompt = kPromptIds;
   for (int i = 0; i < 300; ++i) prompt.push_back(260 + (i * 37) % 200);
   const ModelShape shape{model.config.n_layers, model.config.n_heads, model.config.n_kv_heads, model.config.head_dim};
-  PrefillReducer from_rows(shape, 64), on_device(shape, 64);
+  PrefillReducer from_rows(shape, 64, 16), on_device(shape, 64, 16);  // pooled in 16 x 16 cells
   tiny::Capture rows;
   ObserverFanout both;
   both.add(&from_rows);
@@ -266,6 +266,9 @@ TEST(EngineCuda, DeviceReductionsEqualTheRowsReducedOnTheHost) {
   for (std::size_t i = 0; i < x.colsum.size(); ++i) EXPECT_NEAR(x.colsum[i], y.colsum[i], 1e-4) << i;
   EXPECT_EQ(x.window_rows, y.window_rows);
   EXPECT_EQ(x.window_lse, y.window_lse);
+  ASSERT_EQ(y.pool_block, 16);
+  ASSERT_EQ(x.pooled.size(), y.pooled.size());
+  for (std::size_t i = 0; i < x.pooled.size(); ++i) EXPECT_NEAR(x.pooled[i], y.pooled[i], 1e-5) << i;
 }
 
 TEST(EngineCuda, OutOfGpuMemoryNamesTheBytesAndTheCpuStillRuns) {

@@ -1,8 +1,10 @@
 // CPU twins of the prefill-capture reductions (kernels/capture.h) on a small causal example split
 // into two prefill blocks: column sums accumulate over the blocks to the full matrix's column
-// sums, and the window holds the last W rows of the full causal matrix with their lse.
+// sums, the window holds the last W rows of the full causal matrix with their lse, and the pooled
+// map equals block means of the full matrix recomputed here, its rows summing to 1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <utility>
 #include <vector>
@@ -90,6 +92,45 @@ TEST(Capture, WindowIgnoresRowsBeforeIt) {
   window_rows(window.data(), wlse.data(), b.data(), lse.data(), kHeads, 2, 2, 3, 0, kP, 3);
   for (float x : window) EXPECT_EQ(x, -1.0f);
   for (float x : wlse) EXPECT_EQ(x, -1.0f);
+}
+
+TEST(Capture, PoolAddOverBlocksEqualsBlockMeansOfTheFullMatrix) {
+  const Causal c = causal_example();
+  // block 4 over P = 6: pool rows {0..3} and {4, 5} (a short last block); the prefill blocks
+  // {0..2}, {3..5} straddle the pool row boundary.
+  const int block = 4, nb = 2;
+  const long ld = 9;
+  std::vector<float> pooled(kHeads * nb * nb, 0.0f);
+  for (const auto& [q0, nq] : {std::pair{0, 3}, std::pair{3, 3}}) {
+    std::vector<float> lse;
+    const std::vector<float> b = block_of(c, q0, nq, ld, &lse);
+    pool_add(pooled.data(), b.data(), kHeads, nq, q0 + nq, ld, q0, kP, block);
+  }
+  for (int h = 0; h < kHeads; ++h) {
+    for (int a = 0; a < nb; ++a) {
+      const int q_end = std::min(kP, (a + 1) * block), rows = q_end - a * block;
+      double row_sum = 0.0;
+      for (int bb = 0; bb < nb; ++bb) {
+        double want = 0.0;
+        for (int q = a * block; q < q_end; ++q)
+          for (int k = bb * block; k < std::min(kP, (bb + 1) * block); ++k) want += c.probs[(h * kP + q) * kP + k];
+        want /= rows;
+        EXPECT_NEAR(pooled[(h * nb + a) * nb + bb], want, 1e-6) << "head " << h << " cell " << a << "," << bb;
+        row_sum += pooled[(h * nb + a) * nb + bb];
+      }
+      EXPECT_NEAR(row_sum, 1.0, 1e-6) << "head " << h << " pool row " << a;
+    }
+    EXPECT_EQ(pooled[(h * nb + 0) * nb + 1], 0.0f) << "above the diagonal";
+  }
+}
+
+TEST(Capture, PoolAddWithBlockOneIsTheMap) {
+  const Causal c = causal_example();
+  std::vector<float> lse;
+  const std::vector<float> b = block_of(c, 0, kP, kP, &lse);
+  std::vector<float> pooled(kHeads * kP * kP, 0.0f);
+  pool_add(pooled.data(), b.data(), kHeads, kP, kP, kP, 0, kP, 1);
+  EXPECT_EQ(pooled, c.probs);
 }
 
 }  // namespace

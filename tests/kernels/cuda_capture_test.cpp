@@ -1,5 +1,5 @@
 // Device twins of kernels/capture.cu against the CPU twins of kernels/capture.h. The same fp32
-// additions in the same order (columns summed in row order): exact.
+// additions in the same order (columns summed in row order, pooled cells row by row): exact.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -51,6 +51,30 @@ TEST(CudaCapture, WindowRowsMatchesCpuTwinExactly) {
     test::sync("window_rows");
     EXPECT_EQ(download(dwindow), want) << "after block q0=" << q0;
     EXPECT_EQ(download(dwlse), want_lse) << "after block q0=" << q0;
+  }
+}
+
+TEST(CudaCapture, PoolAddMatchesCpuTwinExactly) {
+  KVS_REQUIRE_GPU();
+  // 300 queries pooled by 7 (43 pool rows, the last of 6 queries) and by 1 (300 pool columns:
+  // two thread blocks per row), in prefill blocks that straddle pool rows.
+  for (const int pool : {7, 1}) {
+    const int n_heads = 3, P = 300, nb = (P + pool - 1) / pool;
+    const auto pooled0 = test::random_vec(static_cast<std::size_t>(n_heads) * nb * nb, 80, 0.0f, 1.0f);  // [n_heads, nb, nb]
+    std::vector<float> want = pooled0;
+    auto dpooled = upload(pooled0);
+    const int blocks[][2] = {{0, 100}, {100, 170}, {270, 30}};  // {q0, nq}
+    uint64_t seed = 81;
+    for (const auto& b : blocks) {
+      const int q0 = b[0], nq = b[1], n_keys = q0 + nq;
+      const long ld = n_keys + 3;
+      const auto probs = test::random_vec(n_heads * nq * ld, seed++, 0.0f, 0.01f);  // [n_heads, nq, ld]
+      ops::pool_add(want.data(), probs.data(), n_heads, nq, n_keys, ld, q0, P, pool);
+      auto dprobs = upload(probs);
+      pool_add(dpooled.get(), dprobs.get(), n_heads, nq, n_keys, ld, q0, P, pool, nullptr);
+      test::sync("pool_add");
+      EXPECT_EQ(download(dpooled), want) << "pool " << pool << " after block q0=" << q0;
+    }
   }
 }
 

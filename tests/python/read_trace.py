@@ -68,8 +68,20 @@ def check_trace(path):
             check_rows_sum_to_one(m, 5e-3, "prefill map")
             check(np.allclose(m.sum(axis=2), colsum[:], atol=5e-3 * P), "column sums match the map")
             check(np.allclose(m[:, :, P - W:, :], win[:], atol=1e-3), "window rows match the map")
+            check("attention/prefill_pooled" not in f, "no pooled map beside the full map")
         else:
             check("attention/prefill" not in f, "no prefill map when has_prefill_map is 0")
+            pooled = f["attention/prefill_pooled"]
+            b = int(pooled.attrs["block"])
+            nb = -(-P // b)
+            check(pooled.dtype == np.float32 and pooled.shape == (L, H, nb, nb), "prefill_pooled shape")
+            pm = pooled[:].astype(np.float64)
+            check_rows_sum_to_one(pm, 1e-5, "prefill_pooled")
+            # Column sums pooled over key blocks = pooled cells weighted by their rows' query counts.
+            rows_in = np.minimum(b, P - b * np.arange(nb))
+            by_keys = np.add.reduceat(colsum[:].astype(np.float64), np.arange(0, P, b), axis=-1)
+            check(np.allclose((pm * rows_in[:, None]).sum(axis=2), by_keys, atol=1e-4), "pooled map matches column sums")
+            check(np.all(np.triu(pm, 1) == 0), "pooled map is causal")
 
 
 def run_doc_example(path, doc):

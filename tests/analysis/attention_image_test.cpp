@@ -1,0 +1,88 @@
+// What the attention view shows of the prompt (read_prefill_image): the full map when the trace
+// kept it, else the pooled overview, else — for a trace written without one (older recordings,
+// other exporters) — the last-window rows.
+#include <gtest/gtest.h>
+
+#include "analysis/attention_image.h"
+#include "analysis/recorder.h"
+#include "synthetic_engine.h"
+#include "trace_test_util.h"
+
+namespace kvs {
+namespace {
+
+using namespace kvs::testing;
+
+std::string record(const TempDir& dir, const std::string& name, std::size_t budget, const Prompt& p) {
+  const std::string path = dir.file(name);
+  std::mt19937 rng(2);
+  TraceRecorder rec(path, tiny_meta(), 1, budget, 4);
+  record_synthetic(rec, rng, p, 1);
+  rec.finish(text_of);
+  return path;
+}
+
+TEST(AttentionImage, FullMapWhenStored) {
+  TempDir dir;
+  std::mt19937 rng(21);
+  const Prompt p = make_prompt(rng);
+  TraceReader r(record(dir, "full.h5", kDefaultCaptureBudget, p));
+  PrefillEvidence cache;
+  const PrefillImage img = read_prefill_image(r, 1, 3, cache);
+  EXPECT_TRUE(img.full);
+  EXPECT_EQ(img.block, 1);
+  ASSERT_EQ(img.rows, kP);
+  ASSERT_EQ(img.cols, kP);
+  for (int q = 0; q < kP; ++q)
+    for (int k = 0; k < kP; ++k) EXPECT_NEAR(img.data[q * kP + k], p.row(1, 3, q)[k], 1e-3) << q << "," << k;
+}
+
+TEST(AttentionImage, PooledOverviewWhenTheMapWasOverBudget) {
+  TempDir dir;
+  std::mt19937 rng(22);
+  const Prompt p = make_prompt(rng);
+  TraceReader r(record(dir, "pooled.h5", 1000, p));  // map 1152 bytes: pooled in 3 x 3 cells
+  PrefillEvidence cache;
+  const PrefillImage img = read_prefill_image(r, 0, 2, cache);
+  EXPECT_FALSE(img.full);
+  EXPECT_EQ(img.block, 3);
+  EXPECT_EQ(img.first_query, 0);
+  ASSERT_EQ(img.rows, 2);
+  ASSERT_EQ(img.cols, 2);
+  double mass = 0.0;  // cell (1, 0): queries 3..5 on keys 0..2
+  for (int q = 3; q < 6; ++q)
+    for (int k = 0; k < 3; ++k) mass += p.row(0, 2, q)[k] / 3.0;
+  EXPECT_NEAR(img.data[2], mass, 1e-6);
+  EXPECT_EQ(img.data[1], 0.0f);  // above the diagonal
+}
+
+TEST(AttentionImage, WindowRowsWhenTheTraceHasNoOverview) {
+  TempDir dir;
+  std::mt19937 rng(23);
+  const Prompt p = make_prompt(rng);
+  const std::string path = dir.file("window.h5");
+  {  // reductions without a pooled map, as an older recording or another exporter writes them
+    PrefillReducer red({kL, kH, kHkv, 8}, 4);
+    red.on_begin(tiny_config(), prompt_ids());
+    send_prefill(red, p);
+    TraceMeta m = tiny_meta();
+    TraceWriter w(path, m, 1);
+    w.write_prefill(red.evidence(), {});
+    write_random_step(w, rng, m, 0);
+    m.n_steps = 1;
+    w.commit(m, token_ids(kP + 1), token_texts(kP + 1));
+  }
+  TraceReader r(path);
+  EXPECT_EQ(r.read_prefill_pooled(0, 0).block, 0);
+  PrefillEvidence cache;
+  const PrefillImage img = read_prefill_image(r, 1, 0, cache);
+  EXPECT_FALSE(img.full);
+  EXPECT_EQ(img.block, 1);
+  ASSERT_EQ(img.rows, 4);
+  ASSERT_EQ(img.cols, kP);
+  EXPECT_EQ(img.first_query, kP - 4);
+  for (int k = 0; k < kP; ++k) EXPECT_EQ(img.data[3 * kP + k], p.row(1, 0, kP - 1)[k]);
+}
+
+}  // namespace
+}  // namespace kvs
