@@ -1,4 +1,5 @@
-// Stacking decode rows and kept sets over steps, and picking prefill maps, for the attention view.
+// Stacking decode rows and kept sets over steps, the prompt keys' fate under a run, and picking
+// prefill maps, for the attention view.
 #include "analysis/attention_image.h"
 
 #include <algorithm>
@@ -40,6 +41,30 @@ std::vector<uint8_t> read_evicted_plane(const TraceReader& reader, const std::st
     for (int t = 0; t <= q && t < T; ++t) plane[(size_t)s * T + t] = k[t] == 0 ? 1 : k[t] == 2 ? 2 : 0;
   }
   return plane;
+}
+
+PromptKeyFate read_prompt_key_fate(const TraceReader& reader, const std::string& run, int layer, int kv_head,
+                                   int block) {
+  const TraceMeta& m = reader.meta();
+  PromptKeyFate fate;
+  if (reader.run_steps(run) == 0 || block < 1) return fate;
+  const int P = m.prompt_len, T = m.total_len(), cols = (P + block - 1) / block;
+  std::vector<uint8_t> kept;  // [L, Hkv, T]
+  reader.read_run_kept_step(run, 0, kept);
+  const uint8_t* k = kept.data() + ((size_t)layer * m.shape.n_kv_heads + kv_head) * T;  // [T]
+  fate.evicted.assign(cols, 0.0f);
+  fate.inactive.assign(cols, 0.0f);
+  for (int c = 0; c < cols; ++c) {
+    const int first = c * block, last = std::min(P, first + block);
+    int evicted = 0, inactive = 0;
+    for (int pos = first; pos < last; ++pos) {
+      evicted += k[pos] == 0;
+      inactive += k[pos] == 2;
+    }
+    fate.evicted[c] = (float)evicted / (last - first);
+    fate.inactive[c] = (float)inactive / (last - first);
+  }
+  return fate;
 }
 
 PrefillImage read_prefill_image(const TraceReader& reader, int layer, int head, PrefillEvidence& evidence) {

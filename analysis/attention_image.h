@@ -1,5 +1,6 @@
 // Data preparation for the attention-map view: the decode rows of one layer stacked over steps,
-// a run's evicted/inactive keys over steps for one (layer, KV head), and the prefill map of one
+// a run's evicted/inactive keys over steps (or, for the prompt, as its first decode query saw
+// them) for one (layer, KV head), and the prefill map of one
 // (layer, head) (the full map; when the trace kept only reductions, its pooled overview or else
 // the last-window rows).
 #pragma once
@@ -29,6 +30,16 @@ DecodeStack read_decode_stack(const TraceReader& reader, int layer, const Progre
 // 2 retained but inactive, for `run` at (layer, kv_head). q_pos: [n_steps].
 std::vector<uint8_t> read_evicted_plane(const TraceReader& reader, const std::string& run, int layer, int kv_head,
                                         const std::vector<int32_t>& q_pos, const ProgressFn& progress);
+
+// What `run` had done with each column of a prefill image (`block` prompt positions per column)
+// in (layer, kv_head) when the first decode query attended: the fraction of the column's keys
+// evicted and the fraction held but skipped. Both empty when the run holds no step.
+struct PromptKeyFate {
+  std::vector<float> evicted;   // [cols]
+  std::vector<float> inactive;  // [cols]
+};
+PromptKeyFate read_prompt_key_fate(const TraceReader& reader, const std::string& run, int layer, int kv_head,
+                                   int block);
 
 struct PrefillImage {
   int rows = 0, cols = 0;

@@ -1,6 +1,7 @@
 // Attention map: the prefill map or the decode rows stacked over steps (steps x T) of the selected
 // (layer, head) as a GL texture with a perceptual colormap, linear/log scale, zoom and pan, and a
-// run's evicted keys overlaid. Data is read in the background (analysis/attention_image.h).
+// run's evicted keys overlaid (on the prefill map: the prompt keys gone when decoding began). Data
+// is read in the background (analysis/attention_image.h).
 #include <imgui.h>
 
 #include <algorithm>
@@ -36,6 +37,9 @@ class AttentionView : public View {
       pending_overlay_.clear();
       overlay_.clear();
       overlay_key_.clear();
+      fate_ = PromptKeyFate{};
+      fate_key_.clear();
+      pending_fate_.clear();
       image_key_.clear();
       if (app.trace->n_steps() == 0) decode_ = false;
     }
@@ -91,7 +95,7 @@ class AttentionView : public View {
     ImGui::SetNextItemWidth(90);
     ImGui::Combo("##cmap", &cm, "viridis\0magma\0");
     cmap_ = (Colormap)cm;
-    if (decode_) {
+    if (!t.runs.empty()) {
       ImGui::SameLine();
       ImGui::SetNextItemWidth(150);
       if (ImGui::BeginCombo("evicted by", overlay_run_.empty() ? "(none)" : overlay_run_.c_str())) {
@@ -145,6 +149,28 @@ class AttentionView : public View {
       });
     }
     const std::pair<int, int> pkey(app.layer, app.head);
+    const std::string fkey = fate_request_key(app);
+    if (!fkey.empty() && fkey != fate_key_ && fkey != pending_fate_) {
+      pending_fate_ = fkey;
+      const std::string run = overlay_run_;
+      const int layer = app.layer, g = app.kv_head(), block = prefill_.block;
+      app.io.submit("attention-fate", "Reading " + run + " kept sets", [this, &app, reader, gen, run, layer, g, block, fkey](JobContext&) {
+        PromptKeyFate fate;
+        std::string problem;
+        try {
+          fate = read_prompt_key_fate(*reader, run, layer, g, block);
+        } catch (const std::exception& e) {
+          problem = e.what();
+        }
+        app.io.post([this, &app, gen, fkey, problem, fate = std::move(fate)]() mutable {
+          if (pending_fate_ == fkey) pending_fate_.clear();
+          if (!problem.empty()) app.error(problem);
+          if (gen != app.generation) return;
+          fate_ = std::move(fate);
+          fate_key_ = fkey;
+        });
+      });
+    }
     if (!decode_ && prefill_key_ != pkey && pending_prefill_ != pkey) {
       pending_prefill_ = pkey;
       auto evidence = evidence_;
@@ -196,6 +222,28 @@ class AttentionView : public View {
         overlay_tex_.upload(rgba.data(), cols, rows);
       }
     }
+    const std::string fk = !decode_ && fate_key_ == fate_request_key(app) && (int)fate_.evicted.size() == cols ? fate_key_ : "";
+    if (fk != fate_tex_key_) {
+      fate_tex_key_ = fk;
+      if (!fk.empty()) {
+        std::vector<uint32_t> rgba(cols);  // [1, cols] RGBA: one tint per key column
+        for (int c = 0; c < cols; ++c) {
+          const float e = fate_.evicted[c], i = fate_.inactive[c];
+          rgba[c] = e >= i ? IM_COL32(255, 30, 30, (int)(95 * e + 0.5f)) : IM_COL32(170, 110, 255, (int)(95 * i + 0.5f));
+        }
+        fate_tex_.upload(rgba.data(), cols, 1);
+      }
+    }
+  }
+
+  // Identifies the prompt-key fate the prefill map needs now ("" when none: decode map, no run
+  // chosen, or the map not read yet).
+  std::string fate_request_key(const AppState& app) const {
+    if (decode_ || overlay_run_.empty() || !app.trace->run(overlay_run_) ||
+        prefill_key_ != std::make_pair(app.layer, app.head) || prefill_.data.empty())
+      return "";
+    return overlay_run_ + "/" + std::to_string(app.layer) + "/" + std::to_string(app.kv_head()) + "/" +
+           std::to_string(prefill_.block);
   }
 
   void draw_image(AppState& app) {
@@ -217,9 +265,10 @@ class AttentionView : public View {
     ImGui::TextDisabled("%s: %d x %d  (x: key position, y: %s)  wheel: zoom, drag: pan, double-click: reset", what,
                         rows, cols, decode_ ? "decode step" : "query position");
     color_bar(cmap_, log_ ? "1e-4" : "0", "max", 120);
-    if (!overlay_tex_key_.empty()) {
+    if (!overlay_tex_key_.empty() || !fate_tex_key_.empty()) {
       ImGui::SameLine(0, 20);
-      ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "red tint: evicted by %s", overlay_run_.c_str());
+      ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "red tint: evicted by %s%s", overlay_run_.c_str(),
+                         decode_ ? "" : " when decoding began");
       ImGui::SameLine();
       ImGui::TextColored(ImVec4(0.75f, 0.6f, 1.0f, 1.0f), "violet: inactive");
     }
@@ -248,6 +297,8 @@ class AttentionView : public View {
     const ImVec2 q(p.x + size.x, p.y + size.y);
     dl->AddImage(image_.id(), p, q, uv0, uv1);
     if (!overlay_tex_key_.empty() && overlay_tex_.valid()) dl->AddImage(overlay_tex_.id(), p, q, uv0, uv1);
+    if (!fate_tex_key_.empty() && fate_tex_.valid())  // key columns, the full height
+      dl->AddImage(fate_tex_.id(), p, q, ImVec2(uv0.x, 0.0f), ImVec2(uv1.x, 1.0f));
     auto to_y = [&](float row) { return p.y + ((row / rows) - uv0.y) * zoom_ * size.y; };
     if (decode_) {  // current step
       const float y0 = to_y((float)app.step), y1 = to_y((float)app.step + 1);
@@ -267,6 +318,7 @@ class AttentionView : public View {
       ImGui::Text("queries %d..%d", row * block, std::min((row + 1) * block, P) - 1);
       ImGui::Text("keys %d..%d", col * block, std::min((col + 1) * block, P) - 1);
       ImGui::Text("mean attention mass %.6f", val);
+      fate_tooltip(col);
       ImGui::EndTooltip();
       return;
     }
@@ -278,8 +330,20 @@ class AttentionView : public View {
       const uint8_t o = overlay_[(size_t)row * cols + col];
       if (o) ImGui::Text("%s by %s", o == 1 ? "evicted" : "inactive", overlay_run_.c_str());
     }
+    if (!decode_) fate_tooltip(col);
     ImGui::EndTooltip();
     if (decode_ && ImGui::IsMouseClicked(1)) app.set_step(row);
+  }
+
+  void fate_tooltip(int col) const {
+    if (fate_tex_key_.empty() || col >= (int)fate_.evicted.size()) return;
+    const float e = fate_.evicted[col], i = fate_.inactive[col];
+    if (prefill_.block == 1) {
+      if (e > 0 || i > 0) ImGui::Text("%s by %s when decoding began", e > 0 ? "evicted" : "inactive", overlay_run_.c_str());
+    } else if (e > 0 || i > 0) {
+      ImGui::Text("%s: %.0f%% of these keys evicted, %.0f%% inactive when decoding began", overlay_run_.c_str(),
+                  100.0f * e, 100.0f * i);
+    }
   }
 
   int generation_ = -1;
@@ -294,8 +358,10 @@ class AttentionView : public View {
   std::pair<int, int> prefill_key_{-1, -1}, pending_prefill_{-1, -1};
   std::string overlay_run_, overlay_key_, pending_overlay_, overlay_tex_key_;
   std::vector<uint8_t> overlay_;  // [n_steps, T] 1 evicted, 2 inactive
+  PromptKeyFate fate_;            // per prefill-image column, for the run in fate_key_
+  std::string fate_key_, pending_fate_, fate_tex_key_;
   std::string image_key_;
-  Texture image_, overlay_tex_;
+  Texture image_, overlay_tex_, fate_tex_;
 };
 
 }  // namespace

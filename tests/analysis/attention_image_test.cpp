@@ -1,6 +1,7 @@
 // What the attention view shows of the prompt (read_prefill_image): the full map when the trace
 // kept it, else the pooled overview, else — for a trace written without one (older recordings,
-// other exporters) — the last-window rows.
+// other exporters) — the last-window rows; and the prompt keys' fate under a run per image column
+// (read_prompt_key_fate).
 #include <gtest/gtest.h>
 
 #include "analysis/attention_image.h"
@@ -82,6 +83,33 @@ TEST(AttentionImage, WindowRowsWhenTheTraceHasNoOverview) {
   ASSERT_EQ(img.cols, kP);
   EXPECT_EQ(img.first_query, kP - 4);
   for (int k = 0; k < kP; ++k) EXPECT_EQ(img.data[3 * kP + k], p.row(1, 0, kP - 1)[k]);
+}
+
+TEST(AttentionImage, PromptKeyFateIsTheFirstStepsKeptSetPerColumn) {
+  TempDir dir;
+  std::mt19937 rng(24);
+  const Prompt p = make_prompt(rng);
+  const std::string path = record(dir, "fate.h5", kDefaultCaptureBudget, p);
+  const int T = kP + 1;
+  RunData run;
+  run.name = "hand";
+  run.policy = "full";
+  run.budget = 4;
+  run.kept.assign((size_t)kL * kHkv * T, 1);  // [1 step, L, Hkv, T]
+  uint8_t* k = run.kept.data() + ((size_t)1 * kHkv + 1) * T;  // layer 1, KV head 1
+  k[1] = 0;  // evicted
+  k[2] = 0;
+  k[4] = 2;  // held, skipped
+  append_runs(path, std::vector<RunData>{run});
+  TraceReader r(path);
+  const PromptKeyFate one = read_prompt_key_fate(r, "hand", 1, 1, 1);
+  EXPECT_EQ(one.evicted, (std::vector<float>{0, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(one.inactive, (std::vector<float>{0, 0, 0, 0, 1, 0}));
+  const PromptKeyFate pooled = read_prompt_key_fate(r, "hand", 1, 1, 4);  // columns {0..3}, {4, 5}
+  EXPECT_EQ(pooled.evicted, (std::vector<float>{0.5f, 0.0f}));
+  EXPECT_EQ(pooled.inactive, (std::vector<float>{0.0f, 0.5f}));
+  const PromptKeyFate other = read_prompt_key_fate(r, "hand", 0, 1, 1);
+  EXPECT_EQ(other.evicted, std::vector<float>(kP, 0.0f));
 }
 
 }  // namespace

@@ -166,6 +166,19 @@ TEST_F(GuiScreenshot, ScriptedStepAndHeadSelectionChangeWhatIsDrawn) {
   EXPECT_GT(differing_pixels(load_png(png("heads0")), load_png(png("heads1"))), 50u);
 }
 
+// On the prefill map, choosing a run tints the prompt keys it had evicted when decoding began.
+TEST_F(GuiScreenshot, PrefillMapShowsTheKeysARunEvicted) {
+  const std::string base = "\"" + trace_ + "\" --view attention --size 900x600 --screenshot ";
+  const std::vector<std::string> runs = {
+      base + "\"" + png("plain") + "\" --script \"map prefill\"",
+      base + "\"" + png("tinted") + "\" --script \"map prefill;overlay streamingllm_b12\""};
+  ASSERT_EQ(gui_batch(runs), std::vector<int>(runs.size(), 0)) << err_;
+  const Image plain = load_png(png("plain")), tinted = load_png(png("tinted"));
+  ASSERT_EQ(plain.rgb.size(), tinted.rgb.size());
+  // StreamingLLM at budget 12 keeps 4 sinks + 8 recent of 40 prompt keys: most columns tinted.
+  EXPECT_GT(differing_pixels(plain, tinted), (size_t)(900 * 500 / 4));
+}
+
 // The Run view's Record and Simulate, driven by a script: stories260K records a trace, two
 // StreamingLLM runs (without and with sinks) are simulated into it, and Compare shows the pair.
 TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
