@@ -97,6 +97,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   meta.top_p = r.sampling.top_p;
   meta.seed = r.sampling.seed;
   meta.decode_dtype = r.decode_dtype;
+  meta.device = r.device == Device::Cuda ? "cuda" : "cpu";
 
   TraceRecorder rec(r.out_path, meta, r.steps, r.capture_budget_bytes);
   StepAnalyses analyses(shape, meta.prompt_len);

@@ -16,6 +16,7 @@
 #include "app/cli/record.h"
 #include "app/gui/jobs.h"
 #include "app/views/view.h"
+#include "inference/cuda_backend.h"
 #include "inference/errors.h"
 #include "inference/loader.h"
 
@@ -101,6 +102,7 @@ class RunView : public View {
     else if (verb == "simulate") simulate_on_trace(app);
     else if (verb == "rerun") rerun_live(app);
     else if (verb == "mode") rerun_mode_ = arg == "free" ? 1 : 0;
+    else if (verb == "device") choose_device(app, arg);
     else return false;
     return true;
   }
@@ -162,17 +164,21 @@ class RunView : public View {
     ImGui::SetNextItemWidth(70);
     ImGui::InputInt("seed", &seed_, 0);
     ImGui::SameLine();
-    int device = 0;
+    int device = device_ == Device::Cuda ? 1 : 0;
     ImGui::RadioButton("CPU", &device, 0);
     ImGui::SameLine();
-#ifdef KVSCOPE_CUDA
-    ImGui::TextDisabled("CUDA: used by the engine when a GPU is present");
-#else
-    ImGui::BeginDisabled();
+    ImGui::BeginDisabled(!cuda_ok_);
     ImGui::RadioButton("CUDA", &device, 1);
     ImGui::EndDisabled();
-    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("this build has no CUDA backend");
-#endif
+    if (!cuda_ok_ && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("%s", cuda_why_.c_str());
+    device_ = device == 1 && cuda_ok_ ? Device::Cuda : Device::Cpu;
+  }
+
+  // Script command `device cpu|cuda`: CUDA where usable, else a notice and the CPU (as --device).
+  void choose_device(AppState& app, const std::string& value) {
+    if (value != "cpu" && value != "cuda") throw input_error("--script", "'device " + value + "' expects cpu or cuda");
+    device_ = value == "cuda" && cuda_ok_ ? Device::Cuda : Device::Cpu;
+    if (value == "cuda" && !cuda_ok_) app.info("CUDA: " + cuda_why_ + "; running on the CPU");
   }
 
   void policy_table() {
@@ -270,6 +276,7 @@ class RunView : public View {
     req.sampling.top_p = top_p_;
     req.sampling.seed = (uint64_t)seed_;
     req.out_path = out_path_;
+    req.device = device_;
     const auto specs = chosen_specs();
     if (record_live_ && !specs.empty()) {
       req.policy = specs.front();
@@ -315,7 +322,8 @@ class RunView : public View {
       app.error("Re-run: check at least one policy");
       return;
     }
-    ArgList args = {app.trace->path, "--budget", std::to_string(budget_), "--mode", rerun_mode_ ? "free" : "forced"};
+    ArgList args = {app.trace->path, "--budget", std::to_string(budget_), "--mode", rerun_mode_ ? "free" : "forced",
+                    "--device", device_ == Device::Cuda ? "cuda" : "cpu"};
     for (const std::string& s : specs) args.insert(args.end(), {"--policy", s});
     app.engine.submit("engine", "Re-running " + std::to_string(specs.size()) + " policies live", [&app, args](JobContext& ctx) {
       try {
@@ -368,6 +376,9 @@ class RunView : public View {
   std::vector<PolicyRow> policies_;
   bool record_live_ = false;
   int rerun_mode_ = 0;  // 0 forced, 1 free
+  std::string cuda_why_;                         // why CUDA cannot run here ("" when it can)
+  bool cuda_ok_ = cuda_usable(&cuda_why_);       // asked once: it loads the driver
+  Device device_ = cuda_ok_ ? Device::Cuda : Device::Cpu;
   std::string out_path_ = "kvscope-recording.h5";
   std::string output_;
   std::mutex stream_mu_;

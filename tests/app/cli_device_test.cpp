@@ -3,6 +3,7 @@
 // the same trace; cpu never mentions CUDA.
 #include <gtest/gtest.h>
 
+#include "analysis/trace.h"
 #include "cli_util.h"
 #include "inference/cuda_backend.h"
 
@@ -33,6 +34,18 @@ TEST(CliDevice, CudaWithoutAGpuFallsBackToTheCpuWithANotice) {
   EXPECT_EQ(cuda.err.substr(0, notice.size()), notice);
   EXPECT_EQ(cpu.err.find("CUDA"), std::string::npos) << cpu.err;
   EXPECT_EQ(count_lines(cuda.err), count_lines(cpu.err) + 1);
+  EXPECT_EQ(TraceReader(out.file("cuda.h5")).meta().device, "cpu");  // where it really ran
+}
+
+TEST(CliDevice, TheTraceSaysWhichDeviceRanIt) {
+  TempDir out;
+  for (const char* device : {"cpu", "auto"}) {
+    const std::string path = out.file(std::string(device) + ".h5");
+    const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                     "2", "--device", device, "--out", path});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(TraceReader(path).meta().device, std::string(device) == "auto" && cuda_usable() ? "cuda" : "cpu");
+  }
 }
 
 }  // namespace

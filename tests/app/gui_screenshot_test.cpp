@@ -19,6 +19,7 @@
 #endif
 
 #include "analysis/trace.h"
+#include "inference/cuda_backend.h"
 #include "tests/app/gui_test_trace.h"
 
 namespace fs = std::filesystem;
@@ -185,11 +186,13 @@ TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
   const std::string model = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.bin";
   if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
   const std::string out = (dir_ / "recorded.h5").string();
-  const std::string script = "model " + model + ";prompt Once upon a time, there was a little girl;steps 12;out " + out +
-                             ";policies streamingllm|streamingllm:sinks=0;budget 8;record;simulate;sinkpair";
+  // device cuda: the GPU where this machine has one, else a notice and the CPU.
+  const std::string script = "model " + model + ";device cuda;prompt Once upon a time, there was a little girl;steps 12;out " +
+                             out + ";policies streamingllm|streamingllm:sinks=0;budget 8;record;simulate;sinkpair";
   ASSERT_EQ(gui("--screenshot \"" + png("recorded") + "\" --view compare --size 960x600 --script \"" + script + "\""), 0) << err_;
   kvs::TraceReader reader(out);
   EXPECT_EQ(reader.meta().n_steps, 12);
+  EXPECT_EQ(reader.meta().device, kvs::cuda_usable() ? "cuda" : "cpu");
   const auto runs = reader.run_names();
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_GT(luminance_stddev(load_png(png("recorded"))), 15.0);
