@@ -162,19 +162,20 @@ CudaBackend::Impl::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.
   blas_handle.reset(blas);
   blas_check(cublasSetStream(blas, stream), "stream binding");
   upload_weights();
-  // The cache first: it is the allocation a long context makes fail.
+  // The cache's rows grow with the sequence; the tables below are sized for the whole context,
+  // on the device before on the host, so that a context too long fails as out of GPU memory.
   cache = std::make_unique<CudaKvCache>(c.n_layers, c.n_kv_heads, c.head_dim, c.seq_len, stream);
 
   const int half = c.head_dim / 2, L = c.n_layers, n_kv = c.n_kv_heads, H = c.n_heads;
-  ops::RopeTable table(rope_inv_freq(m));
-  table.reserve(c.seq_len);
   rope_cos = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE cos table");
   rope_sin = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE sin table");
+  iota = cuda::DeviceBuffer<int32_t>(c.seq_len, "position table");
+  ops::RopeTable table(rope_inv_freq(m));
+  table.reserve(c.seq_len);
   cuda::check(cudaMemcpy(rope_cos.get(), table.cos(0), rope_cos.bytes(), cudaMemcpyHostToDevice), "RoPE upload");
   cuda::check(cudaMemcpy(rope_sin.get(), table.sin(0), rope_sin.bytes(), cudaMemcpyHostToDevice), "RoPE upload");
   std::vector<int32_t> counting(c.seq_len);
   std::iota(counting.begin(), counting.end(), 0);
-  iota = cuda::DeviceBuffer<int32_t>(c.seq_len, "position table");
   cuda::check(cudaMemcpy(iota.get(), counting.data(), iota.bytes(), cudaMemcpyHostToDevice), "position upload");
 
   x = cuda::DeviceBuffer<float>(c.dim, "activations");

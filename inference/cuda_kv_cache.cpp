@@ -1,16 +1,44 @@
-// CudaKvCache: device compaction on eviction, as its KvPositions says.
+// CudaKvCache: device rows that grow as entries arrive, compacted on eviction as its KvPositions
+// says.
 #include "inference/cuda_kv_cache.h"
+
+#include <algorithm>
+#include <utility>
 
 #include "kernels/cuda_ops.h"
 
 namespace kvs {
 
-CudaKvCache::CudaKvCache(int n_layers, int n_kv_heads, int head_dim, int capacity, cudaStream_t stream)
-    : positions_(n_layers, n_kv_heads, capacity, "CudaKvCache"), head_dim_(head_dim), stream_(stream),
-      k_(static_cast<std::size_t>(n_layers) * n_kv_heads * capacity * head_dim, "the K cache"),
-      v_(static_cast<std::size_t>(n_layers) * n_kv_heads * capacity * head_dim, "the V cache"),
-      scratch_(static_cast<std::size_t>(capacity) * head_dim, "KV compaction"),
-      keep_rows_(static_cast<std::size_t>(capacity), "KV compaction rows") {}
+CudaKvCache::CudaKvCache(int n_layers, int n_kv_heads, int head_dim, int max_len, cudaStream_t stream)
+    : positions_(n_layers, n_kv_heads, max_len, "CudaKvCache"), head_dim_(head_dim), stream_(stream) {}
+
+void CudaKvCache::push(int layer, int kv_head, int32_t pos0, int n) {
+  const int needed = positions_.size(layer, kv_head) + n;
+  if (needed > rows_ && needed <= positions_.capacity()) grow(needed);
+  positions_.push(layer, kv_head, pos0, n);  // checks max_len and order
+}
+
+void CudaKvCache::grow(int needed) {
+  const int rows = std::min(positions_.capacity(), std::max({needed, 2 * rows_, 256}));
+  const std::size_t heads = static_cast<std::size_t>(n_layers()) * n_kv_heads();
+  const std::size_t row_bytes = static_cast<std::size_t>(head_dim_) * sizeof(__half);
+  cuda::DeviceBuffer<__half> k(heads * rows * head_dim_, "the K cache");  // [n_layers, n_kv_heads, rows, head_dim]
+  cuda::DeviceBuffer<__half> v(heads * rows * head_dim_, "the V cache");
+  cuda::DeviceBuffer<__half> scratch(static_cast<std::size_t>(rows) * head_dim_, "KV compaction");
+  cuda::DeviceBuffer<int32_t> keep_rows(static_cast<std::size_t>(rows), "KV compaction rows");
+  if (rows_ > 0) {  // every head's old rows to the start of its new rows
+    for (auto [dst, src] : {std::pair{k.get(), k_.get()}, std::pair{v.get(), v_.get()}})
+      cuda::check(cudaMemcpy2DAsync(dst, rows * row_bytes, src, rows_ * row_bytes, rows_ * row_bytes, heads,
+                                    cudaMemcpyDeviceToDevice, stream_),
+                  "KV cache growth");
+    cuda::check(cudaStreamSynchronize(stream_), "KV cache growth");  // before the old rows are freed
+  }
+  k_ = std::move(k);
+  v_ = std::move(v);
+  scratch_ = std::move(scratch);
+  keep_rows_ = std::move(keep_rows);
+  rows_ = rows;
+}
 
 void CudaKvCache::evict(int layer, int kv_head, std::span<const uint8_t> keep) {
   const int n = positions_.size(layer, kv_head);
@@ -23,7 +51,7 @@ void CudaKvCache::evict(int layer, int kv_head, std::span<const uint8_t> keep) {
               "upload of the kept cache rows");
   const std::size_t row_bytes = static_cast<std::size_t>(head_dim_) * sizeof(__half);
   for (__half* base : {keys(layer), values(layer)}) {
-    __half* head_rows = base + kv_head * head_stride();  // [capacity, head_dim]
+    __half* head_rows = base + kv_head * head_stride();  // [rows, head_dim]
     cuda::gather_rows(scratch_.get(), head_rows, keep_rows_.get(), n_keep, head_dim_, stream_);
     cuda::check(cudaMemcpyAsync(head_rows, scratch_.get(), n_keep * row_bytes, cudaMemcpyDeviceToDevice, stream_),
                 "KV cache compaction");

@@ -1,7 +1,9 @@
-// The KV cache of the CUDA backend: fp16 K/V on the device, [n_layers, n_kv_heads, capacity,
+// The KV cache of the CUDA backend: fp16 K/V on the device, [n_layers, n_kv_heads, rows,
 // head_dim] each, and a host mirror of what every (layer, KV head) holds (positions, active
 // flags), which is the KvSlots that controllers read and edit. Eviction compacts the device rows
-// of the head with a gather, as KvStore::evict compacts its host rows.
+// of the head with a gather, as KvStore::evict compacts its host rows. The device rows grow
+// geometrically as entries arrive, up to the model's context, so a long-context model holds only
+// what its sequence uses.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -16,7 +18,8 @@ namespace kvs {
 
 class CudaKvCache : public KvSlots {
  public:
-  CudaKvCache(int n_layers, int n_kv_heads, int head_dim, int capacity, cudaStream_t stream);
+  // max_len bounds every head's entries (the model's context); no rows are allocated yet.
+  CudaKvCache(int n_layers, int n_kv_heads, int head_dim, int max_len, cudaStream_t stream);
 
   void clear() { positions_.clear(); }  // a new sequence; device rows are overwritten later
 
@@ -26,28 +29,32 @@ class CudaKvCache : public KvSlots {
   std::span<uint8_t> active(int layer, int kv_head) override { return positions_.active(layer, kv_head); }
   void evict(int layer, int kv_head, std::span<const uint8_t> keep) override;
 
-  // Records n new entries at positions pos0..pos0+n-1 (active) at the end of the head's rows;
-  // the caller writes their K/V at rows size()..size()+n-1 (kv_append). Throws past capacity.
-  void push(int layer, int kv_head, int32_t pos0, int n) { positions_.push(layer, kv_head, pos0, n); }
+  // Records n new entries at positions pos0..pos0+n-1 (active) at the end of the head's rows,
+  // growing the device rows when needed (keys()/values()/head_stride() change then); the caller
+  // writes their K/V at rows size()..size()+n-1 (kv_append). Throws past max_len, and
+  // cuda::OutOfMemory (an InputError) when the larger rows do not fit.
+  void push(int layer, int kv_head, int32_t pos0, int n);
 
   int size(int layer, int kv_head) const { return positions_.size(layer, kv_head); }
-  int capacity() const { return positions_.capacity(); }
-  long head_stride() const { return static_cast<long>(capacity()) * head_dim_; }  // halves per head
-  __half* keys(int layer) const { return k_.get() + static_cast<std::size_t>(layer) * n_kv_heads() * head_stride(); }    // [n_kv_heads, capacity, head_dim]
-  __half* values(int layer) const { return v_.get() + static_cast<std::size_t>(layer) * n_kv_heads() * head_stride(); }  // [n_kv_heads, capacity, head_dim]
+  int rows() const { return rows_; }  // device rows per head now (<= max_len)
+  long head_stride() const { return static_cast<long>(rows_) * head_dim_; }  // halves per head
+  __half* keys(int layer) const { return k_.get() + static_cast<std::size_t>(layer) * n_kv_heads() * head_stride(); }    // [n_kv_heads, rows, head_dim]
+  __half* values(int layer) const { return v_.get() + static_cast<std::size_t>(layer) * n_kv_heads() * head_stride(); }  // [n_kv_heads, rows, head_dim]
 
   std::size_t bytes() const { return positions_.held_entries() * entry_bytes(); }
   std::size_t peak_bytes() const { return positions_.peak_entries() * entry_bytes(); }
 
  private:
   std::size_t entry_bytes() const { return 2 * static_cast<std::size_t>(head_dim_) * sizeof(__half); }
+  void grow(int needed);  // device rows for at least `needed` entries per head
 
   KvPositions positions_;
   int head_dim_;
   cudaStream_t stream_;
-  cuda::DeviceBuffer<__half> k_, v_;       // [n_layers, n_kv_heads, capacity, head_dim]
-  cuda::DeviceBuffer<__half> scratch_;     // [capacity, head_dim] compaction target
-  cuda::DeviceBuffer<int32_t> keep_rows_;  // [capacity] rows kept by an eviction
+  int rows_ = 0;                           // device rows per head
+  cuda::DeviceBuffer<__half> k_, v_;       // [n_layers, n_kv_heads, rows, head_dim]
+  cuda::DeviceBuffer<__half> scratch_;     // [rows, head_dim] compaction target
+  cuda::DeviceBuffer<int32_t> keep_rows_;  // [rows] rows kept by an eviction
 };
 
 }  // namespace kvs

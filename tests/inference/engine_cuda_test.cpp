@@ -237,6 +237,26 @@ TEST(EngineCuda, ControllerEvictionAndInactiveKeysMatchTheCpu) {
   }
 }
 
+// The device cache starts at 256 rows per head and doubles as the sequence grows: a prompt of
+// 250 and a continuation past 256 and 512 positions (two growths mid-decode, with a controller
+// evicting and skipping keys in between) attend exactly as the CPU does on the same numbers.
+TEST(EngineCuda, CacheRowsGrowWithTheSequence) {
+  SKIP_WITHOUT_GPU();
+  ModelConfig c = tiny::tiny_config();
+  c.seq_len = 1024;
+  const Model model = tiny::random_model(c, 13);
+  std::vector<int> prompt, forced;
+  for (int i = 0; i < 250; ++i) prompt.push_back(1 + (i * 7) % (c.vocab_size - 1));
+  for (int i = 0; i < 300; ++i) forced.push_back(1 + (i * 11) % (c.vocab_size - 1));
+  EngineOptions cpu = cpu_fp16();
+  cpu.prefill_block = 250;  // the prompt's rows in one block, as the GPU sends them
+  expect_same_rows(capture_run(fp16_weights(model), cpu, prompt, forced),
+                   capture_run(model, on(Device::Cuda), prompt, forced), kSameNumbersTol);
+  SinkWindowController cpu_ctl(4, 400), gpu_ctl(4, 400);  // trims only past 404 entries
+  expect_same_rows(capture_run(fp16_weights(model), cpu, prompt, forced, &cpu_ctl),
+                   capture_run(model, on(Device::Cuda), prompt, forced, &gpu_ctl), kSameNumbersTol);
+}
+
 // The same GPU computation twice: once sending every prefill row to the host (a fan-out with an
 // observer that wants rows), once reducing on the device (the reducer alone wants none).
 TEST(EngineCuda, DeviceReductionsEqualTheRowsReducedOnTheHost) {
@@ -274,7 +294,7 @@ TEST(EngineCuda, DeviceReductionsEqualTheRowsReducedOnTheHost) {
 TEST(EngineCuda, OutOfGpuMemoryNamesTheBytesAndTheCpuStillRuns) {
   SKIP_WITHOUT_GPU();
   ModelConfig c = tiny::tiny_config();
-  c.seq_len = 1 << 30;  // a KV cache of terabytes
+  c.seq_len = 1 << 30;  // position tables of gigabytes
   const Model model = tiny::random_model(c, 3);
   try {
     Engine engine(model, on(Device::Cuda));
