@@ -1,0 +1,129 @@
+// The state of a CudaBackend (its Impl) and the helpers its two halves share: the setup, weights
+// and decode step (cuda_backend.cpp) and the prefill (cuda_prefill.cpp). Internal to the backend.
+#pragma once
+#include <cublas_v2.h>
+
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "inference/cuda_backend.h"
+#include "inference/cuda_device.h"
+#include "inference/cuda_kv_cache.h"
+
+namespace kvs {
+namespace cuda_backend_detail {
+
+inline void blas_check(cublasStatus_t st, const char* what) {
+  if (st == CUBLAS_STATUS_SUCCESS) return;
+  throw std::runtime_error(std::string("cuBLAS: ") + what + ": " + cublasGetStatusString(st));
+}
+
+struct DeviceLayer {
+  cuda::DeviceBuffer<float> attn_norm, ffn_norm;  // [dim]
+  cuda::DeviceBuffer<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim] or empty
+  cuda::DeviceBuffer<__half> wq;                  // [q_dim, dim]
+  cuda::DeviceBuffer<__half> wk, wv;              // [kv_dim, dim]
+  cuda::DeviceBuffer<__half> wo;                  // [dim, q_dim]
+  cuda::DeviceBuffer<__half> w_gate, w_up;        // [hidden_dim, dim]
+  cuda::DeviceBuffer<__half> w_down;              // [dim, hidden_dim]
+};
+
+inline long round_up(long n, long m) { return (n + m - 1) / m * m; }
+
+// The stream and the cuBLAS handle, released even when the constructor throws later on.
+struct StreamDeleter {
+  void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
+};
+struct BlasDeleter {
+  void operator()(cublasHandle_t h) const { cublasDestroy(h); }
+};
+struct EventDeleter {
+  void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }
+};
+using StreamHandle = std::unique_ptr<CUstream_st, StreamDeleter>;
+using BlasHandle = std::unique_ptr<cublasContext, BlasDeleter>;
+using EventHandle = std::unique_ptr<CUevent_st, EventDeleter>;
+
+}  // namespace cuda_backend_detail
+
+struct CudaBackend::Impl {
+  Impl(const Model& m, const EngineOptions& o);
+  ~Impl();
+
+  const Model& model;
+  const ModelConfig& c;
+  EngineOptions options;
+  cuda_backend_detail::StreamHandle stream_handle, copy_stream_handle;
+  cuda_backend_detail::BlasHandle blas_handle;
+  cudaStream_t stream = nullptr;       // stream_handle's: all compute
+  cudaStream_t copy_stream = nullptr;  // copy_stream_handle's: decode rows to the host
+  cublasHandle_t blas = nullptr;       // blas_handle's
+  // [n_layers] recorded when a layer's decode rows are ready
+  std::vector<cuda_backend_detail::EventHandle> attended;
+  std::size_t weight_bytes = 0;
+
+  // Weights.
+  cuda::DeviceBuffer<__half> embedding;   // [vocab, dim]
+  cuda::DeviceBuffer<__half> classifier;  // [vocab, dim]; empty when tied to the embedding
+  cuda::DeviceBuffer<float> final_norm;   // [dim]
+  std::vector<cuda_backend_detail::DeviceLayer> layers;  // [n_layers]
+  cuda::DeviceBuffer<float> rope_cos, rope_sin;  // [seq_len, head_dim/2]
+  cuda::DeviceBuffer<int32_t> iota;              // [seq_len] 0, 1, 2, ...
+
+  std::unique_ptr<CudaKvCache> cache;
+  int pos = 0;
+
+  // Decode activations.
+  cuda::DeviceBuffer<float> x, xb;         // [dim]
+  cuda::DeviceBuffer<float> q, att;        // [q_dim]
+  cuda::DeviceBuffer<float> k, v;          // [kv_dim]
+  cuda::DeviceBuffer<float> gate, up;      // [hidden_dim]
+  cuda::DeviceBuffer<float> logits;        // [vocab]
+  // Decode attention rows of every layer, grown with the context (rows_cap >= every head's
+  // held count); copied to pinned memory on copy_stream only when a hook listens.
+  int rows_cap = 0;
+  int host_rows_cap = 0;
+  cuda::DeviceBuffer<float> probs;         // [n_layers, n_heads, rows_cap]
+  cuda::DeviceBuffer<float> lse;           // [n_layers, n_heads]
+  cuda::DeviceBuffer<float> att_scratch;   // attend_decode's scratch at seq_len rows
+  // Per-layer step metadata: slot0 [n_kv], n_rows [n_kv], qslot [n_heads], rows [n_kv, seq_len]
+  // at layer * meta_stride; written on the host (pinned) and copied before use.
+  long meta_stride = 0;
+  cuda::DeviceBuffer<int32_t> meta;        // [n_layers, meta_stride]
+  cuda::PinnedBuffer<int32_t> meta_host;   // [n_layers, meta_stride]
+  cuda::PinnedBuffer<int32_t> token_host;  // [1]
+  cuda::DeviceBuffer<int32_t> token;       // [1]
+  cuda::PinnedBuffer<float> logits_host;   // [vocab]
+  cuda::PinnedBuffer<float> probs_host;    // [n_layers, n_heads, host_rows_cap], layer l packed as
+                                           // [n_heads, layer_max_rows[l]]
+  cuda::PinnedBuffer<float> lse_host;      // [n_layers, n_heads]
+  std::vector<int32_t> key_pos;            // [n_layers, n_kv, host_rows_cap] attended positions
+  std::vector<int32_t> layer_rows;         // [n_layers, n_kv] attended rows per KV head
+  std::vector<int> layer_max_rows;         // [n_layers]
+  std::vector<AttentionBlock> blocks;      // [n_heads]
+  std::vector<float> logits_out;           // [vocab]
+
+  void upload_weights();
+  void upload(float* dst, const WeightVector& src, const char* what);
+  cuda::DeviceBuffer<__half> upload_half(const WeightVector& src, const char* what);
+  void sync() { cuda::check(cudaStreamSynchronize(stream), "stream"); }
+  int32_t* meta_at(int layer) const { return meta.get() + layer * meta_stride; }
+  int32_t* meta_host_at(int layer) const { return meta_host.get() + layer * meta_stride; }
+  void copy_meta(int layer, long offset, long n) {
+    cuda::check(cudaMemcpyAsync(meta_at(layer) + offset, meta_host_at(layer) + offset,
+                                n * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+                "upload of step metadata");
+  }
+  void logits_to_host(const float* x_last);
+  void ensure_rows(int needed, bool to_host);
+  void deliver_rows(int layer, int q_pos, AttentionObserver* observer, CacheController* controller);
+
+  std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
+                                 CacheController* controller);
+  std::span<const float> decode(int token, AttentionObserver* observer, CacheController* controller);
+};
+
+}  // namespace kvs
