@@ -57,7 +57,10 @@ class CliSimulate : public ::testing::Test {
     const Json* opt = j.find("optimal");
     EXPECT_TRUE(opt != nullptr);
     if (opt)
-      for (double f : numbers(*opt, "filters")) out += (out.empty() ? "" : ",") + std::to_string(static_cast<int>(f));
+      for (double f : numbers(*opt, "filters")) {
+        if (!out.empty()) out += ',';
+        out += std::to_string(static_cast<int>(f));
+      }
     return out;
   }
   static TempDir* dir_;
