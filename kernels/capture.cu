@@ -41,16 +41,19 @@ __global__ void window_rows_kernel(float* window,       // [n_heads, W, P]
   if (threadIdx.x == 0) window_lse[h * W + w] = lse[h * nq + i];
 }
 
-// Grid (ceil(n_b / kThreads), n_a * n_heads): thread b of block row y owns cell (a_first + y %
-// n_a, b) of head y / n_a and sums its rows in order, each row's keys in order (no atomics).
+// One thread per cell (head h, pool row a_first + r, pool column b), flattened over
+// n_heads * n_a * n_b (a 1-D grid: no 65535 limit on any extent). Each sums its rows in order,
+// each row's keys in order (no atomics).
 __global__ void pool_add_kernel(float* pooled,       // [n_heads, nb, nb]
                                 const float* probs,  // [n_heads, nq, ld]
                                 int nq, int n_keys, long ld, int q0, int P, int block, int nb,
-                                int a_first, int n_a) {
-  const int b = static_cast<int>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const long h = blockIdx.y / n_a;
-  const int a = a_first + static_cast<int>(blockIdx.y % n_a);
-  if (b > a || b * block >= n_keys) return;
+                                int a_first, int n_a, int n_b, long cells) {
+  const long idx = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= cells) return;
+  const int b = static_cast<int>(idx % n_b);
+  const int a = a_first + static_cast<int>(idx / n_b % n_a);
+  const long h = idx / n_b / n_a;
+  if (b > a) return;  // above the diagonal: no causal mass
   const int i0 = max(a * block, q0) - q0, i1 = min((a + 1) * block, q0 + nq) - q0;
   const int j0 = b * block, j1 = min((b + 1) * block, n_keys);
   const float* ph = probs + h * nq * ld;  // [nq, ld]
@@ -88,8 +91,10 @@ void pool_add(float* pooled, const float* probs, int n_heads, int nq, int n_keys
   const int nb = (P + block - 1) / block;
   const int a_first = q0 / block, n_a = (q0 + nq - 1) / block - a_first + 1;
   const int n_b = (n_keys - 1) / block + 1;  // pool columns holding keys of this block
-  const dim3 grid((n_b + kThreads - 1) / kThreads, static_cast<unsigned>(n_a) * n_heads);
-  pool_add_kernel<<<grid, kThreads, 0, stream>>>(pooled, probs, nq, n_keys, ld, q0, P, block, nb, a_first, n_a);
+  const long cells = static_cast<long>(n_heads) * n_a * n_b;
+  const long blocks = (cells + kThreads - 1) / kThreads;
+  pool_add_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      pooled, probs, nq, n_keys, ld, q0, P, block, nb, a_first, n_a, n_b, cells);
 }
 
 }  // namespace kvs::cuda
