@@ -231,13 +231,16 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
                     m_dev, stream);
     if (controller) controller->before_attention(l, pos, *cache);
 
-    // The rows each KV head attends: all of them (a shared 0..n-1 list) unless some are inactive.
+    // The rows each KV head attends: all of them (a shared 0..n-1 list) unless some are inactive
+    // or, with a sliding window, before its first position.
+    const int first_pos = c.sliding_window > 0 ? pos - c.sliding_window + 1 : 0;
     int max_rows = 0;
     bool all_active = true;
     for (int g = 0; g < n_kv; ++g) {
       max_rows = std::max(max_rows, cache->size(l, g));
       const std::span<uint8_t> act = cache->active(l, g);
-      all_active = all_active && std::all_of(act.begin(), act.end(), [](uint8_t a) { return a != 0; });
+      all_active = all_active && std::all_of(act.begin(), act.end(), [](uint8_t a) { return a != 0; }) &&
+                   (cache->size(l, g) == 0 || cache->held(l, g)[0] >= first_pos);
     }
     const long rows_stride = all_active ? 0 : max_rows;
     for (int g = 0; g < n_kv; ++g) {
@@ -246,7 +249,7 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
       int32_t* kp = hooks ? key_pos.data() + (static_cast<std::size_t>(l) * n_kv + g) * host_rows_cap : nullptr;
       int n = 0;
       for (std::size_t j = 0; j < held.size(); ++j) {
-        if (!act[j]) continue;
+        if (!act[j] || held[j] < first_pos) continue;
         if (!all_active) rows_h[g * rows_stride + n] = static_cast<int32_t>(j);
         if (kp) kp[n] = held[j];
         ++n;

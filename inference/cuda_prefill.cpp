@@ -156,7 +156,7 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
                      "prefill scores");
         }
       }
-      cuda::softmax_causal(S.get(), S_lse.get(), H, nq, n_keys, ld, q0, stream);
+      cuda::softmax_causal(S.get(), S_lse.get(), H, nq, n_keys, ld, q0, c.sliding_window, stream);
       cuda::split_half(S16.get(), S16lo.get(), S.get(), H * head_block, stream);
       for (int r = 0; r < group; ++r) {
         // ATT_h[nq, hd] = P_h[nq, n_keys] · V_g[n_keys, hd], P as its high then low half

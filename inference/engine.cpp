@@ -88,9 +88,9 @@ struct Engine::State {
   std::vector<float> krot;       // [n_kv_heads, cap, head_dim] keys rotated by slot (rope_in_cache)
   std::vector<AttentionBlock> blocks;  // [n_heads]
 
-  // Lists, per KV head of `layer`, the active entries (rows, key_pos, n_rows), growing the scratch
-  // buffers to the largest head.
-  void gather_active(int layer) {
+  // Lists, per KV head of `layer`, the active entries at positions >= first_pos (rows, key_pos,
+  // n_rows), growing the scratch buffers to the largest head.
+  void gather_active(int layer, int first_pos) {
     const int n_kv = store.n_kv_heads(), n_heads = static_cast<int>(lse.size());
     int largest = 0;
     for (int g = 0; g < n_kv; ++g) largest = std::max(largest, store.size(layer, g));
@@ -108,7 +108,7 @@ struct Engine::State {
       int32_t* kp = key_pos.data() + static_cast<std::size_t>(g) * cap;
       int n = 0;
       for (std::size_t j = 0; j < held.size(); ++j) {
-        if (!active[j]) continue;
+        if (!active[j] || held[j] < first_pos) continue;
         r[n] = static_cast<int32_t>(j);
         kp[n] = held[j];
         ++n;
@@ -273,11 +273,15 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
         const int n_keys = q0 + nq;
 #pragma omp parallel for schedule(static, 1) if (static_cast<long>(nq) * n_keys * hd >= (1L << 15))
         for (int i = 0; i < nq; ++i) {
-          const std::size_t row = static_cast<std::size_t>(q0 + i);
+          const int q = q0 + i;
+          const int lo = c.sliding_window > 0 ? std::max(0, q - c.sliding_window + 1) : 0;  // first key
+          const std::size_t row = static_cast<std::size_t>(q);
           float* pr = probs.data() + static_cast<std::size_t>(i) * n_keys;
-          lse[i] = ops::attend(ATT.data() + row * qd + h * hd, pr, Q.data() + row * qd + h * hd,
-                               K.data() + g * hd, V.data() + g * hd, q0 + i + 1, hd, kvd, scale);
-          std::fill(pr + q0 + i + 1, pr + n_keys, 0.0f);
+          const std::size_t first = static_cast<std::size_t>(lo) * kvd + g * hd;
+          lse[i] = ops::attend(ATT.data() + row * qd + h * hd, pr + lo, Q.data() + row * qd + h * hd,
+                               K.data() + first, V.data() + first, q - lo + 1, hd, kvd, scale);
+          std::fill(pr, pr + lo, 0.0f);
+          std::fill(pr + q + 1, pr + n_keys, 0.0f);
         }
         if (s.observer) {
           AttentionBlock block;
@@ -378,7 +382,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
       s.store.append(l, g, pos, 1, s.k.data() + g * hd, s.v.data() + g * hd, hd);
     }
     if (s.controller) s.controller->before_attention(l, pos, s.store);
-    s.gather_active(l);
+    s.gather_active(l, c.sliding_window > 0 ? pos - c.sliding_window + 1 : 0);
     if (options_.rope_in_cache) s.rotate_by_slot(l, pairing);
 
     const float* queries = options_.rope_in_cache ? s.qrot.data() : s.q.data();

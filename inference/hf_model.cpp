@@ -168,6 +168,16 @@ ModelConfig read_config(const std::string& path, const Json& j) {
                                 " is not a multiple of num_key_value_heads " +
                                 std::to_string(c.n_kv_heads) + " or head_dim is odd");
   }
+  // Sliding-window attention: Mistral's sliding_window (null from v0.2 on); Qwen2 configs carry a
+  // sliding_window that applies only with use_sliding_window, and then to some layers only.
+  if (const Json* sw = j.find("sliding_window"); sw != nullptr && !sw->is_null()) {
+    const bool qwen2 = c.arch == "qwen2";
+    if (!qwen2 || j.get_bool("use_sliding_window", false)) {
+      if (qwen2) throw input_error(path, "use_sliding_window (Qwen2's per-layer sliding window) is not supported");
+      c.sliding_window = positive_int(j, path, "sliding_window", -1);
+      if (c.sliding_window >= c.seq_len) c.sliding_window = 0;  // never shorter than the context
+    }
+  }
   if (const Json* rs = j.find("rope_scaling"); rs != nullptr && rs->is_object()) {
     const std::string type = rs->get_string("rope_type", rs->get_string("type", ""));
     if (type == "llama3") {

@@ -38,6 +38,9 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool qkv_bias = false;       // Qwen2
   bool tied_classifier = true; // classifier shares the token embedding
+  // Sliding-window attention (Mistral-7B-v0.1): the query at q attends keys k > q - sliding_window
+  // only; 0 = none.
+  int sliding_window = 0;
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

@@ -156,13 +156,15 @@ __global__ void decode_reduce_kernel(float* out,            // [n_heads, head_di
 // keys q0+i+1..n_keys-1, entries at n_keys.. untouched.
 __global__ void softmax_causal_kernel(float* scores,  // [n_heads, nq, ld]
                                       float* lse,     // [n_heads, nq]
-                                      int nq, int n_keys, long ld, int q0) {
+                                      int nq, int n_keys, long ld, int q0, int window) {
   __shared__ float red[32];
   const long r = blockIdx.x;  // h * nq + i
   const int i = static_cast<int>(r % nq);
   const int n = q0 + i + 1;    // causal keys of this row (<= n_keys)
+  const int lo = window > 0 ? max(0, n - window) : 0;  // first key inside the window
   float* s = scores + r * ld;  // [n_keys]
-  const float row_lse = softmax_in_place(s, n, red);
+  const float row_lse = softmax_in_place(s + lo, n - lo, red);
+  for (int j = threadIdx.x; j < lo; j += blockDim.x) s[j] = 0.0f;
   for (int j = n + threadIdx.x; j < n_keys; j += blockDim.x) s[j] = 0.0f;
   if (threadIdx.x == 0) lse[r] = row_lse;
 }
@@ -199,11 +201,11 @@ void attend_decode(float* out, float* probs, long probs_stride, float* lse,
 }
 
 void softmax_causal(float* scores, float* lse, int n_heads, int nq, int n_keys,
-                    long ld, int q0, cudaStream_t stream) {
+                    long ld, int q0, int window, cudaStream_t stream) {
   if (n_heads <= 0 || nq <= 0) return;
   const long blocks = static_cast<long>(n_heads) * nq;
   softmax_causal_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      scores, lse, nq, n_keys, ld, q0);
+      scores, lse, nq, n_keys, ld, q0, window);
 }
 
 }  // namespace kvs::cuda

@@ -68,10 +68,10 @@ void attend_decode(float* out, float* probs, long probs_stride, float* lse,
 
 // Prefill block: scores [n_heads, nq, ld] hold the scaled logits of query rows q0..q0+nq-1 over
 // keys 0..n_keys-1 (n_keys = q0 + nq). Each row becomes its causal softmax in place: keys past the
-// row's own position get probability 0. lse [n_heads, nq] gets each row's log-sum-exp over its
-// causal keys.
+// row's own position get probability 0, and with window > 0 (sliding-window attention) so do keys
+// at or before q - window. lse [n_heads, nq] gets each row's log-sum-exp over the keys it kept.
 void softmax_causal(float* scores, float* lse, int n_heads, int nq, int n_keys,
-                    long ld, int q0, cudaStream_t stream);
+                    long ld, int q0, int window, cudaStream_t stream);
 
 // ---- capture.cu (twin: kernels/capture.h) — prefill reductions kept on the device
 //

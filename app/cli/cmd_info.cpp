@@ -69,7 +69,8 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add("name", c.name).add("weight_type", model.weight_type).add("dim", c.dim)
         .add("hidden_dim", c.hidden_dim).add("n_layers", c.n_layers).add("n_heads", c.n_heads)
         .add("n_kv_heads", c.n_kv_heads).add("head_dim", c.head_dim).add("vocab_size", c.vocab_size)
-        .add("seq_len", c.seq_len).add("rope_theta", static_cast<double>(c.rope_theta))
+        .add("seq_len", c.seq_len).add("sliding_window", c.sliding_window)
+        .add("rope_theta", static_cast<double>(c.rope_theta))
         .add("rope_style", c.rope_style == RopeStyle::Interleaved ? "interleaved" : "rotate_half")
         .add_bool("tied_classifier", c.tied_classifier).add("parameters", params)
         .add("tokenizer", tok->kind());
@@ -81,8 +82,9 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
               model.format.c_str(), model.weight_type.c_str());
   std::printf("shape      dim %d, ffn %d, %d layers, %d query heads, %d KV heads (GQA %d), head_dim %d\n",
               c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.group(), c.head_dim);
-  std::printf("vocab      %d; context %d; rope theta %g (%s%s%s); rms eps %g\n", c.vocab_size, c.seq_len,
-              c.rope_theta, c.rope_style == RopeStyle::Interleaved ? "interleaved pairs" : "rotate-half",
+  const std::string window = c.sliding_window > 0 ? " (sliding window " + std::to_string(c.sliding_window) + ")" : "";
+  std::printf("vocab      %d; context %d%s; rope theta %g (%s%s%s); rms eps %g\n", c.vocab_size, c.seq_len,
+              window.c_str(), c.rope_theta, c.rope_style == RopeStyle::Interleaved ? "interleaved pairs" : "rotate-half",
               c.rope_scaling.type.empty() ? "" : ", scaling ", c.rope_scaling.type.c_str(), c.rms_eps);
   std::printf("params     %.1f M (%s classifier%s)\n", params / 1e6, c.tied_classifier ? "tied" : "separate",
               c.qkv_bias ? ", q/k/v biases" : "");

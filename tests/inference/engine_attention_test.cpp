@@ -133,6 +133,41 @@ TEST(EngineAttention, RowsRecomputedFromCachedKeysAndNaiveQueries) {
   EXPECT_GT(max_p, 0.5f);  // the random model attends sharply somewhere: rows are not all uniform
 }
 
+// Sliding-window attention (Mistral-7B-v0.1's sliding_window): every query reads only the keys
+// k > q - W, in prefill (rows zero before the window) and decode (the window's keys only); rows
+// and logits agree with the naive forward restricted to the same keys.
+TEST(EngineAttention, SlidingWindowRowsMatchNaiveForwardOverTheWindow) {
+  ModelConfig c = tiny::tiny_config();
+  c.sliding_window = 5;
+  const Model m = tiny::random_model(c, 17);
+  EngineOptions opt;
+  opt.prefill_block = 4;
+  EngineRun r;
+  run(m, opt, r);
+  const int W = c.sliding_window;
+  const tiny::Reference ref =
+      tiny::reference_forward(m, all_tokens(), [W](int, int, int q, int k) { return k > q - W; });
+  int n_decode = 0;
+  for (const CapturedRow& row : r.cap.rows) {
+    double sum = 0;
+    for (std::size_t j = 0; j < row.keys.size(); ++j) {
+      sum += row.probs[j];
+      EXPECT_NEAR(row.probs[j], ref.a(c, row.layer, row.head, row.q_pos, row.keys[j]), 1e-5)
+          << "layer " << row.layer << " head " << row.head << " q " << row.q_pos << " key " << row.keys[j];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+    if (row.decode) {
+      ++n_decode;
+      ASSERT_EQ(static_cast<int>(row.keys.size()), W);  // q - W + 1 .. q
+      EXPECT_EQ(row.keys.front(), row.q_pos - W + 1);
+    }
+  }
+  EXPECT_EQ(n_decode, c.n_layers * c.n_heads * static_cast<int>(kDecoded.size()));
+  const int T = ref.T;
+  for (int i = 0; i < c.vocab_size; ++i)
+    EXPECT_NEAR(r.last_logits[i], ref.logits[static_cast<std::size_t>(T - 1) * c.vocab_size + i], 1e-4);
+}
+
 TEST(EngineAttention, BlocksArriveInLayerHeadBlockOrder) {
   const Model m = tiny::random_model(tiny::tiny_config(), 3);
   EngineOptions opt;

@@ -2,9 +2,9 @@
 // fetched); every attention row within 5e-3 of the CPU engine computing on the same numbers (the
 // weights rounded to fp16 as the GPU stores them, EngineOptions::fp16_cache), and within 1e-2 of
 // the plain fp32 CPU engine; the device-side prefill reductions against the CPU's rows; eviction
-// and inactive keys through a controller; the pos-shift cache. Without a GPU (or a CUDA build)
-// these skip, except the fallback checks, which run only there. They also run on the CPU
-// emulation of CUDA (tests/cuda_emu) as emu:* tests.
+// and inactive keys through a controller; the pos-shift cache; sliding-window attention; a cache
+// that grows. Without a GPU (or a CUDA build) these skip, except the fallback checks, which run
+// only there. They also run on the CPU emulation of CUDA (tests/cuda_emu) as emu:* tests.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -220,6 +220,19 @@ TEST(EngineCuda, GqaAndRotateHalfModelsMatchTheCpu) {
     expect_same_rows(capture_run(fp16_weights(*m), cpu_fp16(), prompt, forced),
                      capture_run(*m, on(Device::Cuda), prompt, forced), kSameNumbersTol);
   }
+}
+
+TEST(EngineCuda, SlidingWindowMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  ModelConfig c = tiny::tiny_config();
+  c.sliding_window = 5;
+  const Model model = tiny::random_model(c, 19);
+  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
+  const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6};
+  EngineOptions cpu = cpu_fp16();
+  cpu.prefill_block = 12;  // the prompt's rows in one block, as the GPU sends them
+  expect_same_rows(capture_run(fp16_weights(model), cpu, prompt, forced),
+                   capture_run(model, on(Device::Cuda), prompt, forced), kSameNumbersTol);
 }
 
 TEST(EngineCuda, ControllerEvictionAndInactiveKeysMatchTheCpu) {

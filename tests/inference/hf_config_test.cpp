@@ -108,6 +108,25 @@ TEST(HfConfig, MistralLinearScalingAndUntiedHead) {
                 ": unsupported rope_scaling type \"yarn\" (supported: llama3, linear)");
 }
 
+// Mistral's sliding_window is read (null, or a window as long as the context, means none); Qwen2's
+// use_sliding_window (a window on some layers only) is refused, naming config.json.
+TEST(HfConfig, SlidingWindow) {
+  const auto load_with = [](const TempDir& dir, const std::string& arch, const std::string& extra) {
+    std::string config = with(hf_config(), "architectures", "[\"" + arch + "\"]");
+    copy_side_files(dir, with(config, "model_type", extra));
+    std::filesystem::copy_file(shared_model("stories260K-hf/model.safetensors"), dir.file("model.safetensors"));
+    return load_model(dir.file(""));
+  };
+  TempDir a, b, c, d;
+  EXPECT_EQ(load_with(a, "MistralForCausalLM", "\"mistral\", \"sliding_window\": 64").config.sliding_window, 64);
+  EXPECT_EQ(load_with(b, "MistralForCausalLM", "\"mistral\", \"sliding_window\": null").config.sliding_window, 0);
+  EXPECT_EQ(load_with(c, "MistralForCausalLM", "\"mistral\", \"sliding_window\": 4096").config.sliding_window, 0);
+  EXPECT_EQ(input_error_of([&] {
+              load_with(d, "Qwen2ForCausalLM", "\"qwen2\", \"sliding_window\": 64, \"use_sliding_window\": true");
+            }),
+            d.file("config.json") + ": use_sliding_window (Qwen2's per-layer sliding window) is not supported");
+}
+
 TEST(HfConfig, MissingFieldsAndFiles) {
   TempDir dir;
   copy_side_files(dir, with(hf_config(), "num_hidden_layers", "null"));

@@ -175,29 +175,31 @@ TEST(CudaAttendDecode, HeadDim256WithRope) {
   run_decode(c, 500);
 }
 
-void run_softmax_causal(int n_heads, int q0, int nq, uint64_t seed) {
+void run_softmax_causal(int n_heads, int q0, int nq, uint64_t seed, int window = 0) {
   const int n_keys = q0 + nq;
   const long ld = n_keys + 9;
   const long n_rows = static_cast<long>(n_heads) * nq;
   auto scores = test::random_vec(n_rows * ld, seed, -8.0f, 8.0f);  // [n_heads, nq, ld]
   auto dscores = upload(scores);
   DeviceBuffer<float> dlse(n_rows, "lse");  // [n_heads, nq]
-  softmax_causal(dscores.get(), dlse.get(), n_heads, nq, n_keys, ld, q0, nullptr);
+  softmax_causal(dscores.get(), dlse.get(), n_heads, nq, n_keys, ld, q0, window, nullptr);
   test::sync("softmax_causal");
   const std::vector<float> probs = download(dscores), lse = download(dlse);
 
   for (long r = 0; r < n_rows; ++r) {
     const int i = static_cast<int>(r % nq);
-    const int n = q0 + i + 1;  // causal keys of the row
+    const int n = q0 + i + 1;                             // causal keys of the row
+    const int lo = window > 0 ? std::max(0, n - window) : 0;  // first key in the window
     const float* s = scores.data() + r * ld;
     const float* p = probs.data() + r * ld;
     double mx = -1e300;
-    for (int j = 0; j < n; ++j) mx = std::max(mx, static_cast<double>(s[j]));
+    for (int j = lo; j < n; ++j) mx = std::max(mx, static_cast<double>(s[j]));
     double sum = 0;
-    for (int j = 0; j < n; ++j) sum += std::exp(s[j] - mx);
+    for (int j = lo; j < n; ++j) sum += std::exp(s[j] - mx);
     const double want_lse = mx + std::log(sum);
     ASSERT_NEAR(lse[r], want_lse, 1e-5) << "row " << r;
-    for (int j = 0; j < n; ++j) {
+    for (int j = 0; j < lo; ++j) ASSERT_EQ(p[j], 0.0f) << "row " << r << " key " << j << " before the window";
+    for (int j = lo; j < n; ++j) {
       const double want = std::exp(s[j] - want_lse);
       ASSERT_TRUE(test::near(p[j], want, 1e-5, 1e-9)) << "row " << r << " key " << j << ": "
                                                       << p[j] << " vs " << want;
@@ -216,6 +218,12 @@ TEST(CudaSoftmaxCausal, LaterBlockOverLongRows) {
   KVS_REQUIRE_GPU();
   run_softmax_causal(3, 1400, 70, 700);
   run_softmax_causal(2, 300, 5, 800);
+}
+
+TEST(CudaSoftmaxCausal, SlidingWindowMasksKeysBeforeIt) {
+  KVS_REQUIRE_GPU();
+  run_softmax_causal(2, 0, 40, 900, 16);    // rows before and after the window fills
+  run_softmax_causal(3, 1000, 30, 901, 300);
 }
 
 }  // namespace
