@@ -1,8 +1,7 @@
 // Data preparation for the attention-map view: the decode rows of one layer stacked over steps,
 // a run's evicted/inactive keys over steps (or, for the prompt, as its first decode query saw
-// them) for one (layer, KV head), and the prefill map of one
-// (layer, head) (the full map; when the trace kept only reductions, its pooled overview or else
-// the last-window rows).
+// them) for one (layer, KV head), and the prefill map of one (layer, head) (the full map; when
+// the trace kept only reductions, its pooled overview or else the last-window rows).
 #pragma once
 #include <cstdint>
 #include <functional>
