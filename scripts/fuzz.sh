@@ -4,6 +4,7 @@
 # clang + ASan/UBSan into build-asan (shared with scripts/test-sanitize.sh). Corpora: tests/fuzz/corpus/<target>, tests/fuzz/regressions/<target>
 # and the test models in ../shared/models, copied into build-asan/fuzz-corpus/<target>.
 # A crash, leak, sanitizer report or timeout leaves its input in build-asan/fuzz-artifacts/<target>/.
+# Targets run one per core at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -51,18 +52,16 @@ seed_models() {
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(pwd)/tests/fuzz/lsan.supp}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-failed=()
-summary=()
-for t in "${targets[@]}"; do
-  bin="$build/fuzz_$t"
-  corpus="$build/fuzz-corpus/$t"
-  artifacts="$build/fuzz-artifacts/$t/"
+# One target: seeds its corpus, fuzzes it, prints its summary line (ok or FAILED, with the
+# sanitizer's report lines when it failed).
+run_target() {
+  local t=$1 bin="$build/fuzz_$1" corpus="$build/fuzz-corpus/$1" artifacts="$build/fuzz-artifacts/$1/"
   mkdir -p "$corpus" "$artifacts"
   for d in "tests/fuzz/corpus/$t" "tests/fuzz/regressions/$t"; do
     if [ -d "$d" ] && [ -n "$(ls -A "$d")" ]; then cp "$d"/* "$corpus/"; fi
   done
   [ -d "$models" ] && seed_models "$t" "$corpus" 2>/dev/null || true
-  log="$build/fuzz-$t.log"
+  local log="$build/fuzz-$t.log" start rc pid status runs
   start=$(date +%s)
   nice -n 10 "$bin" "$corpus" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2560 -malloc_limit_mb=2048 \
     -artifact_prefix="$artifacts" -print_final_stats=1 >"$log" 2>&1 &
@@ -70,17 +69,26 @@ for t in "${targets[@]}"; do
   wait $pid && rc=0 || rc=$?
   # The target's scratch folder (tests/fuzz/fuzz_entries.h); libFuzzer's exits skip its cleanup.
   rm -rf "/dev/shm/kvscope-fuzz-$pid" "${TMPDIR:-/tmp}/kvscope-fuzz-$pid"
-  if [ $rc -eq 0 ]; then
-    status=ok
-  else
+  status=ok
+  if [ $rc -ne 0 ]; then
     status=FAILED
-    failed+=("$t")
     grep -E "ERROR|SUMMARY|Test unit written|==[0-9]+==" "$log" | head -20 || true
   fi
   runs=$(grep -o "stat::number_of_executed_units: *[0-9]*" "$log" | grep -o "[0-9]*$" || echo "?")
-  line=$(printf "fuzz %-18s %-6s %8s inputs in %3d s" "$t" "$status" "$runs" "$(( $(date +%s) - start ))")
-  echo "$line"
-  summary+=("$line")
+  printf "fuzz %-18s %-6s %8s inputs in %3d s\n" "$t" "$status" "$runs" "$(( $(date +%s) - start ))"
+}
+
+# One target per core at a time (each fuzzer is single-threaded); lines printed in target order.
+parallel=$(nproc 2>/dev/null || echo 2)
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
+  run_target "$t" >"$build/fuzz-$t.summary" 2>&1 &
+done
+wait
+failed=()
+for t in "${targets[@]}"; do
+  cat "$build/fuzz-$t.summary"
+  grep -q "^fuzz .* FAILED " "$build/fuzz-$t.summary" && failed+=("$t")
 done
 
 if [ ${#failed[@]} -gt 0 ]; then
