@@ -90,33 +90,35 @@ class GuiScreenshot : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_, ec);
   }
 
-  // Runs `kvscope gui <args>` under Xvfb; returns the exit code, stderr in err_.
+  // Runs `kvscope gui <args>` under Xvfb; returns its exit code (-1 when it did not run), its
+  // stderr in err_.
   int gui(const std::string& args) {
-    const std::string err = (dir_ / "stderr.txt").string();
-    const std::string cmd = "xvfb-run -a -s \"-screen 0 1600x1000x24\" env HOME=" + dir_.string() + " \"" + binary() +
-                            "\" gui " + args + " 2>\"" + err + "\" >/dev/null";
-    const int status = std::system(cmd.c_str());
-    std::ifstream in(err);
-    err_.assign(std::istreambuf_iterator<char>(in), {});
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    const std::vector<int> codes = gui_batch({args});
+    return codes.empty() ? -1 : codes[0];
   }
 
   // Runs several `kvscope gui <args>` under one Xvfb server (one start-up for all); returns
-  // their exit codes in order.
+  // their exit codes in order, as each program reported it (not xvfb-run's own status, which a
+  // hiccup in its clean-up of /tmp can turn into 5). Their stderr, together, in err_.
   std::vector<int> gui_batch(const std::vector<std::string>& arg_lists) {
     const std::string script = (dir_ / "batch.sh").string(), codes = (dir_ / "codes.txt").string();
+    const std::string err = (dir_ / "stderr.txt").string();
     {
       std::ofstream sh(script);
-      sh << "rm -f \"" << codes << "\"\n";
+      sh << "rm -f \"" << codes << "\" \"" << err << "\"\n";
       for (const std::string& args : arg_lists)
-        sh << "\"" << binary() << "\" gui " << args << " >/dev/null 2>>\"" << (dir_ / "stderr.txt").string()
-           << "\"; echo $? >> \"" << codes << "\"\n";
+        sh << "\"" << binary() << "\" gui " << args << " >/dev/null 2>>\"" << err << "\"; echo $? >> \"" << codes
+           << "\"\n";
     }
     const std::string cmd = "xvfb-run -a -s \"-screen 0 1600x1000x24\" env HOME=" + dir_.string() + " sh \"" + script + "\"";
-    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    const int xvfb_status = std::system(cmd.c_str());
     std::vector<int> out;
     std::ifstream in(codes);
     for (int rc; in >> rc;) out.push_back(rc);
+    if (out.size() != arg_lists.size()) ADD_FAILURE() << "xvfb-run ran " << out.size() << " of " << arg_lists.size()
+                                                     << " programs (its status " << xvfb_status << ")";
+    std::ifstream e(err);
+    err_.assign(std::istreambuf_iterator<char>(e), {});
     return out;
   }
 
