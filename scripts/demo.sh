@@ -18,5 +18,14 @@ if [ -n "${DISPLAY:-}" ]; then
   exec ./build/kvscope gui "$trace"
 fi
 png="$out/demo-sink.png"
-xvfb-run -a -s "-screen 0 1600x1000x24" ./build/kvscope gui "$trace" --screenshot "$png" --size 1600x1000
+# The app's own exit status decides, not xvfb-run's (a hiccup in its clean-up of /tmp returns 5).
+rm -f "$png" "$out/.gui-status"
+xvfb-run -a -s "-screen 0 1600x1000x24" sh -c \
+  './build/kvscope gui "$1" --screenshot "$2" --size 1600x1000; echo $? > "$3"' _ "$trace" "$png" "$out/.gui-status" || true
+status=$(cat "$out/.gui-status" 2>/dev/null || echo "none (Xvfb did not start)")
+rm -f "$out/.gui-status"
+if [ "$status" != 0 ]; then
+  echo "kvscope: rendering the main view failed (exit status $status)" >&2
+  exit 1
+fi
 echo "kvscope: no display here; rendered the main view of $trace to $png"
