@@ -189,17 +189,10 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
                                     cudaMemcpyDeviceToHost, stream),
                     "prefill rows copy");
         sync();
-        for (int h = 0; h < H; ++h) {
-          AttentionBlock block;
-          block.layer = l;
-          block.head = h;
-          block.q_pos0 = q0;
-          block.n_q = nq;
-          block.n_keys = n_keys;
-          block.probs = rows_host.get() + static_cast<std::size_t>(h) * nq * n_keys;
-          block.lse = rows_lse_host.get() + static_cast<std::size_t>(h) * nq;
-          observer->on_attention(block);
-        }
+        for (int h = 0; h < H; ++h)
+          observer->on_attention(AttentionBlock::prefill(l, h, q0, nq,
+                                                         rows_host.get() + static_cast<std::size_t>(h) * nq * n_keys,
+                                                         rows_lse_host.get() + static_cast<std::size_t>(h) * nq));
       }
     }
     cuda::check_launch("prefill attention");

@@ -283,18 +283,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
           std::fill(pr, pr + lo, 0.0f);
           std::fill(pr + q + 1, pr + n_keys, 0.0f);
         }
-        if (s.observer) {
-          AttentionBlock block;
-          block.layer = l;
-          block.head = h;
-          block.q_pos0 = q0;
-          block.n_q = nq;
-          block.n_keys = n_keys;
-          block.probs = probs.data();
-          block.lse = lse.data();
-          block.decode = false;
-          s.observer->on_attention(block);
-        }
+        if (s.observer) s.observer->on_attention(AttentionBlock::prefill(l, h, q0, nq, probs.data(), lse.data()));
       }
     }
     ops::matmul(XB.data(), ATT.data(), lw.wo.data(), P, dim, qd);

@@ -32,6 +32,19 @@ struct AttentionBlock {
   bool decode = false;               // false during prefill
 
   int key(int j) const { return key_pos ? key_pos[j] : j; }
+
+  // A prefill block: rows of queries q_pos0..q_pos0+n_q-1 over keys 0..q_pos0+n_q-1.
+  static AttentionBlock prefill(int layer, int head, int q_pos0, int n_q, const float* probs, const float* lse) {
+    AttentionBlock b;
+    b.layer = layer;
+    b.head = head;
+    b.q_pos0 = q_pos0;
+    b.n_q = n_q;
+    b.n_keys = q_pos0 + n_q;
+    b.probs = probs;
+    b.lse = lse;
+    return b;
+  }
 };
 
 // What an observer needs of the prompt's attention. rows: the blocks of rows (on_attention) —

@@ -34,7 +34,10 @@ int info_trace(const std::string& path, bool json) {
         .add("decode_dtype", m.decode_dtype).add_bool("has_prefill_map", m.has_prefill_map)
         .add("capture_note", m.capture_note);
     std::string r = "[";
-    for (size_t i = 0; i < runs.size(); ++i) r += (i ? "," : "") + json_quote(runs[i]);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (i) r += ',';
+      r += json_quote(runs[i]);
+    }
     o.add_raw("runs", r + "]");
     std::printf("%s\n", o.str().c_str());
     return 0;

@@ -58,15 +58,7 @@ inline void send_prefill(AttentionObserver& o, const Prompt& p) {
           std::copy(p.row(l, h, q0 + r), p.row(l, h, q0 + r) + q0 + r + 1, probs.begin() + (size_t)r * n_keys);
           lse[r] = p.lse[((size_t)l * kH + h) * kP + q0 + r];
         }
-        AttentionBlock b;
-        b.layer = l;
-        b.head = h;
-        b.q_pos0 = q0;
-        b.n_q = n_q;
-        b.n_keys = n_keys;
-        b.probs = probs.data();
-        b.lse = lse.data();
-        o.on_attention(b);
+        o.on_attention(AttentionBlock::prefill(l, h, q0, n_q, probs.data(), lse.data()));
       }
 }
 
