@@ -64,7 +64,10 @@ JsonObject& JsonObject::add_bool(const std::string& k, bool v) {
 JsonObject& JsonObject::add(const std::string& k, const std::vector<int>& v) {
   key(k);
   body_ += "[";
-  for (size_t i = 0; i < v.size(); ++i) body_ += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) body_ += ',';
+    body_ += std::to_string(v[i]);
+  }
   body_ += "]";
   return *this;
 }
@@ -72,7 +75,10 @@ JsonObject& JsonObject::add(const std::string& k, const std::vector<int>& v) {
 JsonObject& JsonObject::add(const std::string& k, const std::vector<double>& v) {
   key(k);
   body_ += "[";
-  for (size_t i = 0; i < v.size(); ++i) body_ += (i ? "," : "") + number(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) body_ += ',';
+    body_ += number(v[i]);
+  }
   body_ += "]";
   return *this;
 }

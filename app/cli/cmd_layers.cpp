@@ -22,7 +22,10 @@ JsonObject plan_json(const FilterPlan& p) {
   o.add("filters", p.filters).add("wait", p.wait).add("retained", p.retained).add("lost", p.lost)
       .add("sparse_layers", p.n_sparse).add("segment_retained", seg).add("segment_layers", p.segment_layers);
   std::string roles = "[";
-  for (size_t l = 0; l < p.roles.size(); ++l) roles += (l ? "," : "") + json_quote(layer_role_name(p.roles[l]));
+  for (size_t l = 0; l < p.roles.size(); ++l) {
+    if (l) roles += ',';
+    roles += json_quote(layer_role_name(p.roles[l]));
+  }
   o.add_raw("roles", roles + "]");
   return o;
 }

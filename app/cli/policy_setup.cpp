@@ -27,7 +27,10 @@ void choose_omnikv_filters(PolicySpec& spec, const TraceReader& trace) {
   if (wait < 0 || wait >= L) return;  // the policy reports the bad parameter itself
   const FilterPlan plan = optimize_filter_layers(sim.data, L, std::max(1, L / 10), wait);
   std::string filters;
-  for (int f : plan.filters) filters += (filters.empty() ? "" : ",") + std::to_string(f);
+  for (int f : plan.filters) {
+    if (!filters.empty()) filters += ',';
+    filters += std::to_string(f);
+  }
   spec.params["filters"] = filters;
 }
 

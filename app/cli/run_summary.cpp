@@ -31,7 +31,8 @@ void print_run_summaries(const std::vector<RunData>& runs, bool json) {
       for (const auto& m : r.metrics) o.add("mean_" + m.name, mean_of(m));
       for (const auto& [k, v] : r.scalars) o.add(k, v);
       if (!r.text.empty()) o.add("text", r.text);
-      out += (i ? "," : "") + o.str();
+      if (i) out += ',';
+      out += o.str();
     }
     std::printf("%s]\n", out.c_str());
     return;
