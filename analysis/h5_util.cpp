@@ -413,6 +413,39 @@ size_t dataset_type_size(hid_t dataset) {
   return H5Tget_size(type);
 }
 
+void write_chunk(hid_t dataset, const std::vector<hsize_t>& offset, const std::vector<uint8_t>& stored) {
+  check(H5Dwrite_chunk(dataset, H5P_DEFAULT, 0, offset.data(), stored.size(), stored.data()), "write chunk");
+}
+
+std::vector<hsize_t> shuffle_deflate_chunk(hid_t dataset, hid_t type) {
+  Handle plist = plist_handle(H5Dget_create_plist(dataset), "dataset layout");
+  Handle file_type = type_handle(H5Dget_type(dataset), "datatype");
+  if (H5Pget_layout(plist) != H5D_CHUNKED || H5Pget_nfilters(plist) != 2 || H5Tequal(file_type, type) <= 0) return {};
+  const H5Z_filter_t want[2] = {H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE};
+  for (unsigned i = 0; i < 2; ++i) {
+    unsigned flags = 0, config = 0;
+    size_t n_values = 0;
+    if (H5Pget_filter2(plist, i, &flags, &n_values, nullptr, 0, nullptr, &config) != want[i]) return {};
+  }
+  const int rank = H5Pget_chunk(plist, 0, nullptr);
+  if (rank < 1 || rank > 32) return {};
+  std::vector<hsize_t> chunk((size_t)rank);
+  if (H5Pget_chunk(plist, rank, chunk.data()) != rank) return {};
+  return chunk;
+}
+
+bool read_chunk(hid_t dataset, const std::vector<hsize_t>& offset, std::vector<uint8_t>& stored) {
+  hsize_t size = 0;
+  if (H5Dget_chunk_storage_size(dataset, offset.data(), &size) < 0 || size == 0) return false;
+  Handle file = file_handle(H5Iget_file_id(dataset), "file");
+  hsize_t file_size = 0;
+  check(H5Fget_filesize(file, &file_size), "file size");
+  if (size > file_size) return false;
+  stored.resize(size);
+  uint32_t skipped = 0;  // bit i set: filter i was not applied to this chunk
+  return H5Dread_chunk(dataset, H5P_DEFAULT, offset.data(), &skipped, stored.data()) >= 0 && skipped == 0;
+}
+
 void set_extent(hid_t dataset, const std::vector<hsize_t>& dims) {
   check(H5Dset_extent(dataset, dims.data()), "extend dataset");
 }

@@ -10,8 +10,11 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "analysis/chunk_codec.h"
+#include "analysis/float16.h"
 #include "analysis/h5_isolation.h"
 #include "analysis/h5_util.h"
+#include "analysis/parallel_for.h"
 #include "analysis/trace.h"
 #include "analysis/trace_schema.h"
 #include "inference/errors.h"
@@ -30,6 +33,10 @@ struct TraceReader::Impl {
   bool has_lse = false, has_colsum = false, has_key_scores = false;
   int pool_block = 0;         // "block" of /attention/prefill_pooled, 0 when absent
   int n_pool = 0;             // its cells per side
+  // Width of /attention/decode's chunks when they are [1, 1, H, width] packed as the writer packs
+  // them (shuffle + deflate, float16 or float32 little-endian): steps are then unpacked here on
+  // several threads. 0: HDF5 reads the steps itself (traces of other writers or older layouts).
+  hsize_t packed_width = 0;
 
   template <class F>
   auto guarded(F&& body) const {
@@ -72,6 +79,7 @@ struct TraceReader::Impl {
   // libhdf5 1.10 can crash on deliberately corrupted files, and a crash there must become a
   // message here (h5_isolation.h).
   void probe_in_child() const;
+  bool read_packed_step(hid_t decode, hsize_t s, std::vector<float>& rows) const;
   static constexpr unsigned kProbeTimeoutS = 60;
 
   void check_identity() {
@@ -100,6 +108,10 @@ struct TraceReader::Impl {
       h5::Handle ds = h5::open_dataset(file, ts::kDecode);
       const size_t size = h5::dataset_type_size(ds);
       meta.decode_dtype = size == 2 ? "float16" : size == 4 ? "float32" : "float64";
+      h5::Handle f16 = h5::float16_type();
+      const std::vector<hsize_t> c =
+          h5::shuffle_deflate_chunk(ds, meta.decode_dtype == "float16" ? f16.get() : H5T_IEEE_F32LE);
+      if (c.size() == 4 && c[0] == 1 && c[1] == 1 && c[2] == H && c[3] >= T) packed_width = c[3];
     }
     guard.need(n, 4, ts::kDecodeQueryPos);
     qpos.resize(n);
@@ -193,6 +205,32 @@ std::vector<std::string> TraceReader::token_texts() const {
 
 std::vector<int32_t> TraceReader::decode_query_pos() const { return impl_->qpos; }
 
+// Reads step s's L chunks [H, packed_width] raw, then unpacks them on the OpenMP threads into
+// rows [L, H, T]. False when a chunk is missing, or not what the writer packs (HDF5 reads it then).
+bool TraceReader::Impl::read_packed_step(hid_t decode, hsize_t s, std::vector<float>& rows) const {
+  const hsize_t L = meta.shape.n_layers, H = meta.shape.n_heads, T = meta.total_len(), width = packed_width;
+  const size_t elem = meta.decode_dtype == "float16" ? 2 : 4;
+  std::vector<std::vector<uint8_t>> stored(L);  // [L] each chunk's stored bytes
+  for (hsize_t l = 0; l < L; ++l)
+    if (!h5::read_chunk(decode, {s, l, 0, 0}, stored[l])) return false;
+  std::vector<uint8_t> ok(L, 0);  // [L] 1 once layer l unpacked
+  parallel_for((int)L, [&](int l) {
+    thread_local std::vector<uint8_t> raw;  // [H, width] elements
+    raw.resize(H * width * elem);
+    if (!unpack_shuffle_deflate(stored[l], elem, raw)) return;
+    for (hsize_t h = 0; h < H; ++h) {
+      const uint8_t* src = raw.data() + h * width * elem;
+      float* dst = rows.data() + ((size_t)l * H + h) * T;
+      if (elem == 2)
+        halves_to_floats({reinterpret_cast<const uint16_t*>(src), T}, dst);
+      else
+        std::memcpy(dst, src, T * sizeof(float));
+    }
+    ok[l] = 1;
+  });
+  return std::find(ok.begin(), ok.end(), 0) == ok.end();
+}
+
 void TraceReader::read_decode_step(int step, std::vector<float>& rows, std::vector<float>& lse) const {
   const TraceMeta& m = impl_->meta;
   if (step < 0 || step >= m.n_steps)
@@ -201,7 +239,9 @@ void TraceReader::read_decode_step(int step, std::vector<float>& rows, std::vect
     const hsize_t L = m.shape.n_layers, H = m.shape.n_heads, T = m.total_len(), s = step;
     impl_->guard.need(L * H * T, 4, ts::kDecode);
     rows.assign(L * H * T, 0.0f);
-    h5::read_box(h5::open_dataset(impl_->file, ts::kDecode), H5T_NATIVE_FLOAT, {s, 0, 0, 0}, {1, L, H, T}, rows.data());
+    h5::Handle decode = h5::open_dataset(impl_->file, ts::kDecode);
+    if (!impl_->packed_width || !impl_->read_packed_step(decode, s, rows))
+      h5::read_box(decode, H5T_NATIVE_FLOAT, {s, 0, 0, 0}, {1, L, H, T}, rows.data());
     lse.assign(L * H, 0.0f);
     if (impl_->has_lse)
       h5::read_box(h5::open_dataset(impl_->file, ts::kDecodeLse), H5T_NATIVE_FLOAT, {s, 0, 0}, {1, L, H}, lse.data());

@@ -1,12 +1,17 @@
 // TraceWriter: records a trace step by step into "<final>.tmp-<pid>-<random>" (flushed after
 // every decode step) and publishes it with fsync + rename on commit. Any failure removes the
 // temporary file and surfaces as InputError("<final path>: cannot write trace (<reason>)").
+// The bulk attention (decode rows, the full prefill map) is stored in shuffle + deflate chunks
+// that this writer packs itself on the OpenMP threads (analysis/chunk_codec.h) and hands to
+// HDF5 ready-made: HDF5 would compress them one at a time, on the writing thread.
 #include <cstring>
 #include <stdexcept>
 
 #include "analysis/atomic_file.h"
+#include "analysis/chunk_codec.h"
 #include "analysis/float16.h"
 #include "analysis/h5_util.h"
+#include "analysis/parallel_for.h"
 #include "analysis/trace.h"
 #include "analysis/trace_schema.h"
 #include "inference/errors.h"
@@ -14,6 +19,28 @@
 namespace kvs {
 
 namespace ts = trace_schema;
+
+namespace {
+
+constexpr int kDeflateLevel = 1;  // libdeflate's level 1 packs attention rows as zlib's level 4
+
+// The stored bytes of one chunk of `rows` rows x `width` elements of fp16 or fp32 (elem 2 or 4)
+// whose row r holds src[r * src_stride .. + len) and zeros after (len <= width).
+std::vector<uint8_t> pack_rows(const float* src, size_t rows, size_t len, size_t src_stride, size_t width,
+                               size_t elem) {
+  thread_local std::vector<uint8_t> raw;  // [rows, width] elements
+  raw.assign(rows * width * elem, 0);
+  for (size_t r = 0; r < rows; ++r) {
+    uint8_t* dst = raw.data() + r * width * elem;
+    if (elem == 2)
+      floats_to_halves({src + r * src_stride, len}, reinterpret_cast<uint16_t*>(dst));
+    else
+      std::memcpy(dst, src + r * src_stride, len * sizeof(float));
+  }
+  return pack_shuffle_deflate(raw, elem, kDeflateLevel);
+}
+
+}  // namespace
 
 struct TraceWriter::Impl {
   std::string final_path;
@@ -26,7 +53,6 @@ struct TraceWriter::Impl {
   h5::Handle decode_lse;  // [steps, L, H]
   h5::Handle query_pos;   // [steps]
   h5::Handle f16;         // the float16 type, in memory and on disk (no HDF5 conversion)
-  std::vector<uint16_t> halves;  // [L, H, len] conversion buffer for float16 rows
   std::vector<int32_t> qpos;  // [steps] query position of each written step
   hsize_t row_len = 0;        // current extent of decode's last axis
   std::vector<RunData> runs;  // written at commit, when T is final
@@ -65,21 +91,23 @@ struct TraceWriter::Impl {
   }
 
   void create_datasets() {
-    const hsize_t elem = meta.decode_dtype == "float16" ? 2 : 4;
-    if (L * H * T_alloc * elem >= (4ull << 30))
-      throw input_error(final_path, "one decode step of " + std::to_string(L * H * T_alloc * elem >> 20) +
-                                        " MiB exceeds HDF5's 4 GiB chunk limit; record fewer steps");
+    const hsize_t elem = decode_elem();
+    if (H * T_alloc * elem >= (4ull << 30))
+      throw input_error(final_path, "one layer's decode rows of " + std::to_string(H * T_alloc * elem >> 20) +
+                                        " MiB exceed HDF5's 4 GiB chunk limit; record fewer steps");
     f16 = h5::float16_type();
     const hid_t row_type = elem == 2 ? f16.get() : H5T_IEEE_F32LE;
     row_len = P;
+    // One chunk per (step, layer), as wide as the longest row, packed by write_decode_step.
     decode = h5::create_dataset(file, ts::kDecode, row_type, {0, L, H, row_len},
-                                {{H5S_UNLIMITED, L, H, H5S_UNLIMITED}, {1, L, H, T_alloc}, 1});
+                                {{H5S_UNLIMITED, L, H, H5S_UNLIMITED}, {1, 1, H, T_alloc}, kDeflateLevel});
     decode_lse = h5::create_dataset(file, ts::kDecodeLse, H5T_IEEE_F32LE, {0, L, H},
                                     {{H5S_UNLIMITED, L, H}, {16, L, H}, 1});
     query_pos = h5::create_dataset(file, ts::kDecodeQueryPos, H5T_STD_I32LE, {0}, {{H5S_UNLIMITED}, {256}, 1});
   }
 
   void flush() { h5::check(H5Fflush(file, H5F_SCOPE_LOCAL), "flush"); }
+  hsize_t decode_elem() const { return meta.decode_dtype == "float16" ? 2 : 4; }
 };
 
 TraceWriter::TraceWriter(const std::string& final_path, const TraceMeta& meta, int max_steps)
@@ -138,17 +166,16 @@ void TraceWriter::write_decode_step(int step, int q_pos, std::span<const float> 
   if (rows.size() % LH != 0 || len == 0 || len > w.T_alloc || q_pos < (int)w.P || (hsize_t)q_pos >= len ||
       lse.size() != LH)
     throw std::invalid_argument("TraceWriter: decode step " + std::to_string(step) + " has rows/lse of the wrong size");
+  // Packed outside HDF5's lock: [L] chunks of [H, T_alloc].
+  std::vector<std::vector<uint8_t>> chunks(w.L);
+  parallel_for((int)w.L, [&](int l) {
+    chunks[l] = pack_rows(rows.data() + (size_t)l * w.H * len, w.H, len, len, w.T_alloc, w.decode_elem());
+  });
   w.guarded("cannot write trace", [&] {
     const hsize_t n = (hsize_t)step + 1;
     w.row_len = std::max(w.row_len, len);
     h5::set_extent(w.decode, {n, w.L, w.H, w.row_len});
-    if (w.meta.decode_dtype == "float16") {
-      w.halves.resize(rows.size());
-      floats_to_halves(rows, w.halves.data());
-      h5::write_box(w.decode, w.f16, {n - 1, 0, 0, 0}, {1, w.L, w.H, len}, w.halves.data());
-    } else {
-      h5::write_box(w.decode, H5T_NATIVE_FLOAT, {n - 1, 0, 0, 0}, {1, w.L, w.H, len}, rows.data());
-    }
+    for (hsize_t l = 0; l < w.L; ++l) h5::write_chunk(w.decode, {n - 1, l, 0, 0}, chunks[l]);
     h5::set_extent(w.decode_lse, {n, w.L, w.H});
     h5::write_box(w.decode_lse, H5T_NATIVE_FLOAT, {n - 1, 0, 0}, {1, w.L, w.H}, lse.data());
     const int32_t qp = q_pos;
@@ -194,13 +221,15 @@ void TraceWriter::write_prefill(const PrefillEvidence& ev, std::span<const float
       h5::write_attr_int(ds, "block", (int64_t)ev.pool_block);
     }
     if (!full_map.empty()) {
-      h5::Handle map = h5::create_dataset(w.file, ts::kPrefill, w.f16, {L, H, P, P}, {{}, {1, 1, P, P}, 4});
-      std::vector<uint16_t> halves(P * P);  // [P, P] one (layer, head) at a time
-      for (hsize_t l = 0; l < L; ++l)
-        for (hsize_t h = 0; h < H; ++h) {
-          floats_to_halves(full_map.subspan((l * H + h) * P * P, P * P), halves.data());
-          h5::write_box(map, w.f16, {l, h, 0, 0}, {1, 1, P, P}, halves.data());
-        }
+      // One chunk per (layer, head), packed a layer at a time (the map is at most the capture
+      // budget; its packed copy stays a layer's worth).
+      h5::Handle map =
+          h5::create_dataset(w.file, ts::kPrefill, w.f16, {L, H, P, P}, {{}, {1, 1, P, P}, kDeflateLevel});
+      std::vector<std::vector<uint8_t>> chunks(H);
+      for (hsize_t l = 0; l < L; ++l) {
+        parallel_for((int)H, [&](int h) { chunks[h] = pack_rows(&full_map[(l * H + h) * P * P], P, P, P, P, 2); });
+        for (hsize_t h = 0; h < H; ++h) h5::write_chunk(map, {l, h, 0, 0}, chunks[h]);
+      }
       map.close(ts::kPrefill);
     }
     w.flush();

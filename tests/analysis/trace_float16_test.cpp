@@ -6,10 +6,12 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <vector>
 #if defined(__F16C__)
 #include <immintrin.h>
 #endif
 
+#include "analysis/float16.h"
 #include "kernels/quant.h"
 
 namespace kvs {
@@ -54,6 +56,47 @@ TEST(Float16, MatchesF16cOnRandomFloats) {
   }
 }
 #endif
+
+// The trace writer's buffer conversion (eight at a time with F16C when built for it) gives the
+// scalar conversion's bits for every input, NaNs included, at every length (vector body + tail).
+TEST(Float16, BufferConversionMatchesScalar) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<uint32_t> bits;
+  std::vector<float> in(100003);
+  for (float& f : in) {
+    const uint32_t x = bits(rng);
+    std::memcpy(&f, &x, 4);
+  }
+  const float edge[] = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, std::ldexp(1.0f, -24), std::ldexp(1.0f, -25),
+                        std::ldexp(1.5f, -25), std::numeric_limits<float>::infinity(), std::nanf(""),
+                        -std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min()};
+  std::copy(std::begin(edge), std::end(edge), in.begin() + 5);
+  for (size_t n : {in.size(), size_t{7}, size_t{8}, size_t{13}}) {
+    std::vector<uint16_t> out(n);
+    floats_to_halves({in.data(), n}, out.data());
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], fp32_to_fp16(in[i])) << "element " << i << " of " << n;
+  }
+}
+
+// ... and the reader's: every half to the scalar conversion's bits; NaNs stay NaNs (F16C sets the
+// quiet bit of a signaling one, the scalar conversion keeps it clear).
+TEST(Float16, BufferToFloatsMatchesScalarForEveryHalf) {
+  std::vector<uint16_t> in(0x10000 + 5);  // + a tail past the vector body
+  for (size_t i = 0; i < in.size(); ++i) in[i] = (uint16_t)i;
+  std::vector<float> out(in.size());
+  halves_to_floats(in, out.data());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const float want = fp16_to_fp32(in[i]);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(out[i])) << std::hex << in[i];
+      continue;
+    }
+    uint32_t a, b;
+    std::memcpy(&a, &out[i], 4);
+    std::memcpy(&b, &want, 4);
+    ASSERT_EQ(a, b) << std::hex << in[i];
+  }
+}
 
 }  // namespace
 }  // namespace kvs

@@ -1,0 +1,25 @@
+// Chunks packed the way HDF5's shuffle + deflate filter pipeline stores them, so the trace writer
+// can compress the chunks of a decode step (or of the prefill map) on several threads with
+// libdeflate and hand the stored bytes to H5Dwrite_chunk; HDF5, h5py and every other reader
+// unpack them with their own zlib, as if HDF5 had written them. The reader unpacks decode steps
+// the same way, on several threads.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace kvs {
+
+// The bytes HDF5 stores for one chunk of a dataset created with H5Pset_shuffle + H5Pset_deflate:
+// the raw chunk (row-major elements of elem_size bytes) byte-shuffled (all first bytes, then all
+// second bytes, ...), then a zlib stream of that at `level` (1..12; 1 is fast, and with libdeflate
+// compresses attention rows as well as zlib's level 4).
+std::vector<uint8_t> pack_shuffle_deflate(std::span<const uint8_t> raw, std::size_t elem_size, int level);
+
+// The inverse, for the trace reader's fast path: fills raw (the chunk's size) from stored bytes;
+// false when they are not one zlib stream of exactly raw.size() bytes (the caller then lets HDF5
+// read the chunk, and report what is wrong with it).
+bool unpack_shuffle_deflate(std::span<const uint8_t> stored, std::size_t elem_size, std::span<uint8_t> raw);
+
+}  // namespace kvs

@@ -1,0 +1,185 @@
+// The trace writer packs its bulk chunks itself (analysis/chunk_codec.h) and the reader unpacks
+// them itself: HDF5's own shuffle + deflate filters read what we pack, our unpacking agrees with
+// HDF5 on traces it did not write in that layout, and a corrupt chunk is a one-line error.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "analysis/chunk_codec.h"
+#include "analysis/float16.h"
+#include "analysis/h5_util.h"
+#include "analysis/trace.h"
+#include "analysis/trace_schema.h"
+#include "inference/errors.h"
+#include "kernels/quant.h"
+#include "trace_test_util.h"
+
+namespace kvs {
+namespace {
+
+using testing::TempDir;
+
+template <class T>
+std::span<const uint8_t> bytes_of(const std::vector<T>& v) {
+  return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T)};
+}
+
+std::vector<float> random_floats(std::mt19937& rng, size_t n) {
+  std::exponential_distribution<float> ex(1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = ex(rng) * ex(rng) * 1e-3f;
+  return v;
+}
+
+// Chunks packed here, written raw, read through HDF5's filter pipeline: the values come back.
+TEST(ChunkCodec, Hdf5ReadsPackedChunksThroughItsOwnFilters) {
+  TempDir dir;
+  std::mt19937 rng(3);
+  const hsize_t S = 2, H = 3, W = 50;  // dataset [S, 1, H, W], one chunk per s
+  std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+  h5::init();
+  h5::Handle fapl = h5::file_access();
+  h5::Handle file = h5::file_handle(H5Fcreate(dir.file("c.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "create");
+  h5::Handle f16 = h5::float16_type();
+  for (const size_t elem : {2, 4}) {
+    const std::string name = "/d" + std::to_string(elem);
+    h5::Handle ds = h5::create_dataset(file, name, elem == 2 ? f16.get() : H5T_IEEE_F32LE, {S, 1, H, W},
+                                       {{}, {1, 1, H, W}, 1});
+    std::vector<float> want(S * H * W);  // [S, H, W] what HDF5 should read back
+    for (hsize_t s = 0; s < S; ++s) {
+      std::vector<float> chunk = random_floats(rng, H * W);  // [H, W]
+      std::vector<uint8_t> stored;
+      if (elem == 2) {
+        std::vector<uint16_t> halves(chunk.size());
+        floats_to_halves(chunk, halves.data());
+        for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = fp16_to_fp32(halves[i]);
+        stored = pack_shuffle_deflate(bytes_of(halves), 2, 1);
+      } else {
+        stored = pack_shuffle_deflate(bytes_of(chunk), 4, 1);
+      }
+      h5::write_chunk(ds, {s, 0, 0, 0}, stored);
+      std::copy(chunk.begin(), chunk.end(), want.begin() + s * H * W);
+    }
+    std::vector<float> got(S * H * W);
+    h5::read_all(ds, H5T_NATIVE_FLOAT, got.data());
+    EXPECT_EQ(got, want) << name;
+    EXPECT_EQ(h5::shuffle_deflate_chunk(ds, elem == 2 ? f16.get() : H5T_IEEE_F32LE),
+              (std::vector<hsize_t>{1, 1, H, W}));
+    EXPECT_TRUE(h5::shuffle_deflate_chunk(ds, elem == 2 ? H5T_IEEE_F32LE : f16.get()).empty()) << "other type";
+  }
+  h5::Handle plain = h5::create_dataset(file, "/plain", H5T_IEEE_F32LE, {4, 4}, {{}, {2, 2}, 0});
+  EXPECT_TRUE(h5::shuffle_deflate_chunk(plain, H5T_IEEE_F32LE).empty()) << "no filters";
+}
+
+TEST(ChunkCodec, UnpackInvertsPackAndRefusesOtherBytes) {
+  std::mt19937 rng(4);
+  const std::vector<float> values = random_floats(rng, 999);
+  const std::span<const uint8_t> raw = bytes_of(values);
+  for (const size_t elem : {1, 2, 4}) {
+    const std::vector<uint8_t> stored = pack_shuffle_deflate(raw.first(raw.size() / elem * elem), elem, 1);
+    std::vector<uint8_t> back(raw.size() / elem * elem);
+    ASSERT_TRUE(unpack_shuffle_deflate(stored, elem, back));
+    EXPECT_TRUE(std::equal(back.begin(), back.end(), raw.begin())) << "elem " << elem;
+    std::vector<uint8_t> longer(back.size() + elem);
+    EXPECT_FALSE(unpack_shuffle_deflate(stored, elem, longer)) << "a chunk of another size";
+    EXPECT_FALSE(unpack_shuffle_deflate(std::span(stored).first(stored.size() / 2), elem, back)) << "truncated";
+    std::vector<uint8_t> flipped = stored;
+    flipped[flipped.size() / 2] ^= 0x5a;
+    EXPECT_FALSE(unpack_shuffle_deflate(flipped, elem, back)) << "corrupt (adler-32)";
+  }
+  std::vector<uint8_t> out(8);
+  EXPECT_THROW(pack_shuffle_deflate(raw.first(7), 2, 1), std::invalid_argument);
+  EXPECT_THROW(pack_shuffle_deflate(raw.first(8), 2, 0), std::invalid_argument);
+}
+
+// A small float16 trace: 3 layers x 2 heads, prompt 7, 4 steps.
+TraceMeta write_trace(const std::string& path, std::mt19937& rng) {
+  TraceMeta m = testing::small_meta(3, 2, 1, 7);
+  m.decode_dtype = "float16";
+  const int steps = 4;
+  TraceWriter w(path, m, steps);
+  for (int s = 0; s < steps; ++s) testing::write_random_step(w, rng, m, s);
+  m.n_steps = steps;
+  w.commit(m, testing::token_ids(m.total_len()), testing::token_texts(m.total_len()));
+  return m;
+}
+
+std::vector<std::vector<float>> read_steps(const std::string& path) {
+  TraceReader r(path);
+  std::vector<std::vector<float>> steps(r.meta().n_steps);
+  std::vector<float> lse;
+  for (int s = 0; s < r.meta().n_steps; ++s) r.read_decode_step(s, steps[s], lse);
+  return steps;
+}
+
+// Rewrites /attention/decode with HDF5 packing [1, L, H, T] chunks itself (the layout of other
+// writers, and of this one before): the reader then lets HDF5 read, and gets the same rows.
+TEST(TraceChunks, OtherChunkLayoutsReadTheSame) {
+  TempDir dir;
+  std::mt19937 rng(5);
+  const std::string path = dir.file("t.h5");
+  const TraceMeta m = write_trace(path, rng);
+  const auto packed = read_steps(path);
+  {
+    std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+    h5::init();
+    h5::Handle fapl = h5::file_access();
+    h5::Handle file = h5::file_handle(H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl), "open");
+    const hsize_t n = m.n_steps, L = m.shape.n_layers, H = m.shape.n_heads, T = m.total_len();
+    std::vector<float> all(n * L * H * T);
+    {
+      h5::Handle ds = h5::open_dataset(file, trace_schema::kDecode);
+      h5::read_all(ds, H5T_NATIVE_FLOAT, all.data());
+    }
+    h5::remove_link(file, trace_schema::kDecode);
+    h5::Handle f16 = h5::float16_type();
+    h5::Handle ds = h5::create_dataset(file, trace_schema::kDecode, f16, {n, L, H, T}, {{}, {1, L, H, T}, 4});
+    h5::write_box(ds, H5T_NATIVE_FLOAT, {0, 0, 0, 0}, {n, L, H, T}, all.data());
+    EXPECT_TRUE(h5::shuffle_deflate_chunk(ds, f16).size() == 4);
+  }
+  EXPECT_EQ(read_steps(path), packed);
+}
+
+// A flipped byte inside a packed decode chunk: a one-line InputError naming the file, whichever
+// of opening (the probe) or reading finds it.
+TEST(TraceChunks, CorruptDecodeChunkIsAnInputError) {
+  TempDir dir;
+  std::mt19937 rng(6);
+  const std::string path = dir.file("t.h5");
+  write_trace(path, rng);
+  haddr_t addr = 0;
+  hsize_t size = 0;
+  {
+    std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+    h5::init();
+    h5::Handle fapl = h5::file_access();
+    h5::Handle file = h5::file_handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "open");
+    h5::Handle ds = h5::open_dataset(file, trace_schema::kDecode);
+    const hsize_t offset[4] = {2, 1, 0, 0};
+    unsigned mask = 0;
+    ASSERT_GE(H5Dget_chunk_info_by_coord(ds, offset, &mask, &addr, &size), 0);
+    ASSERT_GT(size, 8u);
+  }
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp((std::streamoff)(addr + size / 2));
+    char c = 0;
+    f.seekg((std::streamoff)(addr + size / 2));
+    f.get(c);
+    f.seekp((std::streamoff)(addr + size / 2));
+    f.put((char)(c ^ 0x5a));
+  }
+  try {
+    const auto steps = read_steps(path);
+    FAIL() << "read " << steps.size() << " steps of a corrupt trace";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(path), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace kvs
