@@ -8,23 +8,23 @@
 // - softmax_before_last: per head, softmax of those logits over j < P only (p_j / sum_{j<P} p_j),
 //   then max over heads; top k.
 // - uniform / exp: the queries of the last `window` positions t-window+1 .. t each give a vector
-//   v_i[j] = max_h softmax_{j<P}(z_i[h, j]); score = sum_i w_i v_i with w_i = 1 (uniform) or
-//   2^-(t-i) (exp); top k. Generated queries' vectors are kept, per filter layer, in a ring of
-//   the last `window` positions (filled at after_attention); prompt queries still inside the
-//   window (the first window-1 decode steps) come from the prefill evidence's window rows, and
-//   a needed row outside them (or a generated position the driver never delivered) is an
-//   InputError, never skipped.
+//   v_i[j] = max_h softmax_{j<C}(z_i[h, j]) over the C scored prompt keys (below); score =
+//   sum_i w_i v_i with w_i = 1 (uniform) or 2^-(t-i) (exp); top k. Generated queries' per-head
+//   prompt rows are kept, per filter layer, in a ring of the last `window` positions (filled at
+//   after_attention); prompt queries still inside the window (the first window-1 decode steps)
+//   come from the prefill evidence's window rows, and a needed row outside them (or a generated
+//   position the driver never delivered) is an InputError, never skipped.
 //
 // Force-inclusion (windowed selectors): the nw prompt positions still inside the window
 // (lo .. P-1 with lo = max(0, t - window + 1)) are always selected and count inside k, as in the
 // reference (omnikv.py: num_selected_tokens -= num_prefill_token_in_window, floored at 1): the
-// top min(max(1, k - nw), P - nw) of the other prompt positions 0 .. P-nw-1, plus the nw forced
-// ones. So the selection holds exactly k positions when k > nw, and nw + 1 (or all P) otherwise.
-// Deviation from the reference: its softmax runs over the P - nw non-forced keys only, ours over
-// all prompt keys the query sees (the ring keeps one head-maxed vector per query, which cannot be
-// renormalized per head later); the two coincide once no prompt position is left in the window
-// (t >= P + window - 1). Scores are summed oldest query first, in double; ties go to the newer
-// position (top_k_indices).
+// top min(max(1, k - nw), C) of the other prompt positions 0 .. C-1 (C = P - nw), plus the nw
+// forced ones. So the selection holds exactly k positions when k > nw, and nw + 1 (or all P)
+// otherwise. As in the reference (consider_len -= num_prefill_token_in_window), each query's
+// softmax runs over those C keys only: its mass on the forced positions does not dilute the rest.
+// Deviation: the reference projects every window query's hidden state afresh and rotates it at
+// the current position t; we use each query's own attention row (rotated at its own position i).
+// Scores are summed oldest query first, in double; ties go to the newer position (top_k_indices).
 #include "analysis/policy_omnikv.h"
 
 #include <algorithm>
@@ -81,16 +81,16 @@ const char* selector_name(Selector s) {
   return "last";
 }
 
-// Max over query heads of each head's softmax over prompt keys j < P: rows[h][j] are that
-// head's probabilities (any common normalization), renormalized over j < P. A head with no
-// prompt mass contributes nothing.
-void head_max_prompt_softmax(std::span<const float* const> rows, int P, std::vector<float>& out) {
-  out.assign(P, 0.0f);
+// Max over query heads of each head's softmax over keys j < C: rows[h][j] are that head's
+// probabilities (any common normalization), renormalized over j < C. A head with no mass there
+// contributes nothing.
+void head_max_softmax(std::span<const float* const> rows, int C, std::vector<float>& out) {
+  out.assign(C, 0.0f);
   for (const float* row : rows) {
     double sum = 0.0;
-    for (int j = 0; j < P; ++j) sum += row[j];
+    for (int j = 0; j < C; ++j) sum += row[j];
     if (!(sum > 0.0)) continue;
-    for (int j = 0; j < P; ++j) out[j] = std::max(out[j], (float)(row[j] / sum));
+    for (int j = 0; j < C; ++j) out[j] = std::max(out[j], (float)(row[j] / sum));
   }
 }
 
@@ -142,11 +142,11 @@ class OmniKvPolicy : public Policy {
       segment_[l] = last;
     }
     ring_pos_.assign(shape_.n_layers, {});
-    ring_vec_.assign(shape_.n_layers, {});
+    ring_rows_.assign(shape_.n_layers, {});
     if (windowed())
       for (int f : filters_) {
         ring_pos_[f].assign(window_, -1);
-        ring_vec_[f].assign(window_, {});
+        ring_rows_[f].assign(window_, {});
       }
   }
   void after_prefill(int, KvSlots&) override {}
@@ -176,42 +176,47 @@ class OmniKvPolicy : public Policy {
       for (int j : top_k_indices(s, k_)) sel[j] = 1;
       return;
     }
-    std::vector<float> v;  // [P] head-maxed prompt softmax of the current query
-    current_vector(heads, v);
+    std::vector<float> dense = prompt_rows(heads);  // [H, P]
     if (selector_ == Selector::SoftmaxBeforeLast) {
+      std::vector<float> v;  // [P] head-maxed prompt softmax of the current query
+      head_max_softmax(head_pointers(dense.data()), prompt_len_, v);
       std::fill(sel.begin(), sel.end(), 0);
       for (int j : top_k_indices(v, k_)) sel[j] = 1;
       return;
     }
     const int slot = q_pos % window_;
     ring_pos_[layer][slot] = q_pos;
-    ring_vec_[layer][slot] = std::move(v);
+    ring_rows_[layer][slot] = std::move(dense);
     select_windowed(layer, q_pos);
   }
 
  private:
   bool windowed() const { return selector_ == Selector::Uniform || selector_ == Selector::Exp; }
 
-  // The current query's per-head rows scattered to prompt positions, head-maxed softmax over j < P.
-  void current_vector(std::span<const AttentionBlock> heads, std::vector<float>& v) const {
+  // The current query's per-head rows scattered to prompt positions: [H, P].
+  std::vector<float> prompt_rows(std::span<const AttentionBlock> heads) const {
     std::vector<float> dense((size_t)heads.size() * prompt_len_, 0.0f);  // [H, P]
-    std::vector<const float*> rows(heads.size());                      // H pointers to [P]
     for (size_t h = 0; h < heads.size(); ++h) {
       const AttentionBlock& b = heads[h];
       float* row = dense.data() + h * prompt_len_;
       for (int j = 0; j < b.n_keys; ++j)
         if (b.key(j) < prompt_len_) row[b.key(j)] = b.probs[j];
-      rows[h] = row;
     }
-    head_max_prompt_softmax(rows, prompt_len_, v);
+    return dense;
+  }
+  // H pointers to the [P] rows of a [H, P] buffer.
+  std::vector<const float*> head_pointers(const float* rows) const {
+    std::vector<const float*> out(shape_.n_heads);
+    for (int h = 0; h < shape_.n_heads; ++h) out[h] = rows + (size_t)h * prompt_len_;
+    return out;
   }
 
-  // Head-maxed prompt softmax of the query at position i of filter layer `layer`, i inside the
-  // window of the current query: from the ring (generated positions, and prompt rows loaded
-  // before) or, for a prompt position, from the prefill evidence's window rows.
-  const std::vector<float>& window_vector(int layer, int i) {
+  // Per-head prompt rows (H pointers to [P]) of the query at position i of filter layer
+  // `layer`, i inside the window of the current query: from the ring (generated positions) or,
+  // for a prompt position, from the prefill evidence's window rows.
+  std::vector<const float*> window_rows(int layer, int i) const {
     const int slot = i % window_;
-    if (ring_pos_[layer][slot] == i) return ring_vec_[layer][slot];
+    if (ring_pos_[layer][slot] == i) return head_pointers(ring_rows_[layer][slot].data());
     const std::string who = "--policy " + spec_.name;
     const std::string why = "selector " + std::string(selector_name(selector_)) + " with window=" +
                             std::to_string(window_) + " needs filter layer " + std::to_string(layer) +
@@ -230,9 +235,7 @@ class OmniKvPolicy : public Policy {
                                  " needs " + std::to_string(std::min(P, window_ - 1)) + ")");
     std::vector<const float*> rows(shape_.n_heads);  // H pointers to [P]
     for (int h = 0; h < shape_.n_heads; ++h) rows[h] = ev->window_row(layer, h, i - (P - ev->window));
-    head_max_prompt_softmax(rows, P, ring_vec_[layer][slot]);
-    ring_pos_[layer][slot] = i;
-    return ring_vec_[layer][slot];
+    return rows;
   }
 
   // uniform / exp at filter layer `layer`, current position t (its vector already in the ring).
@@ -242,8 +245,9 @@ class OmniKvPolicy : public Policy {
     const int nw = std::max(0, P - lo);           // forced prompt positions lo..P-1
     const int cand = P - nw;                      // scored prompt positions 0..cand-1
     std::vector<double> acc(cand, 0.0);           // [cand] weighted sum over the window's queries
+    std::vector<float> v;                         // [cand] one query's head-maxed softmax over them
     for (int i = lo; i <= t; ++i) {
-      const std::vector<float>& v = window_vector(layer, i);
+      head_max_softmax(window_rows(layer, i), cand, v);
       const double w = selector_ == Selector::Exp ? std::ldexp(1.0, -(t - i)) : 1.0;
       for (int j = 0; j < cand; ++j) acc[j] += w * v[j];
     }
@@ -265,9 +269,9 @@ class OmniKvPolicy : public Policy {
   std::vector<int> segment_;                  // [L] filter layer whose index layer l uses, -1 none
   std::vector<std::vector<uint8_t>> selected_;  // [L][P] selection made at each filter layer
   // Windowed selectors, per filter layer: a ring of `window` slots; slot i % window holds the
-  // head-maxed prompt softmax [P] of the query at position ring_pos (-1 = empty).
+  // per-head prompt rows [H, P] of the generated query at position ring_pos (-1 = empty).
   std::vector<std::vector<int>> ring_pos_;                  // [L][window]
-  std::vector<std::vector<std::vector<float>>> ring_vec_;   // [L][window][P]
+  std::vector<std::vector<std::vector<float>>> ring_rows_;  // [L][window][H * P]
 };
 
 }  // namespace

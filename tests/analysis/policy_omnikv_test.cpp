@@ -166,9 +166,10 @@ TEST(OmniKv, SoftmaxBeforeLastRenormalizesOverThePromptBeforeTheHeadMax) {
   EXPECT_EQ(kept_at(r, in, 0, 2, 0), range(0, 7));  // the wait layer stays dense
 }
 
-// uniform, window=3, k=4 (see window_input):
-// t=8:  queries 6, 7, 8; 6 and 7 forced, 2 scored of 0..5: 0 (.979), 1 (.807) over 2 (.639).
-// t=9:  queries 7, 8, 9; 7 forced, 3 scored of 0..6: 1 (.846), 3 (.687), 2 (.678).
+// uniform, window=3, k=4 (see window_input; while prompt positions are forced, each query's
+// softmax runs over the scored keys only, so its v_i above is renormalized over them):
+// t=8:  queries 6, 7, 8; 6 and 7 forced, 2 scored of 0..5: 0 (1.008), 1 (.877) over 2 (.722).
+// t=9:  queries 7, 8, 9; 7 forced, 3 scored of 0..6: 1 (.883), 3 (.729), 2 (.720).
 // t=10: queries 8, 9, 10; 4 scored: 1 (.853), 3 (.694), 5 (.631), then a tie (.1645) on
 //       0, 2, 4, 6, 7 -> the newest, 7.
 // t=11: queries 9, 10, 11 (11 replaced 8 in the ring): 3 (.717), 6 (.688), 5 (.654), tie -> 7;
@@ -185,9 +186,9 @@ TEST(OmniKv, UniformSumsTheWindowAndForcesPromptPositionsInsideIt) {
   EXPECT_FLOAT_EQ(metric(r, "inactive")->data[3 * 4 + 3], 4.0f);  // step 3, layer 3
 }
 
-// exp, window=3, k=4: weights 1/4, 1/2, 1 (oldest first). t=8: 1 (.762), 2 (.334) beat 0
-// (.289), which uniform kept: query 6's .88 at 0 now counts a quarter. Later steps keep the same
-// sets as uniform (t=9: 3 .623, 1 .437, 2 .223; t=10: 5, 3, 1, tie -> 7; t=11: 6, 5, 3, 7).
+// exp, window=3, k=4: weights 1/4, 1/2, 1 (oldest first). t=8: 1 (.828), 2 (.377) beat 0
+// (.301), which uniform kept: query 6's .88 at 0 now counts a quarter. Later steps keep the same
+// sets as uniform (t=9: 3 .661, 1 .457, 2 .237; t=10: 5, 3, 1, tie -> 7; t=11: 6, 5, 3, 7).
 TEST(OmniKv, ExpWeightsTheWindowByAge) {
   const SimInput in = window_input();
   auto p = policy("omnikv:filters=1,selector=exp,window=3", 4, in.shape);
@@ -199,9 +200,9 @@ TEST(OmniKv, ExpWeightsTheWindowByAge) {
 }
 
 // uniform, window=4, k=2: forced prompt positions count inside k, at least one is scored.
-// t=8:  5, 6, 7 forced (3 >= k): 1 scored of 0..4: 0 (1.079 over 1 .907).
-// t=9:  6, 7 forced: 1 scored of 0..5: 0 (1.038).
-// t=10: 7 forced: k - 1 = 1 scored of 0..6: 1 (.912 over 2 .744).
+// t=8:  5, 6, 7 forced (3 >= k): 1 scored of 0..4: 0 (1.145 over 1 1.029).
+// t=9:  6, 7 forced: 1 scored of 0..5: 0 (1.075).
+// t=10: 7 forced: k - 1 = 1 scored of 0..6: 1 (.955 over 3 .801).
 // t=11: nothing forced, 2 scored: 1 (.915), 3 (.756).
 TEST(OmniKv, ForceIncludedPositionsCountInsideK) {
   const SimInput in = window_input();
@@ -215,6 +216,27 @@ TEST(OmniKv, ForceIncludedPositionsCountInsideK) {
   auto all = policy("omnikv:filters=1,selector=exp,window=4", 8, in.shape);
   const RunData ra = run_one(in, *all);
   for (int s = 0; s < 4; ++s) EXPECT_EQ(prompt_kept(ra, in, s), range(0, 8)) << s;
+}
+
+// P=4, H=2, window=2, k=2, step 0 (t = 4): position 3 is forced, 1 key scored of 0..2 over
+// queries 3 (evidence) and 4. Query 3: head 0 .15 at 0 and .85 on itself (forced), head 1 .4 at
+// 1, .3 at 2 and 3. Query 4: .1 on each prompt key, .6 on itself, both heads. Softmax over the
+// scored keys 0..2 (the reference): head 0 of query 3 puts all its mass on 0 -> 0 (1.333) over 1
+// (.905). Over all prompt keys, query 3's .85 on the forced key would dilute head 0 to .15 and
+// select 1 (.65) over 0 (.40).
+TEST(OmniKv, WindowQueriesSoftmaxOverTheScoredKeysOnly) {
+  const ModelShape shape = shape_of(4, 2, 1);
+  SimInput in = random_input(shape, 4, 1, 4, 66);
+  const int P = 4, T = in.total_len, W = in.prefill.window;
+  ASSERT_EQ(W, 4);
+  auto ev_row = [&](int h, int pos) { return in.prefill.window_rows.data() + (((size_t)1 * 2 + h) * W + pos - (P - W)) * P; };
+  put(ev_row(0, 3), P, {.15f, 0.0f, 0.0f, .85f});
+  put(ev_row(1, 3), P, {0.0f, .4f, .3f, .3f});
+  for (int h = 0; h < 2; ++h) put(in.rows.data() + ((size_t)1 * 2 + h) * T, T, {.1f, .1f, .1f, .1f, .6f});
+  for (const char* sel : {"uniform", "exp"}) {
+    auto p = policy(std::string("omnikv:filters=1,selector=") + sel + ",window=2", 2, shape);
+    EXPECT_EQ(kept_at(run_one(in, *p), in, 0, 3, 0), (std::vector<int>{0, 3, 4})) << sel;
+  }
 }
 
 // With window=1 the window is the current query alone: uniform and exp reduce to
