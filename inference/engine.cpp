@@ -222,6 +222,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   std::vector<float> K(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
   std::vector<float> V(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
   std::vector<float> KH;                                      // [P, kv_dim] fp16_cache: rounded K
+  std::vector<float> KT(static_cast<std::size_t>(P) * kvd);   // [n_kv_heads, head_dim, P] K transposed
   std::vector<float> ATT(static_cast<std::size_t>(P) * qd);   // [P, q_dim]
   std::vector<float> G(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
   std::vector<float> U(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
@@ -266,23 +267,18 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
     if (options_.fp16_cache) round_to_fp16(K.data(), K.size());  // attention reads rotated fp16 keys
     if (!options_.rope_in_cache) cache_kv();
 
+    for (int g = 0; g < c.n_kv_heads; ++g)  // KT[g][d][j] = K[j][g * hd + d]
+      for (int j = 0; j < P; ++j)
+        for (int d = 0; d < hd; ++d)
+          KT[(static_cast<std::size_t>(g) * hd + d) * P + j] = K[static_cast<std::size_t>(j) * kvd + g * hd + d];
     for (int h = 0; h < c.n_heads; ++h) {
       const int g = h / group;
       for (int q0 = 0; q0 < P; q0 += B) {
         const int nq = std::min(B, P - q0);
-        const int n_keys = q0 + nq;
-#pragma omp parallel for schedule(static, 1) if (static_cast<long>(nq) * n_keys * hd >= (1L << 15))
-        for (int i = 0; i < nq; ++i) {
-          const int q = q0 + i;
-          const int lo = c.sliding_window > 0 ? std::max(0, q - c.sliding_window + 1) : 0;  // first key
-          const std::size_t row = static_cast<std::size_t>(q);
-          float* pr = probs.data() + static_cast<std::size_t>(i) * n_keys;
-          const std::size_t first = static_cast<std::size_t>(lo) * kvd + g * hd;
-          lse[i] = ops::attend(ATT.data() + row * qd + h * hd, pr + lo, Q.data() + row * qd + h * hd,
-                               K.data() + first, V.data() + first, q - lo + 1, hd, kvd, scale);
-          std::fill(pr, pr + lo, 0.0f);
-          std::fill(pr + q + 1, pr + n_keys, 0.0f);
-        }
+        const std::size_t row = static_cast<std::size_t>(q0) * qd + h * hd;
+        ops::attend_causal_block(ATT.data() + row, qd, probs.data(), lse.data(), Q.data() + row, qd,
+                                 KT.data() + static_cast<std::size_t>(g) * hd * P, P, V.data() + g * hd, kvd, q0, nq,
+                                 hd, c.sliding_window, scale);
         if (s.observer) s.observer->on_attention(AttentionBlock::prefill(l, h, q0, nq, probs.data(), lse.data()));
       }
     }

@@ -1,5 +1,10 @@
-// Attention of one query row: dot-product scores, softmax (kernels/softmax.h), value mix.
+// Attention: dot-product scores, softmax (kernels/softmax.h), value mix; one query row, or a
+// causal block of prompt rows tiled as 4 queries x 16 keys (8-wide GCC vector extensions).
 #include "kernels/attention.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "kernels/softmax.h"
 
@@ -18,16 +23,49 @@ inline void axpy(float* y, float a, const float* x, int n) {
   for (int i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-}  // namespace
+using f32x8 = float __attribute__((vector_size(32)));
 
-float attend(float* out, float* probs, const float* q, const float* keys, const float* values,
-             int n_keys, int head_dim, long stride, float scale) {
-  for (int j = 0; j < n_keys; ++j) probs[j] = scale * dot(q, keys + j * stride, head_dim);
-  const float lse = softmax(probs, n_keys);
-  for (int i = 0; i < head_dim; ++i) out[i] = 0.0f;
-  for (int j = 0; j < n_keys; ++j) axpy(out, probs[j], values + j * stride, head_dim);
-  return lse;
+inline f32x8 load8(const float* p) {
+  f32x8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
+
+inline void store8(float* p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
+
+constexpr int kRows = 4;   // queries per tile
+constexpr int kKeys = 16;  // keys per tile
+
+// sc[r * n + (j - jb)] = dot(q_r, key j) for the kRows query rows qr[r] and keys jb..jb+n-1.
+void tile_scores(float* sc, int n, const float* const* qr, const float* keys_t, long kt_stride, int jb,
+                 int head_dim) {
+  int j = 0;
+  for (; j + kKeys <= n; j += kKeys) {
+    f32x8 acc[kRows][2] = {};
+    const float* kt = keys_t + jb + j;
+    for (int d = 0; d < head_dim; ++d, kt += kt_stride) {
+      const f32x8 k0 = load8(kt), k1 = load8(kt + 8);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) {
+        const float qd = qr[r][d];
+        acc[r][0] += qd * k0;
+        acc[r][1] += qd * k1;
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      store8(sc + (long)r * n + j, acc[r][0]);
+      store8(sc + (long)r * n + j + 8, acc[r][1]);
+    }
+  }
+  for (; j < n; ++j)
+    for (int r = 0; r < kRows; ++r) {
+      float s = 0.0f;
+      for (int d = 0; d < head_dim; ++d) s += qr[r][d] * keys_t[d * kt_stride + jb + j];
+      sc[(long)r * n + j] = s;
+    }
+}
+
+}  // namespace
 
 float attend_rows(float* out, float* probs, const float* q, const float* keys,
                   const float* values, const int32_t* rows, int n_keys, int head_dim, float scale) {
@@ -40,6 +78,48 @@ float attend_rows(float* out, float* probs, const float* q, const float* keys,
     axpy(out, probs[j], values + static_cast<long>(rows[j]) * head_dim, head_dim);
   }
   return lse;
+}
+
+void attend_causal_block(float* out, long out_stride, float* probs, float* lse, const float* q, long q_stride,
+                         const float* keys_t, long kt_stride, const float* values, long v_stride, int q0, int nq,
+                         int head_dim, int window, float scale) {
+  const int n_keys = q0 + nq;  // length of a probs row
+  const int tiles = (nq + kRows - 1) / kRows;
+  auto lo_of = [window](int pos) { return window > 0 ? std::max(0, pos - window + 1) : 0; };
+#pragma omp parallel for schedule(dynamic, 1) if (static_cast<long>(nq) * n_keys * head_dim >= (1L << 15))
+  for (int t = 0; t < tiles; ++t) {
+    const int i0 = t * kRows, nr = std::min(kRows, nq - i0);
+    const int jb = lo_of(q0 + i0), je = q0 + i0 + nr;  // keys any row of the tile reads: jb..je-1
+    const int n = je - jb;
+    thread_local std::vector<float> sc;   // [kRows, n] scores, then probabilities
+    thread_local std::vector<float> acc;  // [kRows, head_dim] value mix
+    sc.resize((size_t)kRows * n);
+    acc.assign((size_t)kRows * head_dim, 0.0f);
+    const float* qr[kRows];
+    for (int r = 0; r < kRows; ++r) qr[r] = q + (long)(i0 + std::min(r, nr - 1)) * q_stride;
+    tile_scores(sc.data(), n, qr, keys_t, kt_stride, jb, head_dim);
+    for (int r = 0; r < nr; ++r) {
+      const int pos = q0 + i0 + r, lo = lo_of(pos);
+      float* row = sc.data() + (long)r * n;  // row[j - jb] for key j
+      for (int j = lo; j <= pos; ++j) row[j - jb] *= scale;
+      lse[i0 + r] = softmax(row + (lo - jb), pos - lo + 1);
+      std::fill(row, row + (lo - jb), 0.0f);
+      std::fill(row + (pos + 1 - jb), row + n, 0.0f);
+      float* pr = probs + (long)(i0 + r) * n_keys;
+      std::fill(pr, pr + jb, 0.0f);
+      std::copy(row, row + n, pr + jb);
+      std::fill(pr + je, pr + n_keys, 0.0f);
+    }
+    for (int j = jb; j < je; ++j) {
+      const float* v = values + (long)j * v_stride;
+      for (int r = 0; r < nr; ++r) {
+        const float p = sc[(long)r * n + (j - jb)];
+        if (p != 0.0f) axpy(acc.data() + (long)r * head_dim, p, v, head_dim);
+      }
+    }
+    for (int r = 0; r < nr; ++r)
+      std::copy_n(acc.data() + (long)r * head_dim, head_dim, out + (long)(i0 + r) * out_stride);
+  }
 }
 
 }  // namespace kvs::ops

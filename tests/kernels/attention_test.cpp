@@ -1,9 +1,12 @@
-// attend / attend_rows: one query row over strided or listed key/value rows, against a direct
-// double-precision computation.
+// attend_causal_block (a block of prompt rows) and attend_rows (one query over listed key/value
+// rows), against a direct double-precision computation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -45,19 +48,46 @@ Expected naive(const float* q, const float* k, const float* v, const std::vector
   return e;
 }
 
-TEST(Attention, StridedRowsMatchNaive) {
-  const int hd = 16, n = 23, heads = 3;
-  const long stride = heads * hd;  // keys of head 1 inside [n, heads * hd] rows
-  const auto k = random_vec(n * stride, 1), v = random_vec(n * stride, 2), q = random_vec(hd, 3);
-  std::vector<float> out(hd), probs(n);
-  const float scale = 1.0f / 4.0f;
-  const float lse = attend(out.data(), probs.data(), q.data(), k.data() + hd, v.data() + hd, n, hd, stride, scale);
-  std::vector<int> rows(n);
-  for (int j = 0; j < n; ++j) rows[j] = j;
-  const Expected e = naive(q.data(), k.data() + hd, v.data() + hd, rows, hd, stride, scale);
-  EXPECT_NEAR(lse, e.lse, 1e-5);
-  for (int j = 0; j < n; ++j) EXPECT_NEAR(probs[j], e.probs[j], 1e-6);
-  for (int i = 0; i < hd; ++i) EXPECT_NEAR(out[i], e.out[i], 1e-5);
+// A causal block of prompt queries (rows q0..q0+nq-1 of one head among several) against the
+// naive computation of each row: head sizes with and without a vector tail, blocks that are not
+// a multiple of the 4-row tile, blocks past the first, a sliding window.
+TEST(Attention, CausalBlockMatchesNaiveRows) {
+  for (const int hd : {8, 13, 64})
+    for (const int window : {0, 5}) {
+      const int P = 45, heads = 2, h = 1;
+      const long stride = heads * hd;  // [P, heads * hd] rows, head 1 used
+      const auto q = random_vec(P * stride, 10 + hd), k = random_vec(P * stride, 20 + hd),
+                 v = random_vec(P * stride, 30 + hd);
+      std::vector<float> kt(static_cast<std::size_t>(hd) * P);  // [hd, P] head 1's keys transposed
+      for (int j = 0; j < P; ++j)
+        for (int d = 0; d < hd; ++d) kt[(std::size_t)d * P + j] = k[j * stride + h * hd + d];
+      const double scale = 1.0 / std::sqrt((double)hd);
+      for (const auto& [q0, nq] : {std::pair{0, 7}, std::pair{7, 19}, std::pair{26, 19}}) {
+        std::vector<float> out((std::size_t)nq * stride, -7.0f), probs((std::size_t)nq * (q0 + nq), -7.0f), lse(nq);
+        attend_causal_block(out.data() + h * hd, stride, probs.data(), lse.data(), q.data() + q0 * stride + h * hd,
+                            stride, kt.data(), P, v.data() + h * hd, stride, q0, nq, hd, window, (float)scale);
+        for (int i = 0; i < nq; ++i) {
+          const int pos = q0 + i, lo = window > 0 ? std::max(0, pos - window + 1) : 0;
+          std::vector<int> rows;
+          for (int j = lo; j <= pos; ++j) rows.push_back(j);
+          const Expected e = naive(q.data() + pos * stride + h * hd, k.data() + h * hd, v.data() + h * hd, rows, hd,
+                                   stride, scale);
+          SCOPED_TRACE("hd " + std::to_string(hd) + " window " + std::to_string(window) + " query " +
+                       std::to_string(pos));
+          EXPECT_NEAR(lse[i], e.lse, 1e-5);
+          const float* pr = probs.data() + (std::size_t)i * (q0 + nq);
+          double sum = 0.0;
+          for (int j = 0; j < q0 + nq; ++j) {
+            const double want = j >= lo && j <= pos ? e.probs[j - lo] : 0.0;
+            EXPECT_NEAR(pr[j], want, 1e-6) << "key " << j;
+            sum += pr[j];
+          }
+          EXPECT_NEAR(sum, 1.0, 1e-5);
+          for (int d = 0; d < hd; ++d) EXPECT_NEAR(out[(std::size_t)i * stride + h * hd + d], e.out[d], 1e-5);
+          EXPECT_EQ(out[(std::size_t)i * stride], -7.0f) << "another head's output was written";
+        }
+      }
+    }
 }
 
 TEST(Attention, ListedRowsReadOnlyThoseRows) {
