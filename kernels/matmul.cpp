@@ -1,8 +1,11 @@
-// Matvec (one streamed weight row at a time) and blocked matmul (register tiles of R weight rows x
-// T tokens) over row-major fp32 weights, with 8-wide GCC vector extensions (AVX/FMA when native).
+// Matvec (one streamed weight row at a time) and blocked matmul (weights packed into 16-row
+// panels, outer-product tiles of 6 tokens x 16 rows) over row-major fp32 weights, with 8-wide GCC
+// vector extensions (AVX/FMA when native).
 #include "kernels/matmul.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace kvs::ops {
 namespace {
@@ -19,31 +22,53 @@ inline float hsum(f32x8 v) {
   return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
 
-// out[t * out_stride + r] = dot(w[r], x[t]) for an R x T tile; w rows and x rows have `cols`
-// contiguous floats, consecutive rows `cols` apart.
-template <int R, int T>
-inline void tile(float* out, int out_stride, const float* w, const float* x, int cols) {
-  f32x8 acc[R][T] = {};
-  int k = 0;
-  for (; k + 8 <= cols; k += 8) {
-    f32x8 xv[T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) xv[t] = load8(x + static_cast<long>(t) * cols + k);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const f32x8 wv = load8(w + static_cast<long>(r) * cols + k);
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) acc[r][t] += wv * xv[t];
+constexpr int kPanel = 16;  // weight rows per packed panel: two 8-wide vectors
+constexpr int kTile = 6;    // tokens per micro-tile: 6 x 2 accumulators, 2 panel loads and 6
+                            // broadcasts per 12 multiply-adds
+
+// y[t * y_stride + r] = sum_k x[t * cols + k] * panel[k * kPanel + r] for tokens t < NT and
+// the panel's rows r < n_rows (the panel is zero past them). Outer products: no horizontal sums.
+template <int NT>
+inline void micro_tile(float* y, long y_stride, const float* x, const float* panel, int cols, int n_rows) {
+  f32x8 acc[NT][2] = {};
+  for (int k = 0; k < cols; ++k) {
+    const f32x8 w0 = load8(panel + k * kPanel), w1 = load8(panel + k * kPanel + 8);
+#pragma GCC unroll 6
+    for (int t = 0; t < NT; ++t) {
+      const float xt = x[static_cast<long>(t) * cols + k];
+      acc[t][0] += xt * w0;
+      acc[t][1] += xt * w1;
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) {
-      float s = hsum(acc[r][t]);
-      const float* wr = w + static_cast<long>(r) * cols;
-      const float* xt = x + static_cast<long>(t) * cols;
-      for (int j = k; j < cols; ++j) s += wr[j] * xt[j];
-      out[static_cast<long>(t) * out_stride + r] = s;
+  for (int t = 0; t < NT; ++t) {
+    float* yt = y + t * y_stride;
+    if (n_rows == kPanel) {
+      std::memcpy(yt, &acc[t][0], sizeof(f32x8));
+      std::memcpy(yt + 8, &acc[t][1], sizeof(f32x8));
+    } else {
+      float full[kPanel];
+      std::memcpy(full, &acc[t][0], sizeof(f32x8));
+      std::memcpy(full + 8, &acc[t][1], sizeof(f32x8));
+      std::memcpy(yt, full, sizeof(float) * n_rows);
     }
+  }
+}
+
+// Tokens [t0, t1) against one packed panel of n_rows rows starting at row r0.
+void panel_rows(float* y, int rows, const float* x, const float* panel, int cols, int r0, int n_rows, int t0,
+                int t1) {
+  int t = t0;
+  for (; t + kTile <= t1; t += kTile)
+    micro_tile<kTile>(y + static_cast<long>(t) * rows + r0, rows, x + static_cast<long>(t) * cols, panel, cols, n_rows);
+  float* yt = y + static_cast<long>(t) * rows + r0;
+  const float* xt = x + static_cast<long>(t) * cols;
+  switch (t1 - t) {
+    case 5: micro_tile<5>(yt, rows, xt, panel, cols, n_rows); break;
+    case 4: micro_tile<4>(yt, rows, xt, panel, cols, n_rows); break;
+    case 3: micro_tile<3>(yt, rows, xt, panel, cols, n_rows); break;
+    case 2: micro_tile<2>(yt, rows, xt, panel, cols, n_rows); break;
+    case 1: micro_tile<1>(yt, rows, xt, panel, cols, n_rows); break;
+    default: break;
   }
 }
 
@@ -86,31 +111,26 @@ void matvec_rows(std::span<const MatvecJob> jobs, const float* x, int cols, long
   }
 }
 
+// Tokens are taken in chunks whose activations stay in the L2 cache while every 16-row panel of
+// W passes over them; panels are dealt out to the threads, each packing its panel k-major
+// (column k holds rows 16p..16p+15, zero past the last row) into a buffer of its own first —
+// 1/96 of the panel's multiply-adds.
 void matmul(float* y, const float* x, const float* w, int n, int rows, int cols) {
-  constexpr int kTokenChunk = 64;  // tokens whose activations stay cache-resident per weight pass
-  const int row_tiles = (rows + 3) / 4;
+  constexpr int kTokenChunk = 96;  // 96 x cols floats of X per chunk (L2-resident)
+  const int n_panels = (rows + kPanel - 1) / kPanel;
   const bool parallel = static_cast<long>(rows) * cols * n >= kParallelMinWork;
   for (int t0 = 0; t0 < n; t0 += kTokenChunk) {
-    const int nt = n - t0 < kTokenChunk ? n - t0 : kTokenChunk;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int i = 0; i < row_tiles; ++i) {
-      // Weight rows r0..r0+R-1 against tokens t0..t0+nt-1, four tokens at a time.
-      const int r0 = 4 * i;
-      const float* wr = w + static_cast<long>(r0) * cols;
-      for (int t = t0; t < t0 + nt;) {
-        float* yt = y + static_cast<long>(t) * rows + r0;
-        const float* xt = x + static_cast<long>(t) * cols;
-        const bool four_tokens = t + 4 <= t0 + nt;
-        if (r0 + 4 <= rows) {
-          four_tokens ? tile<4, 4>(yt, rows, wr, xt, cols) : tile<4, 1>(yt, rows, wr, xt, cols);
-        } else {
-          for (int r = 0; r < rows - r0; ++r) {
-            const float* w1 = wr + static_cast<long>(r) * cols;
-            four_tokens ? tile<1, 4>(yt + r, rows, w1, xt, cols) : tile<1, 1>(yt + r, rows, w1, xt, cols);
-          }
-        }
-        t += four_tokens ? 4 : 1;
+    const int t1 = std::min(n, t0 + kTokenChunk);
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+    for (int p = 0; p < n_panels; ++p) {
+      thread_local std::vector<float> panel;  // [cols, kPanel] this thread's packed panel
+      panel.resize(static_cast<std::size_t>(cols) * kPanel);
+      const int r0 = p * kPanel, n_rows = std::min(kPanel, rows - r0);
+      for (int r = 0; r < kPanel; ++r) {
+        const float* wr = w + static_cast<long>(r0 + r) * cols;
+        for (int k = 0; k < cols; ++k) panel[static_cast<std::size_t>(k) * kPanel + r] = r < n_rows ? wr[k] : 0.0f;
       }
+      panel_rows(y, rows, x, panel.data(), cols, r0, n_rows, t0, t1);
     }
   }
 }

@@ -108,10 +108,14 @@ TEST(HfModel, EngineGivesTheSameLogitsAndAttentionAsTheCheckpoint) {
   auto pb = b.prefill(prompt);
   for (int step = 0; step < 20; ++step) {
     ASSERT_EQ(pa.size(), pb.size());
-    float max_diff = 0.0f;
-    for (std::size_t i = 0; i < pa.size(); ++i)
+    // The layouts differ by a permutation of each head's q/k components, so the score sums run
+    // in another order: logits agree to a few float32 ulps of the largest, not bit for bit.
+    float max_diff = 0.0f, max_abs = 0.0f;
+    for (std::size_t i = 0; i < pa.size(); ++i) {
       max_diff = std::max(max_diff, std::fabs(pa[i] - pb[i]));
-    EXPECT_LT(max_diff, 1e-5f) << "step " << step;
+      max_abs = std::max(max_abs, std::fabs(pa[i]));
+    }
+    EXPECT_LT(max_diff, 1e-6f * max_abs) << "step " << step << ", largest logit " << max_abs;
     const int next_a = static_cast<int>(std::max_element(pa.begin(), pa.end()) - pa.begin());
     const int next_b = static_cast<int>(std::max_element(pb.begin(), pb.end()) - pb.begin());
     ASSERT_EQ(next_a, next_b) << "step " << step;
