@@ -205,10 +205,11 @@ inline void read_whole_trace(const std::string& path) {
 // Raw bytes as a trace file: also exercises libhdf5's own parser (long runs only, see fuzz.sh).
 inline void trace_bytes(const uint8_t* data, size_t size) { read_whole_trace(scratch_file("trace.h5", data, size)); }
 
-// Edits applied through the HDF5 API to a valid trace (tests/fuzz/corpus/trace_bytes/with_runs.h5).
+// Edits applied through the HDF5 API to a valid trace (tests/fuzz/corpus/trace_bytes/with_runs_packed.h5,
+// decode chunks as the writer packs them).
 inline void trace(const uint8_t* data, size_t size) {
   static const std::string seed = [] {
-    std::FILE* f = std::fopen(KVSCOPE_SOURCE_DIR "/tests/fuzz/corpus/trace_bytes/with_runs.h5", "rb");
+    std::FILE* f = std::fopen(KVSCOPE_SOURCE_DIR "/tests/fuzz/corpus/trace_bytes/with_runs_packed.h5", "rb");
     if (!f) std::abort();
     std::string bytes;
     char buf[65536];

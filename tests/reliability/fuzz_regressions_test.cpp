@@ -101,11 +101,23 @@ TEST(FuzzRegressions, TraceCrashingLibhdf5IsAnInputError) {
 
 // The child that parses a trace first is invisible for a sound file: same metadata, no error.
 TEST(FuzzRegressions, SoundTracesPassTheIsolatedParse) {
-  for (const char* name : {"with_runs.h5", "recorded_f16.h5"}) {
+  // *_packed: decode chunks per (step, layer) packed by KVScope; the others: one chunk per step
+  // packed by HDF5 (earlier writers). Both read the same rows.
+  for (const char* name : {"with_runs.h5", "recorded_f16.h5", "with_runs_packed.h5", "recorded_f16_packed.h5"}) {
     const std::string path = std::string(KVSCOPE_SOURCE_DIR "/tests/fuzz/corpus/trace_bytes/") + name;
     TraceReader r(path);
     EXPECT_GT(r.meta().n_steps, 0) << path;
     EXPECT_EQ(r.token_texts().size(), static_cast<std::size_t>(r.meta().total_len())) << path;
+    std::vector<float> rows, lse;
+    for (int s = 0; s < r.meta().n_steps; ++s) {
+      r.read_decode_step(s, rows, lse);
+      const int L = r.meta().shape.n_layers, H = r.meta().shape.n_heads, T = r.meta().total_len();
+      for (int i = 0; i < L * H; ++i) {
+        double sum = 0.0;
+        for (int k = 0; k < T; ++k) sum += rows[(std::size_t)i * T + k];
+        EXPECT_NEAR(sum, 1.0, 2e-3) << path << " step " << s << " row " << i;  // float16 rows
+      }
+    }
   }
 }
 
