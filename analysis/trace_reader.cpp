@@ -111,7 +111,10 @@ struct TraceReader::Impl {
       h5::Handle f16 = h5::float16_type();
       const std::vector<hsize_t> c =
           h5::shuffle_deflate_chunk(ds, meta.decode_dtype == "float16" ? f16.get() : H5T_IEEE_F32LE);
-      if (c.size() == 4 && c[0] == 1 && c[1] == 1 && c[2] == H && c[3] >= T) packed_width = c[3];
+      if (c.size() == 4 && c[0] == 1 && c[1] == 1 && c[2] == H && c[3] >= T) {
+        h5::check_chunks(ds);  // what read_box checks before every read, once for the packed path
+        packed_width = c[3];
+      }
     }
     guard.need(n, 4, ts::kDecodeQueryPos);
     qpos.resize(n);
@@ -211,8 +214,11 @@ bool TraceReader::Impl::read_packed_step(hid_t decode, hsize_t s, std::vector<fl
   const hsize_t L = meta.shape.n_layers, H = meta.shape.n_heads, T = meta.total_len(), width = packed_width;
   const size_t elem = meta.decode_dtype == "float16" ? 2 : 4;
   std::vector<std::vector<uint8_t>> stored(L);  // [L] each chunk's stored bytes
-  for (hsize_t l = 0; l < L; ++l)
+  for (hsize_t l = 0; l < L; ++l) {
     if (!h5::read_chunk(decode, {s, l, 0, 0}, stored[l])) return false;
+    // deflate expands at most ~1032x: a larger declared chunk is corrupt, not allocated here
+    if (H * width * elem > 1032 * stored[l].size() + 1024) return false;
+  }
   std::vector<uint8_t> ok(L, 0);  // [L] 1 once layer l unpacked
   parallel_for((int)L, [&](int l) {
     thread_local std::vector<uint8_t> raw;  // [H, width] elements
