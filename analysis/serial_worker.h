@@ -1,6 +1,10 @@
 // SerialWorker: one background thread running jobs in submission order, with a bounded queue
 // (submit blocks while it is full) and the first job's exception kept and rethrown to the
-// submitting side. The trace recorder uses it to overlap writing with inference.
+// submitting side. The trace recorder uses it to overlap writing with inference. The thread runs
+// at the lowest priority (nice 19): on a machine whose cores all run decode threads, a writer of
+// equal priority preempted them mid-product, and the team's join then waited for the preempted
+// one (capture cost +16-18% at a 512-token context on 2 cores, +8-10% at nice 19). It cannot fall
+// behind for long: a full queue blocks the submitter, which frees a core.
 #pragma once
 #include <condition_variable>
 #include <cstddef>

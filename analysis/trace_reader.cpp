@@ -233,7 +233,7 @@ bool TraceReader::Impl::read_packed_step(hid_t decode, hsize_t s, std::vector<fl
         std::memcpy(dst, src, T * sizeof(float));
     }
     ok[l] = 1;
-  });
+  }, L * H * width * elem >= (256u << 10));  // smaller steps unpack on this thread
   return std::find(ok.begin(), ok.end(), 0) == ok.end();
 }
 

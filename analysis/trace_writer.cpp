@@ -23,6 +23,7 @@ namespace ts = trace_schema;
 namespace {
 
 constexpr int kDeflateLevel = 1;  // libdeflate's level 1 packs attention rows as zlib's level 4
+constexpr size_t kParallelBytes = 256 << 10;  // raw bytes below which one thread packs a step
 
 // The stored bytes of one chunk of `rows` rows x `width` elements of fp16 or fp32 (elem 2 or 4)
 // whose row r holds src[r * src_stride .. + len) and zeros after (len <= width).
@@ -168,9 +169,12 @@ void TraceWriter::write_decode_step(int step, int q_pos, std::span<const float> 
     throw std::invalid_argument("TraceWriter: decode step " + std::to_string(step) + " has rows/lse of the wrong size");
   // Packed outside HDF5's lock: [L] chunks of [H, T_alloc].
   std::vector<std::vector<uint8_t>> chunks(w.L);
-  parallel_for((int)w.L, [&](int l) {
-    chunks[l] = pack_rows(rows.data() + (size_t)l * w.H * len, w.H, len, len, w.T_alloc, w.decode_elem());
-  });
+  parallel_for(
+      (int)w.L,
+      [&](int l) {
+        chunks[l] = pack_rows(rows.data() + (size_t)l * w.H * len, w.H, len, len, w.T_alloc, w.decode_elem());
+      },
+      w.L * w.H * w.T_alloc * w.decode_elem() >= kParallelBytes);
   w.guarded("cannot write trace", [&] {
     const hsize_t n = (hsize_t)step + 1;
     w.row_len = std::max(w.row_len, len);

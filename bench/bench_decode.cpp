@@ -1,5 +1,7 @@
 // Decode throughput against the memory-bandwidth limit: a stories110M-shaped llama2.c model with
-// random weights (or a model file given as argv[1]), hooks off vs every decode row captured.
+// random weights (or a model file given as argv[1]), hooks off vs every decode row captured into
+// an HDF5 trace by the recorder (float32 rows, the default; written to /tmp and removed), after a
+// 32-token prompt and after one filling half the context.
 // Usage: bench_decode [model_path] [decode_steps]
 // Runs with OMP_WAIT_POLICY=passive unless the caller set a policy (it re-executes itself): with
 // spinning barriers, two threads on a busy 2-core machine lose most of their time waiting.
@@ -12,9 +14,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "analysis/recorder.h"
 #include "bench/random_model.h"
 #include "inference/engine.h"
 #include "inference/errors.h"
@@ -87,24 +91,16 @@ class BandwidthProbe {
   volatile float keep_result_ = 0;  // stops the compiler from dropping the reads
 };
 
-// Copies every decode row into a dense [steps, layers, heads, seq_len] buffer, as a trace
-// recorder does (zeros where a key was not attended).
-class RowCapture : public kvs::AttentionObserver {
- public:
-  RowCapture(const kvs::ModelConfig& c, int steps, int first_pos)
-      : heads_(c.n_heads), layers_(c.n_layers), width_(c.seq_len), first_pos_(first_pos),
-        rows_(static_cast<std::size_t>(steps) * c.n_layers * c.n_heads * c.seq_len, 0.0f) {}
-  void on_attention(const kvs::AttentionBlock& b) override {
-    if (!b.decode) return;
-    const std::size_t step = static_cast<std::size_t>(b.q_pos0 - first_pos_);
-    float* row = rows_.data() + ((step * layers_ + b.layer) * heads_ + b.head) * width_;
-    for (int j = 0; j < b.n_keys; ++j) row[b.key(j)] = b.probs[j];
-  }
-
- private:
-  int heads_, layers_, width_, first_pos_;
-  std::vector<float> rows_;  // [steps, layers, heads, seq_len]
-};
+// The trace every decode row goes into: the recorder's meta for `model` and `prompt`.
+kvs::TraceMeta trace_meta(const kvs::Model& model, int prompt_len) {
+  const kvs::ModelConfig& c = model.config;
+  kvs::TraceMeta m;
+  m.model = c.name;
+  m.shape = {c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim};
+  m.vocab_size = c.vocab_size;
+  m.prompt_len = prompt_len;
+  return m;
+}
 
 struct DecodeRun {
   double tok_per_s = 0.0;     // median over chunks of kChunk steps
@@ -114,9 +110,12 @@ struct DecodeRun {
 
 constexpr int kChunk = 16;
 
-// One engine decoding greedily from its prompt, kChunk steps per call.
+// One engine decoding greedily from its prompt, kChunk steps per call; `settle` (when set) runs
+// inside each chunk's time after its steps: the recorder's pending writes, so that they are
+// charged to the capturing engine, not to the next chunk of the other one.
 struct Decoder {
   kvs::Engine& engine;
+  std::function<void()> settle;
   int token = 0;
   std::vector<double> rates;   // tok/s of each chunk
   std::vector<double> ratios;  // each chunk's tok/s ÷ its bandwidth limit
@@ -135,6 +134,7 @@ struct Decoder {
       const auto logits = engine.decode(token);
       token = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
+    if (settle) settle();
     rates.push_back(n / seconds_since(t0));
     bytes_sum += chunk_bytes;
     steps += n;
@@ -152,16 +152,19 @@ struct Timing {
   double bandwidth = 0.0;  // median of the probes, bytes/s
 };
 
-// Decodes `steps` tokens with hooks off and with `observer`, alternating kChunk-step chunks so
-// that both see the same machine load. The bandwidth is probed between chunk pairs; each chunk's
-// limit uses the better of the probes just before and just after it.
-Timing time_decode(const kvs::Model& model, const std::vector<int>& prompt, int steps,
-                   kvs::AttentionObserver* observer, BandwidthProbe& probe) {
+// Decodes `steps` tokens with hooks off and with every row recorded into a trace, alternating
+// kChunk-step chunks so that both see the same machine load. The bandwidth is probed between
+// chunk pairs; each chunk's limit uses the better of the probes just before and just after it.
+Timing time_decode(const kvs::Model& model, const std::vector<int>& prompt, int steps, BandwidthProbe& probe) {
+  const std::string out = "/tmp/kvscope_bench_decode_" + std::to_string(::getpid()) + ".h5";
+  kvs::TraceRecorder recorder(out, trace_meta(model, static_cast<int>(prompt.size())), steps);
   kvs::Engine off(model), on(model);
+  on.set_observer(&recorder);
   off.prefill(prompt);
   on.prefill(prompt);
-  on.set_observer(observer);
-  Decoder a{off, prompt.back(), {}, {}, 0.0, 0}, b{on, prompt.back(), {}, {}, 0.0, 0};
+  recorder.writer();  // the prompt's evidence written before timing starts
+  Decoder a{off, {}, prompt.back(), {}, {}, 0.0, 0};
+  Decoder b{on, [&recorder] { recorder.writer(); }, prompt.back(), {}, {}, 0.0, 0};
   std::vector<double> probed;
   double before = probe.measure(2);
   for (int done = 0; done < steps; done += kChunk) {
@@ -196,11 +199,6 @@ int main(int argc, char** argv) {
                 c.n_layers, c.n_heads, c.n_kv_heads, c.hidden_dim, c.vocab_size, seconds_since(t0));
     BandwidthProbe probe(std::size_t{512} << 20);
 
-    const int prompt_len = std::min(32, c.seq_len / 4);
-    const int n_steps = std::min(steps, c.seq_len - prompt_len);
-    std::vector<int> prompt(prompt_len);
-    for (int i = 0; i < prompt_len; ++i) prompt[i] = (i * 7919 + 1) % c.vocab_size;
-
     // Prefill throughput on a longer prompt (blocked matmul path).
     const int prefill_len = std::min(128, c.seq_len);
     std::vector<int> long_prompt(prefill_len);
@@ -209,26 +207,26 @@ int main(int argc, char** argv) {
     t0 = Clock::now();
     engine.prefill(long_prompt);
     const double prefill_s = seconds_since(t0);
-    RowCapture capture(c, n_steps, prompt_len);
-    const Timing t = time_decode(model, prompt, n_steps, &capture, probe);
     const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
-    std::printf("threads: %d (OMP_WAIT_POLICY=%s); memory bandwidth (streaming read of 512 MiB "
-                "between decode chunks, median): %.1f GB/s\n",
-                omp_get_max_threads(), wait_policy ? wait_policy : "unset", t.bandwidth / 1e9);
-
+    std::printf("threads: %d (OMP_WAIT_POLICY=%s)\n", omp_get_max_threads(), wait_policy ? wait_policy : "unset");
+    std::printf("prefill: %d tokens in %.3f s (%.0f tok/s)\n", prefill_len, prefill_s, prefill_len / prefill_s);
+    std::printf("decode: %d steps per prompt, hooks off and recording alternating in %d-step chunks; tok/s "
+                "and ratio = medians over chunks, each chunk's limit from the memory bandwidth probed "
+                "beside it (streaming read of 512 MiB)\n\n", steps, kChunk);
+    std::printf("| prompt | hooks | tok/s | MB read/token (weights + KV) | bandwidth GB/s | limit tok/s | ratio to limit | capture overhead |\n");
+    std::printf("|---|---|---|---|---|---|---|---|\n");
     const double weight_bytes = static_cast<double>(model.weight_bytes_per_token());
-    std::printf("prefill: %d tokens in %.3f s (%.0f tok/s)\n", prefill_len, prefill_s,
-                prefill_len / prefill_s);
-    std::printf("decode: %d steps after a %d-token prompt, hooks off and on alternating in %d-step "
-                "chunks; tok/s and ratio = medians over chunks, each chunk's limit from the "
-                "bandwidth probed beside it\n\n", n_steps, prompt_len, kChunk);
-    std::printf("| hooks | tok/s | MB read/token (weights + KV) | limit tok/s at the median bandwidth | ratio to limit | capture overhead |\n");
-    std::printf("|---|---|---|---|---|---|\n");
-    for (const auto& [name, r] : {std::pair{"off", t.off}, std::pair{"every decode row captured", t.on}}) {
-      const double overhead = 100.0 * (t.off.tok_per_s / r.tok_per_s - 1.0);
-      std::printf("| %s | %.1f | %.1f (%.1f + %.1f) | %.1f | %.2f | %+.1f%% |\n", name, r.tok_per_s,
-                  r.bytes_avg / 1e6, weight_bytes / 1e6, (r.bytes_avg - weight_bytes) / 1e6,
-                  t.bandwidth / r.bytes_avg, r.ratio, overhead);
+    for (const int prompt_len : {std::min(32, c.seq_len / 4), c.seq_len / 2}) {
+      const int n_steps = std::min(steps, c.seq_len - prompt_len);
+      std::vector<int> prompt(prompt_len);
+      for (int i = 0; i < prompt_len; ++i) prompt[i] = (i * 7919 + 1) % c.vocab_size;
+      const Timing t = time_decode(model, prompt, n_steps, probe);
+      for (const auto& [name, r] : {std::pair{"off", t.off}, std::pair{"every row into a trace", t.on}}) {
+        const double overhead = 100.0 * (t.off.tok_per_s / r.tok_per_s - 1.0);
+        std::printf("| %d | %s | %.1f | %.1f (%.1f + %.1f) | %.1f | %.1f | %.2f | %+.1f%% |\n", prompt_len, name,
+                    r.tok_per_s, r.bytes_avg / 1e6, weight_bytes / 1e6, (r.bytes_avg - weight_bytes) / 1e6,
+                    t.bandwidth / 1e9, t.bandwidth / r.bytes_avg, r.ratio, overhead);
+      }
     }
     return 0;
   } catch (const kvs::InputError& e) {
