@@ -128,7 +128,8 @@ std::vector<int> ByteLevelBpeTokenizer::encode(std::string_view text, bool add_b
       continue;
     }
     std::string prefixed;
-    std::string_view plain = part.text;
+    const std::string normalized = unicode_normalize(part.text, vocab_.normalization);
+    std::string_view plain = normalized;
     if (vocab_.add_prefix_space && plain[0] != ' ') {  // per text segment, as Hugging Face does
       prefixed.reserve(plain.size() + 1);
       prefixed += ' ';

@@ -10,6 +10,7 @@
 
 #include "inference/pretokenizer.h"
 #include "inference/tokenizer.h"
+#include "inference/unicode_normalize.h"
 
 namespace kvs {
 
@@ -23,6 +24,7 @@ struct BpeVocab {
   std::string pre_name;                   // e.g. "smollm", "llama3"
   bool add_prefix_space = false;  // ByteLevel add_prefix_space: a space before the first piece
   bool ignore_merges = false;     // a pre-token that is a whole vocabulary entry is kept as is
+  UnicodeForm normalization = UnicodeForm::None;  // applied to text between special tokens
   int bos_id = -1;
   int eos_id = -1;
   bool add_bos = false;

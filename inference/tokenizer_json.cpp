@@ -176,7 +176,9 @@ void spm_settings(const std::string& path, const Json& j, SpmVocab& v) {
   }
   for (const Json* s : steps) {
     const std::string type = s->get_string("type", "");
-    if (type == "Prepend" && s->get_string("prepend", "") == kSpace) {
+    if (unicode_form_named(type, v.normalization)) {
+      // composed or decomposed before the other steps, as listed first in the files seen
+    } else if (type == "Prepend" && s->get_string("prepend", "") == kSpace) {
       v.add_space_prefix = true;
     } else if (type == "Replace" && s->find("pattern") &&
                s->find("pattern")->get_string("String", "") == " " &&
@@ -250,10 +252,13 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
   if (byte_level) {
     BpeVocab v;
     v.source = path;
-    if (const Json* n = j.find("normalizer");
-        n && !n->is_null() && n->get_string("type", "") != "NFC") {
-      throw input_error(
-          path, "unsupported normalizer \"" + n->get_string("type", "") + "\" for byte-level BPE");
+    if (const Json* n = j.find("normalizer"); n && !n->is_null()) {
+      const Json* form = n;  // a Unicode form, alone or as the only step of a Sequence
+      if (n->get_string("type", "") == "Sequence" && list_of(*n, "normalizers").size() == 1)
+        form = &list_of(*n, "normalizers").front();
+      if (!unicode_form_named(form->get_string("type", ""), v.normalization))
+        throw input_error(path, "unsupported normalizer \"" + form->get_string("type", "") +
+                                    "\" for byte-level BPE (supported: NFC, NFD, NFKC, NFKD)");
     }
     byte_level_patterns(path, j.find("pre_tokenizer"), v);
     v.pre_name = family_of(v.pre_patterns);

@@ -70,7 +70,8 @@ int SpmTokenizer::byte_token(unsigned char byte) const {
 
 void SpmTokenizer::encode_fragment(std::string_view text, bool prefix,
                                    std::vector<int>& out) const {
-  const std::string normalized = (prefix ? kSpace : std::string()) + replace_all(text, " ", kSpace);
+  const std::string normalized =
+      (prefix ? kSpace : std::string()) + replace_all(unicode_normalize(text, vocab_.normalization), " ", kSpace);
   PairPriority priority;
   if (vocab_.merges.empty()) {
     priority = [this](std::string_view a, std::string_view b) -> std::optional<double> {

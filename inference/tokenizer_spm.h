@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "inference/tokenizer.h"
+#include "inference/unicode_normalize.h"
 
 namespace kvs {
 
@@ -35,6 +36,7 @@ struct SpmVocab {
   bool prefix_after_special = true;  // also prefix text that follows a special token
   bool split_words = false;          // BPE each "▁word" separately (Metaspace split)
   bool match_special = true;         // match control / user-defined tokens' text in the input
+  UnicodeForm normalization = UnicodeForm::None;  // applied to text between special tokens first
 };
 
 class SpmTokenizer : public Tokenizer {

@@ -50,6 +50,23 @@ TEST(TokenizerJson, Stories260KMatchesTok512) {
   EXPECT_EQ(json->encode("Once upon a time", true), (std::vector<int>{1, 403, 407, 261, 378}));
 }
 
+// A Unicode form among a SentencePiece-style file's normalizer steps is applied before them: with
+// NFKC first, the ligature "ﬁ" (U+FB01) and a decomposed "é" tokenize as "fi" and U+00E9 do.
+TEST(TokenizerJson, SentencePieceNormalizerWithAUnicodeForm) {
+  const std::vector<char> raw = testing::read_bytes(shared_model("stories260K-hf/tokenizer.json"));
+  std::string text(raw.begin(), raw.end());
+  const std::string steps = "\"normalizers\": [";
+  text.insert(text.find(steps) + steps.size(), "{\"type\": \"NFKC\"}, ");
+  TempDir dir;
+  write_bytes(dir.file("tokenizer.json"), text.data(), text.size());
+  const auto nfkc = load_tokenizer_json(dir.file("tokenizer.json"));
+  const auto plain = load_tokenizer_json(shared_model("stories260K-hf/tokenizer.json"));
+  const std::string odd = "\xEF\xAC\x81sh caf" "e\xCC\x81", canonical = "fish caf\xC3\xA9";
+  EXPECT_NE(plain->encode(odd, true), plain->encode(canonical, true));
+  EXPECT_EQ(nfkc->encode(odd, true), plain->encode(canonical, true));
+  for (const std::string& t : kTexts) EXPECT_EQ(nfkc->encode(t, true), plain->encode(t, true)) << t;  // already NFKC
+}
+
 TEST(TokenizerJson, MetaspaceVariantMatches) {
   const std::vector<char> raw = testing::read_bytes(shared_model("stories260K-hf/tokenizer.json"));
   std::string text(raw.begin(), raw.end());
@@ -128,7 +145,8 @@ class ByteLevelJson {
   int id(const std::string& token) const { return ids_.at(token); }
   int im_start_id() const { return static_cast<int>(ids_.size()); }  // first added token
 
-  std::string write(const TempDir& dir, const std::string& pre_tokenizer, bool with_bos) const {
+  std::string write(const TempDir& dir, const std::string& pre_tokenizer, bool with_bos,
+                    const std::string& normalizer = "null") const {
     const int n = static_cast<int>(ids_.size());
     std::string vocab;
     for (const auto& [token, id] : ids_) {
@@ -145,7 +163,7 @@ class ByteLevelJson {
     const std::string text =
         "{\"version\": \"1.0\", \"added_tokens\": [{\"id\": " + std::to_string(n) +
         ", \"content\": \"<|im_start|>\", \"special\": true}, {\"id\": " + std::to_string(n + 1) +
-        ", \"content\": \"<|begin_of_text|>\", \"special\": true}], \"normalizer\": null, "
+        ", \"content\": \"<|begin_of_text|>\", \"special\": true}], \"normalizer\": " + normalizer + ", "
         "\"pre_tokenizer\": " +
         pre_tokenizer + ", \"post_processor\": " + post +
         ", \"decoder\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {" +
@@ -220,6 +238,31 @@ TEST(TokenizerJson, ByteLevelFamilies) {
       EXPECT_EQ(tok->encode("1", true).front(), tok->bos_id());
     }
   }
+}
+
+// Qwen2's {"type": "NFC"} (and the other forms): text between special tokens is normalized before
+// it is split, so a decomposed "e" + U+0301 and a precomposed U+00E9 give the same tokens.
+TEST(TokenizerJson, ByteLevelNormalizers) {
+  const ByteLevelJson v;
+  const std::string composed = "caf\xC3\xA9 \xEF\xAC\x81", decomposed = "cafe\xCC\x81 \xEF\xAC\x81";  // + "ﬁ"
+  TempDir none_dir, nfc_dir, nfd_dir, nfkc_dir, seq_dir;
+  const auto none = load_tokenizer_json(v.write(none_dir, split_pre(kQwen2Pattern), false));
+  const auto nfc = load_tokenizer_json(v.write(nfc_dir, split_pre(kQwen2Pattern), false, "{\"type\": \"NFC\"}"));
+  const auto nfd = load_tokenizer_json(v.write(nfd_dir, split_pre(kQwen2Pattern), false, "{\"type\": \"NFD\"}"));
+  const auto nfkc = load_tokenizer_json(v.write(nfkc_dir, split_pre(kQwen2Pattern), false, "{\"type\": \"NFKC\"}"));
+  const auto seq = load_tokenizer_json(v.write(seq_dir, split_pre(kQwen2Pattern), false,
+                                               "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}]}"));
+  EXPECT_NE(none->encode(decomposed, false), none->encode(composed, false));
+  EXPECT_EQ(nfc->encode(decomposed, false), none->encode(composed, false));
+  EXPECT_EQ(seq->encode(decomposed, false), none->encode(composed, false));
+  EXPECT_EQ(nfd->encode(composed, false), none->encode(decomposed, false));
+  EXPECT_EQ(nfkc->encode(decomposed, false), none->encode("caf\xC3\xA9 fi", false));  // the ligature too
+  // Special tokens are matched on the text as written, then the text around them normalized.
+  const std::vector<int> chat = nfc->encode("<|im_start|>" + decomposed, false);
+  EXPECT_EQ(chat.front(), v.im_start_id());
+  EXPECT_EQ(std::vector<int>(chat.begin() + 1, chat.end()), none->encode(composed, false));
+  // Bytes that are not UTF-8 are encoded as they are.
+  EXPECT_EQ(nfc->decode(nfc->encode("a\xFF\xFE" "b", false)), "a\xFF\xFE" "b");
 }
 
 TEST(TokenizerJson, BadFiles) {
