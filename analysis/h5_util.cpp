@@ -468,9 +468,9 @@ void write_box(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& start,
 void check_chunks(hid_t dataset) {
   Handle plist = plist_handle(H5Dget_create_plist(dataset), "dataset layout");
   if (H5Pget_layout(plist) != H5D_CHUNKED) return;
+  hsize_t file_size = 0;
   {
     Handle file = file_handle(H5Iget_file_id(dataset), "file");
-    hsize_t file_size = 0;
     check(H5Fget_filesize(file, &file_size), "file size");
     if (H5Dget_storage_size(dataset) > file_size)
       throw Error("chunks claim " + std::to_string(H5Dget_storage_size(dataset)) + " bytes, more than the file's " +
@@ -487,6 +487,14 @@ void check_chunks(hid_t dataset) {
     if (chunk[i] == 0 || (maxdims[i] != H5S_UNLIMITED && chunk[i] > std::max<hsize_t>(maxdims[i], 1)))
       throw Error("chunk dimension " + std::to_string(chunk[i]) + " exceeds the dataset's extent " +
                   std::to_string(maxdims[i]));
+  // HDF5 allocates a whole chunk to read any of it. A stored chunk holds at least 1/1032 of its
+  // bytes (deflate's best ratio), so a chunk larger than that many times the file (an unlimited
+  // axis lets a corrupt one through the check above) cannot have been written into it.
+  long double chunk_bytes = (long double)dataset_type_size(dataset);
+  for (hsize_t c : chunk) chunk_bytes *= (long double)c;
+  if (chunk_bytes > 1032.0L * (long double)file_size + (1 << 20))
+    throw Error("chunks of " + std::to_string((uint64_t)std::min(chunk_bytes, 1e19L)) +
+                " bytes cannot come from a file of " + std::to_string(file_size) + " bytes");
 }
 
 void read_box(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count,

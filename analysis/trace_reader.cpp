@@ -112,7 +112,7 @@ struct TraceReader::Impl {
       const std::vector<hsize_t> c =
           h5::shuffle_deflate_chunk(ds, meta.decode_dtype == "float16" ? f16.get() : H5T_IEEE_F32LE);
       if (c.size() == 4 && c[0] == 1 && c[1] == 1 && c[2] == H && c[3] >= T) {
-        h5::check_chunks(ds);  // what read_box checks before every read, once for the packed path
+        if (n > 0) h5::check_chunks(ds);  // what read_box checks before every read, once here
         packed_width = c[3];
       }
     }

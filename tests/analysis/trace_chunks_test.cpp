@@ -73,6 +73,30 @@ TEST(ChunkCodec, Hdf5ReadsPackedChunksThroughItsOwnFilters) {
   EXPECT_TRUE(h5::shuffle_deflate_chunk(plain, H5T_IEEE_F32LE).empty()) << "no filters";
 }
 
+// A chunk no file of this size could hold (an unlimited axis lets any chunk length through the
+// extent check): refused before HDF5 allocates it to read.
+TEST(ChunkCodec, ChunksLargerThanTheFileCouldHoldAreRefused) {
+  TempDir dir;
+  std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+  h5::init();
+  h5::Handle fapl = h5::file_access();
+  const std::string path = dir.file("c.h5");
+  {
+    h5::Handle file = h5::file_handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "create");
+    h5::create_dataset(file, "/huge", H5T_IEEE_F32LE, {1, 10}, {{H5S_UNLIMITED, H5S_UNLIMITED}, {1, 1u << 28}, 1});
+    h5::create_dataset(file, "/fine", H5T_IEEE_F32LE, {1, 10}, {{H5S_UNLIMITED, H5S_UNLIMITED}, {1, 4096}, 1});
+  }
+  h5::Handle file = h5::file_handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "open");
+  try {
+    h5::check_chunks(h5::open_dataset(file, "/huge"));
+    ADD_FAILURE() << "a 1 GiB chunk passed in a file of a few KiB";
+  } catch (const h5::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("chunks of 1073741824 bytes cannot come from a file of"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(h5::check_chunks(h5::open_dataset(file, "/fine")));
+}
+
 TEST(ChunkCodec, UnpackInvertsPackAndRefusesOtherBytes) {
   std::mt19937 rng(4);
   const std::vector<float> values = random_floats(rng, 999);
