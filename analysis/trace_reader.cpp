@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -80,7 +81,13 @@ struct TraceReader::Impl {
   // message here (h5_isolation.h).
   void probe_in_child() const;
   bool read_packed_step(hid_t decode, hsize_t s, std::vector<float>& rows) const;
-  static constexpr unsigned kProbeTimeoutS = 60;
+  // How long the probe may take: 60 s, or KVSCOPE_PROBE_TIMEOUT_S (1..600; the fuzzers use a few
+  // seconds, since a corrupt file can keep libhdf5 busy until the limit).
+  static unsigned probe_timeout_s() {
+    const char* env = std::getenv("KVSCOPE_PROBE_TIMEOUT_S");
+    const long v = env ? std::strtol(env, nullptr, 10) : 0;
+    return v >= 1 && v <= 600 ? static_cast<unsigned>(v) : 60u;
+  }
 
   void check_identity() {
     if (!h5::has_attr(file, "format") || h5::attr_class(file, "format") != H5T_STRING ||
@@ -402,7 +409,7 @@ void TraceReader::Impl::probe_in_child() const {
       }
     }
     h5::parse_all_metadata(r.impl_->file, r.impl_->guard.file_size);
-  }, kProbeTimeoutS);
+  }, probe_timeout_s());
   if (!why.empty()) throw input_error(path, "corrupt HDF5 file: " + why);
 }
 
