@@ -121,7 +121,17 @@ TEST_F(KillTest, RecordInterruptedCommitsTheStepsDone) {
   for (int i = 0; i < kIterations / 2; ++i) {
     fs::remove(out);
     const pid_t pid = spawn_kvscope(record_args(out, kSteps));
-    std::this_thread::sleep_for(std::chrono::duration<double>(when(rng_)));
+    if (i % 4 < 2) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(when(rng_)));
+    } else {
+      // Half the interrupts wait for the trace's temporary file, which the recording creates
+      // after the handler is installed: these land mid-recording however long the process takes
+      // to start (loading the CUDA libraries on a busy machine can outlast the whole recording).
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(10 * full);
+      while (temp_files(dir_.path).empty() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
     ::kill(pid, i % 2 ? SIGTERM : SIGINT);
     rc = wait_child(pid);
     ASSERT_TRUE(rc == 0 || rc == 128 + SIGTERM || rc == 128 + SIGINT) << "exit code " << rc;
