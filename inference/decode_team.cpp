@@ -73,12 +73,13 @@ struct DecodeTeam::Shared {
     void* const arg = fn.load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (epoch.load(std::memory_order_relaxed) != e) return;  // those reads may mix two jobs
+    long finished = 0;  // indices this thread ran, counted into `done` once on leaving
     for (int k = 0; k < n; ++k) {
       const int p = (me + k) % n;
       const long first = t * p / n, end = t * (p + 1) / n;
       uint64_t head = parts[p].head.load(std::memory_order_relaxed);
       for (;;) {
-        if (static_cast<uint32_t>(head >> 32) != e) return;  // the product moved on
+        if (static_cast<uint32_t>(head >> 32) != e) return report(finished, t);  // the product moved on
         const long begin = first + static_cast<long>(static_cast<uint32_t>(head));
         if (begin >= end) break;
         const long stop_at = std::min(end, begin + c);
@@ -87,10 +88,17 @@ struct DecodeTeam::Shared {
           continue;
         }
         f(arg, begin, stop_at);
-        if (done.fetch_add(stop_at - begin, std::memory_order_acq_rel) + (stop_at - begin) == t) done.notify_all();
+        finished += stop_at - begin;
         head = parts[p].head.load(std::memory_order_relaxed);
       }
     }
+    report(finished, t);
+  }
+
+  // Counts a thread's finished indices into `done` (one shared write per thread and product, not
+  // one per chunk) and wakes the caller when they complete the product's `t`.
+  void report(long finished, long t) {
+    if (finished > 0 && done.fetch_add(finished, std::memory_order_acq_rel) + finished == t) done.notify_all();
   }
 };
 

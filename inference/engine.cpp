@@ -343,7 +343,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const auto pairing = c.rope_style == RopeStyle::Interleaved ? ops::RopePairing::Interleaved
                                                                : ops::RopePairing::RotateHalf;
-  constexpr long kRows = 128;  // weight rows per dealt chunk (384 KiB at dim 768)
+  constexpr long kRows = 32;  // weight rows per dealt chunk (96 KiB at dim 768): a short tail at the join
 
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];

@@ -72,17 +72,19 @@ void panel_rows(float* y, int rows, const float* x, const float* panel, int cols
   }
 }
 
-// dot(w, x) over n floats with four independent accumulators. One weight row at a time keeps a
-// single sequential stream, which the hardware prefetcher follows at full memory bandwidth.
+// dot(w, x) over n floats with eight independent accumulators. One weight row at a time keeps a
+// single sequential stream, which the hardware prefetcher follows. Eight loads of w per step, not
+// four: on the development VM's faster memory level (~60 GB/s) the stories110M products read at
+// 0.95 of the streaming probe with eight and 0.89 with four (sixteen spill registers: 0.75).
 inline float dot_row(const float* w, const float* x, int n) {
-  f32x8 acc[4] = {};
+  f32x8 acc[8] = {};
   int k = 0;
-  for (; k + 32 <= n; k += 32) {
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) acc[u] += load8(w + k + 8 * u) * load8(x + k + 8 * u);
+  for (; k + 64 <= n; k += 64) {
+#pragma GCC unroll 8
+    for (int u = 0; u < 8; ++u) acc[u] += load8(w + k + 8 * u) * load8(x + k + 8 * u);
   }
   for (; k + 8 <= n; k += 8) acc[0] += load8(w + k) * load8(x + k);
-  float s = hsum((acc[0] + acc[1]) + (acc[2] + acc[3]));
+  float s = hsum(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
   for (; k < n; ++k) s += w[k] * x[k];
   return s;
 }
