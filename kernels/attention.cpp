@@ -65,17 +65,66 @@ void tile_scores(float* sc, int n, const float* const* qr, const float* keys_t, 
     }
 }
 
+// out[8 * NV] = sum_j probs[j] * (value row rows[j])[8 * NV components from `values`], the NV
+// output vectors in registers across all keys.
+template <int NV>
+void mix_values(float* out, const float* probs, const float* values, const int32_t* rows, int n_keys,
+                int head_dim) {
+  f32x8 acc[NV] = {};
+  for (int j = 0; j < n_keys; ++j) {
+    const f32x8 p = f32x8{} + probs[j];
+    const float* v = values + static_cast<long>(rows[j]) * head_dim;
+#pragma GCC unroll 8
+    for (int u = 0; u < NV; ++u) acc[u] += p * load8(v + 8 * u);
+  }
+  for (int u = 0; u < NV; ++u) store8(out + 8 * u, acc[u]);
+}
+
 }  // namespace
 
+// Scores four keys at a time (four independent accumulator chains, not one chain per key), then
+// mixes the values eight vectors of output at a time, held in registers across all keys (not
+// reloaded and stored back per key): decode attention reads the cache at memory speed.
 float attend_rows(float* out, float* probs, const float* q, const float* keys,
                   const float* values, const int32_t* rows, int n_keys, int head_dim, float scale) {
-  for (int j = 0; j < n_keys; ++j) {
-    probs[j] = scale * dot(q, keys + static_cast<long>(rows[j]) * head_dim, head_dim);
+  const int hd8 = head_dim / 8 * 8;  // components in whole 8-wide vectors; the rest one by one
+  auto key = [&](int j) { return keys + static_cast<long>(rows[j]) * head_dim; };
+  int j = 0;
+  for (; j + 4 <= n_keys; j += 4) {
+    const float* k[4] = {key(j), key(j + 1), key(j + 2), key(j + 3)};
+    f32x8 acc[4] = {};
+    for (int d = 0; d < hd8; d += 8) {
+      const f32x8 qd = load8(q + d);
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) acc[u] += qd * load8(k[u] + d);
+    }
+    for (int u = 0; u < 4; ++u) {
+      float s = 0.0f;
+      for (int i = 0; i < 8; ++i) s += acc[u][i];
+      for (int d = hd8; d < head_dim; ++d) s += q[d] * k[u][d];
+      probs[j + u] = scale * s;
+    }
   }
+  for (; j < n_keys; ++j) probs[j] = scale * dot(q, key(j), head_dim);
   const float lse = softmax(probs, n_keys);
-  for (int i = 0; i < head_dim; ++i) out[i] = 0.0f;
-  for (int j = 0; j < n_keys; ++j) {
-    axpy(out, probs[j], values + static_cast<long>(rows[j]) * head_dim, head_dim);
+
+  for (int d0 = 0; d0 < hd8; d0 += 64) {
+    const float* v = values + d0;
+    switch (std::min(8, (hd8 - d0) / 8)) {
+      case 8: mix_values<8>(out + d0, probs, v, rows, n_keys, head_dim); break;
+      case 7: mix_values<7>(out + d0, probs, v, rows, n_keys, head_dim); break;
+      case 6: mix_values<6>(out + d0, probs, v, rows, n_keys, head_dim); break;
+      case 5: mix_values<5>(out + d0, probs, v, rows, n_keys, head_dim); break;
+      case 4: mix_values<4>(out + d0, probs, v, rows, n_keys, head_dim); break;
+      case 3: mix_values<3>(out + d0, probs, v, rows, n_keys, head_dim); break;
+      case 2: mix_values<2>(out + d0, probs, v, rows, n_keys, head_dim); break;
+      default: mix_values<1>(out + d0, probs, v, rows, n_keys, head_dim); break;
+    }
+  }
+  for (int d = hd8; d < head_dim; ++d) {
+    float s = 0.0f;
+    for (int jj = 0; jj < n_keys; ++jj) s += probs[jj] * values[static_cast<long>(rows[jj]) * head_dim + d];
+    out[d] = s;
   }
   return lse;
 }

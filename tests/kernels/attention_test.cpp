@@ -103,5 +103,31 @@ TEST(Attention, ListedRowsReadOnlyThoseRows) {
   for (int i = 0; i < hd; ++i) EXPECT_NEAR(out[i], e.out[i], 1e-5);
 }
 
+// Head sizes with and without a partial vector and past one 64-float pass over the values; key
+// counts with and without a partial group of four; rows listed out of order with gaps.
+TEST(Attention, ListedRowsMatchNaiveAcrossHeadSizes) {
+  for (const int hd : {8, 13, 64, 72, 128, 136}) {
+    for (const int n : {1, 3, 4, 37, 300}) {
+      const int stored = 2 * n + 5;
+      const auto k = random_vec(stored * hd, 7 + hd), v = random_vec(stored * hd, 8 + n), q = random_vec(hd, 9);
+      std::vector<int32_t> rows(n);
+      for (int j = 0; j < n; ++j) rows[j] = (j * 7 + 3) % stored;
+      std::vector<float> out(hd), probs(n);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      const float lse = attend_rows(out.data(), probs.data(), q.data(), k.data(), v.data(), rows.data(), n, hd, scale);
+      const Expected e = naive(q.data(), k.data(), v.data(), std::vector<int>(rows.begin(), rows.end()), hd, hd, scale);
+      SCOPED_TRACE("head_dim " + std::to_string(hd) + ", keys " + std::to_string(n));
+      EXPECT_NEAR(lse, e.lse, 1e-5);
+      double sum = 0.0;
+      for (int j = 0; j < n; ++j) {
+        EXPECT_NEAR(probs[j], e.probs[j], 1e-6) << "key " << j;
+        sum += probs[j];
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-5);
+      for (int i = 0; i < hd; ++i) EXPECT_NEAR(out[i], e.out[i], 1e-5) << "component " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvs::ops
