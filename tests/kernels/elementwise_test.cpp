@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -54,6 +56,38 @@ TEST(Elementwise, SoftmaxIsStableAndReturnsLse) {
   float one = -3.0f;
   EXPECT_FLOAT_EQ(softmax(&one, 1), -3.0f);
   EXPECT_FLOAT_EQ(one, 1.0f);
+}
+
+// The vectorized exponential, through softmax: every probability within 1e-6 of its own size plus
+// what rounding x - max to fp32 costs (half an ulp of the argument, relative to exp of it): a
+// relative bound, not an absolute one that tiny probabilities pass trivially. Over lengths
+// with and without a partial vector, spreads from flat to one-hot, and keys at -inf (exactly 0).
+TEST(Elementwise, SoftmaxProbabilitiesHaveSmallRelativeError) {
+  for (const int n : {1, 7, 8, 9, 64, 301}) {
+    for (const float spread : {0.5f, 10.0f, 60.0f, 200.0f}) {
+      auto x = random_vec(n, 10 + n, -spread, spread);
+      if (n > 2) x[1] = -std::numeric_limits<float>::infinity();
+      const auto in = x;
+      const float lse = softmax(x.data(), n);
+      double mx = -1e300, sum = 0.0;
+      for (float v : in) mx = std::max<double>(mx, v);
+      for (float v : in) sum += std::exp(double(v) - mx);
+      SCOPED_TRACE("n " + std::to_string(n) + ", spread " + std::to_string(spread));
+      EXPECT_NEAR(lse, mx + std::log(sum), 2e-6 * std::max(1.0, std::abs(mx)));
+      for (int i = 0; i < n; ++i) {
+        const double want = std::exp(double(in[i]) - mx) / sum;
+        const double arg_rounding = std::abs(double(in[i]) - mx) * 0x1p-24;
+        if (want < 1e-36) {  // at or under FLT_MIN: rounds to 0 or loses bits as a denormal
+          EXPECT_NEAR(x[i], want, 1e-37) << "element " << i;
+        } else {
+          EXPECT_NEAR(x[i], want, (1e-6 + arg_rounding) * want) << "element " << i;
+        }
+      }
+      if (n > 2) {
+        EXPECT_EQ(x[1], 0.0f);
+      }
+    }
+  }
 }
 
 TEST(Elementwise, SwigluIsSiluTimesUp) {
