@@ -288,7 +288,10 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
     ops::rmsnorm_rows(XB.data(), X.data(), lw.ffn_norm.data(), P, dim, c.rms_eps);
     ops::matmul(G.data(), XB.data(), lw.w_gate.data(), P, hid, dim);
     ops::matmul(U.data(), XB.data(), lw.w_up.data(), P, hid, dim);
-    ops::swiglu(G.data(), U.data(), static_cast<long>(P) * hid);
+#pragma omp parallel for schedule(static) if (static_cast<long>(P) * hid >= (1L << 16))
+    for (int t = 0; t < P; ++t) {
+      ops::swiglu(G.data() + static_cast<std::size_t>(t) * hid, U.data() + static_cast<std::size_t>(t) * hid, hid);
+    }
     ops::matmul(XB.data(), G.data(), lw.w_down.data(), P, dim, hid);
     add_into(X.data(), XB.data(), static_cast<long>(P) * dim);
   }

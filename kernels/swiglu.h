@@ -3,7 +3,8 @@
 
 namespace kvs::ops {
 
-// In place: gate[n] <- silu(gate) * up[n].
+// In place: gate[n] <- silu(gate) * up[n]. Single-threaded (no OpenMP region: decode calls it
+// from its own worker threads, where opening one cost a futex call each time).
 void swiglu(float* gate, const float* up, long n);
 
 }  // namespace kvs::ops
