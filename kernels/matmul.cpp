@@ -113,26 +113,55 @@ void matvec_rows(std::span<const MatvecJob> jobs, const float* x, int cols, long
   }
 }
 
+namespace {
+
+// Packs rows 16p..16p+15 of W k-major into panel[cols, kPanel] (column k holds the panel's rows,
+// zero past the last row of W).
+void pack_panel(float* panel, const float* w, int p, int rows, int cols) {
+  const int r0 = p * kPanel, n_rows = std::min(kPanel, rows - r0);
+  for (int r = 0; r < kPanel; ++r) {
+    const float* wr = w + static_cast<long>(r0 + r) * cols;
+    for (int k = 0; k < cols; ++k) panel[static_cast<std::size_t>(k) * kPanel + r] = r < n_rows ? wr[k] : 0.0f;
+  }
+}
+
+}  // namespace
+
 // Tokens are taken in chunks whose activations stay in the L2 cache while every 16-row panel of
-// W passes over them; panels are dealt out to the threads, each packing its panel k-major
-// (column k holds rows 16p..16p+15, zero past the last row) into a buffer of its own first —
-// 1/96 of the panel's multiply-adds.
+// W passes over them; panels are dealt out to the threads. Packing a panel costs 1/96 of its
+// multiply-adds per chunk, a tenth of a long prompt's prefill when repeated for every chunk: with
+// several chunks and a W of at most 64 MiB, all panels are packed once into one buffer first;
+// otherwise each thread packs the panel it takes into a buffer of its own, chunk by chunk.
 void matmul(float* y, const float* x, const float* w, int n, int rows, int cols) {
-  constexpr int kTokenChunk = 96;  // 96 x cols floats of X per chunk (L2-resident)
+  constexpr int kTokenChunk = 96;                         // 96 x cols floats of X per chunk (L2-resident)
+  constexpr std::size_t kPackOnceBytes = std::size_t{64} << 20;
   const int n_panels = (rows + kPanel - 1) / kPanel;
+  const std::size_t panel_floats = static_cast<std::size_t>(cols) * kPanel;
   const bool parallel = static_cast<long>(rows) * cols * n >= kParallelMinWork;
+  const bool pack_once = n > kTokenChunk && n_panels * panel_floats * sizeof(float) <= kPackOnceBytes;
+  // [n_panels, cols, kPanel] when pack_once. The caller's thread_local buffer, reached from the
+  // OpenMP threads through a plain pointer (the name would mean each thread's own).
+  thread_local std::vector<float> packed_buffer;
+  float* packed = nullptr;
+  if (pack_once) {
+    packed_buffer.resize(n_panels * panel_floats);
+    packed = packed_buffer.data();
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int p = 0; p < n_panels; ++p) pack_panel(packed + p * panel_floats, w, p, rows, cols);
+  }
   for (int t0 = 0; t0 < n; t0 += kTokenChunk) {
     const int t1 = std::min(n, t0 + kTokenChunk);
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
     for (int p = 0; p < n_panels; ++p) {
-      thread_local std::vector<float> panel;  // [cols, kPanel] this thread's packed panel
-      panel.resize(static_cast<std::size_t>(cols) * kPanel);
-      const int r0 = p * kPanel, n_rows = std::min(kPanel, rows - r0);
-      for (int r = 0; r < kPanel; ++r) {
-        const float* wr = w + static_cast<long>(r0 + r) * cols;
-        for (int k = 0; k < cols; ++k) panel[static_cast<std::size_t>(k) * kPanel + r] = r < n_rows ? wr[k] : 0.0f;
+      const float* panel = packed + p * panel_floats;
+      if (!pack_once) {
+        thread_local std::vector<float> own;  // [cols, kPanel] this thread's packed panel
+        own.resize(panel_floats);
+        pack_panel(own.data(), w, p, rows, cols);
+        panel = own.data();
       }
-      panel_rows(y, rows, x, panel.data(), cols, r0, n_rows, t0, t1);
+      const int r0 = p * kPanel;
+      panel_rows(y, rows, x, panel, cols, r0, std::min(kPanel, rows - r0), t0, t1);
     }
   }
 }

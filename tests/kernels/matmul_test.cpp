@@ -55,6 +55,18 @@ TEST(Matmul, BlockedMatmulMatchesNaive) {
   }
 }
 
+// A long input (several token chunks: every panel packed once up front) gives, token for token,
+// exactly what one chunk's worth gives (each panel packed as it is taken).
+TEST(Matmul, PanelsPackedOnceEqualPanelsPackedPerChunk) {
+  const int n = 200, rows = 70, cols = 96, head = 96;
+  const auto w = random_vec(static_cast<std::size_t>(rows) * cols, 5);
+  const auto x = random_vec(static_cast<std::size_t>(n) * cols, 6);
+  std::vector<float> all(static_cast<std::size_t>(n) * rows), first(static_cast<std::size_t>(head) * rows);
+  matmul(all.data(), x.data(), w.data(), n, rows, cols);
+  matmul(first.data(), x.data(), w.data(), head, rows, cols);
+  for (std::size_t i = 0; i < first.size(); ++i) ASSERT_EQ(all[i], first[i]) << "index " << i;
+}
+
 TEST(Matmul, MatmulRowsEqualMatvec) {
   const int n = 9, rows = 41, cols = 77;
   const auto w = random_vec(rows * cols, 5);
