@@ -41,6 +41,21 @@ std::vector<uint8_t> pack_rows(const float* src, size_t rows, size_t len, size_t
   return pack_shuffle_deflate(raw, elem, kDeflateLevel);
 }
 
+// Creates dataset `name` [L, H, R, C] of file type `type` (fp16 or fp32, elem 2 or 4) from
+// data[L, H, R, C] in one shuffle + deflate chunk per (layer, head), packed here a layer at a
+// time on every thread (HDF5 would deflate the chunks one by one with zlib: a tenth of a long
+// prompt's prefill for the window rows and the pooled map).
+void write_head_chunks(hid_t file, const char* name, hid_t type, const float* data, hsize_t L, hsize_t H, hsize_t R,
+                       hsize_t C, size_t elem) {
+  h5::Handle ds = h5::create_dataset(file, name, type, {L, H, R, C}, {{}, {1, 1, R, C}, kDeflateLevel});
+  std::vector<std::vector<uint8_t>> chunks(H);
+  for (hsize_t l = 0; l < L; ++l) {
+    parallel_for((int)H, [&](int h) { chunks[h] = pack_rows(data + (l * H + h) * R * C, R, C, C, C, elem); });
+    for (hsize_t h = 0; h < H; ++h) h5::write_chunk(ds, {l, h, 0, 0}, chunks[h]);
+  }
+  ds.close(name);
+}
+
 }  // namespace
 
 struct TraceWriter::Impl {
@@ -206,8 +221,7 @@ void TraceWriter::write_prefill(const PrefillEvidence& ev, std::span<const float
                              ts::kPrefillKeyScores, ts::kPrefillPooled})
       h5::remove_link(w.file, name);
     h5::write_dataset(w.file, ts::kPrefillColsum, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {L, H, P}, ev.colsum.data());
-    h5::write_dataset(w.file, ts::kPrefillWindow, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {L, H, W, P},
-                      ev.window_rows.data(), {{}, {1, 1, W, P}, 4});
+    write_head_chunks(w.file, ts::kPrefillWindow, H5T_IEEE_F32LE, ev.window_rows.data(), L, H, W, P, 4);
     {
       h5::Handle ds = h5::open_dataset(w.file, ts::kPrefillWindow);
       h5::write_attr_int(ds, "window", (int64_t)W);
@@ -219,23 +233,12 @@ void TraceWriter::write_prefill(const PrefillEvidence& ev, std::span<const float
                         ev.key_scores.data());
     if (ev.pool_block > 0) {
       const hsize_t nb = ev.n_pool;
-      h5::write_dataset(w.file, ts::kPrefillPooled, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {L, H, nb, nb},
-                        ev.pooled.data(), {{}, {1, 1, nb, nb}, 4});
+      write_head_chunks(w.file, ts::kPrefillPooled, H5T_IEEE_F32LE, ev.pooled.data(), L, H, nb, nb, 4);
       h5::Handle ds = h5::open_dataset(w.file, ts::kPrefillPooled);
       h5::write_attr_int(ds, "block", (int64_t)ev.pool_block);
     }
-    if (!full_map.empty()) {
-      // One chunk per (layer, head), packed a layer at a time (the map is at most the capture
-      // budget; its packed copy stays a layer's worth).
-      h5::Handle map =
-          h5::create_dataset(w.file, ts::kPrefill, w.f16, {L, H, P, P}, {{}, {1, 1, P, P}, kDeflateLevel});
-      std::vector<std::vector<uint8_t>> chunks(H);
-      for (hsize_t l = 0; l < L; ++l) {
-        parallel_for((int)H, [&](int h) { chunks[h] = pack_rows(&full_map[(l * H + h) * P * P], P, P, P, P, 2); });
-        for (hsize_t h = 0; h < H; ++h) h5::write_chunk(map, {l, h, 0, 0}, chunks[h]);
-      }
-      map.close(ts::kPrefill);
-    }
+    // The map is at most the capture budget; its packed copy stays a layer's worth.
+    if (!full_map.empty()) write_head_chunks(w.file, ts::kPrefill, w.f16, full_map.data(), L, H, P, P, 2);
     w.flush();
   });
 }
