@@ -47,14 +47,10 @@ std::vector<uint8_t> pack_shuffle_deflate(std::span<const uint8_t> raw, std::siz
   const std::size_t n = raw.size() / elem_size;
   thread_local std::vector<uint8_t> shuffled;  // [elem_size, n] byte b of element i at b * n + i
   shuffled.resize(raw.size());
-  if (elem_size == 1) {
-    std::copy(raw.begin(), raw.end(), shuffled.begin());
-  } else {
-    for (std::size_t b = 0; b < elem_size; ++b) {
-      uint8_t* out = shuffled.data() + b * n;
-      const uint8_t* in = raw.data() + b;
-      for (std::size_t i = 0; i < n; ++i) out[i] = in[i * elem_size];
-    }
+  for (std::size_t b = 0; b < elem_size; ++b) {
+    uint8_t* out = shuffled.data() + b * n;
+    const uint8_t* in = raw.data() + b;
+    for (std::size_t i = 0; i < n; ++i) out[i] = in[i * elem_size];
   }
   libdeflate_compressor* c = compressor(level);
   std::vector<uint8_t> stored(libdeflate_zlib_compress_bound(c, shuffled.size()));

@@ -434,12 +434,9 @@ std::vector<hsize_t> shuffle_deflate_chunk(hid_t dataset, hid_t type) {
   return chunk;
 }
 
-bool read_chunk(hid_t dataset, const std::vector<hsize_t>& offset, std::vector<uint8_t>& stored) {
+bool read_chunk(hid_t dataset, const std::vector<hsize_t>& offset, uint64_t file_size, std::vector<uint8_t>& stored) {
   hsize_t size = 0;
   if (H5Dget_chunk_storage_size(dataset, offset.data(), &size) < 0 || size == 0) return false;
-  Handle file = file_handle(H5Iget_file_id(dataset), "file");
-  hsize_t file_size = 0;
-  check(H5Fget_filesize(file, &file_size), "file size");
   if (size > file_size) return false;
   stored.resize(size);
   uint32_t skipped = 0;  // bit i set: filter i was not applied to this chunk

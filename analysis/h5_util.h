@@ -128,8 +128,9 @@ void write_chunk(hid_t dataset, const std::vector<hsize_t>& offset, const std::v
 // filters exactly shuffle then deflate) and of file type `type`; empty for any other storage.
 std::vector<hsize_t> shuffle_deflate_chunk(hid_t dataset, hid_t type);
 // The stored bytes of the chunk whose first element is `offset` (read_chunk), when that chunk is
-// allocated, went through every filter, and is no larger than the file; false otherwise.
-bool read_chunk(hid_t dataset, const std::vector<hsize_t>& offset, std::vector<uint8_t>& stored);
+// allocated, went through every filter, and is no larger than the file (`file_size` bytes);
+// false otherwise.
+bool read_chunk(hid_t dataset, const std::vector<hsize_t>& offset, uint64_t file_size, std::vector<uint8_t>& stored);
 void read_box(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& start,
               const std::vector<hsize_t>& count, void* data);
 void read_all(hid_t dataset, hid_t mem_type, void* data);

@@ -222,7 +222,7 @@ bool TraceReader::Impl::read_packed_step(hid_t decode, hsize_t s, std::vector<fl
   const size_t elem = meta.decode_dtype == "float16" ? 2 : 4;
   std::vector<std::vector<uint8_t>> stored(L);  // [L] each chunk's stored bytes
   for (hsize_t l = 0; l < L; ++l) {
-    if (!h5::read_chunk(decode, {s, l, 0, 0}, stored[l])) return false;
+    if (!h5::read_chunk(decode, {s, l, 0, 0}, guard.file_size, stored[l])) return false;
     // deflate expands at most ~1032x: a larger declared chunk is corrupt, not allocated here
     if (H * width * elem > 1032 * stored[l].size() + 1024) return false;
   }
