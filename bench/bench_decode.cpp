@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -103,12 +104,16 @@ kvs::TraceMeta trace_meta(const kvs::Model& model, int prompt_len) {
 }
 
 struct DecodeRun {
-  double tok_per_s = 0.0;     // median over chunks of kChunk steps
-  double ratio = 0.0;         // median over chunks of tok/s ÷ the limit probed beside the chunk
+  double tok_per_s = 0.0;     // median over kept chunks of kChunk steps
+  double ratio = 0.0;         // median over kept chunks of tok/s ÷ the limit probed beside the chunk
   double bytes_avg = 0.0;     // weight + K/V bytes read per token, averaged over the run
 };
 
 constexpr int kChunk = 16;
+// The host's bandwidth flips between levels within seconds. A chunk whose probes before and
+// after differ by more than this fraction ran while the level changed, so its limit is unknown:
+// it is left out of the medians (and counted as such in the output).
+constexpr double kLevelChange = 0.10;
 
 // One engine decoding greedily from its prompt, kChunk steps per call; `settle` (when set) runs
 // inside each chunk's time after its steps: the recorder's pending writes, so that they are
@@ -117,13 +122,14 @@ struct Decoder {
   kvs::Engine& engine;
   std::function<void()> settle;
   int token = 0;
-  std::vector<double> rates;   // tok/s of each chunk
-  std::vector<double> ratios;  // each chunk's tok/s ÷ its bandwidth limit
+  std::vector<double> rates;   // tok/s of each kept chunk
+  std::vector<double> ratios;  // each kept chunk's tok/s ÷ its bandwidth limit
   double bytes_sum = 0.0;
   int steps = 0;
 
-  // Decodes n steps; returns their mean bytes read per token (weights, cached K/V, new entry).
-  double chunk(int n) {
+  // Decodes n steps; returns their tok/s, and sets *bytes to their mean bytes read per token
+  // (weights, cached K/V, new entry).
+  double chunk(int n, double* bytes) {
     const kvs::ModelConfig& c = engine.model().config;
     const double entry_bytes = 2.0 * c.head_dim * sizeof(float) * c.n_layers * c.n_kv_heads;
     const double weight_bytes = static_cast<double>(engine.model().weight_bytes_per_token());
@@ -135,26 +141,33 @@ struct Decoder {
       token = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     if (settle) settle();
-    rates.push_back(n / seconds_since(t0));
     bytes_sum += chunk_bytes;
     steps += n;
-    return chunk_bytes / n;
+    *bytes = chunk_bytes / n;
+    return n / seconds_since(t0);
+  }
+  void keep(double rate, double bytes, double bandwidth) {
+    rates.push_back(rate);
+    ratios.push_back(rate * bytes / bandwidth);
   }
   DecodeRun result() {
     std::sort(rates.begin(), rates.end());
     std::sort(ratios.begin(), ratios.end());
+    if (rates.empty()) return {0.0, 0.0, bytes_sum / steps};
     return {rates[rates.size() / 2], ratios[ratios.size() / 2], bytes_sum / steps};
   }
 };
 
 struct Timing {
   DecodeRun off, on;
-  double bandwidth = 0.0;  // median of the probes, bytes/s
+  double bandwidth = 0.0;  // median of the probes beside kept chunks, bytes/s
+  int kept = 0, chunks = 0;
 };
 
 // Decodes `steps` tokens with hooks off and with every row recorded into a trace, alternating
 // kChunk-step chunks so that both see the same machine load. The bandwidth is probed between
-// chunk pairs; each chunk's limit uses the better of the probes just before and just after it.
+// chunk pairs; a pair is kept when the probes just before and just after it agree (within
+// kLevelChange), and its limit is then the better of the two.
 Timing time_decode(const kvs::Model& model, const std::vector<int>& prompt, int steps, BandwidthProbe& probe) {
   const std::string out = "/tmp/kvscope_bench_decode_" + std::to_string(::getpid()) + ".h5";
   kvs::TraceRecorder recorder(out, trace_meta(model, static_cast<int>(prompt.size())), steps);
@@ -165,20 +178,29 @@ Timing time_decode(const kvs::Model& model, const std::vector<int>& prompt, int 
   recorder.writer();  // the prompt's evidence written before timing starts
   Decoder a{off, {}, prompt.back(), {}, {}, 0.0, 0};
   Decoder b{on, [&recorder] { recorder.writer(); }, prompt.back(), {}, {}, 0.0, 0};
+  Timing t;
   std::vector<double> probed;
   double before = probe.measure(2);
   for (int done = 0; done < steps; done += kChunk) {
     const int n = std::min(kChunk, steps - done);
-    const double bytes_a = a.chunk(n), bytes_b = b.chunk(n);
+    double bytes_a = 0.0, bytes_b = 0.0;
+    const double rate_a = a.chunk(n, &bytes_a), rate_b = b.chunk(n, &bytes_b);
     const double after = probe.measure(2);
     const double bw = std::max(before, after);
-    a.ratios.push_back(a.rates.back() * bytes_a / bw);
-    b.ratios.push_back(b.rates.back() * bytes_b / bw);
-    probed.push_back(bw);
+    ++t.chunks;
+    if (std::abs(before - after) <= kLevelChange * bw) {
+      a.keep(rate_a, bytes_a, bw);
+      b.keep(rate_b, bytes_b, bw);
+      probed.push_back(bw);
+      ++t.kept;
+    }
     before = after;
   }
   std::sort(probed.begin(), probed.end());
-  return {a.result(), b.result(), probed[probed.size() / 2]};
+  t.off = a.result();
+  t.on = b.result();
+  t.bandwidth = probed.empty() ? 0.0 : probed[probed.size() / 2];
+  return t;
 }
 
 }  // namespace
@@ -211,21 +233,27 @@ int main(int argc, char** argv) {
     std::printf("threads: %d (OMP_WAIT_POLICY=%s)\n", omp_get_max_threads(), wait_policy ? wait_policy : "unset");
     std::printf("prefill: %d tokens in %.3f s (%.0f tok/s)\n", prefill_len, prefill_s, prefill_len / prefill_s);
     std::printf("decode: %d steps per prompt, hooks off and recording alternating in %d-step chunks; tok/s "
-                "and ratio = medians over chunks, each chunk's limit from the memory bandwidth probed "
-                "beside it (streaming read of 512 MiB)\n\n", steps, kChunk);
-    std::printf("| prompt | hooks | tok/s | MB read/token (weights + KV) | bandwidth GB/s | limit tok/s | ratio to limit | capture overhead |\n");
-    std::printf("|---|---|---|---|---|---|---|---|\n");
+                "and ratio = medians over the chunks whose memory bandwidth, probed just before and just "
+                "after (streaming read of 512 MiB), agreed within %.0f%%; the limit is the better probe\n\n",
+                steps, kChunk, 100 * kLevelChange);
+    std::printf("| prompt | hooks | tok/s | MB read/token (weights + KV) | bandwidth GB/s | limit tok/s | ratio to limit | capture overhead | chunks kept |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|\n");
     const double weight_bytes = static_cast<double>(model.weight_bytes_per_token());
     for (const int prompt_len : {std::min(32, c.seq_len / 4), c.seq_len / 2}) {
       const int n_steps = std::min(steps, c.seq_len - prompt_len);
       std::vector<int> prompt(prompt_len);
       for (int i = 0; i < prompt_len; ++i) prompt[i] = (i * 7919 + 1) % c.vocab_size;
       const Timing t = time_decode(model, prompt, n_steps, probe);
+      if (t.kept == 0) {
+        std::printf("| %d | (the bandwidth level changed around every chunk; run again) | | | | | | | 0/%d |\n",
+                    prompt_len, t.chunks);
+        continue;
+      }
       for (const auto& [name, r] : {std::pair{"off", t.off}, std::pair{"every row into a trace", t.on}}) {
         const double overhead = 100.0 * (t.off.tok_per_s / r.tok_per_s - 1.0);
-        std::printf("| %d | %s | %.1f | %.1f (%.1f + %.1f) | %.1f | %.1f | %.2f | %+.1f%% |\n", prompt_len, name,
-                    r.tok_per_s, r.bytes_avg / 1e6, weight_bytes / 1e6, (r.bytes_avg - weight_bytes) / 1e6,
-                    t.bandwidth / 1e9, t.bandwidth / r.bytes_avg, r.ratio, overhead);
+        std::printf("| %d | %s | %.1f | %.1f (%.1f + %.1f) | %.1f | %.1f | %.2f | %+.1f%% | %d/%d |\n", prompt_len,
+                    name, r.tok_per_s, r.bytes_avg / 1e6, weight_bytes / 1e6, (r.bytes_avg - weight_bytes) / 1e6,
+                    t.bandwidth / 1e9, t.bandwidth / r.bytes_avg, r.ratio, overhead, t.kept, t.chunks);
       }
     }
     return 0;
