@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "analysis/recorder.h"
+#include "bench/bandwidth_probe.h"
 #include "bench/random_model.h"
 #include "inference/engine.h"
 #include "inference/errors.h"
@@ -47,50 +48,6 @@ kvs::Model stories110m_shaped() {
   c.seq_len = 1024;
   return kvs::bench::random_model(c, 0.036f, 0.022f);  // ~1/sqrt(dim)
 }
-
-// Multi-threaded streaming reads of a buffer far larger than the last-level cache, in bytes/s.
-// Each thread sums its contiguous share with four independent 8-wide accumulators, so the loop is
-// memory-bound. The buffer sits on huge pages like the weights, so the limit is the best this
-// machine reads. The host's bandwidth drifts (other tenants, vCPU placement), so the benchmark
-// probes it beside every decode chunk rather than once.
-class BandwidthProbe {
- public:
-  explicit BandwidthProbe(std::size_t bytes) : buf_(bytes / sizeof(float)) {
-#pragma omp parallel for schedule(static)
-    for (std::size_t i = 0; i < buf_.size(); ++i) buf_[i] = static_cast<float>(i & 1023);
-  }
-  // Best of `reps` full reads.
-  double measure(int reps) {
-    using f32x8 = float __attribute__((vector_size(32)));
-    double best = 0.0;
-    for (int rep = 0; rep < reps; ++rep) {
-      const auto t0 = Clock::now();
-      float total = 0.0f;
-#pragma omp parallel reduction(+ : total)
-      {
-        const std::size_t blocks = buf_.size() / 32, t = omp_get_thread_num(), nt = omp_get_num_threads();
-        f32x8 a[4] = {};
-        for (std::size_t i = blocks * t / nt * 32; i < blocks * (t + 1) / nt * 32; i += 32) {
-          for (int u = 0; u < 4; ++u) {
-            f32x8 v;
-            std::memcpy(&v, buf_.data() + i + 8 * u, sizeof v);
-            a[u] += v;
-          }
-        }
-        const f32x8 sum = (a[0] + a[1]) + (a[2] + a[3]);
-        for (int k = 0; k < 8; ++k) total += sum[k];
-      }
-      const double s = seconds_since(t0);
-      keep_result_ = keep_result_ + total;
-      best = std::max(best, static_cast<double>(buf_.size() * sizeof(float)) / s);
-    }
-    return best;
-  }
-
- private:
-  kvs::WeightVector buf_;           // [bytes / 4]
-  volatile float keep_result_ = 0;  // stops the compiler from dropping the reads
-};
 
 // The trace every decode row goes into: the recorder's meta for `model` and `prompt`.
 kvs::TraceMeta trace_meta(const kvs::Model& model, int prompt_len) {
@@ -168,7 +125,8 @@ struct Timing {
 // kChunk-step chunks so that both see the same machine load. The bandwidth is probed between
 // chunk pairs; a pair is kept when the probes just before and just after it agree (within
 // kLevelChange), and its limit is then the better of the two.
-Timing time_decode(const kvs::Model& model, const std::vector<int>& prompt, int steps, BandwidthProbe& probe) {
+Timing time_decode(const kvs::Model& model, const std::vector<int>& prompt, int steps,
+                   kvs::bench::BandwidthProbe& probe) {
   const std::string out = "/tmp/kvscope_bench_decode_" + std::to_string(::getpid()) + ".h5";
   kvs::TraceRecorder recorder(out, trace_meta(model, static_cast<int>(prompt.size())), steps);
   kvs::Engine off(model), on(model);
@@ -219,7 +177,7 @@ int main(int argc, char** argv) {
     std::printf("model: %s (%s), dim %d, %d layers, %d heads (%d KV), hidden %d, vocab %d; built in %.1f s\n",
                 path.empty() ? c.name.c_str() : path.c_str(), model.weight_type.c_str(), c.dim,
                 c.n_layers, c.n_heads, c.n_kv_heads, c.hidden_dim, c.vocab_size, seconds_since(t0));
-    BandwidthProbe probe(std::size_t{512} << 20);
+    kvs::bench::BandwidthProbe probe(std::size_t{512} << 20);
 
     // Prefill throughput on a longer prompt (blocked matmul path).
     const int prefill_len = std::min(128, c.seq_len);

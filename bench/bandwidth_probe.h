@@ -1,0 +1,58 @@
+// Benchmark support: the memory-bandwidth probe that decode's limit is measured against.
+#pragma once
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+
+#include "inference/huge_pages.h"
+
+namespace kvs::bench {
+
+// Multi-threaded streaming reads of a buffer far larger than the last-level cache, in bytes/s.
+// Each thread sums its contiguous share with four independent 8-wide accumulators, so the loop is
+// memory-bound. The buffer sits on huge pages like the weights, so the limit is the best this
+// machine reads. The host's bandwidth drifts (other tenants, vCPU placement), so the benchmarks
+// probe it beside every measurement rather than once.
+class BandwidthProbe {
+ public:
+  explicit BandwidthProbe(std::size_t bytes) : buf_(bytes / sizeof(float)) {
+#pragma omp parallel for schedule(static)
+    for (std::size_t i = 0; i < buf_.size(); ++i) buf_[i] = static_cast<float>(i & 1023);
+  }
+  // Best of `reps` full reads.
+  double measure(int reps) {
+    using f32x8 = float __attribute__((vector_size(32)));
+    double best = 0.0;
+    for (int rep = 0; rep < reps; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      float total = 0.0f;
+#pragma omp parallel reduction(+ : total)
+      {
+        const std::size_t blocks = buf_.size() / 32, t = omp_get_thread_num(), nt = omp_get_num_threads();
+        f32x8 a[4] = {};
+        for (std::size_t i = blocks * t / nt * 32; i < blocks * (t + 1) / nt * 32; i += 32) {
+          for (int u = 0; u < 4; ++u) {
+            f32x8 v;
+            std::memcpy(&v, buf_.data() + i + 8 * u, sizeof v);
+            a[u] += v;
+          }
+        }
+        const f32x8 sum = (a[0] + a[1]) + (a[2] + a[3]);
+        for (int k = 0; k < 8; ++k) total += sum[k];
+      }
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      keep_result_ = keep_result_ + total;
+      best = std::max(best, static_cast<double>(buf_.size() * sizeof(float)) / s);
+    }
+    return best;
+  }
+
+ private:
+  kvs::WeightVector buf_;           // [bytes / 4]
+  volatile float keep_result_ = 0;  // stops the compiler from dropping the reads
+};
+
+}  // namespace kvs::bench

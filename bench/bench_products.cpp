@@ -1,0 +1,131 @@
+// Where decode's products lose against the streaming probe: a stories110M-shaped model's weight
+// matrices (dim 768, 12 layers, vocab 32000, fp32) read three ways, alternating with the
+// bandwidth probe in one process so that all see the same memory level:
+//   team    the products as decode issues them: through a DecodeTeam of all threads, one join
+//           per product (q/k/v stacked, gate/up stacked, as the engine does), in token order;
+//   no-join the same matvec_rows over the same matrices, each thread its half of every matrix
+//           in token order with no join between products (the work split decode cannot have,
+//           since each product reads the previous one's output);
+//   probe   the streaming read decode's limit is measured against.
+// Prints, per round, GB/s and the ratio to the probe (the better of the probes before and
+// after), then the medians over rounds whose two probes agree within 10%.
+// Usage: bench_products [rounds]   (runs with OMP_WAIT_POLICY=passive unless the caller set one)
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench/bandwidth_probe.h"
+#include "bench/random_model.h"
+#include "inference/decode_team.h"
+#include "kernels/matmul.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// One product of a token: jobs stacked over the same input, `cols` long.
+struct Product {
+  std::vector<kvs::ops::MatvecJob> jobs;
+  int cols = 0;
+  long rows() const {
+    long n = 0;
+    for (const auto& j : jobs) n += j.rows;
+    return n;
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
+  }
+  const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
+  kvs::ModelConfig c;
+  c.name = "random stories110M-shaped";
+  c.dim = 768;
+  c.hidden_dim = 2048;
+  c.n_layers = 12;
+  c.n_heads = 12;
+  c.n_kv_heads = 12;
+  c.head_dim = 64;
+  c.vocab_size = 32000;
+  c.seq_len = 1024;
+  const kvs::Model model = kvs::bench::random_model(c, 0.036f, 0.022f);
+  const int dim = c.dim, hid = c.hidden_dim;
+  std::vector<float> x(hid, 0.01f);          // [max cols] the products' input
+  std::vector<float> y(c.vocab_size, 0.0f);  // [max rows] their output (overwritten)
+  std::vector<Product> token;                // decode's products in order
+  for (const auto& lw : model.weights.layers) {
+    token.push_back({{{y.data(), lw.wq.data(), dim}, {y.data() + dim, lw.wk.data(), dim},
+                      {y.data() + 2 * dim, lw.wv.data(), dim}}, dim});
+    token.push_back({{{y.data(), lw.wo.data(), dim}}, dim});
+    token.push_back({{{y.data(), lw.w_gate.data(), hid}, {y.data() + hid, lw.w_up.data(), hid}}, dim});
+    token.push_back({{{y.data(), lw.w_down.data(), dim}}, hid});
+  }
+  token.push_back({{{y.data(), model.classifier().data(), c.vocab_size}}, dim});
+  const double bytes = static_cast<double>(model.weight_bytes_per_token());
+
+  kvs::DecodeTeam team;
+  team.resize(omp_get_max_threads());
+  constexpr long kRows = 32;  // rows per dealt chunk, as decode deals them
+  auto run_team = [&] {
+    for (const Product& p : token)
+      team.parallel(p.rows(), kRows, [&](long b, long e) { kvs::ops::matvec_rows(p.jobs, x.data(), p.cols, b, e); });
+  };
+  auto run_no_join = [&] {
+#pragma omp parallel
+    {
+      const long t = omp_get_thread_num(), nt = omp_get_num_threads();
+      for (const Product& p : token) {
+        const long n = p.rows();
+        kvs::ops::matvec_rows(p.jobs, x.data(), p.cols, n * t / nt, n * (t + 1) / nt);
+      }
+    }
+  };
+
+  kvs::bench::BandwidthProbe probe(std::size_t{512} << 20);
+  std::printf("%d threads; %.0f MB of weights per token; GB/s (ratio to the probe) per round\n",
+              omp_get_max_threads(), bytes / 1e6);
+  std::vector<double> team_ratio, free_ratio, probes;
+  double before = probe.measure(2);
+  for (int r = 0; r < rounds; ++r) {
+    constexpr int kTokens = 4;
+    auto t0 = Clock::now();
+    for (int i = 0; i < kTokens; ++i) run_team();
+    const double team_bw = kTokens * bytes / seconds_since(t0);
+    t0 = Clock::now();
+    for (int i = 0; i < kTokens; ++i) run_no_join();
+    const double free_bw = kTokens * bytes / seconds_since(t0);
+    const double after = probe.measure(2), bw = std::max(before, after);
+    const bool kept = std::abs(before - after) <= 0.10 * bw;
+    std::printf("probe %5.1f | team %5.1f (%.2f) | no-join %5.1f (%.2f)%s\n", bw / 1e9, team_bw / 1e9, team_bw / bw,
+                free_bw / 1e9, free_bw / bw, kept ? "" : "  (level changed: left out)");
+    if (kept) {
+      team_ratio.push_back(team_bw / bw);
+      free_ratio.push_back(free_bw / bw);
+      probes.push_back(bw);
+    }
+    before = after;
+  }
+  std::printf("\nmedians over %zu of %d rounds: probe %.1f GB/s, team %.2f, no-join %.2f of the probe\n",
+              probes.size(), rounds, median(probes) / 1e9, median(team_ratio), median(free_ratio));
+  return 0;
+}
