@@ -18,11 +18,6 @@ inline float dot(const float* a, const float* b, int n) {
   return s;
 }
 
-inline void axpy(float* y, float a, const float* x, int n) {
-#pragma omp simd
-  for (int i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
 using f32x8 = float __attribute__((vector_size(32)));
 
 inline f32x8 load8(const float* p) {
@@ -65,19 +60,42 @@ void tile_scores(float* sc, int n, const float* const* qr, const float* keys_t, 
     }
 }
 
-// out[8 * NV] = sum_j probs[j] * (value row rows[j])[8 * NV components from `values`], the NV
-// output vectors in registers across all keys.
-template <int NV>
-void mix_values(float* out, const float* probs, const float* values, const int32_t* rows, int n_keys,
-                int head_dim) {
+// out[8 * NV] = sum_{j < n} probs[j] * value_row(j)[d0 .. d0 + 8 * NV), the NV output vectors in
+// registers across all keys (an axpy per key loaded and stored them each time).
+template <int NV, class ValueRow>
+void mix_pass(float* out, const float* probs, int n, int d0, ValueRow value_row) {
   f32x8 acc[NV] = {};
-  for (int j = 0; j < n_keys; ++j) {
+  for (int j = 0; j < n; ++j) {
     const f32x8 p = f32x8{} + probs[j];
-    const float* v = values + static_cast<long>(rows[j]) * head_dim;
+    const float* v = value_row(j) + d0;
 #pragma GCC unroll 8
     for (int u = 0; u < NV; ++u) acc[u] += p * load8(v + 8 * u);
   }
   for (int u = 0; u < NV; ++u) store8(out + 8 * u, acc[u]);
+}
+
+// out[head_dim] = sum_{j < n} probs[j] * value_row(j)[0 .. head_dim), keys in order: 64
+// components per pass, then any components past the last whole vector one by one.
+template <class ValueRow>
+void mix_values(float* out, const float* probs, int n, int head_dim, ValueRow value_row) {
+  const int hd8 = head_dim / 8 * 8;
+  for (int d0 = 0; d0 < hd8; d0 += 64) {
+    switch (std::min(8, (hd8 - d0) / 8)) {
+      case 8: mix_pass<8>(out + d0, probs, n, d0, value_row); break;
+      case 7: mix_pass<7>(out + d0, probs, n, d0, value_row); break;
+      case 6: mix_pass<6>(out + d0, probs, n, d0, value_row); break;
+      case 5: mix_pass<5>(out + d0, probs, n, d0, value_row); break;
+      case 4: mix_pass<4>(out + d0, probs, n, d0, value_row); break;
+      case 3: mix_pass<3>(out + d0, probs, n, d0, value_row); break;
+      case 2: mix_pass<2>(out + d0, probs, n, d0, value_row); break;
+      default: mix_pass<1>(out + d0, probs, n, d0, value_row); break;
+    }
+  }
+  for (int d = hd8; d < head_dim; ++d) {
+    float s = 0.0f;
+    for (int j = 0; j < n; ++j) s += probs[j] * value_row(j)[d];
+    out[d] = s;
+  }
 }
 
 }  // namespace
@@ -108,24 +126,8 @@ float attend_rows(float* out, float* probs, const float* q, const float* keys,
   for (; j < n_keys; ++j) probs[j] = scale * dot(q, key(j), head_dim);
   const float lse = softmax(probs, n_keys);
 
-  for (int d0 = 0; d0 < hd8; d0 += 64) {
-    const float* v = values + d0;
-    switch (std::min(8, (hd8 - d0) / 8)) {
-      case 8: mix_values<8>(out + d0, probs, v, rows, n_keys, head_dim); break;
-      case 7: mix_values<7>(out + d0, probs, v, rows, n_keys, head_dim); break;
-      case 6: mix_values<6>(out + d0, probs, v, rows, n_keys, head_dim); break;
-      case 5: mix_values<5>(out + d0, probs, v, rows, n_keys, head_dim); break;
-      case 4: mix_values<4>(out + d0, probs, v, rows, n_keys, head_dim); break;
-      case 3: mix_values<3>(out + d0, probs, v, rows, n_keys, head_dim); break;
-      case 2: mix_values<2>(out + d0, probs, v, rows, n_keys, head_dim); break;
-      default: mix_values<1>(out + d0, probs, v, rows, n_keys, head_dim); break;
-    }
-  }
-  for (int d = hd8; d < head_dim; ++d) {
-    float s = 0.0f;
-    for (int jj = 0; jj < n_keys; ++jj) s += probs[jj] * values[static_cast<long>(rows[jj]) * head_dim + d];
-    out[d] = s;
-  }
+  mix_values(out, probs, n_keys, head_dim,
+             [&](int jj) { return values + static_cast<long>(rows[jj]) * head_dim; });
   return lse;
 }
 
@@ -141,9 +143,7 @@ void attend_causal_block(float* out, long out_stride, float* probs, float* lse, 
     const int jb = lo_of(q0 + i0), je = q0 + i0 + nr;  // keys any row of the tile reads: jb..je-1
     const int n = je - jb;
     thread_local std::vector<float> sc;   // [kRows, n] scores, then probabilities
-    thread_local std::vector<float> acc;  // [kRows, head_dim] value mix
     sc.resize((size_t)kRows * n);
-    acc.assign((size_t)kRows * head_dim, 0.0f);
     const float* qr[kRows];
     for (int r = 0; r < kRows; ++r) qr[r] = q + (long)(i0 + std::min(r, nr - 1)) * q_stride;
     tile_scores(sc.data(), n, qr, keys_t, kt_stride, jb, head_dim);
@@ -159,15 +159,11 @@ void attend_causal_block(float* out, long out_stride, float* probs, float* lse, 
       std::copy(row, row + n, pr + jb);
       std::fill(pr + je, pr + n_keys, 0.0f);
     }
-    for (int j = jb; j < je; ++j) {
-      const float* v = values + (long)j * v_stride;
-      for (int r = 0; r < nr; ++r) {
-        const float p = sc[(long)r * n + (j - jb)];
-        if (p != 0.0f) axpy(acc.data() + (long)r * head_dim, p, v, head_dim);
-      }
+    for (int r = 0; r < nr; ++r) {
+      const int pos = q0 + i0 + r, lo = lo_of(pos);
+      mix_values(out + (long)(i0 + r) * out_stride, sc.data() + (long)r * n + (lo - jb), pos - lo + 1, head_dim,
+                 [&](int j) { return values + (long)(lo + j) * v_stride; });
     }
-    for (int r = 0; r < nr; ++r)
-      std::copy_n(acc.data() + (long)r * head_dim, head_dim, out + (long)(i0 + r) * out_stride);
   }
 }
 
