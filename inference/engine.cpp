@@ -84,6 +84,11 @@ struct Engine::State {
   std::vector<int> n_rows;       // [n_kv_heads]
   std::vector<float> probs;      // [n_heads, cap]
   std::vector<float> lse;        // [n_heads]
+  // Decode attention split into ranges of kRangeKeys keys per KV head (see decode_token).
+  std::vector<std::pair<int, int>> ranges;  // [n_ranges] (KV head, range) pairs of the layer
+  std::vector<float> part_out;   // [n_heads, max_ranges, head_dim] unnormalized value mixes
+  std::vector<float> part_m;     // [n_heads, max_ranges] largest scaled score of each range
+  std::vector<float> part_l;     // [n_heads, max_ranges] sum of exps of each range
   std::vector<float> qrot;       // [n_heads, head_dim] queries rotated by slot (rope_in_cache)
   std::vector<float> krot;       // [n_kv_heads, cap, head_dim] keys rotated by slot (rope_in_cache)
   std::vector<AttentionBlock> blocks;  // [n_heads]
@@ -373,18 +378,51 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
     s.gather_active(l, c.sliding_window > 0 ? pos - c.sliding_window + 1 : 0);
     if (options_.rope_in_cache) s.rotate_by_slot(l, pairing);
 
+    // Attention in (KV head, key range) pieces: a KV head's query heads share each range's keys
+    // and values (read from memory once, not once per query head), and long contexts split into
+    // enough pieces to keep every thread busy. Ranges are fixed at kRangeKeys keys, so results do
+    // not depend on the thread count. A KV head with one range is finished in its piece; longer
+    // ones are combined per query head after all pieces.
+    constexpr int kRangeKeys = 512;
     const float* queries = options_.rope_in_cache ? s.qrot.data() : s.q.data();
-    team.parallel(c.n_heads, 1, [&](long h0, long h1) {
-      for (long h = h0; h < h1; ++h) {
-        const long g = h / group;
-        const float* keys = options_.rope_in_cache
-                                ? s.krot.data() + static_cast<std::size_t>(g) * s.cap * hd
-                                : s.store.keys(l, static_cast<int>(g));
-        s.lse[h] = ops::attend_rows(s.att.data() + h * hd, s.probs.data() + h * s.cap,
-                                    queries + h * hd, keys, s.store.values(l, static_cast<int>(g)),
-                                    s.rows.data() + g * s.cap, s.n_rows[g], hd, scale);
+    const int max_ranges = (s.cap + kRangeKeys - 1) / kRangeKeys;
+    auto n_ranges = [&](int g) { return (s.n_rows[g] + kRangeKeys - 1) / kRangeKeys; };
+    s.ranges.clear();
+    for (int g = 0; g < c.n_kv_heads; ++g)
+      for (int r = 0; r < n_ranges(g); ++r) s.ranges.emplace_back(g, r);
+    s.part_out.resize(static_cast<std::size_t>(c.n_heads) * max_ranges * hd);
+    s.part_m.resize(static_cast<std::size_t>(c.n_heads) * max_ranges);
+    s.part_l.resize(static_cast<std::size_t>(c.n_heads) * max_ranges);
+    auto merge = [&](int h) {
+      const int g = h / group;
+      const std::size_t at = static_cast<std::size_t>(h) * max_ranges;
+      s.lse[h] = ops::attend_rows_merge(s.att.data() + static_cast<std::size_t>(h) * hd,
+                                        s.probs.data() + static_cast<std::size_t>(h) * s.cap, s.n_rows[g], kRangeKeys,
+                                        s.part_out.data() + at * hd, s.part_m.data() + at, s.part_l.data() + at,
+                                        n_ranges(g), hd);
+    };
+    team.parallel(static_cast<long>(s.ranges.size()), 1, [&](long t0, long t1) {
+      for (long t = t0; t < t1; ++t) {
+        const auto [g, r] = s.ranges[t];
+        const float* keys = options_.rope_in_cache ? s.krot.data() + static_cast<std::size_t>(g) * s.cap * hd
+                                                   : s.store.keys(l, g);
+        const int h0 = g * group;
+        const std::size_t at = static_cast<std::size_t>(h0) * max_ranges + r;
+        ops::attend_rows_part(s.part_out.data() + at * hd, static_cast<long>(max_ranges) * hd,
+                              s.probs.data() + static_cast<std::size_t>(h0) * s.cap, s.cap, s.part_m.data() + at,
+                              s.part_l.data() + at, max_ranges, queries + static_cast<std::size_t>(h0) * hd, group,
+                              keys, s.store.values(l, g), s.rows.data() + static_cast<std::size_t>(g) * s.cap,
+                              r * kRangeKeys, std::min(s.n_rows[g], (r + 1) * kRangeKeys), hd, scale);
+        if (n_ranges(g) == 1)
+          for (int h = h0; h < h0 + group; ++h) merge(h);
       }
     });
+    if (max_ranges > 1) {
+      team.parallel(c.n_heads, 1, [&](long h0, long h1) {
+        for (long h = h0; h < h1; ++h)
+          if (n_ranges(static_cast<int>(h) / group) > 1) merge(static_cast<int>(h));
+      });
+    }
 
     // The hooks see the rows while the team starts on the output projection, which reads neither
     // the probabilities nor the cache.

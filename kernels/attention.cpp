@@ -3,6 +3,7 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -101,34 +102,65 @@ void mix_values(float* out, const float* probs, int n, int head_dim, ValueRow va
 }  // namespace
 
 // Scores four keys at a time (four independent accumulator chains, not one chain per key), then
-// mixes the values eight vectors of output at a time, held in registers across all keys (not
-// reloaded and stored back per key): decode attention reads the cache at memory speed.
-float attend_rows(float* out, float* probs, const float* q, const float* keys,
-                  const float* values, const int32_t* rows, int n_keys, int head_dim, float scale) {
+// mixes the values eight vectors of output at a time, held in registers across all keys.
+void attend_rows_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
+                      long stat_stride, const float* q_all, int n_q, const float* keys, const float* values,
+                      const int32_t* rows, int j0, int j1, int head_dim, float scale) {
   const int hd8 = head_dim / 8 * 8;  // components in whole 8-wide vectors; the rest one by one
   auto key = [&](int j) { return keys + static_cast<long>(rows[j]) * head_dim; };
-  int j = 0;
-  for (; j + 4 <= n_keys; j += 4) {
-    const float* k[4] = {key(j), key(j + 1), key(j + 2), key(j + 3)};
-    f32x8 acc[4] = {};
-    for (int d = 0; d < hd8; d += 8) {
-      const f32x8 qd = load8(q + d);
+  for (int i = 0; i < n_q; ++i) {
+    const float* q = q_all + static_cast<long>(i) * head_dim;
+    float* pr = probs + i * probs_stride;
+    int j = j0;
+    for (; j + 4 <= j1; j += 4) {
+      const float* k[4] = {key(j), key(j + 1), key(j + 2), key(j + 3)};
+      f32x8 acc[4] = {};
+      for (int d = 0; d < hd8; d += 8) {
+        const f32x8 qd = load8(q + d);
 #pragma GCC unroll 4
-      for (int u = 0; u < 4; ++u) acc[u] += qd * load8(k[u] + d);
+        for (int u = 0; u < 4; ++u) acc[u] += qd * load8(k[u] + d);
+      }
+      for (int u = 0; u < 4; ++u) {
+        float s = 0.0f;
+        for (int c = 0; c < 8; ++c) s += acc[u][c];
+        for (int d = hd8; d < head_dim; ++d) s += q[d] * k[u][d];
+        pr[j + u] = scale * s;
+      }
     }
-    for (int u = 0; u < 4; ++u) {
-      float s = 0.0f;
-      for (int i = 0; i < 8; ++i) s += acc[u][i];
-      for (int d = hd8; d < head_dim; ++d) s += q[d] * k[u][d];
-      probs[j + u] = scale * s;
-    }
+    for (; j < j1; ++j) pr[j] = scale * dot(q, key(j), head_dim);
+    l[i * stat_stride] = exp_shifted(pr + j0, j1 - j0, &m[i * stat_stride]);
+    mix_values(part_out + i * out_stride, pr + j0, j1 - j0, head_dim,
+               [&](int jj) { return values + static_cast<long>(rows[j0 + jj]) * head_dim; });
   }
-  for (; j < n_keys; ++j) probs[j] = scale * dot(q, key(j), head_dim);
-  const float lse = softmax(probs, n_keys);
+}
 
-  mix_values(out, probs, n_keys, head_dim,
-             [&](int jj) { return values + static_cast<long>(rows[jj]) * head_dim; });
-  return lse;
+float attend_rows_merge(float* out, float* probs, int n_keys, int seg_keys, const float* part_out, const float* m,
+                        const float* l, int n_parts, int head_dim) {
+  float max = m[0];
+  for (int p = 1; p < n_parts; ++p) max = std::max(max, m[p]);
+  float sum = 0.0f;
+  for (int p = 0; p < n_parts; ++p) sum += l[p] * std::exp(m[p] - max);
+  const float inv = 1.0f / sum;
+  for (int d = 0; d < head_dim; ++d) out[d] = 0.0f;
+  for (int p = 0; p < n_parts; ++p) {
+    const float w = n_parts == 1 ? inv : std::exp(m[p] - max) * inv;  // this range's share
+    const float* po = part_out + static_cast<long>(p) * head_dim;
+    for (int d = 0; d < head_dim; ++d) out[d] += w * po[d];
+    float* pr = probs + static_cast<long>(p) * seg_keys;
+    const int n = std::min(seg_keys, n_keys - p * seg_keys);
+#pragma omp simd
+    for (int j = 0; j < n; ++j) pr[j] *= w;
+  }
+  return max + std::log(sum);
+}
+
+float attend_rows(float* out, float* probs, const float* q, const float* keys,
+                  const float* values, const int32_t* rows, int n_keys, int head_dim, float scale) {
+  thread_local std::vector<float> part;  // [head_dim] the unnormalized value mix
+  part.resize(head_dim);
+  float m = 0.0f, l = 0.0f;
+  attend_rows_part(part.data(), 0, probs, 0, &m, &l, 0, q, 1, keys, values, rows, 0, n_keys, head_dim, scale);
+  return attend_rows_merge(out, probs, n_keys, n_keys, part.data(), &m, &l, 1, head_dim);
 }
 
 void attend_causal_block(float* out, long out_stride, float* probs, float* lse, const float* q, long q_stride,

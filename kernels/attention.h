@@ -1,5 +1,6 @@
 // Scaled dot-product attention: scores = q.k / sqrt(d), softmax, weighted sum of values.
-// attend_rows takes one query row (single-threaded: decode parallelises over heads);
+// attend_rows takes one query row, attend_rows_part / _merge one KV head's queries over a key
+// range and the ranges' combination (single-threaded: decode parallelises over ranges);
 // attend_causal_block takes a block of consecutive prompt queries of one head (prefill),
 // four rows at a time against sixteen keys, on the OpenMP threads.
 #pragma once
@@ -9,9 +10,25 @@ namespace kvs::ops {
 
 // One query over the rows listed in rows[n_keys] (indices into contiguous [*, head_dim]
 // keys/values). Writes probs[n_keys] and out[head_dim]; returns the log-sum-exp of the scaled
-// scores.
+// scores. (attend_rows_part over all keys, then attend_rows_merge.)
 float attend_rows(float* out, float* probs, const float* q, const float* keys,
                   const float* values, const int32_t* rows, int n_keys, int head_dim, float scale);
+
+// Decode attention split over key ranges, for the n_q query heads that share one KV head: the
+// range's keys and values come from memory once and from cache for the other heads.
+// For query i (q + i * head_dim) over listed rows j in [j0, j1):
+//   probs[i * probs_stride + j] = exp(scale * q_i.k_j - m[i * stat_stride]),
+//   m[i * stat_stride] = the largest scaled score in the range, l[i * stat_stride] = the sum of
+//   those exps, part_out[i * out_stride .. + head_dim] = sum_j probs * v_j (unnormalized).
+void attend_rows_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
+                      long stat_stride, const float* q, int n_q, const float* keys, const float* values,
+                      const int32_t* rows, int j0, int j1, int head_dim, float scale);
+
+// Combines one query's n_parts ranges of seg_keys keys each (the last one shorter; part p covers
+// keys [p * seg_keys, ...) of n_keys) from attend_rows_part: part_out [n_parts, head_dim], m, l
+// [n_parts]. Writes out[head_dim], rescales probs[n_keys] to the softmax; returns the log-sum-exp.
+float attend_rows_merge(float* out, float* probs, int n_keys, int seg_keys, const float* part_out, const float* m,
+                        const float* l, int n_parts, int head_dim);
 
 // Causal attention of the nq queries at positions q0..q0+nq-1 of one head, query q over keys
 // lo(q)..q, lo(q) = window > 0 ? max(0, q - window + 1) : 0.

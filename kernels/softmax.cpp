@@ -22,7 +22,7 @@ inline void store8(float* p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
 
 }  // namespace
 
-float softmax(float* x, int n) {
+float exp_shifted(float* x, int n, float* max_out) {
   float max = x[0];
 #pragma omp simd reduction(max : max)
   for (int i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
@@ -42,6 +42,13 @@ float softmax(float* x, int n) {
   }
   float sum = 0.0f;
   for (int k = 0; k < 8; ++k) sum += acc[k];
+  *max_out = max;
+  return sum;
+}
+
+float softmax(float* x, int n) {
+  float max = 0.0f;
+  const float sum = exp_shifted(x, n, &max);
   const float inv = 1.0f / sum;
 #pragma omp simd
   for (int i = 0; i < n; ++i) x[i] *= inv;
