@@ -34,21 +34,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// stories110M: dim 768, 12 layers, 12 heads, hidden 2048, vocab 32000, seq_len 1024.
-kvs::Model stories110m_shaped() {
-  kvs::ModelConfig c;
-  c.name = "random stories110M-shaped";
-  c.dim = 768;
-  c.hidden_dim = 2048;
-  c.n_layers = 12;
-  c.n_heads = 12;
-  c.n_kv_heads = 12;
-  c.head_dim = 64;
-  c.vocab_size = 32000;
-  c.seq_len = 1024;
-  return kvs::bench::random_model(c, 0.036f, 0.022f);  // ~1/sqrt(dim)
-}
-
 // The trace every decode row goes into: the recorder's meta for `model` and `prompt`.
 kvs::TraceMeta trace_meta(const kvs::Model& model, int prompt_len) {
   const kvs::ModelConfig& c = model.config;
@@ -172,7 +157,7 @@ int main(int argc, char** argv) {
     const std::string path = argc > 1 ? argv[1] : "";
     const int steps = argc > 2 ? std::stoi(argv[2]) : 128;
     auto t0 = Clock::now();
-    const kvs::Model model = path.empty() ? stories110m_shaped() : kvs::load_model(path);
+    const kvs::Model model = path.empty() ? kvs::bench::stories110m_shaped() : kvs::load_model(path);
     const kvs::ModelConfig& c = model.config;
     std::printf("model: %s (%s), dim %d, %d layers, %d heads (%d KV), hidden %d, vocab %d; built in %.1f s\n",
                 path.empty() ? c.name.c_str() : path.c_str(), model.weight_type.c_str(), c.dim,

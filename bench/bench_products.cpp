@@ -58,17 +58,8 @@ int main(int argc, char** argv) {
     execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
   }
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
-  kvs::ModelConfig c;
-  c.name = "random stories110M-shaped";
-  c.dim = 768;
-  c.hidden_dim = 2048;
-  c.n_layers = 12;
-  c.n_heads = 12;
-  c.n_kv_heads = 12;
-  c.head_dim = 64;
-  c.vocab_size = 32000;
-  c.seq_len = 1024;
-  const kvs::Model model = kvs::bench::random_model(c, 0.036f, 0.022f);
+  const kvs::Model model = kvs::bench::stories110m_shaped();
+  const kvs::ModelConfig& c = model.config;
   const int dim = c.dim, hid = c.hidden_dim;
   std::vector<float> x(hid, 0.01f);          // [max cols] the products' input
   std::vector<float> y(c.vocab_size, 0.0f);  // [max rows] their output (overwritten)
