@@ -153,8 +153,10 @@ void matmul(float* y, const float* x, const float* w, int n, int rows, int cols)
     const int t1 = std::min(n, t0 + kTokenChunk);
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
     for (int p = 0; p < n_panels; ++p) {
-      const float* panel = packed + p * panel_floats;
-      if (!pack_once) {
+      const float* panel = nullptr;
+      if (pack_once) {
+        panel = packed + p * panel_floats;
+      } else {
         thread_local std::vector<float> own;  // [cols, kPanel] this thread's packed panel
         own.resize(panel_floats);
         pack_panel(own.data(), w, p, rows, cols);
