@@ -56,3 +56,8 @@ Launch<Params...> launcher(void (*kernel)(Params...), dim3 grid, dim3 block, std
 
 inline void __syncthreads() { cuda_emu::sync_block(); }
 inline float __shfl_xor_sync(unsigned, float v, int lane_mask) { return cuda_emu::shfl_xor(v, lane_mask); }
+// Loads through the read-only cache and streaming loads: plain loads on the host.
+template <class T>
+T __ldg(const T* p) { return *p; }
+template <class T>
+T __ldcs(const T* p) { return *p; }
