@@ -39,6 +39,7 @@ TEST(CudaMatvec, SixteenByteRowsMatchTheCpuTwin) {
   check_matvec(576, 576, 0.0f, 1);   // SmolLM2's projections
   check_matvec(1003, 2048, 0.0f, 2);  // a part-full last block
   check_matvec(64, 8, 0.0f, 3);       // one 16-byte load per row
+  check_matvec(96, 2304, 0.0f, 8);    // eight loads in flight, then one more per lane
 }
 
 TEST(CudaMatvec, OtherRowLengthsTakeTheScalarPath) {
