@@ -1,5 +1,6 @@
-// Attention on the device: one decode query row per head over listed cache rows (scores, softmax,
-// split-key P·V, fixed-order reduction), and the causal softmax of prefill score blocks.
+// Attention on the device: one decode query row per head over listed cache rows (flash-decoding:
+// splits of keys scored and summed with their own max, then combined in split order, each key
+// and value read once per KV head), and the causal softmax of prefill score blocks.
 // CPU twins: ops::attend_rows (decode) and the softmax inside ops::attend (prefill).
 #include <stdexcept>
 
@@ -11,11 +12,25 @@ namespace {
 
 constexpr int kThreads = 256;              // every kernel here runs 256-thread blocks
 constexpr int kWarps = kThreads / 32;
-constexpr int kScoreKeysPerBlock = 64;     // keys per block of the scores kernel
-constexpr int kPvKeysPerSplit = 256;       // keys per split of the P·V kernel
-constexpr int kMaxHeadDim = kThreads;      // P·V gives each output dimension a thread
+constexpr int kMaxHeadDim = 256;
+constexpr int kKeyLanes = 4;               // lanes that share one key's dot products
+constexpr int kBlockHeads = 8;             // query heads of one KV head per decode block
+constexpr int kMinSplitKeys = 32;          // keys per decode split, doubled up to...
+constexpr int kMaxSplitKeys = 512;         // ...this while the grid has over kSplitBlocks blocks
+constexpr int kSplitBlocks = 1024;
+constexpr int kCombineKeys = 1024;         // probabilities normalized per combine block
+constexpr int kTileHalves = 8192;          // key or value rows staged in shared memory (16 KB)
+constexpr int kOutPerThread = kBlockHeads * kMaxHeadDim / 2 / kThreads;  // (head, pair) sums
 
-int pv_splits(int max_rows) { return (max_rows + kPvKeysPerSplit - 1) / kPvKeysPerSplit; }
+// Keys per split of a decode launch: small splits for short contexts (enough blocks to fill the
+// GPU), larger ones for long contexts (fewer partial results to combine).
+int split_keys(int kv_blocks, int max_rows) {
+  int keys = kMinSplitKeys;
+  while (keys < kMaxSplitKeys && static_cast<long>(kv_blocks) * ((max_rows + keys - 1) / keys) > kSplitBlocks) {
+    keys *= 2;
+  }
+  return keys;
+}
 
 // Softmax of p[0..n) in place by the whole block, with the steps of ops::softmax: exp(s - max),
 // their sum, times 1/sum. Returns the log-sum-exp. Each thread touches the same indices in every
@@ -36,120 +51,219 @@ __device__ float softmax_in_place(float* p, int n, float* red) {
   return m + logf(sum);
 }
 
-// (1) Scaled logits. Grid (n_heads, ceil(max_rows / kScoreKeysPerBlock)); each warp takes one key
-// at a time, its lanes stride over the head_dim/2 pairs, then a warp reduction.
-__global__ void decode_scores_kernel(float* probs,  // [n_heads, probs_stride]
-                                     long probs_stride,
-                                     const float* q,   // [n_heads, head_dim]
-                                     const __half* k,  // [n_kv_heads, head_stride]
-                                     long head_stride,
-                                     const int32_t* rows,    // [n_kv_heads, rows_stride]
-                                     long rows_stride,
-                                     const int32_t* n_rows,  // [n_kv_heads]
-                                     int group, int head_dim, float scale,
-                                     const float* rope_cos,  // [n_pos, head_dim/2] or null
-                                     const float* rope_sin,  // [n_pos, head_dim/2] or null
-                                     bool interleaved) {
-  __shared__ float qs[kMaxHeadDim];  // [head_dim]
-  const int h = blockIdx.x;
-  const int g = h / group;
-  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
-    qs[i] = q[static_cast<long>(h) * head_dim + i];
-  }
-  __syncthreads();
-  const int n = n_rows[g];
-  const int j_begin = static_cast<int>(blockIdx.y) * kScoreKeysPerBlock;
-  const int j_end = min(n, j_begin + kScoreKeysPerBlock);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int half = head_dim / 2;
-  const __half* kg = k + static_cast<long>(g) * head_stride;      // [cap, head_dim]
-  const int32_t* rg = rows + static_cast<long>(g) * rows_stride;  // [n_rows[g]]
-  float* ph = probs + static_cast<long>(h) * probs_stride;       // [n_rows[g]]
-  for (int j = j_begin + warp; j < j_end; j += kWarps) {  // uniform over the warp
-    const long row = rg[j];
-    const __half* kr = kg + row * head_dim;  // [head_dim]
-    float dot = 0.0f;
-    for (int t = lane; t < half; t += 32) {
-      const int i0 = interleaved ? 2 * t : t;
-      const int i1 = interleaved ? 2 * t + 1 : t + half;
-      float a = __half2float(kr[i0]), b = __half2float(kr[i1]);
-      if (rope_cos) {  // rotate the key by its cache row index, as ops::rope_apply does
-        const float c = rope_cos[row * half + t], s = rope_sin[row * half + t];
-        const float ra = a * c - b * s;
-        const float rb = a * s + b * c;
-        a = ra;
-        b = rb;
-      }
-      dot += qs[i0] * a + qs[i1] * b;
-    }
-    dot = detail::warp_sum(dot);
-    if (lane == 0) ph[j] = scale * dot;
+// Copies the cache rows rs[t0 .. t0 + n) of one KV head (src [cap, head_dim]) into tile
+// [n, row_halves] with 16-byte loads spread over the block, so that every thread has several
+// loads in flight (a warp walking the rows one at a time left HBM mostly idle).
+__device__ void load_tile(uint4* tile, const __half* src, const int32_t* rs, int t0, int n, int head_dim,
+                          int row_halves) {
+  const int per_row = head_dim / 8;  // uint4 per row
+  for (int i = threadIdx.x; i < n * per_row; i += blockDim.x) {
+    const int j = i / per_row, c = i % per_row;
+    tile[j * (row_halves / 8) + c] = reinterpret_cast<const uint4*>(src + static_cast<long>(rs[t0 + j]) * head_dim)[c];
   }
 }
 
-// (2) Softmax over the n_rows[g] logits of each head in place, and its log-sum-exp. One block per
-// head. Same steps as ops::softmax: exp(s - max), sum, multiply by 1/sum.
-__global__ void decode_softmax_kernel(float* probs,  // [n_heads, probs_stride]
+// Decode, pass 1 (flash-decoding split): one block per (KV head, group of up to kBlockHeads of
+// its query heads, split of split_keys listed rows), so that each key and value row is read once
+// for all the query heads that share it, a tile of rows at a time into shared memory.
+// Grid (n_kv_heads * head_blocks, n_splits).
+//  - scores: kKeyLanes lanes per key of the tile, over the rotation pairs (the key rotated by
+//    its cache row when rope_cos is given) for every query head of the block; the scaled logits
+//    go to probs (normalized by pass 2) and to e;
+//  - per head, the split's max m and sum l of exp(logit - m);
+//  - per head and output dimension, sum over the split of exp(logit - m) * value.
+// part [n_heads, n_splits, head_dim + 2] gets the sums, then m, then l (m = -inf, l = 0 and
+// zero sums for a split past the head's rows).
+__global__ void decode_split_kernel(float* part,      // [n_heads, n_splits, head_dim + 2]
+                                    float* probs,     // [n_heads, probs_stride]
+                                    long probs_stride,
+                                    const float* q,   // [n_heads, head_dim]
+                                    const __half* k,  // [n_kv_heads, head_stride]
+                                    const __half* v,  // [n_kv_heads, head_stride]
+                                    long head_stride,
+                                    const int32_t* rows,    // [n_kv_heads, rows_stride]
+                                    long rows_stride,
+                                    const int32_t* n_rows,  // [n_kv_heads]
+                                    int group, int head_blocks, int keys_per_split, int head_dim,
+                                    float scale,
+                                    const float* rope_cos,  // [n_pos, head_dim/2] or null
+                                    const float* rope_sin,  // [n_pos, head_dim/2] or null
+                                    bool interleaved) {
+  __shared__ float4 qs4[kBlockHeads * kMaxHeadDim / 4];  // 16-byte aligned for the vector reads
+  float* qs = reinterpret_cast<float*>(qs4);              // [nh, head_dim]
+  __shared__ float e[kBlockHeads * kMaxSplitKeys];  // [nh, keys_per_split]
+  __shared__ int32_t rs[kMaxSplitKeys];              // [keys_per_split] cache rows of the split
+  __shared__ uint4 tile[kTileHalves / 8];            // [keys, head_dim + 8] or [keys, head_dim] halves
+  const int g = blockIdx.x / head_blocks;
+  const int h0 = g * group + static_cast<int>(blockIdx.x % head_blocks) * kBlockHeads;  // first head
+  const int nh = min(kBlockHeads, (g + 1) * group - h0);
+  const int split = blockIdx.y, n_splits = gridDim.y;
+  const int j0 = split * keys_per_split;
+  const int cnt = max(0, min(keys_per_split, n_rows[g] - j0));  // keys of this split
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int half = head_dim / 2;
+  const int k_row = head_dim + 8;  // halves per key row in the tile: 4 banks apart, no conflicts
+  const int k_tile_keys = min(kTileHalves / k_row, kThreads / kKeyLanes);
+  const int v_tile_keys = kTileHalves / head_dim;
+  const __half2* tile2 = reinterpret_cast<const __half2*>(tile);  // [keys, row / 2]
+  for (int i = threadIdx.x; i < nh * head_dim; i += blockDim.x) qs[i] = q[static_cast<long>(h0) * head_dim + i];
+  const int32_t* rg = rows + static_cast<long>(g) * rows_stride + j0;  // [cnt]
+  for (int j = threadIdx.x; j < cnt; j += blockDim.x) rs[j] = rg[j];
+  __syncthreads();
+
+  // Scores: kKeyLanes consecutive lanes per key, each over every kKeyLanes-th unit of two
+  // rotation pairs (p = 2u, 2u + 1; a rotate-half row keeps the units' first elements in words
+  // 0..half/2-1 and second ones after them, an interleaved row keeps unit u in words 2u, 2u + 1).
+  const __half* kg = k + static_cast<long>(g) * head_stride;  // [cap, head_dim]
+  const int sub = threadIdx.x % kKeyLanes;
+  const int units = half / 2;
+  for (int t0 = 0; t0 < cnt; t0 += k_tile_keys) {
+    const int n = min(k_tile_keys, cnt - t0);
+    load_tile(tile, kg, rs, t0, n, head_dim, k_row);
+    __syncthreads();
+    const int jt = threadIdx.x / kKeyLanes;  // this lane group's key in the tile
+    const bool valid = jt < n;
+    const long row = valid ? rs[t0 + jt] : 0;
+    const __half2* kr = tile2 + jt * (k_row / 2);  // [k_row / 2]
+    float dot[kBlockHeads];
+#pragma unroll
+    for (int r = 0; r < kBlockHeads; ++r) dot[r] = 0.0f;
+    for (int u = sub; valid && u < units; u += kKeyLanes) {
+      float2 x = __half22float2(interleaved ? kr[2 * u] : kr[u]);              // (a, b) of 2u | a of 2u, 2u + 1
+      float2 y = __half22float2(interleaved ? kr[2 * u + 1] : kr[units + u]);  // (a, b) of 2u + 1 | b of 2u, 2u + 1
+      float a0 = x.x, a1 = interleaved ? y.x : x.y, b0 = interleaved ? x.y : y.x, b1 = y.y;
+      if (rope_cos) {  // rotate the key by its cache row index, as ops::rope_apply does
+        const float2 c = *reinterpret_cast<const float2*>(rope_cos + row * half + 2 * u);
+        const float2 sn = *reinterpret_cast<const float2*>(rope_sin + row * half + 2 * u);
+        const float ra0 = a0 * c.x - b0 * sn.x, ra1 = a1 * c.y - b1 * sn.y;
+        b0 = a0 * sn.x + b0 * c.x;
+        b1 = a1 * sn.y + b1 * c.y;
+        a0 = ra0;
+        a1 = ra1;
+      }
+#pragma unroll
+      for (int r = 0; r < kBlockHeads; ++r) {
+        if (r >= nh) break;
+        const float* qr = qs + r * head_dim;  // [head_dim]
+        if (interleaved) {
+          const float4 qq = *reinterpret_cast<const float4*>(qr + 4 * u);  // a, b of 2u, then of 2u + 1
+          dot[r] += qq.x * a0 + qq.y * b0 + qq.z * a1 + qq.w * b1;
+        } else {
+          const float2 qa = *reinterpret_cast<const float2*>(qr + 2 * u);
+          const float2 qb = *reinterpret_cast<const float2*>(qr + half + 2 * u);
+          dot[r] += qa.x * a0 + qa.y * a1 + qb.x * b0 + qb.y * b1;
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kBlockHeads; ++r) {  // every lane takes part in the shuffles
+      if (r >= nh) break;
+      float d = dot[r];
+      for (int o = 1; o < kKeyLanes; o <<= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+      if (valid && sub == 0) {
+        d *= scale;
+        e[r * keys_per_split + t0 + jt] = d;
+        probs[static_cast<long>(h0 + r) * probs_stride + j0 + t0 + jt] = d;
+      }
+    }
+    __syncthreads();  // the tile is read; the next one overwrites it
+  }
+
+  // Per head (a warp each): the split's max and sum of exponentials; e becomes exp(logit - m).
+  for (int r = warp; r < nh; r += kWarps) {
+    float* er = e + r * keys_per_split;  // [cnt]
+    float m = -INFINITY;
+    for (int j = lane; j < cnt; j += 32) m = fmaxf(m, er[j]);
+    m = detail::warp_max(m);
+    float l = 0.0f;
+    for (int j = lane; j < cnt; j += 32) {
+      const float x = expf(er[j] - m);
+      er[j] = x;
+      l += x;
+    }
+    l = detail::warp_sum(l);
+    if (lane == 0) {
+      float* pr = part + (static_cast<long>(h0 + r) * n_splits + split) * (head_dim + 2);  // [head_dim + 2]
+      pr[head_dim] = m;
+      pr[head_dim + 1] = l;
+    }
+  }
+
+  // Value sums: a thread per (head, pair of dimensions), at most kOutPerThread of them; a warp's
+  // lanes read consecutive pairs of a value row in the tile.
+  const __half* vg = v + static_cast<long>(g) * head_stride;  // [cap, head_dim]
+  float2 acc[kOutPerThread];
+#pragma unroll
+  for (int i = 0; i < kOutPerThread; ++i) acc[i] = {0.0f, 0.0f};
+  for (int t0 = 0; t0 < cnt; t0 += v_tile_keys) {
+    const int n = min(v_tile_keys, cnt - t0);
+    __syncthreads();  // e is final (first tile); the previous tile is read
+    load_tile(tile, vg, rs, t0, n, head_dim, head_dim);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kOutPerThread; ++i) {
+      const int o = threadIdx.x + i * kThreads;
+      if (o >= nh * half) break;
+      const int r = o / half, d = o % half;
+      const float* er = e + r * keys_per_split + t0;  // [n]
+      for (int jt = 0; jt < n; ++jt) {
+        const float2 x = __half22float2(tile2[jt * half + d]);
+        acc[i].x += er[jt] * x.x;
+        acc[i].y += er[jt] * x.y;
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kOutPerThread; ++i) {
+    const int o = threadIdx.x + i * kThreads;
+    if (o >= nh * half) break;
+    const int r = o / half, d = o % half;
+    float* pr = part + (static_cast<long>(h0 + r) * n_splits + split) * (head_dim + 2);  // [head_dim + 2]
+    pr[2 * d] = acc[i].x;
+    pr[2 * d + 1] = acc[i].y;
+  }
+}
+
+// Decode, pass 2: one block per (head, kCombineKeys of its rows). From the splits' m and l: the
+// row's max M, sum L = sum of l * exp(m - M) and log-sum-exp; the block's probabilities become
+// exp(logit - M) / L; the first block of each head also writes lse and the output row, the
+// splits' sums weighted by exp(m - M) / L in split order.
+__global__ void decode_combine_kernel(float* out,         // [n_heads, head_dim]
+                                      float* probs,       // [n_heads, probs_stride]
                                       long probs_stride,
-                                      float* lse,             // [n_heads]
+                                      float* lse,         // [n_heads]
+                                      const float* part,  // [n_heads, n_splits, head_dim + 2]
                                       const int32_t* n_rows,  // [n_kv_heads]
-                                      int group) {
+                                      int group, int n_splits, int head_dim) {
   __shared__ float red[32];
   const int h = blockIdx.x;
   const int n = n_rows[h / group];
+  const float* ph = part + static_cast<long>(h) * n_splits * (head_dim + 2);  // [n_splits, head_dim + 2]
+  float m = -INFINITY;
+  for (int s = threadIdx.x; s < n_splits; s += blockDim.x) m = fmaxf(m, ph[s * (head_dim + 2) + head_dim]);
+  m = detail::block_max(m, red);  // finite: n >= 1
+  float l = 0.0f;
+  for (int s = threadIdx.x; s < n_splits; s += blockDim.x) {
+    const float* ps = ph + s * (head_dim + 2);
+    l += ps[head_dim + 1] * expf(ps[head_dim] - m);
+  }
+  l = detail::block_sum(l, red);
+  const float inv = 1.0f / l;
   float* p = probs + static_cast<long>(h) * probs_stride;  // [n]
-  const float row_lse = softmax_in_place(p, n, red);
-  if (threadIdx.x == 0) lse[h] = row_lse;
-}
-
-// (3) Partial P·V over one split of kPvKeysPerSplit keys. Grid (n_heads, n_splits). Thread t
-// owns dimension t % head_dim of key lane t / head_dim (kThreads / head_dim lanes); the lanes are
-// summed in lane order into scratch. Splits past n_rows[g] write zeros.
-__global__ void decode_pv_kernel(float* scratch,       // [n_heads, n_splits, head_dim]
-                                 const float* probs,   // [n_heads, probs_stride]
-                                 long probs_stride,
-                                 const __half* v,      // [n_kv_heads, head_stride]
-                                 long head_stride,
-                                 const int32_t* rows,  // [n_kv_heads, rows_stride]
-                                 long rows_stride,
-                                 const int32_t* n_rows,  // [n_kv_heads]
-                                 int group, int head_dim) {
-  __shared__ float part[kThreads];  // [lanes, head_dim]
-  const int h = blockIdx.x, split = blockIdx.y, n_splits = gridDim.y;
-  const int g = h / group;
-  const int n = n_rows[g];
-  const int lanes = kThreads / head_dim;  // >= 1: head_dim <= kThreads
-  const int i = threadIdx.x % head_dim, l = threadIdx.x / head_dim;
-  const int j_begin = split * kPvKeysPerSplit;
-  const int j_end = min(n, j_begin + kPvKeysPerSplit);
-  float acc = 0.0f;
-  if (l < lanes) {
-    const float* ph = probs + static_cast<long>(h) * probs_stride;   // [n]
-    const __half* vg = v + static_cast<long>(g) * head_stride;        // [cap, head_dim]
-    const int32_t* rg = rows + static_cast<long>(g) * rows_stride;    // [n]
-    for (int j = j_begin + l; j < j_end; j += lanes) {
-      acc += ph[j] * __half2float(vg[static_cast<long>(rg[j]) * head_dim + i]);
+  const int j_end = min(n, static_cast<int>(blockIdx.y + 1) * kCombineKeys);
+  for (int j = static_cast<int>(blockIdx.y) * kCombineKeys + threadIdx.x; j < j_end; j += blockDim.x) {
+    p[j] = expf(p[j] - m) * inv;
+  }
+  if (blockIdx.y != 0) return;
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float o = 0.0f;
+    for (int s = 0; s < n_splits; ++s) {
+      const float* ps = ph + s * (head_dim + 2);
+      o += ps[d] * expf(ps[head_dim] - m);
     }
+    out[static_cast<long>(h) * head_dim + d] = o * inv;
   }
-  part[threadIdx.x] = acc;
-  __syncthreads();
-  if (static_cast<int>(threadIdx.x) < head_dim) {
-    float s = 0.0f;
-    for (int r = 0; r < lanes; ++r) s += part[r * head_dim + threadIdx.x];
-    scratch[(static_cast<long>(h) * n_splits + split) * head_dim + threadIdx.x] = s;
-  }
-}
-
-// (4) Sum of the splits in split order. One block per head.
-__global__ void decode_reduce_kernel(float* out,            // [n_heads, head_dim]
-                                     const float* scratch,  // [n_heads, n_splits, head_dim]
-                                     int n_splits, int head_dim) {
-  const long h = blockIdx.x;
-  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
-    float s = 0.0f;
-    for (int sp = 0; sp < n_splits; ++sp) s += scratch[(h * n_splits + sp) * head_dim + i];
-    out[h * head_dim + i] = s;
-  }
+  if (threadIdx.x == 0) lse[h] = m + logf(l);
 }
 
 // One block per (head, query row): causal softmax of the row's keys 0..q0+i in place, zeros for
@@ -172,8 +286,8 @@ __global__ void softmax_causal_kernel(float* scores,  // [n_heads, nq, ld]
 }  // namespace
 
 long attend_decode_scratch_floats(int n_heads, int max_rows, int head_dim) {
-  const int splits = max_rows > 0 ? pv_splits(max_rows) : 1;
-  return static_cast<long>(n_heads) * splits * head_dim;
+  const long splits = max_rows > 0 ? (max_rows + kMinSplitKeys - 1) / kMinSplitKeys : 1;
+  return static_cast<long>(n_heads) * splits * (head_dim + 2);
 }
 
 void attend_decode(float* out, float* probs, long probs_stride, float* lse,
@@ -182,22 +296,22 @@ void attend_decode(float* out, float* probs, long probs_stride, float* lse,
                    int n_heads, int n_kv_heads, int head_dim, float scale, const float* rope_cos,
                    const float* rope_sin, bool interleaved, float* scratch, cudaStream_t stream) {
   if (n_heads <= 0 || max_rows <= 0) return;
-  if (head_dim < 2 || head_dim > kMaxHeadDim || head_dim % 2 != 0) {
-    throw std::invalid_argument("attend_decode: head_dim must be even and at most 256");
+  if (head_dim < 8 || head_dim > kMaxHeadDim || head_dim % 8 != 0) {
+    throw std::invalid_argument("attend_decode: head_dim must be a multiple of 8, at most 256");
   }
   if (n_kv_heads <= 0 || n_heads % n_kv_heads != 0) {
     throw std::invalid_argument("attend_decode: n_heads must be a multiple of n_kv_heads");
   }
   const int group = n_heads / n_kv_heads;
-  const int score_blocks = (max_rows + kScoreKeysPerBlock - 1) / kScoreKeysPerBlock;
-  const int splits = pv_splits(max_rows);
-  decode_scores_kernel<<<dim3(n_heads, score_blocks), kThreads, 0, stream>>>(
-      probs, probs_stride, q, k, head_stride, rows, rows_stride, n_rows, group, head_dim, scale,
-      rope_cos, rope_sin, interleaved);
-  decode_softmax_kernel<<<n_heads, kThreads, 0, stream>>>(probs, probs_stride, lse, n_rows, group);
-  decode_pv_kernel<<<dim3(n_heads, splits), kThreads, 0, stream>>>(
-      scratch, probs, probs_stride, v, head_stride, rows, rows_stride, n_rows, group, head_dim);
-  decode_reduce_kernel<<<n_heads, kThreads, 0, stream>>>(out, scratch, splits, head_dim);
+  const int head_blocks = (group + kBlockHeads - 1) / kBlockHeads;
+  const int keys = split_keys(n_kv_heads * head_blocks, max_rows);
+  const int splits = (max_rows + keys - 1) / keys;
+  decode_split_kernel<<<dim3(n_kv_heads * head_blocks, splits), kThreads, 0, stream>>>(
+      scratch, probs, probs_stride, q, k, v, head_stride, rows, rows_stride, n_rows, group, head_blocks, keys,
+      head_dim, scale, rope_cos, rope_sin, interleaved);
+  const int combine_blocks = (max_rows + kCombineKeys - 1) / kCombineKeys;
+  decode_combine_kernel<<<dim3(n_heads, combine_blocks), kThreads, 0, stream>>>(
+      out, probs, probs_stride, lse, scratch, n_rows, group, splits, head_dim);
 }
 
 void softmax_causal(float* scores, float* lse, int n_heads, int nq, int n_keys,
