@@ -5,6 +5,7 @@
 // exactly what the CPU engine gives them.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -23,6 +24,10 @@ bool cuda_usable(std::string* why) { return cuda::gpu_present(why); }
 CudaBackend::Impl::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), options(o) {
   std::string why;
   if (!cuda::gpu_present(&why)) throw std::runtime_error("CUDA: no usable GPU (" + why + ")");
+  if (c.head_dim % 8 != 0 || c.head_dim > 256) {  // the decode attention kernel's row tiles
+    throw InputError("CUDA: head_dim " + std::to_string(c.head_dim) +
+                     " is not supported on the GPU (a multiple of 8 up to 256); use --device cpu");
+  }
   cuda::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream creation");
   stream_handle.reset(stream);
   cuda::check(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking), "stream creation");
@@ -31,6 +36,8 @@ CudaBackend::Impl::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.
     cudaEvent_t e = nullptr;
     cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event creation");
     attended.emplace_back(e);
+    cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event creation");
+    copied.emplace_back(e);
   }
   blas_check(cublasCreate(&blas), "handle creation");
   blas_handle.reset(blas);
@@ -54,12 +61,14 @@ CudaBackend::Impl::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.
 
   x = cuda::DeviceBuffer<float>(c.dim, "activations");
   xb = cuda::DeviceBuffer<float>(c.dim, "activations");
-  q = cuda::DeviceBuffer<float>(c.q_dim(), "activations");
+  qkv = cuda::DeviceBuffer<float>(c.q_dim() + 2 * c.kv_dim(), "activations");
+  q = qkv.get();
+  k = q + c.q_dim();
+  v = k + c.kv_dim();
   att = cuda::DeviceBuffer<float>(c.q_dim(), "activations");
-  k = cuda::DeviceBuffer<float>(c.kv_dim(), "activations");
-  v = cuda::DeviceBuffer<float>(c.kv_dim(), "activations");
-  gate = cuda::DeviceBuffer<float>(c.hidden_dim, "activations");
-  up = cuda::DeviceBuffer<float>(c.hidden_dim, "activations");
+  gate_up = cuda::DeviceBuffer<float>(2 * c.hidden_dim, "activations");
+  gate = gate_up.get();
+  up = gate + c.hidden_dim;
   logits = cuda::DeviceBuffer<float>(c.vocab_size, "logits");
   lse = cuda::DeviceBuffer<float>(static_cast<std::size_t>(L) * H, "attention rows");
   att_scratch = cuda::DeviceBuffer<float>(cuda::attend_decode_scratch_floats(H, c.seq_len, c.head_dim),
@@ -73,6 +82,7 @@ CudaBackend::Impl::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.
   lse_host = cuda::PinnedBuffer<float>(static_cast<std::size_t>(L) * H, "attention rows");
   layer_rows.resize(static_cast<std::size_t>(L) * n_kv);
   layer_max_rows.resize(L);
+  layer_rows_stride.resize(L);
   blocks.resize(H);
   logits_out.resize(c.vocab_size);
   // The tables above were copied from pageable memory on the legacy stream, which `stream` does
@@ -130,15 +140,25 @@ void CudaBackend::Impl::upload(float* dst, const WeightVector& src, const char* 
   cuda::check(cudaMemcpy(dst, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice), what);
 }
 
-cuda::DeviceBuffer<__half> CudaBackend::Impl::upload_half(const WeightVector& src, const char* what) {
-  cuda::DeviceBuffer<__half> out(src.size(), what);
+cuda::DeviceBuffer<__half> CudaBackend::Impl::upload_half(std::initializer_list<const WeightVector*> parts,
+                                                          const char* what) {
+  std::size_t total = 0, largest = 0;
+  for (const WeightVector* p : parts) {
+    total += p->size();
+    largest = std::max(largest, p->size());
+  }
+  cuda::DeviceBuffer<__half> out(total, what);
   constexpr std::size_t kChunk = std::size_t{16} << 20;  // floats staged per copy
-  cuda::DeviceBuffer<float> staging(std::min(kChunk, src.size()), "weight upload staging");
-  for (std::size_t i = 0; i < src.size(); i += kChunk) {
-    const std::size_t n = std::min(kChunk, src.size() - i);
-    cuda::check(cudaMemcpy(staging.get(), src.data() + i, n * sizeof(float), cudaMemcpyHostToDevice), what);
-    cuda::to_half(out.get() + i, staging.get(), static_cast<long>(n), nullptr);
-    cuda::check(cudaDeviceSynchronize(), what);
+  cuda::DeviceBuffer<float> staging(std::min(kChunk, largest), "weight upload staging");
+  __half* dst = out.get();
+  for (const WeightVector* p : parts) {
+    for (std::size_t i = 0; i < p->size(); i += kChunk) {
+      const std::size_t n = std::min(kChunk, p->size() - i);
+      cuda::check(cudaMemcpy(staging.get(), p->data() + i, n * sizeof(float), cudaMemcpyHostToDevice), what);
+      cuda::to_half(dst + i, staging.get(), static_cast<long>(n), nullptr);
+      cuda::check(cudaDeviceSynchronize(), what);
+    }
+    dst += p->size();
   }
   weight_bytes += out.bytes();
   return out;
@@ -152,8 +172,8 @@ void CudaBackend::Impl::upload_weights() {
     weight_bytes += out.bytes();
     return out;
   };
-  embedding = upload_half(w.token_embedding, "the token embedding");
-  if (!c.tied_classifier) classifier = upload_half(w.classifier, "the classifier");
+  embedding = upload_half({&w.token_embedding}, "the token embedding");
+  if (!c.tied_classifier) classifier = upload_half({&w.classifier}, "the classifier");
   final_norm = floats(w.final_norm, "the final norm");
   layers.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; ++l) {
@@ -164,31 +184,99 @@ void CudaBackend::Impl::upload_weights() {
     d.bq = floats(lw.bq, "a bias");
     d.bk = floats(lw.bk, "a bias");
     d.bv = floats(lw.bv, "a bias");
-    d.wq = upload_half(lw.wq, "an attention weight");
-    d.wk = upload_half(lw.wk, "an attention weight");
-    d.wv = upload_half(lw.wv, "an attention weight");
-    d.wo = upload_half(lw.wo, "an attention weight");
-    d.w_gate = upload_half(lw.w_gate, "an FFN weight");
-    d.w_up = upload_half(lw.w_up, "an FFN weight");
-    d.w_down = upload_half(lw.w_down, "an FFN weight");
+    d.wqkv = upload_half({&lw.wq, &lw.wk, &lw.wv}, "an attention weight");
+    d.wq = d.wqkv.get();
+    d.wk = d.wq + lw.wq.size();
+    d.wv = d.wk + lw.wk.size();
+    d.wo = upload_half({&lw.wo}, "an attention weight");
+    d.w_gate_up = upload_half({&lw.w_gate, &lw.w_up}, "an FFN weight");
+    d.w_gate = d.w_gate_up.get();
+    d.w_up = d.w_gate + lw.w_gate.size();
+    d.w_down = upload_half({&lw.w_down}, "an FFN weight");
   }
 }
 
 // Final norm of the last position's residual x_last [dim], the classifier, and the copy back.
 void CudaBackend::Impl::logits_to_host(const float* x_last) {
+  enqueue_logits(x_last);
+  finish_logits();
+}
+
+void CudaBackend::Impl::enqueue_logits(const float* x_last) {
   cuda::rmsnorm_rows(xb.get(), x_last, final_norm.get(), 1, c.dim, c.rms_eps, stream);
   cuda::matvec_half(logits.get(), c.tied_classifier ? embedding.get() : classifier.get(), xb.get(),
                     c.vocab_size, c.dim, 0.0f, stream);
   cuda::check(cudaMemcpyAsync(logits_host.get(), logits.get(), logits.bytes(), cudaMemcpyDeviceToHost, stream),
               "logits copy");
+}
+
+void CudaBackend::Impl::finish_logits() {
   sync();
   std::copy_n(logits_host.get(), c.vocab_size, logits_out.begin());
+}
+
+// Records this step's entry at the end of each KV head's rows of layer l, and where it goes
+// (slot0 of the layer's metadata).
+void CudaBackend::Impl::push_token(int l) {
+  int32_t* slot0_h = meta_host_at(l);  // [n_kv]
+  for (int g = 0; g < c.n_kv_heads; ++g) {
+    slot0_h[g] = cache->size(l, g);
+    cache->push(l, g, pos, 1);
+  }
+}
+
+// The rows each KV head of layer l attends: all of them (a shared 0..n-1 list, rows_stride 0)
+// unless some are inactive or, with a sliding window, before its first position; their count,
+// the query's slot, and (for hooks) the positions of the attended keys.
+void CudaBackend::Impl::plan_attention(int l, bool hooks) {
+  const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
+  int32_t* m_host = meta_host_at(l);
+  int32_t* n_rows_h = m_host + n_kv;         // [n_kv]
+  int32_t* qslot_h = m_host + 2 * n_kv;      // [H]
+  int32_t* rows_h = m_host + 2 * n_kv + H;   // [n_kv, rows_stride]
+  const int first_pos = c.sliding_window > 0 ? pos - c.sliding_window + 1 : 0;
+  int max_rows = 0;
+  bool all_active = true;
+  for (int g = 0; g < n_kv; ++g) {
+    max_rows = std::max(max_rows, cache->size(l, g));
+    const std::span<uint8_t> act = cache->active(l, g);
+    // (a memchr: at 32K keys the host must not fall behind the GPU's step)
+    all_active = all_active && std::memchr(act.data(), 0, act.size()) == nullptr &&
+                 (cache->size(l, g) == 0 || cache->held(l, g)[0] >= first_pos);
+  }
+  const long rows_stride = all_active ? 0 : max_rows;
+  for (int g = 0; g < n_kv; ++g) {
+    const std::span<const int32_t> held = cache->held(l, g);
+    const std::span<uint8_t> act = cache->active(l, g);
+    int32_t* kp = hooks ? key_pos.data() + (static_cast<std::size_t>(l) * n_kv + g) * host_rows_cap : nullptr;
+    int n = 0;
+    if (all_active) {
+      n = static_cast<int>(held.size());
+      if (kp) std::copy(held.begin(), held.end(), kp);
+    } else {
+      for (std::size_t j = 0; j < held.size(); ++j) {
+        if (!act[j] || held[j] < first_pos) continue;
+        rows_h[g * rows_stride + n] = static_cast<int32_t>(j);
+        if (kp) kp[n] = held[j];
+        ++n;
+      }
+    }
+    if (n == 0) {
+      throw std::logic_error("cache controller left layer " + std::to_string(l) + " KV head " +
+                             std::to_string(g) + " with no active key");
+    }
+    n_rows_h[g] = n;
+    layer_rows[static_cast<std::size_t>(l) * n_kv + g] = n;
+  }
+  layer_max_rows[l] = max_rows;
+  layer_rows_stride[l] = rows_stride;
+  for (int h = 0; h < H; ++h) qslot_h[h] = cache->size(l, h / group) - 1;
 }
 
 std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver* observer,
                                                  CacheController* controller) {
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
-  const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
+  const int H = c.n_heads, n_kv = c.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const bool interleaved = c.rope_style == RopeStyle::Interleaved;
   const bool hooks = observer || controller;
@@ -201,78 +289,60 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
               "token upload");
   cuda::embed_rows(x.get(), embedding.get(), token.get(), 1, dim, stream);
 
+  // Step metadata per layer: slot0 (where the new key goes), the rows each KV head attends, the
+  // query's slot. A controller may change what is held between layers, so with one the metadata
+  // is made and copied layer by layer; without one, all layers' go up in one copy.
+  const bool per_layer_meta = controller != nullptr;
+  if (!per_layer_meta) {
+    for (int l = 0; l < c.n_layers; ++l) {
+      push_token(l);
+      plan_attention(l, hooks);
+    }
+    cuda::check(cudaMemcpy2DAsync(meta.get(), meta_stride * sizeof(int32_t), meta_host.get(),
+                                  meta_stride * sizeof(int32_t), (2 * n_kv + H) * sizeof(int32_t), c.n_layers,
+                                  cudaMemcpyHostToDevice, stream),
+                "upload of step metadata");
+    for (int l = 0; l < c.n_layers; ++l) {
+      if (layer_rows_stride[l] > 0) copy_meta(l, 2L * n_kv + H, n_kv * layer_rows_stride[l]);
+    }
+  }
+
   for (int l = 0; l < c.n_layers; ++l) {
     const DeviceLayer& lw = layers[l];
-    int32_t* m_host = meta_host_at(l);
     int32_t* m_dev = meta_at(l);
-    int32_t* slot0_h = m_host;             // [n_kv]
-    int32_t* n_rows_h = m_host + n_kv;     // [n_kv]
-    int32_t* qslot_h = m_host + 2 * n_kv;  // [H]
-    int32_t* rows_h = m_host + 2 * n_kv + H;  // [n_kv, rows_stride]
 
     cuda::rmsnorm_rows(xb.get(), x.get(), lw.attn_norm.get(), 1, dim, c.rms_eps, stream);
-    cuda::matvec_half(q.get(), lw.wq.get(), xb.get(), qd, dim, 0.0f, stream);
-    cuda::matvec_half(k.get(), lw.wk.get(), xb.get(), kvd, dim, 0.0f, stream);
-    cuda::matvec_half(v.get(), lw.wv.get(), xb.get(), kvd, dim, 0.0f, stream);
-    if (lw.bq.size()) cuda::add_bias(q.get(), lw.bq.get(), 1, qd, stream);
-    if (lw.bk.size()) cuda::add_bias(k.get(), lw.bk.get(), 1, kvd, stream);
-    if (lw.bv.size()) cuda::add_bias(v.get(), lw.bv.get(), 1, kvd, stream);
-    if (!rope_in_cache) {
-      cuda::rope_rows(q.get(), qd, 1, H, hd, iota.get() + pos, rope_cos.get(), rope_sin.get(), interleaved, stream);
-      cuda::rope_rows(k.get(), kvd, 1, n_kv, hd, iota.get() + pos, rope_cos.get(), rope_sin.get(), interleaved, stream);
+    cuda::matvec_half(q, lw.wqkv.get(), xb.get(), qd + 2 * kvd, dim, 0.0f, stream);  // q, k, v
+    if (lw.bq.size()) cuda::add_bias(q, lw.bq.get(), 1, qd, stream);
+    if (lw.bk.size()) cuda::add_bias(k, lw.bk.get(), 1, kvd, stream);
+    if (lw.bv.size()) cuda::add_bias(v, lw.bv.get(), 1, kvd, stream);
+    if (!rope_in_cache) {  // k follows q in qkv: one launch rotates the H query and n_kv key heads
+      cuda::rope_rows(q, qd + kvd, 1, H + n_kv, hd, iota.get() + pos, rope_cos.get(), rope_sin.get(), interleaved,
+                      stream);
     }
     // The new key and value go to the end of each KV head's rows.
-    for (int g = 0; g < n_kv; ++g) {
-      slot0_h[g] = cache->size(l, g);
-      cache->push(l, g, pos, 1);
+    if (per_layer_meta) {
+      push_token(l);
+      copy_meta(l, 0, n_kv);
     }
-    copy_meta(l, 0, n_kv);
-    cuda::kv_append(cache->keys(l), cache->values(l), cache->head_stride(), k.get(), v.get(), kvd, 1, n_kv, hd,
+    cuda::kv_append(cache->keys(l), cache->values(l), cache->head_stride(), k, v, kvd, 1, n_kv, hd,
                     m_dev, stream);
-    if (controller) controller->before_attention(l, pos, *cache);
-
-    // The rows each KV head attends: all of them (a shared 0..n-1 list) unless some are inactive
-    // or, with a sliding window, before its first position.
-    const int first_pos = c.sliding_window > 0 ? pos - c.sliding_window + 1 : 0;
-    int max_rows = 0;
-    bool all_active = true;
-    for (int g = 0; g < n_kv; ++g) {
-      max_rows = std::max(max_rows, cache->size(l, g));
-      const std::span<uint8_t> act = cache->active(l, g);
-      all_active = all_active && std::all_of(act.begin(), act.end(), [](uint8_t a) { return a != 0; }) &&
-                   (cache->size(l, g) == 0 || cache->held(l, g)[0] >= first_pos);
+    if (per_layer_meta) {
+      controller->before_attention(l, pos, *cache);
+      plan_attention(l, hooks);
+      copy_meta(l, n_kv, n_kv + H);
+      if (layer_rows_stride[l] > 0) copy_meta(l, 2L * n_kv + H, n_kv * layer_rows_stride[l]);
     }
-    const long rows_stride = all_active ? 0 : max_rows;
-    for (int g = 0; g < n_kv; ++g) {
-      const std::span<const int32_t> held = cache->held(l, g);
-      const std::span<uint8_t> act = cache->active(l, g);
-      int32_t* kp = hooks ? key_pos.data() + (static_cast<std::size_t>(l) * n_kv + g) * host_rows_cap : nullptr;
-      int n = 0;
-      for (std::size_t j = 0; j < held.size(); ++j) {
-        if (!act[j] || held[j] < first_pos) continue;
-        if (!all_active) rows_h[g * rows_stride + n] = static_cast<int32_t>(j);
-        if (kp) kp[n] = held[j];
-        ++n;
-      }
-      if (n == 0) {
-        throw std::logic_error("cache controller left layer " + std::to_string(l) + " KV head " +
-                               std::to_string(g) + " with no active key");
-      }
-      n_rows_h[g] = n;
-      layer_rows[static_cast<std::size_t>(l) * n_kv + g] = n;
-    }
-    layer_max_rows[l] = max_rows;
-    for (int h = 0; h < H; ++h) qslot_h[h] = cache->size(l, h / group) - 1;
-    copy_meta(l, n_kv, n_kv + H);
-    if (!all_active) copy_meta(l, 2L * n_kv + H, n_kv * rows_stride);
-    const int32_t* rows_dev = all_active ? iota.get() : m_dev + 2 * n_kv + H;
+    const int max_rows = layer_max_rows[l];
+    const long rows_stride = layer_rows_stride[l];
+    const int32_t* rows_dev = rows_stride == 0 ? iota.get() : m_dev + 2 * n_kv + H;
     if (rope_in_cache) {
       // The query goes to its KV head's last slot; keys are rotated by slot inside the attention.
-      cuda::rope_rows(q.get(), hd, H, 1, hd, m_dev + 2 * n_kv, rope_cos.get(), rope_sin.get(), interleaved, stream);
+      cuda::rope_rows(q, hd, H, 1, hd, m_dev + 2 * n_kv, rope_cos.get(), rope_sin.get(), interleaved, stream);
     }
     float* probs_l = probs.get() + static_cast<std::size_t>(l) * H * rows_cap;  // [H, rows_cap]
     float* lse_l = lse.get() + static_cast<std::size_t>(l) * H;                 // [H]
-    cuda::attend_decode(att.get(), probs_l, rows_cap, lse_l, q.get(), cache->keys(l),
+    cuda::attend_decode(att.get(), probs_l, rows_cap, lse_l, q, cache->keys(l),
                         cache->values(l), cache->head_stride(), rows_dev, rows_stride, m_dev + n_kv, max_rows, H,
                         n_kv, hd, scale, rope_in_cache ? rope_cos.get() : nullptr,
                         rope_in_cache ? rope_sin.get() : nullptr, interleaved, att_scratch.get(), stream);
@@ -291,6 +361,7 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
       cuda::check(cudaMemcpyAsync(lse_host.get() + static_cast<std::size_t>(l) * H, lse_l, H * sizeof(float),
                                   cudaMemcpyDeviceToHost, copy_stream),
                   "decode rows copy");
+      cuda::check(cudaEventRecord(copied[l].get(), copy_stream), "decode rows event");
       if (controller) {
         cuda::check(cudaStreamSynchronize(copy_stream), "decode rows copy");
         deliver_rows(l, pos, observer, controller);
@@ -299,17 +370,21 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
     cuda::matvec_half(x.get(), lw.wo.get(), att.get(), dim, qd, 1.0f, stream);
 
     cuda::rmsnorm_rows(xb.get(), x.get(), lw.ffn_norm.get(), 1, dim, c.rms_eps, stream);
-    cuda::matvec_half(gate.get(), lw.w_gate.get(), xb.get(), hid, dim, 0.0f, stream);
-    cuda::matvec_half(up.get(), lw.w_up.get(), xb.get(), hid, dim, 0.0f, stream);
-    cuda::swiglu(gate.get(), up.get(), hid, stream);
-    cuda::matvec_half(x.get(), lw.w_down.get(), gate.get(), dim, hid, 1.0f, stream);
+    cuda::matvec_half(gate, lw.w_gate_up.get(), xb.get(), 2 * hid, dim, 0.0f, stream);  // gate, up
+    cuda::swiglu(gate, up, hid, stream);
+    cuda::matvec_half(x.get(), lw.w_down.get(), gate, dim, hid, 1.0f, stream);
   }
   cuda::check_launch("decode layer");
-  logits_to_host(x.get());
+  enqueue_logits(x.get());
   if (observer && !controller) {
-    cuda::check(cudaStreamSynchronize(copy_stream), "decode rows copy");
-    for (int l = 0; l < c.n_layers; ++l) deliver_rows(l, pos, observer, nullptr);
+    // Each layer's rows as soon as they are on the host, while the GPU computes the next layers:
+    // the observer's own work on them is hidden behind the step.
+    for (int l = 0; l < c.n_layers; ++l) {
+      cuda::check(cudaEventSynchronize(copied[l].get()), "decode rows copy");
+      deliver_rows(l, pos, observer, nullptr);
+    }
   }
+  finish_logits();
   ++pos;
   if (observer) observer->on_logits(pos - 1, logits_out);
   return logits_out;

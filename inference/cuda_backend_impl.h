@@ -3,6 +3,7 @@
 #pragma once
 #include <cublas_v2.h>
 
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -24,11 +25,17 @@ inline void blas_check(cublasStatus_t st, const char* what) {
 struct DeviceLayer {
   cuda::DeviceBuffer<float> attn_norm, ffn_norm;  // [dim]
   cuda::DeviceBuffer<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim] or empty
-  cuda::DeviceBuffer<__half> wq;                  // [q_dim, dim]
-  cuda::DeviceBuffer<__half> wk, wv;              // [kv_dim, dim]
+  // The products that read the same input are stacked, so that decode reads each stack in one
+  // launch (a 1024-row wk alone filled under one block per SM).
+  cuda::DeviceBuffer<__half> wqkv;                // [q_dim + 2 kv_dim, dim]: wq, wk, wv
   cuda::DeviceBuffer<__half> wo;                  // [dim, q_dim]
-  cuda::DeviceBuffer<__half> w_gate, w_up;        // [hidden_dim, dim]
+  cuda::DeviceBuffer<__half> w_gate_up;           // [2 hidden_dim, dim]: w_gate, w_up
   cuda::DeviceBuffer<__half> w_down;              // [dim, hidden_dim]
+  const __half* wq = nullptr;                     // [q_dim, dim] in wqkv
+  const __half* wk = nullptr;                     // [kv_dim, dim] in wqkv
+  const __half* wv = nullptr;                     // [kv_dim, dim] in wqkv
+  const __half* w_gate = nullptr;                 // [hidden_dim, dim] in w_gate_up
+  const __half* w_up = nullptr;                   // [hidden_dim, dim] in w_gate_up
 };
 
 inline long round_up(long n, long m) { return (n + m - 1) / m * m; }
@@ -63,6 +70,8 @@ struct CudaBackend::Impl {
   cublasHandle_t blas = nullptr;       // blas_handle's
   // [n_layers] recorded when a layer's decode rows are ready
   std::vector<cuda_backend_detail::EventHandle> attended;
+  // [n_layers] recorded on copy_stream when a layer's decode rows are on the host
+  std::vector<cuda_backend_detail::EventHandle> copied;
   std::size_t weight_bytes = 0;
 
   // Weights.
@@ -78,9 +87,14 @@ struct CudaBackend::Impl {
 
   // Decode activations.
   cuda::DeviceBuffer<float> x, xb;         // [dim]
-  cuda::DeviceBuffer<float> q, att;        // [q_dim]
-  cuda::DeviceBuffer<float> k, v;          // [kv_dim]
-  cuda::DeviceBuffer<float> gate, up;      // [hidden_dim]
+  cuda::DeviceBuffer<float> qkv;           // [q_dim + 2 kv_dim]: q, k, v of one product
+  cuda::DeviceBuffer<float> att;           // [q_dim]
+  cuda::DeviceBuffer<float> gate_up;       // [2 hidden_dim]: gate, up of one product
+  float* q = nullptr;                      // [q_dim] in qkv
+  float* k = nullptr;                      // [kv_dim] in qkv
+  float* v = nullptr;                      // [kv_dim] in qkv
+  float* gate = nullptr;                   // [hidden_dim] in gate_up
+  float* up = nullptr;                     // [hidden_dim] in gate_up
   cuda::DeviceBuffer<float> logits;        // [vocab]
   // Decode attention rows of every layer, grown with the context (rows_cap >= every head's
   // held count); copied to pinned memory on copy_stream only when a hook listens.
@@ -103,12 +117,14 @@ struct CudaBackend::Impl {
   std::vector<int32_t> key_pos;            // [n_layers, n_kv, host_rows_cap] attended positions
   std::vector<int32_t> layer_rows;         // [n_layers, n_kv] attended rows per KV head
   std::vector<int> layer_max_rows;         // [n_layers]
+  std::vector<long> layer_rows_stride;     // [n_layers] 0: every held row attended (a shared list)
   std::vector<AttentionBlock> blocks;      // [n_heads]
   std::vector<float> logits_out;           // [vocab]
 
   void upload_weights();
   void upload(float* dst, const WeightVector& src, const char* what);
-  cuda::DeviceBuffer<__half> upload_half(const WeightVector& src, const char* what);
+  // The tensors converted to fp16 and stacked in one buffer, in order.
+  cuda::DeviceBuffer<__half> upload_half(std::initializer_list<const WeightVector*> parts, const char* what);
   void sync() { cuda::check(cudaStreamSynchronize(stream), "stream"); }
   int32_t* meta_at(int layer) const { return meta.get() + layer * meta_stride; }
   int32_t* meta_host_at(int layer) const { return meta_host.get() + layer * meta_stride; }
@@ -117,7 +133,11 @@ struct CudaBackend::Impl {
                                 n * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
                 "upload of step metadata");
   }
-  void logits_to_host(const float* x_last);
+  void logits_to_host(const float* x_last);  // enqueue_logits + finish_logits
+  void enqueue_logits(const float* x_last);  // final norm, classifier, copy to logits_host
+  void finish_logits();                      // waits for the stream; logits_out
+  void push_token(int layer);
+  void plan_attention(int layer, bool hooks);
   void ensure_rows(int needed, bool to_host);
   void deliver_rows(int layer, int q_pos, AttentionObserver* observer, CacheController* controller);
 

@@ -118,9 +118,9 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
     const DeviceLayer& lw = layers[l];
     cuda::rmsnorm_rows(XB.get(), X.get(), lw.attn_norm.get(), P, dim, c.rms_eps, stream);
     cuda::split_half(XB16.get(), XB16lo.get(), XB.get(), static_cast<long>(Pz * dim), stream);
-    gemm(blas, Q.get(), XB16.get(), XB16lo.get(), lw.wq.get(), P, qd, dim, 0.0f);
-    gemm(blas, K.get(), XB16.get(), XB16lo.get(), lw.wk.get(), P, kvd, dim, 0.0f);
-    gemm(blas, V.get(), XB16.get(), XB16lo.get(), lw.wv.get(), P, kvd, dim, 0.0f);
+    gemm(blas, Q.get(), XB16.get(), XB16lo.get(), lw.wq, P, qd, dim, 0.0f);
+    gemm(blas, K.get(), XB16.get(), XB16lo.get(), lw.wk, P, kvd, dim, 0.0f);
+    gemm(blas, V.get(), XB16.get(), XB16lo.get(), lw.wv, P, kvd, dim, 0.0f);
     if (lw.bq.size()) cuda::add_bias(Q.get(), lw.bq.get(), P, qd, stream);
     if (lw.bk.size()) cuda::add_bias(K.get(), lw.bk.get(), P, kvd, stream);
     if (lw.bv.size()) cuda::add_bias(V.get(), lw.bv.get(), P, kvd, stream);
@@ -227,8 +227,8 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
 
     cuda::rmsnorm_rows(XB.get(), X.get(), lw.ffn_norm.get(), P, dim, c.rms_eps, stream);
     cuda::split_half(XB16.get(), XB16lo.get(), XB.get(), static_cast<long>(Pz * dim), stream);
-    gemm(blas, G.get(), XB16.get(), XB16lo.get(), lw.w_gate.get(), P, hid, dim, 0.0f);
-    gemm(blas, U.get(), XB16.get(), XB16lo.get(), lw.w_up.get(), P, hid, dim, 0.0f);
+    gemm(blas, G.get(), XB16.get(), XB16lo.get(), lw.w_gate, P, hid, dim, 0.0f);
+    gemm(blas, U.get(), XB16.get(), XB16lo.get(), lw.w_up, P, hid, dim, 0.0f);
     cuda::swiglu(G.get(), U.get(), static_cast<long>(Pz * hid), stream);
     cuda::split_half(G16.get(), G16lo.get(), G.get(), static_cast<long>(Pz * hid), stream);
     gemm(blas, X.get(), G16.get(), G16lo.get(), lw.w_down.get(), P, dim, hid, 1.0f);
