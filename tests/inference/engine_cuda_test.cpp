@@ -308,7 +308,12 @@ TEST(EngineCuda, DeviceReductionsEqualTheRowsReducedOnTheHost) {
 TEST(EngineCuda, OutOfGpuMemoryNamesTheBytesAndTheCpuStillRuns) {
   SKIP_WITHOUT_GPU();
   ModelConfig c = tiny::tiny_config();
-  c.seq_len = 1 << 30;  // position tables of gigabytes
+  // RoPE tables of 1G positions x 64 frequencies: 256 GB each, more than any GPU holds, asked
+  // for on the device before anything of that size is built on the host (the cache itself only
+  // grows with the sequence, so a long context alone allocates nothing up front).
+  c.head_dim = 128;
+  c.dim = c.n_heads * c.head_dim;
+  c.seq_len = 1 << 30;
   const Model model = tiny::random_model(c, 3);
   try {
     Engine engine(model, on(Device::Cuda));
