@@ -5,7 +5,8 @@
 // the same shapes and prints the same first columns, for the side-by-side in README.
 //
 // Usage: bench_cuda [--shape 8b|small] [--contexts 1024,4096,8192,32768] [--steps 32]
-//                   [--capture both|rows|trace|none] [--decode-dtype float32|float16]
+//                   [--capture both|rows|trace|none] [--decode-dtype float32|float16] [--ops]
+// --ops first times each decode kernel alone on the shape's sizes, as GB/s against the copy bandwidth.
 // Without a CUDA build or a GPU it prints why in one line and exits 0.
 //
 // Per context T: prefill T random tokens twice (hooks off; the faster counts), each followed by
@@ -41,6 +42,7 @@
 #include <cuda_runtime_api.h>
 
 #include "inference/cuda_device.h"
+#include "kernels/cuda_ops.h"
 #endif
 
 #ifndef KVSCOPE_VERSION
@@ -74,11 +76,12 @@ struct Options {
   bool rows = true;   // decode with rows copied to a host buffer
   bool trace = true;  // prefill + decode with a TraceRecorder
   std::string decode_dtype = "float32";
+  bool ops = false;  // also time the decode kernels one by one
 };
 
 constexpr const char* kUsage =
     "usage: bench_cuda [--shape 8b|small] [--contexts 1024,4096,8192,32768] [--steps 32]\n"
-    "                  [--capture both|rows|trace|none] [--decode-dtype float32|float16]\n";
+    "                  [--capture both|rows|trace|none] [--decode-dtype float32|float16] [--ops]\n";
 
 // Parses argv; on a bad argument prints why and the usage and returns false.
 bool parse_options(int argc, char** argv, Options& o) {
@@ -91,6 +94,10 @@ bool parse_options(int argc, char** argv, Options& o) {
     if (a == "-h" || a == "--help") {
       std::printf("%s", kUsage);
       std::exit(0);
+    }
+    if (a == "--ops") {
+      o.ops = true;
+      continue;
     }
     if (i + 1 >= argc) return fail(a + " needs a value (or is unknown)");
     const std::string v = argv[++i];
@@ -303,6 +310,79 @@ double copy_bandwidth(std::size_t bytes, int reps) {
   return best;
 }
 
+// --ops: each decode kernel alone on the shape's sizes (device buffers of its own, 20 timed
+// launches after 3), as bytes it must read / time against the copy bandwidth, so that a decode
+// step below its limit can be traced to the op that falls short.
+void print_op_table(const kvs::ModelConfig& c, const std::vector<int>& contexts, double bandwidth) {
+  namespace cu = kvs::cuda;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cu::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "ops stream");
+  cu::check(cudaEventCreate(&start), "ops event");
+  cu::check(cudaEventCreate(&stop), "ops event");
+  auto time_ms = [&](auto&& launch) {  // median of 20 after 3 warm-ups
+    for (int r = 0; r < 3; ++r) launch();
+    std::vector<double> ms;
+    for (int r = 0; r < 20; ++r) {
+      cu::check(cudaEventRecord(start, stream), "ops event");
+      launch();
+      cu::check(cudaEventRecord(stop, stream), "ops event");
+      cu::check(cudaEventSynchronize(stop), "ops launch");
+      float t = 0.0f;
+      cu::check(cudaEventElapsedTime(&t, start, stop), "ops timing");
+      ms.push_back(t);
+    }
+    return median(ms);
+  };
+  std::printf("\n| decode op (alone) | bytes read | time | GB/s | fraction of copy bandwidth |\n|---|---|---|---|---|\n");
+  auto row = [&](const std::string& name, double bytes, double ms) {
+    std::printf("| %s | %.1f MB | %.1f us | %.0f | %.2f |\n", name.c_str(), bytes / 1e6, ms * 1e3,
+                bytes / (ms * 1e-3) / 1e9, bytes / (ms * 1e-3) / bandwidth);
+  };
+  const int d = c.dim, h = c.hidden_dim, qkv = c.q_dim() + 2 * c.kv_dim();
+  struct Product {
+    const char* name;
+    int rows, cols;
+  };
+  const Product products[] = {{"matvec q,k,v stacked", qkv, d}, {"matvec o", d, c.q_dim()},
+                              {"matvec gate,up stacked", 2 * h, d}, {"matvec down", d, h},
+                              {"matvec classifier", c.vocab_size, d}};
+  for (const Product& p : products) {
+    cu::DeviceBuffer<__half> w(static_cast<std::size_t>(p.rows) * p.cols, "ops weights");
+    cu::DeviceBuffer<float> x(p.cols, "ops input"), y(p.rows, "ops output");
+    cu::check(cudaMemsetAsync(w.get(), 0, w.size() * sizeof(__half), stream), "ops fill");
+    cu::check(cudaMemsetAsync(x.get(), 0, x.bytes(), stream), "ops fill");
+    const double ms = time_ms([&] { cu::matvec_half(y.get(), w.get(), x.get(), p.rows, p.cols, 0.0f, stream); });
+    row(std::string(p.name) + " " + std::to_string(p.rows) + "x" + std::to_string(p.cols),
+        2.0 * p.rows * p.cols, ms);
+  }
+  const int H = c.n_heads, n_kv = c.n_kv_heads, hd = c.head_dim;
+  for (int T : contexts) {
+    const std::size_t kv = static_cast<std::size_t>(n_kv) * T * hd;
+    cu::DeviceBuffer<__half> k(kv, "ops keys"), v(kv, "ops values");
+    cu::DeviceBuffer<float> q(static_cast<std::size_t>(H) * hd, "ops query"), out(static_cast<std::size_t>(H) * hd, "ops out");
+    cu::DeviceBuffer<float> probs(static_cast<std::size_t>(H) * T, "ops rows"), lse(H, "ops lse");
+    cu::DeviceBuffer<float> scratch(cu::attend_decode_scratch_floats(H, T, hd), "ops scratch");
+    std::vector<int32_t> counting(T), n_rows(n_kv, T);
+    std::iota(counting.begin(), counting.end(), 0);
+    cu::DeviceBuffer<int32_t> rows(T, "ops rows"), n_dev(n_kv, "ops rows");
+    cu::check(cudaMemcpy(rows.get(), counting.data(), rows.bytes(), cudaMemcpyHostToDevice), "ops upload");
+    cu::check(cudaMemcpy(n_dev.get(), n_rows.data(), n_dev.bytes(), cudaMemcpyHostToDevice), "ops upload");
+    cu::check(cudaMemsetAsync(k.get(), 0, kv * sizeof(__half), stream), "ops fill");
+    cu::check(cudaMemsetAsync(v.get(), 0, kv * sizeof(__half), stream), "ops fill");
+    cu::check(cudaMemsetAsync(q.get(), 0, q.bytes(), stream), "ops fill");
+    const long head_stride = static_cast<long>(T) * hd;
+    const double ms = time_ms([&] {
+      cu::attend_decode(out.get(), probs.get(), T, lse.get(), q.get(), k.get(), v.get(), head_stride, rows.get(), 0,
+                        n_dev.get(), T, H, n_kv, hd, 1.0f, nullptr, nullptr, false, scratch.get(), stream);
+    });
+    row("attention of one layer, " + std::to_string(T) + " keys (K+V)", 2.0 * 2.0 * kv, ms);
+  }
+  cudaEventDestroy(stop);
+  cudaEventDestroy(start);
+  cudaStreamDestroy(stream);
+}
+
 // One line: the GPU's name, memory, SMs, CUDA versions.
 void print_gpu() {
   cudaDeviceProp p{};
@@ -319,6 +399,7 @@ void print_gpu() {
 #else
 double copy_bandwidth(std::size_t, int) { return 0.0; }
 void print_gpu() {}
+void print_op_table(const kvs::ModelConfig&, const std::vector<int>&, double) {}
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -590,6 +671,8 @@ int main(int argc, char** argv) {
     const double bandwidth = copy_bandwidth(std::size_t{2} << 30, 10);
     std::printf("GPU memory bandwidth: %.0f GB/s (device-to-device copy of 2 GiB, bytes read + written, "
                 "best of 10)\n", bandwidth / 1e9);
+
+    if (o.ops) print_op_table(c, o.contexts, bandwidth);
 
     const double params = static_cast<double>(parameter_count(c));
     const double host_need = 4.0 * params, host_free = host_available_bytes();
