@@ -10,7 +10,7 @@
 #                                        model cache) is split into build-gpu/smollm.part-* to
 #                                        carry in later calls
 #   scripts/gpu-bundle.sh test           there: runs every CUDA test program (SmolLM2 too when its
-#                                        parts were carried)
+#                                        parts were carried), then `kvscope record` on both devices
 #   scripts/gpu-bundle.sh bench [ARGS]   there: runs bench_cuda ARGS
 #
 # The bundle is built against this machine's glibc, which must not be newer than the GPU
@@ -50,7 +50,7 @@ bundle)
     echo "gpu-bundle.sh: this configuration has no CUDA backend (nvcc not found)" >&2
     exit 1
   fi
-  programs=(bench_cuda inference_engine_cuda_test)
+  programs=(bench_cuda inference_engine_cuda_test kvscope)
   for src in tests/kernels/cuda_*_test.cpp; do programs+=("kernels_$(basename "$src" .cpp)"); done
   cmake --build build-gpu -j"$jobs" --target "${programs[@]}"
   rm -rf "$bundle" build-gpu/smollm.part-*
@@ -79,6 +79,19 @@ test)
     echo "== $(basename "$p")"
     "$p" --gtest_brief=1 || status=1
   done
+  # End to end: the CLI prints the same greedy story on both devices, and the GPU's trace reads.
+  echo "== kvscope record stories260K, --device cpu and cuda"
+  m=$bundle/shared/models/stories260K
+  for d in cpu cuda; do
+    "$bundle/bin/kvscope" record --model "$m/stories260K.bin" --tokenizer "$m/tok512.bin" \
+      --prompt "Once upon a time" --steps 60 --device "$d" --out "/tmp/kvscope-$d.h5" >"/tmp/kvscope-$d.txt" || status=1
+  done
+  if cmp -s /tmp/kvscope-cpu.txt /tmp/kvscope-cuda.txt; then
+    echo "same text: $(cat /tmp/kvscope-cuda.txt)"
+  else
+    echo "the texts differ:"; cat /tmp/kvscope-cpu.txt /tmp/kvscope-cuda.txt; status=1
+  fi
+  "$bundle/bin/kvscope" info /tmp/kvscope-cuda.h5 || status=1
   exit $status
   ;;
 bench)
