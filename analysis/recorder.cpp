@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include "inference/model.h"
@@ -109,7 +110,9 @@ void TraceRecorder::on_attention(const AttentionBlock& b) {
                              std::to_string(step_ == -1 ? steps_written_ : step_) + " completed");
     step_ = step;
     step_q_pos_ = q;
-    step_rows_.assign((size_t)L * H * (q + 1), 0.0f);
+    step_rows_ = row_pool_.take();
+    step_rows_.reserve((size_t)L * H * (P + max_steps_));  // once per buffer: the recording's last step
+    step_rows_.resize((size_t)L * H * (q + 1));            // every row is written in full below
     step_lse_.assign((size_t)L * H, 0.0f);
     step_seen_.assign((size_t)L * H, 0);
     step_count_ = 0;
@@ -118,19 +121,41 @@ void TraceRecorder::on_attention(const AttentionBlock& b) {
   if (step_seen_[idx]) throw std::logic_error("TraceRecorder: a decode row arrived twice");
   step_seen_[idx] = 1;
   float* row = step_rows_.data() + idx * (q + 1);  // [q + 1]
-  for (int j = 0; j < b.n_keys; ++j) {
-    const int k = b.key(j);
-    if (k < 0 || k > q) throw std::logic_error("TraceRecorder: decode key past its query");
-    row[k] = b.probs[j];
+  if (b.n_keys == q + 1 && b.key(0) == 0 && b.key(q) == q) {
+    // Every position 0..q (held positions ascend and are distinct): the row as it came.
+    std::memcpy(row, b.probs, (size_t)(q + 1) * sizeof(float));
+  } else {
+    std::fill(row, row + q + 1, 0.0f);  // evicted or skipped keys
+    for (int j = 0; j < b.n_keys; ++j) {
+      const int k = b.key(j);
+      if (k < 0 || k > q) throw std::logic_error("TraceRecorder: decode key past its query");
+      row[k] = b.probs[j];
+    }
   }
   step_lse_[idx] = b.lse ? b.lse[0] : 0.0f;
   if (++step_count_ == L * H) write_step();
 }
 
+std::vector<float> TraceRecorder::RowPool::take() {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (free.empty()) return {};
+  std::vector<float> rows = std::move(free.back());
+  free.pop_back();
+  return rows;
+}
+
+void TraceRecorder::RowPool::give(std::vector<float>&& rows) {
+  std::lock_guard<std::mutex> lock(mutex);
+  free.push_back(std::move(rows));
+}
+
 void TraceRecorder::write_step() {
   if (on_step) on_step(step_, step_q_pos_, step_rows_, step_lse_);
-  pipe_->submit([w = writer_.get(), step = step_, q = step_q_pos_, rows = std::move(step_rows_),
-                 lse = std::move(step_lse_)] { w->write_decode_step(step, q, rows, lse); });
+  pipe_->submit([w = writer_.get(), pool = &row_pool_, step = step_, q = step_q_pos_, rows = std::move(step_rows_),
+                 lse = std::move(step_lse_)]() mutable {
+    w->write_decode_step(step, q, rows, lse);
+    pool->give(std::move(rows));
+  });
   step_rows_.clear();
   step_lse_.clear();
   ++steps_written_;
