@@ -2,11 +2,14 @@
 #include "analysis/h5_isolation.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -21,7 +24,26 @@ extern "C" void __sanitizer_set_death_callback(void (*)(void)) __attribute__((we
 namespace kvs::h5 {
 namespace {
 
-[[noreturn]] void child_main(const std::function<void()>& probe, unsigned timeout_s) {
+constexpr int kOutOfMemoryExit = 3;  // the child's exit code when its memory bound was reached
+
+// One field of /proc/self/status in bytes ("VmSize", "VmPeak"), 0 when unreadable.
+uint64_t vm_bytes(const char* field) {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t kb = 0;
+  const std::size_t n = std::strlen(field);
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::strncmp(line, field, n) == 0 && line[n] == ':') {
+      kb = std::strtoull(line + n + 1, nullptr, 10);
+      break;
+    }
+  }
+  std::fclose(f);
+  return kb * 1024;
+}
+
+[[noreturn]] void child_main(const std::function<void()>& probe, unsigned timeout_s, uint64_t memory_bytes) {
   // The forking thread held h5::mutex(); here its owner is a thread that does not exist, so the
   // (single-threaded) child starts from a fresh, unlocked one.
   new (&mutex()) std::recursive_mutex();
@@ -31,11 +53,22 @@ namespace {
   const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (devnull >= 0) ::dup2(devnull, STDERR_FILENO);
   ::alarm(timeout_s);
+  // A corrupted size once made libhdf5 grow to 3 GB here, and the parent would have repeated it:
+  // the address space may grow by memory_bytes, and reaching that bound (a failed allocation, or
+  // a peak at the bound) is this child's own exit code. Under a sanitizer the address space is
+  // already reserved, so the bound holds only for its own failures.
+  const uint64_t limit = vm_bytes("VmSize") + memory_bytes;
+  const rlimit as{limit, limit};
+  ::setrlimit(RLIMIT_AS, &as);
+  errno = 0;
   try {
     probe();
+  } catch (const std::bad_alloc&) {
+    ::_exit(kOutOfMemoryExit);
   } catch (...) {
     // A clean error: the parent meets it again in-process and reports it with its context.
   }
+  if (errno == ENOMEM || vm_bytes("VmPeak") + (memory_bytes >> 4) >= limit) ::_exit(kOutOfMemoryExit);
   ::_exit(0);  // no atexit handlers: HDF5 must not flush the parent's open files from here
 }
 
@@ -142,16 +175,18 @@ herr_t visit_object(hid_t root, const char* name, const H5O_info_t* info, void* 
 
 }  // namespace
 
-std::string run_isolated(const std::function<void()>& probe, unsigned timeout_s) {
+std::string run_isolated(const std::function<void()>& probe, unsigned timeout_s, uint64_t memory_bytes) {
   const pid_t pid = ::fork();
   if (pid < 0) return "";
-  if (pid == 0) child_main(probe, timeout_s);
+  if (pid == 0) child_main(probe, timeout_s, memory_bytes);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return "";
   }
   if (WIFEXITED(status)) {
     if (WEXITSTATUS(status) == 0) return "";
+    if (WEXITSTATUS(status) == kOutOfMemoryExit)
+      return "reading its HDF5 metadata needed more than " + std::to_string(memory_bytes >> 20) + " MB of memory";
     return "the HDF5 library failed reading it (memory error, exit code " + std::to_string(WEXITSTATUS(status)) + ")";
   }
   if (WIFSIGNALED(status)) {

@@ -89,6 +89,10 @@ struct TraceReader::Impl {
     return v >= 1 && v <= 600 ? static_cast<unsigned>(v) : 60u;
   }
 
+  // What the probe may allocate: 1 GiB (libhdf5's caches and a decompressed chunk; this writer's
+  // chunks are at most 64 MB) plus the file's size.
+  static uint64_t probe_memory_bytes(uint64_t file_size) { return (uint64_t{1} << 30) + file_size; }
+
   void check_identity() {
     if (!h5::has_attr(file, "format") || h5::attr_class(file, "format") != H5T_STRING ||
         h5::read_attr_string(file, "format") != ts::kFormat)
@@ -409,7 +413,7 @@ void TraceReader::Impl::probe_in_child() const {
       }
     }
     h5::parse_all_metadata(r.impl_->file, r.impl_->guard.file_size);
-  }, probe_timeout_s());
+  }, probe_timeout_s(), probe_memory_bytes(guard.file_size));
   if (!why.empty()) throw input_error(path, "corrupt HDF5 file: " + why);
 }
 
