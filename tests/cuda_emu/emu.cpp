@@ -98,6 +98,10 @@ struct BlockRun {
   int n = 0;
   std::vector<Fiber> fibers;              // [n]
   std::vector<std::vector<char>> stacks;  // [n] fiber stacks, reused across blocks
+  // [n] ASan's fake stack of each stack slot, handed from a finished fiber to the next one there
+  // (a fiber started with none gets a fresh mapping and its end unmaps it: with
+  // detect_stack_use_after_return, that mmap/munmap per CUDA thread was most of a test's time)
+  std::vector<void*> fake_stacks;
   std::vector<float> xchg[2];             // [n] each: shuffle values, alternating per shuffle
   std::vector<int> shuffles;              // [n] shuffles each thread has done
   void* scheduler_sp = nullptr;
@@ -119,11 +123,12 @@ void yield_to_scheduler(Fiber::State state) {
 }
 
 [[noreturn]] void fiber_main() {
-  finish_switch(nullptr, &g_run.scheduler_bottom, &g_run.scheduler_size);
+  finish_switch(g_run.fake_stacks[g_run.current], &g_run.scheduler_bottom, &g_run.scheduler_size);
   (*g_run.body)();
   Fiber& f = g_run.fibers[g_run.current];
   f.state = Fiber::Done;
-  start_switch(nullptr, g_run.scheduler_bottom, g_run.scheduler_size);  // never resumed
+  // Never resumed; its fake stack (all frames returned) is kept for the slot's next fiber.
+  start_switch(&g_run.fake_stacks[g_run.current], g_run.scheduler_bottom, g_run.scheduler_size);
   cuda_emu_switch(&f.sp, g_run.scheduler_sp);
   std::abort();
 }
@@ -145,7 +150,10 @@ void run_block(int n, const std::function<void()>& body, dim3 block) {
   r.n = n;
   r.body = &body;
   r.fibers.assign(n, Fiber{});
-  if (static_cast<int>(r.stacks.size()) < n) r.stacks.resize(n);
+  if (static_cast<int>(r.stacks.size()) < n) {
+    r.stacks.resize(n);
+    r.fake_stacks.resize(n, nullptr);
+  }
   r.xchg[0].assign(n, 0.0f);
   r.xchg[1].assign(n, 0.0f);
   r.shuffles.assign(n, 0);
