@@ -2,7 +2,8 @@
 // can compress the chunks of a decode step (or of the prefill map) on several threads with
 // libdeflate and hand the stored bytes to H5Dwrite_chunk; HDF5, h5py and every other reader
 // unpack them with their own zlib, as if HDF5 had written them. The reader unpacks decode steps
-// the same way, on several threads.
+// the same way, on several threads. A chunk may also be stored as it is, both filters skipped
+// (its filter mask says so, and every HDF5 reader honours it): see StoredChunk.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +11,14 @@
 #include <vector>
 
 namespace kvs {
+
+// One chunk's bytes as stored, and the filters of the shuffle + deflate pipeline it skipped
+// (bit 0 shuffle, bit 1 deflate: HDF5's chunk filter mask).
+struct StoredChunk {
+  std::vector<uint8_t> bytes;
+  uint32_t skipped = 0;
+};
+inline constexpr uint32_t kSkipShuffleDeflate = 0x3;  // the raw chunk, unfiltered
 
 // The bytes HDF5 stores for one chunk of a dataset created with H5Pset_shuffle + H5Pset_deflate:
 // the raw chunk (row-major elements of elem_size bytes) byte-shuffled (all first bytes, then all

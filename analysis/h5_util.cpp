@@ -413,8 +413,9 @@ size_t dataset_type_size(hid_t dataset) {
   return H5Tget_size(type);
 }
 
-void write_chunk(hid_t dataset, const std::vector<hsize_t>& offset, const std::vector<uint8_t>& stored) {
-  check(H5Dwrite_chunk(dataset, H5P_DEFAULT, 0, offset.data(), stored.size(), stored.data()), "write chunk");
+void write_chunk(hid_t dataset, const std::vector<hsize_t>& offset, const std::vector<uint8_t>& stored,
+                 uint32_t skipped) {
+  check(H5Dwrite_chunk(dataset, H5P_DEFAULT, skipped, offset.data(), stored.size(), stored.data()), "write chunk");
 }
 
 std::vector<hsize_t> shuffle_deflate_chunk(hid_t dataset, hid_t type) {
@@ -434,13 +435,14 @@ std::vector<hsize_t> shuffle_deflate_chunk(hid_t dataset, hid_t type) {
   return chunk;
 }
 
-bool read_chunk(hid_t dataset, const std::vector<hsize_t>& offset, uint64_t file_size, std::vector<uint8_t>& stored) {
+bool read_chunk(hid_t dataset, const std::vector<hsize_t>& offset, uint64_t file_size, std::vector<uint8_t>& stored,
+                uint32_t& skipped) {
   hsize_t size = 0;
   if (H5Dget_chunk_storage_size(dataset, offset.data(), &size) < 0 || size == 0) return false;
   if (size > file_size) return false;
   stored.resize(size);
-  uint32_t skipped = 0;  // bit i set: filter i was not applied to this chunk
-  return H5Dread_chunk(dataset, H5P_DEFAULT, offset.data(), &skipped, stored.data()) >= 0 && skipped == 0;
+  skipped = 0;
+  return H5Dread_chunk(dataset, H5P_DEFAULT, offset.data(), &skipped, stored.data()) >= 0;
 }
 
 void set_extent(hid_t dataset, const std::vector<hsize_t>& dims) {

@@ -121,16 +121,19 @@ void set_extent(hid_t dataset, const std::vector<hsize_t>& dims);
 // Reads or writes the box start..start+count of a dataset from/to a dense memory buffer.
 void write_box(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& start,
                const std::vector<hsize_t>& count, const void* data);
-// Writes one chunk's stored bytes (every filter of the dataset applied, e.g. by
-// pack_shuffle_deflate) at the chunk whose first element is `offset`, bypassing HDF5's filters.
-void write_chunk(hid_t dataset, const std::vector<hsize_t>& offset, const std::vector<uint8_t>& stored);
+// Writes one chunk's stored bytes at the chunk whose first element is `offset`, bypassing HDF5's
+// filters: every filter of the dataset applied (e.g. by pack_shuffle_deflate), except those whose
+// bit is set in `skipped` (bit i: filter i of the pipeline; every reader then skips it too).
+void write_chunk(hid_t dataset, const std::vector<hsize_t>& offset, const std::vector<uint8_t>& stored,
+                 uint32_t skipped = 0);
 // The chunk dimensions of a dataset stored as pack_shuffle_deflate packs chunks (chunked, the
 // filters exactly shuffle then deflate) and of file type `type`; empty for any other storage.
 std::vector<hsize_t> shuffle_deflate_chunk(hid_t dataset, hid_t type);
-// The stored bytes of the chunk whose first element is `offset` (read_chunk), when that chunk is
-// allocated, went through every filter, and is no larger than the file (`file_size` bytes);
-// false otherwise.
-bool read_chunk(hid_t dataset, const std::vector<hsize_t>& offset, uint64_t file_size, std::vector<uint8_t>& stored);
+// The stored bytes of the chunk whose first element is `offset`, and in `skipped` the filters it
+// did not go through (bit i: filter i), when that chunk is allocated and no larger than the file
+// (`file_size` bytes); false otherwise.
+bool read_chunk(hid_t dataset, const std::vector<hsize_t>& offset, uint64_t file_size, std::vector<uint8_t>& stored,
+                uint32_t& skipped);
 void read_box(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& start,
               const std::vector<hsize_t>& count, void* data);
 void read_all(hid_t dataset, hid_t mem_type, void* data);

@@ -34,10 +34,11 @@ struct TraceReader::Impl {
   bool has_lse = false, has_colsum = false, has_key_scores = false;
   int pool_block = 0;         // "block" of /attention/prefill_pooled, 0 when absent
   int n_pool = 0;             // its cells per side
-  // Width of /attention/decode's chunks when they are [1, 1, H, width] packed as the writer packs
-  // them (shuffle + deflate, float16 or float32 little-endian): steps are then unpacked here on
-  // several threads. 0: HDF5 reads the steps itself (traces of other writers or older layouts).
+  // Width of /attention/decode's chunks when they are [1, 1, H, width] with the writer's filters
+  // (shuffle + deflate, float16 or float32 little-endian): steps are then unpacked here on several
+  // threads. 0: HDF5 reads the steps itself (traces of other writers or older layouts).
   hsize_t packed_width = 0;
+  mutable std::vector<StoredChunk> step_chunks;  // [L] a decode step's chunks as stored, reused
 
   template <class F>
   auto guarded(F&& body) const {
@@ -219,24 +220,33 @@ std::vector<std::string> TraceReader::token_texts() const {
 
 std::vector<int32_t> TraceReader::decode_query_pos() const { return impl_->qpos; }
 
-// Reads step s's L chunks [H, packed_width] raw, then unpacks them on the OpenMP threads into
-// rows [L, H, T]. False when a chunk is missing, or not what the writer packs (HDF5 reads it then).
+// Reads step s's L chunks [H, packed_width] as stored, then unpacks them on the OpenMP threads
+// into rows [L, H, T]. False when a chunk is missing or stored otherwise than the writer stores
+// chunks (packed, or unfiltered at its full size): HDF5 reads the step then.
 bool TraceReader::Impl::read_packed_step(hid_t decode, hsize_t s, std::vector<float>& rows) const {
   const hsize_t L = meta.shape.n_layers, H = meta.shape.n_heads, T = meta.total_len(), width = packed_width;
   const size_t elem = meta.decode_dtype == "float16" ? 2 : 4;
-  std::vector<std::vector<uint8_t>> stored(L);  // [L] each chunk's stored bytes
+  const size_t raw_size = H * width * elem;
+  std::vector<StoredChunk>& stored = step_chunks;
+  stored.resize(L);
   for (hsize_t l = 0; l < L; ++l) {
-    if (!h5::read_chunk(decode, {s, l, 0, 0}, guard.file_size, stored[l])) return false;
+    StoredChunk& c = stored[l];
+    if (!h5::read_chunk(decode, {s, l, 0, 0}, guard.file_size, c.bytes, c.skipped)) return false;
+    if (c.skipped == kSkipShuffleDeflate ? c.bytes.size() != raw_size : c.skipped != 0) return false;
     // deflate expands at most ~1032x: a larger declared chunk is corrupt, not allocated here
-    if (H * width * elem > 1032 * stored[l].size() + 1024) return false;
+    if (c.skipped == 0 && raw_size > 1032 * c.bytes.size() + 1024) return false;
   }
   std::vector<uint8_t> ok(L, 0);  // [L] 1 once layer l unpacked
   parallel_for((int)L, [&](int l) {
-    thread_local std::vector<uint8_t> raw;  // [H, width] elements
-    raw.resize(H * width * elem);
-    if (!unpack_shuffle_deflate(stored[l], elem, raw)) return;
+    thread_local std::vector<uint8_t> unpacked;  // [H, width] elements
+    const uint8_t* raw = stored[l].bytes.data();
+    if (stored[l].skipped == 0) {
+      unpacked.resize(raw_size);
+      if (!unpack_shuffle_deflate(stored[l].bytes, elem, unpacked)) return;
+      raw = unpacked.data();
+    }
     for (hsize_t h = 0; h < H; ++h) {
-      const uint8_t* src = raw.data() + h * width * elem;
+      const uint8_t* src = raw + h * width * elem;
       float* dst = rows.data() + ((size_t)l * H + h) * T;
       if (elem == 2)
         halves_to_floats({reinterpret_cast<const uint16_t*>(src), T}, dst);
@@ -244,7 +254,7 @@ bool TraceReader::Impl::read_packed_step(hid_t decode, hsize_t s, std::vector<fl
         std::memcpy(dst, src, T * sizeof(float));
     }
     ok[l] = 1;
-  }, L * H * width * elem >= (256u << 10));  // smaller steps unpack on this thread
+  }, L * raw_size >= (256u << 10));  // smaller steps unpack on this thread
   return std::find(ok.begin(), ok.end(), 0) == ok.end();
 }
 

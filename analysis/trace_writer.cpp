@@ -3,7 +3,8 @@
 // temporary file and surfaces as InputError("<final path>: cannot write trace (<reason>)").
 // The bulk attention (decode rows, the full prefill map) is stored in shuffle + deflate chunks
 // that this writer packs itself on the OpenMP threads (analysis/chunk_codec.h) and hands to
-// HDF5 ready-made: HDF5 would compress them one at a time, on the writing thread.
+// HDF5 ready-made: HDF5 would compress them one at a time, on the writing thread. float32 chunks
+// mostly full of values are stored unpacked (worth_packing).
 #include <cstring>
 #include <stdexcept>
 
@@ -25,20 +26,34 @@ namespace {
 constexpr int kDeflateLevel = 1;  // libdeflate's level 1 packs attention rows as zlib's level 4
 constexpr size_t kParallelBytes = 256 << 10;  // raw bytes below which one thread packs a step
 
-// The stored bytes of one chunk of `rows` rows x `width` elements of fp16 or fp32 (elem 2 or 4)
-// whose row r holds src[r * src_stride .. + len) and zeros after (len <= width).
-std::vector<uint8_t> pack_rows(const float* src, size_t rows, size_t len, size_t src_stride, size_t width,
-                               size_t elem) {
-  thread_local std::vector<uint8_t> raw;  // [rows, width] elements
-  raw.assign(rows * width * elem, 0);
+// Whether a chunk of fp16 or fp32 (elem 2 or 4) elements whose rows hold `len` values of
+// `width` is worth packing. float32 attention values shrink by only ~14% in shuffle + deflate
+// (their two low mantissa bytes are noise) and libdeflate packs ~110 MB/s on a core: at 4K keys on
+// SmolLM2 that doubled a decode step. So a float32 chunk at least half full of values is stored
+// as it is; one mostly of zeros (the tail of a long generation's early rows) is packed, its zeros
+// shrink to nothing. fp16 rows, chosen to keep a trace small, are always packed (values ~1.45x).
+bool worth_packing(size_t len, size_t width, size_t elem) { return elem == 2 || 2 * len < width; }
+
+// Fills `chunk` with the stored chunk of `rows` rows x `width` elements of fp16 or fp32 (elem 2
+// or 4) whose row r holds src[r * src_stride .. + len) and zeros after (len <= width). An unpacked
+// chunk reuses chunk.bytes (a decode step's chunks are kept between steps: fresh ones paid their
+// page faults, 4.5 MB a step at 4K keys on SmolLM2).
+void pack_rows(const float* src, size_t rows, size_t len, size_t src_stride, size_t width, size_t elem,
+               StoredChunk& chunk) {
+  const bool pack = worth_packing(len, width, elem);
+  thread_local std::vector<uint8_t> scratch;  // [rows, width] elements, the chunk before packing
+  std::vector<uint8_t>& raw = pack ? scratch : chunk.bytes;
+  raw.resize(rows * width * elem);
   for (size_t r = 0; r < rows; ++r) {
     uint8_t* dst = raw.data() + r * width * elem;
     if (elem == 2)
       floats_to_halves({src + r * src_stride, len}, reinterpret_cast<uint16_t*>(dst));
     else
       std::memcpy(dst, src + r * src_stride, len * sizeof(float));
+    std::memset(dst + len * elem, 0, (width - len) * elem);
   }
-  return pack_shuffle_deflate(raw, elem, kDeflateLevel);
+  chunk.skipped = pack ? 0 : kSkipShuffleDeflate;
+  if (pack) chunk.bytes = pack_shuffle_deflate(raw, elem, kDeflateLevel);
 }
 
 // Creates dataset `name` [L, H, R, C] of file type `type` (fp16 or fp32, elem 2 or 4) from
@@ -48,10 +63,10 @@ std::vector<uint8_t> pack_rows(const float* src, size_t rows, size_t len, size_t
 void write_head_chunks(hid_t file, const char* name, hid_t type, const float* data, hsize_t L, hsize_t H, hsize_t R,
                        hsize_t C, size_t elem) {
   h5::Handle ds = h5::create_dataset(file, name, type, {L, H, R, C}, {{}, {1, 1, R, C}, kDeflateLevel});
-  std::vector<std::vector<uint8_t>> chunks(H);
+  std::vector<StoredChunk> chunks(H);
   for (hsize_t l = 0; l < L; ++l) {
-    parallel_for((int)H, [&](int h) { chunks[h] = pack_rows(data + (l * H + h) * R * C, R, C, C, C, elem); });
-    for (hsize_t h = 0; h < H; ++h) h5::write_chunk(ds, {l, h, 0, 0}, chunks[h]);
+    parallel_for((int)H, [&](int h) { pack_rows(data + (l * H + h) * R * C, R, C, C, C, elem, chunks[h]); });
+    for (hsize_t h = 0; h < H; ++h) h5::write_chunk(ds, {l, h, 0, 0}, chunks[h].bytes, chunks[h].skipped);
   }
   ds.close(name);
 }
@@ -72,6 +87,7 @@ struct TraceWriter::Impl {
   std::vector<int32_t> qpos;  // [steps] query position of each written step
   hsize_t row_len = 0;        // current extent of decode's last axis
   std::vector<RunData> runs;  // written at commit, when T is final
+  std::vector<StoredChunk> step_chunks;  // [L] the last decode step's chunks, reused by the next
   bool committed = false;
   bool failed = false;
 
@@ -182,19 +198,21 @@ void TraceWriter::write_decode_step(int step, int q_pos, std::span<const float> 
   if (rows.size() % LH != 0 || len == 0 || len > w.T_alloc || q_pos < (int)w.P || (hsize_t)q_pos >= len ||
       lse.size() != LH)
     throw std::invalid_argument("TraceWriter: decode step " + std::to_string(step) + " has rows/lse of the wrong size");
-  // Packed outside HDF5's lock: [L] chunks of [H, T_alloc].
-  std::vector<std::vector<uint8_t>> chunks(w.L);
+  // Packed outside HDF5's lock: [L] chunks of [H, T_alloc]; on every thread when there is much
+  // to pack (a copy into unpacked chunks is not worth waking them).
+  std::vector<StoredChunk>& chunks = w.step_chunks;
+  chunks.resize(w.L);
   parallel_for(
       (int)w.L,
       [&](int l) {
-        chunks[l] = pack_rows(rows.data() + (size_t)l * w.H * len, w.H, len, len, w.T_alloc, w.decode_elem());
+        pack_rows(rows.data() + (size_t)l * w.H * len, w.H, len, len, w.T_alloc, w.decode_elem(), chunks[l]);
       },
-      w.L * w.H * w.T_alloc * w.decode_elem() >= kParallelBytes);
+      worth_packing(len, w.T_alloc, w.decode_elem()) && w.L * w.H * w.T_alloc * w.decode_elem() >= kParallelBytes);
   w.guarded("cannot write trace", [&] {
     const hsize_t n = (hsize_t)step + 1;
     w.row_len = std::max(w.row_len, len);
     h5::set_extent(w.decode, {n, w.L, w.H, w.row_len});
-    for (hsize_t l = 0; l < w.L; ++l) h5::write_chunk(w.decode, {n - 1, l, 0, 0}, chunks[l]);
+    for (hsize_t l = 0; l < w.L; ++l) h5::write_chunk(w.decode, {n - 1, l, 0, 0}, chunks[l].bytes, chunks[l].skipped);
     h5::set_extent(w.decode_lse, {n, w.L, w.H});
     h5::write_box(w.decode_lse, H5T_NATIVE_FLOAT, {n - 1, 0, 0}, {1, w.L, w.H}, lse.data());
     const int32_t qp = q_pos;

@@ -166,6 +166,53 @@ TEST(TraceChunks, OtherChunkLayoutsReadTheSame) {
   EXPECT_EQ(read_steps(path), packed);
 }
 
+// float32 decode chunks at least half full of values are stored unpacked (filter mask: both
+// filters skipped), the mostly-zero chunks of early steps packed; the reader's rows, HDF5's own
+// reading through its filter pipeline and the rows written agree exactly, step by step.
+TEST(TraceChunks, Float32ChunksMostlyFullAreStoredUnpacked) {
+  TempDir dir;
+  std::mt19937 rng(8);
+  const std::string path = dir.file("t.h5");
+  TraceMeta m = testing::small_meta(3, 2, 1, 3);  // rows of 4..11 keys in chunks 11 wide
+  const int steps = 8;
+  std::vector<std::vector<float>> written(steps);  // [steps][L, H, q + 1]
+  {
+    TraceWriter w(path, m, steps);
+    for (int s = 0; s < steps; ++s) written[s] = testing::write_random_step(w, rng, m, s);
+    m.n_steps = steps;
+    w.commit(m, testing::token_ids(m.total_len()), testing::token_texts(m.total_len()));
+  }
+  const hsize_t L = m.shape.n_layers, H = m.shape.n_heads, T = m.total_len();
+  std::vector<float> hdf5(steps * L * H * T);  // [steps, L, H, T] through HDF5's pipeline
+  {
+    std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+    h5::init();
+    h5::Handle fapl = h5::file_access();
+    h5::Handle file = h5::file_handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "open");
+    h5::Handle ds = h5::open_dataset(file, trace_schema::kDecode);
+    for (hsize_t s = 0; s < (hsize_t)steps; ++s) {
+      const hsize_t len = m.prompt_len + s + 1;
+      std::vector<uint8_t> stored;
+      uint32_t skipped = 0;
+      ASSERT_TRUE(h5::read_chunk(ds, {s, 1, 0, 0}, 1u << 20, stored, skipped));
+      EXPECT_EQ(skipped, 2 * len < T ? 0u : kSkipShuffleDeflate) << "step " << s;
+      if (skipped) {
+        EXPECT_EQ(stored.size(), H * T * sizeof(float)) << "step " << s;
+      }
+    }
+    h5::read_all(ds, H5T_NATIVE_FLOAT, hdf5.data());
+  }
+  const auto read = read_steps(path);
+  for (int s = 0; s < steps; ++s) {
+    const hsize_t len = m.prompt_len + s + 1;
+    std::vector<float> want(L * H * T, 0.0f);  // [L, H, T] written rows, zeros past len
+    for (hsize_t r = 0; r < L * H; ++r)
+      std::copy_n(written[s].begin() + r * len, len, want.begin() + r * T);
+    EXPECT_EQ(read[s], want) << "reader, step " << s;
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), hdf5.begin() + s * L * H * T)) << "HDF5, step " << s;
+  }
+}
+
 // A flipped byte inside a packed decode chunk: a one-line InputError naming the file, whichever
 // of opening (the probe) or reading finds it.
 TEST(TraceChunks, CorruptDecodeChunkIsAnInputError) {
