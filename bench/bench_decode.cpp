@@ -1,7 +1,7 @@
 // Decode throughput against the memory-bandwidth limit: a stories110M-shaped llama2.c model with
 // random weights (or a model file given as argv[1]), hooks off vs every decode row captured into
-// an HDF5 trace by the recorder (float32 rows, the default; written to /tmp and removed), after a
-// 32-token prompt and after one filling half the context.
+// an HDF5 trace by the recorder (float32 rows, the default; written to $TMPDIR, default /tmp, and
+// removed), after a 32-token prompt and after one filling half the context.
 // Usage: bench_decode [model_path] [decode_steps]
 // Runs with OMP_WAIT_POLICY=passive unless the caller set a policy (it re-executes itself): with
 // spinning barriers, two threads on a busy 2-core machine lose most of their time waiting.
@@ -112,7 +112,9 @@ struct Timing {
 // kLevelChange), and its limit is then the better of the two.
 Timing time_decode(const kvs::Model& model, const std::vector<int>& prompt, int steps,
                    kvs::bench::BandwidthProbe& probe) {
-  const std::string out = "/tmp/kvscope_bench_decode_" + std::to_string(::getpid()) + ".h5";
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string out = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/kvscope_bench_decode_" +
+                          std::to_string(::getpid()) + ".h5";
   kvs::TraceRecorder recorder(out, trace_meta(model, static_cast<int>(prompt.size())), steps);
   kvs::Engine off(model), on(model);
   on.set_observer(&recorder);

@@ -1,10 +1,11 @@
-// Trace writing and reading speed of float16 decode rows, the recorder's per-step cost, at two
-// shapes: SmolLM2-135M (30 layers x 9 heads) at ~2K tokens and Llama-3-8B (32 x 32) at ~8K.
-// KVScope packs each (step, layer) chunk itself on the OpenMP threads and hands it to HDF5
-// (analysis/chunk_codec.h), and unpacks it the same way when reading; the baseline is what HDF5
-// does by itself with the same filters (shuffle + deflate): one [1, L, H, T] chunk per step,
-// compressed, converted and decompressed on the calling thread (the writer's layout before).
-// Prints ms per step, MB/s of fp16 rows, stored size, and the speed-up over the baseline.
+// Trace writing and reading speed of decode rows (float32, the default, and float16), the
+// recorder's per-step cost, at two shapes: SmolLM2-135M (30 layers x 9 heads) at ~2K tokens and
+// Llama-3-8B (32 x 32) at ~8K. KVScope packs each (step, layer) chunk itself on the OpenMP threads
+// and hands it to HDF5 (analysis/chunk_codec.h), or stores a float32 chunk mostly full of values
+// unpacked, and reads them back the same way; the baseline is what HDF5 does by itself with the
+// same filters (shuffle + deflate): one [1, L, H, T] chunk per step, compressed, converted and
+// decompressed on the calling thread (the writer's layout before). Prints ms per step, MB/s of
+// rows in their stored type, file size, and the speed-up over the baseline.
 //
 //   bench_trace_io [--steps N] [--dir DIR]     (files are written to DIR, default /tmp, and removed)
 #include <unistd.h>
@@ -60,13 +61,14 @@ struct Timing {
 };
 
 // KVScope's writer and reader.
-Timing run_kvscope(const Shape& sh, const std::vector<std::vector<float>>& steps, const std::string& path) {
+Timing run_kvscope(const Shape& sh, const std::string& dtype, const std::vector<std::vector<float>>& steps,
+                   const std::string& path) {
   TraceMeta m;
   m.model = "bench";
   m.shape = {sh.L, sh.H, sh.H, 64};
   m.vocab_size = 32000;
   m.prompt_len = sh.P;
-  m.decode_dtype = "float16";
+  m.decode_dtype = dtype;
   const int n = (int)steps.size();
   Timing t;
   {
@@ -88,9 +90,10 @@ Timing run_kvscope(const Shape& sh, const std::vector<std::vector<float>>& steps
   return t;
 }
 
-// HDF5 alone: the same rows through H5Dwrite / H5Dread with HDF5's shuffle + deflate filters and
-// its float32 <-> float16 conversion on reading, one chunk per step.
-Timing run_hdf5(const Shape& sh, const std::vector<std::vector<float>>& steps, const std::string& path) {
+// HDF5 alone: the same rows through H5Dwrite / H5Dread with HDF5's shuffle + deflate filters (and
+// its float16 -> float32 conversion on reading), one chunk per step.
+Timing run_hdf5(const Shape& sh, const std::string& dtype, const std::vector<std::vector<float>>& steps,
+                const std::string& path) {
   std::lock_guard<std::recursive_mutex> lock(h5::mutex());
   h5::init();
   const hsize_t n = steps.size(), L = sh.L, H = sh.H, T = sh.P + n;
@@ -99,15 +102,21 @@ Timing run_hdf5(const Shape& sh, const std::vector<std::vector<float>>& steps, c
     h5::Handle fapl = h5::file_access();
     h5::Handle file = h5::file_handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "create");
     h5::Handle f16 = h5::float16_type();
-    h5::Handle ds = h5::create_dataset(file, "/d", f16, {0, L, H, T}, {{H5S_UNLIMITED, L, H, T}, {1, L, H, T}, 1});
+    const bool half = dtype == "float16";
+    const hid_t type = half ? f16.get() : H5T_IEEE_F32LE;
+    h5::Handle ds = h5::create_dataset(file, "/d", type, {0, L, H, T}, {{H5S_UNLIMITED, L, H, T}, {1, L, H, T}, 1});
     std::vector<uint16_t> halves;  // [L, H, len] converted as KVScope does; HDF5 runs the filters
     const auto t0 = Clock::now();
     for (hsize_t s = 0; s < n; ++s) {
       const hsize_t len = sh.P + s + 1;
-      halves.resize(steps[s].size());
-      floats_to_halves(steps[s], halves.data());
       h5::set_extent(ds, {s + 1, L, H, T});
-      h5::write_box(ds, f16, {s, 0, 0, 0}, {1, L, H, len}, halves.data());
+      if (half) {
+        halves.resize(steps[s].size());
+        floats_to_halves(steps[s], halves.data());
+        h5::write_box(ds, f16, {s, 0, 0, 0}, {1, L, H, len}, halves.data());
+      } else {
+        h5::write_box(ds, H5T_NATIVE_FLOAT, {s, 0, 0, 0}, {1, L, H, len}, steps[s].data());
+      }
       h5::check(H5Fflush(file, H5F_SCOPE_LOCAL), "flush");
     }
     t.write_s = seconds_since(t0);
@@ -143,33 +152,32 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_trace_io: --steps must be at least 1\n");
     return 2;
   }
-  std::printf("trace I/O of float16 decode rows, %d steps per shape, %d OpenMP threads\n\n", n_steps,
-              omp_get_max_threads());
-  std::printf("| shape | MB of fp16 rows / step | | ms / step | MB/s | file MB | speed-up over HDF5 alone |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+  std::printf("trace I/O of decode rows, %d steps per shape, %d OpenMP threads\n\n", n_steps, omp_get_max_threads());
+  std::printf("| shape | rows | MB of rows / step | | ms / step | MB/s | file MB | speed-up over HDF5 alone |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   const Shape shapes[] = {{"SmolLM2-135M (30 x 9) at 2K", 30, 9, 2048 - n_steps},
                           {"Llama-3-8B (32 x 32) at 8K", 32, 32, 8192 - n_steps}};
   for (const Shape& sh : shapes) {
     std::mt19937 rng(7);
     std::vector<std::vector<float>> steps;
-    double mb = 0;
-    for (int s = 0; s < n_steps; ++s) {
-      steps.push_back(step_rows(sh, sh.P + s, rng));
-      mb += steps.back().size() * 2 / 1e6;
+    for (int s = 0; s < n_steps; ++s) steps.push_back(step_rows(sh, sh.P + s, rng));
+    for (const std::string dtype : {"float32", "float16"}) {
+      double mb = 0;  // rows of all steps, in the stored type
+      for (const auto& rows : steps) mb += rows.size() * (dtype == "float16" ? 2 : 4) / 1e6;
+      const std::string base = dir + "/kvscope_bench_trace_io_" + std::to_string(::getpid());
+      const Timing ours = run_kvscope(sh, dtype, steps, base + "_kvscope.h5");
+      const Timing hdf5 = run_hdf5(sh, dtype, steps, base + "_hdf5.h5");
+      std::filesystem::remove(base + "_kvscope.h5");
+      std::filesystem::remove(base + "_hdf5.h5");
+      const auto row = [&](const char* what, double ours_s, double hdf5_s) {
+        std::printf("| %s | %s | %.1f | %s KVScope | %.1f | %.0f | %.1f | **%.1fx** |\n", sh.name, dtype.c_str(),
+                    mb / n_steps, what, 1e3 * ours_s / n_steps, mb / ours_s, ours.file_bytes / 1e6, hdf5_s / ours_s);
+        std::printf("| | | | %s HDF5 alone | %.1f | %.0f | %.1f | 1.0x |\n", what, 1e3 * hdf5_s / n_steps,
+                    mb / hdf5_s, hdf5.file_bytes / 1e6);
+      };
+      row("write", ours.write_s, hdf5.write_s);
+      row("read", ours.read_s, hdf5.read_s);
     }
-    const std::string base = dir + "/kvscope_bench_trace_io_" + std::to_string(::getpid());
-    const Timing ours = run_kvscope(sh, steps, base + "_kvscope.h5");
-    const Timing hdf5 = run_hdf5(sh, steps, base + "_hdf5.h5");
-    std::filesystem::remove(base + "_kvscope.h5");
-    std::filesystem::remove(base + "_hdf5.h5");
-    const auto row = [&](const char* what, double ours_s, double hdf5_s) {
-      std::printf("| %s | %.1f | %s KVScope | %.1f | %.0f | %.1f | **%.1fx** |\n", sh.name, mb / n_steps, what,
-                  1e3 * ours_s / n_steps, mb / ours_s, ours.file_bytes / 1e6, hdf5_s / ours_s);
-      std::printf("| | | %s HDF5 alone | %.1f | %.0f | %.1f | 1.0x |\n", what, 1e3 * hdf5_s / n_steps, mb / hdf5_s,
-                  hdf5.file_bytes / 1e6);
-    };
-    row("write", ours.write_s, hdf5.write_s);
-    row("read", ours.read_s, hdf5.read_s);
   }
   return 0;
 }

@@ -8,6 +8,8 @@
 // each part's counter carries the epoch in its high half, so it cannot take rows of another job.
 #include "inference/decode_team.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -125,6 +127,7 @@ void DecodeTeam::resize(int n) {
   for (int me = 1; me < n; ++me) {
     try {
       s.workers.emplace_back([&s, me, start] {
+        pthread_setname_np(pthread_self(), "kvs-decode");  // as top and perf show it
         for (uint32_t seen = start;;) {
           do seen = wait_change(s.epoch, seen); while (seen & 1u);
           if (s.stop.load(std::memory_order_relaxed)) return;
