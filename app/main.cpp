@@ -1,6 +1,7 @@
 // kvscope: the desktop app (no subcommand, or `gui`) and the headless command line.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -9,24 +10,13 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/usage.h"
 #include "inference/errors.h"
 #ifdef KVSCOPE_GUI
 #include "app/gui/gui.h"
 #endif
 
 namespace {
-
-const char* kUsage =
-    "usage: kvscope [gui [trace.h5] [--screenshot out.png --view NAME --step N --size WxH]]\n"
-    "       kvscope record --model PATH [--tokenizer PATH] (--prompt TEXT | --prompt-file F)\n"
-    "                      --steps N [--temperature T --top-p P --seed S] [--chat]\n"
-    "                      [--policy SPEC --budget N] [--device cpu|cuda|auto] --out trace.h5\n"
-    "       kvscope info (MODEL | trace.h5) [--json]\n"
-    "       kvscope simulate trace.h5 --policy NAME[:key=value,...] [--policy ...] --budget N\n"
-    "       kvscope layers trace.h5 [--filters K] [--given 2,8,18] [--json]\n"
-    "       kvscope heads (trace.h5 | --model M) [--alpha-out F] [--json]\n"
-    "       kvscope rerun trace.h5 --policy SPEC [--policy ...] --budget N --mode forced|free\n"
-    "                     [--device cpu|cuda|auto]\n";
 
 int run_gui_command(const std::vector<std::string>& args) {
 #ifdef KVSCOPE_GUI
@@ -70,6 +60,11 @@ int main(int argc, char** argv) {
   const std::string cmd = args.empty() ? "gui" : args[0];
   std::vector<std::string> rest = args.empty() ? args : std::vector<std::string>(args.begin() + 1, args.end());
   try {
+    const bool asks_help = std::any_of(rest.begin(), rest.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
+    if (const char* help = kvs::command_help(cmd); help && asks_help) {
+      std::fputs(help, stdout);
+      return 0;
+    }
     if (cmd == "gui") return run_gui_command(rest);
     if (cmd == "record") return kvs::cmd_record(rest);
     if (cmd == "info") return kvs::cmd_info(rest);
@@ -78,7 +73,13 @@ int main(int argc, char** argv) {
     if (cmd == "heads") return kvs::cmd_heads(rest);
     if (cmd == "rerun") return kvs::cmd_rerun(rest);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-      std::fputs(kUsage, stdout);
+      if (rest.empty()) {
+        std::fputs(kvs::usage_summary(), stdout);
+        return 0;
+      }
+      const char* help = kvs::command_help(rest[0]);
+      if (!help) throw kvs::input_error(rest[0], "no such command (kvscope help lists them)");
+      std::fputs(help, stdout);
       return 0;
     }
     if (cmd == "--version") {
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
     }
     if (cmd.rfind("--", 0) == 0 || (cmd.size() > 3 && cmd.substr(cmd.size() - 3) == ".h5"))
       return run_gui_command(args);  // `kvscope trace.h5` / `kvscope --screenshot ...`
-    std::fprintf(stderr, "kvscope: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+    std::fprintf(stderr, "kvscope: unknown command '%s'\n%s", cmd.c_str(), kvs::usage_summary());
     return 2;
   } catch (const kvs::InputError& e) {
     std::fprintf(stderr, "kvscope: %s\n", e.what());

@@ -1,0 +1,112 @@
+// Help texts of the kvscope commands. Defaults and ranges here are the ones the commands check.
+#include "app/cli/usage.h"
+
+#include <map>
+
+namespace kvs {
+
+const char* usage_summary() {
+  return "usage: kvscope [gui [trace.h5] [--screenshot out.png --view NAME --step N --size WxH]]\n"
+         "       kvscope record --model PATH [--tokenizer PATH] (--prompt TEXT | --prompt-file F)\n"
+         "                      --steps N [--temperature T --top-p P --seed S] [--chat]\n"
+         "                      [--policy SPEC --budget N] [--device cpu|cuda|auto] --out trace.h5\n"
+         "       kvscope info (MODEL | trace.h5) [--json]\n"
+         "       kvscope simulate trace.h5 --policy NAME[:key=value,...] [--policy ...] --budget N\n"
+         "       kvscope layers trace.h5 [--filters K] [--given 2,8,18] [--json]\n"
+         "       kvscope heads (trace.h5 | --model M) [--alpha-out F] [--json]\n"
+         "       kvscope rerun trace.h5 --policy SPEC [--policy ...] --budget N --mode forced|free\n"
+         "                     [--device cpu|cuda|auto]\n"
+         "Every flag of a command: kvscope help COMMAND (or kvscope COMMAND --help).\n";
+}
+
+const char* command_help(const std::string& command) {
+  static const std::map<std::string, const char*> kHelp = {
+      {"gui",
+       "usage: kvscope [gui] [trace.h5] [flags]        the desktop app (no arguments: the app alone)\n"
+       "  --screenshot out.png   render headless (under xvfb-run), write the PNG and exit\n"
+       "  --view NAME            what to render: all, run, timeline, lanes, attention, heads, layers,\n"
+       "                         metrics, compare (default: the whole window)\n"
+       "  --step N               decode step to show (default: where the app opens)\n"
+       "  --size WxH             window size, 64x64 .. 8192x8192\n"
+       "  --script S             commands run before the picture, separated by ';' (docs/gui.md)\n"
+       "  --model PATH           model for the Run view's live runs\n"},
+      {"record",
+       "usage: kvscope record --model PATH (--prompt TEXT | --prompt-file F) --out trace.h5 [flags]\n"
+       "Generates from a prompt and records its attention into an HDF5 trace; prints the prompt\n"
+       "and the generated text.\n"
+       "  --model PATH              llama2.c .bin, GGUF, or a Hugging Face folder\n"
+       "  --tokenizer PATH          tokenizer.bin (llama2.c) or tokenizer.json; default: the model's own\n"
+       "  --prompt TEXT | --prompt-file F\n"
+       "  --chat                    wrap the prompt in the model family's chat format\n"
+       "  --steps N                 tokens to generate (default 64)\n"
+       "  --temperature T           0 = greedy (default 0)\n"
+       "  --top-p P                 nucleus sampling, 0 < P <= 1 (default 1)\n"
+       "  --seed S                  sampling seed (default 42)\n"
+       "  --policy SPEC --budget N  generate under an eviction policy (see kvscope help simulate)\n"
+       "  --decode-dtype T          float32 (default, what policies score from) or float16 (half the size)\n"
+       "  --capture-budget-mb N     keep the full prefill map when it fits N MiB (default 256);\n"
+       "                            above it: column sums, the last 64 rows and a pooled overview\n"
+       "  --threads N               CPU threads (default: all cores)\n"
+       "  --device cpu|cuda|auto    default auto: the GPU when this build and machine can use it\n"
+       "  --quiet                   print nothing but errors\n"
+       "Ctrl-C stops generating and keeps the steps done so far.\n"},
+      {"info",
+       "usage: kvscope info (MODEL | trace.h5) [--tokenizer PATH] [--json]\n"
+       "Describes a model (format, shape, weights, tokenizer) or a trace (model, shape, steps,\n"
+       "capture, runs).\n"
+       "  --tokenizer PATH   tokenizer for a model that does not carry its own\n"
+       "  --json             one JSON object instead of text\n"},
+      {"simulate",
+       "usage: kvscope simulate trace.h5 --policy SPEC [--policy SPEC ...] --budget N [flags]\n"
+       "Replays each policy over the trace's recorded attention and adds its run to the trace.\n"
+       "  --policy SPEC      NAME[:key=value,...]; NAME one of full, window, streamingllm, strided,\n"
+       "                     h2o, tova, snapkv, pyramidkv, adakv, kvzip, duoattention, omnikv\n"
+       "                     (keys and defaults: docs/policies.md)\n"
+       "  --budget N         tokens kept per head (required)\n"
+       "  --alpha DIR        DuoAttention pattern folder (full_attention_heads.tsv + config)\n"
+       "  --model PATH       model for kvzip's scores when the trace has none (default: the trace's)\n"
+       "  --tokenizer PATH   its tokenizer\n"
+       "  --block-size N     paged-allocation block for the freed-bytes metric (default 16)\n"
+       "  --threads N        CPU threads for kvzip's scoring (default: all cores)\n"
+       "  --json             run summaries as JSON\n"},
+      {"layers",
+       "usage: kvscope layers trace.h5 [flags]\n"
+       "OmniKV's inter-layer attention similarity and the filter layers that retain the most mass.\n"
+       "  --filters K        filter layers to choose (default: a tenth of the layers, at least 1)\n"
+       "  --wait W           dense layers after each filter (default 1)\n"
+       "  --given 2,8,18     also score this choice of filter layers\n"
+       "  --k N              top-k prompt keys per layer for the similarity (default: 6.7% of the prompt)\n"
+       "  --recompute        recompute the similarity even when the trace stores it\n"
+       "  --json             the matrix and plans as JSON\n"},
+      {"heads",
+       "usage: kvscope heads (trace.h5 | --model PATH) [flags]\n"
+       "Per-head sink mass, locality, entropy and DuoAttention alpha: from a trace, or estimated on\n"
+       "the model with retrieval-head scores.\n"
+       "  --model PATH       estimate on the model instead of a trace\n"
+       "  --tokenizer PATH   its tokenizer\n"
+       "  --sink N           sink tokens (default 4)\n"
+       "  --recent N         recent tokens (default 32)\n"
+       "  --alpha-out DIR    write a DuoAttention pattern folder\n"
+       "  --threads N        CPU threads (default: all cores)\n"
+       "  --json             per-head statistics as JSON\n"},
+      {"rerun",
+       "usage: kvscope rerun trace.h5 --policy SPEC [--policy SPEC ...] --budget N [flags]\n"
+       "Runs the model again with each policy evicting for real and adds the runs to the trace.\n"
+       "  --policy SPEC      as for simulate (kvscope help simulate)\n"
+       "  --budget N         tokens kept per head (required)\n"
+       "  --mode forced|free forced (default): the trace's tokens fed, logits compared step by step;\n"
+       "                     free: each policy writes its own continuation\n"
+       "  --model PATH       default: the trace's model path\n"
+       "  --tokenizer PATH   default: the trace's tokenizer\n"
+       "  --alpha DIR        DuoAttention pattern folder\n"
+       "  --rope-in-cache    StreamingLLM's positions inside the cache (runs named *_rerotated)\n"
+       "  --no-attention     do not keep the runs' attention rows\n"
+       "  --threads N        CPU threads (default: all cores)\n"
+       "  --device cpu|cuda|auto\n"
+       "  --json             run summaries as JSON\n"},
+  };
+  const auto it = kHelp.find(command);
+  return it == kHelp.end() ? nullptr : it->second;
+}
+
+}  // namespace kvs
