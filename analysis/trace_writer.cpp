@@ -3,8 +3,8 @@
 // temporary file and surfaces as InputError("<final path>: cannot write trace (<reason>)").
 // The bulk attention (decode rows, the full prefill map) is stored in shuffle + deflate chunks
 // that this writer packs itself on the OpenMP threads (analysis/chunk_codec.h) and hands to
-// HDF5 ready-made: HDF5 would compress them one at a time, on the writing thread. float32 chunks
-// mostly full of values are stored unpacked (worth_packing).
+// HDF5 ready-made: HDF5 would compress them one at a time, on the writing thread. float32 decode
+// chunks mostly full of values are stored unpacked (worth_packing).
 #include <cstring>
 #include <stdexcept>
 
@@ -26,21 +26,21 @@ namespace {
 constexpr int kDeflateLevel = 1;  // libdeflate's level 1 packs attention rows as zlib's level 4
 constexpr size_t kParallelBytes = 256 << 10;  // raw bytes below which one thread packs a step
 
-// Whether a chunk of fp16 or fp32 (elem 2 or 4) elements whose rows hold `len` values of
-// `width` is worth packing. float32 attention values shrink by only ~14% in shuffle + deflate
-// (their two low mantissa bytes are noise) and libdeflate packs ~110 MB/s on a core: at 4K keys on
-// SmolLM2 that doubled a decode step. So a float32 chunk at least half full of values is stored
-// as it is; one mostly of zeros (the tail of a long generation's early rows) is packed, its zeros
-// shrink to nothing. fp16 rows, chosen to keep a trace small, are always packed (values ~1.45x).
+// Whether a decode chunk of fp16 or fp32 (elem 2 or 4) elements whose rows hold `len` values of
+// `width` is worth packing while decode waits. float32 attention values shrink by only ~14% in
+// shuffle + deflate (their two low mantissa bytes are noise) and libdeflate packs ~110 MB/s on a
+// core: at 4K keys on SmolLM2 that doubled a decode step. So a float32 chunk at least half full
+// of values is stored as it is; one mostly of zeros (the tail of a long generation's early rows)
+// is packed, its zeros shrink to nothing. fp16 rows, chosen to keep a trace small, are always
+// packed (values ~1.45x). The prefill datasets, written once, are always packed.
 bool worth_packing(size_t len, size_t width, size_t elem) { return elem == 2 || 2 * len < width; }
 
 // Fills `chunk` with the stored chunk of `rows` rows x `width` elements of fp16 or fp32 (elem 2
-// or 4) whose row r holds src[r * src_stride .. + len) and zeros after (len <= width). An unpacked
-// chunk reuses chunk.bytes (a decode step's chunks are kept between steps: fresh ones paid their
-// page faults, 4.5 MB a step at 4K keys on SmolLM2).
-void pack_rows(const float* src, size_t rows, size_t len, size_t src_stride, size_t width, size_t elem,
+// or 4) whose row r holds src[r * src_stride .. + len) and zeros after (len <= width), packed or
+// not. An unpacked chunk reuses chunk.bytes (a decode step's chunks are kept between steps: fresh
+// ones paid their page faults, 4.5 MB a step at 4K keys on SmolLM2).
+void pack_rows(const float* src, size_t rows, size_t len, size_t src_stride, size_t width, size_t elem, bool pack,
                StoredChunk& chunk) {
-  const bool pack = worth_packing(len, width, elem);
   thread_local std::vector<uint8_t> scratch;  // [rows, width] elements, the chunk before packing
   std::vector<uint8_t>& raw = pack ? scratch : chunk.bytes;
   raw.resize(rows * width * elem);
@@ -65,7 +65,7 @@ void write_head_chunks(hid_t file, const char* name, hid_t type, const float* da
   h5::Handle ds = h5::create_dataset(file, name, type, {L, H, R, C}, {{}, {1, 1, R, C}, kDeflateLevel});
   std::vector<StoredChunk> chunks(H);
   for (hsize_t l = 0; l < L; ++l) {
-    parallel_for((int)H, [&](int h) { pack_rows(data + (l * H + h) * R * C, R, C, C, C, elem, chunks[h]); });
+    parallel_for((int)H, [&](int h) { pack_rows(data + (l * H + h) * R * C, R, C, C, C, elem, true, chunks[h]); });
     for (hsize_t h = 0; h < H; ++h) h5::write_chunk(ds, {l, h, 0, 0}, chunks[h].bytes, chunks[h].skipped);
   }
   ds.close(name);
@@ -202,12 +202,13 @@ void TraceWriter::write_decode_step(int step, int q_pos, std::span<const float> 
   // to pack (a copy into unpacked chunks is not worth waking them).
   std::vector<StoredChunk>& chunks = w.step_chunks;
   chunks.resize(w.L);
+  const bool pack = worth_packing(len, w.T_alloc, w.decode_elem());
   parallel_for(
       (int)w.L,
       [&](int l) {
-        pack_rows(rows.data() + (size_t)l * w.H * len, w.H, len, len, w.T_alloc, w.decode_elem(), chunks[l]);
+        pack_rows(rows.data() + (size_t)l * w.H * len, w.H, len, len, w.T_alloc, w.decode_elem(), pack, chunks[l]);
       },
-      worth_packing(len, w.T_alloc, w.decode_elem()) && w.L * w.H * w.T_alloc * w.decode_elem() >= kParallelBytes);
+      pack && w.L * w.H * w.T_alloc * w.decode_elem() >= kParallelBytes);
   w.guarded("cannot write trace", [&] {
     const hsize_t n = (hsize_t)step + 1;
     w.row_len = std::max(w.row_len, len);
