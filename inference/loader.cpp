@@ -12,6 +12,7 @@
 #include "inference/hf_model.h"
 #include "inference/llama2c_model.h"
 #include "inference/llama2c_tokenizer.h"
+#include "inference/sentencepiece_model.h"
 #include "inference/tokenizer_json.h"
 
 namespace fs = std::filesystem;
@@ -25,13 +26,14 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 // Opens an explicitly named tokenizer by its format: tokenizer.json (or a folder holding one),
-// a GGUF file's metadata, or a llama2.c tokenizer.bin.
+// a SentencePiece .model, a GGUF file's metadata, or a llama2.c tokenizer.bin.
 std::unique_ptr<Tokenizer> open_tokenizer_file(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw input_error(path, "no such file");
   if (fs::is_directory(path, ec))
     return load_tokenizer_json((fs::path(path) / "tokenizer.json").string());
   if (ends_with(path, ".json")) return load_tokenizer_json(path);
+  if (ends_with(path, ".model")) return load_sentencepiece_model(path);
   if (is_gguf_file(path)) return load_gguf_tokenizer(path);
   return load_llama2c_tokenizer(path);
 }
@@ -73,9 +75,15 @@ std::unique_ptr<Tokenizer> load_tokenizer(const Model& model, const std::string&
     tok = load_gguf_tokenizer(model.path);
   } else if (model.format == "hf") {
     source = (fs::path(model.path) / "tokenizer.json").string();
-    if (!fs::exists(source))
-      throw input_error(model.path, "no tokenizer.json in the model folder; pass --tokenizer");
-    tok = load_tokenizer_json(source);
+    const std::string spm = (fs::path(model.path) / "tokenizer.model").string();
+    if (fs::exists(source)) {
+      tok = load_tokenizer_json(source);
+    } else if (fs::exists(spm)) {
+      source = spm;
+      tok = load_sentencepiece_model(source);
+    } else {
+      throw input_error(model.path, "no tokenizer.json or tokenizer.model in the model folder; pass --tokenizer");
+    }
     own_folder = true;
   } else {
     source = llama2c_tokenizer_beside(model);

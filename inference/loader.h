@@ -12,8 +12,9 @@ namespace kvs {
 // dequantized to fp32. Throws InputError ("<path>: <problem>") on bad input.
 Model load_model(const std::string& path);
 
-// Loads the tokenizer for a model: `tokenizer_path` when given (llama2.c tokenizer.bin or
-// tokenizer.json), else the GGUF metadata, the HF folder's tokenizer.json, or a llama2.c
+// Loads the tokenizer for a model: `tokenizer_path` when given (llama2.c tokenizer.bin,
+// tokenizer.json or a SentencePiece .model), else the GGUF metadata, the HF folder's
+// tokenizer.json (or tokenizer.model), or a llama2.c
 // tokenizer beside the .bin (tokenizer.bin / tok<vocab>.bin). Checks that its vocabulary size
 // matches `model` and throws InputError naming the tokenizer file otherwise.
 std::unique_ptr<Tokenizer> load_tokenizer(const Model& model, const std::string& tokenizer_path);

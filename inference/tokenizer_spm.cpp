@@ -9,6 +9,21 @@
 namespace kvs {
 namespace {
 
+// `text` without leading or trailing spaces, each run of spaces inside it one space.
+std::string collapse_spaces(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != ' ') {
+      out += text[i];
+    } else if (!out.empty() && out.back() != ' ') {
+      out += ' ';
+    }
+  }
+  if (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+
 const std::string kSpace = "\xe2\x96\x81";  // U+2581 "▁"
 
 std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
@@ -70,8 +85,12 @@ int SpmTokenizer::byte_token(unsigned char byte) const {
 
 void SpmTokenizer::encode_fragment(std::string_view text, bool prefix,
                                    std::vector<int>& out) const {
-  const std::string normalized =
-      (prefix ? kSpace : std::string()) + replace_all(unicode_normalize(text, vocab_.normalization), " ", kSpace);
+  std::string plain = unicode_normalize(text, vocab_.normalization);
+  if (vocab_.collapse_whitespace) {
+    plain = collapse_spaces(plain);
+    if (plain.empty()) return;
+  }
+  const std::string normalized = (prefix ? kSpace : std::string()) + replace_all(plain, " ", kSpace);
   PairPriority priority;
   if (vocab_.merges.empty()) {
     priority = [this](std::string_view a, std::string_view b) -> std::optional<double> {

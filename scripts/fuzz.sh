@@ -40,6 +40,7 @@ seed_models() {
   case $t in
     llama2c_model) cp "$models/stories260K/stories260K.bin" "$dir/" ;;
     llama2c_tokenizer) cp "$models/stories260K/tok512.bin" "$dir/" ;;
+    sentencepiece_model) cp "$models/stories260K/tok512.model" "$dir/" ;;
     gguf) cp "$models/stories260K/stories260K.gguf" "$models/fixtures/llama-2-tiny-random.gguf" "$dir/" ;;
     safetensors) cp "$models/stories260K-hf/model.safetensors" "$dir/" ;;
     hf_folder) { cat "$models/stories260K-hf/config.json"; printf '\0'; cat "$models/stories260K-hf/model.safetensors"; } >"$dir/stories260K-hf" ;;

@@ -27,6 +27,7 @@
 #include "inference/llama2c_model.h"
 #include "inference/llama2c_tokenizer.h"
 #include "inference/safetensors_file.h"
+#include "inference/sentencepiece_model.h"
 #include "inference/tokenizer_json.h"
 #include "tests/fuzz/fuzz_trace_edits.h"
 
@@ -106,6 +107,11 @@ inline void llama2c_model(const uint8_t* data, size_t size) {
 inline void llama2c_tokenizer(const uint8_t* data, size_t size) {
   const std::string path = scratch_file("tokenizer.bin", data, size);
   expect_input_error_only([&] { exercise_tokenizer(*load_llama2c_tokenizer(path)); });
+}
+
+inline void sentencepiece_model(const uint8_t* data, size_t size) {
+  const std::string path = scratch_file("tokenizer.model", data, size);
+  expect_input_error_only([&] { exercise_tokenizer(*load_sentencepiece_model(path)); });
 }
 
 // GGUF container, then its tokenizer metadata and its model tensors, each on its own.
@@ -230,6 +236,7 @@ struct NamedEntry {
 inline const std::vector<NamedEntry>& all_entries() {
   static const std::vector<NamedEntry> entries = {
       {"llama2c_model", llama2c_model}, {"llama2c_tokenizer", llama2c_tokenizer},
+      {"sentencepiece_model", sentencepiece_model},
       {"gguf", gguf},                   {"json", json},
       {"safetensors", safetensors},     {"hf_folder", hf_folder},
       {"tokenizer_json", tokenizer_json}, {"duo_pattern", duo_pattern},
