@@ -39,9 +39,9 @@ CudaBackend::Impl::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.
     cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event creation");
     copied.emplace_back(e);
   }
-  blas_check(cublasCreate(&blas), "handle creation");
+  blas_check(cuda::blas().create(&blas), "handle creation");
   blas_handle.reset(blas);
-  blas_check(cublasSetStream(blas, stream), "stream binding");
+  blas_check(cuda::blas().set_stream(blas, stream), "stream binding");
   upload_weights();
   // The cache's rows grow with the sequence; the tables below are sized for the whole context,
   // on the device before on the host, so that a context too long fails as out of GPU memory.

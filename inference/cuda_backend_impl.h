@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "inference/cuda_backend.h"
+#include "inference/cuda_blas.h"
 #include "inference/cuda_device.h"
 #include "inference/cuda_kv_cache.h"
 
@@ -19,7 +20,7 @@ namespace cuda_backend_detail {
 
 inline void blas_check(cublasStatus_t st, const char* what) {
   if (st == CUBLAS_STATUS_SUCCESS) return;
-  throw std::runtime_error(std::string("cuBLAS: ") + what + ": " + cublasGetStatusString(st));
+  throw std::runtime_error(std::string("cuBLAS: ") + what + ": " + cuda::blas().status_string(st));
 }
 
 struct DeviceLayer {
@@ -45,7 +46,7 @@ struct StreamDeleter {
   void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
 };
 struct BlasDeleter {
-  void operator()(cublasHandle_t h) const { cublasDestroy(h); }
+  void operator()(cublasHandle_t h) const { cuda::blas().destroy(h); }
 };
 struct EventDeleter {
   void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }

@@ -25,7 +25,7 @@ void gemm(cublasHandle_t blas, float* y, const __half* x_hi, const __half* x_lo,
           int n, int rows, int cols, float beta) {
   const float alpha = 1.0f, one = 1.0f;
   for (const __half* x : {x_hi, x_lo}) {
-    blas_check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, CUDA_R_16F, cols,
+    blas_check(cuda::blas().gemm_ex(blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, CUDA_R_16F, cols,
                             x, CUDA_R_16F, cols, x == x_hi ? &beta : &one, y, CUDA_R_32F, rows,
                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "projection");
@@ -147,7 +147,7 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
       for (int r = 0; r < group; ++r) {
         // S_h[nq, n_keys] = scale * Q_h[nq, hd] · K_g[n_keys, hd]^T, Q as its high then low half
         for (const __half* q_half : {Q16.get(), Q16lo.get()}) {
-          blas_check(cublasGemmStridedBatchedEx(
+          blas_check(cuda::blas().gemm_strided_batched_ex(
                          blas, CUBLAS_OP_T, CUBLAS_OP_N, n_keys, nq, hd, &scale, K16.get(), CUDA_R_16F, kvd, hd,
                          q_half + static_cast<std::size_t>(q0) * qd + r * hd, CUDA_R_16F, qd,
                          static_cast<long long>(group) * hd, q_half == Q16.get() ? &zero : &one,
@@ -161,7 +161,7 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
       for (int r = 0; r < group; ++r) {
         // ATT_h[nq, hd] = P_h[nq, n_keys] · V_g[n_keys, hd], P as its high then low half
         for (const __half* p_half : {S16.get(), S16lo.get()}) {
-          blas_check(cublasGemmStridedBatchedEx(
+          blas_check(cuda::blas().gemm_strided_batched_ex(
                          blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, n_keys, &one, V16.get(), CUDA_R_16F, kvd, hd,
                          p_half + r * head_block, CUDA_R_16F, ld, group * head_block,
                          p_half == S16.get() ? &zero : &one, ATT.get() + static_cast<std::size_t>(q0) * qd + r * hd,
