@@ -25,9 +25,9 @@ void gemm(cublasHandle_t blas, float* y, const __half* x_hi, const __half* x_lo,
           int n, int rows, int cols, float beta) {
   const float alpha = 1.0f, one = 1.0f;
   for (const __half* x : {x_hi, x_lo}) {
-    blas_check(cuda::blas().gemm_ex(blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, CUDA_R_16F, cols,
-                            x, CUDA_R_16F, cols, x == x_hi ? &beta : &one, y, CUDA_R_32F, rows,
-                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+    blas_check(cuda::blas().gemm_ex(blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, CUDA_R_16F, cols, x,
+                                    CUDA_R_16F, cols, x == x_hi ? &beta : &one, y, CUDA_R_32F, rows,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "projection");
   }
 }
