@@ -60,8 +60,9 @@ int main(int argc, char** argv) {
   const std::string cmd = args.empty() ? "gui" : args[0];
   std::vector<std::string> rest = args.empty() ? args : std::vector<std::string>(args.begin() + 1, args.end());
   try {
-    const bool asks_help = std::any_of(rest.begin(), rest.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
-    if (const char* help = kvs::command_help(cmd); help && asks_help) {
+    // `kvscope COMMAND --help`: that command's flags, before it parses (and refuses) them.
+    auto is_help = [](const std::string& a) { return a == "--help" || a == "-h"; };
+    if (const char* help = kvs::command_help(cmd); help && std::any_of(rest.begin(), rest.end(), is_help)) {
       std::fputs(help, stdout);
       return 0;
     }
