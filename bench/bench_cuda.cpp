@@ -5,7 +5,8 @@
 // the same shapes and prints the same first columns, for the side-by-side in README.
 //
 // Usage: bench_cuda [--shape 8b|small] [--contexts 1024,4096,8192,32768] [--steps 32]
-//                   [--capture both|rows|trace|none] [--decode-dtype float32|float16] [--ops]
+//                   [--capture both|rows|trace|none] [--decode-dtype float32|float16]
+//                   [--gpu-dtype fp16|bf16] [--ops]
 // --ops first times each decode kernel alone on the shape's sizes, as GB/s against the copy bandwidth.
 // Without a CUDA build or a GPU it prints why in one line and exits 0.
 //
@@ -76,12 +77,14 @@ struct Options {
   bool rows = true;   // decode with rows copied to a host buffer
   bool trace = true;  // prefill + decode with a TraceRecorder
   std::string decode_dtype = "float32";
+  kvs::GpuDtype gpu_dtype = kvs::GpuDtype::Fp16;  // weights and cache on the device
   bool ops = false;  // also time the decode kernels one by one
 };
 
 constexpr const char* kUsage =
     "usage: bench_cuda [--shape 8b|small] [--contexts 1024,4096,8192,32768] [--steps 32]\n"
-    "                  [--capture both|rows|trace|none] [--decode-dtype float32|float16] [--ops]\n";
+    "                  [--capture both|rows|trace|none] [--decode-dtype float32|float16]\n"
+    "                  [--gpu-dtype fp16|bf16] [--ops]\n";
 
 // Parses argv; on a bad argument prints why and the usage and returns false.
 bool parse_options(int argc, char** argv, Options& o) {
@@ -127,6 +130,9 @@ bool parse_options(int argc, char** argv, Options& o) {
       } else if (a == "--decode-dtype") {
         if (v != "float32" && v != "float16") return fail("--decode-dtype: expected float32 or float16, got '" + v + "'");
         o.decode_dtype = v;
+      } else if (a == "--gpu-dtype") {
+        if (v != "fp16" && v != "bf16") return fail("--gpu-dtype: expected fp16 or bf16, got '" + v + "'");
+        o.gpu_dtype = v == "bf16" ? kvs::GpuDtype::Bf16 : kvs::GpuDtype::Fp16;
       } else {
         return fail("unknown argument '" + a + "'");
       }
@@ -242,7 +248,7 @@ uint64_t parameter_count(const kvs::ModelConfig& c) {
   return V * d * (c.tied_classifier ? 1 : 2) + c.n_layers * per_layer + d;
 }
 
-// Bytes a decoded token reads from the weights in fp16: every matrix and the classifier. The
+// Bytes a decoded token reads from the weights in fp16 or bf16: every matrix and the classifier. The
 // embedding table (untied) is left out, since a token reads one row of it; norms are fp32 on the
 // device. (2 bytes x every parameter, the brief's first estimate, is printed beside it.)
 double weight_bytes_read(const kvs::ModelConfig& c) {
@@ -252,7 +258,7 @@ double weight_bytes_read(const kvs::ModelConfig& c) {
   return 2.0 * matrices + 4.0 * norms;
 }
 
-// K and V bytes of one position over all layers and KV heads, fp16.
+// K and V bytes of one position over all layers and KV heads, fp16 or bf16.
 double kv_entry_bytes(const kvs::ModelConfig& c) {
   return 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * 2.0;
 }
@@ -312,7 +318,8 @@ double copy_bandwidth(std::size_t bytes, int reps) {
 
 // --ops: each decode kernel alone on the shape's sizes (device buffers of its own, 20 timed
 // launches after 3), as bytes it must read / time against the copy bandwidth, so that a decode
-// step below its limit can be traced to the op that falls short.
+// step below its limit can be traced to the op that falls short. Store: the 16-bit storage type.
+template <class Store>
 void print_op_table(const kvs::ModelConfig& c, const std::vector<int>& contexts, double bandwidth) {
   namespace cu = kvs::cuda;
   cudaStream_t stream = nullptr;
@@ -348,18 +355,18 @@ void print_op_table(const kvs::ModelConfig& c, const std::vector<int>& contexts,
                               {"matvec gate,up stacked", 2 * h, d}, {"matvec down", d, h},
                               {"matvec classifier", c.vocab_size, d}};
   for (const Product& p : products) {
-    cu::DeviceBuffer<__half> w(static_cast<std::size_t>(p.rows) * p.cols, "ops weights");
+    cu::DeviceBuffer<Store> w(static_cast<std::size_t>(p.rows) * p.cols, "ops weights");
     cu::DeviceBuffer<float> x(p.cols, "ops input"), y(p.rows, "ops output");
-    cu::check(cudaMemsetAsync(w.get(), 0, w.size() * sizeof(__half), stream), "ops fill");
+    cu::check(cudaMemsetAsync(w.get(), 0, w.bytes(), stream), "ops fill");
     cu::check(cudaMemsetAsync(x.get(), 0, x.bytes(), stream), "ops fill");
-    const double ms = time_ms([&] { cu::matvec_half(y.get(), w.get(), x.get(), p.rows, p.cols, 0.0f, stream); });
+    const double ms = time_ms([&] { cu::matvec(y.get(), w.get(), x.get(), p.rows, p.cols, 0.0f, stream); });
     row(std::string(p.name) + " " + std::to_string(p.rows) + "x" + std::to_string(p.cols),
         2.0 * p.rows * p.cols, ms);
   }
   const int H = c.n_heads, n_kv = c.n_kv_heads, hd = c.head_dim;
   for (int T : contexts) {
     const std::size_t kv = static_cast<std::size_t>(n_kv) * T * hd;
-    cu::DeviceBuffer<__half> k(kv, "ops keys"), v(kv, "ops values");
+    cu::DeviceBuffer<Store> k(kv, "ops keys"), v(kv, "ops values");
     cu::DeviceBuffer<float> q(static_cast<std::size_t>(H) * hd, "ops query"), out(static_cast<std::size_t>(H) * hd, "ops out");
     cu::DeviceBuffer<float> probs(static_cast<std::size_t>(H) * T, "ops rows"), lse(H, "ops lse");
     cu::DeviceBuffer<float> scratch(cu::attend_decode_scratch_floats(H, T, hd), "ops scratch");
@@ -368,8 +375,8 @@ void print_op_table(const kvs::ModelConfig& c, const std::vector<int>& contexts,
     cu::DeviceBuffer<int32_t> rows(T, "ops rows"), n_dev(n_kv, "ops rows");
     cu::check(cudaMemcpy(rows.get(), counting.data(), rows.bytes(), cudaMemcpyHostToDevice), "ops upload");
     cu::check(cudaMemcpy(n_dev.get(), n_rows.data(), n_dev.bytes(), cudaMemcpyHostToDevice), "ops upload");
-    cu::check(cudaMemsetAsync(k.get(), 0, kv * sizeof(__half), stream), "ops fill");
-    cu::check(cudaMemsetAsync(v.get(), 0, kv * sizeof(__half), stream), "ops fill");
+    cu::check(cudaMemsetAsync(k.get(), 0, k.bytes(), stream), "ops fill");
+    cu::check(cudaMemsetAsync(v.get(), 0, v.bytes(), stream), "ops fill");
     cu::check(cudaMemsetAsync(q.get(), 0, q.bytes(), stream), "ops fill");
     const long head_stride = static_cast<long>(T) * hd;
     const double ms = time_ms([&] {
@@ -381,6 +388,14 @@ void print_op_table(const kvs::ModelConfig& c, const std::vector<int>& contexts,
   cudaEventDestroy(stop);
   cudaEventDestroy(start);
   cudaStreamDestroy(stream);
+}
+
+void print_ops(const kvs::ModelConfig& c, const std::vector<int>& contexts, double bandwidth, kvs::GpuDtype d) {
+  if (d == kvs::GpuDtype::Bf16) {
+    print_op_table<__nv_bfloat16>(c, contexts, bandwidth);
+  } else {
+    print_op_table<__half>(c, contexts, bandwidth);
+  }
 }
 
 // One line: the GPU's name, memory, SMs, CUDA versions.
@@ -399,7 +414,7 @@ void print_gpu() {
 #else
 double copy_bandwidth(std::size_t, int) { return 0.0; }
 void print_gpu() {}
-void print_op_table(const kvs::ModelConfig&, const std::vector<int>&, double) {}
+void print_ops(const kvs::ModelConfig&, const std::vector<int>&, double, kvs::GpuDtype) {}
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -672,7 +687,7 @@ int main(int argc, char** argv) {
     std::printf("GPU memory bandwidth: %.0f GB/s (device-to-device copy of 2 GiB, bytes read + written, "
                 "best of 10)\n", bandwidth / 1e9);
 
-    if (o.ops) print_op_table(c, o.contexts, bandwidth);
+    if (o.ops) print_ops(c, o.contexts, bandwidth, o.gpu_dtype);
 
     const double params = static_cast<double>(parameter_count(c));
     const double host_need = 4.0 * params, host_free = host_available_bytes();
@@ -691,6 +706,7 @@ int main(int argc, char** argv) {
     t0 = Clock::now();
     kvs::EngineOptions eo;
     eo.device = kvs::Device::Cuda;
+    eo.gpu_dtype = o.gpu_dtype;
     std::unique_ptr<kvs::Engine> engine;
     try {
       engine = std::make_unique<kvs::Engine>(model, eo);
@@ -699,10 +715,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     const double weight_bytes = weight_bytes_read(c);
-    std::printf("uploaded as fp16 in %.1f s; weights read per decoded token %.2f GB (2 bytes x every "
+    std::printf("uploaded as %s in %.1f s; weights read per decoded token %.2f GB (2 bytes x every "
                 "parameter: %.2f GB; the embedding table is read one row a token); K+V %.0f KiB per "
-                "position (fp16)\n",
-                seconds_since(t0), weight_bytes / 1e9, 2.0 * params / 1e9, kv_entry_bytes(c) / 1024.0);
+                "position (%s)\n",
+                kvs::gpu_dtype_name(o.gpu_dtype), seconds_since(t0), weight_bytes / 1e9, 2.0 * params / 1e9, kv_entry_bytes(c) / 1024.0,
+                kvs::gpu_dtype_name(o.gpu_dtype));
     std::printf("limit per decoded token = (weight bytes + K/V bytes of the T + i + 1 cached positions) / "
                 "bandwidth; decode: %d steps fed forced random tokens after a random T-token prompt, "
                 "median step\n", o.steps);

@@ -14,7 +14,9 @@ bool cuda_usable(std::string* why) {
   return false;
 }
 
-struct CudaBackend::Impl {};
+namespace cuda_backend_detail {
+class Forward {};
+}  // namespace cuda_backend_detail
 
 CudaBackend::CudaBackend(const Model&, const EngineOptions&) { throw std::runtime_error(kNoCuda); }
 CudaBackend::~CudaBackend() = default;
@@ -26,5 +28,6 @@ KvSlots& CudaBackend::slots() { throw std::runtime_error(kNoCuda); }
 std::size_t CudaBackend::kv_bytes() const { return 0; }
 std::size_t CudaBackend::peak_kv_bytes() const { return 0; }
 std::size_t CudaBackend::weight_bytes() const { return 0; }
+GpuDtype CudaBackend::dtype() const { return GpuDtype::Fp16; }
 
 }  // namespace kvs

@@ -1,8 +1,8 @@
 // CudaBackend: the Llama-family forward pass on the GPU — setup, weight upload and the decode
-// step (the prefill is in cuda_prefill.cpp). Weights and the KV cache are fp16 on the device;
-// activations, accumulation and softmax fp32. Decode projections are a matvec kernel (fp16
-// weights read once, fp32 inputs); decode attention reads each KV head's active rows. Hooks get
-// exactly what the CPU engine gives them.
+// step (the prefill is in cuda_prefill.cpp). Weights and the KV cache are fp16 or bf16 on the
+// device (Impl<T>); activations, accumulation and softmax fp32. Decode projections are a matvec
+// kernel (16-bit weights read once, fp32 inputs); decode attention reads each KV head's active
+// rows. Hooks get exactly what the CPU engine gives them.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,13 +15,12 @@
 
 namespace kvs {
 
-using cuda_backend_detail::blas_check;
-using cuda_backend_detail::DeviceLayer;
-using cuda_backend_detail::round_up;
-
 bool cuda_usable(std::string* why) { return cuda::gpu_present(why); }
 
-CudaBackend::Impl::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), options(o) {
+namespace cuda_backend_detail {
+
+template <class T>
+Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), options(o) {
   std::string why;
   if (!cuda::gpu_present(&why)) throw std::runtime_error("CUDA: no usable GPU (" + why + ")");
   if (c.head_dim % 8 != 0 || c.head_dim > 256) {  // the decode attention kernel's row tiles
@@ -45,7 +44,7 @@ CudaBackend::Impl::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.
   upload_weights();
   // The cache's rows grow with the sequence; the tables below are sized for the whole context,
   // on the device before on the host, so that a context too long fails as out of GPU memory.
-  cache = std::make_unique<CudaKvCache>(c.n_layers, c.n_kv_heads, c.head_dim, c.seq_len, stream);
+  cache = std::make_unique<CudaKvCache<T>>(c.n_layers, c.n_kv_heads, c.head_dim, c.seq_len, stream);
 
   const int half = c.head_dim / 2, L = c.n_layers, n_kv = c.n_kv_heads, H = c.n_heads;
   rope_cos = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE cos table");
@@ -90,14 +89,16 @@ CudaBackend::Impl::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.
   cuda::check(cudaDeviceSynchronize(), "table upload");
 }
 
-CudaBackend::Impl::~Impl() {
+template <class T>
+Impl<T>::~Impl() {
   cudaStreamSynchronize(stream);
   cudaStreamSynchronize(copy_stream);
 }
 
 // Grows the decode row buffers to `needed` rows per head (the device ones always, the host ones
 // when a hook will read them); waits for both streams first, since the old buffers may be in use.
-void CudaBackend::Impl::ensure_rows(int needed, bool to_host) {
+template <class T>
+void Impl<T>::ensure_rows(int needed, bool to_host) {
   const std::size_t lh = static_cast<std::size_t>(c.n_layers) * c.n_heads;
   if (needed > rows_cap) {
     sync();
@@ -114,7 +115,8 @@ void CudaBackend::Impl::ensure_rows(int needed, bool to_host) {
 }
 
 // Hands layer `layer`'s decode rows (already on the host) to the observer, then the controller.
-void CudaBackend::Impl::deliver_rows(int layer, int q_pos, AttentionObserver* observer,
+template <class T>
+void Impl<T>::deliver_rows(int layer, int q_pos, AttentionObserver* observer,
                                      CacheController* controller) {
   const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
   const int max_rows = layer_max_rows[layer];
@@ -136,105 +138,113 @@ void CudaBackend::Impl::deliver_rows(int layer, int q_pos, AttentionObserver* ob
   if (controller) controller->after_attention(layer, q_pos, blocks, *cache);
 }
 
-void CudaBackend::Impl::upload(float* dst, const WeightVector& src, const char* what) {
+template <class T>
+void Impl<T>::upload(float* dst, const WeightVector& src, const char* what) {
   cuda::check(cudaMemcpy(dst, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice), what);
 }
 
-cuda::DeviceBuffer<__half> CudaBackend::Impl::upload_half(std::initializer_list<const WeightVector*> parts,
-                                                          const char* what) {
+template <class T>
+cuda::DeviceBuffer<T> Impl<T>::upload_store(std::initializer_list<const WeightVector*> parts,
+                                            const char* what) {
   std::size_t total = 0, largest = 0;
   for (const WeightVector* p : parts) {
     total += p->size();
     largest = std::max(largest, p->size());
   }
-  cuda::DeviceBuffer<__half> out(total, what);
+  cuda::DeviceBuffer<T> out(total, what);
   constexpr std::size_t kChunk = std::size_t{16} << 20;  // floats staged per copy
   cuda::DeviceBuffer<float> staging(std::min(kChunk, largest), "weight upload staging");
-  __half* dst = out.get();
+  T* dst = out.get();
   for (const WeightVector* p : parts) {
     for (std::size_t i = 0; i < p->size(); i += kChunk) {
       const std::size_t n = std::min(kChunk, p->size() - i);
       cuda::check(cudaMemcpy(staging.get(), p->data() + i, n * sizeof(float), cudaMemcpyHostToDevice), what);
-      cuda::to_half(dst + i, staging.get(), static_cast<long>(n), nullptr);
+      cuda::to_store(dst + i, staging.get(), static_cast<long>(n), nullptr);
       cuda::check(cudaDeviceSynchronize(), what);
     }
     dst += p->size();
   }
-  weight_bytes += out.bytes();
+  weight_bytes_ += out.bytes();
   return out;
 }
 
-void CudaBackend::Impl::upload_weights() {
+template <class T>
+void Impl<T>::upload_weights() {
   const ModelWeights& w = model.weights;
   auto floats = [&](const WeightVector& src, const char* what) {
     cuda::DeviceBuffer<float> out(src.size(), what);
     if (!src.empty()) upload(out.get(), src, what);
-    weight_bytes += out.bytes();
+    weight_bytes_ += out.bytes();
     return out;
   };
-  embedding = upload_half({&w.token_embedding}, "the token embedding");
-  if (!c.tied_classifier) classifier = upload_half({&w.classifier}, "the classifier");
+  embedding = upload_store({&w.token_embedding}, "the token embedding");
+  if (!c.tied_classifier) classifier = upload_store({&w.classifier}, "the classifier");
   final_norm = floats(w.final_norm, "the final norm");
   layers.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
-    DeviceLayer& d = layers[l];
+    DeviceLayer<T>& d = layers[l];
     d.attn_norm = floats(lw.attn_norm, "a norm weight");
     d.ffn_norm = floats(lw.ffn_norm, "a norm weight");
     d.bq = floats(lw.bq, "a bias");
     d.bk = floats(lw.bk, "a bias");
     d.bv = floats(lw.bv, "a bias");
-    d.wqkv = upload_half({&lw.wq, &lw.wk, &lw.wv}, "an attention weight");
+    d.wqkv = upload_store({&lw.wq, &lw.wk, &lw.wv}, "an attention weight");
     d.wq = d.wqkv.get();
     d.wk = d.wq + lw.wq.size();
     d.wv = d.wk + lw.wk.size();
-    d.wo = upload_half({&lw.wo}, "an attention weight");
-    d.w_gate_up = upload_half({&lw.w_gate, &lw.w_up}, "an FFN weight");
+    d.wo = upload_store({&lw.wo}, "an attention weight");
+    d.w_gate_up = upload_store({&lw.w_gate, &lw.w_up}, "an FFN weight");
     d.w_gate = d.w_gate_up.get();
     d.w_up = d.w_gate + lw.w_gate.size();
-    d.w_down = upload_half({&lw.w_down}, "an FFN weight");
+    d.w_down = upload_store({&lw.w_down}, "an FFN weight");
   }
 }
 
 // Final norm of the last position's residual x_last [dim], the classifier, and the copy back.
-void CudaBackend::Impl::logits_to_host(const float* x_last) {
+template <class T>
+void Impl<T>::logits_to_host(const float* x_last) {
   enqueue_logits(x_last);
   finish_logits();
 }
 
-void CudaBackend::Impl::enqueue_logits(const float* x_last) {
+template <class T>
+void Impl<T>::enqueue_logits(const float* x_last) {
   cuda::rmsnorm_rows(xb.get(), x_last, final_norm.get(), 1, c.dim, c.rms_eps, stream);
-  cuda::matvec_half(logits.get(), c.tied_classifier ? embedding.get() : classifier.get(), xb.get(),
+  cuda::matvec(logits.get(), c.tied_classifier ? embedding.get() : classifier.get(), xb.get(),
                     c.vocab_size, c.dim, 0.0f, stream);
   cuda::check(cudaMemcpyAsync(logits_host.get(), logits.get(), logits.bytes(), cudaMemcpyDeviceToHost, stream),
               "logits copy");
 }
 
-void CudaBackend::Impl::finish_logits() {
+template <class T>
+void Impl<T>::finish_logits() {
   sync();
   std::copy_n(logits_host.get(), c.vocab_size, logits_out.begin());
 }
 
 // Records this step's entry at the end of each KV head's rows of layer l, and where it goes
 // (slot0 of the layer's metadata).
-void CudaBackend::Impl::push_token(int l) {
+template <class T>
+void Impl<T>::push_token(int l) {
   int32_t* slot0_h = meta_host_at(l);  // [n_kv]
   for (int g = 0; g < c.n_kv_heads; ++g) {
     slot0_h[g] = cache->size(l, g);
-    cache->push(l, g, pos, 1);
+    cache->push(l, g, pos_, 1);
   }
 }
 
 // The rows each KV head of layer l attends: all of them (a shared 0..n-1 list, rows_stride 0)
 // unless some are inactive or, with a sliding window, before its first position; their count,
 // the query's slot, and (for hooks) the positions of the attended keys.
-void CudaBackend::Impl::plan_attention(int l, bool hooks) {
+template <class T>
+void Impl<T>::plan_attention(int l, bool hooks) {
   const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
   int32_t* m_host = meta_host_at(l);
   int32_t* n_rows_h = m_host + n_kv;         // [n_kv]
   int32_t* qslot_h = m_host + 2 * n_kv;      // [H]
   int32_t* rows_h = m_host + 2 * n_kv + H;   // [n_kv, rows_stride]
-  const int first_pos = c.sliding_window > 0 ? pos - c.sliding_window + 1 : 0;
+  const int first_pos = c.sliding_window > 0 ? pos_ - c.sliding_window + 1 : 0;
   int max_rows = 0;
   bool all_active = true;
   for (int g = 0; g < n_kv; ++g) {
@@ -273,7 +283,8 @@ void CudaBackend::Impl::plan_attention(int l, bool hooks) {
   for (int h = 0; h < H; ++h) qslot_h[h] = cache->size(l, h / group) - 1;
 }
 
-std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver* observer,
+template <class T>
+std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer,
                                                  CacheController* controller) {
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
   const int H = c.n_heads, n_kv = c.n_kv_heads;
@@ -282,8 +293,8 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
   const bool hooks = observer || controller;
   const bool rope_in_cache = options.rope_in_cache;
 
-  if (observer) observer->on_token(pos, token_id);
-  ensure_rows(pos + 1, hooks);  // no head holds more than every position so far
+  if (observer) observer->on_token(pos_, token_id);
+  ensure_rows(pos_ + 1, hooks);  // no head holds more than every position so far
   token_host.get()[0] = token_id;
   cuda::check(cudaMemcpyAsync(token.get(), token_host.get(), sizeof(int32_t), cudaMemcpyHostToDevice, stream),
               "token upload");
@@ -308,16 +319,16 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
   }
 
   for (int l = 0; l < c.n_layers; ++l) {
-    const DeviceLayer& lw = layers[l];
+    const DeviceLayer<T>& lw = layers[l];
     int32_t* m_dev = meta_at(l);
 
     cuda::rmsnorm_rows(xb.get(), x.get(), lw.attn_norm.get(), 1, dim, c.rms_eps, stream);
-    cuda::matvec_half(q, lw.wqkv.get(), xb.get(), qd + 2 * kvd, dim, 0.0f, stream);  // q, k, v
+    cuda::matvec(q, lw.wqkv.get(), xb.get(), qd + 2 * kvd, dim, 0.0f, stream);  // q, k, v
     if (lw.bq.size()) cuda::add_bias(q, lw.bq.get(), 1, qd, stream);
     if (lw.bk.size()) cuda::add_bias(k, lw.bk.get(), 1, kvd, stream);
     if (lw.bv.size()) cuda::add_bias(v, lw.bv.get(), 1, kvd, stream);
     if (!rope_in_cache) {  // k follows q in qkv: one launch rotates the H query and n_kv key heads
-      cuda::rope_rows(q, qd + kvd, 1, H + n_kv, hd, iota.get() + pos, rope_cos.get(), rope_sin.get(), interleaved,
+      cuda::rope_rows(q, qd + kvd, 1, H + n_kv, hd, iota.get() + pos_, rope_cos.get(), rope_sin.get(), interleaved,
                       stream);
     }
     // The new key and value go to the end of each KV head's rows.
@@ -328,7 +339,7 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
     cuda::kv_append(cache->keys(l), cache->values(l), cache->head_stride(), k, v, kvd, 1, n_kv, hd,
                     m_dev, stream);
     if (per_layer_meta) {
-      controller->before_attention(l, pos, *cache);
+      controller->before_attention(l, pos_, *cache);
       plan_attention(l, hooks);
       copy_meta(l, n_kv, n_kv + H);
       if (layer_rows_stride[l] > 0) copy_meta(l, 2L * n_kv + H, n_kv * layer_rows_stride[l]);
@@ -364,15 +375,15 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
       cuda::check(cudaEventRecord(copied[l].get(), copy_stream), "decode rows event");
       if (controller) {
         cuda::check(cudaStreamSynchronize(copy_stream), "decode rows copy");
-        deliver_rows(l, pos, observer, controller);
+        deliver_rows(l, pos_, observer, controller);
       }
     }
-    cuda::matvec_half(x.get(), lw.wo.get(), att.get(), dim, qd, 1.0f, stream);
+    cuda::matvec(x.get(), lw.wo.get(), att.get(), dim, qd, 1.0f, stream);
 
     cuda::rmsnorm_rows(xb.get(), x.get(), lw.ffn_norm.get(), 1, dim, c.rms_eps, stream);
-    cuda::matvec_half(gate, lw.w_gate_up.get(), xb.get(), 2 * hid, dim, 0.0f, stream);  // gate, up
+    cuda::matvec(gate, lw.w_gate_up.get(), xb.get(), 2 * hid, dim, 0.0f, stream);  // gate, up
     cuda::swiglu(gate, up, hid, stream);
-    cuda::matvec_half(x.get(), lw.w_down.get(), gate, dim, hid, 1.0f, stream);
+    cuda::matvec(x.get(), lw.w_down.get(), gate, dim, hid, 1.0f, stream);
   }
   cuda::check_launch("decode layer");
   enqueue_logits(x.get());
@@ -381,23 +392,35 @@ std::span<const float> CudaBackend::Impl::decode(int token_id, AttentionObserver
     // the observer's own work on them is hidden behind the step.
     for (int l = 0; l < c.n_layers; ++l) {
       cuda::check(cudaEventSynchronize(copied[l].get()), "decode rows copy");
-      deliver_rows(l, pos, observer, nullptr);
+      deliver_rows(l, pos_, observer, nullptr);
     }
   }
   finish_logits();
-  ++pos;
-  if (observer) observer->on_logits(pos - 1, logits_out);
+  ++pos_;
+  if (observer) observer->on_logits(pos_ - 1, logits_out);
   return logits_out;
 }
 
-CudaBackend::CudaBackend(const Model& model, const EngineOptions& options)
-    : impl_(std::make_unique<Impl>(model, options)) {}
+template struct Impl<__half>;
+template struct Impl<__nv_bfloat16>;
+
+}  // namespace cuda_backend_detail
+
+namespace {
+
+std::unique_ptr<cuda_backend_detail::Forward> make_forward(const Model& model, const EngineOptions& options) {
+  if (resolve_gpu_dtype(model, options.gpu_dtype) == GpuDtype::Bf16) {
+    return std::make_unique<cuda_backend_detail::Impl<__nv_bfloat16>>(model, options);
+  }
+  return std::make_unique<cuda_backend_detail::Impl<__half>>(model, options);
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(const Model& model, const EngineOptions& options) : impl_(make_forward(model, options)) {}
 CudaBackend::~CudaBackend() = default;
 
-void CudaBackend::reset() {
-  impl_->cache->clear();
-  impl_->pos = 0;
-}
+void CudaBackend::reset() { impl_->reset(); }
 std::span<const float> CudaBackend::prefill(std::span<const int> tokens, AttentionObserver* observer,
                                             CacheController* controller) {
   return impl_->prefill(tokens, observer, controller);
@@ -405,10 +428,11 @@ std::span<const float> CudaBackend::prefill(std::span<const int> tokens, Attenti
 std::span<const float> CudaBackend::decode(int token, AttentionObserver* observer, CacheController* controller) {
   return impl_->decode(token, observer, controller);
 }
-int CudaBackend::pos() const { return impl_->pos; }
-KvSlots& CudaBackend::slots() { return *impl_->cache; }
-std::size_t CudaBackend::kv_bytes() const { return impl_->cache->bytes(); }
-std::size_t CudaBackend::peak_kv_bytes() const { return impl_->cache->peak_bytes(); }
-std::size_t CudaBackend::weight_bytes() const { return impl_->weight_bytes; }
+int CudaBackend::pos() const { return impl_->pos(); }
+KvSlots& CudaBackend::slots() { return impl_->slots(); }
+std::size_t CudaBackend::kv_bytes() const { return impl_->kv_bytes(); }
+std::size_t CudaBackend::peak_kv_bytes() const { return impl_->peak_kv_bytes(); }
+std::size_t CudaBackend::weight_bytes() const { return impl_->weight_bytes(); }
+GpuDtype CudaBackend::dtype() const { return impl_->dtype(); }
 
 }  // namespace kvs

@@ -1,5 +1,5 @@
 // The forward pass on an NVIDIA GPU, behind Engine (EngineOptions::device = Device::Cuda): fp16
-// weights and KV cache, fp32 accumulation and softmax, cuBLAS for the projections and the
+// or bf16 weights and KV cache (EngineOptions::gpu_dtype), fp32 accumulation and softmax, cuBLAS for the projections and the
 // kernels of kernels/*.cu for the rest. Observers and controllers see what the CPU engine shows
 // them; only what they ask for crosses PCIe (decode rows, and for prefill either the rows or the
 // per-head reductions computed on the device). Without a CUDA build, cuda_absent.cpp stands in.
@@ -17,10 +17,15 @@ namespace kvs {
 // Whether this build and machine can run the CUDA backend; when not, *why says why in a phrase.
 bool cuda_usable(std::string* why = nullptr);
 
+namespace cuda_backend_detail {
+class Forward;  // the backend for one storage type (cuda_backend_impl.h)
+}
+
 class CudaBackend {
  public:
-  // Uploads the model's weights (fp16). Throws cuda::OutOfMemory (bytes asked and free) or
-  // std::runtime_error ("CUDA: ...") when the GPU cannot host it.
+  // Uploads the model's weights in resolve_gpu_dtype(model, options.gpu_dtype). Throws
+  // cuda::OutOfMemory (bytes asked and free) or std::runtime_error ("CUDA: ...") when the GPU
+  // cannot host it.
   CudaBackend(const Model& model, const EngineOptions& options);
   ~CudaBackend();
   CudaBackend(const CudaBackend&) = delete;
@@ -34,13 +39,13 @@ class CudaBackend {
 
   int pos() const;
   KvSlots& slots();
-  std::size_t kv_bytes() const;       // K+V bytes held now (fp16)
+  std::size_t kv_bytes() const;       // K+V bytes held now (16-bit)
   std::size_t peak_kv_bytes() const;
   std::size_t weight_bytes() const;   // device bytes of the weights
+  GpuDtype dtype() const;             // Fp16 or Bf16: what weights and cache are stored in
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<cuda_backend_detail::Forward> impl_;
 };
 
 }  // namespace kvs

@@ -1,13 +1,17 @@
-// The state of a CudaBackend (its Impl) and the helpers its two halves share: the setup, weights
-// and decode step (cuda_backend.cpp) and the prefill (cuda_prefill.cpp). Internal to the backend.
+// The state of a CudaBackend (an Impl<T> for its storage type T, __half or __nv_bfloat16) and the
+// helpers its two halves share: the setup, weights and decode step (cuda_backend.cpp) and the
+// prefill (cuda_prefill.cpp). Internal to the backend.
 #pragma once
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <initializer_list>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "inference/cuda_backend.h"
@@ -23,20 +27,30 @@ inline void blas_check(cublasStatus_t st, const char* what) {
   throw std::runtime_error(std::string("cuBLAS: ") + what + ": " + cuda::blas().status_string(st));
 }
 
+// cuBLAS's name of the storage type.
+template <class T>
+constexpr cudaDataType_t kBlasType = std::is_same_v<T, __half> ? CUDA_R_16F : CUDA_R_16BF;
+
+// Parts of T an fp32 activation is split into for the prefill GEMMs (cuda::split_store): two fp16
+// carry about 22 bits, two bf16 only 16, three bf16 24.
+template <class T>
+constexpr int kSplitParts = std::is_same_v<T, __half> ? 2 : 3;
+
+template <class T>
 struct DeviceLayer {
   cuda::DeviceBuffer<float> attn_norm, ffn_norm;  // [dim]
   cuda::DeviceBuffer<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim] or empty
   // The products that read the same input are stacked, so that decode reads each stack in one
   // launch (a 1024-row wk alone filled under one block per SM).
-  cuda::DeviceBuffer<__half> wqkv;                // [q_dim + 2 kv_dim, dim]: wq, wk, wv
-  cuda::DeviceBuffer<__half> wo;                  // [dim, q_dim]
-  cuda::DeviceBuffer<__half> w_gate_up;           // [2 hidden_dim, dim]: w_gate, w_up
-  cuda::DeviceBuffer<__half> w_down;              // [dim, hidden_dim]
-  const __half* wq = nullptr;                     // [q_dim, dim] in wqkv
-  const __half* wk = nullptr;                     // [kv_dim, dim] in wqkv
-  const __half* wv = nullptr;                     // [kv_dim, dim] in wqkv
-  const __half* w_gate = nullptr;                 // [hidden_dim, dim] in w_gate_up
-  const __half* w_up = nullptr;                   // [hidden_dim, dim] in w_gate_up
+  cuda::DeviceBuffer<T> wqkv;                     // [q_dim + 2 kv_dim, dim]: wq, wk, wv
+  cuda::DeviceBuffer<T> wo;                       // [dim, q_dim]
+  cuda::DeviceBuffer<T> w_gate_up;                // [2 hidden_dim, dim]: w_gate, w_up
+  cuda::DeviceBuffer<T> w_down;                   // [dim, hidden_dim]
+  const T* wq = nullptr;                          // [q_dim, dim] in wqkv
+  const T* wk = nullptr;                          // [kv_dim, dim] in wqkv
+  const T* wv = nullptr;                          // [kv_dim, dim] in wqkv
+  const T* w_gate = nullptr;                      // [hidden_dim, dim] in w_gate_up
+  const T* w_up = nullptr;                        // [hidden_dim, dim] in w_gate_up
 };
 
 inline long round_up(long n, long m) { return (n + m - 1) / m * m; }
@@ -55,36 +69,68 @@ using StreamHandle = std::unique_ptr<CUstream_st, StreamDeleter>;
 using BlasHandle = std::unique_ptr<cublasContext, BlasDeleter>;
 using EventHandle = std::unique_ptr<CUevent_st, EventDeleter>;
 
-}  // namespace cuda_backend_detail
+// What CudaBackend asks of its implementation, whichever type it stores.
+class Forward {
+ public:
+  virtual ~Forward() = default;
+  virtual void reset() = 0;
+  virtual std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
+                                         CacheController* controller) = 0;
+  virtual std::span<const float> decode(int token, AttentionObserver* observer,
+                                        CacheController* controller) = 0;
+  virtual int pos() const = 0;
+  virtual KvSlots& slots() = 0;
+  virtual std::size_t kv_bytes() const = 0;
+  virtual std::size_t peak_kv_bytes() const = 0;
+  virtual std::size_t weight_bytes() const = 0;
+  virtual GpuDtype dtype() const = 0;
+};
 
-struct CudaBackend::Impl {
+// The backend storing weights and cache as T. Members are defined in cuda_backend.cpp (prefill
+// in cuda_prefill.cpp) and instantiated there for __half and __nv_bfloat16.
+template <class T>
+struct Impl final : Forward {
   Impl(const Model& m, const EngineOptions& o);
-  ~Impl();
+  ~Impl() override;
+
+  void reset() override {
+    cache->clear();
+    pos_ = 0;
+  }
+  std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
+                                 CacheController* controller) override;
+  std::span<const float> decode(int token, AttentionObserver* observer, CacheController* controller) override;
+  int pos() const override { return pos_; }
+  KvSlots& slots() override { return *cache; }
+  std::size_t kv_bytes() const override { return cache->bytes(); }
+  std::size_t peak_kv_bytes() const override { return cache->peak_bytes(); }
+  std::size_t weight_bytes() const override { return weight_bytes_; }
+  GpuDtype dtype() const override { return std::is_same_v<T, __half> ? GpuDtype::Fp16 : GpuDtype::Bf16; }
 
   const Model& model;
   const ModelConfig& c;
   EngineOptions options;
-  cuda_backend_detail::StreamHandle stream_handle, copy_stream_handle;
-  cuda_backend_detail::BlasHandle blas_handle;
+  StreamHandle stream_handle, copy_stream_handle;
+  BlasHandle blas_handle;
   cudaStream_t stream = nullptr;       // stream_handle's: all compute
   cudaStream_t copy_stream = nullptr;  // copy_stream_handle's: decode rows to the host
   cublasHandle_t blas = nullptr;       // blas_handle's
   // [n_layers] recorded when a layer's decode rows are ready
-  std::vector<cuda_backend_detail::EventHandle> attended;
+  std::vector<EventHandle> attended;
   // [n_layers] recorded on copy_stream when a layer's decode rows are on the host
-  std::vector<cuda_backend_detail::EventHandle> copied;
-  std::size_t weight_bytes = 0;
+  std::vector<EventHandle> copied;
+  std::size_t weight_bytes_ = 0;
 
   // Weights.
-  cuda::DeviceBuffer<__half> embedding;   // [vocab, dim]
-  cuda::DeviceBuffer<__half> classifier;  // [vocab, dim]; empty when tied to the embedding
+  cuda::DeviceBuffer<T> embedding;        // [vocab, dim]
+  cuda::DeviceBuffer<T> classifier;       // [vocab, dim]; empty when tied to the embedding
   cuda::DeviceBuffer<float> final_norm;   // [dim]
-  std::vector<cuda_backend_detail::DeviceLayer> layers;  // [n_layers]
+  std::vector<DeviceLayer<T>> layers;     // [n_layers]
   cuda::DeviceBuffer<float> rope_cos, rope_sin;  // [seq_len, head_dim/2]
   cuda::DeviceBuffer<int32_t> iota;              // [seq_len] 0, 1, 2, ...
 
-  std::unique_ptr<CudaKvCache> cache;
-  int pos = 0;
+  std::unique_ptr<CudaKvCache<T>> cache;
+  int pos_ = 0;  // positions processed
 
   // Decode activations.
   cuda::DeviceBuffer<float> x, xb;         // [dim]
@@ -124,8 +170,8 @@ struct CudaBackend::Impl {
 
   void upload_weights();
   void upload(float* dst, const WeightVector& src, const char* what);
-  // The tensors converted to fp16 and stacked in one buffer, in order.
-  cuda::DeviceBuffer<__half> upload_half(std::initializer_list<const WeightVector*> parts, const char* what);
+  // The tensors rounded to T and stacked in one buffer, in order.
+  cuda::DeviceBuffer<T> upload_store(std::initializer_list<const WeightVector*> parts, const char* what);
   void sync() { cuda::check(cudaStreamSynchronize(stream), "stream"); }
   int32_t* meta_at(int layer) const { return meta.get() + layer * meta_stride; }
   int32_t* meta_host_at(int layer) const { return meta_host.get() + layer * meta_stride; }
@@ -142,9 +188,7 @@ struct CudaBackend::Impl {
   void ensure_rows(int needed, bool to_host);
   void deliver_rows(int layer, int q_pos, AttentionObserver* observer, CacheController* controller);
 
-  std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
-                                 CacheController* controller);
-  std::span<const float> decode(int token, AttentionObserver* observer, CacheController* controller);
 };
 
+}  // namespace cuda_backend_detail
 }  // namespace kvs

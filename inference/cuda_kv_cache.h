@@ -1,5 +1,5 @@
-// The KV cache of the CUDA backend: fp16 K/V on the device, [n_layers, n_kv_heads, rows,
-// head_dim] each, and a host mirror of what every (layer, KV head) holds (positions, active
+// The KV cache of the CUDA backend: K/V on the device as T (__half or __nv_bfloat16),
+// [n_layers, n_kv_heads, rows, head_dim] each, and a host mirror of what every (layer, KV head) holds (positions, active
 // flags), which is the KvSlots that controllers read and edit. Eviction compacts the device rows
 // of the head with a gather, as KvStore::evict compacts its host rows. The device rows grow
 // geometrically as entries arrive, up to the model's context, so a long-context model holds only
@@ -16,6 +16,7 @@
 
 namespace kvs {
 
+template <class T>
 class CudaKvCache : public KvSlots {
  public:
   // max_len bounds every head's entries (the model's context); no rows are allocated yet.
@@ -37,23 +38,23 @@ class CudaKvCache : public KvSlots {
 
   int size(int layer, int kv_head) const { return positions_.size(layer, kv_head); }
   int rows() const { return rows_; }  // device rows per head now (<= max_len)
-  long head_stride() const { return static_cast<long>(rows_) * head_dim_; }  // halves per head
-  __half* keys(int layer) const { return k_.get() + static_cast<std::size_t>(layer) * n_kv_heads() * head_stride(); }    // [n_kv_heads, rows, head_dim]
-  __half* values(int layer) const { return v_.get() + static_cast<std::size_t>(layer) * n_kv_heads() * head_stride(); }  // [n_kv_heads, rows, head_dim]
+  long head_stride() const { return static_cast<long>(rows_) * head_dim_; }  // values per head
+  T* keys(int layer) const { return k_.get() + static_cast<std::size_t>(layer) * n_kv_heads() * head_stride(); }    // [n_kv_heads, rows, head_dim]
+  T* values(int layer) const { return v_.get() + static_cast<std::size_t>(layer) * n_kv_heads() * head_stride(); }  // [n_kv_heads, rows, head_dim]
 
   std::size_t bytes() const { return positions_.held_entries() * entry_bytes(); }
   std::size_t peak_bytes() const { return positions_.peak_entries() * entry_bytes(); }
 
  private:
-  std::size_t entry_bytes() const { return 2 * static_cast<std::size_t>(head_dim_) * sizeof(__half); }
+  std::size_t entry_bytes() const { return 2 * static_cast<std::size_t>(head_dim_) * sizeof(T); }
   void grow(int needed);  // device rows for at least `needed` entries per head
 
   KvPositions positions_;
   int head_dim_;
   cudaStream_t stream_;
   int rows_ = 0;                           // device rows per head
-  cuda::DeviceBuffer<__half> k_, v_;       // [n_layers, n_kv_heads, rows, head_dim]
-  cuda::DeviceBuffer<__half> scratch_;     // [rows, head_dim] compaction target
+  cuda::DeviceBuffer<T> k_, v_;            // [n_layers, n_kv_heads, rows, head_dim]
+  cuda::DeviceBuffer<T> scratch_;          // [rows, head_dim] compaction target
   cuda::DeviceBuffer<int32_t> keep_rows_;  // [rows] rows kept by an eviction
 };
 

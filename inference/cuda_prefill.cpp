@@ -1,5 +1,6 @@
 // CudaBackend's prefill: the prompt through every layer at once. Projections are cuBLAS GEMMs
-// (fp16 inputs, fp32 output and compute) by the activations split into high and low halves;
+// (fp16 or bf16 inputs, fp32 output and compute) by the activations split into 16-bit parts
+// (kSplitParts: two fp16 or three bf16, about 22 or 24 bits of the fp32 activations);
 // attention is computed a block of query rows at a time (scores and P·V by strided-batched GEMMs,
 // one batch per GQA residue, a causal softmax kernel between), so memory stays bounded at any
 // prompt length. The rows go to the observers, or their reductions are made on the device
@@ -13,20 +14,18 @@
 
 namespace kvs {
 
-using cuda_backend_detail::blas_check;
-using cuda_backend_detail::DeviceLayer;
-using cuda_backend_detail::round_up;
-
+namespace cuda_backend_detail {
 namespace {
 
-// Y[n, rows] (+)= X[n, cols] · W[rows, cols]^T, row-major, with X given as its high and low
-// halves [n, cols] each (cuda::split_half); beta 0 overwrites, 1 accumulates.
-void gemm(cublasHandle_t blas, float* y, const __half* x_hi, const __half* x_lo, const __half* w,
-          int n, int rows, int cols, float beta) {
+// Y[n, rows] (+)= X[n, cols] · W[rows, cols]^T, row-major, with X given as its kSplitParts<T>
+// parts [n, cols] each, n * cols apart (cuda::split_store); beta 0 overwrites, 1 accumulates.
+template <class T>
+void gemm(cublasHandle_t blas, float* y, const T* x_parts, const T* w, int n, int rows, int cols, float beta) {
   const float alpha = 1.0f, one = 1.0f;
-  for (const __half* x : {x_hi, x_lo}) {
-    blas_check(cuda::blas().gemm_ex(blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, CUDA_R_16F, cols, x,
-                                    CUDA_R_16F, cols, x == x_hi ? &beta : &one, y, CUDA_R_32F, rows,
+  for (int p = 0; p < kSplitParts<T>; ++p) {
+    const T* x = x_parts + static_cast<std::size_t>(p) * n * cols;
+    blas_check(cuda::blas().gemm_ex(blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, kBlasType<T>, cols, x,
+                                    kBlasType<T>, cols, p == 0 ? &beta : &one, y, CUDA_R_32F, rows,
                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "projection");
   }
@@ -34,15 +33,16 @@ void gemm(cublasHandle_t blas, float* y, const __half* x_hi, const __half* x_lo,
 
 }  // namespace
 
-std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, AttentionObserver* observer,
-                                                  CacheController* controller) {
+template <class T>
+std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionObserver* observer,
+                                        CacheController* controller) {
   const int P = static_cast<int>(tokens.size());
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
   const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const bool interleaved = c.rope_style == RopeStyle::Interleaved;
   cache->clear();
-  pos = 0;
+  pos_ = 0;
   if (observer) {
     observer->on_begin(c, tokens);
     for (int i = 0; i < P; ++i) observer->on_token(i, tokens[i]);
@@ -58,7 +58,8 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
   // rows go to the host, within a smaller pinned one).
   const long ld = round_up(P, 8);
   const long per_row = static_cast<long>(H) * ld;  // score floats per block row
-  long B = std::max(1L, (256L << 20) / (per_row * 8));  // S fp32 + two fp16 halves
+  const int parts = kSplitParts<T>;
+  long B = std::max(1L, (256L << 20) / (per_row * (4 + 2 * parts)));  // S fp32 + its 16-bit parts
   if (want_rows) B = std::min(B, std::max(1L, (64L << 20) / (per_row * 4)));
   B = std::min<long>(B, P);
 
@@ -66,25 +67,20 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
   cuda::DeviceBuffer<int32_t> ids(Pz, "prompt tokens");
   cuda::DeviceBuffer<float> X(Pz * dim, "prefill activations");    // [P, dim] residual stream
   cuda::DeviceBuffer<float> XB(Pz * dim, "prefill activations");   // [P, dim]
-  cuda::DeviceBuffer<__half> XB16(Pz * dim, "prefill activations");    // [P, dim] high half
-  cuda::DeviceBuffer<__half> XB16lo(Pz * dim, "prefill activations");  // [P, dim] low half
+  cuda::DeviceBuffer<T> XBp(parts * Pz * dim, "prefill activations");  // [parts, P, dim]
   cuda::DeviceBuffer<float> Q(Pz * qd, "prefill activations");       // [P, q_dim]
-  cuda::DeviceBuffer<__half> Q16(Pz * qd, "prefill activations");    // [P, q_dim] high half
-  cuda::DeviceBuffer<__half> Q16lo(Pz * qd, "prefill activations");  // [P, q_dim] low half
+  cuda::DeviceBuffer<T> Qp(parts * Pz * qd, "prefill activations");   // [parts, P, q_dim]
   cuda::DeviceBuffer<float> K(Pz * kvd, "prefill activations");    // [P, kv_dim]
   cuda::DeviceBuffer<float> V(Pz * kvd, "prefill activations");    // [P, kv_dim]
-  cuda::DeviceBuffer<__half> K16(Pz * kvd, "prefill activations");  // [P, kv_dim]
-  cuda::DeviceBuffer<__half> V16(Pz * kvd, "prefill activations");  // [P, kv_dim]
+  cuda::DeviceBuffer<T> K16(Pz * kvd, "prefill activations");  // [P, kv_dim]
+  cuda::DeviceBuffer<T> V16(Pz * kvd, "prefill activations");  // [P, kv_dim]
   cuda::DeviceBuffer<float> ATT(Pz * qd, "prefill activations");    // [P, q_dim]
-  cuda::DeviceBuffer<__half> ATT16(Pz * qd, "prefill activations");    // [P, q_dim] high half
-  cuda::DeviceBuffer<__half> ATT16lo(Pz * qd, "prefill activations");  // [P, q_dim] low half
+  cuda::DeviceBuffer<T> ATTp(parts * Pz * qd, "prefill activations");  // [parts, P, q_dim]
   cuda::DeviceBuffer<float> G(Pz * hid, "prefill activations");    // [P, hidden_dim]
   cuda::DeviceBuffer<float> U(Pz * hid, "prefill activations");    // [P, hidden_dim]
-  cuda::DeviceBuffer<__half> G16(Pz * hid, "prefill activations");    // [P, hidden_dim] high half
-  cuda::DeviceBuffer<__half> G16lo(Pz * hid, "prefill activations");  // [P, hidden_dim] low half
+  cuda::DeviceBuffer<T> Gp(parts * Pz * hid, "prefill activations");  // [parts, P, hidden_dim]
   cuda::DeviceBuffer<float> S(B * per_row, "prefill attention scores");        // [H, nq <= B, ld]
-  cuda::DeviceBuffer<__half> S16(B * per_row, "prefill attention scores");     // [H, nq <= B, ld] high
-  cuda::DeviceBuffer<__half> S16lo(B * per_row, "prefill attention scores");   // [H, nq <= B, ld] low
+  cuda::DeviceBuffer<T> Sp(parts * B * per_row, "prefill attention scores");  // [parts, H, nq <= B, ld]
   cuda::DeviceBuffer<float> S_lse(B * H, "prefill attention scores");          // [H, nq <= B]
   cuda::DeviceBuffer<int32_t> slot0(n_kv, "prefill cache slots");              // [n_kv] zeros
   cuda::DeviceBuffer<float> colsum, window, window_lse, pooled;                // device reductions
@@ -115,12 +111,12 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
 
   const float one = 1.0f, zero = 0.0f;
   for (int l = 0; l < c.n_layers; ++l) {
-    const DeviceLayer& lw = layers[l];
+    const DeviceLayer<T>& lw = layers[l];
     cuda::rmsnorm_rows(XB.get(), X.get(), lw.attn_norm.get(), P, dim, c.rms_eps, stream);
-    cuda::split_half(XB16.get(), XB16lo.get(), XB.get(), static_cast<long>(Pz * dim), stream);
-    gemm(blas, Q.get(), XB16.get(), XB16lo.get(), lw.wq, P, qd, dim, 0.0f);
-    gemm(blas, K.get(), XB16.get(), XB16lo.get(), lw.wk, P, kvd, dim, 0.0f);
-    gemm(blas, V.get(), XB16.get(), XB16lo.get(), lw.wv, P, kvd, dim, 0.0f);
+    cuda::split_store(XBp.get(), Pz * dim, parts, XB.get(), static_cast<long>(Pz * dim), stream);
+    gemm(blas, Q.get(), XBp.get(), lw.wq, P, qd, dim, 0.0f);
+    gemm(blas, K.get(), XBp.get(), lw.wk, P, kvd, dim, 0.0f);
+    gemm(blas, V.get(), XBp.get(), lw.wv, P, kvd, dim, 0.0f);
     if (lw.bq.size()) cuda::add_bias(Q.get(), lw.bq.get(), P, qd, stream);
     if (lw.bk.size()) cuda::add_bias(K.get(), lw.bk.get(), P, kvd, stream);
     if (lw.bv.size()) cuda::add_bias(V.get(), lw.bv.get(), P, kvd, stream);
@@ -135,9 +131,9 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
     cuda::rope_rows(Q.get(), qd, P, H, hd, iota.get(), rope_cos.get(), rope_sin.get(), interleaved, stream);
     cuda::rope_rows(K.get(), kvd, P, n_kv, hd, iota.get(), rope_cos.get(), rope_sin.get(), interleaved, stream);
     if (!options.rope_in_cache) cache_kv();
-    cuda::split_half(Q16.get(), Q16lo.get(), Q.get(), static_cast<long>(Pz * qd), stream);
-    cuda::to_half(K16.get(), K.get(), static_cast<long>(Pz * kvd), stream);  // as the cache holds them
-    cuda::to_half(V16.get(), V.get(), static_cast<long>(Pz * kvd), stream);
+    cuda::split_store(Qp.get(), Pz * qd, parts, Q.get(), static_cast<long>(Pz * qd), stream);
+    cuda::to_store(K16.get(), K.get(), static_cast<long>(Pz * kvd), stream);  // as the cache holds them
+    cuda::to_store(V16.get(), V.get(), static_cast<long>(Pz * kvd), stream);
 
     for (int q0 = 0; q0 < P; q0 += static_cast<int>(B)) {
       const int nq = static_cast<int>(std::min<long>(B, P - q0));
@@ -145,26 +141,28 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
       const long head_block = static_cast<long>(nq) * ld;  // floats of one head's rows in S
       // Heads g * group + r for g = 0..n_kv-1 form one strided batch per r.
       for (int r = 0; r < group; ++r) {
-        // S_h[nq, n_keys] = scale * Q_h[nq, hd] · K_g[n_keys, hd]^T, Q as its high then low half
-        for (const __half* q_half : {Q16.get(), Q16lo.get()}) {
+        // S_h[nq, n_keys] = scale * Q_h[nq, hd] · K_g[n_keys, hd]^T, Q part by part
+        for (int p = 0; p < parts; ++p) {
+          const T* q_part = Qp.get() + p * Pz * qd;  // [P, q_dim]
           blas_check(cuda::blas().gemm_strided_batched_ex(
-                         blas, CUBLAS_OP_T, CUBLAS_OP_N, n_keys, nq, hd, &scale, K16.get(), CUDA_R_16F, kvd, hd,
-                         q_half + static_cast<std::size_t>(q0) * qd + r * hd, CUDA_R_16F, qd,
-                         static_cast<long long>(group) * hd, q_half == Q16.get() ? &zero : &one,
+                         blas, CUBLAS_OP_T, CUBLAS_OP_N, n_keys, nq, hd, &scale, K16.get(), kBlasType<T>, kvd, hd,
+                         q_part + static_cast<std::size_t>(q0) * qd + r * hd, kBlasType<T>, qd,
+                         static_cast<long long>(group) * hd, p == 0 ? &zero : &one,
                          S.get() + r * head_block, CUDA_R_32F, ld, group * head_block, n_kv, CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT),
                      "prefill scores");
         }
       }
       cuda::softmax_causal(S.get(), S_lse.get(), H, nq, n_keys, ld, q0, c.sliding_window, stream);
-      cuda::split_half(S16.get(), S16lo.get(), S.get(), H * head_block, stream);
+      cuda::split_store(Sp.get(), H * head_block, parts, S.get(), H * head_block, stream);
       for (int r = 0; r < group; ++r) {
-        // ATT_h[nq, hd] = P_h[nq, n_keys] · V_g[n_keys, hd], P as its high then low half
-        for (const __half* p_half : {S16.get(), S16lo.get()}) {
+        // ATT_h[nq, hd] = P_h[nq, n_keys] · V_g[n_keys, hd], P part by part
+        for (int p = 0; p < parts; ++p) {
+          const T* p_part = Sp.get() + p * H * head_block;  // [H, nq, ld]
           blas_check(cuda::blas().gemm_strided_batched_ex(
-                         blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, n_keys, &one, V16.get(), CUDA_R_16F, kvd, hd,
-                         p_half + r * head_block, CUDA_R_16F, ld, group * head_block,
-                         p_half == S16.get() ? &zero : &one, ATT.get() + static_cast<std::size_t>(q0) * qd + r * hd,
+                         blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, n_keys, &one, V16.get(), kBlasType<T>, kvd, hd,
+                         p_part + r * head_block, kBlasType<T>, ld, group * head_block,
+                         p == 0 ? &zero : &one, ATT.get() + static_cast<std::size_t>(q0) * qd + r * hd,
                          CUDA_R_32F, qd, static_cast<long long>(group) * hd, n_kv, CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT),
                      "prefill attention output");
@@ -222,19 +220,19 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
         observer->on_prefill_summary(s);
       }
     }
-    cuda::split_half(ATT16.get(), ATT16lo.get(), ATT.get(), static_cast<long>(Pz * qd), stream);
-    gemm(blas, X.get(), ATT16.get(), ATT16lo.get(), lw.wo.get(), P, dim, qd, 1.0f);
+    cuda::split_store(ATTp.get(), Pz * qd, parts, ATT.get(), static_cast<long>(Pz * qd), stream);
+    gemm(blas, X.get(), ATTp.get(), lw.wo.get(), P, dim, qd, 1.0f);
 
     cuda::rmsnorm_rows(XB.get(), X.get(), lw.ffn_norm.get(), P, dim, c.rms_eps, stream);
-    cuda::split_half(XB16.get(), XB16lo.get(), XB.get(), static_cast<long>(Pz * dim), stream);
-    gemm(blas, G.get(), XB16.get(), XB16lo.get(), lw.w_gate, P, hid, dim, 0.0f);
-    gemm(blas, U.get(), XB16.get(), XB16lo.get(), lw.w_up, P, hid, dim, 0.0f);
+    cuda::split_store(XBp.get(), Pz * dim, parts, XB.get(), static_cast<long>(Pz * dim), stream);
+    gemm(blas, G.get(), XBp.get(), lw.w_gate, P, hid, dim, 0.0f);
+    gemm(blas, U.get(), XBp.get(), lw.w_up, P, hid, dim, 0.0f);
     cuda::swiglu(G.get(), U.get(), static_cast<long>(Pz * hid), stream);
-    cuda::split_half(G16.get(), G16lo.get(), G.get(), static_cast<long>(Pz * hid), stream);
-    gemm(blas, X.get(), G16.get(), G16lo.get(), lw.w_down.get(), P, dim, hid, 1.0f);
+    cuda::split_store(Gp.get(), Pz * hid, parts, G.get(), static_cast<long>(Pz * hid), stream);
+    gemm(blas, X.get(), Gp.get(), lw.w_down.get(), P, dim, hid, 1.0f);
     cuda::check_launch("prefill layer");
   }
-  pos = P;
+  pos_ = P;
   logits_to_host(X.get() + (Pz - 1) * dim);  // synchronises: the prefill buffers may go
   if (observer) observer->on_prefill_end(P);
   if (controller) controller->after_prefill(P, *cache);
@@ -242,4 +240,9 @@ std::span<const float> CudaBackend::Impl::prefill(std::span<const int> tokens, A
   return logits_out;
 }
 
+template std::span<const float> Impl<__half>::prefill(std::span<const int>, AttentionObserver*, CacheController*);
+template std::span<const float> Impl<__nv_bfloat16>::prefill(std::span<const int>, AttentionObserver*,
+                                                             CacheController*);
+
+}  // namespace cuda_backend_detail
 }  // namespace kvs

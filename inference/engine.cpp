@@ -52,7 +52,26 @@ void add_into(float* y, const float* x, long n) {
   for (long i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void round_cache(CacheRounding r, float* x, std::size_t n) {
+  if (r == CacheRounding::Fp16) round_to_fp16(x, n);
+  if (r == CacheRounding::Bf16) round_to_bf16(x, n);
+}
+
 }  // namespace
+
+GpuDtype resolve_gpu_dtype(const Model& model, GpuDtype asked) {
+  if (asked != GpuDtype::Auto) return asked;
+  return model.weight_type.rfind("BF16", 0) == 0 ? GpuDtype::Bf16 : GpuDtype::Fp16;
+}
+
+const char* gpu_dtype_name(GpuDtype d) {
+  switch (d) {
+    case GpuDtype::Auto: return "auto";
+    case GpuDtype::Fp16: return "fp16";
+    case GpuDtype::Bf16: return "bf16";
+  }
+  return "?";
+}
 
 struct Engine::State {
   State(const Model& m, bool rope_in_cache)
@@ -226,7 +245,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   std::vector<float> Q(static_cast<std::size_t>(P) * qd);     // [P, q_dim]
   std::vector<float> K(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
   std::vector<float> V(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
-  std::vector<float> KH;                                      // [P, kv_dim] fp16_cache: rounded K
+  std::vector<float> KH;                                      // [P, kv_dim] cache_rounding: rounded K
   std::vector<float> KT(static_cast<std::size_t>(P) * kvd);   // [n_kv_heads, head_dim, P] K transposed
   std::vector<float> ATT(static_cast<std::size_t>(P) * qd);   // [P, q_dim]
   std::vector<float> G(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
@@ -250,12 +269,12 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
     if (!lw.bv.empty()) ops::add_bias(V.data(), lw.bv.data(), P, kvd);
     // rope_in_cache caches keys before rotation; attention below still uses rotated keys, since
     // during prefill every key's slot in the cache equals its position.
-    if (options_.fp16_cache) round_to_fp16(V.data(), V.size());
+    round_cache(options_.cache_rounding, V.data(), V.size());
     auto cache_kv = [&] {
       const float* keys = K.data();
-      if (options_.fp16_cache && options_.rope_in_cache) {  // the cache rounds the unrotated keys
+      if (options_.cache_rounding != CacheRounding::None && options_.rope_in_cache) {  // the cache rounds the unrotated keys
         KH.assign(K.begin(), K.end());
-        round_to_fp16(KH.data(), KH.size());
+        round_cache(options_.cache_rounding, KH.data(), KH.size());
         keys = KH.data();
       }
       for (int g = 0; g < c.n_kv_heads; ++g) {
@@ -269,7 +288,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
       ops::rope_apply(K.data() + static_cast<std::size_t>(i) * kvd, c.n_kv_heads, hd,
                       s.rope.cos(i), s.rope.sin(i), pairing);
     }
-    if (options_.fp16_cache) round_to_fp16(K.data(), K.size());  // attention reads rotated fp16 keys
+    round_cache(options_.cache_rounding, K.data(), K.size());  // attention reads rotated rounded keys
     if (!options_.rope_in_cache) cache_kv();
 
     for (int g = 0; g < c.n_kv_heads; ++g)  // KT[g][d][j] = K[j][g * hd + d]
@@ -367,10 +386,8 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
       ops::rope_apply(s.q.data(), c.n_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
       ops::rope_apply(s.k.data(), c.n_kv_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
     }
-    if (options_.fp16_cache) {
-      round_to_fp16(s.k.data(), s.k.size());
-      round_to_fp16(s.v.data(), s.v.size());
-    }
+    round_cache(options_.cache_rounding, s.k.data(), s.k.size());
+    round_cache(options_.cache_rounding, s.v.data(), s.v.size());
     for (int g = 0; g < c.n_kv_heads; ++g) {
       s.store.append(l, g, pos, 1, s.k.data() + g * hd, s.v.data() + g * hd, hd);
     }

@@ -14,6 +14,17 @@ namespace kvs {
 // Where the forward pass runs. Cuda needs a CUDA build and a GPU (see cuda_usable()).
 enum class Device { Cpu, Cuda };
 
+// The 16-bit type the CUDA backend stores weights and the KV cache in; it computes in fp32
+// either way. Auto: bf16 for checkpoints stored in bf16 (their weights exactly, and fp32's range
+// for keys and values that overflow fp16), fp16 otherwise (three more bits of mantissa).
+enum class GpuDtype { Auto, Fp16, Bf16 };
+// What `asked` means for `model`: Fp16 or Bf16 (Auto resolved by the model's weight_type).
+GpuDtype resolve_gpu_dtype(const Model& model, GpuDtype asked);
+const char* gpu_dtype_name(GpuDtype d);  // "auto", "fp16", "bf16"
+
+// CPU: a rounding of K and V as they enter the cache (None keeps fp32).
+enum class CacheRounding { None, Fp16, Bf16 };
+
 struct EngineOptions {
   Device device = Device::Cpu;
   // Threads of prefill and decode. 0 = all hardware threads, except that models under 4 MB of
@@ -24,9 +35,11 @@ struct EngineOptions {
   // Keys are cached before RoPE and rotated by their slot index inside the cache at every
   // attention; the query is rotated by the number of held keys (the pos-shift of POLICIES.md §1).
   bool rope_in_cache = false;
-  // CPU: K and V are rounded to fp16 as they enter the cache and the prompt's attention — the
-  // numbers the CUDA backend's fp16 cache holds — so the two backends compare like for like.
-  bool fp16_cache = false;
+  // CUDA: the storage type of weights and cache.
+  GpuDtype gpu_dtype = GpuDtype::Auto;
+  // CPU: K and V are rounded as they enter the cache and the prompt's attention — the numbers
+  // the CUDA backend's fp16 or bf16 cache holds — so the two backends compare like for like.
+  CacheRounding cache_rounding = CacheRounding::None;
 };
 
 class KvStore;      // per-(layer, KV head) K/V storage; see kv_store.h
@@ -54,7 +67,7 @@ class Engine {
 
   int pos() const;                  // positions processed so far
   KvSlots& slots();
-  std::size_t kv_bytes() const;     // K+V bytes held now (fp32 on the CPU, fp16 on the GPU)
+  std::size_t kv_bytes() const;     // K+V bytes held now (fp32 on the CPU, 16-bit on the GPU)
   std::size_t peak_kv_bytes() const;
   const Model& model() const { return model_; }
   const EngineOptions& options() const { return options_; }

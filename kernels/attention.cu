@@ -6,6 +6,7 @@
 
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_reduce.cuh"
+#include "kernels/cuda_store.cuh"
 
 namespace kvs::cuda {
 namespace {
@@ -19,7 +20,7 @@ constexpr int kMinSplitKeys = 32;          // keys per decode split, doubled up 
 constexpr int kMaxSplitKeys = 512;         // ...this while the grid has over kSplitBlocks blocks
 constexpr int kSplitBlocks = 1024;
 constexpr int kCombineKeys = 1024;         // probabilities normalized per combine block
-constexpr int kTileHalves = 8192;          // key or value rows staged in shared memory (16 KB)
+constexpr int kTileHalves = 8192;          // 16-bit values of key or value rows staged in shared memory (16 KB)
 constexpr int kOutPerThread = kBlockHeads * kMaxHeadDim / 2 / kThreads;  // (head, pair) sums
 
 // Keys per split of a decode launch: small splits for short contexts (enough blocks to fill the
@@ -52,9 +53,10 @@ __device__ float softmax_in_place(float* p, int n, float* red) {
 }
 
 // Copies the cache rows rs[t0 .. t0 + n) of one KV head (src [cap, head_dim]) into tile
-// [n, row_halves] with 16-byte loads spread over the block, so that every thread has several
-// loads in flight (a warp walking the rows one at a time left HBM mostly idle).
-__device__ void load_tile(uint4* tile, const __half* src, const int32_t* rs, int t0, int n, int head_dim,
+// [n, row_halves] (16-bit values) with 16-byte loads spread over the block, so that every thread
+// has several loads in flight (a warp walking the rows one at a time left HBM mostly idle).
+template <class T>
+__device__ void load_tile(uint4* tile, const T* src, const int32_t* rs, int t0, int n, int head_dim,
                           int row_halves) {
   const int per_row = head_dim / 8;  // uint4 per row
   for (int i = threadIdx.x; i < n * per_row; i += blockDim.x) {
@@ -74,12 +76,13 @@ __device__ void load_tile(uint4* tile, const __half* src, const int32_t* rs, int
 //  - per head and output dimension, sum over the split of exp(logit - m) * value.
 // part [n_heads, n_splits, head_dim + 2] gets the sums, then m, then l (m = -inf, l = 0 and
 // zero sums for a split past the head's rows).
+template <class T>
 __global__ void decode_split_kernel(float* part,      // [n_heads, n_splits, head_dim + 2]
                                     float* probs,     // [n_heads, probs_stride]
                                     long probs_stride,
                                     const float* q,   // [n_heads, head_dim]
-                                    const __half* k,  // [n_kv_heads, head_stride]
-                                    const __half* v,  // [n_kv_heads, head_stride]
+                                    const T* k,       // [n_kv_heads, head_stride]
+                                    const T* v,       // [n_kv_heads, head_stride]
                                     long head_stride,
                                     const int32_t* rows,    // [n_kv_heads, rows_stride]
                                     long rows_stride,
@@ -105,7 +108,9 @@ __global__ void decode_split_kernel(float* part,      // [n_heads, n_splits, hea
   const int k_row = head_dim + 8;  // halves per key row in the tile: 4 banks apart, no conflicts
   const int k_tile_keys = min(kTileHalves / k_row, kThreads / kKeyLanes);
   const int v_tile_keys = kTileHalves / head_dim;
-  const __half2* tile2 = reinterpret_cast<const __half2*>(tile);  // [keys, row / 2]
+  using S = detail::Store<T>;
+  using Pair = typename S::Pair;
+  const Pair* tile2 = reinterpret_cast<const Pair*>(tile);  // [keys, row / 2]
   for (int i = threadIdx.x; i < nh * head_dim; i += blockDim.x) qs[i] = q[static_cast<long>(h0) * head_dim + i];
   const int32_t* rg = rows + static_cast<long>(g) * rows_stride + j0;  // [cnt]
   for (int j = threadIdx.x; j < cnt; j += blockDim.x) rs[j] = rg[j];
@@ -114,7 +119,7 @@ __global__ void decode_split_kernel(float* part,      // [n_heads, n_splits, hea
   // Scores: kKeyLanes consecutive lanes per key, each over every kKeyLanes-th unit of two
   // rotation pairs (p = 2u, 2u + 1; a rotate-half row keeps the units' first elements in words
   // 0..half/2-1 and second ones after them, an interleaved row keeps unit u in words 2u, 2u + 1).
-  const __half* kg = k + static_cast<long>(g) * head_stride;  // [cap, head_dim]
+  const T* kg = k + static_cast<long>(g) * head_stride;  // [cap, head_dim]
   const int sub = threadIdx.x % kKeyLanes;
   const int units = half / 2;
   for (int t0 = 0; t0 < cnt; t0 += k_tile_keys) {
@@ -124,13 +129,13 @@ __global__ void decode_split_kernel(float* part,      // [n_heads, n_splits, hea
     const int jt = threadIdx.x / kKeyLanes;  // this lane group's key in the tile
     const bool valid = jt < n;
     const long row = valid ? rs[t0 + jt] : 0;
-    const __half2* kr = tile2 + jt * (k_row / 2);  // [k_row / 2]
+    const Pair* kr = tile2 + jt * (k_row / 2);  // [k_row / 2]
     float dot[kBlockHeads];
 #pragma unroll
     for (int r = 0; r < kBlockHeads; ++r) dot[r] = 0.0f;
     for (int u = sub; valid && u < units; u += kKeyLanes) {
-      float2 x = __half22float2(interleaved ? kr[2 * u] : kr[u]);              // (a, b) of 2u | a of 2u, 2u + 1
-      float2 y = __half22float2(interleaved ? kr[2 * u + 1] : kr[units + u]);  // (a, b) of 2u + 1 | b of 2u, 2u + 1
+      float2 x = S::to_float2(interleaved ? kr[2 * u] : kr[u]);              // (a, b) of 2u | a of 2u, 2u + 1
+      float2 y = S::to_float2(interleaved ? kr[2 * u + 1] : kr[units + u]);  // (a, b) of 2u + 1 | b of 2u, 2u + 1
       float a0 = x.x, a1 = interleaved ? y.x : x.y, b0 = interleaved ? x.y : y.x, b1 = y.y;
       if (rope_cos) {  // rotate the key by its cache row index, as ops::rope_apply does
         const float2 c = *reinterpret_cast<const float2*>(rope_cos + row * half + 2 * u);
@@ -191,7 +196,7 @@ __global__ void decode_split_kernel(float* part,      // [n_heads, n_splits, hea
 
   // Value sums: a thread per (head, pair of dimensions), at most kOutPerThread of them; a warp's
   // lanes read consecutive pairs of a value row in the tile.
-  const __half* vg = v + static_cast<long>(g) * head_stride;  // [cap, head_dim]
+  const T* vg = v + static_cast<long>(g) * head_stride;  // [cap, head_dim]
   float2 acc[kOutPerThread];
 #pragma unroll
   for (int i = 0; i < kOutPerThread; ++i) acc[i] = {0.0f, 0.0f};
@@ -207,7 +212,7 @@ __global__ void decode_split_kernel(float* part,      // [n_heads, n_splits, hea
       const int r = o / half, d = o % half;
       const float* er = e + r * keys_per_split + t0;  // [n]
       for (int jt = 0; jt < n; ++jt) {
-        const float2 x = __half22float2(tile2[jt * half + d]);
+        const float2 x = S::to_float2(tile2[jt * half + d]);
         acc[i].x += er[jt] * x.x;
         acc[i].y += er[jt] * x.y;
       }
@@ -290,8 +295,9 @@ long attend_decode_scratch_floats(int n_heads, int max_rows, int head_dim) {
   return static_cast<long>(n_heads) * splits * (head_dim + 2);
 }
 
+template <class T>
 void attend_decode(float* out, float* probs, long probs_stride, float* lse,
-                   const float* q, const __half* k, const __half* v, long head_stride,
+                   const float* q, const T* k, const T* v, long head_stride,
                    const int32_t* rows, long rows_stride, const int32_t* n_rows, int max_rows,
                    int n_heads, int n_kv_heads, int head_dim, float scale, const float* rope_cos,
                    const float* rope_sin, bool interleaved, float* scratch, cudaStream_t stream) {
@@ -306,13 +312,20 @@ void attend_decode(float* out, float* probs, long probs_stride, float* lse,
   const int head_blocks = (group + kBlockHeads - 1) / kBlockHeads;
   const int keys = split_keys(n_kv_heads * head_blocks, max_rows);
   const int splits = (max_rows + keys - 1) / keys;
-  decode_split_kernel<<<dim3(n_kv_heads * head_blocks, splits), kThreads, 0, stream>>>(
+  decode_split_kernel<T><<<dim3(n_kv_heads * head_blocks, splits), kThreads, 0, stream>>>(
       scratch, probs, probs_stride, q, k, v, head_stride, rows, rows_stride, n_rows, group, head_blocks, keys,
       head_dim, scale, rope_cos, rope_sin, interleaved);
   const int combine_blocks = (max_rows + kCombineKeys - 1) / kCombineKeys;
   decode_combine_kernel<<<dim3(n_heads, combine_blocks), kThreads, 0, stream>>>(
       out, probs, probs_stride, lse, scratch, n_rows, group, splits, head_dim);
 }
+
+template void attend_decode(float*, float*, long, float*, const float*, const __half*, const __half*,
+                            long, const int32_t*, long, const int32_t*, int, int, int, int, float,
+                            const float*, const float*, bool, float*, cudaStream_t);
+template void attend_decode(float*, float*, long, float*, const float*, const __nv_bfloat16*,
+                            const __nv_bfloat16*, long, const int32_t*, long, const int32_t*, int, int,
+                            int, int, float, const float*, const float*, bool, float*, cudaStream_t);
 
 void softmax_causal(float* scores, float* lse, int n_heads, int nq, int n_keys,
                     long ld, int q0, int window, cudaStream_t stream) {

@@ -1,62 +1,79 @@
-// fp32 -> fp16 conversion (plain, and split into high and low halves) and the embedding lookup
-// of fp16 table rows on the device.
-// CPU twins: kvs::fp16_to_fp32 (kernels/quant.h) and the engine's embedding row copy.
+// fp32 -> fp16 / bf16 conversion (plain, and split into high and low parts) and the embedding
+// lookup of 16-bit table rows on the device.
+// CPU twins: kvs::fp32_to_fp16 / fp32_to_bf16 (kernels/quant.h) and the engine's embedding row copy.
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_reduce.cuh"
+#include "kernels/cuda_store.cuh"
 
 namespace kvs::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void to_half_kernel(__half* out,     // [n]
-                               const float* x,  // [n]
-                               long n) {
+template <class T>
+__global__ void to_store_kernel(T* out,          // [n]
+                                const float* x,  // [n]
+                                long n) {
   const long step = static_cast<long>(blockDim.x) * gridDim.x;
   for (long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    out[i] = __float2half_rn(x[i]);
+    out[i] = detail::Store<T>::from_float(x[i]);
   }
 }
 
-__global__ void split_half_kernel(__half* hi,     // [n]
-                                  __half* lo,     // [n]
-                                  const float* x,  // [n]
-                                  long n) {
+template <class T>
+__global__ void split_store_kernel(T* parts,         // [n_parts, part_stride]
+                                   long part_stride, int n_parts,
+                                   const float* x,   // [n]
+                                   long n) {
+  using S = detail::Store<T>;
   const long step = static_cast<long>(blockDim.x) * gridDim.x;
   for (long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    const __half h = __float2half_rn(x[i]);
-    hi[i] = h;
-    lo[i] = __float2half_rn(x[i] - __half2float(h));
+    float rest = x[i];
+    for (int p = 0; p < n_parts; ++p) {
+      const T h = S::from_float(rest);
+      parts[p * part_stride + i] = h;
+      rest -= S::to_float(h);
+    }
   }
 }
 
 // One block per token row.
+template <class T>
 __global__ void embed_rows_kernel(float* x,               // [n, dim]
-                                  const __half* table,    // [vocab, dim]
+                                  const T* table,         // [vocab, dim]
                                   const int32_t* tokens,  // [n]
                                   int dim) {
   const long t = blockIdx.x;
-  const __half* src = table + static_cast<long>(tokens[t]) * dim;
+  const T* src = table + static_cast<long>(tokens[t]) * dim;
   float* dst = x + t * dim;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = __half2float(src[i]);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = detail::Store<T>::to_float(src[i]);
 }
 
 }  // namespace
 
-void to_half(__half* out, const float* x, long n, cudaStream_t stream) {
+template <class T>
+void to_store(T* out, const float* x, long n, cudaStream_t stream) {
   if (n <= 0) return;
-  to_half_kernel<<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(out, x, n);
+  to_store_kernel<T><<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(out, x, n);
 }
 
-void split_half(__half* hi, __half* lo, const float* x, long n, cudaStream_t stream) {
-  if (n <= 0) return;
-  split_half_kernel<<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(hi, lo, x, n);
+template <class T>
+void split_store(T* parts, long part_stride, int n_parts, const float* x, long n, cudaStream_t stream) {
+  if (n <= 0 || n_parts <= 0) return;
+  split_store_kernel<T><<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(parts, part_stride, n_parts, x, n);
 }
 
-void embed_rows(float* x, const __half* table, const int32_t* tokens, int n, int dim,
-                cudaStream_t stream) {
+template <class T>
+void embed_rows(float* x, const T* table, const int32_t* tokens, int n, int dim, cudaStream_t stream) {
   if (n <= 0 || dim <= 0) return;
-  embed_rows_kernel<<<n, kThreads, 0, stream>>>(x, table, tokens, dim);
+  embed_rows_kernel<T><<<n, kThreads, 0, stream>>>(x, table, tokens, dim);
 }
+
+template void to_store(__half*, const float*, long, cudaStream_t);
+template void to_store(__nv_bfloat16*, const float*, long, cudaStream_t);
+template void split_store(__half*, long, int, const float*, long, cudaStream_t);
+template void split_store(__nv_bfloat16*, long, int, const float*, long, cudaStream_t);
+template void embed_rows(float*, const __half*, const int32_t*, int, int, cudaStream_t);
+template void embed_rows(float*, const __nv_bfloat16*, const int32_t*, int, int, cudaStream_t);
 
 }  // namespace kvs::cuda

@@ -1,8 +1,11 @@
 // Host-side launchers of the CUDA kernels (kernels/*.cu), one section per op family; each is the
 // device twin of the CPU op named in its section. Every pointer is device memory unless said
 // otherwise; every launch is asynchronous on `stream` and reports nothing itself (callers check
-// cudaGetLastError / the stream). fp32 accumulation and softmax throughout; __half only stores.
+// cudaGetLastError / the stream). fp32 accumulation and softmax throughout; the 16-bit type T of
+// weights and cache, __half (fp16) or __nv_bfloat16 (bf16), only stores (kernels/cuda_store.cuh).
+// The templates are instantiated for those two types in the .cu files.
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
@@ -10,21 +13,26 @@
 
 namespace kvs::cuda {
 
-// ---- convert.cu (twins: kvs::fp16_to_fp32, the engine's embedding lookup)
-// out[n] = half(x[n]), round to nearest even.
-void to_half(__half* out, const float* x, long n, cudaStream_t stream);
-// x[n] as two halves, hi = half(x) and lo = half(x - hi): hi + lo carries about 22 bits of x, so a
-// GEMM of fp16 weights by hi and by lo, summed in fp32, is nearly a product by the fp32 x.
-void split_half(__half* hi, __half* lo, const float* x, long n, cudaStream_t stream);
+// ---- convert.cu (twins: kvs::fp32_to_fp16 / fp32_to_bf16, the engine's embedding lookup)
+// out[n] = T(x[n]), round to nearest even.
+template <class T>
+void to_store(T* out, const float* x, long n, cudaStream_t stream);
+// x[n] as n_parts values of T whose sum carries x: part 0 = T(x), part p = T(x - the parts
+// before it), at parts + p * part_stride. Two fp16 parts carry about 22 bits of x, three bf16
+// parts 24; a GEMM of T weights by each part, summed in fp32, is then nearly a product by the fp32 x.
+template <class T>
+void split_store(T* parts, long part_stride, int n_parts, const float* x, long n, cudaStream_t stream);
 // X[n, dim] = table[tokens[i], :] as fp32; tokens [n], table [vocab, dim].
-void embed_rows(float* x, const __half* table, const int32_t* tokens, int n, int dim,
+template <class T>
+void embed_rows(float* x, const T* table, const int32_t* tokens, int n, int dim,
                 cudaStream_t stream);
 
 // ---- matmul.cu (twin: ops::matvec)
-// y[rows] = W[rows, cols] · x[cols] + beta * y, W fp16, x and the sums fp32 (one warp per row).
-// The decode projections: W is read once, x at full precision. x must be 16-byte aligned.
-void matvec_half(float* y, const __half* w, const float* x, int rows, int cols, float beta,
-                 cudaStream_t stream);
+// y[rows] = W[rows, cols] · x[cols] + beta * y, W of type T, x and the sums fp32 (one warp per
+// row). The decode projections: W is read once, x at full precision. x must be 16-byte aligned.
+template <class T>
+void matvec(float* y, const T* w, const float* x, int rows, int cols, float beta,
+            cudaStream_t stream);
 
 // ---- rmsnorm.cu (twin: ops::rmsnorm_rows)
 // out[n, dim] = x / sqrt(mean(x^2) + eps) * w[dim]. One block per row. out may alias x.
@@ -52,7 +60,7 @@ void add_bias(float* y, const float* b, int n, int dim, cudaStream_t stream);
 //
 // Decode: query head h (KV head g = h / (n_heads / n_kv_heads)) attends over the cache rows
 // rows[g * rows_stride + j], j < n_rows[g], of its KV head: keys k + g * head_stride + row * head_dim
-// (fp16, [cap, head_dim] per KV head), values likewise in v. q [n_heads, head_dim] fp32.
+// (type T, [cap, head_dim] per KV head), values likewise in v. q [n_heads, head_dim] fp32.
 // Writes probs[h * probs_stride + j] (softmax over the listed rows, in list order), lse [n_heads]
 // (log-sum-exp of the scaled logits) and out [n_heads, head_dim].
 // max_rows >= every n_rows[g] (a host value that sizes the grid); n_rows[g] >= 1; head_dim a
@@ -61,8 +69,9 @@ void add_bias(float* y, const float* b, int n, int dim, cudaStream_t stream);
 // in the cache (the pos-shift of EngineOptions::rope_in_cache), with the given pairing.
 // scratch: at least attend_decode_scratch_floats(n_heads, max_rows, head_dim) floats.
 long attend_decode_scratch_floats(int n_heads, int max_rows, int head_dim);
+template <class T>
 void attend_decode(float* out, float* probs, long probs_stride, float* lse,
-                   const float* q, const __half* k, const __half* v, long head_stride,
+                   const float* q, const T* k, const T* v, long head_stride,
                    const int32_t* rows, long rows_stride, const int32_t* n_rows, int max_rows,
                    int n_heads, int n_kv_heads, int head_dim, float scale, const float* rope_cos,
                    const float* rope_sin, bool interleaved, float* scratch, cudaStream_t stream);
@@ -94,13 +103,15 @@ void pool_add(float* pooled, const float* probs, int n_heads, int nq, int n_keys
 // ---- kv_cache.cu (twin: KvStore::append / KvStore::evict)
 //
 // Appends n rows per KV head: row t of KV head g goes to cache row slot0[g] + t
-// (k_cache + g * head_stride + (slot0[g] + t) * head_dim), converted to half, from
+// (k_cache + g * head_stride + (slot0[g] + t) * head_dim), rounded to T, from
 // k_src + t * src_stride + g * head_dim (likewise v). slot0 [n_kv_heads].
-void kv_append(__half* k_cache, __half* v_cache, long head_stride, const float* k_src,
+template <class T>
+void kv_append(T* k_cache, T* v_cache, long head_stride, const float* k_src,
                const float* v_src, long src_stride, int n, int n_kv_heads, int head_dim,
                const int32_t* slot0, cudaStream_t stream);
-// dst row i = src row idx[i] for i < n, rows of head_dim halves. dst and src must not overlap.
-void gather_rows(__half* dst, const __half* src, const int32_t* idx, int n, int head_dim,
+// dst row i = src row idx[i] for i < n, rows of head_dim values. dst and src must not overlap.
+template <class T>
+void gather_rows(T* dst, const T* src, const int32_t* idx, int n, int head_dim,
                  cudaStream_t stream);
 
 }  // namespace kvs::cuda

@@ -119,6 +119,18 @@ float bf16_to_fp32(uint16_t h) {
   return f;
 }
 
+uint16_t fp32_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);  // NaN
+  const uint32_t round = 0x7fffu + ((bits >> 16) & 1u);  // ties to the even upper half
+  return static_cast<uint16_t>((bits + round) >> 16);
+}
+
+void round_to_bf16(float* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) x[i] = bf16_to_fp32(fp32_to_bf16(x[i]));
+}
+
 void dequantize_f16(const uint8_t* src, float* dst, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(load_u16(src + 2 * i));
 }

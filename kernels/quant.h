@@ -34,6 +34,11 @@ uint16_t fp32_to_fp16(float f);
 // x[n] <- fp16_to_fp32(fp32_to_fp16(x)): what storing x in fp16 keeps of it.
 void round_to_fp16(float* x, std::size_t n);
 float bf16_to_fp32(uint16_t h);
+// Round to nearest even (the upper 16 bits of the float, rounded); infinities kept, NaN stays a
+// (quiet) NaN.
+uint16_t fp32_to_bf16(float f);
+// x[n] <- bf16_to_fp32(fp32_to_bf16(x)): what storing x in bf16 keeps of it.
+void round_to_bf16(float* x, std::size_t n);
 
 // Each converts `n` weights from `src` (little-endian file bytes) into `dst` [n].
 // For the block formats `n` must be a multiple of kQuantBlock, for the K-quants of

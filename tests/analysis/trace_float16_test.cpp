@@ -1,5 +1,7 @@
-// The float -> half conversion (kernels/quant.h; the trace writer's and the fp16 cache's): exact round trip of every half value, round to nearest
-// even (checked against the CPU's F16C instruction when available), subnormals, overflow, NaN.
+// The float -> half conversion (kernels/quant.h; the trace writer's and the fp16 cache's): exact
+// round trip of every half value, round to nearest even (checked against the CPU's F16C
+// instruction when available), subnormals, overflow, NaN. Likewise float -> bfloat16 (the bf16
+// cache's reference).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,6 +28,26 @@ TEST(Float16, EveryHalfRoundTrips) {
     }
     ASSERT_EQ(fp32_to_fp16(f), h) << std::hex << h;
   }
+}
+
+TEST(Bfloat16, EveryBfloatRoundTripsAndFloatsRoundToNearestEven) {
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const float f = bf16_to_fp32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(bf16_to_fp32(fp32_to_bf16(f))));
+      continue;
+    }
+    ASSERT_EQ(fp32_to_bf16(f), h) << std::hex << h;
+  }
+  EXPECT_EQ(fp32_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80) << "tie rounds to even (down)";
+  EXPECT_EQ(fp32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82) << "tie rounds to even (up)";
+  EXPECT_EQ(fp32_to_bf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)), 0x3f81) << "past the tie";
+  EXPECT_EQ(fp32_to_bf16(std::numeric_limits<float>::max()), 0x7f80) << "rounds past the largest bf16 to inf";
+  EXPECT_EQ(fp32_to_bf16(-std::numeric_limits<float>::infinity()), 0xff80);
+  EXPECT_EQ(fp32_to_bf16(70000.0f), 0x4789) << "past fp16's range, within bf16's";
+  std::vector<float> x = {1.0f + std::ldexp(1.0f, -9), -3.3f, 0.0f};
+  round_to_bf16(x.data(), x.size());
+  EXPECT_EQ(x, (std::vector<float>{1.0f, -3.296875f, 0.0f}));
 }
 
 TEST(Float16, KnownValues) {

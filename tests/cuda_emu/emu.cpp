@@ -214,6 +214,8 @@ int thread_rank() { return g_run.current; }
 
 __half __float2half_rn(float f) { return __half{kvs::fp32_to_fp16(f)}; }
 float __half2float(__half h) { return kvs::fp16_to_fp32(h.bits); }
+__nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16{kvs::fp32_to_bf16(f)}; }
+float __bfloat162float(__nv_bfloat16 h) { return kvs::bf16_to_fp32(h.bits); }
 
 // ---- kernels
 
@@ -381,8 +383,14 @@ const char* cublasGetStatusString(cublasStatus_t status) {
 namespace {
 
 float load(const void* p, cudaDataType_t t, long long i) {
-  return t == CUDA_R_16F ? __half2float(static_cast<const __half*>(p)[i]) : static_cast<const float*>(p)[i];
+  switch (t) {
+    case CUDA_R_16F: return __half2float(static_cast<const __half*>(p)[i]);
+    case CUDA_R_16BF: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
 }
+
+std::size_t element_bytes(cudaDataType_t t) { return t == CUDA_R_16F || t == CUDA_R_16BF ? 2 : 4; }
 
 // op(X) as a row-major [rows, k] float matrix: element (r, p) of op(X) where X is column-major
 // with leading dimension ld (op = transpose when trans).
@@ -449,7 +457,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
   if (batch_count < 0) return CUBLAS_STATUS_INVALID_VALUE;
   if (const auto st = check_args(transa, transb, m, n, k, Atype, lda, Btype, ldb, Ctype, ldc, compute); st != CUBLAS_STATUS_SUCCESS)
     return st;
-  const std::size_t as = Atype == CUDA_R_16F ? sizeof(__half) : 4, bs = Btype == CUDA_R_16F ? sizeof(__half) : 4;
+  const std::size_t as = element_bytes(Atype), bs = element_bytes(Btype);
   for (int i = 0; i < batch_count; ++i) {
     const auto st = gemm_one(transa, transb, m, n, k, *static_cast<const float*>(alpha),
                              static_cast<const char*>(A) + i * strideA * as, Atype, lda,

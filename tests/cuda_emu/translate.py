@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """CUDA emulator (tests only): turns a .cu file into C++ for tests/cuda_emu — every kernel launch
-`kernel<<<grid, block, smem, stream>>>(args)` becomes
+`kernel<<<grid, block, smem, stream>>>(args)` (or `kernel<T><<<...>>>`) becomes
 `::cuda_emu::launcher(kernel, grid, block, smem, stream)(args)`, and the device header comes
 first, as nvcc includes it implicitly. Usage: translate.py IN.cu OUT.cpp"""
 import re
 import sys
 
 src = open(sys.argv[1]).read()
-out, n = re.subn(r"([A-Za-z_][A-Za-z_0-9:]*)\s*<<<(.*?)>>>\s*\(", r"::cuda_emu::launcher(\1, \2)(", src, flags=re.S)
+out, n = re.subn(r"([A-Za-z_][A-Za-z_0-9:]*(?:<[^<>;]*>)?)\s*<<<(.*?)>>>\s*\(", r"::cuda_emu::launcher(\1, \2)(", src, flags=re.S)
 if "<<<" in out:
     sys.exit(f"{sys.argv[1]}: a kernel launch the translator does not understand")
 with open(sys.argv[2], "w") as f:

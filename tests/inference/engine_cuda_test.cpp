@@ -1,6 +1,6 @@
 // The CUDA backend against the CPU engine: same greedy tokens on stories260K (and SmolLM2 when
 // fetched); every attention row within 5e-3 of the CPU engine computing on the same numbers (the
-// weights rounded to fp16 as the GPU stores them, EngineOptions::fp16_cache), and within 1e-2 of
+// weights rounded to fp16 as the GPU stores them, EngineOptions::cache_rounding), and within 1e-2 of
 // the plain fp32 CPU engine; the device-side prefill reductions against the CPU's rows; eviction
 // and inactive keys through a controller; the pos-shift cache; sliding-window attention; a cache
 // that grows. Without a GPU (or a CUDA build) these skip, except the fallback checks, which run
@@ -38,7 +38,9 @@ const std::vector<int> kPromptIds = {1, 403, 407, 261, 378};  // "Once upon a ti
 // Against the CPU on fp16-rounded weights and cache: the two sum in different orders, so a key
 // can round to the neighbouring fp16 value on one side, and peaked heads amplify that: two CPU
 // runs whose keys differ by 1e-7 (relative) before the rounding differ by up to 1.6e-3 on
-// SmolLM2. Measured on the emulation, GPU against CPU: up to 2e-3.
+// SmolLM2. Measured on the emulation, GPU against CPU: up to 2e-3 (fp16), 1e-3 (bf16, whose
+// prefill activations go to the GEMMs in three bf16 parts; two carried only 16 bits and moved
+// rows by up to 1.2e-2).
 constexpr float kSameNumbersTol = 5e-3f;
 constexpr float kFp32Tol = 1e-2f;         // against the plain fp32 CPU engine
 
@@ -48,23 +50,31 @@ constexpr float kFp32Tol = 1e-2f;         // against the plain fp32 CPU engine
     if (!cuda_usable(&why)) GTEST_SKIP() << "CUDA backend not usable: " << why; \
   } while (0)
 
-EngineOptions on(Device d, bool rope_in_cache = false) {
+EngineOptions on(Device d, bool rope_in_cache = false, GpuDtype dtype = GpuDtype::Auto) {
   EngineOptions o;
   o.device = d;
   o.rope_in_cache = rope_in_cache;
+  o.gpu_dtype = dtype;
   return o;
 }
 
-// The CPU engine on the numbers the GPU computes with: weights rounded to fp16, fp16 cache.
-EngineOptions cpu_fp16(bool rope_in_cache = false) {
+// The CPU engine on the numbers the GPU computes with: weights rounded to fp16 (or bf16), the
+// cache likewise.
+EngineOptions cpu_fp16(bool rope_in_cache = false, GpuDtype d = GpuDtype::Fp16) {
   EngineOptions o = on(Device::Cpu, rope_in_cache);
-  o.fp16_cache = true;
+  o.cache_rounding = d == GpuDtype::Bf16 ? CacheRounding::Bf16 : CacheRounding::Fp16;
   return o;
 }
 
-Model fp16_weights(const Model& m) {
+Model fp16_weights(const Model& m, GpuDtype d = GpuDtype::Fp16) {
   Model r = m;
-  auto round = [](WeightVector& w) { round_to_fp16(w.data(), w.size()); };
+  auto round = [d](WeightVector& w) {
+    if (d == GpuDtype::Bf16) {
+      round_to_bf16(w.data(), w.size());
+    } else {
+      round_to_fp16(w.data(), w.size());
+    }
+  };
   round(r.weights.token_embedding);
   round(r.weights.classifier);
   for (LayerWeights& l : r.weights.layers) {
@@ -73,8 +83,8 @@ Model fp16_weights(const Model& m) {
   return r;
 }
 
-std::vector<int> greedy(const Model& model, Device d, const std::vector<int>& prompt, int steps) {
-  Engine engine(model, on(d));
+std::vector<int> greedy(const Model& model, EngineOptions o, const std::vector<int>& prompt, int steps) {
+  Engine engine(model, o);
   GenerateRequest req;
   req.prompt = prompt;
   req.steps = steps;
@@ -180,7 +190,7 @@ TEST(EngineCuda, Stories260KGreedyTokensEqualTheCpus) {
   for (const std::string file : {"stories260K.bin", "stories260K.gguf"}) {
     if (!std::filesystem::exists(kModels + file)) continue;
     const Model model = load_model(kModels + file);
-    EXPECT_EQ(greedy(model, Device::Cpu, kPromptIds, 60), greedy(model, Device::Cuda, kPromptIds, 60)) << file;
+    EXPECT_EQ(greedy(model, on(Device::Cpu), kPromptIds, 60), greedy(model, on(Device::Cuda), kPromptIds, 60)) << file;
   }
 }
 
@@ -192,14 +202,14 @@ TEST(EngineCuda, SmolLM2GreedyTokensEqualTheCpusWhenPresent) {
   const auto tok = load_tokenizer(model, "");
   const std::vector<int> prompt = tok->encode(
       "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n", tok->add_bos());
-  EXPECT_EQ(greedy(model, Device::Cpu, prompt, 24), greedy(model, Device::Cuda, prompt, 24));
+  EXPECT_EQ(greedy(model, on(Device::Cpu), prompt, 24), greedy(model, on(Device::Cuda), prompt, 24));
 }
 
 TEST(EngineCuda, AttentionRowsMatchTheCpusInPrefillAndDecode) {
   SKIP_WITHOUT_GPU();
   if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
   const Model model = load_model(kModels + "stories260K.bin");
-  const std::vector<int> forced = greedy(model, Device::Cpu, kPromptIds, 40);
+  const std::vector<int> forced = greedy(model, on(Device::Cpu), kPromptIds, 40);
   const tiny::Capture gpu = capture_run(model, on(Device::Cuda), kPromptIds, forced);
   const tiny::Capture cpu = capture_run(fp16_weights(model), cpu_fp16(), kPromptIds, forced);
   expect_same_rows(cpu, gpu, kSameNumbersTol);
@@ -240,7 +250,7 @@ TEST(EngineCuda, ControllerEvictionAndInactiveKeysMatchTheCpu) {
   if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
   const Model model = load_model(kModels + "stories260K.bin");
   const std::vector<int> prompt = {1, 403, 407, 261, 378, 11, 400, 300, 272, 345, 284, 262};
-  const std::vector<int> forced = greedy(model, Device::Cpu, prompt, 40);
+  const std::vector<int> forced = greedy(model, on(Device::Cpu), prompt, 40);
   for (bool rope_in_cache : {false, true}) {
     SinkWindowController cpu_ctl(2, 8), gpu_ctl(2, 8);
     const tiny::Capture cpu = capture_run(fp16_weights(model), cpu_fp16(rope_in_cache), prompt, forced, &cpu_ctl);
@@ -303,6 +313,79 @@ TEST(EngineCuda, DeviceReductionsEqualTheRowsReducedOnTheHost) {
   ASSERT_EQ(y.pool_block, 16);
   ASSERT_EQ(x.pooled.size(), y.pooled.size());
   for (std::size_t i = 0; i < x.pooled.size(); ++i) EXPECT_NEAR(x.pooled[i], y.pooled[i], 1e-5) << i;
+}
+
+TEST(EngineCuda, AutoStoresBf16CheckpointsInBf16AndTheRestInFp16) {
+  Model m = tiny::random_model(tiny::tiny_config(), 5);
+  for (const char* type : {"F32", "F16", "Q4_1 (mixed)", "Q8_0", ""}) {
+    m.weight_type = type;
+    EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Auto), GpuDtype::Fp16) << type;
+  }
+  for (const char* type : {"BF16", "BF16 (mixed)"}) {
+    m.weight_type = type;
+    EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Auto), GpuDtype::Bf16) << type;
+    EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Fp16), GpuDtype::Fp16) << "an explicit choice stands";
+  }
+  m.weight_type = "F32";
+  EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Bf16), GpuDtype::Bf16);
+  EXPECT_STREQ(gpu_dtype_name(GpuDtype::Bf16), "bf16");
+}
+
+// bf16 storage: the same greedy tokens and rows as the CPU on bf16-rounded weights and cache.
+TEST(EngineCuda, Bf16StorageMatchesTheCpuOnTheSameNumbers) {
+  SKIP_WITHOUT_GPU();
+  if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
+  Model model = load_model(kModels + "stories260K.bin");
+  const Model rounded = fp16_weights(model, GpuDtype::Bf16);
+  const EngineOptions cpu = cpu_fp16(false, GpuDtype::Bf16), gpu = on(Device::Cuda, false, GpuDtype::Bf16);
+  const std::vector<int> forced = greedy(rounded, cpu, kPromptIds, 40);
+  EXPECT_EQ(forced, greedy(model, gpu, kPromptIds, 40));
+  const tiny::Capture g = capture_run(model, gpu, kPromptIds, forced);
+  expect_same_rows(capture_run(rounded, cpu, kPromptIds, forced), g, kSameNumbersTol);
+  // A checkpoint stored in bf16 gets bf16 without being asked: the same bits as asked.
+  model.weight_type = "BF16";
+  const tiny::Capture automatic = capture_run(model, on(Device::Cuda), kPromptIds, forced);
+  ASSERT_EQ(automatic.rows.size(), g.rows.size());
+  for (std::size_t i = 0; i < g.rows.size(); ++i) ASSERT_EQ(automatic.rows[i].probs, g.rows[i].probs) << i;
+}
+
+TEST(EngineCuda, Bf16GqaRotateHalfAndEvictionMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const Model model = tiny::to_rotate_half(tiny::random_model(tiny::tiny_config(), 23));  // GQA
+  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14, 3, 17, 22, 9};
+  const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
+  for (bool rope_in_cache : {false, true}) {
+    SinkWindowController cpu_ctl(2, 6), gpu_ctl(2, 6);
+    SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
+    expect_same_rows(capture_run(fp16_weights(model, GpuDtype::Bf16), cpu_fp16(rope_in_cache, GpuDtype::Bf16),
+                                 prompt, forced, &cpu_ctl),
+                     capture_run(model, on(Device::Cuda, rope_in_cache, GpuDtype::Bf16), prompt, forced, &gpu_ctl),
+                     kSameNumbersTol);
+  }
+}
+
+// Values past fp16's range (65504), as some checkpoints produce: an fp16 cache turns them into
+// infinities and the rows into NaN; a bf16 cache keeps fp32's range and matches the CPU.
+TEST(EngineCuda, Bf16KeepsValuesThatOverflowFp16) {
+  SKIP_WITHOUT_GPU();
+  Model model = tiny::random_model(tiny::tiny_config(), 29);
+  for (LayerWeights& l : model.weights.layers) {
+    for (float& w : l.wv) w *= 2e5f;  // |w| < 4e4: representable in fp16, the values it makes are not
+  }
+  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4};
+  const std::vector<int> forced = {3, 1, 4, 1, 5};
+  auto all_finite = [](const tiny::Capture& c) {
+    for (const auto& l : c.logits)
+      for (float x : l)
+        if (!std::isfinite(x)) return false;
+    return true;
+  };
+  const tiny::Capture fp16 = capture_run(model, on(Device::Cuda, false, GpuDtype::Fp16), prompt, forced);
+  EXPECT_FALSE(all_finite(fp16)) << "the test model should overflow an fp16 cache";
+  const tiny::Capture bf16 = capture_run(model, on(Device::Cuda, false, GpuDtype::Bf16), prompt, forced);
+  EXPECT_TRUE(all_finite(bf16));
+  expect_same_rows(capture_run(fp16_weights(model, GpuDtype::Bf16), cpu_fp16(false, GpuDtype::Bf16), prompt, forced),
+                   bf16, kSameNumbersTol);
 }
 
 TEST(EngineCuda, OutOfGpuMemoryNamesTheBytesAndTheCpuStillRuns) {

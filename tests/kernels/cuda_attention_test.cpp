@@ -1,5 +1,5 @@
-// Device twins of kernels/attention.cu. attend_decode against ops::attend_rows over the
-// half-rounded cache (rotated by row index with ops::rope_apply for the rope-by-slot path): GQA,
+// Device twins of kernels/attention.cu. attend_decode against ops::attend_rows over the cache
+// rounded to its storage type (fp16; bf16 for a subset of the cases) (rotated by row index with ops::rope_apply for the rope-by-slot path): GQA,
 // head_dim 8..256, listed rows that skip cache rows, different n_rows per KV head, up to ~3000 keys
 // (several P·V splits). softmax_causal against a double-precision softmax per row.
 // Tolerances (only fp32 accumulation order differs): probs 2e-5 relative + 1e-8 absolute,
@@ -47,6 +47,7 @@ std::vector<int32_t> listed_rows(int g, int n, int cap, bool shuffled, uint64_t 
   return rows;
 }
 
+template <class T = __half>
 void run_decode(const DecodeCase& c, uint64_t seed) {
   const int hd = c.head_dim, half = hd / 2, nkv = c.n_kv_heads, nh = c.n_heads;
   const int group = nh / nkv;
@@ -73,8 +74,8 @@ void run_decode(const DecodeCase& c, uint64_t seed) {
   const std::vector<float> cos_tab(table.cos(0), table.cos(0) + static_cast<long>(c.cap) * half);  // [cap, half]
   const std::vector<float> sin_tab(table.sin(0), table.sin(0) + static_cast<long>(c.cap) * half);  // [cap, half]
 
-  // CPU reference over what the device stores (half), keys rotated by their cache row.
-  std::vector<float> kref = test::round_half(k), vref = test::round_half(v);
+  // CPU reference over what the device stores (T), keys rotated by their cache row.
+  std::vector<float> kref = test::round_store<T>(k), vref = test::round_store<T>(v);
   if (c.rope) {
     for (int g = 0; g < nkv; ++g) {
       for (int r = 0; r < c.cap; ++r) {
@@ -95,7 +96,7 @@ void run_decode(const DecodeCase& c, uint64_t seed) {
   }
 
   auto dq = upload(q);
-  auto dk = upload(test::to_half(k)), dv = upload(test::to_half(v));
+  auto dk = upload(test::to_store<T>(k)), dv = upload(test::to_store<T>(v));
   auto drows = upload(rows), dn = upload(n_rows);
   auto dcos = upload(cos_tab), dsin = upload(sin_tab);
   auto dprobs = upload(std::vector<float>(nh * probs_stride, kSentinel));  // [nh, probs_stride]
@@ -173,6 +174,20 @@ TEST(CudaAttendDecode, HeadDim256WithRope) {
   c.rope = true;
   c.pairing = ops::RopePairing::RotateHalf;
   run_decode(c, 500);
+}
+
+// A bf16 cache through the same kernel: both RoPE pairings, several splits, GQA.
+TEST(CudaAttendDecode, Bf16CacheRopeBySlotBothPairings) {
+  KVS_REQUIRE_GPU();
+  DecodeCase a{8, 2, 8, 400, {300, 129}};
+  a.rope = true;
+  a.pairing = ops::RopePairing::Interleaved;
+  run_decode<__nv_bfloat16>(a, 210);
+  DecodeCase b{8, 2, 128, 1700, {1000, 1300}};
+  b.rope = true;
+  b.pairing = ops::RopePairing::RotateHalf;
+  b.shuffled = true;
+  run_decode<__nv_bfloat16>(b, 310);
 }
 
 void run_softmax_causal(int n_heads, int q0, int nq, uint64_t seed, int window = 0) {

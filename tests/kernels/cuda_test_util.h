@@ -1,6 +1,8 @@
 // Helpers of the device-twin tests (cuda_*_test.cpp): skip without a GPU, upload/download
-// vectors, random data, half rounding on the host, and a mixed relative/absolute comparison.
+// vectors, random data, fp16/bf16 rounding on the host, the storage types for typed tests, and
+// a mixed relative/absolute comparison.
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -10,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "inference/cuda_device.h"
@@ -53,26 +56,58 @@ inline std::vector<float> random_vec(std::size_t n, uint64_t seed, float lo, flo
   return v;
 }
 
-inline std::vector<__half> to_half(const std::vector<float>& v) {
-  std::vector<__half> h(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) h[i] = __float2half(v[i]);
+// The backend's 16-bit storage types on the host: fp32 rounded to T (nearest even) and back.
+template <class T>
+T from_float(float f) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __float2half(f);
+  } else {
+    return __float2bfloat16_rn(f);
+  }
+}
+
+template <class T>
+float widen(T h) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(h);
+  } else {
+    return __bfloat162float(h);
+  }
+}
+
+template <class T>
+std::vector<T> to_store(const std::vector<float>& v) {
+  std::vector<T> h(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) h[i] = from_float<T>(v[i]);
   return h;
 }
 
-inline std::vector<float> to_float(const std::vector<__half>& h) {
+template <class T>
+std::vector<float> to_float(const std::vector<T>& h) {
   std::vector<float> v(h.size());
-  for (std::size_t i = 0; i < h.size(); ++i) v[i] = __half2float(h[i]);
+  for (std::size_t i = 0; i < h.size(); ++i) v[i] = widen(h[i]);
   return v;
 }
 
-// v rounded through half and back: what the device sees of data it stores as half.
-inline std::vector<float> round_half(const std::vector<float>& v) { return to_float(to_half(v)); }
+// v rounded through T and back: what the device sees of data it stores as T.
+template <class T>
+std::vector<float> round_store(const std::vector<float>& v) { return to_float(to_store<T>(v)); }
 
-inline uint16_t half_bits(__half h) {
+template <class T>
+uint16_t bits(T h) {
+  static_assert(sizeof(T) == 2);
   uint16_t b;
   std::memcpy(&b, &h, sizeof b);
   return b;
 }
+
+// The storage types, for typed tests: TYPED_TEST_SUITE(Suite, StoreTypes, StoreNames) names the
+// instances fp16 and bf16.
+using StoreTypes = ::testing::Types<__half, __nv_bfloat16>;
+struct StoreNames {
+  template <class T>
+  static std::string GetName(int) { return std::is_same_v<T, __half> ? "fp16" : "bf16"; }
+};
 
 // |a - b| <= atol + rtol * |b| (b the reference).
 inline bool near(double a, double b, double rtol, double atol) {
@@ -96,16 +131,16 @@ template <class A, class B>
                                        << ": " << got[first] << " vs " << want[first];
 }
 
-// Bitwise-equal halves.
-inline ::testing::AssertionResult same_halves(const std::vector<__half>& got,
-                                              const std::vector<__half>& want) {
+// Bitwise-equal 16-bit values.
+template <class T>
+::testing::AssertionResult same_bits(const std::vector<T>& got, const std::vector<T>& want) {
   if (got.size() != want.size()) {
     return ::testing::AssertionFailure() << "sizes " << got.size() << " vs " << want.size();
   }
   for (std::size_t i = 0; i < got.size(); ++i) {
-    if (half_bits(got[i]) != half_bits(want[i])) {
+    if (bits(got[i]) != bits(want[i])) {
       return ::testing::AssertionFailure() << "first difference at " << i << ": bits 0x" << std::hex
-                                           << half_bits(got[i]) << " vs 0x" << half_bits(want[i]);
+                                           << bits(got[i]) << " vs 0x" << bits(want[i]);
     }
   }
   return ::testing::AssertionSuccess();

@@ -1,5 +1,5 @@
 // CUDA emulator (tests only): the cuBLAS calls KVScope makes, as plain loops with cuBLAS's
-// column-major semantics and argument checks (fp16 or fp32 inputs, fp32 accumulation).
+// column-major semantics and argument checks (fp16, bf16 or fp32 inputs, fp32 accumulation).
 #pragma once
 #include "cuda_runtime_api.h"
 
@@ -13,7 +13,7 @@ enum cublasStatus_t {
   CUBLAS_STATUS_NOT_SUPPORTED = 15,
 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
-enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16F = 2 };
+enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 };
 typedef cudaDataType_t cudaDataType;
 enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68 };
 enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "cuda_bf16.h"
 #include "cuda_fp16.h"
 #include "cuda_runtime_api.h"
 

@@ -1,0 +1,31 @@
+// The two 16-bit types the CUDA backend stores weights and the KV cache in — fp16 (__half) and
+// bf16 (__nv_bfloat16) — behind one interface for the kernels templated on them: a value or a
+// pair of values (4 bytes) widened to fp32, and fp32 rounded to the type (nearest even).
+// Everything is computed in fp32 either way.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+namespace kvs::cuda::detail {
+
+template <class T>
+struct Store;
+
+template <>
+struct Store<__half> {
+  using Pair = __half2;
+  static __device__ __forceinline__ float to_float(__half h) { return __half2float(h); }
+  static __device__ __forceinline__ float2 to_float2(__half2 p) { return __half22float2(p); }
+  static __device__ __forceinline__ __half from_float(float f) { return __float2half_rn(f); }
+};
+
+template <>
+struct Store<__nv_bfloat16> {
+  using Pair = __nv_bfloat162;
+  static __device__ __forceinline__ float to_float(__nv_bfloat16 h) { return __bfloat162float(h); }
+  static __device__ __forceinline__ float2 to_float2(__nv_bfloat162 p) { return __bfloat1622float2(p); }
+  static __device__ __forceinline__ __nv_bfloat16 from_float(float f) { return __float2bfloat16_rn(f); }
+};
+
+}  // namespace kvs::cuda::detail
