@@ -24,6 +24,7 @@ struct TraceMeta {
   std::string tokenizer_path;  // "" when taken from the model file
   std::string arch;
   std::string device = "cpu";
+  std::string device_dtype = "fp32";  // what the engine stored weights and cache in: fp32 | fp16 | bf16
   ModelShape shape;
   int vocab_size = 0;
   int prompt_len = 0;          // P

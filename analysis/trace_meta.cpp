@@ -86,6 +86,7 @@ void write_meta(hid_t file, const TraceMeta& m, bool complete) {
   h5::write_attr(file, "tokenizer_path", m.tokenizer_path);
   h5::write_attr(file, "arch", m.arch);
   h5::write_attr(file, "device", m.device);
+  h5::write_attr(file, "device_dtype", m.device_dtype);
   h5::write_attr_int(file, "n_layers", m.shape.n_layers);
   h5::write_attr_int(file, "n_heads", m.shape.n_heads);
   h5::write_attr_int(file, "n_kv_heads", m.shape.n_kv_heads);
@@ -127,6 +128,7 @@ TraceMeta read_meta(hid_t file, const std::string& path) {
   m.tokenizer_path = text("tokenizer_path", "");
   m.arch = text("arch", "");
   m.device = text("device", "");
+  m.device_dtype = text("device_dtype", "");
   m.shape.n_layers = integer("n_layers", 1, kMaxLayers, true);
   m.shape.n_heads = integer("n_heads", 1, kMaxHeads, true);
   m.shape.n_kv_heads = integer("n_kv_heads", 1, m.shape.n_heads, true);

@@ -28,6 +28,7 @@ int info_trace(const std::string& path, bool json) {
     JsonObject o;
     o.add("kind", "trace").add("path", path).add("schema_version", m.schema_version)
         .add("model", m.model).add("model_path", m.model_path).add("arch", m.arch)
+        .add("device", m.device).add("device_dtype", m.device_dtype)
         .add("n_layers", m.shape.n_layers).add("n_heads", m.shape.n_heads)
         .add("n_kv_heads", m.shape.n_kv_heads).add("head_dim", m.shape.head_dim)
         .add("prompt_len", m.prompt_len).add("n_steps", m.n_steps)
@@ -45,6 +46,9 @@ int info_trace(const std::string& path, bool json) {
   std::printf("trace      %s (schema %d, written by kvscope %s, %s)\n", path.c_str(), m.schema_version,
               m.writer_version.c_str(), m.created.c_str());
   std::printf("model      %s (%s) from %s\n", m.model.c_str(), m.arch.c_str(), m.model_path.c_str());
+  if (!m.device.empty())
+    std::printf("engine     %s%s%s\n", m.device.c_str(), m.device_dtype.empty() ? "" : ", weights and cache in ",
+                m.device_dtype.c_str());
   std::printf("shape      %d layers, %d query heads, %d KV heads, head_dim %d\n", m.shape.n_layers,
               m.shape.n_heads, m.shape.n_kv_heads, m.shape.head_dim);
   std::printf("tokens     %d prompt + %d decode steps = %d\n", m.prompt_len, m.n_steps, m.total_len());

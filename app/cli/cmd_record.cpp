@@ -35,7 +35,7 @@ int cmd_record(const ArgList& argv) {
   Args a(argv,
          {"--model", "--tokenizer", "--prompt", "--prompt-file", "--steps", "--temperature", "--top-p",
           "--seed", "--out", "--policy", "--budget", "--decode-dtype", "--capture-budget-mb", "--threads",
-          "--device"},
+          "--device", "--gpu-dtype"},
          {"--chat", "--quiet"});
   if (!a.positional().empty()) throw input_error(a.positional()[0], "unexpected argument");
   RecordRequest r;
@@ -58,6 +58,7 @@ int cmd_record(const ArgList& argv) {
   r.capture_budget_bytes = static_cast<std::size_t>(a.integer("--capture-budget-mb", 256, 0, 1 << 20)) << 20;
   r.threads = a.integer("--threads", 0, 0, 1024);
   r.device = device_flag(a);
+  r.gpu_dtype = gpu_dtype_flag(a);
   const bool quiet = a.has("--quiet");
 
   RecordCallbacks cb;

@@ -23,7 +23,8 @@ namespace kvs {
 namespace {
 
 const std::set<std::string> kValueFlags = {"--policy", "--budget", "--mode",   "--model",
-                                           "--tokenizer", "--alpha", "--threads", "--device"};
+                                           "--tokenizer", "--alpha", "--threads", "--device",
+                                           "--gpu-dtype"};
 const std::set<std::string> kSwitchFlags = {"--json", "--rope-in-cache", "--no-attention"};
 
 // Runs with StreamingLLM's pos-shift (positions inside the cache) get their own name and say so.
@@ -73,6 +74,7 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     eo.n_threads = a.integer("--threads", 0, 0, 1024);
     eo.rope_in_cache = a.has("--rope-in-cache");
     eo.device = device_flag(a);
+    eo.gpu_dtype = gpu_dtype_flag(a);
     Engine engine(model, eo);
     const ReferenceRun ref = run_reference(engine, prompt, static_cast<int>(decoded.size()), decoded, lo.sampling);
     for (auto& p : policies) {

@@ -1,4 +1,4 @@
-// --device: which backend runs the model.
+// --device: which backend runs the model; --gpu-dtype: its storage type on a GPU.
 #include "app/cli/device_flag.h"
 
 #include <cstdio>
@@ -18,6 +18,14 @@ Device device_flag(const Args& args) {
   if (cuda_usable(&why)) return Device::Cuda;
   if (value == "cuda") std::fprintf(stderr, "kvscope: --device cuda: %s; running on the CPU\n", why.c_str());
   return Device::Cpu;
+}
+
+GpuDtype gpu_dtype_flag(const Args& args) {
+  const std::string value = args.str("--gpu-dtype", "auto");
+  if (value == "auto") return GpuDtype::Auto;
+  if (value == "fp16") return GpuDtype::Fp16;
+  if (value == "bf16") return GpuDtype::Bf16;
+  throw input_error("--gpu-dtype", "expected auto, fp16 or bf16, got '" + value + "'");
 }
 
 }  // namespace kvs

@@ -1,6 +1,6 @@
 // The --device flag of the commands that run the model: cpu, cuda, or auto (the default: cuda
 // when this build and machine can run it). An explicit cuda that cannot run falls back to the
-// CPU with a one-line notice on stderr.
+// CPU with a one-line notice on stderr. --gpu-dtype: what the GPU stores weights and cache in.
 #pragma once
 #include <string>
 
@@ -12,5 +12,8 @@ class Args;
 
 // Throws InputError("--device: ...") for a value other than cpu, cuda or auto.
 Device device_flag(const Args& args);
+// --gpu-dtype auto|fp16|bf16 (default auto: bf16 for bf16 checkpoints, else fp16). Throws
+// InputError("--gpu-dtype: ...") for another value.
+GpuDtype gpu_dtype_flag(const Args& args);
 
 }  // namespace kvs

@@ -98,6 +98,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   meta.seed = r.sampling.seed;
   meta.decode_dtype = r.decode_dtype;
   meta.device = r.device == Device::Cuda ? "cuda" : "cpu";
+  meta.device_dtype = r.device == Device::Cuda ? gpu_dtype_name(resolve_gpu_dtype(model, r.gpu_dtype)) : "fp32";
 
   TraceRecorder rec(r.out_path, meta, r.steps, r.capture_budget_bytes);
   StepAnalyses analyses(shape, meta.prompt_len);
@@ -109,6 +110,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   EngineOptions eo;
   eo.n_threads = r.threads;
   eo.device = r.device;
+  eo.gpu_dtype = r.gpu_dtype;
   Engine engine(model, eo);
   RecordResult res;
   std::vector<int> generated;
@@ -143,6 +145,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
       KvzipOptions ko;
       ko.engine.n_threads = r.threads;
       ko.engine.device = r.device;
+      ko.engine.gpu_dtype = r.gpu_dtype;
       lo.key_scores = kvzip_key_scores(model, *tok, prompt, ko);
     }
     std::string& note = rec.meta().capture_note;

@@ -25,6 +25,7 @@ struct RecordRequest {
   std::size_t capture_budget_bytes = 256u << 20;  // full prefill map limit
   int threads = 0;
   Device device = Device::Cpu;
+  GpuDtype gpu_dtype = GpuDtype::Auto;  // with Device::Cuda
 };
 
 struct RecordResult {

@@ -48,6 +48,8 @@ const char* command_help(const std::string& command) {
        "                            above it: column sums, the last 64 rows and a pooled overview\n"
        "  --threads N               CPU threads (default: all cores)\n"
        "  --device cpu|cuda|auto    default auto: the GPU when this build and machine can use it\n"
+       "  --gpu-dtype auto|fp16|bf16  what the GPU stores weights and KV cache in (default auto:\n"
+       "                            bf16 for checkpoints stored in bf16, else fp16)\n"
        "  --quiet                   print nothing but errors\n"
        "Ctrl-C stops generating and keeps the steps done so far.\n"},
       {"info",
@@ -103,6 +105,7 @@ const char* command_help(const std::string& command) {
        "  --no-attention     do not keep the runs' attention rows\n"
        "  --threads N        CPU threads (default: all cores)\n"
        "  --device cpu|cuda|auto\n"
+       "  --gpu-dtype auto|fp16|bf16  the GPU's weights and KV cache (default auto, as for record)\n"
        "  --json             run summaries as JSON\n"},
   };
   const auto it = kHelp.find(command);

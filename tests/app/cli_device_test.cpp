@@ -1,6 +1,7 @@
 // --device on the commands that run the model: a bad value is one line and exit 2; cuda on a
 // machine or build that cannot run it falls back to the CPU with a one-line notice and records
-// the same trace; cpu never mentions CUDA.
+// the same trace; cpu never mentions CUDA. --gpu-dtype: a bad value likewise; the trace names the
+// storage type that ran.
 #include <gtest/gtest.h>
 
 #include "analysis/trace.h"
@@ -16,6 +17,15 @@ TEST(CliDevice, UnknownDeviceIsOneLineAndExitTwo) {
                                    "4", "--device", "gpu", "--out", out.file("t.h5")});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "kvscope: --device: expected cpu, cuda or auto, got 'gpu'\n");
+  EXPECT_FALSE(std::filesystem::exists(out.file("t.h5")));
+}
+
+TEST(CliDevice, UnknownGpuDtypeIsOneLineAndExitTwo) {
+  TempDir out;
+  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                   "4", "--gpu-dtype", "fp8", "--out", out.file("t.h5")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "kvscope: --gpu-dtype: expected auto, fp16 or bf16, got 'fp8'\n");
   EXPECT_FALSE(std::filesystem::exists(out.file("t.h5")));
 }
 
@@ -44,8 +54,15 @@ TEST(CliDevice, TheTraceSaysWhichDeviceRanIt) {
     const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
                                      "2", "--device", device, "--out", path});
     ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(TraceReader(path).meta().device, std::string(device) == "auto" && cuda_usable() ? "cuda" : "cpu");
+    const bool gpu = std::string(device) == "auto" && cuda_usable();
+    EXPECT_EQ(TraceReader(path).meta().device, gpu ? "cuda" : "cpu");
+    EXPECT_EQ(TraceReader(path).meta().device_dtype, gpu ? "fp16" : "fp32");  // stories260K is F32
   }
+  const std::string bf16 = out.file("bf16.h5");
+  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                   "2", "--gpu-dtype", "bf16", "--out", bf16});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(TraceReader(bf16).meta().device_dtype, cuda_usable() ? "bf16" : "fp32");
 }
 
 }  // namespace
