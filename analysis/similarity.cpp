@@ -24,23 +24,20 @@ std::vector<float> head_max_attention(std::span<const float> rows, std::span<con
       prompt_len < 1 || prompt_len > row_len) {
     throw input_error("similarity", "rows/lse sizes do not match [H, T] / [H] and 1 <= P <= T");
   }
-  const float ninf = -std::numeric_limits<float>::infinity();
-  std::vector<float> m(prompt_len, ninf);  // [P] max over heads of the scaled logit
-  for (int h = 0; h < n_heads; ++h) {
-    const float* row = rows.data() + (size_t)h * row_len;
-    for (int j = 0; j < prompt_len; ++j) {
-      if (row[j] > 0.0f) m[j] = std::max(m[j], std::log(row[j]) + lse[h]);
-    }
-  }
-  float top = *std::max_element(m.begin(), m.end());
+  // softmax_j(max_h log(p[h,j]) + lse[h]) = M_j / sum M with M_j = max_h p[h,j] e^(lse[h] - c):
+  // no log or exp per key. c = the largest lse, so every weight is at most 1.
+  const float c = *std::max_element(lse.begin(), lse.end());
   std::vector<float> a(prompt_len, 0.0f);  // [P]
-  if (top == ninf) return a;
-  float sum = 0.0f;
-  for (int j = 0; j < prompt_len; ++j) {
-    a[j] = m[j] == ninf ? 0.0f : std::exp(m[j] - top);
-    sum += a[j];
+  for (int h = 0; h < n_heads; ++h) {
+    const float w = std::exp(lse[h] - c);
+    const float* row = rows.data() + (size_t)h * row_len;
+    for (int j = 0; j < prompt_len; ++j) a[j] = std::max(a[j], row[j] * w);
   }
-  for (float& v : a) v /= sum;
+  double sum = 0.0;
+  for (float v : a) sum += v;
+  if (!(sum > 0.0)) return std::vector<float>(prompt_len, 0.0f);
+  const float inv = static_cast<float>(1.0 / sum);
+  for (float& v : a) v *= inv;
   return a;
 }
 
@@ -49,7 +46,8 @@ std::vector<int> top_k_positions(std::span<const float> a, int k) {
   std::vector<int> idx(a.size());
   std::iota(idx.begin(), idx.end(), 0);
   auto before = [&](int x, int y) { return a[x] > a[y] || (a[x] == a[y] && x < y); };
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
+  std::nth_element(idx.begin(), idx.begin() + k, idx.end(), before);  // the set, in linear time
+  std::sort(idx.begin(), idx.begin() + k, before);                     // then its rank order
   idx.resize(k);
   return idx;
 }
@@ -71,7 +69,7 @@ std::vector<float> step_similarity(std::span<const float> rows, std::span<const 
   }
   std::vector<float> sim((size_t)n_layers * n_layers);  // [L, L]
   for (int l1 = 0; l1 < n_layers; ++l1) {
-    std::vector<int> top = top_k_positions(a[l1], k);
+    const std::vector<int> top = top_k_positions(a[l1], k);
     for (int l2 = 0; l2 < n_layers; ++l2) {
       float s = 0.0f;
       for (int j : top) s += a[l2][j];

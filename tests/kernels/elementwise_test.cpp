@@ -1,4 +1,5 @@
-// rmsnorm, softmax (with its log-sum-exp) and swiglu against direct double-precision formulas.
+// rmsnorm, softmax (with its log-sum-exp), swiglu and the vector log against direct
+// double-precision formulas.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/log8.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/softmax.h"
 #include "kernels/swiglu.h"
@@ -20,6 +22,31 @@ std::vector<float> random_vec(std::size_t n, uint64_t seed, float lo, float hi) 
   std::vector<float> v(n);
   for (float& x : v) x = d(rng);
   return v;
+}
+
+// log8 over every binade of positive normal floats, both sides of the sqrt(1/2) split, and
+// values next to 1 (where the absolute error matters): within 2e-7 of log in double, absolute
+// below |log x| = 1, relative above.
+TEST(Elementwise, Log8MatchesLogAcrossTheNormalRange) {
+  std::vector<float> xs = {std::numeric_limits<float>::min(), std::numeric_limits<float>::max(), 1.0f,
+                           std::nextafter(1.0f, 2.0f), std::nextafter(1.0f, 0.0f), 0.70710677f, 0.70710683f,
+                           2.0f, 0.5f, 1e-30f, 3e38f};
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  for (int e = -126; e <= 127; ++e)
+    for (int i = 0; i < 64; ++i) xs.push_back(std::ldexp(mant(rng), e));
+  for (const float x : random_vec(4096, 6, 0.9f, 1.1f)) xs.push_back(x);
+  while (xs.size() % 8) xs.push_back(1.5f);
+  for (std::size_t i = 0; i < xs.size(); i += 8) {
+    f32x8 v;
+    for (int k = 0; k < 8; ++k) v[k] = xs[i + k];
+    const f32x8 got = log8(v);
+    for (int k = 0; k < 8; ++k) {
+      const double want = std::log(static_cast<double>(xs[i + k]));
+      const double err = std::fabs(got[k] - want) / std::max(1.0, std::fabs(want));
+      ASSERT_LE(err, 2e-7) << "log8(" << xs[i + k] << ") = " << got[k] << ", log = " << want;
+    }
+  }
 }
 
 TEST(Elementwise, RmsnormMatchesFormula) {
