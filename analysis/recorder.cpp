@@ -150,10 +150,12 @@ void TraceRecorder::RowPool::give(std::vector<float>&& rows) {
 }
 
 void TraceRecorder::write_step() {
-  if (on_step) on_step(step_, step_q_pos_, step_rows_, step_lse_);
-  pipe_->submit([w = writer_.get(), pool = &row_pool_, step = step_, q = step_q_pos_, rows = std::move(step_rows_),
-                 lse = std::move(step_lse_)]() mutable {
+  if (on_step && !on_step_on_writer) on_step(step_, step_q_pos_, step_rows_, step_lse_);
+  const auto* cb = on_step && on_step_on_writer ? &on_step : nullptr;
+  pipe_->submit([w = writer_.get(), pool = &row_pool_, cb, step = step_, q = step_q_pos_,
+                 rows = std::move(step_rows_), lse = std::move(step_lse_)]() mutable {
     w->write_decode_step(step, q, rows, lse);
+    if (cb) (*cb)(step, q, rows, lse);
     pool->give(std::move(rows));
   });
   step_rows_.clear();

@@ -47,9 +47,15 @@ class TraceRecorder : public AttentionObserver {
   void finish(const std::vector<std::string>& texts);
   void finish(const std::function<std::string(int token)>& text_of);
 
-  // Called on the engine's thread with each completed step before it is written: rows
-  // [L, H, q_pos + 1] (dense, zeros where a key was not attended), lse [L, H].
+  // Called with each completed step, in step order: rows [L, H, q_pos + 1] (dense, zeros where a
+  // key was not attended), lse [L, H]. By default on the engine's thread before the step is
+  // written; with on_step_on_writer, on the writing thread after it is written, so that per-step
+  // analyses overlap the engine where a core is free for them (a GPU run; on a CPU run whose
+  // decode threads fill every core, the writing thread only gets them late and holds the engine
+  // up through its queue). Set both before recording starts; what on_step throws on the writing
+  // thread surfaces as a write error does. writer() and finish() wait for calls still pending.
   std::function<void(int step, int q_pos, std::span<const float> rows, std::span<const float> lse)> on_step;
+  bool on_step_on_writer = false;
 
   const std::vector<int32_t>& ids() const { return ids_; }  // [positions fed so far]
   int steps_written() const { return steps_written_; }  // complete steps (written or queued)

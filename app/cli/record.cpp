@@ -26,7 +26,7 @@ std::string utc_now() {
   return buf;
 }
 
-// Per-step analyses fed by the recorder's assembled decode rows.
+// Per-step analyses fed by the recorder's assembled decode rows (TraceRecorder::on_step).
 struct StepAnalyses {
   StepAnalyses(const ModelShape& shape, int prompt_len)
       : shape(shape), P(prompt_len), k(default_similarity_k(prompt_len)), heads(shape, {}),
@@ -100,11 +100,15 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   meta.device = r.device == Device::Cuda ? "cuda" : "cpu";
   meta.device_dtype = r.device == Device::Cuda ? gpu_dtype_name(resolve_gpu_dtype(model, r.gpu_dtype)) : "fp32";
 
+  StepAnalyses analyses(shape, meta.prompt_len);  // may be fed on rec's writing thread: outlives rec
   TraceRecorder rec(r.out_path, meta, r.steps, r.capture_budget_bytes);
-  StepAnalyses analyses(shape, meta.prompt_len);
   rec.on_step = [&](int, int q_pos, std::span<const float> rows, std::span<const float> lse) {
     analyses.add(q_pos, rows, lse);
   };
+  // Beside a GPU the host's cores are free: the analyses overlap the next steps. A CPU decode
+  // fills every core (measured on 2 cores: 25.7 ms a step with them on the engine's thread,
+  // 29.5 ms on the writing thread, SmolLM2 at 3K keys).
+  rec.on_step_on_writer = r.device == Device::Cuda;
   if (cb.on_prompt) cb.on_prompt(tok->decode(prompt));
 
   EngineOptions eo;

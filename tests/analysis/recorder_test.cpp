@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <csignal>
+#include <thread>
+#include <vector>
 
 #include "analysis/prefill_evidence.h"
 #include "analysis/recorder.h"
@@ -48,6 +50,28 @@ TEST(PrefillReducer, ColumnSumsWindowRowsAndLse) {
   PrefillReducer wide({kL, kH, kHkv, 8}, 64);
   wide.on_begin(tiny_config(), prompt);
   EXPECT_EQ(wide.evidence().window, kP) << "W = min(request, P)";
+}
+
+TEST(TraceRecorder, OnStepCanRunOnTheWritingThread) {
+  TempDir dir;
+  std::mt19937 rng(3);
+  const Prompt p = make_prompt(rng);
+  const int steps = 4;
+  TraceRecorder rec(dir.file("rec.h5"), tiny_meta(), steps, kDefaultCaptureBudget, 4);
+  std::vector<std::vector<float>> seen;
+  std::vector<std::thread::id> threads;
+  rec.on_step_on_writer = true;
+  rec.on_step = [&](int step, int, std::span<const float> r, std::span<const float>) {
+    EXPECT_EQ(step, (int)seen.size()) << "in step order";
+    seen.emplace_back(r.begin(), r.end());
+    threads.push_back(std::this_thread::get_id());
+  };
+  const auto rows = record_synthetic(rec, rng, p, steps);
+  rec.writer();  // waits for the calls still pending
+  EXPECT_EQ(seen, rows);
+  ASSERT_EQ(threads.size(), (size_t)steps);
+  for (const auto& t : threads) EXPECT_NE(t, std::this_thread::get_id());
+  rec.finish(text_of);
 }
 
 TEST(TraceRecorder, RecordsPrefillDecodeRowsAndTokens) {
