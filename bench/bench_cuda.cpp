@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -431,7 +432,11 @@ class RowSink : public kvs::AttentionObserver {
   void on_attention(const kvs::AttentionBlock& b) override {
     if (!b.decode) return;
     float* row = rows_.data() + (static_cast<std::size_t>(b.layer) * heads_ + b.head) * width_;
-    for (int j = 0; j < b.n_keys; ++j) row[b.key(j)] = b.probs[j];
+    if (b.n_keys == b.q_pos0 + 1 && b.key(0) == 0 && b.key(b.n_keys - 1) == b.q_pos0) {
+      std::memcpy(row, b.probs, static_cast<std::size_t>(b.n_keys) * sizeof(float));  // every key: as TraceRecorder
+    } else {
+      for (int j = 0; j < b.n_keys; ++j) row[b.key(j)] = b.probs[j];
+    }
   }
   kvs::PrefillNeed prefill_need() const override { return {false, 1}; }
 
