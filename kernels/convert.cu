@@ -1,4 +1,4 @@
-// fp32 -> fp16 / bf16 conversion (plain, and split into 16-bit parts that sum to it) and the
+// fp32 -> fp16 / bf16 conversion (plain, and split into 16-bit parts that sum to it) and the embedding
 // lookup of 16-bit table rows on the device.
 // CPU twins: kvs::fp32_to_fp16 / fp32_to_bf16 (kernels/quant.h) and the engine's embedding row copy.
 #include "kernels/cuda_ops.h"
