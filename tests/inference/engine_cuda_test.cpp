@@ -60,13 +60,14 @@ EngineOptions on(Device d, bool rope_in_cache = false, GpuDtype dtype = GpuDtype
 
 // The CPU engine on the numbers the GPU computes with: weights rounded to fp16 (or bf16), the
 // cache likewise.
-EngineOptions cpu_fp16(bool rope_in_cache = false, GpuDtype d = GpuDtype::Fp16) {
+EngineOptions cpu_as_gpu(bool rope_in_cache = false, GpuDtype d = GpuDtype::Fp16) {
   EngineOptions o = on(Device::Cpu, rope_in_cache);
   o.cache_rounding = d == GpuDtype::Bf16 ? CacheRounding::Bf16 : CacheRounding::Fp16;
   return o;
 }
 
-Model fp16_weights(const Model& m, GpuDtype d = GpuDtype::Fp16) {
+// The model's weights as the GPU stores them in d (rounded to fp16 or bf16).
+Model as_stored(const Model& m, GpuDtype d = GpuDtype::Fp16) {
   Model r = m;
   auto round = [d](WeightVector& w) {
     if (d == GpuDtype::Bf16) {
@@ -211,7 +212,7 @@ TEST(EngineCuda, AttentionRowsMatchTheCpusInPrefillAndDecode) {
   const Model model = load_model(kModels + "stories260K.bin");
   const std::vector<int> forced = greedy(model, on(Device::Cpu), kPromptIds, 40);
   const tiny::Capture gpu = capture_run(model, on(Device::Cuda), kPromptIds, forced);
-  const tiny::Capture cpu = capture_run(fp16_weights(model), cpu_fp16(), kPromptIds, forced);
+  const tiny::Capture cpu = capture_run(as_stored(model), cpu_as_gpu(), kPromptIds, forced);
   expect_same_rows(cpu, gpu, kSameNumbersTol);
   expect_same_rows(capture_run(model, on(Device::Cpu), kPromptIds, forced), gpu, kFp32Tol);
   ASSERT_EQ(cpu.tokens, gpu.tokens);
@@ -227,7 +228,7 @@ TEST(EngineCuda, GqaAndRotateHalfModelsMatchTheCpu) {
   const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
   const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6};
   for (const Model* m : {&interleaved, &rotate_half}) {
-    expect_same_rows(capture_run(fp16_weights(*m), cpu_fp16(), prompt, forced),
+    expect_same_rows(capture_run(as_stored(*m), cpu_as_gpu(), prompt, forced),
                      capture_run(*m, on(Device::Cuda), prompt, forced), kSameNumbersTol);
   }
 }
@@ -239,9 +240,9 @@ TEST(EngineCuda, SlidingWindowMatchesTheCpu) {
   const Model model = tiny::random_model(c, 19);
   const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
   const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6};
-  EngineOptions cpu = cpu_fp16();
+  EngineOptions cpu = cpu_as_gpu();
   cpu.prefill_block = 12;  // the prompt's rows in one block, as the GPU sends them
-  expect_same_rows(capture_run(fp16_weights(model), cpu, prompt, forced),
+  expect_same_rows(capture_run(as_stored(model), cpu, prompt, forced),
                    capture_run(model, on(Device::Cuda), prompt, forced), kSameNumbersTol);
 }
 
@@ -253,7 +254,7 @@ TEST(EngineCuda, ControllerEvictionAndInactiveKeysMatchTheCpu) {
   const std::vector<int> forced = greedy(model, on(Device::Cpu), prompt, 40);
   for (bool rope_in_cache : {false, true}) {
     SinkWindowController cpu_ctl(2, 8), gpu_ctl(2, 8);
-    const tiny::Capture cpu = capture_run(fp16_weights(model), cpu_fp16(rope_in_cache), prompt, forced, &cpu_ctl);
+    const tiny::Capture cpu = capture_run(as_stored(model), cpu_as_gpu(rope_in_cache), prompt, forced, &cpu_ctl);
     const tiny::Capture gpu = capture_run(model, on(Device::Cuda, rope_in_cache), prompt, forced, &gpu_ctl);
     SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
     expect_same_rows(cpu, gpu, kSameNumbersTol);
@@ -272,12 +273,12 @@ TEST(EngineCuda, CacheRowsGrowWithTheSequence) {
   std::vector<int> prompt, forced;
   for (int i = 0; i < 250; ++i) prompt.push_back(1 + (i * 7) % (c.vocab_size - 1));
   for (int i = 0; i < 12; ++i) forced.push_back(1 + (i * 11) % (c.vocab_size - 1));
-  EngineOptions cpu = cpu_fp16();
+  EngineOptions cpu = cpu_as_gpu();
   cpu.prefill_block = 250;  // the prompt's rows in one block, as the GPU sends them
-  expect_same_rows(capture_run(fp16_weights(model), cpu, prompt, forced),
+  expect_same_rows(capture_run(as_stored(model), cpu, prompt, forced),
                    capture_run(model, on(Device::Cuda), prompt, forced), kSameNumbersTol);
   SinkWindowController cpu_ctl(4, 252), gpu_ctl(4, 252);
-  expect_same_rows(capture_run(fp16_weights(model), cpu, prompt, forced, &cpu_ctl),
+  expect_same_rows(capture_run(as_stored(model), cpu, prompt, forced, &cpu_ctl),
                    capture_run(model, on(Device::Cuda), prompt, forced, &gpu_ctl), kSameNumbersTol);
 }
 
@@ -336,8 +337,8 @@ TEST(EngineCuda, Bf16StorageMatchesTheCpuOnTheSameNumbers) {
   SKIP_WITHOUT_GPU();
   if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
   Model model = load_model(kModels + "stories260K.bin");
-  const Model rounded = fp16_weights(model, GpuDtype::Bf16);
-  const EngineOptions cpu = cpu_fp16(false, GpuDtype::Bf16), gpu = on(Device::Cuda, false, GpuDtype::Bf16);
+  const Model rounded = as_stored(model, GpuDtype::Bf16);
+  const EngineOptions cpu = cpu_as_gpu(false, GpuDtype::Bf16), gpu = on(Device::Cuda, false, GpuDtype::Bf16);
   const std::vector<int> forced = greedy(rounded, cpu, kPromptIds, 40);
   EXPECT_EQ(forced, greedy(model, gpu, kPromptIds, 40));
   const tiny::Capture g = capture_run(model, gpu, kPromptIds, forced);
@@ -357,7 +358,7 @@ TEST(EngineCuda, Bf16GqaRotateHalfAndEvictionMatchTheCpu) {
   for (bool rope_in_cache : {false, true}) {
     SinkWindowController cpu_ctl(2, 6), gpu_ctl(2, 6);
     SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
-    expect_same_rows(capture_run(fp16_weights(model, GpuDtype::Bf16), cpu_fp16(rope_in_cache, GpuDtype::Bf16),
+    expect_same_rows(capture_run(as_stored(model, GpuDtype::Bf16), cpu_as_gpu(rope_in_cache, GpuDtype::Bf16),
                                  prompt, forced, &cpu_ctl),
                      capture_run(model, on(Device::Cuda, rope_in_cache, GpuDtype::Bf16), prompt, forced, &gpu_ctl),
                      kSameNumbersTol);
@@ -384,7 +385,7 @@ TEST(EngineCuda, Bf16KeepsValuesThatOverflowFp16) {
   EXPECT_FALSE(all_finite(fp16)) << "the test model should overflow an fp16 cache";
   const tiny::Capture bf16 = capture_run(model, on(Device::Cuda, false, GpuDtype::Bf16), prompt, forced);
   EXPECT_TRUE(all_finite(bf16));
-  expect_same_rows(capture_run(fp16_weights(model, GpuDtype::Bf16), cpu_fp16(false, GpuDtype::Bf16), prompt, forced),
+  expect_same_rows(capture_run(as_stored(model, GpuDtype::Bf16), cpu_as_gpu(false, GpuDtype::Bf16), prompt, forced),
                    bf16, kSameNumbersTol);
 }
 
