@@ -348,19 +348,33 @@ void print_op_table(const kvs::ModelConfig& c, const std::vector<int>& contexts,
                 bytes / (ms * 1e-3) / 1e9, bytes / (ms * 1e-3) / bandwidth);
   };
   const int d = c.dim, h = c.hidden_dim, qkv = c.q_dim() + 2 * c.kv_dim();
+  // As decode issues them: the norms before q/k/v, gate/up and the classifier ride in those
+  // products, and SwiGLU in gate/up's.
+  enum class Fused { None, Norm, NormSwiglu };
   struct Product {
     const char* name;
     int rows, cols;
+    Fused fused;
   };
-  const Product products[] = {{"matvec q,k,v stacked", qkv, d}, {"matvec o", d, c.q_dim()},
-                              {"matvec gate,up stacked", 2 * h, d}, {"matvec down", d, h},
-                              {"matvec classifier", c.vocab_size, d}};
+  const Product products[] = {{"matvec q,k,v stacked + norm", qkv, d, Fused::Norm},
+                              {"matvec o", d, c.q_dim(), Fused::None},
+                              {"matvec gate,up stacked + norm + SwiGLU", 2 * h, d, Fused::NormSwiglu},
+                              {"matvec down", d, h, Fused::None},
+                              {"matvec classifier + norm", c.vocab_size, d, Fused::Norm}};
   for (const Product& p : products) {
     cu::DeviceBuffer<Store> w(static_cast<std::size_t>(p.rows) * p.cols, "ops weights");
-    cu::DeviceBuffer<float> x(p.cols, "ops input"), y(p.rows, "ops output");
+    cu::DeviceBuffer<float> x(p.cols, "ops input"), g(p.cols, "ops norm"), y(p.rows, "ops output");
     cu::check(cudaMemsetAsync(w.get(), 0, w.bytes(), stream), "ops fill");
     cu::check(cudaMemsetAsync(x.get(), 0, x.bytes(), stream), "ops fill");
-    const double ms = time_ms([&] { cu::matvec(y.get(), w.get(), x.get(), p.rows, p.cols, 0.0f, stream); });
+    cu::check(cudaMemsetAsync(g.get(), 0, g.bytes(), stream), "ops fill");
+    const cu::Norm norm{p.fused == Fused::None ? nullptr : g.get(), 1e-5f};
+    const double ms = time_ms([&] {
+      if (p.fused == Fused::NormSwiglu) {
+        cu::matvec_swiglu(y.get(), w.get(), x.get(), p.rows / 2, p.cols, norm, stream);
+      } else {
+        cu::matvec(y.get(), w.get(), x.get(), p.rows, p.cols, 0.0f, stream, norm);
+      }
+    });
     row(std::string(p.name) + " " + std::to_string(p.rows) + "x" + std::to_string(p.cols),
         2.0 * p.rows * p.cols, ms);
   }

@@ -59,15 +59,10 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
   cuda::check(cudaMemcpy(iota.get(), counting.data(), iota.bytes(), cudaMemcpyHostToDevice), "position upload");
 
   x = cuda::DeviceBuffer<float>(c.dim, "activations");
-  xb = cuda::DeviceBuffer<float>(c.dim, "activations");
   qkv = cuda::DeviceBuffer<float>(c.q_dim() + 2 * c.kv_dim(), "activations");
   q = qkv.get();
-  k = q + c.q_dim();
-  v = k + c.kv_dim();
   att = cuda::DeviceBuffer<float>(c.q_dim(), "activations");
-  gate_up = cuda::DeviceBuffer<float>(2 * c.hidden_dim, "activations");
-  gate = gate_up.get();
-  up = gate + c.hidden_dim;
+  ffn = cuda::DeviceBuffer<float>(c.hidden_dim, "activations");
   logits = cuda::DeviceBuffer<float>(c.vocab_size, "logits");
   lse = cuda::DeviceBuffer<float>(static_cast<std::size_t>(L) * H, "attention rows");
   att_scratch = cuda::DeviceBuffer<float>(cuda::attend_decode_scratch_floats(H, c.seq_len, c.head_dim),
@@ -186,9 +181,16 @@ void Impl<T>::upload_weights() {
     DeviceLayer<T>& d = layers[l];
     d.attn_norm = floats(lw.attn_norm, "a norm weight");
     d.ffn_norm = floats(lw.ffn_norm, "a norm weight");
-    d.bq = floats(lw.bq, "a bias");
-    d.bk = floats(lw.bk, "a bias");
-    d.bv = floats(lw.bv, "a bias");
+    if (!lw.bq.empty() || !lw.bk.empty() || !lw.bv.empty()) {
+      WeightVector bqkv(c.q_dim() + 2L * c.kv_dim(), 0.0f);  // [q_dim + 2 kv_dim]
+      std::copy(lw.bq.begin(), lw.bq.end(), bqkv.begin());
+      std::copy(lw.bk.begin(), lw.bk.end(), bqkv.begin() + c.q_dim());
+      std::copy(lw.bv.begin(), lw.bv.end(), bqkv.begin() + c.q_dim() + c.kv_dim());
+      d.bqkv = floats(bqkv, "a bias");
+      if (!lw.bq.empty()) d.bq = d.bqkv.get();
+      if (!lw.bk.empty()) d.bk = d.bqkv.get() + c.q_dim();
+      if (!lw.bv.empty()) d.bv = d.bqkv.get() + c.q_dim() + c.kv_dim();
+    }
     d.wqkv = upload_store({&lw.wq, &lw.wk, &lw.wv}, "an attention weight");
     d.wq = d.wqkv.get();
     d.wk = d.wq + lw.wq.size();
@@ -210,9 +212,8 @@ void Impl<T>::logits_to_host(const float* x_last) {
 
 template <class T>
 void Impl<T>::enqueue_logits(const float* x_last) {
-  cuda::rmsnorm_rows(xb.get(), x_last, final_norm.get(), 1, c.dim, c.rms_eps, stream);
-  cuda::matvec(logits.get(), c.tied_classifier ? embedding.get() : classifier.get(), xb.get(),
-                    c.vocab_size, c.dim, 0.0f, stream);
+  cuda::matvec(logits.get(), c.tied_classifier ? embedding.get() : classifier.get(), x_last, c.vocab_size,
+               c.dim, 0.0f, stream, {final_norm.get(), c.rms_eps});
   cuda::check(cudaMemcpyAsync(logits_host.get(), logits.get(), logits.bytes(), cudaMemcpyDeviceToHost, stream),
               "logits copy");
 }
@@ -322,22 +323,19 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     const DeviceLayer<T>& lw = layers[l];
     int32_t* m_dev = meta_at(l);
 
-    cuda::rmsnorm_rows(xb.get(), x.get(), lw.attn_norm.get(), 1, dim, c.rms_eps, stream);
-    cuda::matvec(q, lw.wqkv.get(), xb.get(), qd + 2 * kvd, dim, 0.0f, stream);  // q, k, v
-    if (lw.bq.size()) cuda::add_bias(q, lw.bq.get(), 1, qd, stream);
-    if (lw.bk.size()) cuda::add_bias(k, lw.bk.get(), 1, kvd, stream);
-    if (lw.bv.size()) cuda::add_bias(v, lw.bv.get(), 1, kvd, stream);
-    if (!rope_in_cache) {  // k follows q in qkv: one launch rotates the H query and n_kv key heads
-      cuda::rope_rows(q, qd + kvd, 1, H + n_kv, hd, iota.get() + pos_, rope_cos.get(), rope_sin.get(), interleaved,
-                      stream);
-    }
-    // The new key and value go to the end of each KV head's rows.
+    // Seven launches a layer: the attention norm, the q/k/v product and its biases in one; RoPE
+    // and the append of the new key and value to the end of each KV head's rows in one; the
+    // attention (two); the output product with the residual; the FFN norm, gate/up product and
+    // SwiGLU in one; the down product with the residual.
+    cuda::matvec(q, lw.wqkv.get(), x.get(), qd + 2 * kvd, dim, 0.0f, stream, {lw.attn_norm.get(), c.rms_eps},
+                 lw.bqkv.size() ? lw.bqkv.get() : nullptr);  // q, k, v
     if (per_layer_meta) {
       push_token(l);
       copy_meta(l, 0, n_kv);
     }
-    cuda::kv_append(cache->keys(l), cache->values(l), cache->head_stride(), k, v, kvd, 1, n_kv, hd,
-                    m_dev, stream);
+    cuda::rope_append(cache->keys(l), cache->values(l), cache->head_stride(), q, H, n_kv, hd, iota.get() + pos_,
+                      rope_in_cache ? nullptr : rope_cos.get(), rope_in_cache ? nullptr : rope_sin.get(),
+                      interleaved, m_dev, stream);
     if (per_layer_meta) {
       controller->before_attention(l, pos_, *cache);
       plan_attention(l, hooks);
@@ -380,10 +378,8 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     }
     cuda::matvec(x.get(), lw.wo.get(), att.get(), dim, qd, 1.0f, stream);
 
-    cuda::rmsnorm_rows(xb.get(), x.get(), lw.ffn_norm.get(), 1, dim, c.rms_eps, stream);
-    cuda::matvec(gate, lw.w_gate_up.get(), xb.get(), 2 * hid, dim, 0.0f, stream);  // gate, up
-    cuda::swiglu(gate, up, hid, stream);
-    cuda::matvec(x.get(), lw.w_down.get(), gate, dim, hid, 1.0f, stream);
+    cuda::matvec_swiglu(ffn.get(), lw.w_gate_up.get(), x.get(), hid, dim, {lw.ffn_norm.get(), c.rms_eps}, stream);
+    cuda::matvec(x.get(), lw.w_down.get(), ffn.get(), dim, hid, 1.0f, stream);
   }
   cuda::check_launch("decode layer");
   enqueue_logits(x.get());

@@ -39,7 +39,8 @@ constexpr int kSplitParts = std::is_same_v<T, __half> ? 2 : 3;
 template <class T>
 struct DeviceLayer {
   cuda::DeviceBuffer<float> attn_norm, ffn_norm;  // [dim]
-  cuda::DeviceBuffer<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim] or empty
+  // [q_dim + 2 kv_dim]: bq, bk, bv (zeros for one the model lacks); empty without biases
+  cuda::DeviceBuffer<float> bqkv;
   // The products that read the same input are stacked, so that decode reads each stack in one
   // launch (a 1024-row wk alone filled under one block per SM).
   cuda::DeviceBuffer<T> wqkv;                     // [q_dim + 2 kv_dim, dim]: wq, wk, wv
@@ -51,6 +52,9 @@ struct DeviceLayer {
   const T* wv = nullptr;                          // [kv_dim, dim] in wqkv
   const T* w_gate = nullptr;                      // [hidden_dim, dim] in w_gate_up
   const T* w_up = nullptr;                        // [hidden_dim, dim] in w_gate_up
+  const float* bq = nullptr;                      // [q_dim] in bqkv, or null: no bias
+  const float* bk = nullptr;                      // [kv_dim] in bqkv, or null
+  const float* bv = nullptr;                      // [kv_dim] in bqkv, or null
 };
 
 inline long round_up(long n, long m) { return (n + m - 1) / m * m; }
@@ -133,15 +137,12 @@ struct Impl final : Forward {
   int pos_ = 0;  // positions processed
 
   // Decode activations.
-  cuda::DeviceBuffer<float> x, xb;         // [dim]
+  cuda::DeviceBuffer<float> x;             // [dim]
   cuda::DeviceBuffer<float> qkv;           // [q_dim + 2 kv_dim]: q, k, v of one product
+                                           // ([n_heads + 2 n_kv_heads, head_dim])
   cuda::DeviceBuffer<float> att;           // [q_dim]
-  cuda::DeviceBuffer<float> gate_up;       // [2 hidden_dim]: gate, up of one product
+  cuda::DeviceBuffer<float> ffn;           // [hidden_dim]: silu(gate) * up
   float* q = nullptr;                      // [q_dim] in qkv
-  float* k = nullptr;                      // [kv_dim] in qkv
-  float* v = nullptr;                      // [kv_dim] in qkv
-  float* gate = nullptr;                   // [hidden_dim] in gate_up
-  float* up = nullptr;                     // [hidden_dim] in gate_up
   cuda::DeviceBuffer<float> logits;        // [vocab]
   // Decode attention rows of every layer, grown with the context (rows_cap >= every head's
   // held count); copied to pinned memory on copy_stream only when a hook listens.

@@ -117,9 +117,9 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
     gemm(blas, Q.get(), XBp.get(), lw.wq, P, qd, dim, 0.0f);
     gemm(blas, K.get(), XBp.get(), lw.wk, P, kvd, dim, 0.0f);
     gemm(blas, V.get(), XBp.get(), lw.wv, P, kvd, dim, 0.0f);
-    if (lw.bq.size()) cuda::add_bias(Q.get(), lw.bq.get(), P, qd, stream);
-    if (lw.bk.size()) cuda::add_bias(K.get(), lw.bk.get(), P, kvd, stream);
-    if (lw.bv.size()) cuda::add_bias(V.get(), lw.bv.get(), P, kvd, stream);
+    if (lw.bq) cuda::add_bias(Q.get(), lw.bq, P, qd, stream);
+    if (lw.bk) cuda::add_bias(K.get(), lw.bk, P, kvd, stream);
+    if (lw.bv) cuda::add_bias(V.get(), lw.bv, P, kvd, stream);
     // rope_in_cache caches keys before rotation; attention still uses rotated keys, since during
     // prefill every key's slot equals its position.
     auto cache_kv = [&] {

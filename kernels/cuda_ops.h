@@ -27,12 +27,25 @@ template <class T>
 void embed_rows(float* x, const T* table, const int32_t* tokens, int n, int dim,
                 cudaStream_t stream);
 
-// ---- matmul.cu (twin: ops::matvec)
-// y[rows] = W[rows, cols] · x[cols] + beta * y, W of type T, x and the sums fp32 (one warp per
-// row). The decode projections: W is read once, x at full precision. x must be 16-byte aligned.
+// ---- matmul.cu (twins: ops::matvec, with ops::rmsnorm before and ops::add_bias /
+// ops::swiglu after)
+// The RMSNorm a decode product reads its input through: n(x) = x / sqrt(mean(x^2) + eps) * w.
+// w null (the default): the product reads x as it is.
+struct Norm {
+  const float* w = nullptr;  // [cols]
+  float eps = 0.0f;
+};
+// y[rows] = W[rows, cols] · n(x[cols]) + bias + beta * y, W of type T, x and the sums fp32 (one
+// warp per row). The decode projections: W is read once, x at full precision. x (and norm.w)
+// must be 16-byte aligned. bias [rows] or null.
 template <class T>
-void matvec(float* y, const T* w, const float* x, int rows, int cols, float beta,
-            cudaStream_t stream);
+void matvec(float* y, const T* w, const float* x, int rows, int cols, float beta, cudaStream_t stream,
+            Norm norm = {}, const float* bias = nullptr);
+// The FFN's gate/up product and its SwiGLU in one launch: h[rows] = silu(G · n(x)) * (U · n(x)),
+// w_gate_up = [G; U] stacked, [2 rows, cols] (one warp reads a row of each).
+template <class T>
+void matvec_swiglu(float* h, const T* w_gate_up, const float* x, int rows, int cols, Norm norm,
+                   cudaStream_t stream);
 
 // ---- rmsnorm.cu (twin: ops::rmsnorm_rows)
 // out[n, dim] = x / sqrt(mean(x^2) + eps) * w[dim]. One block per row. out may alias x.
@@ -100,7 +113,7 @@ void window_rows(float* window, float* window_lse, const float* probs, const flo
 void pool_add(float* pooled, const float* probs, int n_heads, int nq, int n_keys, long ld, int q0,
               int P, int block, cudaStream_t stream);
 
-// ---- kv_cache.cu (twin: KvStore::append / KvStore::evict)
+// ---- kv_cache.cu (twins: KvStore::append / KvStore::evict, ops::rope_apply)
 //
 // Appends n rows per KV head: row t of KV head g goes to cache row slot0[g] + t
 // (k_cache + g * head_stride + (slot0[g] + t) * head_dim), rounded to T, from
@@ -109,6 +122,15 @@ template <class T>
 void kv_append(T* k_cache, T* v_cache, long head_stride, const float* k_src,
                const float* v_src, long src_stride, int n, int n_kv_heads, int head_dim,
                const int32_t* slot0, cudaStream_t stream);
+// Decode's RoPE and append in one launch. qkv [n_heads + 2 n_kv_heads, head_dim] holds the new
+// token's q, k and v heads. With cos/sin given ([n_pos, head_dim/2]), q's and k's heads are rotated
+// in place by the angles of position pos[0] (pos [1], as rope_rows); then KV head g's key and
+// value go, rounded to T, to cache row slot0[g] (as kv_append with n = 1). cos/sin null: no
+// rotation (keys cached before RoPE).
+template <class T>
+void rope_append(T* k_cache, T* v_cache, long head_stride, float* qkv, int n_heads, int n_kv_heads,
+                 int head_dim, const int32_t* pos, const float* cos, const float* sin, bool interleaved,
+                 const int32_t* slot0, cudaStream_t stream);
 // dst row i = src row idx[i] for i < n, rows of head_dim values. dst and src must not overlap.
 template <class T>
 void gather_rows(T* dst, const T* src, const int32_t* idx, int n, int head_dim,

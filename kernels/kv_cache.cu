@@ -1,7 +1,9 @@
 // KV-cache writes on the device: appending fp32 key/value rows, rounded to the cache's 16-bit
-// type, at per-head slots, and gathering listed cache rows (compaction after eviction).
-// CPU twin: KvStore::append / ::evict.
+// type, at per-head slots (for decode with the RoPE of the new query and key in the same launch),
+// and gathering listed cache rows (compaction after eviction).
+// CPU twins: KvStore::append / ::evict, ops::rope_apply.
 #include "kernels/cuda_ops.h"
+#include "kernels/cuda_rope.cuh"
 #include "kernels/cuda_store.cuh"
 
 namespace kvs::cuda {
@@ -29,6 +31,38 @@ __global__ void kv_append_kernel(T* k_cache,           // [n_kv_heads, head_stri
   }
 }
 
+// Block b < n_heads rotates query head b; block n_heads + g rotates key head g, then writes key
+// and value head g to cache row slot0[g]. cos_tab null: no rotation.
+template <class T>
+__global__ void rope_append_kernel(T* k_cache,             // [n_kv_heads, head_stride]
+                                   T* v_cache,             // [n_kv_heads, head_stride]
+                                   long head_stride,
+                                   float* qkv,             // [n_heads + 2 n_kv_heads, head_dim]: q, k, v
+                                   int n_heads, int n_kv_heads, int head_dim,
+                                   const int32_t* pos,     // [1]
+                                   const float* cos_tab,   // [n_pos, head_dim/2] or null
+                                   const float* sin_tab,   // [n_pos, head_dim/2] or null
+                                   bool interleaved,
+                                   const int32_t* slot0) {  // [n_kv_heads]
+  using S = detail::Store<T>;
+  const int b = blockIdx.x, half = head_dim / 2;
+  float* head = qkv + static_cast<long>(b) * head_dim;  // [head_dim]
+  if (cos_tab) {
+    const float* c = cos_tab + static_cast<long>(pos[0]) * half;  // [head_dim/2]
+    const float* s = sin_tab + static_cast<long>(pos[0]) * half;  // [head_dim/2]
+    for (int i = threadIdx.x; i < half; i += blockDim.x) detail::rotate_pair(head, c, s, i, half, interleaved);
+  }
+  if (b < n_heads) return;
+  __syncthreads();  // the rotated pairs of other threads
+  const int g = b - n_heads;
+  const float* value = qkv + static_cast<long>(n_heads + n_kv_heads + g) * head_dim;  // [head_dim]
+  const long dst = static_cast<long>(g) * head_stride + static_cast<long>(slot0[g]) * head_dim;
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+    k_cache[dst + i] = S::from_float(head[i]);
+    v_cache[dst + i] = S::from_float(value[i]);
+  }
+}
+
 // One block per destination row.
 template <class T>
 __global__ void gather_rows_kernel(T* dst,               // [n, head_dim]
@@ -53,6 +87,15 @@ void kv_append(T* k_cache, T* v_cache, long head_stride, const float* k_src, con
 }
 
 template <class T>
+void rope_append(T* k_cache, T* v_cache, long head_stride, float* qkv, int n_heads, int n_kv_heads, int head_dim,
+                 const int32_t* pos, const float* cos, const float* sin, bool interleaved, const int32_t* slot0,
+                 cudaStream_t stream) {
+  if (n_heads <= 0 || n_kv_heads <= 0 || head_dim < 2) return;
+  rope_append_kernel<T><<<n_heads + n_kv_heads, kThreads, 0, stream>>>(
+      k_cache, v_cache, head_stride, qkv, n_heads, n_kv_heads, head_dim, pos, cos, sin, interleaved, slot0);
+}
+
+template <class T>
 void gather_rows(T* dst, const T* src, const int32_t* idx, int n, int head_dim, cudaStream_t stream) {
   if (n <= 0 || head_dim <= 0) return;
   gather_rows_kernel<T><<<n, kThreads, 0, stream>>>(dst, src, idx, head_dim);
@@ -62,6 +105,10 @@ template void kv_append(__half*, __half*, long, const float*, const float*, long
                         const int32_t*, cudaStream_t);
 template void kv_append(__nv_bfloat16*, __nv_bfloat16*, long, const float*, const float*, long, int,
                         int, int, const int32_t*, cudaStream_t);
+template void rope_append(__half*, __half*, long, float*, int, int, int, const int32_t*, const float*,
+                          const float*, bool, const int32_t*, cudaStream_t);
+template void rope_append(__nv_bfloat16*, __nv_bfloat16*, long, float*, int, int, int, const int32_t*,
+                          const float*, const float*, bool, const int32_t*, cudaStream_t);
 template void gather_rows(__half*, const __half*, const int32_t*, int, int, cudaStream_t);
 template void gather_rows(__nv_bfloat16*, const __nv_bfloat16*, const int32_t*, int, int, cudaStream_t);
 

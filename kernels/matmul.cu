@@ -1,8 +1,10 @@
 // Decode projections on the device: y = W x with 16-bit weights (fp16 or bf16) and fp32 x, one
-// warp per weight row,
-// 16-byte weight loads when the row length allows, eight of them in flight per lane (a decode
-// step is bound by reading the weights once; one load per lane at a time left HBM half idle).
-// CPU twin: ops::matvec (kernels/matmul.h).
+// warp per weight row (or per pair of rows), 16-byte weight loads when the row length allows,
+// eight of them in flight per lane (a decode step is bound by reading the weights once; one load
+// per lane at a time left HBM half idle). The small ops around a product ride in it, to save a
+// launch each: the RMSNorm of x before it (every warp reads all of x anyway), a bias after it,
+// and for the FFN's stacked gate/up product the SwiGLU of the two rows a warp computes.
+// CPU twins: ops::rmsnorm, ops::matvec, ops::add_bias, ops::swiglu.
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_reduce.cuh"
 #include "kernels/cuda_store.cuh"
@@ -13,62 +15,139 @@ namespace {
 // Measured on an H100 (8B shapes, weights not in L2): two-warp blocks spread a 4096-row product
 // evenly over the SMs (eight-warp blocks left some SMs a third more rows: o 46 -> 29 us), and
 // eight loads in flight per lane beat four by 2-4%.
-constexpr int kWarps = 2;  // rows per block
+constexpr int kWarps = 2;  // warps per block
 constexpr int kThreads = kWarps * 32;
 constexpr int kInFlight = 8;  // 16-byte weight loads issued per lane before their sums
 
-// The dot product of 8 16-bit weights with 8 fp32 inputs (two float4 read through the read-only
-// cache: every warp of the block reads the same x).
+// The dot product of 8 16-bit weights with 8 fp32 inputs.
 template <class T>
-__device__ __forceinline__ float dot8(const uint4& packed, const float4* x2) {
+__device__ __forceinline__ float dot8(const uint4& packed, const float4& a, const float4& b) {
   using S = detail::Store<T>;
   const T* h = reinterpret_cast<const T*>(&packed);  // [8]
-  const float4 a = __ldg(x2), b = __ldg(x2 + 1);
   return S::to_float(h[0]) * a.x + S::to_float(h[1]) * a.y + S::to_float(h[2]) * a.z +
          S::to_float(h[3]) * a.w + S::to_float(h[4]) * b.x + S::to_float(h[5]) * b.y +
          S::to_float(h[6]) * b.z + S::to_float(h[7]) * b.w;
 }
 
-template <class T>
-__global__ void matvec_kernel(float* y,          // [rows]
-                              const T* w,        // [rows, cols]
-                              const float* x,    // [cols]
-                              int rows, int cols, float beta) {
+// Inputs c8*8 .. c8*8+7 of the product (read through the read-only cache: every warp of the
+// block reads the same x). kNormed: x times the norm weight g, with x's squares added to ss.
+template <bool kNormed>
+__device__ __forceinline__ void input8(float4& a, float4& b, const float* x, const float* g, int c8,
+                                       float& ss) {
+  const float4* x4 = reinterpret_cast<const float4*>(x) + 2 * c8;  // [2]
+  a = __ldg(x4);
+  b = __ldg(x4 + 1);
+  if constexpr (kNormed) {
+    ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+    const float4* g4 = reinterpret_cast<const float4*>(g) + 2 * c8;  // [2]
+    const float4 ga = __ldg(g4), gb = __ldg(g4 + 1);
+    a = make_float4(a.x * ga.x, a.y * ga.y, a.z * ga.z, a.w * ga.w);
+    b = make_float4(b.x * gb.x, b.y * gb.y, b.z * gb.z, b.w * gb.w);
+  }
+}
+
+// kGated = false: warp r computes y[r] = W[r] · n(x) (+ bias[r]) (+ beta y[r]).
+// kGated = true: W stacks gate rows [rows] over up rows [rows]; warp r computes both rows r and
+// rows + r and writes y[r] = silu(gate) * up.
+// n(x) = x / sqrt(mean(x^2) + eps) * g when kNormed (g [cols]), x otherwise. The scale is one
+// number per product, so it multiplies the finished sums: Σ w (g x) · scale.
+template <class T, bool kNormed, bool kGated>
+__global__ void matvec_kernel(float* y,           // [rows]
+                              const T* w,         // [rows, cols], or [2 rows, cols] when kGated
+                              const float* x,     // [cols]
+                              const float* g,     // [cols] when kNormed
+                              const float* bias,  // [rows] or null
+                              int rows, int cols, float eps, float beta) {
+  constexpr int kR = kGated ? 2 : 1;                 // rows per warp
+  constexpr int kLoads = kInFlight / kR;             // loads in flight per row
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long r = static_cast<long>(blockIdx.x) * kWarps + warp;
   if (r >= rows) return;  // the whole warp: no shuffle partner is lost
-  const T* wr = w + r * cols;  // [cols]
-  float s = 0.0f;
+  const T* wr[kR];  // [cols] each
+#pragma unroll
+  for (int i = 0; i < kR; ++i) wr[i] = w + (r + static_cast<long>(i) * rows) * cols;
+  float s[kR] = {};
+  float ss = 0.0f;
   if (cols % 8 == 0) {  // rows start 16-byte aligned: 8 weights and 8 inputs per load pair
-    const uint4* w8 = reinterpret_cast<const uint4*>(wr);   // [n8]
-    const float4* x4 = reinterpret_cast<const float4*>(x);  // [2 * n8]
     const int n8 = cols / 8;
     int c = lane;
-    for (; c + 32 * (kInFlight - 1) < n8; c += 32 * kInFlight) {
-      uint4 p[kInFlight];
+    for (; c + 32 * (kLoads - 1) < n8; c += 32 * kLoads) {
+      uint4 p[kR][kLoads];
 #pragma unroll
-      for (int u = 0; u < kInFlight; ++u) p[u] = __ldcs(w8 + c + 32 * u);  // streamed: read once
+      for (int i = 0; i < kR; ++i)
 #pragma unroll
-      for (int u = 0; u < kInFlight; ++u) s += dot8<T>(p[u], x4 + 2 * (c + 32 * u));
+        for (int u = 0; u < kLoads; ++u)  // streamed: read once
+          p[i][u] = __ldcs(reinterpret_cast<const uint4*>(wr[i]) + c + 32 * u);
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        float4 a, b;
+        input8<kNormed>(a, b, x, g, c + 32 * u, ss);
+#pragma unroll
+        for (int i = 0; i < kR; ++i) s[i] += dot8<T>(p[i][u], a, b);
+      }
     }
-    for (; c < n8; c += 32) s += dot8<T>(__ldcs(w8 + c), x4 + 2 * c);
+    for (; c < n8; c += 32) {
+      float4 a, b;
+      input8<kNormed>(a, b, x, g, c, ss);
+#pragma unroll
+      for (int i = 0; i < kR; ++i) s[i] += dot8<T>(__ldcs(reinterpret_cast<const uint4*>(wr[i]) + c), a, b);
+    }
   } else {
-    for (int c = lane; c < cols; c += 32) s += detail::Store<T>::to_float(wr[c]) * x[c];
+    for (int c = lane; c < cols; c += 32) {
+      float xc = x[c];
+      if constexpr (kNormed) {
+        ss += xc * xc;
+        xc *= g[c];
+      }
+#pragma unroll
+      for (int i = 0; i < kR; ++i) s[i] += detail::Store<T>::to_float(wr[i][c]) * xc;
+    }
   }
-  s = detail::warp_sum(s);
-  if (lane == 0) y[r] = beta == 0.0f ? s : s + beta * y[r];
+  // The lanes read every input once between them, so the warp's ss is the sum over all of x.
+  float scale = 1.0f;
+  if constexpr (kNormed) scale = 1.0f / sqrtf(detail::warp_sum(ss) / static_cast<float>(cols) + eps);
+#pragma unroll
+  for (int i = 0; i < kR; ++i) s[i] = detail::warp_sum(s[i]) * scale;
+  if (lane != 0) return;
+  if constexpr (kGated) {
+    y[r] = s[0] / (1.0f + expf(-s[0])) * s[1];
+  } else {
+    const float v = bias ? s[0] + bias[r] : s[0];
+    y[r] = beta == 0.0f ? v : v + beta * y[r];
+  }
+}
+
+template <class T, bool kGated>
+void launch(float* y, const T* w, const float* x, const float* bias, int rows, int cols, float beta,
+            Norm norm, cudaStream_t stream) {
+  if (rows <= 0) return;
+  const int blocks = (rows + kWarps - 1) / kWarps;
+  if (norm.w) {
+    matvec_kernel<T, true, kGated><<<blocks, kThreads, 0, stream>>>(y, w, x, norm.w, bias, rows, cols, norm.eps,
+                                                                    beta);
+  } else {
+    matvec_kernel<T, false, kGated><<<blocks, kThreads, 0, stream>>>(y, w, x, nullptr, bias, rows, cols, 0.0f,
+                                                                     beta);
+  }
 }
 
 }  // namespace
 
 template <class T>
-void matvec(float* y, const T* w, const float* x, int rows, int cols, float beta, cudaStream_t stream) {
-  if (rows <= 0) return;
-  const int blocks = (rows + kWarps - 1) / kWarps;
-  matvec_kernel<T><<<blocks, kThreads, 0, stream>>>(y, w, x, rows, cols, beta);
+void matvec(float* y, const T* w, const float* x, int rows, int cols, float beta, cudaStream_t stream, Norm norm,
+            const float* bias) {
+  launch<T, false>(y, w, x, bias, rows, cols, beta, norm, stream);
 }
 
-template void matvec(float*, const __half*, const float*, int, int, float, cudaStream_t);
-template void matvec(float*, const __nv_bfloat16*, const float*, int, int, float, cudaStream_t);
+template <class T>
+void matvec_swiglu(float* h, const T* w_gate_up, const float* x, int rows, int cols, Norm norm,
+                   cudaStream_t stream) {
+  launch<T, true>(h, w_gate_up, x, nullptr, rows, cols, 0.0f, norm, stream);
+}
+
+template void matvec(float*, const __half*, const float*, int, int, float, cudaStream_t, Norm, const float*);
+template void matvec(float*, const __nv_bfloat16*, const float*, int, int, float, cudaStream_t, Norm, const float*);
+template void matvec_swiglu(float*, const __half*, const float*, int, int, Norm, cudaStream_t);
+template void matvec_swiglu(float*, const __nv_bfloat16*, const float*, int, int, Norm, cudaStream_t);
 
 }  // namespace kvs::cuda

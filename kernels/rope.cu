@@ -1,6 +1,7 @@
 // Rotary position embedding of rows of heads on the device, by per-row positions.
 // CPU twin: ops::rope_apply (kernels/rope.h), with the cos/sin tables of ops::RopeTable uploaded.
 #include "kernels/cuda_ops.h"
+#include "kernels/cuda_rope.cuh"
 
 namespace kvs::cuda {
 namespace {
@@ -23,12 +24,7 @@ __global__ void rope_kernel(float* x,              // [n, row_stride], heads [n_
   const int n_pairs = n_heads * half;
   for (int t = threadIdx.x; t < n_pairs; t += blockDim.x) {
     const int h = t / half, i = t - h * half;
-    float* v = row + static_cast<long>(h) * head_dim;
-    const int i0 = interleaved ? 2 * i : i;
-    const int i1 = interleaved ? 2 * i + 1 : i + half;
-    const float a = v[i0], b = v[i1];
-    v[i0] = a * c[i] - b * s[i];
-    v[i1] = a * s[i] + b * c[i];
+    detail::rotate_pair(row + static_cast<long>(h) * head_dim, c, s, i, half, interleaved);
   }
 }
 

@@ -1,11 +1,13 @@
 // Device twins of kernels/kv_cache.cu against direct host loops, for fp16 and bf16 caches:
 // kv_append (fp32 rounded to the cache type at per-head slots, other rows untouched) and
-// gather_rows. Exact.
+// gather_rows, exact; rope_append (decode's RoPE of q and k, then the append of k and v) against
+// ops::rope_apply and the same rounding, 1e-6 (the device may fuse the rotation's multiply-adds).
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "kernels/cuda_ops.h"
+#include "kernels/rope.h"
 #include "tests/kernels/cuda_test_util.h"
 
 namespace kvs::cuda {
@@ -46,6 +48,57 @@ TYPED_TEST(CudaKvCache, AppendWritesRoundedRowsAtEachHeadsSlot) {
   test::sync("kv_append");
   EXPECT_TRUE(test::same_bits(download(dk), want_k));
   EXPECT_TRUE(test::same_bits(download(dv), want_v));
+}
+
+// H query heads and n_kv KV heads of head_dim hd at position pos, rotated with `pairing` (or not
+// at all), appended at slot0.
+template <class T>
+void check_rope_append(int H, int n_kv, int hd, bool rotate, ops::RopePairing pairing, uint64_t seed) {
+  const int pos = 9, cap = 12;
+  const long head_stride = static_cast<long>(cap) * hd;
+  std::vector<int32_t> slot0(n_kv);  // [n_kv]
+  for (int g = 0; g < n_kv; ++g) slot0[g] = (3 * g + 1) % cap;
+  const auto qkv = test::random_vec(static_cast<std::size_t>(H + 2 * n_kv) * hd, seed, -3.0f, 3.0f);  // [H + 2 n_kv, hd]
+  ops::RopeTable table(ops::rope_inv_freq(hd, 10000.0f));
+  table.reserve(pos + 1);
+  std::vector<float> want_qkv = qkv;
+  if (rotate) ops::rope_apply(want_qkv.data(), H + n_kv, hd, table.cos(pos), table.sin(pos), pairing);
+  const std::vector<T> init(n_kv * head_stride, test::from_float<T>(-5.0f));  // [n_kv, head_stride]
+  std::vector<T> want_k = init, want_v = init;
+  for (int g = 0; g < n_kv; ++g) {
+    for (int i = 0; i < hd; ++i) {
+      const long dst = g * head_stride + static_cast<long>(slot0[g]) * hd + i;
+      want_k[dst] = test::from_float<T>(want_qkv[(H + g) * hd + i]);
+      want_v[dst] = test::from_float<T>(want_qkv[(H + n_kv + g) * hd + i]);
+    }
+  }
+  auto dk = upload(init), dv = upload(init);
+  auto dqkv = upload(qkv);
+  auto dslot = upload(slot0);
+  auto dpos = upload(std::vector<int32_t>{pos});
+  const int half = hd / 2;
+  auto dcos = upload(std::vector<float>(table.cos(0), table.cos(0) + (pos + 1) * half));
+  auto dsin = upload(std::vector<float>(table.sin(0), table.sin(0) + (pos + 1) * half));
+  rope_append(dk.get(), dv.get(), head_stride, dqkv.get(), H, n_kv, hd, dpos.get(), rotate ? dcos.get() : nullptr,
+              rotate ? dsin.get() : nullptr, pairing == ops::RopePairing::Interleaved, dslot.get(), nullptr);
+  test::sync("rope_append");
+  const std::vector<float> got_qkv = download(dqkv);
+  for (std::size_t i = 0; i < qkv.size(); ++i) {
+    ASSERT_TRUE(test::near(got_qkv[i], want_qkv[i], 1e-6, 1e-6)) << "qkv[" << i << "]";
+  }
+  const std::vector<T> got_k = download(dk), got_v = download(dv);
+  for (std::size_t i = 0; i < got_k.size(); ++i) {
+    ASSERT_TRUE(test::near(test::widen(got_k[i]), test::widen(want_k[i]), 1e-2, 1e-6)) << "key value " << i;
+    ASSERT_TRUE(test::near(test::widen(got_v[i]), test::widen(want_v[i]), 0.0, 0.0)) << "value " << i;
+  }
+}
+
+TYPED_TEST(CudaKvCache, RopeAppendRotatesQAndKThenAppendsKAndV) {
+  KVS_REQUIRE_GPU();
+  check_rope_append<TypeParam>(8, 2, 64, true, ops::RopePairing::RotateHalf, 100);   // GQA, HF pairs
+  check_rope_append<TypeParam>(6, 6, 8, true, ops::RopePairing::Interleaved, 101);   // stories260K
+  check_rope_append<TypeParam>(4, 1, 256, true, ops::RopePairing::Interleaved, 102);  // more pairs than threads
+  check_rope_append<TypeParam>(8, 2, 64, false, ops::RopePairing::RotateHalf, 103);   // keys cached before RoPE
 }
 
 TYPED_TEST(CudaKvCache, GatherRowsCopiesListedRows) {

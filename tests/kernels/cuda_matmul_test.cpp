@@ -1,7 +1,10 @@
 // Device twin of kernels/matmul.cu: matvec against ops::matvec on the same weights rounded to the
 // storage type (fp16 and bf16), for row lengths that take the 16-byte path and ones that do not,
-// row counts that leave a block part-full, and beta = 1 accumulation. Tolerance 1e-5 relative +
-// 1e-5 absolute (the two sum in different orders).
+// row counts that leave a block part-full, and beta = 1 accumulation; the fused forms against the
+// CPU ops run one after another: ops::rmsnorm then ops::matvec then ops::add_bias, and
+// ops::rmsnorm then the gate and up products then ops::swiglu. Tolerance 1e-5 relative + 1e-5
+// absolute (the two sum in different orders; the device scales the finished sums by the norm),
+// 1e-4 after SwiGLU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +12,8 @@
 
 #include "kernels/cuda_ops.h"
 #include "kernels/matmul.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/swiglu.h"
 #include "tests/kernels/cuda_test_util.h"
 
 namespace kvs::cuda {
@@ -35,6 +40,43 @@ void check_matvec(int rows, int cols, float beta, uint64_t seed) {
   }
 }
 
+// matvec with the RMSNorm of x (weight g) before it and a bias after it, or matvec_swiglu over
+// gate/up stacked [2 rows, cols]. x is scaled up so that the norm's scale is far from 1.
+template <class T>
+void check_fused(int rows, int cols, bool swiglu, bool bias, uint64_t seed) {
+  const int w_rows = swiglu ? 2 * rows : rows;
+  const auto w = test::random_vec(static_cast<std::size_t>(w_rows) * cols, seed, -0.5f, 0.5f);  // [w_rows, cols]
+  const auto x = test::random_vec(cols, seed + 1, -20.0f, 20.0f);                                // [cols]
+  const auto g = test::random_vec(cols, seed + 2, 0.5f, 1.5f);                                   // [cols]
+  const auto b = test::random_vec(rows, seed + 3, -1.0f, 1.0f);                                  // [rows]
+  const float eps = 1e-5f;
+  const std::vector<T> w16 = test::to_store<T>(w);
+  std::vector<float> xn(cols), want(w_rows);  // [cols], [w_rows]
+  ops::rmsnorm(xn.data(), x.data(), g.data(), cols, eps);
+  ops::matvec(want.data(), test::to_float(w16).data(), xn.data(), w_rows, cols);
+  if (swiglu) ops::swiglu(want.data(), want.data() + rows, rows);
+  if (bias) ops::add_bias(want.data(), b.data(), 1, rows);
+  auto dw = test::upload(w16);
+  auto dx = test::upload(x);
+  auto dg = test::upload(g);
+  auto db = test::upload(b);
+  auto dy = test::upload(std::vector<float>(rows, 7.0f));
+  if (swiglu) {
+    matvec_swiglu(dy.get(), dw.get(), dx.get(), rows, cols, {dg.get(), eps}, nullptr);
+  } else {
+    matvec(dy.get(), dw.get(), dx.get(), rows, cols, 0.0f, nullptr, {dg.get(), eps}, bias ? db.get() : nullptr);
+  }
+  test::sync("fused matvec");
+  const std::vector<float> got = test::download(dy);
+  // silu(gate) * up multiplies the two sums' rounding by the other's magnitude (both ~10 here).
+  const double tol = swiglu ? 1e-4 : 1e-5;
+  for (int r = 0; r < rows; ++r) {
+    ASSERT_TRUE(test::near(got[r], want[r], tol, tol))
+        << "rows " << rows << " cols " << cols << (swiglu ? " swiglu" : "") << " row " << r << ": " << got[r]
+        << " vs " << want[r];
+  }
+}
+
 template <class T>
 class CudaMatvec : public ::testing::Test {};
 TYPED_TEST_SUITE(CudaMatvec, test::StoreTypes, test::StoreNames);
@@ -57,6 +99,21 @@ TYPED_TEST(CudaMatvec, BetaOneAccumulatesIntoY) {
   KVS_REQUIRE_GPU();
   check_matvec<TypeParam>(768, 768, 1.0f, 6);
   check_matvec<TypeParam>(64, 172, 1.0f, 7);
+}
+
+TYPED_TEST(CudaMatvec, NormBeforeAndBiasAfterMatchTheCpuOps) {
+  KVS_REQUIRE_GPU();
+  check_fused<TypeParam>(960, 576, false, false, 10);  // SmolLM2's q, k, v stacked
+  check_fused<TypeParam>(1003, 2048, false, true, 11);  // a part-full last block, with bias
+  check_fused<TypeParam>(48, 172, false, true, 12);    // the scalar path
+}
+
+TYPED_TEST(CudaMatvec, GateUpWithSwigluMatchesTheCpuOps) {
+  KVS_REQUIRE_GPU();
+  check_fused<TypeParam>(1536, 576, true, false, 13);  // SmolLM2's FFN
+  check_fused<TypeParam>(77, 2304, true, false, 14);   // four loads in flight per row, then more
+  check_fused<TypeParam>(172, 64, true, false, 15);    // stories260K's FFN (one load per lane)
+  check_fused<TypeParam>(9, 36, true, false, 16);      // the scalar path
 }
 
 }  // namespace
