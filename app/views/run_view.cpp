@@ -103,6 +103,7 @@ class RunView : public View {
     else if (verb == "rerun") rerun_live(app);
     else if (verb == "mode") rerun_mode_ = arg == "free" ? 1 : 0;
     else if (verb == "device") choose_device(app, arg);
+    else if (verb == "gpu-dtype") choose_gpu_dtype(arg);
     else return false;
     return true;
   }
@@ -172,6 +173,32 @@ class RunView : public View {
     ImGui::EndDisabled();
     if (!cuda_ok_ && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("%s", cuda_why_.c_str());
     device_ = device == 1 && cuda_ok_ ? Device::Cuda : Device::Cpu;
+    // What the GPU stores weights and cache in (as --gpu-dtype): auto = bf16 for bf16 checkpoints.
+    ImGui::SameLine();
+    ImGui::BeginDisabled(device_ != Device::Cuda);
+    ImGui::SetNextItemWidth(70);
+    if (ImGui::BeginCombo("GPU dtype", gpu_dtype_name(gpu_dtype_))) {
+      for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16}) {
+        if (ImGui::Selectable(gpu_dtype_name(d), d == gpu_dtype_)) gpu_dtype_ = d;
+      }
+      ImGui::EndCombo();
+    }
+    ImGui::EndDisabled();
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
+      ImGui::SetTooltip("GPU weights and KV cache: auto = bf16 for bf16 checkpoints (no overflow past 65504), fp16 "
+                        "otherwise (three more mantissa bits)");
+    }
+  }
+
+  // Script command `gpu-dtype auto|fp16|bf16` (as --gpu-dtype).
+  void choose_gpu_dtype(const std::string& value) {
+    for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16}) {
+      if (value == gpu_dtype_name(d)) {
+        gpu_dtype_ = d;
+        return;
+      }
+    }
+    throw input_error("--script", "'gpu-dtype " + value + "' expects auto, fp16 or bf16");
   }
 
   // Script command `device cpu|cuda`: CUDA where usable, else a notice and the CPU (as --device).
@@ -277,6 +304,7 @@ class RunView : public View {
     req.sampling.seed = (uint64_t)seed_;
     req.out_path = out_path_;
     req.device = device_;
+    req.gpu_dtype = gpu_dtype_;
     const auto specs = chosen_specs();
     if (record_live_ && !specs.empty()) {
       req.policy = specs.front();
@@ -323,7 +351,7 @@ class RunView : public View {
       return;
     }
     ArgList args = {app.trace->path, "--budget", std::to_string(budget_), "--mode", rerun_mode_ ? "free" : "forced",
-                    "--device", device_ == Device::Cuda ? "cuda" : "cpu"};
+                    "--device", device_ == Device::Cuda ? "cuda" : "cpu", "--gpu-dtype", gpu_dtype_name(gpu_dtype_)};
     for (const std::string& s : specs) args.insert(args.end(), {"--policy", s});
     app.engine.submit("engine", "Re-running " + std::to_string(specs.size()) + " policies live", [&app, args](JobContext& ctx) {
       try {
@@ -379,6 +407,7 @@ class RunView : public View {
   std::string cuda_why_;                         // why CUDA cannot run here ("" when it can)
   bool cuda_ok_ = cuda_usable(&cuda_why_);       // asked once: it loads the driver
   Device device_ = cuda_ok_ ? Device::Cuda : Device::Cpu;
+  GpuDtype gpu_dtype_ = GpuDtype::Auto;
   std::string out_path_ = "kvscope-recording.h5";
   std::string output_;
   std::mutex stream_mu_;

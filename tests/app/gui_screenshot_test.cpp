@@ -188,13 +188,14 @@ TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
   const std::string model = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.bin";
   if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
   const std::string out = (dir_ / "recorded.h5").string();
-  // device cuda: the GPU where this machine has one, else a notice and the CPU.
-  const std::string script = "model " + model + ";device cuda;prompt Once upon a time, there was a little girl;steps 12;out " +
+  // device cuda: the GPU where this machine has one (storing bf16), else a notice and the CPU.
+  const std::string script = "model " + model + ";device cuda;gpu-dtype bf16;prompt Once upon a time, there was a little girl;steps 12;out " +
                              out + ";policies streamingllm|streamingllm:sinks=0;budget 8;record;simulate;sinkpair";
   ASSERT_EQ(gui("--screenshot \"" + png("recorded") + "\" --view compare --size 960x600 --script \"" + script + "\""), 0) << err_;
   kvs::TraceReader reader(out);
   EXPECT_EQ(reader.meta().n_steps, 12);
   EXPECT_EQ(reader.meta().device, kvs::cuda_usable() ? "cuda" : "cpu");
+  EXPECT_EQ(reader.meta().device_dtype, kvs::cuda_usable() ? "bf16" : "fp32");
   const auto runs = reader.run_names();
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_GT(luminance_stddev(load_png(png("recorded"))), 15.0);
@@ -215,6 +216,8 @@ TEST_F(GuiScreenshot, UnknownViewOrScriptCommandExitsTwo) {
   EXPECT_NE(err_.find("--view"), std::string::npos) << err_;
   EXPECT_EQ(gui("\"" + trace_ + "\" --screenshot \"" + png("y") + "\" --script \"frobnicate 3\""), 2);
   EXPECT_NE(err_.find("--script"), std::string::npos) << err_;
+  EXPECT_EQ(gui("\"" + trace_ + "\" --screenshot \"" + png("z") + "\" --script \"gpu-dtype fp8\""), 2);
+  EXPECT_NE(err_.find("'gpu-dtype fp8' expects auto, fp16 or bf16"), std::string::npos) << err_;
 }
 
 }  // namespace
