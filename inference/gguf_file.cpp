@@ -156,6 +156,12 @@ BlockLayout block_layout(uint32_t type) {
       return {kQuantBlock, kQ4_0BlockBytes};
     case kGgmlQ4_1:
       return {kQuantBlock, kQ4_1BlockBytes};
+    case kGgmlQ5_0:
+      return {kQuantBlock, kQ5_0BlockBytes};
+    case kGgmlQ5_1:
+      return {kQuantBlock, kQ5_1BlockBytes};
+    case kGgmlIQ4_NL:
+      return {kQuantBlock, kIQ4_NLBlockBytes};
     case kGgmlQ2_K:
       return {kQuantSuperBlock, kQ2_KBlockBytes};
     case kGgmlQ3_K:
@@ -166,6 +172,8 @@ BlockLayout block_layout(uint32_t type) {
       return {kQuantSuperBlock, kQ5_KBlockBytes};
     case kGgmlQ6_K:
       return {kQuantSuperBlock, kQ6_KBlockBytes};
+    case kGgmlIQ4_XS:
+      return {kQuantSuperBlock, kIQ4_XSBlockBytes};
     default:
       return {0, 0};
   }
@@ -187,7 +195,8 @@ std::string ggml_type_name(uint32_t type) {
       "F32",     "F16",    "Q4_0",    "Q4_1",  "Q4_2",   "Q4_3",  "Q5_0",  "Q5_1",
       "Q8_0",    "Q8_1",   "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
       "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
-      "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16"};
+      "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16",  "Q4_0_4_4",
+      "Q4_0_4_8", "Q4_0_8_8", "TQ1_0",  "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4"};
   if (type < sizeof(names) / sizeof(names[0])) return names[type];
   return "type " + std::to_string(type);
 }
@@ -373,6 +382,15 @@ void GgufFile::read_f32_into(const std::vector<Read>& reads) const {
       case kGgmlQ4_1:
         dequantize_q4_1(c.src, c.dst, c.count);
         break;
+      case kGgmlQ5_0:
+        dequantize_q5_0(c.src, c.dst, c.count);
+        break;
+      case kGgmlQ5_1:
+        dequantize_q5_1(c.src, c.dst, c.count);
+        break;
+      case kGgmlIQ4_NL:
+        dequantize_iq4_nl(c.src, c.dst, c.count);
+        break;
       case kGgmlQ2_K:
         dequantize_q2_k(c.src, c.dst, c.count);
         break;
@@ -387,6 +405,9 @@ void GgufFile::read_f32_into(const std::vector<Read>& reads) const {
         break;
       case kGgmlQ6_K:
         dequantize_q6_k(c.src, c.dst, c.count);
+        break;
+      case kGgmlIQ4_XS:
+        dequantize_iq4_xs(c.src, c.dst, c.count);
         break;
       default:
         break;

@@ -1,7 +1,8 @@
-// Dequantization of F16, BF16, the GGML block formats Q8_0, Q4_0, Q4_1 and the K-quants Q2_K,
-// Q3_K, Q4_K, Q5_K, Q6_K to fp32. Block layouts follow ggml-common.h: x = d*q (Q8_0), d*(q-8)
-// (Q4_0), d*q + m (Q4_1); in the 4-bit formats byte j holds weight j in its low nibble and weight
-// j+16 in its high nibble. The K-quant decoders follow ggml's dequantize_row_q*_K, weight order
+// Dequantization of F16, BF16, the GGML block formats Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, the
+// K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS to fp32. Block layouts follow ggml-common.h:
+// x = d*q (Q8_0), d*(q-8) (Q4_0), d*q + m (Q4_1), d*(q-16) (Q5_0), d*q + m (Q5_1), d*level[q]
+// (IQ4_NL; IQ4_XS with d times a six-bit scale per 32 weights); in the 4- and 5-bit formats byte
+// j holds weight j in its low nibble and weight j+16 in its high nibble. The K-quant decoders follow ggml's dequantize_row_q*_K, weight order
 // and float operation order included: x = (d*sc)*q - dmin*m per sub-block.
 #include "kernels/quant.h"
 
@@ -13,6 +14,19 @@ namespace {
 uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 
 float load_half(const uint8_t* p) { return fp16_to_fp32(load_u16(p)); }
+
+uint32_t load_u32(const uint8_t* p) { return load_u16(p) | static_cast<uint32_t>(load_u16(p + 2)) << 16; }
+
+// The IQ4_NL code book: 16 non-uniform levels, denser near zero where most weights lie.
+constexpr int8_t kIQ4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// 32 weights from 16 code bytes: weight j < 16 the low nibble of qs[j], j + 16 its high nibble.
+void iq4_codes(const uint8_t* qs, float d, float* out) {
+  for (int j = 0; j < kQuantBlock / 2; ++j) {
+    out[j] = d * static_cast<float>(kIQ4Levels[qs[j] & 0x0f]);
+    out[j + kQuantBlock / 2] = d * static_cast<float>(kIQ4Levels[qs[j] >> 4]);
+  }
+}
 
 // Six-bit scale and min of sub-block j (0..7) from the 12 packed bytes of Q4_K / Q5_K (ggml's
 // get_scale_min_k4): bytes 0-3 hold scales 0-3, bytes 4-7 mins 0-3 (low six bits each); scales
@@ -176,6 +190,48 @@ void dequantize_q4_1(const uint8_t* src, float* dst, std::size_t n) {
   }
 }
 
+// Weight j < 16 takes the low nibble of qs[j] and bit j of qh, weight j + 16 the high nibble of
+// qs[j] and bit j + 16: a five-bit q, minus 16 (Q5_0) or times d plus m (Q5_1).
+void dequantize_q5_0(const uint8_t* src, float* dst, std::size_t n) {
+  for (std::size_t b = 0; b < n / kQuantBlock; ++b) {
+    const uint8_t* block = src + b * kQ5_0BlockBytes;
+    const float d = load_half(block);
+    const uint32_t qh = load_u32(block + 2);
+    const uint8_t* qs = block + 6;
+    float* out = dst + b * kQuantBlock;
+    for (int j = 0; j < kQuantBlock / 2; ++j) {
+      const int q0 = (qs[j] & 0x0f) | static_cast<int>((qh >> j) & 1) << 4;
+      const int q1 = (qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1) << 4;
+      out[j] = d * static_cast<float>(q0 - 16);
+      out[j + kQuantBlock / 2] = d * static_cast<float>(q1 - 16);
+    }
+  }
+}
+
+void dequantize_q5_1(const uint8_t* src, float* dst, std::size_t n) {
+  for (std::size_t b = 0; b < n / kQuantBlock; ++b) {
+    const uint8_t* block = src + b * kQ5_1BlockBytes;
+    const float d = load_half(block);
+    const float m = load_half(block + 2);
+    const uint32_t qh = load_u32(block + 4);
+    const uint8_t* qs = block + 8;
+    float* out = dst + b * kQuantBlock;
+    for (int j = 0; j < kQuantBlock / 2; ++j) {
+      const int q0 = (qs[j] & 0x0f) | static_cast<int>((qh >> j) & 1) << 4;
+      const int q1 = (qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1) << 4;
+      out[j] = d * static_cast<float>(q0) + m;
+      out[j + kQuantBlock / 2] = d * static_cast<float>(q1) + m;
+    }
+  }
+}
+
+void dequantize_iq4_nl(const uint8_t* src, float* dst, std::size_t n) {
+  for (std::size_t b = 0; b < n / kQuantBlock; ++b) {
+    const uint8_t* block = src + b * kIQ4_NLBlockBytes;
+    iq4_codes(block + 2, load_half(block), dst + b * kQuantBlock);
+  }
+}
+
 // Each 128-weight half h uses 32 bytes of qs; its four 32-weight quarters j take bits 2j..2j+1
 // of those bytes, and each quarter is two 16-weight sub-blocks with their own scale byte.
 void dequantize_q2_k(const uint8_t* src, float* dst, std::size_t n) {
@@ -290,6 +346,22 @@ void dequantize_q6_k(const uint8_t* src, float* dst, std::size_t n) {
         o[l + 64] = d * static_cast<float>(sc[s + 4]) * static_cast<float>(q3);
         o[l + 96] = d * static_cast<float>(sc[s + 6]) * static_cast<float>(q4);
       }
+    }
+  }
+}
+
+// Sub-block i (32 weights) of a super-block: scale (low nibble i of scales_l | two bits i of
+// scales_h above it) - 32, times d; its codes are qs[16 i .. 16 i + 15], as in IQ4_NL.
+void dequantize_iq4_xs(const uint8_t* src, float* dst, std::size_t n) {
+  for (std::size_t b = 0; b < n / kQuantSuperBlock; ++b) {
+    const uint8_t* block = src + b * kIQ4_XSBlockBytes;
+    const float d = load_half(block);
+    const uint16_t scales_h = load_u16(block + 2);
+    const uint8_t* scales_l = block + 4;  // [4]
+    const uint8_t* qs = block + 8;        // [128]
+    for (int i = 0; i < kQuantSuperBlock / kQuantBlock; ++i) {
+      const int ls = ((scales_l[i / 2] >> (4 * (i % 2))) & 0x0f) | ((scales_h >> (2 * i)) & 3) << 4;
+      iq4_codes(qs + 16 * i, d * static_cast<float>(ls - 32), dst + b * kQuantSuperBlock + i * kQuantBlock);
     }
   }
 }

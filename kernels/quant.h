@@ -1,7 +1,11 @@
 // Conversion of stored weight encodings to fp32: IEEE half (F16), bfloat16 (BF16), the GGML
-// block formats Q8_0, Q4_0 and Q4_1 (32 weights per block, one fp16 scale, Q4_1 also an fp16 min)
-// and the GGML K-quants Q2_K..Q6_K (256-weight super-blocks of 16 or 32-weight sub-blocks, each
-// sub-block with its own small integer scale, and for Q2_K/Q4_K/Q5_K a min, under fp16 factors).
+// block formats Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL (32 weights per block, one fp16 scale,
+// Q4_1/Q5_1 also an fp16 min; IQ4_NL's 4-bit codes index a fixed non-uniform table), the GGML
+// K-quants Q2_K..Q6_K (256-weight super-blocks of 16 or 32-weight sub-blocks, each sub-block with
+// its own small integer scale, and for Q2_K/Q4_K/Q5_K a min, under fp16 factors) and IQ4_XS
+// (IQ4_NL's codes in 256-weight super-blocks, a six-bit scale per 32 weights). llama.cpp stores
+// tensors whose rows are not whole super-blocks (SmolLM2's 576, Qwen2.5-0.5B's 896) of a K-quant
+// file in Q5_0, Q5_1, Q8_0 or IQ4_NL.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +19,10 @@ constexpr int kQuantSuperBlock = 256;  // weights per K-quant super-block (ggml'
 constexpr std::size_t kQ8_0BlockBytes = 2 + 32;      // fp16 d, int8 qs[32]
 constexpr std::size_t kQ4_0BlockBytes = 2 + 16;      // fp16 d, uint8 qs[16] (two nibbles each)
 constexpr std::size_t kQ4_1BlockBytes = 2 + 2 + 16;  // fp16 d, fp16 m, uint8 qs[16]
+// fp16 d, uint8 qh[4] (the fifth bit of weight j at bit j, little-endian), uint8 qs[16]
+constexpr std::size_t kQ5_0BlockBytes = 2 + 4 + 16;
+constexpr std::size_t kQ5_1BlockBytes = 2 + 2 + 4 + 16;  // fp16 d, fp16 m, uint8 qh[4], uint8 qs[16]
+constexpr std::size_t kIQ4_NLBlockBytes = 2 + 16;        // fp16 d, uint8 qs[16] (two codes each)
 // uint8 scales[16] (low nibble scale, high nibble min per 16 weights), uint8 qs[64] (four 2-bit
 // quants each), fp16 d, fp16 dmin
 constexpr std::size_t kQ2_KBlockBytes = 16 + 64 + 2 + 2;
@@ -27,6 +35,9 @@ constexpr std::size_t kQ4_KBlockBytes = 2 + 2 + 12 + 128;
 constexpr std::size_t kQ5_KBlockBytes = 2 + 2 + 12 + 32 + 128;
 // uint8 ql[128] (low four bits), uint8 qh[64] (high two bits), int8 scales[16], fp16 d
 constexpr std::size_t kQ6_KBlockBytes = 128 + 64 + 16 + 2;
+// fp16 d, uint16 scales_h (two high scale bits per 32 weights), uint8 scales_l[4] (four low bits
+// per 32 weights), uint8 qs[128] (two IQ4_NL codes each)
+constexpr std::size_t kIQ4_XSBlockBytes = 2 + 2 + 4 + 128;
 
 float fp16_to_fp32(uint16_t h);
 // Round to nearest even; subnormals, infinities and NaN kept.
@@ -48,10 +59,14 @@ void dequantize_bf16(const uint8_t* src, float* dst, std::size_t n);
 void dequantize_q8_0(const uint8_t* src, float* dst, std::size_t n);
 void dequantize_q4_0(const uint8_t* src, float* dst, std::size_t n);
 void dequantize_q4_1(const uint8_t* src, float* dst, std::size_t n);
+void dequantize_q5_0(const uint8_t* src, float* dst, std::size_t n);
+void dequantize_q5_1(const uint8_t* src, float* dst, std::size_t n);
+void dequantize_iq4_nl(const uint8_t* src, float* dst, std::size_t n);
 void dequantize_q2_k(const uint8_t* src, float* dst, std::size_t n);
 void dequantize_q3_k(const uint8_t* src, float* dst, std::size_t n);
 void dequantize_q4_k(const uint8_t* src, float* dst, std::size_t n);
 void dequantize_q5_k(const uint8_t* src, float* dst, std::size_t n);
 void dequantize_q6_k(const uint8_t* src, float* dst, std::size_t n);
+void dequantize_iq4_xs(const uint8_t* src, float* dst, std::size_t n);
 
 }  // namespace kvs

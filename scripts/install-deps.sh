@@ -18,7 +18,7 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# gguf-py (pure Python; needs numpy and yaml) for tests/inference/gguf_py_kquant_test.cpp, which
+# gguf-py (pure Python; needs numpy and yaml) for tests/inference/gguf_py_quant_test.cpp, which
 # skips without it: downloaded, never installed into the system Python.
 wheels="${KVSCOPE_WHEELS:-$HOME/.cache/kvscope/wheels}"
 if ! compgen -G "$wheels/gguf-*.whl" >/dev/null; then

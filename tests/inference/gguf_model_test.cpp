@@ -13,7 +13,7 @@
 #include "inference/engine.h"
 #include "inference/gguf_file.h"
 #include "inference/loader.h"
-#include "kquant_blocks.h"
+#include "quant_blocks.h"
 #include "tiny_model.h"
 
 namespace kvs {
@@ -257,45 +257,42 @@ TEST(GgufModel, Llama3RopeFreqsBecomeRopeScaling) {
                 "(low 1, high 4, original context 8192)");
 }
 
-// A one-layer llama (dim 256, 4 heads of 64, 2 KV heads, hidden 256, vocab 16) whose 2-D
-// weights are random Q2_K..Q6_K blocks with small fp16 factors (below 2^-11): the loaded fp32
-// weights are the decoders' output and the engine's logits match the naive forward pass.
-TEST(GgufModel, KQuantModelLoadsAndRuns) {
-  const uint64_t D = 256, H = 256, KV = 128, V = 16;
-  std::map<std::string, const testing::KQuantFormat*> format;
-  for (const testing::KQuantFormat& f : testing::kquant_formats()) format[f.name] = &f;
-  struct Tensor {
-    std::string name, type;
-    uint64_t ne0, ne1;
-  };
-  const std::vector<Tensor> tensors = {
-      {"token_embd.weight", "Q6_K", D, V},      {"output.weight", "Q4_K", D, V},
-      {"blk.0.attn_q.weight", "Q4_K", D, D},    {"blk.0.attn_k.weight", "Q5_K", D, KV},
-      {"blk.0.attn_v.weight", "Q3_K", D, KV},   {"blk.0.attn_output.weight", "Q2_K", D, D},
-      {"blk.0.ffn_gate.weight", "Q4_K", D, H},  {"blk.0.ffn_up.weight", "Q5_K", D, H},
-      {"blk.0.ffn_down.weight", "Q6_K", H, D}};
+struct BlockTensor {
+  std::string name, type;  // a format of testing::mixed_formats()
+  uint64_t ne0, ne1;
+};
+
+// A one-layer llama (dim D, 4 heads, 2 KV heads, hidden H, vocab 16) whose 2-D weights are random
+// blocks of the given formats with small fp16 factors (below 2^-11): the loaded fp32 weights are
+// the decoders' output, the storage type is `weight_type`, and the engine's logits match the
+// naive forward pass.
+void check_block_model(uint64_t D, uint64_t H, const std::vector<BlockTensor>& tensors,
+                       const std::string& weight_type) {
+  const uint64_t V = 16;
+  std::map<std::string, const testing::BlockFormat*> format;
+  for (const testing::BlockFormat& f : testing::mixed_formats()) format[f.name] = &f;
   std::mt19937 rng(11);
   testing::GgufWriter w;
   w.add_string("general.architecture", "llama");
-  w.add_u32("llama.embedding_length", D);
-  w.add_u32("llama.feed_forward_length", H);
+  w.add_u32("llama.embedding_length", static_cast<uint32_t>(D));
+  w.add_u32("llama.feed_forward_length", static_cast<uint32_t>(H));
   w.add_u32("llama.block_count", 1);
   w.add_u32("llama.attention.head_count", 4);
   w.add_u32("llama.attention.head_count_kv", 2);
   std::map<std::string, std::vector<uint8_t>> data;  // tensor name -> its blocks
-  for (const Tensor& t : tensors) {
-    const testing::KQuantFormat& f = *format.at(t.type);
-    data[t.name] = testing::random_kquant_blocks(f, t.ne0 * t.ne1 / 256, rng, 3);
+  for (const BlockTensor& t : tensors) {
+    const testing::BlockFormat& f = *format.at(t.type);
+    data[t.name] = testing::random_blocks(f, t.ne0 * t.ne1 / f.weights, rng, 3);
     w.add_tensor(t.name, {t.ne0, t.ne1}, f.type, data[t.name]);
   }
   for (const char* norm : {"output_norm.weight", "blk.0.attn_norm.weight", "blk.0.ffn_norm.weight"})
     w.add_f32_tensor(norm, {D}, std::vector<float>(D, 1.0f));
   TempDir dir;
-  const std::string path = dir.file("kquant.gguf");
+  const std::string path = dir.file("blocks.gguf");
   w.write(path);
 
   const Model m = load_model(path);
-  EXPECT_EQ(m.weight_type, "Q4_K (mixed)");
+  EXPECT_EQ(m.weight_type, weight_type);
   const LayerWeights& l = m.weights.layers[0];
   const std::map<std::string, const WeightVector*> loaded = {
       {"token_embd.weight", &m.weights.token_embedding},
@@ -307,7 +304,7 @@ TEST(GgufModel, KQuantModelLoadsAndRuns) {
       {"blk.0.ffn_gate.weight", &l.w_gate},
       {"blk.0.ffn_up.weight", &l.w_up},
       {"blk.0.ffn_down.weight", &l.w_down}};
-  for (const Tensor& t : tensors) {
+  for (const BlockTensor& t : tensors) {
     std::vector<float> expect(t.ne0 * t.ne1);
     format.at(t.type)->dequantize(data[t.name].data(), expect.data(), expect.size());
     const WeightVector& got = *loaded.at(t.name);
@@ -326,6 +323,32 @@ TEST(GgufModel, KQuantModelLoadsAndRuns) {
     ASSERT_TRUE(std::isfinite(logits[i])) << i;
     EXPECT_NEAR(logits[i], ref.logits[5 * V + i], 1e-4 * largest) << i;
   }
+}
+
+// Dim 256, heads of 64: every K-quant.
+TEST(GgufModel, KQuantModelLoadsAndRuns) {
+  const uint64_t D = 256, H = 256, KV = 128, V = 16;
+  check_block_model(D, H,
+                    {{"token_embd.weight", "Q6_K", D, V},      {"output.weight", "Q4_K", D, V},
+                     {"blk.0.attn_q.weight", "Q4_K", D, D},    {"blk.0.attn_k.weight", "Q5_K", D, KV},
+                     {"blk.0.attn_v.weight", "Q3_K", D, KV},   {"blk.0.attn_output.weight", "Q2_K", D, D},
+                     {"blk.0.ffn_gate.weight", "Q4_K", D, H},  {"blk.0.ffn_up.weight", "Q5_K", D, H},
+                     {"blk.0.ffn_down.weight", "Q6_K", H, D}},
+                    "Q4_K (mixed)");
+}
+
+// Dim 96 (heads of 24), hidden 256: as llama.cpp writes a K-quant file of such a model (SmolLM2's
+// 576 is not a multiple of 256 either), the tensors with rows of 96 weights fall back to the
+// 32-weight formats and only ffn_down, with rows of 256, is a super-block format.
+TEST(GgufModel, KQuantFileOfANarrowModelLoadsItsFallbackFormats) {
+  const uint64_t D = 96, H = 256, KV = 48, V = 16;
+  check_block_model(D, H,
+                    {{"token_embd.weight", "Q5_0", D, V},      {"output.weight", "IQ4_NL", D, V},
+                     {"blk.0.attn_q.weight", "Q5_0", D, D},    {"blk.0.attn_k.weight", "Q5_1", D, KV},
+                     {"blk.0.attn_v.weight", "IQ4_NL", D, KV}, {"blk.0.attn_output.weight", "Q5_0", D, D},
+                     {"blk.0.ffn_gate.weight", "Q5_0", D, H},  {"blk.0.ffn_up.weight", "Q5_1", D, H},
+                     {"blk.0.ffn_down.weight", "IQ4_XS", H, D}},
+                    "Q5_0 (mixed)");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Dequantization of F16, BF16, Q8_0, Q4_0, Q4_1 and the K-quants Q2_K..Q6_K against
-// hand-computed blocks (the K-quant blocks are packed here weight by weight from the ggml layout),
+// Dequantization of F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, the K-quants Q2_K..Q6_K and
+// IQ4_XS against hand-computed blocks (the K-quant blocks are packed here weight by weight from the ggml layout),
 // directly and through GGUF tensors spanning several rows and work chunks; K-quant rows that are
 // not whole super-blocks and truncated K-quant data are one-line input errors.
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include "inference/errors.h"
 #include "inference/gguf_file.h"
 #include "kernels/quant.h"
-#include "kquant_blocks.h"
+#include "quant_blocks.h"
 
 namespace kvs {
 namespace {
@@ -69,6 +69,96 @@ TEST(Quant, Q4_1Block) {
     EXPECT_EQ(out[j], 0.25f * ((j * 3) % 16) - 1.0f) << j;
     EXPECT_EQ(out[j + 16], 0.25f * j - 1.0f) << j;
   }
+}
+
+// Five-bit weights w_j = j (j < 32, so the fifth bit is set for j >= 16): low nibbles in qs, the
+// fifth bits little-endian in qh.
+std::vector<uint8_t> five_bit_codes() {
+  std::vector<uint8_t> b;
+  uint32_t qh = 0;
+  for (int j = 0; j < 32; ++j) qh |= static_cast<uint32_t>((j >> 4) & 1) << j;
+  for (int k = 0; k < 4; ++k) b.push_back(static_cast<uint8_t>(qh >> (8 * k)));
+  for (int j = 0; j < 16; ++j) b.push_back(static_cast<uint8_t>((j & 15) | ((j + 16) & 15) << 4));
+  return b;
+}
+
+TEST(Quant, Q5_0Block) {
+  std::vector<uint8_t> b;
+  put_half(b, 0x3800);  // d = 0.5
+  const std::vector<uint8_t> codes = five_bit_codes();
+  b.insert(b.end(), codes.begin(), codes.end());
+  ASSERT_EQ(b.size(), kQ5_0BlockBytes);
+  float out[32];
+  dequantize_q5_0(b.data(), out, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(out[j], 0.5f * (j - 16)) << j;
+}
+
+TEST(Quant, Q5_1Block) {
+  std::vector<uint8_t> b;
+  put_half(b, 0x3400);  // d = 0.25
+  put_half(b, 0xC000);  // m = -2
+  const std::vector<uint8_t> codes = five_bit_codes();
+  b.insert(b.end(), codes.begin(), codes.end());
+  ASSERT_EQ(b.size(), kQ5_1BlockBytes);
+  float out[32];
+  dequantize_q5_1(b.data(), out, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(out[j], 0.25f * j - 2.0f) << j;
+}
+
+// IQ4_NL / IQ4_XS code c stands for level[c] (ggml's kvalues_iq4nl).
+constexpr int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+TEST(Quant, IQ4_NLBlock) {
+  std::vector<uint8_t> b;
+  put_half(b, 0x2C00);  // d = 1/16
+  // weight j < 16 code j, weight j + 16 code 15 - j
+  for (int j = 0; j < 16; ++j) b.push_back(static_cast<uint8_t>(j | (15 - j) << 4));
+  ASSERT_EQ(b.size(), kIQ4_NLBlockBytes);
+  float out[32];
+  dequantize_iq4_nl(b.data(), out, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(out[j], kLevels[j] / 16.0f) << j;
+    EXPECT_EQ(out[j + 16], kLevels[15 - j] / 16.0f) << j;
+  }
+}
+
+// Sub-block i of the super-block gets the six-bit scale 5 i + 20 (low four bits in scales_l's
+// nibble i, high two in scales_h's bits 2i..2i+1), so d * (scale - 32) runs from -12 d to +23 d;
+// weight j of every sub-block has code (j + i) % 16.
+TEST(Quant, IQ4_XSBlock) {
+  std::vector<uint8_t> b;
+  put_half(b, 0x3000);  // d = 1/8
+  uint16_t scales_h = 0;
+  uint8_t scales_l[4] = {};
+  for (int i = 0; i < 8; ++i) {
+    const int sc = 5 * i + 20;
+    scales_l[i / 2] = static_cast<uint8_t>(scales_l[i / 2] | (sc & 15) << (4 * (i % 2)));
+    scales_h = static_cast<uint16_t>(scales_h | (sc >> 4) << (2 * i));
+  }
+  put_half(b, scales_h);
+  b.insert(b.end(), scales_l, scales_l + 4);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 16; ++j) b.push_back(static_cast<uint8_t>((j + i) % 16 | ((j + 16 + i) % 16) << 4));
+  ASSERT_EQ(b.size(), kIQ4_XSBlockBytes);
+  float out[256];
+  dequantize_iq4_xs(b.data(), out, 256);
+  for (int i = 0; i < 8; ++i) {
+    const float dl = 0.125f * static_cast<float>(5 * i + 20 - 32);
+    for (int j = 0; j < 32; ++j) EXPECT_EQ(out[32 * i + j], dl * kLevels[(j + i) % 16]) << i << " " << j;
+  }
+}
+
+// Types a file may hold that KVScope does not decode are named in its errors, newer ones included.
+TEST(Quant, UnsupportedTypesAreNamed) {
+  EXPECT_FALSE(ggml_type_supported(15));
+  EXPECT_EQ(ggml_type_name(15), "Q8_K");
+  EXPECT_EQ(ggml_type_name(16), "IQ2_XXS");
+  EXPECT_EQ(ggml_type_name(34), "TQ1_0");
+  EXPECT_EQ(ggml_type_name(39), "MXFP4");
+  EXPECT_FALSE(ggml_type_supported(39));
+  EXPECT_EQ(ggml_type_name(40), "type 40");
+  for (uint32_t t : {kGgmlQ5_0, kGgmlQ5_1, kGgmlIQ4_NL, kGgmlIQ4_XS}) EXPECT_TRUE(ggml_type_supported(t)) << t;
+  EXPECT_EQ(ggml_type_name(kGgmlIQ4_XS), "IQ4_XS");
 }
 
 // Builds `rows` rows of 64 weights (2 blocks each) in `type`; block k of the tensor has scale
@@ -262,15 +352,15 @@ TEST(Quant, KQuantTensorsThroughGguf) {
   testing::TempDir dir;
   testing::GgufWriter w;
   std::vector<std::vector<uint8_t>> data;
-  for (const testing::KQuantFormat& f : testing::kquant_formats()) {
-    data.push_back(testing::random_kquant_blocks(f, cols * rows / 256, rng, 20));
+  for (const testing::BlockFormat& f : testing::kquant_formats()) {
+    data.push_back(testing::random_blocks(f, cols * rows / 256, rng, 20));
     w.add_tensor(f.name, {cols, rows}, f.type, data.back());
   }
   const std::string path = dir.file("k.gguf");
   w.write(path);
   GgufFile g(path);
   for (std::size_t i = 0; i < data.size(); ++i) {
-    const testing::KQuantFormat& f = testing::kquant_formats()[i];
+    const testing::BlockFormat& f = testing::kquant_formats()[i];
     const std::vector<float> got = g.read_f32(*g.find_tensor(f.name));
     ASSERT_EQ(got.size(), cols * rows) << f.name;
     for (uint64_t k = 0; k < cols * rows / 256; ++k) {

@@ -1,6 +1,6 @@
 """Dequantizes every tensor of a GGUF file with the `gguf` package (llama.cpp's gguf-py, an
 implementation independent of KVScope's) and writes each as raw float32 [elements] to
-OUT_DIR/<tensor name>.f32, for the cross-check in tests/inference/gguf_py_kquant_test.cpp.
+OUT_DIR/<tensor name>.f32, for the cross-check in tests/inference/gguf_py_quant_test.cpp.
 
 usage: dequantize_gguf.py FILE.gguf OUT_DIR   (prints "OK <tensor count>")
 """

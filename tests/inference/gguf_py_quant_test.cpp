@@ -1,5 +1,6 @@
-// Cross-check of the K-quant decoders against gguf-py (the `gguf` PyPI package, llama.cpp's own
-// Python reader): random Q2_K..Q6_K tensors in a GGUF file, read by GgufFile and by
+// Cross-check of the block decoders against gguf-py (the `gguf` PyPI package, llama.cpp's own
+// Python reader): random Q2_K..Q6_K, IQ4_XS, Q5_0, Q5_1 and IQ4_NL tensors in a GGUF file, read
+// by GgufFile and by
 // tests/python/dequantize_gguf.py, must give the same weights. Skips when the wheel that
 // scripts/install-deps.sh caches (in $KVSCOPE_WHEELS, default ~/.cache/kvscope/wheels) is absent.
 #include <gtest/gtest.h>
@@ -12,7 +13,7 @@
 
 #include "gguf_writer.h"
 #include "inference/gguf_file.h"
-#include "kquant_blocks.h"
+#include "quant_blocks.h"
 #include "tests/run_command.h"
 
 namespace kvs {
@@ -44,7 +45,7 @@ std::vector<float> read_f32_file(const std::string& path) {
   return v;
 }
 
-TEST(GgufPyKQuant, DecodersMatchGgufPy) {
+TEST(GgufPyQuant, DecodersMatchGgufPy) {
   const std::string wheel = gguf_wheel();
   if (wheel.empty()) GTEST_SKIP() << "no gguf wheel cached (scripts/install-deps.sh fetches it)";
   if (std::system("/usr/bin/python3 -c 'import numpy, yaml' >/dev/null 2>&1") != 0)
@@ -56,9 +57,9 @@ TEST(GgufPyKQuant, DecodersMatchGgufPy) {
   std::mt19937 rng(2024);
   testing::TempDir dir;
   testing::GgufWriter w;
-  for (const testing::KQuantFormat& f : testing::kquant_formats())
-    w.add_tensor(f.name, {cols, rows}, f.type,
-                 testing::random_kquant_blocks(f, cols * rows / 256, rng, 30));
+  const auto& formats = testing::mixed_formats();
+  for (const testing::BlockFormat& f : formats)
+    w.add_tensor(f.name, {cols, rows}, f.type, testing::random_blocks(f, cols * rows / f.weights, rng, 30));
   const std::string path = dir.file("kquants.gguf");
   w.write(path);
   const std::string out_dir = dir.file("py");
@@ -66,17 +67,17 @@ TEST(GgufPyKQuant, DecodersMatchGgufPy) {
   const std::string out =
       test::run_command("PYTHONPATH='" + wheel + "' /usr/bin/python3 " + KVSCOPE_SOURCE_DIR +
           "/tests/python/dequantize_gguf.py '" + path + "' '" + out_dir + "'");
-  ASSERT_NE(out.find("OK 5"), std::string::npos) << out;
+  ASSERT_NE(out.find("OK " + std::to_string(formats.size())), std::string::npos) << out;
 
   GgufFile g(path);
-  for (const testing::KQuantFormat& f : testing::kquant_formats()) {
+  for (const testing::BlockFormat& f : formats) {
     const std::vector<float> ours = g.read_f32(*g.find_tensor(f.name));
     const std::vector<float> theirs = read_f32_file(out_dir + "/" + f.name + ".f32");
     ASSERT_EQ(ours.size(), cols * rows) << f.name;
     ASSERT_EQ(theirs.size(), cols * rows) << f.name;
-    // Bit for bit. Q3_K and Q6_K round (d*sc)*q in the same order on both sides; in the formats
-    // with a min, an fp16 factor (11 significant bits) times a scale of at most six bits times a
-    // quant of at most five is exact in fp32, so a fused multiply-subtract rounds like numpy.
+    // Bit for bit. Q3_K, Q6_K and IQ4_XS round (d*sc)*q in the same order on both sides; in the
+    // formats with a min, an fp16 factor (11 significant bits) times a scale of at most six bits
+    // times a quant of at most five is exact in fp32, so a fused multiply-add rounds like numpy.
     for (std::size_t i = 0; i < ours.size(); ++i) {
       ASSERT_TRUE(std::isfinite(ours[i])) << f.name << " weight " << i;
       ASSERT_EQ(ours[i], theirs[i]) << f.name << " weight " << i;
