@@ -37,7 +37,7 @@ struct Norm {
 };
 // y[rows] = W[rows, cols] · n(x[cols]) + bias + beta * y, W of type T, x and the sums fp32 (one
 // warp per row). The decode projections: W is read once, x at full precision. x (and norm.w)
-// must be 16-byte aligned. bias [rows] or null.
+// must be 16-byte aligned and must not overlap y (every warp reads all of x). bias [rows] or null.
 template <class T>
 void matvec(float* y, const T* w, const float* x, int rows, int cols, float beta, cudaStream_t stream,
             Norm norm = {}, const float* bias = nullptr);
