@@ -17,6 +17,13 @@ float load_half(const uint8_t* p) { return fp16_to_fp32(load_u16(p)); }
 
 uint32_t load_u32(const uint8_t* p) { return load_u16(p) | static_cast<uint32_t>(load_u16(p + 2)) << 16; }
 
+// Five-bit quant j (< 32) of a Q5_0 / Q5_1 block: the low nibble of qs[j] (j < 16) or the high
+// nibble of qs[j - 16], with bit j of qh above it.
+int five_bit(const uint8_t* qs, uint32_t qh, int j) {
+  const int nibble = j < kQuantBlock / 2 ? qs[j] & 0x0f : qs[j - kQuantBlock / 2] >> 4;
+  return nibble | static_cast<int>((qh >> j) & 1) << 4;
+}
+
 // The IQ4_NL code book: 16 non-uniform levels, denser near zero where most weights lie.
 constexpr int8_t kIQ4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
@@ -190,21 +197,13 @@ void dequantize_q4_1(const uint8_t* src, float* dst, std::size_t n) {
   }
 }
 
-// Weight j < 16 takes the low nibble of qs[j] and bit j of qh, weight j + 16 the high nibble of
-// qs[j] and bit j + 16: a five-bit q, minus 16 (Q5_0) or times d plus m (Q5_1).
 void dequantize_q5_0(const uint8_t* src, float* dst, std::size_t n) {
   for (std::size_t b = 0; b < n / kQuantBlock; ++b) {
     const uint8_t* block = src + b * kQ5_0BlockBytes;
     const float d = load_half(block);
     const uint32_t qh = load_u32(block + 2);
-    const uint8_t* qs = block + 6;
     float* out = dst + b * kQuantBlock;
-    for (int j = 0; j < kQuantBlock / 2; ++j) {
-      const int q0 = (qs[j] & 0x0f) | static_cast<int>((qh >> j) & 1) << 4;
-      const int q1 = (qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1) << 4;
-      out[j] = d * static_cast<float>(q0 - 16);
-      out[j + kQuantBlock / 2] = d * static_cast<float>(q1 - 16);
-    }
+    for (int j = 0; j < kQuantBlock; ++j) out[j] = d * static_cast<float>(five_bit(block + 6, qh, j) - 16);
   }
 }
 
@@ -214,14 +213,8 @@ void dequantize_q5_1(const uint8_t* src, float* dst, std::size_t n) {
     const float d = load_half(block);
     const float m = load_half(block + 2);
     const uint32_t qh = load_u32(block + 4);
-    const uint8_t* qs = block + 8;
     float* out = dst + b * kQuantBlock;
-    for (int j = 0; j < kQuantBlock / 2; ++j) {
-      const int q0 = (qs[j] & 0x0f) | static_cast<int>((qh >> j) & 1) << 4;
-      const int q1 = (qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1) << 4;
-      out[j] = d * static_cast<float>(q0) + m;
-      out[j + kQuantBlock / 2] = d * static_cast<float>(q1) + m;
-    }
+    for (int j = 0; j < kQuantBlock; ++j) out[j] = d * static_cast<float>(five_bit(block + 8, qh, j)) + m;
   }
 }
 
