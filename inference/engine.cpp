@@ -73,6 +73,12 @@ const char* gpu_dtype_name(GpuDtype d) {
   return "?";
 }
 
+std::optional<GpuDtype> parse_gpu_dtype(std::string_view name) {
+  for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16})
+    if (name == gpu_dtype_name(d)) return d;
+  return std::nullopt;
+}
+
 struct Engine::State {
   State(const Model& m, bool rope_in_cache)
       : store(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, m.config.seq_len),

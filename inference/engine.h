@@ -3,7 +3,9 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "inference/hooks.h"
@@ -21,6 +23,8 @@ enum class GpuDtype { Auto, Fp16, Bf16 };
 // What `asked` means for `model`: Fp16 or Bf16 (Auto resolved by the model's weight_type).
 GpuDtype resolve_gpu_dtype(const Model& model, GpuDtype asked);
 const char* gpu_dtype_name(GpuDtype d);  // "auto", "fp16", "bf16"
+// The GpuDtype named `name` (as gpu_dtype_name writes it), or nothing for any other text.
+std::optional<GpuDtype> parse_gpu_dtype(std::string_view name);
 
 // CPU: a rounding of K and V as they enter the cache (None keeps fp32).
 enum class CacheRounding { None, Fp16, Bf16 };

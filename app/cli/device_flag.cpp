@@ -22,9 +22,7 @@ Device device_flag(const Args& args) {
 
 GpuDtype gpu_dtype_flag(const Args& args) {
   const std::string value = args.str("--gpu-dtype", "auto");
-  if (value == "auto") return GpuDtype::Auto;
-  if (value == "fp16") return GpuDtype::Fp16;
-  if (value == "bf16") return GpuDtype::Bf16;
+  if (const auto d = parse_gpu_dtype(value)) return *d;
   throw input_error("--gpu-dtype", "expected auto, fp16 or bf16, got '" + value + "'");
 }
 

@@ -192,13 +192,9 @@ class RunView : public View {
 
   // Script command `gpu-dtype auto|fp16|bf16` (as --gpu-dtype).
   void choose_gpu_dtype(const std::string& value) {
-    for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16}) {
-      if (value == gpu_dtype_name(d)) {
-        gpu_dtype_ = d;
-        return;
-      }
-    }
-    throw input_error("--script", "'gpu-dtype " + value + "' expects auto, fp16 or bf16");
+    const auto d = parse_gpu_dtype(value);
+    if (!d) throw input_error("--script", "'gpu-dtype " + value + "' expects auto, fp16 or bf16");
+    gpu_dtype_ = *d;
   }
 
   // Script command `device cpu|cuda`: CUDA where usable, else a notice and the CPU (as --device).

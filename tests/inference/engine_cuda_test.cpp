@@ -334,6 +334,14 @@ TEST(EngineCuda, AutoStoresBf16CheckpointsInBf16AndTheRestInFp16) {
   EXPECT_STREQ(gpu_dtype_name(GpuDtype::Bf16), "bf16");
 }
 
+TEST(EngineCuda, GpuDtypeNamesParseBack) {
+  for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16})
+    EXPECT_EQ(parse_gpu_dtype(gpu_dtype_name(d)), d) << gpu_dtype_name(d);
+  EXPECT_EQ(parse_gpu_dtype("fp32"), std::nullopt);
+  EXPECT_EQ(parse_gpu_dtype("BF16"), std::nullopt) << "names are lower case, as --gpu-dtype takes them";
+  EXPECT_EQ(parse_gpu_dtype(""), std::nullopt);
+}
+
 // bf16 storage: the same greedy tokens and rows as the CPU on bf16-rounded weights and cache.
 TEST(EngineCuda, Bf16StorageMatchesTheCpuOnTheSameNumbers) {
   SKIP_WITHOUT_GPU();
