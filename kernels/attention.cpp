@@ -99,6 +99,40 @@ void mix_values(float* out, const float* probs, int n, int head_dim, ValueRow va
   }
 }
 
+// The value mix of a tile's kRows query rows at once, so that each value vector loaded serves
+// every row (one row at a time read each value row kRows times, from L2 at long prompts):
+// out_r[16 d-wide slice] = sum_{j < n} sc[r * n + j] * values_j, keys in order. The rows' probs
+// are zero outside each row's own keys, so every row runs over the tile's whole key range with
+// the same nonzero terms in the same order. Rows r < nr are stored.
+template <int NV>
+void mix_tile_pass(float* const* out, const float* sc, int n, int nr, int d0, const float* values, long v_stride) {
+  f32x8 acc[kRows][NV] = {};
+  const float* v = values + d0;
+  for (int j = 0; j < n; ++j, v += v_stride) {
+    f32x8 vv[NV];
+    for (int u = 0; u < NV; ++u) vv[u] = load8(v + 8 * u);
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      const f32x8 p = f32x8{} + sc[(long)r * n + j];
+      for (int u = 0; u < NV; ++u) acc[r][u] += p * vv[u];
+    }
+  }
+  for (int r = 0; r < nr; ++r)
+    for (int u = 0; u < NV; ++u) store8(out[r] + d0 + 8 * u, acc[r][u]);
+}
+
+void mix_tile(float* const* out, const float* sc, int n, int nr, int head_dim, const float* values, long v_stride) {
+  int d0 = 0;
+  for (; d0 + 16 <= head_dim; d0 += 16) mix_tile_pass<2>(out, sc, n, nr, d0, values, v_stride);
+  if (d0 + 8 <= head_dim) mix_tile_pass<1>(out, sc, n, nr, d0, values, v_stride), d0 += 8;
+  for (; d0 < head_dim; ++d0)
+    for (int r = 0; r < nr; ++r) {
+      float s = 0.0f;
+      for (int j = 0; j < n; ++j) s += sc[(long)r * n + j] * values[(long)j * v_stride + d0];
+      out[r][d0] = s;
+    }
+}
+
 }  // namespace
 
 // Scores four keys at a time (four independent accumulator chains, not one chain per key), then
@@ -191,11 +225,9 @@ void attend_causal_block(float* out, long out_stride, float* probs, float* lse, 
       std::copy(row, row + n, pr + jb);
       std::fill(pr + je, pr + n_keys, 0.0f);
     }
-    for (int r = 0; r < nr; ++r) {
-      const int pos = q0 + i0 + r, lo = lo_of(pos);
-      mix_values(out + (long)(i0 + r) * out_stride, sc.data() + (long)r * n + (lo - jb), pos - lo + 1, head_dim,
-                 [&](int j) { return values + (long)(lo + j) * v_stride; });
-    }
+    float* out_rows[kRows];
+    for (int r = 0; r < kRows; ++r) out_rows[r] = out + (long)(i0 + std::min(r, nr - 1)) * out_stride;
+    mix_tile(out_rows, sc.data(), n, nr, head_dim, values + (long)jb * v_stride, v_stride);
   }
 }
 
