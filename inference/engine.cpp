@@ -252,7 +252,10 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   std::vector<float> K(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
   std::vector<float> V(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
   std::vector<float> KH;                                      // [P, kv_dim] cache_rounding: rounded K
-  std::vector<float> KT(static_cast<std::size_t>(P) * kvd);   // [n_kv_heads, head_dim, P] K transposed
+  const std::size_t panel_floats =                            // one KV head's keys in panels
+      static_cast<std::size_t>((P + ops::kPanelKeys - 1) / ops::kPanelKeys) * ops::kPanelKeys * hd;
+  std::vector<float> KP(c.n_kv_heads * panel_floats);         // [n_kv_heads, panels, head_dim, kPanelKeys]
+  std::vector<float> VH(static_cast<std::size_t>(P) * kvd);   // [n_kv_heads, P, head_dim] V by head
   std::vector<float> ATT(static_cast<std::size_t>(P) * qd);   // [P, q_dim]
   std::vector<float> G(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
   std::vector<float> U(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
@@ -297,18 +300,20 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
     round_cache(options_.cache_rounding, K.data(), K.size());  // attention reads rotated rounded keys
     if (!options_.rope_in_cache) cache_kv();
 
-    for (int g = 0; g < c.n_kv_heads; ++g)  // KT[g][d][j] = K[j][g * hd + d]
+    for (int g = 0; g < c.n_kv_heads; ++g) {  // each head's keys and values contiguous
+      ops::pack_key_panels(KP.data() + g * panel_floats, K.data() + g * hd, kvd, P, hd);
       for (int j = 0; j < P; ++j)
-        for (int d = 0; d < hd; ++d)
-          KT[(static_cast<std::size_t>(g) * hd + d) * P + j] = K[static_cast<std::size_t>(j) * kvd + g * hd + d];
+        std::copy_n(V.data() + static_cast<std::size_t>(j) * kvd + g * hd, hd,
+                    VH.data() + (static_cast<std::size_t>(g) * P + j) * hd);
+    }
     for (int h = 0; h < c.n_heads; ++h) {
       const int g = h / group;
       for (int q0 = 0; q0 < P; q0 += B) {
         const int nq = std::min(B, P - q0);
         const std::size_t row = static_cast<std::size_t>(q0) * qd + h * hd;
         ops::attend_causal_block(ATT.data() + row, qd, probs.data(), lse.data(), Q.data() + row, qd,
-                                 KT.data() + static_cast<std::size_t>(g) * hd * P, P, V.data() + g * hd, kvd, q0, nq,
-                                 hd, c.sliding_window, scale);
+                                 KP.data() + g * panel_floats, VH.data() + static_cast<std::size_t>(g) * P * hd, hd,
+                                 q0, nq, hd, c.sliding_window, scale);
         if (s.observer) s.observer->on_attention(AttentionBlock::prefill(l, h, q0, nq, probs.data(), lse.data()));
       }
     }

@@ -1,5 +1,6 @@
 // Attention: dot-product scores, softmax (kernels/softmax.h), value mix; one query row, or a
-// causal block of prompt rows tiled as 4 queries x 16 keys (8-wide GCC vector extensions).
+// causal block of prompt rows in groups of 16 queries over chunks of keys, tiled as 4 queries x
+// 24 packed keys (8-wide GCC vector extensions).
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -29,36 +30,32 @@ inline f32x8 load8(const float* p) {
 
 inline void store8(float* p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
 
-constexpr int kRows = 4;   // queries per tile
-constexpr int kKeys = 16;  // keys per tile
+inline f32x8 splat(float x) { return f32x8{x, x, x, x, x, x, x, x}; }
 
-// sc[r * n + (j - jb)] = dot(q_r, key j) for the kRows query rows qr[r] and keys jb..jb+n-1.
-void tile_scores(float* sc, int n, const float* const* qr, const float* keys_t, long kt_stride, int jb,
-                 int head_dim) {
-  int j = 0;
-  for (; j + kKeys <= n; j += kKeys) {
-    f32x8 acc[kRows][2] = {};
-    const float* kt = keys_t + jb + j;
-    for (int d = 0; d < head_dim; ++d, kt += kt_stride) {
-      const f32x8 k0 = load8(kt), k1 = load8(kt + 8);
+constexpr int kRows = 4;   // queries per tile
+constexpr int kKeys = kPanelKeys;  // keys per tile: one panel, a whole number of 8-wide vectors
+constexpr int kGroupRows = 16;   // query rows that share each chunk of keys (a whole number of tiles)
+constexpr int kChunkKeys = 120;  // keys per chunk (whole panels): 30 KB of keys or values at head_dim 64
+
+// sc[r * ld + j] = dot(q_r, key jb + j) for the kRows query rows qr[r] and the n keys from jb
+// (both multiples of kKeys), one panel of kKeys packed keys at a time (see attention.h).
+void tile_scores(float* sc, long ld, int n, const float* const* qr, const float* keys_p, int jb, int head_dim) {
+  constexpr int kVecs = kKeys / 8;
+  for (int j = 0; j < n; j += kKeys) {
+    f32x8 acc[kRows][kVecs] = {};
+    const float* kp = keys_p + static_cast<long>(jb + j) * head_dim;  // [head_dim, kKeys]
+    for (int d = 0; d < head_dim; ++d, kp += kKeys) {
+      f32x8 k[kVecs];
+      for (int u = 0; u < kVecs; ++u) k[u] = load8(kp + 8 * u);
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r) {
         const float qd = qr[r][d];
-        acc[r][0] += qd * k0;
-        acc[r][1] += qd * k1;
+        for (int u = 0; u < kVecs; ++u) acc[r][u] += qd * k[u];
       }
     }
-    for (int r = 0; r < kRows; ++r) {
-      store8(sc + (long)r * n + j, acc[r][0]);
-      store8(sc + (long)r * n + j + 8, acc[r][1]);
-    }
+    for (int r = 0; r < kRows; ++r)
+      for (int u = 0; u < kVecs; ++u) store8(sc + r * ld + j + 8 * u, acc[r][u]);
   }
-  for (; j < n; ++j)
-    for (int r = 0; r < kRows; ++r) {
-      float s = 0.0f;
-      for (int d = 0; d < head_dim; ++d) s += qr[r][d] * keys_t[d * kt_stride + jb + j];
-      sc[(long)r * n + j] = s;
-    }
 }
 
 // out[8 * NV] = sum_{j < n} probs[j] * value_row(j)[d0 .. d0 + 8 * NV), the NV output vectors in
@@ -67,7 +64,7 @@ template <int NV, class ValueRow>
 void mix_pass(float* out, const float* probs, int n, int d0, ValueRow value_row) {
   f32x8 acc[NV] = {};
   for (int j = 0; j < n; ++j) {
-    const f32x8 p = f32x8{} + probs[j];
+    const f32x8 p = splat(probs[j]);
     const float* v = value_row(j) + d0;
 #pragma GCC unroll 8
     for (int u = 0; u < NV; ++u) acc[u] += p * load8(v + 8 * u);
@@ -100,20 +97,24 @@ void mix_values(float* out, const float* probs, int n, int head_dim, ValueRow va
 }
 
 // The value mix of a tile's kRows query rows at once, so that each value vector loaded serves
-// every row (one row at a time read each value row kRows times, from L2 at long prompts):
-// out_r[16 d-wide slice] = sum_{j < n} sc[r * n + j] * values_j, keys in order. The rows' probs
-// are zero outside each row's own keys, so every row runs over the tile's whole key range with
-// the same nonzero terms in the same order. Rows r < nr are stored.
+// every row: out_r[d0 .. d0 + 8 * NV) (+)= sum_{j < n} sc[r * ld + j] * values_j, keys in order,
+// continuing the sums already in out when `more`. The rows' probs are zero outside each row's
+// own keys, so every row runs over the tile's whole key range with the same nonzero terms in
+// the same order. Rows r < nr are stored.
 template <int NV>
-void mix_tile_pass(float* const* out, const float* sc, int n, int nr, int d0, const float* values, long v_stride) {
+void mix_tile_pass(float* const* out, const float* sc, long ld, int n, int nr, int d0, const float* values,
+                   long v_stride, bool more) {
   f32x8 acc[kRows][NV] = {};
+  if (more)
+    for (int r = 0; r < kRows; ++r)
+      for (int u = 0; u < NV; ++u) acc[r][u] = load8(out[r] + d0 + 8 * u);
   const float* v = values + d0;
   for (int j = 0; j < n; ++j, v += v_stride) {
     f32x8 vv[NV];
     for (int u = 0; u < NV; ++u) vv[u] = load8(v + 8 * u);
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
-      const f32x8 p = f32x8{} + sc[(long)r * n + j];
+      const f32x8 p = splat(sc[r * ld + j]);
       for (int u = 0; u < NV; ++u) acc[r][u] += p * vv[u];
     }
   }
@@ -121,14 +122,17 @@ void mix_tile_pass(float* const* out, const float* sc, int n, int nr, int d0, co
     for (int u = 0; u < NV; ++u) store8(out[r] + d0 + 8 * u, acc[r][u]);
 }
 
-void mix_tile(float* const* out, const float* sc, int n, int nr, int head_dim, const float* values, long v_stride) {
+// mix_tile_pass over all head_dim components: 24 at a time, then 16 or 8, then one by one.
+void mix_tile(float* const* out, const float* sc, long ld, int n, int nr, int head_dim, const float* values,
+              long v_stride, bool more) {
   int d0 = 0;
-  for (; d0 + 16 <= head_dim; d0 += 16) mix_tile_pass<2>(out, sc, n, nr, d0, values, v_stride);
-  if (d0 + 8 <= head_dim) mix_tile_pass<1>(out, sc, n, nr, d0, values, v_stride), d0 += 8;
+  for (; d0 + 24 <= head_dim; d0 += 24) mix_tile_pass<3>(out, sc, ld, n, nr, d0, values, v_stride, more);
+  if (d0 + 16 <= head_dim) mix_tile_pass<2>(out, sc, ld, n, nr, d0, values, v_stride, more), d0 += 16;
+  if (d0 + 8 <= head_dim) mix_tile_pass<1>(out, sc, ld, n, nr, d0, values, v_stride, more), d0 += 8;
   for (; d0 < head_dim; ++d0)
     for (int r = 0; r < nr; ++r) {
-      float s = 0.0f;
-      for (int j = 0; j < n; ++j) s += sc[(long)r * n + j] * values[(long)j * v_stride + d0];
+      float s = more ? out[r][d0] : 0.0f;
+      for (int j = 0; j < n; ++j) s += sc[r * ld + j] * values[(long)j * v_stride + d0];
       out[r][d0] = s;
     }
 }
@@ -197,37 +201,60 @@ float attend_rows(float* out, float* probs, const float* q, const float* keys,
   return attend_rows_merge(out, probs, n_keys, n_keys, part.data(), &m, &l, 1, head_dim);
 }
 
+void pack_key_panels(float* keys_p, const float* keys, long k_stride, int n, int head_dim) {
+  const int panels = (n + kPanelKeys - 1) / kPanelKeys;
+  for (int p = 0; p < panels; ++p) {
+    float* panel = keys_p + static_cast<long>(p) * head_dim * kPanelKeys;  // [head_dim, kPanelKeys]
+    for (int jj = 0; jj < kPanelKeys; ++jj) {
+      const int j = p * kPanelKeys + jj;
+      for (int d = 0; d < head_dim; ++d) panel[d * kPanelKeys + jj] = j < n ? keys[j * k_stride + d] : 0.0f;
+    }
+  }
+}
+
 void attend_causal_block(float* out, long out_stride, float* probs, float* lse, const float* q, long q_stride,
-                         const float* keys_t, long kt_stride, const float* values, long v_stride, int q0, int nq,
-                         int head_dim, int window, float scale) {
+                         const float* keys_p, const float* values, long v_stride, int q0, int nq, int head_dim,
+                         int window, float scale) {
   const int n_keys = q0 + nq;  // length of a probs row
-  const int tiles = (nq + kRows - 1) / kRows;
+  const int groups = (nq + kGroupRows - 1) / kGroupRows;
   auto lo_of = [window](int pos) { return window > 0 ? std::max(0, pos - window + 1) : 0; };
 #pragma omp parallel for schedule(dynamic, 1) if (static_cast<long>(nq) * n_keys * head_dim >= (1L << 15))
-  for (int t = 0; t < tiles; ++t) {
-    const int i0 = t * kRows, nr = std::min(kRows, nq - i0);
-    const int jb = lo_of(q0 + i0), je = q0 + i0 + nr;  // keys any row of the tile reads: jb..je-1
-    const int n = je - jb;
-    thread_local std::vector<float> sc;   // [kRows, n] scores, then probabilities
-    sc.resize((size_t)kRows * n);
-    const float* qr[kRows];
-    for (int r = 0; r < kRows; ++r) qr[r] = q + (long)(i0 + std::min(r, nr - 1)) * q_stride;
-    tile_scores(sc.data(), n, qr, keys_t, kt_stride, jb, head_dim);
-    for (int r = 0; r < nr; ++r) {
-      const int pos = q0 + i0 + r, lo = lo_of(pos);
-      float* row = sc.data() + (long)r * n;  // row[j - jb] for key j
+  for (int grp = 0; grp < groups; ++grp) {
+    const int g0 = grp * kGroupRows, ng = std::min(kGroupRows, nq - g0);
+    // Keys any row of the group reads lie in jb..je-1; scores run over whole panels jb..jb+ns-1.
+    const int jb = lo_of(q0 + g0) / kKeys * kKeys, je = q0 + g0 + ng;
+    const int n = je - jb, ns = (n + kKeys - 1) / kKeys * kKeys, tiles = (ng + kRows - 1) / kRows;
+    thread_local std::vector<float> sc;  // [kGroupRows, ns] scores, then probabilities
+    sc.resize(static_cast<size_t>(kGroupRows) * ns);
+    const float* qr[kGroupRows];  // rows past ng repeat the last row
+    float* out_rows[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) {
+      const int i = g0 + std::min(r, ng - 1);
+      qr[r] = q + i * q_stride;
+      out_rows[r] = out + i * out_stride;
+    }
+    // Key chunk by key chunk, every tile of the group: a chunk's keys and values come from
+    // memory once for all the group's rows.
+    for (int c = 0; c < ns; c += kChunkKeys)
+      for (int t = 0; t < tiles; ++t)
+        tile_scores(sc.data() + (long)t * kRows * ns + c, ns, std::min(kChunkKeys, ns - c), qr + t * kRows, keys_p,
+                    jb + c, head_dim);
+    for (int r = 0; r < ng; ++r) {
+      const int pos = q0 + g0 + r, lo = lo_of(pos);
+      float* row = sc.data() + (long)r * ns;  // row[j - jb] for key j
       for (int j = lo; j <= pos; ++j) row[j - jb] *= scale;
-      lse[i0 + r] = softmax(row + (lo - jb), pos - lo + 1);
+      lse[g0 + r] = softmax(row + (lo - jb), pos - lo + 1);
       std::fill(row, row + (lo - jb), 0.0f);
       std::fill(row + (pos + 1 - jb), row + n, 0.0f);
-      float* pr = probs + (long)(i0 + r) * n_keys;
+      float* pr = probs + (long)(g0 + r) * n_keys;
       std::fill(pr, pr + jb, 0.0f);
       std::copy(row, row + n, pr + jb);
       std::fill(pr + je, pr + n_keys, 0.0f);
     }
-    float* out_rows[kRows];
-    for (int r = 0; r < kRows; ++r) out_rows[r] = out + (long)(i0 + std::min(r, nr - 1)) * out_stride;
-    mix_tile(out_rows, sc.data(), n, nr, head_dim, values + (long)jb * v_stride, v_stride);
+    for (int c = 0; c < n; c += kChunkKeys)
+      for (int t = 0; t < tiles; ++t)
+        mix_tile(out_rows + t * kRows, sc.data() + (long)t * kRows * ns + c, ns, std::min(kChunkKeys, n - c),
+                 std::min(kRows, ng - t * kRows), head_dim, values + (long)(jb + c) * v_stride, v_stride, c > 0);
   }
 }
 

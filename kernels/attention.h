@@ -1,8 +1,8 @@
 // Scaled dot-product attention: scores = q.k / sqrt(d), softmax, weighted sum of values.
 // attend_rows takes one query row, attend_rows_part / _merge one KV head's queries over a key
 // range and the ranges' combination (single-threaded: decode parallelises over ranges);
-// attend_causal_block takes a block of consecutive prompt queries of one head (prefill),
-// four rows at a time against sixteen keys, on the OpenMP threads.
+// attend_causal_block takes a block of consecutive prompt queries of one head (prefill) against
+// keys packed in panels (pack_key_panels), on the OpenMP threads.
 #pragma once
 #include <cstdint>
 
@@ -33,12 +33,21 @@ float attend_rows_merge(float* out, float* probs, int n_keys, int seg_keys, cons
 // Causal attention of the nq queries at positions q0..q0+nq-1 of one head, query q over keys
 // lo(q)..q, lo(q) = window > 0 ? max(0, q - window + 1) : 0.
 //   q:      [nq] rows of head_dim floats, q_stride apart
-//   keys_t: the head's keys transposed: component d of key j at keys_t[d * kt_stride + j]
+//   keys_p: the head's keys packed in panels of kPanelKeys: component d of key j at
+//           keys_p[(j / kPanelKeys * head_dim + d) * kPanelKeys + j % kPanelKeys], for
+//           j < round_up(q0 + nq, kPanelKeys) (pack_key_panels writes it; padding keys are 0)
 //   values: value rows of head_dim floats, v_stride apart
 //   out:    [nq] rows of head_dim floats, out_stride apart
 //   probs:  [nq, q0 + nq] softmax rows, 0 outside each row's keys;  lse: [nq]
 void attend_causal_block(float* out, long out_stride, float* probs, float* lse, const float* q, long q_stride,
-                         const float* keys_t, long kt_stride, const float* values, long v_stride, int q0, int nq,
-                         int head_dim, int window, float scale);
+                         const float* keys_p, const float* values, long v_stride, int q0, int nq, int head_dim,
+                         int window, float scale);
+
+// Keys per panel of attend_causal_block's packed keys.
+constexpr int kPanelKeys = 24;
+
+// keys_p[round_up(n, kPanelKeys) * head_dim] <- the n key rows of head_dim floats at keys
+// (k_stride apart), in attend_causal_block's panel layout, padded with zero keys.
+void pack_key_panels(float* keys_p, const float* keys, long k_stride, int n, int head_dim);
 
 }  // namespace kvs::ops

@@ -50,22 +50,22 @@ Expected naive(const float* q, const float* k, const float* v, const std::vector
 
 // A causal block of prompt queries (rows q0..q0+nq-1 of one head among several) against the
 // naive computation of each row: head sizes with and without a vector tail, blocks that are not
-// a multiple of the 4-row tile, blocks past the first, a sliding window.
+// a multiple of the 4-row tile or the 16-row group, blocks past the first, blocks whose keys span
+// several chunks and panels, sliding windows narrower and wider than a chunk.
 TEST(Attention, CausalBlockMatchesNaiveRows) {
   for (const int hd : {8, 13, 64})
-    for (const int window : {0, 5}) {
-      const int P = 45, heads = 2, h = 1;
+    for (const int window : {0, 5, 150}) {
+      const int P = 300, heads = 2, h = 1;
       const long stride = heads * hd;  // [P, heads * hd] rows, head 1 used
       const auto q = random_vec(P * stride, 10 + hd), k = random_vec(P * stride, 20 + hd),
                  v = random_vec(P * stride, 30 + hd);
-      std::vector<float> kt(static_cast<std::size_t>(hd) * P);  // [hd, P] head 1's keys transposed
-      for (int j = 0; j < P; ++j)
-        for (int d = 0; d < hd; ++d) kt[(std::size_t)d * P + j] = k[j * stride + h * hd + d];
+      std::vector<float> kp((P + kPanelKeys - 1) / kPanelKeys * kPanelKeys * hd);  // head 1's keys in panels
+      pack_key_panels(kp.data(), k.data() + h * hd, stride, P, hd);
       const double scale = 1.0 / std::sqrt((double)hd);
-      for (const auto& [q0, nq] : {std::pair{0, 7}, std::pair{7, 19}, std::pair{26, 19}}) {
+      for (const auto& [q0, nq] : {std::pair{0, 7}, std::pair{7, 19}, std::pair{26, 19}, std::pair{211, 89}}) {
         std::vector<float> out((std::size_t)nq * stride, -7.0f), probs((std::size_t)nq * (q0 + nq), -7.0f), lse(nq);
         attend_causal_block(out.data() + h * hd, stride, probs.data(), lse.data(), q.data() + q0 * stride + h * hd,
-                            stride, kt.data(), P, v.data() + h * hd, stride, q0, nq, hd, window, (float)scale);
+                            stride, kp.data(), v.data() + h * hd, stride, q0, nq, hd, window, (float)scale);
         for (int i = 0; i < nq; ++i) {
           const int pos = q0 + i, lo = window > 0 ? std::max(0, pos - window + 1) : 0;
           std::vector<int> rows;
