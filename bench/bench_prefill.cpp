@@ -1,0 +1,127 @@
+// Prefill compute against the machine's fp32 FMA peak: one SmolLM2-shaped layer (dim 576, 9 query
+// heads and 3 KV heads of 64, hidden 1536) at several prompt lengths, its two compute kernels
+// timed apart as the engine calls them:
+//   attention  attend_causal_block over 64-row blocks of every head (keys packed in panels,
+//              values contiguous per KV head), 2 * 2 * head_dim flops per (query, key) pair;
+//   products   the layer's seven matmuls, 2 * rows * cols flops per token and matrix.
+// The peak is measured here: every thread running independent 8-wide FMA chains.
+// Prints GFLOP/s and the fraction of the peak (best of three runs each).
+// Usage: bench_prefill [prompt lengths...]   (default 512 2048 4096)
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+
+namespace {
+
+using f32x8 = float __attribute__((vector_size(32)));
+
+// GFLOP/s of all threads issuing ten independent multiply-add chains (enough to cover the FMA
+// latency on two pipes), best of three.
+double fma_peak() {
+  const long iters = 50'000'000;
+  double best = 0.0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t0 = omp_get_wtime();
+    float sink = 0.0f;
+#pragma omp parallel reduction(+ : sink)
+    {
+      const f32x8 x = f32x8{} + 0.999f, y = f32x8{} + 1e-4f;
+      f32x8 a0 = x, a1 = x + 1, a2 = x + 2, a3 = x + 3, a4 = x + 4, a5 = x + 5, a6 = x + 6, a7 = x + 7, a8 = x + 8,
+            a9 = x + 9;
+      for (long k = 0; k < iters; ++k) {
+        a0 = a0 * x + y, a1 = a1 * x + y, a2 = a2 * x + y, a3 = a3 * x + y, a4 = a4 * x + y;
+        a5 = a5 * x + y, a6 = a6 * x + y, a7 = a7 * x + y, a8 = a8 * x + y, a9 = a9 * x + y;
+      }
+      const f32x8 s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9;
+      sink += s[0];
+    }
+    const double t = omp_get_wtime() - t0;
+    if (sink != 0.0f) best = std::max(best, iters * 10.0 * 16.0 * omp_get_max_threads() / t / 1e9);
+  }
+  return best;
+}
+
+std::vector<float> random_vec(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+template <class F>
+double best_seconds(F&& run) {
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace kvs;
+  std::vector<int> lengths;
+  for (int i = 1; i < argc; ++i) lengths.push_back(std::atoi(argv[i]));
+  if (lengths.empty()) lengths = {512, 2048, 4096};
+  constexpr int dim = 576, heads = 9, kv_heads = 3, hd = 64, hidden = 1536, block = 64;
+  constexpr long qd = heads * hd, kvd = kv_heads * hd;
+
+  const double peak = fma_peak();
+  std::printf("threads %d, fp32 FMA peak %.1f GFLOP/s\n\n", omp_get_max_threads(), peak);
+  std::printf("%7s | %-26s | %-26s\n", "prompt", "attention GFLOP/s (peak)", "products GFLOP/s (peak)");
+  const auto w_qkvo = random_vec((std::size_t)dim * dim, 1), w_kv = random_vec((std::size_t)kvd * dim, 2),
+             w_ffn = random_vec((std::size_t)hidden * dim, 3);
+  for (const int P : lengths) {
+    if (P < 1) {
+      std::fprintf(stderr, "bench_prefill: prompt length '%d' must be positive\n", P);
+      return 2;
+    }
+    const auto q = random_vec((std::size_t)P * qd, 4), k = random_vec((std::size_t)P * kvd, 5),
+               x = random_vec((std::size_t)P * hidden, 6);
+    const std::size_t panel_floats = (std::size_t)(P + ops::kPanelKeys - 1) / ops::kPanelKeys * ops::kPanelKeys * hd;
+    std::vector<float> kp(kv_heads * panel_floats);     // [kv_heads, panels, hd, kPanelKeys]
+    const auto vh = random_vec((std::size_t)P * kvd, 7);  // [kv_heads, P, hd]
+    for (int g = 0; g < kv_heads; ++g) ops::pack_key_panels(kp.data() + g * panel_floats, k.data() + g * hd, kvd, P, hd);
+    std::vector<float> out((std::size_t)P * qd), probs((std::size_t)block * P), lse(block), y((std::size_t)P * hidden);
+
+    const double t_att = best_seconds([&] {
+      for (int h = 0; h < heads; ++h) {
+        const int g = h / (heads / kv_heads);
+        for (int q0 = 0; q0 < P; q0 += block) {
+          const int nq = std::min(block, P - q0);
+          const std::size_t row = (std::size_t)q0 * qd + h * hd;
+          ops::attend_causal_block(out.data() + row, qd, probs.data(), lse.data(), q.data() + row, qd,
+                                   kp.data() + g * panel_floats, vh.data() + (std::size_t)g * P * hd, hd, q0, nq, hd,
+                                   0, 0.125f);
+        }
+      }
+    });
+    const double t_mm = best_seconds([&] {
+      ops::matmul(y.data(), x.data(), w_qkvo.data(), P, dim, dim);  // q
+      ops::matmul(y.data(), x.data(), w_kv.data(), P, kvd, dim);    // k
+      ops::matmul(y.data(), x.data(), w_kv.data(), P, kvd, dim);    // v
+      ops::matmul(y.data(), x.data(), w_qkvo.data(), P, dim, dim);  // o
+      ops::matmul(y.data(), x.data(), w_ffn.data(), P, hidden, dim);  // gate
+      ops::matmul(y.data(), x.data(), w_ffn.data(), P, hidden, dim);  // up
+      ops::matmul(y.data(), x.data(), w_ffn.data(), P, dim, hidden);  // down
+    });
+    const double att_flops = 4.0 * heads * hd * P * (P + 1.0) / 2.0;
+    const double mm_flops = 2.0 * P * (2.0 * dim * dim + 2.0 * kvd * dim + 3.0 * hidden * dim);
+    const double att = att_flops / t_att / 1e9, mm = mm_flops / t_mm / 1e9;
+    std::printf("%7d | %8.1f (%.2f) %7.1f ms | %8.1f (%.2f) %7.1f ms\n", P, att, att / peak, t_att * 1e3, mm,
+                mm / peak, t_mm * 1e3);
+  }
+  return 0;
+}
