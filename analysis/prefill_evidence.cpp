@@ -99,8 +99,15 @@ void PrefillReducer::on_attention(const AttentionBlock& b) {
       window_row = ev_.window_rows.data() + (((size_t)b.layer * H + b.head) * W + w) * P;
       ev_.window_lse[((size_t)b.layer * H + b.head) * W + w] = b.lse ? b.lse[r] : 0.0f;
     }
+    if (!b.key_pos) {  // keys 0..n_keys-1: the common case, vectorized
+      const int n = std::min(b.n_keys, P);
+#pragma omp simd
+      for (int k = 0; k < n; ++k) colsum[k] += row[k];
+      if (window_row) std::copy_n(row, n, window_row);
+      continue;
+    }
     for (int j = 0; j < b.n_keys; ++j) {
-      const int k = b.key(j);
+      const int k = b.key_pos[j];
       if (k < 0 || k >= P) continue;
       colsum[k] += row[j];
       if (window_row) window_row[k] = row[j];
