@@ -1,4 +1,6 @@
 // `kvscope record`: run a model on a prompt and save its attention evidence as an HDF5 trace.
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -70,6 +72,16 @@ int cmd_record(const ArgList& argv) {
     std::fputs(piece.c_str(), stdout);
     std::fflush(stdout);
   };
+  // On a terminal, the prefill's layer count on one line of stderr, erased when the prompt is
+  // through (a long prompt's prefill takes a minute on two cores).
+  if (!quiet && ::isatty(STDERR_FILENO)) {
+    cb.on_prefill_layer = [](int layer, int n_layers) {
+      if (layer < n_layers)
+        std::fprintf(stderr, "\rkvscope: prefill, layer %d of %d", layer + 1, n_layers);
+      else
+        std::fputs("\r\033[K", stderr);
+    };
+  }
   // Ctrl-C / SIGTERM stop the decode loop; the trace is committed with the steps done so far.
   cb.cancelled = [] { return g_stop_signal != 0; };
   std::signal(SIGINT, on_stop_signal);

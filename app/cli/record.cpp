@@ -26,6 +26,26 @@ std::string utc_now() {
   return buf;
 }
 
+// Reports prefill progress by layer from the attention evidence as it streams by: a layer's first
+// block of rows (or, on a GPU, its first summary). Asks for no rows of its own.
+class PrefillProgress : public AttentionObserver {
+ public:
+  explicit PrefillProgress(std::function<void(int, int)> report) : report_(std::move(report)) {}
+  void on_begin(const ModelConfig& config, std::span<const int>) override { n_layers_ = config.n_layers; }
+  PrefillNeed prefill_need() const override { return {false, 0, 0}; }
+  void on_attention(const AttentionBlock& b) override {
+    if (!b.decode && b.head == 0 && b.q_pos0 == 0) report_(b.layer, n_layers_);
+  }
+  void on_prefill_summary(const PrefillSummary& s) override {
+    if (s.head == 0) report_(s.layer, n_layers_);
+  }
+  void on_prefill_end(int) override { report_(n_layers_, n_layers_); }
+
+ private:
+  std::function<void(int, int)> report_;
+  int n_layers_ = 0;
+};
+
 // Per-step analyses fed by the recorder's assembled decode rows (TraceRecorder::on_step).
 struct StepAnalyses {
   StepAnalyses(const ModelShape& shape, int prompt_len)
@@ -124,8 +144,13 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
     prev = token;
   };
 
+  PrefillProgress progress(cb.on_prefill_layer ? cb.on_prefill_layer : [](int, int) {});
+  ObserverFanout observers;  // the recorder, then the progress report
+  observers.add(&rec);
+  observers.add(&progress);
+
   if (r.policy.empty()) {
-    engine.set_observer(&rec);
+    engine.set_observer(&observers);
     GenerateRequest req;
     req.prompt = prompt;
     req.steps = r.steps;
@@ -143,7 +168,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
     lo.mode = "free";
     lo.sampling = r.sampling;
     lo.keep_attention = false;
-    lo.observer = &rec;
+    lo.observer = &observers;
     lo.cancelled = cb.cancelled;
     if (policy->needs_key_scores()) {
       KvzipOptions ko;

@@ -42,6 +42,10 @@ struct RecordCallbacks {
   std::function<void(const std::string& prompt_text)> on_prompt;                 // decoded prompt
   std::function<void(int step, int total, const std::string& piece)> on_token;  // streaming text
   std::function<bool()> cancelled;                                              // true = stop
+  // Prefill progress: layer `layer` of `n_layers` has begun its attention (layers before it are
+  // done); (n_layers, n_layers) when the prompt is through. A long prompt's prefill is most of a
+  // recording's wait.
+  std::function<void(int layer, int n_layers)> on_prefill_layer;
 };
 
 // Throws InputError on bad input; on cancellation the trace holds the steps done so far.

@@ -319,6 +319,9 @@ class RunView : public View {
         std::lock_guard<std::mutex> lock(stream_mu_);
         stream_ += piece;
       };
+      cb.on_prefill_layer = [&ctx](int layer, int n_layers) {  // the bar fills once for the prompt
+        ctx.progress(n_layers > 0 ? (float)layer / (float)n_layers : 0.0f);
+      };
       cb.cancelled = [&ctx] { return ctx.cancelled(); };
       try {
         const RecordResult r = record_trace(req, cb);
