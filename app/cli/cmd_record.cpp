@@ -91,8 +91,11 @@ int cmd_record(const ArgList& argv) {
   std::signal(SIGTERM, SIG_DFL);
   if (!quiet) std::printf("\n");
   if (g_stop_signal != 0) {
-    std::fprintf(stderr, "kvscope: interrupted; trace %s holds the %d of %d steps recorded so far\n",
-                 res.out_path.c_str(), res.n_steps, r.steps);
+    if (res.out_path.empty())
+      std::fprintf(stderr, "kvscope: interrupted during the prefill; no trace written\n");
+    else
+      std::fprintf(stderr, "kvscope: interrupted; trace %s holds the %d of %d steps recorded so far\n",
+                   res.out_path.c_str(), res.n_steps, r.steps);
     return 128 + g_stop_signal;
   }
   std::fprintf(stderr, "kvscope: %d prompt tokens + %d steps in %.2f s (%.1f tok/s); trace %s%s%s\n",

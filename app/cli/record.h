@@ -34,7 +34,7 @@ struct RecordResult {
   int prompt_len = 0;
   int n_steps = 0;
   double seconds = 0.0;
-  std::string out_path;
+  std::string out_path;         // "" when cancelled during the prefill: no trace was written
   std::string note;             // capture notes (e.g. prefill map reduced)
 };
 
@@ -48,7 +48,8 @@ struct RecordCallbacks {
   std::function<void(int layer, int n_layers)> on_prefill_layer;
 };
 
-// Throws InputError on bad input; on cancellation the trace holds the steps done so far.
+// Throws InputError on bad input. On cancellation the trace holds the steps done so far, or,
+// cancelled during the prefill, none is written (out_path empty).
 RecordResult record_trace(const RecordRequest& request, const RecordCallbacks& callbacks = {});
 
 }  // namespace kvs

@@ -327,6 +327,10 @@ class RunView : public View {
         const RecordResult r = record_trace(req, cb);
         app.engine.post([this, &app, r] {
           output_ = r.prompt_text + r.generated_text;
+          if (r.out_path.empty()) {
+            app.info("Recording " + r.note);
+            return;
+          }
           app.info("Recorded " + r.out_path + " (" + std::to_string(r.n_steps) + " steps in " +
                    std::to_string(r.seconds).substr(0, 5) + " s)" + (r.note.empty() ? "" : "; " + r.note));
           app.open_trace(r.out_path, false);
