@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
     }
     const auto q = random_vec((std::size_t)P * qd, 4), k = random_vec((std::size_t)P * kvd, 5),
                x = random_vec((std::size_t)P * hidden, 6);
-    const std::size_t panel_floats = (std::size_t)(P + ops::kPanelKeys - 1) / ops::kPanelKeys * ops::kPanelKeys * hd;
+    const std::size_t panel_floats = ops::key_panel_floats(P, hd);
     std::vector<float> kp(kv_heads * panel_floats);     // [kv_heads, panels, hd, kPanelKeys]
     const auto vh = random_vec((std::size_t)P * kvd, 7);  // [kv_heads, P, hd]
     for (int g = 0; g < kv_heads; ++g) ops::pack_key_panels(kp.data() + g * panel_floats, k.data() + g * hd, kvd, P, hd);

@@ -252,8 +252,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   std::vector<float> K(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
   std::vector<float> V(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
   std::vector<float> KH;                                      // [P, kv_dim] cache_rounding: rounded K
-  const std::size_t panel_floats =                            // one KV head's keys in panels
-      static_cast<std::size_t>((P + ops::kPanelKeys - 1) / ops::kPanelKeys) * ops::kPanelKeys * hd;
+  const std::size_t panel_floats = ops::key_panel_floats(P, hd);  // one KV head's keys in panels
   std::vector<float> KP(c.n_kv_heads * panel_floats);         // [n_kv_heads, panels, head_dim, kPanelKeys]
   std::vector<float> VH(static_cast<std::size_t>(P) * kvd);   // [n_kv_heads, P, head_dim] V by head
   std::vector<float> ATT(static_cast<std::size_t>(P) * qd);   // [P, q_dim]

@@ -46,7 +46,12 @@ void attend_causal_block(float* out, long out_stride, float* probs, float* lse, 
 // Keys per panel of attend_causal_block's packed keys.
 constexpr int kPanelKeys = 24;
 
-// keys_p[round_up(n, kPanelKeys) * head_dim] <- the n key rows of head_dim floats at keys
+// Floats of n keys in panels: round_up(n, kPanelKeys) * head_dim.
+inline long key_panel_floats(int n, int head_dim) {
+  return static_cast<long>((n + kPanelKeys - 1) / kPanelKeys) * kPanelKeys * head_dim;
+}
+
+// keys_p[key_panel_floats(n, head_dim)] <- the n key rows of head_dim floats at keys
 // (k_stride apart), in attend_causal_block's panel layout, padded with zero keys.
 void pack_key_panels(float* keys_p, const float* keys, long k_stride, int n, int head_dim);
 

@@ -59,7 +59,7 @@ TEST(Attention, CausalBlockMatchesNaiveRows) {
       const long stride = heads * hd;  // [P, heads * hd] rows, head 1 used
       const auto q = random_vec(P * stride, 10 + hd), k = random_vec(P * stride, 20 + hd),
                  v = random_vec(P * stride, 30 + hd);
-      std::vector<float> kp((P + kPanelKeys - 1) / kPanelKeys * kPanelKeys * hd);  // head 1's keys in panels
+      std::vector<float> kp(key_panel_floats(P, hd));  // head 1's keys in panels
       pack_key_panels(kp.data(), k.data() + h * hd, stride, P, hd);
       const double scale = 1.0 / std::sqrt((double)hd);
       for (const auto& [q0, nq] : {std::pair{0, 7}, std::pair{7, 19}, std::pair{26, 19}, std::pair{211, 89}}) {
