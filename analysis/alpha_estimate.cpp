@@ -54,13 +54,6 @@ struct ForcedPrompt {
   int forced() const { return (int)tokens.size() - context; }
 };
 
-// Clears the engine's controller however a run ends.
-struct ControllerScope {
-  Engine& engine;
-  ControllerScope(Engine& e, CacheController* c) : engine(e) { engine.set_controller(c); }
-  ~ControllerScope() { engine.set_controller(nullptr); }
-};
-
 // One run restricting (layer, kv_head) (layer -1: none) on the prefilled context; the context is
 // prefilled again when `fresh` or when the run would pass the model's context.
 // Returns the logits at the scored positions: [score_end - score_begin, vocab].
@@ -72,7 +65,7 @@ std::vector<float> run_forced(Engine& engine, const ForcedPrompt& p, int layer, 
     engine.prefill(std::span<const int>(p.tokens).first(p.context));
   }
   ForcedRunController controller(p.context, engine.pos(), layer, kv_head, o.sink, o.recent);
-  ControllerScope scope(engine, &controller);
+  const EngineAttachment attached(engine, nullptr, &controller);
   std::vector<float> out;
   for (int i = p.context; i < (int)p.tokens.size(); ++i) {
     std::span<const float> logits = engine.decode(p.tokens[i]);

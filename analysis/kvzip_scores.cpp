@@ -38,23 +38,6 @@ void KvzipScoreObserver::on_attention(const AttentionBlock& block) {
   }
 }
 
-namespace {
-
-// Clears the engine's observer and controller however a pass ends.
-struct HookScope {
-  Engine& engine;
-  HookScope(Engine& e, AttentionObserver* o, CacheController* c) : engine(e) {
-    engine.set_observer(o);
-    engine.set_controller(c);
-  }
-  ~HookScope() {
-    engine.set_observer(nullptr);
-    engine.set_controller(nullptr);
-  }
-};
-
-}  // namespace
-
 std::vector<float> kvzip_key_scores(const Model& model, const Tokenizer& tokenizer,
                                     std::span<const int> context, const KvzipOptions& options) {
   const ModelConfig& c = model.config;
@@ -86,7 +69,7 @@ std::vector<float> kvzip_key_scores(const Model& model, const Tokenizer& tokeniz
     engine.reset();
     engine.prefill(context);
     KvzipChunkController restrict_keys(options.sinks, begin, end, P);
-    HookScope scope(engine, &observer, &restrict_keys);
+    const EngineAttachment attached(engine, &observer, &restrict_keys);
     for (int token : feed) engine.decode(token);
   }
   std::vector<float>& scores = observer.scores();  // [L, Hkv, P]

@@ -55,17 +55,6 @@ std::vector<float> RetrievalScores::mean() const {
   return m;
 }
 
-namespace {
-
-// Restores "no observer" on the engine however the trial ends.
-struct ObserverScope {
-  Engine& engine;
-  ObserverScope(Engine& e, AttentionObserver* o) : engine(e) { engine.set_observer(o); }
-  ~ObserverScope() { engine.set_observer(nullptr); }
-};
-
-}  // namespace
-
 std::vector<float> retrieval_trial(Engine& engine, const Tokenizer& tokenizer,
                                    const NeedlePrompt& prompt, int max_steps,
                                    std::vector<int>& answer) {
@@ -83,7 +72,7 @@ std::vector<float> retrieval_trial(Engine& engine, const Tokenizer& tokenizer,
   engine.set_observer(nullptr);
   engine.reset();
   engine.prefill(std::span<const int>(prompt.tokens).first(n - 1));
-  ObserverScope scope(engine, &argmax);
+  const EngineAttachment attached(engine, &argmax, nullptr);
   answer.clear();
   int token = prompt.tokens[n - 1];
   for (int step = 0; step < steps; ++step) {

@@ -85,4 +85,23 @@ class Engine {
   std::unique_ptr<CudaBackend> cuda_;   // Device::Cuda
 };
 
+// Attaches an observer and a controller to an engine for one run and detaches both however the
+// run ends (an observer may stop a run by throwing through the engine).
+class EngineAttachment {
+ public:
+  EngineAttachment(Engine& engine, AttentionObserver* observer, CacheController* controller) : engine_(engine) {
+    engine_.set_observer(observer);
+    engine_.set_controller(controller);
+  }
+  ~EngineAttachment() {
+    engine_.set_observer(nullptr);
+    engine_.set_controller(nullptr);
+  }
+  EngineAttachment(const EngineAttachment&) = delete;
+  EngineAttachment& operator=(const EngineAttachment&) = delete;
+
+ private:
+  Engine& engine_;
+};
+
 }  // namespace kvs
