@@ -141,22 +141,33 @@ class EnforcingController : public CacheController {
 }  // namespace
 
 ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int steps,
-                           const std::vector<int>& forced, const SamplingOptions& sampling) {
+                           const std::vector<int>& forced, const SamplingOptions& sampling,
+                           const RunProgress& progress) {
   const int vocab = engine.model().config.vocab_size;
   ReferenceRun ref;
   ref.prompt = prompt;
   LogitsCapture capture(static_cast<int>(prompt.size()));
-  engine.set_controller(nullptr);
-  engine.set_observer(&capture);
-  engine.reset();
+  PrefillProgress prefill(progress.on_prefill_layer, progress.cancelled);
+  ObserverFanout fan;
+  fan.add(&capture);
+  fan.add(&prefill);
   GenerateRequest req;
   req.prompt = prompt;
   req.steps = steps;
   req.sampling = sampling;
   req.forced = forced;
   req.stop_at_eos = false;
-  ref.tokens = generate(engine, req);
-  engine.set_observer(nullptr);
+  GenerateCallbacks cb;
+  cb.on_token = [&](int step, int, std::span<const float>) {
+    if (progress.on_step) progress.on_step(step, steps);
+  };
+  cb.cancelled = progress.cancelled;
+  {
+    const EngineAttachment attached(engine, &fan, nullptr);
+    engine.reset();
+    ref.tokens = generate(engine, req, cb);
+  }
+  if (static_cast<int>(ref.tokens.size()) < steps) throw RunCancelled{};
   ref.logits = capture.take();
   ref.peak_kv_bytes = engine.peak_kv_bytes();
   Sampler sampler(sampling);
@@ -186,6 +197,8 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   fan.add(&rows);
   fan.add(&logits);
   fan.add(options.observer);
+  PrefillProgress prefill(options.on_prefill_layer, options.cancelled);
+  fan.add(&prefill);
 
   context.shape = shape;
   context.prompt_len = P;
@@ -199,9 +212,6 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   }
 
   std::vector<size_t> kv_bytes;  // [S] bytes held after each step
-  engine.set_observer(&fan);
-  engine.set_controller(&controller);
-  engine.reset();
   GenerateRequest req;
   req.prompt = reference.prompt;
   req.steps = S;
@@ -214,11 +224,14 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
     if (options.on_step) options.on_step(step, S);
   };
   cb.cancelled = options.cancelled;
-  std::vector<int> generated = generate(engine, req, cb);
-  kv_bytes.push_back(engine.kv_bytes());
-  engine.set_observer(nullptr);
-  engine.set_controller(nullptr);
-  if (static_cast<int>(generated.size()) < S) throw input_error("rerun", "cancelled");
+  std::vector<int> generated;
+  {
+    const EngineAttachment attached(engine, &fan, &controller);
+    engine.reset();
+    generated = generate(engine, req, cb);
+    kv_bytes.push_back(engine.kv_bytes());
+  }
+  if (static_cast<int>(generated.size()) < S) throw RunCancelled{};
 
   RunData run;
   run.name = policy.spec().run_name() + "_" + options.mode;  // beside the simulated run's name

@@ -1,6 +1,7 @@
 // `kvscope record`: run a model on a prompt and save its attention evidence as an HDF5 trace.
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -74,12 +75,22 @@ int cmd_record(const ArgList& argv) {
   };
   // On a terminal, the prefill's layer count on one line of stderr, erased when the prompt is
   // through (a long prompt's prefill takes a minute on two cores).
-  if (!quiet && ::isatty(STDERR_FILENO)) {
+  const bool show_progress = !quiet && ::isatty(STDERR_FILENO);
+  if (show_progress) {
     cb.on_prefill_layer = [](int layer, int n_layers) {
       if (layer < n_layers)
-        std::fprintf(stderr, "\rkvscope: prefill, layer %d of %d", layer + 1, n_layers);
+        std::fprintf(stderr, "\r\033[Kkvscope: prefill, layer %d of %d", layer + 1, n_layers);
       else
         std::fputs("\r\033[K", stderr);
+    };
+    // Under --policy, the full-cache run that the policy's metrics compare with comes first.
+    cb.on_reference_prefill_layer = [](int layer, int n_layers) {
+      std::fprintf(stderr, "\r\033[Kkvscope: full-cache reference run, prefill layer %d of %d",
+                   std::min(layer + 1, n_layers), n_layers);
+    };
+    cb.on_reference_step = [](int step, int total) {
+      std::fprintf(stderr, "\r\033[Kkvscope: full-cache reference run, step %d of %d", step + 1, total);
+      if (step + 1 == total) std::fputs("\r\033[K", stderr);
     };
   }
   // Ctrl-C / SIGTERM stop the decode loop; the trace is committed with the steps done so far.
@@ -91,8 +102,9 @@ int cmd_record(const ArgList& argv) {
   std::signal(SIGTERM, SIG_DFL);
   if (!quiet) std::printf("\n");
   if (g_stop_signal != 0) {
+    if (show_progress) std::fputs("\r\033[K", stderr);  // the progress line
     if (res.out_path.empty())
-      std::fprintf(stderr, "kvscope: interrupted during the prefill; no trace written\n");
+      std::fprintf(stderr, "kvscope: interrupted during the %s; no trace written\n", res.cancelled_during.c_str());
     else
       std::fprintf(stderr, "kvscope: interrupted; trace %s holds the %d of %d steps recorded so far\n",
                    res.out_path.c_str(), res.n_steps, r.steps);

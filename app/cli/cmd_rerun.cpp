@@ -3,11 +3,13 @@
 // are appended to the trace with eviction="real".
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
 #include "analysis/head_stats.h"
 #include "analysis/live_run.h"
+#include "analysis/run_progress.h"
 #include "analysis/policy_duoattention.h"
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
@@ -76,21 +78,42 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     eo.device = device_flag(a);
     eo.gpu_dtype = gpu_dtype_flag(a);
     Engine engine(model, eo);
-    const ReferenceRun ref = run_reference(engine, prompt, static_cast<int>(decoded.size()), decoded, lo.sampling);
-    for (auto& p : policies) {
-      PolicyContext ctx;
-      if (!alpha.empty()) {
-        ctx.alpha = alpha;
-        ctx.alpha_source = "pattern folder " + a.str("--alpha");
-      } else if (auto w = duo_profile_window(*p)) {
-        ctx.alpha = profile_alpha(trace, w->sink, w->recent);
-        ctx.alpha_source = "profiled from trace";
+    const int count = static_cast<int>(policies.size()) + 1;
+    // Reports for run `index` named `name` (nothing when no one listens).
+    auto progress_of = [&](const std::string& name, int index) {
+      RunProgress out;
+      out.cancelled = callbacks.cancelled;
+      if (!callbacks.on_progress) return out;
+      out.on_prefill_layer = [&callbacks, name, index, count](int layer, int n_layers) {
+        callbacks.on_progress({name, index, count, false, layer, n_layers});
+      };
+      out.on_step = [&callbacks, name, index, count](int step, int total) {
+        callbacks.on_progress({name, index, count, true, step + 1, total});
+      };
+      return out;
+    };
+    try {
+      const ReferenceRun ref = run_reference(engine, prompt, static_cast<int>(decoded.size()), decoded, lo.sampling,
+                                             progress_of("reference", 0));
+      for (size_t i = 0; i < policies.size(); ++i) {
+        Policy& p = *policies[i];
+        PolicyContext ctx;
+        if (!alpha.empty()) {
+          ctx.alpha = alpha;
+          ctx.alpha_source = "pattern folder " + a.str("--alpha");
+        } else if (auto w = duo_profile_window(p)) {
+          ctx.alpha = profile_alpha(trace, w->sink, w->recent);
+          ctx.alpha_source = "profiled from trace";
+        }
+        const RunProgress progress = progress_of(p.spec().run_name(), static_cast<int>(i) + 1);
+        lo.on_prefill_layer = progress.on_prefill_layer;
+        lo.on_step = progress.on_step;
+        lo.cancelled = progress.cancelled;
+        runs.push_back(live_run(engine, p, ctx, ref, *tok, lo));
+        if (eo.rope_in_cache) mark_rerotated(runs.back());
       }
-      const std::string name = p->spec().run_name();
-      if (callbacks.on_step) lo.on_step = [&](int step, int total) { callbacks.on_step(name, step, total); };
-      lo.cancelled = callbacks.cancelled;
-      runs.push_back(live_run(engine, *p, ctx, ref, *tok, lo));
-      if (eo.rope_in_cache) mark_rerotated(runs.back());
+    } catch (const RunCancelled&) {
+      throw input_error("rerun", "cancelled; nothing appended");
     }
   }
   if (callbacks.cancelled && callbacks.cancelled()) throw input_error("rerun", "cancelled; nothing appended");
@@ -100,12 +123,21 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
 
 int cmd_rerun(const ArgList& argv) {
   RerunCallbacks cb;
-  if (isatty(fileno(stderr)))
-    cb.on_step = [](const std::string& run, int step, int total) {
-      std::fprintf(stderr, "\rkvscope: %s %d/%d", run.c_str(), step + 1, total);
-      if (step + 1 == total) std::fprintf(stderr, "\n");
+  // On a terminal, where the re-run stands on one line of stderr, erased at the end.
+  const bool show = isatty(fileno(stderr));
+  if (show)
+    cb.on_progress = [](const RerunProgress& p) {
+      std::fprintf(stderr, "\r\033[Kkvscope: run %d of %d, %s: %s %d of %d", p.index + 1, p.count, p.run.c_str(),
+                   p.decode ? "step" : "prefill, layer", std::min(p.done + (p.decode ? 0 : 1), p.total), p.total);
     };
-  const std::vector<RunData> runs = rerun_trace(argv, cb);
+  std::vector<RunData> runs;
+  try {
+    runs = rerun_trace(argv, cb);
+  } catch (...) {
+    if (show) std::fputs("\r\033[K", stderr);
+    throw;
+  }
+  if (show) std::fputs("\r\033[K", stderr);
   print_run_summaries(runs, Args(argv, kValueFlags, kSwitchFlags).has("--json"));
   return 0;
 }

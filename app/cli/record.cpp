@@ -10,6 +10,7 @@
 #include "analysis/kvzip_scores.h"
 #include "analysis/live_run.h"
 #include "analysis/recorder.h"
+#include "analysis/run_progress.h"
 #include "analysis/similarity.h"
 #include "inference/chat_template.h"
 #include "inference/errors.h"
@@ -25,38 +26,6 @@ std::string utc_now() {
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
 }
-
-// Thrown through the engine by PrefillProgress when the user stops during the prefill.
-struct PrefillCancelled {};
-
-// Reports prefill progress by layer from the attention evidence as it streams by: a layer's first
-// block of rows (or, on a GPU, its first summary). Asks for no rows of its own. At each layer it
-// also polls `cancelled`, so that stopping a long prompt's prefill does not wait for its end.
-class PrefillProgress : public AttentionObserver {
- public:
-  PrefillProgress(std::function<void(int, int)> report, std::function<bool()> cancelled)
-      : report_(std::move(report)), cancelled_(std::move(cancelled)) {}
-  void on_begin(const ModelConfig& config, std::span<const int>) override { n_layers_ = config.n_layers; }
-  PrefillNeed prefill_need() const override { return {false, 0, 0}; }
-  void on_attention(const AttentionBlock& b) override {
-    if (!b.decode && b.head == 0 && b.q_pos0 == 0) layer_begins(b.layer);
-  }
-  void on_prefill_summary(const PrefillSummary& s) override {
-    if (s.head == 0) layer_begins(s.layer);
-  }
-  void on_prefill_end(int) override {
-    if (report_) report_(n_layers_, n_layers_);
-  }
-
- private:
-  void layer_begins(int layer) {
-    if (cancelled_ && cancelled_()) throw PrefillCancelled{};
-    if (report_) report_(layer, n_layers_);
-  }
-  std::function<void(int, int)> report_;
-  std::function<bool()> cancelled_;
-  int n_layers_ = 0;
-};
 
 // Per-step analyses fed by the recorder's assembled decode rows (TraceRecorder::on_step).
 struct StepAnalyses {
@@ -156,14 +125,14 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
     prev = token;
   };
 
-  PrefillProgress progress(cb.on_prefill_layer, cb.cancelled);
-  ObserverFanout observers;  // the recorder, then the progress report
-  observers.add(&rec);
-  observers.add(&progress);
-
+  std::string stage = "prefill";  // what runs, for a note when stopped before the first step
   try {
     if (r.policy.empty()) {
-      engine.set_observer(&observers);
+      PrefillProgress progress(cb.on_prefill_layer, cb.cancelled);
+      ObserverFanout observers;  // the recorder, then the progress report
+      observers.add(&rec);
+      observers.add(&progress);
+      const EngineAttachment attached(engine, &observers, nullptr);
       GenerateRequest req;
       req.prompt = prompt;
       req.steps = r.steps;
@@ -173,15 +142,18 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
       gcb.on_token = [&](int step, int token, std::span<const float>) { stream(step, token); };
       gcb.cancelled = cb.cancelled;
       generated = generate(engine, req, gcb);
-      engine.set_observer(nullptr);
     } else {
       // Recorded under a policy from the start: the trace's attention is the policy run's own.
-      ReferenceRun ref = run_reference(engine, prompt, r.steps, {}, r.sampling);
+      stage = "full-cache reference run";
+      ReferenceRun ref = run_reference(engine, prompt, r.steps, {}, r.sampling,
+                                       {cb.on_reference_prefill_layer, cb.on_reference_step, cb.cancelled});
+      stage = "prefill";
       LiveRunOptions lo;
       lo.mode = "free";
       lo.sampling = r.sampling;
       lo.keep_attention = false;
-      lo.observer = &observers;
+      lo.observer = &rec;
+      lo.on_prefill_layer = cb.on_prefill_layer;
       lo.cancelled = cb.cancelled;
       if (policy->needs_key_scores()) {
         KvzipOptions ko;
@@ -197,8 +169,8 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
         generated.assign(run.tokens.begin() + meta.prompt_len, run.tokens.end());
         note += "recorded under policy " + run.name + " (real eviction)";
         rec.writer().write_run(run);
-      } catch (const InputError&) {
-        if (!cb.cancelled || !cb.cancelled()) throw;
+      } catch (const RunCancelled&) {
+        if (rec.steps_written() == 0) throw;
         // Cancelled: keep the steps recorded so far; the run's kept sets are incomplete, so no run.
         const auto& ids = rec.ids();
         generated.assign(ids.begin() + std::min<size_t>(ids.size(), meta.prompt_len), ids.end());
@@ -206,12 +178,13 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
       }
       for (size_t s = 0; s < generated.size(); ++s) stream(static_cast<int>(s), generated[s]);
     }
-  } catch (const PrefillCancelled&) {
-    // Stopped before the prompt's evidence was complete: nothing to keep (the uncommitted trace
-    // is discarded with the recorder).
+  } catch (const RunCancelled&) {
+    // Stopped before a step was recorded: nothing to keep (the uncommitted trace is discarded
+    // with the recorder).
     res.prompt_text = tok->decode(prompt);
     res.prompt_len = meta.prompt_len;
-    res.note = "cancelled during the prefill: no trace written";
+    res.cancelled_during = stage;
+    res.note = "cancelled during the " + stage + ": no trace written";
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
   }

@@ -34,7 +34,8 @@ struct RecordResult {
   int prompt_len = 0;
   int n_steps = 0;
   double seconds = 0.0;
-  std::string out_path;         // "" when cancelled during the prefill: no trace was written
+  std::string out_path;         // "" when cancelled before a step was recorded: no trace written
+  std::string cancelled_during; // then what ran: "prefill" or "full-cache reference run"
   std::string note;             // capture notes (e.g. prefill map reduced)
 };
 
@@ -46,10 +47,14 @@ struct RecordCallbacks {
   // done); (n_layers, n_layers) when the prompt is through. A long prompt's prefill is most of a
   // recording's wait.
   std::function<void(int layer, int n_layers)> on_prefill_layer;
+  // A recording under a policy first runs the full cache over the prompt and the steps (the
+  // reference its metrics compare with); its prefill layers and decode steps, reported as above.
+  std::function<void(int layer, int n_layers)> on_reference_prefill_layer;
+  std::function<void(int step, int total)> on_reference_step;
 };
 
 // Throws InputError on bad input. On cancellation the trace holds the steps done so far, or,
-// cancelled during the prefill, none is written (out_path empty).
+// cancelled before the first recorded step, none is written (out_path empty).
 RecordResult record_trace(const RecordRequest& request, const RecordCallbacks& callbacks = {});
 
 }  // namespace kvs

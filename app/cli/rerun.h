@@ -10,9 +10,19 @@
 
 namespace kvs {
 
+// Where a re-run stands: run `index` of `count` (the full-cache reference first, named
+// "reference", then each policy's run), in its prefill (`done` of `total` layers begun, total of
+// total once the prompt is through) or its decode (`done` of `total` steps finished).
+struct RerunProgress {
+  std::string run;
+  int index = 0, count = 0;
+  bool decode = false;
+  int done = 0, total = 0;
+};
+
 struct RerunCallbacks {
-  std::function<void(const std::string& run, int step, int total)> on_step;
-  std::function<bool()> cancelled;  // true = stop; nothing is appended then
+  std::function<void(const RerunProgress&)> on_progress;
+  std::function<bool()> cancelled;  // true = stop at the next layer or step; nothing is appended
 };
 
 // Takes the arguments of `kvscope rerun` (trace path, --policy..., --budget, --mode, ...); returns

@@ -1,17 +1,23 @@
 // record_trace's prefill progress (RecordCallbacks::on_prefill_layer), which `kvscope record` and
 // the Run view show while a long prompt is processed: every layer once, in order, then the end,
-// with the full cache and under a policy enforced live; and stopping during the prefill, which
-// ends the recording at the next layer and leaves no file behind.
+// with the full cache and under a policy enforced live (whose full-cache reference run reports
+// its own layers and steps first); and stopping during the prefill or the reference run, which
+// ends the recording at the next layer or step and leaves no file behind. Also rerun_trace's
+// progress over its runs, and stopping it, which leaves the trace as it was.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "app/cli/record.h"
+#include "app/cli/rerun.h"
+#include "inference/errors.h"
 #include "inference/loader.h"
 
 namespace kvs {
@@ -43,18 +49,28 @@ TEST(RecordProgress, ReportsEveryPrefillLayerInOrderThenTheEnd) {
     SCOPED_TRACE(policy.empty() ? "full cache" : policy);
     const fs::path out = fs::temp_directory_path() / ("kvs_progress_" + std::to_string(::getpid()) + ".h5");
     const RecordRequest req = stories_request(out, policy);
-    std::vector<std::pair<int, int>> seen;
-    int tokens = 0;
+    std::vector<std::pair<int, int>> seen, reference_layers;
+    int tokens = 0, reference_steps = 0;
     RecordCallbacks cb;
     cb.on_prefill_layer = [&](int layer, int n) {
       EXPECT_EQ(tokens, 0) << "prefill progress after a generated token";
+      EXPECT_EQ(reference_steps, policy.empty() ? 0 : 8) << "the policy run's prefill before the reference's end";
       seen.emplace_back(layer, n);
+    };
+    cb.on_reference_prefill_layer = [&](int layer, int n) { reference_layers.emplace_back(layer, n); };
+    cb.on_reference_step = [&](int step, int total) {
+      EXPECT_EQ(step, reference_steps++);
+      EXPECT_EQ(total, 8);
     };
     cb.on_token = [&](int, int, const std::string&) { ++tokens; };
     record_trace(req, cb);
     fs::remove(out);
     EXPECT_EQ(seen, want);
     EXPECT_EQ(tokens, 8);
+    // Only a recording under a policy runs the full-cache reference first.
+    const std::vector<std::pair<int, int>> none;
+    EXPECT_EQ(reference_layers, policy.empty() ? none : want);
+    EXPECT_EQ(reference_steps, policy.empty() ? 0 : 8);
   }
 }
 
@@ -79,10 +95,102 @@ TEST(RecordProgress, StoppingDuringThePrefillEndsAtTheNextLayerAndWritesNothing)
     EXPECT_EQ(tokens, 0);
     EXPECT_TRUE(r.out_path.empty());
     EXPECT_EQ(r.n_steps, 0);
+    EXPECT_EQ(r.cancelled_during, "prefill");
     EXPECT_NE(r.note.find("no trace written"), std::string::npos) << r.note;
     EXPECT_TRUE(fs::is_empty(dir)) << "the trace or its temporary file was left behind";
     fs::remove_all(dir);
   }
+}
+
+TEST(RecordProgress, StoppingDuringThePolicyRecordingsReferenceRunWritesNothing) {
+  if (!fs::exists(kStories / "stories260K.bin")) GTEST_SKIP() << "stories260K model files absent";
+  for (const bool in_prefill : {true, false}) {
+    SCOPED_TRACE(in_prefill ? "in its prefill" : "in its decode");
+    const fs::path dir = fs::temp_directory_path() / ("kvs_progress_ref_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    bool stop = false;
+    int policy_layers = 0, reference_steps = 0, tokens = 0;
+    RecordCallbacks cb;
+    cb.on_reference_prefill_layer = [&](int layer, int) { stop = stop || (in_prefill && layer == 1); };
+    cb.on_reference_step = [&](int, int) { stop = stop || (!in_prefill && ++reference_steps == 3); };
+    cb.on_prefill_layer = [&](int, int) { ++policy_layers; };
+    cb.on_token = [&](int, int, const std::string&) { ++tokens; };
+    cb.cancelled = [&] { return stop; };
+    const RecordResult r = record_trace(stories_request(dir / "t.h5", "streamingllm"), cb);
+    EXPECT_EQ(policy_layers, 0) << "the policy run started after the stop";
+    EXPECT_EQ(tokens, 0);
+    EXPECT_TRUE(r.out_path.empty());
+    EXPECT_EQ(r.cancelled_during, "full-cache reference run");
+    EXPECT_NE(r.note.find("no trace written"), std::string::npos) << r.note;
+    EXPECT_TRUE(fs::is_empty(dir)) << "the trace or its temporary file was left behind";
+    fs::remove_all(dir);
+  }
+}
+
+// A stories260K trace of 8 steps to re-run policies on.
+fs::path recorded_trace(const fs::path& dir) {
+  fs::create_directories(dir);
+  const fs::path out = dir / "t.h5";
+  record_trace(stories_request(out, ""));
+  return out;
+}
+
+std::string file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(RerunProgress, ReportsEachRunsLayersThenStepsInTurn) {
+  if (!fs::exists(kStories / "stories260K.bin")) GTEST_SKIP() << "stories260K model files absent";
+  const fs::path dir = fs::temp_directory_path() / ("kvs_rerun_progress_" + std::to_string(::getpid()));
+  const fs::path trace = recorded_trace(dir);
+  const int L = load_model((kStories / "stories260K.bin").string()).config.n_layers;
+  std::vector<RerunProgress> seen;
+  RerunCallbacks cb;
+  cb.on_progress = [&](const RerunProgress& p) { seen.push_back(p); };
+  rerun_trace({trace.string(), "--policy", "h2o", "--policy", "streamingllm", "--budget", "16", "--threads", "1"}, cb);
+  // Per run: layers 0..L-1 begun, the prompt through (L of L), then steps 1..8 of 8.
+  const std::vector<std::string> names = {"reference", "h2o_b16", "streamingllm_b16"};
+  ASSERT_EQ(seen.size(), names.size() * (L + 1 + 8));
+  size_t i = 0;
+  for (int run = 0; run < 3; ++run) {
+    for (int k = 0; k < L + 1 + 8; ++k, ++i) {
+      const RerunProgress& p = seen[i];
+      SCOPED_TRACE("report " + std::to_string(i));
+      EXPECT_EQ(p.run, names[run]);
+      EXPECT_EQ(p.index, run);
+      EXPECT_EQ(p.count, 3);
+      EXPECT_EQ(p.decode, k > L);
+      EXPECT_EQ(p.done, k <= L ? k : k - L);
+      EXPECT_EQ(p.total, k <= L ? L : 8);
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST(RerunProgress, StoppingInAPolicyRunsPrefillAppendsNothing) {
+  if (!fs::exists(kStories / "stories260K.bin")) GTEST_SKIP() << "stories260K model files absent";
+  const fs::path dir = fs::temp_directory_path() / ("kvs_rerun_stop_" + std::to_string(::getpid()));
+  const fs::path trace = recorded_trace(dir);
+  const std::string before = file_bytes(trace);
+  bool stop = false;
+  int last_index = -1;
+  RerunCallbacks cb;
+  cb.on_progress = [&](const RerunProgress& p) {
+    last_index = p.index;
+    stop = stop || (p.index == 1 && !p.decode && p.done == 1);  // during the policy run's layer 1
+  };
+  cb.cancelled = [&] { return stop; };
+  try {
+    rerun_trace({trace.string(), "--policy", "h2o", "--budget", "16", "--threads", "1"}, cb);
+    ADD_FAILURE() << "the stopped re-run returned";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("cancelled; nothing appended"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(last_index, 1);
+  EXPECT_EQ(file_bytes(trace), before) << "the trace changed";
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1) << "a file was left beside the trace";
+  fs::remove_all(dir);
 }
 
 }  // namespace
