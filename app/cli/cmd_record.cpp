@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -11,6 +10,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/device_flag.h"
 #include "app/cli/record.h"
+#include "app/cli/stop_signals.h"
 #include "inference/errors.h"
 
 namespace kvs {
@@ -27,10 +27,6 @@ std::string read_prompt_file(const std::string& path) {
   if (text.empty()) throw input_error(path, "prompt file is empty");
   return text;
 }
-
-volatile std::sig_atomic_t g_stop_signal = 0;  // SIGINT / SIGTERM received during a recording
-
-void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 }  // namespace
 
@@ -94,21 +90,23 @@ int cmd_record(const ArgList& argv) {
     };
   }
   // Ctrl-C / SIGTERM stop the decode loop; the trace is committed with the steps done so far.
-  cb.cancelled = [] { return g_stop_signal != 0; };
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  RecordResult res = record_trace(r, cb);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  cb.cancelled = [] { return StopSignals::received() != 0; };
+  RecordResult res;
+  int stopped_by = 0;
+  {
+    const StopSignals stop;
+    res = record_trace(r, cb);
+    stopped_by = StopSignals::received();
+  }
   if (!quiet) std::printf("\n");
-  if (g_stop_signal != 0) {
+  if (stopped_by != 0) {
     if (show_progress) std::fputs("\r\033[K", stderr);  // the progress line
     if (res.out_path.empty())
       std::fprintf(stderr, "kvscope: interrupted during the %s; no trace written\n", res.cancelled_during.c_str());
     else
       std::fprintf(stderr, "kvscope: interrupted; trace %s holds the %d of %d steps recorded so far\n",
                    res.out_path.c_str(), res.n_steps, r.steps);
-    return 128 + g_stop_signal;
+    return 128 + stopped_by;
   }
   std::fprintf(stderr, "kvscope: %d prompt tokens + %d steps in %.2f s (%.1f tok/s); trace %s%s%s\n",
                res.prompt_len, res.n_steps, res.seconds, res.seconds > 0 ? res.n_steps / res.seconds : 0.0,

@@ -14,6 +14,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/rerun.h"
+#include "app/cli/stop_signals.h"
 #include "app/cli/device_flag.h"
 #include "app/cli/policy_setup.h"
 #include "app/cli/run_summary.h"
@@ -130,9 +131,18 @@ int cmd_rerun(const ArgList& argv) {
       std::fprintf(stderr, "\r\033[Kkvscope: run %d of %d, %s: %s %d of %d", p.index + 1, p.count, p.run.c_str(),
                    p.decode ? "step" : "prefill, layer", std::min(p.done + (p.decode ? 0 : 1), p.total), p.total);
     };
+  // Ctrl-C / SIGTERM stop the runs at the next layer or step; the trace is left as it was. Once
+  // the runs are appended (the signals are caught until the end), the command completes.
+  const StopSignals stop;
+  cb.cancelled = [] { return StopSignals::received() != 0; };
   std::vector<RunData> runs;
   try {
     runs = rerun_trace(argv, cb);
+  } catch (const InputError&) {
+    if (show) std::fputs("\r\033[K", stderr);
+    if (StopSignals::received() == 0) throw;
+    std::fprintf(stderr, "kvscope: interrupted; nothing appended to the trace\n");
+    return 128 + StopSignals::received();
   } catch (...) {
     if (show) std::fputs("\r\033[K", stderr);
     throw;

@@ -1,6 +1,7 @@
 // kill -9 at random moments during `kvscope record`, `simulate` and `rerun` (20 times each): the
 // target is afterwards the old complete trace, the new complete one, or (record) absent — never a
-// file the reader rejects — and the next run leaves no temporary files behind.
+// file the reader rejects — and the next run leaves no temporary files behind. SIGINT / SIGTERM
+// during `record` and `rerun`: they stop cleanly, keeping the steps done or appending nothing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -163,6 +164,39 @@ TEST_F(KillTest, RerunKilledLeavesOldOrNewTrace) {
                          {"rerun", path, "--policy", "window", "--budget", "24", "--model", kModel,
                           "--tokenizer", kTokenizer, "--threads", "1"},
                          1);
+}
+
+// SIGINT or SIGTERM during `kvscope rerun` stops it at the next layer or step: exit 128 + the
+// signal and the trace byte-identical, or (a signal after the runs) exit 0 with the run appended.
+TEST_F(KillTest, RerunInterruptedAppendsNothingOrEverything) {
+  const std::string path = dir_.path + "/stop.h5";
+  const std::vector<std::string> args = {"rerun", path, "--policy", "window", "--policy", "h2o", "--budget", "24",
+                                         "--model", kModel, "--tokenizer", kTokenizer, "--threads", "1"};
+  fs::copy_file(base_, path);
+  int rc = 0;
+  const double full = time_kvscope(args, &rc);
+  ASSERT_EQ(rc, 0);
+  const std::string old_bytes = read_bytes(base_);
+  std::uniform_real_distribution<double> when(0.0, full);
+  int stopped = 0;
+  for (int i = 0; i < kIterations / 2; ++i) {
+    fs::copy_file(base_, path, fs::copy_options::overwrite_existing);
+    const pid_t pid = spawn_kvscope(args);
+    std::this_thread::sleep_for(std::chrono::duration<double>(when(rng_)));
+    const int sig = i % 2 ? SIGTERM : SIGINT;
+    ::kill(pid, sig);
+    rc = wait_child(pid);
+    ASSERT_TRUE(rc == 0 || rc == 128 + sig) << "exit code " << rc;
+    const std::vector<std::string> runs = read_whole_trace(path);
+    if (rc == 0) {
+      EXPECT_EQ(runs.size(), 2u) << "a finished re-run appends both runs";
+    } else {
+      ++stopped;
+      EXPECT_EQ(read_bytes(path), old_bytes) << "a stopped re-run changed the trace";
+    }
+    EXPECT_EQ(temp_files(dir_.path), std::vector<std::string>{});
+  }
+  EXPECT_GT(stopped, 0) << "no signal landed during the re-run";
 }
 
 }  // namespace
