@@ -197,7 +197,7 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   fan.add(&rows);
   fan.add(&logits);
   fan.add(options.observer);
-  PrefillProgress prefill(options.on_prefill_layer, options.cancelled);
+  PrefillProgress prefill(options.progress.on_prefill_layer, options.progress.cancelled);
   fan.add(&prefill);
 
   context.shape = shape;
@@ -221,9 +221,9 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   GenerateCallbacks cb;
   cb.on_token = [&](int step, int, std::span<const float>) {
     if (step > 0) kv_bytes.push_back(engine.kv_bytes());
-    if (options.on_step) options.on_step(step, S);
+    if (options.progress.on_step) options.progress.on_step(step, S);
   };
-  cb.cancelled = options.cancelled;
+  cb.cancelled = options.progress.cancelled;
   std::vector<int> generated;
   {
     const EngineAttachment attached(engine, &fan, &controller);

@@ -31,9 +31,7 @@ struct LiveRunOptions {
   int window_request = 64;       // prefill window rows collected for prefill-once policies
   std::vector<float> key_scores;  // [L, Hkv, P] KVzip scores for policies that need them
   AttentionObserver* observer = nullptr;  // also sees the run (e.g. a TraceRecorder)
-  std::function<void(int layer, int n_layers)> on_prefill_layer;  // as RunProgress's
-  std::function<void(int step, int total)> on_step;
-  std::function<bool()> cancelled;  // true = stop at the next prefill layer or decode step
+  RunProgress progress;           // the run's prefill layers and steps; stopping it
 };
 
 // Runs the model with a full cache: prefill `prompt`, then `steps` decode steps fed either the
@@ -49,7 +47,7 @@ ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int s
 // own attention and metrics (kl, top1_agree, ref_logprob per step; kv_bytes per step;
 // perplexity of the reference continuation, first_divergence (forced: first step whose top-1
 // differs; free: first generated token that differs; -1 = none), peak_kv_bytes and its ratio to full as scalars).
-// Throws RunCancelled when options.cancelled stopped it.
+// Throws RunCancelled when options.progress.cancelled stopped it.
 RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const ReferenceRun& reference,
                  const Tokenizer& tokenizer, const LiveRunOptions& options);
 

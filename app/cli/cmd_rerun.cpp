@@ -106,10 +106,7 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
           ctx.alpha = profile_alpha(trace, w->sink, w->recent);
           ctx.alpha_source = "profiled from trace";
         }
-        const RunProgress progress = progress_of(p.spec().run_name(), static_cast<int>(i) + 1);
-        lo.on_prefill_layer = progress.on_prefill_layer;
-        lo.on_step = progress.on_step;
-        lo.cancelled = progress.cancelled;
+        lo.progress = progress_of(p.spec().run_name(), static_cast<int>(i) + 1);
         runs.push_back(live_run(engine, p, ctx, ref, *tok, lo));
         if (eo.rope_in_cache) mark_rerotated(runs.back());
       }

@@ -153,8 +153,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
       lo.sampling = r.sampling;
       lo.keep_attention = false;
       lo.observer = &rec;
-      lo.on_prefill_layer = cb.on_prefill_layer;
-      lo.cancelled = cb.cancelled;
+      lo.progress = {cb.on_prefill_layer, nullptr, cb.cancelled};
       if (policy->needs_key_scores()) {
         KvzipOptions ko;
         ko.engine.n_threads = r.threads;

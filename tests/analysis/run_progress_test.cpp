@@ -69,10 +69,8 @@ TEST_F(RunProgressTest, LiveRunReportsEveryLayerThenEveryStep) {
   const ReferenceRun ref = run_reference(engine, prompt_, kSteps, {}, {});
   auto policy = make_policy(parse_policy_spec("streamingllm", 8), shape_of(st_->model));
   Seen seen;
-  const RunProgress p = watching(seen);
   LiveRunOptions o;
-  o.on_prefill_layer = p.on_prefill_layer;
-  o.on_step = p.on_step;
+  o.progress = watching(seen);
   live_run(engine, *policy, PolicyContext{}, ref, *st_->tok, o);
   EXPECT_EQ(seen.layers, every_layer_then_end(st_->model.config.n_layers));
   EXPECT_EQ(seen.steps, every_step(kSteps));
@@ -111,8 +109,7 @@ TEST_F(RunProgressTest, StoppingInTheDecodeEndsAtTheNextStep) {
       EXPECT_THROW(run_reference(engine, prompt_, kSteps, {}, {}, p), RunCancelled);
     } else {
       LiveRunOptions o;
-      o.on_step = p.on_step;
-      o.cancelled = p.cancelled;
+      o.progress = p;
       EXPECT_THROW(live_run(engine, *policy, PolicyContext{}, ref, *st_->tok, o), RunCancelled);
     }
     EXPECT_EQ(seen.steps, (std::vector<std::pair<int, int>>{{0, kSteps}, {1, kSteps}}));
