@@ -56,21 +56,40 @@ std::vector<float> kvzip_key_scores(const Model& model, const Tokenizer& tokeniz
                                    "repeat pass in the model's context of " + std::to_string(c.seq_len));
   }
 
-  Engine engine(model, options.engine);
-  KvzipScoreObserver observer(c.n_layers, c.n_heads, c.n_kv_heads, P);
+  // Each pass feeds its repeat prompt + chunk tokens.
+  std::vector<std::vector<int>> feeds;
+  int total_fed = 0;
   for (int begin = 0; begin < P; begin += chunk) {
     const int end = std::min(P, begin + chunk);
-    std::vector<int> feed = first;  // repeat prompt + chunk tokens
+    std::vector<int> feed = first;
     if (begin > 0) {
       feed = later;
       feed.insert(feed.end(), context.begin() + std::max(0, begin - options.overlap), context.begin() + begin);
     }
     feed.insert(feed.end(), context.begin() + begin, context.begin() + end);
+    total_fed += static_cast<int>(feed.size());
+    feeds.push_back(std::move(feed));
+  }
+
+  const RunProgress& progress = options.progress;
+  Engine engine(model, options.engine);
+  KvzipScoreObserver observer(c.n_layers, c.n_heads, c.n_kv_heads, P);
+  PrefillProgress prefill(progress.on_prefill_layer, progress.cancelled);
+  int fed = 0;
+  for (size_t pass = 0; pass < feeds.size(); ++pass) {
+    const int begin = static_cast<int>(pass) * chunk, end = std::min(P, begin + chunk);
     engine.reset();
-    engine.prefill(context);
+    {
+      const EngineAttachment attached(engine, &prefill, nullptr);
+      engine.prefill(context);
+    }
     KvzipChunkController restrict_keys(options.sinks, begin, end, P);
     const EngineAttachment attached(engine, &observer, &restrict_keys);
-    for (int token : feed) engine.decode(token);
+    for (int token : feeds[pass]) {
+      if (progress.cancelled && progress.cancelled()) throw RunCancelled{};
+      engine.decode(token);
+      if (progress.on_step) progress.on_step(fed++, total_fed);
+    }
   }
   std::vector<float>& scores = observer.scores();  // [L, Hkv, P]
   for (size_t row = 0; row < scores.size() / P; ++row) {

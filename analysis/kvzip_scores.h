@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/run_progress.h"
 #include "inference/engine.h"
 #include "inference/hooks.h"
 
@@ -21,6 +22,9 @@ struct KvzipOptions {
   std::string repeat_text = "Repeat the previous context exactly.";
   std::string continue_text = "Repeat the part of the previous context exactly, starting with";
   EngineOptions engine;
+  // Each pass's prefill of the context by layer, then the repeat tokens fed (`step` of `total`,
+  // counted over all passes); stopping it throws RunCancelled.
+  RunProgress progress;
 };
 
 // During one chunk's repeat pass, restricts every (layer, KV head) to the sinks, the chunk's keys
@@ -54,7 +58,7 @@ class KvzipScoreObserver : public AttentionObserver {
 // repeat prompt + chunk i teacher-forced (the first chunk's repeat prompt is repeat_text, later
 // ones continue_text + the last `overlap` tokens of the previous chunk); no chat template is
 // applied. Throws InputError when the context is empty, an option is out of range, or context +
-// repeat input exceed the model's context.
+// repeat input exceed the model's context; RunCancelled when options.progress stopped it.
 std::vector<float> kvzip_key_scores(const Model& model, const Tokenizer& tokenizer,
                                     std::span<const int> context, const KvzipOptions& options = {});
 

@@ -1,7 +1,6 @@
 // `kvscope record`: run a model on a prompt and save its attention evidence as an HDF5 trace.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -79,15 +78,9 @@ int cmd_record(const ArgList& argv) {
       else
         std::fputs("\r\033[K", stderr);
     };
-    // Under --policy, the full-cache run that the policy's metrics compare with comes first.
-    cb.on_reference_prefill_layer = [](int layer, int n_layers) {
-      std::fprintf(stderr, "\r\033[Kkvscope: full-cache reference run, prefill layer %d of %d",
-                   std::min(layer + 1, n_layers), n_layers);
-    };
-    cb.on_reference_step = [](int step, int total) {
-      std::fprintf(stderr, "\r\033[Kkvscope: full-cache reference run, step %d of %d", step + 1, total);
-      if (step + 1 == total) std::fputs("\r\033[K", stderr);
-    };
+    // Under --policy, the passes before the recorded one (the full-cache reference run, KVzip's
+    // scoring).
+    cb.on_pass = [](const PassProgress& p) { std::fprintf(stderr, "\r\033[Kkvscope: %s", describe(p).c_str()); };
   }
   // Ctrl-C / SIGTERM stop the decode loop; the trace is committed with the steps done so far.
   cb.cancelled = [] { return StopSignals::received() != 0; };

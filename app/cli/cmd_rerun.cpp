@@ -3,13 +3,12 @@
 // are appended to the trace with eviction="real".
 #include <unistd.h>
 
-#include <algorithm>
+#include <optional>
 #include <cstdio>
 #include <set>
 
 #include "analysis/head_stats.h"
 #include "analysis/live_run.h"
-#include "analysis/run_progress.h"
 #include "analysis/policy_duoattention.h"
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
@@ -65,49 +64,42 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     const std::vector<int> prompt(ids.begin(), ids.begin() + m.prompt_len);
     const std::vector<int> decoded(ids.begin() + m.prompt_len, ids.end());
 
+    // The passes: KVzip's scoring when a kvzip policy needs scores the trace lacks, the
+    // full-cache reference, then each policy's run.
     LiveRunOptions lo;
     lo.mode = mode;
     lo.sampling = {m.temperature, m.top_p, m.seed};
     lo.keep_attention = !a.has("--no-attention");
-    if (any_needs_key_scores(policies)) {
-      PrefillEvidence ev = trace.read_prefill();
-      lo.key_scores = ev.key_scores.empty() ? kvzip_scores_for_trace(a, trace) : std::move(ev.key_scores);
-    }
+    std::optional<PrefillEvidence> evidence;
+    if (any_needs_key_scores(policies)) evidence = trace.read_prefill();
+    const bool score = evidence && evidence->key_scores.empty();
+    const int count = static_cast<int>(policies.size()) + 1 + (score ? 1 : 0);
+    int pass = 0;
+    auto next_pass = [&](const std::string& name) {
+      return pass_progress(callbacks.on_progress, name, pass++, count, callbacks.cancelled);
+    };
     EngineOptions eo;
     eo.n_threads = a.integer("--threads", 0, 0, 1024);
     eo.rope_in_cache = a.has("--rope-in-cache");
     eo.device = device_flag(a);
     eo.gpu_dtype = gpu_dtype_flag(a);
-    Engine engine(model, eo);
-    const int count = static_cast<int>(policies.size()) + 1;
-    // Reports for run `index` named `name` (nothing when no one listens).
-    auto progress_of = [&](const std::string& name, int index) {
-      RunProgress out;
-      out.cancelled = callbacks.cancelled;
-      if (!callbacks.on_progress) return out;
-      out.on_prefill_layer = [&callbacks, name, index, count](int layer, int n_layers) {
-        callbacks.on_progress({name, index, count, false, layer, n_layers});
-      };
-      out.on_step = [&callbacks, name, index, count](int step, int total) {
-        callbacks.on_progress({name, index, count, true, step + 1, total});
-      };
-      return out;
-    };
     try {
+      if (evidence)
+        lo.key_scores = score ? kvzip_scores_for_trace(a, trace, next_pass("KVzip scoring")) : std::move(evidence->key_scores);
+      Engine engine(model, eo);
       const ReferenceRun ref = run_reference(engine, prompt, static_cast<int>(decoded.size()), decoded, lo.sampling,
-                                             progress_of("reference", 0));
-      for (size_t i = 0; i < policies.size(); ++i) {
-        Policy& p = *policies[i];
+                                             next_pass("reference run"));
+      for (auto& p : policies) {
         PolicyContext ctx;
         if (!alpha.empty()) {
           ctx.alpha = alpha;
           ctx.alpha_source = "pattern folder " + a.str("--alpha");
-        } else if (auto w = duo_profile_window(p)) {
+        } else if (auto w = duo_profile_window(*p)) {
           ctx.alpha = profile_alpha(trace, w->sink, w->recent);
           ctx.alpha_source = "profiled from trace";
         }
-        lo.progress = progress_of(p.spec().run_name(), static_cast<int>(i) + 1);
-        runs.push_back(live_run(engine, p, ctx, ref, *tok, lo));
+        lo.progress = next_pass(p->spec().run_name());
+        runs.push_back(live_run(engine, *p, ctx, ref, *tok, lo));
         if (eo.rope_in_cache) mark_rerotated(runs.back());
       }
     } catch (const RunCancelled&) {
@@ -124,10 +116,7 @@ int cmd_rerun(const ArgList& argv) {
   // On a terminal, where the re-run stands on one line of stderr, erased at the end.
   const bool show = isatty(fileno(stderr));
   if (show)
-    cb.on_progress = [](const RerunProgress& p) {
-      std::fprintf(stderr, "\r\033[Kkvscope: run %d of %d, %s: %s %d of %d", p.index + 1, p.count, p.run.c_str(),
-                   p.decode ? "step" : "prefill, layer", std::min(p.done + (p.decode ? 0 : 1), p.total), p.total);
-    };
+    cb.on_progress = [](const PassProgress& p) { std::fprintf(stderr, "\r\033[Kkvscope: %s", describe(p).c_str()); };
   // Ctrl-C / SIGTERM stop the runs at the next layer or step; the trace is left as it was. Once
   // the runs are appended (the signals are caught until the end), the command completes.
   const StopSignals stop;

@@ -1,10 +1,13 @@
 // `kvscope simulate trace.h5 --policy ... --budget N`: every policy replayed over the trace's
 // recorded attention in one pass; the runs are appended to the trace atomically.
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "analysis/simulator.h"
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/pass_progress.h"
 #include "app/cli/policy_setup.h"
 #include "app/cli/run_summary.h"
 #include "inference/errors.h"
@@ -24,8 +27,14 @@ int cmd_simulate(const ArgList& argv) {
     opt.block_size = a.integer("--block-size", 16, 1, 1 << 16);
     opt.alpha = alpha_from_flag(a, trace.meta().shape);
     if (!opt.alpha.empty()) opt.alpha_source = "pattern folder " + a.str("--alpha");
-    if (any_needs_key_scores(policies) && !trace.has_array("/attention/prefill_key_scores"))
-      opt.key_scores = kvzip_scores_for_trace(a, trace);
+    if (any_needs_key_scores(policies) && !trace.has_array("/attention/prefill_key_scores")) {
+      // KVzip's scores run the model over the prompt: on a terminal, where that stands.
+      const bool show = isatty(fileno(stderr));
+      PassReport report;
+      if (show) report = [](const PassProgress& p) { std::fprintf(stderr, "\r\033[Kkvscope: %s", describe(p).c_str()); };
+      opt.key_scores = kvzip_scores_for_trace(a, trace, pass_progress(report, "KVzip scoring", 0, 1, nullptr));
+      if (show) std::fputs("\r\033[K", stderr);
+    }
     std::vector<Policy*> ptrs;
     for (auto& p : policies) ptrs.push_back(p.get());
     runs = simulate(trace, ptrs, opt);

@@ -77,7 +77,7 @@ std::vector<float> alpha_from_flag(const Args& args, const ModelShape& shape) {
   return p.alpha;
 }
 
-std::vector<float> kvzip_scores_for_trace(const Args& args, const TraceReader& trace) {
+std::vector<float> kvzip_scores_for_trace(const Args& args, const TraceReader& trace, const RunProgress& progress) {
   const TraceMeta& m = trace.meta();
   Model model = load_model(model_path_for(args, m, "--policy kvzip"));
   auto tok = load_tokenizer(model, tokenizer_path_for(args, m));
@@ -85,6 +85,7 @@ std::vector<float> kvzip_scores_for_trace(const Args& args, const TraceReader& t
   std::vector<int> context(ids.begin(), ids.begin() + m.prompt_len);
   KvzipOptions o;
   o.engine.n_threads = args.integer("--threads", 0, 0, 1024);
+  o.progress = progress;
   return kvzip_key_scores(model, *tok, context, o);
 }
 

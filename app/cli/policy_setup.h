@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "analysis/policy.h"
+#include "analysis/run_progress.h"
 #include "analysis/trace.h"
 #include "app/cli/args.h"
 
@@ -24,8 +25,9 @@ std::string tokenizer_path_for(const Args& args, const TraceMeta& meta);
 // the flag is absent.
 std::vector<float> alpha_from_flag(const Args& args, const ModelShape& shape);
 
-// KVzip key scores [L, Hkv, P] for the trace's prompt, computed on its model.
-std::vector<float> kvzip_scores_for_trace(const Args& args, const TraceReader& trace);
+// KVzip key scores [L, Hkv, P] for the trace's prompt, computed on its model, reporting to
+// `progress` (and stopped by it: RunCancelled).
+std::vector<float> kvzip_scores_for_trace(const Args& args, const TraceReader& trace, const RunProgress& progress = {});
 
 bool any_needs_key_scores(const std::vector<std::unique_ptr<Policy>>& policies);
 

@@ -144,10 +144,10 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
       generated = generate(engine, req, gcb);
     } else {
       // Recorded under a policy from the start: the trace's attention is the policy run's own.
-      stage = "full-cache reference run";
+      const int count = policy->needs_key_scores() ? 3 : 2;  // the recorded run last
+      stage = "reference run";
       ReferenceRun ref = run_reference(engine, prompt, r.steps, {}, r.sampling,
-                                       {cb.on_reference_prefill_layer, cb.on_reference_step, cb.cancelled});
-      stage = "prefill";
+                                       pass_progress(cb.on_pass, stage, 0, count, cb.cancelled));
       LiveRunOptions lo;
       lo.mode = "free";
       lo.sampling = r.sampling;
@@ -159,8 +159,11 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
         ko.engine.n_threads = r.threads;
         ko.engine.device = r.device;
         ko.engine.gpu_dtype = r.gpu_dtype;
+        stage = "KVzip scoring";
+        ko.progress = pass_progress(cb.on_pass, stage, 1, count, cb.cancelled);
         lo.key_scores = kvzip_key_scores(model, *tok, prompt, ko);
       }
+      stage = "prefill";
       std::string& note = rec.meta().capture_note;
       note += note.empty() ? "" : "; ";
       try {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "app/cli/pass_progress.h"
 #include "inference/engine.h"
 #include "inference/generate.h"
 
@@ -35,7 +36,7 @@ struct RecordResult {
   int n_steps = 0;
   double seconds = 0.0;
   std::string out_path;         // "" when cancelled before a step was recorded: no trace written
-  std::string cancelled_during; // then what ran: "prefill" or "full-cache reference run"
+  std::string cancelled_during; // then what ran: "prefill", "reference run" or "KVzip scoring"
   std::string note;             // capture notes (e.g. prefill map reduced)
 };
 
@@ -48,9 +49,9 @@ struct RecordCallbacks {
   // recording's wait.
   std::function<void(int layer, int n_layers)> on_prefill_layer;
   // A recording under a policy first runs the full cache over the prompt and the steps (the
-  // reference its metrics compare with); its prefill layers and decode steps, reported as above.
-  std::function<void(int layer, int n_layers)> on_reference_prefill_layer;
-  std::function<void(int step, int total)> on_reference_step;
+  // "reference run" its metrics compare with) and, for kvzip, the "KVzip scoring" pass: their
+  // prefill layers and steps. The recorded run is the last pass of `count`, reported above.
+  PassReport on_pass;
 };
 
 // Throws InputError on bad input. On cancellation the trace holds the steps done so far, or,

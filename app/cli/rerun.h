@@ -7,21 +7,14 @@
 
 #include "analysis/trace.h"
 #include "app/cli/commands.h"
+#include "app/cli/pass_progress.h"
 
 namespace kvs {
 
-// Where a re-run stands: run `index` of `count` (the full-cache reference first, named
-// "reference", then each policy's run), in its prefill (`done` of `total` layers begun, total of
-// total once the prompt is through) or its decode (`done` of `total` steps finished).
-struct RerunProgress {
-  std::string run;
-  int index = 0, count = 0;
-  bool decode = false;
-  int done = 0, total = 0;
-};
-
 struct RerunCallbacks {
-  std::function<void(const RerunProgress&)> on_progress;
+  // Each pass in turn: "KVzip scoring" when a kvzip policy needs scores the trace lacks, the
+  // full-cache "reference run", then each policy's run (its run name).
+  PassReport on_progress;
   std::function<bool()> cancelled;  // true = stop at the next layer or step; nothing is appended
 };
 

@@ -322,9 +322,9 @@ class RunView : public View {
       cb.on_prefill_layer = [&ctx](int layer, int n_layers) {  // the bar fills once for the prompt
         ctx.progress(n_layers > 0 ? (float)layer / (float)n_layers : 0.0f);
       };
-      // Under a policy the full-cache reference runs first: its prefill, then its steps, likewise.
-      cb.on_reference_prefill_layer = cb.on_prefill_layer;
-      cb.on_reference_step = [&ctx](int step, int total) { ctx.progress((float)(step + 1) / (float)total); };
+      // Under a policy the full-cache reference (and KVzip's scoring) run first: each pass's
+      // prefill, then its steps, likewise.
+      cb.on_pass = [&ctx](const PassProgress& p) { ctx.progress(p.total > 0 ? (float)p.done / (float)p.total : 0.0f); };
       cb.cancelled = [&ctx] { return ctx.cancelled(); };
       try {
         const RecordResult r = record_trace(req, cb);
@@ -364,7 +364,7 @@ class RunView : public View {
         RerunCallbacks cb;
         // The bar crosses the runs in turn (the reference first), each one's prefill layers in
         // its first half and its steps in the second.
-        cb.on_progress = [&ctx](const RerunProgress& p) {
+        cb.on_progress = [&ctx](const PassProgress& p) {
           const float part = p.total > 0 ? static_cast<float>(p.done) / static_cast<float>(p.total) : 1.0f;
           const float within = p.decode ? 0.5f + 0.5f * part : 0.5f * part;
           ctx.progress((static_cast<float>(p.index) + within) / static_cast<float>(p.count));

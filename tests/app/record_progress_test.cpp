@@ -57,10 +57,16 @@ TEST(RecordProgress, ReportsEveryPrefillLayerInOrderThenTheEnd) {
       EXPECT_EQ(reference_steps, policy.empty() ? 0 : 8) << "the policy run's prefill before the reference's end";
       seen.emplace_back(layer, n);
     };
-    cb.on_reference_prefill_layer = [&](int layer, int n) { reference_layers.emplace_back(layer, n); };
-    cb.on_reference_step = [&](int step, int total) {
-      EXPECT_EQ(step, reference_steps++);
-      EXPECT_EQ(total, 8);
+    cb.on_pass = [&](const PassProgress& p) {
+      EXPECT_EQ(p.pass, "reference run");
+      EXPECT_EQ(p.index, 0);
+      EXPECT_EQ(p.count, 2);  // the recorded run is the second
+      if (!p.decode) {
+        reference_layers.emplace_back(p.done, p.total);
+        return;
+      }
+      EXPECT_EQ(p.done, ++reference_steps);
+      EXPECT_EQ(p.total, 8);
     };
     cb.on_token = [&](int, int, const std::string&) { ++tokens; };
     record_trace(req, cb);
@@ -111,8 +117,10 @@ TEST(RecordProgress, StoppingDuringThePolicyRecordingsReferenceRunWritesNothing)
     bool stop = false;
     int policy_layers = 0, reference_steps = 0, tokens = 0;
     RecordCallbacks cb;
-    cb.on_reference_prefill_layer = [&](int layer, int) { stop = stop || (in_prefill && layer == 1); };
-    cb.on_reference_step = [&](int, int) { stop = stop || (!in_prefill && ++reference_steps == 3); };
+    cb.on_pass = [&](const PassProgress& p) {
+      if (p.decode) ++reference_steps;
+      stop = stop || (in_prefill ? !p.decode && p.done == 1 : reference_steps == 3);
+    };
     cb.on_prefill_layer = [&](int, int) { ++policy_layers; };
     cb.on_token = [&](int, int, const std::string&) { ++tokens; };
     cb.cancelled = [&] { return stop; };
@@ -120,7 +128,8 @@ TEST(RecordProgress, StoppingDuringThePolicyRecordingsReferenceRunWritesNothing)
     EXPECT_EQ(policy_layers, 0) << "the policy run started after the stop";
     EXPECT_EQ(tokens, 0);
     EXPECT_TRUE(r.out_path.empty());
-    EXPECT_EQ(r.cancelled_during, "full-cache reference run");
+    EXPECT_EQ(r.cancelled_during, "reference run");
+    EXPECT_EQ(reference_steps, in_prefill ? 0 : 3);
     EXPECT_NE(r.note.find("no trace written"), std::string::npos) << r.note;
     EXPECT_TRUE(fs::is_empty(dir)) << "the trace or its temporary file was left behind";
     fs::remove_all(dir);
@@ -145,19 +154,19 @@ TEST(RerunProgress, ReportsEachRunsLayersThenStepsInTurn) {
   const fs::path dir = fs::temp_directory_path() / ("kvs_rerun_progress_" + std::to_string(::getpid()));
   const fs::path trace = recorded_trace(dir);
   const int L = load_model((kStories / "stories260K.bin").string()).config.n_layers;
-  std::vector<RerunProgress> seen;
+  std::vector<PassProgress> seen;
   RerunCallbacks cb;
-  cb.on_progress = [&](const RerunProgress& p) { seen.push_back(p); };
+  cb.on_progress = [&](const PassProgress& p) { seen.push_back(p); };
   rerun_trace({trace.string(), "--policy", "h2o", "--policy", "streamingllm", "--budget", "16", "--threads", "1"}, cb);
   // Per run: layers 0..L-1 begun, the prompt through (L of L), then steps 1..8 of 8.
-  const std::vector<std::string> names = {"reference", "h2o_b16", "streamingllm_b16"};
+  const std::vector<std::string> names = {"reference run", "h2o_b16", "streamingllm_b16"};
   ASSERT_EQ(seen.size(), names.size() * (L + 1 + 8));
   size_t i = 0;
   for (int run = 0; run < 3; ++run) {
     for (int k = 0; k < L + 1 + 8; ++k, ++i) {
-      const RerunProgress& p = seen[i];
+      const PassProgress& p = seen[i];
       SCOPED_TRACE("report " + std::to_string(i));
-      EXPECT_EQ(p.run, names[run]);
+      EXPECT_EQ(p.pass, names[run]);
       EXPECT_EQ(p.index, run);
       EXPECT_EQ(p.count, 3);
       EXPECT_EQ(p.decode, k > L);
@@ -176,7 +185,7 @@ TEST(RerunProgress, StoppingInAPolicyRunsPrefillAppendsNothing) {
   bool stop = false;
   int last_index = -1;
   RerunCallbacks cb;
-  cb.on_progress = [&](const RerunProgress& p) {
+  cb.on_progress = [&](const PassProgress& p) {
     last_index = p.index;
     stop = stop || (p.index == 1 && !p.decode && p.done == 1);  // during the policy run's layer 1
   };
@@ -190,6 +199,45 @@ TEST(RerunProgress, StoppingInAPolicyRunsPrefillAppendsNothing) {
   EXPECT_EQ(last_index, 1);
   EXPECT_EQ(file_bytes(trace), before) << "the trace changed";
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1) << "a file was left beside the trace";
+  fs::remove_all(dir);
+}
+
+// A kvzip re-run on a trace recorded without its scores first runs KVzip's scoring pass: reported
+// as a pass of its own (its prefill, then every repeat token), and stoppable like the others.
+TEST(RerunProgress, KvzipScoringIsAPassOfItsOwn) {
+  if (!fs::exists(kStories / "stories260K.bin")) GTEST_SKIP() << "stories260K model files absent";
+  const fs::path dir = fs::temp_directory_path() / ("kvs_rerun_kvzip_" + std::to_string(::getpid()));
+  const fs::path trace = recorded_trace(dir);
+  const std::string before = file_bytes(trace);
+  const ArgList args = {trace.string(), "--policy", "kvzip", "--budget", "16", "--threads", "1"};
+  std::vector<std::string> passes;  // in the order first reported
+  int scoring_steps = 0, scoring_total = 0;
+  RerunCallbacks cb;
+  cb.on_progress = [&](const PassProgress& p) {
+    EXPECT_EQ(p.count, 3);
+    if (passes.empty() || passes.back() != p.pass) passes.push_back(p.pass);
+    EXPECT_EQ(p.index + 1, static_cast<int>(passes.size()));
+    if (p.pass == "KVzip scoring" && p.decode) {
+      EXPECT_EQ(p.done, ++scoring_steps);
+      scoring_total = p.total;
+    }
+  };
+  rerun_trace(args, cb);
+  EXPECT_EQ(passes, (std::vector<std::string>{"KVzip scoring", "reference run", "kvzip_b16"}));
+  EXPECT_GT(scoring_total, 0);
+  EXPECT_EQ(scoring_steps, scoring_total);
+
+  // Stopped halfway through the scoring (on a freshly recorded trace): nothing appended.
+  const fs::path again = recorded_trace(dir);
+  const std::string fresh = file_bytes(again);
+  bool stop = false;
+  cb.on_progress = [&](const PassProgress& p) {
+    EXPECT_EQ(p.pass, "KVzip scoring") << "a pass after the stop";
+    stop = stop || (p.decode && 2 * p.done >= p.total);
+  };
+  cb.cancelled = [&] { return stop; };
+  EXPECT_THROW(rerun_trace(args, cb), InputError);
+  EXPECT_EQ(file_bytes(again), fresh);
   fs::remove_all(dir);
 }
 
