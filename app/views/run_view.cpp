@@ -362,8 +362,8 @@ class RunView : public View {
     app.engine.submit("engine", "Re-running " + std::to_string(specs.size()) + " policies live", [&app, args](JobContext& ctx) {
       try {
         RerunCallbacks cb;
-        // The bar crosses the runs in turn (the reference first), each one's prefill layers in
-        // its first half and its steps in the second.
+        // The bar crosses the passes in turn (KVzip's scoring when needed, the reference, each
+        // policy's run), each one's prefill layers in its first half and its steps in the second.
         cb.on_progress = [&ctx](const PassProgress& p) {
           const float part = p.total > 0 ? static_cast<float>(p.done) / static_cast<float>(p.total) : 1.0f;
           const float within = p.decode ? 0.5f + 0.5f * part : 0.5f * part;
@@ -376,6 +376,10 @@ class RunView : public View {
           app.reload();
         });
       } catch (const std::exception& e) {
+        if (ctx.cancelled()) {  // the user's Cancel, not a failure
+          app.engine.post([&app] { app.info("Re-run cancelled; nothing appended to the trace"); });
+          return;
+        }
         const std::string message = e.what();
         app.engine.post([&app, message] { app.error(message); });
       }
