@@ -8,6 +8,30 @@
 #include <queue>
 
 namespace kvs {
+
+namespace {
+
+std::string merge_key(std::string_view left, std::string_view right) {
+  std::string key(left);
+  key += '\xff';  // never inside UTF-8 text
+  key += right;
+  return key;
+}
+
+}  // namespace
+
+MergeRanks::MergeRanks(const std::vector<std::pair<std::string, std::string>>& merges) {
+  for (std::size_t r = 0; r < merges.size(); ++r) rank_.emplace(merge_key(merges[r].first, merges[r].second), static_cast<int>(r));
+}
+
+PairPriority MergeRanks::priority() const {
+  return [this](std::string_view a, std::string_view b) -> std::optional<double> {
+    auto it = rank_.find(merge_key(a, b));
+    if (it == rank_.end()) return std::nullopt;
+    return -static_cast<double>(it->second);
+  };
+}
+
 namespace {
 
 struct Candidate {

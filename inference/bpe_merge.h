@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,20 @@ using PairPriority = std::function<std::optional<double>(std::string_view, std::
 // no pair can merge; returns the final symbols. Equivalent to llama2.c's quadratic loop, in
 // O(n log n) with a priority queue.
 std::vector<std::string> bpe_merge(std::vector<std::string> symbols, const PairPriority& priority);
+
+// Ranked merges (GPT-2 merges.txt, tokenizer.json's "merges"): a pair merges when it is listed,
+// earlier ones first.
+class MergeRanks {
+ public:
+  MergeRanks() = default;
+  explicit MergeRanks(const std::vector<std::pair<std::string, std::string>>& merges);  // in rank order
+  bool empty() const { return rank_.empty(); }
+  // Priority -rank of a listed pair, nullopt for others. Valid while this object lives.
+  PairPriority priority() const;
+
+ private:
+  std::unordered_map<std::string, int> rank_;  // left + '\xff' + right -> rank
+};
 
 // Splits a UTF-8 string into code points (invalid bytes become one-byte symbols).
 std::vector<std::string> utf8_chars(std::string_view text);

@@ -76,10 +76,7 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(BpeVocab vocab)
   for (const auto& [text, id] : vocab_.specials) {
     if (id >= 0 && id < n) is_special_[id] = true;
   }
-  for (std::size_t r = 0; r < vocab_.merges.size(); ++r) {
-    merge_rank_.emplace(vocab_.merges[r].first + '\xff' + vocab_.merges[r].second,
-                        static_cast<int>(r));
-  }
+  merge_ranks_ = MergeRanks(vocab_.merges);
 }
 
 int ByteLevelBpeTokenizer::token_id(const std::string& token) const {
@@ -96,16 +93,7 @@ void ByteLevelBpeTokenizer::encode_word(std::string_view word, std::vector<int>&
       return;
     }
   }
-  const PairPriority priority = [this](std::string_view a,
-                                       std::string_view b) -> std::optional<double> {
-    std::string key(a);
-    key += '\xff';
-    key += b;
-    auto it = merge_rank_.find(key);
-    if (it == merge_rank_.end()) return std::nullopt;
-    return -static_cast<double>(it->second);
-  };
-  for (const std::string& sym : bpe_merge(utf8_chars(mapped), priority)) {
+  for (const std::string& sym : bpe_merge(utf8_chars(mapped), merge_ranks_.priority())) {
     if (const int id = token_id(sym); id >= 0) {
       out.push_back(id);
       continue;

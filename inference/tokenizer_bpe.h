@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "inference/bpe_merge.h"
 #include "inference/pretokenizer.h"
 #include "inference/tokenizer.h"
 #include "inference/unicode_normalize.h"
@@ -55,7 +56,7 @@ class ByteLevelBpeTokenizer : public Tokenizer {
   BpeVocab vocab_;
   PreTokenizer pre_;
   std::unordered_map<std::string, int> token_to_id_;
-  std::unordered_map<std::string, int> merge_rank_;  // left + '\xff' + right -> rank
+  MergeRanks merge_ranks_;
   std::vector<bool> is_special_;                     // [vocab] matched verbatim / kept raw
 };
 

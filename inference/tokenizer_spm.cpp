@@ -73,10 +73,7 @@ SpmTokenizer::SpmTokenizer(SpmVocab vocab) : vocab_(std::move(vocab)) {
       specials_.emplace_back(p, i);
     }
   }
-  for (std::size_t r = 0; r < vocab_.merges.size(); ++r) {
-    merge_rank_.emplace(vocab_.merges[r].first + '\xff' + vocab_.merges[r].second,
-                        static_cast<int>(r));
-  }
+  merge_ranks_ = MergeRanks(vocab_.merges);
 }
 
 int SpmTokenizer::byte_token(unsigned char byte) const {
@@ -101,14 +98,7 @@ void SpmTokenizer::encode_fragment(std::string_view text, bool prefix,
       return vocab_.scores[it->second];
     };
   } else {
-    priority = [this](std::string_view a, std::string_view b) -> std::optional<double> {
-      std::string key(a);
-      key += '\xff';
-      key += b;
-      auto it = merge_rank_.find(key);
-      if (it == merge_rank_.end()) return std::nullopt;
-      return -static_cast<double>(it->second);
-    };
+    priority = merge_ranks_.priority();
   }
   // Words: the whole text, or pieces that each start at a "▁" (Metaspace split).
   std::vector<std::string_view> words;

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "inference/bpe_merge.h"
 #include "inference/tokenizer.h"
 #include "inference/unicode_normalize.h"
 
@@ -64,7 +65,7 @@ class SpmTokenizer : public Tokenizer {
 
   SpmVocab vocab_;
   std::unordered_map<std::string, int> piece_to_id_;
-  std::unordered_map<std::string, int> merge_rank_;    // left + '\xff' + right -> rank
+  MergeRanks merge_ranks_;
   std::vector<std::pair<std::string, int>> specials_;  // matched before tokenization
   int byte_ids_[256];                                  // id of <0xXX>, -1 when absent
 };
