@@ -51,7 +51,9 @@ const char* command_help(const std::string& command) {
        "  --gpu-dtype auto|fp16|bf16  what the GPU stores weights and KV cache in (default auto:\n"
        "                            bf16 for checkpoints stored in bf16, else fp16)\n"
        "  --quiet                   print nothing but errors\n"
-       "Ctrl-C stops generating and keeps the steps done so far.\n"},
+       "Ctrl-C stops generating and keeps the steps done so far; during the prompt (or, with\n"
+       "--policy, the full-cache reference run before it) it stops at the next layer or step and\n"
+       "writes nothing.\n"},
       {"info",
        "usage: kvscope info (MODEL | trace.h5) [--tokenizer PATH] [--json]\n"
        "Describes a model (format, shape, weights, tokenizer) or a trace (model, shape, steps,\n"
@@ -106,7 +108,8 @@ const char* command_help(const std::string& command) {
        "  --threads N        CPU threads (default: all cores)\n"
        "  --device cpu|cuda|auto\n"
        "  --gpu-dtype auto|fp16|bf16  the GPU's weights and KV cache (default auto, as for record)\n"
-       "  --json             run summaries as JSON\n"},
+       "  --json             run summaries as JSON\n"
+       "Ctrl-C stops at the next layer or step and leaves the trace as it was.\n"},
   };
   const auto it = kHelp.find(command);
   return it == kHelp.end() ? nullptr : it->second;
