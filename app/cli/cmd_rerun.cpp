@@ -3,8 +3,8 @@
 // are appended to the trace with eviction="real".
 #include <unistd.h>
 
-#include <optional>
 #include <cstdio>
+#include <optional>
 #include <set>
 
 #include "analysis/head_stats.h"
