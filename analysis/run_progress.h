@@ -5,6 +5,7 @@
 #include <exception>
 #include <functional>
 #include <span>
+#include <utility>
 
 #include "inference/hooks.h"
 

@@ -102,11 +102,11 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
         runs.push_back(live_run(engine, *p, ctx, ref, *tok, lo));
         if (eo.rope_in_cache) mark_rerotated(runs.back());
       }
+      if (callbacks.cancelled && callbacks.cancelled()) throw RunCancelled{};  // after the last step
     } catch (const RunCancelled&) {
       throw input_error("rerun", "cancelled; nothing appended");
     }
   }
-  if (callbacks.cancelled && callbacks.cancelled()) throw input_error("rerun", "cancelled; nothing appended");
   append_runs(path, runs);
   return runs;
 }
