@@ -54,11 +54,7 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     auto policies = build_policies(a, trace);
     const std::vector<float> alpha = alpha_from_flag(a, m.shape);
     Model model = load_model(model_path_for(a, m, "rerun"));
-    const ModelConfig& c = model.config;
-    if (c.n_layers != m.shape.n_layers || c.n_heads != m.shape.n_heads || c.n_kv_heads != m.shape.n_kv_heads ||
-        c.head_dim != m.shape.head_dim)
-      throw input_error(model.path, "model shape differs from the trace's (" + std::to_string(m.shape.n_layers) +
-                                        " layers, " + std::to_string(m.shape.n_heads) + " heads)");
+    check_model_matches(model, m);
     auto tok = load_tokenizer(model, tokenizer_path_for(a, m));
     const auto ids = trace.token_ids();
     const std::vector<int> prompt(ids.begin(), ids.begin() + m.prompt_len);
@@ -85,7 +81,8 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     eo.gpu_dtype = gpu_dtype_flag(a);
     try {
       if (evidence)
-        lo.key_scores = score ? kvzip_scores_for_trace(a, trace, next_pass("KVzip scoring")) : std::move(evidence->key_scores);
+        lo.key_scores = score ? kvzip_scores_for_trace(model, *tok, trace, eo, next_pass("KVzip scoring"))
+                              : std::move(evidence->key_scores);
       Engine engine(model, eo);
       const ReferenceRun ref = run_reference(engine, prompt, static_cast<int>(decoded.size()), decoded, lo.sampling,
                                              next_pass("reference run"));

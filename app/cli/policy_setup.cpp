@@ -10,7 +10,6 @@
 #include "analysis/filter_layers.h"
 #include "analysis/kvzip_scores.h"
 #include "inference/errors.h"
-#include "inference/loader.h"
 
 namespace kvs {
 
@@ -69,6 +68,14 @@ std::string tokenizer_path_for(const Args& args, const TraceMeta& meta) {
   return meta.tokenizer_path;
 }
 
+void check_model_matches(const Model& model, const TraceMeta& meta) {
+  const ModelConfig& c = model.config;
+  const ModelShape& t = meta.shape;
+  if (c.n_layers != t.n_layers || c.n_heads != t.n_heads || c.n_kv_heads != t.n_kv_heads || c.head_dim != t.head_dim)
+    throw input_error(model.path, "model shape differs from the trace's (" + std::to_string(t.n_layers) + " layers, " +
+                                      std::to_string(t.n_heads) + " heads)");
+}
+
 std::vector<float> alpha_from_flag(const Args& args, const ModelShape& shape) {
   if (!args.has("--alpha")) return {};
   const std::string dir = args.str("--alpha");
@@ -77,16 +84,14 @@ std::vector<float> alpha_from_flag(const Args& args, const ModelShape& shape) {
   return p.alpha;
 }
 
-std::vector<float> kvzip_scores_for_trace(const Args& args, const TraceReader& trace, const RunProgress& progress) {
-  const TraceMeta& m = trace.meta();
-  Model model = load_model(model_path_for(args, m, "--policy kvzip"));
-  auto tok = load_tokenizer(model, tokenizer_path_for(args, m));
+std::vector<float> kvzip_scores_for_trace(const Model& model, const Tokenizer& tokenizer, const TraceReader& trace,
+                                          const EngineOptions& engine, const RunProgress& progress) {
   const auto ids = trace.token_ids();
-  std::vector<int> context(ids.begin(), ids.begin() + m.prompt_len);
+  const std::vector<int> context(ids.begin(), ids.begin() + trace.meta().prompt_len);
   KvzipOptions o;
-  o.engine.n_threads = args.integer("--threads", 0, 0, 1024);
+  o.engine = engine;
   o.progress = progress;
-  return kvzip_key_scores(model, *tok, context, o);
+  return kvzip_key_scores(model, tokenizer, context, o);
 }
 
 bool any_needs_key_scores(const std::vector<std::unique_ptr<Policy>>& policies) {

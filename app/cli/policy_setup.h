@@ -9,6 +9,9 @@
 #include "analysis/run_progress.h"
 #include "analysis/trace.h"
 #include "app/cli/args.h"
+#include "inference/engine.h"
+#include "inference/model.h"
+#include "inference/tokenizer.h"
 
 namespace kvs {
 
@@ -21,13 +24,19 @@ std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const Trac
 std::string model_path_for(const Args& args, const TraceMeta& meta, const std::string& why);
 std::string tokenizer_path_for(const Args& args, const TraceMeta& meta);
 
+// Throws InputError naming the model when its shape (layers, heads, KV heads, head size) is not
+// the trace's.
+void check_model_matches(const Model& model, const TraceMeta& meta);
+
 // DuoAttention gates from --alpha DIR (a pattern folder) checked against the shape; empty when
 // the flag is absent.
 std::vector<float> alpha_from_flag(const Args& args, const ModelShape& shape);
 
-// KVzip key scores [L, Hkv, P] for the trace's prompt, computed on its model, reporting to
-// `progress` (and stopped by it: RunCancelled).
-std::vector<float> kvzip_scores_for_trace(const Args& args, const TraceReader& trace, const RunProgress& progress = {});
+// KVzip key scores [L, Hkv, P] for the trace's prompt, computed on `model` (the trace's, already
+// loaded and checked by the caller) with an engine made from `engine`, reporting to `progress`
+// (and stopped by it: RunCancelled).
+std::vector<float> kvzip_scores_for_trace(const Model& model, const Tokenizer& tokenizer, const TraceReader& trace,
+                                          const EngineOptions& engine, const RunProgress& progress = {});
 
 bool any_needs_key_scores(const std::vector<std::unique_ptr<Policy>>& policies);
 

@@ -361,6 +361,20 @@ TEST(CliSimulateMissingData, KvzipWithoutTheModel) {
   EXPECT_EQ(ok.code, 0) << ok.err;
 }
 
+// KVzip's scores come from the --model given: one of another shape is refused by name before any
+// work, and the trace stays as it was.
+TEST(CliSimulateMissingData, KvzipWithAModelOfAnotherShape) {
+  TempDir work;
+  const std::string t = work.file("t.h5");
+  ASSERT_EQ(record_stories(t, "Once upon a time", 4).code, 0);
+  const std::string before = read_bytes(t);
+  const CliResult r =
+      run_kvscope({"simulate", t, "--policy", "kvzip", "--budget", "3", "--model", tiny_random_gguf()});
+  EXPECT_TRUE(is_input_error(r, tiny_random_gguf(), "model shape differs from the trace's"));
+  EXPECT_TRUE(read_bytes(t) == before);
+  EXPECT_EQ(work.entries(), std::vector<std::string>{"t.h5"});
+}
+
 TEST(CliSimulateNotATrace, TextFileAndTruncatedTrace) {
   TempDir work;
   const std::string text = work.file("notes.h5");
