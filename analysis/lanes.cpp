@@ -51,6 +51,7 @@ LaneCells build_lane(const uint8_t* kept, const uint8_t* kept_prev, const ModelS
   LaneCells out;
   out.state.assign(T, (uint8_t)CellState::kFuture);
   out.held.assign(T, 0.0f);
+  out.attended.assign(T, 0.0f);
   out.counts.assign((size_t)CellState::kCount, 0);
   const int L = shape.n_layers, G = shape.n_kv_heads;
   const int l0 = layer < 0 ? 0 : layer, l1 = layer < 0 ? L : layer + 1;
@@ -84,6 +85,7 @@ LaneCells build_lane(const uint8_t* kept, const uint8_t* kept_prev, const ModelS
     }
     out.state[t] = (uint8_t)s;
     out.held[t] = (float)held[t] / (float)n_heads;
+    out.attended[t] = (float)active[t] / (float)n_heads;
     out.counts[(size_t)s]++;
   }
   return out;

@@ -41,6 +41,8 @@ double json_number(const std::string& json, const std::string& key, double fallb
 struct LaneCells {
   std::vector<uint8_t> state;       // [T] CellState
   std::vector<float> held;          // [T] fraction of selected heads holding the token (1 or 2)
+  std::vector<float> attended;      // [T] fraction of selected heads attending it (1 only): below
+                                    // `held` where some heads keep it inactive (OmniKV's sparse layers)
   std::vector<int> counts;          // [kCount] tokens per state
 };
 

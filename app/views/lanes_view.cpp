@@ -62,12 +62,13 @@ class LanesView : public View {
 
   CsvTable csv(const AppState& app) const override {
     CsvTable c;
-    c.header = {"run", "step", "position", "token", "state", "held_fraction"};
+    c.header = {"run", "step", "position", "token", "state", "held_fraction", "attended_fraction"};
     if (!app.trace) return c;
     for (size_t r = 0; r < lanes_.size() && r < app.trace->runs.size(); ++r)
       for (size_t i = 0; i < lanes_[r].state.size(); ++i)
         c.add({app.trace->runs[r].name, std::to_string(app.step), std::to_string(i), app.trace->token_texts[i],
-               cell_state_name((CellState)lanes_[r].state[i]), csv_number(lanes_[r].held[i])});
+               cell_state_name((CellState)lanes_[r].state[i]), csv_number(lanes_[r].held[i]),
+               csv_number(lanes_[r].attended[i])});
     return c;
   }
 
@@ -146,7 +147,7 @@ class LanesView : public View {
     draw_ruler(dl, origin, cw, T, scroll, visible_w, ruler_h);
     const float y_att = origin.y + ruler_h;
     draw_row(dl, origin.x, y_att, lane_h - 2, cw, T, scroll, visible_w, [&](int i) {
-      return std::pair<ImU32, float>(colormap_color(Colormap::kViridis, attention_scaled_[i]), 1.0f);
+      return Bar{colormap_color(Colormap::kViridis, attention_scaled_[i]), 1.0f, 1.0f};
     }, [&](int i) { return (float)i; });
     for (size_t r = 0; r < lanes_.size(); ++r) {
       const LaneCells& lane = lanes_[r];
@@ -155,7 +156,9 @@ class LanesView : public View {
       draw_row(dl, origin.x, y, lane_h - 2, cw, T, scroll, visible_w, [&](int i) {
         const CellState s = (CellState)lane.state[i];
         const bool held = s != CellState::kFuture && s != CellState::kEvictedNow && s != CellState::kEvictedEarlier;
-        return std::pair<ImU32, float>(cell_state_color(s), held ? std::max(lane.held[i], 0.15f) : 1.0f);
+        if (!held) return Bar{cell_state_color(s), 1.0f, 1.0f};
+        const float h = std::max(lane.held[i], 0.15f);
+        return Bar{cell_state_color(s), h, h * lane.attended[i] / lane.held[i]};
       }, [&](int i) { return (float)state_priority((CellState)lane.state[i]); });
     }
     // Current query position.
@@ -181,12 +184,21 @@ class LanesView : public View {
     }
   }
 
+  // One cell's bar, from the bottom: `color` up to `attended`, then the inactive colour up to
+  // `height` (the heads that hold the token without attending it), then the empty background.
+  struct Bar {
+    ImU32 color;
+    float height;    // fraction of the cell
+    float attended;  // <= height
+    bool operator==(const Bar&) const = default;
+  };
+
   // Draws one row of cells [x0 + cw*i, ...) visible in [scroll, scroll + visible_w). When cells are
-  // narrower than a pixel, each pixel column shows its highest-priority cell. color_of returns the
-  // colour and the filled fraction of the cell height (bar from the bottom).
-  template <class ColorOf, class PriorityOf>
+  // narrower than a pixel, each pixel column shows its highest-priority cell. bar_of returns the
+  // cell's Bar.
+  template <class BarOf, class PriorityOf>
   void draw_row(ImDrawList* dl, float x0, float y, float h, float cw, int T, float scroll, float visible_w,
-                ColorOf color_of, PriorityOf priority_of) {
+                BarOf bar_of, PriorityOf priority_of) {
     const int i0 = std::clamp((int)std::floor(scroll / cw), 0, T);
     const int i1 = std::clamp((int)std::ceil((scroll + visible_w) / cw) + 1, 0, T);
     const int per_px = std::max(1, (int)std::floor(1.0f / cw));
@@ -195,13 +207,16 @@ class LanesView : public View {
       int best = i;
       for (int j = i + 1; j < std::min(i + per_px, i1); ++j)
         if (priority_of(j) > priority_of(best)) best = j;
-      auto [color, frac] = color_of(best);
-      // Merge following cells of the same colour and height into one rectangle.
+      const Bar bar = bar_of(best);
+      // Merge following cells of the same bar into one rectangle.
       int end = i + per_px;
-      while (per_px == 1 && end < i1 && color_of(end) == std::make_pair(color, frac)) ++end;
-      const float xa = x0 + cw * i, xb = x0 + cw * std::min(end, T) - gap;
-      if (frac < 1.0f) dl->AddRectFilled(ImVec2(xa, y), ImVec2(std::max(xb, xa + 1), y + h), IM_COL32(45, 45, 50, 255));
-      dl->AddRectFilled(ImVec2(xa, y + h * (1.0f - frac)), ImVec2(std::max(xb, xa + 1), y + h), color);
+      while (per_px == 1 && end < i1 && bar_of(end) == bar) ++end;
+      const float xa = x0 + cw * i, xb = std::max(x0 + cw * std::min(end, T) - gap, xa + 1);
+      if (bar.height < 1.0f) dl->AddRectFilled(ImVec2(xa, y), ImVec2(xb, y + h), IM_COL32(45, 45, 50, 255));
+      if (bar.attended < bar.height)
+        dl->AddRectFilled(ImVec2(xa, y + h * (1.0f - bar.height)), ImVec2(xb, y + h * (1.0f - bar.attended)),
+                          cell_state_color(CellState::kInactive));
+      dl->AddRectFilled(ImVec2(xa, y + h * (1.0f - bar.attended)), ImVec2(xb, y + h), bar.color);
       i = end - per_px;
     }
   }
@@ -218,9 +233,13 @@ class LanesView : public View {
     if (row > 0) {
       const LaneCells& lane = lanes_[row - 1];
       const RunData& run = t.runs[row - 1];
-      if (!lane.state.empty())
+      if (!lane.state.empty()) {
         ImGui::Text("%s: %s, held by %.0f%% of %s", run.name.c_str(), cell_state_name((CellState)lane.state[i]),
                     lane.held[i] * 100.0f, app.per_head_lanes ? "the selected head" : "(layer, KV head)s");
+        if (lane.attended[i] < lane.held[i])
+          ImGui::Text("attended by %.0f%%, held inactive by %.0f%%", lane.attended[i] * 100.0f,
+                      (lane.held[i] - lane.attended[i]) * 100.0f);
+      }
     }
     ImGui::EndTooltip();
   }

@@ -32,6 +32,10 @@ TEST_F(LaneFixture, AggregateStatesAndHeldFractions) {
   EXPECT_FLOAT_EQ(c.held[3], 0.5f);  // one of two KV heads
   EXPECT_FLOAT_EQ(c.held[6], 1.0f);  // inactive in head 1 still holds it
   EXPECT_FLOAT_EQ(c.held[2], 0.0f);
+  EXPECT_FLOAT_EQ(c.attended[6], 0.5f);  // ... but only head 0 attends it
+  EXPECT_FLOAT_EQ(c.attended[3], 0.5f);
+  EXPECT_FLOAT_EQ(c.attended[4], 1.0f);
+  EXPECT_FLOAT_EQ(c.attended[2], 0.0f);
   EXPECT_EQ(c.counts[(int)S::kRecent], 4);
   EXPECT_EQ(c.counts[(int)S::kFuture], 2);
 }
@@ -41,6 +45,8 @@ TEST_F(LaneFixture, OneHeadShowsItsOwnEvictionsAndInactiveKeys) {
   EXPECT_EQ((S)h1.state[2], S::kEvictedNow);      // head 1 held 2 at the previous step
   EXPECT_EQ((S)h1.state[3], S::kEvictedEarlier);  // head 1 never held 3
   EXPECT_EQ((S)h1.state[6], S::kInactive);
+  EXPECT_FLOAT_EQ(h1.held[6], 1.0f);
+  EXPECT_FLOAT_EQ(h1.attended[6], 0.0f);
   const LaneCells h0 = build_lane(kept.data(), prev.data(), shape, T, q, roles, 0, 0);
   EXPECT_EQ((S)h0.state[2], S::kEvictedEarlier);
   EXPECT_EQ((S)h0.state[3], S::kHeavy);
