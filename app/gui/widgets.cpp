@@ -7,12 +7,36 @@
 
 namespace kvs {
 
+// Okabe-Ito's eight colour-blind-safe colours (the blue lightened to read on the dark theme),
+// then four more, so that a trace with every policy simulated (ten or eleven runs) repeats none.
 ImU32 category_color(int i) {
-  static const ImU32 palette[] = {IM_COL32(86, 180, 233, 255), IM_COL32(230, 159, 0, 255),
-                                  IM_COL32(0, 158, 115, 255),  IM_COL32(240, 228, 66, 255),
+  static const ImU32 palette[] = {IM_COL32(86, 180, 233, 255),  IM_COL32(230, 159, 0, 255),
+                                  IM_COL32(0, 158, 115, 255),   IM_COL32(240, 228, 66, 255),
                                   IM_COL32(204, 121, 167, 255), IM_COL32(213, 94, 0, 255),
-                                  IM_COL32(0, 114, 178, 255),  IM_COL32(200, 200, 200, 255)};
-  return palette[(i % 8 + 8) % 8];
+                                  IM_COL32(60, 140, 230, 255),  IM_COL32(200, 200, 200, 255),
+                                  IM_COL32(160, 120, 220, 255), IM_COL32(170, 110, 70, 255),
+                                  IM_COL32(40, 210, 200, 255),  IM_COL32(170, 200, 60, 255)};
+  constexpr int n = sizeof palette / sizeof palette[0];
+  return palette[(i % n + n) % n];
+}
+
+bool legend_toggle(const char* label, ImU32 color, bool shown) {
+  const float h = ImGui::GetTextLineHeight(), gap = ImGui::GetStyle().ItemInnerSpacing.x;
+  const ImVec2 size(h + gap + ImGui::CalcTextSize(label).x, h);
+  ImGui::PushID(label);
+  const bool clicked = ImGui::InvisibleButton("##toggle", size);
+  ImGui::PopID();
+  const ImVec2 p = ImGui::GetItemRectMin();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  if (ImGui::IsItemHovered()) {
+    dl->AddRectFilled(p, ImGui::GetItemRectMax(), ImGui::GetColorU32(ImGuiCol_HeaderHovered));
+    ImGui::SetTooltip("%s: click to %s", label, shown ? "hide" : "show");
+  }
+  const ImVec2 a(p.x + 2, p.y + 2), b(p.x + h - 2, p.y + h - 2);
+  if (shown) dl->AddRectFilled(a, b, color);
+  else dl->AddRect(a, b, color);
+  dl->AddText(ImVec2(p.x + h + gap, p.y), ImGui::GetColorU32(shown ? ImGuiCol_Text : ImGuiCol_TextDisabled), label);
+  return clicked;
 }
 
 ImU32 cell_state_color(CellState s) {

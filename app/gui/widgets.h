@@ -26,6 +26,9 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
 void color_bar(Colormap map, const char* lo, const char* hi, float width);
 
 ImU32 category_color(int i);           // distinct colours for runs/series
+// A legend entry: a swatch of `color` (filled when shown, outlined when hidden) and the label in
+// the text colour (dimmed when hidden). Returns true when clicked.
+bool legend_toggle(const char* label, ImU32 color, bool shown);
 ImU32 cell_state_color(CellState s);   // lane palette
 // Legend chips for the lane states.
 void lane_legend();

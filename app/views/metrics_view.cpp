@@ -30,18 +30,13 @@ class MetricsView : public View {
     // Legend: one colour per run, wrapped to the window; click to hide/show.
     const float right = ImGui::GetWindowContentRegionMax().x;
     for (size_t r = 0; r < t.runs.size(); ++r) {
-      const float w = ImGui::CalcTextSize(t.runs[r].name.c_str()).x + 2 * ImGui::GetStyle().FramePadding.x;
+      const float w = ImGui::GetTextLineHeight() + ImGui::GetStyle().ItemInnerSpacing.x +
+                      ImGui::CalcTextSize(t.runs[r].name.c_str()).x;
       if (r > 0) {
-        ImGui::SameLine();
+        ImGui::SameLine(0, 14);
         if (ImGui::GetCursorPosX() + w > right) ImGui::NewLine();
       }
-      ImGui::PushID((int)r);
-      ImVec4 c = ImGui::ColorConvertU32ToFloat4(category_color((int)r));
-      if (hidden_[r]) c.w = 0.3f;
-      ImGui::PushStyleColor(ImGuiCol_Text, c);
-      if (ImGui::SmallButton(t.runs[r].name.c_str())) hidden_[r] = !hidden_[r];
-      ImGui::PopStyleColor();
-      ImGui::PopID();
+      if (legend_toggle(t.runs[r].name.c_str(), category_color((int)r), !hidden_[r])) hidden_[r] = !hidden_[r];
     }
     const int cols = ImGui::GetContentRegionAvail().x > 700 ? 2 : 1;
     const int rows = ((int)names_.size() + cols - 1) / cols;
