@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 
 #include "analysis/filter_layers.h"
 #include "analysis/similarity.h"
@@ -55,6 +56,7 @@ class LayersView : public View {
     ImGui::EndGroup();
     ImGui::SameLine();
     ImGui::BeginGroup();
+    legend();
     show_plan("optimizer", plan_, true);
     if (!given_error_.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", given_error_.c_str());
     else if (!given_.filters.empty()) show_plan("given", given_, false);
@@ -149,6 +151,37 @@ class LayersView : public View {
     }
   }
 
+  // What a cell, its colour and the strip under the matrix mean.
+  void legend() const {
+    const auto [lo, hi] = std::minmax_element(sim_.begin(), sim_.end());
+    char lo_text[32], hi_text[32];
+    std::snprintf(lo_text, sizeof lo_text, "%.3g", *lo);
+    std::snprintf(hi_text, sizeof hi_text, "%.3g", *hi);
+    color_bar(Colormap::kMagma, lo_text, hi_text, 120);
+    ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + 250);
+    ImGui::TextDisabled("row i, column j: the share of layer j's attention held by the keys layer i selects");
+    ImGui::PopTextWrapPos();
+    for (const LayerRole r : {LayerRole::Filter, LayerRole::Wait, LayerRole::Sparse, LayerRole::Dense}) {
+      const ImVec2 p = ImGui::GetCursorScreenPos();
+      const float h = ImGui::GetTextLineHeight();
+      ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x, p.y + h * 0.35f), ImVec2(p.x + h, p.y + h * 0.75f), role_color(r));
+      ImGui::Dummy(ImVec2(h, h));
+      ImGui::SameLine();
+      ImGui::TextUnformatted(layer_role_name(r));
+      if (r != LayerRole::Dense) ImGui::SameLine(0, 10);
+    }
+    ImGui::Spacing();
+  }
+
+  static ImU32 role_color(LayerRole r) {
+    switch (r) {
+      case LayerRole::Filter: return IM_COL32(255, 215, 70, 255);
+      case LayerRole::Sparse: return IM_COL32(90, 90, 100, 255);
+      case LayerRole::Wait: return IM_COL32(150, 150, 90, 255);
+      default: return IM_COL32(200, 200, 210, 255);
+    }
+  }
+
   void show_plan(const char* label, const FilterPlan& p, bool primary) {
     ImGui::TextColored(primary ? ImVec4(1, 0.85f, 0.3f, 1) : ImVec4(0.5f, 0.8f, 1, 1), "%s", label);
     std::string layers;
@@ -195,10 +228,8 @@ class LayersView : public View {
     // Role strip under the matrix: filter / wait / sparse / dense.
     if (plan_valid_)
       for (int l = 0; l < L && l < (int)plan_.roles.size(); ++l) {
-        const LayerRole r = plan_.roles[l];
-        const ImU32 c = r == LayerRole::Filter ? IM_COL32(255, 215, 70, 255) : r == LayerRole::Sparse ? IM_COL32(90, 90, 100, 255)
-                        : r == LayerRole::Wait ? IM_COL32(150, 150, 90, 255) : IM_COL32(200, 200, 210, 255);
-        dl->AddRectFilled(ImVec2(o.x + cell * l, o.y + cell * L + 3), ImVec2(o.x + cell * (l + 1) - 1, o.y + cell * L + 10), c);
+        dl->AddRectFilled(ImVec2(o.x + cell * l, o.y + cell * L + 3), ImVec2(o.x + cell * (l + 1) - 1, o.y + cell * L + 10),
+                          role_color(plan_.roles[l]));
       }
     if (app.layer < L)
       dl->AddRect(ImVec2(o.x + cell * app.layer, o.y), ImVec2(o.x + cell * (app.layer + 1), o.y + cell * L), IM_COL32(255, 255, 255, 160));
