@@ -58,8 +58,11 @@ __global__ void pool_add_kernel(float* pooled,       // [n_heads, nb, nb]
   const int j0 = b * block, j1 = min((b + 1) * block, n_keys);
   const float* ph = probs + h * nq * ld;  // [nq, ld]
   float s = 0.0f;
-  for (int i = i0; i < i1; ++i)
-    for (int j = j0; j < j1; ++j) s += ph[static_cast<long>(i) * ld + j];
+  for (int j = j0; j < j1; ++j) {  // the CPU twin's order: each key's column sum, keys in order
+    float c = 0.0f;
+    for (int i = i0; i < i1; ++i) c += ph[static_cast<long>(i) * ld + j];
+    s += c;
+  }
   pooled[(h * nb + a) * nb + b] += s / static_cast<float>(min(block, P - a * block));
 }
 

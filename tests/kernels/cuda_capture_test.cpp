@@ -1,5 +1,5 @@
 // Device twins of kernels/capture.cu against the CPU twins of kernels/capture.h. The same fp32
-// additions in the same order (columns summed in row order, pooled cells row by row): exact.
+// additions in the same order (columns summed in row order, pooled cells key by key over column sums): exact.
 #include <gtest/gtest.h>
 
 #include <vector>
