@@ -1,7 +1,8 @@
 // Prefill compute against the machine's fp32 FMA peak: one SmolLM2-shaped layer (dim 576, 9 query
 // heads and 3 KV heads of 64, hidden 1536) at several prompt lengths, its two compute kernels
 // timed apart as the engine calls them:
-//   attention  attend_causal_block over 64-row blocks of every head (keys packed in panels,
+//   attention  attend_causal_block over the engine's blocks of every head (four groups of
+//              kCausalGroupRows query rows; keys packed in panels,
 //              values contiguous per KV head), 2 * 2 * head_dim flops per (query, key) pair;
 //   products   the layer's seven matmuls, 2 * rows * cols flops per token and matrix.
 // The peak is measured here: every thread running independent 8-wide FMA chains.
@@ -75,7 +76,8 @@ int main(int argc, char** argv) {
   std::vector<int> lengths;
   for (int i = 1; i < argc; ++i) lengths.push_back(std::atoi(argv[i]));
   if (lengths.empty()) lengths = {512, 2048, 4096};
-  constexpr int dim = 576, heads = 9, kv_heads = 3, hd = 64, hidden = 1536, block = 64;
+  constexpr int dim = 576, heads = 9, kv_heads = 3, hd = 64, hidden = 1536;
+  constexpr int block = 4 * ops::kCausalGroupRows;  // as the engine
   constexpr long qd = heads * hd, kvd = kv_heads * hd;
 
   const double peak = fma_peak();

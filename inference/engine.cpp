@@ -177,7 +177,6 @@ struct Engine::State {
 
 Engine::Engine(const Model& model, EngineOptions options) : model_(model), options_(options) {
   check_config(model);
-  if (options_.prefill_block <= 0) options_.prefill_block = 64;
   state_ = std::make_unique<State>(model, options_.rope_in_cache);
   if (options_.device == Device::Cuda) {
     cuda_ = std::make_unique<CudaBackend>(model, options_);
@@ -258,7 +257,10 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   std::vector<float> ATT(static_cast<std::size_t>(P) * qd);   // [P, q_dim]
   std::vector<float> G(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
   std::vector<float> U(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
-  const int B = std::min(options_.prefill_block, P);
+  // Query rows per attention block: by default four of the attention kernel's groups, two per
+  // thread on two (64 rows were groups of 18, 18, 18 and 10: one thread did 36 rows, the other
+  // 28). Not more with more threads: observers see the same blocks whatever the thread count.
+  const int B = std::min(options_.prefill_block > 0 ? options_.prefill_block : 4 * ops::kCausalGroupRows, P);
   std::vector<float> probs(static_cast<std::size_t>(B) * P);  // [B, n_keys <= P] one block
   std::vector<float> lse(B);                                  // [B]
 

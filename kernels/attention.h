@@ -44,7 +44,12 @@ void attend_causal_block(float* out, long out_stride, float* probs, float* lse, 
                          int window, float scale);
 
 // Keys per panel of attend_causal_block's packed keys.
-constexpr int kPanelKeys = 24;
+constexpr int kPanelKeys = 16;
+
+// Query rows per group of attend_causal_block: a group is one thread's work, and its rows share
+// every chunk of keys and values read. Blocks of a multiple of it (and of the thread count) keep
+// the threads evenly loaded.
+constexpr int kCausalGroupRows = 18;
 
 // Floats of n keys in panels: round_up(n, kPanelKeys) * head_dim.
 inline long key_panel_floats(int n, int head_dim) {
