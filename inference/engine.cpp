@@ -257,12 +257,15 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   std::vector<float> ATT(static_cast<std::size_t>(P) * qd);   // [P, q_dim]
   std::vector<float> G(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
   std::vector<float> U(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
-  // Query rows per attention block: by default four of the attention kernel's groups, two per
-  // thread on two (64 rows were groups of 18, 18, 18 and 10: one thread did 36 rows, the other
-  // 28). Not more with more threads: observers see the same blocks whatever the thread count.
+  // Query rows per attention block handed to observers: by default four of the attention
+  // kernel's groups, two per thread on two (64 rows were groups of 18, 18, 18 and 10: one thread
+  // did 36 rows, the other 28), whatever the thread count, so observers see the same blocks.
+  // More threads get work from several blocks per kernel call: two groups per thread.
   const int B = std::min(options_.prefill_block > 0 ? options_.prefill_block : 4 * ops::kCausalGroupRows, P);
-  std::vector<float> probs(static_cast<std::size_t>(B) * P);  // [B, n_keys <= P] one block
-  std::vector<float> lse(B);                                  // [B]
+  const int per_call = std::max(1, 2 * omp_get_max_threads() * ops::kCausalGroupRows / B);  // blocks
+  const int CB = std::min(per_call * B, P);                     // query rows per kernel call
+  std::vector<float> probs(static_cast<std::size_t>(CB) * P);  // a call's blocks, [n_s, q0 + ...] each
+  std::vector<float> lse(CB);                                   // [CB]
 
   for (int i = 0; i < P; ++i) {
     std::copy_n(w.token_embedding.data() + static_cast<std::size_t>(tokens[i]) * dim, dim,
@@ -309,13 +312,17 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
     }
     for (int h = 0; h < c.n_heads; ++h) {
       const int g = h / group;
-      for (int q0 = 0; q0 < P; q0 += B) {
-        const int nq = std::min(B, P - q0);
+      for (int q0 = 0; q0 < P; q0 += CB) {
+        const int nq = std::min(CB, P - q0);
         const std::size_t row = static_cast<std::size_t>(q0) * qd + h * hd;
         ops::attend_causal_block(ATT.data() + row, qd, probs.data(), lse.data(), Q.data() + row, qd,
                                  KP.data() + g * panel_floats, VH.data() + static_cast<std::size_t>(g) * P * hd, hd,
-                                 q0, nq, hd, c.sliding_window, scale);
-        if (s.observer) s.observer->on_attention(AttentionBlock::prefill(l, h, q0, nq, probs.data(), lse.data()));
+                                 q0, nq, hd, c.sliding_window, scale, B);
+        if (!s.observer) continue;
+        for (int b = 0; b * B < nq; ++b)
+          s.observer->on_attention(AttentionBlock::prefill(l, h, q0 + b * B, std::min(B, nq - b * B),
+                                                           probs.data() + ops::causal_block_offset(q0, B, b),
+                                                           lse.data() + b * B));
       }
     }
     ops::matmul(XB.data(), ATT.data(), lw.wo.data(), P, dim, qd);

@@ -242,11 +242,11 @@ void pack_key_panels(float* keys_p, const float* keys, long k_stride, int n, int
 
 void attend_causal_block(float* out, long out_stride, float* probs, float* lse, const float* q, long q_stride,
                          const float* keys_p, const float* values, long v_stride, int q0, int nq, int head_dim,
-                         int window, float scale) {
-  const int n_keys = q0 + nq;  // length of a probs row
+                         int window, float scale, int block) {
+  if (block <= 0 || block > nq) block = nq;
   const int groups = (nq + kGroupRows - 1) / kGroupRows;
   auto lo_of = [window](int pos) { return window > 0 ? std::max(0, pos - window + 1) : 0; };
-#pragma omp parallel for schedule(dynamic, 1) if (static_cast<long>(nq) * n_keys * head_dim >= (1L << 15))
+#pragma omp parallel for schedule(dynamic, 1) if (static_cast<long>(nq) * (q0 + nq) * head_dim >= (1L << 15))
   for (int grp = 0; grp < groups; ++grp) {
     const int g0 = grp * kGroupRows, ng = std::min(kGroupRows, nq - g0);
     // Keys any row of the group reads lie in jb..je-1; scores run over whole panels jb..jb+ns-1.
@@ -274,10 +274,13 @@ void attend_causal_block(float* out, long out_stride, float* probs, float* lse, 
       lse[g0 + r] = softmax(row + (lo - jb), pos - lo + 1);
       std::fill(row, row + (lo - jb), 0.0f);
       std::fill(row + (pos + 1 - jb), row + n, 0.0f);
-      float* pr = probs + (long)(g0 + r) * n_keys;
+      // Row i of block s, whose rows are q0 + (s + 1) * block keys long (the last block's q0 + nq).
+      const int i = g0 + r, sb = i / block, len = q0 + std::min((sb + 1) * block, nq);
+      float* pr = probs + causal_block_offset(q0, block, sb) + (long)(i - sb * block) * len;  // [len]
+      const int copied = std::min(je, len) - jb;  // keys past len are past pos: zero
       std::fill(pr, pr + jb, 0.0f);
-      std::copy(row, row + n, pr + jb);
-      std::fill(pr + je, pr + n_keys, 0.0f);
+      std::copy(row, row + copied, pr + jb);
+      std::fill(pr + jb + copied, pr + len, 0.0f);
     }
     for (int c = 0; c < n; c += kChunkKeys)
       for (int t = 0; t < tiles; ++t)

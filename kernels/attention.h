@@ -38,10 +38,22 @@ float attend_rows_merge(float* out, float* probs, int n_keys, int seg_keys, cons
 //           j < round_up(q0 + nq, kPanelKeys) (pack_key_panels writes it; padding keys are 0)
 //   values: value rows of head_dim floats, v_stride apart
 //   out:    [nq] rows of head_dim floats, out_stride apart
-//   probs:  [nq, q0 + nq] softmax rows, 0 outside each row's keys;  lse: [nq]
+//   probs:  the softmax rows (0 outside each row's keys) in blocks of `block` rows (0: one block
+//           of nq), one after another: block s, rows s * block .. s * block + n_s - 1, is an
+//           [n_s, q0 + s * block + n_s] matrix at probs + causal_block_offset(q0, block, s), the
+//           rows an observer receives as one prefill AttentionBlock. Without blocks, [nq, q0 + nq].
+//   lse:    [nq]
+// Several blocks in one call give more threads work: groups of kCausalGroupRows rows are dealt
+// to the OpenMP threads.
 void attend_causal_block(float* out, long out_stride, float* probs, float* lse, const float* q, long q_stride,
                          const float* keys_p, const float* values, long v_stride, int q0, int nq, int head_dim,
-                         int window, float scale);
+                         int window, float scale, int block = 0);
+
+// Where block s of attend_causal_block's probs starts: the blocks before it are full, block t
+// holding block * (q0 + (t + 1) * block) floats.
+inline long causal_block_offset(int q0, int block, int s) {
+  return static_cast<long>(block) * (static_cast<long>(s) * q0 + static_cast<long>(block) * s * (s + 1) / 2);
+}
 
 // Keys per panel of attend_causal_block's packed keys.
 constexpr int kPanelKeys = 16;

@@ -257,13 +257,14 @@ TEST(EngineAttention, ThreadCountDoesNotChangeResults) {
   for (int i = 0; i < 90; ++i) prompt[i] = (i * 11 + 2) % 64;
   for (bool rope_in_cache : {false, true}) {
     std::vector<std::vector<float>> logits;
-    std::vector<Capture> caps(3);
-    for (int threads : {1, 2, 3}) {
+    const std::vector<int> thread_counts = {1, 2, 3, 8};  // 8: the 90 rows as blocks of 72 and 18 in one call
+    std::vector<Capture> caps(thread_counts.size());
+    for (std::size_t n = 0; n < thread_counts.size(); ++n) {
       EngineOptions opt;
-      opt.n_threads = threads;
+      opt.n_threads = thread_counts[n];
       opt.rope_in_cache = rope_in_cache;
       Engine e(m, opt);
-      e.set_observer(&caps[threads - 1]);
+      e.set_observer(&caps[n]);
       e.prefill(prompt);
       std::vector<float> all;
       for (int t = 0; t < 12; ++t) {
@@ -272,10 +273,10 @@ TEST(EngineAttention, ThreadCountDoesNotChangeResults) {
       }
       logits.push_back(std::move(all));
     }
-    for (int k : {1, 2}) {
+    for (std::size_t k = 1; k < thread_counts.size(); ++k) {
       ASSERT_EQ(caps[0].rows.size(), caps[k].rows.size());
       for (std::size_t i = 0; i < caps[0].rows.size(); ++i) EXPECT_EQ(caps[0].rows[i].probs, caps[k].rows[i].probs);
-      EXPECT_EQ(logits[0], logits[k]) << k + 1 << " threads, rope_in_cache " << rope_in_cache;
+      EXPECT_EQ(logits[0], logits[k]) << thread_counts[k] << " threads, rope_in_cache " << rope_in_cache;
     }
   }
 }

@@ -51,7 +51,7 @@ Expected naive(const float* q, const float* k, const float* v, const std::vector
 
 // A causal block of prompt queries (rows q0..q0+nq-1 of one head among several) against the
 // naive computation of each row: head sizes with and without a vector tail, blocks that are not
-// a multiple of the 4-row tile or the 16-row group, blocks past the first, blocks whose keys span
+// a multiple of the 6-row tile or the 18-row group, blocks past the first, blocks whose keys span
 // several chunks and panels, sliding windows narrower and wider than a chunk.
 TEST(Attention, CausalBlockMatchesNaiveRows) {
   for (const int hd : {8, 13, 64})
@@ -88,6 +88,38 @@ TEST(Attention, CausalBlockMatchesNaiveRows) {
           EXPECT_EQ(out[(std::size_t)i * stride], -7.0f) << "another head's output was written";
         }
       }
+    }
+}
+
+// Several observer blocks in one call: each block's rows, at causal_block_offset and as long as
+// its own last query's keys, equal what a call for that block alone writes (bit for bit), and so
+// do the outputs and log-sum-exps; blocks that cut groups and tiles, a last block shorter than
+// the others, a sliding window.
+TEST(Attention, BlocksInOneCallEqualOneCallPerBlock) {
+  const int hd = 16, P = 260, q0 = 37, nq = P - q0;
+  const auto q = random_vec(P * hd, 41), k = random_vec(P * hd, 42), v = random_vec(P * hd, 43);
+  std::vector<float> kp(key_panel_floats(P, hd));
+  pack_key_panels(kp.data(), k.data(), hd, P, hd);
+  for (const int window : {0, 40})
+    for (const int block : {5, 18, 72, 100}) {
+      SCOPED_TRACE("block " + std::to_string(block) + " window " + std::to_string(window));
+      std::vector<float> out((std::size_t)nq * hd), probs((std::size_t)nq * P, -7.0f), lse(nq);
+      attend_causal_block(out.data(), hd, probs.data(), lse.data(), q.data() + q0 * hd, hd, kp.data(), v.data(), hd,
+                          q0, nq, hd, window, 0.25f, block);
+      for (int b0 = 0; b0 < nq; b0 += block) {
+        const int n = std::min(block, nq - b0), len = q0 + b0 + n;
+        std::vector<float> out1((std::size_t)n * hd), probs1((std::size_t)n * len), lse1(n);
+        attend_causal_block(out1.data(), hd, probs1.data(), lse1.data(), q.data() + (q0 + b0) * hd, hd, kp.data(),
+                            v.data(), hd, q0 + b0, n, hd, window, 0.25f);
+        const float* at = probs.data() + causal_block_offset(q0, block, b0 / block);
+        EXPECT_TRUE(std::equal(probs1.begin(), probs1.end(), at)) << "probs of the block at row " << b0;
+        EXPECT_TRUE(std::equal(lse1.begin(), lse1.end(), lse.begin() + b0)) << "lse at row " << b0;
+        EXPECT_TRUE(std::equal(out1.begin(), out1.end(), out.begin() + (std::size_t)b0 * hd)) << "out at row " << b0;
+      }
+      // The blocks fill exactly the floats before the last block's end; nothing after it is written.
+      const long end = causal_block_offset(q0, block, (nq - 1) / block) +
+                       (long)(nq - (nq - 1) / block * block) * (q0 + nq);
+      EXPECT_EQ(probs[end], -7.0f);
     }
 }
 
