@@ -2,6 +2,7 @@
 #include "analysis/policy.h"
 
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 
 #include "analysis/policy_adakv.h"
@@ -17,6 +18,7 @@
 #include "analysis/policy_tova.h"
 #include "analysis/policy_window.h"
 #include "inference/errors.h"
+#include "inference/json.h"
 
 namespace kvs {
 namespace {
@@ -115,6 +117,39 @@ std::vector<std::string> policy_names() {
   std::vector<std::string> out;
   for (const Entry& e : kRegistry) out.push_back(e.name);
   return out;
+}
+
+std::string resolved_params_text(const PolicySpec& spec, const ModelShape& shape) {
+  const Json params = Json::parse(make_policy(spec, shape)->params_json(), spec.name + " parameters");
+  auto text = [](const Json& v) {
+    if (v.is_string()) return v.as_string();
+    if (v.is_bool()) return std::string(v.as_bool() ? "true" : "false");
+    char number[32];
+    std::snprintf(number, sizeof number, "%g", v.as_number());
+    return std::string(number);
+  };
+  std::string kv;
+  for (std::size_t i = 0; i < params.keys().size(); ++i) {
+    const Json& v = params.items()[i];
+    std::string value;
+    if (v.is_array()) {
+      for (const Json& item : v.items()) {
+        if (!value.empty()) value += ',';
+        value += text(item);
+      }
+    } else {
+      value = text(v);
+    }
+    if (value.empty()) continue;  // resolved later (e.g. where DuoAttention's gates come from)
+    try {  // left out: what the run derives (OmniKV's k, DuoAttention's count of retrieval heads)
+      make_policy(PolicySpec{spec.name, {{params.keys()[i], value}}, spec.budget}, shape);
+    } catch (const InputError&) {
+      continue;
+    }
+    if (!kv.empty()) kv += ',';
+    kv.append(params.keys()[i]).append("=").append(value);
+  }
+  return kv;
 }
 
 }  // namespace kvs

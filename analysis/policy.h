@@ -61,4 +61,9 @@ class Policy : public CacheController {
 std::unique_ptr<Policy> make_policy(const PolicySpec& spec, const ModelShape& shape);
 std::vector<std::string> policy_names();
 
+// The parameters `spec` resolves to on this shape, its defaults included, as spec text
+// "key=value,..." (lists as comma-separated values). Only what a spec may set: values the run
+// derives or resolves later from other inputs are left out. Throws what make_policy throws.
+std::string resolved_params_text(const PolicySpec& spec, const ModelShape& shape);
+
 }  // namespace kvs

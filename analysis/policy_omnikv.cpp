@@ -29,11 +29,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "analysis/filter_layers.h"
 #include "analysis/policy_params.h"
 #include "analysis/policy_util.h"
 #include "inference/errors.h"
@@ -49,6 +51,23 @@ std::vector<int> omnikv_default_filters(int L) {
     if (out.empty() || f > out.back()) out.push_back(f);
   }
   return out;
+}
+
+void choose_omnikv_filters(PolicySpec& spec, const TraceReader& trace) {
+  if (spec.name != "omnikv" || spec.params.count("filters") || !trace.has_array("/layers/similarity")) return;
+  const int L = trace.meta().shape.n_layers;
+  const NamedArray sim = trace.read_array("/layers/similarity");
+  if (sim.data.size() != static_cast<size_t>(L) * L) return;
+  int wait = 1;
+  if (auto it = spec.params.find("wait"); it != spec.params.end()) wait = std::atoi(it->second.c_str());
+  if (wait < 0 || wait >= L) return;  // the policy reports the bad parameter itself
+  const FilterPlan plan = optimize_filter_layers(sim.data, L, std::max(1, L / 10), wait);
+  std::string filters;
+  for (int f : plan.filters) {
+    if (!filters.empty()) filters += ',';
+    filters += std::to_string(f);
+  }
+  spec.params["filters"] = filters;
 }
 
 std::vector<OmniRole> omnikv_layer_roles(int L, const std::vector<int>& filters, int wait) {

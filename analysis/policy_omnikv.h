@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/policy.h"
+#include "analysis/trace.h"
 
 namespace kvs {
 
@@ -20,5 +21,11 @@ enum class OmniRole : uint8_t { Dense, Filter, Wait, Sparse };
 std::vector<OmniRole> omnikv_layer_roles(int L, const std::vector<int>& filters, int wait);
 
 std::unique_ptr<Policy> make_omnikv_policy(const PolicySpec& spec, const ModelShape& shape);
+
+// An OmniKV spec without filters= gets, on a trace holding the inter-layer similarity, the L/10
+// filter layers the optimizer of POLICIES.md §9 chooses there for the spec's wait (default 1).
+// Other specs, and traces without the similarity, are left as they are. The CLI and the app
+// both resolve specs through it.
+void choose_omnikv_filters(PolicySpec& spec, const TraceReader& trace);
 
 }  // namespace kvs

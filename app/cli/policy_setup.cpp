@@ -7,33 +7,11 @@
 #include <set>
 
 #include "analysis/duo_pattern.h"
-#include "analysis/filter_layers.h"
 #include "analysis/kvzip_scores.h"
+#include "analysis/policy_omnikv.h"
 #include "inference/errors.h"
 
 namespace kvs {
-
-namespace {
-
-// OmniKV's filter layers chosen by the DP of POLICIES.md §9 on the trace's similarity matrix.
-void choose_omnikv_filters(PolicySpec& spec, const TraceReader& trace) {
-  if (spec.name != "omnikv" || spec.params.count("filters") || !trace.has_array("/layers/similarity")) return;
-  const int L = trace.meta().shape.n_layers;
-  const NamedArray sim = trace.read_array("/layers/similarity");
-  if (sim.data.size() != static_cast<size_t>(L) * L) return;
-  int wait = 1;
-  if (auto it = spec.params.find("wait"); it != spec.params.end()) wait = std::atoi(it->second.c_str());
-  if (wait < 0 || wait >= L) return;  // the policy reports the bad parameter itself
-  const FilterPlan plan = optimize_filter_layers(sim.data, L, std::max(1, L / 10), wait);
-  std::string filters;
-  for (int f : plan.filters) {
-    if (!filters.empty()) filters += ',';
-    filters += std::to_string(f);
-  }
-  spec.params["filters"] = filters;
-}
-
-}  // namespace
 
 std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const TraceReader& trace) {
   const ModelShape shape = trace.meta().shape;

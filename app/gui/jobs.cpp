@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "analysis/policy.h"
+#include "analysis/policy_omnikv.h"
 #include "analysis/simulator.h"
 
 namespace kvs {
@@ -19,15 +20,17 @@ void submit_simulation(AppState& app, const std::vector<std::string>& specs, int
   const ModelShape shape = app.trace->meta.shape;
   auto job = [&app, specs, path, shape, budget, on_done](JobContext& ctx) {
     try {
-      std::vector<std::unique_ptr<Policy>> owned;
-      std::vector<Policy*> policies;
-      for (const std::string& s : specs) {
-        owned.push_back(make_policy(parse_policy_spec(s, budget), shape));
-        policies.push_back(owned.back().get());
-      }
       std::vector<RunData> runs;
       {
         TraceReader reader(path);
+        std::vector<std::unique_ptr<Policy>> owned;
+        std::vector<Policy*> policies;
+        for (const std::string& s : specs) {
+          PolicySpec spec = parse_policy_spec(s, budget);
+          choose_omnikv_filters(spec, reader);  // as `kvscope simulate` does
+          owned.push_back(make_policy(spec, shape));
+          policies.push_back(owned.back().get());
+        }
         runs = simulate(reader, policies, SimulateOptions{});
       }
       if (ctx.cancelled()) return;

@@ -10,8 +10,10 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <tuple>
 
 #include "analysis/policy.h"
+#include "analysis/policy_omnikv.h"
 #include "app/cli/rerun.h"
 #include "app/cli/record.h"
 #include "app/gui/jobs.h"
@@ -62,7 +64,7 @@ class RunView : public View {
     model_picker(app);
     prompt_editor();
     sampling_and_device();
-    policy_table();
+    policy_table(app);
     actions(app);
     output();
   }
@@ -204,13 +206,38 @@ class RunView : public View {
     if (value == "cuda" && !cuda_ok_) app.info("CUDA: " + cuda_why_ + "; running on the CPU");
   }
 
-  void policy_table() {
+  // The parameters a policy resolves to when none is set, "key=value,...", for the open trace
+  // (its shape, OmniKV's filter layers chosen on its similarity) and this budget: the hint of an
+  // empty parameter box. Empty without a trace, or when the policy needs more to be made.
+  std::string default_params(const std::string& name, const AppState& app) const {
+    if (!app.trace) return "";
+    try {
+      PolicySpec spec{name, {}, budget_};
+      if (name == "omnikv") choose_omnikv_filters(spec, TraceReader(app.trace->path));
+      return resolved_params_text(spec, app.trace->meta.shape);
+    } catch (const std::exception&) {
+      return "";
+    }
+  }
+
+  void policy_table(const AppState& app) {
     ImGui::SetNextItemWidth(80);
     ImGui::InputInt("budget (tokens per head)", &budget_, 0);
     budget_ = std::max(budget_, 1);
     ImGui::SameLine();
     ImGui::Checkbox("enforce first checked policy live when recording", &record_live_);
-    const float h = std::min(ImGui::GetTextLineHeightWithSpacing() * (policies_.size() + 1.5f), 150.0f);
+    // Every row when the window is tall enough, else as many as half the space left (the output
+    // below takes the rest), at least a few.
+    const float rows_h = ImGui::GetFrameHeightWithSpacing() * (policies_.size() + 1.2f);
+    const float h = std::min(rows_h, std::max(ImGui::GetContentRegionAvail().y * 0.5f, 150.0f));
+    const ModelShape shape = app.trace ? app.trace->meta.shape : ModelShape{};
+    const auto hint_key = std::make_tuple(budget_, shape.n_layers, shape.n_heads, shape.n_kv_heads, shape.head_dim,
+                                          policies_.size());
+    if (hint_key != hint_key_) {
+      hint_key_ = hint_key;
+      hints_.clear();
+      for (const PolicyRow& p : policies_) hints_.push_back(default_params(p.name, app));
+    }
     if (!ImGui::BeginTable("policies", 2, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV,
                            ImVec2(0, h)))
       return;
@@ -229,7 +256,9 @@ class RunView : public View {
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("add another configuration of %s", p.name.c_str());
       ImGui::SameLine();
       ImGui::SetNextItemWidth(-1);
-      ImGui::InputText("##params", &p.params);
+      ImGui::InputTextWithHint("##params", hints_[i].c_str(), &p.params);
+      if (ImGui::IsItemHovered() && p.params.empty() && !hints_[i].empty())
+        ImGui::SetTooltip("defaults for this trace and budget: %s", hints_[i].c_str());
       ImGui::PopID();
     }
     ImGui::EndTable();
@@ -424,6 +453,8 @@ class RunView : public View {
   GpuDtype gpu_dtype_ = GpuDtype::Auto;
   std::string out_path_ = "kvscope-recording.h5";
   std::string output_;
+  std::vector<std::string> hints_;  // [policies_] default_params of each row
+  std::tuple<int, int, int, int, int, std::size_t> hint_key_{-1, 0, 0, 0, 0, 0};  // budget, shape, rows they are for
   std::mutex stream_mu_;
   std::string stream_;  // pieces decoded by the worker, not yet shown
 };

@@ -84,3 +84,23 @@ TEST(Registry, ResolvedParamsJson) {
   EXPECT_EQ(make_policy(parse_policy_spec("h2o:recent=10", 32), shape)->params_json(),
             "{\"heavy\":22,\"recent\":10,\"gqa\":\"mean\"}");
 }
+
+// The defaults the app shows as hints (resolved_params_text of an empty spec), typed back as a
+// spec, make the same policy: every policy,
+// at two budgets and on a shape with GQA (OmniKV's filter list, DuoAttention's gate source that
+// is resolved later and so left out).
+TEST(Registry, ResolvedParamsTextIsASpecOfTheSamePolicy) {
+  const ModelShape shape = shape_of(12, 8, 2);
+  for (const std::string& name : policy_names())
+    for (const int budget : {24, 64}) {
+      SCOPED_TRACE(name + " budget " + std::to_string(budget));
+      const std::string text = resolved_params_text(PolicySpec{name, {}, budget}, shape);
+      const auto defaults = make_policy(PolicySpec{name, {}, budget}, shape);
+      const auto typed = make_policy(parse_policy_spec(text.empty() ? name : name + ":" + text, budget), shape);
+      EXPECT_EQ(typed->params_json(), defaults->params_json()) << text;
+    }
+  EXPECT_EQ(resolved_params_text(PolicySpec{"h2o", {}, 32}, shape_of(4, 4, 2)), "heavy=16,recent=16,gqa=mean");
+  EXPECT_EQ(resolved_params_text(PolicySpec{"h2o", {{"recent", "10"}}, 32}, shape_of(4, 4, 2)),
+            "heavy=22,recent=10,gqa=mean");
+  EXPECT_EQ(resolved_params_text(PolicySpec{"omnikv", {}, 64}, shape).find("filters="), 0u);
+}
