@@ -1,16 +1,45 @@
-// Simulation of policies on the open trace, in the background.
+// Simulation of policies on the open trace, in the background (KVzip's repeat-pass scores first
+// when a kvzip policy needs them and the trace has none).
 #include "app/gui/jobs.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <memory>
 
 #include "analysis/policy.h"
 #include "analysis/policy_omnikv.h"
+#include "analysis/run_progress.h"
 #include "analysis/simulator.h"
+#include "app/cli/policy_setup.h"
+#include "inference/errors.h"
+#include "inference/loader.h"
 
 namespace kvs {
 
+namespace {
+
+// KVzip's repeat-pass scores for the trace's prompt, on the trace's model, or on `model_path`
+// when that is gone; the job's progress runs to 0.8 over the scoring's steps.
+std::vector<float> kvzip_scores(const TraceReader& reader, const std::string& model_path, JobContext& ctx) {
+  const TraceMeta& m = reader.meta();
+  const bool own = !m.model_path.empty() && std::filesystem::exists(m.model_path);
+  const std::string path = own ? m.model_path : model_path;
+  if (path.empty() || !std::filesystem::exists(path))
+    throw input_error("kvzip", "needs the trace's model for its repeat-pass scores ('" + m.model_path +
+                                   "' is not there): choose one of the same shape in the Run view");
+  const Model model = load_model(path);
+  check_model_matches(model, m);
+  const auto tok = load_tokenizer(model, own ? m.tokenizer_path : "");
+  RunProgress progress;
+  progress.on_step = [&ctx](int step, int total) { ctx.progress(0.8f * (step + 1) / std::max(total, 1)); };
+  progress.cancelled = [&ctx] { return ctx.cancelled(); };
+  return kvzip_scores_for_trace(model, *tok, reader, EngineOptions{}, progress);
+}
+
+}  // namespace
+
 void submit_simulation(AppState& app, const std::vector<std::string>& specs, int budget,
-                       std::function<void()> on_done) {
+                       std::function<void()> on_done, const std::string& model_path) {
   if (!app.trace) return;
   if (specs.empty()) {
     app.error("Simulate: choose at least one policy");
@@ -18,7 +47,7 @@ void submit_simulation(AppState& app, const std::vector<std::string>& specs, int
   }
   const std::string path = app.trace->path;
   const ModelShape shape = app.trace->meta.shape;
-  auto job = [&app, specs, path, shape, budget, on_done](JobContext& ctx) {
+  auto job = [&app, specs, path, shape, budget, on_done, model_path](JobContext& ctx) {
     try {
       std::vector<RunData> runs;
       {
@@ -31,7 +60,12 @@ void submit_simulation(AppState& app, const std::vector<std::string>& specs, int
           owned.push_back(make_policy(spec, shape));
           policies.push_back(owned.back().get());
         }
-        runs = simulate(reader, policies, SimulateOptions{});
+        SimulateOptions options;
+        const bool needs_scores =
+            std::any_of(owned.begin(), owned.end(), [](const auto& p) { return p->needs_key_scores(); });
+        if (needs_scores && !reader.has_array("/attention/prefill_key_scores"))
+          options.key_scores = kvzip_scores(reader, model_path, ctx);
+        runs = simulate(reader, policies, options);
       }
       if (ctx.cancelled()) return;
       ctx.progress(0.9f);
@@ -41,6 +75,8 @@ void submit_simulation(AppState& app, const std::vector<std::string>& specs, int
         app.reload();
         if (on_done) on_done();
       });
+    } catch (const RunCancelled&) {
+      app.engine.post([&app] { app.info("Simulation cancelled; nothing appended"); });
     } catch (const std::exception& e) {
       const std::string message = e.what();
       app.engine.post([&app, message] { app.error(message); });

@@ -419,7 +419,7 @@ class RunView : public View {
     }
   }
 
-  void simulate_on_trace(AppState& app) { submit_simulation(app, chosen_specs(), budget_); }
+  void simulate_on_trace(AppState& app) { submit_simulation(app, chosen_specs(), budget_, {}, model_path_); }
 
   void drain_stream() {
     std::lock_guard<std::mutex> lock(stream_mu_);

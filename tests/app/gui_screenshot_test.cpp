@@ -185,22 +185,24 @@ TEST_F(GuiScreenshot, PrefillMapShowsTheKeysARunEvicted) {
 }
 
 // The Run view's Record and Simulate, driven by a script: stories260K records a trace, two
-// StreamingLLM runs (without and with sinks) and OmniKV are simulated into it, and Compare shows
-// the StreamingLLM pair. OmniKV gets the filter layers `kvscope simulate` would choose.
+// StreamingLLM runs (without and with sinks), OmniKV and KVzip are simulated into it, and Compare
+// shows the StreamingLLM pair. OmniKV gets the filter layers `kvscope simulate` would choose;
+// KVzip's repeat-pass scores, which a recording lacks, are computed on the trace's model first.
 TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
   const std::string model = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.bin";
   if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
   const std::string out = (dir_ / "recorded.h5").string();
   // device cuda: the GPU where this machine has one (storing bf16), else a notice and the CPU.
   const std::string script = "model " + model + ";device cuda;gpu-dtype bf16;prompt Once upon a time, there was a little girl;steps 12;out " +
-                             out + ";policies streamingllm|streamingllm:sinks=0|omnikv;budget 8;record;simulate;sinkpair";
+                             out + ";policies streamingllm|streamingllm:sinks=0|omnikv|kvzip;budget 8;record;simulate;sinkpair";
   ASSERT_EQ(gui("--screenshot \"" + png("recorded") + "\" --view compare --size 960x600 --script \"" + script + "\""), 0) << err_;
   kvs::TraceReader reader(out);
   EXPECT_EQ(reader.meta().n_steps, 12);
   EXPECT_EQ(reader.meta().device, kvs::cuda_usable() ? "cuda" : "cpu");
   EXPECT_EQ(reader.meta().device_dtype, kvs::cuda_usable() ? "bf16" : "fp32");
   const auto runs = reader.run_names();
-  ASSERT_EQ(runs.size(), 3u);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_NE(std::find(runs.begin(), runs.end(), "kvzip_b8"), runs.end());
   kvs::PolicySpec omnikv{"omnikv", {}, 8};
   kvs::choose_omnikv_filters(omnikv, reader);
   ASSERT_TRUE(omnikv.params.count("filters")) << "the recorded trace has no layer similarity";
