@@ -11,7 +11,6 @@
 #include "app/cli/policy_setup.h"
 #include "app/cli/run_summary.h"
 #include "inference/errors.h"
-#include "inference/loader.h"
 
 namespace kvs {
 
@@ -33,12 +32,11 @@ int cmd_simulate(const ArgList& argv) {
       const bool show = isatty(fileno(stderr));
       PassReport report;
       if (show) report = [](const PassProgress& p) { std::fprintf(stderr, "\r\033[Kkvscope: %s", describe(p).c_str()); };
-      const Model model = load_model(model_path_for(a, trace.meta(), "--policy kvzip"));
-      check_model_matches(model, trace.meta());
-      const auto tok = load_tokenizer(model, tokenizer_path_for(a, trace.meta()));
       EngineOptions eo;
       eo.n_threads = a.integer("--threads", 0, 0, 1024);
-      opt.key_scores = kvzip_scores_for_trace(model, *tok, trace, eo, pass_progress(report, "KVzip scoring", 0, 1, nullptr));
+      opt.key_scores = kvzip_scores_for_trace(model_path_for(a, trace.meta(), "--policy kvzip"),
+                                              tokenizer_path_for(a, trace.meta()), trace, eo,
+                                              pass_progress(report, "KVzip scoring", 0, 1, nullptr));
       if (show) std::fputs("\r\033[K", stderr);
     }
     std::vector<Policy*> ptrs;

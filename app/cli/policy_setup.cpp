@@ -10,6 +10,7 @@
 #include "analysis/kvzip_scores.h"
 #include "analysis/policy_omnikv.h"
 #include "inference/errors.h"
+#include "inference/loader.h"
 
 namespace kvs {
 
@@ -70,6 +71,15 @@ std::vector<float> kvzip_scores_for_trace(const Model& model, const Tokenizer& t
   o.engine = engine;
   o.progress = progress;
   return kvzip_key_scores(model, tokenizer, context, o);
+}
+
+std::vector<float> kvzip_scores_for_trace(const std::string& model_path, const std::string& tokenizer_path,
+                                          const TraceReader& trace, const EngineOptions& engine,
+                                          const RunProgress& progress) {
+  const Model model = load_model(model_path);
+  check_model_matches(model, trace.meta());
+  const auto tokenizer = load_tokenizer(model, tokenizer_path);
+  return kvzip_scores_for_trace(model, *tokenizer, trace, engine, progress);
 }
 
 bool any_needs_key_scores(const std::vector<std::unique_ptr<Policy>>& policies) {

@@ -37,6 +37,11 @@ std::vector<float> alpha_from_flag(const Args& args, const ModelShape& shape);
 // (and stopped by it: RunCancelled).
 std::vector<float> kvzip_scores_for_trace(const Model& model, const Tokenizer& tokenizer, const TraceReader& trace,
                                           const EngineOptions& engine, const RunProgress& progress = {});
+// The same on the model file `model_path`, loaded here and checked against the trace's shape,
+// with `tokenizer_path` ("" = the model's own tokenizer).
+std::vector<float> kvzip_scores_for_trace(const std::string& model_path, const std::string& tokenizer_path,
+                                          const TraceReader& trace, const EngineOptions& engine,
+                                          const RunProgress& progress = {});
 
 bool any_needs_key_scores(const std::vector<std::unique_ptr<Policy>>& policies);
 

@@ -12,7 +12,6 @@
 #include "analysis/simulator.h"
 #include "app/cli/policy_setup.h"
 #include "inference/errors.h"
-#include "inference/loader.h"
 
 namespace kvs {
 
@@ -27,13 +26,10 @@ std::vector<float> kvzip_scores(const TraceReader& reader, const std::string& mo
   if (path.empty() || !std::filesystem::exists(path))
     throw input_error("kvzip", "needs the trace's model for its repeat-pass scores ('" + m.model_path +
                                    "' is not there): choose one of the same shape in the Run view");
-  const Model model = load_model(path);
-  check_model_matches(model, m);
-  const auto tok = load_tokenizer(model, own ? m.tokenizer_path : "");
   RunProgress progress;
   progress.on_step = [&ctx](int step, int total) { ctx.progress(0.8f * (step + 1) / std::max(total, 1)); };
   progress.cancelled = [&ctx] { return ctx.cancelled(); };
-  return kvzip_scores_for_trace(model, *tok, reader, EngineOptions{}, progress);
+  return kvzip_scores_for_trace(path, own ? m.tokenizer_path : "", reader, EngineOptions{}, progress);
 }
 
 }  // namespace
