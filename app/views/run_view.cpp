@@ -230,9 +230,7 @@ class RunView : public View {
     // below takes the rest), at least a few.
     const float rows_h = ImGui::GetFrameHeightWithSpacing() * (policies_.size() + 1.2f);
     const float h = std::min(rows_h, std::max(ImGui::GetContentRegionAvail().y * 0.5f, 150.0f));
-    const ModelShape shape = app.trace ? app.trace->meta.shape : ModelShape{};
-    const auto hint_key = std::make_tuple(budget_, shape.n_layers, shape.n_heads, shape.n_kv_heads, shape.head_dim,
-                                          policies_.size());
+    const auto hint_key = std::make_tuple(budget_, app.trace ? app.trace->path : std::string(), policies_.size());
     if (hint_key != hint_key_) {
       hint_key_ = hint_key;
       hints_.clear();
@@ -454,7 +452,7 @@ class RunView : public View {
   std::string out_path_ = "kvscope-recording.h5";
   std::string output_;
   std::vector<std::string> hints_;  // [policies_] default_params of each row
-  std::tuple<int, int, int, int, int, std::size_t> hint_key_{-1, 0, 0, 0, 0, 0};  // budget, shape, rows they are for
+  std::tuple<int, std::string, std::size_t> hint_key_{-1, "", 0};  // budget, trace, rows they are for
   std::mutex stream_mu_;
   std::string stream_;  // pieces decoded by the worker, not yet shown
 };
