@@ -213,6 +213,71 @@ TEST(TraceChunks, Float32ChunksMostlyFullAreStoredUnpacked) {
   }
 }
 
+// The prefill window rows (always at least half full) are stored unpacked, the pooled map (half
+// zeros) packed; the reader and HDF5's own pipeline give back exactly what was written.
+TEST(TraceChunks, PrefillWindowRowsAreStoredUnpackedThePooledMapPacked) {
+  TempDir dir;
+  std::mt19937 rng(9);
+  const std::string path = dir.file("t.h5");
+  TraceMeta m = testing::small_meta(2, 3, 1, 12);
+  const size_t L = 2, H = 3, P = 12, W = 4, block = 3, nb = P / block;
+  PrefillEvidence ev;
+  ev.shape = m.shape;
+  ev.prompt_len = (int)P;
+  ev.window = (int)W;
+  ev.colsum = random_floats(rng, L * H * P);
+  ev.window_rows.assign(L * H * W * P, 0.0f);  // [L, H, W, P] causal rows of queries P-W..P-1
+  for (size_t lh = 0; lh < L * H; ++lh)
+    for (size_t w = 0; w < W; ++w) {
+      const std::vector<float> row = testing::softmax(rng, (int)(P - W + w + 1));
+      std::copy(row.begin(), row.end(), ev.window_rows.begin() + (lh * W + w) * P);
+    }
+  ev.window_lse = random_floats(rng, L * H * W);
+  ev.pool_block = (int)block;
+  ev.n_pool = (int)nb;
+  ev.pooled.assign(L * H * nb * nb, 0.0f);  // [L, H, nb, nb] causal: cells above the diagonal zero
+  for (size_t lh = 0; lh < L * H; ++lh)
+    for (size_t i = 0; i < nb; ++i)
+      for (size_t j = 0; j <= i; ++j) ev.pooled[(lh * nb + i) * nb + j] = random_floats(rng, 1)[0];
+  {
+    TraceWriter w(path, m, 0);
+    w.write_prefill(ev, {});
+    m.n_steps = 0;
+    w.commit(m, testing::token_ids(P), testing::token_texts(P));
+  }
+  std::vector<float> window(L * H * W * P), pooled(L * H * nb * nb);  // through HDF5's pipeline
+  {
+    std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+    h5::init();
+    h5::Handle fapl = h5::file_access();
+    h5::Handle file = h5::file_handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "open");
+    h5::Handle win = h5::open_dataset(file, trace_schema::kPrefillWindow);
+    h5::Handle pool = h5::open_dataset(file, trace_schema::kPrefillPooled);
+    for (hsize_t l = 0; l < L; ++l)
+      for (hsize_t h = 0; h < H; ++h) {
+        std::vector<uint8_t> stored;
+        uint32_t skipped = 0;
+        ASSERT_TRUE(h5::read_chunk(win, {l, h, 0, 0}, 1u << 20, stored, skipped));
+        EXPECT_EQ(skipped, kSkipShuffleDeflate);
+        EXPECT_EQ(stored.size(), W * P * sizeof(float));
+        ASSERT_TRUE(h5::read_chunk(pool, {l, h, 0, 0}, 1u << 20, stored, skipped));
+        EXPECT_EQ(skipped, 0u);
+      }
+    h5::read_all(win, H5T_NATIVE_FLOAT, window.data());
+    h5::read_all(pool, H5T_NATIVE_FLOAT, pooled.data());
+  }
+  EXPECT_EQ(window, ev.window_rows);
+  EXPECT_EQ(pooled, ev.pooled);
+  const TraceReader r(path);
+  const PrefillEvidence back = r.read_prefill();
+  EXPECT_EQ(back.window_rows, ev.window_rows);
+  EXPECT_EQ(back.window_lse, ev.window_lse);
+  EXPECT_EQ(back.colsum, ev.colsum);
+  const PooledMap map = r.read_prefill_pooled(1, 2);
+  EXPECT_EQ(map.block, (int)block);
+  EXPECT_TRUE(std::equal(map.cells.begin(), map.cells.end(), ev.pooled.begin() + (1 * H + 2) * nb * nb));
+}
+
 // A flipped byte inside a packed decode chunk: a one-line InputError naming the file, whichever
 // of opening (the probe) or reading finds it.
 TEST(TraceChunks, CorruptDecodeChunkIsAnInputError) {
