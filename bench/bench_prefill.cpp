@@ -2,7 +2,7 @@
 // heads and 3 KV heads of 64, hidden 1536) at several prompt lengths, its two compute kernels
 // timed apart as the engine calls them:
 //   attention  attend_causal_block over the engine's blocks of every head (four groups of
-//              kCausalGroupRows query rows, two groups per thread per call; keys packed in panels,
+//              kCausalGroupRows query rows, several blocks per call; keys packed in panels,
 //              values contiguous per KV head), 2 * 2 * head_dim flops per (query, key) pair;
 //   products   the layer's seven matmuls, 2 * rows * cols flops per token and matrix.
 // The peak is measured here: every thread running independent 8-wide FMA chains.
@@ -77,9 +77,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) lengths.push_back(std::atoi(argv[i]));
   if (lengths.empty()) lengths = {512, 2048, 4096};
   constexpr int dim = 576, heads = 9, kv_heads = 3, hd = 64, hidden = 1536;
-  // As the engine: observer blocks of four groups, as many per call as give each thread two.
+  // As the engine: observer blocks of four groups, ops::causal_blocks_per_call of them per call.
   constexpr int block = 4 * ops::kCausalGroupRows;
-  const int call_rows = std::max(1, 2 * omp_get_max_threads() * ops::kCausalGroupRows / block) * block;
   constexpr long qd = heads * hd, kvd = kv_heads * hd;
 
   const double peak = fma_peak();
@@ -98,6 +97,7 @@ int main(int argc, char** argv) {
     std::vector<float> kp(kv_heads * panel_floats);     // [kv_heads, panels, hd, kPanelKeys]
     const auto vh = random_vec((std::size_t)P * kvd, 7);  // [kv_heads, P, hd]
     for (int g = 0; g < kv_heads; ++g) ops::pack_key_panels(kp.data() + g * panel_floats, k.data() + g * hd, kvd, P, hd);
+    const int call_rows = std::min(P, ops::causal_blocks_per_call(block, P, omp_get_max_threads()) * block);
     std::vector<float> out((std::size_t)P * qd), probs((std::size_t)call_rows * P), lse(call_rows), y((std::size_t)P * hidden);
 
     const double t_att = best_seconds([&] {

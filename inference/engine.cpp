@@ -260,9 +260,9 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   // Query rows per attention block handed to observers: by default four of the attention
   // kernel's groups, two per thread on two (64 rows were groups of 18, 18, 18 and 10: one thread
   // did 36 rows, the other 28), whatever the thread count, so observers see the same blocks.
-  // More threads get work from several blocks per kernel call: two groups per thread.
+  // Each kernel call takes several blocks (ops::causal_blocks_per_call).
   const int B = std::min(options_.prefill_block > 0 ? options_.prefill_block : 4 * ops::kCausalGroupRows, P);
-  const int per_call = std::max(1, 2 * omp_get_max_threads() * ops::kCausalGroupRows / B);  // blocks
+  const int per_call = ops::causal_blocks_per_call(B, P, omp_get_max_threads());
   const int CB = std::min(per_call * B, P);                     // query rows per kernel call
   std::vector<float> probs(static_cast<std::size_t>(CB) * P);  // a call's blocks, [n_s, q0 + ...] each
   std::vector<float> lse(CB);                                   // [CB]

@@ -4,6 +4,8 @@
 // attend_causal_block takes a block of consecutive prompt queries of one head (prefill) against
 // keys packed in panels (pack_key_panels), on the OpenMP threads.
 #pragma once
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 namespace kvs::ops {
@@ -62,6 +64,18 @@ constexpr int kPanelKeys = 16;
 // every chunk of keys and values read. Blocks of a multiple of it (and of the thread count) keep
 // the threads evenly loaded.
 constexpr int kCausalGroupRows = 18;
+
+// Observer blocks of `block` rows per attend_causal_block call over a P-key prompt on `threads`
+// threads: at least two groups per thread, and as many blocks as fit kCallProbBytes of
+// probabilities, so that a prompt's threads are woken once per call, not once per block (the
+// engine's observers run between calls on its thread; a worker idle that long goes to sleep:
+// a 1,751-token SmolLM2 record switched context 22,000 times with one block per call, 10,000
+// with these).
+constexpr std::size_t kCallProbBytes = std::size_t{8} << 20;
+inline int causal_blocks_per_call(int block, int P, int threads) {
+  const std::size_t fit = kCallProbBytes / (sizeof(float) * static_cast<std::size_t>(block) * P);
+  return std::max({1, 2 * threads * kCausalGroupRows / block, static_cast<int>(fit)});
+}
 
 // Floats of n keys in panels: round_up(n, kPanelKeys) * head_dim.
 inline long key_panel_floats(int n, int head_dim) {
