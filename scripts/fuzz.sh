@@ -17,13 +17,7 @@ if ! command -v clang++-14 >/dev/null && ! command -v clang++ >/dev/null; then
   echo "fuzz: SKIPPED (clang++ not installed)"
   exit 0
 fi
-cxx=$(command -v clang++-14 || command -v clang++)
-cc=$(command -v clang-14 || command -v clang)
-if ! grep -q "KVSCOPE_FUZZ:BOOL=ON" "$build/CMakeCache.txt" 2>/dev/null; then
-  CC=$cc CXX=$cxx cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g" \
-    -DKVSCOPE_SANITIZE=ON -DKVSCOPE_FUZZ=ON -DKVSCOPE_GUI=OFF -DKVSCOPE_BENCH=OFF >/dev/null
-fi
+bash scripts/configure-asan.sh
 cmake --build "$build" -j"$(nproc 2>/dev/null || echo 2)" --target fuzz_all >/dev/null
 
 targets=("$@")

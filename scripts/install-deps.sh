@@ -3,7 +3,7 @@
 # that the K-quant cross-check test puts on PYTHONPATH (idempotent: apt runs only when something
 # is missing, pip only when the wheel is not cached).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libhdf5-dev libdeflate-dev libpcre2-dev libutf8proc-dev libgtest-dev googletest
+pkgs=(build-essential cmake ninja-build pkg-config libhdf5-dev libdeflate-dev libpcre2-dev libutf8proc-dev libgtest-dev googletest
       libbenchmark-dev libimgui-dev libglfw3-dev libstb-dev libgl-dev xvfb xauth
       python3 python3-h5py python3-numpy python3-yaml python3-pip clang libclang-rt-14-dev
       libomp-dev unzip)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the unit tests with AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer on) into
-# build-asan and runs them, the CUDA path's tests on the CPU emulation of CUDA included; then the decode team's test under ThreadSanitizer (with clang). clang is preferred (the same build then serves scripts/fuzz.sh); gcc
-# otherwise. `scripts/test-sanitize.sh all` runs every suite instead of the default selection.
+# build-asan (scripts/configure-asan.sh) and runs them, the CUDA path's tests on the CPU emulation
+# of CUDA included; then the decode team's test under ThreadSanitizer (with clang).
+# `scripts/test-sanitize.sh all` runs every suite instead of the default selection.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${KVSCOPE_ASAN_BUILD:-build-asan}
@@ -15,21 +16,8 @@ start=$(date +%s)
 select='^(kernels_.*|inference_(loader|gguf|hf|tokenizer|engine_kv_store|engine_attention|engine_controller|decode_team|generate_sampler).*|analysis_(trace|policy|simulator_semantics|recorder|retrieval|similarity_matrix|metrics|kvzip|filter_layers|alpha).*|reliability_fuzz_regressions.*)_test$'
 [ "${1:-}" = "all" ] && select='.*_test$'
 
+bash scripts/configure-asan.sh
 cxx=$(command -v clang++-14 || command -v clang++ || true)
-cc=$(command -v clang-14 || command -v clang || true)
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  if [ -n "$cxx" ]; then
-    CC=$cc CXX=$cxx cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g" \
-      -DKVSCOPE_SANITIZE=ON -DKVSCOPE_FUZZ=ON -DKVSCOPE_GUI=OFF -DKVSCOPE_BENCH=OFF >/dev/null
-  else
-    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g" \
-      -DKVSCOPE_SANITIZE=ON -DKVSCOPE_GUI=OFF -DKVSCOPE_BENCH=OFF >/dev/null
-  fi
-else
-  cmake "$build" >/dev/null  # picks up test files added since it was configured
-fi
 targets=()
 for src in tests/*/*_test.cpp; do
   name="$(basename "$(dirname "$src")")_$(basename "$src" .cpp)"
