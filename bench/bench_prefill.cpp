@@ -4,7 +4,11 @@
 //   attention  attend_causal_block over the engine's blocks of every head (four groups of
 //              kCausalGroupRows query rows, several blocks per call; keys packed in panels,
 //              values contiguous per KV head), 2 * 2 * head_dim flops per (query, key) pair;
-//   products   the layer's seven matmuls, 2 * rows * cols flops per token and matrix.
+//   products   the layer's seven matmuls, 2 * rows * cols flops per token and matrix;
+//   capture    what a recording adds to the attention: the time in the recorder's PrefillReducer,
+//              fed every block between the kernel calls as the engine's observer (column sums, the
+//              last 64 rows, the pooled map sized as for SmolLM2's 30 layers), in ms and as a
+//              fraction of the attention alone.
 // The peak is measured here: every thread running independent 8-wide FMA chains.
 // Prints GFLOP/s and the fraction of the peak (best of three runs each).
 // Usage: bench_prefill [prompt lengths...]   (default 512 2048 4096)
@@ -17,6 +21,8 @@
 #include <random>
 #include <vector>
 
+#include "analysis/prefill_evidence.h"
+#include "inference/model.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 
@@ -83,7 +89,8 @@ int main(int argc, char** argv) {
 
   const double peak = fma_peak();
   std::printf("threads %d, fp32 FMA peak %.1f GFLOP/s\n\n", omp_get_max_threads(), peak);
-  std::printf("%7s | %-26s | %-26s\n", "prompt", "attention GFLOP/s (peak)", "products GFLOP/s (peak)");
+  std::printf("%7s | %-26s | %-26s | %s\n", "prompt", "attention GFLOP/s (peak)", "products GFLOP/s (peak)",
+              "capture ms (of attention)");
   const auto w_qkvo = random_vec((std::size_t)dim * dim, 1), w_kv = random_vec((std::size_t)kvd * dim, 2),
              w_ffn = random_vec((std::size_t)hidden * dim, 3);
   for (const int P : lengths) {
@@ -100,7 +107,9 @@ int main(int argc, char** argv) {
     const int call_rows = std::min(P, ops::causal_blocks_per_call(block, P, omp_get_max_threads()) * block);
     std::vector<float> out((std::size_t)P * qd), probs((std::size_t)call_rows * P), lse(call_rows), y((std::size_t)P * hidden);
 
-    const double t_att = best_seconds([&] {
+    // Every head's attention; with a reducer, each block handed to it after its kernel call, the
+    // time in those calls added to *t_reduce.
+    const auto attention = [&](PrefillReducer* reducer, double* t_reduce) {
       for (int h = 0; h < heads; ++h) {
         const int g = h / (heads / kv_heads);
         for (int q0 = 0; q0 < P; q0 += call_rows) {
@@ -109,9 +118,28 @@ int main(int argc, char** argv) {
           ops::attend_causal_block(out.data() + row, qd, probs.data(), lse.data(), q.data() + row, qd,
                                    kp.data() + g * panel_floats, vh.data() + (std::size_t)g * P * hd, hd, q0, nq, hd,
                                    0, 0.125f, block);
+          if (!reducer) continue;
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int b = 0; b * block < nq; ++b)
+            reducer->on_attention(AttentionBlock::prefill(0, h, q0 + b * block, std::min(block, nq - b * block),
+                                                          probs.data() + ops::causal_block_offset(q0, block, b),
+                                                          lse.data() + b * block));
+          *t_reduce += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         }
       }
-    });
+    };
+    const double t_att = best_seconds([&] { attention(nullptr, nullptr); });
+    ModelConfig config;
+    config.n_layers = 1, config.n_heads = heads, config.n_kv_heads = kv_heads, config.head_dim = hd;
+    const std::vector<int> prompt(P, 1);
+    PrefillReducer reducer(ModelShape{1, heads, kv_heads, hd}, 64, pool_block_for(P, 30, heads, 64u << 20));
+    double t_cap = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      double t = 0.0;
+      reducer.on_begin(config, prompt);
+      attention(&reducer, &t);
+      t_cap = std::min(t_cap, t);
+    }
     const double t_mm = best_seconds([&] {
       ops::matmul(y.data(), x.data(), w_qkvo.data(), P, dim, dim);  // q
       ops::matmul(y.data(), x.data(), w_kv.data(), P, kvd, dim);    // k
@@ -124,8 +152,8 @@ int main(int argc, char** argv) {
     const double att_flops = 4.0 * heads * hd * P * (P + 1.0) / 2.0;
     const double mm_flops = 2.0 * P * (2.0 * dim * dim + 2.0 * kvd * dim + 3.0 * hidden * dim);
     const double att = att_flops / t_att / 1e9, mm = mm_flops / t_mm / 1e9;
-    std::printf("%7d | %8.1f (%.2f) %7.1f ms | %8.1f (%.2f) %7.1f ms\n", P, att, att / peak, t_att * 1e3, mm,
-                mm / peak, t_mm * 1e3);
+    std::printf("%7d | %8.1f (%.2f) %7.1f ms | %8.1f (%.2f) %7.1f ms | %7.1f (%+.2f)\n", P, att, att / peak,
+                t_att * 1e3, mm, mm / peak, t_mm * 1e3, t_cap * 1e3, t_cap / t_att);
   }
   return 0;
 }
