@@ -22,7 +22,7 @@ std::string shortest(double v) {
 }  // namespace
 
 Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& value_flags,
-           const std::set<std::string>& switch_flags) {
+           const std::set<std::string>& switch_flags, const std::set<std::string>& repeatable) {
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& a = argv[i];
     if (a.size() > 2 && a.rfind("--", 0) == 0) {
@@ -38,6 +38,8 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
           if (i + 1 >= argv.size()) throw input_error(name, "expects a value");
           value = argv[++i];
         }
+        if (values_.count(name) && !repeatable.count(name))
+          throw input_error(name, "given twice ('" + values_[name].back() + "', then '" + value + "')");
         values_[name].push_back(value);
       } else if (switch_flags.count(name)) {
         if (inline_value) throw input_error(name, "takes no value");

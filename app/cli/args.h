@@ -1,5 +1,6 @@
 // Minimal command-line flag parser for the kvscope subcommands: "--name value", "--switch",
-// repeated flags and positional arguments; every mistake is an InputError naming the flag.
+// positional arguments and the flags a command allows more than once; every mistake is an
+// InputError naming the flag.
 #pragma once
 #include <map>
 #include <optional>
@@ -11,9 +12,11 @@ namespace kvs {
 
 class Args {
  public:
-  // value_flags take a value; switch_flags do not. Anything else starting with "--" is an error.
+  // value_flags take a value; switch_flags do not. Anything else starting with "--" is an error,
+  // and so is a value flag given twice unless it is one of `repeatable` (a second value would
+  // silently replace the first).
   Args(const std::vector<std::string>& argv, const std::set<std::string>& value_flags,
-       const std::set<std::string>& switch_flags);
+       const std::set<std::string>& switch_flags, const std::set<std::string>& repeatable = {});
 
   bool has(const std::string& flag) const;
   std::string str(const std::string& flag, const std::string& fallback = "") const;

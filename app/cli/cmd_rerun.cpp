@@ -41,7 +41,7 @@ void mark_rerotated(RunData& run) {
 }  // namespace
 
 std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& callbacks) {
-  Args a(argv, kValueFlags, kSwitchFlags);
+  Args a(argv, kValueFlags, kSwitchFlags, {"--policy"});
   if (a.positional().size() != 1) throw input_error("rerun", "expects one trace path");
   const std::string path = a.positional()[0];
   const std::string mode = a.str("--mode", "forced");
@@ -131,7 +131,7 @@ int cmd_rerun(const ArgList& argv) {
     throw;
   }
   if (show) std::fputs("\r\033[K", stderr);
-  print_run_summaries(runs, Args(argv, kValueFlags, kSwitchFlags).has("--json"));
+  print_run_summaries(runs, Args(argv, kValueFlags, kSwitchFlags, {"--policy"}).has("--json"));
   return 0;
 }
 

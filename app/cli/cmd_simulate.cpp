@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "analysis/simulator.h"
 #include "app/cli/args.h"
@@ -16,8 +17,13 @@ namespace kvs {
 
 int cmd_simulate(const ArgList& argv) {
   Args a(argv, {"--policy", "--budget", "--model", "--tokenizer", "--alpha", "--block-size", "--threads"},
-         {"--json"});
+         {"--json"}, {"--policy"});
   if (a.positional().size() != 1) throw input_error("simulate", "expects one trace path");
+  EngineOptions eo;  // for KVzip's scoring pass, when a kvzip policy needs one
+  eo.n_threads = a.integer("--threads", 0, 0, 1024);
+  for (const char* flag : {"--model", "--tokenizer"})  // checked even when no policy needs them
+    if (a.has(flag) && !std::filesystem::exists(a.str(flag)))
+      throw input_error(std::string(flag) + " " + a.str(flag), "no such file or folder");
   const std::string path = a.positional()[0];
   std::vector<RunData> runs;
   {
@@ -32,8 +38,6 @@ int cmd_simulate(const ArgList& argv) {
       const bool show = isatty(fileno(stderr));
       PassReport report;
       if (show) report = [](const PassProgress& p) { std::fprintf(stderr, "\r\033[Kkvscope: %s", describe(p).c_str()); };
-      EngineOptions eo;
-      eo.n_threads = a.integer("--threads", 0, 0, 1024);
       opt.key_scores = kvzip_scores_for_trace(model_path_for(a, trace.meta(), "--policy kvzip"),
                                               tokenizer_path_for(a, trace.meta()), trace, eo,
                                               pass_progress(report, "KVzip scoring", 0, 1, nullptr));
