@@ -5,6 +5,8 @@
 // that this writer packs itself on the OpenMP threads (analysis/chunk_codec.h) and hands to
 // HDF5 ready-made: HDF5 would compress them one at a time, on the writing thread. float32 decode
 // chunks mostly full of values are stored unpacked (worth_packing).
+#include <sys/stat.h>
+
 #include <cstring>
 #include <stdexcept>
 
@@ -166,7 +168,15 @@ TraceWriter::TraceWriter(const std::string& final_path, const TraceMeta& meta, i
 
   std::lock_guard<std::recursive_mutex> lock(h5::mutex());
   h5::init();
+  if (final_path.empty()) throw input_error("trace", "no output path given");
   if (is_directory(final_path)) throw input_error(final_path, "cannot create trace (Is a directory)");
+  // Replacing an earlier trace is routine; replacing anything else (a model, a tokenizer, the
+  // prompt file, a user's notes given to --out by mistake) would lose it.
+  struct stat st;
+  if (::stat(final_path.c_str(), &st) == 0 && st.st_size > 0 && H5Fis_hdf5(final_path.c_str()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw input_error(final_path, "exists and is not an HDF5 trace; not replacing it (remove it or choose another name)");
+  }
   remove_stale_temps(final_path);
   const std::string temp = temp_sibling(final_path);
   try {

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -17,6 +18,8 @@ namespace kvs {
 namespace {
 
 std::string read_prompt_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw input_error(path, "is a directory, not a prompt file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw input_error(path, "cannot read prompt file");
   std::ostringstream ss;
@@ -36,6 +39,10 @@ int cmd_record(const ArgList& argv) {
           "--device", "--gpu-dtype"},
          {"--chat", "--quiet"});
   if (!a.positional().empty()) throw input_error(a.positional()[0], "unexpected argument");
+  for (const char* flag : {"--model", "--tokenizer", "--prompt-file", "--out", "--policy"})
+    if (a.has(flag) && a.str(flag).empty()) throw input_error(flag, "is empty");
+  if (a.has("--budget") && !a.has("--policy"))
+    throw input_error("--budget", "applies to the policy of --policy, and none is given");
   RecordRequest r;
   r.model_path = a.required("--model");
   r.tokenizer_path = a.str("--tokenizer");
@@ -92,6 +99,7 @@ int cmd_record(const ArgList& argv) {
     stopped_by = StopSignals::received();
   }
   if (!quiet) std::printf("\n");
+  std::fflush(stdout);  // the text's last line before the summary on stderr
   if (stopped_by != 0) {
     if (show_progress) std::fputs("\r\033[K", stderr);  // the progress line
     if (res.out_path.empty())
@@ -101,6 +109,7 @@ int cmd_record(const ArgList& argv) {
                    res.out_path.c_str(), res.n_steps, r.steps);
     return 128 + stopped_by;
   }
+  if (quiet) return 0;
   std::fprintf(stderr, "kvscope: %d prompt tokens + %d steps in %.2f s (%.1f tok/s); trace %s%s%s\n",
                res.prompt_len, res.n_steps, res.seconds, res.seconds > 0 ? res.n_steps / res.seconds : 0.0,
                res.out_path.c_str(), res.note.empty() ? "" : "; ", res.note.c_str());

@@ -12,6 +12,7 @@
 #include "analysis/recorder.h"
 #include "analysis/run_progress.h"
 #include "analysis/similarity.h"
+#include "inference/bpe_merge.h"
 #include "inference/chat_template.h"
 #include "inference/errors.h"
 #include "inference/loader.h"
@@ -63,10 +64,14 @@ struct StepAnalyses {
 
 RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   const auto t0 = std::chrono::steady_clock::now();
+  if (r.model_path.empty()) throw input_error("--model", "no model path given");
+  if (r.out_path.empty()) throw input_error("--out", "no trace path given");
+  if (r.prompt.empty()) throw input_error("prompt", "is empty");
+  if (r.prompt.find('\0') != std::string::npos) throw input_error("prompt", "contains a NUL byte (not text)");
+  if (escape_invalid_utf8(r.prompt) != r.prompt) throw input_error("prompt", "is not valid UTF-8 text");
   Model model = load_model(r.model_path);
   auto tok = load_tokenizer(model, r.tokenizer_path);
   const ModelConfig& c = model.config;
-  if (r.prompt.empty()) throw input_error("prompt", "is empty");
   std::string text = r.prompt;
   if (r.chat) {
     const std::string family = chat_family_for_model(model);

@@ -8,13 +8,13 @@ namespace kvs {
 const char* usage_summary() {
   return "usage: kvscope [gui [trace.h5] [--screenshot out.png --view NAME --step N --size WxH]]\n"
          "       kvscope record --model PATH [--tokenizer PATH] (--prompt TEXT | --prompt-file F)\n"
-         "                      --steps N [--temperature T --top-p P --seed S] [--chat]\n"
+         "                      [--steps N --temperature T --top-p P --seed S] [--chat]\n"
          "                      [--policy SPEC --budget N] [--device cpu|cuda|auto] --out trace.h5\n"
-         "       kvscope info (MODEL | trace.h5) [--json]\n"
+         "       kvscope info (MODEL [--tokenizer PATH] | trace.h5) [--json]\n"
          "       kvscope simulate trace.h5 --policy NAME[:key=value,...] [--policy ...] --budget N\n"
          "       kvscope layers trace.h5 [--filters K] [--given 2,8,18] [--json]\n"
-         "       kvscope heads (trace.h5 | --model M) [--alpha-out F] [--json]\n"
-         "       kvscope rerun trace.h5 --policy SPEC [--policy ...] --budget N --mode forced|free\n"
+         "       kvscope heads (trace.h5 | --model M) [--alpha-out DIR] [--json]\n"
+         "       kvscope rerun trace.h5 --policy SPEC [--policy ...] --budget N [--mode forced|free]\n"
          "                     [--device cpu|cuda|auto]\n"
          "Every flag of a command: kvscope help COMMAND (or kvscope COMMAND --help).\n";
 }

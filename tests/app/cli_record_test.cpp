@@ -289,5 +289,67 @@ TEST_F(CliRecordBadInput, MissingRequiredFlags) {
   EXPECT_TRUE(out.entries().empty());
 }
 
+// --out naming one of the inputs by mistake leaves it as it was.
+TEST_F(CliRecordBadInput, OutIsTheModelTheTokenizerOrThePromptFile) {
+  const std::string model = in.file("copy.bin"), tokenizer = in.file("tok.bin"), prompt = in.file("prompt.txt");
+  const std::string model_bytes = read_bytes(stories_bin()), tok_bytes = read_bytes(tok512());
+  write_bytes(model, model_bytes);
+  write_bytes(tokenizer, tok_bytes);
+  write_bytes(prompt, "Once upon a time\n");
+  for (const std::string& out_path : {model, tokenizer, prompt}) {
+    const CliResult r = run_kvscope({"record", "--model", model, "--tokenizer", tokenizer, "--prompt-file", prompt,
+                                     "--steps", "3", "--out", out_path});
+    EXPECT_TRUE(is_input_error(r, out_path, "exists and is not an HDF5 trace; not replacing it"));
+  }
+  EXPECT_TRUE(read_bytes(model) == model_bytes);
+  EXPECT_TRUE(read_bytes(tokenizer) == tok_bytes);
+  EXPECT_EQ(read_bytes(prompt), "Once upon a time\n");
+  EXPECT_EQ(in.entries(), (std::vector<std::string>{"copy.bin", "prompt.txt", "tok.bin"}));
+}
+
+// A second value would silently replace the first: record enforces one policy, writes one trace.
+TEST_F(CliRecordBadInput, FlagGivenTwice) {
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", "/nonexistent", "--model", stories_bin()}), "--model",
+                             "given twice ('/nonexistent', then '" + stories_bin() + "')"));
+  EXPECT_TRUE(is_input_error(
+      record_into_empty({"--model", stories_bin(), "--policy", "h2o", "--policy", "snapkv", "--budget", "8"}),
+      "--policy", "given twice"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--seed", "1", "--seed", "2"}), "--seed",
+                             "given twice"));
+}
+
+TEST_F(CliRecordBadInput, EmptyValuesAndABudgetWithoutAPolicy) {
+  for (const char* flag : {"--tokenizer", "--policy"})
+    EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), flag, ""}), flag, "is empty"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", ""}), "--model", "is empty"));
+  EXPECT_TRUE(is_input_error(run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once", "--out", ""}),
+                             "--out", "is empty"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--budget", "8"}), "--budget",
+                             "applies to the policy of --policy, and none is given"));
+}
+
+TEST_F(CliRecordBadInput, PromptsThatAreNotText) {
+  const auto from_file = [&](const std::string& file) {
+    return run_kvscope({"record", "--model", stories_bin(), "--prompt-file", file, "--out", out.file("out.h5")});
+  };
+  const std::string nul = in.file("nul.txt");
+  write_bytes(nul, std::string("a\0b", 3));
+  EXPECT_TRUE(is_input_error(from_file(nul), "prompt", "contains a NUL byte"));
+  EXPECT_TRUE(is_input_error(from_file(in.path()), in.path(), "is a directory, not a prompt file"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin()}, "caf\xE9"), "prompt",
+                             "is not valid UTF-8 text"));
+  EXPECT_TRUE(out.entries().empty());
+}
+
+TEST(CliRecordQuiet, PrintsNothing) {
+  TempDir out;
+  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once", "--steps", "3", "--quiet",
+                                   "--out", out.file("q.h5")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(out.entries(), std::vector<std::string>{"q.h5"});
+}
+
 }  // namespace
 }  // namespace kvs::cli_test
