@@ -1,6 +1,8 @@
 // Policy specs ("name:key=value,...") and the registry that builds every policy by CLI name.
 #include "analysis/policy.h"
 
+#include <cerrno>
+
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -37,9 +39,13 @@ constexpr Entry kRegistry[] = {
     {"duoattention", make_duoattention_policy}, {"omnikv", make_omnikv_policy},
 };
 
-// A parameter value as part of an HDF5 link name: the last path component, with characters
-// other than letters, digits, '.' and '-' replaced by '-'.
+// A parameter value as part of an HDF5 link name: an integer as written canonically, else the
+// last path component, with characters other than letters, digits, '.' and '-' replaced by '-'.
 std::string name_part(const std::string& value) {
+  char* end = nullptr;
+  errno = 0;
+  const long number = std::strtol(value.c_str(), &end, 10);
+  if (!value.empty() && *end == '\0' && errno == 0) return std::to_string(number);  // "+4" and "04" name as "4"
   std::string v = value;
   while (v.size() > 1 && v.back() == '/') v.pop_back();
   const size_t slash = v.find_last_of('/');
@@ -93,8 +99,11 @@ PolicySpec parse_policy_spec(const std::string& text, int budget) {
   auto b = spec.params.find("budget");
   if (b != spec.params.end()) {
     char* end = nullptr;
+    errno = 0;
     const long v = std::strtol(b->second.c_str(), &end, 10);
-    if (*end != '\0') throw fail("budget must be an integer (got '" + b->second + "')");
+    if (b->second.empty() || *end != '\0') throw fail("budget must be an integer (got '" + b->second + "')");
+    if (errno == ERANGE || v < 1 || v > (1L << 30))
+      throw fail("budget " + b->second + " is outside [1, " + std::to_string(1L << 30) + "]");
     spec.budget = (int)v;
     spec.params.erase(b);
   }

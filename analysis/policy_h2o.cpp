@@ -18,6 +18,8 @@ class H2oPolicy : public Policy {
   H2oPolicy(const PolicySpec& spec, const ModelShape& shape) : Policy(spec), shape_(shape) {
     ParamReader p(spec, {"heavy", "recent", "gqa"});
     const int B = spec.budget;
+    if (p.get_int("heavy", 0) < 0) throw p.error("heavy must be >= 0");
+    if (p.get_int("recent", 0) < 0) throw p.error("recent must be >= 0");
     heavy_ = std::clamp(p.get_int("heavy", p.has("recent") ? B - p.get_int("recent", 0) : B / 2), 0, B);
     recent_ = std::clamp(p.get_int("recent", B - heavy_), 0, B - heavy_);
     gqa_ = parse_gqa(spec.name, p.get_string("gqa", "mean"));

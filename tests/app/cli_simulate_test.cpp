@@ -132,6 +132,14 @@ TEST_F(CliSimulate, SecondCallAppendsAndSameNameReplaces) {
   EXPECT_EQ(work_.entries(), std::vector<std::string>{"t.h5"});
 }
 
+// One setting, one run name: "+2" and "02" are the 2 of "heavy=2".
+TEST_F(CliSimulate, IntegerParametersNameRunsCanonically) {
+  const std::string t = fresh_trace();
+  for (const char* spec : {"h2o:heavy=+2", "h2o:heavy=02", "h2o:heavy=2"})
+    ASSERT_EQ(run_kvscope({"simulate", t, "--policy", spec, "--budget", "8"}).code, 0) << spec;
+  EXPECT_EQ(TraceReader(t).run_names(), std::vector<std::string>{"h2o_heavy2_b8"});
+}
+
 TEST_F(CliSimulate, StreamingLLMKeepsSinksAndRecentWindowExactly) {
   const std::string t = fresh_trace();
   const CliResult r = run_kvscope({"simulate", t, "--policy", "streamingllm:sinks=4,recent=32", "--budget", "36"});
@@ -297,6 +305,25 @@ TEST_F(CliSimulateBadInput, BudgetZeroAndNegative) {
   EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "0"}), "--policy h2o", "budget must be positive"));
   EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "-3"}), "--policy h2o", "budget must be positive"));
   EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "x"}), "--budget", "expected an integer"));
+}
+
+TEST_F(CliSimulateBadInput, BudgetInsideTheSpecOutOfRange) {
+  // 2^32 + 16 would have wrapped to 16 through an int.
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o:budget=4294967312", "--budget", "16"}),
+                             "--policy h2o:budget=4294967312", "budget 4294967312 is outside [1, 1073741824]"));
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o:budget=0", "--budget", "16"}), "--policy h2o:budget=0",
+                             "budget 0 is outside"));
+}
+
+TEST_F(CliSimulateBadInput, NegativeH2oSplitAndFlagsGivenTwice) {
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o:heavy=-4", "--budget", "8"}), "--policy h2o",
+                             "heavy must be >= 0"));
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o:recent=-1", "--budget", "8"}), "--policy h2o",
+                             "recent must be >= 0"));
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "8", "--budget", "16"}), "--budget",
+                             "given twice ('8', then '16')"));
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "8", "--threads", "abc"}), "--threads",
+                             "expected an integer"));
 }
 
 TEST_F(CliSimulateBadInput, MissingBudgetOrPolicy) {
