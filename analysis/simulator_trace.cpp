@@ -1,6 +1,8 @@
 // The simulator over a recorded HDF5 trace (TraceReader as a StepSource).
 #include "analysis/simulator.h"
 
+#include "inference/errors.h"
+
 namespace kvs {
 namespace {
 
@@ -28,6 +30,8 @@ class TraceStepSource : public StepSource {
 }  // namespace
 
 std::vector<RunData> simulate(const TraceReader& trace, std::span<Policy* const> policies, const SimulateOptions& opt) {
+  // Every metric is a mean over decode steps: with none there is nothing to measure.
+  if (trace.meta().n_steps <= 0) throw input_error(trace.path(), "no decode steps to run policies over");
   TraceStepSource src(trace);
   return simulate(src, policies, opt);
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -82,6 +83,7 @@ struct TraceReader::Impl {
   // message here (h5_isolation.h).
   void probe_in_child() const;
   bool read_packed_step(hid_t decode, hsize_t s, std::vector<float>& rows) const;
+  void check_decode_step(int step, std::span<const float> rows, std::span<const float> lse) const;
   // How long the probe may take: 60 s, or KVSCOPE_PROBE_TIMEOUT_S (1..600; the fuzzers use a few
   // seconds, since a corrupt file can keep libhdf5 busy until the limit).
   static unsigned probe_timeout_s() {
@@ -273,6 +275,26 @@ void TraceReader::read_decode_step(int step, std::vector<float>& rows, std::vect
     if (impl_->has_lse)
       h5::read_box(h5::open_dataset(impl_->file, ts::kDecodeLse), H5T_NATIVE_FLOAT, {s, 0, 0}, {1, L, H}, lse.data());
   });
+  impl_->check_decode_step(step, rows, lse);
+}
+
+// Policies and metrics read these values as probabilities: a NaN or a value outside [0, 1] (a
+// damaged or hand-edited trace) is refused here, naming where it is, not carried into results.
+void TraceReader::Impl::check_decode_step(int step, std::span<const float> rows, std::span<const float> lse) const {
+  const size_t H = meta.shape.n_heads, T = meta.total_len();
+  bool bad = false;
+  for (float v : rows) bad |= !(v >= 0.0f && v <= 1.0f + 1e-3f);
+  if (bad) {
+    const size_t i = std::find_if(rows.begin(), rows.end(), [](float v) { return !(v >= 0.0f && v <= 1.0f + 1e-3f); }) -
+                     rows.begin();
+    throw input_error(path, std::string(ts::kDecode) + " step " + std::to_string(step) + " layer " +
+                                std::to_string(i / (H * T)) + " head " + std::to_string(i / T % H) + " key " +
+                                std::to_string(i % T) + " holds " + std::to_string(rows[i]) + ", not a probability");
+  }
+  for (size_t i = 0; i < lse.size(); ++i)
+    if (!std::isfinite(lse[i]))
+      throw input_error(path, std::string(ts::kDecodeLse) + " step " + std::to_string(step) + " layer " +
+                                  std::to_string(i / H) + " head " + std::to_string(i % H) + " is not finite");
 }
 
 PrefillEvidence TraceReader::read_prefill() const {

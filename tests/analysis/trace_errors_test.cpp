@@ -1,5 +1,6 @@
-// Crash safety and bad files: no file without commit, unwritable folders, write errors (a file
-// size limit standing in for a full disk), and every kind of file the reader must refuse.
+// Crash safety and bad files: no file without commit, unwritable folders, files that are not
+// traces left alone, write errors (a file size limit standing in for a full disk), and every kind
+// of file or value the reader must refuse.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <sys/resource.h>
@@ -7,8 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <csignal>
 
+#include "analysis/policy.h"
+#include "analysis/simulator.h"
 #include "analysis/trace.h"
 #include "inference/errors.h"
 #include "trace_test_util.h"
@@ -134,6 +139,31 @@ TEST(TraceWriterSafety, OutputThatIsAFolderIsAnInputError) {
   TempDir dir;
   EXPECT_THROW(TraceWriter(dir.path, testing::small_meta(), 3), InputError);
   EXPECT_TRUE(dir.entries().empty());
+}
+
+// A model, tokenizer or prompt file given as the output by mistake stays as it was; an earlier
+// trace and an empty file are replaced.
+TEST(TraceWriterSafety, ExistingFileThatIsNotATraceIsNotReplaced) {
+  TempDir dir;
+  const std::string weights = dir.file("model.bin"), old_trace = dir.file("old.h5"), empty = dir.file("empty.h5");
+  testing::write_bytes(weights, std::string("\x07\x00\x00\x00weights", 11));
+  try {
+    TraceWriter w(weights, testing::small_meta(), 1);
+    FAIL() << "replaced a file that is not a trace";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              weights + ": exists and is not an HDF5 trace; not replacing it (remove it or choose another name)");
+  }
+  EXPECT_EQ(testing::read_bytes(weights), std::string("\x07\x00\x00\x00weights", 11));
+  write_trace(old_trace, 1);
+  write_trace(old_trace, 2);
+  EXPECT_EQ(TraceReader(old_trace).meta().n_steps, 2);
+  testing::write_bytes(empty, "");
+  write_trace(empty, 1);
+  EXPECT_EQ(TraceReader(empty).meta().n_steps, 1);
+  std::vector<std::string> names = dir.entries();
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"empty.h5", "model.bin", "old.h5"}));
 }
 
 // A file-size limit makes writes fail like a full disk does (EFBIG instead of ENOSPC).
@@ -298,6 +328,62 @@ TEST(TraceReaderRejects, TamperedQueryPositions) {
   H5Dclose(ds);
   H5Fclose(f);
   EXPECT_EQ(reader_error(path), path + ": /attention/decode_query_pos holds position 1000 outside 0..6");
+}
+
+// Policies read decode rows as probabilities: a NaN, a negative value or a log-sum-exp that is
+// not finite in a damaged trace is an error naming the step, layer, head and key.
+TEST(TraceReaderRejects, DecodeValuesThatAreNotProbabilities) {
+  TempDir dir;
+  const std::string path = dir.file("t.h5");
+  const auto set_value = [&](const char* dataset, std::vector<hsize_t> at, float v) {
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t ds = H5Dopen2(f, dataset, H5P_DEFAULT);
+    const hid_t space = H5Dget_space(ds);
+    std::vector<hsize_t> one(at.size(), 1);
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, at.data(), nullptr, one.data(), nullptr);
+    const hid_t mem = H5Screate_simple((int)one.size(), one.data(), nullptr);
+    EXPECT_GE(H5Dwrite(ds, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, &v), 0);
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(ds);
+    H5Fclose(f);
+  };
+  const auto step_error = [&](int step) -> std::string {
+    TraceReader r(path);
+    std::vector<float> rows, lse;
+    try {
+      r.read_decode_step(step, rows, lse);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  write_trace(path, 2);
+  EXPECT_EQ(step_error(1), "");
+  set_value("/attention/decode", {1, 1, 2, 3}, std::nanf(""));
+  EXPECT_EQ(step_error(1), path + ": /attention/decode step 1 layer 1 head 2 key 3 holds nan, not a probability");
+  EXPECT_EQ(step_error(0), "");
+  write_trace(path, 2);
+  set_value("/attention/decode", {0, 0, 0, 0}, -0.5f);
+  EXPECT_EQ(step_error(0), path + ": /attention/decode step 0 layer 0 head 0 key 0 holds -0.500000, not a probability");
+  write_trace(path, 2);
+  set_value("/attention/decode_lse", {1, 0, 3}, INFINITY);
+  EXPECT_EQ(step_error(1), path + ": /attention/decode_lse step 1 layer 0 head 3 is not finite");
+}
+
+// With no decode step there is nothing to measure a policy on.
+TEST(TraceReaderRejects, SimulatingATraceWithoutDecodeSteps) {
+  TempDir dir;
+  const std::string path = dir.file("t.h5");
+  write_trace(path, 0);
+  const TraceReader trace(path);
+  auto policy = make_policy(parse_policy_spec("h2o", 4), trace.meta().shape);
+  try {
+    simulate(trace, *policy, {});
+    FAIL() << "simulated a trace without decode steps";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": no decode steps to run policies over");
+  }
 }
 
 }  // namespace
