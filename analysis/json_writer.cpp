@@ -4,9 +4,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "inference/bpe_merge.h"
+
 namespace kvs {
 
-std::string json_quote(const std::string& s) {
+std::string json_quote(const std::string& text) {
+  // JSON text is UTF-8: bytes that are not (a file name, a prompt) are written as "\xNN".
+  const std::string s = escape_invalid_utf8(text);
   std::string out = "\"";
   for (char c : s) {
     if (c == '"' || c == '\\') {
@@ -58,6 +62,12 @@ JsonObject& JsonObject::add(const std::string& k, const std::string& v) {
 JsonObject& JsonObject::add_bool(const std::string& k, bool v) {
   key(k);
   body_ += v ? "true" : "false";
+  return *this;
+}
+
+JsonObject& JsonObject::add_null(const std::string& k) {
+  key(k);
+  body_ += "null";
   return *this;
 }
 

@@ -6,8 +6,8 @@
 
 namespace kvs {
 
-// `s` as a quoted JSON string literal.
-std::string json_quote(const std::string& s);
+// `text` as a quoted JSON string literal; bytes that are not UTF-8 become the characters "\xNN".
+std::string json_quote(const std::string& text);
 
 class JsonObject {
  public:
@@ -16,6 +16,7 @@ class JsonObject {
   JsonObject& add(const std::string& key, const std::string& v);
   JsonObject& add(const std::string& key, const char* v) { return add(key, std::string(v)); }
   JsonObject& add_bool(const std::string& key, bool v);
+  JsonObject& add_null(const std::string& key);
   JsonObject& add(const std::string& key, const std::vector<int>& v);
   JsonObject& add(const std::string& key, const std::vector<double>& v);
   JsonObject& add_raw(const std::string& key, const std::string& json);  // an already-encoded value

@@ -55,6 +55,7 @@ Model load_model(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw input_error(path, "no such file or folder");
   if (fs::is_directory(path, ec)) return load_hf_model(path);
+  if (fs::is_regular_file(path, ec) && fs::file_size(path, ec) == 0) throw input_error(path, "is empty (0 bytes)");
   // A file inside a Hugging Face folder stands for the folder.
   if (ends_with(path, ".safetensors") || ends_with(path, "config.json")) {
     return load_hf_model(fs::path(path).parent_path().string());

@@ -67,7 +67,16 @@ int info_trace(const std::string& path, bool json) {
 
 int info_model(const std::string& path, const std::string& tokenizer_path, bool json) {
   Model model = load_model(path);
-  auto tok = load_tokenizer(model, tokenizer_path);
+  // The tokenizer found beside the model may be missing or not fit: the weights are still
+  // described, with the tokenizer's problem in its place. A --tokenizer given must load.
+  std::unique_ptr<Tokenizer> tok;
+  std::string tok_problem;
+  try {
+    tok = load_tokenizer(model, tokenizer_path);
+  } catch (const InputError& e) {
+    if (!tokenizer_path.empty()) throw;
+    tok_problem = e.what();
+  }
   const ModelConfig& c = model.config;
   const double params = static_cast<double>(model.weight_bytes_per_token()) / 4.0;
   if (json) {
@@ -79,8 +88,9 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add("seq_len", c.seq_len).add("sliding_window", c.sliding_window)
         .add("rope_theta", static_cast<double>(c.rope_theta))
         .add("rope_style", c.rope_style == RopeStyle::Interleaved ? "interleaved" : "rotate_half")
-        .add_bool("tied_classifier", c.tied_classifier).add("parameters", params)
-        .add("tokenizer", tok->kind());
+        .add_bool("tied_classifier", c.tied_classifier).add("parameters", params);
+    if (tok) o.add("tokenizer", tok->kind());
+    else o.add_null("tokenizer").add("tokenizer_problem", tok_problem);
     std::printf("%s\n", o.str().c_str());
     return 0;
   }
@@ -95,8 +105,11 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
               c.rope_scaling.type.empty() ? "" : ", scaling ", c.rope_scaling.type.c_str(), c.rms_eps);
   std::printf("params     %.1f M (%s classifier%s)\n", params / 1e6, c.tied_classifier ? "tied" : "separate",
               c.qkv_bias ? ", q/k/v biases" : "");
-  std::printf("tokenizer  %s, %d tokens, bos %d, eos %d\n", tok->kind().c_str(), tok->vocab_size(),
-              tok->bos_id(), tok->eos_id());
+  if (tok)
+    std::printf("tokenizer  %s, %d tokens, bos %d, eos %d\n", tok->kind().c_str(), tok->vocab_size(),
+                tok->bos_id(), tok->eos_id());
+  else
+    std::printf("tokenizer  none: %s\n", tok_problem.c_str());
   return 0;
 }
 
@@ -106,7 +119,10 @@ int cmd_info(const ArgList& argv) {
   Args a(argv, {"--tokenizer"}, {"--json"});
   if (a.positional().size() != 1) throw input_error("info", "expects one model or trace path");
   const std::string& path = a.positional()[0];
-  if (is_hdf5(path)) return info_trace(path, a.has("--json"));
+  if (is_hdf5(path)) {
+    if (a.has("--tokenizer")) throw input_error("--tokenizer", "applies to a model, and " + path + " is a trace");
+    return info_trace(path, a.has("--json"));
+  }
   return info_model(path, a.str("--tokenizer"), a.has("--json"));
 }
 

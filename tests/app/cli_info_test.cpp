@@ -166,6 +166,40 @@ TEST(CliInfoBadInput, Arguments) {
                              "no such file"));
 }
 
+TEST(CliInfoBadInput, EmptyFileAndATokenizerForATrace) {
+  TempDir d;
+  write_bytes(d.file("empty.bin"), "");
+  EXPECT_TRUE(is_input_error(run_kvscope({"info", d.file("empty.bin")}), d.file("empty.bin"), "is empty (0 bytes)"));
+  const CliResult r = record_stories(d.file("t.h5"), "Once", 2);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(is_input_error(run_kvscope({"info", d.file("t.h5"), "--tokenizer", tok512()}), "--tokenizer",
+                             "applies to a model"));
+}
+
+// Without a tokenizer beside it, a llama2.c checkpoint is still described.
+TEST(CliInfo, LlamaCBinWithoutATokenizer) {
+  TempDir d;
+  const std::string model = d.file("alone.bin");
+  write_bytes(model, read_bytes(stories_bin()));
+  const CliResult r = run_kvscope({"info", model});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("5 layers, 8 query heads"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokenizer  none: " + model + ": no tokenizer found beside the model"), std::string::npos)
+      << r.out;
+  const Json j = parse_json(run_kvscope({"info", model, "--json"}));
+  ASSERT_TRUE(j.find("tokenizer") && j.find("tokenizer")->is_null());
+  EXPECT_NE(j.get_string("tokenizer_problem", "").find("no tokenizer found"), std::string::npos);
+}
+
+// A trace whose name is not UTF-8 still gives JSON that parses.
+TEST(CliInfo, JsonOfATraceWhoseNameIsNotUtf8) {
+  TempDir d;
+  const std::string t = d.file("bad\xFF.h5");
+  ASSERT_EQ(record_stories(t, "Once", 2).code, 0);
+  const Json j = parse_json(run_kvscope({"info", t, "--json"}));
+  EXPECT_EQ(j.get_string("path", ""), d.file("bad\\xFF.h5"));
+}
+
 TEST(CliInfoBadInput, TokenizerOfAnotherModel) {
   EXPECT_TRUE(is_input_error(run_kvscope({"info", tiny_random_gguf(), "--tokenizer", tok512()}), tok512(),
                              "does not match"));
