@@ -33,8 +33,11 @@ JsonObject plan_json(const FilterPlan& p) {
 void print_plan(const char* title, const FilterPlan& p) {
   std::printf("%s filters {", title);
   for (size_t i = 0; i < p.filters.size(); ++i) std::printf("%s%d", i ? ", " : "", p.filters[i]);
-  std::printf("}: retained %.3f over %d sparse layers (mean %.3f), lost %.3f\n", p.retained, p.n_sparse,
-              p.n_sparse ? p.retained / p.n_sparse : 1.0, p.lost);
+  if (p.n_sparse == 0)
+    std::printf("}: no sparse layers (every layer dense, filter or wait): nothing retained or lost\n");
+  else
+    std::printf("}: retained %.3f over %d sparse layers (mean %.3f), lost %.3f\n", p.retained, p.n_sparse,
+                p.retained / p.n_sparse, p.lost);
   for (size_t s = 0; s < p.filters.size(); ++s)
     std::printf("  filter %2d -> %d sparse layers, retained %.3f\n", p.filters[s], p.segment_layers[s],
                 p.segment_retained[s]);

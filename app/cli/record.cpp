@@ -88,6 +88,11 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   // A live policy is checked before anything is written or printed.
   std::unique_ptr<Policy> policy;
   if (!r.policy.empty()) policy = make_policy(parse_policy_spec(r.policy, r.budget), shape);
+  // DuoAttention's gates come from a pattern folder or are profiled from a trace's decode rows,
+  // which a recording does not have yet.
+  if (policy && policy->spec().name == "duoattention" && !policy->spec().params.count("pattern"))
+    throw input_error("--policy duoattention", "a recording has no trace to profile gates from: give pattern=DIR "
+                                               "(e.g. one written by kvscope heads --alpha-out)");
   TraceMeta meta;
   meta.writer_version = KVSCOPE_VERSION;
   meta.created = utc_now();

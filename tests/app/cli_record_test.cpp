@@ -268,6 +268,8 @@ TEST_F(CliRecordBadInput, BadLivePolicy) {
                              "--policy nosuch", "unknown policy"));
   EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "h2o"}), "--policy h2o",
                              "budget must be positive"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "duoattention", "--budget", "4"}),
+                             "--policy duoattention", "give pattern=DIR"));
 }
 
 TEST_F(CliRecordBadInput, SamplingOutOfRange) {
