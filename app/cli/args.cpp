@@ -38,8 +38,11 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
           if (i + 1 >= argv.size()) throw input_error(name, "expects a value");
           value = argv[++i];
         }
-        if (values_.count(name) && !repeatable.count(name))
-          throw input_error(name, "given twice ('" + values_[name].back() + "', then '" + value + "')");
+        if (values_.count(name) && !repeatable.count(name)) {
+          const std::string& first = values_[name].back();
+          const bool show = first.size() + value.size() <= 200 && (first + value).find('\n') == std::string::npos;
+          throw input_error(name, "given twice" + (show ? " ('" + first + "', then '" + value + "')" : std::string()));
+        }
         values_[name].push_back(value);
       } else if (switch_flags.count(name)) {
         if (inline_value) throw input_error(name, "takes no value");
