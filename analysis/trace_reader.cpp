@@ -281,12 +281,18 @@ void TraceReader::read_decode_step(int step, std::vector<float>& rows, std::vect
 // Policies and metrics read these values as probabilities: a NaN or a value outside [0, 1] (a
 // damaged or hand-edited trace) is refused here, naming where it is, not carried into results.
 void TraceReader::Impl::check_decode_step(int step, std::span<const float> rows, std::span<const float> lse) const {
-  const size_t H = meta.shape.n_heads, T = meta.total_len();
-  bool bad = false;
-  for (float v : rows) bad |= !(v >= 0.0f && v <= 1.0f + 1e-3f);
-  if (bad) {
-    const size_t i = std::find_if(rows.begin(), rows.end(), [](float v) { return !(v >= 0.0f && v <= 1.0f + 1e-3f); }) -
-                     rows.begin();
+  const size_t H = meta.shape.n_heads, T = meta.total_len(), L = meta.shape.n_layers;
+  const auto outside = [](float v) { return !(v >= 0.0f && v <= 1.0f + 1e-3f); };  // NaN included
+  std::vector<uint8_t> bad_layer(L, 0);  // [L]
+  parallel_for((int)L, [&](int l) {
+    const float* x = rows.data() + l * H * T;  // [H, T]
+    int bad = 0;
+#pragma omp simd reduction(| : bad)
+    for (size_t i = 0; i < H * T; ++i) bad |= outside(x[i]);
+    bad_layer[l] = (uint8_t)bad;
+  }, rows.size() >= (1u << 18));
+  if (std::find(bad_layer.begin(), bad_layer.end(), 1) != bad_layer.end()) {
+    const size_t i = std::find_if(rows.begin(), rows.end(), outside) - rows.begin();
     throw input_error(path, std::string(ts::kDecode) + " step " + std::to_string(step) + " layer " +
                                 std::to_string(i / (H * T)) + " head " + std::to_string(i / T % H) + " key " +
                                 std::to_string(i % T) + " holds " + std::to_string(rows[i]) + ", not a probability");
