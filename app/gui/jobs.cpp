@@ -36,7 +36,10 @@ std::vector<float> kvzip_scores(const TraceReader& reader, const std::string& mo
 
 void submit_simulation(AppState& app, const std::vector<std::string>& specs, int budget,
                        std::function<void()> on_done, const std::string& model_path) {
-  if (!app.trace) return;
+  if (!app.trace) {
+    app.error("Simulate: open a trace first");
+    return;
+  }
   if (specs.empty()) {
     app.error("Simulate: choose at least one policy");
     return;

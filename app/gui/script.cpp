@@ -1,6 +1,8 @@
 // Parsing and applying --script commands.
 #include "app/gui/script.h"
 
+#include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "app/views/view.h"
@@ -14,16 +16,6 @@ std::string trim(const std::string& s) {
   if (a == std::string::npos) return "";
   const size_t b = s.find_last_not_of(" \t\n");
   return s.substr(a, b - a + 1);
-}
-
-int to_int(const std::string& text, const std::string& command) {
-  try {
-    size_t used = 0;
-    const int v = std::stoi(text, &used);
-    if (used == text.size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw input_error("--script", "'" + command + "' expects an integer, got '" + text + "'");
 }
 
 }  // namespace
@@ -48,35 +40,100 @@ std::vector<ScriptCommand> parse_script(const std::string& script) {
   return out;
 }
 
+InputError script_error(const std::string& verb, const std::string& arg, const std::string& problem) {
+  return input_error("--script", "'" + verb + (arg.empty() ? "" : " " + arg) + "'" + (problem[0] == ':' ? "" : " ") + problem);
+}
+
+namespace {
+
+// `text`, one of the integers of the command "verb arg", within lo..hi.
+int command_int(const std::string& verb, const std::string& arg, const std::string& text, int lo, int hi) {
+  long v = 0;
+  try {
+    size_t used = 0;
+    v = std::stol(text, &used);
+    if (used != text.size()) throw std::invalid_argument(text);
+  } catch (const std::exception&) {
+    throw script_error(verb, arg, "expects an integer, not '" + text + "'");
+  }
+  if (v < lo || v > hi)
+    throw script_error(verb, arg, ": " + text + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
+  return (int)v;
+}
+
+}  // namespace
+
+int script_int(const std::string& verb, const std::string& arg, int lo, int hi) {
+  return command_int(verb, arg, arg, lo, hi);
+}
+
+float script_number(const std::string& verb, const std::string& arg, float lo, float hi) {
+  float v = 0.0f;
+  try {
+    size_t used = 0;
+    v = std::stof(arg, &used);
+    if (used != arg.size() || !std::isfinite(v)) throw std::invalid_argument(arg);
+  } catch (const std::exception&) {
+    throw script_error(verb, arg, "expects a number, not '" + arg + "'");
+  }
+  if (v < lo || v > hi) {
+    char range[64];
+    std::snprintf(range, sizeof range, "%g..%g", lo, hi);
+    throw script_error(verb, arg, std::string(": ") + arg + " is outside " + range);
+  }
+  return v;
+}
+
+const std::string& script_choice(const std::string& verb, const std::string& arg,
+                                 std::initializer_list<const char*> choices) {
+  std::string list;
+  for (const char* c : choices) {
+    if (arg == c) return arg;
+    list += (list.empty() ? "" : ", ") + std::string(c);
+  }
+  throw script_error(verb, arg, "expects one of " + list);
+}
+
 void apply_script_command(AppState& app, std::vector<std::unique_ptr<View>>& views, const ScriptCommand& c) {
-  const std::string whole = c.verb + (c.arg.empty() ? "" : " " + c.arg);
+  // The trace commands below need one open, and check their numbers against it.
+  const auto trace = [&]() -> const TraceSnapshot& {
+    if (!app.trace) throw script_error(c.verb, c.arg, "needs an open trace");
+    return *app.trace;
+  };
   if (c.verb == "step") {
-    if (!c.arg.empty() && (c.arg[0] == '+' || c.arg[0] == '-')) app.set_step(app.step + to_int(c.arg, whole));
-    else app.set_step(to_int(c.arg, whole));
+    const int last = trace().n_steps() - 1;
+    if (last < 0) throw script_error(c.verb, c.arg, "needs decode steps (the trace has none)");
+    const bool relative = !c.arg.empty() && (c.arg[0] == '+' || c.arg[0] == '-');
+    const int to = relative ? app.step + script_int(c.verb, c.arg, -(1 << 30), 1 << 30) : script_int(c.verb, c.arg, 0, last);
+    if (to < 0 || to > last) throw script_error(c.verb, c.arg, "moves to step " + std::to_string(to) + ", outside 0.." + std::to_string(last));
+    app.set_step(to);
   } else if (c.verb == "select" || c.verb == "runs") {
     std::istringstream in(c.arg);
     std::string a, b, extra;
-    if (!(in >> a >> b) || (in >> extra)) throw input_error("--script", "'" + whole + "' expects two integers");
+    if (!(in >> a >> b) || (in >> extra)) throw script_error(c.verb, c.arg, "expects two integers");
+    const TraceSnapshot& t = trace();
     if (c.verb == "select") {
-      app.select_head(to_int(a, whole), to_int(b, whole));
+      app.select_head(command_int(c.verb, c.arg, a, 0, t.meta.shape.n_layers - 1),
+                      command_int(c.verb, c.arg, b, 0, t.meta.shape.n_heads - 1));
     } else {
-      app.run_a = to_int(a, whole);
-      app.run_b = to_int(b, whole);
+      if (t.runs.empty()) throw script_error(c.verb, c.arg, "needs runs (the trace has none)");
+      const int n = (int)t.runs.size() - 1;
+      app.run_a = command_int(c.verb, c.arg, a, 0, n);
+      app.run_b = command_int(c.verb, c.arg, b, 0, n);
     }
   } else if (c.verb == "layer") {
-    app.select_head(to_int(c.arg, whole), app.head);
+    app.select_head(script_int(c.verb, c.arg, 0, trace().meta.shape.n_layers - 1), app.head);
   } else if (c.verb == "head") {
-    app.select_head(app.layer, to_int(c.arg, whole));
+    app.select_head(app.layer, script_int(c.verb, c.arg, 0, trace().meta.shape.n_heads - 1));
   } else if (c.verb == "lanes") {
-    if (c.arg != "head" && c.arg != "all") throw input_error("--script", "'" + whole + "' expects head or all");
-    app.per_head_lanes = c.arg == "head";
+    app.per_head_lanes = script_choice(c.verb, c.arg, {"head", "all"}) == "head";
   } else if (c.verb == "compare") {
     app.open_trace(c.arg, true);
     if (!app.last_open_error.empty()) throw InputError(app.last_open_error);
   } else {
     for (auto& v : views)
       if (v->command(app, c.verb, c.arg)) return;
-    throw input_error("--script", "unknown command '" + whole + "'");
+    throw script_error(c.verb, c.arg, "is not a command (docs/gui.md lists them)");
   }
 }
 

@@ -4,13 +4,16 @@
 //   lanes head|all              lanes per selected head or aggregated over heads
 //   compare PATH                open a second trace in Compare
 // Other verbs go to the views (e.g. "log on" for the attention map, "stat entropy", "tau 0.5",
-// "filters 3"); an unknown verb is an InputError naming --script.
+// "filters 3"); an unknown verb, or a value out of range or not among the choices, is an
+// InputError naming --script and the command.
 #pragma once
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "app/gui/app_state.h"
+#include "inference/errors.h"
 
 namespace kvs {
 
@@ -23,5 +26,14 @@ struct ScriptCommand {
 
 std::vector<ScriptCommand> parse_script(const std::string& script);
 void apply_script_command(AppState& app, std::vector<std::unique_ptr<View>>& views, const ScriptCommand& c);
+
+// Checked arguments of a command "verb arg" (the views' commands use them too); a bad one is an
+// InputError "--script: 'verb arg' expects ...".
+int script_int(const std::string& verb, const std::string& arg, int lo, int hi);
+float script_number(const std::string& verb, const std::string& arg, float lo, float hi);
+// `arg` when it is one of `choices`.
+const std::string& script_choice(const std::string& verb, const std::string& arg, std::initializer_list<const char*> choices);
+// An InputError "--script: 'verb arg' <problem>".
+InputError script_error(const std::string& verb, const std::string& arg, const std::string& problem);
 
 }  // namespace kvs

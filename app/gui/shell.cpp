@@ -390,6 +390,10 @@ int run_gui(const GuiOptions& options) {
         rc = 2;
       }
     } else {
+      if (!script.empty()) {  // the trace the commands refer to opens first
+        app.io.wait_idle();
+        app.io.drain();
+      }
       for (const ScriptCommand& c : script) {
         try {
           apply_script_command(app, views, c);

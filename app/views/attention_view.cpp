@@ -10,6 +10,7 @@
 
 #include "analysis/attention_image.h"
 #include "app/gui/colormap.h"
+#include "app/gui/script.h"
 #include "app/gui/texture.h"
 #include "app/gui/widgets.h"
 #include "app/views/view.h"
@@ -70,12 +71,24 @@ class AttentionView : public View {
   }
 
   bool command(AppState& app, const std::string& verb, const std::string& arg) override {
-    if (verb == "log") log_ = arg != "off";
-    else if (verb == "map") decode_ = arg != "prefill";
-    else if (verb == "colormap") cmap_ = arg == "magma" ? Colormap::kMagma : Colormap::kViridis;
-    else if (verb == "overlay") overlay_run_ = arg;
+    if (verb == "log") log_ = script_choice(verb, arg, {"on", "off"}) == "on";
+    else if (verb == "map") decode_ = script_choice(verb, arg, {"prefill", "decode"}) == "decode";
+    else if (verb == "colormap") cmap_ = script_choice(verb, arg, {"viridis", "magma"}) == "magma" ? Colormap::kMagma : Colormap::kViridis;
+    else if (verb == "overlay") overlay_run_ = overlay_run(app, verb, arg);
     else return false;
     return true;
+  }
+
+  // `overlay RUN` names a run of the open trace; `overlay none` clears it.
+  static std::string overlay_run(const AppState& app, const std::string& verb, const std::string& arg) {
+    if (arg == "none") return "";
+    if (!app.trace) throw script_error(verb, arg, "needs an open trace");
+    std::string names;
+    for (const RunData& r : app.trace->runs) {
+      if (r.name == arg) return arg;
+      names += (names.empty() ? "" : ", ") + r.name;
+    }
+    throw script_error(verb, arg, "names no run of the trace (" + (names.empty() ? std::string("it has none") : names) + ")");
   }
 
  private:

@@ -45,7 +45,7 @@ class CompareView : public View {
   }
 
   bool command(AppState& app, const std::string& verb, const std::string& arg) override {
-    if (verb == "mode") {
+    if (verb == "mode" && (arg == "runs" || arg == "traces")) {  // the Run view takes forced and free
       mode_ = arg == "traces" ? 1 : 0;
       return true;
     }

@@ -10,6 +10,7 @@
 
 #include "analysis/head_stats.h"
 #include "app/gui/colormap.h"
+#include "app/gui/script.h"
 #include "app/gui/widgets.h"
 #include "app/views/view.h"
 
@@ -78,16 +79,22 @@ class HeadsView : public View {
 
   bool command(AppState& app, const std::string& verb, const std::string& arg) override {
     if (verb == "tau") {
-      tau_ = std::stof(arg);
+      tau_ = script_number(verb, arg, -1e30f, 1e30f);
       return true;
     }
     if (verb == "stat") {
       refresh(app);
       app.engine.wait_idle();
       app.engine.drain();
-      for (int i = 0; i < (int)grids_.size(); ++i)
-        if (grids_[i].name == arg) stat_ = i;
-      return true;
+      std::string names;
+      for (int i = 0; i < (int)grids_.size(); ++i) {
+        if (grids_[i].name == arg) {
+          stat_ = i;
+          return true;
+        }
+        names += (names.empty() ? "" : ", ") + grids_[i].name;
+      }
+      throw script_error(verb, arg, "names no statistic of the trace (" + (names.empty() ? std::string("none") : names) + ")");
     }
     return false;
   }

@@ -8,6 +8,7 @@
 
 #include "analysis/lanes.h"
 #include "app/gui/colormap.h"
+#include "app/gui/script.h"
 #include "app/gui/widgets.h"
 #include "app/views/view.h"
 
@@ -74,7 +75,7 @@ class LanesView : public View {
 
   bool command(AppState& app, const std::string& verb, const std::string& arg) override {
     if (verb != "zoom") return false;
-    zoom_ = std::clamp(std::stof(arg), 1.0f, 64.0f);
+    zoom_ = script_number(verb, arg, 1.0f, 64.0f);
     return true;
   }
 

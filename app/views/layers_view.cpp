@@ -12,6 +12,7 @@
 #include "analysis/filter_layers.h"
 #include "analysis/similarity.h"
 #include "app/gui/colormap.h"
+#include "app/gui/script.h"
 #include "app/gui/widgets.h"
 #include "app/views/view.h"
 #include "inference/errors.h"
@@ -78,7 +79,8 @@ class LayersView : public View {
       refresh(app);
       app.engine.wait_idle();
       app.engine.drain();
-      k_ = std::stoi(arg);
+      if (!app.trace) throw script_error(verb, arg, "needs an open trace");
+      k_ = script_int(verb, arg, 1, app.trace->meta.shape.n_layers);
       optimize();
       return true;
     }

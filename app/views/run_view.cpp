@@ -17,6 +17,7 @@
 #include "app/cli/rerun.h"
 #include "app/cli/record.h"
 #include "app/gui/jobs.h"
+#include "app/gui/script.h"
 #include "app/views/view.h"
 #include "inference/cuda_backend.h"
 #include "inference/errors.h"
@@ -87,23 +88,27 @@ class RunView : public View {
 
   bool command(AppState& app, const std::string& verb, const std::string& arg) override {
     if (verb == "demo") {
-      for (auto& [name, text] : demos_)
-        if (name == arg) prompt_ = text;
-      return true;
+      std::string names;
+      for (auto& [name, text] : demos_) {
+        if (name == arg) {
+          prompt_ = text;
+          return true;
+        }
+        names += (names.empty() ? "" : ", ") + name;
+      }
+      throw script_error(verb, arg, "names no demo prompt (" + names + ")");
     }
-    if (verb == "budget") {
-      budget_ = std::max(1, std::stoi(arg));
-      return true;
-    }
-    if (verb == "model") model_path_ = arg;
+    if ((verb == "simulate" || verb == "rerun") && !app.trace) throw script_error(verb, arg, "needs an open trace");
+    if (verb == "budget") budget_ = script_int(verb, arg, 1, 1 << 30);
+    else if (verb == "model") model_path_ = arg;
     else if (verb == "prompt") prompt_ = arg;
-    else if (verb == "steps") steps_ = std::clamp(std::stoi(arg), 1, 1 << 16);
+    else if (verb == "steps") steps_ = script_int(verb, arg, 1, 1 << 16);
     else if (verb == "out") out_path_ = arg;
-    else if (verb == "policies") set_policies(arg);
+    else if (verb == "policies") set_policies(verb, arg);
     else if (verb == "record") record(app);
     else if (verb == "simulate") simulate_on_trace(app);
     else if (verb == "rerun") rerun_live(app);
-    else if (verb == "mode") rerun_mode_ = arg == "free" ? 1 : 0;
+    else if (verb == "mode" && (arg == "forced" || arg == "free")) rerun_mode_ = arg == "free" ? 1 : 0;  // Compare takes runs/traces
     else if (verb == "device") choose_device(app, arg);
     else if (verb == "gpu-dtype") choose_gpu_dtype(arg);
     else return false;
@@ -264,7 +269,13 @@ class RunView : public View {
   }
 
   // "streamingllm|h2o:heavy=8,recent=8": checks exactly these policies, with these parameters.
-  void set_policies(const std::string& list) {
+  void set_policies(const std::string& verb, const std::string& list) {
+    std::stringstream names(list);
+    for (std::string item; std::getline(names, item, '|');) {
+      const std::string name = item.substr(0, item.find(':'));
+      if (std::none_of(policies_.begin(), policies_.end(), [&](const PolicyRow& p) { return p.name == name; }))
+        throw script_error(verb, list, "names an unknown policy '" + name + "'");
+    }
     for (PolicyRow& p : policies_) p.enabled = false, p.params.clear();
     std::stringstream ss(list);
     for (std::string item; std::getline(ss, item, '|');) {
@@ -273,7 +284,6 @@ class RunView : public View {
       auto row = std::find_if(policies_.begin(), policies_.end(), [&](const PolicyRow& p) { return p.name == name && !p.enabled; });
       if (row == policies_.end()) {  // a second configuration of the same policy
         auto same = std::find_if(policies_.begin(), policies_.end(), [&](const PolicyRow& p) { return p.name == name; });
-        if (same == policies_.end()) continue;
         row = policies_.insert(same + 1, PolicyRow{name, false, ""});
       }
       row->enabled = true;
@@ -379,7 +389,11 @@ class RunView : public View {
   // A live re-run on the engine worker (it loads the trace's model); the trace is reopened after.
   void rerun_live(AppState& app) {
     const auto specs = chosen_specs();
-    if (specs.empty() || !app.trace) {
+    if (!app.trace) {
+      app.error("Re-run: open a trace first");
+      return;
+    }
+    if (specs.empty()) {
       app.error("Re-run: check at least one policy");
       return;
     }

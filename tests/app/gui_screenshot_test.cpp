@@ -229,4 +229,35 @@ TEST_F(GuiScreenshot, UnknownViewOrScriptCommandExitsTwo) {
   EXPECT_NE(err_.find("'gpu-dtype fp8' expects auto, fp16 or bf16"), std::string::npos) << err_;
 }
 
+// Script arguments are checked against the trace: each bad one exits 2 with a line naming the
+// command and what it expects (an out-of-range run index crashed the app, non-numbers gave
+// "internal error: stoi", others were ignored or clamped without a word).
+TEST_F(GuiScreenshot, ScriptArgumentsOutOfRangeOrUnknownExitTwo) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"runs 50 60", "'runs 50 60': 50 is outside 0.."},
+      {"budget -3", "'budget -3': -3 is outside 1.."},
+      {"budget abc", "'budget abc' expects an integer, not 'abc'"},
+      {"tau abc", "'tau abc' expects a number, not 'abc'"},
+      {"step 99999", "'step 99999': 99999 is outside 0.."},
+      {"select 0 99", "'select 0 99': 99 is outside 0.."},
+      {"overlay nosuch", "'overlay nosuch' names no run of the trace"},
+      {"stat nosuch", "'stat nosuch' names no statistic of the trace"},
+      {"log maybe", "'log maybe' expects one of on, off"},
+      {"mode nosuch", "'mode nosuch' is not a command"},
+      {"policies nosuch", "'policies nosuch' names an unknown policy 'nosuch'"},
+      {"demo nosuch", "'demo nosuch' names no demo prompt"}};
+  std::vector<std::string> runs;
+  for (const auto& [script, message] : cases)
+    runs.push_back("\"" + trace_ + "\" --screenshot \"" + png("bad") + "\" --script \"" + script + "\"");
+  runs.push_back("\"" + trace_ + "\" --screenshot \"" + png("good") + "\" --view compare --script \"mode traces;mode free\"");
+  const std::vector<int> codes = gui_batch(runs);
+  ASSERT_EQ(codes.size(), cases.size() + 1);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(codes[i], 2) << cases[i].first;
+    EXPECT_NE(err_.find("kvscope: --script: " + cases[i].second), std::string::npos) << cases[i].first << "\n" << err_;
+  }
+  EXPECT_EQ(codes.back(), 0) << err_;
+  EXPECT_FALSE(fs::exists(png("bad")));
+}
+
 }  // namespace
