@@ -17,6 +17,7 @@
 #include "app/gui/fonts.h"
 #include "app/gui/gui.h"
 #include "app/gui/layout.h"
+#include "app/gui/replace_confirm.h"
 #include "app/gui/script.h"
 #include "app/gui/settings.h"
 #include "app/gui/texture.h"
@@ -244,13 +245,18 @@ class Shell {
       ImGui::SetNextItemWidth(520);
       ImGui::InputText("path", &save_path_);
       if (ImGui::Button("Save") && app_.trace && !save_path_.empty()) {
-        save_copy(app_.trace->path, save_path_);
+        std::error_code ec;
+        if (std::filesystem::equivalent(save_path_, app_.trace->path, ec))
+          app_.error("Save as: " + save_path_ + " is the open trace itself");
+        else if (save_replace_.clear_to_write(save_path_))
+          save_copy(app_.trace->path, save_path_);
         ImGui::CloseCurrentPopup();
       }
       ImGui::SameLine();
       if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
       ImGui::EndPopup();
     }
+    if (save_replace_.draw() && app_.trace) save_copy(app_.trace->path, save_path_);
     ImGui::SetNextWindowPos(center, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
     if (ImGui::BeginPopupModal("Problem", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
       ImGui::TextUnformatted(modal_text_.c_str());
@@ -298,6 +304,7 @@ class Shell {
   std::vector<Rect> rects_;    // [views] window rectangles of the last frame
   bool show_help_ = false, open_dialog_ = false, save_dialog_ = false;
   std::string open_path_, save_path_, modal_text_;
+  ReplaceConfirm save_replace_;  // asks before "Save as" replaces an existing file
   int png_view_ = -1;
   std::string png_path_;
 };

@@ -17,6 +17,7 @@
 #include "app/cli/rerun.h"
 #include "app/cli/record.h"
 #include "app/gui/jobs.h"
+#include "app/gui/replace_confirm.h"
 #include "app/gui/script.h"
 #include "app/views/view.h"
 #include "inference/cuda_backend.h"
@@ -68,6 +69,7 @@ class RunView : public View {
     policy_table(app);
     actions(app);
     output();
+    if (replace_.draw()) record(app);
   }
 
   CsvTable csv(const AppState& app) const override {
@@ -105,7 +107,13 @@ class RunView : public View {
     else if (verb == "steps") steps_ = script_int(verb, arg, 1, 1 << 16);
     else if (verb == "out") out_path_ = arg;
     else if (verb == "policies") set_policies(verb, arg);
-    else if (verb == "record") record(app);
+    else if (verb == "record") {
+      if (const std::string why = out_problem(app); !why.empty()) throw script_error(verb, arg, why);
+      std::error_code ec;
+      if (std::filesystem::exists(out_path_, ec))
+        throw script_error(verb, arg, ": " + out_path_ + " exists; name another with 'out PATH' (a script does not replace files)");
+      record(app);
+    }
     else if (verb == "simulate") simulate_on_trace(app);
     else if (verb == "rerun") rerun_live(app);
     else if (verb == "mode" && (arg == "forced" || arg == "free")) rerun_mode_ = arg == "free" ? 1 : 0;  // Compare takes runs/traces
@@ -301,7 +309,10 @@ class RunView : public View {
   void actions(AppState& app) {
     const bool busy = app.engine.busy();
     ImGui::BeginDisabled(busy);
-    if (ImGui::Button("Record")) record(app);
+    if (ImGui::Button("Record")) {
+      if (const std::string why = out_problem(app); !why.empty()) app.error("Record: " + why);
+      else if (replace_.clear_to_write(out_path_)) record(app);
+    }
     ImGui::SameLine();
     ImGui::BeginDisabled(!app.trace);
     if (ImGui::Button("Simulate on open trace")) simulate_on_trace(app);
@@ -324,6 +335,14 @@ class RunView : public View {
       ImGui::SameLine();
       if (ImGui::Button("Cancel")) app.engine.cancel_all();
     }
+  }
+
+  // Why the output path cannot take a recording ("" when it can): the open trace would be lost.
+  std::string out_problem(const AppState& app) const {
+    std::error_code ec;
+    if (app.trace && std::filesystem::equivalent(out_path_, app.trace->path, ec))
+      return out_path_ + " is the open trace; choose another output";
+    return "";
   }
 
   void record(AppState& app) {
@@ -464,6 +483,7 @@ class RunView : public View {
   Device device_ = cuda_ok_ ? Device::Cuda : Device::Cpu;
   GpuDtype gpu_dtype_ = GpuDtype::Auto;
   std::string out_path_ = "kvscope-recording.h5";
+  ReplaceConfirm replace_;  // asks before a recording replaces an existing file
   std::string output_;
   std::vector<std::string> hints_;  // [policies_] default_params of each row
   std::tuple<int, std::string, std::size_t> hint_key_{-1, "", 0};  // budget, trace, rows they are for

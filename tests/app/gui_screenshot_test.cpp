@@ -35,6 +35,11 @@ std::string binary() {
   return KVSCOPE_BINARY;
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
 bool have_xvfb() { return std::system("command -v xvfb-run >/dev/null 2>&1") == 0; }
 
 struct Image {
@@ -208,6 +213,26 @@ TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
   ASSERT_TRUE(omnikv.params.count("filters")) << "the recorded trace has no layer similarity";
   EXPECT_NE(std::find(runs.begin(), runs.end(), omnikv.run_name()), runs.end()) << omnikv.run_name();
   EXPECT_GT(luminance_stddev(load_png(png("recorded"))), 15.0);
+}
+
+// A scripted recording never replaces a file: not the open trace, not another one.
+TEST_F(GuiScreenshot, ScriptedRecordLeavesExistingFilesAlone) {
+  const std::string model = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.bin";
+  if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
+  const std::string other = (dir_ / "other.h5").string();
+  fs::copy_file(trace_, other);
+  const std::string before = read_file(trace_);
+  const std::string record = "model " + model + ";prompt Once;steps 2;record";
+  const std::vector<int> codes = gui_batch(
+      {"\"" + trace_ + "\" --screenshot \"" + png("a") + "\" --script \"out " + trace_ + ";" + record + "\"",
+       "\"" + trace_ + "\" --screenshot \"" + png("b") + "\" --script \"out " + other + ";" + record + "\""});
+  ASSERT_EQ(codes, (std::vector<int>{2, 2})) << err_;
+  EXPECT_NE(err_.find("kvscope: --script: 'record' " + trace_ + " is the open trace; choose another output"),
+            std::string::npos) << err_;
+  EXPECT_NE(err_.find("kvscope: --script: 'record': " + other + " exists; name another with 'out PATH'"),
+            std::string::npos) << err_;
+  EXPECT_TRUE(read_file(trace_) == before);
+  EXPECT_TRUE(read_file(other) == before);
 }
 
 TEST_F(GuiScreenshot, FileThatIsNotHdf5ExitsTwoWithOneLine) {
