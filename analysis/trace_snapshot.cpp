@@ -49,8 +49,14 @@ std::shared_ptr<TraceSnapshot> load_trace_snapshot(const TraceReader& reader) {
   for (const std::string& name : reader.run_names()) snap->runs.push_back(reader.read_run(name, false));
   const int P = snap->meta.prompt_len;
   for (size_t i = (size_t)std::max(P, 0); i < snap->token_texts.size(); ++i)
-    snap->generated_text += snap->token_texts[i];
+    snap->generated_text += running_text(snap->token_texts[i]);
   return snap;
+}
+
+std::string running_text(const std::string& token_text) {
+  if (token_text == "\\x0A") return "\n";
+  if (token_text == "\\x09") return "\t";
+  return token_text;
 }
 
 std::shared_ptr<StepSnapshot> load_step_snapshot(const TraceReader& reader, const TraceSnapshot& snap,

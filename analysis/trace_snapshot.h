@@ -45,6 +45,11 @@ struct StepSnapshot {
 // Reads a snapshot; throws InputError as TraceReader does.
 std::shared_ptr<TraceSnapshot> load_trace_snapshot(const TraceReader& reader);
 
+// A token's text as it reads in running text: the byte tokens of a newline and a tab, which
+// token texts show printably as "\x0A" and "\x09" (SentencePiece byte fallback), become the
+// character.
+std::string running_text(const std::string& token_text);
+
 // Reads one step (rows and every run's kept set at step and step-1).
 std::shared_ptr<StepSnapshot> load_step_snapshot(const TraceReader& reader, const TraceSnapshot& snap,
                                                  int step);

@@ -115,7 +115,10 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
   }
   const float w = b.x - a.x, h = b.y - a.y;
   auto X = [&](size_t i) { return a.x + (n > 1 ? w * (float)i / (float)(n - 1) : w * 0.5f); };
-  auto Y = [&](float v) { return b.y - h * (v - lo) / (hi - lo); };
+  // Values span the frame less a few pixels at each end: a series at the minimum or maximum
+  // (a constant one, recall 1 of the full cache) stays visible inside the border.
+  const float inset = std::min(4.0f, h * 0.1f);
+  auto Y = [&](float v) { return b.y - inset - (h - 2 * inset) * (v - lo) / (hi - lo); };
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3g", hi);
   dl->AddText(ImVec2(p0.x, a.y), IM_COL32(170, 170, 170, 255), buf);

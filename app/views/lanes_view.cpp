@@ -118,22 +118,29 @@ class LanesView : public View {
   void draw_lanes(AppState& app, const TraceSnapshot& t) {
     const int T = t.total_len();
     const float label_w = 190.0f;
-    const float lane_h = std::clamp((ImGui::GetContentRegionAvail().y - 30) / (float)(lanes_.size() + 1), 10.0f, 34.0f);
+    // Lanes share the height, but never get lower than a label: with many runs the view scrolls
+    // rather than letting the labels overlap or drift from their lanes.
+    const float text_h = ImGui::GetTextLineHeight();
+    const float lane_h =
+        std::clamp((ImGui::GetContentRegionAvail().y - 30) / (float)(lanes_.size() + 1), text_h + 3.0f, 34.0f);
+    const float ruler_h = lane_h * 0.6f;
     const float view_w = std::max(ImGui::GetContentRegionAvail().x - label_w, 50.0f);
     const float cw = view_w / (float)std::max(T, 1) * zoom_;  // cell width, may be < 1 pixel
-    // Labels column.
+    // Labels column: row k's label centred on lane k (0 = the attention row), placed from the top.
     ImGui::BeginGroup();
-    ImGui::Dummy(ImVec2(label_w, lane_h * 0.6f));
+    const float top = ImGui::GetCursorPosY();
+    const auto label_row = [&](size_t k) { ImGui::SetCursorPosY(top + ruler_h + lane_h * k + (lane_h - 2 - text_h) * 0.5f); };
+    label_row(0);
     ImGui::TextDisabled("attention (full)");
-    ImGui::Dummy(ImVec2(label_w, std::max(0.0f, lane_h - ImGui::GetTextLineHeightWithSpacing())));
     for (size_t r = 0; r < lanes_.size(); ++r) {
       const RunData& run = t.runs[r];
-      const float y0 = ImGui::GetCursorPosY();
+      label_row(r + 1);
       ImGui::Text("%s%s", run.name.c_str(), run.eviction == "real" ? " (live)" : "");
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s  budget %d  %s\n%s", run.policy.c_str(), run.budget,
                                                     run.eviction.c_str(), run.params_json.c_str());
-      ImGui::SetCursorPosY(y0 + lane_h);
     }
+    ImGui::SetCursorPosY(top + ruler_h + lane_h * (lanes_.size() + 1));
+    ImGui::Dummy(ImVec2(label_w, 0.0f));
     ImGui::EndGroup();
     ImGui::SameLine(label_w);
     ImGui::BeginChild("##lanes", ImVec2(0, lane_h * (lanes_.size() + 1.6f) + 16), false,
@@ -144,7 +151,6 @@ class LanesView : public View {
     const float scroll = ImGui::GetScrollX();
     const float visible_w = ImGui::GetWindowWidth();
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    const float ruler_h = lane_h * 0.6f;
     draw_ruler(dl, origin, cw, T, scroll, visible_w, ruler_h);
     const float y_att = origin.y + ruler_h;
     draw_row(dl, origin.x, y_att, lane_h - 2, cw, T, scroll, visible_w, [&](int i) {

@@ -77,8 +77,8 @@ class TimelineView : public View {
       pieces.push_back(&t.token_texts[i]);
     }
     std::string before;
-    for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) before += **it;
-    std::replace(before.begin(), before.end(), '\n', ' ');
+    for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) before += running_text(**it);
+    std::replace_if(before.begin(), before.end(), [](char ch) { return ch == '\n' || ch == '\t'; }, ' ');  // one line
     ImGui::TextDisabled("%s", before.c_str());
     ImGui::SameLine(0, 0);
     ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.3f, 1.0f), "%s", cur.c_str());

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "analysis/trace.h"
+#include "analysis/trace_snapshot.h"
 #include "inference/errors.h"
 #include "trace_test_util.h"
 
@@ -216,6 +217,28 @@ TEST(TraceRoundTrip, ZeroStepsIsAValidTrace) {
   EXPECT_EQ(r.meta().n_steps, 0);
   EXPECT_TRUE(r.decode_query_pos().empty());
   EXPECT_EQ(r.read_prefill().window, 5);
+}
+
+// The generated text the app shows reads SentencePiece's newline and tab byte tokens, stored
+// printably as "\x0A" and "\x09", as the characters; other texts as stored.
+TEST(TraceRoundTrip, GeneratedTextReadsByteTokensOfNewlineAndTabAsTheCharacter) {
+  TempDir dir;
+  const std::string path = dir.file("n.h5");
+  std::mt19937 rng(5);
+  TraceMeta m = testing::small_meta();
+  const int P = m.prompt_len;
+  std::vector<std::string> texts = testing::token_texts(P);
+  for (const char* t : {" high.", "\\x0A", "Lily", "\\x09", "\\xF0"}) texts.push_back(t);
+  {
+    TraceWriter w(path, m, 5);
+    w.write_prefill(random_evidence(rng, m, 2), {});
+    write_steps(w, rng, m, 5);
+    m.n_steps = 5;
+    w.commit(m, testing::token_ids(P + 5), texts);
+  }
+  const auto snap = load_trace_snapshot(TraceReader(path));
+  EXPECT_EQ(snap->token_texts[P + 1], "\\x0A");
+  EXPECT_EQ(snap->generated_text, " high.\nLily\t\\xF0");
 }
 
 TEST(TraceRoundTrip, OutOfOrderStepsAndBadSizesAreRejected) {
