@@ -108,11 +108,16 @@ void AppState::set_step(int s) {
     try {
       std::shared_ptr<const StepSnapshot> d = load_step_snapshot(*r, *t, wanted);
       io.post([this, t, d] {
-        if (trace == t) step_data = d;
+        if (trace != t) return;
+        step_data = d;
+        if (unreadable_step == d->step) unreadable_step = -1;
       });
     } catch (const std::exception& e) {
       const std::string message = e.what();
-      io.post([this, message] { error(message); });
+      io.post([this, t, wanted, message] {
+        if (trace == t) unreadable_step = wanted, unreadable_message = message;
+        error(message);
+      });
     }
   };
   io.submit("step", "Reading step " + std::to_string(wanted), job);

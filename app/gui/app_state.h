@@ -20,6 +20,8 @@ class AppState {
   std::shared_ptr<TraceReader> reader;
   std::shared_ptr<const TraceSnapshot> trace;
   std::shared_ptr<const StepSnapshot> step_data;  // may lag `step` while it loads
+  int unreadable_step = -1;        // the step whose read failed (a damaged trace), or -1
+  std::string unreadable_message;  // why
   std::shared_ptr<TraceReader> other_reader;      // Compare's second trace
   std::shared_ptr<const TraceSnapshot> other_trace;
   int generation = 0;  // increments whenever `trace` changes; views drop their caches then
@@ -65,6 +67,8 @@ class AppState {
   int n_steps() const { return trace ? trace->n_steps() : 0; }
   int kv_head() const;
   bool step_ready() const { return step_data && step_data->step == step; }
+  // The selected step could not be read: views show why instead of another step's data.
+  bool step_unreadable() const { return unreadable_step == step && trace && unreadable_step >= 0; }
 
  private:
   void install(std::shared_ptr<TraceReader> r, std::shared_ptr<const TraceSnapshot> t, bool for_compare);

@@ -35,6 +35,7 @@ class AttentionView : public View {
       evidence_ = std::make_shared<PrefillEvidence>();
       prefill_key_ = pending_prefill_ = {-1, -1};
       pending_stack_ = -1;
+      stack_error_ = {-1, ""};
       pending_overlay_.clear();
       overlay_.clear();
       overlay_key_.clear();
@@ -125,19 +126,31 @@ class AttentionView : public View {
   void request_data(AppState& app) {
     auto reader = app.reader;
     const int gen = app.generation;
-    if (decode_ && stack_.layer != app.layer && pending_stack_ != app.layer) {
+    if (decode_ && stack_.layer != app.layer && pending_stack_ != app.layer && stack_error_.first != app.layer) {
       pending_stack_ = app.layer;
       const int layer = app.layer;
       app.io.submit("attention-stack", "Reading layer " + std::to_string(layer) + " decode rows",
                     [this, &app, reader, gen, layer](JobContext& ctx) {
-        DecodeStack st = read_decode_stack(*reader, layer, [&](int done, int total) {
-          ctx.progress((float)done / std::max(total, 1));
-          return !ctx.cancelled();
-        });
+        DecodeStack st;
+        std::string problem;
+        try {
+          st = read_decode_stack(*reader, layer, [&](int done, int total) {
+            ctx.progress((float)done / std::max(total, 1));
+            return !ctx.cancelled();
+          });
+        } catch (const std::exception& e) {
+          problem = e.what();
+        }
         const bool cancelled = ctx.cancelled();
-        app.io.post([this, &app, gen, cancelled, st = std::move(st)]() mutable {
-          if (pending_stack_ == st.layer) pending_stack_ = -1;
-          if (gen == app.generation && !cancelled) stack_ = std::move(st);
+        app.io.post([this, &app, gen, layer, cancelled, problem, st = std::move(st)]() mutable {
+          if (pending_stack_ == layer) pending_stack_ = -1;
+          if (gen != app.generation || cancelled) return;
+          if (!problem.empty()) {
+            stack_error_ = {layer, problem};
+            app.error(problem);
+            return;
+          }
+          stack_ = std::move(st);
         });
       });
     }
@@ -264,6 +277,9 @@ class AttentionView : public View {
     if (!ready || !image_.valid()) {
       if (!decode_ && prefill_key_ == std::make_pair(app.layer, app.head) && prefill_.data.empty())
         ImGui::TextDisabled("This trace has no prefill attention.");
+      else if (decode_ && stack_error_.first == app.layer)
+        ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "Layer %d's decode rows could not be read: %s", app.layer,
+                           stack_error_.second.c_str());
       else
         ImGui::TextDisabled("Reading attention...");
       return;
@@ -366,6 +382,7 @@ class AttentionView : public View {
   ImVec2 pan_{0, 0};
   DecodeStack stack_;
   int pending_stack_ = -1;
+  std::pair<int, std::string> stack_error_{-1, ""};  // layer whose decode rows failed to read, and why
   std::shared_ptr<PrefillEvidence> evidence_ = std::make_shared<PrefillEvidence>();  // io thread's cache
   PrefillImage prefill_;
   std::pair<int, int> prefill_key_{-1, -1}, pending_prefill_{-1, -1};

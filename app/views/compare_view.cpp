@@ -119,7 +119,10 @@ class CompareView : public View {
     run_combo("B", t, app.run_b);
     const RunData& a = t.runs[app.run_a];
     const RunData& b = t.runs[app.run_b];
-    if (app.step_data && app.run_a < (int)app.step_data->kept.size() && app.run_b < (int)app.step_data->kept.size() &&
+    if (app.step_unreadable()) {
+      ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "Step %d could not be read: %s", app.step,
+                         app.unreadable_message.c_str());
+    } else if (app.step_data && app.run_a < (int)app.step_data->kept.size() && app.run_b < (int)app.step_data->kept.size() &&
         !app.step_data->kept[app.run_a].empty() && !app.step_data->kept[app.run_b].empty()) {
       const StepSnapshot& s = *app.step_data;
       const int layer = app.per_head_lanes ? app.layer : -1, g = app.per_head_lanes ? app.kv_head() : -1;
@@ -131,7 +134,7 @@ class CompareView : public View {
       diff_ = lane_difference(la, lb);
       int only_a = 0, only_b = 0;
       for (uint8_t d : diff_) only_a += d == 1, only_b += d == 2;
-      ImGui::Text("step %d:", app.step);
+      ImGui::Text("step %d:", s.step);  // the step these sets are of (the selected one once read)
       ImGui::SameLine();
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kOnlyA), "%d tokens only in A", only_a);
       ImGui::SameLine();

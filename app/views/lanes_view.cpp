@@ -53,6 +53,11 @@ class LanesView : public View {
       ImGui::TextWrapped("This trace has no runs yet. Simulate policies in the Run view (or `kvscope simulate`) "
                          "to see what each one keeps.");
     }
+    if (app.step_unreadable()) {
+      ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "Step %d could not be read: %s", app.step,
+                         app.unreadable_message.c_str());
+      return;
+    }
     if (!app.step_data) {
       ImGui::TextDisabled("Loading step %d...", app.step);
       return;

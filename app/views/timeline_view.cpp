@@ -44,7 +44,7 @@ class TimelineView : public View {
     ImGui::SameLine();
     const int q = t.q_pos(app.step);
     const std::string tok = q >= 0 && q < (int)t.token_texts.size() ? t.token_texts[q] : "";
-    ImGui::Text("query pos %d  token \"%s\"%s", q, tok.c_str(), app.step_ready() ? "" : "  (loading)");
+    ImGui::Text("query pos %d  token \"%s\"%s", q, tok.c_str(), app.step_ready() ? "" : app.step_unreadable() ? "  (unreadable)" : "  (loading)");
     draw_text_strip(app, t, q);
   }
 

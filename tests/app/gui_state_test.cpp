@@ -89,6 +89,38 @@ TEST_F(GuiState, PlaybackAdvancesAndStopsAtTheEnd) {
   EXPECT_FALSE(app.playing);
 }
 
+// A step whose rows cannot be read (a damaged value) is marked unreadable, with the reason, so
+// the views say so instead of showing the last step read; a readable step clears the mark.
+TEST_F(GuiState, UnreadableStepIsMarkedNotReplacedByTheLastOneRead) {
+  {
+    const hid_t f = H5Fopen(good_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    const hid_t ds = H5Dopen2(f, "/attention/decode", H5P_DEFAULT);
+    const hid_t space = H5Dget_space(ds);
+    const hsize_t at[4] = {7, 1, 0, 2}, one[4] = {1, 1, 1, 1};
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, at, nullptr, one, nullptr);
+    const hid_t mem = H5Screate_simple(4, one, nullptr);
+    const float bad = -0.5f;
+    ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, &bad), 0);
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(ds);
+    H5Fclose(f);
+  }
+  AppState app(true);
+  app.open_trace(good_);
+  ASSERT_TRUE(app.trace);
+  app.set_step(7);
+  EXPECT_TRUE(app.step_unreadable());
+  EXPECT_FALSE(app.step_ready());
+  EXPECT_NE(app.unreadable_message.find("step 7 layer 1 head 0 key 2 holds -0.500000, not a probability"),
+            std::string::npos) << app.unreadable_message;
+  EXPECT_TRUE(app.status_error);
+  app.set_step(8);
+  EXPECT_FALSE(app.step_unreadable());
+  EXPECT_TRUE(app.step_ready());
+}
+
 TEST_F(GuiState, FileThatIsNotHdf5LeavesThePreviousTraceOpen) {
   const std::string bad = (dir_ / "dropped.txt").string();
   std::ofstream(bad) << "plain text, not HDF5\n";
