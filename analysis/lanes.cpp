@@ -36,13 +36,15 @@ double json_number(const std::string& json, const std::string& key, double fallb
 LaneRoles lane_roles(const RunData& run, int prompt_len) {
   LaneRoles r;
   const std::string& p = run.policy;
-  r.sinks = std::max(0, (int)json_number(run.params_json, "sinks", 0));
+  // StreamingLLM calls its sinks "sinks", DuoAttention's streaming heads "sink".
+  r.sinks = std::max(0, (int)json_number(run.params_json, p == "duoattention" ? "sink" : "sinks", 0));
   r.recent = std::max(0, (int)json_number(run.params_json, "recent", 0));
   if (p == "window" && r.recent == 0) r.recent = run.budget;
   r.scored = p == "h2o" || p == "tova" || p == "snapkv" || p == "pyramidkv" || p == "adakv" ||
              p == "kvzip" || p == "omnikv";
   if (p == "snapkv" || p == "pyramidkv" || p == "adakv" || p == "kvzip")
     r.recent_from = std::max(0, prompt_len - std::max(0, (int)json_number(run.params_json, "window", 0)));
+  if (p == "omnikv") r.recent_from = prompt_len;  // it selects among prompt keys; decode keys are always read
   return r;
 }
 

@@ -18,6 +18,9 @@
 namespace kvs {
 namespace {
 
+// Cells past a row's query position: no attention can fall there.
+const ImU32 kFutureColor = IM_COL32(38, 38, 44, 255);
+
 class AttentionView : public View {
  public:
   const char* id() const override { return "attention"; }
@@ -228,14 +231,23 @@ class AttentionView : public View {
       data = prefill_.data.data(), rows = prefill_.rows, cols = prefill_.cols;
     }
     if (!data) return;
+    // First key column past row r's query (no attention can fall there): decode rows end at their
+    // query position, prefill rows at theirs, pooled rows at the diagonal cell.
+    const auto first_future = [&](int r) {
+      if (decode_) return app.trace->q_pos(r) + 1;
+      return prefill_.block > 1 ? r + 1 : r + prefill_.first_query + 1;
+    };
     const std::string key = std::to_string(generation_) + (decode_ ? "d" : "p") + std::to_string(app.layer) + "/" +
                             std::to_string(app.head) + (log_ ? "L" : "l") + std::to_string((int)cmap_);
     if (key != image_key_) {
       image_key_ = key;
       std::vector<float> scaled((size_t)rows * cols);  // [rows, cols] in [0, 1]
       scale_values(data, scaled.size(), log_, 0.0f, 1e-4f, scaled.data());
-      const std::vector<uint32_t> rgba = colorize(scaled, colormap_table(cmap_));
+      std::vector<uint32_t> rgba = colorize(scaled, colormap_table(cmap_));  // [rows, cols]
+      for (int r = 0; r < rows; ++r)  // the causal future in the background colour, not the scale's 0
+        for (int c = std::max(first_future(r), 0); c < cols; ++c) rgba[(size_t)r * cols + c] = kFutureColor;
       image_.upload(rgba.data(), cols, rows);
+      image_max_ = *std::max_element(data, data + (size_t)rows * cols);
     }
     const std::string ok = decode_ && !overlay_key_.empty() && overlay_key_ == overlay_run_ + "/" + std::to_string(app.layer) + "/" +
                            std::to_string(app.kv_head()) ? overlay_key_ : "";
@@ -252,12 +264,14 @@ class AttentionView : public View {
     if (fk != fate_tex_key_) {
       fate_tex_key_ = fk;
       if (!fk.empty()) {
-        std::vector<uint32_t> rgba(cols);  // [1, cols] RGBA: one tint per key column
+        std::vector<uint32_t> rgba((size_t)rows * cols, 0);  // [rows, cols] RGBA: a tint per key column, causal cells only
         for (int c = 0; c < cols; ++c) {
           const float e = fate_.evicted[c], i = fate_.inactive[c];
-          rgba[c] = e >= i ? IM_COL32(255, 30, 30, (int)(95 * e + 0.5f)) : IM_COL32(170, 110, 255, (int)(95 * i + 0.5f));
+          const uint32_t tint = e >= i ? IM_COL32(255, 30, 30, (int)(95 * e + 0.5f)) : IM_COL32(170, 110, 255, (int)(95 * i + 0.5f));
+          for (int r = 0; r < rows; ++r)
+            if (c < first_future(r)) rgba[(size_t)r * cols + c] = tint;
         }
-        fate_tex_.upload(rgba.data(), cols, 1);
+        fate_tex_.upload(rgba.data(), cols, rows);
       }
     }
   }
@@ -293,7 +307,14 @@ class AttentionView : public View {
     else std::snprintf(what, sizeof what, "prefill last-window rows (full map not stored)");
     ImGui::TextDisabled("%s: %d x %d  (x: key position, y: %s)  wheel: zoom, drag: pan, double-click: reset", what,
                         rows, cols, decode_ ? "decode step" : "query position");
-    color_bar(cmap_, log_ ? "1e-4" : "0", "max", 120);
+    char lo[32], hi[32];  // the log scale spans four decades below the largest value
+    std::snprintf(lo, sizeof lo, log_ ? "%.2g" : "0", image_max_ * 1e-4f);
+    std::snprintf(hi, sizeof hi, "%.3g", image_max_);
+    color_bar(cmap_, lo, hi, 120);
+    ImGui::SameLine(0, 12);
+    ImGui::ColorButton("##future", ImGui::ColorConvertU32ToFloat4(kFutureColor), ImGuiColorEditFlags_NoTooltip, ImVec2(12, 12));
+    ImGui::SameLine(0, 4);
+    ImGui::TextDisabled("past the query");
     if (!overlay_tex_key_.empty() || !fate_tex_key_.empty()) {
       ImGui::SameLine(0, 20);
       ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "red tint: evicted by %s%s", overlay_run_.c_str(),
@@ -326,8 +347,7 @@ class AttentionView : public View {
     const ImVec2 q(p.x + size.x, p.y + size.y);
     dl->AddImage(image_.id(), p, q, uv0, uv1);
     if (!overlay_tex_key_.empty() && overlay_tex_.valid()) dl->AddImage(overlay_tex_.id(), p, q, uv0, uv1);
-    if (!fate_tex_key_.empty() && fate_tex_.valid())  // key columns, the full height
-      dl->AddImage(fate_tex_.id(), p, q, ImVec2(uv0.x, 0.0f), ImVec2(uv1.x, 1.0f));
+    if (!fate_tex_key_.empty() && fate_tex_.valid()) dl->AddImage(fate_tex_.id(), p, q, uv0, uv1);
     auto to_y = [&](float row) { return p.y + ((row / rows) - uv0.y) * zoom_ * size.y; };
     if (decode_) {  // current step
       const float y0 = to_y((float)app.step), y1 = to_y((float)app.step + 1);
@@ -391,6 +411,7 @@ class AttentionView : public View {
   PromptKeyFate fate_;            // per prefill-image column, for the run in fate_key_
   std::string fate_key_, pending_fate_, fate_tex_key_;
   std::string image_key_;
+  float image_max_ = 0.0f;  // the largest value in the image (the colour bar's top)
   Texture image_, overlay_tex_, fate_tex_;
 };
 

@@ -15,7 +15,9 @@
 namespace kvs {
 namespace {
 
-const ImU32 kOnlyA = IM_COL32(86, 180, 233, 255), kOnlyB = IM_COL32(230, 159, 0, 255);
+// Colours of "only in A" / "only in B", apart from the lane palette above them (blue is kept,
+// orange a heavy hitter there).
+const ImU32 kOnlyA = IM_COL32(240, 110, 190, 255), kOnlyB = IM_COL32(170, 230, 60, 255);
 const ImU32 kBoth = IM_COL32(120, 120, 128, 255), kNeither = IM_COL32(40, 40, 44, 255);
 
 class CompareView : public View {

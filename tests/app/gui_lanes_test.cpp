@@ -96,6 +96,16 @@ TEST(LaneRoles, FromRunParameters) {
   k.policy = "snapkv";
   k.params_json = "{\"window\":32,\"kernel\":5}";
   EXPECT_EQ(lane_roles(k, 100).recent_from, 68);
+  RunData d;  // DuoAttention's streaming heads: "sink" tokens and a recent window, as StreamingLLM's
+  d.policy = "duoattention";
+  d.params_json = "{\"sparsity\":0.5,\"sink\":4,\"recent\":28}";
+  EXPECT_EQ(lane_roles(d, 100).sinks, 4);
+  EXPECT_EQ(lane_roles(d, 100).recent, 28);
+  RunData o;  // OmniKV selects among prompt keys; decode keys are always attended
+  o.policy = "omnikv";
+  o.params_json = "{\"filters\":[1],\"wait\":1}";
+  EXPECT_TRUE(lane_roles(o, 100).scored);
+  EXPECT_EQ(lane_roles(o, 100).recent_from, 100);
   EXPECT_EQ(json_number("{\"a\": 2.5}", "a", -1), 2.5);
   EXPECT_EQ(json_number("{\"a\":\"x\"}", "a", -1), -1);
   EXPECT_EQ(json_number("{}", "a", 7), 7);
