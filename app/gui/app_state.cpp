@@ -78,6 +78,7 @@ void AppState::install(std::shared_ptr<TraceReader> r, std::shared_ptr<const Tra
     step = std::max(trace->n_steps() - 1, 0);
     run_a = 0;
     run_b = 1;
+    select_strongest_sink_head();
     if (!headless) recent_traces.add(std::filesystem::absolute(trace->path).string());
   }
   clamp_selection();
@@ -85,6 +86,20 @@ void AppState::install(std::shared_ptr<TraceReader> r, std::shared_ptr<const Tra
        std::to_string(trace->n_steps()) + " steps, " + std::to_string(trace->runs.size()) + " runs)" +
        (trace->meta.capture_note.empty() ? "" : "; " + trace->meta.capture_note));
   set_step(step);
+}
+
+// A new trace opens on the head whose decode rows put the most mass on the first tokens (its
+// /heads/sink_mass), where an attention sink shows at once; layer 0 head 0 rarely has one.
+void AppState::select_strongest_sink_head() {
+  for (const NamedArray& a : trace->head_stats) {
+    const ModelShape& s = trace->meta.shape;
+    if (a.name != "sink_mass" || a.dims.size() != 2 || (int)a.dims[0] != s.n_layers || (int)a.dims[1] != s.n_heads ||
+        a.data.empty())
+      continue;
+    const size_t best = std::max_element(a.data.begin(), a.data.end()) - a.data.begin();
+    layer = (int)(best / s.n_heads);
+    head = (int)(best % s.n_heads);
+  }
 }
 
 void AppState::clamp_selection() {

@@ -71,6 +71,7 @@ class AppState {
   bool step_unreadable() const { return unreadable_step == step && trace && unreadable_step >= 0; }
 
  private:
+  void select_strongest_sink_head();
   void install(std::shared_ptr<TraceReader> r, std::shared_ptr<const TraceSnapshot> t, bool for_compare);
   void clamp_selection();
   double play_accum_ = 0.0;
