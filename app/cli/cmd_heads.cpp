@@ -1,5 +1,6 @@
 // `kvscope heads`: per-head statistics of a trace (sink mass, locality, entropy, profiled α),
-// or α estimated on the model itself (`--model`), written as a DuoAttention pattern folder.
+// or α and retrieval scores estimated on the model itself (`--model`; α optionally written as
+// a DuoAttention pattern folder, the retrieval scores into a trace given with it).
 #include <cstdio>
 
 #include "analysis/duo_pattern.h"
@@ -18,9 +19,10 @@ int cmd_heads(const ArgList& argv) {
   const int sink = a.integer("--sink", 4, 0, 1 << 20);
   const int recent = a.integer("--recent", 32, 0, 1 << 20);
   if (a.has("--model")) {
-    if (!a.positional().empty()) throw input_error(a.positional()[0], "give a trace or --model, not both");
+    if (a.positional().size() > 1) throw input_error(a.positional()[1], "unexpected argument (one trace at most)");
     return heads_from_model(a.str("--model"), a.str("--tokenizer"), sink, recent, a.str("--alpha-out"),
-                            a.has("--json"), a.integer("--threads", 0, 0, 1024));
+                            a.has("--json"), a.integer("--threads", 0, 0, 1024),
+                            a.positional().empty() ? "" : a.positional()[0]);
   }
   if (a.positional().size() != 1) throw input_error("heads", "expects one trace path or --model M");
   TraceReader trace(a.positional()[0]);

@@ -9,15 +9,18 @@
 #include "analysis/alpha_estimate.h"
 #include "analysis/retrieval_score.h"
 #include "analysis/json_writer.h"
+#include "analysis/trace.h"
+#include "app/cli/policy_setup.h"
 #include "inference/loader.h"
 
 namespace kvs {
 
 int heads_from_model(const std::string& model_path, const std::string& tokenizer_path, int sink, int recent,
-                     const std::string& alpha_out, bool json, int threads) {
+                     const std::string& alpha_out, bool json, int threads, const std::string& trace_path) {
   Model model = load_model(model_path);
   auto tok = load_tokenizer(model, tokenizer_path);
   const ModelConfig& c = model.config;
+  if (!trace_path.empty()) check_model_matches(model, TraceReader(trace_path).meta());  // before the long part
 
   AlphaEstimateOptions ao;
   ao.sink = sink;
@@ -37,6 +40,13 @@ int heads_from_model(const std::string& model_path, const std::string& tokenizer
   ro.engine.n_threads = threads;
   const RetrievalScores rs = retrieval_scores(model, *tok, ro);
   const std::vector<float> retrieval = rs.mean();  // [L, H]
+  if (!trace_path.empty()) {
+    const uint64_t L = c.n_layers, H = c.n_heads;
+    append_array(trace_path, "/heads/retrieval_score", {"retrieval_score", {L, H}, retrieval},
+                 {{"definition", "Wu et al. retrieval score on needle prompts, mean over kept trials (docs/policies.md)"},
+                  {"model_path", model.path},
+                  {"trials_kept", std::to_string(rs.n_kept()) + " of " + std::to_string(rs.n_trials)}});
+  }
 
   if (json) {
     JsonObject o;
@@ -61,6 +71,7 @@ int heads_from_model(const std::string& model_path, const std::string& tokenizer
     std::printf("\n");
   }
   if (!alpha_out.empty()) std::printf("alpha written to %s/full_attention_heads.tsv\n", alpha_out.c_str());
+  if (!trace_path.empty()) std::printf("retrieval scores stored in %s as /heads/retrieval_score\n", trace_path.c_str());
   return 0;
 }
 

@@ -13,7 +13,7 @@ const char* usage_summary() {
          "       kvscope info (MODEL [--tokenizer PATH] | trace.h5) [--json]\n"
          "       kvscope simulate trace.h5 --policy NAME[:key=value,...] [--policy ...] --budget N\n"
          "       kvscope layers trace.h5 [--filters K] [--given 2,8,18] [--json]\n"
-         "       kvscope heads (trace.h5 | --model M) [--alpha-out DIR] [--json]\n"
+         "       kvscope heads (trace.h5 | --model M [trace.h5]) [--alpha-out DIR] [--json]\n"
          "       kvscope rerun trace.h5 --policy SPEC [--policy ...] --budget N [--mode forced|free]\n"
          "                     [--device cpu|cuda|auto]\n"
          "Every flag of a command: kvscope help COMMAND (or kvscope COMMAND --help).\n";
@@ -83,10 +83,11 @@ const char* command_help(const std::string& command) {
        "  --recompute        recompute the similarity even when the trace stores it\n"
        "  --json             the matrix and plans as JSON\n"},
       {"heads",
-       "usage: kvscope heads (trace.h5 | --model PATH) [flags]\n"
+       "usage: kvscope heads (trace.h5 | --model PATH [trace.h5]) [flags]\n"
        "Per-head sink mass, locality, entropy and DuoAttention alpha: from a trace, or estimated on\n"
        "the model with retrieval-head scores.\n"
-       "  --model PATH       estimate on the model instead of a trace\n"
+       "  --model PATH       estimate on the model instead of a trace; with a trace of that model,\n"
+       "                     store the retrieval scores in it (/heads/retrieval_score, the app's head grid)\n"
        "  --tokenizer PATH   its tokenizer\n"
        "  --sink N           sink tokens (default 4)\n"
        "  --recent N         recent tokens (default 32)\n"

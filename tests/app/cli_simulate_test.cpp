@@ -263,6 +263,27 @@ TEST_F(CliSimulate, HeadsJsonAndAlphaFolder) {
   EXPECT_EQ(runs.items()[0].get_string("name", ""), "duoattention_b8");
 }
 
+// Retrieval scores estimated on the model are stored in a trace of that model, for the head grid;
+// a model of another shape is refused before anything runs, the trace left as it was.
+TEST_F(CliSimulate, HeadsOnTheModelStoreRetrievalScoresInTheTrace) {
+  const std::string t = fresh_trace();
+  const Json j = parse_json(run_kvscope({"heads", t, "--model", stories_bin(), "--json"}));
+  const std::vector<double> scores = numbers(j, "retrieval_score");
+  ASSERT_EQ(scores.size(), 40u);
+  const TraceReader reader(t);
+  ASSERT_TRUE(reader.has_array("/heads/retrieval_score"));
+  const NamedArray stored = reader.read_array("/heads/retrieval_score");
+  EXPECT_EQ(stored.dims, (std::vector<uint64_t>{5, 8}));
+  for (size_t i = 0; i < scores.size(); ++i) EXPECT_FLOAT_EQ(stored.data[i], (float)scores[i]) << i;
+  EXPECT_EQ(reader.run_names(), TraceReader(dir_->file("base.h5")).run_names());  // nothing else changed
+
+  const std::string other = fresh_trace("other.h5");
+  const std::string before = read_bytes(other);
+  EXPECT_TRUE(is_input_error(run_kvscope({"heads", other, "--model", tiny_random_gguf()}), tiny_random_gguf(),
+                             "model shape differs from the trace's"));
+  EXPECT_TRUE(read_bytes(other) == before);
+}
+
 // ---- bad input: one line, exit 2, trace byte-identical ----
 
 class CliSimulateBadInput : public CliSimulate {
