@@ -33,7 +33,8 @@ int script_int(const std::string& verb, const std::string& arg, int lo, int hi);
 float script_number(const std::string& verb, const std::string& arg, float lo, float hi);
 // `arg` when it is one of `choices`.
 const std::string& script_choice(const std::string& verb, const std::string& arg, std::initializer_list<const char*> choices);
-// An InputError "--script: 'verb arg' <problem>".
+// An InputError "--script: 'verb arg' <problem>" ("'verb arg': ..." for a problem that starts
+// with ':').
 InputError script_error(const std::string& verb, const std::string& arg, const std::string& problem);
 
 }  // namespace kvs
