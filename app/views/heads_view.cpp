@@ -55,15 +55,17 @@ class HeadsView : public View {
     ImGui::SliderFloat("tau", &tau_, std::min(0.0f, lo), std::max(1.0f, hi), "%.3g");
     int above = 0;
     for (float x : g.v) above += x >= tau_;
-    ImGui::SameLine();
     const bool gate = g.name == "alpha" || g.name == "retrieval_score";  // tau splits retrieval/streaming
-    ImGui::TextDisabled("%d of %d heads >= tau %s, %d below %s  |  %s", above, (int)g.v.size(),
-                        gate ? "(retrieval: full cache)" : "(outlined)", (int)g.v.size() - above,
-                        gate ? "(streaming: sinks + recent)" : "", g.source.c_str());
     char lo_s[32], hi_s[32];
     std::snprintf(lo_s, sizeof lo_s, "%.3g", lo);
     std::snprintf(hi_s, sizeof hi_s, "%.3g", hi);
     color_bar(Colormap::kViridis, lo_s, hi_s, 160);
+    ImGui::SameLine(0, 12);  // the counts beside the scale, wrapped rather than cut at the window's edge
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("%d of %d heads >= tau %s, %d below %s  |  %s", above, (int)g.v.size(),
+                       gate ? "(retrieval: full cache)" : "(outlined)", (int)g.v.size() - above,
+                       gate ? "(streaming: sinks + recent)" : "", g.source.c_str());
+    ImGui::PopStyleColor();
     draw_grid(app, g, lo, hi);
   }
 
