@@ -61,7 +61,18 @@ Model load_model(const std::string& path) {
     return load_hf_model(fs::path(path).parent_path().string());
   }
   if (is_gguf_file(path)) return load_gguf_model(path);
-  return load_llama2c_model(path);
+  try {
+    return load_llama2c_model(path);
+  } catch (const InputError&) {
+    // A llama2.c tokenizer.bin given as the model is the likely slip: say so.
+    bool tokenizer = false;
+    try {
+      tokenizer = load_llama2c_tokenizer(path)->vocab_size() > 0;
+    } catch (const std::exception&) {
+    }
+    if (tokenizer) throw input_error(path, "is a llama2.c tokenizer, not a model (give it as --tokenizer)");
+    throw;
+  }
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const Model& model, const std::string& tokenizer_path) {

@@ -200,6 +200,11 @@ TEST(CliInfo, JsonOfATraceWhoseNameIsNotUtf8) {
   EXPECT_EQ(j.get_string("path", ""), d.file("bad\\xFF.h5"));
 }
 
+TEST(CliInfoBadInput, TokenizerGivenAsTheModel) {
+  EXPECT_TRUE(is_input_error(run_kvscope({"info", tok512()}), tok512(),
+                             "is a llama2.c tokenizer, not a model (give it as --tokenizer)"));
+}
+
 TEST(CliInfoBadInput, TokenizerOfAnotherModel) {
   EXPECT_TRUE(is_input_error(run_kvscope({"info", tiny_random_gguf(), "--tokenizer", tok512()}), tok512(),
                              "does not match"));
