@@ -15,6 +15,21 @@
 
 namespace kvs {
 
+RetrievalScores score_retrieval_heads(const Model& model, const Tokenizer& tokenizer, int threads) {
+  RetrievalOptions ro;
+  ro.context_tokens = {std::min(200, model.config.seq_len / 2)};
+  ro.engine.n_threads = threads;
+  return retrieval_scores(model, tokenizer, ro);
+}
+
+void store_retrieval_scores(const std::string& trace_path, const Model& model, const RetrievalScores& scores) {
+  const uint64_t L = model.config.n_layers, H = model.config.n_heads;
+  append_array(trace_path, "/heads/retrieval_score", {"retrieval_score", {L, H}, scores.mean()},
+               {{"definition", "Wu et al. retrieval score on needle prompts, mean over kept trials (docs/policies.md)"},
+                {"model_path", model.path},
+                {"trials_kept", std::to_string(scores.n_kept()) + " of " + std::to_string(scores.n_trials)}});
+}
+
 int heads_from_model(const std::string& model_path, const std::string& tokenizer_path, int sink, int recent,
                      const std::string& alpha_out, bool json, int threads, const std::string& trace_path) {
   Model model = load_model(model_path);
@@ -35,18 +50,9 @@ int heads_from_model(const std::string& model_path, const std::string& tokenizer
   const AlphaEstimate est = estimate_alpha(model, *tok, ao);
   if (!alpha_out.empty()) write_alpha_pattern(alpha_out, est);
 
-  RetrievalOptions ro;
-  ro.context_tokens = {std::min(200, c.seq_len / 2)};
-  ro.engine.n_threads = threads;
-  const RetrievalScores rs = retrieval_scores(model, *tok, ro);
+  const RetrievalScores rs = score_retrieval_heads(model, *tok, threads);
   const std::vector<float> retrieval = rs.mean();  // [L, H]
-  if (!trace_path.empty()) {
-    const uint64_t L = c.n_layers, H = c.n_heads;
-    append_array(trace_path, "/heads/retrieval_score", {"retrieval_score", {L, H}, retrieval},
-                 {{"definition", "Wu et al. retrieval score on needle prompts, mean over kept trials (docs/policies.md)"},
-                  {"model_path", model.path},
-                  {"trials_kept", std::to_string(rs.n_kept()) + " of " + std::to_string(rs.n_trials)}});
-  }
+  if (!trace_path.empty()) store_retrieval_scores(trace_path, model, rs);
 
   if (json) {
     JsonObject o;

@@ -1,14 +1,20 @@
 // Head grid: layers x heads coloured by a per-head statistic (alpha, sink mass, locality, entropy,
 // retrieval score); a tau slider splits retrieval from streaming heads; a click selects the head
 // in every view. Statistics come from /heads/* in the trace, else are computed from its decode
-// rows in the background (analysis/head_stats.h).
+// rows in the background (analysis/head_stats.h); the retrieval score, which needs the model,
+// is computed on the trace's model on request and stored in the trace.
 #include <imgui.h>
 
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 
+#include <filesystem>
+
 #include "analysis/head_stats.h"
+#include "app/cli/heads_model.h"
+#include "app/cli/policy_setup.h"
+#include "inference/loader.h"
 #include "app/gui/colormap.h"
 #include "app/gui/script.h"
 #include "app/gui/widgets.h"
@@ -39,6 +45,8 @@ class HeadsView : public View {
       ImGui::TextDisabled(computing_ ? "Computing head statistics..." : "No head statistics (the trace has no decode steps).");
       return;
     }
+    for (int i = 0; i < (int)grids_.size() && !want_stat_.empty(); ++i)
+      if (grids_[i].name == want_stat_) stat_ = i, want_stat_.clear();
     stat_ = std::clamp(stat_, 0, (int)grids_.size() - 1);
     ImGui::SetNextItemWidth(150);
     if (ImGui::BeginCombo("statistic", grids_[stat_].name.c_str())) {
@@ -46,6 +54,7 @@ class HeadsView : public View {
         if (ImGui::Selectable(grids_[i].name.c_str(), i == stat_)) stat_ = i;
       ImGui::EndCombo();
     }
+    retrieval_button(app);
     const HeadGrid& g = grids_[stat_];
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (float x : g.v) lo = std::min(lo, x), hi = std::max(hi, x);
@@ -82,6 +91,11 @@ class HeadsView : public View {
   bool command(AppState& app, const std::string& verb, const std::string& arg) override {
     if (verb == "tau") {
       tau_ = script_number(verb, arg, -1e30f, 1e30f);
+      return true;
+    }
+    if (verb == "retrieval") {
+      if (!app.trace) throw script_error(verb, arg, "needs an open trace");
+      score_retrieval(app);
       return true;
     }
     if (verb == "stat") {
@@ -144,6 +158,47 @@ class HeadsView : public View {
     });
   }
 
+  // Without retrieval scores in the trace: a button that scores the heads on the trace's model.
+  void retrieval_button(AppState& app) {
+    if (std::any_of(grids_.begin(), grids_.end(), [](const HeadGrid& g) { return g.name == "retrieval_score"; })) return;
+    ImGui::SameLine();
+    ImGui::BeginDisabled(app.engine.busy());
+    if (ImGui::SmallButton("score retrieval heads")) score_retrieval(app);
+    ImGui::EndDisabled();
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+      ImGui::SetTooltip("Run the trace's model on needle prompts (Wu et al.) and store each head's retrieval score\n"
+                        "in the trace (/heads/retrieval_score); a few seconds for SmolLM2-135M on two cores.");
+  }
+
+  // Scores the retrieval heads on the trace's model in the background, stores them, reopens the
+  // trace and shows them (as `kvscope heads trace.h5 --model M`).
+  void score_retrieval(AppState& app) {
+    const std::string path = app.trace->path;
+    const TraceMeta meta = app.trace->meta;
+    want_stat_ = "retrieval_score";
+    app.engine.submit("engine", "Scoring retrieval heads on " + meta.model_path, [&app, path, meta](JobContext&) {
+      try {
+        if (meta.model_path.empty() || !std::filesystem::exists(meta.model_path))
+          throw input_error("retrieval scores", "need the trace's model, and '" + meta.model_path + "' is not there");
+        const Model model = load_model(meta.model_path);
+        check_model_matches(model, meta);
+        const auto tok = load_tokenizer(model, meta.tokenizer_path);
+        store_retrieval_scores(path, model, score_retrieval_heads(model, *tok, 0));
+        app.engine.post([&app, path] {
+          app.info("Stored retrieval scores in " + path);
+          app.reload();
+        });
+      } catch (const std::exception& e) {
+        const std::string message = e.what();
+        app.engine.post([&app, message] { app.error(message); });
+      }
+    });
+    if (app.headless) {
+      app.engine.wait_idle();
+      app.engine.drain();
+    }
+  }
+
   void draw_grid(AppState& app, const HeadGrid& g, float lo, float hi) {
     const ModelShape& m = app.trace->meta.shape;
     const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -193,6 +248,7 @@ class HeadsView : public View {
   bool computing_ = false;
   std::vector<HeadGrid> grids_;
   int stat_ = 0;
+  std::string want_stat_;  // a statistic to show once it arrives (the retrieval score just computed)
   float tau_ = 0.5f;
 };
 

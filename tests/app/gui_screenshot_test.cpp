@@ -192,14 +192,15 @@ TEST_F(GuiScreenshot, PrefillMapShowsTheKeysARunEvicted) {
 // The Run view's Record and Simulate, driven by a script: stories260K records a trace, two
 // StreamingLLM runs (without and with sinks), OmniKV and KVzip are simulated into it, and Compare
 // shows the StreamingLLM pair. OmniKV gets the filter layers `kvscope simulate` would choose;
-// KVzip's repeat-pass scores, which a recording lacks, are computed on the trace's model first.
+// KVzip's repeat-pass scores, which a recording lacks, are computed on the trace's model first;
+// then the head grid scores the retrieval heads on that model.
 TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
   const std::string model = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.bin";
   if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
   const std::string out = (dir_ / "recorded.h5").string();
   // device cuda: the GPU where this machine has one (storing bf16), else a notice and the CPU.
   const std::string script = "model " + model + ";device cuda;gpu-dtype bf16;prompt Once upon a time, there was a little girl;steps 12;out " +
-                             out + ";policies streamingllm|streamingllm:sinks=0|omnikv|kvzip;budget 8;record;simulate;sinkpair";
+                             out + ";policies streamingllm|streamingllm:sinks=0|omnikv|kvzip;budget 8;record;simulate;sinkpair;retrieval";
   ASSERT_EQ(gui("--screenshot \"" + png("recorded") + "\" --view compare --size 960x600 --script \"" + script + "\""), 0) << err_;
   kvs::TraceReader reader(out);
   EXPECT_EQ(reader.meta().n_steps, 12);
@@ -212,6 +213,9 @@ TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
   kvs::choose_omnikv_filters(omnikv, reader);
   ASSERT_TRUE(omnikv.params.count("filters")) << "the recorded trace has no layer similarity";
   EXPECT_NE(std::find(runs.begin(), runs.end(), omnikv.run_name()), runs.end()) << omnikv.run_name();
+  // The head grid's retrieval scores, computed on the trace's model and stored in it.
+  ASSERT_TRUE(reader.has_array("/heads/retrieval_score"));
+  EXPECT_EQ(reader.read_array("/heads/retrieval_score").dims, (std::vector<uint64_t>{5, 8}));
   EXPECT_GT(luminance_stddev(load_png(png("recorded"))), 15.0);
 }
 
