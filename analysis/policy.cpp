@@ -1,9 +1,8 @@
 // Policy specs ("name:key=value,...") and the registry that builds every policy by CLI name.
 #include "analysis/policy.h"
 
-#include <cerrno>
-
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 

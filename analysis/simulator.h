@@ -56,6 +56,10 @@ struct SimInput {
 std::vector<RunData> simulate(StepSource& source, std::span<Policy* const> policies, const SimulateOptions& options);
 std::vector<RunData> simulate(const SimInput& input, std::span<Policy* const> policies, const SimulateOptions& options);
 std::vector<RunData> simulate(const TraceReader& trace, std::span<Policy* const> policies, const SimulateOptions& options);
+
+// Throws InputError naming the trace when it has no decode steps: every metric of a run, simulated
+// or live, is a mean over them. simulate() checks it; live re-runs call it themselves.
+void require_decode_steps(const TraceReader& trace);
 RunData simulate(const TraceReader& trace, Policy& policy, const SimulateOptions& options);
 
 }  // namespace kvs

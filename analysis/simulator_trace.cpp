@@ -30,10 +30,13 @@ class TraceStepSource : public StepSource {
 }  // namespace
 
 std::vector<RunData> simulate(const TraceReader& trace, std::span<Policy* const> policies, const SimulateOptions& opt) {
-  // Every metric is a mean over decode steps: with none there is nothing to measure.
-  if (trace.meta().n_steps <= 0) throw input_error(trace.path(), "no decode steps to run policies over");
+  require_decode_steps(trace);
   TraceStepSource src(trace);
   return simulate(src, policies, opt);
+}
+
+void require_decode_steps(const TraceReader& trace) {
+  if (trace.meta().n_steps <= 0) throw input_error(trace.path(), "no decode steps to run policies over");
 }
 
 RunData simulate(const TraceReader& trace, Policy& policy, const SimulateOptions& opt) {

@@ -9,6 +9,7 @@
 #include "analysis/duo_pattern.h"
 #include "analysis/kvzip_scores.h"
 #include "analysis/policy_omnikv.h"
+#include "analysis/simulator.h"
 #include "inference/errors.h"
 #include "inference/loader.h"
 
@@ -16,8 +17,7 @@ namespace kvs {
 
 std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const TraceReader& trace) {
   const ModelShape shape = trace.meta().shape;
-  // Every metric is a mean over decode steps: with none there is nothing to measure.
-  if (trace.meta().n_steps <= 0) throw input_error(trace.path(), "no decode steps to run policies over");
+  require_decode_steps(trace);
   const auto specs = args.all("--policy");
   if (specs.empty()) throw input_error("--policy", "is required (e.g. --policy streamingllm)");
   const int budget = args.integer("--budget", 0, -(1 << 30), 1 << 30);
