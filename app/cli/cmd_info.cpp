@@ -6,6 +6,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "analysis/json_writer.h"
+#include "inference/bpe_merge.h"
 #include "inference/errors.h"
 #include "inference/loader.h"
 
@@ -18,6 +19,15 @@ bool is_hdf5(const std::string& path) {
   char sig[8] = {};
   f.read(sig, 8);
   return f.gcount() == 8 && std::string(sig, 8) == std::string("\x89HDF\r\n\x1a\n", 8);
+}
+
+// Text from a file as it may reach a terminal: control characters (a hostile trace could carry
+// escape sequences) become '?', bytes that are not UTF-8 "\xNN".
+std::string printable(const std::string& text) {
+  std::string out = escape_invalid_utf8(text);
+  for (char& c : out)
+    if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+  return out;
 }
 
 int info_trace(const std::string& path, bool json) {
@@ -43,24 +53,24 @@ int info_trace(const std::string& path, bool json) {
     std::printf("%s\n", o.str().c_str());
     return 0;
   }
-  std::printf("trace      %s (schema %d, written by kvscope %s, %s)\n", path.c_str(), m.schema_version,
-              m.writer_version.c_str(), m.created.c_str());
-  std::printf("model      %s (%s) from %s\n", m.model.c_str(), m.arch.c_str(), m.model_path.c_str());
+  std::printf("trace      %s (schema %d, written by kvscope %s, %s)\n", printable(path).c_str(), m.schema_version,
+              printable(m.writer_version).c_str(), printable(m.created).c_str());
+  std::printf("model      %s (%s) from %s\n", printable(m.model).c_str(), printable(m.arch).c_str(), printable(m.model_path).c_str());
   if (!m.device.empty())
-    std::printf("engine     %s%s%s\n", m.device.c_str(), m.device_dtype.empty() ? "" : ", weights and cache in ",
-                m.device_dtype.c_str());
+    std::printf("engine     %s%s%s\n", printable(m.device).c_str(), m.device_dtype.empty() ? "" : ", weights and cache in ",
+                printable(m.device_dtype).c_str());
   std::printf("shape      %d layers, %d query heads, %d KV heads, head_dim %d\n", m.shape.n_layers,
               m.shape.n_heads, m.shape.n_kv_heads, m.shape.head_dim);
   std::printf("tokens     %d prompt + %d decode steps = %d\n", m.prompt_len, m.n_steps, m.total_len());
   std::printf("capture    decode rows %s; prefill %s%s%s\n", m.decode_dtype.c_str(),
               m.has_prefill_map ? "full map + reductions" : "reductions only",
-              m.capture_note.empty() ? "" : " — ", m.capture_note.c_str());
+              m.capture_note.empty() ? "" : " — ", printable(m.capture_note).c_str());
   std::printf("runs       %zu\n", runs.size());
   for (const auto& name : runs) {
     RunData r = trace.read_run(name, false);
-    std::printf("  %-28s policy=%s budget=%d eviction=%s%s%s params=%s\n", name.c_str(), r.policy.c_str(),
-                r.budget, r.eviction.c_str(), r.mode.empty() ? "" : " mode=", r.mode.c_str(),
-                r.params_json.c_str());
+    std::printf("  %-28s policy=%s budget=%d eviction=%s%s%s params=%s\n", printable(name).c_str(),
+                printable(r.policy).c_str(), r.budget, printable(r.eviction).c_str(), r.mode.empty() ? "" : " mode=",
+                printable(r.mode).c_str(), printable(r.params_json).c_str());
   }
   return 0;
 }

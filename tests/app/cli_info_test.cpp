@@ -2,6 +2,7 @@
 // recorded trace, in text and --json form, and its bad-input answers.
 #include <gtest/gtest.h>
 
+#include "analysis/h5_util.h"
 #include "cli_util.h"
 #include "inference/json.h"
 
@@ -189,6 +190,25 @@ TEST(CliInfo, LlamaCBinWithoutATokenizer) {
   const Json j = parse_json(run_kvscope({"info", model, "--json"}));
   ASSERT_TRUE(j.find("tokenizer") && j.find("tokenizer")->is_null());
   EXPECT_NE(j.get_string("tokenizer_problem", "").find("no tokenizer found"), std::string::npos);
+}
+
+// Text from a trace reaches the terminal without its control characters (escape sequences).
+TEST(CliInfo, TraceTextWithControlCharactersIsPrintedSafely) {
+  TempDir d;
+  const std::string t = d.file("t.h5");
+  ASSERT_EQ(record_stories(t, "Once", 2).code, 0);
+  {
+    std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+    h5::init();
+    const hid_t f = H5Fopen(t.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    h5::write_attr(f, "model", "evil\x1b[31mred\x07");
+    H5Fclose(f);
+  }
+  const CliResult r = run_kvscope({"info", t});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("model      evil?[31mred? (llama)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
 }
 
 // A trace whose name is not UTF-8 still gives JSON that parses.
