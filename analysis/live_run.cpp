@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "analysis/policy_util.h"
 #include "inference/errors.h"
@@ -260,8 +261,22 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   NamedArray ref_lp{"ref_logprob", {static_cast<uint64_t>(S)}, {}};
   NamedArray bytes{"kv_bytes", {static_cast<uint64_t>(S)}, {}};
   double nll = 0.0;
-  int first_div = -1;
+  int first_div = -1, compared = 0;
+  // Free mode: step s's logits are conditioned on the run's own tokens, the reference's on its;
+  // they compare while those agree (steps up to the first generated token that differs, that
+  // step included). Later steps hold NaN: a distance between two different texts' predictions.
+  int free_div = -1;
+  for (int s = 0; s < S && options.mode == "free" && free_div < 0; ++s)
+    if (generated[s] != reference.tokens[s]) free_div = s;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
   for (int s = 0; s < S; ++s) {
+    bytes.data.push_back(static_cast<float>(kv_bytes[std::min<size_t>(s, kv_bytes.size() - 1)]));
+    if (options.mode == "free" && free_div >= 0 && s > free_div) {
+      kl.data.push_back(nan);
+      top1.data.push_back(nan);
+      ref_lp.data.push_back(nan);
+      continue;
+    }
     std::span<const float> lf(reference.logits.data() + static_cast<size_t>(s) * vocab, vocab);
     std::span<const float> lp(own.data() + static_cast<size_t>(s) * vocab, vocab);
     const auto a = log_softmax(lf), b = log_softmax(lp);
@@ -272,13 +287,13 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
     top1.data.push_back(agree ? 1.0f : 0.0f);
     ref_lp.data.push_back(static_cast<float>(b[reference.next[s]]));
     nll -= b[reference.next[s]];
-    bytes.data.push_back(static_cast<float>(kv_bytes[std::min<size_t>(s, kv_bytes.size() - 1)]));
-    // forced: the first step whose top-1 differs; free: the first generated token that differs.
-    const bool diverged = options.mode == "forced" ? !agree : generated[s] != reference.tokens[s];
-    if (first_div < 0 && diverged) first_div = s;
+    ++compared;
+    if (first_div < 0 && options.mode == "forced" && !agree) first_div = s;  // forced: first differing top-1
   }
+  if (options.mode == "free") first_div = free_div;  // free: the first generated token that differs
   run.metrics = {kl, top1, ref_lp, bytes};
-  run.scalars = {{"perplexity", S ? std::exp(nll / S) : 0.0},
+  run.scalars = {{"perplexity", compared ? std::exp(nll / compared) : 0.0},
+                 {"compared_steps", static_cast<double>(compared)},
                  {"first_divergence", static_cast<double>(first_div)},
                  {"peak_kv_bytes", static_cast<double>(engine.peak_kv_bytes())},
                  {"full_peak_kv_bytes", static_cast<double>(reference.peak_kv_bytes)},

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "analysis/policy.h"
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/device_flag.h"
@@ -56,7 +57,12 @@ int cmd_record(const ArgList& argv) {
   r.sampling.seed = static_cast<uint64_t>(a.integer("--seed", 42, 0, 2147483647));
   r.out_path = a.required("--out");
   r.policy = a.str("--policy");
-  if (!r.policy.empty()) r.budget = a.integer("--budget", 0, -(1 << 30), 1 << 30);
+  if (!r.policy.empty()) {
+    r.budget = a.integer("--budget", 0, -(1 << 30), 1 << 30);
+    const PolicySpec spec = parse_policy_spec(r.policy, 0);  // --budget, unless full or budget=N
+    if (!a.has("--budget") && spec.name != "full" && spec.budget <= 0)
+      throw input_error("--budget", "is required (tokens kept per head) for --policy " + r.policy);
+  }
   r.decode_dtype = a.str("--decode-dtype", "float32");
   if (r.decode_dtype != "float32" && r.decode_dtype != "float16")
     throw input_error("--decode-dtype", "expected float32 or float16, got '" + r.decode_dtype + "'");

@@ -52,7 +52,7 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     TraceReader trace(path);
     const TraceMeta& m = trace.meta();
     auto policies = build_policies(a, trace);
-    const std::vector<float> alpha = alpha_from_flag(a, m.shape);
+    const DuoGates gates = duo_gates(a, trace);
     Model model = load_model(model_path_for(a, m, "rerun"));
     check_model_matches(model, m);
     auto tok = load_tokenizer(model, tokenizer_path_for(a, m));
@@ -88,9 +88,9 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
                                              next_pass("reference run"));
       for (auto& p : policies) {
         PolicyContext ctx;
-        if (!alpha.empty()) {
-          ctx.alpha = alpha;
-          ctx.alpha_source = "pattern folder " + a.str("--alpha");
+        if (!gates.alpha.empty()) {
+          ctx.alpha = gates.alpha;
+          ctx.alpha_source = gates.source;
         } else if (auto w = duo_profile_window(*p)) {
           ctx.alpha = profile_alpha(trace, w->sink, w->recent);
           ctx.alpha_source = "profiled from trace";

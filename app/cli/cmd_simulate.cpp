@@ -31,8 +31,9 @@ int cmd_simulate(const ArgList& argv) {
     auto policies = build_policies(a, trace);
     SimulateOptions opt;
     opt.block_size = a.integer("--block-size", 16, 1, 1 << 16);
-    opt.alpha = alpha_from_flag(a, trace.meta().shape);
-    if (!opt.alpha.empty()) opt.alpha_source = "pattern folder " + a.str("--alpha");
+    DuoGates gates = duo_gates(a, trace);
+    opt.alpha = std::move(gates.alpha);
+    opt.alpha_source = std::move(gates.source);
     if (any_needs_key_scores(policies) && !trace.has_array("/attention/prefill_key_scores")) {
       // KVzip's scores run the model over the prompt: on a terminal, where that stands.
       const bool show = isatty(fileno(stderr));

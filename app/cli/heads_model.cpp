@@ -25,7 +25,7 @@ RetrievalScores score_retrieval_heads(const Model& model, const Tokenizer& token
 void store_retrieval_scores(const std::string& trace_path, const Model& model, const RetrievalScores& scores) {
   const uint64_t L = model.config.n_layers, H = model.config.n_heads;
   append_array(trace_path, "/heads/retrieval_score", {"retrieval_score", {L, H}, scores.mean()},
-               {{"definition", "Wu et al. retrieval score on needle prompts, mean over kept trials (docs/policies.md)"},
+               {{"definition", "Wu et al. retrieval score on needle prompts, mean over kept trials (docs/analyses.md)"},
                 {"model_path", model.path},
                 {"trials_kept", std::to_string(scores.n_kept()) + " of " + std::to_string(scores.n_trials)}});
 }
@@ -49,6 +49,9 @@ int heads_from_model(const std::string& model_path, const std::string& tokenizer
     };
   const AlphaEstimate est = estimate_alpha(model, *tok, ao);
   if (!alpha_out.empty()) write_alpha_pattern(alpha_out, est);
+  if (!trace_path.empty())  // DuoAttention's gates for simulate and rerun on this trace
+    append_array(trace_path, "/heads/alpha", {"alpha", {(uint64_t)c.n_layers, (uint64_t)c.n_kv_heads}, est.alpha},
+                 {{"source", est.source() + " on " + model.path}});
 
   const RetrievalScores rs = score_retrieval_heads(model, *tok, threads);
   const std::vector<float> retrieval = rs.mean();  // [L, H]
@@ -77,7 +80,8 @@ int heads_from_model(const std::string& model_path, const std::string& tokenizer
     std::printf("\n");
   }
   if (!alpha_out.empty()) std::printf("alpha written to %s/full_attention_heads.tsv\n", alpha_out.c_str());
-  if (!trace_path.empty()) std::printf("retrieval scores stored in %s as /heads/retrieval_score\n", trace_path.c_str());
+  if (!trace_path.empty())
+    std::printf("alpha and retrieval scores stored in %s as /heads/alpha and /heads/retrieval_score\n", trace_path.c_str());
   return 0;
 }
 

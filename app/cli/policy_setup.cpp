@@ -21,7 +21,12 @@ std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const Trac
   const auto specs = args.all("--policy");
   if (specs.empty()) throw input_error("--policy", "is required (e.g. --policy streamingllm)");
   const int budget = args.integer("--budget", 0, -(1 << 30), 1 << 30);
-  if (!args.has("--budget")) throw input_error("--budget", "is required (tokens kept per head)");
+  // --budget may be left out when every policy is `full` or carries its own budget=N.
+  for (const auto& text : specs) {
+    const PolicySpec spec = parse_policy_spec(text, 0);
+    if (!args.has("--budget") && spec.name != "full" && spec.budget <= 0)
+      throw input_error("--budget", "is required (tokens kept per head) for --policy " + text);
+  }
   std::vector<std::unique_ptr<Policy>> out;
   std::set<std::string> names;
   for (const auto& text : specs) {
@@ -57,12 +62,23 @@ void check_model_matches(const Model& model, const TraceMeta& meta) {
                                       std::to_string(t.n_heads) + " heads)");
 }
 
-std::vector<float> alpha_from_flag(const Args& args, const ModelShape& shape) {
-  if (!args.has("--alpha")) return {};
+DuoGates trace_duo_gates(const TraceReader& trace) {
+  if (!trace.has_array("/heads/alpha")) return {};
+  const ModelShape& s = trace.meta().shape;
+  NamedArray a = trace.read_array("/heads/alpha");
+  if (a.dims != std::vector<uint64_t>{(uint64_t)s.n_layers, (uint64_t)s.n_kv_heads})
+    throw input_error(trace.path(), "/heads/alpha is not [" + std::to_string(s.n_layers) + ", " +
+                                        std::to_string(s.n_kv_heads) + "] (layers, KV heads)");
+  const std::string source = trace.has_attr("/heads/alpha", "source") ? trace.read_string_attr("/heads/alpha", "source") : "";
+  return {std::move(a.data), "trace /heads/alpha" + (source.empty() ? "" : " (" + source + ")")};
+}
+
+DuoGates duo_gates(const Args& args, const TraceReader& trace) {
+  if (!args.has("--alpha")) return trace_duo_gates(trace);
   const std::string dir = args.str("--alpha");
   DuoPattern p = read_duo_pattern(dir);
-  check_duo_shape(p, shape.n_layers, shape.n_kv_heads, dir);
-  return p.alpha;
+  check_duo_shape(p, trace.meta().shape.n_layers, trace.meta().shape.n_kv_heads, dir);
+  return {std::move(p.alpha), "pattern folder " + dir};
 }
 
 std::vector<float> kvzip_scores_for_trace(const Model& model, const Tokenizer& tokenizer, const TraceReader& trace,

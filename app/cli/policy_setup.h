@@ -28,9 +28,16 @@ std::string tokenizer_path_for(const Args& args, const TraceMeta& meta);
 // the trace's.
 void check_model_matches(const Model& model, const TraceMeta& meta);
 
-// DuoAttention gates from --alpha DIR (a pattern folder) checked against the shape; empty when
-// the flag is absent.
-std::vector<float> alpha_from_flag(const Args& args, const ModelShape& shape);
+// DuoAttention gates for runs on a trace, [L, Hkv], and where they come from: the --alpha DIR
+// pattern folder (checked against the shape), else the trace's /heads/alpha (stored by
+// `kvscope heads trace.h5 --model M`), else none (the policy profiles them from the trace).
+struct DuoGates {
+  std::vector<float> alpha;  // [L, Hkv]; empty: none given
+  std::string source;
+};
+DuoGates duo_gates(const Args& args, const TraceReader& trace);
+// The trace's /heads/alpha alone (the app has no --alpha).
+DuoGates trace_duo_gates(const TraceReader& trace);
 
 // KVzip key scores [L, Hkv, P] for the trace's prompt, computed on `model` (the trace's, already
 // loaded and checked by the caller) with an engine made from `engine`, reporting to `progress`

@@ -50,7 +50,7 @@ struct StepAnalyses {
     NamedArray sim{"similarity", {L, L}, std::vector<float>(sim_sum.size())};
     for (size_t i = 0; i < sim_sum.size(); ++i) sim.data[i] = static_cast<float>(sim_sum[i] / steps);
     w.write_array("/layers/similarity", sim,
-                  {{"definition", "OmniKV inter-layer similarity (docs/trace-format.md), mean over decode steps"},
+                  {{"definition", "OmniKV inter-layer similarity (docs/analyses.md), mean over decode steps"},
                    {"k", std::to_string(k)}});
   }
   ModelShape shape;

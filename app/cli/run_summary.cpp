@@ -1,6 +1,7 @@
 // Summaries of simulated and live runs for the terminal.
 #include "app/cli/run_summary.h"
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -10,11 +11,14 @@ namespace kvs {
 
 namespace {
 
+// Mean over the finite values (a free run's comparisons stop at its first divergence); NaN
+// (JSON null) when there are none.
 double mean_of(const NamedArray& a) {
-  if (a.data.empty()) return 0.0;
   double s = 0.0;
-  for (float v : a.data) s += v;
-  return s / static_cast<double>(a.data.size());
+  int n = 0;
+  for (float v : a.data)
+    if (std::isfinite(v)) s += v, ++n;
+  return n ? s / n : std::nan("");
 }
 
 }  // namespace

@@ -60,6 +60,9 @@ void submit_simulation(AppState& app, const std::vector<std::string>& specs, int
           policies.push_back(owned.back().get());
         }
         SimulateOptions options;
+        DuoGates gates = trace_duo_gates(reader);  // the trace's /heads/alpha, else profiled
+        options.alpha = std::move(gates.alpha);
+        options.alpha_source = std::move(gates.source);
         const bool needs_scores =
             std::any_of(owned.begin(), owned.end(), [](const auto& p) { return p->needs_key_scores(); });
         if (needs_scores && !reader.has_array("/attention/prefill_key_scores"))

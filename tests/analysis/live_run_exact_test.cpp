@@ -77,6 +77,7 @@ TEST_F(LiveExact, EveryPolicyWithAWholeContextBudgetGeneratesTheFullCacheTextInF
     const std::vector<int32_t> own(run.tokens.begin() + prompt_.size(), run.tokens.end());
     EXPECT_EQ(own, std::vector<int32_t>(ref.tokens.begin(), ref.tokens.end()));
     EXPECT_EQ(scalar(run, "first_divergence"), -1.0);
+    EXPECT_EQ(scalar(run, "compared_steps"), kSteps);  // the same text: every step compares
     for (float v : metric(run, "kl").data) EXPECT_EQ(v, 0.0f);
   }
 }

@@ -3,6 +3,8 @@
 // the peak KV bytes follow the engine's attend-then-evict arithmetic.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "live_run_fixture.h"
 
 using namespace kvs;
@@ -93,6 +95,17 @@ TEST_F(LiveStreaming, FreeRunTextDiffersFromTheFullCacheRun) {
   const double first = scalar(r, "first_divergence");
   EXPECT_GE(first, kBudget + 2 - P);
   EXPECT_LT(first, kSteps);
+  // Logits compare while the texts agree (steps 0..first); after that the two predict after
+  // different texts, and the comparisons are NaN; perplexity covers the compared steps.
+  EXPECT_EQ(scalar(r, "compared_steps"), first + 1);
+  for (const char* name : {"kl", "top1_agree", "ref_logprob"}) {
+    const std::vector<float>& v = metric(r, name).data;
+    ASSERT_EQ(v.size(), static_cast<size_t>(kSteps)) << name;
+    for (int s = 0; s < kSteps; ++s) EXPECT_EQ(std::isnan(v[s]), s > first) << name << " step " << s;
+  }
+  double nll = 0.0;
+  for (int s = 0; s <= first; ++s) nll -= metric(r, "ref_logprob").data[s];
+  EXPECT_NEAR(scalar(r, "perplexity"), std::exp(nll / (first + 1)), 1e-6 * scalar(r, "perplexity"));
   EXPECT_EQ(r.mode, "free");
   EXPECT_EQ(r.eviction, "real");
 }

@@ -266,8 +266,10 @@ TEST_F(CliRecordBadInput, StepsZeroNegativeAndText) {
 TEST_F(CliRecordBadInput, BadLivePolicy) {
   EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "nosuch", "--budget", "8"}),
                              "--policy nosuch", "unknown policy"));
-  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "h2o"}), "--policy h2o",
-                             "budget must be positive"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "h2o"}), "--budget",
+                             "is required (tokens kept per head) for --policy h2o"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "h2o", "--budget", "0"}),
+                             "--policy h2o", "budget must be positive"));
   EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "duoattention", "--budget", "4"}),
                              "--policy duoattention", "give pattern=DIR"));
 }

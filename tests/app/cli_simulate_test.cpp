@@ -263,9 +263,10 @@ TEST_F(CliSimulate, HeadsJsonAndAlphaFolder) {
   EXPECT_EQ(runs.items()[0].get_string("name", ""), "duoattention_b8");
 }
 
-// Retrieval scores estimated on the model are stored in a trace of that model, for the head grid;
-// a model of another shape is refused before anything runs, the trace left as it was.
-TEST_F(CliSimulate, HeadsOnTheModelStoreRetrievalScoresInTheTrace) {
+// α and retrieval scores estimated on the model are stored in a trace of that model: the head
+// grid shows them, and DuoAttention runs on the trace take those gates. A model of another
+// shape is refused before anything runs, the trace left as it was.
+TEST_F(CliSimulate, HeadsOnTheModelStoreAlphaAndRetrievalScoresInTheTrace) {
   const std::string t = fresh_trace();
   const Json j = parse_json(run_kvscope({"heads", t, "--model", stories_bin(), "--json"}));
   const std::vector<double> scores = numbers(j, "retrieval_score");
@@ -275,7 +276,18 @@ TEST_F(CliSimulate, HeadsOnTheModelStoreRetrievalScoresInTheTrace) {
   const NamedArray stored = reader.read_array("/heads/retrieval_score");
   EXPECT_EQ(stored.dims, (std::vector<uint64_t>{5, 8}));
   for (size_t i = 0; i < scores.size(); ++i) EXPECT_FLOAT_EQ(stored.data[i], (float)scores[i]) << i;
+  const std::vector<double> alpha = numbers(j, "alpha");
+  ASSERT_EQ(alpha.size(), 20u);
+  const NamedArray gates = reader.read_array("/heads/alpha");
+  EXPECT_EQ(gates.dims, (std::vector<uint64_t>{5, 4}));
+  for (size_t i = 0; i < alpha.size(); ++i) EXPECT_FLOAT_EQ(gates.data[i], (float)alpha[i]) << i;
   EXPECT_EQ(reader.run_names(), TraceReader(dir_->file("base.h5")).run_names());  // nothing else changed
+  const Json runs = parse_json(run_kvscope({"simulate", t, "--policy", "duoattention", "--budget", "8", "--json"}));
+  ASSERT_TRUE(runs.is_array() && runs.size() == 1u);
+  const Json* params = runs.items()[0].find("params");
+  ASSERT_TRUE(params);
+  EXPECT_EQ(params->get_string("alpha_source", "").rfind("trace /heads/alpha (estimated", 0), 0u)
+      << params->get_string("alpha_source", "");
 
   const std::string other = fresh_trace("other.h5");
   const std::string before = read_bytes(other);
@@ -345,6 +357,14 @@ TEST_F(CliSimulateBadInput, NegativeH2oSplitAndFlagsGivenTwice) {
                              "given twice ('8', then '16')"));
   EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "8", "--threads", "abc"}), "--threads",
                              "expected an integer"));
+}
+
+// --budget is needed only by a policy without its own budget=N (full needs none).
+TEST_F(CliSimulate, FullAndSpecsWithTheirOwnBudgetNeedNoBudgetFlag) {
+  const std::string t = fresh_trace();
+  const CliResult r = run_kvscope({"simulate", t, "--policy", "full", "--policy", "h2o:budget=8"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(TraceReader(t).run_names(), (std::vector<std::string>{"full", "h2o_b8"}));
 }
 
 TEST_F(CliSimulateBadInput, MissingBudgetOrPolicy) {
