@@ -54,7 +54,6 @@ class HeadsView : public View {
         if (ImGui::Selectable(grids_[i].name.c_str(), i == stat_)) stat_ = i;
       ImGui::EndCombo();
     }
-    retrieval_button(app);
     const HeadGrid& g = grids_[stat_];
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (float x : g.v) lo = std::min(lo, x), hi = std::max(hi, x);
@@ -62,6 +61,7 @@ class HeadsView : public View {
     ImGui::SetNextItemWidth(140);
     // tau lives on [0, 1] for alpha and scores; other statistics (entropy in nats) get their range.
     ImGui::SliderFloat("tau", &tau_, std::min(0.0f, lo), std::max(1.0f, hi), "%.3g");
+    retrieval_button(app);  // after the slider: the row's last item may run past a narrow window
     int above = 0;
     for (float x : g.v) above += x >= tau_;
     const bool gate = g.name == "alpha" || g.name == "retrieval_score";  // tau splits retrieval/streaming
