@@ -20,17 +20,14 @@ std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const Trac
   require_decode_steps(trace);
   const auto specs = args.all("--policy");
   if (specs.empty()) throw input_error("--policy", "is required (e.g. --policy streamingllm)");
-  const int budget = args.integer("--budget", 0, -(1 << 30), 1 << 30);
-  // --budget may be left out when every policy is `full` or carries its own budget=N.
-  for (const auto& text : specs) {
-    const PolicySpec spec = parse_policy_spec(text, 0);
-    if (!args.has("--budget") && spec.name != "full" && spec.budget <= 0)
-      throw input_error("--budget", "is required (tokens kept per head) for --policy " + text);
-  }
+  const int budget = args.integer("--budget", 0, -(1 << 30), 1 << 30);  // 0 when absent
   std::vector<std::unique_ptr<Policy>> out;
   std::set<std::string> names;
   for (const auto& text : specs) {
     PolicySpec spec = parse_policy_spec(text, budget);
+    // --budget may be left out for `full` and for a spec with its own budget=N.
+    if (!args.has("--budget") && spec.name != "full" && spec.budget <= 0)
+      throw input_error("--budget", "is required (tokens kept per head) for --policy " + text);
     choose_omnikv_filters(spec, trace);
     auto p = make_policy(spec, shape);
     if (!names.insert(spec.run_name()).second)

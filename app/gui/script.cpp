@@ -94,12 +94,14 @@ const std::string& script_choice(const std::string& verb, const std::string& arg
   throw script_error(verb, arg, "expects one of " + list);
 }
 
+const TraceSnapshot& script_trace(const AppState& app, const std::string& verb, const std::string& arg) {
+  if (!app.trace) throw script_error(verb, arg, "needs an open trace");
+  return *app.trace;
+}
+
 void apply_script_command(AppState& app, std::vector<std::unique_ptr<View>>& views, const ScriptCommand& c) {
   // The trace commands below need one open, and check their numbers against it.
-  const auto trace = [&]() -> const TraceSnapshot& {
-    if (!app.trace) throw script_error(c.verb, c.arg, "needs an open trace");
-    return *app.trace;
-  };
+  const auto trace = [&]() -> const TraceSnapshot& { return script_trace(app, c.verb, c.arg); };
   if (c.verb == "step") {
     const int last = trace().n_steps() - 1;
     if (last < 0) throw script_error(c.verb, c.arg, "needs decode steps (the trace has none)");

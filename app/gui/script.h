@@ -33,6 +33,8 @@ int script_int(const std::string& verb, const std::string& arg, int lo, int hi);
 float script_number(const std::string& verb, const std::string& arg, float lo, float hi);
 // `arg` when it is one of `choices`.
 const std::string& script_choice(const std::string& verb, const std::string& arg, std::initializer_list<const char*> choices);
+// The open trace for the command "verb arg", or an InputError saying it needs one.
+const TraceSnapshot& script_trace(const AppState& app, const std::string& verb, const std::string& arg);
 // An InputError "--script: 'verb arg' <problem>" ("'verb arg': ..." for a problem that starts
 // with ':').
 InputError script_error(const std::string& verb, const std::string& arg, const std::string& problem);

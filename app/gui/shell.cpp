@@ -21,6 +21,7 @@
 #include "app/gui/script.h"
 #include "app/gui/settings.h"
 #include "app/gui/texture.h"
+#include "app/gui/widgets.h"
 #include "app/views/view.h"
 #include "inference/errors.h"
 
@@ -199,7 +200,7 @@ class Shell {
       ImGui::PopID();
       ImGui::SameLine();
     }
-    if (app_.status_error) ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "%s", app_.status.c_str());
+    if (app_.status_error) ImGui::TextColored(kErrorTextColor, "%s", app_.status.c_str());
     else ImGui::TextUnformatted(app_.status.empty() ? "Drop a trace here or use File > Open (F1: help)" : app_.status.c_str());
     ImGui::End();
   }

@@ -82,6 +82,10 @@ void color_bar(Colormap map, const char* lo, const char* hi, float width) {
   ImGui::TextUnformatted(hi);
 }
 
+void unreadable_step_notice(int step, const std::string& why) {
+  ImGui::TextColored(kErrorTextColor, "Step %d could not be read: %s", step, why.c_str());
+}
+
 int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, int marker, const char* y_label) {
   ImGui::PushID(id);
   const ImVec2 p0 = ImGui::GetCursorScreenPos();

@@ -25,6 +25,11 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
 // Horizontal colour bar of a colormap with min/max labels.
 void color_bar(Colormap map, const char* lo, const char* hi, float width);
 
+// Text of a problem shown in place (the status bar's error colour).
+inline const ImVec4 kErrorTextColor(1.0f, 0.45f, 0.4f, 1.0f);
+// In place of a view's data: the selected step could not be read, and why.
+void unreadable_step_notice(int step, const std::string& why);
+
 ImU32 category_color(int i);           // distinct colours for runs/series
 // A legend entry: a swatch of `color` (filled when shown, outlined when hidden) and the label in
 // the text colour (dimmed when hidden). Returns true when clicked.

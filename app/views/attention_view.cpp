@@ -86,9 +86,8 @@ class AttentionView : public View {
   // `overlay RUN` names a run of the open trace; `overlay none` clears it.
   static std::string overlay_run(const AppState& app, const std::string& verb, const std::string& arg) {
     if (arg == "none") return "";
-    if (!app.trace) throw script_error(verb, arg, "needs an open trace");
     std::string names;
-    for (const RunData& r : app.trace->runs) {
+    for (const RunData& r : script_trace(app, verb, arg).runs) {
       if (r.name == arg) return arg;
       names += (names.empty() ? "" : ", ") + r.name;
     }
@@ -292,7 +291,7 @@ class AttentionView : public View {
       if (!decode_ && prefill_key_ == std::make_pair(app.layer, app.head) && prefill_.data.empty())
         ImGui::TextDisabled("This trace has no prefill attention.");
       else if (decode_ && stack_error_.first == app.layer)
-        ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "Layer %d's decode rows could not be read: %s", app.layer,
+        ImGui::TextColored(kErrorTextColor, "Layer %d's decode rows could not be read: %s", app.layer,
                            stack_error_.second.c_str());
       else
         ImGui::TextDisabled("Reading attention...");

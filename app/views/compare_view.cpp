@@ -9,6 +9,7 @@
 #include "analysis/divergence.h"
 #include "analysis/lanes.h"
 #include "app/gui/jobs.h"
+#include "app/gui/script.h"
 #include "app/gui/widgets.h"
 #include "app/views/view.h"
 
@@ -51,7 +52,8 @@ class CompareView : public View {
       mode_ = arg == "traces" ? 1 : 0;
       return true;
     }
-    if (verb == "sinkpair" && app.trace) {
+    if (verb == "sinkpair") {
+      script_trace(app, verb, arg);
       const auto [none, with] = sink_pair(*app.trace);
       if (none < 0 || with < 0) submit_simulation(app, {"streamingllm:sinks=0", "streamingllm"}, std::clamp(app.trace->meta.prompt_len / 4, 8, 256));
       const auto [n2, w2] = sink_pair(*app.trace);
@@ -122,8 +124,7 @@ class CompareView : public View {
     const RunData& a = t.runs[app.run_a];
     const RunData& b = t.runs[app.run_b];
     if (app.step_unreadable()) {
-      ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "Step %d could not be read: %s", app.step,
-                         app.unreadable_message.c_str());
+      unreadable_step_notice(app.step, app.unreadable_message);
     } else if (app.step_data && app.run_a < (int)app.step_data->kept.size() && app.run_b < (int)app.step_data->kept.size() &&
         !app.step_data->kept[app.run_a].empty() && !app.step_data->kept[app.run_b].empty()) {
       const StepSnapshot& s = *app.step_data;

@@ -94,11 +94,12 @@ class HeadsView : public View {
       return true;
     }
     if (verb == "retrieval") {
-      if (!app.trace) throw script_error(verb, arg, "needs an open trace");
+      script_trace(app, verb, arg);
       score_retrieval(app);
       return true;
     }
     if (verb == "stat") {
+      script_trace(app, verb, arg);  // refresh reads the trace
       refresh(app);
       app.engine.wait_idle();
       app.engine.drain();

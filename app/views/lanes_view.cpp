@@ -54,8 +54,7 @@ class LanesView : public View {
                          "to see what each one keeps.");
     }
     if (app.step_unreadable()) {
-      ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "Step %d could not be read: %s", app.step,
-                         app.unreadable_message.c_str());
+      unreadable_step_notice(app.step, app.unreadable_message);
       return;
     }
     if (!app.step_data) {

@@ -59,7 +59,7 @@ class LayersView : public View {
     ImGui::BeginGroup();
     legend();
     show_plan("optimizer", plan_, true);
-    if (!given_error_.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", given_error_.c_str());
+    if (!given_error_.empty()) ImGui::TextColored(kErrorTextColor, "%s", given_error_.c_str());
     else if (!given_.filters.empty()) show_plan("given", given_, false);
     ImGui::EndGroup();
   }
@@ -75,24 +75,19 @@ class LayersView : public View {
   }
 
   bool command(AppState& app, const std::string& verb, const std::string& arg) override {
+    if (verb != "filters" && verb != "given") return false;
+    const int n_layers = script_trace(app, verb, arg).meta.shape.n_layers;  // refresh reads the trace
+    refresh(app);
+    app.engine.wait_idle();
+    app.engine.drain();
     if (verb == "filters") {
-      refresh(app);
-      app.engine.wait_idle();
-      app.engine.drain();
-      if (!app.trace) throw script_error(verb, arg, "needs an open trace");
-      k_ = script_int(verb, arg, 1, app.trace->meta.shape.n_layers);
+      k_ = script_int(verb, arg, 1, n_layers);
       optimize();
-      return true;
-    }
-    if (verb == "given") {
-      refresh(app);
-      app.engine.wait_idle();
-      app.engine.drain();
+    } else {
       given_text_ = arg;
       evaluate_given();
-      return true;
     }
-    return false;
+    return true;
   }
 
  private:

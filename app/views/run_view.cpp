@@ -100,7 +100,7 @@ class RunView : public View {
       }
       throw script_error(verb, arg, "names no demo prompt (" + names + ")");
     }
-    if ((verb == "simulate" || verb == "rerun") && !app.trace) throw script_error(verb, arg, "needs an open trace");
+    if (verb == "simulate" || verb == "rerun") script_trace(app, verb, arg);
     if (verb == "budget") budget_ = script_int(verb, arg, 1, 1 << 30);
     else if (verb == "model") model_path_ = arg;
     else if (verb == "prompt") prompt_ = arg;

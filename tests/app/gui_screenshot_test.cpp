@@ -278,12 +278,21 @@ TEST_F(GuiScreenshot, ScriptArgumentsOutOfRangeOrUnknownExitTwo) {
   std::vector<std::string> runs;
   for (const auto& [script, message] : cases)
     runs.push_back("\"" + trace_ + "\" --screenshot \"" + png("bad") + "\" --script \"" + script + "\"");
+  // Commands that read the trace, with none open (the layer view's crashed reading it).
+  const std::vector<std::string> no_trace = {"filters 3", "given 1,2", "stat entropy", "sinkpair", "runs 0 1"};
+  for (const std::string& script : no_trace)
+    runs.push_back("--screenshot \"" + png("bad") + "\" --script \"" + script + "\"");
   runs.push_back("\"" + trace_ + "\" --screenshot \"" + png("good") + "\" --view compare --script \"mode traces;mode free\"");
   const std::vector<int> codes = gui_batch(runs);
-  ASSERT_EQ(codes.size(), cases.size() + 1);
+  ASSERT_EQ(codes.size(), cases.size() + no_trace.size() + 1);
   for (size_t i = 0; i < cases.size(); ++i) {
     EXPECT_EQ(codes[i], 2) << cases[i].first;
     EXPECT_NE(err_.find("kvscope: --script: " + cases[i].second), std::string::npos) << cases[i].first << "\n" << err_;
+  }
+  for (size_t i = 0; i < no_trace.size(); ++i) {
+    EXPECT_EQ(codes[cases.size() + i], 2) << no_trace[i];
+    EXPECT_NE(err_.find("kvscope: --script: '" + no_trace[i] + "' needs an open trace"), std::string::npos)
+        << no_trace[i] << "\n" << err_;
   }
   EXPECT_EQ(codes.back(), 0) << err_;
   EXPECT_FALSE(fs::exists(png("bad")));
