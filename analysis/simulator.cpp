@@ -168,7 +168,10 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
     lane.run.params_json = lane.policy->params_json();
     lane.run.budget = spec.budget;
     lane.run.eviction = "simulated";
-    if (lane.metrics) lane.run.metrics = lane.metrics->take();
+    if (lane.metrics) {
+      lane.run.metrics = lane.metrics->take();
+      lane.run.scalars = {{"block_size", static_cast<double>(opt.block_size)}};  // of paged_bytes_freed
+    }
     out.push_back(std::move(lane.run));
   }
   return out;

@@ -132,6 +132,19 @@ TEST_F(CliSimulate, SecondCallAppendsAndSameNameReplaces) {
   EXPECT_EQ(work_.entries(), std::vector<std::string>{"t.h5"});
 }
 
+// The paged-allocation block of paged_bytes_freed is kept with the run and reported.
+TEST_F(CliSimulate, BlockSizeIsStoredWithTheRun) {
+  const std::string t = fresh_trace();
+  const Json j = parse_json(run_kvscope({"simulate", t, "--policy", "window", "--budget", "8", "--block-size", "4", "--json"}));
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j.items()[0].get_number("block_size", 0), 4);
+  TraceReader reader(t);
+  const RunData run = reader.read_run("window_b8", false);
+  ASSERT_EQ(run.scalars.size(), 1u);
+  EXPECT_EQ(run.scalars[0], (std::pair<std::string, double>{"block_size", 4.0}));
+}
+
 // One setting, one run name: "+2" and "02" are the 2 of "heavy=2".
 TEST_F(CliSimulate, IntegerParametersNameRunsCanonically) {
   const std::string t = fresh_trace();
