@@ -262,16 +262,17 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   NamedArray bytes{"kv_bytes", {static_cast<uint64_t>(S)}, {}};
   double nll = 0.0;
   int first_div = -1, compared = 0;
-  // Free mode: step s's logits are conditioned on the run's own tokens, the reference's on its;
-  // they compare while those agree (steps up to the first generated token that differs, that
-  // step included). Later steps hold NaN: a distance between two different texts' predictions.
-  int free_div = -1;
+  // Free mode: step s's logits come after feeding the run's token s, the reference's after its
+  // own; they compare while those agree: up to the step before the first generated token that
+  // differs (that step chose it). Later steps hold NaN: a distance between two different texts'
+  // predictions.
+  int free_div = -1;  // the first generated token that differs
   for (int s = 0; s < S && options.mode == "free" && free_div < 0; ++s)
     if (generated[s] != reference.tokens[s]) free_div = s;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (int s = 0; s < S; ++s) {
     bytes.data.push_back(static_cast<float>(kv_bytes[std::min<size_t>(s, kv_bytes.size() - 1)]));
-    if (options.mode == "free" && free_div >= 0 && s > free_div) {
+    if (options.mode == "free" && free_div >= 0 && s >= free_div) {
       kl.data.push_back(nan);
       top1.data.push_back(nan);
       ref_lp.data.push_back(nan);
@@ -290,7 +291,10 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
     ++compared;
     if (first_div < 0 && options.mode == "forced" && !agree) first_div = s;  // forced: first differing top-1
   }
-  if (options.mode == "free") first_div = free_div;  // free: the first generated token that differs
+  // Free: the step whose choice differs, the one before the first differing token (the same
+  // step forced mode names when its top-1 differs). Token 0 comes from the prompt's logits,
+  // which eviction after the prompt does not change: it differs only under sampling.
+  if (options.mode == "free") first_div = free_div < 0 ? -1 : std::max(0, free_div - 1);
   run.metrics = {kl, top1, ref_lp, bytes};
   run.scalars = {{"perplexity", compared ? std::exp(nll / compared) : 0.0},
                  {"compared_steps", static_cast<double>(compared)},

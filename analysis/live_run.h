@@ -45,11 +45,12 @@ ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int s
 // cache with EngineOptions::rope_in_cache). `context` carries alpha / shape; its prefill evidence is filled here.
 // Returns /runs/<name> data with eviction="real": kept [S, L, Hkv, T], the run's tokens, text,
 // own attention and metrics (kl, top1_agree, ref_logprob per step; kv_bytes per step;
-// perplexity of the reference continuation, first_divergence (forced: first step whose top-1
-// differs; free: first generated token that differs; -1 = none), peak_kv_bytes and its ratio to full as scalars).
-// Free mode compares logits only while the run's text agrees with the reference (steps up to
-// first_divergence): later kl / top1_agree / ref_logprob are NaN, and perplexity and the scalar
-// compared_steps cover the compared steps.
+// perplexity of the reference continuation, first_divergence (the first step whose choice of the
+// next token differs: forced, its top-1; free, the token it generated; -1 = none), peak_kv_bytes
+// and its ratio to full as scalars). Free mode compares logits only while the run's text agrees
+// with the reference (steps 0..first_divergence, whose logits come after the same tokens): later
+// kl / top1_agree / ref_logprob are NaN, and perplexity and the scalar compared_steps cover the
+// compared steps.
 // Throws RunCancelled when options.progress.cancelled stopped it.
 RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const ReferenceRun& reference,
                  const Tokenizer& tokenizer, const LiveRunOptions& options);

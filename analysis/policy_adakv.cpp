@@ -71,6 +71,7 @@ class AdaKvPolicy : public Policy {
     gqa_ = parse_gqa(spec.name, p.get_string("gqa", "max"));
     normalize_ = parse_bool(p, "normalize", true);
   }
+  std::string caveat(int prompt_len) const override { return window_caveat(window_, spec_.budget, prompt_len); }
   std::string params_json() const override {
     JsonObject j;
     j.add("window", window_).add("kernel", kernel_).add("pool", pool_name(pool_))

@@ -53,7 +53,8 @@ class DuoAttentionPolicy : public Policy {
     if (p.has("threshold") && p.has("sparsity")) throw p.error("give threshold or sparsity, not both");
     use_threshold_ = p.has("threshold");
     threshold_ = p.get_double("threshold", 0.5);
-    sparsity_ = p.get_double("sparsity", 0.5);
+    // The official deployments' sparsities: 0.5 for GQA Llama-3-8B, 0.75 for MHA Llama-2-7B.
+    sparsity_ = p.get_double("sparsity", shape.n_kv_heads == shape.n_heads ? 0.75 : 0.5);
     if (sparsity_ < 0.0 || sparsity_ > 1.0) throw p.error("sparsity must be in [0, 1]");
     sink_ = p.get_int("sink", B < 320 ? 4 : 64);
     if (sink_ < 0) throw p.error("sink must be >= 0");

@@ -37,10 +37,12 @@ class PyramidKvPolicy : public Policy {
     beta_ = p.get_double("beta", 20.0);
     if (window_ < 1) throw p.error("window must be >= 1");
     if (kernel_ < 1 || kernel_ % 2 == 0) throw p.error("kernel must be a positive odd number");
-    if (!(beta_ > 0.0)) throw p.error("beta must be > 0");
+    // Below 1 the schedule turns upside down: deeper layers would get more than shallow ones.
+    if (!(beta_ >= 1.0)) throw p.error("beta must be >= 1");
     pool_ = parse_pool(spec.name, p.get_string("pool", "avg"));
     gqa_ = parse_gqa(spec.name, p.get_string("gqa", "mean"));
   }
+  std::string caveat(int prompt_len) const override { return window_caveat(window_, spec_.budget, prompt_len); }
   std::string params_json() const override {
     JsonObject j;
     j.add("window", window_).add("kernel", kernel_).add("pool", pool_name(pool_))

@@ -19,6 +19,13 @@ int effective_window(const PrefillEvidence& ev, int requested, int budget) {
   return std::max(0, std::min({requested, ev.window, ev.prompt_len, budget}));
 }
 
+std::string window_caveat(int window, int budget, int prompt_len) {
+  if (prompt_len <= budget || window < budget) return {};
+  return "its window (" + std::to_string(window) + ") covers the whole budget (" + std::to_string(budget) +
+         "): no prompt position is chosen by score, the last " + std::to_string(budget) +
+         " prompt tokens are kept (give window=N below the budget)";
+}
+
 std::vector<float> snap_scores(const PrefillEvidence& ev, int layer, int kv_head, int w, int kernel,
                                Pool pool, GqaReduce gqa, bool mean_rows) {
   return pool1d(group_window_scores(ev, layer, kv_head, w, mean_rows, gqa), kernel, pool);
@@ -48,6 +55,7 @@ class SnapKvPolicy : public Policy {
     pool_ = parse_pool(spec.name, p.get_string("pool", "avg"));
     gqa_ = parse_gqa(spec.name, p.get_string("gqa", "mean"));
   }
+  std::string caveat(int prompt_len) const override { return window_caveat(window_, spec_.budget, prompt_len); }
   std::string params_json() const override {
     return JsonObject().add("window", window_).add("kernel", kernel_).add("pool", pool_name(pool_))
         .add("gqa", gqa_name(gqa_)).str();

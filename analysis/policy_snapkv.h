@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "analysis/policy.h"
@@ -16,6 +17,10 @@ void require_window_rows(const PrefillEvidence* ev, const std::string& policy, i
 
 // Effective observation window: the request capped to the recorded window, to P and to B.
 int effective_window(const PrefillEvidence& ev, int requested, int budget);
+
+// Policy::caveat of the SnapKV family: with a window of at least the budget (and a prompt longer
+// than it) no prompt position is chosen by score.
+std::string window_caveat(int window, int budget, int prompt_len);
 
 // Pooled window score of KV head (layer, g): [P - w]. Rows are summed (mean_rows = false) or
 // averaged, the group is reduced with `gqa`, then pooled (reduce first, then pool).

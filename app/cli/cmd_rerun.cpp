@@ -52,6 +52,8 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     TraceReader trace(path);
     const TraceMeta& m = trace.meta();
     auto policies = build_policies(a, trace);
+    if (callbacks.on_caveat)
+      for (const std::string& c : policy_caveats(policies, m.prompt_len)) callbacks.on_caveat(c);
     const DuoGates gates = duo_gates(a, trace);
     Model model = load_model(model_path_for(a, m, "rerun"));
     check_model_matches(model, m);
@@ -118,6 +120,8 @@ int cmd_rerun(const ArgList& argv) {
   // the runs are appended (the signals are caught until the end), the command completes.
   const StopSignals stop;
   cb.cancelled = [] { return StopSignals::received() != 0; };
+  std::vector<std::string> caveats;  // printed after the progress line is gone
+  cb.on_caveat = [&caveats](const std::string& c) { caveats.push_back(c); };
   std::vector<RunData> runs;
   try {
     runs = rerun_trace(argv, cb);
@@ -131,6 +135,7 @@ int cmd_rerun(const ArgList& argv) {
     throw;
   }
   if (show) std::fputs("\r\033[K", stderr);
+  print_caveats(caveats);
   print_run_summaries(runs, Args(argv, kValueFlags, kSwitchFlags, {"--policy"}).has("--json"));
   return 0;
 }

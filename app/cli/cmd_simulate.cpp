@@ -26,6 +26,7 @@ int cmd_simulate(const ArgList& argv) {
       throw input_error(std::string(flag) + " " + a.str(flag), "no such file or folder");
   const std::string path = a.positional()[0];
   std::vector<RunData> runs;
+  std::vector<std::string> caveats;
   {
     TraceReader trace(path);
     auto policies = build_policies(a, trace);
@@ -47,8 +48,10 @@ int cmd_simulate(const ArgList& argv) {
     std::vector<Policy*> ptrs;
     for (auto& p : policies) ptrs.push_back(p.get());
     runs = simulate(trace, ptrs, opt);
+    caveats = policy_caveats(policies, trace.meta().prompt_len);
   }
   append_runs(path, runs);
+  print_caveats(caveats);
   print_run_summaries(runs, a.has("--json"));
   return 0;
 }

@@ -2,6 +2,7 @@
 #include "app/cli/policy_setup.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -101,6 +102,19 @@ bool any_needs_key_scores(const std::vector<std::unique_ptr<Policy>>& policies) 
   for (const auto& p : policies)
     if (p->needs_key_scores()) return true;
   return false;
+}
+
+std::vector<std::string> policy_caveats(const std::vector<std::unique_ptr<Policy>>& policies, int prompt_len) {
+  std::vector<std::string> out;
+  for (const auto& p : policies) {
+    const std::string c = p->caveat(prompt_len);
+    if (!c.empty()) out.push_back(p->spec().run_name() + ": " + c);
+  }
+  return out;
+}
+
+void print_caveats(const std::vector<std::string>& caveats) {
+  for (const std::string& c : caveats) std::fprintf(stderr, "kvscope: note: %s\n", c.c_str());
 }
 
 }  // namespace kvs

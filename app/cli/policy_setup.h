@@ -52,4 +52,11 @@ std::vector<float> kvzip_scores_for_trace(const std::string& model_path, const s
 
 bool any_needs_key_scores(const std::vector<std::unique_ptr<Policy>>& policies);
 
+// "run name: caveat" for each policy whose settings reduce it to something else on a prompt of
+// `prompt_len` tokens (Policy::caveat), in order.
+std::vector<std::string> policy_caveats(const std::vector<std::unique_ptr<Policy>>& policies, int prompt_len);
+
+// The caveats as the CLI prints them on stderr, one "kvscope: note: ..." line each.
+void print_caveats(const std::vector<std::string>& caveats);
+
 }  // namespace kvs

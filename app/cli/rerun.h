@@ -16,6 +16,9 @@ struct RerunCallbacks {
   // full-cache "reference run", then each policy's run (its run name).
   PassReport on_progress;
   std::function<bool()> cancelled;  // true = stop at the next layer or step; nothing is appended
+  // Each policy's caveat ("run name: ..."), before any pass: settings that reduce it to
+  // something else on this prompt (Policy::caveat).
+  std::function<void(const std::string&)> on_caveat;
 };
 
 // Takes the arguments of `kvscope rerun` (trace path, --policy..., --budget, --mode, ...); returns

@@ -34,6 +34,12 @@ std::vector<float> kvzip_scores(const TraceReader& reader, const std::string& mo
 
 }  // namespace
 
+std::string caveat_text(const std::vector<std::string>& caveats) {
+  std::string text;
+  for (const std::string& c : caveats) text += ". Note: " + c;
+  return text;
+}
+
 void submit_simulation(AppState& app, const std::vector<std::string>& specs, int budget,
                        std::function<void()> on_done, const std::string& model_path) {
   if (!app.trace) {
@@ -49,6 +55,7 @@ void submit_simulation(AppState& app, const std::vector<std::string>& specs, int
   auto job = [&app, specs, path, shape, budget, on_done, model_path](JobContext& ctx) {
     try {
       std::vector<RunData> runs;
+      std::vector<std::string> caveats;
       {
         TraceReader reader(path);
         std::vector<std::unique_ptr<Policy>> owned;
@@ -68,12 +75,13 @@ void submit_simulation(AppState& app, const std::vector<std::string>& specs, int
         if (needs_scores && !reader.has_array("/attention/prefill_key_scores"))
           options.key_scores = kvzip_scores(reader, model_path, ctx);
         runs = simulate(reader, policies, options);
+        caveats = policy_caveats(owned, reader.meta().prompt_len);
       }
       if (ctx.cancelled()) return;
       ctx.progress(0.9f);
       append_runs(path, runs);
-      app.engine.post([&app, n = runs.size(), path, on_done] {
-        app.info("Simulated " + std::to_string(n) + " policies into " + path);
+      app.engine.post([&app, n = runs.size(), path, on_done, caveats] {
+        app.info("Simulated " + std::to_string(n) + " policies into " + path + caveat_text(caveats));
         app.reload();
         if (on_done) on_done();
       });

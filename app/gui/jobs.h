@@ -18,4 +18,7 @@ namespace kvs {
 void submit_simulation(AppState& app, const std::vector<std::string>& specs, int budget,
                        std::function<void()> on_done = {}, const std::string& model_path = "");
 
+// Policy caveats ("run name: ...") as the end of a status-line message: ". Note: ..." each.
+std::string caveat_text(const std::vector<std::string>& caveats);
+
 }  // namespace kvs

@@ -430,9 +430,11 @@ class RunView : public View {
           ctx.progress((static_cast<float>(p.index) + within) / static_cast<float>(p.count));
         };
         cb.cancelled = [&ctx] { return ctx.cancelled(); };
+        std::vector<std::string> caveats;
+        cb.on_caveat = [&caveats](const std::string& c) { caveats.push_back(c); };
         rerun_trace(args, cb);
-        app.engine.post([&app] {
-          app.info("Re-ran policies live into " + (app.trace ? app.trace->path : std::string()));
+        app.engine.post([&app, caveats] {
+          app.info("Re-ran policies live into " + (app.trace ? app.trace->path : std::string()) + caveat_text(caveats));
           app.reload();
         });
       } catch (const std::exception& e) {

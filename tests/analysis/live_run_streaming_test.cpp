@@ -90,13 +90,20 @@ TEST_F(LiveStreaming, FreeRunTextDiffersFromTheFullCacheRun) {
     prev = t;
   }
   EXPECT_NE(r.text, full_text);
-  // Token s is chosen from the logits of step s - 1, which stay exact while the window holds.
+  // Token s + 1 is chosen from the logits of step s (after feeding token s), which stay exact
+  // while the window holds: first_divergence is the step that chose the first differing token.
   const int P = static_cast<int>(prompt_.size());
   const double first = scalar(r, "first_divergence");
-  EXPECT_GE(first, kBudget + 2 - P);
-  EXPECT_LT(first, kSteps);
-  // Logits compare while the texts agree (steps 0..first); after that the two predict after
-  // different texts, and the comparisons are NaN; perplexity covers the compared steps.
+  EXPECT_GE(first, kBudget + 1 - P);
+  EXPECT_LT(first, kSteps - 1);
+  int differs = 0;  // the first generated token that differs
+  while (r.tokens[P + differs] == ref.tokens[differs]) ++differs;
+  EXPECT_EQ(first, differs - 1);
+  // Greedy, that is the step a forced run names: its logits up to there came after the same tokens.
+  EXPECT_EQ(scalar(run(engine, ref, "forced"), "first_divergence"), first);
+  // Logits compare while they come after the same tokens (steps 0..first); from the step fed the
+  // differing token on, the two predict after different texts: NaN. Perplexity covers the
+  // compared steps.
   EXPECT_EQ(scalar(r, "compared_steps"), first + 1);
   for (const char* name : {"kl", "top1_agree", "ref_logprob"}) {
     const std::vector<float>& v = metric(r, name).data;

@@ -145,6 +145,14 @@ TEST(DuoAttention, BudgetCoveringContextKeepsEverything) {
   for (int s = 0; s < 4; ++s) EXPECT_EQ(kept_at(r, in, s, 1, 1), range(0, 11 + s));
 }
 
+// The official deployments' sparsities: 0.5 with GQA, 0.75 when every query head has its own KV head.
+TEST(DuoAttention, DefaultSparsityFollowsTheAttentionKind) {
+  EXPECT_NE(policy("duoattention", 8, shape_of(2, 4, 2))->params_json().find("\"sparsity\":0.5"), std::string::npos);
+  EXPECT_NE(policy("duoattention", 8, shape_of(2, 4, 4))->params_json().find("\"sparsity\":0.75"), std::string::npos);
+  EXPECT_NE(policy("duoattention:sparsity=0.25", 8, shape_of(2, 4, 4))->params_json().find("\"sparsity\":0.25"),
+            std::string::npos);
+}
+
 TEST(DuoAttention, GatesHandedByTheCallerAndTheirShape) {
   const ModelShape shape = shape_of(2, 4, 2);
   const SimInput in = random_input(shape, 20, 2, 4, 54);

@@ -3,6 +3,7 @@
 
 #include "analysis/policy_adakv.h"
 #include "analysis/policy_pyramidkv.h"
+#include "inference/errors.h"
 #include "sim_fixture.h"
 
 using namespace kvs;
@@ -46,6 +47,19 @@ TEST(SnapKv, WindowCappedToRecordedWindowAndBudget) {
   EXPECT_EQ(kept_at(run_one(in, *tiny), in, 0, 0, 0), (std::vector<int>{7, 8}));
 }
 
+// A window covering the budget leaves nothing chosen by score: the policy says so for a prompt it
+// compresses, and only then.
+TEST(SnapKv, CaveatWhenTheWindowCoversTheBudget) {
+  const ModelShape shape = shape_of(2, 4, 2);
+  for (const char* name : {"snapkv", "pyramidkv", "adakv"}) {
+    EXPECT_NE(policy(name, 32, shape)->caveat(56).find("window (32) covers the whole budget (32)"), std::string::npos)
+        << name;
+    EXPECT_EQ(policy(name, 32, shape)->caveat(32), "") << name << ": nothing to compress";
+    EXPECT_EQ(policy(std::string(name) + ":window=8", 32, shape)->caveat(56), "") << name;
+  }
+  EXPECT_EQ(policy("h2o", 4, shape)->caveat(56), "");
+}
+
 TEST(SnapKv, BudgetCoveringPromptKeepsEverything) {
   const ModelShape shape = shape_of(2, 4, 2);
   const SimInput in = random_input(shape, 12, 4, 4, 32);
@@ -57,6 +71,12 @@ TEST(SnapKv, BudgetCoveringPromptKeepsEverything) {
     auto q = policy(name, 4, shape);
     EXPECT_EQ(kept_at(run_one(one, *q), one, 2, 0, 0), range(0, 4)) << name;
   }
+}
+
+// Below 1 the schedule would grow with depth, the opposite of a pyramid.
+TEST(PyramidKv, BetaBelowOneIsAnInputError) {
+  EXPECT_THROW(policy("pyramidkv:beta=0.5", 32, shape_of(2, 4, 2)), InputError);
+  EXPECT_NO_THROW(policy("pyramidkv:beta=1", 32, shape_of(2, 4, 2)));
 }
 
 TEST(PyramidKv, WorkedExampleFromPolicies) {

@@ -132,6 +132,16 @@ TEST_F(CliSimulate, SecondCallAppendsAndSameNameReplaces) {
   EXPECT_EQ(work_.entries(), std::vector<std::string>{"t.h5"});
 }
 
+// SnapKV's default window (32) covers a budget of 16: the run is a plain window, and simulate
+// says so on stderr, for that run only.
+TEST_F(CliSimulate, NoteWhenTheWindowCoversTheBudget) {
+  const std::string t = fresh_trace();
+  const CliResult r = run_kvscope({"simulate", t, "--policy", "snapkv", "--policy", "snapkv:window=4", "--budget", "16"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "kvscope: note: snapkv_b16: its window (32) covers the whole budget (16): no prompt position is "
+                   "chosen by score, the last 16 prompt tokens are kept (give window=N below the budget)\n");
+}
+
 // The paged-allocation block of paged_bytes_freed is kept with the run and reported.
 TEST_F(CliSimulate, BlockSizeIsStoredWithTheRun) {
   const std::string t = fresh_trace();
