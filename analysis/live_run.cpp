@@ -160,6 +160,7 @@ ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int s
   req.stop_at_eos = false;
   GenerateCallbacks cb;
   cb.on_token = [&](int step, int, std::span<const float>) {
+    if (step > 0) ref.kv_bytes.push_back(engine.kv_bytes());
     if (progress.on_step) progress.on_step(step, steps);
   };
   cb.cancelled = progress.cancelled;
@@ -167,6 +168,7 @@ ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int s
     const EngineAttachment attached(engine, &fan, nullptr);
     engine.reset();
     ref.tokens = generate(engine, req, cb);
+    ref.kv_bytes.push_back(engine.kv_bytes());
   }
   if (static_cast<int>(ref.tokens.size()) < steps) throw RunCancelled{};
   ref.logits = capture.take();
@@ -259,7 +261,14 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   NamedArray kl{"kl", {static_cast<uint64_t>(S)}, {}};
   NamedArray top1{"top1_agree", {static_cast<uint64_t>(S)}, {}};
   NamedArray ref_lp{"ref_logprob", {static_cast<uint64_t>(S)}, {}};
-  NamedArray bytes{"kv_bytes", {static_cast<uint64_t>(S)}, {}};
+  // KV bytes per (layer, KV head) as the simulator counts them: held entries x K and V in fp32.
+  const uint64_t L = shape.n_layers, Hkv = shape.n_kv_heads, T = P + S;
+  NamedArray bytes{"kv_bytes", {static_cast<uint64_t>(S), L, Hkv}, std::vector<float>(S * L * Hkv, 0.0f)};
+  for (size_t a = 0; a < bytes.data.size(); ++a) {
+    const uint8_t* kept = run.kept.data() + a * T;  // [T]
+    bytes.data[a] = static_cast<float>(T - std::count(kept, kept + T, 0)) * static_cast<float>(shape.kv_bytes_per_entry());
+  }
+  double ratio_sum = 0.0;  // over steps: bytes the engine holds after the step / the full cache's
   double nll = 0.0;
   int first_div = -1, compared = 0;
   // Free mode: step s's logits come after feeding the run's token s, the reference's after its
@@ -271,7 +280,8 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
     if (generated[s] != reference.tokens[s]) free_div = s;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (int s = 0; s < S; ++s) {
-    bytes.data.push_back(static_cast<float>(kv_bytes[std::min<size_t>(s, kv_bytes.size() - 1)]));
+    ratio_sum += static_cast<double>(kv_bytes[std::min<size_t>(s, kv_bytes.size() - 1)]) /
+                 static_cast<double>(reference.kv_bytes[std::min<size_t>(s, reference.kv_bytes.size() - 1)]);
     if (options.mode == "free" && free_div >= 0 && s >= free_div) {
       kl.data.push_back(nan);
       top1.data.push_back(nan);
@@ -303,7 +313,8 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
                  {"full_peak_kv_bytes", static_cast<double>(reference.peak_kv_bytes)},
                  {"peak_kv_ratio", reference.peak_kv_bytes
                                        ? static_cast<double>(engine.peak_kv_bytes()) / reference.peak_kv_bytes
-                                       : 0.0}};
+                                       : 0.0},
+                 {"mean_kv_ratio", ratio_sum / S}};
   return run;
 }
 

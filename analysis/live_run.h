@@ -22,6 +22,7 @@ struct ReferenceRun {
   std::vector<float> logits;   // [S, vocab] logits of decode step s (query at P+s)
   std::vector<int> next;       // [S] token the reference chooses from logits of step s
   std::size_t peak_kv_bytes = 0;
+  std::vector<std::size_t> kv_bytes;  // [S] bytes the full cache holds after each decode step
 };
 
 struct LiveRunOptions {
@@ -44,10 +45,12 @@ ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int s
 // Enforces `policy` live (the engine's options decide RoPE positions: original, or inside the
 // cache with EngineOptions::rope_in_cache). `context` carries alpha / shape; its prefill evidence is filled here.
 // Returns /runs/<name> data with eviction="real": kept [S, L, Hkv, T], the run's tokens, text,
-// own attention and metrics (kl, top1_agree, ref_logprob per step; kv_bytes per step;
-// perplexity of the reference continuation, first_divergence (the first step whose choice of the
-// next token differs: forced, its top-1; free, the token it generated; -1 = none), peak_kv_bytes
-// and its ratio to full as scalars). Free mode compares logits only while the run's text agrees
+// own attention and metrics (kl, top1_agree, ref_logprob [S]; kv_bytes [S, L, Hkv] from the kept
+// sets, as the simulator counts them) and scalars: perplexity of the reference continuation,
+// first_divergence (the first step whose choice of the next token differs: forced, its top-1;
+// free, the token it generated; -1 = none), peak_kv_bytes (the prompt held whole during prefill
+// included) and its ratio to full's, mean_kv_ratio (bytes held after each step over the full
+// cache's, averaged over the steps). Free mode compares logits only while the run's text agrees
 // with the reference (steps 0..first_divergence, whose logits come after the same tokens): later
 // kl / top1_agree / ref_logprob are NaN, and perplexity and the scalar compared_steps cover the
 // compared steps.

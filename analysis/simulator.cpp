@@ -3,6 +3,8 @@
 // after_attention.
 #include "analysis/simulator.h"
 
+#include <algorithm>
+#include <limits>
 #include <memory>
 #include <utility>
 
@@ -175,6 +177,62 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
     out.push_back(std::move(lane.run));
   }
   return out;
+}
+
+void add_kept_set_metrics(StepSource& src, std::span<RunData> runs, std::span<const int> compare_until,
+                          int block_size) {
+  const ModelShape shape = src.shape();
+  const int L = shape.n_layers, H = shape.n_heads, Hkv = shape.n_kv_heads, G = shape.group();
+  const int T = src.total_len();
+  const size_t per_step = (size_t)L * Hkv * T;
+  std::vector<std::unique_ptr<RunMetrics>> metrics;  // [runs]
+  std::vector<int> steps;                            // [runs] steps each run holds
+  int S = 0;
+  for (const RunData& run : runs) {
+    const int n = std::min<int>((int)(run.kept.size() / per_step), src.n_steps());
+    steps.push_back(n);
+    S = std::max(S, n);
+    metrics.push_back(std::make_unique<RunMetrics>(shape, n, T, run.budget, block_size, false));
+  }
+  std::vector<float> rows, lse;  // [L, H, T], [L, H]
+  std::vector<int32_t> held;     // a (layer, KV head)'s held positions, ascending
+  std::vector<uint8_t> active;   // [held]
+  std::vector<const float*> group_rows(G);
+  TopKCache topk;
+  for (int s = 0; s < S; ++s) {
+    src.read_step(s, rows, lse);
+    topk.clear();
+    const int q = src.query_pos(s);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (s >= steps[i]) continue;
+      for (int l = 0; l < L; ++l)
+        for (int g = 0; g < Hkv; ++g) {
+          const uint8_t* kept = runs[i].kept.data() + (((size_t)s * L + l) * Hkv + g) * T;  // [T]
+          held.clear();
+          active.clear();
+          for (int t = 0; t < T; ++t)
+            if (kept[t]) {
+              held.push_back(t);
+              active.push_back(kept[t] == 1);
+            }
+          for (int j = 0; j < G; ++j) group_rows[j] = rows.data() + ((size_t)l * H + g * G + j) * T;
+          metrics[i]->record(s, l, g, q, group_rows, held, active, topk);
+        }
+    }
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::vector<NamedArray> m = metrics[i]->take();
+    const size_t from = (size_t)std::clamp(compare_until[i], 0, steps[i]) * L * Hkv;
+    for (NamedArray& a : m)
+      if (a.name == "recall" || a.name == "topk_miss") std::fill(a.data.begin() + from, a.data.end(), nan);
+    std::vector<NamedArray>& have = runs[i].metrics;  // a metric computed here replaces one of its name
+    for (NamedArray& a : m) {
+      std::erase_if(have, [&](const NamedArray& h) { return h.name == a.name; });
+      have.push_back(std::move(a));
+    }
+    runs[i].scalars.emplace_back("block_size", static_cast<double>(block_size));
+  }
 }
 
 std::vector<RunData> simulate(const SimInput& input, std::span<Policy* const> policies, const SimulateOptions& opt) {

@@ -57,6 +57,17 @@ std::vector<RunData> simulate(StepSource& source, std::span<Policy* const> polic
 std::vector<RunData> simulate(const SimInput& input, std::span<Policy* const> policies, const SimulateOptions& options);
 std::vector<RunData> simulate(const TraceReader& trace, std::span<Policy* const> policies, const SimulateOptions& options);
 
+// The simulator's per-step metrics (recall, topk_miss, kept, evicted, inactive, kv_bytes,
+// paged_bytes_freed; no hh_turnover, which needs the policy's score-selected sets) of runs that
+// carry their own kept sets (live runs), measured against the source's recorded rows, and
+// added to each run's metrics (replacing any of the same name) with its block_size scalar. Steps from compare_until[i] on of
+// run i hold NaN recall and topk_miss: the recorded rows there belong to another text.
+void add_kept_set_metrics(StepSource& source, std::span<RunData> runs, std::span<const int> compare_until,
+                          int block_size);
+// The same over a trace's rows; a run compares until the first position where its tokens differ
+// from the trace's.
+void add_kept_set_metrics(const TraceReader& trace, std::span<RunData> runs, int block_size);
+
 // Throws InputError naming the trace when it has no decode steps: every metric of a run, simulated
 // or live, is a mean over them. simulate() checks it; live re-runs call it themselves.
 void require_decode_steps(const TraceReader& trace);

@@ -35,6 +35,19 @@ std::vector<RunData> simulate(const TraceReader& trace, std::span<Policy* const>
   return simulate(src, policies, opt);
 }
 
+void add_kept_set_metrics(const TraceReader& trace, std::span<RunData> runs, int block_size) {
+  const std::vector<int32_t> ids = trace.token_ids();
+  const int P = trace.meta().prompt_len;
+  std::vector<int> until;  // [runs] the step fed the first token that differs from the trace's
+  for (const RunData& run : runs) {
+    int s = 0;
+    while (P + s < (int)ids.size() && P + s < (int)run.tokens.size() && run.tokens[P + s] == ids[P + s]) ++s;
+    until.push_back(s);
+  }
+  TraceStepSource src(trace);
+  add_kept_set_metrics(src, runs, until, block_size);
+}
+
 void require_decode_steps(const TraceReader& trace) {
   if (trace.meta().n_steps <= 0) throw input_error(trace.path(), "no decode steps to run policies over");
 }

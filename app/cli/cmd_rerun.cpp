@@ -10,6 +10,7 @@
 #include "analysis/head_stats.h"
 #include "analysis/live_run.h"
 #include "analysis/policy_duoattention.h"
+#include "analysis/simulator.h"
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/rerun.h"
@@ -105,6 +106,8 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     } catch (const RunCancelled&) {
       throw input_error("rerun", "cancelled; nothing appended");
     }
+    // Recall, top-k miss and the cache counts against the trace's rows, as simulated runs have.
+    add_kept_set_metrics(trace, runs, SimulateOptions{}.block_size);
   }
   append_runs(path, runs);
   return runs;

@@ -73,10 +73,19 @@ TEST_F(LiveStreaming, PeakKvBytesFollowTheBudgetArithmetic) {
   EXPECT_EQ(scalar(r, "full_peak_kv_bytes"), static_cast<double>(c.n_layers) * c.n_kv_heads * (P + kSteps) * entry);
   EXPECT_DOUBLE_EQ(scalar(r, "peak_kv_ratio"), (c.n_layers * c.n_kv_heads * kBudget + c.n_kv_heads) /
                                                    static_cast<double>(c.n_layers * c.n_kv_heads * (P + kSteps)));
-  // After every step all layers are back to min(B, positions so far) entries per KV head.
-  const std::vector<float>& bytes = metric(r, "kv_bytes").data;
+  // At each attention a KV head holds min(B + 1, positions so far) entries (the new key before
+  // eviction), as the simulator counts them.
+  const NamedArray& bytes = metric(r, "kv_bytes");
+  const uint64_t L = c.n_layers, Hkv = c.n_kv_heads;
+  ASSERT_EQ(bytes.dims, (std::vector<uint64_t>{kSteps, L, Hkv}));
   for (int s = 0; s < kSteps; ++s)
-    EXPECT_EQ(bytes[s], c.n_layers * c.n_kv_heads * std::min(kBudget, P + s + 1) * entry) << "step " << s;
+    for (size_t lg = 0; lg < L * Hkv; ++lg)
+      EXPECT_EQ(bytes.data[s * L * Hkv + lg], std::min(kBudget + 1, P + s + 1) * entry) << "step " << s;
+  // After every step all layers are back to min(B, positions so far) entries per KV head; the
+  // full cache holds every position.
+  double ratio = 0.0;
+  for (int s = 0; s < kSteps; ++s) ratio += std::min(kBudget, P + s + 1) / static_cast<double>(P + s + 1);
+  EXPECT_NEAR(scalar(r, "mean_kv_ratio"), ratio / kSteps, 1e-12);
 }
 
 TEST_F(LiveStreaming, FreeRunTextDiffersFromTheFullCacheRun) {

@@ -2,6 +2,7 @@
 // with eviction="real" in both modes and with in-cache RoPE, and bad input (parameters that do
 // not fit the model) answered with one line, exit code 2 and the trace left byte-identical.
 #include <algorithm>
+#include <cmath>
 
 #include "analysis/duo_pattern.h"
 #include "analysis/policy.h"
@@ -48,11 +49,23 @@ class CliRerun : public ::testing::Test {
     EXPECT_EQ(r.lse.size(), S * L * H);
     EXPECT_EQ(r.tokens.size(), T);
     EXPECT_FALSE(r.text.empty());
-    for (const std::string metric : {"kl", "top1_agree", "ref_logprob", "kv_bytes"}) {
-      auto it = std::find_if(r.metrics.begin(), r.metrics.end(), [&](const NamedArray& a) { return a.name == metric; });
-      ASSERT_NE(it, r.metrics.end()) << metric;
-      EXPECT_EQ(it->data.size(), S) << metric;
+    auto find = [&](const std::string& metric) {
+      return std::find_if(r.metrics.begin(), r.metrics.end(), [&](const NamedArray& a) { return a.name == metric; });
+    };
+    for (const std::string metric : {"kl", "top1_agree", "ref_logprob"}) {
+      ASSERT_NE(find(metric), r.metrics.end()) << metric;
+      EXPECT_EQ(find(metric)->data.size(), S) << metric;
     }
+    // The simulator's metrics too, per (step, layer, KV head), against the trace's rows.
+    for (const std::string metric : {"recall", "topk_miss", "kept", "evicted", "inactive", "kv_bytes", "paged_bytes_freed"}) {
+      ASSERT_NE(find(metric), r.metrics.end()) << metric;
+      EXPECT_EQ(find(metric)->dims, (std::vector<uint64_t>{S, L, Hkv})) << metric;
+    }
+    for (float recall : find("recall")->data)
+      if (!std::isnan(recall)) {
+        EXPECT_GT(recall, 0.0f);
+        EXPECT_LE(recall, 1.0f + 1e-5f);
+      }
     EXPECT_TRUE(tr.has_attr("/runs/" + name, "peak_kv_bytes"));
     EXPECT_TRUE(tr.has_attr("/runs/" + name, "perplexity"));
     EXPECT_TRUE(tr.has_attr("/runs/" + name, "first_divergence"));
@@ -75,6 +88,28 @@ TEST_F(CliRerun, ForcedAndFreeRunsAreAppendedWithRealEviction) {
   const RunData forced = tr.read_run("streamingllm_b8_forced", false);
   const std::vector<int32_t> ids = tr.token_ids();
   EXPECT_EQ(forced.tokens, ids);
+  // StreamingLLM keeps the same sets live and simulated, so the live run's recall, counts and
+  // bytes against the trace's rows are the simulated run's, value for value.
+  ASSERT_EQ(run_kvscope({"simulate", trace_, "--policy", "streamingllm", "--budget", "8"}).code, 0);
+  TraceReader after(trace_);
+  const RunData live = after.read_run("streamingllm_b8_forced", true), sim = after.read_run("streamingllm_b8", true);
+  EXPECT_EQ(live.kept, sim.kept);
+  auto metric = [](const RunData& run, const std::string& name) {
+    for (const NamedArray& a : run.metrics)
+      if (a.name == name) return a.data;
+    ADD_FAILURE() << run.name << " has no " << name;
+    return std::vector<float>();
+  };
+  for (const char* name : {"recall", "topk_miss", "kept", "evicted", "kv_bytes", "paged_bytes_freed"})
+    EXPECT_EQ(metric(live, name), metric(sim, name)) << name;
+  // Free: from the step fed the first token that differs, the trace's rows belong to another text.
+  const RunData free_run = after.read_run("streamingllm_b8_free", false);
+  const int P = after.meta().prompt_len;
+  int differs = 0;
+  while (P + differs < static_cast<int>(ids.size()) && free_run.tokens[P + differs] == ids[P + differs]) ++differs;
+  const std::vector<float> recall = metric(free_run, "recall");
+  const size_t per_step = recall.size() / after.meta().n_steps;
+  for (size_t i = 0; i < recall.size(); ++i) EXPECT_EQ(std::isnan(recall[i]), i / per_step >= static_cast<size_t>(differs)) << i;
 }
 
 TEST_F(CliRerun, EveryPolicyRerunsInOneCommand) {
