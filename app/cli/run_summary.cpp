@@ -50,7 +50,8 @@ void print_run_summaries(const std::vector<RunData>& runs, bool json) {
     }
     for (const auto& [k, v] : r.scalars) std::printf("  %s %.4g", k.c_str(), v);
     std::printf("\n");
-    if (!r.text.empty()) std::printf("  text: %s\n", r.text.c_str());
+    // A forced run was fed the trace's tokens: its text is the trace's, not worth repeating.
+    if (!r.text.empty() && r.mode != "forced") std::printf("  text: %s\n", r.text.c_str());
   }
 }
 

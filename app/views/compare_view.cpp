@@ -152,9 +152,14 @@ class CompareView : public View {
     } else {
       ImGui::TextDisabled("Loading step %d...", app.step);
     }
+    // A forced run is fed the recorded tokens: its text is the recording's whatever it predicts.
+    auto fed = [](const RunData& r) { return r.eviction != "real" || r.mode == "forced"; };
     if (a.eviction != "real" && b.eviction != "real")
       ImGui::TextDisabled("Both runs are simulated: they share the recorded text. Re-run live (Run view) to see "
                           "what eviction does to the output.");
+    else if (fed(a) && fed(b))
+      ImGui::TextDisabled("Neither run chose its tokens (forced re-runs are fed the recorded ones): compare kl and "
+                          "top1_agree, or re-run in free mode to see the texts part.");
     texts(run_text(t, a), run_text(t, b), a.name, b.name);
   }
 

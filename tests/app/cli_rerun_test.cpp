@@ -79,8 +79,10 @@ TEST_F(CliRerun, ForcedAndFreeRunsAreAppendedWithRealEviction) {
   ASSERT_EQ(r.code, 0) << r.err;
   expect_live_run("streamingllm_b8_forced", "forced", 8);
   expect_live_run("h2o_b8_forced", "forced", 8);
+  EXPECT_EQ(r.out.find("text:"), std::string::npos) << "a forced run's text is the trace's: not printed";
   r = rerun({"--policy", "streamingllm", "--budget", "8", "--mode", "free"});
   ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("text:"), std::string::npos) << "a free run's own text is printed";
   expect_live_run("streamingllm_b8_free", "free", 8);
   expect_live_run("streamingllm_b8_forced", "forced", 8);  // earlier runs stay
   // Forced: the run's tokens are the trace's own.
