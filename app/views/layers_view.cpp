@@ -99,6 +99,8 @@ class LayersView : public View {
     given_ = FilterPlan{};
     plan_valid_ = false;
     const TraceSnapshot& t = *app.trace;
+    // A model of another depth starts from the defaults `kvscope layers` and OmniKV's runs use.
+    if (t.meta.shape.n_layers != n_layers_) k_ = std::max(1, t.meta.shape.n_layers / 10);
     n_layers_ = t.meta.shape.n_layers;
     k_ = std::clamp(k_, 1, std::max(n_layers_ - 1, 1));
     if (!t.similarity.dims.empty() && (int)t.similarity.dims[0] == n_layers_) {
@@ -248,7 +250,7 @@ class LayersView : public View {
   int n_layers_ = 0;
   std::vector<float> sim_;  // [L, L] row = selecting layer
   std::string source_;
-  int k_ = 3, wait_ = 0;
+  int k_ = 1, wait_ = 1;  // filter layers and wait: `kvscope layers`' defaults
   FilterPlan plan_, given_;
   bool plan_valid_ = false;
   std::string given_text_, given_error_;
