@@ -11,9 +11,19 @@
 #include "analysis/json_writer.h"
 #include "analysis/trace.h"
 #include "app/cli/policy_setup.h"
+#include "inference/errors.h"
 #include "inference/loader.h"
 
 namespace kvs {
+
+namespace {
+
+std::string no_trial_kept(const RetrievalScores& scores) {
+  return "none of the " + std::to_string(scores.n_trials) +
+         " needle trials was kept (the model copied no needle), so no head has a score; nothing stored";
+}
+
+}  // namespace
 
 RetrievalScores score_retrieval_heads(const Model& model, const Tokenizer& tokenizer, int threads) {
   RetrievalOptions ro;
@@ -23,6 +33,7 @@ RetrievalScores score_retrieval_heads(const Model& model, const Tokenizer& token
 }
 
 void store_retrieval_scores(const std::string& trace_path, const Model& model, const RetrievalScores& scores) {
+  if (scores.n_kept() == 0) throw input_error("retrieval scores", no_trial_kept(scores));
   const uint64_t L = model.config.n_layers, H = model.config.n_heads;
   append_array(trace_path, "/heads/retrieval_score", {"retrieval_score", {L, H}, scores.mean()},
                {{"definition", "Wu et al. retrieval score on needle prompts, mean over kept trials (docs/analyses.md)"},
@@ -55,7 +66,8 @@ int heads_from_model(const std::string& model_path, const std::string& tokenizer
 
   const RetrievalScores rs = score_retrieval_heads(model, *tok, threads);
   const std::vector<float> retrieval = rs.mean();  // [L, H]
-  if (!trace_path.empty()) store_retrieval_scores(trace_path, model, rs);
+  const bool scored = rs.n_kept() > 0;
+  if (!trace_path.empty() && scored) store_retrieval_scores(trace_path, model, rs);
 
   if (json) {
     JsonObject o;
@@ -73,15 +85,18 @@ int heads_from_model(const std::string& model_path, const std::string& tokenizer
     for (int g = 0; g < c.n_kv_heads; ++g) std::printf("  %.3f", est.alpha[static_cast<size_t>(l) * c.n_kv_heads + g]);
     std::printf("\n");
   }
-  std::printf("retrieval score per query head (%d of %d needle trials kept)\n", rs.n_kept(), rs.n_trials);
-  for (int l = 0; l < c.n_layers; ++l) {
+  if (!scored) std::printf("retrieval scores: %s\n", no_trial_kept(rs).c_str());
+  else std::printf("retrieval score per query head (%d of %d needle trials kept)\n", rs.n_kept(), rs.n_trials);
+  for (int l = 0; l < c.n_layers && scored; ++l) {
     std::printf("layer %2d", l);
     for (int h = 0; h < c.n_heads; ++h) std::printf("  %.3f", retrieval[static_cast<size_t>(l) * c.n_heads + h]);
     std::printf("\n");
   }
   if (!alpha_out.empty()) std::printf("alpha written to %s/full_attention_heads.tsv\n", alpha_out.c_str());
-  if (!trace_path.empty())
+  if (!trace_path.empty() && scored)
     std::printf("alpha and retrieval scores stored in %s as /heads/alpha and /heads/retrieval_score\n", trace_path.c_str());
+  else if (!trace_path.empty())
+    std::printf("alpha stored in %s as /heads/alpha\n", trace_path.c_str());
   return 0;
 }
 

@@ -17,7 +17,8 @@ class Tokenizer;
 RetrievalScores score_retrieval_heads(const Model& model, const Tokenizer& tokenizer, int threads);
 
 // Stores their mean per head in the trace as /heads/retrieval_score [L, H] (atomically, with
-// their definition, model and trials kept). The caller has checked the model's shape.
+// their definition, model and trials kept). The caller has checked the model's shape. Throws
+// InputError, storing nothing, when no trial was kept: every score would be a meaningless 0.
 void store_retrieval_scores(const std::string& trace_path, const Model& model, const RetrievalScores& scores);
 
 int heads_from_model(const std::string& model_path, const std::string& tokenizer_path, int sink, int recent,

@@ -29,6 +29,7 @@ void AppState::error(const std::string& message) {
   status = message;
   status_error = true;
   if (!headless) pending_modal = message;
+  else if (first_error.empty()) first_error = message;
 }
 
 void AppState::open_trace(const std::string& path, bool for_compare) {

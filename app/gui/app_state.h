@@ -43,6 +43,7 @@ class AppState {
   bool status_error = false;
   std::string pending_modal;   // shown once by the shell
   std::string last_open_error; // of the most recent open (screenshot mode exits 2 on it)
+  std::string first_error;     // headless: the first error reported (a script's job failed: exit 2)
 
   const bool headless;
   Worker io;      // trace reads

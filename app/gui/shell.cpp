@@ -390,6 +390,8 @@ int run_gui(const GuiOptions& options) {
           if (f >= 2 && !busy) break;
           glfwSwapBuffers(window);
         }
+        // A job a script started failed: exit 2 with its message, as for a command.
+        if (!app.first_error.empty()) throw InputError(app.first_error);
         int fb_w = 0, fb_h = 0;
         glfwGetFramebufferSize(window, &fb_w, &fb_h);
         write_framebuffer_png(options.screenshot_path, 0, 0, fb_w, fb_h, fb_h);

@@ -86,6 +86,7 @@ class LayersView : public View {
     } else {
       given_text_ = arg;
       evaluate_given();
+      if (!given_error_.empty()) throw script_error(verb, arg, ": " + given_error_);
     }
     return true;
   }

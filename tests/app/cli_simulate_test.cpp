@@ -7,6 +7,9 @@
 #include <set>
 
 #include "analysis/policy.h"
+#include "analysis/retrieval_score.h"
+#include "app/cli/heads_model.h"
+#include "inference/errors.h"
 #include "analysis/trace.h"
 #include "cli_util.h"
 #include "inference/json.h"
@@ -155,6 +158,33 @@ TEST_F(CliSimulate, BlockSizeIsStoredWithTheRun) {
   EXPECT_EQ(run.scalars[0], (std::pair<std::string, double>{"block_size", 4.0}));
 }
 
+// Retrieval scores are stored as each head's mean over the kept trials, with how many were kept;
+// with none kept there is nothing to store, and the trace stays as it was.
+TEST_F(CliSimulate, RetrievalScoresAreStoredOnlyWhenATrialWasKept) {
+  const std::string t = fresh_trace();
+  Model model;
+  model.config.n_layers = 5;
+  model.config.n_heads = 8;
+  model.path = "stories.bin";
+  RetrievalScores scores;
+  scores.n_layers = 5;
+  scores.n_heads = 8;
+  scores.n_trials = 3;
+  scores.trials.assign(40, {});
+  const std::string before = read_bytes(t);
+  EXPECT_THROW(store_retrieval_scores(t, model, scores), InputError);
+  EXPECT_TRUE(read_bytes(t) == before);
+  for (auto& head : scores.trials) head = {0.0f, 0.0f};
+  scores.trials[9] = {0.5f, 1.0f};
+  store_retrieval_scores(t, model, scores);
+  const TraceReader reader(t);
+  const NamedArray stored = reader.read_array("/heads/retrieval_score");
+  EXPECT_EQ(stored.dims, (std::vector<uint64_t>{5, 8}));
+  EXPECT_EQ(stored.data[9], 0.75f);
+  EXPECT_EQ(stored.data[10], 0.0f);
+  EXPECT_EQ(reader.read_string_attr("/heads/retrieval_score", "trials_kept"), "2 of 3");
+}
+
 // One setting, one run name: "+2" and "02" are the 2 of "heavy=2".
 TEST_F(CliSimulate, IntegerParametersNameRunsCanonically) {
   const std::string t = fresh_trace();
@@ -286,19 +316,19 @@ TEST_F(CliSimulate, HeadsJsonAndAlphaFolder) {
   EXPECT_EQ(runs.items()[0].get_string("name", ""), "duoattention_b8");
 }
 
-// α and retrieval scores estimated on the model are stored in a trace of that model: the head
-// grid shows them, and DuoAttention runs on the trace take those gates. A model of another
-// shape is refused before anything runs, the trace left as it was.
-TEST_F(CliSimulate, HeadsOnTheModelStoreAlphaAndRetrievalScoresInTheTrace) {
+// α estimated on the model is stored in a trace of that model: the head grid shows it, and
+// DuoAttention runs on the trace take those gates. stories260K copies none of the needles, so no
+// retrieval score is stored (each would be a meaningless 0). A model of another shape is refused
+// before anything runs, the trace left as it was.
+TEST_F(CliSimulate, HeadsOnTheModelStoreAlphaInTheTrace) {
   const std::string t = fresh_trace();
   const Json j = parse_json(run_kvscope({"heads", t, "--model", stories_bin(), "--json"}));
-  const std::vector<double> scores = numbers(j, "retrieval_score");
-  ASSERT_EQ(scores.size(), 40u);
+  EXPECT_EQ(j.get_number("retrieval_trials_kept", -1), 0);
   const TraceReader reader(t);
-  ASSERT_TRUE(reader.has_array("/heads/retrieval_score"));
-  const NamedArray stored = reader.read_array("/heads/retrieval_score");
-  EXPECT_EQ(stored.dims, (std::vector<uint64_t>{5, 8}));
-  for (size_t i = 0; i < scores.size(); ++i) EXPECT_FLOAT_EQ(stored.data[i], (float)scores[i]) << i;
+  EXPECT_FALSE(reader.has_array("/heads/retrieval_score"));
+  const CliResult text = run_kvscope({"heads", fresh_trace("text.h5"), "--model", stories_bin()});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("retrieval scores: none of the 5 needle trials was kept"), std::string::npos) << text.out;
   const std::vector<double> alpha = numbers(j, "alpha");
   ASSERT_EQ(alpha.size(), 20u);
   const NamedArray gates = reader.read_array("/heads/alpha");

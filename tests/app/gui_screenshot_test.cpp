@@ -192,15 +192,16 @@ TEST_F(GuiScreenshot, PrefillMapShowsTheKeysARunEvicted) {
 // The Run view's Record and Simulate, driven by a script: stories260K records a trace, two
 // StreamingLLM runs (without and with sinks), OmniKV and KVzip are simulated into it, and Compare
 // shows the StreamingLLM pair. OmniKV gets the filter layers `kvscope simulate` would choose;
-// KVzip's repeat-pass scores, which a recording lacks, are computed on the trace's model first;
-// then the head grid scores the retrieval heads on that model.
+// KVzip's repeat-pass scores, which a recording lacks, are computed on the trace's model first.
+// Then the head grid scores the retrieval heads on that model: stories260K copies none of the
+// needles, so that job fails with its reason (exit 2) and stores nothing.
 TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
   const std::string model = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.bin";
   if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
   const std::string out = (dir_ / "recorded.h5").string();
   // device cuda: the GPU where this machine has one (storing bf16), else a notice and the CPU.
   const std::string script = "model " + model + ";device cuda;gpu-dtype bf16;prompt Once upon a time, there was a little girl;steps 12;out " +
-                             out + ";policies streamingllm|streamingllm:sinks=0|omnikv|kvzip;budget 8;record;simulate;sinkpair;retrieval";
+                             out + ";policies streamingllm|streamingllm:sinks=0|omnikv|kvzip;budget 8;record;simulate;sinkpair";
   ASSERT_EQ(gui("--screenshot \"" + png("recorded") + "\" --view compare --size 960x600 --script \"" + script + "\""), 0) << err_;
   kvs::TraceReader reader(out);
   EXPECT_EQ(reader.meta().n_steps, 12);
@@ -213,10 +214,11 @@ TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
   kvs::choose_omnikv_filters(omnikv, reader);
   ASSERT_TRUE(omnikv.params.count("filters")) << "the recorded trace has no layer similarity";
   EXPECT_NE(std::find(runs.begin(), runs.end(), omnikv.run_name()), runs.end()) << omnikv.run_name();
-  // The head grid's retrieval scores, computed on the trace's model and stored in it.
-  ASSERT_TRUE(reader.has_array("/heads/retrieval_score"));
-  EXPECT_EQ(reader.read_array("/heads/retrieval_score").dims, (std::vector<uint64_t>{5, 8}));
   EXPECT_GT(luminance_stddev(load_png(png("recorded"))), 15.0);
+  const std::string before = read_file(out);
+  ASSERT_EQ(gui("\"" + out + "\" --screenshot \"" + png("retrieval") + "\" --view heads --script retrieval"), 2) << err_;
+  EXPECT_NE(err_.find("kvscope: retrieval scores: none of the 5 needle trials was kept"), std::string::npos) << err_;
+  EXPECT_TRUE(read_file(out) == before);
 }
 
 // A scripted recording never replaces a file: not the open trace, not another one.
@@ -274,7 +276,8 @@ TEST_F(GuiScreenshot, ScriptArgumentsOutOfRangeOrUnknownExitTwo) {
       {"log maybe", "'log maybe' expects one of on, off"},
       {"mode nosuch", "'mode nosuch' is not a command"},
       {"policies nosuch", "'policies nosuch' names an unknown policy 'nosuch'"},
-      {"demo nosuch", "'demo nosuch' names no demo prompt"}};
+      {"demo nosuch", "'demo nosuch' names no demo prompt"},
+      {"given 1,99", "'given 1,99': given: layer 99 outside 0.."}};
   std::vector<std::string> runs;
   for (const auto& [script, message] : cases)
     runs.push_back("\"" + trace_ + "\" --screenshot \"" + png("bad") + "\" --script \"" + script + "\"");
@@ -282,9 +285,13 @@ TEST_F(GuiScreenshot, ScriptArgumentsOutOfRangeOrUnknownExitTwo) {
   const std::vector<std::string> no_trace = {"filters 3", "given 1,2", "stat entropy", "sinkpair", "runs 0 1"};
   for (const std::string& script : no_trace)
     runs.push_back("--screenshot \"" + png("bad") + "\" --script \"" + script + "\"");
+  // A job a command starts that fails: its one line, exit 2.
+  runs.push_back("\"" + trace_ + "\" --screenshot \"" + png("bad") + "\" --script \"policies h2o:foo=1;simulate\"");
   runs.push_back("\"" + trace_ + "\" --screenshot \"" + png("good") + "\" --view compare --script \"mode traces;mode free\"");
   const std::vector<int> codes = gui_batch(runs);
-  ASSERT_EQ(codes.size(), cases.size() + no_trace.size() + 1);
+  ASSERT_EQ(codes.size(), cases.size() + no_trace.size() + 2);
+  EXPECT_EQ(codes[codes.size() - 2], 2);
+  EXPECT_NE(err_.find("kvscope: --policy h2o: unknown parameter 'foo'"), std::string::npos) << err_;
   for (size_t i = 0; i < cases.size(); ++i) {
     EXPECT_EQ(codes[i], 2) << cases[i].first;
     EXPECT_NE(err_.find("kvscope: --script: " + cases[i].second), std::string::npos) << cases[i].first << "\n" << err_;
