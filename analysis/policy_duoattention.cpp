@@ -1,5 +1,6 @@
-// DuoAttention (mit-han-lab/duo-attention): gates from a pattern folder (pattern=DIR), from the
-// context (PolicyContext::alpha) or profiled from the trace; sparsity quantile (default 0.5) or
+// DuoAttention (mit-han-lab/duo-attention): gates from a pattern folder (pattern=DIR), estimated
+// by the caller (gates=estimated: PolicyContext::alpha) or profiled from the trace by the driver
+// (gates=profiled, the default); sparsity quantile (default 0.5 GQA, 0.75 MHA) or
 // threshold; streaming heads keep `sink` + `recent` slots with sink 4 (B < 320) or 64.
 #include "analysis/policy_duoattention.h"
 
@@ -48,7 +49,7 @@ namespace {
 class DuoAttentionPolicy : public Policy {
  public:
   DuoAttentionPolicy(const PolicySpec& spec, const ModelShape& shape) : Policy(spec), shape_(shape) {
-    ParamReader p(spec, {"pattern", "threshold", "sparsity", "sink", "recent"});
+    ParamReader p(spec, {"pattern", "gates", "threshold", "sparsity", "sink", "recent"});
     const int B = spec.budget;
     if (p.has("threshold") && p.has("sparsity")) throw p.error("give threshold or sparsity, not both");
     use_threshold_ = p.has("threshold");
@@ -62,6 +63,9 @@ class DuoAttentionPolicy : public Policy {
     recent_ = p.get_int("recent", B - sink_);
     if (recent_ < 0) throw p.error("recent must be >= 0");
     recent_ = std::min(recent_, B - sink_);
+    gates_ = p.get_string("gates", "profiled");
+    if (gates_ != "profiled" && gates_ != "estimated") throw p.error("gates must be profiled or estimated");
+    if (p.has("pattern") && p.has("gates")) throw p.error("give pattern or gates, not both");
     if (p.has("pattern")) {
       const std::string dir = p.get_string("pattern", "");
       DuoPattern pat = read_duo_pattern(dir);
@@ -70,13 +74,16 @@ class DuoAttentionPolicy : public Policy {
       pattern_source_ = "pattern " + dir;
     }
   }
-  bool has_pattern() const { return !pattern_alpha_.empty(); }
+  // Whether the driver profiles the gates from the recorded rows (no pattern, gates=profiled).
+  bool profiled() const { return pattern_alpha_.empty() && gates_ == "profiled"; }
   DuoWindow window() const { return {sink_, recent_}; }
   std::string params_json() const override {
     JsonObject j;
     if (use_threshold_) j.add("threshold", threshold_);
     else j.add("sparsity", sparsity_);
-    j.add("sink", sink_).add("recent", recent_).add("alpha_source", source_);
+    j.add("sink", sink_).add("recent", recent_);
+    if (pattern_alpha_.empty()) j.add("gates", gates_);
+    j.add("alpha_source", source_);
     int n_retrieval = 0;
     for (uint8_t r : retrieval_) n_retrieval += r;
     if (!retrieval_.empty()) j.add("retrieval_heads", n_retrieval);
@@ -89,6 +96,9 @@ class DuoAttentionPolicy : public Policy {
       alpha = ctx.alpha;
       source_ = ctx.alpha_source.empty() ? "context" : ctx.alpha_source;
     }
+    if (alpha.empty() && gates_ == "estimated")
+      throw input_error("--policy " + spec_.name + ":gates=estimated",
+                        "no estimated gates: store them in the trace first (kvscope heads trace.h5 --model M)");
     if (alpha.empty())
       throw input_error("--policy duoattention", "no gates: give pattern=DIR or profile them from a trace");
     if (alpha.size() != (size_t)shape_.n_layers * shape_.n_kv_heads)
@@ -122,6 +132,7 @@ class DuoAttentionPolicy : public Policy {
   bool use_threshold_ = false;
   double threshold_ = 0.5, sparsity_ = 0.5;
   int sink_ = 4, recent_ = 0;
+  std::string gates_ = "profiled";    // without pattern: profiled by the driver, or estimated (the caller's)
   std::vector<float> pattern_alpha_;  // [L, Hkv] from pattern=DIR, empty otherwise
   std::string pattern_source_, source_;
   std::vector<uint8_t> retrieval_;    // [L, Hkv] 1 = retrieval head
@@ -131,7 +142,7 @@ class DuoAttentionPolicy : public Policy {
 
 std::optional<DuoWindow> duo_profile_window(const Policy& policy) {
   auto* d = dynamic_cast<const DuoAttentionPolicy*>(&policy);
-  if (!d || d->has_pattern()) return std::nullopt;
+  if (!d || !d->profiled()) return std::nullopt;
   return d->window();
 }
 

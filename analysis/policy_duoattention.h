@@ -21,8 +21,9 @@ std::vector<uint8_t> duo_retrieval_by_threshold(std::span<const float> alpha, do
 struct DuoWindow {
   int sink = 0, recent = 0;
 };
-// For a DuoAttention policy built without pattern=DIR: the streaming window its α profile
-// should use. nullopt for any other policy.
+// For a DuoAttention policy whose gates the driver profiles from the recorded rows (no
+// pattern=DIR, gates=profiled, the default): the streaming window the profile uses. nullopt for
+// any other policy; gates=estimated takes PolicyContext::alpha as the caller hands it.
 std::optional<DuoWindow> duo_profile_window(const Policy& policy);
 
 std::unique_ptr<Policy> make_duoattention_policy(const PolicySpec& spec, const ModelShape& shape);

@@ -94,7 +94,7 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
     ctx.prefill = evidence;
     ctx.alpha = opt.alpha;
     ctx.alpha_source = opt.alpha_source;
-    if (auto w = duo_profile_window(*p); w && opt.alpha.empty()) {
+    if (auto w = duo_profile_window(*p)) {
       ctx.alpha = profile_alpha(src, *w);
       ctx.alpha_source = "profiled from trace";
     }

@@ -14,8 +14,8 @@ namespace kvs {
 struct SimulateOptions {
   int block_size = 16;  // paged-allocation block (vLLM's default)
   bool metrics = true;
-  // DuoAttention gates [L, Hkv] for policies without pattern=DIR; empty = profiled from the
-  // trace's decode rows (alpha_source "profiled from trace").
+  // DuoAttention gates [L, Hkv] for policies with gates=estimated (those with gates=profiled,
+  // the default, are profiled from the trace's decode rows: alpha_source "profiled from trace").
   std::vector<float> alpha;
   std::string alpha_source;
   // KVzip repeat-pass scores [L, Hkv, P] to use in place of the source's

@@ -55,7 +55,7 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     auto policies = build_policies(a, trace);
     if (callbacks.on_caveat)
       for (const std::string& c : policy_caveats(policies, m.prompt_len)) callbacks.on_caveat(c);
-    const DuoGates gates = duo_gates(a, trace);
+    const DuoGates gates = trace_duo_gates(trace);  // for gates=estimated
     Model model = load_model(model_path_for(a, m, "rerun"));
     check_model_matches(model, m);
     auto tok = load_tokenizer(model, tokenizer_path_for(a, m));
@@ -91,12 +91,12 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
                                              next_pass("reference run"));
       for (auto& p : policies) {
         PolicyContext ctx;
-        if (!gates.alpha.empty()) {
-          ctx.alpha = gates.alpha;
-          ctx.alpha_source = gates.source;
-        } else if (auto w = duo_profile_window(*p)) {
+        if (auto w = duo_profile_window(*p)) {
           ctx.alpha = profile_alpha(trace, w->sink, w->recent);
           ctx.alpha_source = "profiled from trace";
+        } else {
+          ctx.alpha = gates.alpha;
+          ctx.alpha_source = gates.source;
         }
         lo.progress = next_pass(p->spec().run_name());
         runs.push_back(live_run(engine, *p, ctx, ref, *tok, lo));

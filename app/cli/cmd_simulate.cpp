@@ -32,7 +32,7 @@ int cmd_simulate(const ArgList& argv) {
     auto policies = build_policies(a, trace);
     SimulateOptions opt;
     opt.block_size = a.integer("--block-size", 16, 1, 1 << 16);
-    DuoGates gates = duo_gates(a, trace);
+    DuoGates gates = trace_duo_gates(trace);  // for gates=estimated
     opt.alpha = std::move(gates.alpha);
     opt.alpha_source = std::move(gates.source);
     if (any_needs_key_scores(policies) && !trace.has_array("/attention/prefill_key_scores")) {

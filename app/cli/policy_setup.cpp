@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <set>
 
-#include "analysis/duo_pattern.h"
 #include "analysis/kvzip_scores.h"
 #include "analysis/policy_omnikv.h"
 #include "analysis/simulator.h"
@@ -30,11 +29,14 @@ std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const Trac
     if (!args.has("--budget") && spec.name != "full" && spec.budget <= 0)
       throw input_error("--budget", "is required (tokens kept per head) for --policy " + text);
     choose_omnikv_filters(spec, trace);
+    choose_duo_gates(spec, trace, args.str("--alpha", ""));
     auto p = make_policy(spec, shape);
     if (!names.insert(spec.run_name()).second)
       throw input_error("--policy " + text, "given twice (run name " + spec.run_name() + ")");
     out.push_back(std::move(p));
   }
+  if (args.has("--alpha") && std::none_of(out.begin(), out.end(), [](const auto& p) { return p->spec().name == "duoattention"; }))
+    throw input_error("--alpha", "gives DuoAttention's gates, and no --policy duoattention is given");
   return out;
 }
 
@@ -71,12 +73,10 @@ DuoGates trace_duo_gates(const TraceReader& trace) {
   return {std::move(a.data), "trace /heads/alpha" + (source.empty() ? "" : " (" + source + ")")};
 }
 
-DuoGates duo_gates(const Args& args, const TraceReader& trace) {
-  if (!args.has("--alpha")) return trace_duo_gates(trace);
-  const std::string dir = args.str("--alpha");
-  DuoPattern p = read_duo_pattern(dir);
-  check_duo_shape(p, trace.meta().shape.n_layers, trace.meta().shape.n_kv_heads, dir);
-  return {std::move(p.alpha), "pattern folder " + dir};
+void choose_duo_gates(PolicySpec& spec, const TraceReader& trace, const std::string& alpha_dir) {
+  if (spec.name != "duoattention" || spec.params.count("pattern") || spec.params.count("gates")) return;
+  if (!alpha_dir.empty()) spec.params["pattern"] = alpha_dir;
+  else if (trace.has_array("/heads/alpha")) spec.params["gates"] = "estimated";
 }
 
 std::vector<float> kvzip_scores_for_trace(const Model& model, const Tokenizer& tokenizer, const TraceReader& trace,

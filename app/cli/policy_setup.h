@@ -28,15 +28,18 @@ std::string tokenizer_path_for(const Args& args, const TraceMeta& meta);
 // the trace's.
 void check_model_matches(const Model& model, const TraceMeta& meta);
 
-// DuoAttention gates for runs on a trace, [L, Hkv], and where they come from: the --alpha DIR
-// pattern folder (checked against the shape), else the trace's /heads/alpha (stored by
-// `kvscope heads trace.h5 --model M`), else none (the policy profiles them from the trace).
+// Where a DuoAttention spec without pattern= or gates= takes its gates from, written into the
+// spec so that the run's name says it (as OmniKV's chosen filters): `alpha_dir` (--alpha DIR)
+// becomes pattern=DIR; else a trace holding /heads/alpha (stored by `kvscope heads trace.h5
+// --model M`) gives gates=estimated; else the gates stay profiled from the trace. Runs with
+// different gates thus never replace each other. Other specs are left as they are.
+void choose_duo_gates(PolicySpec& spec, const TraceReader& trace, const std::string& alpha_dir);
+
+// The gates gates=estimated runs take, [L, Hkv]: the trace's /heads/alpha (empty when absent).
 struct DuoGates {
-  std::vector<float> alpha;  // [L, Hkv]; empty: none given
+  std::vector<float> alpha;  // [L, Hkv]
   std::string source;
 };
-DuoGates duo_gates(const Args& args, const TraceReader& trace);
-// The trace's /heads/alpha alone (the app has no --alpha).
 DuoGates trace_duo_gates(const TraceReader& trace);
 
 // KVzip key scores [L, Hkv, P] for the trace's prompt, computed on `model` (the trace's, already

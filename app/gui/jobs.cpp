@@ -63,11 +63,12 @@ void submit_simulation(AppState& app, const std::vector<std::string>& specs, int
         for (const std::string& s : specs) {
           PolicySpec spec = parse_policy_spec(s, budget);
           choose_omnikv_filters(spec, reader);  // as `kvscope simulate` does
+          choose_duo_gates(spec, reader, "");
           owned.push_back(make_policy(spec, shape));
           policies.push_back(owned.back().get());
         }
         SimulateOptions options;
-        DuoGates gates = trace_duo_gates(reader);  // the trace's /heads/alpha, else profiled
+        DuoGates gates = trace_duo_gates(reader);  // for gates=estimated
         options.alpha = std::move(gates.alpha);
         options.alpha_source = std::move(gates.source);
         const bool needs_scores =

@@ -14,6 +14,7 @@
 
 #include "analysis/policy.h"
 #include "analysis/policy_omnikv.h"
+#include "app/cli/policy_setup.h"
 #include "app/cli/rerun.h"
 #include "app/cli/record.h"
 #include "app/gui/jobs.h"
@@ -220,13 +221,15 @@ class RunView : public View {
   }
 
   // The parameters a policy resolves to when none is set, "key=value,...", for the open trace
-  // (its shape, OmniKV's filter layers chosen on its similarity) and this budget: the hint of an
+  // (its shape, OmniKV's filter layers chosen on its similarity, DuoAttention's gates estimated on
+  // the model when it holds them) and this budget: the hint of an
   // empty parameter box. Empty without a trace, or when the policy needs more to be made.
   std::string default_params(const std::string& name, const AppState& app) const {
     if (!app.trace) return "";
     try {
       PolicySpec spec{name, {}, budget_};
       if (name == "omnikv") choose_omnikv_filters(spec, TraceReader(app.trace->path));
+      if (name == "duoattention") choose_duo_gates(spec, TraceReader(app.trace->path), "");
       return resolved_params_text(spec, app.trace->meta.shape);
     } catch (const std::exception&) {
       return "";

@@ -72,7 +72,8 @@ inline std::vector<PolicyCase> all_policies(const Stories& st, const std::vector
   for (const std::string& name : policy_names()) {
     PolicyCase c;
     c.name = name;
-    c.policy = make_policy(parse_policy_spec(name, budget), shape);
+    // DuoAttention takes the gates handed to it (the simulator would otherwise profile them).
+    c.policy = make_policy(parse_policy_spec(name == "duoattention" ? name + ":gates=estimated" : name, budget), shape);
     if (name == "duoattention") {
       c.context.alpha = test_alpha(shape);
       c.context.alpha_source = "test gates";

@@ -159,7 +159,7 @@ TEST(DuoAttention, GatesHandedByTheCallerAndTheirShape) {
   SimulateOptions opt;
   opt.alpha = {0.9f, 0.1f, 0.2f, 0.3f};  // sparsity 0.75 -> only (layer 0, KV head 0) retrieves
   opt.alpha_source = "test gates";
-  auto p = policy("duoattention:sparsity=0.75", 8, shape);
+  auto p = policy("duoattention:sparsity=0.75,gates=estimated", 8, shape);
   const RunData r = run_one(in, *p, opt);
   EXPECT_NE(r.params_json.find("\"alpha_source\":\"test gates\""), std::string::npos);
   EXPECT_EQ(kept_at(r, in, 1, 0, 0), range(0, 22));

@@ -309,11 +309,18 @@ TEST_F(CliSimulate, HeadsJsonAndAlphaFolder) {
   }
   EXPECT_EQ(lines, 5);
   EXPECT_TRUE(fs::exists(alpha_dir + "/config.json"));
-  // The folder drives DuoAttention.
+  // The folder drives DuoAttention, as pattern=DIR would, and names its run apart from the one
+  // with gates profiled from the trace, which it therefore does not replace.
+  ASSERT_EQ(run_kvscope({"simulate", t, "--policy", "duoattention", "--budget", "8"}).code, 0);
   const Json runs = parse_json(run_kvscope({"simulate", t, "--policy", "duoattention", "--budget", "8",
                                             "--alpha", alpha_dir, "--json"}));
   ASSERT_TRUE(runs.is_array() && runs.size() == 1u);
-  EXPECT_EQ(runs.items()[0].get_string("name", ""), "duoattention_b8");
+  EXPECT_EQ(runs.items()[0].get_string("name", ""), "duoattention_patternalpha_b8");
+  const std::vector<std::string> names = TraceReader(t).run_names();
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()),
+            (std::set<std::string>{"duoattention_b8", "duoattention_patternalpha_b8"}));
+  EXPECT_TRUE(is_input_error(run_kvscope({"simulate", t, "--policy", "h2o", "--budget", "8", "--alpha", alpha_dir}),
+                             "--alpha", "no --policy duoattention is given"));
 }
 
 // α estimated on the model is stored in a trace of that model: the head grid shows it, and
@@ -335,8 +342,13 @@ TEST_F(CliSimulate, HeadsOnTheModelStoreAlphaInTheTrace) {
   EXPECT_EQ(gates.dims, (std::vector<uint64_t>{5, 4}));
   for (size_t i = 0; i < alpha.size(); ++i) EXPECT_FLOAT_EQ(gates.data[i], (float)alpha[i]) << i;
   EXPECT_EQ(reader.run_names(), TraceReader(dir_->file("base.h5")).run_names());  // nothing else changed
-  const Json runs = parse_json(run_kvscope({"simulate", t, "--policy", "duoattention", "--budget", "8", "--json"}));
-  ASSERT_TRUE(runs.is_array() && runs.size() == 1u);
+  // Named for the estimated gates, beside a run whose gates are profiled from the trace.
+  const Json runs = parse_json(run_kvscope({"simulate", t, "--policy", "duoattention", "--policy",
+                                            "duoattention:gates=profiled", "--budget", "8", "--json"}));
+  ASSERT_TRUE(runs.is_array() && runs.size() == 2u);
+  EXPECT_EQ(runs.items()[0].get_string("name", ""), "duoattention_gatesestimated_b8");
+  EXPECT_EQ(runs.items()[1].get_string("name", ""), "duoattention_gatesprofiled_b8");
+  EXPECT_EQ(runs.items()[1].find("params")->get_string("alpha_source", ""), "profiled from trace");
   const Json* params = runs.items()[0].find("params");
   ASSERT_TRUE(params);
   EXPECT_EQ(params->get_string("alpha_source", "").rfind("trace /heads/alpha (estimated", 0), 0u)
