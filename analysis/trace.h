@@ -36,6 +36,7 @@ struct TraceMeta {
   std::string decode_dtype = "float32";  // float32 | float16 storage of /attention/decode
   bool has_prefill_map = false;           // /attention/prefill present
   std::string capture_note;               // e.g. why the prefill map was reduced
+  std::string recorded_under;             // run name of the policy enforced while recording; "" = full cache
   int total_len() const { return prompt_len + n_steps; }  // T
 };
 

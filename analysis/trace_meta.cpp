@@ -101,6 +101,7 @@ void write_meta(hid_t file, const TraceMeta& m, bool complete) {
   h5::write_attr(file, "decode_dtype", m.decode_dtype);
   h5::write_attr_int(file, "has_prefill_map", m.has_prefill_map ? 1 : 0);
   h5::write_attr(file, "capture_note", m.capture_note);
+  if (!m.recorded_under.empty()) h5::write_attr(file, "recorded_under", m.recorded_under);
   h5::write_attr_int(file, "complete", complete ? 1 : 0);
 }
 
@@ -146,6 +147,7 @@ TraceMeta read_meta(hid_t file, const std::string& path) {
   m.decode_dtype = text("decode_dtype", "float32");
   m.has_prefill_map = integer("has_prefill_map", 0, 1, false) == 1;
   m.capture_note = text("capture_note", "");
+  m.recorded_under = text("recorded_under", "");
   return m;
 }
 

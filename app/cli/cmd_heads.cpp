@@ -8,6 +8,7 @@
 #include "analysis/trace.h"
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/policy_setup.h"
 #include "app/cli/heads_model.h"
 #include "analysis/json_writer.h"
 #include "inference/errors.h"
@@ -26,6 +27,7 @@ int cmd_heads(const ArgList& argv) {
   }
   if (a.positional().size() != 1) throw input_error("heads", "expects one trace path or --model M");
   TraceReader trace(a.positional()[0]);
+  note_recorded_under(trace.meta());
   const ModelShape shape = trace.meta().shape;
   HeadStatsOptions opt;
   opt.sinks = sink;

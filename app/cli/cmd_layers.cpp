@@ -7,6 +7,7 @@
 #include "analysis/trace.h"
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/policy_setup.h"
 #include "analysis/json_writer.h"
 #include "inference/errors.h"
 
@@ -49,6 +50,7 @@ int cmd_layers(const ArgList& argv) {
   Args a(argv, {"--filters", "--wait", "--given", "--k"}, {"--json", "--recompute"});
   if (a.positional().size() != 1) throw input_error("layers", "expects one trace path");
   TraceReader trace(a.positional()[0]);
+  note_recorded_under(trace.meta());
   const int L = trace.meta().shape.n_layers;
   const int k_filters = a.integer("--filters", std::max(1, L / 10), 1, L);
   const int wait = a.integer("--wait", 1, 0, L);

@@ -51,6 +51,9 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
   std::vector<RunData> runs;
   {
     TraceReader trace(path);
+    if (callbacks.on_caveat && !trace.meta().recorded_under.empty())
+      callbacks.on_caveat("the trace was recorded under " + trace.meta().recorded_under +
+                          ": recall and top-k miss are measured against that run's rows, not a full cache's");
     const TraceMeta& m = trace.meta();
     auto policies = build_policies(a, trace);
     if (callbacks.on_caveat)

@@ -29,6 +29,7 @@ int cmd_simulate(const ArgList& argv) {
   std::vector<std::string> caveats;
   {
     TraceReader trace(path);
+    note_recorded_under(trace.meta());
     auto policies = build_policies(a, trace);
     SimulateOptions opt;
     opt.block_size = a.integer("--block-size", 16, 1, 1 << 16);

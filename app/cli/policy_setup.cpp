@@ -113,6 +113,14 @@ std::vector<std::string> policy_caveats(const std::vector<std::unique_ptr<Policy
   return out;
 }
 
+void note_recorded_under(const TraceMeta& meta) {
+  if (meta.recorded_under.empty()) return;
+  std::fprintf(stderr,
+               "kvscope: note: the trace was recorded under %s: its rows cover only the keys that policy kept, "
+               "so what is measured against them is relative to that run, not to a full cache\n",
+               meta.recorded_under.c_str());
+}
+
 void print_caveats(const std::vector<std::string>& caveats) {
   for (const std::string& c : caveats) std::fprintf(stderr, "kvscope: note: %s\n", c.c_str());
 }

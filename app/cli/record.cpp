@@ -180,6 +180,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
         RunData run = live_run(engine, *policy, PolicyContext{}, ref, *tok, lo);
         generated.assign(run.tokens.begin() + meta.prompt_len, run.tokens.end());
         note += "recorded under policy " + run.name + " (real eviction)";
+        rec.meta().recorded_under = run.name;
         rec.writer().write_run(run);
       } catch (const RunCancelled&) {
         if (rec.steps_written() == 0) throw;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "analysis/trace.h"
 #include "cli_util.h"
 #include "inference/loader.h"
 #include "tests/run_command.h"
@@ -93,6 +94,27 @@ TEST(CliRecord, TraceReadsWithH5pyByDocumentedNames) {
   // The project's documented-names reader (tests/python/read_trace.py) accepts it too.
   const std::string out = run_python(std::string(KVSCOPE_SOURCE_DIR) + "/tests/python/read_trace.py", trace);
   EXPECT_NE(out.find("OK"), std::string::npos) << out;
+}
+
+// A recording under a policy names it in the trace, and the commands that measure against its
+// rows say they are that run's, not a full cache's; a full recording names none.
+TEST(CliRecord, RecordedUnderAPolicyIsNamedAndNoted) {
+  TempDir dir;
+  const std::string full = dir.file("full.h5"), under = dir.file("under.h5");
+  ASSERT_EQ(record_stories(full, "Once upon a time", 6).code, 0);
+  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps", "6",
+                                   "--policy", "streamingllm", "--budget", "4", "--out", under, "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(TraceReader(full).meta().recorded_under, "");
+  EXPECT_EQ(TraceReader(under).meta().recorded_under, "streamingllm_b4_free");
+  const std::string note = "kvscope: note: the trace was recorded under streamingllm_b4_free: its rows cover only";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"simulate", under, "--policy", "window", "--budget", "4"}, {"heads", under}, {"layers", under}}) {
+    const CliResult c = run_kvscope(args);
+    ASSERT_EQ(c.code, 0) << args[0] << ": " << c.err;
+    EXPECT_NE(c.err.find(note), std::string::npos) << args[0] << ": " << c.err;
+  }
+  EXPECT_EQ(run_kvscope({"heads", full}).err, "");
 }
 
 TEST(CliRecord, SmolLM2ChatKnowsTheCapitalOfFrance) {
