@@ -50,9 +50,9 @@ class Policy : public CacheController {
   // without such sets return false / empty; metrics use them for set turnover between steps.
   virtual bool has_scored_sets() const { return false; }
   virtual std::span<const int32_t> scored_set(int layer, int kv_head) const { return {}; }
-  // One line on what this policy's settings make of a prompt of `prompt_len` tokens when they
-  // reduce it to something else (SnapKV's window covering the whole budget: a plain recent
-  // window); empty when they do not. The drivers' callers show it beside the run.
+  // One line on what this policy's settings make of a prompt of `prompt_len` tokens when they are
+  // not what they say (SnapKV's window covering the whole budget: a plain recent window; a given
+  // value cut to fit the budget); empty when they are. The drivers' callers show it beside the run.
   virtual std::string caveat(int prompt_len) const { return {}; }
  protected:
   explicit Policy(PolicySpec spec) : spec_(std::move(spec)) {}

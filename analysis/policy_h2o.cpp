@@ -23,7 +23,9 @@ class H2oPolicy : public Policy {
     heavy_ = std::clamp(p.get_int("heavy", p.has("recent") ? B - p.get_int("recent", 0) : B / 2), 0, B);
     recent_ = std::clamp(p.get_int("recent", B - heavy_), 0, B - heavy_);
     gqa_ = parse_gqa(spec.name, p.get_string("gqa", "mean"));
+    cut_ = p.budget_cut({{"heavy", heavy_}, {"recent", recent_}});
   }
+  std::string caveat(int) const override { return cut_; }
   std::string params_json() const override {
     return JsonObject().add("heavy", heavy_).add("recent", recent_).add("gqa", gqa_name(gqa_)).str();
   }
@@ -95,6 +97,7 @@ class H2oPolicy : public Policy {
   ModelShape shape_;
   PolicyContext ctx_;
   int heavy_ = 0, recent_ = 0;
+  std::string cut_;  // given values the budget cut, for caveat()
   GqaReduce gqa_ = GqaReduce::Mean;
   std::vector<std::vector<float>> acc_;       // [L * Hkv][positions seen] accumulated attention
   std::vector<std::vector<int32_t>> scored_;  // [L * Hkv][heavy] positions kept by score

@@ -25,6 +25,16 @@ InputError ParamReader::error(const std::string& problem) const {
   return input_error("--policy " + spec_.name, problem);
 }
 
+std::string ParamReader::budget_cut(const std::vector<std::pair<std::string, int>>& used) const {
+  std::string cut, kept;
+  for (const auto& [key, value] : used) {
+    kept += (kept.empty() ? "" : ", ") + key + " " + std::to_string(value);
+    if (has(key) && get_int(key, value) != value) cut += (cut.empty() ? "" : ", ") + key + "=" + std::to_string(get_int(key, value));
+  }
+  if (cut.empty()) return {};
+  return cut + " does not fit the budget of " + std::to_string(spec_.budget) + ": the run keeps " + kept;
+}
+
 bool ParamReader::has(const std::string& key) const { return spec_.params.count(key) > 0; }
 
 int ParamReader::get_int(const std::string& key, int fallback) const {

@@ -22,10 +22,13 @@ class ParamReader {
   std::vector<int> get_int_list(const std::string& key) const;
   // InputError "--policy NAME: <problem>".
   InputError error(const std::string& problem) const;
+  // Policy::caveat text when integer parameters the spec gives were cut to fit the budget: for
+  // each (key, value used), the ones given with another value, e.g. "heavy=40 does not fit the
+  // budget of 32: the run keeps heavy 32, recent 0". Empty when none was cut.
+  std::string budget_cut(const std::vector<std::pair<std::string, int>>& used) const;
 
  private:
   const PolicySpec& spec_;
 };
-
 
 }  // namespace kvs

@@ -22,7 +22,9 @@ class StreamingLlmPolicy : public PositionalPolicy {
     recent_ = p.get_int("recent", B - sinks_);
     if (recent_ < 0) throw p.error("recent must be >= 0");
     recent_ = std::min(recent_, B - sinks_);
+    cut_ = p.budget_cut({{"sinks", sinks_}, {"recent", recent_}});
   }
+  std::string caveat(int) const override { return cut_; }
   std::string params_json() const override {
     return JsonObject().add("sinks", sinks_).add("recent", recent_).str();
   }
@@ -34,6 +36,7 @@ class StreamingLlmPolicy : public PositionalPolicy {
     for (int i = 0; i < n; ++i) keep[i] = i < sinks_ || i >= n - recent_;
   }
   int sinks_ = 4, recent_ = 0;
+  std::string cut_;  // given values the budget cut, for caveat()
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "sim_fixture.h"
 
 using namespace kvs;
+using kvs::test::policy;
 using kvs::test::shape_of;
 
 static std::string error_of(const std::string& text, int budget, const ModelShape& shape) {
@@ -103,4 +104,17 @@ TEST(Registry, ResolvedParamsTextIsASpecOfTheSamePolicy) {
   EXPECT_EQ(resolved_params_text(PolicySpec{"h2o", {{"recent", "10"}}, 32}, shape_of(4, 4, 2)),
             "heavy=22,recent=10,gqa=mean");
   EXPECT_EQ(resolved_params_text(PolicySpec{"omnikv", {}, 64}, shape).find("filters="), 0u);
+}
+
+// Given values the budget cuts keep their run name, so the run says what it kept instead.
+TEST(PolicyCaveat, GivenValuesCutToTheBudget) {
+  const ModelShape shape = shape_of(2, 4, 2);
+  EXPECT_EQ(policy("h2o:heavy=40", 32, shape)->caveat(56),
+            "heavy=40 does not fit the budget of 32: the run keeps heavy 32, recent 0");
+  EXPECT_EQ(policy("streamingllm:sinks=40", 32, shape)->caveat(56),
+            "sinks=40 does not fit the budget of 32: the run keeps sinks 32, recent 0");
+  EXPECT_EQ(policy("streamingllm:recent=8", 6, shape)->caveat(56),
+            "recent=8 does not fit the budget of 6: the run keeps sinks 4, recent 2");
+  EXPECT_EQ(policy("h2o:heavy=8,recent=8", 32, shape)->caveat(56), "");
+  EXPECT_EQ(policy("streamingllm", 2, shape)->caveat(56), "") << "defaults fit themselves to the budget";
 }
