@@ -5,6 +5,7 @@
 #include <imgui_stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "analysis/divergence.h"
 #include "analysis/lanes.h"
@@ -179,11 +180,25 @@ class CompareView : public View {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(ma.name.c_str());
       ImGui::TableNextColumn();
-      if (step < (int)va.size()) ImGui::Text("%.5g", va[step]);
+      value_cell(va, step);
       ImGui::TableNextColumn();
-      if (step < (int)vb.size()) ImGui::Text("%.5g", vb[step]);
+      value_cell(vb, step);
     }
     ImGui::EndTable();
+  }
+
+  // A metric's value at `step`; NaN (a free run's comparison after its text left the
+  // recording's) as a greyed "not compared".
+  static void value_cell(const std::vector<float>& v, int step) {
+    if (step >= (int)v.size()) return;
+    if (std::isnan(v[step])) {
+      ImGui::TextDisabled("not compared");
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("The run's text differs from the recording's before this step: its prediction here comes\n"
+                          "after other tokens, so it is not compared with the full cache's.");
+      return;
+    }
+    ImGui::Text("%.5g", v[step]);
   }
 
   // One lane (coloured by state) or the difference of two (diff != nullptr), fitted to the width.
