@@ -71,7 +71,11 @@ class CompareView : public View {
 
   bool run_combo(const char* label, const TraceSnapshot& t, int& index) {
     bool changed = false;
-    ImGui::SetNextItemWidth(200);
+    // Wide enough for the longest run name (they differ in their ends: _free, _b32), within reason.
+    float name_w = 0.0f;
+    for (const RunData& r : t.runs) name_w = std::max(name_w, ImGui::CalcTextSize(r.name.c_str()).x);
+    const float arrow = ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x;
+    ImGui::SetNextItemWidth(std::clamp(name_w + arrow, 200.0f, 420.0f));
     if (ImGui::BeginCombo(label, t.runs[index].name.c_str())) {
       for (int i = 0; i < (int)t.runs.size(); ++i)
         if (ImGui::Selectable(t.runs[i].name.c_str(), i == index)) index = i, changed = true;
