@@ -23,6 +23,10 @@ const ChatFormat kFormats[] = {
      "<|im_end|>\n<|im_start|>assistant\n"},
     {"chatml", "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n",
      "<|im_end|>\n<|im_start|>assistant\n"},
+    {"qwen2.5",
+     "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+     "<|im_start|>user\n",
+     "<|im_end|>\n<|im_start|>assistant\n"},
     {"llama2", "[INST] ", " [/INST]"},
     {"llama3", "<|start_header_id|>user<|end_header_id|>\n\n",
      "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
@@ -42,7 +46,10 @@ std::vector<std::string> chat_families() {
 }
 
 std::string detect_chat_family(const std::string& t) {
-  if (contains(t, "<|im_start|>")) return contains(t, "SmolLM") ? "smollm2" : "chatml";
+  if (contains(t, "<|im_start|>")) {
+    if (contains(t, "SmolLM")) return "smollm2";
+    return contains(t, "You are Qwen, created by Alibaba Cloud") ? "qwen2.5" : "chatml";
+  }
   if (contains(t, "<|start_header_id|>")) return "llama3";
   if (contains(t, "[INST]")) return contains(t, "<<SYS>>") ? "llama2" : "mistral";
   return "";

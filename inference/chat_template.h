@@ -8,8 +8,8 @@
 
 namespace kvs {
 
-// Families: "smollm2" (ChatML with SmolLM2's default system prompt), "chatml" (Qwen2's ChatML
-// with its default system prompt), "llama2" ([INST] ... [/INST]), "llama3" (header ids),
+// Families: "smollm2" (ChatML with SmolLM2's default system prompt), "qwen2.5" (ChatML with
+// Qwen2.5's), "chatml" (Qwen2's ChatML with its default system prompt), "llama2" ([INST] ... [/INST]), "llama3" (header ids),
 // "mistral" ([INST] ... [/INST] without a system block). "" = base model, no template.
 std::vector<std::string> chat_families();
 

@@ -25,12 +25,18 @@ TEST(ChatTemplate, FormatsEachFamily) {
             "<|end_header_id|>\n\n");
   EXPECT_EQ(format_chat("", "Once upon a time"), "Once upon a time");
   EXPECT_THROW(format_chat("vicuna", "Hi"), InputError);
-  EXPECT_EQ(chat_families().size(), 5u);
+  EXPECT_EQ(format_chat("qwen2.5", "Hi"),
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(chat_families().size(), 6u);
 }
 
 TEST(ChatTemplate, DetectsFamilies) {
   EXPECT_EQ(detect_chat_family(""), "");
   EXPECT_EQ(detect_chat_family("{{ '<|im_start|>' + message['role'] }}"), "chatml");
+  EXPECT_EQ(detect_chat_family("{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+                               "assistant.<|im_end|>\\n' }}{{ '<|im_start|>' + message['role'] }}"),
+            "qwen2.5");
   EXPECT_EQ(detect_chat_family("<|im_start|>system\nYou are a helpful AI assistant named SmolLM"),
             "smollm2");
   EXPECT_EQ(
