@@ -100,6 +100,7 @@ std::unique_ptr<SpmTokenizer> load_sentencepiece_model(const std::string& path) 
   bool remove_extra_whitespaces = true;
   std::string normalizer = "nmt_nfkc";
   v.add_space_prefix = true;
+  v.match_control = false;  // SentencePieceProcessor.encode reads "<s>" in the text as characters
   v.unk_id = 0;
   v.bos_id = 1;
   v.eos_id = 2;

@@ -69,7 +69,8 @@ SpmTokenizer::SpmTokenizer(SpmVocab vocab) : vocab_(std::move(vocab)) {
       const int b = parse_byte_piece(p);
       if (b >= 0 && byte_ids_[b] < 0) byte_ids_[b] = i;
     }
-    if (vocab_.match_special && (t == kTokenControl || t == kTokenUserDefined) && !p.empty()) {
+    const bool matched = t == kTokenUserDefined || (t == kTokenControl && vocab_.match_control);
+    if (vocab_.match_special && matched && !p.empty()) {
       specials_.emplace_back(p, i);
     }
   }

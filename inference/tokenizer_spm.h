@@ -37,6 +37,7 @@ struct SpmVocab {
   bool prefix_after_special = true;  // also prefix text that follows a special token
   bool split_words = false;          // BPE each "▁word" separately (Metaspace split)
   bool match_special = true;         // match control / user-defined tokens' text in the input
+  bool match_control = true;         // ... control tokens' too (the sentencepiece library: no)
   bool collapse_whitespace = false;  // SentencePiece's remove_extra_whitespaces: text between
                                      // special tokens loses leading/trailing spaces, runs become one
   UnicodeForm normalization = UnicodeForm::None;  // applied to text between special tokens first

@@ -46,6 +46,10 @@ TEST(TokenizerSentencePiece, EncodesAsTheSentencePieceLibrary) {
     EXPECT_EQ(tok->encode("a\tb\nc", false), (std::vector<int>{261, 12, 430, 13, 429}));
     EXPECT_EQ(tok->encode("Once upon a time", true), (std::vector<int>{1, 403, 407, 261, 378}));
     EXPECT_TRUE(tok->encode("   ", false).empty());
+    // Control tokens' text is characters, not BOS / EOS (nor is the unknown token's).
+    EXPECT_EQ(tok->encode("<s> literal bos </s>", true),
+              (std::vector<int>{1, 410, 504, 419, 505, 278, 275, 285, 412, 421, 268, 414, 419, 410, 504, 492, 419, 505}));
+    EXPECT_EQ(tok->encode("a<unk>b", false), (std::vector<int>{261, 504, 379, 433, 505, 430}));
   }
 }
 
