@@ -235,6 +235,12 @@ void add_kept_set_metrics(StepSource& src, std::span<RunData> runs, std::span<co
   }
 }
 
+void add_kept_set_metrics(const SimInput& input, std::span<RunData> runs, std::span<const int> compare_until,
+                          int block_size) {
+  SimInputSource src(input);
+  add_kept_set_metrics(src, runs, compare_until, block_size);
+}
+
 std::vector<RunData> simulate(const SimInput& input, std::span<Policy* const> policies, const SimulateOptions& opt) {
   SimInputSource src(input);
   return simulate(src, policies, opt);

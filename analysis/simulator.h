@@ -64,6 +64,8 @@ std::vector<RunData> simulate(const TraceReader& trace, std::span<Policy* const>
 // run i hold NaN recall and topk_miss: the recorded rows there belong to another text.
 void add_kept_set_metrics(StepSource& source, std::span<RunData> runs, std::span<const int> compare_until,
                           int block_size);
+void add_kept_set_metrics(const SimInput& input, std::span<RunData> runs, std::span<const int> compare_until,
+                          int block_size);
 // The same over a trace's rows; a run compares until the first position where its tokens differ
 // from the trace's.
 void add_kept_set_metrics(const TraceReader& trace, std::span<RunData> runs, int block_size);

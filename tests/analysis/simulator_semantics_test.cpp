@@ -173,3 +173,34 @@ TEST(Simulator, RunAttributes) {
   EXPECT_EQ(names, (std::vector<std::string>{"recall", "topk_miss", "kept", "evicted", "inactive", "kv_bytes",
                                               "paged_bytes_freed", "hh_turnover"}));
 }
+
+// A run that carries its own kept sets (a live run) gets the simulator's metrics from them: the
+// same values the simulator measured for those sets, without hh_turnover; from compare_until on,
+// recall and top-k miss are NaN and the counts stay.
+TEST(KeptSetMetrics, EqualTheSimulatorsForTheSameKeptSets) {
+  const ModelShape shape = shape_of(2, 4, 2);
+  const SimInput in = random_input(shape, 12, 6, 4, 91);
+  auto p = policy("h2o", 6, shape);
+  const RunData sim = run_one(in, *p);
+  RunData live = sim;
+  live.metrics = {{"kl", {6}, std::vector<float>(6, 0.5f)}, {"kv_bytes", {6}, std::vector<float>(6, 1.0f)}};
+  live.scalars.clear();
+  std::vector<RunData> runs{live, live};
+  const int until[] = {6, 4};
+  add_kept_set_metrics(in, runs, until, 16);
+  for (const char* name : {"recall", "topk_miss", "kept", "evicted", "inactive", "kv_bytes", "paged_bytes_freed"}) {
+    ASSERT_NE(metric(runs[0], name), nullptr) << name;
+    EXPECT_EQ(metric(runs[0], name)->data, metric(sim, name)->data) << name;
+  }
+  EXPECT_EQ(metric(runs[0], "hh_turnover"), nullptr);
+  EXPECT_EQ(metric(runs[0], "kl")->data, std::vector<float>(6, 0.5f)) << "its own metrics stay";
+  EXPECT_EQ(runs[0].metrics.size(), 8u) << "kv_bytes replaced, not doubled";
+  EXPECT_EQ(runs[0].scalars, (std::vector<std::pair<std::string, double>>{{"block_size", 16.0}}));
+  const size_t per_step = (size_t)shape.n_layers * shape.n_kv_heads;
+  const std::vector<float>& recall = metric(runs[1], "recall")->data;
+  for (size_t i = 0; i < recall.size(); ++i) {
+    if (i / per_step >= 4) EXPECT_TRUE(std::isnan(recall[i])) << i;
+    else EXPECT_EQ(recall[i], metric(sim, "recall")->data[i]) << i;
+  }
+  EXPECT_EQ(metric(runs[1], "kept")->data, metric(sim, "kept")->data);
+}
