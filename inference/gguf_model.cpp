@@ -9,6 +9,7 @@
 
 #include "inference/errors.h"
 #include "inference/gguf_file.h"
+#include "inference/model_checks.h"
 
 namespace kvs {
 namespace {
@@ -139,6 +140,9 @@ Model load_gguf_model(const std::string& path) {
   c.dim = static_cast<int>(required_int(g, k + "embedding_length"));
   c.hidden_dim = static_cast<int>(required_int(g, k + "feed_forward_length"));
   c.n_layers = static_cast<int>(required_int(g, k + "block_count"));
+  std::vector<std::string> names;
+  for (const GgufTensorInfo& t : g.tensors()) names.push_back(t.name);
+  check_layer_count(c.n_layers, names, "blk.", path, k + "block_count");
   c.n_heads = static_cast<int>(required_int(g, k + "attention.head_count"));
   c.n_kv_heads = static_cast<int>(g.get_int(k + "attention.head_count_kv", c.n_heads));
   c.head_dim = static_cast<int>(g.get_int(k + "attention.key_length", c.dim / c.n_heads));

@@ -8,6 +8,7 @@
 
 #include "inference/errors.h"
 #include "inference/json.h"
+#include "inference/model_checks.h"
 #include "inference/safetensors_file.h"
 
 namespace fs = std::filesystem;
@@ -75,6 +76,11 @@ class TensorSet {
   }
 
   bool has(const std::string& name) const { return owner_.count(name) > 0; }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& [name, file] : owner_) out.push_back(name);
+    return out;
+  }
 
   // Checks `name` has shape `want` and converts it into `dst`.
   void read(WeightVector& dst, const std::string& name, std::vector<uint64_t> want) {
@@ -212,6 +218,7 @@ Model load_hf_model(const std::string& folder) {
   ModelConfig c = read_config(config_path, Json::parse_file(config_path));
   c.name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
   TensorSet tensors(dir);
+  check_layer_count(c.n_layers, tensors.names(), "model.layers.", config_path, "num_hidden_layers");
   if (!tensors.has("lm_head.weight")) c.tied_classifier = true;  // an omitted head is tied
 
   Model m;

@@ -1,13 +1,15 @@
 // GGUF model loading: stories260K.gguf equals the llama2.c .bin bit for bit, the tiny-random F16
 // fixture with its Llama-2 vocabulary, a K-quant model (weights as decoded, logits as the naive
 // forward pass), and bad inputs (unknown tensor type, K-quant rows shorter
-// than a super-block, truncation, magic).
+// than a super-block, truncation, magic, a block count the layer tensors do not match).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <set>
 
 #include "gguf_writer.h"
 #include "inference/engine.h"
@@ -196,34 +198,69 @@ TEST(GgufModel, ShapeAndArchitectureChecks) {
             shape_path + ": tensor blk.0.attn_q.weight has shape [4, 5], expected [4, 4]");
 }
 
-// A one-layer llama GGUF (dim 16, one head of 16, hidden 8, vocab 4, theta 500000) with the
-// given rope_freqs.weight divisors.
-std::string write_rope_freqs_model(const TempDir& dir, const std::vector<float>& divisors) {
+// Writes dir/`name`: a llama GGUF (dim 16, one head of 16, hidden 8, vocab 4) with the tensors of
+// `layers` layers and the metadata embedding_length, feed_forward_length, block_count (= layers)
+// and head_count, less the keys in `omit`; `extra` adds metadata and tensors.
+std::string write_llama(const TempDir& dir, const std::string& name, int layers,
+                        const std::set<std::string>& omit = {},
+                        const std::function<void(testing::GgufWriter&)>& extra = {}) {
   testing::GgufWriter w;
   w.add_string("general.architecture", "llama");
-  w.add_u32("llama.embedding_length", 16);
-  w.add_u32("llama.feed_forward_length", 8);
-  w.add_u32("llama.block_count", 1);
-  w.add_u32("llama.attention.head_count", 1);
-  w.add_f32("llama.rope.freq_base", 500000.0f);
-  auto t = [&](const std::string& name, std::vector<uint64_t> dims) {
+  const std::pair<const char*, uint32_t> defaults[] = {
+      {"llama.embedding_length", 16},
+      {"llama.feed_forward_length", 8},
+      {"llama.block_count", static_cast<uint32_t>(layers)},
+      {"llama.attention.head_count", 1}};
+  for (const auto& [key, value] : defaults)
+    if (!omit.count(key)) w.add_u32(key, value);
+  auto t = [&](const std::string& tensor, std::vector<uint64_t> dims) {
     uint64_t n = 1;
     for (uint64_t d : dims) n *= d;
-    w.add_f32_tensor(name, std::move(dims), std::vector<float>(n, 0.25f));
+    w.add_f32_tensor(tensor, std::move(dims), std::vector<float>(n, 0.25f));
   };
   t("token_embd.weight", {16, 4});
   t("output_norm.weight", {16});
-  for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_output"})
-    t(std::string("blk.0.") + m + ".weight", {16, 16});
-  t("blk.0.attn_norm.weight", {16});
-  t("blk.0.ffn_norm.weight", {16});
-  t("blk.0.ffn_gate.weight", {16, 8});
-  t("blk.0.ffn_up.weight", {16, 8});
-  t("blk.0.ffn_down.weight", {8, 16});
-  w.add_f32_tensor("rope_freqs.weight", {8}, divisors);
-  const std::string path = dir.file("rope.gguf");
+  for (int l = 0; l < layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_output"}) t(b + m + ".weight", {16, 16});
+    t(b + "attn_norm.weight", {16});
+    t(b + "ffn_norm.weight", {16});
+    t(b + "ffn_gate.weight", {16, 8});
+    t(b + "ffn_up.weight", {16, 8});
+    t(b + "ffn_down.weight", {8, 16});
+  }
+  if (extra) extra(w);
+  const std::string path = dir.file(name);
   w.write(path);
   return path;
+}
+
+// The layer count must match the blk.N tensors present, and is checked before anything is sized
+// from it (a count of 2^24 used to allocate 4.7 GB of empty layers first).
+TEST(GgufModel, BlockCountMustMatchTheLayerTensors) {
+  TempDir dir;
+  const auto with_count = [&](uint32_t count) {
+    return write_llama(dir, "layers.gguf", 2, {"llama.block_count"},
+                       [&](testing::GgufWriter& w) { w.add_u32("llama.block_count", count); });
+  };
+  std::string path = with_count(16777216);
+  EXPECT_EQ(input_error_of([&] { load_model(path); }),
+            path + ": llama.block_count 16777216 does not match the checkpoint, which holds "
+                   "tensors for 2 layers (blk.0.* to blk.1.*)");
+  path = with_count(1);  // a layer beyond the count would be silently dropped
+  EXPECT_EQ(input_error_of([&] { load_model(path); }),
+            path + ": llama.block_count 1 does not match the checkpoint, which holds tensors "
+                   "for 2 layers (blk.0.* to blk.1.*)");
+  EXPECT_EQ(load_model(with_count(2)).weights.layers.size(), 2u);
+}
+
+// A one-layer llama GGUF (see write_llama) with theta 500000 and the given rope_freqs.weight
+// divisors.
+std::string write_rope_freqs_model(const TempDir& dir, const std::vector<float>& divisors) {
+  return write_llama(dir, "rope.gguf", 1, {}, [&](testing::GgufWriter& w) {
+    w.add_f32("llama.rope.freq_base", 500000.0f);
+    w.add_f32_tensor("rope_freqs.weight", {8}, divisors);
+  });
 }
 
 TEST(GgufModel, Llama3RopeFreqsBecomeRopeScaling) {

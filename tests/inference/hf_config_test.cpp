@@ -1,5 +1,6 @@
 // Hugging Face config.json variants on stories260K-hf's weights: Qwen2 (q/k/v biases), Mistral,
-// rope_scaling llama3 / linear / unsupported, untied lm_head; and default_model_path().
+// rope_scaling llama3 / linear / unsupported, untied lm_head, a layer count the tensors do not
+// match; and default_model_path().
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -139,6 +140,27 @@ TEST(HfConfig, MissingFieldsAndFiles) {
   copy_side_files(no_weights);
   EXPECT_EQ(input_error_of([&] { load_model(no_weights.file("")); }),
             no_weights.file("") + ": no model.safetensors or model.safetensors.index.json");
+}
+
+// config.json with `config` beside stories260K-hf's weights, in `dir`.
+void copy_with_weights(const TempDir& dir, const std::string& config) {
+  copy_side_files(dir, config);
+  std::filesystem::copy_file(shared_model("stories260K-hf/model.safetensors"),
+                             dir.file("model.safetensors"));
+}
+
+// num_hidden_layers must match the model.layers.N tensors (5 in stories260K-hf), checked before
+// anything is sized from it: 2^24 used to allocate 4.7 GB of empty layers, and 4 loaded 4 of the 5
+// layers as a different model.
+TEST(HfConfig, LayerCountMustMatchTheLayerTensors) {
+  for (const char* count : {"16777216", "4"}) {
+    TempDir dir;
+    copy_with_weights(dir, with(hf_config(), "num_hidden_layers", count));
+    EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }),
+              dir.file("config.json") + ": num_hidden_layers " + count +
+                  " does not match the checkpoint, which holds tensors for 5 layers "
+                  "(model.layers.0.* to model.layers.4.*)");
+  }
 }
 
 TEST(LoaderDefault, DefaultModelPathFollowsKvscopeCache) {

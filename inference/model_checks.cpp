@@ -1,0 +1,34 @@
+// Checks the model loaders share: the layer count against the layer tensors present.
+#include "inference/model_checks.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "inference/errors.h"
+
+namespace kvs {
+
+void check_layer_count(int64_t n_layers, const std::vector<std::string>& tensor_names,
+                       const std::string& prefix, const std::string& where, const std::string& key) {
+  uint64_t covered = 0;  // one more than the largest layer index seen
+  for (const std::string& name : tensor_names) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const char* first = name.data() + prefix.size();
+    const char* last = name.data() + name.size();
+    uint64_t index = 0;
+    const auto [end, ec] = std::from_chars(first, last, index);
+    if (end == first || end == last || *end != '.') continue;  // not "<prefix><digits>."
+    // An index too large to parse covers more layers than any count allows.
+    covered = std::max(covered, ec == std::errc() ? index + 1 : UINT64_MAX);
+  }
+  if (covered == static_cast<uint64_t>(n_layers)) return;
+  const std::string held =
+      covered == 0 ? "no layer tensors (" + prefix + "N.*)"
+      : covered == UINT64_MAX ? "layer tensors with indices too large to count"
+                              : "tensors for " + std::to_string(covered) + " layers (" + prefix +
+                                    "0.* to " + prefix + std::to_string(covered - 1) + ".*)";
+  throw input_error(where, key + " " + std::to_string(n_layers) +
+                               " does not match the checkpoint, which holds " + held);
+}
+
+}  // namespace kvs
