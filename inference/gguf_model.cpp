@@ -62,13 +62,33 @@ class TensorSource {
   std::vector<Pending> pending_;
 };
 
-int64_t required_int(const GgufFile& g, const std::string& key) {
-  const int64_t v = g.get_int(key, -1);
-  if (v <= 0 || v > (1 << 24)) {
-    throw input_error(g.path(), g.find(key) ? key + " has an invalid value " + std::to_string(v)
-                                            : "missing metadata " + key);
+bool is_integer(GgufType t) {
+  switch (t) {
+    case GgufType::UInt8: case GgufType::Int8: case GgufType::UInt16: case GgufType::Int16:
+    case GgufType::UInt32: case GgufType::Int32: case GgufType::UInt64: case GgufType::Int64:
+      return true;
+    default:
+      return false;
   }
-  return v;
+}
+
+// Integer metadata `key` in [1, max], or `fallback` when absent (-1: the key is required). 64-bit
+// values are range-checked before they are narrowed.
+int int_param(const GgufFile& g, const std::string& key, int64_t fallback, int64_t max) {
+  const GgufValue* v = g.find(key);
+  if (v == nullptr) {
+    if (fallback < 0) throw input_error(g.path(), "missing metadata " + key);
+    return static_cast<int>(fallback);
+  }
+  if (!is_integer(v->type)) throw input_error(g.path(), key + " is not an integer");
+  if (v->integer < 1 || v->integer > max) {
+    const std::string value = v->type == GgufType::UInt64
+                                  ? std::to_string(static_cast<uint64_t>(v->integer))
+                                  : std::to_string(v->integer);
+    throw input_error(g.path(), key + " has an invalid value " + value + " (expected 1 to " +
+                                    std::to_string(max) + ")");
+  }
+  return static_cast<int>(v->integer);
 }
 
 // Storage type of the 2-D tensors: the type holding most weights, "(mixed)" when others occur.
@@ -137,16 +157,16 @@ Model load_gguf_model(const std::string& path) {
   ModelConfig c;
   c.arch = arch;
   c.name = g.get_string("general.name", std::filesystem::path(path).stem().string());
-  c.dim = static_cast<int>(required_int(g, k + "embedding_length"));
-  c.hidden_dim = static_cast<int>(required_int(g, k + "feed_forward_length"));
-  c.n_layers = static_cast<int>(required_int(g, k + "block_count"));
+  c.dim = int_param(g, k + "embedding_length", -1, kMaxModelDim);
+  c.hidden_dim = int_param(g, k + "feed_forward_length", -1, kMaxModelDim);
+  c.n_layers = int_param(g, k + "block_count", -1, kMaxLayers);
   std::vector<std::string> names;
   for (const GgufTensorInfo& t : g.tensors()) names.push_back(t.name);
   check_layer_count(c.n_layers, names, "blk.", path, k + "block_count");
-  c.n_heads = static_cast<int>(required_int(g, k + "attention.head_count"));
-  c.n_kv_heads = static_cast<int>(g.get_int(k + "attention.head_count_kv", c.n_heads));
-  c.head_dim = static_cast<int>(g.get_int(k + "attention.key_length", c.dim / c.n_heads));
-  c.seq_len = static_cast<int>(g.get_int(k + "context_length", 2048));
+  c.n_heads = int_param(g, k + "attention.head_count", -1, kMaxHeads);
+  c.n_kv_heads = int_param(g, k + "attention.head_count_kv", c.n_heads, kMaxHeads);
+  c.head_dim = int_param(g, k + "attention.key_length", c.dim / c.n_heads, kMaxModelDim);
+  c.seq_len = int_param(g, k + "context_length", 2048, kMaxContext);
   c.rope_theta = static_cast<float>(g.get_float(k + "rope.freq_base", 10000.0));
   c.rms_eps = static_cast<float>(g.get_float(k + "attention.layer_norm_rms_epsilon", 1e-5));
   c.rope_style = arch == "qwen2" ? RopeStyle::RotateHalf : RopeStyle::Interleaved;
@@ -154,16 +174,21 @@ Model load_gguf_model(const std::string& path) {
     c.rope_scaling.type = "linear";
     c.rope_scaling.factor = static_cast<float>(g.get_float(k + "rope.scaling.factor", 1.0));
   }
-  if (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0 || c.head_dim <= 0 ||
-      c.head_dim % 2 != 0 || c.seq_len <= 0) {
+  if (c.n_heads % c.n_kv_heads != 0 || c.head_dim <= 0 || c.head_dim % 2 != 0) {
     throw input_error(path, "inconsistent attention metadata (" + std::to_string(c.n_heads) +
                                 " heads, " + std::to_string(c.n_kv_heads) + " KV heads, head_dim " +
                                 std::to_string(c.head_dim) + ")");
   }
+  check_attention_width(c.n_heads, c.head_dim, path);
   const GgufTensorInfo& embd = src.info("token_embd.weight");
   if (embd.dims.size() != 2 || embd.dims[0] != static_cast<uint64_t>(c.dim)) {
     throw input_error(path, "tensor token_embd.weight has shape " + TensorSource::shape(embd.dims) +
                                 ", expected [" + std::to_string(c.dim) + ", vocab]");
+  }
+  if (embd.dims[1] > static_cast<uint64_t>(kMaxVocab)) {
+    throw input_error(path, "tensor token_embd.weight has " + std::to_string(embd.dims[1]) +
+                                " rows, more than the " + std::to_string(kMaxVocab) +
+                                " tokens supported");
   }
   c.vocab_size = static_cast<int>(embd.dims[1]);
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;

@@ -7,8 +7,9 @@
 namespace kvs {
 
 // Loads hyper-parameters from "<arch>.*" metadata and the token_embd / blk.N.* / output_norm /
-// output tensors (output absent = tied classifier). Throws InputError naming the file and tensor
-// for missing tensors, wrong shapes, unsupported tensor types or truncated data.
+// output tensors (output absent = tied classifier). Throws InputError naming the file (and key or
+// tensor) for hyper-parameters of the wrong type or out of range, missing tensors, wrong shapes,
+// unsupported tensor types or truncated data.
 Model load_gguf_model(const std::string& path);
 
 }  // namespace kvs

@@ -28,13 +28,16 @@ const Architecture kArchitectures[] = {
     {"Qwen2ForCausalLM", "qwen2", true},
 };
 
-int positive_int(const Json& config, const std::string& path, const char* key, double fallback) {
-  const Json* v = config.find(key);
+// The integer `v` in [1, max], or `fallback` when absent or null (-1: required); `name` names it in
+// errors.
+int positive_int(const Json* v, const std::string& path, const std::string& name,
+                 int64_t fallback, int64_t max) {
   const bool given = v != nullptr && !v->is_null();
-  const double x = given && v->is_number() ? v->as_number() : given ? -1.0 : fallback;
-  if (!(x >= 1 && x <= (1 << 24)) || x != static_cast<double>(static_cast<int>(x))) {
-    throw input_error(
-        path, given ? std::string(key) + " has an invalid value" : std::string("missing ") + key);
+  if (!given && fallback < 0) throw input_error(path, "missing " + name);
+  const double x = given ? (v->is_number() ? v->as_number() : -1.0) : static_cast<double>(fallback);
+  if (!(x >= 1 && x <= static_cast<double>(max)) || x != static_cast<double>(static_cast<int>(x))) {
+    throw input_error(path, name + " has an invalid value (expected an integer from 1 to " +
+                                std::to_string(max) + ")");
   }
   return static_cast<int>(x);
 }
@@ -156,14 +159,20 @@ ModelConfig read_config(const std::string& path, const Json& j) {
   }
   ModelConfig c;
   c.arch = arch->arch;
-  c.dim = positive_int(j, path, "hidden_size", -1);
-  c.hidden_dim = positive_int(j, path, "intermediate_size", -1);
-  c.n_layers = positive_int(j, path, "num_hidden_layers", -1);
-  c.n_heads = positive_int(j, path, "num_attention_heads", -1);
-  c.n_kv_heads = positive_int(j, path, "num_key_value_heads", c.n_heads);
-  c.head_dim = positive_int(j, path, "head_dim", c.dim / c.n_heads);
-  c.vocab_size = positive_int(j, path, "vocab_size", -1);
-  c.seq_len = positive_int(j, path, "max_position_embeddings", 2048);
+  c.dim = positive_int(j.find("hidden_size"), path, "hidden_size", -1, kMaxModelDim);
+  c.hidden_dim =
+      positive_int(j.find("intermediate_size"), path, "intermediate_size", -1, kMaxModelDim);
+  c.n_layers = positive_int(j.find("num_hidden_layers"), path, "num_hidden_layers", -1, kMaxLayers);
+  c.n_heads =
+      positive_int(j.find("num_attention_heads"), path, "num_attention_heads", -1, kMaxHeads);
+  c.n_kv_heads = positive_int(j.find("num_key_value_heads"), path, "num_key_value_heads",
+                              c.n_heads, kMaxHeads);
+  c.head_dim =
+      positive_int(j.find("head_dim"), path, "head_dim", c.dim / c.n_heads, kMaxModelDim);
+  check_attention_width(c.n_heads, c.head_dim, path);
+  c.vocab_size = positive_int(j.find("vocab_size"), path, "vocab_size", -1, kMaxVocab);
+  c.seq_len = positive_int(j.find("max_position_embeddings"), path, "max_position_embeddings",
+                           2048, kMaxContext);
   c.rms_eps = static_cast<float>(j.get_number("rms_norm_eps", 1e-6));
   c.rope_theta = static_cast<float>(j.get_number("rope_theta", 10000.0));
   c.rope_style = RopeStyle::RotateHalf;
@@ -180,7 +189,7 @@ ModelConfig read_config(const std::string& path, const Json& j) {
     const bool qwen2 = c.arch == "qwen2";
     if (!qwen2 || j.get_bool("use_sliding_window", false)) {
       if (qwen2) throw input_error(path, "use_sliding_window (Qwen2's per-layer sliding window) is not supported");
-      c.sliding_window = positive_int(j, path, "sliding_window", -1);
+      c.sliding_window = positive_int(sw, path, "sliding_window", -1, kMaxContext);
       if (c.sliding_window >= c.seq_len) c.sliding_window = 0;  // never shorter than the context
     }
   }
@@ -192,7 +201,8 @@ ModelConfig read_config(const std::string& path, const Json& j) {
       c.rope_scaling.low_freq_factor = static_cast<float>(rs->get_number("low_freq_factor", 1.0));
       c.rope_scaling.high_freq_factor = static_cast<float>(rs->get_number("high_freq_factor", 4.0));
       c.rope_scaling.original_max_position =
-          static_cast<int>(rs->get_number("original_max_position_embeddings", 8192));
+          positive_int(rs->find("original_max_position_embeddings"), path,
+                       "rope_scaling.original_max_position_embeddings", 8192, kMaxContext);
     } else if (type == "linear") {
       c.rope_scaling.type = "linear";
       c.rope_scaling.factor = static_cast<float>(rs->get_number("factor", 1.0));

@@ -42,6 +42,7 @@ struct ModelConfig {
   // only; 0 = none.
   int sliding_window = 0;
 
+  // The loaders bound n_heads * head_dim (check_attention_width), so these fit an int.
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
   int group() const { return n_heads / n_kv_heads; }

@@ -1,4 +1,5 @@
-// Checks the model loaders share: the layer count against the layer tensors present.
+// Checks the model loaders share: the attention width and the layer count against the layer
+// tensors present.
 #include "inference/model_checks.h"
 
 #include <algorithm>
@@ -7,6 +8,16 @@
 #include "inference/errors.h"
 
 namespace kvs {
+
+void check_attention_width(int64_t n_heads, int64_t head_dim, const std::string& where) {
+  const int64_t width = n_heads * head_dim;  // both at most 2^20: no overflow
+  if (width > kMaxModelDim) {
+    throw input_error(where, std::to_string(n_heads) + " heads of head_dim " +
+                                 std::to_string(head_dim) + " make " + std::to_string(width) +
+                                 " query features, more than the " + std::to_string(kMaxModelDim) +
+                                 " supported");
+  }
+}
 
 void check_layer_count(int64_t n_layers, const std::vector<std::string>& tensor_names,
                        const std::string& prefix, const std::string& where, const std::string& key) {

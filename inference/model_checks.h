@@ -16,6 +16,10 @@ constexpr int64_t kMaxLayers = int64_t{1} << 16;
 constexpr int64_t kMaxContext = int64_t{1} << 24;   // seq_len and other positions
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 
+// Throws InputError naming `where` unless n_heads * head_dim (computed in 64 bits) is at most
+// kMaxModelDim, so that ModelConfig::q_dim() and kv_dim() fit an int.
+void check_attention_width(int64_t n_heads, int64_t head_dim, const std::string& where);
+
 // Throws InputError "<where>: <key> N does not match the M layers whose tensors ..." unless the
 // tensor names "<prefix><i>.<rest>" cover exactly the layers 0 .. n_layers-1 (the largest i is
 // n_layers-1; a layer missing in between is reported by the tensor reads).

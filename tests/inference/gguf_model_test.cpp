@@ -236,22 +236,50 @@ std::string write_llama(const TempDir& dir, const std::string& name, int layers,
 }
 
 // The layer count must match the blk.N tensors present, and is checked before anything is sized
-// from it (a count of 2^24 used to allocate 4.7 GB of empty layers first).
+// from it (a count of 2^24 used to allocate 4.7 GB of empty layers first; counts above 2^16 are
+// now refused as read).
 TEST(GgufModel, BlockCountMustMatchTheLayerTensors) {
   TempDir dir;
   const auto with_count = [&](uint32_t count) {
     return write_llama(dir, "layers.gguf", 2, {"llama.block_count"},
                        [&](testing::GgufWriter& w) { w.add_u32("llama.block_count", count); });
   };
-  std::string path = with_count(16777216);
+  std::string path = with_count(65536);  // the bound on any layer count
   EXPECT_EQ(input_error_of([&] { load_model(path); }),
-            path + ": llama.block_count 16777216 does not match the checkpoint, which holds "
+            path + ": llama.block_count 65536 does not match the checkpoint, which holds "
                    "tensors for 2 layers (blk.0.* to blk.1.*)");
   path = with_count(1);  // a layer beyond the count would be silently dropped
   EXPECT_EQ(input_error_of([&] { load_model(path); }),
             path + ": llama.block_count 1 does not match the checkpoint, which holds tensors "
                    "for 2 layers (blk.0.* to blk.1.*)");
   EXPECT_EQ(load_model(with_count(2)).weights.layers.size(), 2u);
+}
+
+// Integer hyper-parameters are range-checked as read, before narrowing to int (a context_length
+// of 2^32 + 16 became 16), and n_heads * head_dim in 64 bits (8 heads of key_length 2^30 + 8
+// wrapped to a q width of 64 and passed every shape check).
+TEST(GgufModel, IntegerHyperParametersAreRangeChecked) {
+  TempDir dir;
+  const auto load_with = [&](const std::function<void(testing::GgufWriter&)>& meta,
+                             const std::set<std::string>& omit = {}) {
+    const std::string path = write_llama(dir, "ints.gguf", 1, omit, meta);
+    return input_error_of([&] { load_model(path); });
+  };
+  const std::string path = dir.file("ints.gguf");
+  EXPECT_EQ(load_with([](auto& w) { w.add_u64("llama.context_length", (uint64_t{1} << 32) + 16); }),
+            path + ": llama.context_length has an invalid value 4294967312 (expected 1 to 16777216)");
+  EXPECT_EQ(load_with([](auto& w) { w.add_u32("llama.attention.key_length", 1073741832); }),
+            path + ": llama.attention.key_length has an invalid value 1073741832 (expected 1 to "
+                   "1048576)");
+  EXPECT_EQ(load_with([](auto& w) {
+              w.add_u32("llama.attention.head_count", 65536);
+              w.add_u32("llama.attention.key_length", 32);
+            }, {"llama.attention.head_count"}),
+            path + ": 65536 heads of head_dim 32 make 2097152 query features, more than the "
+                   "1048576 supported");
+  EXPECT_EQ(load_with([](auto& w) { w.add_string("llama.embedding_length", "16"); },
+                      {"llama.embedding_length"}),
+            path + ": llama.embedding_length is not an integer");
 }
 
 // A one-layer llama GGUF (see write_llama) with theta 500000 and the given rope_freqs.weight

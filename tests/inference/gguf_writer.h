@@ -22,6 +22,11 @@ class GgufWriter {
     put(kv_, value);
     ++n_kv_;
   }
+  void add_u64(const std::string& key, uint64_t value) {
+    key_header(key, 10);
+    put(kv_, value);
+    ++n_kv_;
+  }
   void add_f32(const std::string& key, float value) {
     key_header(key, 6);
     put(kv_, value);

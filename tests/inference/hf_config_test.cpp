@@ -150,10 +150,10 @@ void copy_with_weights(const TempDir& dir, const std::string& config) {
 }
 
 // num_hidden_layers must match the model.layers.N tensors (5 in stories260K-hf), checked before
-// anything is sized from it: 2^24 used to allocate 4.7 GB of empty layers, and 4 loaded 4 of the 5
-// layers as a different model.
+// anything is sized from it: 2^24 used to allocate 4.7 GB of empty layers (counts above 2^16 are
+// now refused as read), and 4 loaded 4 of the 5 layers as a different model.
 TEST(HfConfig, LayerCountMustMatchTheLayerTensors) {
-  for (const char* count : {"16777216", "4"}) {
+  for (const char* count : {"65536", "4"}) {
     TempDir dir;
     copy_with_weights(dir, with(hf_config(), "num_hidden_layers", count));
     EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }),
@@ -161,6 +161,24 @@ TEST(HfConfig, LayerCountMustMatchTheLayerTensors) {
                   " does not match the checkpoint, which holds tensors for 5 layers "
                   "(model.layers.0.* to model.layers.4.*)");
   }
+}
+
+// Integer hyper-parameters are bounded, and n_heads * head_dim is computed in 64 bits: 49248 heads
+// of 174422 wrapped to a q width of 64 and passed every shape check.
+TEST(HfConfig, IntegerHyperParametersAreRangeChecked) {
+  TempDir a, b, c;
+  copy_with_weights(a, with(with(hf_config(), "num_attention_heads", "49248"), "head_dim", "174422"));
+  EXPECT_EQ(input_error_of([&] { load_model(a.file("")); }),
+            a.file("config.json") + ": 49248 heads of head_dim 174422 make 8589934656 query "
+                                    "features, more than the 1048576 supported");
+  copy_with_weights(b, with(hf_config(), "max_position_embeddings", "4294967312"));
+  EXPECT_EQ(input_error_of([&] { load_model(b.file("")); }),
+            b.file("config.json") + ": max_position_embeddings has an invalid value (expected an "
+                                    "integer from 1 to 16777216)");
+  copy_with_weights(c, with(hf_config(), "hidden_size", "\"64\""));
+  EXPECT_EQ(input_error_of([&] { load_model(c.file("")); }),
+            c.file("config.json") + ": hidden_size has an invalid value (expected an integer from "
+                                    "1 to 1048576)");
 }
 
 TEST(LoaderDefault, DefaultModelPathFollowsKvscopeCache) {
