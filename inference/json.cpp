@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "inference/errors.h"
+#include "inference/mapped_file.h"
 
 namespace kvs {
 
@@ -261,6 +262,9 @@ Json Json::parse(std::string_view text, const std::string& source) {
 }
 
 Json Json::parse_file(const std::string& path) {
+  // Checked before opening: opening a FIFO would block.
+  if (const PathKind kind = path_kind(path); kind == PathKind::Folder || kind == PathKind::Other)
+    throw input_error(path, "not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw input_error(path, "cannot open");
   std::ostringstream buf;

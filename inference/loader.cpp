@@ -12,6 +12,7 @@
 #include "inference/hf_model.h"
 #include "inference/llama2c_model.h"
 #include "inference/llama2c_tokenizer.h"
+#include "inference/mapped_file.h"
 #include "inference/sentencepiece_model.h"
 #include "inference/tokenizer_json.h"
 
@@ -28,10 +29,17 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // Opens an explicitly named tokenizer by its format: tokenizer.json (or a folder holding one),
 // a SentencePiece .model, a GGUF file's metadata, or a llama2.c tokenizer.bin.
 std::unique_ptr<Tokenizer> open_tokenizer_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw input_error(path, "no such file");
-  if (fs::is_directory(path, ec))
-    return load_tokenizer_json((fs::path(path) / "tokenizer.json").string());
+  // Told before anything is opened: the format sniffing would block on a FIFO.
+  switch (path_kind(path)) {
+    case PathKind::Missing:
+      throw input_error(path, "no such file");
+    case PathKind::Other:
+      throw input_error(path, "not a regular file");
+    case PathKind::Folder:
+      return load_tokenizer_json((fs::path(path) / "tokenizer.json").string());
+    case PathKind::RegularFile:
+      break;
+  }
   if (ends_with(path, ".json")) return load_tokenizer_json(path);
   if (ends_with(path, ".model")) return load_sentencepiece_model(path);
   if (is_gguf_file(path)) return load_gguf_tokenizer(path);
@@ -52,10 +60,19 @@ std::string llama2c_tokenizer_beside(const Model& model) {
 }  // namespace
 
 Model load_model(const std::string& path) {
+  // Told before anything is opened: the format sniffing would block on a FIFO.
+  switch (path_kind(path)) {
+    case PathKind::Missing:
+      throw input_error(path, "no such file or folder");
+    case PathKind::Other:
+      throw input_error(path, "not a regular file");
+    case PathKind::Folder:
+      return load_hf_model(path);
+    case PathKind::RegularFile:
+      break;
+  }
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw input_error(path, "no such file or folder");
-  if (fs::is_directory(path, ec)) return load_hf_model(path);
-  if (fs::is_regular_file(path, ec) && fs::file_size(path, ec) == 0) throw input_error(path, "is empty (0 bytes)");
+  if (fs::file_size(path, ec) == 0) throw input_error(path, "is empty (0 bytes)");
   // A file inside a Hugging Face folder stands for the folder.
   if (ends_with(path, ".safetensors") || ends_with(path, "config.json")) {
     return load_hf_model(fs::path(path).parent_path().string());

@@ -1,4 +1,4 @@
-// Read-only memory map of a model file (POSIX mmap), with bounds-checked ranges.
+// Read-only memory map of a model file (POSIX mmap), with bounds-checked ranges; path kinds.
 #include "inference/mapped_file.h"
 
 #include <fcntl.h>
@@ -8,13 +8,25 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "inference/errors.h"
 
 namespace kvs {
 
+PathKind path_kind(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status s = std::filesystem::status(path, ec);
+  if (s.type() == std::filesystem::file_type::not_found) return PathKind::Missing;
+  if (ec) throw input_error(path, "cannot access (" + ec.message() + ")");
+  if (std::filesystem::is_regular_file(s)) return PathKind::RegularFile;
+  if (std::filesystem::is_directory(s)) return PathKind::Folder;
+  return PathKind::Other;
+}
+
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer; regular files ignore it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
   if (fd < 0) throw input_error(path, std::string("cannot open (") + std::strerror(errno) + ")");
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -1,4 +1,5 @@
-// Read-only memory map of a model file, with bounds-checked access for the loaders.
+// Read-only memory map of a model file, with bounds-checked access for the loaders; and what a
+// path names, told without opening it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -6,9 +7,16 @@
 
 namespace kvs {
 
+// What a path names, found by stat alone: nothing is opened, so a FIFO or a device cannot block.
+// Throws InputError "<path>: cannot access (<reason>)" when stat fails other than for a missing
+// path (e.g. inside a folder the user may not read).
+enum class PathKind { Missing, RegularFile, Folder, Other };
+PathKind path_kind(const std::string& path);
+
 class MappedFile {
  public:
-  // Maps `path`; throws InputError ("<path>: cannot open (...)") when it cannot be read.
+  // Maps `path`; throws InputError ("<path>: cannot open (...)") when it cannot be read, and
+  // "<path>: not a regular file" for anything else (a FIFO is opened without blocking, and refused).
   explicit MappedFile(const std::string& path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;

@@ -1,5 +1,6 @@
 // `kvscope info FILE`: describes a model (llama2.c .bin, GGUF, HF folder) or a trace.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "analysis/trace.h"
@@ -14,7 +15,11 @@ namespace kvs {
 
 namespace {
 
+// Whether `path` is a regular file with the HDF5 signature; anything else (a FIFO, which would
+// block when opened, included) is left to the model loader to report.
 bool is_hdf5(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
   std::ifstream f(path, std::ios::binary);
   char sig[8] = {};
   f.read(sig, 8);

@@ -1,6 +1,7 @@
 // End-to-end tests of `kvscope info` on the test models (llama2.c .bin, GGUF, HF folder) and on a
 // recorded trace, in text and --json form, and its bad-input answers.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "analysis/h5_util.h"
 #include "cli_util.h"
@@ -165,6 +166,16 @@ TEST(CliInfoBadInput, Arguments) {
   EXPECT_TRUE(is_input_error(run_kvscope({"info", stories_bin(), "--verbose"}), "--verbose", "unknown option"));
   EXPECT_TRUE(is_input_error(run_kvscope({"info", "/nonexistent/model.gguf"}), "/nonexistent/model.gguf",
                              "no such file"));
+}
+
+// A FIFO is told by stat: opening it to sniff the format blocked forever.
+TEST(CliInfoBadInput, FifoIsNotARegularFile) {
+  TempDir d;
+  const std::string fifo = d.file("model.gguf");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_TRUE(is_input_error(run_kvscope({"info", fifo}), fifo, "not a regular file"));
+  EXPECT_TRUE(is_input_error(run_kvscope({"info", stories_bin(), "--tokenizer", fifo}), fifo,
+                             "not a regular file"));
 }
 
 TEST(CliInfoBadInput, EmptyFileAndATokenizerForATrace) {

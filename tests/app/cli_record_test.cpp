@@ -2,6 +2,7 @@
 // .bin and the .gguf, the written trace read back by h5py, and every bad input -> one line, exit 2,
 // no output file.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -182,6 +183,16 @@ TEST_F(CliRecordBadInput, PngAsModel) {
 TEST_F(CliRecordBadInput, MissingModel) {
   const std::string model = in.file("absent.bin");
   EXPECT_TRUE(is_input_error(record_into_empty({"--model", model}), model, "no such file"));
+}
+
+// A FIFO is told by stat: opening it to sniff the format blocked forever (and record's signal
+// handler swallowed Ctrl-C).
+TEST_F(CliRecordBadInput, FifoAsModelOrTokenizer) {
+  const std::string fifo = in.file("fifo.gguf");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", fifo}), fifo, "not a regular file"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--tokenizer", fifo}),
+                             fifo, "not a regular file"));
 }
 
 TEST_F(CliRecordBadInput, TokenizerOf512TokensForA32000TokenModel) {
