@@ -4,6 +4,7 @@
 #include "inference/gguf_model.h"
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 
@@ -91,6 +92,22 @@ int int_param(const GgufFile& g, const std::string& key, int64_t fallback, int64
   return static_cast<int>(v->integer);
 }
 
+// Numeric metadata `key` as a finite float > 0, or `fallback` when absent.
+float positive_float(const GgufFile& g, const std::string& key, float fallback) {
+  const GgufValue* v = g.find(key);
+  if (v == nullptr) return fallback;
+  if (!is_integer(v->type) && v->type != GgufType::Float32 && v->type != GgufType::Float64)
+    throw input_error(g.path(), key + " is not a number");
+  const float x = static_cast<float>(v->number);
+  if (!std::isfinite(x) || x <= 0.0f) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", v->number);
+    throw input_error(g.path(), key + " has an invalid value " + value +
+                                    " (expected a positive number)");
+  }
+  return x;
+}
+
 // Storage type of the 2-D tensors: the type holding most weights, "(mixed)" when others occur.
 std::string describe_weight_type(const GgufFile& g) {
   std::map<uint32_t, uint64_t> elements;  // type -> weights of 2-D tensors
@@ -167,12 +184,12 @@ Model load_gguf_model(const std::string& path) {
   c.n_kv_heads = int_param(g, k + "attention.head_count_kv", c.n_heads, kMaxHeads);
   c.head_dim = int_param(g, k + "attention.key_length", c.dim / c.n_heads, kMaxModelDim);
   c.seq_len = int_param(g, k + "context_length", 2048, kMaxContext);
-  c.rope_theta = static_cast<float>(g.get_float(k + "rope.freq_base", 10000.0));
-  c.rms_eps = static_cast<float>(g.get_float(k + "attention.layer_norm_rms_epsilon", 1e-5));
+  c.rope_theta = positive_float(g, k + "rope.freq_base", 10000.0f);
+  c.rms_eps = positive_float(g, k + "attention.layer_norm_rms_epsilon", 1e-5f);
   c.rope_style = arch == "qwen2" ? RopeStyle::RotateHalf : RopeStyle::Interleaved;
   if (g.get_string(k + "rope.scaling.type", "") == "linear") {
     c.rope_scaling.type = "linear";
-    c.rope_scaling.factor = static_cast<float>(g.get_float(k + "rope.scaling.factor", 1.0));
+    c.rope_scaling.factor = positive_float(g, k + "rope.scaling.factor", 1.0f);
   }
   if (c.n_heads % c.n_kv_heads != 0 || c.head_dim <= 0 || c.head_dim % 2 != 0) {
     throw input_error(path, "inconsistent attention metadata (" + std::to_string(c.n_heads) +

@@ -2,6 +2,7 @@
 // q/k rows are in rotate-half order, so the model gets RopeStyle::RotateHalf.
 #include "inference/hf_model.h"
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -40,6 +41,23 @@ int positive_int(const Json* v, const std::string& path, const std::string& name
                                 std::to_string(max) + ")");
   }
   return static_cast<int>(x);
+}
+
+// The number `v` as a finite float > 0, or `fallback` when absent or null.
+float positive_float(const Json* v, const std::string& path, const std::string& name,
+                     float fallback) {
+  if (v == nullptr || v->is_null()) return fallback;
+  const float x = v->is_number() ? static_cast<float>(v->as_number()) : 0.0f;
+  if (!std::isfinite(x) || x <= 0.0f)
+    throw input_error(path, name + " has an invalid value (expected a positive number)");
+  return x;
+}
+
+// The boolean `v`, or `fallback` when absent or null.
+bool flag(const Json* v, const std::string& path, const std::string& name, bool fallback) {
+  if (v == nullptr || v->is_null()) return fallback;
+  if (!v->is_bool()) throw input_error(path, name + " is not true or false");
+  return v->as_bool();
 }
 
 // The tensors of a checkpoint, wherever they are stored (one file or several shards).
@@ -173,11 +191,11 @@ ModelConfig read_config(const std::string& path, const Json& j) {
   c.vocab_size = positive_int(j.find("vocab_size"), path, "vocab_size", -1, kMaxVocab);
   c.seq_len = positive_int(j.find("max_position_embeddings"), path, "max_position_embeddings",
                            2048, kMaxContext);
-  c.rms_eps = static_cast<float>(j.get_number("rms_norm_eps", 1e-6));
-  c.rope_theta = static_cast<float>(j.get_number("rope_theta", 10000.0));
+  c.rms_eps = positive_float(j.find("rms_norm_eps"), path, "rms_norm_eps", 1e-6f);
+  c.rope_theta = positive_float(j.find("rope_theta"), path, "rope_theta", 10000.0f);
   c.rope_style = RopeStyle::RotateHalf;
-  c.qkv_bias = arch->qkv_bias || j.get_bool("attention_bias", false);
-  c.tied_classifier = j.get_bool("tie_word_embeddings", false);
+  c.qkv_bias = arch->qkv_bias || flag(j.find("attention_bias"), path, "attention_bias", false);
+  c.tied_classifier = flag(j.find("tie_word_embeddings"), path, "tie_word_embeddings", false);
   if (c.n_heads % c.n_kv_heads != 0 || c.head_dim % 2 != 0) {
     throw input_error(path, "num_attention_heads " + std::to_string(c.n_heads) +
                                 " is not a multiple of num_key_value_heads " +
@@ -187,25 +205,32 @@ ModelConfig read_config(const std::string& path, const Json& j) {
   // sliding_window that applies only with use_sliding_window, and then to some layers only.
   if (const Json* sw = j.find("sliding_window"); sw != nullptr && !sw->is_null()) {
     const bool qwen2 = c.arch == "qwen2";
-    if (!qwen2 || j.get_bool("use_sliding_window", false)) {
+    if (!qwen2 || flag(j.find("use_sliding_window"), path, "use_sliding_window", false)) {
       if (qwen2) throw input_error(path, "use_sliding_window (Qwen2's per-layer sliding window) is not supported");
       c.sliding_window = positive_int(sw, path, "sliding_window", -1, kMaxContext);
       if (c.sliding_window >= c.seq_len) c.sliding_window = 0;  // never shorter than the context
     }
   }
-  if (const Json* rs = j.find("rope_scaling"); rs != nullptr && rs->is_object()) {
+  if (const Json* rs = j.find("rope_scaling"); rs != nullptr && !rs->is_null()) {
+    if (!rs->is_object()) throw input_error(path, "rope_scaling is not an object");
     const std::string type = rs->get_string("rope_type", rs->get_string("type", ""));
     if (type == "llama3") {
-      c.rope_scaling.type = "llama3";
-      c.rope_scaling.factor = static_cast<float>(rs->get_number("factor", 8.0));
-      c.rope_scaling.low_freq_factor = static_cast<float>(rs->get_number("low_freq_factor", 1.0));
-      c.rope_scaling.high_freq_factor = static_cast<float>(rs->get_number("high_freq_factor", 4.0));
-      c.rope_scaling.original_max_position =
+      RopeScaling& r = c.rope_scaling;
+      r.type = "llama3";
+      r.factor = positive_float(rs->find("factor"), path, "rope_scaling.factor", 8.0f);
+      r.low_freq_factor =
+          positive_float(rs->find("low_freq_factor"), path, "rope_scaling.low_freq_factor", 1.0f);
+      r.high_freq_factor =
+          positive_float(rs->find("high_freq_factor"), path, "rope_scaling.high_freq_factor", 4.0f);
+      if (r.high_freq_factor <= r.low_freq_factor) {
+        throw input_error(path, "rope_scaling.high_freq_factor is not above low_freq_factor");
+      }
+      r.original_max_position =
           positive_int(rs->find("original_max_position_embeddings"), path,
                        "rope_scaling.original_max_position_embeddings", 8192, kMaxContext);
     } else if (type == "linear") {
       c.rope_scaling.type = "linear";
-      c.rope_scaling.factor = static_cast<float>(rs->get_number("factor", 1.0));
+      c.rope_scaling.factor = positive_float(rs->find("factor"), path, "rope_scaling.factor", 1.0f);
     } else if (type != "default" && !type.empty()) {
       throw input_error(
           path, "unsupported rope_scaling type \"" + type + "\" (supported: llama3, linear)");

@@ -8,9 +8,9 @@
 namespace kvs {
 
 // Reads the configuration and converts the F32 / F16 / BF16 weights to fp32
-// (RopeStyle::RotateHalf). Throws InputError naming the file (and tensor) for a missing shard, a
-// shape that disagrees with config.json, an unsupported architecture or dtype, or a header that
-// lies about offsets.
+// (RopeStyle::RotateHalf). Throws InputError naming the file (and tensor) for a config value of
+// the wrong type or out of range, a missing shard, a shape that disagrees with config.json, an
+// unsupported architecture or dtype, or a header that lies about offsets.
 Model load_hf_model(const std::string& folder);
 
 // Whether `path` is a folder holding a config.json.

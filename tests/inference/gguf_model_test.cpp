@@ -282,6 +282,31 @@ TEST(GgufModel, IntegerHyperParametersAreRangeChecked) {
             path + ": llama.embedding_length is not an integer");
 }
 
+// Float hyper-parameters must be finite and positive, and numbers: theta 0 or NaN, a negative eps
+// or a linear scaling factor of 0 gave NaN traces, and a string eps fell back to the default.
+TEST(GgufModel, FloatHyperParametersMustBePositiveNumbers) {
+  TempDir dir;
+  const auto load_with = [&](const std::function<void(testing::GgufWriter&)>& meta) {
+    const std::string path = write_llama(dir, "floats.gguf", 1, {}, meta);
+    return input_error_of([&] { load_model(path); });
+  };
+  const std::string path = dir.file("floats.gguf");
+  EXPECT_EQ(load_with([](auto& w) { w.add_f32("llama.rope.freq_base", 0.0f); }),
+            path + ": llama.rope.freq_base has an invalid value 0 (expected a positive number)");
+  EXPECT_EQ(load_with([](auto& w) { w.add_f32("llama.rope.freq_base", std::nanf("")); }),
+            path + ": llama.rope.freq_base has an invalid value nan (expected a positive number)");
+  EXPECT_EQ(load_with([](auto& w) { w.add_f32("llama.attention.layer_norm_rms_epsilon", -1e-5f); }),
+            path + ": llama.attention.layer_norm_rms_epsilon has an invalid value -1e-05 (expected "
+                   "a positive number)");
+  EXPECT_EQ(load_with([](auto& w) { w.add_string("llama.attention.layer_norm_rms_epsilon", "1e-5"); }),
+            path + ": llama.attention.layer_norm_rms_epsilon is not a number");
+  EXPECT_EQ(load_with([](auto& w) {
+              w.add_string("llama.rope.scaling.type", "linear");
+              w.add_f32("llama.rope.scaling.factor", 0.0f);
+            }),
+            path + ": llama.rope.scaling.factor has an invalid value 0 (expected a positive number)");
+}
+
 // A one-layer llama GGUF (see write_llama) with theta 500000 and the given rope_freqs.weight
 // divisors.
 std::string write_rope_freqs_model(const TempDir& dir, const std::vector<float>& divisors) {

@@ -181,6 +181,28 @@ TEST(HfConfig, IntegerHyperParametersAreRangeChecked) {
                                     "1 to 1048576)");
 }
 
+// Float hyper-parameters must be finite and positive, and values of the wrong type are errors
+// (a string rope_theta fell back to 10000 while a string hidden_size was refused).
+TEST(HfConfig, FloatHyperParametersMustBePositiveNumbers) {
+  const std::string invalid = " has an invalid value (expected a positive number)";
+  const std::pair<std::string, std::string> cases[] = {
+      {with(hf_config(), "rms_norm_eps", "-1e-05"), "rms_norm_eps" + invalid},
+      {with(hf_config(), "rope_theta", "0"), "rope_theta" + invalid},
+      {with(hf_config(), "rope_theta", "\"abc\""), "rope_theta" + invalid},
+      {with(hf_config(), "model_type",
+            "\"llama\", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 0}"),
+       "rope_scaling.factor" + invalid},
+      {with(hf_config(), "tie_word_embeddings", "\"true\""),
+       "tie_word_embeddings is not true or false"},
+  };
+  for (const auto& [config, problem] : cases) {
+    TempDir dir;
+    copy_with_weights(dir, config);
+    EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }),
+              dir.file("config.json") + ": " + problem);
+  }
+}
+
 TEST(LoaderDefault, DefaultModelPathFollowsKvscopeCache) {
   TempDir dir;
   const char* old = getenv("KVSCOPE_CACHE");
