@@ -187,9 +187,17 @@ Model load_gguf_model(const std::string& path) {
   c.rope_theta = positive_float(g, k + "rope.freq_base", 10000.0f);
   c.rms_eps = positive_float(g, k + "attention.layer_norm_rms_epsilon", 1e-5f);
   c.rope_style = arch == "qwen2" ? RopeStyle::RotateHalf : RopeStyle::Interleaved;
-  if (g.get_string(k + "rope.scaling.type", "") == "linear") {
+  std::string scaling = "none";
+  if (const GgufValue* v = g.find(k + "rope.scaling.type")) {
+    if (v->type != GgufType::String) throw input_error(path, k + "rope.scaling.type is not a string");
+    scaling = v->text;
+  }
+  if (scaling == "linear") {
     c.rope_scaling.type = "linear";
     c.rope_scaling.factor = positive_float(g, k + "rope.scaling.factor", 1.0f);
+  } else if (scaling != "none") {
+    throw input_error(path, "unsupported " + k + "rope.scaling.type \"" + scaling +
+                                "\" (supported: none, linear)");
   }
   if (c.n_heads % c.n_kv_heads != 0 || c.head_dim <= 0 || c.head_dim % 2 != 0) {
     throw input_error(path, "inconsistent attention metadata (" + std::to_string(c.n_heads) +
@@ -197,6 +205,12 @@ Model load_gguf_model(const std::string& path) {
                                 std::to_string(c.head_dim) + ")");
   }
   check_attention_width(c.n_heads, c.head_dim, path);
+  if (const int rotated = int_param(g, k + "rope.dimension_count", c.head_dim, kMaxModelDim);
+      rotated != c.head_dim) {
+    throw input_error(path, k + "rope.dimension_count " + std::to_string(rotated) +
+                                " differs from head_dim " + std::to_string(c.head_dim) +
+                                " (partial rotary embeddings are not supported)");
+  }
   const GgufTensorInfo& embd = src.info("token_embd.weight");
   if (embd.dims.size() != 2 || embd.dims[0] != static_cast<uint64_t>(c.dim)) {
     throw input_error(path, "tensor token_embd.weight has shape " + TensorSource::shape(embd.dims) +

@@ -307,6 +307,30 @@ TEST(GgufModel, FloatHyperParametersMustBePositiveNumbers) {
             path + ": llama.rope.scaling.factor has an invalid value 0 (expected a positive number)");
 }
 
+// RoPE settings the engine does not implement are refused, as the HF loader refuses yarn: they
+// were silently ignored.
+TEST(GgufModel, UnsupportedRopeSettingsAreRefused) {
+  TempDir dir;
+  const auto load_with = [&](const std::function<void(testing::GgufWriter&)>& meta) {
+    const std::string path = write_llama(dir, "rope.gguf", 1, {}, meta);
+    return input_error_of([&] { load_model(path); });
+  };
+  const std::string path = dir.file("rope.gguf");
+  EXPECT_EQ(load_with([](auto& w) {
+              w.add_string("llama.rope.scaling.type", "yarn");
+              w.add_f32("llama.rope.scaling.factor", 4.0f);
+            }),
+            path + ": unsupported llama.rope.scaling.type \"yarn\" (supported: none, linear)");
+  EXPECT_EQ(load_with([](auto& w) { w.add_u32("llama.rope.dimension_count", 8); }),
+            path + ": llama.rope.dimension_count 8 differs from head_dim 16 (partial rotary "
+                   "embeddings are not supported)");
+  const Model m = load_model(write_llama(dir, "rope.gguf", 1, {}, [](auto& w) {
+    w.add_string("llama.rope.scaling.type", "none");
+    w.add_u32("llama.rope.dimension_count", 16);
+  }));
+  EXPECT_EQ(m.config.rope_scaling.type, "");
+}
+
 // A one-layer llama GGUF (see write_llama) with theta 500000 and the given rope_freqs.weight
 // divisors.
 std::string write_rope_freqs_model(const TempDir& dir, const std::vector<float>& divisors) {
