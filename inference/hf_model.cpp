@@ -196,6 +196,15 @@ ModelConfig read_config(const std::string& path, const Json& j) {
   c.rope_style = RopeStyle::RotateHalf;
   c.qkv_bias = arch->qkv_bias || flag(j.find("attention_bias"), path, "attention_bias", false);
   c.tied_classifier = flag(j.find("tie_word_embeddings"), path, "tie_word_embeddings", false);
+  // Llama's mlp_bias and other activations change the MLP, which the engine runs as SwiGLU.
+  if (flag(j.find("mlp_bias"), path, "mlp_bias", false))
+    throw input_error(path, "mlp_bias (biases on the MLP projections) is not supported");
+  if (const Json* act = j.find("hidden_act");
+      act != nullptr && !act->is_null() && !(act->is_string() && act->as_string() == "silu")) {
+    throw input_error(path, "hidden_act " +
+                                (act->is_string() ? "\"" + act->as_string() + "\"" : "of another type") +
+                                " is not supported (supported: silu)");
+  }
   if (c.n_heads % c.n_kv_heads != 0 || c.head_dim % 2 != 0) {
     throw input_error(path, "num_attention_heads " + std::to_string(c.n_heads) +
                                 " is not a multiple of num_key_value_heads " +
@@ -254,7 +263,19 @@ Model load_hf_model(const std::string& folder) {
   c.name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
   TensorSet tensors(dir);
   check_layer_count(c.n_layers, tensors.names(), "model.layers.", config_path, "num_hidden_layers");
-  if (!tensors.has("lm_head.weight")) c.tied_classifier = true;  // an omitted head is tied
+  if (!c.tied_classifier && !tensors.has("lm_head.weight")) {
+    throw input_error(config_path,
+                      "tie_word_embeddings is false or absent but the checkpoint has no "
+                      "lm_head.weight");
+  }
+  // HF Llama's attention_bias also puts a bias on o_proj, which the engine does not apply.
+  for (int i = 0; c.qkv_bias && i < c.n_layers; ++i) {
+    const std::string bias = "model.layers." + std::to_string(i) + ".self_attn.o_proj.bias";
+    if (tensors.has(bias)) {
+      throw input_error(config_path, "attention_bias with a bias on o_proj (" + bias +
+                                         ") is not supported");
+    }
+  }
 
   Model m;
   m.config = c;

@@ -1,6 +1,7 @@
 // Hugging Face config.json variants on stories260K-hf's weights: Qwen2 (q/k/v biases), Mistral,
-// rope_scaling llama3 / linear / unsupported, untied lm_head, a layer count the tensors do not
-// match; and default_model_path().
+// rope_scaling llama3 / linear / unsupported, untied lm_head; bad or unsupported settings (layer
+// count, ranges, types, mlp_bias, hidden_act, a missing lm_head, an o_proj bias); and
+// default_model_path().
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -201,6 +202,36 @@ TEST(HfConfig, FloatHyperParametersMustBePositiveNumbers) {
     EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }),
               dir.file("config.json") + ": " + problem);
   }
+}
+
+// Config settings and tensors the engine does not implement are refused instead of ignored.
+TEST(HfConfig, UnimplementedSettingsAreRefused) {
+  const std::pair<std::string, std::string> cases[] = {
+      {with(hf_config(), "mlp_bias", "true"),
+       "mlp_bias (biases on the MLP projections) is not supported"},
+      {with(hf_config(), "hidden_act", "\"gelu\""),
+       "hidden_act \"gelu\" is not supported (supported: silu)"},
+      // An untied head the checkpoint lacks was silently tied to the embedding.
+      {with(hf_config(), "tie_word_embeddings", "false"),
+       "tie_word_embeddings is false or absent but the checkpoint has no lm_head.weight"},
+      {with(hf_config(), "tie_word_embeddings", "null"),
+       "tie_word_embeddings is false or absent but the checkpoint has no lm_head.weight"},
+  };
+  for (const auto& [config, problem] : cases) {
+    TempDir dir;
+    copy_with_weights(dir, config);
+    EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }),
+              dir.file("config.json") + ": " + problem);
+  }
+  // HF Llama adds an o_proj bias under attention_bias; the engine has none to add.
+  TempDir dir;
+  copy_side_files(dir, with(hf_config(), "attention_bias", "true"));
+  std::vector<RawTensor> all = read_raw(shared_model("stories260K-hf/model.safetensors"));
+  all.push_back(f32_tensor("model.layers.3.self_attn.o_proj.bias", {64}, 1.0f));
+  write_safetensors(dir.file("model.safetensors"), all);
+  EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }),
+            dir.file("config.json") + ": attention_bias with a bias on o_proj "
+                                      "(model.layers.3.self_attn.o_proj.bias) is not supported");
 }
 
 TEST(LoaderDefault, DefaultModelPathFollowsKvscopeCache) {
