@@ -1,5 +1,5 @@
-// Model helpers: the weight traffic of one decoded token (for the bandwidth limit) and the RoPE
-// frequencies the model's scaling asks for.
+// Model helpers: the weight traffic of one decoded token (for the bandwidth limit), the parameter
+// count, and the RoPE frequencies the model's scaling asks for.
 #include "inference/model.h"
 
 #include "inference/errors.h"
@@ -23,15 +23,30 @@ std::vector<float> rope_inv_freq(const Model& model) {
   return inv_freq;
 }
 
-std::size_t Model::weight_bytes_per_token() const {
-  std::size_t floats = static_cast<std::size_t>(config.dim);  // the token's embedding row
-  for (const LayerWeights& l : weights.layers) {
-    floats += l.attn_norm.size() + l.wq.size() + l.wk.size() + l.wv.size() + l.wo.size() +
-              l.bq.size() + l.bk.size() + l.bv.size() + l.ffn_norm.size() + l.w_gate.size() +
-              l.w_up.size() + l.w_down.size();
+namespace {
+
+std::size_t layer_weights(const std::vector<LayerWeights>& layers) {
+  std::size_t n = 0;
+  for (const LayerWeights& l : layers) {
+    n += l.attn_norm.size() + l.wq.size() + l.wk.size() + l.wv.size() + l.wo.size() +
+         l.bq.size() + l.bk.size() + l.bv.size() + l.ffn_norm.size() + l.w_gate.size() +
+         l.w_up.size() + l.w_down.size();
   }
-  floats += weights.final_norm.size() + classifier().size();
+  return n;
+}
+
+}  // namespace
+
+std::size_t Model::weight_bytes_per_token() const {
+  const std::size_t floats = static_cast<std::size_t>(config.dim) +  // the token's embedding row
+                             layer_weights(weights.layers) + weights.final_norm.size() +
+                             classifier().size();
   return floats * sizeof(float);
+}
+
+std::size_t Model::parameter_count() const {
+  return weights.token_embedding.size() + layer_weights(weights.layers) +
+         weights.final_norm.size() + (config.tied_classifier ? 0 : weights.classifier.size());
 }
 
 }  // namespace kvs

@@ -82,6 +82,9 @@ struct Model {
   }
   // Bytes of fp32 weights the forward pass reads per decoded token.
   std::size_t weight_bytes_per_token() const;
+  // Weights the model holds: the embedding, every layer's tensors, the final norm and the
+  // classifier when it is separate (a tied one is the embedding, counted once).
+  std::size_t parameter_count() const;
 };
 
 // RoPE inverse frequencies [head_dim/2] with the model's scaling applied. Throws InputError for

@@ -93,7 +93,7 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
     tok_problem = e.what();
   }
   const ModelConfig& c = model.config;
-  const double params = static_cast<double>(model.weight_bytes_per_token()) / 4.0;
+  const double params = static_cast<double>(model.parameter_count());
   if (json) {
     JsonObject o;
     o.add("kind", "model").add("path", path).add("format", model.format).add("arch", c.arch)

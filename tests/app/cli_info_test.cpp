@@ -16,6 +16,11 @@ Json parse_json(const CliResult& r) {
   return Json::parse(r.out, "kvscope info --json");
 }
 
+// stories260K's weights: embedding 512 x 64 = 32768; per layer the two norms 2 x 64, wq and wo
+// 64 x 64 each, wk and wv 32 x 64 each, and the MLP 3 x 172 x 64 = 45440, times 5 layers; the
+// final norm 64. A separate classifier (the GGUF's) adds another 32768.
+constexpr double kStoriesTiedParams = 32768 + 5 * 45440 + 64;  // 260032
+
 void expect_stories_shape(const Json& j) {
   EXPECT_EQ(j.get_string("kind", ""), "model");
   EXPECT_EQ(j.get_string("arch", ""), "llama");
@@ -50,6 +55,7 @@ TEST(CliInfo, LlamaCBinJson) {
   EXPECT_EQ(j.get_string("path", ""), stories_bin());
   EXPECT_EQ(j.get_number("seq_len", 0), 512);
   EXPECT_TRUE(j.get_bool("tied_classifier", false));
+  EXPECT_EQ(j.get_number("parameters", 0), kStoriesTiedParams);
   EXPECT_EQ(j.get_string("rope_style", ""), "interleaved");
 }
 
@@ -64,6 +70,8 @@ TEST(CliInfo, GgufJson) {
   EXPECT_EQ(j.get_string("format", ""), "gguf");
   EXPECT_EQ(j.get_number("seq_len", 0), 2048);  // llama.cpp's converter default (SOURCES.md)
   EXPECT_FALSE(j.get_bool("tied_classifier", true));
+  // The parameters were weight bytes per decoded token / 4: one embedding row, not all of them.
+  EXPECT_EQ(j.get_number("parameters", 0), kStoriesTiedParams + 32768);  // 292800
 }
 
 TEST(CliInfo, GgufText) {
@@ -83,6 +91,9 @@ TEST(CliInfo, TinyRandomGgufWithLlama2Vocabulary) {
   EXPECT_EQ(j.get_number("hidden_dim", 0), 32);
   EXPECT_EQ(j.get_number("vocab_size", 0), 32000);
   EXPECT_EQ(j.get_string("weight_type", ""), "F16");
+  // Embedding and classifier 32000 x 8 each; one layer of norms 2 x 8, q/k/v/o 4 x 8 x 8 and MLP
+  // 3 x 32 x 8; the final norm 8.
+  EXPECT_EQ(j.get_number("parameters", 0), 2 * 256000 + 1040 + 8);  // 513048
 }
 
 TEST(CliInfo, HuggingFaceFolderJson) {
@@ -90,6 +101,7 @@ TEST(CliInfo, HuggingFaceFolderJson) {
   expect_stories_shape(j);
   EXPECT_EQ(j.get_string("rope_style", ""), "rotate_half");
   EXPECT_TRUE(j.get_bool("tied_classifier", false));
+  EXPECT_EQ(j.get_number("parameters", 0), kStoriesTiedParams);  // was off by one row of 64
 }
 
 class CliInfoTrace : public ::testing::Test {
