@@ -6,6 +6,7 @@
 #include "inference/errors.h"
 #include "inference/gguf_file.h"
 #include "inference/json.h"
+#include "inference/mapped_file.h"
 
 namespace kvs {
 namespace {
@@ -62,7 +63,7 @@ std::string chat_family_for_model(const Model& model) {
   if (model.format == "hf") {
     const std::filesystem::path config =
         std::filesystem::path(model.path) / "tokenizer_config.json";
-    if (!std::filesystem::exists(config)) return "";
+    if (path_kind(config.string()) == PathKind::Missing) return "";
     const Json j = Json::parse_file(config.string());
     const Json* t = j.find("chat_template");
     if (t == nullptr) return "";

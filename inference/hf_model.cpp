@@ -9,6 +9,7 @@
 
 #include "inference/errors.h"
 #include "inference/json.h"
+#include "inference/mapped_file.h"
 #include "inference/model_checks.h"
 #include "inference/safetensors_file.h"
 
@@ -66,7 +67,7 @@ class TensorSet {
   explicit TensorSet(const fs::path& folder) {
     const fs::path single = folder / "model.safetensors";
     const fs::path index = folder / "model.safetensors.index.json";
-    if (fs::exists(index)) {
+    if (path_kind(index.string()) != PathKind::Missing) {
       listing_ = index.string();
       const Json j = Json::parse_file(index.string());
       const Json* map = j.find("weight_map");
@@ -77,7 +78,7 @@ class TensorSet {
         if (!file.is_string())
           throw input_error(index.string(), "weight_map entry is not a file name");
         const fs::path shard = folder / file.as_string();
-        if (!fs::exists(shard)) {
+        if (path_kind(shard.string()) == PathKind::Missing) {
           throw input_error(shard.string(), "missing shard (listed in " +
                                                 index.filename().string() + " for tensor " +
                                                 map->keys()[i] + ")");
@@ -86,7 +87,7 @@ class TensorSet {
         if (!f) f = std::make_shared<SafetensorsFile>(shard.string());
         owner_[map->keys()[i]] = f.get();
       }
-    } else if (fs::exists(single)) {
+    } else if (path_kind(single.string()) != PathKind::Missing) {
       listing_ = single.string();
       auto f = std::make_shared<SafetensorsFile>(single.string());
       for (const auto& [name, t] : f->tensors()) owner_[name] = f.get();
@@ -258,7 +259,8 @@ bool is_hf_folder(const std::string& path) {
 Model load_hf_model(const std::string& folder) {
   const fs::path dir(folder);
   const std::string config_path = (dir / "config.json").string();
-  if (!fs::exists(config_path)) throw input_error(folder, "not a model folder (no config.json)");
+  if (path_kind(config_path) == PathKind::Missing)
+    throw input_error(folder, "not a model folder (no config.json)");
   ModelConfig c = read_config(config_path, Json::parse_file(config_path));
   c.name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
   TensorSet tensors(dir);

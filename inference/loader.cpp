@@ -52,7 +52,7 @@ std::string llama2c_tokenizer_beside(const Model& model) {
   for (const std::string& name :
        {std::string("tokenizer.bin"), "tok" + std::to_string(model.config.vocab_size) + ".bin"}) {
     const fs::path candidate = dir / name;
-    if (fs::exists(candidate)) return candidate.string();
+    if (path_kind(candidate.string()) != PathKind::Missing) return candidate.string();
   }
   return "";
 }
@@ -105,9 +105,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const Model& model, const std::string&
   } else if (model.format == "hf") {
     source = (fs::path(model.path) / "tokenizer.json").string();
     const std::string spm = (fs::path(model.path) / "tokenizer.model").string();
-    if (fs::exists(source)) {
+    if (path_kind(source) != PathKind::Missing) {
       tok = load_tokenizer_json(source);
-    } else if (fs::exists(spm)) {
+    } else if (path_kind(spm) != PathKind::Missing) {
       source = spm;
       tok = load_sentencepiece_model(source);
     } else {

@@ -6,6 +6,7 @@
 
 #include "inference/errors.h"
 #include "inference/json.h"
+#include "inference/mapped_file.h"
 #include "inference/tokenizer_bpe.h"
 #include "inference/tokenizer_spm.h"
 
@@ -129,7 +130,7 @@ Parsed parse_common(const std::string& path, const Json& j, const Json& model) {
   // tokenizer_config.json beside the file names BOS/EOS and may override add_bos_token.
   const std::filesystem::path config =
       std::filesystem::path(path).parent_path() / "tokenizer_config.json";
-  if (std::filesystem::exists(config)) {
+  if (path_kind(config.string()) != PathKind::Missing) {
     const Json c = Json::parse_file(config.string());
     auto lookup = [&](const char* key) {
       auto it = p.ids.find(token_name(c.find(key)));
