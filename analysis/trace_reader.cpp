@@ -52,10 +52,17 @@ struct TraceReader::Impl {
     }
   }
 
-  void open_file() {
+  // What the path is, before anything opens it: a FIFO would block the open (and the probe).
+  struct stat stat_file() const {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) throw input_error(path, std::strerror(errno));
     if (S_ISDIR(st.st_mode)) throw input_error(path, "is a directory, not a trace file");
+    if (!S_ISREG(st.st_mode)) throw input_error(path, "not a regular file");
+    return st;
+  }
+
+  void open_file() {
+    const struct stat st = stat_file();
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw input_error(path, std::strerror(errno));
     ::close(fd);
@@ -180,6 +187,7 @@ TraceReader::TraceReader(const std::string& path, bool probe_first) : impl_(std:
   try {
     r.guarded([&] {
       h5::init();
+      r.stat_file();
       if (probe_first) r.probe_in_child();
       r.open_file();
       r.check_identity();

@@ -200,6 +200,15 @@ TEST(TraceReaderRejects, MissingFile) {
   EXPECT_EQ(reader_error(dir.file("none.h5")), dir.file("none.h5") + ": No such file or directory");
 }
 
+// A FIFO (or any file that is not regular) is refused before anything opens it: the open would
+// block until a writer came.
+TEST(TraceReaderRejects, FifoWithoutOpeningIt) {
+  TempDir dir;
+  const std::string path = dir.file("pipe.h5");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EXPECT_EQ(reader_error(path), path + ": not a regular file");
+}
+
 TEST(TraceReaderRejects, NonHdf5File) {
   TempDir dir;
   const std::string path = dir.file("text.h5");
