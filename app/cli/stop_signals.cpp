@@ -18,11 +18,6 @@ StopSignals::StopSignals() {
   std::signal(SIGTERM, on_signal);
 }
 
-StopSignals::~StopSignals() {
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
-}
-
 int StopSignals::received() { return g_received; }
 
 }  // namespace kvs
