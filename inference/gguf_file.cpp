@@ -216,8 +216,12 @@ bool is_gguf_file(const std::string& path) {
 GgufFile::GgufFile(const std::string& path) : file_(std::make_shared<MappedFile>(path)) {
   const MappedFile& f = *file_;
   Cursor c(f);
-  if (f.size() < 24 || std::memcmp(f.data(), "GGUF", 4) != 0) {
+  if (f.size() < 4 || std::memcmp(f.data(), "GGUF", 4) != 0) {
     throw input_error(path, "not a GGUF file (bad magic)");
+  }
+  if (f.size() < 24) {
+    throw input_error(path, "truncated file (" + std::to_string(f.size()) +
+                                " bytes, shorter than the 24-byte GGUF header)");
   }
   c.skip(4, "magic");
   version_ = c.read<uint32_t>("header");

@@ -155,6 +155,10 @@ TEST(GgufModel, TruncatedFileIsNamed) {
   write_bytes(path, bytes);
   EXPECT_EQ(input_error_of([&] { load_model(path); }),
             path + ": truncated file (metadata tokenizer.ggml.tokens ends past 5000 bytes)");
+  bytes.resize(10);  // the magic, then the header cut
+  write_bytes(path, bytes);
+  EXPECT_EQ(input_error_of([&] { load_model(path); }),
+            path + ": truncated file (10 bytes, shorter than the 24-byte GGUF header)");
 }
 
 TEST(GgufModel, MalformedHeaders) {
