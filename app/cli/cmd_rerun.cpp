@@ -51,9 +51,8 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
   std::vector<RunData> runs;
   {
     TraceReader trace(path);
-    if (callbacks.on_caveat && !trace.meta().recorded_under.empty())
-      callbacks.on_caveat("the trace was recorded under " + trace.meta().recorded_under +
-                          ": recall and top-k miss are measured against that run's rows, not a full cache's");
+    if (const std::string recorded = recorded_under_caveat(trace.meta()); callbacks.on_caveat && !recorded.empty())
+      callbacks.on_caveat(recorded);
     const TraceMeta& m = trace.meta();
     auto policies = build_policies(a, trace);
     if (callbacks.on_caveat)

@@ -113,12 +113,16 @@ std::vector<std::string> policy_caveats(const std::vector<std::unique_ptr<Policy
   return out;
 }
 
+std::string recorded_under_caveat(const TraceMeta& meta) {
+  if (meta.recorded_under.empty()) return {};
+  return "the trace was recorded under " + meta.recorded_under +
+         ": its rows cover only the keys that policy kept, so what is measured against them is relative to "
+         "that run, not to a full cache";
+}
+
 void note_recorded_under(const TraceMeta& meta) {
-  if (meta.recorded_under.empty()) return;
-  std::fprintf(stderr,
-               "kvscope: note: the trace was recorded under %s: its rows cover only the keys that policy kept, "
-               "so what is measured against them is relative to that run, not to a full cache\n",
-               meta.recorded_under.c_str());
+  const std::string caveat = recorded_under_caveat(meta);
+  if (!caveat.empty()) print_caveats({caveat});
 }
 
 void print_caveats(const std::vector<std::string>& caveats) {

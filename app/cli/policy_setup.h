@@ -59,8 +59,10 @@ bool any_needs_key_scores(const std::vector<std::unique_ptr<Policy>>& policies);
 // `prompt_len` tokens (Policy::caveat), in order.
 std::vector<std::string> policy_caveats(const std::vector<std::unique_ptr<Policy>>& policies, int prompt_len);
 
-// A trace recorded under a policy holds that run's attention, not the full cache's: the note the
-// commands that analyse its rows print on stderr ("kvscope: note: ..."), nothing for others.
+// A trace recorded under a policy holds that run's attention, not the full cache's: the caveat
+// the commands that analyse its rows give ("" for other traces), and that caveat printed on
+// stderr as print_caveats does.
+std::string recorded_under_caveat(const TraceMeta& meta);
 void note_recorded_under(const TraceMeta& meta);
 
 // The caveats as the CLI prints them on stderr, one "kvscope: note: ..." line each.
