@@ -6,7 +6,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -82,7 +84,8 @@ std::optional<GpuDtype> parse_gpu_dtype(std::string_view name) {
 struct Engine::State {
   State(const Model& m, bool rope_in_cache)
       : store(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, m.config.seq_len),
-        rope(rope_inv_freq(m)), rope_in_cache(rope_in_cache) {}
+        rope(rope_inv_freq(m)), rope_in_cache(rope_in_cache),
+        ranges_left(std::make_unique<std::atomic<int>[]>(m.config.n_kv_heads)) {}
 
   KvStore store;
   ops::RopeTable rope;
@@ -114,6 +117,7 @@ struct Engine::State {
   std::vector<float> part_out;   // [n_heads, max_ranges, head_dim] unnormalized value mixes
   std::vector<float> part_m;     // [n_heads, max_ranges] largest scaled score of each range
   std::vector<float> part_l;     // [n_heads, max_ranges] sum of exps of each range
+  std::unique_ptr<std::atomic<int>[]> ranges_left;  // [n_kv_heads] ranges of the layer not yet done
   std::vector<float> qrot;       // [n_heads, head_dim] queries rotated by slot (rope_in_cache)
   std::vector<float> krot;       // [n_kv_heads, cap, head_dim] keys rotated by slot (rope_in_cache)
   std::vector<AttentionBlock> blocks;  // [n_heads]
@@ -418,14 +422,17 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
     // and values (read from memory once, not once per query head), and long contexts split into
     // enough pieces to keep every thread busy. Ranges are fixed at kRangeKeys keys, so results do
     // not depend on the thread count. A KV head with one range is finished in its piece; longer
-    // ones are combined per query head after all pieces.
+    // ones are combined per query head by whichever thread finishes the KV head's last range, so
+    // the layer needs no second join.
     constexpr int kRangeKeys = 512;
     const float* queries = options_.rope_in_cache ? s.qrot.data() : s.q.data();
     const int max_ranges = (s.cap + kRangeKeys - 1) / kRangeKeys;
     auto n_ranges = [&](int g) { return (s.n_rows[g] + kRangeKeys - 1) / kRangeKeys; };
     s.ranges.clear();
-    for (int g = 0; g < c.n_kv_heads; ++g)
+    for (int g = 0; g < c.n_kv_heads; ++g) {
       for (int r = 0; r < n_ranges(g); ++r) s.ranges.emplace_back(g, r);
+      s.ranges_left[g].store(n_ranges(g), std::memory_order_relaxed);
+    }
     s.part_out.resize(static_cast<std::size_t>(c.n_heads) * max_ranges * hd);
     s.part_m.resize(static_cast<std::size_t>(c.n_heads) * max_ranges);
     s.part_l.resize(static_cast<std::size_t>(c.n_heads) * max_ranges);
@@ -449,16 +456,11 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
                               s.part_l.data() + at, max_ranges, queries + static_cast<std::size_t>(h0) * hd, group,
                               keys, s.store.values(l, g), s.rows.data() + static_cast<std::size_t>(g) * s.cap,
                               r * kRangeKeys, std::min(s.n_rows[g], (r + 1) * kRangeKeys), hd, scale);
-        if (n_ranges(g) == 1)
+        // acq_rel: the last range's thread sees the other ranges' parts before merging them.
+        if (s.ranges_left[g].fetch_sub(1, std::memory_order_acq_rel) == 1)
           for (int h = h0; h < h0 + group; ++h) merge(h);
       }
     });
-    if (max_ranges > 1) {
-      team.parallel(c.n_heads, 1, [&](long h0, long h1) {
-        for (long h = h0; h < h1; ++h)
-          if (n_ranges(static_cast<int>(h) / group) > 1) merge(static_cast<int>(h));
-      });
-    }
 
     // The hooks see the rows while the team starts on the output projection, which reads neither
     // the probabilities nor the cache.
