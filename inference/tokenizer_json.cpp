@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "inference/errors.h"
 #include "inference/json.h"
@@ -64,6 +65,38 @@ const Json* template_processor(const Json* pp) {
   return nullptr;
 }
 
+// model.merges, each "a b" or [a, b]. As Hugging Face's tokenizers (0.23) does, the list must be
+// there (it may be empty) and both parts must be in model.vocab; so must what they merge into,
+// which Hugging Face also requires (it fails loading without one).
+std::vector<std::pair<std::string, std::string>> parse_merges(const std::string& path, const Json& model,
+                                                              const Json& vocab) {
+  const Json* merges = model.find("merges");
+  if (merges == nullptr || merges->is_null())
+    throw input_error(path, "model.merges is missing (a BPE model needs the list, [] when it has none)");
+  if (!merges->is_array()) throw input_error(path, "model.merges is not a list");
+  const std::unordered_set<std::string> known(vocab.keys().begin(), vocab.keys().end());
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Json& m : merges->items()) {
+    if (m.is_string()) {
+      const std::string& s = m.as_string();
+      const std::size_t space = s.find(' ', 1);
+      if (space == std::string::npos) throw input_error(path, "merge \"" + s + "\" has no space");
+      out.emplace_back(s.substr(0, space), s.substr(space + 1));
+    } else if (m.is_array() && m.size() == 2 && m.items()[0].is_string() && m.items()[1].is_string()) {
+      out.emplace_back(m.items()[0].as_string(), m.items()[1].as_string());
+    } else {
+      throw input_error(path, "model.merges holds an entry that is neither \"a b\" nor [a, b]");
+    }
+    const auto& [a, b] = out.back();
+    const std::string merge = "merge \"" + a + " " + b + "\" ";
+    for (const std::string& part : {a, b}) {
+      if (!known.count(part)) throw input_error(path, merge + "names \"" + part + "\", which is not in model.vocab");
+    }
+    if (!known.count(a + b)) throw input_error(path, merge + "makes \"" + a + b + "\", which is not in model.vocab");
+  }
+  return out;
+}
+
 Parsed parse_common(const std::string& path, const Json& j, const Json& model) {
   Parsed p;
   const Json* vocab = model.find("vocab");
@@ -99,21 +132,7 @@ Parsed parse_common(const std::string& path, const Json& j, const Json& model) {
     p.tokens[id] = s;
     p.ids[s] = id;
   }
-  if (const Json* merges = model.find("merges"); merges && merges->is_array()) {
-    for (const Json& m : merges->items()) {
-      if (m.is_string()) {
-        const std::string& s = m.as_string();
-        const std::size_t space = s.find(' ', 1);
-        if (space == std::string::npos) throw input_error(path, "merge \"" + s + "\" has no space");
-        p.merges.emplace_back(s.substr(0, space), s.substr(space + 1));
-      } else if (m.is_array() && m.size() == 2 && m.items()[0].is_string() &&
-                 m.items()[1].is_string()) {
-        p.merges.emplace_back(m.items()[0].as_string(), m.items()[1].as_string());
-      } else {
-        throw input_error(path, "model.merges holds an entry that is neither \"a b\" nor [a, b]");
-      }
-    }
-  }
+  p.merges = parse_merges(path, model, *vocab);
   // BOS from the post-processor template: a leading special token means prompts get it.
   if (const Json* tp = template_processor(j.find("post_processor"))) {
     const Json* single = tp->find("single");

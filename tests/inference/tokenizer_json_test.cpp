@@ -286,5 +286,31 @@ TEST(TokenizerJson, BadFiles) {
             path + ": unsupported pre-tokenizer \"Whitespace\"");
 }
 
+// Hugging Face's tokenizers refuses these too: a BPE model without its merges list, and merges
+// of (or into) tokens that are not in the vocabulary. An empty list is fine.
+TEST(TokenizerJson, MergesMustBeThereAndNameVocabularyTokens) {
+  TempDir dir;
+  const std::string path = dir.file("tokenizer.json");
+  const auto load_with = [&](const std::string& merges) {
+    const std::string text = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}" +
+                             merges + "}}";
+    write_bytes(path, text.data(), text.size());
+    return load_tokenizer_json(path);
+  };
+  const auto error_with = [&](const std::string& merges) { return input_error_of([&] { load_with(merges); }); };
+  const std::string missing = ": model.merges is missing (a BPE model needs the list, [] when it has none)";
+  EXPECT_EQ(error_with(""), path + missing);
+  EXPECT_EQ(error_with(", \"merges\": null"), path + missing);
+  EXPECT_EQ(error_with(", \"merges\": \"a b\""), path + ": model.merges is not a list");
+  EXPECT_EQ(error_with(", \"merges\": [\"a b\", \"x b\"]"),
+            path + ": merge \"x b\" names \"x\", which is not in model.vocab");
+  EXPECT_EQ(error_with(", \"merges\": [[\"a\", \"y\"]]"),
+            path + ": merge \"a y\" names \"y\", which is not in model.vocab");
+  EXPECT_EQ(error_with(", \"merges\": [\"b a\"]"),
+            path + ": merge \"b a\" makes \"ba\", which is not in model.vocab");
+  EXPECT_EQ(load_with(", \"merges\": []")->vocab_size(), 3);
+  EXPECT_EQ(load_with(", \"merges\": [\"a b\"]")->encode("ab", false), (std::vector<int>{2}));
+}
+
 }  // namespace
 }  // namespace kvs
