@@ -73,6 +73,26 @@ bool is_integer(GgufType t) {
   }
 }
 
+// "a string", "a float32", ...: how errors name a metadata value of the wrong type.
+std::string type_phrase(GgufType type) {
+  switch (type) {
+    case GgufType::UInt8: return "a uint8";
+    case GgufType::Int8: return "an int8";
+    case GgufType::UInt16: return "a uint16";
+    case GgufType::Int16: return "an int16";
+    case GgufType::UInt32: return "a uint32";
+    case GgufType::Int32: return "an int32";
+    case GgufType::Float32: return "a float32";
+    case GgufType::Bool: return "a bool";
+    case GgufType::String: return "a string";
+    case GgufType::Array: return "an array";
+    case GgufType::UInt64: return "a uint64";
+    case GgufType::Int64: return "an int64";
+    case GgufType::Float64: return "a float64";
+  }
+  return "of type " + std::to_string(static_cast<uint32_t>(type));
+}
+
 // Integer metadata `key` in [1, max], or `fallback` when absent (-1: the key is required). 64-bit
 // values are range-checked before they are narrowed.
 int int_param(const GgufFile& g, const std::string& key, int64_t fallback, int64_t max) {
@@ -81,7 +101,7 @@ int int_param(const GgufFile& g, const std::string& key, int64_t fallback, int64
     if (fallback < 0) throw input_error(g.path(), "missing metadata " + key);
     return static_cast<int>(fallback);
   }
-  if (!is_integer(v->type)) throw input_error(g.path(), key + " is not an integer");
+  if (!is_integer(v->type)) throw input_error(g.path(), key + " is " + type_phrase(v->type) + ", expected an integer");
   if (v->integer < 1 || v->integer > max) {
     const std::string value = v->type == GgufType::UInt64
                                   ? std::to_string(static_cast<uint64_t>(v->integer))
@@ -97,7 +117,7 @@ float positive_float(const GgufFile& g, const std::string& key, float fallback) 
   const GgufValue* v = g.find(key);
   if (v == nullptr) return fallback;
   if (!is_integer(v->type) && v->type != GgufType::Float32 && v->type != GgufType::Float64)
-    throw input_error(g.path(), key + " is not a number");
+    throw input_error(g.path(), key + " is " + type_phrase(v->type) + ", expected a number");
   const float x = static_cast<float>(v->number);
   if (!std::isfinite(x) || x <= 0.0f) {
     char value[32];
@@ -182,14 +202,20 @@ Model load_gguf_model(const std::string& path) {
   check_layer_count(c.n_layers, names, "blk.", path, k + "block_count");
   c.n_heads = int_param(g, k + "attention.head_count", -1, kMaxHeads);
   c.n_kv_heads = int_param(g, k + "attention.head_count_kv", c.n_heads, kMaxHeads);
-  c.head_dim = int_param(g, k + "attention.key_length", c.dim / c.n_heads, kMaxModelDim);
+  const bool head_dim_given = g.find(k + "attention.key_length") != nullptr;
+  c.head_dim = head_dim_given ? int_param(g, k + "attention.key_length", -1, kMaxModelDim) : c.dim / c.n_heads;
+  check_attention_layout(c.dim, c.n_heads, c.n_kv_heads, c.head_dim, head_dim_given,
+                         {k + "embedding_length", k + "attention.head_count", k + "attention.head_count_kv",
+                          k + "attention.key_length"},
+                         path);
   c.seq_len = int_param(g, k + "context_length", 2048, kMaxContext);
   c.rope_theta = positive_float(g, k + "rope.freq_base", 10000.0f);
   c.rms_eps = positive_float(g, k + "attention.layer_norm_rms_epsilon", 1e-5f);
   c.rope_style = arch == "qwen2" ? RopeStyle::RotateHalf : RopeStyle::Interleaved;
   std::string scaling = "none";
   if (const GgufValue* v = g.find(k + "rope.scaling.type")) {
-    if (v->type != GgufType::String) throw input_error(path, k + "rope.scaling.type is not a string");
+    if (v->type != GgufType::String)
+      throw input_error(path, k + "rope.scaling.type is " + type_phrase(v->type) + ", expected a string");
     scaling = v->text;
   }
   if (scaling == "linear") {
@@ -198,11 +224,6 @@ Model load_gguf_model(const std::string& path) {
   } else if (scaling != "none") {
     throw input_error(path, "unsupported " + k + "rope.scaling.type \"" + scaling +
                                 "\" (supported: none, linear)");
-  }
-  if (c.n_heads % c.n_kv_heads != 0 || c.head_dim <= 0 || c.head_dim % 2 != 0) {
-    throw input_error(path, "inconsistent attention metadata (" + std::to_string(c.n_heads) +
-                                " heads, " + std::to_string(c.n_kv_heads) + " KV heads, head_dim " +
-                                std::to_string(c.head_dim) + ")");
   }
   check_attention_width(c.n_heads, c.head_dim, path);
   if (const int rotated = int_param(g, k + "rope.dimension_count", c.head_dim, kMaxModelDim);

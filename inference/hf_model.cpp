@@ -3,6 +3,7 @@
 #include "inference/hf_model.h"
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -24,11 +25,25 @@ struct Architecture {
   bool qkv_bias;
 };
 
+const AttentionKeys kHfAttentionKeys{"hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim"};
+
 const Architecture kArchitectures[] = {
     {"LlamaForCausalLM", "llama", false},
     {"MistralForCausalLM", "mistral", false},
     {"Qwen2ForCausalLM", "qwen2", true},
 };
+
+// "a string", "a boolean", ...: how errors name a JSON value that is not a number.
+std::string type_phrase(const Json& v) {
+  return v.is_string() ? "a string" : v.is_bool() ? "a boolean" : v.is_array() ? "an array" : "an object";
+}
+
+// A JSON number as config.json shows it: 4294967312, 2.5, -1e-05.
+std::string number_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", x);
+  return buf;
+}
 
 // The integer `v` in [1, max], or `fallback` when absent or null (-1: required); `name` names it in
 // errors.
@@ -36,9 +51,10 @@ int positive_int(const Json* v, const std::string& path, const std::string& name
                  int64_t fallback, int64_t max) {
   const bool given = v != nullptr && !v->is_null();
   if (!given && fallback < 0) throw input_error(path, "missing " + name);
-  const double x = given ? (v->is_number() ? v->as_number() : -1.0) : static_cast<double>(fallback);
+  if (given && !v->is_number()) throw input_error(path, name + " is " + type_phrase(*v) + ", expected an integer");
+  const double x = given ? v->as_number() : static_cast<double>(fallback);
   if (!(x >= 1 && x <= static_cast<double>(max)) || x != static_cast<double>(static_cast<int>(x))) {
-    throw input_error(path, name + " has an invalid value (expected an integer from 1 to " +
+    throw input_error(path, name + " has an invalid value " + number_text(x) + " (expected an integer from 1 to " +
                                 std::to_string(max) + ")");
   }
   return static_cast<int>(x);
@@ -48,9 +64,11 @@ int positive_int(const Json* v, const std::string& path, const std::string& name
 float positive_float(const Json* v, const std::string& path, const std::string& name,
                      float fallback) {
   if (v == nullptr || v->is_null()) return fallback;
-  const float x = v->is_number() ? static_cast<float>(v->as_number()) : 0.0f;
+  if (!v->is_number()) throw input_error(path, name + " is " + type_phrase(*v) + ", expected a number");
+  const float x = static_cast<float>(v->as_number());
   if (!std::isfinite(x) || x <= 0.0f)
-    throw input_error(path, name + " has an invalid value (expected a positive number)");
+    throw input_error(path, name + " has an invalid value " + number_text(v->as_number()) +
+                                " (expected a positive number)");
   return x;
 }
 
@@ -186,8 +204,10 @@ ModelConfig read_config(const std::string& path, const Json& j) {
       positive_int(j.find("num_attention_heads"), path, "num_attention_heads", -1, kMaxHeads);
   c.n_kv_heads = positive_int(j.find("num_key_value_heads"), path, "num_key_value_heads",
                               c.n_heads, kMaxHeads);
-  c.head_dim =
-      positive_int(j.find("head_dim"), path, "head_dim", c.dim / c.n_heads, kMaxModelDim);
+  const Json* head_dim = j.find("head_dim");
+  const bool head_dim_given = head_dim != nullptr && !head_dim->is_null();
+  c.head_dim = head_dim_given ? positive_int(head_dim, path, "head_dim", -1, kMaxModelDim) : c.dim / c.n_heads;
+  check_attention_layout(c.dim, c.n_heads, c.n_kv_heads, c.head_dim, head_dim_given, kHfAttentionKeys, path);
   check_attention_width(c.n_heads, c.head_dim, path);
   c.vocab_size = positive_int(j.find("vocab_size"), path, "vocab_size", -1, kMaxVocab);
   c.seq_len = positive_int(j.find("max_position_embeddings"), path, "max_position_embeddings",
@@ -205,11 +225,6 @@ ModelConfig read_config(const std::string& path, const Json& j) {
     throw input_error(path, "hidden_act " +
                                 (act->is_string() ? "\"" + act->as_string() + "\"" : "of another type") +
                                 " is not supported (supported: silu)");
-  }
-  if (c.n_heads % c.n_kv_heads != 0 || c.head_dim % 2 != 0) {
-    throw input_error(path, "num_attention_heads " + std::to_string(c.n_heads) +
-                                " is not a multiple of num_key_value_heads " +
-                                std::to_string(c.n_kv_heads) + " or head_dim is odd");
   }
   // Sliding-window attention: Mistral's sliding_window (null from v0.2 on); Qwen2 configs carry a
   // sliding_window that applies only with use_sliding_window, and then to some layers only.

@@ -1,5 +1,5 @@
-// Checks the model loaders share: the attention width and the layer count against the layer
-// tensors present.
+// Checks the model loaders share: the attention layout and width, and the layer count against the
+// layer tensors present.
 #include "inference/model_checks.h"
 
 #include <algorithm>
@@ -16,6 +16,25 @@ void check_attention_width(int64_t n_heads, int64_t head_dim, const std::string&
                                  std::to_string(head_dim) + " make " + std::to_string(width) +
                                  " query features, more than the " + std::to_string(kMaxModelDim) +
                                  " supported");
+  }
+}
+
+void check_attention_layout(int64_t dim, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                            bool head_dim_given, const AttentionKeys& keys, const std::string& where) {
+  const auto n = [](int64_t v) { return std::to_string(v); };
+  if (!head_dim_given && dim % n_heads != 0) {
+    throw input_error(where, keys.dim + " " + n(dim) + " is not a multiple of " + keys.n_heads + " " + n(n_heads) +
+                                 " (with no " + keys.head_dim + ", each head gets " + keys.dim + " / " +
+                                 keys.n_heads + " features)");
+  }
+  if (n_heads % n_kv_heads != 0) {
+    throw input_error(where, keys.n_heads + " " + n(n_heads) + " is not a multiple of " + keys.n_kv_heads + " " +
+                                 n(n_kv_heads));
+  }
+  if (head_dim % 2 != 0) {
+    const std::string derived = head_dim_given ? "" : " (" + keys.dim + " / " + keys.n_heads + ")";
+    throw input_error(where, keys.head_dim + " " + n(head_dim) + derived +
+                                 " is odd (rotary embeddings rotate pairs of features)");
   }
 }
 

@@ -283,7 +283,37 @@ TEST(GgufModel, IntegerHyperParametersAreRangeChecked) {
                    "1048576 supported");
   EXPECT_EQ(load_with([](auto& w) { w.add_string("llama.embedding_length", "16"); },
                       {"llama.embedding_length"}),
-            path + ": llama.embedding_length is not an integer");
+            path + ": llama.embedding_length is a string, expected an integer");
+  EXPECT_EQ(load_with([](auto& w) { w.add_f32("llama.embedding_length", 16.0f); }, {"llama.embedding_length"}),
+            path + ": llama.embedding_length is a float32, expected an integer");
+}
+
+// Attention metadata that does not fit together names the one thing wrong (it was "inconsistent
+// attention metadata (7 heads, 7 KV heads, head_dim 2)" for each).
+TEST(GgufModel, AttentionLayoutProblemsAreNamed) {
+  TempDir dir;
+  const auto load_with = [&](const std::function<void(testing::GgufWriter&)>& meta) {
+    const std::string path = write_llama(dir, "heads.gguf", 1, {"llama.attention.head_count"}, meta);
+    return input_error_of([&] { load_model(path); });
+  };
+  const std::string path = dir.file("heads.gguf");
+  EXPECT_EQ(load_with([](auto& w) { w.add_u32("llama.attention.head_count", 7); }),
+            path + ": llama.embedding_length 16 is not a multiple of llama.attention.head_count 7 (with no "
+                   "llama.attention.key_length, each head gets llama.embedding_length / "
+                   "llama.attention.head_count features)");
+  EXPECT_EQ(load_with([](auto& w) {
+              w.add_u32("llama.attention.head_count", 4);
+              w.add_u32("llama.attention.head_count_kv", 3);
+            }),
+            path + ": llama.attention.head_count 4 is not a multiple of llama.attention.head_count_kv 3");
+  EXPECT_EQ(load_with([](auto& w) {
+              w.add_u32("llama.attention.head_count", 2);
+              w.add_u32("llama.attention.key_length", 5);
+            }),
+            path + ": llama.attention.key_length 5 is odd (rotary embeddings rotate pairs of features)");
+  EXPECT_EQ(load_with([](auto& w) { w.add_u32("llama.attention.head_count", 16); }),
+            path + ": llama.attention.key_length 1 (llama.embedding_length / llama.attention.head_count) is "
+                   "odd (rotary embeddings rotate pairs of features)");
 }
 
 // Float hyper-parameters must be finite and positive, and numbers: theta 0 or NaN, a negative eps
@@ -303,7 +333,7 @@ TEST(GgufModel, FloatHyperParametersMustBePositiveNumbers) {
             path + ": llama.attention.layer_norm_rms_epsilon has an invalid value -1e-05 (expected "
                    "a positive number)");
   EXPECT_EQ(load_with([](auto& w) { w.add_string("llama.attention.layer_norm_rms_epsilon", "1e-5"); }),
-            path + ": llama.attention.layer_norm_rms_epsilon is not a number");
+            path + ": llama.attention.layer_norm_rms_epsilon is a string, expected a number");
   EXPECT_EQ(load_with([](auto& w) {
               w.add_string("llama.rope.scaling.type", "linear");
               w.add_f32("llama.rope.scaling.factor", 0.0f);

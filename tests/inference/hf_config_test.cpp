@@ -174,25 +174,44 @@ TEST(HfConfig, IntegerHyperParametersAreRangeChecked) {
                                     "features, more than the 1048576 supported");
   copy_with_weights(b, with(hf_config(), "max_position_embeddings", "4294967312"));
   EXPECT_EQ(input_error_of([&] { load_model(b.file("")); }),
-            b.file("config.json") + ": max_position_embeddings has an invalid value (expected an "
-                                    "integer from 1 to 16777216)");
+            b.file("config.json") + ": max_position_embeddings has an invalid value 4294967312 (expected "
+                                    "an integer from 1 to 16777216)");
   copy_with_weights(c, with(hf_config(), "hidden_size", "\"64\""));
   EXPECT_EQ(input_error_of([&] { load_model(c.file("")); }),
-            c.file("config.json") + ": hidden_size has an invalid value (expected an integer from "
-                                    "1 to 1048576)");
+            c.file("config.json") + ": hidden_size is a string, expected an integer");
+}
+
+// Attention settings that do not fit together name the one thing wrong (num_attention_heads 7 gave
+// "not a multiple of num_key_value_heads 4 or head_dim is odd").
+TEST(HfConfig, AttentionLayoutProblemsAreNamed) {
+  const std::string odd = " is odd (rotary embeddings rotate pairs of features)";
+  const std::pair<std::string, std::string> cases[] = {
+      {with(with(hf_config(), "num_attention_heads", "7"), "head_dim", "null"),
+       "hidden_size 64 is not a multiple of num_attention_heads 7 (with no head_dim, each head gets "
+       "hidden_size / num_attention_heads features)"},
+      {with(hf_config(), "num_attention_heads", "7"), "num_attention_heads 7 is not a multiple of num_key_value_heads 4"},
+      {with(hf_config(), "head_dim", "9"), "head_dim 9" + odd},
+      {with(with(hf_config(), "hidden_size", "72"), "head_dim", "null"),
+       "head_dim 9 (hidden_size / num_attention_heads)" + odd},
+  };
+  for (const auto& [config, problem] : cases) {
+    TempDir dir;
+    copy_with_weights(dir, config);
+    EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }), dir.file("config.json") + ": " + problem);
+  }
 }
 
 // Float hyper-parameters must be finite and positive, and values of the wrong type are errors
 // (a string rope_theta fell back to 10000 while a string hidden_size was refused).
 TEST(HfConfig, FloatHyperParametersMustBePositiveNumbers) {
-  const std::string invalid = " has an invalid value (expected a positive number)";
+  const std::string positive = " (expected a positive number)";
   const std::pair<std::string, std::string> cases[] = {
-      {with(hf_config(), "rms_norm_eps", "-1e-05"), "rms_norm_eps" + invalid},
-      {with(hf_config(), "rope_theta", "0"), "rope_theta" + invalid},
-      {with(hf_config(), "rope_theta", "\"abc\""), "rope_theta" + invalid},
+      {with(hf_config(), "rms_norm_eps", "-1e-05"), "rms_norm_eps has an invalid value -1e-05" + positive},
+      {with(hf_config(), "rope_theta", "0"), "rope_theta has an invalid value 0" + positive},
+      {with(hf_config(), "rope_theta", "\"abc\""), "rope_theta is a string, expected a number"},
       {with(hf_config(), "model_type",
             "\"llama\", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 0}"),
-       "rope_scaling.factor" + invalid},
+       "rope_scaling.factor has an invalid value 0" + positive},
       {with(hf_config(), "tie_word_embeddings", "\"true\""),
        "tie_word_embeddings is not true or false"},
   };
