@@ -2,6 +2,7 @@
 #include "analysis/trace_snapshot.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace kvs {
 
@@ -54,9 +55,11 @@ std::shared_ptr<TraceSnapshot> load_trace_snapshot(const TraceReader& reader) {
 }
 
 std::string running_text(const std::string& token_text) {
-  if (token_text == "\\x0A") return "\n";
-  if (token_text == "\\x09") return "\t";
-  return token_text;
+  const auto hex = [](char c) { return std::isxdigit((unsigned char)c) != 0; };
+  if (token_text.size() != 4 || token_text.compare(0, 2, "\\x") != 0 || !hex(token_text[2]) || !hex(token_text[3]))
+    return token_text;
+  const int b = std::stoi(token_text.substr(2), nullptr, 16);
+  return (b > 0 && b < 0x20) || b == 0x7f ? std::string(1, (char)b) : token_text;
 }
 
 std::shared_ptr<StepSnapshot> load_step_snapshot(const TraceReader& reader, const TraceSnapshot& snap,

@@ -45,9 +45,9 @@ struct StepSnapshot {
 // Reads a snapshot; throws InputError as TraceReader does.
 std::shared_ptr<TraceSnapshot> load_trace_snapshot(const TraceReader& reader);
 
-// A token's text as it reads in running text: the byte tokens of a newline and a tab, which
-// token texts show printably as "\x0A" and "\x09" (SentencePiece byte fallback), become the
-// character.
+// A token's text as it reads in running text. Token texts hold their characters (a newline token
+// is a newline); traces written before that held SentencePiece byte tokens of ASCII control
+// characters as the escape text "\x0A", which becomes the character again.
 std::string running_text(const std::string& token_text);
 
 // Reads one step (rows and every run's kept set at step and step-1).

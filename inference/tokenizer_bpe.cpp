@@ -152,7 +152,7 @@ std::string ByteLevelBpeTokenizer::decode_piece(int prev, int token) const {
 
 std::string ByteLevelBpeTokenizer::token_text(int token) const {
   if (token < 0 || token >= vocab_size()) return "";
-  return escape_invalid_utf8(token_bytes(token));
+  return token_text_of_bytes(token_bytes(token));
 }
 
 }  // namespace kvs

@@ -141,33 +141,30 @@ std::vector<int> SpmTokenizer::encode(std::string_view text, bool add_bos) const
   return out;
 }
 
+std::string SpmTokenizer::piece_bytes(int token) const {
+  const std::string& piece = vocab_.pieces[token];
+  if (vocab_.types[token] == kTokenByte) {
+    const int b = parse_byte_piece(piece);
+    return b >= 0 ? std::string(1, static_cast<char>(b)) : piece;
+  }
+  return replace_all(piece, kSpace, " ");
+}
+
 std::string SpmTokenizer::decode_piece(int prev, int token) const {
   if (token < 0 || token >= vocab_size()) return "";
   const int type = vocab_.types[token];
   if (type == kTokenControl) return "";
-  const std::string& piece = vocab_.pieces[token];
-  if (type == kTokenByte) {
-    const int b = parse_byte_piece(piece);
-    return b >= 0 ? std::string(1, static_cast<char>(b)) : piece;
-  }
-  std::string text = replace_all(piece, kSpace, " ");
-  if ((prev < 0 || prev == vocab_.bos_id) && !text.empty() && text[0] == ' ') text.erase(0, 1);
+  std::string text = piece_bytes(token);
+  if (type != kTokenByte && (prev < 0 || prev == vocab_.bos_id) && !text.empty() && text[0] == ' ')
+    text.erase(0, 1);
   return text;
 }
 
 std::string SpmTokenizer::token_text(int token) const {
   if (token < 0 || token >= vocab_size()) return "";
-  const std::string& piece = vocab_.pieces[token];
   const int type = vocab_.types[token];
-  if (type == kTokenByte) {
-    const int b = parse_byte_piece(piece);
-    if (b >= 0x20 && b < 0x7f) return std::string(1, static_cast<char>(b));
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "\\x%02X", b & 0xff);
-    return b >= 0 ? std::string(buf) : piece;
-  }
-  if (type == kTokenControl || type == kTokenUnknown) return piece;
-  return escape_invalid_utf8(replace_all(piece, kSpace, " "));
+  if (type == kTokenControl || type == kTokenUnknown) return vocab_.pieces[token];
+  return token_text_of_bytes(piece_bytes(token));
 }
 
 }  // namespace kvs

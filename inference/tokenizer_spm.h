@@ -63,6 +63,8 @@ class SpmTokenizer : public Tokenizer {
  private:
   void encode_fragment(std::string_view text, bool prefix, std::vector<int>& out) const;
   int byte_token(unsigned char byte) const;
+  // The bytes a non-control token stands for mid-text: a byte token's byte, else "▁" as spaces.
+  std::string piece_bytes(int token) const;
 
   SpmVocab vocab_;
   std::unordered_map<std::string, int> piece_to_id_;

@@ -219,26 +219,28 @@ TEST(TraceRoundTrip, ZeroStepsIsAValidTrace) {
   EXPECT_EQ(r.read_prefill().window, 5);
 }
 
-// The generated text the app shows reads SentencePiece's newline and tab byte tokens, stored
-// printably as "\x0A" and "\x09", as the characters; other texts as stored.
-TEST(TraceRoundTrip, GeneratedTextReadsByteTokensOfNewlineAndTabAsTheCharacter) {
+// The generated text the app shows is the token texts joined: a newline token is a newline, and
+// the "\x0A" / "\x09" / "\x0D" that older traces stored for SentencePiece's control-character
+// byte tokens read as the character too; a byte of a split character stays "\xF0".
+TEST(TraceRoundTrip, GeneratedTextJoinsTokenTextsAndReadsOldControlEscapes) {
   TempDir dir;
   const std::string path = dir.file("n.h5");
   std::mt19937 rng(5);
   TraceMeta m = testing::small_meta();
   const int P = m.prompt_len;
   std::vector<std::string> texts = testing::token_texts(P);
-  for (const char* t : {" high.", "\\x0A", "Lily", "\\x09", "\\xF0"}) texts.push_back(t);
+  for (const char* t : {" high.", "\\x0A", "Lily", "\\x09", "\\xF0", "\n", "\\x0D"}) texts.push_back(t);
   {
-    TraceWriter w(path, m, 5);
+    TraceWriter w(path, m, 7);
     w.write_prefill(random_evidence(rng, m, 2), {});
-    write_steps(w, rng, m, 5);
-    m.n_steps = 5;
-    w.commit(m, testing::token_ids(P + 5), texts);
+    write_steps(w, rng, m, 7);
+    m.n_steps = 7;
+    w.commit(m, testing::token_ids(P + 7), texts);
   }
   const auto snap = load_trace_snapshot(TraceReader(path));
   EXPECT_EQ(snap->token_texts[P + 1], "\\x0A");
-  EXPECT_EQ(snap->generated_text, " high.\nLily\t\\xF0");
+  EXPECT_EQ(snap->token_texts[P + 5], "\n");
+  EXPECT_EQ(snap->generated_text, " high.\nLily\t\\xF0\n\r");
 }
 
 TEST(TraceRoundTrip, OutOfOrderStepsAndBadSizesAreRejected) {

@@ -97,6 +97,34 @@ TEST(CliRecord, TraceReadsWithH5pyByDocumentedNames) {
   EXPECT_NE(out.find("OK"), std::string::npos) << out;
 }
 
+// Joining the generated tokens' texts in h5py gives the generated text, the newline token a
+// newline (docs/trace-format.md, /tokens): 60 steps of the story pass its "\nLily".
+const char* kJoinCheck = R"PY(
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    joined = "".join(f["tokens/text"].asstr()[int(f.attrs["prompt_len"]):])
+story = open(sys.argv[2], encoding="utf-8").read()
+assert "\nLily" in joined and story.startswith(joined), repr(joined)
+print("OK")
+)PY";
+
+TEST(CliRecord, TokenTextsJoinToTheGeneratedText) {
+  if (std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "/usr/bin/python3 lacks h5py";
+  TempDir dir;
+  write_bytes(dir.file("check.py"), kJoinCheck);
+  write_bytes(dir.file("story.txt"), kStory.substr(std::strlen("Once upon a time")));
+  for (const std::string& model : {stories_bin(), stories_gguf()}) {
+    const std::string trace = dir.file("t.h5");
+    std::remove(trace.c_str());
+    ASSERT_EQ(record_stories(trace, "Once upon a time", 60, model).code, 0) << model;
+    EXPECT_EQ(test::run_command("/usr/bin/python3 '" + dir.file("check.py") + "' '" + trace + "' '" +
+                                dir.file("story.txt") + "'"),
+              "OK\n")
+        << model;
+  }
+}
+
 // A recording under a policy names it in the trace, and the commands that measure against its
 // rows say they are that run's, not a full cache's; a full recording names none.
 TEST(CliRecord, RecordedUnderAPolicyIsNamedAndNoted) {

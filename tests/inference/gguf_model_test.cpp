@@ -73,6 +73,8 @@ TEST(GgufModel, Stories260KTokenizerMatchesTok512) {
     EXPECT_EQ(from_gguf->encode(t, true), from_bin->encode(t, true)) << t;
     EXPECT_EQ(from_gguf->decode(from_gguf->encode(t, true)), t);
   }
+  EXPECT_EQ(from_gguf->token_text(13), "\n");      // <0x0A>: the character, as decode gives it
+  EXPECT_EQ(from_gguf->token_text(0xE6 + 3), "\\xE6");  // a split 3-byte character's lead byte
 }
 
 TEST(GgufModel, TinyRandomF16) {
@@ -102,6 +104,8 @@ TEST(GgufModel, TinyRandomLlama2Vocabulary) {
   EXPECT_EQ(tok->encode("Hello world", true), (std::vector<int>{1, 15043, 3186}));
   EXPECT_EQ(tok->decode(tok->encode("Hello world", true)), "Hello world");
   EXPECT_EQ(tok->token_text(15043), " Hello");
+  EXPECT_EQ(tok->token_text(13), "\n");      // <0x0A>: the character, as decode gives it
+  EXPECT_EQ(tok->token_text(0xC3 + 3), "\\xC3");  // half of a 2-byte character
   // Control tokens are matched inside the text.
   EXPECT_EQ(tok->encode("Hi</s>", false).back(), 2);
 }

@@ -107,6 +107,8 @@ TEST(ByteLevelBpe, MergesByRank) {
   EXPECT_EQ(tok.token_text(260), "<|im_start|>");
   EXPECT_EQ(tok.token_text(258), " the");
   EXPECT_EQ(tok.token_text(0xC3), "\\xC3");  // half of a UTF-8 character
+  EXPECT_EQ(tok.token_text('\n'), "\n");      // a control character is itself
+  EXPECT_EQ(tok.token_text(0), "\\x00");      // NUL: an HDF5 string ends there
   EXPECT_EQ(tok.kind(), "byte-level-bpe/gpt2");
 }
 

@@ -73,9 +73,11 @@ TEST(TokenizerLlama2c, TokenText) {
   EXPECT_EQ(tok->token_text(1), "<s>");
   EXPECT_EQ(tok->token_text(2), "</s>");
   EXPECT_EQ(tok->token_text(0), "<unk>");
-  EXPECT_EQ(tok->token_text(13), "\\x0A");
+  EXPECT_EQ(tok->token_text(13), "\n");   // <0x0A>: the character, as decode gives it
+  EXPECT_EQ(tok->token_text(12), "\t");   // <0x09>
+  EXPECT_EQ(tok->token_text(3), "\\x00"); // <0x00>: an HDF5 string ends at NUL
   EXPECT_EQ(tok->token_text('A' + 3), "A");
-  EXPECT_EQ(tok->token_text(0xF0 + 3), "\\xF0");
+  EXPECT_EQ(tok->token_text(0xF0 + 3), "\\xF0");  // the lead byte of a 4-byte character alone
 }
 
 TEST(TokenizerLlama2c, FoundBesideTheCheckpoint) {

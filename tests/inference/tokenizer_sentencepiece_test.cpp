@@ -53,6 +53,18 @@ TEST(TokenizerSentencePiece, EncodesAsTheSentencePieceLibrary) {
   }
 }
 
+// Token texts (/tokens/text) are the decoded bytes: a newline byte token is a newline, "▁" a
+// space; only a byte that is part of a split multi-byte character is "\xNN".
+TEST(TokenizerSentencePiece, TokenTextIsTheDecodedBytes) {
+  const auto tok = load_sentencepiece_model(shared_model("stories260K/tok512.model"));
+  EXPECT_EQ(tok->token_text(13), "\n");
+  EXPECT_EQ(tok->token_text(403), " Once");
+  const std::vector<int> ids = tok->encode("\xE6\x97\xA5", false);  // 日: three byte tokens
+  ASSERT_EQ(ids.size(), 4u);  // "▁" first
+  EXPECT_EQ(tok->token_text(ids[1]), "\\xE6");
+  EXPECT_EQ(tok->token_text(ids[3]), "\\xA5");
+}
+
 TEST(TokenizerSentencePiece, ServesAnHfFolderWithoutTokenizerJson) {
   TempDir dir;
   namespace fs = std::filesystem;
