@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 
 namespace kvs {
 
@@ -60,6 +61,21 @@ std::string running_text(const std::string& token_text) {
     return token_text;
   const int b = std::stoi(token_text.substr(2), nullptr, 16);
   return (b > 0 && b < 0x20) || b == 0x7f ? std::string(1, (char)b) : token_text;
+}
+
+std::string token_label(const std::string& token_text) {
+  std::string out;
+  for (char c : running_text(token_text)) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if ((unsigned char)c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", (unsigned char)c);
+      out += buf;
+    } else out += c;
+  }
+  return out;
 }
 
 std::shared_ptr<StepSnapshot> load_step_snapshot(const TraceReader& reader, const TraceSnapshot& snap,

@@ -50,6 +50,11 @@ std::shared_ptr<TraceSnapshot> load_trace_snapshot(const TraceReader& reader);
 // characters as the escape text "\x0A", which becomes the character again.
 std::string running_text(const std::string& token_text);
 
+// A token's text for one line of display (labels, tooltips, tables, CSV): running_text with
+// control characters written as escape text: newline as the two characters \n, tab \t, CR \r,
+// the others \xNN.
+std::string token_label(const std::string& token_text);
+
 // Reads one step (rows and every run's kept set at step and step-1).
 std::shared_ptr<StepSnapshot> load_step_snapshot(const TraceReader& reader, const TraceSnapshot& snap,
                                                  int step);

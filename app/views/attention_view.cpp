@@ -372,7 +372,7 @@ class AttentionView : public View {
     }
     if (decode_) ImGui::Text("step %d (query pos %d)", row, t.q_pos(row));
     else ImGui::Text("query pos %d", row + prefill_.first_query);
-    ImGui::Text("key pos %d \"%s\"", col, col < (int)t.token_texts.size() ? t.token_texts[col].c_str() : "");
+    ImGui::Text("key pos %d \"%s\"", col, col < (int)t.token_texts.size() ? token_label(t.token_texts[col]).c_str() : "");
     ImGui::Text("attention %.6f", val);
     if (decode_ && !overlay_tex_key_.empty() && overlay_.size() == (size_t)rows * cols) {
       const uint8_t o = overlay_[(size_t)row * cols + col];

@@ -44,7 +44,7 @@ class CompareView : public View {
     c.header = {"position", "token", "held_by_a", "held_by_b"};
     if (!app.trace) return c;
     for (size_t i = 0; i < diff_.size() && i < app.trace->token_texts.size(); ++i)
-      c.add({std::to_string(i), app.trace->token_texts[i], std::to_string(diff_[i] & 1), std::to_string((diff_[i] >> 1) & 1)});
+      c.add({std::to_string(i), token_label(app.trace->token_texts[i]), std::to_string(diff_[i] & 1), std::to_string((diff_[i] >> 1) & 1)});
     return c;
   }
 
@@ -223,7 +223,7 @@ class CompareView : public View {
     }
     if (ImGui::IsItemHovered()) {
       const int i = std::clamp((int)((ImGui::GetIO().MousePos.x - p.x) / cw), 0, std::max(T - 1, 0));
-      if (i < T) ImGui::SetTooltip("position %d \"%s\": %s", i, app.trace->token_texts[i].c_str(),
+      if (i < T) ImGui::SetTooltip("position %d \"%s\": %s", i, token_label(app.trace->token_texts[i]).c_str(),
                                    diff ? ((*diff)[i] == 1 ? "only A" : (*diff)[i] == 2 ? "only B" : (*diff)[i] == 3 ? "both" : "neither")
                                         : cell_state_name((CellState)lane.state[i]));
     }

@@ -71,7 +71,7 @@ class LanesView : public View {
     if (!app.trace) return c;
     for (size_t r = 0; r < lanes_.size() && r < app.trace->runs.size(); ++r)
       for (size_t i = 0; i < lanes_[r].state.size(); ++i)
-        c.add({app.trace->runs[r].name, std::to_string(app.step), std::to_string(i), app.trace->token_texts[i],
+        c.add({app.trace->runs[r].name, std::to_string(app.step), std::to_string(i), token_label(app.trace->token_texts[i]),
                cell_state_name((CellState)lanes_[r].state[i]), csv_number(lanes_[r].held[i]),
                csv_number(lanes_[r].attended[i])});
     return c;
@@ -239,7 +239,7 @@ class LanesView : public View {
     const int row = (int)std::floor((m.y - y_att) / lane_h);  // 0 = attention, r + 1 = run r
     if (i < 0 || i >= t.total_len() || row < 0 || row > (int)lanes_.size()) return;
     ImGui::BeginTooltip();
-    ImGui::Text("position %d  token \"%s\" (id %d)", i, t.token_texts[i].c_str(), t.token_ids[i]);
+    ImGui::Text("position %d  token \"%s\" (id %d)", i, token_label(t.token_texts[i]).c_str(), t.token_ids[i]);
     ImGui::Text("attention at step %d: %.5f%s", app.step, attention_[i], app.per_head_lanes ? " (selected head)" : " (mean over heads)");
     if (row > 0) {
       const LaneCells& lane = lanes_[row - 1];

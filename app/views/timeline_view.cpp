@@ -43,7 +43,7 @@ class TimelineView : public View {
     if (ImGui::SliderInt("##step", &s, 0, n - 1, "step %d")) app.set_step(s);
     ImGui::SameLine();
     const int q = t.q_pos(app.step);
-    const std::string tok = q >= 0 && q < (int)t.token_texts.size() ? t.token_texts[q] : "";
+    const std::string tok = q >= 0 && q < (int)t.token_texts.size() ? token_label(t.token_texts[q]) : "";
     ImGui::Text("query pos %d  token \"%s\"%s", q, tok.c_str(), app.step_ready() ? "" : app.step_unreadable() ? "  (unreadable)" : "  (loading)");
     draw_text_strip(app, t, q);
   }
@@ -57,7 +57,7 @@ class TimelineView : public View {
       const int q = t.q_pos(s);
       const bool ok = q >= 0 && q < t.total_len();
       c.add({std::to_string(s), std::to_string(q), ok ? std::to_string(t.token_ids[q]) : "",
-             ok ? t.token_texts[q] : ""});
+             ok ? token_label(t.token_texts[q]) : ""});
     }
     return c;
   }
@@ -67,18 +67,18 @@ class TimelineView : public View {
   // from the right until the line is full, so the cost does not grow with the step.
   void draw_text_strip(const AppState& app, const TraceSnapshot& t, int q) {
     const int P = t.meta.prompt_len;
-    const std::string cur = q >= 0 && q < t.total_len() ? t.token_texts[q] : "";
+    const std::string cur = q >= 0 && q < t.total_len() ? token_label(t.token_texts[q]) : "";
     const float avail = ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize(cur.c_str()).x - 20;
-    std::vector<const std::string*> pieces;  // newest first
+    std::vector<std::string> pieces;  // newest first, as token_label shows them on one line
     float width = 0.0f;
     for (int i = std::min(q, t.total_len()) - 1; i >= P; --i) {
-      width += ImGui::CalcTextSize(t.token_texts[i].c_str()).x;
+      std::string piece = token_label(t.token_texts[i]);
+      width += ImGui::CalcTextSize(piece.c_str()).x;
       if (width > avail) break;
-      pieces.push_back(&t.token_texts[i]);
+      pieces.push_back(std::move(piece));
     }
     std::string before;
-    for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) before += running_text(**it);
-    std::replace_if(before.begin(), before.end(), [](char ch) { return ch == '\n' || ch == '\t'; }, ' ');  // one line
+    for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) before += *it;
     ImGui::TextDisabled("%s", before.c_str());
     ImGui::SameLine(0, 0);
     ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.3f, 1.0f), "%s", cur.c_str());

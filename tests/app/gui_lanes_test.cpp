@@ -1,5 +1,6 @@
 // The app's data preparation (no GUI needed): lane cell states from kept sets, positional roles
-// from run parameters, lane differences, first divergence of generated texts, per-step series.
+// from run parameters, lane differences, first divergence of generated texts, per-step series,
+// token text on one line.
 #include <gtest/gtest.h>
 
 #include "analysis/divergence.h"
@@ -125,6 +126,20 @@ TEST(Divergence, TokensAndUtf8Text) {
   // "é" is C3 A9 and "è" is C3 A8: they differ in the second byte; the marker goes to the first.
   EXPECT_EQ(first_text_divergence("caf\xC3\xA9!", "caf\xC3\xA8!"), 3);
   EXPECT_EQ(first_text_divergence("same", "same"), -1);
+}
+
+// Token text on one line (labels, tooltips, CSV): control characters as escape text, the rest as
+// stored; an older trace's "\x0A" reads as the newline it stood for.
+TEST(TokenLabel, ControlCharactersBecomeEscapeText) {
+  EXPECT_EQ(token_label("\n"), "\\n");
+  EXPECT_EQ(token_label("a\tb\r\n"), "a\\tb\\r\\n");
+  EXPECT_EQ(token_label(std::string("\x1b[2J\x7f")), "\\x1B[2J\\x7F");
+  EXPECT_EQ(token_label("\\x0A"), "\\n");
+  EXPECT_EQ(token_label("\\xF0"), "\\xF0");  // a byte of a split character, as stored
+  EXPECT_EQ(token_label(" caf\xC3\xA9, \"x\""), " caf\xC3\xA9, \"x\"");
+  EXPECT_EQ(running_text("\\x0D"), "\r");
+  EXPECT_EQ(running_text("\\x00"), "\\x00");  // NUL stays escaped
+  EXPECT_EQ(running_text("\\x0G"), "\\x0G");
 }
 
 TEST(PerStepSeries, MeansOverTrailingDimensions) {
