@@ -5,6 +5,8 @@
 #include <cctype>
 #include <cstdio>
 
+#include "inference/tokenizer.h"
+
 namespace kvs {
 
 const std::vector<std::string>& head_stat_names() {
@@ -50,9 +52,29 @@ std::shared_ptr<TraceSnapshot> load_trace_snapshot(const TraceReader& reader) {
   }
   for (const std::string& name : reader.run_names()) snap->runs.push_back(reader.read_run(name, false));
   const int P = snap->meta.prompt_len;
-  for (size_t i = (size_t)std::max(P, 0); i < snap->token_texts.size(); ++i)
-    snap->generated_text += running_text(snap->token_texts[i]);
+  if (P >= 0 && (size_t)P <= snap->token_texts.size())
+    snap->generated_text = joined_text(std::span(snap->token_texts).subspan(P));
   return snap;
+}
+
+std::string joined_text(std::span<const std::string> token_texts) {
+  const auto hex = [](char c) { return std::isxdigit((unsigned char)c) != 0; };
+  std::string bytes;  // the tokens' bytes, "\xNN" of bytes >= 0x80 turned back into the byte
+  for (const std::string& text : token_texts) {
+    const std::string t = running_text(text);
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t[i] == '\\' && i + 3 < t.size() && t[i + 1] == 'x' && hex(t[i + 2]) && hex(t[i + 3])) {
+        const int b = std::stoi(t.substr(i + 2, 2), nullptr, 16);
+        if (b >= 0x80) {
+          bytes += (char)b;
+          i += 3;
+          continue;
+        }
+      }
+      bytes += t[i];
+    }
+  }
+  return token_text_of_bytes(bytes);
 }
 
 std::string running_text(const std::string& token_text) {

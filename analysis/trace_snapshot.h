@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,11 @@ std::shared_ptr<TraceSnapshot> load_trace_snapshot(const TraceReader& reader);
 // is a newline); traces written before that held SentencePiece byte tokens of ASCII control
 // characters as the escape text "\x0A", which becomes the character again.
 std::string running_text(const std::string& token_text);
+
+// The text of consecutive tokens read together: running_text of each, with the "\xNN" escapes of
+// a character split across byte tokens joined back into the character (bytes still not valid
+// UTF-8 stay "\xNN").
+std::string joined_text(std::span<const std::string> token_texts);
 
 // A token's text for one line of display (labels, tooltips, tables, CSV): running_text with
 // control characters written as escape text: newline as the two characters \n, tab \t, CR \r,

@@ -142,6 +142,16 @@ TEST(TokenLabel, ControlCharactersBecomeEscapeText) {
   EXPECT_EQ(running_text("\\x0G"), "\\x0G");
 }
 
+// The running text of a recording: a character split over byte tokens (stored "\xE6", "\x97",
+// "\xA5") reads as the character; a byte that stays invalid, or literal "\x41", stays as stored.
+TEST(JoinedText, SplitCharactersAreJoinedBack) {
+  const std::vector<std::string> split = {"A", "\\xE6", "\\x97", "\\xA5", "\n"};
+  EXPECT_EQ(joined_text(split), "A\xE6\x97\xA5\n");
+  const std::vector<std::string> half = {"\\xE6", "x", "\\x41", "\\x0A"};
+  EXPECT_EQ(joined_text(half), "\\xE6x\\x41\n");
+  EXPECT_EQ(joined_text(std::vector<std::string>{}), "");
+}
+
 TEST(PerStepSeries, MeansOverTrailingDimensions) {
   NamedArray m{"recall", {2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}};
   EXPECT_EQ(per_step_series(m), (std::vector<float>{2.5f, 6.5f}));
