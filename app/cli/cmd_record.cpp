@@ -73,8 +73,10 @@ int cmd_record(const ArgList& argv) {
   const bool quiet = a.has("--quiet");
 
   RecordCallbacks cb;
+  bool printed = false;  // the prompt went to stdout (its line is not ended yet)
   cb.on_prompt = [&](const std::string& text) {
     if (!quiet) std::fputs(text.c_str(), stdout);
+    printed = !quiet;
   };
   cb.on_token = [&](int, int, const std::string& piece) {
     if (quiet) return;
@@ -101,7 +103,14 @@ int cmd_record(const ArgList& argv) {
   int stopped_by = 0;
   {
     const StopSignals stop;
-    res = record_trace(r, cb);
+    try {
+      res = record_trace(r, cb);
+    } catch (...) {
+      // The error line on stderr starts a line of its own after the prompt's text on stdout.
+      if (printed) std::printf("\n");
+      std::fflush(stdout);
+      throw;
+    }
     stopped_by = StopSignals::received();
   }
   if (!quiet) std::printf("\n");

@@ -202,10 +202,27 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
     return res;
   }
 
-  if (cb.cancelled && cb.cancelled() && rec.steps_written() < r.steps) {
+  const bool cancelled = cb.cancelled && cb.cancelled();
+  if (cancelled && rec.steps_written() < r.steps) {
     std::string& note = rec.meta().capture_note;
     note += (note.empty() ? "" : "; ") + std::string("cancelled: the trace keeps the ") +
             std::to_string(rec.steps_written()) + " of " + std::to_string(r.steps) + " steps recorded";
+  }
+  // The model chose end-of-text as its first token: a trace without decode steps is one that
+  // simulate, rerun, heads and layers refuse, so none is written (the recorder discards it).
+  if (!cancelled && rec.steps_written() == 0) {
+    const bool chat_model = !r.chat && !chat_family_for_model(model).empty();
+    throw input_error("prompt", "the model ended the text at once (end-of-text as its first token): no decode step "
+                                "to record" +
+                                    std::string(chat_model ? "; " + model.path +
+                                                                 " is a chat model: give the prompt in its chat format "
+                                                                 "(--chat, the app's \"chat format\")"
+                                                           : ""));
+  }
+  if (!cancelled && rec.steps_written() < r.steps) {
+    std::string& note = rec.meta().capture_note;
+    note += (note.empty() ? "" : "; ") + std::string("the model ended the text (end-of-text) after ") +
+            std::to_string(rec.steps_written()) + " of " + std::to_string(r.steps) + " steps";
   }
   analyses.write(rec.writer());
   rec.finish([&](int id) { return tok->token_text(id); });

@@ -10,6 +10,7 @@
 
 #include "analysis/trace.h"
 #include "cli_util.h"
+#include "tests/inference/gguf_writer.h"
 #include "inference/loader.h"
 #include "tests/run_command.h"
 
@@ -176,6 +177,57 @@ class CliRecordBadInput : public ::testing::Test {
   TempDir in;   // inputs made by the test
   TempDir out;  // where the trace would go
 };
+
+// A llama GGUF whose every weight is 0.25: every logit is equal, so greedy decoding chooses id 0,
+// which this vocabulary names end-of-text. `chat_template` (when not empty) is stored as its chat
+// format.
+std::string write_eos_first_model(const std::string& path, const std::string& chat_template) {
+  testing::GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  w.add_u32("llama.embedding_length", 16);
+  w.add_u32("llama.feed_forward_length", 8);
+  w.add_u32("llama.block_count", 1);
+  w.add_u32("llama.attention.head_count", 1);
+  w.add_u32("llama.context_length", 64);
+  w.add_string("tokenizer.ggml.model", "llama");
+  w.add_strings("tokenizer.ggml.tokens", {"</s>", "<s>", "\u2581a", "a"});
+  w.add_f32s("tokenizer.ggml.scores", {0.0f, 0.0f, -1.0f, -2.0f});
+  w.add_i32s("tokenizer.ggml.token_type", {3, 3, 1, 1});
+  w.add_u32("tokenizer.ggml.eos_token_id", 0);
+  w.add_u32("tokenizer.ggml.bos_token_id", 1);
+  if (!chat_template.empty()) w.add_string("tokenizer.chat_template", chat_template);
+  auto t = [&](const std::string& tensor, std::vector<uint64_t> dims) {
+    uint64_t n = 1;
+    for (uint64_t d : dims) n *= d;
+    w.add_f32_tensor(tensor, std::move(dims), std::vector<float>(n, 0.25f));
+  };
+  t("token_embd.weight", {16, 4});
+  t("output_norm.weight", {16});
+  for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_output"}) t(std::string("blk.0.") + m + ".weight", {16, 16});
+  t("blk.0.attn_norm.weight", {16});
+  t("blk.0.ffn_norm.weight", {16});
+  t("blk.0.ffn_gate.weight", {16, 8});
+  t("blk.0.ffn_up.weight", {16, 8});
+  t("blk.0.ffn_down.weight", {8, 16});
+  w.write(path);
+  return path;
+}
+
+// A model that ends the text at once leaves no decode step: simulate, rerun, heads and layers
+// would refuse the trace, so none is written; a chat model's message says to use its chat format.
+TEST_F(CliRecordBadInput, ModelEndingTheTextAtOnce) {
+  const std::string base = write_eos_first_model(in.file("base.gguf"), "");
+  CliResult r = record_into_empty({"--model", base}, "a");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "kvscope: prompt: the model ended the text at once (end-of-text as its first token): no decode "
+                   "step to record\n");
+  const std::string chat = write_eos_first_model(in.file("chat.gguf"), "{{ '<|im_start|>' + message['role'] }}");
+  r = record_into_empty({"--model", chat}, "a");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(chat + " is a chat model: give the prompt in its chat format (--chat"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
 
 TEST_F(CliRecordBadInput, TruncatedBin) {
   const std::string model = in.file("stories260K.bin");
