@@ -2,6 +2,7 @@
 #include "analysis/metrics.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "analysis/policy_util.h"
 
@@ -83,8 +84,9 @@ void RunMetrics::record(int step, int layer, int kv_head, int q_pos, std::span<c
   }
   for (int32_t p : keys_) attended_[p] = 0;
   const size_t a = at(step, layer, kv_head);
-  recall_[a] = mass / (float)G;
-  topk_miss_[a] = miss / (float)G;
+  const float nan = std::numeric_limits<float>::quiet_NaN();  // no rows to measure against
+  recall_[a] = G > 0 ? mass / (float)G : nan;
+  topk_miss_[a] = G > 0 ? miss / (float)G : nan;
   kept_[a] = (float)held.size();
   evicted_[a] = (float)(ctx - (int)held.size());
   inactive_[a] = (float)(held.size() - keys_.size());

@@ -43,8 +43,8 @@ class RunMetrics {
   RunMetrics(const ModelShape& shape, int n_steps, int T, int budget, int block_size, bool turnover);
 
   // Step `step`, (layer, kv_head) at the moment of attention by the query at q_pos. full_rows:
-  // the group's G recorded rows (each [>= q_pos + 1], heads kv_head*G ...); held / active: the
-  // KV head's entries.
+  // the group's G recorded rows (each [>= q_pos + 1], heads kv_head*G ...), or none (recall and
+  // topk_miss NaN); held / active: the KV head's entries.
   void record(int step, int layer, int kv_head, int q_pos, std::span<const float* const> full_rows,
               std::span<const int32_t> held, std::span<const uint8_t> active, TopKCache& topk);
   // Score-selected set of (layer, kv_head) after the eviction of `step` (step -1: after prefill).

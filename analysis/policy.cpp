@@ -106,6 +106,7 @@ PolicySpec parse_policy_spec(const std::string& text, int budget) {
     spec.budget = (int)v;
     spec.params.erase(b);
   }
+  if (spec.name == "full") spec.budget = 0;  // holds everything: a budget given beside it is not its
   return spec;
 }
 

@@ -17,7 +17,7 @@ namespace kvs {
 struct PolicySpec {
   std::string name;                          // CLI name: full, window, streamingllm, ...
   std::map<std::string, std::string> params; // raw key=value pairs
-  int budget = 0;
+  int budget = 0;                            // 0 for full, which holds everything
   std::string run_name() const;              // name used under /runs, e.g. "h2o_b64"
 };
 

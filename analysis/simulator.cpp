@@ -216,7 +216,8 @@ void add_kept_set_metrics(StepSource& src, std::span<RunData> runs, std::span<co
               active.push_back(kept[t] == 1);
             }
           for (int j = 0; j < G; ++j) group_rows[j] = rows.data() + ((size_t)l * H + g * G + j) * T;
-          metrics[i]->record(s, l, g, q, group_rows, held, active, topk);
+          const std::span<const float* const> full = rows.empty() ? std::span<const float* const>{} : group_rows;
+          metrics[i]->record(s, l, g, q, full, held, active, topk);
         }
     }
   }
@@ -233,6 +234,40 @@ void add_kept_set_metrics(StepSource& src, std::span<RunData> runs, std::span<co
     }
     runs[i].scalars.emplace_back("block_size", static_cast<double>(block_size));
   }
+}
+
+namespace {
+
+// A live run's steps with no rows to measure against: the query positions P + s of its own text.
+class KeptSetsOnlySource final : public StepSource {
+ public:
+  KeptSetsOnlySource(const ModelShape& shape, int prompt_len, int n_steps, int total_len)
+      : shape_(shape), P_(prompt_len), S_(n_steps), T_(total_len) {}
+  ModelShape shape() const override { return shape_; }
+  int prompt_len() const override { return P_; }
+  int n_steps() const override { return S_; }
+  int total_len() const override { return T_; }
+  int query_pos(int step) const override { return P_ + step; }
+  const PrefillEvidence& prefill() const override { return prefill_; }
+  void read_step(int, std::vector<float>& rows, std::vector<float>& lse) override {
+    rows.clear();
+    lse.clear();
+  }
+
+ private:
+  ModelShape shape_;
+  int P_, S_, T_;
+  PrefillEvidence prefill_;  // none
+};
+
+}  // namespace
+
+void add_kept_set_counts(const ModelShape& shape, int prompt_len, RunData& run, int block_size) {
+  const int T = static_cast<int>(run.tokens.size());
+  const size_t per_step = (size_t)shape.n_layers * shape.n_kv_heads * T;
+  KeptSetsOnlySource src(shape, prompt_len, per_step ? static_cast<int>(run.kept.size() / per_step) : 0, T);
+  const int compare_until[] = {0};
+  add_kept_set_metrics(src, std::span<RunData>(&run, 1), compare_until, block_size);
 }
 
 void add_kept_set_metrics(const SimInput& input, std::span<RunData> runs, std::span<const int> compare_until,

@@ -70,6 +70,12 @@ void add_kept_set_metrics(const SimInput& input, std::span<RunData> runs, std::s
 // from the trace's.
 void add_kept_set_metrics(const TraceReader& trace, std::span<RunData> runs, int block_size);
 
+// The same with no recorded rows to measure against (a live run recorded under its own policy,
+// whose trace rows are its own, at query positions prompt_len + step of its tokens [T]): the
+// count metrics (kept, evicted, inactive, kv_bytes, paged_bytes_freed) and block_size; recall
+// and topk_miss NaN.
+void add_kept_set_counts(const ModelShape& shape, int prompt_len, RunData& run, int block_size);
+
 // Throws InputError naming the trace when it has no decode steps: every metric of a run, simulated
 // or live, is a mean over them. simulate() checks it; live re-runs call it themselves.
 void require_decode_steps(const TraceReader& trace);

@@ -12,6 +12,7 @@
 #include "analysis/recorder.h"
 #include "analysis/run_progress.h"
 #include "analysis/similarity.h"
+#include "analysis/simulator.h"
 #include "inference/bpe_merge.h"
 #include "inference/chat_template.h"
 #include "inference/errors.h"
@@ -178,6 +179,9 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
       note += note.empty() ? "" : "; ";
       try {
         RunData run = live_run(engine, *policy, PolicyContext{}, ref, *tok, lo);
+        // Its counts and bytes, as a re-run has them; recall needs full-cache rows, which a
+        // trace recorded under the policy does not hold.
+        add_kept_set_counts(shape, meta.prompt_len, run, SimulateOptions{}.block_size);
         generated.assign(run.tokens.begin() + meta.prompt_len, run.tokens.end());
         note += "recorded under policy " + run.name + " (real eviction)";
         rec.meta().recorded_under = run.name;

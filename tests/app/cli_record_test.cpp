@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <map>
 #include <cstdio>
 #include <cstring>
 
@@ -137,6 +140,22 @@ TEST(CliRecord, RecordedUnderAPolicyIsNamedAndNoted) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(TraceReader(full).meta().recorded_under, "");
   EXPECT_EQ(TraceReader(under).meta().recorded_under, "streamingllm_b4_free");
+  // The run's counts and bytes as a re-run has them; no recall (no full-cache rows to measure).
+  const RunData run = TraceReader(under).read_run("streamingllm_b4_free", false);
+  std::map<std::string, const NamedArray*> metric;
+  for (const NamedArray& m : run.metrics) metric[m.name] = &m;
+  for (const char* name : {"recall", "topk_miss", "kept", "evicted", "inactive", "kv_bytes", "paged_bytes_freed"})
+    ASSERT_TRUE(metric.count(name)) << name;
+  const int P = TraceReader(under).meta().prompt_len;
+  const size_t per_step = metric["kept"]->data.size() / 6;  // [6 steps, L, Hkv]
+  for (size_t i = 0; i < metric["kept"]->data.size(); ++i) {
+    const int ctx = P + static_cast<int>(i / per_step) + 1;
+    EXPECT_EQ(metric["kept"]->data[i], 5.0f);  // at attention: the budget and the new token
+    EXPECT_EQ(metric["evicted"]->data[i], static_cast<float>(ctx - 5));
+    EXPECT_TRUE(std::isnan(metric["recall"]->data[i]));
+  }
+  EXPECT_NE(std::find(run.scalars.begin(), run.scalars.end(), std::pair<std::string, double>("block_size", 16.0)),
+            run.scalars.end());
   const std::string note = "kvscope: note: the trace was recorded under streamingllm_b4_free: its rows cover only";
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"simulate", under, "--policy", "window", "--budget", "4"}, {"heads", under}, {"layers", under}}) {
