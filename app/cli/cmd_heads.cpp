@@ -2,6 +2,7 @@
 // or α and retrieval scores estimated on the model itself (`--model`; α optionally written as
 // a DuoAttention pattern folder, the retrieval scores into a trace given with it).
 #include <cstdio>
+#include <filesystem>
 
 #include "analysis/duo_pattern.h"
 #include "analysis/head_stats.h"
@@ -65,7 +66,9 @@ int cmd_heads(const ArgList& argv) {
     }
     std::printf("\n");
   }
-  if (a.has("--alpha-out")) std::printf("alpha written to %s/full_attention_heads.tsv\n", a.str("--alpha-out").c_str());
+  if (a.has("--alpha-out"))
+    std::printf("alpha written to %s\n",
+                (std::filesystem::path(a.str("--alpha-out")) / "full_attention_heads.tsv").lexically_normal().c_str());
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "analysis/alpha_estimate.h"
 #include "analysis/retrieval_score.h"
@@ -92,7 +93,9 @@ int heads_from_model(const std::string& model_path, const std::string& tokenizer
     for (int h = 0; h < c.n_heads; ++h) std::printf("  %.3f", retrieval[static_cast<size_t>(l) * c.n_heads + h]);
     std::printf("\n");
   }
-  if (!alpha_out.empty()) std::printf("alpha written to %s/full_attention_heads.tsv\n", alpha_out.c_str());
+  if (!alpha_out.empty())
+    std::printf("alpha written to %s\n",
+                (std::filesystem::path(alpha_out) / "full_attention_heads.tsv").lexically_normal().c_str());
   if (!trace_path.empty() && scored)
     std::printf("alpha and retrieval scores stored in %s as /heads/alpha and /heads/retrieval_score\n", trace_path.c_str());
   else if (!trace_path.empty())

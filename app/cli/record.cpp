@@ -121,7 +121,9 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   // fills every core (measured on 2 cores: 25.7 ms a step with them on the engine's thread,
   // 29.5 ms on the writing thread, SmolLM2 at 3K keys).
   rec.on_step_on_writer = r.device == Device::Cuda;
-  if (cb.on_prompt) cb.on_prompt(tok->decode(prompt));
+  // The prompt as fed: a chat prompt with its format's markers (decoding drops special tokens).
+  const std::string prompt_text = r.chat ? text : tok->decode(prompt);
+  if (cb.on_prompt) cb.on_prompt(prompt_text);
 
   EngineOptions eo;
   eo.n_threads = r.threads;
@@ -198,7 +200,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   } catch (const RunCancelled&) {
     // Stopped before a step was recorded: nothing to keep (the uncommitted trace is discarded
     // with the recorder).
-    res.prompt_text = tok->decode(prompt);
+    res.prompt_text = prompt_text;
     res.prompt_len = meta.prompt_len;
     res.cancelled_during = stage;
     res.note = "cancelled during the " + stage + ": no trace written";
@@ -231,7 +233,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   analyses.write(rec.writer());
   rec.finish([&](int id) { return tok->token_text(id); });
 
-  res.prompt_text = tok->decode(prompt);
+  res.prompt_text = prompt_text;
   res.generated_text = tok->decode(generated);
   res.prompt_len = meta.prompt_len;
   res.n_steps = rec.steps_written();

@@ -30,7 +30,7 @@ struct RecordRequest {
 };
 
 struct RecordResult {
-  std::string prompt_text;      // decoded prompt
+  std::string prompt_text;      // the prompt as fed (decoded; a chat prompt with its markers)
   std::string generated_text;   // decoded continuation
   int prompt_len = 0;
   int n_steps = 0;
@@ -41,7 +41,7 @@ struct RecordResult {
 };
 
 struct RecordCallbacks {
-  std::function<void(const std::string& prompt_text)> on_prompt;                 // decoded prompt
+  std::function<void(const std::string& prompt_text)> on_prompt;                 // RecordResult::prompt_text
   std::function<void(int step, int total, const std::string& piece)> on_token;  // streaming text
   std::function<bool()> cancelled;                                              // true = stop
   // Prefill progress: layer `layer` of `n_layers` has begun its attention (layers before it are
