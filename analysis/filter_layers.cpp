@@ -151,6 +151,21 @@ std::vector<int> parse_filter_layers(const std::string& text, int n_layers, cons
   return out;
 }
 
+std::string idle_filters_note(const FilterPlan& plan) {
+  std::string idle;
+  int n_idle = 0;
+  for (size_t s = 0; s < plan.filters.size(); ++s) {
+    if (plan.segment_layers[s] > 0) continue;
+    idle += (idle.empty() ? "" : ", ") + std::to_string(plan.filters[s]);
+    ++n_idle;
+  }
+  const int useful = static_cast<int>(plan.filters.size()) - n_idle;
+  if (n_idle == 0 || useful == 0) return "";  // useful == 0: no sparse layer at all, said elsewhere
+  return "filter" + std::string(n_idle > 1 ? "s " : " ") + idle + " serve" + (n_idle > 1 ? "" : "s") +
+         " no sparse layer: " + std::to_string(useful) + (useful == 1 ? " filter retains" : " filters retain") +
+         " at least as much (--filters " + std::to_string(useful) + ")";
+}
+
 const char* layer_role_name(LayerRole role) {
   switch (role) {
     case LayerRole::Dense: return "dense";

@@ -35,6 +35,12 @@ FilterPlan optimize_filter_layers(std::span<const float> sim, int n_layers, int 
 FilterPlan evaluate_filter_layers(std::span<const float> sim, int n_layers,
                                   std::vector<int> filters, int wait);
 
+// What to say about a plan with filters that serve no sparse layer (an optimum must place k
+// filters; past the useful ones they go where they cost nothing, e.g. below the first useful
+// one). Removing such a filter never lowers the objective. "" when every filter serves a layer
+// or none does.
+std::string idle_filters_note(const FilterPlan& plan);
+
 // Parses "2,8,18" into layer indices checked against n_layers. `what` names the flag or file in
 // errors.
 std::vector<int> parse_filter_layers(const std::string& text, int n_layers,

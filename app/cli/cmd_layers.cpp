@@ -42,6 +42,8 @@ void print_plan(const char* title, const FilterPlan& p) {
   for (size_t s = 0; s < p.filters.size(); ++s)
     std::printf("  filter %2d -> %d sparse layers, retained %.3f\n", p.filters[s], p.segment_layers[s],
                 p.segment_retained[s]);
+  const std::string idle = idle_filters_note(p);
+  if (!idle.empty()) std::printf("  note: %s\n", idle.c_str());
 }
 
 }  // namespace

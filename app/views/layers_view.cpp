@@ -194,6 +194,8 @@ class LayersView : public View {
     ImGui::Text("lost %.3f (mean %.3f per sparse layer)", p.lost, p.n_sparse ? p.lost / p.n_sparse : 0.0);
     for (size_t s = 0; s < p.filters.size(); ++s)
       ImGui::TextDisabled("  layer %d -> %d layers, %.3f", p.filters[s], p.segment_layers[s], p.segment_retained[s]);
+    const std::string idle = idle_filters_note(p);
+    if (!idle.empty()) ImGui::TextWrapped("%s", idle.c_str());
   }
 
   void draw_matrix(AppState& app, ImVec2 avail) {

@@ -96,6 +96,13 @@ TEST(FilterLayersTest, HandWorkedOptimum) {
   EXPECT_NEAR(plan.lost, 0.2, 1e-6);
   // k = 2: {0, 1} gives 0 + 1.8 = 1.8; {1, 2}: 0 + 0.2; {0, 2}: 0.1 + 0.2 ... best stays 1.8.
   EXPECT_NEAR(optimize_filter_layers(sim, 4, 2, 0).retained, 1.8, 1e-6);
+  // ... with filter 0 serving no sparse layer (layer 1 is the next filter): said so.
+  const FilterPlan two = optimize_filter_layers(sim, 4, 2, 0);
+  EXPECT_EQ(two.filters, (std::vector<int>{0, 1}));
+  EXPECT_EQ(idle_filters_note(two), "filter 0 serves no sparse layer: 1 filter retains at least as much (--filters 1)");
+  EXPECT_EQ(idle_filters_note(plan), "");
+  EXPECT_EQ(idle_filters_note(evaluate_filter_layers(sim, 4, {0, 1, 2}, 0)),
+            "filters 0, 1 serve no sparse layer: 1 filter retains at least as much (--filters 1)");
 }
 
 TEST(FilterLayersTest, BadInputIsInputError) {
