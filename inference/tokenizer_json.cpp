@@ -297,6 +297,7 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
   v.types = token_types(p);
   v.pieces = std::move(p.tokens);
   v.merges = std::move(p.merges);
+  v.merges_only = true;
   v.scores.assign(v.pieces.size(), 0.0f);
   const std::string unk = model->get_string("unk_token", "<unk>");
   auto it = p.ids.find(unk);

@@ -90,7 +90,7 @@ void SpmTokenizer::encode_fragment(std::string_view text, bool prefix,
   }
   const std::string normalized = (prefix ? kSpace : std::string()) + replace_all(plain, " ", kSpace);
   PairPriority priority;
-  if (vocab_.merges.empty()) {
+  if (vocab_.merges.empty() && !vocab_.merges_only) {
     priority = [this](std::string_view a, std::string_view b) -> std::optional<double> {
       std::string joined(a);
       joined += b;

@@ -27,8 +27,10 @@ struct SpmVocab {
   std::vector<std::string> pieces;  // [vocab] pieces with "▁" for a space
   std::vector<float> scores;        // [vocab] merge scores (higher merges first)
   std::vector<int> types;           // [vocab] TokenType; when missing, "<0xXX>" = byte, else normal
-  // Ranked merges (tokenizer.json); when non-empty they decide merges instead of the scores.
+  // Ranked merges (tokenizer.json); they decide merges instead of the scores when non-empty or
+  // when merges_only is set (tokenizer.json: an empty list merges nothing, as in Hugging Face).
   std::vector<std::pair<std::string, std::string>> merges;
+  bool merges_only = false;
   int bos_id = 1;
   int eos_id = 2;
   int unk_id = 0;

@@ -310,6 +310,8 @@ TEST(TokenizerJson, MergesMustBeThereAndNameVocabularyTokens) {
             path + ": merge \"b a\" makes \"ba\", which is not in model.vocab");
   EXPECT_EQ(load_with(", \"merges\": []")->vocab_size(), 3);
   EXPECT_EQ(load_with(", \"merges\": [\"a b\"]")->encode("ab", false), (std::vector<int>{2}));
+  // No merges, no merging (as tokenizers 0.23 encodes it: [0, 1]), although "ab" is in the vocabulary.
+  EXPECT_EQ(load_with(", \"merges\": []")->encode("ab", false), (std::vector<int>{0, 1}));
 }
 
 }  // namespace
