@@ -201,12 +201,7 @@ class CliRecordBadInput : public ::testing::Test {
 // which this vocabulary names end-of-text. `chat_template` (when not empty) is stored as its chat
 // format.
 std::string write_eos_first_model(const std::string& path, const std::string& chat_template) {
-  testing::GgufWriter w;
-  w.add_string("general.architecture", "llama");
-  w.add_u32("llama.embedding_length", 16);
-  w.add_u32("llama.feed_forward_length", 8);
-  w.add_u32("llama.block_count", 1);
-  w.add_u32("llama.attention.head_count", 1);
+  testing::GgufWriter w = testing::tiny_llama_writer(1);
   w.add_u32("llama.context_length", 64);
   w.add_string("tokenizer.ggml.model", "llama");
   w.add_strings("tokenizer.ggml.tokens", {"</s>", "<s>", "\u2581a", "a"});
@@ -215,19 +210,6 @@ std::string write_eos_first_model(const std::string& path, const std::string& ch
   w.add_u32("tokenizer.ggml.eos_token_id", 0);
   w.add_u32("tokenizer.ggml.bos_token_id", 1);
   if (!chat_template.empty()) w.add_string("tokenizer.chat_template", chat_template);
-  auto t = [&](const std::string& tensor, std::vector<uint64_t> dims) {
-    uint64_t n = 1;
-    for (uint64_t d : dims) n *= d;
-    w.add_f32_tensor(tensor, std::move(dims), std::vector<float>(n, 0.25f));
-  };
-  t("token_embd.weight", {16, 4});
-  t("output_norm.weight", {16});
-  for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_output"}) t(std::string("blk.0.") + m + ".weight", {16, 16});
-  t("blk.0.attn_norm.weight", {16});
-  t("blk.0.ffn_norm.weight", {16});
-  t("blk.0.ffn_gate.weight", {16, 8});
-  t("blk.0.ffn_up.weight", {16, 8});
-  t("blk.0.ffn_down.weight", {8, 16});
   w.write(path);
   return path;
 }

@@ -206,37 +206,11 @@ TEST(GgufModel, ShapeAndArchitectureChecks) {
             shape_path + ": tensor blk.0.attn_q.weight has shape [4, 5], expected [4, 4]");
 }
 
-// Writes dir/`name`: a llama GGUF (dim 16, one head of 16, hidden 8, vocab 4) with the tensors of
-// `layers` layers and the metadata embedding_length, feed_forward_length, block_count (= layers)
-// and head_count, less the keys in `omit`; `extra` adds metadata and tensors.
+// Writes dir/`name`: testing::tiny_llama_writer(layers, omit), then what `extra` adds.
 std::string write_llama(const TempDir& dir, const std::string& name, int layers,
                         const std::set<std::string>& omit = {},
                         const std::function<void(testing::GgufWriter&)>& extra = {}) {
-  testing::GgufWriter w;
-  w.add_string("general.architecture", "llama");
-  const std::pair<const char*, uint32_t> defaults[] = {
-      {"llama.embedding_length", 16},
-      {"llama.feed_forward_length", 8},
-      {"llama.block_count", static_cast<uint32_t>(layers)},
-      {"llama.attention.head_count", 1}};
-  for (const auto& [key, value] : defaults)
-    if (!omit.count(key)) w.add_u32(key, value);
-  auto t = [&](const std::string& tensor, std::vector<uint64_t> dims) {
-    uint64_t n = 1;
-    for (uint64_t d : dims) n *= d;
-    w.add_f32_tensor(tensor, std::move(dims), std::vector<float>(n, 0.25f));
-  };
-  t("token_embd.weight", {16, 4});
-  t("output_norm.weight", {16});
-  for (int l = 0; l < layers; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_output"}) t(b + m + ".weight", {16, 16});
-    t(b + "attn_norm.weight", {16});
-    t(b + "ffn_norm.weight", {16});
-    t(b + "ffn_gate.weight", {16, 8});
-    t(b + "ffn_up.weight", {16, 8});
-    t(b + "ffn_down.weight", {8, 16});
-  }
+  testing::GgufWriter w = testing::tiny_llama_writer(layers, omit);
   if (extra) extra(w);
   const std::string path = dir.file(name);
   w.write(path);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -114,5 +115,37 @@ class GgufWriter {
   std::vector<uint8_t> data_;
   uint64_t n_kv_ = 0, n_tensors_ = 0;
 };
+
+// A llama GGUF (dim 16, one head of 16, hidden 8, vocab 4, every weight 0.25) with the tensors of
+// `layers` layers and the metadata embedding_length, feed_forward_length, block_count (= layers)
+// and head_count, less the keys in `omit`. Callers add more metadata or tensors, then write.
+inline GgufWriter tiny_llama_writer(int layers, const std::set<std::string>& omit = {}) {
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  const std::pair<const char*, uint32_t> defaults[] = {
+      {"llama.embedding_length", 16},
+      {"llama.feed_forward_length", 8},
+      {"llama.block_count", static_cast<uint32_t>(layers)},
+      {"llama.attention.head_count", 1}};
+  for (const auto& [key, value] : defaults)
+    if (!omit.count(key)) w.add_u32(key, value);
+  auto t = [&](const std::string& tensor, std::vector<uint64_t> dims) {
+    uint64_t n = 1;
+    for (uint64_t d : dims) n *= d;
+    w.add_f32_tensor(tensor, std::move(dims), std::vector<float>(n, 0.25f));
+  };
+  t("token_embd.weight", {16, 4});
+  t("output_norm.weight", {16});
+  for (int l = 0; l < layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_output"}) t(b + m + ".weight", {16, 16});
+    t(b + "attn_norm.weight", {16});
+    t(b + "ffn_norm.weight", {16});
+    t(b + "ffn_gate.weight", {16, 8});
+    t(b + "ffn_up.weight", {16, 8});
+    t(b + "ffn_down.weight", {8, 16});
+  }
+  return w;
+}
 
 }  // namespace kvs::testing
