@@ -94,6 +94,17 @@ const std::string& script_choice(const std::string& verb, const std::string& arg
   throw script_error(verb, arg, "expects one of " + list);
 }
 
+void apply_step_flag(AppState& app, int step) {
+  if (step < 0) return;
+  if (!app.trace) throw input_error("--step", "needs a trace to open (kvscope gui TRACE.h5 --step N)");
+  const int last = app.trace->n_steps() - 1;
+  if (last < 0) throw input_error("--step", std::to_string(step) + ": the trace has no decode steps");
+  if (step > last)
+    throw input_error("--step", std::to_string(step) + " is outside 0.." + std::to_string(last) + " (the trace has " +
+                                    std::to_string(last + 1) + " decode steps)");
+  app.set_step(step);
+}
+
 const TraceSnapshot& script_trace(const AppState& app, const std::string& verb, const std::string& arg) {
   if (!app.trace) throw script_error(verb, arg, "needs an open trace");
   return *app.trace;

@@ -25,6 +25,10 @@ struct ScriptCommand {
 };
 
 std::vector<ScriptCommand> parse_script(const std::string& script);
+// The --step flag: moves to decode step `step` of the open trace (-1, as when it is absent,
+// leaves the trace at its last step). A step the trace does not have, or a step without a
+// trace, is an InputError naming the flag, as the script's `step N` refuses it.
+void apply_step_flag(AppState& app, int step);
 void apply_script_command(AppState& app, std::vector<std::unique_ptr<View>>& views, const ScriptCommand& c);
 
 // Checked arguments of a command "verb arg" (the views' commands use them too); a bad one is an

@@ -340,6 +340,18 @@ int run_gui(const GuiOptions& options) {
       return 2;
     }
   }
+  if (options.step >= 0) {  // checked as the script's `step N` is: a step the trace lacks is an error
+    if (!headless) {        // the window opens on the trace, which loads in the background
+      app.io.wait_idle();
+      app.io.drain();
+    }
+    try {
+      if (app.trace || options.trace_path.empty()) apply_step_flag(app, options.step);  // else the open's error shows
+    } catch (const InputError& e) {
+      std::fprintf(stderr, "kvscope: %s\n", e.what());
+      return 2;
+    }
+  }
 
   glfwSetErrorCallback(on_glfw_error);
   if (!glfwInit()) {
@@ -379,7 +391,6 @@ int run_gui(const GuiOptions& options) {
     if (headless) {
       const std::string single = options.view == "all" ? "" : options.view;
       try {
-        if (options.step >= 0) app.set_step(options.step);
         for (const ScriptCommand& c : script) apply_script_command(app, views, c);
         // Render until the views' background work has settled (at least 3 frames).
         for (int f = 0; f < 40; ++f) {

@@ -10,6 +10,8 @@
 #include <fstream>
 
 #include "app/gui/app_state.h"
+#include "app/gui/script.h"
+#include "inference/errors.h"
 #include "tests/app/gui_test_trace.h"
 
 namespace fs = std::filesystem;
@@ -74,6 +76,30 @@ TEST_F(GuiState, StepAndSelectionAreClamped) {
   EXPECT_EQ(app.layer, 2);
   EXPECT_EQ(app.head, 3);
   EXPECT_EQ(app.kv_head(), 1);  // 4 query heads over 2 KV heads
+}
+
+// --step checks its value as the script's `step N` does (it clamped 99 to the last step and
+// exited 0 while `step 99` exited 2): one line naming the flag.
+TEST_F(GuiState, StepFlagOutsideTheTraceIsAnErrorNamingTheFlag) {
+  AppState app(true);
+  app.open_trace(good_);
+  apply_step_flag(app, 4);
+  EXPECT_EQ(app.step, 4);
+  apply_step_flag(app, -1);  // absent: stays
+  EXPECT_EQ(app.step, 4);
+  apply_step_flag(app, 15);
+  EXPECT_EQ(app.step, 15);
+  try {
+    apply_step_flag(app, 16);
+    FAIL() << "step 16 of a 16-step trace was accepted";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("--step: 16 is outside 0..15", 0), 0u) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  EXPECT_EQ(app.step, 15);
+  AppState none(true);
+  EXPECT_THROW(apply_step_flag(none, 3), InputError);
 }
 
 TEST_F(GuiState, PlaybackAdvancesAndStopsAtTheEnd) {
