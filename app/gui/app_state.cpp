@@ -42,6 +42,7 @@ void AppState::open_trace(const std::string& path, bool for_compare) {
     } catch (const std::exception& e) {
       const std::string message = e.what();
       io.post([this, message] {
+        status_after_reload_.clear();
         last_open_error = message;
         error(message);
       });
@@ -55,9 +56,35 @@ void AppState::open_trace(const std::string& path, bool for_compare) {
   }
 }
 
-void AppState::reload() {
+void AppState::reload(const std::string& status_after) {
   if (!trace) return;
+  status_after_reload_ = status_after;
   open_trace(trace->path, false);
+}
+
+void AppState::note_caveats(const std::vector<std::string>& caveats) {
+  if (!trace) return;
+  for (const std::string& c : caveats) {
+    const size_t colon = c.find(": ");
+    if (colon == std::string::npos || colon == 0) continue;  // not about one run
+    RunNote note{trace->path, c.substr(0, colon), c.substr(colon + 2)};
+    std::erase_if(run_notes_, [&](const RunNote& n) { return n.trace_path == note.trace_path && n.run == note.run; });
+    run_notes_.push_back(std::move(note));
+  }
+}
+
+std::string AppState::run_caveat(const std::string& run_name) const {
+  if (!trace) return "";
+  for (const RunNote& n : run_notes_) {
+    if (n.trace_path != trace->path) continue;
+    if (run_name == n.run) return n.text;
+    // Live runs are named "<spec run name>_<mode>" (and "_rerotated" after that).
+    for (const char* mode : {"_forced", "_free"}) {
+      const std::string live = n.run + mode;
+      if (run_name == live || run_name == live + "_rerotated") return n.text;
+    }
+  }
+  return "";
 }
 
 void AppState::install(std::shared_ptr<TraceReader> r, std::shared_ptr<const TraceSnapshot> t,
@@ -83,6 +110,13 @@ void AppState::install(std::shared_ptr<TraceReader> r, std::shared_ptr<const Tra
     if (!headless) recent_traces.add(std::filesystem::absolute(trace->path).string());
   }
   clamp_selection();
+  if (same_file && !status_after_reload_.empty()) {
+    info(status_after_reload_);
+    status_after_reload_.clear();
+    set_step(step);
+    return;
+  }
+  status_after_reload_.clear();
   info("Opened " + trace->path + " (" + std::to_string(trace->total_len()) + " tokens, " +
        std::to_string(trace->n_steps()) + " steps, " + std::to_string(trace->runs.size()) + " runs)" +
        (trace->meta.capture_note.empty() ? "" : "; " + trace->meta.capture_note));

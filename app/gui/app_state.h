@@ -59,8 +59,18 @@ class AppState {
   void select_head(int layer, int head);
   // Per frame: runs posted results and advances playback by dt seconds.
   void tick(double dt);
-  // Re-reads the open trace (after runs were appended to it), keeping the selection.
-  void reload();
+  // Re-reads the open trace (after runs were appended to it), keeping the selection. A non-empty
+  // `status_after` is the status line once it is back (instead of "Opened ..."): what the job
+  // that appended the runs has to say, its caveats included, outlives the reload.
+  void reload(const std::string& status_after = "");
+
+  // Policy caveats of runs made in this session, "run name: caveat" as policy_caveats gives them
+  // (settings that reduce a policy to something else on this prompt), for the open trace: the
+  // views show them beside the runs they concern. A new run of the same name replaces its note.
+  void note_caveats(const std::vector<std::string>& caveats);
+  // The caveat of run `run_name` of the open trace ("" when none): a note given for the spec's
+  // run name also concerns its live runs ("<name>_forced", "<name>_free", ..._rerotated).
+  std::string run_caveat(const std::string& run_name) const;
 
   void info(const std::string& message);
   void error(const std::string& message);
@@ -76,6 +86,11 @@ class AppState {
   void install(std::shared_ptr<TraceReader> r, std::shared_ptr<const TraceSnapshot> t, bool for_compare);
   void clamp_selection();
   double play_accum_ = 0.0;
+  std::string status_after_reload_;  // replaces "Opened ..." when the reloaded trace installs
+  struct RunNote {
+    std::string trace_path, run, text;  // `run` as the spec names it; text without the name
+  };
+  std::vector<RunNote> run_notes_;
 };
 
 }  // namespace kvs

@@ -82,8 +82,9 @@ void submit_simulation(AppState& app, const std::vector<std::string>& specs, int
       ctx.progress(0.9f);
       append_runs(path, runs);
       app.engine.post([&app, n = runs.size(), path, on_done, caveats] {
-        app.info("Simulated " + std::to_string(n) + " policies into " + path + caveat_text(caveats));
-        app.reload();
+        // The caveats stay on the status line after the reload and beside their runs.
+        app.note_caveats(caveats);
+        app.reload("Simulated " + std::to_string(n) + " policies into " + path + caveat_text(caveats));
         if (on_done) on_done();
       });
     } catch (const RunCancelled&) {

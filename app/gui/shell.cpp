@@ -202,6 +202,15 @@ class Shell {
     }
     if (app_.status_error) ImGui::TextColored(kErrorTextColor, "%s", app_.status.c_str());
     else ImGui::TextUnformatted(app_.status.empty() ? "Drop a trace here or use File > Open (F1: help)" : app_.status.c_str());
+    // A long message (a simulation's caveats) runs past the window: all of it, wrapped, on hover.
+    if (!app_.status.empty() && ImGui::IsItemHovered() &&
+        ImGui::GetItemRectMax().x > ImGui::GetWindowPos().x + ImGui::GetWindowWidth()) {
+      ImGui::BeginTooltip();
+      ImGui::PushTextWrapPos(ImGui::GetFontSize() * 50.0f);
+      ImGui::TextUnformatted(app_.status.c_str());
+      ImGui::PopTextWrapPos();
+      ImGui::EndTooltip();
+    }
     ImGui::End();
   }
 

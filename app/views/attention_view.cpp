@@ -116,9 +116,18 @@ class AttentionView : public View {
       ImGui::SetNextItemWidth(150);
       if (ImGui::BeginCombo("evicted by", overlay_run_.empty() ? "(none)" : overlay_run_.c_str())) {
         if (ImGui::Selectable("(none)", overlay_run_.empty())) overlay_run_.clear();
-        for (const RunData& r : t.runs)
-          if (ImGui::Selectable(r.name.c_str(), r.name == overlay_run_)) overlay_run_ = r.name;
+        for (const RunData& r : t.runs) {
+          const std::string caveat = app.run_caveat(r.name);
+          const std::string label = caveat.empty() ? r.name : r.name + "  (!)";
+          if (ImGui::Selectable(label.c_str(), r.name == overlay_run_)) overlay_run_ = r.name;
+          if (!caveat.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("Note: %s", caveat.c_str());
+        }
         ImGui::EndCombo();
+      }
+      if (const std::string caveat = app.run_caveat(overlay_run_); !caveat.empty()) {
+        ImGui::SameLine(0, 4);
+        ImGui::TextColored(ImVec4(1.0f, 0.78f, 0.3f, 1.0f), "(!)");
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("Note: %s", caveat.c_str());
       }
     }
     ImGui::SameLine();

@@ -15,6 +15,9 @@
 namespace kvs {
 namespace {
 
+// The "(!)" beside a run whose settings reduce it to something else (AppState::run_caveat).
+const ImVec4 kCaveatColor(1.0f, 0.78f, 0.3f, 1.0f);
+
 // Which state wins when several tokens share one pixel column.
 int state_priority(CellState s) {
   switch (s) {
@@ -139,9 +142,20 @@ class LanesView : public View {
     for (size_t r = 0; r < lanes_.size(); ++r) {
       const RunData& run = t.runs[r];
       label_row(r + 1);
+      const std::string caveat = app.run_caveat(run.name);  // its settings reduce it to something else
       ImGui::Text("%s%s", run.name.c_str(), run.eviction == "real" ? " (live)" : "");
-      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s  budget %d  %s\n%s", run.policy.c_str(), run.budget,
-                                                    run.eviction.c_str(), run.params_json.c_str());
+      bool hovered = ImGui::IsItemHovered();
+      if (!caveat.empty()) {
+        ImGui::SameLine(0, 4);
+        ImGui::TextColored(kCaveatColor, "(!)");
+        hovered = hovered || ImGui::IsItemHovered();
+      }
+      if (hovered) {
+        ImGui::BeginTooltip();
+        ImGui::Text("%s  budget %d  %s\n%s", run.policy.c_str(), run.budget, run.eviction.c_str(), run.params_json.c_str());
+        if (!caveat.empty()) ImGui::TextColored(kCaveatColor, "Note: %s", caveat.c_str());
+        ImGui::EndTooltip();
+      }
     }
     ImGui::SetCursorPosY(top + ruler_h + lane_h * (lanes_.size() + 1));
     ImGui::Dummy(ImVec2(label_w, 0.0f));

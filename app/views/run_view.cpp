@@ -437,8 +437,8 @@ class RunView : public View {
         cb.on_caveat = [&caveats](const std::string& c) { caveats.push_back(c); };
         rerun_trace(args, cb);
         app.engine.post([&app, caveats] {
-          app.info("Re-ran policies live into " + (app.trace ? app.trace->path : std::string()) + caveat_text(caveats));
-          app.reload();
+          app.note_caveats(caveats);  // beside the runs, and on the status line after the reload
+          app.reload("Re-ran policies live into " + (app.trace ? app.trace->path : std::string()) + caveat_text(caveats));
         });
       } catch (const std::exception& e) {
         if (ctx.cancelled()) {  // the user's Cancel, not a failure

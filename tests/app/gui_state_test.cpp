@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "app/gui/app_state.h"
+#include "app/gui/jobs.h"
 #include "app/gui/script.h"
 #include "inference/errors.h"
 #include "tests/app/gui_test_trace.h"
@@ -100,6 +101,29 @@ TEST_F(GuiState, StepFlagOutsideTheTraceIsAnErrorNamingTheFlag) {
   EXPECT_EQ(app.step, 15);
   AppState none(true);
   EXPECT_THROW(apply_step_flag(none, 3), InputError);
+}
+
+// A simulation's policy caveats reached the status line and were overwritten at once by the
+// reload's "Opened ...": they now stay on the status line and beside the runs they concern.
+TEST_F(GuiState, PolicyCaveatsOutliveTheReloadAndStayBesideTheirRuns) {
+  AppState app(true);
+  app.open_trace(good_);
+  submit_simulation(app, {"snapkv", "streamingllm:sinks=99"}, 20);
+  ASSERT_TRUE(app.trace);
+  EXPECT_FALSE(app.status_error) << app.status;
+  EXPECT_EQ(app.trace->runs.size(), 5u);
+  EXPECT_EQ(app.status.rfind("Simulated 2 policies into ", 0), 0u) << app.status;
+  EXPECT_NE(app.status.find("Note: snapkv_b20: "), std::string::npos) << app.status;
+  EXPECT_NE(app.status.find("sinks=99"), std::string::npos) << app.status;
+  EXPECT_NE(app.run_caveat("snapkv_b20"), "");
+  EXPECT_NE(app.run_caveat("snapkv_b20_free"), "");  // its live re-runs
+  EXPECT_EQ(app.run_caveat("snapkv_b2"), "");
+  int noted = 0;
+  for (const RunData& r : app.trace->runs) noted += !app.run_caveat(r.name).empty();
+  EXPECT_EQ(noted, 2);
+  app.reload();  // a plain reload says "Opened" again; the notes stay with the runs
+  EXPECT_EQ(app.status.rfind("Opened ", 0), 0u) << app.status;
+  EXPECT_NE(app.run_caveat("snapkv_b20"), "");
 }
 
 TEST_F(GuiState, PlaybackAdvancesAndStopsAtTheEnd) {
