@@ -2,6 +2,7 @@
 #include "inference/chat_template.h"
 
 #include <filesystem>
+#include <fstream>
 
 #include "inference/errors.h"
 #include "inference/gguf_file.h"
@@ -56,26 +57,46 @@ std::string detect_chat_family(const std::string& t) {
   return "";
 }
 
+namespace {
+
+// Family from an HF model folder's tokenizer_config.json ("" when it has none).
+std::string hf_chat_family(const std::string& folder) {
+  const std::filesystem::path config = std::filesystem::path(folder) / "tokenizer_config.json";
+  if (path_kind(config.string()) == PathKind::Missing) return "";
+  const Json j = Json::parse_file(config.string());
+  const Json* t = j.find("chat_template");
+  if (t == nullptr) return "";
+  if (t->is_string()) return detect_chat_family(t->as_string());
+  if (t->is_array()) {  // [{"name": "default", "template": "..."}, ...]
+    for (const Json& named : t->items()) {
+      if (named.get_string("name", "") == "default") return detect_chat_family(named.get_string("template", ""));
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string chat_family_for_model(const Model& model) {
   if (model.format == "gguf") {
     return detect_chat_family(GgufFile(model.path).get_string("tokenizer.chat_template", ""));
   }
-  if (model.format == "hf") {
-    const std::filesystem::path config =
-        std::filesystem::path(model.path) / "tokenizer_config.json";
-    if (path_kind(config.string()) == PathKind::Missing) return "";
-    const Json j = Json::parse_file(config.string());
-    const Json* t = j.find("chat_template");
-    if (t == nullptr) return "";
-    if (t->is_string()) return detect_chat_family(t->as_string());
-    if (t->is_array()) {  // [{"name": "default", "template": "..."}, ...]
-      for (const Json& named : t->items()) {
-        if (named.get_string("name", "") == "default")
-          return detect_chat_family(named.get_string("template", ""));
-      }
-    }
-  }
+  if (model.format == "hf") return hf_chat_family(model.path);
   return "";
+}
+
+std::string chat_family_for_path(const std::string& model_path) {
+  try {
+    std::error_code ec;
+    if (std::filesystem::is_directory(model_path, ec)) return hf_chat_family(model_path);
+    if (!std::filesystem::is_regular_file(model_path, ec)) return "";
+    char magic[4] = {};
+    std::ifstream in(model_path, std::ios::binary);
+    if (!in.read(magic, 4) || std::string(magic, 4) != "GGUF") return "";
+    return detect_chat_family(GgufFile(model_path).get_string("tokenizer.chat_template", ""));
+  } catch (const std::exception&) {
+    return "";
+  }
 }
 
 std::string format_chat(const std::string& family, const std::string& user_message) {

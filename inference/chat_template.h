@@ -21,6 +21,11 @@ std::string detect_chat_family(const std::string& chat_template);
 // "" for models without a chat template (e.g. stories260K).
 std::string chat_family_for_model(const Model& model);
 
+// The same from the model's path without loading its weights (a GGUF file's metadata, an HF
+// folder's tokenizer_config.json): how the app chooses whether a recording uses the chat format
+// by default. "" for other files, base models, and paths that cannot be read.
+std::string chat_family_for_path(const std::string& model_path);
+
 // The prompt text for one user turn, ready for the tokenizer (which adds BOS itself when the
 // family needs it). An empty family returns the message unchanged. Throws InputError for an
 // unknown family.

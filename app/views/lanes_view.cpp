@@ -60,6 +60,11 @@ class LanesView : public View {
       unreadable_step_notice(app.step, app.unreadable_message);
       return;
     }
+    if (t.n_steps() == 0) {  // no step will ever load
+      ImGui::TextWrapped("This trace has no decode steps: the model ended the text at once (an Instruct model given "
+                         "the raw text often does: record with chat format on).");
+      return;
+    }
     if (!app.step_data) {
       ImGui::TextDisabled("Loading step %d...", app.step);
       return;

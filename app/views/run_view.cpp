@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <tuple>
 
@@ -21,6 +22,7 @@
 #include "app/gui/replace_confirm.h"
 #include "app/gui/script.h"
 #include "app/views/view.h"
+#include "inference/chat_template.h"
 #include "inference/cuda_backend.h"
 #include "inference/errors.h"
 #include "inference/loader.h"
@@ -64,6 +66,7 @@ class RunView : public View {
 
   void draw(AppState& app) override {
     drain_stream();
+    update_chat_family();
     model_picker(app);
     prompt_editor();
     sampling_and_device();
@@ -78,6 +81,7 @@ class RunView : public View {
     c.header = {"field", "value"};
     c.add({"model", model_path_});
     c.add({"prompt", prompt_});
+    c.add({"chat_format", chat_choice_.value_or(!chat_family_for_path(model_path_).empty()) ? "on" : "off"});
     c.add({"steps", std::to_string(steps_)});
     c.add({"temperature", csv_number(temperature_)});
     c.add({"top_p", csv_number(top_p_)});
@@ -104,6 +108,7 @@ class RunView : public View {
     if (verb == "simulate" || verb == "rerun") script_trace(app, verb, arg);
     if (verb == "budget") budget_ = script_int(verb, arg, 1, 1 << 30);
     else if (verb == "model") model_path_ = arg;
+    else if (verb == "chat") chat_choice_ = script_choice(verb, arg, {"on", "off"}) == "on";
     else if (verb == "prompt") prompt_ = arg;
     else if (verb == "steps") steps_ = script_int(verb, arg, 1, 1 << 16);
     else if (verb == "out") out_path_ = arg;
@@ -145,11 +150,12 @@ class RunView : public View {
     if (ImGui::BeginCombo("model", "", ImGuiComboFlags_NoPreview)) {
       const auto found = candidate_models();
       if (!found.empty()) ImGui::TextDisabled("found");
+      // A model picked here gets its own chat-format default (on when it has a chat format).
       for (const std::string& m : found)
-        if (ImGui::Selectable(m.c_str())) model_path_ = m;
+        if (ImGui::Selectable(m.c_str())) model_path_ = m, chat_choice_.reset();
       if (!app.recent_models.items().empty()) ImGui::TextDisabled("recent");
       for (const std::string& m : app.recent_models.items())
-        if (ImGui::Selectable(m.c_str())) model_path_ = m;
+        if (ImGui::Selectable(m.c_str())) model_path_ = m, chat_choice_.reset();
       if (found.empty() && app.recent_models.items().empty()) ImGui::TextDisabled("no model found; type a path");
       ImGui::EndCombo();
     }
@@ -163,9 +169,44 @@ class RunView : public View {
       ImGui::EndCombo();
     }
     ImGui::SameLine();
-    ImGui::Checkbox("chat format", &chat_);
-    ImGui::InputTextMultiline("##prompt", &prompt_, ImVec2(-1, ImGui::GetTextLineHeight() * 5));
+    bool chat = chat_on();
+    ImGui::BeginDisabled(chat_family_.empty() && !chat);
+    if (ImGui::Checkbox(chat_family_.empty() ? "chat format" : ("chat format (" + chat_family_ + ")").c_str(), &chat))
+      chat_choice_ = chat;
+    ImGui::EndDisabled();
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+      ImGui::SetTooltip("%s", chat_family_.empty()
+                                  ? "This model has no chat format (a base model): the prompt is given as it is."
+                                  : "Wrap the prompt in the model's chat format (on by default for a model that has "
+                                    "one: an Instruct model given the raw text often ends it at once).");
+    // The prompt wraps at the box's width; a click edits it (ImGui's multiline input box does not
+    // wrap: while editing, long lines scroll sideways).
+    const ImVec2 box(-1, ImGui::GetTextLineHeight() * 5 + ImGui::GetStyle().FramePadding.y * 2);
+    if (editing_prompt_) {
+      if (focus_prompt_) ImGui::SetKeyboardFocusHere(), focus_prompt_ = false;
+      ImGui::InputTextMultiline("##prompt", &prompt_, box);
+      if (ImGui::IsItemDeactivated()) editing_prompt_ = false;
+    } else {
+      ImGui::PushStyleColor(ImGuiCol_ChildBg, ImGui::GetStyleColorVec4(ImGuiCol_FrameBg));
+      ImGui::BeginChild("##prompt_wrapped", box, true);
+      ImGui::PushTextWrapPos(0.0f);
+      ImGui::TextUnformatted(prompt_.empty() ? " " : prompt_.c_str());
+      ImGui::PopTextWrapPos();
+      const bool clicked = ImGui::IsWindowHovered() && ImGui::IsMouseClicked(0);
+      if (ImGui::IsWindowHovered()) ImGui::SetMouseCursor(ImGuiMouseCursor_TextInput);
+      ImGui::EndChild();
+      ImGui::PopStyleColor();
+      if (clicked) editing_prompt_ = focus_prompt_ = true;
+    }
   }
+
+  // The chat format's default follows the model: on when its file names a chat format.
+  void update_chat_family() {
+    if (model_path_ == chat_family_for_) return;
+    chat_family_for_ = model_path_;
+    chat_family_ = chat_family_for_path(model_path_);
+  }
+  bool chat_on() const { return chat_choice_.value_or(!chat_family_.empty()); }
 
   void sampling_and_device() {
     ImGui::SetNextItemWidth(80);
@@ -352,7 +393,8 @@ class RunView : public View {
     RecordRequest req;
     req.model_path = model_path_;
     req.prompt = prompt_;
-    req.chat = chat_;
+    update_chat_family();  // a script's `model PATH` is not drawn before its `record`
+    req.chat = chat_on();
     req.steps = steps_;
     req.sampling.temperature = temperature_;
     req.sampling.top_p = top_p_;
@@ -387,10 +429,14 @@ class RunView : public View {
       cb.cancelled = [&ctx] { return ctx.cancelled(); };
       try {
         const RecordResult r = record_trace(req, cb);
-        app.engine.post([this, &app, r] {
+        app.engine.post([this, &app, r, req] {
           output_ = r.prompt_text + r.generated_text;
           if (r.out_path.empty()) {
             app.info("Recording " + r.note);
+            return;
+          }
+          if (r.n_steps == 0) {  // nothing to show at any step: say why rather than open it
+            app.error(empty_recording_message(r.out_path, req.chat, chat_family_for_path(req.model_path)));
             return;
           }
           app.info("Recorded " + r.out_path + " (" + std::to_string(r.n_steps) + " steps in " +
@@ -477,7 +523,9 @@ class RunView : public View {
   std::string model_path_;
   std::vector<std::pair<std::string, std::string>> demos_;  // (name, text)
   std::string prompt_;
-  bool chat_ = false;
+  std::optional<bool> chat_choice_;  // the user's or a script's choice; else on when the model has a chat format
+  std::string chat_family_, chat_family_for_;  // the model's chat family ("" = none), for the model path
+  bool editing_prompt_ = false, focus_prompt_ = false;
   int steps_ = 64, seed_ = 42, budget_ = 64;
   float temperature_ = 0.0f, top_p_ = 1.0f;
   std::vector<PolicyRow> policies_;

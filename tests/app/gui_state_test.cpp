@@ -11,6 +11,8 @@
 
 #include "app/gui/app_state.h"
 #include "app/gui/jobs.h"
+#include "app/views/view.h"
+#include "inference/loader.h"
 #include "app/gui/script.h"
 #include "inference/errors.h"
 #include "tests/app/gui_test_trace.h"
@@ -124,6 +126,50 @@ TEST_F(GuiState, PolicyCaveatsOutliveTheReloadAndStayBesideTheirRuns) {
   app.reload();  // a plain reload says "Opened" again; the notes stay with the runs
   EXPECT_EQ(app.status.rfind("Opened ", 0), 0u) << app.status;
   EXPECT_NE(app.run_caveat("snapkv_b20"), "");
+}
+
+// The chat format defaults to on for a model that has one (SmolLM2-Instruct given the raw text
+// ended it at once: an empty trace), off for a base model; the script's `chat on|off` sets it.
+TEST(GuiRunView, ChatFormatFollowsTheModelAndTheScriptSetsIt) {
+  AppState app(true);
+  const std::string stories = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+  std::vector<std::unique_ptr<View>> views = make_views(stories);
+  View* run = nullptr;
+  for (auto& v : views)
+    if (std::string(v->id()) == "run") run = v.get();
+  ASSERT_TRUE(run);
+  const auto chat = [&] {
+    for (const auto& row : run->csv(app).rows)
+      if (row[0] == "chat_format") return row[1];
+    return std::string("(missing)");
+  };
+  EXPECT_EQ(chat(), "off");  // a base model
+  apply_script_command(app, views, {"chat", "on"});
+  EXPECT_EQ(chat(), "on");
+  apply_script_command(app, views, {"chat", "off"});
+  EXPECT_EQ(chat(), "off");
+  EXPECT_THROW(apply_script_command(app, views, {"chat", "maybe"}), InputError);
+  const std::string smol = default_model_path();
+  if (smol.empty()) GTEST_SKIP() << "SmolLM2 GGUF not in the cache";
+  std::vector<std::unique_ptr<View>> smol_views = make_views(smol);
+  for (auto& v : smol_views) {
+    if (std::string(v->id()) != "run") continue;
+    for (const auto& row : v->csv(app).rows) {
+      if (row[0] == "chat_format") {
+        EXPECT_EQ(row[1], "on");
+      }
+    }
+  }
+}
+
+// A recording with no decode steps says why instead of leaving the views at "Loading step 0...".
+TEST(GuiRunView, EmptyRecordingSaysWhy) {
+  const std::string plain = empty_recording_message("t.h5", false, "smollm2");
+  EXPECT_NE(plain.find("t.h5 has no decode steps: the model ended the text at once"), std::string::npos) << plain;
+  EXPECT_NE(plain.find("turn on 'chat format'"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find('\n'), std::string::npos);
+  EXPECT_EQ(empty_recording_message("t.h5", true, "smollm2").find("chat format'"), std::string::npos);
+  EXPECT_EQ(empty_recording_message("t.h5", false, "").find("chat format'"), std::string::npos);
 }
 
 TEST_F(GuiState, PlaybackAdvancesAndStopsAtTheEnd) {

@@ -49,8 +49,13 @@ TEST(ChatTemplate, DetectsFamilies) {
 TEST(ChatTemplate, TestModels) {
   EXPECT_EQ(chat_family_for_model(load_model(shared_model("stories260K/stories260K.bin"))), "");
   EXPECT_EQ(chat_family_for_model(load_model(shared_model("stories260K/stories260K.gguf"))), "");
+  // By path, without loading the weights (the app's default for its chat-format box).
+  EXPECT_EQ(chat_family_for_path(shared_model("stories260K/stories260K.bin")), "");
+  EXPECT_EQ(chat_family_for_path(shared_model("stories260K/stories260K.gguf")), "");
+  EXPECT_EQ(chat_family_for_path("/nonexistent/model.gguf"), "");
   const std::string smol = default_model_path();
   if (smol.empty()) GTEST_SKIP() << "SmolLM2 GGUF not in the cache";
+  EXPECT_EQ(chat_family_for_path(smol), "smollm2");
   const Model m = load_model(smol);
   EXPECT_EQ(chat_family_for_model(m), "smollm2");
   const auto tok = load_tokenizer(m, "");
