@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "analysis/attention_image.h"
+#include "app/gui/axis_ticks.h"
 #include "app/gui/colormap.h"
 #include "app/gui/script.h"
 #include "app/gui/texture.h"
@@ -330,11 +331,18 @@ class AttentionView : public View {
       ImGui::SameLine();
       ImGui::TextColored(ImVec4(0.75f, 0.6f, 1.0f, 1.0f), "violet: inactive");
     }
-    const ImVec2 p = ImGui::GetCursorScreenPos();
+    // The map, with tick labels left (rows) and below (key positions) and the axes' titles.
+    const float text_h = ImGui::GetTextLineHeight();
+    const float left = ImGui::CalcTextSize("00000").x + 8, bottom = 2 * text_h + 8;
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const ImVec2 size(std::max(avail.x, 50.0f), std::max(avail.y, 50.0f));
+    const ImVec2 p(origin.x + left, origin.y);
+    const ImVec2 size(std::max(avail.x - left, 50.0f), std::max(avail.y - bottom, 50.0f));
+    ImGui::SetCursorScreenPos(p);
     ImGui::InvisibleButton("map", size);
     const bool hovered = ImGui::IsItemHovered();
+    ImGui::SetCursorScreenPos(ImVec2(origin.x, p.y + size.y));
+    ImGui::Dummy(ImVec2(left + size.x, bottom));
     ImGuiIO& io = ImGui::GetIO();
     // Zoom about the cursor; pan by dragging; uv0/uv1 are the visible texture window.
     if (hovered && io.MouseWheel != 0.0f) {
@@ -363,6 +371,7 @@ class AttentionView : public View {
       dl->AddRect(ImVec2(p.x, y0), ImVec2(q.x, std::max(y1, y0 + 1)), IM_COL32(255, 255, 255, 180));
       dl->PopClipRect();
     }
+    draw_axes(dl, p, size, uv0, uv1, rows, cols, block);
     if (!hovered) return;
     const float u = uv0.x + (io.MousePos.x - p.x) / size.x / zoom_, v = uv0.y + (io.MousePos.y - p.y) / size.y / zoom_;
     const int col = std::clamp((int)(u * cols), 0, cols - 1), row = std::clamp((int)(v * rows), 0, rows - 1);
@@ -390,6 +399,36 @@ class AttentionView : public View {
     if (!decode_) fate_tooltip(col);
     ImGui::EndTooltip();
     if (decode_ && ImGui::IsMouseClicked(1)) app.set_step(row);
+  }
+
+  // Tick labels of the visible window [uv0, uv1] of a rows x cols image of block x block cells:
+  // key positions below, decode steps (or query positions) on the left, and the axes' titles.
+  void draw_axes(ImDrawList* dl, ImVec2 p, ImVec2 size, ImVec2 uv0, ImVec2 uv1, int rows, int cols, int block) const {
+    const ImU32 tick = IM_COL32(150, 150, 150, 255), label = IM_COL32(185, 185, 185, 255);
+    const float text_h = ImGui::GetTextLineHeight();
+    const double xn = (double)cols * block, yn = (double)rows * block;  // positions the image spans
+    const int first_row = decode_ ? 0 : prefill_.first_query;          // position of row 0
+    char buf[32];
+    // Key positions: a tick at the middle of the position's cell.
+    for (int k : axis_ticks(uv0.x * xn, uv1.x * xn - 1, std::max((int)(size.x / 70), 2))) {
+      const float x = p.x + (float)(((k + 0.5) / xn - uv0.x) * zoom_ * size.x);
+      dl->AddLine(ImVec2(x, p.y + size.y), ImVec2(x, p.y + size.y + 4), tick);
+      std::snprintf(buf, sizeof buf, "%d", k);
+      const float w = ImGui::CalcTextSize(buf).x;
+      dl->AddText(ImVec2(std::clamp(x - w / 2, p.x - 4, p.x + size.x - w), p.y + size.y + 4), label, buf);
+    }
+    for (int r : axis_ticks(uv0.y * yn, uv1.y * yn - 1, std::max((int)(size.y / (text_h * 2.5f)), 2))) {
+      const float y = p.y + (float)(((r + 0.5) / yn - uv0.y) * zoom_ * size.y);
+      dl->AddLine(ImVec2(p.x - 4, y), ImVec2(p.x, y), tick);
+      std::snprintf(buf, sizeof buf, "%d", r + first_row);
+      const ImVec2 ts = ImGui::CalcTextSize(buf);
+      dl->AddText(ImVec2(p.x - 6 - ts.x, std::clamp(y - ts.y / 2, p.y, p.y + size.y - ts.y)), label, buf);
+    }
+    const char* x_title = "key position";
+    const char* y_title = decode_ ? "rows: decode step" : "rows: query position";
+    const float ty = p.y + size.y + text_h + 6;
+    dl->AddText(ImVec2(p.x + (size.x - ImGui::CalcTextSize(x_title).x) / 2, ty), label, x_title);
+    dl->AddText(ImVec2(p.x - ImGui::CalcTextSize("00000").x - 8, ty), label, y_title);
   }
 
   void fate_tooltip(int col) const {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "app/gui/axis_ticks.h"
 #include "app/gui/colormap.h"
 #include "app/gui/script.h"
 #include "app/gui/worker.h"
@@ -74,6 +75,17 @@ TEST(Script, ParsesStepsSelectionAndViewCommands) {
   EXPECT_EQ(c[3].verb, "log");
   EXPECT_EQ(c[3].arg, "on");
   EXPECT_EQ(c[4].arg, "7");
+}
+
+// The attention map's axes: round numbers, never more than asked for, within the range.
+TEST(AxisTicks, RoundNumbersWithinTheRange) {
+  EXPECT_EQ(axis_ticks(0, 39, 5), (std::vector<int>{0, 10, 20, 30}));
+  EXPECT_EQ(axis_ticks(0, 4, 10), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(axis_ticks(3.2, 17.9, 4), (std::vector<int>{5, 10, 15}));
+  EXPECT_EQ(axis_ticks(0, 2047, 6), (std::vector<int>{0, 500, 1000, 1500, 2000}));
+  EXPECT_EQ(axis_ticks(10, 11, 1).size(), 1u);
+  EXPECT_TRUE(axis_ticks(5, 4, 3).empty());
+  for (int n : {1, 3, 7, 12}) EXPECT_LE((int)axis_ticks(0, 12345, n).size(), n);
 }
 
 TEST(Colormap, ViridisAndMagmaEndpoints) {
