@@ -17,6 +17,19 @@ namespace {
 
 // The "(!)" beside a run whose settings reduce it to something else (AppState::run_caveat).
 const ImVec4 kCaveatColor(1.0f, 0.78f, 0.3f, 1.0f);
+// The line between the prompt's last token and the first generated one.
+const ImU32 kBoundaryColor = IM_COL32(255, 170, 60, 200);
+
+// `text` cut to fit `width` pixels, ending in "..." when cut.
+std::string elide(const std::string& text, float width) {
+  if (ImGui::CalcTextSize(text.c_str()).x <= width) return text;
+  std::string cut = text;
+  while (!cut.empty() && ImGui::CalcTextSize((cut + "...").c_str()).x > width) {
+    cut.pop_back();
+    while (!cut.empty() && ((unsigned char)cut.back() & 0xC0) == 0x80) cut.pop_back();  // whole characters
+  }
+  return cut + "...";
+}
 
 // Which state wins when several tokens share one pixel column.
 int state_priority(CellState s) {
@@ -51,7 +64,28 @@ class LanesView : public View {
     ImGui::SameLine();
     ImGui::SetNextItemWidth(120);
     ImGui::SliderFloat("zoom", &zoom_, 1.0f, 64.0f, "x%.1f", ImGuiSliderFlags_Logarithmic);
+    // Which step this is (an exported picture of the lanes alone says it too).
+    if (t.n_steps() > 0) {
+      ImGui::SameLine(0, 16);
+      ImGui::Text("step %d of 0..%d (query position %d)", app.step, t.n_steps() - 1, t.q_pos(app.step));
+      ImGui::SameLine(0, 8);
+      ImGui::TextDisabled("%s", app.per_head_lanes ? "selected head" : "all (layer, KV head)s");
+    }
     lane_legend();
+    // Positions not generated yet at this step, in every row (the attention row included).
+    const ImVec2 sw = ImGui::GetCursorScreenPos();
+    const float sh = ImGui::GetTextLineHeight();
+    ImGui::GetWindowDrawList()->AddRectFilled(sw, ImVec2(sw.x + sh, sw.y + sh), cell_state_color(CellState::kFuture));
+    ImGui::GetWindowDrawList()->AddRect(sw, ImVec2(sw.x + sh, sw.y + sh), IM_COL32(90, 90, 96, 255));
+    ImGui::Dummy(ImVec2(sh, sh));
+    ImGui::SameLine();
+    ImGui::TextUnformatted("not generated yet at this step");
+    ImGui::SameLine(0, 14);
+    const ImVec2 bp = ImGui::GetCursorScreenPos();
+    ImGui::GetWindowDrawList()->AddLine(ImVec2(bp.x + sh * 0.5f, bp.y), ImVec2(bp.x + sh * 0.5f, bp.y + sh), kBoundaryColor, 2.0f);
+    ImGui::Dummy(ImVec2(sh, sh));
+    ImGui::SameLine();
+    ImGui::TextUnformatted("prompt | decode boundary");
     if (t.runs.empty()) {
       ImGui::TextWrapped("This trace has no runs yet. Simulate policies in the Run view (or `kvscope simulate`) "
                          "to see what each one keeps.");
@@ -129,14 +163,25 @@ class LanesView : public View {
 
   void draw_lanes(AppState& app, const TraceSnapshot& t) {
     const int T = t.total_len();
-    const float label_w = 190.0f;
+    const std::string live = " (live)", marker = " (!)";
+    // The labels' column fits the longest run name (up to 40% of the view; longer ones are cut
+    // with "..." and shown whole on hover).
+    float longest = ImGui::CalcTextSize("attention (full)").x;
+    for (size_t r = 0; r < lanes_.size(); ++r)
+      longest = std::max(longest, ImGui::CalcTextSize((t.runs[r].name + (t.runs[r].eviction == "real" ? live : "")).c_str()).x +
+                                      (app.run_caveat(t.runs[r].name).empty() ? 0.0f : ImGui::CalcTextSize(marker.c_str()).x));
+    const float avail_w = ImGui::GetContentRegionAvail().x;
+    const float label_w = std::clamp(longest + 12.0f, 120.0f, std::max(avail_w * 0.4f, 120.0f));
     // Lanes share the height, but never get lower than a label: with many runs the view scrolls
-    // rather than letting the labels overlap or drift from their lanes.
+    // rather than letting the labels overlap or drift from their lanes. The ruler above them is
+    // a label's height, so its numbers never reach the first row.
     const float text_h = ImGui::GetTextLineHeight();
-    const float lane_h =
-        std::clamp((ImGui::GetContentRegionAvail().y - 30) / (float)(lanes_.size() + 1), text_h + 3.0f, 34.0f);
-    const float ruler_h = lane_h * 0.6f;
-    const float view_w = std::max(ImGui::GetContentRegionAvail().x - label_w, 50.0f);
+    const float ruler_h = text_h + 6.0f;
+    const float scrollbar = ImGui::GetStyle().ScrollbarSize;
+    const float lane_h = std::clamp((ImGui::GetContentRegionAvail().y - ruler_h - scrollbar - 8) / (float)(lanes_.size() + 1),
+                                    text_h + 3.0f, 34.0f);
+    const float rows_h = ruler_h + lane_h * (float)(lanes_.size() + 1);
+    const float view_w = std::max(avail_w - label_w, 50.0f);
     const float cw = view_w / (float)std::max(T, 1) * zoom_;  // cell width, may be < 1 pixel
     // Labels column: row k's label centred on lane k (0 = the attention row), placed from the top.
     ImGui::BeginGroup();
@@ -144,11 +189,17 @@ class LanesView : public View {
     const auto label_row = [&](size_t k) { ImGui::SetCursorPosY(top + ruler_h + lane_h * k + (lane_h - 2 - text_h) * 0.5f); };
     label_row(0);
     ImGui::TextDisabled("attention (full)");
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("The recorded attention of step %d (%s); positions not generated yet at this step are blank.",
+                        app.step, app.per_head_lanes ? "the selected head" : "mean over heads");
     for (size_t r = 0; r < lanes_.size(); ++r) {
       const RunData& run = t.runs[r];
       label_row(r + 1);
       const std::string caveat = app.run_caveat(run.name);  // its settings reduce it to something else
-      ImGui::Text("%s%s", run.name.c_str(), run.eviction == "real" ? " (live)" : "");
+      const std::string full = run.name + (run.eviction == "real" ? live : "");
+      const float room = label_w - 8 - (caveat.empty() ? 0.0f : ImGui::CalcTextSize(marker.c_str()).x);
+      const std::string shown = elide(full, room);
+      ImGui::TextUnformatted(shown.c_str());
       bool hovered = ImGui::IsItemHovered();
       if (!caveat.empty()) {
         ImGui::SameLine(0, 4);
@@ -157,28 +208,32 @@ class LanesView : public View {
       }
       if (hovered) {
         ImGui::BeginTooltip();
+        ImGui::TextUnformatted(full.c_str());
         ImGui::Text("%s  budget %d  %s\n%s", run.policy.c_str(), run.budget, run.eviction.c_str(), run.params_json.c_str());
         if (!caveat.empty()) ImGui::TextColored(kCaveatColor, "Note: %s", caveat.c_str());
         ImGui::EndTooltip();
       }
     }
-    ImGui::SetCursorPosY(top + ruler_h + lane_h * (lanes_.size() + 1));
+    ImGui::SetCursorPosY(top + rows_h);
     ImGui::Dummy(ImVec2(label_w, 0.0f));
     ImGui::EndGroup();
     ImGui::SameLine(label_w);
-    ImGui::BeginChild("##lanes", ImVec2(0, lane_h * (lanes_.size() + 1.6f) + 16), false,
-                      ImGuiWindowFlags_HorizontalScrollbar);
+    ImGui::BeginChild("##lanes", ImVec2(0, rows_h + scrollbar + 4), false, ImGuiWindowFlags_HorizontalScrollbar);
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const float content_w = std::max(cw * (float)T, view_w);
-    ImGui::Dummy(ImVec2(content_w, lane_h * (lanes_.size() + 1.6f)));
+    ImGui::Dummy(ImVec2(content_w, rows_h));
     const float scroll = ImGui::GetScrollX();
     const float visible_w = ImGui::GetWindowWidth();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     draw_ruler(dl, origin, cw, T, scroll, visible_w, ruler_h);
     const float y_att = origin.y + ruler_h;
+    // Positions past the step's query are not generated yet: blank (the lanes' "future" colour),
+    // not the colormap's lowest colour, which would read as "no attention".
+    const int q_pos = app.step_data->q_pos;
     draw_row(dl, origin.x, y_att, lane_h - 2, cw, T, scroll, visible_w, [&](int i) {
+      if (i > q_pos) return Bar{cell_state_color(CellState::kFuture), 1.0f, 1.0f};
       return Bar{colormap_color(Colormap::kViridis, attention_scaled_[i]), 1.0f, 1.0f};
-    }, [&](int i) { return (float)i; });
+    }, [&](int i) { return (float)(i > q_pos ? -1 : i); });
     for (size_t r = 0; r < lanes_.size(); ++r) {
       const LaneCells& lane = lanes_[r];
       if (lane.state.empty()) continue;
@@ -194,6 +249,9 @@ class LanesView : public View {
     // Current query position.
     const float qx = origin.x + cw * ((float)app.step_data->q_pos + 0.5f);
     dl->AddLine(ImVec2(qx, origin.y), ImVec2(qx, y_att + lane_h * (lanes_.size() + 1)), IM_COL32(255, 255, 255, 140));
+    // The prompt / decode boundary: between the prompt's last token and the first generated one.
+    const float bx = origin.x + cw * (float)t.meta.prompt_len;
+    dl->AddLine(ImVec2(bx, origin.y + 2), ImVec2(bx, y_att + lane_h * (lanes_.size() + 1)), kBoundaryColor, 2.0f);
     hover(app, t, origin, cw, y_att, lane_h);
     ImGui::EndChild();
   }
@@ -259,7 +317,11 @@ class LanesView : public View {
     if (i < 0 || i >= t.total_len() || row < 0 || row > (int)lanes_.size()) return;
     ImGui::BeginTooltip();
     ImGui::Text("position %d  token \"%s\" (id %d)", i, token_label(t.token_texts[i]).c_str(), t.token_ids[i]);
-    ImGui::Text("attention at step %d: %.5f%s", app.step, attention_[i], app.per_head_lanes ? " (selected head)" : " (mean over heads)");
+    if (i > app.step_data->q_pos)
+      ImGui::Text("not generated yet at step %d", app.step);
+    else
+      ImGui::Text("attention at step %d: %.5f%s", app.step, attention_[i], app.per_head_lanes ? " (selected head)" : " (mean over heads)");
+    if (i == t.meta.prompt_len) ImGui::TextDisabled("the first generated token");
     if (row > 0) {
       const LaneCells& lane = lanes_[row - 1];
       const RunData& run = t.runs[row - 1];
