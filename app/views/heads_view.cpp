@@ -10,6 +10,8 @@
 #include <cmath>
 
 #include <filesystem>
+#include <map>
+#include <optional>
 
 #include "analysis/head_stats.h"
 #include "app/cli/heads_model.h"
@@ -18,6 +20,7 @@
 #include "app/gui/colormap.h"
 #include "app/gui/script.h"
 #include "app/gui/widgets.h"
+#include "app/views/head_grid.h"
 #include "app/views/view.h"
 
 namespace kvs {
@@ -57,25 +60,32 @@ class HeadsView : public View {
     const HeadGrid& g = grids_[stat_];
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (float x : g.v) lo = std::min(lo, x), hi = std::max(hi, x);
+    const std::string unit = head_stat_unit(g.name);
+    float& tau = tau_for(g);
     ImGui::SameLine();
     ImGui::SetNextItemWidth(140);
     // tau lives on [0, 1] for alpha and scores; other statistics (entropy in nats) get their range.
-    ImGui::SliderFloat("tau", &tau_, std::min(0.0f, lo), std::max(1.0f, hi), "%.3g");
+    // Each statistic keeps its own (one shared 0.5 outlined nearly every head on entropy).
+    ImGui::SliderFloat("tau", &tau, std::min(0.0f, lo), std::max(1.0f, hi), unit.empty() ? "%.3g" : ("%.3g " + unit).c_str());
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("Heads at or above tau are outlined; each statistic has its own (default %.3g).",
+                        default_head_tau(g.name, g.v));
     retrieval_button(app);  // after the slider: the row's last item may run past a narrow window
     int above = 0;
-    for (float x : g.v) above += x >= tau_;
+    for (float x : g.v) above += x >= tau;
     const bool gate = g.name == "alpha" || g.name == "retrieval_score";  // tau splits retrieval/streaming
     char lo_s[32], hi_s[32];
-    std::snprintf(lo_s, sizeof lo_s, "%.3g", lo);
-    std::snprintf(hi_s, sizeof hi_s, "%.3g", hi);
+    std::snprintf(lo_s, sizeof lo_s, "%.3g%s", lo, unit.empty() ? "" : (" " + unit).c_str());
+    std::snprintf(hi_s, sizeof hi_s, "%.3g%s", hi, unit.empty() ? "" : (" " + unit).c_str());
     color_bar(Colormap::kViridis, lo_s, hi_s, 160);
     ImGui::SameLine(0, 12);  // the counts beside the scale, wrapped rather than cut at the window's edge
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     ImGui::TextWrapped("%d of %d heads >= tau %s, %d below %s  |  %s", above, (int)g.v.size(),
                        gate ? "(retrieval: full cache)" : "(outlined)", (int)g.v.size() - above,
                        gate ? "(streaming: sinks + recent)" : "", g.source.c_str());
+    if (const std::string d = head_stat_description(g.name); !d.empty()) ImGui::TextWrapped("%s", d.c_str());
     ImGui::PopStyleColor();
-    draw_grid(app, g, lo, hi);
+    draw_grid(app, g, lo, hi, tau);
   }
 
   CsvTable csv(const AppState& app) const override {
@@ -89,8 +99,10 @@ class HeadsView : public View {
   }
 
   bool command(AppState& app, const std::string& verb, const std::string& arg) override {
-    if (verb == "tau") {
-      tau_ = script_number(verb, arg, -1e30f, 1e30f);
+    if (verb == "tau") {  // the statistic shown (or the first, while they are computed)
+      const float v = script_number(verb, arg, -1e30f, 1e30f);
+      if (!grids_.empty()) tau_for(grids_[std::clamp(stat_, 0, (int)grids_.size() - 1)]) = v;
+      else pending_tau_ = v;
       return true;
     }
     if (verb == "retrieval") {
@@ -121,6 +133,7 @@ class HeadsView : public View {
     if (generation_ == app.generation) return;
     generation_ = app.generation;
     grids_.clear();
+    if (app.trace->path != taus_path_) taus_.clear(), taus_path_ = app.trace->path;  // a reload keeps them
     const TraceSnapshot& t = *app.trace;
     const ModelShape& m = t.meta.shape;
     for (const NamedArray& a : t.head_stats) {
@@ -200,10 +213,22 @@ class HeadsView : public View {
     }
   }
 
-  void draw_grid(AppState& app, const HeadGrid& g, float lo, float hi) {
+  // The tau of statistic g: its default until set (by the slider or the script's `tau`).
+  float& tau_for(const HeadGrid& g) {
+    auto it = taus_.find(g.name);
+    if (it == taus_.end()) {
+      it = taus_.emplace(g.name, pending_tau_ ? *pending_tau_ : default_head_tau(g.name, g.v)).first;
+      pending_tau_.reset();
+    }
+    return it->second;
+  }
+
+  void draw_grid(AppState& app, const HeadGrid& g, float lo, float hi, float tau) {
     const ModelShape& m = app.trace->meta.shape;
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float label_w = 28.0f, top = 16.0f;
+    // Axis titles: "layer" in the corner over the layer numbers, "head" over the head numbers.
+    const float text_h = ImGui::GetTextLineHeight();
+    const float label_w = std::max(28.0f, ImGui::CalcTextSize("layer").x + 6), top = 2 * text_h + 4;
     // Cells fill the space (wider than tall when there are more layers than heads), within limits.
     const float cw = std::clamp((avail.x - label_w) / std::max(g.cols, 1), 4.0f, 64.0f);
     const float ch = std::clamp((avail.y - top) / std::max(g.rows, 1), 4.0f, 48.0f);
@@ -213,8 +238,13 @@ class HeadsView : public View {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 o(p.x + label_w, p.y + top);
     const int col_every = std::max(1, (int)std::ceil(20.0f / cw)), row_every = std::max(1, (int)std::ceil(16.0f / ch));
+    const bool kv_cols = g.cols == m.n_kv_heads && m.n_kv_heads != m.n_heads;
+    const ImU32 title = IM_COL32(185, 185, 185, 255);
+    const char* head_title = kv_cols ? "KV head" : "head";
+    dl->AddText(ImVec2(o.x + std::max((cw * g.cols - ImGui::CalcTextSize(head_title).x) * 0.5f, 0.0f), p.y), title, head_title);
+    dl->AddText(ImVec2(p.x, p.y + text_h + 2), title, "layer");
     for (int h = 0; h < g.cols; h += col_every)
-      dl->AddText(ImVec2(o.x + cw * h + 1, p.y), IM_COL32(150, 150, 150, 255), std::to_string(h).c_str());
+      dl->AddText(ImVec2(o.x + cw * h + 1, p.y + text_h + 2), IM_COL32(150, 150, 150, 255), std::to_string(h).c_str());
     for (int l = 0; l < g.rows; ++l) {
       if (l % row_every == 0) dl->AddText(ImVec2(p.x, o.y + ch * l), IM_COL32(150, 150, 150, 255), std::to_string(l).c_str());
       for (int h = 0; h < g.cols; ++h) {
@@ -222,7 +252,7 @@ class HeadsView : public View {
         const float t = hi > lo ? (v - lo) / (hi - lo) : 0.5f;
         const ImVec2 a(o.x + cw * h, o.y + ch * l), b(a.x + cw - 1, a.y + ch - 1);
         dl->AddRectFilled(a, b, colormap_color(Colormap::kViridis, t));
-        if (v >= tau_ && cw >= 8 && ch >= 8) dl->AddRect(ImVec2(a.x + 1, a.y + 1), ImVec2(b.x - 1, b.y - 1), IM_COL32(255, 80, 80, 255), 0, 0, 1.5f);
+        if (v >= tau && cw >= 8 && ch >= 8) dl->AddRect(ImVec2(a.x + 1, a.y + 1), ImVec2(b.x - 1, b.y - 1), IM_COL32(255, 80, 80, 255), 0, 0, 1.5f);
       }
     }
     const bool per_kv = g.cols == m.n_kv_heads && m.n_kv_heads != m.n_heads;
@@ -238,7 +268,8 @@ class HeadsView : public View {
     for (const HeadGrid& x : grids_) {
       const bool kv = x.cols == m.n_kv_heads && m.n_kv_heads != m.n_heads;
       const int col = kv == per_kv ? h : (kv ? h / std::max(m.group(), 1) : h * m.group());
-      if (col < x.cols) ImGui::Text("%s: %.4g", x.name.c_str(), x.v[(size_t)l * x.cols + col]);
+      if (col < x.cols)
+        ImGui::Text("%s: %.4g%s", x.name.c_str(), x.v[(size_t)l * x.cols + col], head_stat_unit(x.name).empty() ? "" : (" " + head_stat_unit(x.name)).c_str());
     }
     ImGui::TextDisabled("click: select this head in every view");
     ImGui::EndTooltip();
@@ -250,7 +281,9 @@ class HeadsView : public View {
   std::vector<HeadGrid> grids_;
   int stat_ = 0;
   std::string want_stat_;  // a statistic to show once it arrives (the retrieval score just computed)
-  float tau_ = 0.5f;
+  std::map<std::string, float> taus_;  // per statistic, for the trace at taus_path_
+  std::string taus_path_;
+  std::optional<float> pending_tau_;   // a script's tau given before the statistics arrived
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "app/gui/colormap.h"
 #include "app/gui/script.h"
 #include "app/gui/worker.h"
+#include "app/views/head_grid.h"
 #include "inference/errors.h"
 
 namespace kvs {
@@ -86,6 +87,24 @@ TEST(AxisTicks, RoundNumbersWithinTheRange) {
   EXPECT_EQ(axis_ticks(10, 11, 1).size(), 1u);
   EXPECT_TRUE(axis_ticks(5, 4, 3).empty());
   for (int n : {1, 3, 7, 12}) EXPECT_LE((int)axis_ticks(0, 12345, n).size(), n);
+}
+
+// Each statistic of the head grid starts with its own tau (one shared 0.5 outlined 263 of 270
+// heads on entropy, whose values are nats, mostly above 1).
+TEST(HeadGrid, EachStatisticHasItsOwnTauAndUnit) {
+  std::vector<float> entropy;
+  for (int i = 0; i < 100; ++i) entropy.push_back(0.5f + 0.03f * (float)i);  // 0.5 .. 3.47 nats
+  const float t = default_head_tau("entropy", entropy);
+  int above = 0;
+  for (float v : entropy) above += v >= t;
+  EXPECT_GE(above, 9);
+  EXPECT_LE(above, 11);  // the top tenth
+  EXPECT_FLOAT_EQ(default_head_tau("retrieval_score", entropy), 0.1f);
+  EXPECT_FLOAT_EQ(default_head_tau("sink_mass", entropy), 0.5f);
+  EXPECT_FLOAT_EQ(default_head_tau("alpha", {0.1f, 0.2f, 0.9f}), 0.2f);  // the median gate
+  EXPECT_EQ(head_stat_unit("entropy"), "nats");
+  EXPECT_EQ(head_stat_unit("sink_mass"), "");
+  EXPECT_FLOAT_EQ(default_head_tau("entropy", {}), 0.0f);
 }
 
 TEST(Colormap, ViridisAndMagmaEndpoints) {
