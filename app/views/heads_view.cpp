@@ -268,8 +268,9 @@ class HeadsView : public View {
     for (const HeadGrid& x : grids_) {
       const bool kv = x.cols == m.n_kv_heads && m.n_kv_heads != m.n_heads;
       const int col = kv == per_kv ? h : (kv ? h / std::max(m.group(), 1) : h * m.group());
-      if (col < x.cols)
-        ImGui::Text("%s: %.4g%s", x.name.c_str(), x.v[(size_t)l * x.cols + col], head_stat_unit(x.name).empty() ? "" : (" " + head_stat_unit(x.name)).c_str());
+      if (col >= x.cols) continue;
+      const std::string unit = head_stat_unit(x.name);
+      ImGui::Text("%s: %.4g %s", x.name.c_str(), x.v[(size_t)l * x.cols + col], unit.c_str());
     }
     ImGui::TextDisabled("click: select this head in every view");
     ImGui::EndTooltip();
