@@ -1,11 +1,13 @@
 // Summaries of simulated and live runs for the terminal.
 #include "app/cli/run_summary.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 
 #include "analysis/json_writer.h"
+#include "analysis/metric_info.h"
 
 namespace kvs {
 
@@ -19,6 +21,33 @@ double mean_of(const NamedArray& a) {
   for (float v : a.data)
     if (std::isfinite(v)) s += v, ++n;
   return n ? s / n : std::nan("");
+}
+
+// The metrics a run's line shows, in the views' order.
+bool shown_in_line(const std::string& name) {
+  return name == "recall" || name == "topk_miss" || name == "kept" || name == "inactive" || name == "kl" ||
+         name == "top1_agree";
+}
+
+// What the numbers of the lines below are: means over the decode steps, and over (layer, KV head)
+// for the metrics stored per (layer, KV head). "" when no line shows a metric.
+std::string means_heading(const std::vector<RunData>& runs) {
+  std::vector<std::string> shown, per_head;
+  for (const RunData& r : runs)
+    for (const auto& m : r.metrics) {
+      if (!shown_in_line(m.name) || std::find(shown.begin(), shown.end(), m.name) != shown.end()) continue;
+      shown.push_back(m.name);
+      if (per_head_metric(m)) per_head.push_back(m.name);
+    }
+  if (shown.empty()) return "";
+  sort_metric_names(per_head);
+  std::string out = "metrics: means over the decode steps (a free run's compared ones)";
+  if (!per_head.empty()) {
+    out += "; ";
+    for (size_t i = 0; i < per_head.size(); ++i) out += (i ? ", " : "") + per_head[i];
+    out += std::string(" also over (layer, KV head), i.e. the ") + kPerHeadMean;
+  }
+  return out;
 }
 
 }  // namespace
@@ -41,14 +70,19 @@ void print_run_summaries(const std::vector<RunData>& runs, bool json) {
     std::printf("%s]\n", out.c_str());
     return;
   }
+  if (const std::string heading = means_heading(runs); !heading.empty()) std::printf("%s\n", heading.c_str());
   for (const RunData& r : runs) {
     std::printf("%-26s %-10s budget %-5d", r.name.c_str(), r.eviction.c_str(), r.budget);
-    for (const auto& m : r.metrics) {
-      if (m.name == "recall" || m.name == "topk_miss" || m.name == "kept" || m.name == "inactive" ||
-          m.name == "kl" || m.name == "top1_agree")
-        std::printf("  %s %.4g", m.name.c_str(), mean_of(m));
-    }
-    for (const auto& [k, v] : r.scalars) std::printf("  %s %.4g", k.c_str(), v);
+    std::vector<const NamedArray*> shown;
+    for (const auto& m : r.metrics)
+      if (shown_in_line(m.name)) shown.push_back(&m);
+    std::stable_sort(shown.begin(), shown.end(), [](const NamedArray* x, const NamedArray* y) {
+      return metric_info(x->name).rank < metric_info(y->name).rank;
+    });
+    for (const NamedArray* m : shown) std::printf("  %s %.4g", m->name.c_str(), mean_of(*m));
+    // block_size is a setting of paged_bytes_freed (in the trace and --json), not a result.
+    for (const auto& [k, v] : r.scalars)
+      if (k != "block_size") std::printf("  %s %.4g", k.c_str(), v);
     std::printf("\n");
     // A forced run was fed the trace's tokens: its text is the trace's, not worth repeating.
     if (!r.text.empty() && r.mode != "forced") std::printf("  text: %s\n", r.text.c_str());

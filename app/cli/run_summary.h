@@ -1,4 +1,6 @@
-// One line per run (or a JSON array): the means of its per-step metrics and its scalars.
+// One line per run (or a JSON array): the means of its per-step metrics (over the steps and, for
+// those stored per (layer, KV head), over them too: a heading line says so) and its scalars
+// (block_size, a setting, only in JSON).
 #pragma once
 #include <vector>
 

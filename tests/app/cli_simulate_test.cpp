@@ -158,6 +158,21 @@ TEST_F(CliSimulate, BlockSizeIsStoredWithTheRun) {
   EXPECT_EQ(run.scalars[0], (std::pair<std::string, double>{"block_size", 4.0}));
 }
 
+// The printed numbers say what they are (means over steps and (layer, KV head)); block_size, a
+// setting of paged_bytes_freed, is not printed among them (it stays in --json and the trace).
+TEST_F(CliSimulate, PrintedMetricsSayTheyAreMeansAndLeaveOutBlockSize) {
+  const std::string t = fresh_trace();
+  const CliResult r = run_kvscope({"simulate", t, "--policy", "window", "--budget", "8", "--block-size", "4"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string heading = r.out.substr(0, r.out.find('\n'));
+  EXPECT_NE(heading.find("means over the decode steps"), std::string::npos) << r.out;
+  EXPECT_NE(heading.find("recall, topk_miss, kept, inactive also over (layer, KV head)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("block_size"), std::string::npos) << r.out;
+  const std::string line = r.out.substr(heading.size() + 1);
+  EXPECT_EQ(line.rfind("window_b8", 0), 0u) << r.out;
+  EXPECT_LT(line.find("recall"), line.find("topk_miss")) << r.out;
+}
+
 // Retrieval scores are stored as each head's mean over the kept trials, with how many were kept;
 // with none kept there is nothing to store, and the trace stays as it was.
 TEST_F(CliSimulate, RetrievalScoresAreStoredOnlyWhenATrialWasKept) {
@@ -225,7 +240,7 @@ TEST_F(CliSimulate, EveryPolicyRecallIsOneWhenTheBudgetCoversTheContext) {
   args.insert(args.end(), pol.begin(), pol.end());
   const CliResult r = run_kvscope(args);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(count_lines(r.out), static_cast<int>(names.size())) << r.out;
+  EXPECT_EQ(count_lines(r.out), static_cast<int>(names.size()) + 1) << r.out;  // a heading, a line per run
   TraceReader reader(t);
   for (const auto& name : names) {
     const RunData run = reader.read_run(name, false);

@@ -1,0 +1,64 @@
+// Display facts about the per-step metrics of simulated and live runs (docs/policies.md, Metrics;
+// docs/trace-format.md for the live runs' kl, top1_agree and ref_logprob).
+#include "analysis/metric_info.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+namespace kvs {
+
+MetricInfo metric_info(const std::string& name) {
+  using U = MetricUnit;
+  if (name == "recall") return {0, U::kFraction, "attention mass on the kept keys"};
+  if (name == "topk_miss") return {1, U::kFraction, "share of the full row's top-k keys evicted"};
+  if (name == "kl") return {2, U::kNats, "KL(full cache || run) of the next-token distribution"};
+  if (name == "top1_agree") return {3, U::kFraction, "1 when the run's top-1 token is the full cache's"};
+  if (name == "ref_logprob") return {4, U::kNats, "log-prob of the recorded next token under the run"};
+  if (name == "hh_turnover") return {5, U::kFraction, "Jaccard distance of consecutive heavy-hitter sets"};
+  if (name == "kept") return {6, U::kCount, "entries held"};
+  if (name == "evicted") return {7, U::kCount, "context entries not held"};
+  if (name == "inactive") return {8, U::kCount, "entries held but not attended"};
+  if (name == "kv_bytes") return {9, U::kBytes, "bytes of K and V held"};
+  if (name == "paged_bytes_freed") return {10, U::kBytes, "bytes freed under paged allocation"};
+  if (name.size() > 6 && name.compare(name.size() - 6, 6, "_ratio") == 0) return {100, U::kFraction, ""};
+  return {};
+}
+
+void sort_metric_names(std::vector<std::string>& names) {
+  std::stable_sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return std::make_tuple(metric_info(a).rank, a) < std::make_tuple(metric_info(b).rank, b);
+  });
+}
+
+ValueScale byte_scale(double max_abs) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  ValueScale s{1.0, units[0]};
+  for (int i = 1; i < 4 && std::isfinite(max_abs) && max_abs >= s.divisor * 1024.0; ++i) s = {s.divisor * 1024.0, units[i]};
+  return s;
+}
+
+ValueScale metric_scale(const std::string& name, double max_abs) {
+  switch (metric_info(name).unit) {
+    case MetricUnit::kBytes: return byte_scale(max_abs);
+    case MetricUnit::kNats: return {1.0, "nats"};
+    default: return {};
+  }
+}
+
+std::string metric_title(const std::string& name, bool per_head, const ValueScale& scale, bool describe) {
+  MetricInfo info = metric_info(name);
+  if (!describe) info.what = "";
+  std::string out = name;
+  if (*scale.unit) out += std::string(" [") + scale.unit + "]";
+  if (*info.what || info.fraction()) {
+    out += " (";
+    out += info.what;
+    if (info.fraction()) out += *info.what ? ", 0..1" : "0..1";
+    out += ")";
+  }
+  if (per_head) out += std::string(", ") + kPerHeadMean;
+  return out;
+}
+
+}  // namespace kvs

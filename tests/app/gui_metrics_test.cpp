@@ -1,0 +1,50 @@
+// What the Metrics and Compare views show (no window needed): metrics in a telling order with
+// their unit and reduction, fractions on 0..1, bytes scaled.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <array>
+#include <limits>
+
+#include "analysis/metric_info.h"
+
+namespace kvs {
+namespace {
+
+TEST(MetricInfo, MostTellingFirstNotAlphabetical) {
+  std::vector<std::string> names = {"evicted", "hh_turnover", "inactive", "kept", "kl", "kv_bytes",
+                                    "paged_bytes_freed", "recall", "ref_logprob", "top1_agree", "topk_miss", "zzz_new"};
+  sort_metric_names(names);
+  EXPECT_EQ(names, (std::vector<std::string>{"recall", "topk_miss", "kl", "top1_agree", "ref_logprob", "hh_turnover",
+                                             "kept", "evicted", "inactive", "kv_bytes", "paged_bytes_freed", "zzz_new"}));
+}
+
+TEST(MetricInfo, FractionsAndUnits) {
+  for (const char* f : {"recall", "topk_miss", "top1_agree", "hh_turnover", "peak_kv_ratio"})
+    EXPECT_TRUE(metric_info(f).fraction()) << f;
+  for (const char* f : {"kl", "kept", "kv_bytes", "ref_logprob"}) EXPECT_FALSE(metric_info(f).fraction()) << f;
+  EXPECT_STREQ(byte_scale(512).unit, "B");
+  EXPECT_STREQ(byte_scale(4096).unit, "KiB");
+  EXPECT_DOUBLE_EQ(byte_scale(4096).divisor, 1024.0);
+  EXPECT_STREQ(byte_scale(3.0 * 1024 * 1024).unit, "MiB");
+  EXPECT_STREQ(metric_scale("kv_bytes", 4096).unit, "KiB");
+  EXPECT_STREQ(metric_scale("kl", 1).unit, "nats");
+  EXPECT_STREQ(metric_scale("recall", 1).unit, "");
+}
+
+TEST(MetricInfo, TitlesSayTheReductionAndUnit) {
+  const std::string recall = metric_title("recall", true, {});
+  EXPECT_NE(recall.find("mean per (layer, KV head)"), std::string::npos) << recall;
+  EXPECT_NE(recall.find("0..1"), std::string::npos) << recall;
+  const std::string bytes = metric_title("kv_bytes", true, byte_scale(8192), false);
+  EXPECT_EQ(bytes, "kv_bytes [KiB], mean per (layer, KV head)");
+  // kl is stored per step: no reduction to mention.
+  EXPECT_EQ(metric_title("kl", false, metric_scale("kl", 1), false), "kl [nats]");
+  NamedArray per_head{"recall", {3, 2, 2}, std::vector<float>(12)}, per_step{"kl", {3}, std::vector<float>(3)};
+  EXPECT_TRUE(per_head_metric(per_head));
+  EXPECT_FALSE(per_head_metric(per_step));
+}
+
+
+}  // namespace
+}  // namespace kvs
