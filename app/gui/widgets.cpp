@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 
 namespace kvs {
 
@@ -86,7 +87,34 @@ void unreadable_step_notice(int step, const std::string& why) {
   ImGui::TextColored(kErrorTextColor, "Step %d could not be read: %s", step, why.c_str());
 }
 
-int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, int marker, const char* y_label) {
+std::vector<size_t> isolated_points(const std::vector<float>& y, size_t stride) {
+  stride = std::max<size_t>(stride, 1);
+  auto finite = [&](size_t i) { return i < y.size() && std::isfinite(y[i]); };
+  auto alone = [&](size_t i, size_t d) { return finite(i) && (i < d || !finite(i - d)) && !finite(i + d); };
+  std::vector<size_t> out;
+  for (size_t i = 0; i < y.size(); ++i)
+    // On the drawn grid: no line reaches it. Off the grid, a value alone in the series (the
+    // decimated line skips it).
+    if (i % stride == 0 ? alone(i, stride) : alone(i, 1)) out.push_back(i);
+  return out;
+}
+
+namespace {
+
+// A value for an axis label or the hover: 3 or 5 significant digits and the unit.
+std::string value_text(float v, const char* format, const char* unit) {
+  if (std::isnan(v)) return "not compared";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  std::string out = buf;
+  if (unit && *unit) out += std::string(" ") + unit;
+  return out;
+}
+
+}  // namespace
+
+int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, int marker, const char* y_label,
+              const PlotAxis& axis) {
   ImGui::PushID(id);
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   if (size.x < 50) size.x = 50;
@@ -95,10 +123,6 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
   const bool hovered = ImGui::IsItemHovered();
   const bool clicked = ImGui::IsItemClicked();
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  const float left = 48, bottom = 16;
-  const ImVec2 a(p0.x + left, p0.y + 4), b(p0.x + size.x - 6, p0.y + size.y - bottom);
-  dl->AddRectFilled(a, b, IM_COL32(24, 24, 28, 255));
-  dl->AddRect(a, b, IM_COL32(90, 90, 96, 255));
   size_t n = 0;
   float lo = FLT_MAX, hi = -FLT_MAX;
   for (const Series& s : series) {
@@ -106,16 +130,29 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
     for (float v : s.y)
       if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
   }
-  int result = -1;
-  if (n == 0 || lo > hi) {
-    dl->AddText(ImVec2(a.x + 8, a.y + 8), IM_COL32(160, 160, 160, 255), "no data");
-    ImGui::PopID();
-    return result;
-  }
-  if (hi - lo < 1e-12f) {
+  const bool fixed = std::isfinite(axis.lo) && std::isfinite(axis.hi) && axis.hi > axis.lo;
+  const bool empty = n == 0 || lo > hi;
+  if (fixed) lo = axis.lo, hi = axis.hi;
+  if (!empty && hi - lo < 1e-12f) {
     const float pad = lo == 0 ? 1.0f : std::fabs(lo) * 0.1f;
     lo -= pad;
     hi += pad;
+  }
+  // The y labels, right-aligned in a gutter as wide as the wider of them (a long label such as
+  // "1.23e+05 B" would otherwise run into the frame).
+  const float text_h = ImGui::GetTextLineHeight(), bottom = text_h + 2;
+  const std::string hi_text = empty ? "" : value_text(hi, "%.3g", axis.unit);
+  const std::string lo_text = empty ? "" : value_text(lo, "%.3g", axis.unit);
+  const float label_w = std::max(ImGui::CalcTextSize(hi_text.c_str()).x, ImGui::CalcTextSize(lo_text.c_str()).x);
+  const float left = std::clamp(label_w + 6, 30.0f, size.x * 0.4f);
+  const ImVec2 a(p0.x + left, p0.y + 4), b(p0.x + size.x - 6, p0.y + size.y - bottom);
+  dl->AddRectFilled(a, b, IM_COL32(24, 24, 28, 255));
+  dl->AddRect(a, b, IM_COL32(90, 90, 96, 255));
+  int result = -1;
+  if (empty) {
+    dl->AddText(ImVec2(a.x + 8, a.y + 8), IM_COL32(160, 160, 160, 255), "no data");
+    ImGui::PopID();
+    return result;
   }
   const float w = b.x - a.x, h = b.y - a.y;
   auto X = [&](size_t i) { return a.x + (n > 1 ? w * (float)i / (float)(n - 1) : w * 0.5f); };
@@ -123,14 +160,14 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
   // (a constant one, recall 1 of the full cache) stays visible inside the border.
   const float inset = std::min(4.0f, h * 0.1f);
   auto Y = [&](float v) { return b.y - inset - (h - 2 * inset) * (v - lo) / (hi - lo); };
+  const ImU32 label_color = IM_COL32(170, 170, 170, 255);
+  dl->AddText(ImVec2(a.x - 4 - ImGui::CalcTextSize(hi_text.c_str()).x, a.y), label_color, hi_text.c_str());
+  dl->AddText(ImVec2(a.x - 4 - ImGui::CalcTextSize(lo_text.c_str()).x, std::max(b.y - text_h, a.y + text_h)), label_color,
+              lo_text.c_str());
+  if (y_label) dl->AddText(ImVec2(p0.x, a.y + h * 0.5f - text_h * 0.5f), IM_COL32(130, 130, 130, 255), y_label);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3g", hi);
-  dl->AddText(ImVec2(p0.x, a.y), IM_COL32(170, 170, 170, 255), buf);
-  std::snprintf(buf, sizeof buf, "%.3g", lo);
-  dl->AddText(ImVec2(p0.x, b.y - 14), IM_COL32(170, 170, 170, 255), buf);
-  if (y_label) dl->AddText(ImVec2(p0.x, a.y + h * 0.5f - 7), IM_COL32(130, 130, 130, 255), y_label);
   std::snprintf(buf, sizeof buf, "step %zu", n - 1);
-  dl->AddText(ImVec2(b.x - 60, b.y + 1), IM_COL32(150, 150, 150, 255), buf);
+  dl->AddText(ImVec2(b.x - ImGui::CalcTextSize(buf).x, b.y + 1), IM_COL32(150, 150, 150, 255), buf);
   dl->AddText(ImVec2(a.x, b.y + 1), IM_COL32(150, 150, 150, 255), "0");
   dl->PushClipRect(a, b, true);
   // Decimate to at most ~2 points per pixel column so long series stay cheap.
@@ -143,12 +180,12 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
         have = false;
         continue;
       }
-      const ImVec2 q(X(i), Y(s.y[i]));
+      const ImVec2 q(X(i), Y(std::clamp(s.y[i], lo, hi)));
       if (have) dl->AddLine(prev, q, s.color, 1.5f);
-      else if (s.y.size() == 1) dl->AddCircleFilled(q, 2.5f, s.color);
       prev = q;
       have = true;
     }
+    for (size_t i : isolated_points(s.y, stride)) dl->AddCircleFilled(ImVec2(X(i), Y(std::clamp(s.y[i], lo, hi))), 3.0f, s.color);
   }
   if (marker >= 0 && (size_t)marker < n) dl->AddLine(ImVec2(X(marker), a.y), ImVec2(X(marker), b.y), IM_COL32(255, 255, 255, 110));
   dl->PopClipRect();
@@ -159,7 +196,9 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
     ImGui::BeginTooltip();
     ImGui::Text("step %zu", i);
     for (const Series& s : series)
-      if (i < s.y.size()) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(s.color), "%s: %.5g", s.name.c_str(), s.y[i]);
+      if (i < s.y.size())
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(s.color), "%s: %s", s.name.c_str(),
+                           value_text(s.y[i], "%.5g", axis.unit).c_str());
     ImGui::EndTooltip();
     if (clicked) result = (int)i;
   }

@@ -3,6 +3,7 @@
 #pragma once
 #include <imgui.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -17,10 +18,24 @@ struct Series {
   std::vector<float> y;  // [n] one value per x = 0..n-1
 };
 
+// The y axis of a line plot: a fixed range (lo and hi both finite; fractions use 0..1 so that
+// small differences are not magnified) or fitted to the data, and the unit written after the
+// values (axis labels and hover).
+struct PlotAxis {
+  float lo = NAN, hi = NAN;
+  const char* unit = "";
+};
+
 // Line plot filling `size`; a vertical marker at x = marker (-1 = none); hovering shows every
-// series' value at the nearest x. Returns the x under the mouse when clicked, else -1.
+// series' value at the nearest x. A finite value whose neighbours (at the drawing's stride) are
+// NaN or absent gets a dot: a series with one compared step among NaNs still shows. Returns the
+// x under the mouse when clicked, else -1.
 int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, int marker,
-              const char* y_label);
+              const char* y_label, const PlotAxis& axis = {});
+
+// The indexes of `y` a line plot marks with a dot, drawing every `stride`-th value: finite values
+// with no finite neighbour at that stride (nor, for stride > 1, in the series itself).
+std::vector<size_t> isolated_points(const std::vector<float>& y, size_t stride);
 
 // Horizontal colour bar of a colormap with min/max labels.
 void color_bar(Colormap map, const char* lo, const char* hi, float width);

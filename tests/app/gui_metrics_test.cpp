@@ -1,12 +1,15 @@
 // What the Metrics and Compare views show (no window needed): metrics in a telling order with
-// their unit and reduction, fractions on 0..1, bytes scaled.
+// their unit and reduction, fractions on 0..1, bytes scaled; the points of a plot that get a dot.
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <array>
 #include <limits>
 
 #include "analysis/metric_info.h"
+
+#ifdef KVSCOPE_GUI
+#include "app/gui/widgets.h"
+#endif
 
 namespace kvs {
 namespace {
@@ -45,6 +48,25 @@ TEST(MetricInfo, TitlesSayTheReductionAndUnit) {
   EXPECT_FALSE(per_head_metric(per_step));
 }
 
+#ifdef KVSCOPE_GUI
+const float nan = std::numeric_limits<float>::quiet_NaN();
+
+// A free-mode live run compared at one step only: one finite value among NaNs. It was drawn
+// nowhere (dots only for series of length 1); now it gets a dot.
+TEST(LinePlot, IsolatedFinitePointsGetADot) {
+  EXPECT_EQ(isolated_points({nan, 0.7f, nan, nan}, 1), std::vector<size_t>{1});
+  EXPECT_EQ(isolated_points({0.7f, nan, nan}, 1), std::vector<size_t>{0});
+  EXPECT_EQ(isolated_points({nan, nan, 0.5f}, 1), std::vector<size_t>{2});
+  EXPECT_EQ(isolated_points({0.5f}, 1), std::vector<size_t>{0});
+  EXPECT_TRUE(isolated_points({0.5f, 0.6f, nan, nan}, 1).empty());  // a line
+  EXPECT_TRUE(isolated_points({nan, nan}, 1).empty());
+  EXPECT_EQ(isolated_points({0.1f, 0.2f, nan, 0.4f, nan}, 1), std::vector<size_t>{3});
+  // Decimated (every 2nd drawn): 0 and 2 are joined; 5 is alone off the grid; 6 is alone on it.
+  EXPECT_EQ(isolated_points({0.1f, nan, 0.3f, nan, nan, 0.5f, 0.6f, nan, nan}, 2), (std::vector<size_t>{6}));
+  EXPECT_EQ(isolated_points({0.1f, nan, 0.3f, nan, nan, 0.5f, nan, nan, nan}, 2), (std::vector<size_t>{5}));
+}
+
+#endif
 
 }  // namespace
 }  // namespace kvs
