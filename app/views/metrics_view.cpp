@@ -1,10 +1,14 @@
 // Metrics: per run over decode steps (recall, top-k misses, KL, KV bytes, paged bytes, ... as the
 // trace stores them under /runs/<name>/metrics), one plot per metric with a line per run, legend
-// and hover values; clicking a plot moves the timeline.
+// and hover values; clicking a plot moves the timeline. Metrics stored per (layer, KV head) are
+// shown as their mean over (layer, KV head); fractions on a fixed 0..1 axis; bytes in B, KiB or
+// MiB; the most telling metrics first (metric_info.h).
 #include <imgui.h>
 
 #include <algorithm>
+#include <cmath>
 
+#include "analysis/metric_info.h"
 #include "app/gui/widgets.h"
 #include "app/views/view.h"
 
@@ -45,12 +49,20 @@ class MetricsView : public View {
     for (size_t i = 0; i < names_.size(); ++i) {
       if (i % cols) ImGui::SameLine();
       ImGui::BeginGroup();
-      ImGui::TextUnformatted(names_[i].c_str());
+      const std::string title = metric_title(names_[i], per_head_[i], scales_[i]);
+      ImGui::TextUnformatted(title.c_str());
+      if (ImGui::IsItemHovered()) title_tooltip(i);
       std::vector<Series> series;
       for (size_t r = 0; r < t.runs.size(); ++r)
-        if (!hidden_[r] && !values_[r][i].empty())
-          series.push_back(Series{t.runs[r].name, category_color((int)r), values_[r][i]});
-      const int clicked = line_plot(names_[i].c_str(), series, ImVec2(plot_w, plot_h), app.step, nullptr);
+        if (!hidden_[r] && !values_[r][i].empty()) {
+          Series s{t.runs[r].name, category_color((int)r), values_[r][i]};
+          for (float& v : s.y) v = (float)(v / scales_[i].divisor);
+          series.push_back(std::move(s));
+        }
+      PlotAxis axis;
+      axis.unit = scales_[i].unit;
+      if (metric_info(names_[i]).fraction()) axis.lo = 0.0f, axis.hi = 1.0f;
+      const int clicked = line_plot(names_[i].c_str(), series, ImVec2(plot_w, plot_h), app.step, nullptr, axis);
       if (clicked >= 0) app.set_step(clicked);
       ImGui::EndGroup();
     }
@@ -58,7 +70,7 @@ class MetricsView : public View {
 
   CsvTable csv(const AppState& app) const override {
     CsvTable c;
-    c.header = {"run", "metric", "step", "value"};
+    c.header = {"run", "metric", "step", "value"};  // per-head metrics: the mean per (layer, KV head), in bytes etc.
     if (!app.trace) return c;
     for (size_t r = 0; r < values_.size(); ++r)
       for (size_t i = 0; i < names_.size(); ++i)
@@ -68,6 +80,19 @@ class MetricsView : public View {
   }
 
  private:
+  void title_tooltip(size_t i) const {
+    const MetricInfo info = metric_info(names_[i]);
+    ImGui::BeginTooltip();
+    ImGui::Text("%s: %s", names_[i].c_str(), *info.what ? info.what : "a per-step metric of the runs");
+    if (per_head_[i])
+      ImGui::TextUnformatted("Stored per (layer, KV head) for each step: the plot shows the mean over the layers\n"
+                             "and KV heads. A policy can do well on average and still fail some heads (Lanes, Heads).");
+    if (info.fraction()) ImGui::TextUnformatted("A fraction: the axis is fixed at 0..1.");
+    if (info.unit == MetricUnit::kBytes)
+      ImGui::Text("In %s per (layer, KV head) (the model's cache is this times layers x KV heads).", scales_[i].unit);
+    ImGui::EndTooltip();
+  }
+
   void refresh(const AppState& app) {
     if (generation_ == app.generation) return;
     generation_ = app.generation;
@@ -76,19 +101,29 @@ class MetricsView : public View {
     for (const RunData& r : t.runs)
       for (const NamedArray& m : r.metrics)
         if (std::find(names_.begin(), names_.end(), m.name) == names_.end()) names_.push_back(m.name);
+    sort_metric_names(names_);
     values_.assign(t.runs.size(), std::vector<std::vector<float>>(names_.size()));
     hidden_.assign(t.runs.size(), false);
+    per_head_.assign(names_.size(), false);
+    std::vector<double> max_abs(names_.size(), 0.0);
     for (size_t r = 0; r < t.runs.size(); ++r)
       for (const NamedArray& m : t.runs[r].metrics) {
         const size_t i = std::find(names_.begin(), names_.end(), m.name) - names_.begin();
         values_[r][i] = per_step_series(m);
+        per_head_[i] = per_head_[i] || per_head_metric(m);
+        for (float v : values_[r][i])
+          if (std::isfinite(v)) max_abs[i] = std::max(max_abs[i], (double)std::fabs(v));
       }
+    scales_.clear();
+    for (size_t i = 0; i < names_.size(); ++i) scales_.push_back(metric_scale(names_[i], max_abs[i]));
   }
 
   int generation_ = -1;
   std::vector<std::string> names_;                       // metric names, union over runs
   std::vector<std::vector<std::vector<float>>> values_;  // [runs][metrics][n_steps]
   std::vector<bool> hidden_;                             // [runs]
+  std::vector<bool> per_head_;                           // [metrics] stored per (layer, KV head)
+  std::vector<ValueScale> scales_;                       // [metrics] unit the plot shows
 };
 
 }  // namespace
