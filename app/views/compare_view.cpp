@@ -9,6 +9,7 @@
 
 #include "analysis/divergence.h"
 #include "analysis/lanes.h"
+#include "analysis/sink_pair.h"
 #include "app/gui/jobs.h"
 #include "app/gui/script.h"
 #include "app/gui/widgets.h"
@@ -55,10 +56,11 @@ class CompareView : public View {
     }
     if (verb == "sinkpair") {
       script_trace(app, verb, arg);
-      const auto [none, with] = sink_pair(*app.trace);
-      if (none < 0 || with < 0) submit_simulation(app, {"streamingllm:sinks=0", "streamingllm"}, std::clamp(app.trace->meta.prompt_len / 4, 8, 256));
-      const auto [n2, w2] = sink_pair(*app.trace);
-      if (n2 >= 0 && w2 >= 0) app.run_a = n2, app.run_b = w2;
+      const SinkPair p = find_sink_pair(app.trace->runs, sink_budget(*app.trace));
+      if (!p.complete()) submit_simulation(app, sink_pair_missing_specs(p), p.budget);
+      const SinkPair p2 = find_sink_pair(app.trace->runs, sink_budget(*app.trace));
+      if (p2.complete()) app.run_a = p2.none, app.run_b = p2.with;
+      else want_sink_pair_ = true;
       return true;
     }
     return false;
@@ -84,34 +86,50 @@ class CompareView : public View {
     return changed;
   }
 
-  // Indexes of a StreamingLLM run without sinks and one with sinks, or -1.
-  static std::pair<int, int> sink_pair(const TraceSnapshot& t) {
-    int none = -1, with = -1;
-    for (int i = 0; i < (int)t.runs.size(); ++i) {
-      if (t.runs[i].policy != "streamingllm") continue;
-      (json_number(t.runs[i].params_json, "sinks", 0) > 0 ? with : none) = i;
-    }
-    return {none, with};
-  }
+  // The budget the sink-pair button simulates at when the trace has no complete pair.
+  static int sink_budget(const TraceSnapshot& t) { return std::clamp(t.meta.prompt_len / 4, 8, 256); }
 
-  // One click: StreamingLLM without sinks (A) against with sinks (B), simulated when missing.
+  // One click: StreamingLLM without sinks (A) against with sinks (B), of one budget and one kind
+  // (find_sink_pair), the missing ones simulated at the button's budget.
   void sink_button(AppState& app) {
-    const auto [none, with] = sink_pair(*app.trace);
-    if (want_sink_pair_ && none >= 0 && with >= 0) {
-      app.run_a = none;
-      app.run_b = with;
+    const SinkPair p = find_sink_pair(app.trace->runs, sink_budget(*app.trace));
+    if (want_sink_pair_ && p.complete()) {
+      app.run_a = p.none;
+      app.run_b = p.with;
       want_sink_pair_ = false;
     }
     ImGui::SameLine();
     ImGui::BeginDisabled(app.engine.busy());
-    if (ImGui::Button("StreamingLLM: no sinks vs sinks")) {
+    const std::string label = "StreamingLLM: no sinks vs sinks, budget " + std::to_string(p.budget);
+    if (ImGui::Button(label.c_str())) {
       want_sink_pair_ = true;
-      if (none < 0 || with < 0) {
-        const int budget = std::clamp(app.trace->meta.prompt_len / 4, 8, 256);
-        submit_simulation(app, {"streamingllm:sinks=0", "streamingllm"}, budget);
-      }
+      if (!p.complete()) submit_simulation(app, sink_pair_missing_specs(p), p.budget);
     }
     ImGui::EndDisabled();
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
+      if (p.complete())
+        ImGui::SetTooltip("Shows %s (A) against %s (B): the same budget, both %s.", app.trace->runs[p.none].name.c_str(),
+                          app.trace->runs[p.with].name.c_str(), p.kind.c_str());
+      else
+        ImGui::SetTooltip("Simulates %s at budget %d, then shows StreamingLLM without sinks (A) against with\n"
+                          "sinks (B).", p.none < 0 && p.with < 0 ? "both" : p.none < 0 ? "the run without sinks" : "the run with sinks",
+                          p.budget);
+    }
+  }
+
+  // "StreamingLLM without sinks vs with sinks, budget 32, live free" when A and B are such a pair.
+  static void pair_heading(const RunData& a, const RunData& b) {
+    if (a.policy != "streamingllm" || b.policy != "streamingllm") return;
+    const bool a_sinks = json_number(a.params_json, "sinks", 0) > 0, b_sinks = json_number(b.params_json, "sinks", 0) > 0;
+    if (a_sinks == b_sinks) return;
+    if (a.budget != b.budget || run_kind(a) != run_kind(b)) {
+      ImGui::TextColored(kErrorTextColor, "A and B differ in more than sinks: budget %d %s vs budget %d %s.", a.budget,
+                         run_kind(a).c_str(), b.budget, run_kind(b).c_str());
+      return;
+    }
+    const std::string kind = a.eviction == "real" ? "live, " + run_kind(a) : "simulated";
+    ImGui::Text("StreamingLLM %s (A) vs %s (B), budget %d, %s", a_sinks ? "with sinks" : "without sinks",
+                b_sinks ? "with sinks" : "without sinks", a.budget, kind.c_str());
   }
 
   void draw_runs(AppState& app) {
@@ -128,6 +146,7 @@ class CompareView : public View {
     run_combo("B", t, app.run_b);
     const RunData& a = t.runs[app.run_a];
     const RunData& b = t.runs[app.run_b];
+    pair_heading(a, b);
     if (app.step_unreadable()) {
       unreadable_step_notice(app.step, app.unreadable_message);
     } else if (app.step_data && app.run_a < (int)app.step_data->kept.size() && app.run_b < (int)app.step_data->kept.size() &&
