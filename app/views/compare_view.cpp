@@ -9,6 +9,7 @@
 
 #include "analysis/divergence.h"
 #include "analysis/lanes.h"
+#include "analysis/metric_info.h"
 #include "analysis/sink_pair.h"
 #include "app/gui/jobs.h"
 #include "app/gui/script.h"
@@ -189,30 +190,52 @@ class CompareView : public View {
 
   void metrics_at_step(const TraceSnapshot& t, int step, const RunData& a, const RunData& b) {
     if (a.metrics.empty() && b.metrics.empty()) return;
+    std::vector<std::string> names;  // union of both runs' metrics, most telling first
+    for (const RunData* r : {&a, &b})
+      for (const NamedArray& m : r->metrics)
+        if (std::find(names.begin(), names.end(), m.name) == names.end()) names.push_back(m.name);
+    sort_metric_names(names);
     if (!ImGui::BeginTable("m", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) return;
-    ImGui::TableSetupColumn("metric at step");
+    const std::string head = "metric at step " + std::to_string(step);
+    ImGui::TableSetupColumn(head.c_str());
     ImGui::TableSetupColumn(a.name.c_str());
     ImGui::TableSetupColumn(b.name.c_str());
     ImGui::TableHeadersRow();
-    for (const NamedArray& ma : a.metrics) {
-      const std::vector<float> va = per_step_series(ma);
-      std::vector<float> vb;
-      for (const NamedArray& mb : b.metrics)
-        if (mb.name == ma.name) vb = per_step_series(mb);
+    for (const std::string& name : names) {
+      const NamedArray* ma = find_metric(a, name);
+      const NamedArray* mb = find_metric(b, name);
+      const std::vector<float> va = ma ? per_step_series(*ma) : std::vector<float>{};
+      const std::vector<float> vb = mb ? per_step_series(*mb) : std::vector<float>{};
+      const bool per_head = (ma && per_head_metric(*ma)) || (mb && per_head_metric(*mb));
+      double max_abs = 0.0;
+      for (const auto* v : {&va, &vb})
+        if (step < (int)v->size() && std::isfinite((*v)[step])) max_abs = std::max(max_abs, (double)std::fabs((*v)[step]));
+      const ValueScale scale = metric_scale(name, max_abs);
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(ma.name.c_str());
+      ImGui::TextUnformatted(metric_title(name, per_head, scale, false).c_str());
+      if (ImGui::IsItemHovered()) {
+        const MetricInfo info = metric_info(name);
+        ImGui::SetTooltip("%s%s", *info.what ? info.what : name.c_str(),
+                          per_head ? "\nStored per (layer, KV head): the value is the mean over layers and KV heads." : "");
+      }
       ImGui::TableNextColumn();
-      value_cell(va, step);
+      value_cell(va, step, scale);
       ImGui::TableNextColumn();
-      value_cell(vb, step);
+      value_cell(vb, step, scale);
     }
     ImGui::EndTable();
   }
 
-  // A metric's value at `step`; NaN (a free run's comparison after its text left the
-  // recording's) as a greyed "not compared".
-  static void value_cell(const std::vector<float>& v, int step) {
+  static const NamedArray* find_metric(const RunData& r, const std::string& name) {
+    for (const NamedArray& m : r.metrics)
+      if (m.name == name) return &m;
+    return nullptr;
+  }
+
+  // A metric's value at `step` in `scale`'s unit; NaN (a free run's comparison after its text
+  // left the recording's) as a greyed "not compared".
+  static void value_cell(const std::vector<float>& v, int step, const ValueScale& scale) {
     if (step >= (int)v.size()) return;
     if (std::isnan(v[step])) {
       ImGui::TextDisabled("not compared");
@@ -221,7 +244,7 @@ class CompareView : public View {
                           "after other tokens, so it is not compared with the full cache's.");
       return;
     }
-    ImGui::Text("%.5g", v[step]);
+    ImGui::Text("%.5g%s%s", v[step] / scale.divisor, *scale.unit ? " " : "", scale.unit);
   }
 
   // One lane (coloured by state) or the difference of two (diff != nullptr), fitted to the width.
