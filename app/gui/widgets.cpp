@@ -5,11 +5,12 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 namespace kvs {
 
 // Okabe-Ito's eight colour-blind-safe colours (the blue lightened to read on the dark theme),
-// then four more, so that a trace with every policy simulated (ten or eleven runs) repeats none.
+// then four more, for series that are not runs (runs: run_color).
 ImU32 category_color(int i) {
   static const ImU32 palette[] = {IM_COL32(86, 180, 233, 255),  IM_COL32(230, 159, 0, 255),
                                   IM_COL32(0, 158, 115, 255),   IM_COL32(240, 228, 66, 255),
@@ -20,6 +21,63 @@ ImU32 category_color(int i) {
   constexpr int n = sizeof palette / sizeof palette[0];
   return palette[(i % n + n) % n];
 }
+
+namespace {
+
+struct Rgb {
+  float r, g, b;
+};
+
+// One hue per policy, picked for distance in CIELAB (at least 38 from each other, from the lane
+// states' colours and from the plot background): none is the lanes' kept blue, evicted red, sink
+// yellow, recent green, heavy-hitter orange or inactive purple.
+struct PolicyColor {
+  const char* policy;
+  Rgb rgb;
+};
+const PolicyColor kPolicyColors[] = {
+    {"full", {210, 210, 210}},      {"streamingllm", {255, 13, 255}}, {"window", {153, 145, 69}},
+    {"strided", {228, 255, 166}},   {"h2o", {13, 255, 13}},           {"tova", {115, 255, 143}},
+    {"snapkv", {13, 255, 255}},     {"pyramidkv", {13, 110, 255}},    {"adakv", {255, 166, 210}},
+    {"kvzip", {204, 114, 92}},      {"duoattention", {255, 64, 159}}, {"omnikv", {80, 153, 8}},
+};
+
+Rgb mix(Rgb a, Rgb b, float t) { return {a.r + (b.r - a.r) * t, a.g + (b.g - a.g) * t, a.b + (b.b - a.b) * t}; }
+
+// The run name's parameter part: "<policy>[_<params>][_b<budget>][_<mode>]" less the policy, the
+// budget and the mode ("" for the policy's defaults).
+std::string params_part(const std::string& name, const std::string& policy, bool live) {
+  std::string rest = name.compare(0, policy.size(), policy) == 0 ? name.substr(policy.size()) : name;
+  if (live) {
+    const size_t us = rest.rfind('_');
+    if (us != std::string::npos) rest.resize(us);
+  }
+  const size_t b = rest.rfind("_b");
+  if (b != std::string::npos && b + 2 < rest.size() &&
+      rest.find_first_not_of("0123456789", b + 2) == std::string::npos)
+    rest.resize(b);
+  return rest;
+}
+
+}  // namespace
+
+ImU32 run_color(const std::string& name, const std::string& policy, bool live) {
+  Rgb base{200, 200, 200};
+  bool known = false;
+  for (const PolicyColor& c : kPolicyColors)
+    if (policy == c.policy) base = c.rgb, known = true;
+  if (!known) {  // a policy this build does not know: a hue of the table, from its name
+    const size_t n = sizeof kPolicyColors / sizeof kPolicyColors[0];
+    base = kPolicyColors[std::hash<std::string>{}(policy) % n].rgb;
+  }
+  // The shade: the defaults as they are, other parameters lighter; live runs darker.
+  Rgb c = base;
+  if (!params_part(name, policy, live).empty()) c = mix(c, Rgb{255, 255, 255}, 0.45f);
+  if (live) c = mix(c, Rgb{0, 0, 0}, 0.38f);
+  return IM_COL32((int)std::lround(c.r), (int)std::lround(c.g), (int)std::lround(c.b), 255);
+}
+
+ImU32 run_color(const RunData& run) { return run_color(run.name, run.policy, run.eviction == "real"); }
 
 bool legend_toggle(const char* label, ImU32 color, bool shown) {
   const float h = ImGui::GetTextLineHeight(), gap = ImGui::GetStyle().ItemInnerSpacing.x;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/lanes.h"
+#include "analysis/trace.h"
 #include "app/gui/colormap.h"
 
 namespace kvs {
@@ -45,7 +46,14 @@ inline const ImVec4 kErrorTextColor(1.0f, 0.45f, 0.4f, 1.0f);
 // In place of a view's data: the selected step could not be read, and why.
 void unreadable_step_notice(int step, const std::string& why);
 
-ImU32 category_color(int i);           // distinct colours for runs/series
+ImU32 category_color(int i);           // distinct colours for series that are not runs
+
+// A run's colour, from its name, policy and kind alone (not its index: adding a run changes no
+// other run's colour). Each policy has a hue of its own, none of them a lane state's colour
+// (cell_state_color); the shade says the parameter set: the policy's defaults or not, simulated
+// or live (e.g. streamingllm_b64 vs streamingllm_sinks0_b64 vs streamingllm_b32_free).
+ImU32 run_color(const RunData& run);
+ImU32 run_color(const std::string& name, const std::string& policy, bool live);
 // A legend entry: a swatch of `color` (filled when shown, outlined when hidden) and the label in
 // the text colour (dimmed when hidden). Returns true when clicked.
 bool legend_toggle(const char* label, ImU32 color, bool shown);

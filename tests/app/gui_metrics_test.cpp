@@ -1,8 +1,11 @@
 // What the Metrics and Compare views show (no window needed): metrics in a telling order with
-// their unit and reduction, fractions on 0..1, bytes scaled; the points of a plot that get a dot.
+// their unit and reduction, fractions on 0..1, bytes scaled; the points of a plot that get a dot;
+// run colours that do not depend on the other runs and stay apart from each other and from the
+// lanes' state colours.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <array>
 #include <limits>
 
 #include "analysis/metric_info.h"
@@ -66,6 +69,51 @@ TEST(LinePlot, IsolatedFinitePointsGetADot) {
   EXPECT_EQ(isolated_points({0.1f, nan, 0.3f, nan, nan, 0.5f, nan, nan, nan}, 2), (std::vector<size_t>{5}));
 }
 
+double lab_distance(ImU32 a, ImU32 b) {
+  auto lab = [](ImU32 c) {
+    auto lin = [](double u) { u /= 255; return u > 0.04045 ? std::pow((u + 0.055) / 1.055, 2.4) : u / 12.92; };
+    const double r = lin(c & 255), g = lin((c >> 8) & 255), bl = lin((c >> 16) & 255);
+    const double X = (0.4124 * r + 0.3576 * g + 0.1805 * bl) / 0.95047, Y = 0.2126 * r + 0.7152 * g + 0.0722 * bl,
+                 Z = (0.0193 * r + 0.1192 * g + 0.9505 * bl) / 1.08883;
+    auto f = [](double t) { return t > 0.008856 ? std::cbrt(t) : 7.787 * t + 16.0 / 116; };
+    return std::array<double, 3>{116 * f(Y) - 16, 500 * (f(X) - f(Y)), 200 * (f(Y) - f(Z))};
+  };
+  const auto x = lab(a), y = lab(b);
+  return std::sqrt((x[0] - y[0]) * (x[0] - y[0]) + (x[1] - y[1]) * (x[1] - y[1]) + (x[2] - y[2]) * (x[2] - y[2]));
+}
+
+TEST(RunColor, DependsOnTheRunAloneAndShadesItsParameterSet) {
+  // The colour comes from the run: the same whatever else is in the trace (it was the index).
+  EXPECT_EQ(run_color("streamingllm_b64", "streamingllm", false), run_color("streamingllm_b64", "streamingllm", false));
+  EXPECT_EQ(run_color("h2o_b64", "h2o", false), run_color("h2o_b16", "h2o", false));  // budget: same shade
+  // The demo's four StreamingLLM runs are four different colours.
+  const ImU32 c[] = {run_color("streamingllm_b64", "streamingllm", false),
+                     run_color("streamingllm_sinks0_b64", "streamingllm", false),
+                     run_color("streamingllm_b32_free", "streamingllm", true),
+                     run_color("streamingllm_sinks0_b32_free", "streamingllm", true)};
+  for (int i = 0; i < 4; ++i)
+    for (int j = i + 1; j < 4; ++j) EXPECT_GT(lab_distance(c[i], c[j]), 15.0) << i << " " << j;
+  RunData live;
+  live.name = "h2o_b32_forced";
+  live.policy = "h2o";
+  live.eviction = "real";
+  live.mode = "forced";
+  EXPECT_EQ(run_color(live), run_color("h2o_b32_forced", "h2o", true));
+}
+
+TEST(RunColor, PoliciesAreClearlyApartAndNotLaneStateColours) {
+  const std::vector<std::string> policies = {"full", "window", "streamingllm", "strided", "h2o", "tova",
+                                             "snapkv", "pyramidkv", "adakv", "kvzip", "duoattention", "omnikv"};
+  std::vector<ImU32> base;
+  for (const auto& p : policies) base.push_back(run_color(p == "full" ? p : p + "_b16", p, false));
+  for (size_t i = 0; i < base.size(); ++i) {
+    for (size_t j = i + 1; j < base.size(); ++j)
+      EXPECT_GT(lab_distance(base[i], base[j]), 35.0) << policies[i] << " vs " << policies[j];
+    for (int s = 1; s < (int)CellState::kCount; ++s)
+      EXPECT_GT(lab_distance(base[i], cell_state_color((CellState)s)), 35.0)
+          << policies[i] << " vs the lanes' " << cell_state_name((CellState)s);
+  }
+}
 #endif
 
 }  // namespace
