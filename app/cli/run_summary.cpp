@@ -45,7 +45,7 @@ std::string means_heading(const std::vector<RunData>& runs) {
   if (!per_head.empty()) {
     out += "; ";
     for (size_t i = 0; i < per_head.size(); ++i) out += (i ? ", " : "") + per_head[i];
-    out += std::string(" also over (layer, KV head), i.e. the ") + kPerHeadMean;
+    out += " also over (layer, KV head)";
   }
   return out;
 }
