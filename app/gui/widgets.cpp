@@ -70,16 +70,15 @@ ImU32 run_color(const std::string& name, const std::string& policy, bool live) {
     const size_t n = sizeof kPolicyColors / sizeof kPolicyColors[0];
     base = kPolicyColors[std::hash<std::string>{}(policy) % n].rgb;
   }
-  // The shade: the defaults as they are, other parameters lighter; live runs darker.
+  // The shade: the defaults as they are, other parameters lighter.
   Rgb c = base;
-  if (!params_part(name, policy, live).empty()) c = mix(c, Rgb{255, 255, 255}, 0.45f);
-  if (live) c = mix(c, Rgb{0, 0, 0}, 0.38f);
+  if (!params_part(name, policy, live).empty()) c = mix(c, Rgb{255, 255, 255}, 0.5f);
   return IM_COL32((int)std::lround(c.r), (int)std::lround(c.g), (int)std::lround(c.b), 255);
 }
 
 ImU32 run_color(const RunData& run) { return run_color(run.name, run.policy, run.eviction == "real"); }
 
-bool legend_toggle(const char* label, ImU32 color, bool shown) {
+bool legend_toggle(const char* label, ImU32 color, bool shown, bool dashed) {
   const float h = ImGui::GetTextLineHeight(), gap = ImGui::GetStyle().ItemInnerSpacing.x;
   const ImVec2 size(h + gap + ImGui::CalcTextSize(label).x, h);
   ImGui::PushID(label);
@@ -92,8 +91,17 @@ bool legend_toggle(const char* label, ImU32 color, bool shown) {
     ImGui::SetTooltip("%s: click to %s", label, shown ? "hide" : "show");
   }
   const ImVec2 a(p.x + 2, p.y + 2), b(p.x + h - 2, p.y + h - 2);
-  if (shown) dl->AddRectFilled(a, b, color);
-  else dl->AddRect(a, b, color);
+  auto swatch = [&](ImVec2 x, ImVec2 y) {
+    if (shown) dl->AddRectFilled(x, y, color);
+    else dl->AddRect(x, y, color);
+  };
+  if (dashed) {
+    const float third = (b.x - a.x) / 3;
+    swatch(a, ImVec2(a.x + third, b.y));
+    swatch(ImVec2(b.x - third, a.y), b);
+  } else {
+    swatch(a, b);
+  }
   dl->AddText(ImVec2(p.x + h + gap, p.y), ImGui::GetColorU32(shown ? ImGuiCol_Text : ImGuiCol_TextDisabled), label);
   return clicked;
 }
@@ -169,6 +177,26 @@ std::string value_text(float v, const char* format, const char* unit) {
   return out;
 }
 
+// A dashed line from p to q (6 px drawn, 4 px gap), the pattern carried on from `phase` (pixels
+// into it); returns the phase at q.
+float dashed_line(ImDrawList* dl, ImVec2 p, ImVec2 q, ImU32 color, float phase) {
+  const float on = 6.0f, period = 10.0f;
+  const float len = std::hypot(q.x - p.x, q.y - p.y);
+  if (len <= 0) return phase;
+  float t = 0.0f;
+  while (t < len) {
+    const float in = std::fmod(phase + t, period);
+    const float step = std::min(len - t, in < on ? on - in : period - in);
+    if (in < on) {
+      const float t0 = t / len, t1 = (t + step) / len;
+      dl->AddLine(ImVec2(p.x + (q.x - p.x) * t0, p.y + (q.y - p.y) * t0), ImVec2(p.x + (q.x - p.x) * t1, p.y + (q.y - p.y) * t1),
+                  color, 1.5f);
+    }
+    t += step;
+  }
+  return std::fmod(phase + len, period);
+}
+
 }  // namespace
 
 int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, int marker, const char* y_label,
@@ -227,23 +255,26 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
   std::snprintf(buf, sizeof buf, "step %zu", n - 1);
   dl->AddText(ImVec2(b.x - ImGui::CalcTextSize(buf).x, b.y + 1), IM_COL32(150, 150, 150, 255), buf);
   dl->AddText(ImVec2(a.x, b.y + 1), IM_COL32(150, 150, 150, 255), "0");
-  dl->PushClipRect(a, b, true);
+  // A dot at the first or last step sits on the frame: clip a little outside it.
+  dl->PushClipRect(ImVec2(a.x - 4, a.y), ImVec2(b.x + 4, b.y), true);
   // Decimate to at most ~2 points per pixel column so long series stay cheap.
   const size_t stride = std::max<size_t>(1, n / (size_t)std::max(1.0f, w * 2));
   for (const Series& s : series) {
     ImVec2 prev;
     bool have = false;
+    float dash = 0.0f;  // where in the dash pattern the line is
     for (size_t i = 0; i < s.y.size(); i += stride) {
       if (!std::isfinite(s.y[i])) {
         have = false;
         continue;
       }
       const ImVec2 q(X(i), Y(std::clamp(s.y[i], lo, hi)));
-      if (have) dl->AddLine(prev, q, s.color, 1.5f);
+      if (have && !s.dashed) dl->AddLine(prev, q, s.color, 1.5f);
+      if (have && s.dashed) dash = dashed_line(dl, prev, q, s.color, dash);
       prev = q;
       have = true;
     }
-    for (size_t i : isolated_points(s.y, stride)) dl->AddCircleFilled(ImVec2(X(i), Y(std::clamp(s.y[i], lo, hi))), 3.0f, s.color);
+    for (size_t i : isolated_points(s.y, stride)) dl->AddCircleFilled(ImVec2(X(i), Y(std::clamp(s.y[i], lo, hi))), 3.5f, s.color);
   }
   if (marker >= 0 && (size_t)marker < n) dl->AddLine(ImVec2(X(marker), a.y), ImVec2(X(marker), b.y), IM_COL32(255, 255, 255, 110));
   dl->PopClipRect();

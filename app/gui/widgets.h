@@ -17,6 +17,7 @@ struct Series {
   std::string name;
   ImU32 color = 0;
   std::vector<float> y;  // [n] one value per x = 0..n-1
+  bool dashed = false;   // a live run (run_dashed)
 };
 
 // The y axis of a line plot: a fixed range (lo and hi both finite; fractions use 0..1 so that
@@ -48,15 +49,18 @@ void unreadable_step_notice(int step, const std::string& why);
 
 ImU32 category_color(int i);           // distinct colours for series that are not runs
 
-// A run's colour, from its name, policy and kind alone (not its index: adding a run changes no
-// other run's colour). Each policy has a hue of its own, none of them a lane state's colour
-// (cell_state_color); the shade says the parameter set: the policy's defaults or not, simulated
-// or live (e.g. streamingllm_b64 vs streamingllm_sinks0_b64 vs streamingllm_b32_free).
+// A run's colour, from its name and policy alone (not its index: adding a run changes no other
+// run's colour). Each policy has a hue of its own, none of them a lane state's colour
+// (cell_state_color); parameters other than the policy's defaults are a lighter shade
+// (streamingllm_b64 vs streamingllm_sinks0_b64). Live runs (name ending in the mode) take their
+// parameter set's colour and are drawn dashed (run_dashed).
 ImU32 run_color(const RunData& run);
 ImU32 run_color(const std::string& name, const std::string& policy, bool live);
+inline bool run_dashed(const RunData& run) { return run.eviction == "real"; }
 // A legend entry: a swatch of `color` (filled when shown, outlined when hidden) and the label in
-// the text colour (dimmed when hidden). Returns true when clicked.
-bool legend_toggle(const char* label, ImU32 color, bool shown);
+// the text colour (dimmed when hidden); `dashed`: the swatch in two parts, as a dashed line.
+// Returns true when clicked.
+bool legend_toggle(const char* label, ImU32 color, bool shown, bool dashed = false);
 ImU32 cell_state_color(CellState s);   // lane palette
 // Legend chips for the lane states.
 void lane_legend();

@@ -40,7 +40,7 @@ class MetricsView : public View {
         ImGui::SameLine(0, 14);
         if (ImGui::GetCursorPosX() + w > right) ImGui::NewLine();
       }
-      if (legend_toggle(t.runs[r].name.c_str(), run_color(t.runs[r]), !hidden_[r])) hidden_[r] = !hidden_[r];
+      if (legend_toggle(t.runs[r].name.c_str(), run_color(t.runs[r]), !hidden_[r], run_dashed(t.runs[r]))) hidden_[r] = !hidden_[r];
     }
     const int cols = ImGui::GetContentRegionAvail().x > 700 ? 2 : 1;
     const int rows = ((int)names_.size() + cols - 1) / cols;
@@ -55,7 +55,7 @@ class MetricsView : public View {
       std::vector<Series> series;
       for (size_t r = 0; r < t.runs.size(); ++r)
         if (!hidden_[r] && !values_[r][i].empty()) {
-          Series s{t.runs[r].name, run_color(t.runs[r]), values_[r][i]};
+          Series s{t.runs[r].name, run_color(t.runs[r]), values_[r][i], run_dashed(t.runs[r])};
           for (float& v : s.y) v = (float)(v / scales_[i].divisor);
           series.push_back(std::move(s));
         }
