@@ -24,7 +24,7 @@ SinkPair find_sink_pair(const std::vector<RunData>& runs, int budget) {
     (json_number(r.params_json, "sinks", 0) > 0 ? g.with : g.none) = i;
   }
   const SinkPair* best = nullptr;
-  auto better = [&](const SinkPair& g) {  // at `budget` first, then the most recent
+  auto better = [&](const SinkPair& g) {  // at `budget` first, then the last in the run list
     if (!best) return true;
     const bool at = g.budget == budget, best_at = best->budget == budget;
     if (at != best_at) return at;

@@ -17,8 +17,8 @@ struct SinkPair {
   bool complete() const { return none >= 0 && with >= 0; }
 };
 
-// The pair to show: a complete pair at `budget` (the most recent one: the highest indexes), else
-// the most recent complete pair at any budget, else the simulated runs at `budget` that exist
+// The pair to show: a complete pair at `budget` (the last one in the run list: the highest
+// indexes), else the last complete pair at any budget, else the simulated runs at `budget` that exist
 // (none, one or neither; see sink_pair_missing_specs).
 SinkPair find_sink_pair(const std::vector<RunData>& runs, int budget);
 

@@ -219,6 +219,7 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
   const bool fixed = std::isfinite(axis.lo) && std::isfinite(axis.hi) && axis.hi > axis.lo;
   const bool empty = n == 0 || lo > hi;
   if (fixed) lo = axis.lo, hi = axis.hi;
+  else if (std::isfinite(axis.lo) && !empty) lo = std::min(lo, axis.lo), hi = std::max(hi, axis.lo);
   if (!empty && hi - lo < 1e-12f) {
     const float pad = lo == 0 ? 1.0f : std::fabs(lo) * 0.1f;
     lo -= pad;

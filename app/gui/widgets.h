@@ -21,8 +21,8 @@ struct Series {
 };
 
 // The y axis of a line plot: a fixed range (lo and hi both finite; fractions use 0..1 so that
-// small differences are not magnified) or fitted to the data, and the unit written after the
-// values (axis labels and hover).
+// small differences are not magnified), a fixed lo only (counts and bytes from 0), or fitted to
+// the data; and the unit written after the values (axis labels and hover).
 struct PlotAxis {
   float lo = NAN, hi = NAN;
   const char* unit = "";

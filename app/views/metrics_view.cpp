@@ -49,7 +49,8 @@ class MetricsView : public View {
     for (size_t i = 0; i < names_.size(); ++i) {
       if (i % cols) ImGui::SameLine();
       ImGui::BeginGroup();
-      const std::string title = metric_title(names_[i], per_head_[i], scales_[i]);
+      // Name, unit or range, reduction; what it measures on hover (long titles were clipped).
+      const std::string title = metric_title(names_[i], per_head_[i], scales_[i], false);
       ImGui::TextUnformatted(title.c_str());
       if (ImGui::IsItemHovered()) title_tooltip(i);
       std::vector<Series> series;
@@ -61,7 +62,9 @@ class MetricsView : public View {
         }
       PlotAxis axis;
       axis.unit = scales_[i].unit;
-      if (metric_info(names_[i]).fraction()) axis.lo = 0.0f, axis.hi = 1.0f;
+      const MetricUnit unit = metric_info(names_[i]).unit;
+      if (unit == MetricUnit::kFraction) axis.lo = 0.0f, axis.hi = 1.0f;
+      else if (unit == MetricUnit::kCount || unit == MetricUnit::kBytes) axis.lo = 0.0f;  // from 0
       const int clicked = line_plot(names_[i].c_str(), series, ImVec2(plot_w, plot_h), app.step, nullptr, axis);
       if (clicked >= 0) app.set_step(clicked);
       ImGui::EndGroup();
@@ -88,6 +91,7 @@ class MetricsView : public View {
       ImGui::TextUnformatted("Stored per (layer, KV head) for each step: the plot shows the mean over the layers\n"
                              "and KV heads. A policy can do well on average and still fail some heads (Lanes, Heads).");
     if (info.fraction()) ImGui::TextUnformatted("A fraction: the axis is fixed at 0..1.");
+    if (info.unit == MetricUnit::kCount || info.unit == MetricUnit::kBytes) ImGui::TextUnformatted("The axis starts at 0.");
     if (info.unit == MetricUnit::kBytes)
       ImGui::Text("In %s per (layer, KV head) (the model's cache is this times layers x KV heads).", scales_[i].unit);
     ImGui::EndTooltip();
