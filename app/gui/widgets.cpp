@@ -222,7 +222,7 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
   else if (std::isfinite(axis.lo) && !empty) lo = std::min(lo, axis.lo), hi = std::max(hi, axis.lo);
   if (!empty && hi - lo < 1e-12f) {
     const float pad = lo == 0 ? 1.0f : std::fabs(lo) * 0.1f;
-    lo -= pad;
+    if (lo != axis.lo) lo -= pad;  // a lower bound given stays (a count of 0: 0..1, not -1..1)
     hi += pad;
   }
   // The y labels, right-aligned in a gutter as wide as the wider of them (a long label such as
