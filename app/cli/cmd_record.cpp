@@ -58,7 +58,7 @@ int cmd_record(const ArgList& argv) {
   r.out_path = a.required("--out");
   r.policy = a.str("--policy");
   if (!r.policy.empty()) {
-    r.budget = a.integer("--budget", 0, -(1 << 30), 1 << 30);
+    r.budget = a.integer("--budget", 0, 1, 1 << 30);
     const PolicySpec spec = parse_policy_spec(r.policy, 0);  // --budget, unless full or budget=N
     if (!a.has("--budget") && spec.name != "full" && spec.budget <= 0)
       throw input_error("--budget", "is required (tokens kept per head) for --policy " + r.policy);

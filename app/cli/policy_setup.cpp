@@ -20,7 +20,7 @@ std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const Trac
   require_decode_steps(trace);
   const auto specs = args.all("--policy");
   if (specs.empty()) throw input_error("--policy", "is required (e.g. --policy streamingllm)");
-  const int budget = args.integer("--budget", 0, -(1 << 30), 1 << 30);  // 0 when absent
+  const int budget = args.integer("--budget", 0, 1, 1 << 30);  // 0 when absent
   std::vector<std::unique_ptr<Policy>> out;
   std::set<std::string> names;
   for (const auto& text : specs) {

@@ -72,7 +72,8 @@ void print_run_summaries(const std::vector<RunData>& runs, bool json) {
   }
   if (const std::string heading = means_heading(runs); !heading.empty()) std::printf("%s\n", heading.c_str());
   for (const RunData& r : runs) {
-    std::printf("%-26s %-10s budget %-5d", r.name.c_str(), r.eviction.c_str(), r.budget);
+    const std::string budget = r.budget > 0 ? std::to_string(r.budget) : "-";  // full has none
+    std::printf("%-26s %-10s budget %-5s", r.name.c_str(), r.eviction.c_str(), budget.c_str());
     std::vector<const NamedArray*> shown;
     for (const auto& m : r.metrics)
       if (shown_in_line(m.name)) shown.push_back(&m);

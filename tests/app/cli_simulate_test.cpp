@@ -415,8 +415,9 @@ TEST_F(CliSimulateBadInput, BadParameterValue) {
 }
 
 TEST_F(CliSimulateBadInput, BudgetZeroAndNegative) {
-  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "0"}), "--policy h2o", "budget must be positive"));
-  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "-3"}), "--policy h2o", "budget must be positive"));
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "0"}), "--budget", "0 is outside [1, 1073741824]"));
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "-3"}), "--budget", "-3 is outside [1, 1073741824]"));
+  EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o:budget=0"}), "--policy h2o:budget=0", "outside [1, 1073741824]"));
   EXPECT_TRUE(is_input_error(simulate({"--policy", "h2o", "--budget", "x"}), "--budget", "expected an integer"));
 }
 
