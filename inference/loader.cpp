@@ -3,7 +3,9 @@
 #include "inference/loader.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "inference/errors.h"
 #include "inference/gguf_file.h"
@@ -57,6 +59,13 @@ std::string llama2c_tokenizer_beside(const Model& model) {
   return "";
 }
 
+// The HDF5 signature at offset 0 (where KVScope writes it; HDF5 also allows 512, 1024, ...).
+bool is_hdf5_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[8] = {};
+  return in.read(magic, 8) && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0;
+}
+
 }  // namespace
 
 Model load_model(const std::string& path) {
@@ -78,6 +87,7 @@ Model load_model(const std::string& path) {
     return load_hf_model(fs::path(path).parent_path().string());
   }
   if (is_gguf_file(path)) return load_gguf_model(path);
+  if (is_hdf5_file(path)) throw input_error(path, "is an HDF5 file (a KVScope trace?), not a model");
   try {
     return load_llama2c_model(path);
   } catch (const InputError&) {

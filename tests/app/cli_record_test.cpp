@@ -252,6 +252,14 @@ TEST_F(CliRecordBadInput, TextFileAsModel) {
   EXPECT_TRUE(is_input_error(r, model, "not a"));
 }
 
+// A trace given as the model (the two are side by side in a session) is named as such.
+TEST_F(CliRecordBadInput, TraceAsModel) {
+  const std::string model = in.file("story.h5");
+  ASSERT_EQ(record_stories(model, "Once upon a time", 2).code, 0);
+  const CliResult r = record_into_empty({"--model", model, "--tokenizer", tok512()});
+  EXPECT_TRUE(is_input_error(r, model, "is an HDF5 file (a KVScope trace?), not a model")) << r.err;
+}
+
 TEST_F(CliRecordBadInput, PngAsModel) {
   const std::string model = in.file("picture.png");
   std::string png("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10\0\0\0\x10\x08\x06\0\0\0", 33);
@@ -383,7 +391,7 @@ TEST_F(CliRecordBadInput, BadLivePolicy) {
   EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "h2o"}), "--budget",
                              "is required (tokens kept per head) for --policy h2o"));
   EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "h2o", "--budget", "0"}),
-                             "--policy h2o", "budget must be positive"));
+                             "--budget", "0 is outside [1, 1073741824]"));
   EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "duoattention", "--budget", "4"}),
                              "--policy duoattention", "give pattern=DIR"));
 }
