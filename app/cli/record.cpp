@@ -98,8 +98,9 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   meta.writer_version = KVSCOPE_VERSION;
   meta.created = utc_now();
   meta.model = c.name;
-  meta.model_path = std::filesystem::absolute(model.path).string();
-  meta.tokenizer_path = r.tokenizer_path.empty() ? "" : std::filesystem::absolute(r.tokenizer_path).string();
+  // Without "..": a trace recorded in one clone still finds ../shared's models from another.
+  meta.model_path = std::filesystem::weakly_canonical(model.path).string();
+  meta.tokenizer_path = r.tokenizer_path.empty() ? "" : std::filesystem::weakly_canonical(r.tokenizer_path).string();
   meta.arch = c.arch;
   meta.shape = shape;
   meta.vocab_size = c.vocab_size;
