@@ -6,7 +6,7 @@
 namespace kvs {
 
 const char* usage_summary() {
-  return "usage: kvscope [gui [trace.h5] [--screenshot out.png --view NAME --step N --size WxH]]\n"
+  return "usage: kvscope [gui [trace.h5] [--screenshot out.png --view NAME --step N --size WxH --script S]]\n"
          "       kvscope record --model PATH [--tokenizer PATH] (--prompt TEXT | --prompt-file F)\n"
          "                      [--steps N --temperature T --top-p P --seed S] [--chat]\n"
          "                      [--policy SPEC --budget N] [--device cpu|cuda|auto] --out trace.h5\n"
@@ -27,9 +27,9 @@ const char* command_help(const std::string& command) {
        "  --view NAME            what to render: all, run, timeline, lanes, attention, heads, layers,\n"
        "                         metrics, compare (default: the whole window)\n"
        "  --step N               decode step to show (default: where the app opens)\n"
-       "  --size WxH             window size, 64x64 .. 8192x8192\n"
+       "  --size WxH             window size, 64x64 .. 8192x8192 (default 1600x1000)\n"
        "  --script S             commands run before the picture, separated by ';' (docs/gui.md)\n"
-       "  --model PATH           model for the Run view's live runs\n"},
+       "  --model PATH           model for the Run view (default: SmolLM2 when fetched, else a test model in ../shared/models)\n"},
       {"record",
        "usage: kvscope record --model PATH (--prompt TEXT | --prompt-file F) --out trace.h5 [flags]\n"
        "Generates from a prompt and records its attention into an HDF5 trace; prints the prompt\n"
@@ -112,7 +112,7 @@ const char* command_help(const std::string& command) {
        "  --rope-in-cache    StreamingLLM's positions inside the cache (runs named *_rerotated)\n"
        "  --no-attention     do not keep the runs' attention rows\n"
        "  --threads N        CPU threads (default: all cores)\n"
-       "  --device cpu|cuda|auto\n"
+       "  --device cpu|cuda|auto    default auto, as for record: the GPU when this build and machine can use it\n"
        "  --gpu-dtype auto|fp16|bf16  the GPU's weights and KV cache (default auto, as for record)\n"
        "  --json             run summaries as JSON\n"
        "Ctrl-C stops at the next layer or step and leaves the trace as it was.\n"},
