@@ -63,6 +63,7 @@ class DuoAttentionPolicy : public Policy {
     recent_ = p.get_int("recent", B - sink_);
     if (recent_ < 0) throw p.error("recent must be >= 0");
     recent_ = std::min(recent_, B - sink_);
+    cut_ = p.budget_cut({{"sink", sink_}, {"recent", recent_}});
     gates_ = p.get_string("gates", "profiled");
     if (gates_ != "profiled" && gates_ != "estimated") throw p.error("gates must be profiled or estimated");
     if (p.has("pattern") && p.has("gates")) throw p.error("give pattern or gates, not both");
@@ -77,6 +78,7 @@ class DuoAttentionPolicy : public Policy {
   // Whether the driver profiles the gates from the recorded rows (no pattern, gates=profiled).
   bool profiled() const { return pattern_alpha_.empty() && gates_ == "profiled"; }
   DuoWindow window() const { return {sink_, recent_}; }
+  std::string caveat(int) const override { return cut_; }
   std::string params_json() const override {
     JsonObject j;
     if (use_threshold_) j.add("threshold", threshold_);
@@ -132,6 +134,7 @@ class DuoAttentionPolicy : public Policy {
   bool use_threshold_ = false;
   double threshold_ = 0.5, sparsity_ = 0.5;
   int sink_ = 4, recent_ = 0;
+  std::string cut_;  // given values the budget cut, for caveat()
   std::string gates_ = "profiled";    // without pattern: profiled by the driver, or estimated (the caller's)
   std::vector<float> pattern_alpha_;  // [L, Hkv] from pattern=DIR, empty otherwise
   std::string pattern_source_, source_;

@@ -117,4 +117,7 @@ TEST(PolicyCaveat, GivenValuesCutToTheBudget) {
             "recent=8 does not fit the budget of 6: the run keeps sinks 4, recent 2");
   EXPECT_EQ(policy("h2o:heavy=8,recent=8", 32, shape)->caveat(56), "");
   EXPECT_EQ(policy("streamingllm", 2, shape)->caveat(56), "") << "defaults fit themselves to the budget";
+  EXPECT_EQ(policy("duoattention:sink=10", 4, shape)->caveat(56),
+            "sink=10 does not fit the budget of 4: the run keeps sink 4, recent 0");
+  EXPECT_EQ(policy("duoattention", 2, shape)->caveat(56), "");
 }
