@@ -214,12 +214,15 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
     controller.key_scores = options.key_scores;
   }
 
-  std::vector<size_t> kv_bytes;  // [S] bytes held after each step
+  std::vector<size_t> kv_bytes;  // [n] bytes held after each step
   GenerateRequest req;
   req.prompt = reference.prompt;
   req.steps = S;
   req.sampling = options.sampling;
-  req.stop_at_eos = false;
+  // Free mode writes its own text, which ends where the model ends it (as record's does); forced
+  // mode feeds the reference's tokens.
+  req.stop_at_eos = options.mode == "free";
+  req.eos_id = tokenizer.eos_id();
   if (options.mode == "forced") req.forced = reference.tokens;
   GenerateCallbacks cb;
   cb.on_token = [&](int step, int, std::span<const float>) {
@@ -234,7 +237,12 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
     generated = generate(engine, req, cb);
     kv_bytes.push_back(engine.kv_bytes());
   }
-  if (static_cast<int>(generated.size()) < S) throw RunCancelled{};
+  const bool cancelled = options.progress.cancelled && options.progress.cancelled();
+  if (cancelled && static_cast<int>(generated.size()) < S) throw RunCancelled{};
+  // Steps the run holds: S, or fewer when a free run's model chose end-of-text (the trace format
+  // allows a run fewer steps than the recording; later steps read as absent).
+  const int n = static_cast<int>(generated.size());
+  const bool ended = n < S;
 
   RunData run;
   run.name = policy.spec().run_name() + "_" + options.mode;  // beside the simulated run's name
@@ -244,6 +252,8 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   run.mode = options.mode;
   run.budget = policy.spec().budget;
   run.kept = std::move(controller.kept());
+  const uint64_t L = shape.n_layers, H = shape.n_heads, Hkv = shape.n_kv_heads, T = P + S;
+  run.kept.resize(n * L * Hkv * T);
   run.tokens.assign(reference.prompt.begin(), reference.prompt.end());
   run.tokens.insert(run.tokens.end(), generated.begin(), generated.end());
   int prev = reference.prompt.back();
@@ -254,16 +264,17 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   if (options.keep_attention) {
     run.attention = std::move(rows.rows_);
     run.lse = std::move(rows.lse_);
+    run.attention.resize(n * L * H * T);
+    run.lse.resize(n * L * H);
   }
 
   // Per-step comparison with the reference distribution.
-  const std::vector<float> own = logits.take();  // [S, vocab]
-  NamedArray kl{"kl", {static_cast<uint64_t>(S)}, {}};
-  NamedArray top1{"top1_agree", {static_cast<uint64_t>(S)}, {}};
-  NamedArray ref_lp{"ref_logprob", {static_cast<uint64_t>(S)}, {}};
+  const std::vector<float> own = logits.take();  // [n, vocab]
+  NamedArray kl{"kl", {static_cast<uint64_t>(n)}, {}};
+  NamedArray top1{"top1_agree", {static_cast<uint64_t>(n)}, {}};
+  NamedArray ref_lp{"ref_logprob", {static_cast<uint64_t>(n)}, {}};
   // KV bytes per (layer, KV head) as the simulator counts them: held entries x K and V in fp32.
-  const uint64_t L = shape.n_layers, Hkv = shape.n_kv_heads, T = P + S;
-  NamedArray bytes{"kv_bytes", {static_cast<uint64_t>(S), L, Hkv}, std::vector<float>(S * L * Hkv, 0.0f)};
+  NamedArray bytes{"kv_bytes", {static_cast<uint64_t>(n), L, Hkv}, std::vector<float>(n * L * Hkv, 0.0f)};
   for (size_t a = 0; a < bytes.data.size(); ++a) {
     const uint8_t* kept = run.kept.data() + a * T;  // [T]
     bytes.data[a] = static_cast<float>(T - std::count(kept, kept + T, 0)) * static_cast<float>(shape.kv_bytes_per_entry());
@@ -276,10 +287,11 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   // differs (that step chose it). Later steps hold NaN: a distance between two different texts'
   // predictions.
   int free_div = -1;  // the first generated token that differs
-  for (int s = 0; s < S && options.mode == "free" && free_div < 0; ++s)
+  for (int s = 0; s < n && options.mode == "free" && free_div < 0; ++s)
     if (generated[s] != reference.tokens[s]) free_div = s;
+  if (ended && free_div < 0) free_div = n;  // its end-of-text is the first token that differs
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (int s = 0; s < S; ++s) {
+  for (int s = 0; s < n; ++s) {
     ratio_sum += static_cast<double>(kv_bytes[std::min<size_t>(s, kv_bytes.size() - 1)]) /
                  static_cast<double>(reference.kv_bytes[std::min<size_t>(s, reference.kv_bytes.size() - 1)]);
     if (options.mode == "free" && free_div >= 0 && s >= free_div) {
@@ -314,7 +326,7 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
                  {"peak_kv_ratio", reference.peak_kv_bytes
                                        ? static_cast<double>(engine.peak_kv_bytes()) / reference.peak_kv_bytes
                                        : 0.0},
-                 {"mean_kv_ratio", ratio_sum / S}};
+                 {"mean_kv_ratio", n > 0 ? ratio_sum / n : 0.0}};
   return run;
 }
 

@@ -2,6 +2,7 @@
 // with per-head statistics and the inter-layer similarity computed as the steps stream by.
 #include "app/cli/record.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -60,6 +61,17 @@ struct StepAnalyses {
   std::vector<double> sim_sum;  // [L, L]
   int steps = 0;
 };
+
+// A run whose model ended the text early (end-of-text) holds kept sets [n, L, Hkv, P + steps]
+// over the positions requested; the trace it goes into ends at its own tokens, P + n.
+void fit_positions(RunData& run, int requested_T) {
+  const size_t T = run.tokens.size(), rows = run.kept.size() / requested_T;  // rows: n * L * Hkv
+  if (static_cast<int>(T) == requested_T) return;
+  std::vector<uint8_t> kept(rows * T);  // [n, L, Hkv, T]
+  for (size_t i = 0; i < rows; ++i)
+    std::copy_n(run.kept.begin() + i * requested_T, T, kept.begin() + i * T);
+  run.kept = std::move(kept);
+}
 
 }  // namespace
 
@@ -182,6 +194,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
       note += note.empty() ? "" : "; ";
       try {
         RunData run = live_run(engine, *policy, PolicyContext{}, ref, *tok, lo);
+        fit_positions(run, meta.prompt_len + r.steps);
         // Its counts and bytes, as a re-run has them; recall needs full-cache rows, which a
         // trace recorded under the policy does not hold.
         add_kept_set_counts(shape, meta.prompt_len, run, SimulateOptions{}.block_size);

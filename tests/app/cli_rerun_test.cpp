@@ -8,6 +8,7 @@
 #include "analysis/policy.h"
 #include "analysis/trace.h"
 #include "cli_util.h"
+#include "inference/loader.h"
 
 using namespace kvs;
 using namespace kvs::cli_test;
@@ -182,6 +183,33 @@ TEST_F(CliRerun, AlphaFolderForAnotherHeadCountIsAOneLineErrorAndAppendsNothing)
   EXPECT_TRUE(is_input_error(r, pattern, "3 KV heads"));
   EXPECT_EQ(read_bytes(trace_), before);
   EXPECT_EQ(dir_.entries(), (std::vector<std::string>{"pattern", "t.h5"}));  // no temporary left behind
+}
+
+// A free run ends where its model ends the text, as record does: SmolLM2 without its attention
+// sinks loses the thread and chooses <|im_end|> within a few steps (it went on past it, its text
+// turning to "...next morning.\nistant\nThe river..."). The run then holds fewer steps than
+// the trace, none of them end-of-text. Skipped without the model.
+TEST(CliRerunSmolLM2, FreeRunEndsAtEndOfText) {
+  const std::string model = default_model_path();
+  if (model.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct is not in the model cache";
+  TempDir dir;
+  const std::string trace = dir.file("sink.h5");
+  ASSERT_EQ(run_kvscope({"record", "--model", model, "--prompt-file", KVSCOPE_SOURCE_DIR "/assets/prompts/sink.txt",
+                         "--chat", "--steps", "40", "--out", trace, "--quiet"})
+                .code,
+            0);
+  const CliResult r = run_kvscope({"rerun", trace, "--budget", "32", "--mode", "free", "--policy",
+                                   "streamingllm:sinks=0", "--no-attention"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  TraceReader tr(trace);
+  const RunData run = tr.read_run("streamingllm_sinks0_b32_free", true);
+  const int P = tr.meta().prompt_len, n = static_cast<int>(run.tokens.size()) - P;
+  EXPECT_LT(n, tr.meta().n_steps) << run.text;
+  EXPECT_EQ(std::count(run.tokens.begin() + P, run.tokens.end(), 2), 0) << "<|im_end|> is id 2";
+  EXPECT_EQ(run.text.find("istant"), std::string::npos) << run.text;
+  const size_t per_step = run.kept.size() / std::max(n, 1);
+  EXPECT_EQ(per_step * n, run.kept.size());
+  for (const NamedArray& m : run.metrics) EXPECT_EQ(m.dims[0], static_cast<uint64_t>(n)) << m.name;
 }
 
 TEST_F(CliRerun, BadModeIsAOneLineError) {
