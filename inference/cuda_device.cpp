@@ -36,7 +36,11 @@ bool gpu_present(std::string* why) {
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    if (why) *why = cudaGetErrorString(err);
+    // Without an NVIDIA driver the runtime reports "CUDA driver version is insufficient for CUDA
+    // runtime version", which reads as an old driver rather than none.
+    const bool no_driver = err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice;
+    if (why) *why = no_driver ? std::string("no NVIDIA GPU driver or device (") + cudaGetErrorString(err) + ")"
+                              : cudaGetErrorString(err);
     return false;
   }
   if (n == 0) {
