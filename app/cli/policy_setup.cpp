@@ -74,7 +74,12 @@ DuoGates trace_duo_gates(const TraceReader& trace) {
 }
 
 void choose_duo_gates(PolicySpec& spec, const TraceReader& trace, const std::string& alpha_dir) {
-  if (spec.name != "duoattention" || spec.params.count("pattern") || spec.params.count("gates")) return;
+  if (spec.name != "duoattention" || spec.params.count("pattern")) return;
+  if (auto g = spec.params.find("gates"); g != spec.params.end()) {
+    // gates=profiled on a trace without /heads/alpha is what plain duoattention runs: one name.
+    if (g->second == "profiled" && alpha_dir.empty() && !trace.has_array("/heads/alpha")) spec.params.erase(g);
+    return;
+  }
   if (!alpha_dir.empty()) spec.params["pattern"] = alpha_dir;
   else if (trace.has_array("/heads/alpha")) spec.params["gates"] = "estimated";
 }

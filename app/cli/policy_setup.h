@@ -32,7 +32,9 @@ void check_model_matches(const Model& model, const TraceMeta& meta);
 // spec so that the run's name says it (as OmniKV's chosen filters): `alpha_dir` (--alpha DIR)
 // becomes pattern=DIR; else a trace holding /heads/alpha (stored by `kvscope heads trace.h5
 // --model M`) gives gates=estimated; else the gates stay profiled from the trace. Runs with
-// different gates thus never replace each other. Other specs are left as they are.
+// different gates thus never replace each other, and alike gates share a name: an explicit
+// gates=profiled where profiled is what plain duoattention gives is dropped. Other specs are left
+// as they are.
 void choose_duo_gates(PolicySpec& spec, const TraceReader& trace, const std::string& alpha_dir);
 
 // The gates gates=estimated runs take, [L, Hkv]: the trace's /heads/alpha (empty when absent).

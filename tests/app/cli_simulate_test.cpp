@@ -338,6 +338,20 @@ TEST_F(CliSimulate, HeadsJsonAndAlphaFolder) {
                              "--alpha", "no --policy duoattention is given"));
 }
 
+// Without /heads/alpha, plain duoattention profiles its gates from the trace: gates=profiled
+// names the same run (it was duoattention_gatesprofiled_b8 beside duoattention_b8, the same
+// gates under two names), so giving both is one run given twice.
+TEST_F(CliSimulate, ProfiledGatesGivenOrNotAreOneRun) {
+  const std::string t = fresh_trace();
+  const Json runs = parse_json(run_kvscope({"simulate", t, "--policy", "duoattention:gates=profiled", "--budget", "8",
+                                            "--json"}));
+  ASSERT_TRUE(runs.is_array() && runs.size() == 1u);
+  EXPECT_EQ(runs.items()[0].get_string("name", ""), "duoattention_b8");
+  EXPECT_TRUE(is_input_error(run_kvscope({"simulate", t, "--policy", "duoattention", "--policy",
+                                          "duoattention:gates=profiled", "--budget", "8"}),
+                             "--policy duoattention:gates=profiled", "given twice (run name duoattention_b8)"));
+}
+
 // α estimated on the model is stored in a trace of that model: the head grid shows it, and
 // DuoAttention runs on the trace take those gates. stories260K copies none of the needles, so no
 // retrieval score is stored (each would be a meaningless 0). A model of another shape is refused
