@@ -2,7 +2,6 @@
 #include "inference/chat_template.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include "inference/errors.h"
 #include "inference/gguf_file.h"
@@ -90,9 +89,7 @@ std::string chat_family_for_path(const std::string& model_path) {
     std::error_code ec;
     if (std::filesystem::is_directory(model_path, ec)) return hf_chat_family(model_path);
     if (!std::filesystem::is_regular_file(model_path, ec)) return "";
-    char magic[4] = {};
-    std::ifstream in(model_path, std::ios::binary);
-    if (!in.read(magic, 4) || std::string(magic, 4) != "GGUF") return "";
+    if (!is_gguf_file(model_path)) return "";
     return detect_chat_family(GgufFile(model_path).get_string("tokenizer.chat_template", ""));
   } catch (const std::exception&) {
     return "";

@@ -40,17 +40,6 @@ std::string caveat_text(const std::vector<std::string>& caveats) {
   return text;
 }
 
-std::string empty_recording_message(const std::string& out_path, bool chat, const std::string& chat_family) {
-  std::string m = "Record: " + out_path + " has no decode steps: the model ended the text at once (its first token was end-of-text)";
-  if (!chat && !chat_family.empty())
-    m += "; this model has a chat format (" + chat_family + "): turn on 'chat format' (an Instruct model given the raw text often ends it)";
-  else if (chat)
-    m += "; try another prompt";
-  else
-    m += "; try another prompt, or more of it";
-  return m;
-}
-
 void submit_simulation(AppState& app, const std::vector<std::string>& specs, int budget,
                        std::function<void()> on_done, const std::string& model_path) {
   if (!app.trace) {

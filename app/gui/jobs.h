@@ -21,9 +21,4 @@ void submit_simulation(AppState& app, const std::vector<std::string>& specs, int
 // Policy caveats ("run name: ...") as the end of a status-line message: ". Note: ..." each.
 std::string caveat_text(const std::vector<std::string>& caveats);
 
-// Why a recording that wrote `out_path` with no decode steps shows nothing, one line: the model
-// ended the text at once; with a model that has a chat format (`chat_family`) and `chat` off,
-// the advice to turn it on.
-std::string empty_recording_message(const std::string& out_path, bool chat, const std::string& chat_family);
-
 }  // namespace kvs

@@ -435,10 +435,6 @@ class RunView : public View {
             app.info("Recording " + r.note);
             return;
           }
-          if (r.n_steps == 0) {  // nothing to show at any step: say why rather than open it
-            app.error(empty_recording_message(r.out_path, req.chat, chat_family_for_path(req.model_path)));
-            return;
-          }
           app.info("Recorded " + r.out_path + " (" + std::to_string(r.n_steps) + " steps in " +
                    std::to_string(r.seconds).substr(0, 5) + " s)" + (r.note.empty() ? "" : "; " + r.note));
           app.open_trace(r.out_path, false);

@@ -162,16 +162,6 @@ TEST(GuiRunView, ChatFormatFollowsTheModelAndTheScriptSetsIt) {
   }
 }
 
-// A recording with no decode steps says why instead of leaving the views at "Loading step 0...".
-TEST(GuiRunView, EmptyRecordingSaysWhy) {
-  const std::string plain = empty_recording_message("t.h5", false, "smollm2");
-  EXPECT_NE(plain.find("t.h5 has no decode steps: the model ended the text at once"), std::string::npos) << plain;
-  EXPECT_NE(plain.find("turn on 'chat format'"), std::string::npos) << plain;
-  EXPECT_EQ(plain.find('\n'), std::string::npos);
-  EXPECT_EQ(empty_recording_message("t.h5", true, "smollm2").find("chat format'"), std::string::npos);
-  EXPECT_EQ(empty_recording_message("t.h5", false, "").find("chat format'"), std::string::npos);
-}
-
 TEST_F(GuiState, PlaybackAdvancesAndStopsAtTheEnd) {
   AppState app(true);
   app.open_trace(good_);
