@@ -1,3 +1,4 @@
+// Finding the StreamingLLM no-sinks / sinks pair among a trace's runs (sink_pair.h).
 #include "analysis/sink_pair.h"
 
 #include <algorithm>
