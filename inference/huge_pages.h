@@ -1,6 +1,7 @@
-// Weight storage backed by transparent huge pages. Decode streams every weight once per token; with
-// 4 KiB pages the TLB misses (two-level walks under a hypervisor) cost a third of the bandwidth,
-// so tensors of 2 MiB and more get their own 2 MiB-aligned mapping advised MADV_HUGEPAGE.
+// Weight and KV-cache storage backed by transparent huge pages. Decode streams every weight once
+// per token; with 4 KiB pages the TLB misses (two-level walks under a hypervisor) cost a third of
+// the bandwidth, so tensors of 2 MiB and more get their own 2 MiB-aligned mapping advised
+// MADV_HUGEPAGE, and the KV cache (kv_store.h) reserves its context's address space up front.
 #pragma once
 #include <cstddef>
 #include <new>
@@ -12,6 +13,17 @@ namespace kvs {
 // requested (granted or not by the kernel: the memory is valid either way). Throws std::bad_alloc.
 void* huge_page_alloc(std::size_t bytes);
 void huge_page_free(void* p, std::size_t bytes) noexcept;
+
+// Address space for `bytes`, 2 MiB-aligned, committed page by page as first touched and not
+// charged against overcommit until then (MAP_NORESERVE): a cache reserved for a long context costs
+// only what it holds. Throws std::bad_alloc.
+void* reserve_pages(std::size_t bytes);
+void release_pages(void* p, std::size_t bytes) noexcept;
+// Advice on [p, p + bytes): huge pages from each range's first touch on (MADV_HUGEPAGE), or huge
+// pages now for 2 MiB-aligned ranges already partly touched (MADV_COLLAPSE, copying what they
+// hold). Refused advice leaves small pages; the memory is valid either way.
+void advise_huge_pages(void* p, std::size_t bytes) noexcept;
+void collapse_huge_pages(void* p, std::size_t bytes) noexcept;
 
 template <class T>
 struct HugePageAllocator {

@@ -1,43 +1,77 @@
-// Per-(layer, KV head) K/V rows beside their KvPositions, compacted in place on eviction.
+// Per-(layer, KV head) K/V rows in one reserved arena beside their KvPositions, compacted in
+// place on eviction.
 #include "inference/kv_store.h"
 
-#include <algorithm>
 #include <cstring>
 
 namespace kvs {
+namespace {
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+// Arenas up to this size are advised huge pages whole, from the first touch: the bench's
+// stories110M shape at 1K context (72 MiB) is committed at its first token. Larger ones (SmolLM2
+// at 8K: 360 MiB; any long context) would commit a 2 MiB page per slab that way, most of it empty
+// for a short run, so their slabs get huge pages range by range as rows fill them.
+constexpr std::size_t kEagerHugeArena = std::size_t{256} << 20;
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
 
 KvStore::KvStore(int n_layers, int n_kv_heads, int head_dim, int max_len)
-    : positions_(n_layers, n_kv_heads, max_len, "KvStore"), head_dim_(head_dim),
-      rows_(static_cast<std::size_t>(n_layers) * n_kv_heads) {}
+    : positions_(n_layers, n_kv_heads, max_len, "KvStore"), head_dim_(head_dim) {
+  // Slabs a cache line apart; slabs of 1 MiB and more start on 2 MiB boundaries (address space
+  // only), so that each owns its huge pages.
+  const std::size_t slab_bytes = round_up(static_cast<std::size_t>(max_len) * head_dim * sizeof(float), 64);
+  const std::size_t stride = slab_bytes >= kHugePage / 2 ? round_up(slab_bytes, kHugePage) : slab_bytes;
+  slab_floats_ = stride / sizeof(float);
+  arena_bytes_ = static_cast<std::size_t>(n_layers) * n_kv_heads * 2 * stride;
+  arena_ = static_cast<float*>(reserve_pages(arena_bytes_));
+  collapse_ = arena_bytes_ > kEagerHugeArena;
+  if (!collapse_) advise_huge_pages(arena_, arena_bytes_);
+}
+
+KvStore::~KvStore() { release_pages(arena_, arena_bytes_); }
 
 void KvStore::append(int layer, int kv_head, int32_t pos0, int n, const float* keys,
                      const float* values, long stride) {
   const std::size_t first = positions_.size(layer, kv_head);
   positions_.push(layer, kv_head, pos0, n);  // checks capacity and order first
-  Rows& r = rows(layer, kv_head);
   const std::size_t hd = static_cast<std::size_t>(head_dim_);
-  const std::size_t capacity = r.k.size() / hd;
-  if (first + n > capacity) {
-    const std::size_t grown = std::min<std::size_t>(
-        positions_.capacity(), std::max<std::size_t>(first + n, std::max<std::size_t>(16, 2 * capacity)));
-    r.k.resize(grown * hd);
-    r.v.resize(grown * hd);
-  }
+  float* k = slab(layer, kv_head, 0);
+  float* v = slab(layer, kv_head, 1);
   for (int t = 0; t < n; ++t) {
-    std::memcpy(r.k.data() + (first + t) * hd, keys + t * stride, hd * sizeof(float));
-    std::memcpy(r.v.data() + (first + t) * hd, values + t * stride, hd * sizeof(float));
+    std::memcpy(k + (first + t) * hd, keys + t * stride, hd * sizeof(float));
+    std::memcpy(v + (first + t) * hd, values + t * stride, hd * sizeof(float));
+  }
+  if (collapse_) {
+    collapse_filled(k, first, first + n);
+    collapse_filled(v, first, first + n);
+  }
+}
+
+void KvStore::collapse_filled(float* slab, std::size_t first, std::size_t last) const {
+  const std::size_t stride = slab_floats_ * sizeof(float);
+  if (stride < kHugePage) return;  // small slabs share huge pages: left on small ones
+  const std::size_t row = static_cast<std::size_t>(head_dim_) * sizeof(float);
+  // A range turns huge once rows fill half of it: at most 1 MiB of a slab committed ahead of use.
+  for (std::size_t r = first * row / kHugePage; r * kHugePage < last * row; ++r) {
+    const std::size_t middle = r * kHugePage + kHugePage / 2;
+    if (first * row < middle && middle <= last * row)
+      collapse_huge_pages(reinterpret_cast<char*>(slab) + r * kHugePage, kHugePage);
   }
 }
 
 void KvStore::evict(int layer, int kv_head, std::span<const uint8_t> keep) {
   const std::span<const int32_t> kept = positions_.compact(layer, kv_head, keep);
-  Rows& r = rows(layer, kv_head);
   const std::size_t hd = static_cast<std::size_t>(head_dim_);
+  float* k = slab(layer, kv_head, 0);
+  float* v = slab(layer, kv_head, 1);
   for (std::size_t i = 0; i < kept.size(); ++i) {
     const std::size_t from = static_cast<std::size_t>(kept[i]);
     if (from == i) continue;
-    std::memmove(r.k.data() + i * hd, r.k.data() + from * hd, hd * sizeof(float));
-    std::memmove(r.v.data() + i * hd, r.v.data() + from * hd, hd * sizeof(float));
+    std::memmove(k + i * hd, k + from * hd, hd * sizeof(float));
+    std::memmove(v + i * hd, v + from * hd, hd * sizeof(float));
   }
 }
 

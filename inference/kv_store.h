@@ -1,11 +1,11 @@
 // K/V cache held per (layer, KV head): each head owns contiguous K [n_held, head_dim],
 // V [n_held, head_dim], its positions (ascending) and active flags. Eviction compacts in place,
-// so heads hold different numbers of entries without padding.
+// so heads hold different numbers of entries without padding. Every head's rows sit in one arena
+// reserved for the whole context up front, so appending never moves or copies them.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <vector>
 
 #include "inference/hooks.h"
 #include "inference/huge_pages.h"
@@ -17,6 +17,9 @@ class KvStore : public KvSlots {
  public:
   // max_len bounds every head's capacity (the model's context).
   KvStore(int n_layers, int n_kv_heads, int head_dim, int max_len);
+  ~KvStore();
+  KvStore(const KvStore&) = delete;
+  KvStore& operator=(const KvStore&) = delete;
 
   // Drops every entry and the peak (a new sequence). Capacity is kept for reuse.
   void clear() { positions_.clear(); }
@@ -33,27 +36,29 @@ class KvStore : public KvSlots {
               long stride);
 
   int size(int layer, int kv_head) const { return positions_.size(layer, kv_head); }
-  const float* keys(int layer, int kv_head) const { return rows(layer, kv_head).k.data(); }    // [n, head_dim]
-  const float* values(int layer, int kv_head) const { return rows(layer, kv_head).v.data(); }  // [n, head_dim]
+  const float* keys(int layer, int kv_head) const { return slab(layer, kv_head, 0); }    // [n, head_dim]
+  const float* values(int layer, int kv_head) const { return slab(layer, kv_head, 1); }  // [n, head_dim]
   int head_dim() const { return head_dim_; }
 
   std::size_t bytes() const { return positions_.held_entries() * entry_bytes(); }  // K+V bytes of held entries
   std::size_t peak_bytes() const { return positions_.peak_entries() * entry_bytes(); }
 
  private:
-  // On huge pages once a head's rows reach 2 MiB (decode reads them all every step; with 4 KiB
-  // pages the TLB walks cost ~15% of decode attention at 4K keys on SmolLM2).
-  struct Rows {
-    std::vector<float, HugePageAllocator<float>> k;  // [capacity, head_dim]
-    std::vector<float, HugePageAllocator<float>> v;  // [capacity, head_dim]
-  };
-  Rows& rows(int layer, int kv_head) { return rows_[static_cast<std::size_t>(layer) * n_kv_heads() + kv_head]; }
-  const Rows& rows(int layer, int kv_head) const { return rows_[static_cast<std::size_t>(layer) * n_kv_heads() + kv_head]; }
+  // Slab `which` (0 = K, 1 = V) of a head: [max_len, head_dim].
+  float* slab(int layer, int kv_head, int which) const {
+    return arena_ + ((static_cast<std::size_t>(layer) * n_kv_heads() + kv_head) * 2 + which) * slab_floats_;
+  }
   std::size_t entry_bytes() const { return 2 * static_cast<std::size_t>(head_dim_) * sizeof(float); }
+  // Huge pages for the 2 MiB ranges of a large arena's slab that rows first..last-1 filled past
+  // their middle (see the constructor).
+  void collapse_filled(float* slab, std::size_t first, std::size_t last) const;
 
   KvPositions positions_;
   int head_dim_;
-  std::vector<Rows> rows_;  // [n_layers * n_kv_heads], grown geometrically up to max_len
+  std::size_t slab_floats_;  // floats from one slab to the next: max_len * head_dim, rounded up
+  std::size_t arena_bytes_;
+  bool collapse_;            // a large arena: huge pages slab range by slab range as rows fill them
+  float* arena_;             // [n_layers, n_kv_heads, 2 (K, V), slab_floats_] reserved, committed on touch
 };
 
 }  // namespace kvs

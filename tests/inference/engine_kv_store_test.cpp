@@ -1,8 +1,11 @@
 // KvStore: per-(layer, KV head) storage, in-place compaction on evict, byte and peak accounting,
-// independent head sizes, and refusal of inconsistent use.
+// independent head sizes, rows that never move and a long context's reservation committed only as
+// it fills, and refusal of inconsistent use.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <stdexcept>
+#include <vector>
 
 #include "inference/kv_store.h"
 
@@ -74,6 +77,48 @@ TEST(KvStore, RefusesInconsistentUse) {
   EXPECT_THROW(s.evict(0, 0, std::vector<uint8_t>(3, 1)), std::logic_error);
   s.evict(0, 0, std::vector<uint8_t>{1, 1, 0, 0});
   EXPECT_THROW(s.append(0, 0, 1, 1, row, row, 2), std::logic_error);  // not after position 1
+}
+
+// Resident memory of this process, from /proc/self/statm (pages of 4 KiB).
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * 4096;
+}
+
+TEST(KvStore, RowsNeverMoveAsHeadsFillToTheContext) {
+  KvStore s(2, 3, 2, 3000);
+  const float* k = s.keys(1, 2);
+  const float* v = s.values(1, 2);
+  append_positions(s, 1, 2, 0, 3000);  // one by one, to the last row
+  EXPECT_EQ(s.keys(1, 2), k);
+  EXPECT_EQ(s.values(1, 2), v);
+  for (int p : {0, 1234, 2999}) {
+    EXPECT_EQ(k[2 * p], float(p));
+    EXPECT_EQ(v[2 * p + 1], -p - 0.5f);
+  }
+  // Neighbouring heads' slabs are untouched by a full one.
+  append_positions(s, 1, 1, 0, 1);
+  append_positions(s, 0, 2, 0, 1);
+  EXPECT_EQ(s.keys(1, 1)[1], 0.5f);
+  EXPECT_EQ(k[0], 0.0f);
+}
+
+TEST(KvStore, ALongContextCommitsOnlyWhatItHolds) {
+  // 2 layers x 2 KV heads x 128-wide rows at 128K positions: 512 MiB of K and V reserved.
+  KvStore s(2, 2, 128, 131072);
+  const std::size_t before = resident_bytes();
+  std::vector<float> row(128);
+  for (int p = 0; p < 9000; ++p) {  // 4.4 MiB per slab: through two huge-page ranges' middles
+    row[0] = float(p);
+    s.append(0, 1, p, 1, row.data(), row.data(), 128);
+  }
+  for (int p : {0, 4095, 4096, 8999}) EXPECT_EQ(s.keys(0, 1)[static_cast<std::size_t>(p) * 128], float(p));
+  EXPECT_EQ(s.values(0, 1)[8999 * 128], 8999.0f);
+  EXPECT_EQ(s.keys(1, 1)[0], 0.0f);  // untouched slabs read as zeros
+  // K and V hold 8.8 MiB; at most 2 MiB ahead of use per slab on top of it, nowhere near 512.
+  EXPECT_LT(resident_bytes() - before, std::size_t{24} << 20);
 }
 
 }  // namespace
