@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <memory>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -140,12 +141,19 @@ struct Engine::State {
       const std::span<uint8_t> active = store.active(layer, g);
       int32_t* r = rows.data() + static_cast<std::size_t>(g) * cap;
       int32_t* kp = key_pos.data() + static_cast<std::size_t>(g) * cap;
+      // Held positions ascend: the window starts at the first one >= first_pos.
+      const std::size_t j0 = std::lower_bound(held.begin(), held.end(), first_pos) - held.begin();
       int n = 0;
-      for (std::size_t j = 0; j < held.size(); ++j) {
-        if (!active[j] || held[j] < first_pos) continue;
-        r[n] = static_cast<int32_t>(j);
-        kp[n] = held[j];
-        ++n;
+      if (std::find(active.begin() + j0, active.end(), uint8_t{0}) == active.end()) {  // all active: a run
+        n = static_cast<int>(held.size() - j0);
+        std::iota(r, r + n, static_cast<int32_t>(j0));
+        std::copy(held.begin() + j0, held.end(), kp);
+      } else {
+        for (std::size_t j = j0; j < held.size(); ++j) {  // branch-free: the flags are unpredictable
+          r[n] = static_cast<int32_t>(j);
+          kp[n] = held[j];
+          n += active[j] != 0;
+        }
       }
       if (n == 0) {
         throw std::logic_error("cache controller left layer " + std::to_string(layer) +
