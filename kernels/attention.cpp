@@ -64,6 +64,19 @@ void tile_scores(float* sc, long ld, int n, const float* const* qr, const float*
   }
 }
 
+// s[u] = the sum of v[u]'s eight lanes, u < 4: halves added pairwise, then quarters, then
+// neighbours, four vectors at once (lane by lane it took ~30 scalar adds and extracts a key group).
+inline void sum4(const f32x8* v, float* s) {
+  const f32x8 ab = __builtin_shufflevector(v[0], v[1], 0, 1, 2, 3, 8, 9, 10, 11) +
+                   __builtin_shufflevector(v[0], v[1], 4, 5, 6, 7, 12, 13, 14, 15);  // a a a a b b b b
+  const f32x8 cd = __builtin_shufflevector(v[2], v[3], 0, 1, 2, 3, 8, 9, 10, 11) +
+                   __builtin_shufflevector(v[2], v[3], 4, 5, 6, 7, 12, 13, 14, 15);  // c c c c d d d d
+  const f32x8 x = __builtin_shufflevector(ab, cd, 0, 1, 8, 9, 4, 5, 12, 13) +
+                  __builtin_shufflevector(ab, cd, 2, 3, 10, 11, 6, 7, 14, 15);  // a a c c b b d d
+  const f32x8 y = x + __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6);    // a . c . b . d .
+  s[0] = y[0], s[1] = y[4], s[2] = y[2], s[3] = y[6];
+}
+
 // out[8 * NV] (+)= sum_{j < n} probs[j] * value_row(j)[d0 .. d0 + 8 * NV), the NV output vectors
 // in registers across all keys (an axpy per key loaded and stored them each time), continuing the
 // sums already in out when `more`.
@@ -106,9 +119,9 @@ void mix_values(float* out, const float* probs, int n, int head_dim, ValueRow va
   }
 }
 
-// Keys per block of attend_rows_part: a block's keys (16 KB at head_dim 64) are read from memory
-// by a KV head's first query head and from L1 by the others, and likewise its values (32 keys
-// measured a little slower, 128 and 256 no faster).
+// Keys per value block of attend_rows_part: a block's values (16 KB at head_dim 64) are read from
+// memory by a KV head's first query head and from L1 by the others (32 keys measured a little
+// slower, 128 and 256 no faster).
 constexpr int kKeyBlock = 64;
 
 // The value mix of a tile's kRows query rows at once, so that each value vector loaded serves
@@ -151,52 +164,78 @@ void mix_tile(float* const* out, const float* sc, long ld, int n, int nr, int he
     }
 }
 
+// attend_rows_part over rows key(j) / value(j), j in [j0, j1) (see below).
+template <int HD, class KeyRow, class ValueRow>
+void attend_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
+                 long stat_stride, const float* q_all, int n_q, KeyRow key, ValueRow value, int j0, int j1, int head_dim,
+                 float scale) {
+  if (HD) head_dim = HD;
+  const int hd8 = head_dim / 8 * 8;  // components in whole 8-wide vectors; the rest one by one
+  // Four keys at a time for every query head: from memory for the first, from L1 for the rest.
+  int j = j0;
+  for (; j + 4 <= j1; j += 4) {
+    const float* k[4] = {key(j), key(j + 1), key(j + 2), key(j + 3)};
+    for (int i = 0; i < n_q; ++i) {
+      const float* q = q_all + static_cast<long>(i) * head_dim;
+      f32x8 acc[4] = {};
+      for (int d = 0; d < hd8; d += 8) {
+        const f32x8 qd = load8(q + d);
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; ++u) acc[u] += qd * load8(k[u] + d);
+      }
+      float s[4];
+      sum4(acc, s);
+      if (hd8 < head_dim)  // apart: inside the loop above it cost a fifth of the kernel's speed
+        for (int u = 0; u < 4; ++u)
+          for (int d = hd8; d < head_dim; ++d) s[u] += q[d] * k[u][d];
+      for (int u = 0; u < 4; ++u) probs[i * probs_stride + j + u] = scale * s[u];
+    }
+  }
+  for (; j < j1; ++j)
+    for (int i = 0; i < n_q; ++i)
+      probs[i * probs_stride + j] = scale * dot(q_all + static_cast<long>(i) * head_dim, key(j), head_dim);
+  for (int i = 0; i < n_q; ++i) l[i * stat_stride] = exp_shifted(probs + i * probs_stride + j0, j1 - j0, &m[i * stat_stride]);
+  const int block = n_q == 1 ? j1 - j0 : kKeyBlock;  // one head: nothing to share, one pass
+  for (int b0 = j0; b0 < j1; b0 += block) {
+    const int b1 = std::min(j1, b0 + block);
+    for (int i = 0; i < n_q; ++i)
+      mix_values(part_out + i * out_stride, probs + i * probs_stride + b0, b1 - b0, head_dim,
+                 [&](int jj) { return value(b0 + jj); }, b0 > j0);
+  }
+}
+
 }  // namespace
 
-// Key block by key block, every query head of the KV head: a block's keys come from memory once
-// for all of them. Head by head over the whole range, the later heads worked from L2 while the
-// memory sat idle: over a SmolLM2-shaped cache at 4K keys (30 layers, 192 MB) this ran at 0.43-0.47
-// of a plain read of the same bytes, by blocks 0.56-0.67; inside decode the attention's time
-// against the feed-forward products' went from 1.07-1.17 to 0.85-1.02. Scores four keys at a time
-// (four independent accumulator chains), then the softmax of each head's range, then the values
-// block by block, eight vectors of output at a time in registers. Per head every sum runs over
-// the keys in the same order as before, so the results are bit-identical.
+// Every query head of the KV head over each group of four keys: the keys come from memory once
+// for all of them (head by head over the whole range, the later heads worked from L2 while the
+// memory sat idle). Then the softmax of each head's range, then the values in blocks of
+// kKeyBlock keys, head by head, eight vectors of output at a time in registers. Over a
+// stories110M-shaped cache at 512 keys (one thread, the rows cold): 0.45 of a plain read of the
+// same bytes before 2026-11-24, about 0.75 now, from the constant head sizes (1.5x), the four scores'
+// lanes summed by shuffles, the index-free run, and one value pass for a lone head; a
+// SmolLM2-shaped one at 4K keys went from 15.6 to 9.2 ms a token.
 void attend_rows_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
                       long stat_stride, const float* q_all, int n_q, const float* keys, const float* values,
                       const int32_t* rows, int j0, int j1, int head_dim, float scale) {
-  const int hd8 = head_dim / 8 * 8;  // components in whole 8-wide vectors; the rest one by one
-  auto key = [&](int j) { return keys + static_cast<long>(rows[j]) * head_dim; };
-  for (int b0 = j0; b0 < j1; b0 += kKeyBlock) {
-    const int b1 = std::min(j1, b0 + kKeyBlock);
-    for (int i = 0; i < n_q; ++i) {
-      const float* q = q_all + static_cast<long>(i) * head_dim;
-      float* pr = probs + i * probs_stride;
-      int j = b0;
-      for (; j + 4 <= b1; j += 4) {
-        const float* k[4] = {key(j), key(j + 1), key(j + 2), key(j + 3)};
-        f32x8 acc[4] = {};
-        for (int d = 0; d < hd8; d += 8) {
-          const f32x8 qd = load8(q + d);
-#pragma GCC unroll 4
-          for (int u = 0; u < 4; ++u) acc[u] += qd * load8(k[u] + d);
-        }
-        float s[4] = {};
-        for (int u = 0; u < 4; ++u)
-          for (int c = 0; c < 8; ++c) s[u] += acc[u][c];
-        if (hd8 < head_dim)  // apart: inside the loop above it cost a fifth of the kernel's speed
-          for (int u = 0; u < 4; ++u)
-            for (int d = hd8; d < head_dim; ++d) s[u] += q[d] * k[u][d];
-        for (int u = 0; u < 4; ++u) pr[j + u] = scale * s[u];
-      }
-      for (; j < b1; ++j) pr[j] = scale * dot(q, key(j), head_dim);
-    }
-  }
-  for (int i = 0; i < n_q; ++i) l[i * stat_stride] = exp_shifted(probs + i * probs_stride + j0, j1 - j0, &m[i * stat_stride]);
-  for (int b0 = j0; b0 < j1; b0 += kKeyBlock) {
-    const int b1 = std::min(j1, b0 + kKeyBlock);
-    for (int i = 0; i < n_q; ++i)
-      mix_values(part_out + i * out_stride, probs + i * probs_stride + b0, b1 - b0, head_dim,
-                 [&](int jj) { return values + static_cast<long>(rows[b0 + jj]) * head_dim; }, b0 > j0);
+  // A range of consecutive rows (a cache nothing was evicted from) is addressed without the list.
+  bool run = true;
+  for (int j = j0; j < j1; ++j) run &= rows[j] == rows[j0] + (j - j0);
+  const long first = run && j1 > j0 ? rows[j0] - j0 : 0;  // a run's row of key j: first + j
+  auto part = [&]<int HD>(auto key, auto value) {
+    attend_part<HD>(part_out, out_stride, probs, probs_stride, m, l, stat_stride, q_all, n_q, key, value, j0, j1,
+                    head_dim, scale);
+  };
+  // Common head sizes compiled as constants: their loops unrolled, a run read ~1.5x faster.
+  auto sized = [&](auto key, auto value) {
+    if (head_dim == 64) part.template operator()<64>(key, value);
+    else if (head_dim == 128) part.template operator()<128>(key, value);
+    else part.template operator()<0>(key, value);
+  };
+  if (run) {
+    sized([=](int j) { return keys + (first + j) * head_dim; }, [=](int j) { return values + (first + j) * head_dim; });
+  } else {
+    sized([=](int j) { return keys + static_cast<long>(rows[j]) * head_dim; },
+          [=](int j) { return values + static_cast<long>(rows[j]) * head_dim; });
   }
 }
 

@@ -164,36 +164,47 @@ TEST(Attention, ListedRowsMatchNaiveAcrossHeadSizes) {
 
 // Decode's path: the query heads of one KV head over key ranges (attend_rows_part, which walks
 // each range in blocks of keys for all heads), merged per head (attend_rows_merge). Groups of 1
-// and 3 heads; head sizes with and without a vector tail; ranges shorter than a block, a whole
-// block, and over several blocks with a partial one; rows listed out of order with gaps.
+// and 3 heads; head sizes with and without a vector tail, and the two compiled as constants (64,
+// 128); ranges shorter than a block, a whole block, and over several blocks with a partial one;
+// rows listed out of order with gaps, as one run of consecutive rows (read without the list), and
+// as two runs (ranges on either side of the gap are runs, the one across it is not).
 TEST(Attention, RangePartsOfSeveralHeadsMatchNaive) {
-  for (const int hd : {8, 13, 64})
-    for (const int group : {1, 3})
-      for (const int n : {1, 5, 64, 65, 300}) {
-        const int stored = n + 9, seg = 128, parts = (n + seg - 1) / seg;
-        const auto k = random_vec(stored * hd, 30 + hd), v = random_vec(stored * hd, 31 + n),
-                   q = random_vec(group * hd, 32 + group);
-        std::vector<int32_t> rows(n);
-        for (int j = 0; j < n; ++j) rows[j] = (j * 5 + 2) % stored;
-        std::vector<float> part_out(static_cast<std::size_t>(group) * parts * hd), m(group * parts), l(group * parts),
-            probs(static_cast<std::size_t>(group) * n), out(hd);
-        for (int p = 0; p < parts; ++p)
-          attend_rows_part(part_out.data() + p * hd, static_cast<long>(parts) * hd, probs.data(), n, m.data() + p,
-                           l.data() + p, parts, q.data(), group, k.data(), v.data(), rows.data(), p * seg,
-                           std::min(n, (p + 1) * seg), hd, 0.3f);
-        for (int i = 0; i < group; ++i) {
-          SCOPED_TRACE("head_dim " + std::to_string(hd) + ", group " + std::to_string(group) + ", keys " +
-                       std::to_string(n) + ", head " + std::to_string(i));
-          const float lse = attend_rows_merge(out.data(), probs.data() + i * n, n, seg,
-                                              part_out.data() + static_cast<std::size_t>(i) * parts * hd,
-                                              m.data() + i * parts, l.data() + i * parts, parts, hd);
-          const Expected e = naive(q.data() + i * hd, k.data(), v.data(), std::vector<int>(rows.begin(), rows.end()),
-                                   hd, hd, 0.3);
-          EXPECT_NEAR(lse, e.lse, 1e-5);
-          for (int j = 0; j < n; ++j) EXPECT_NEAR(probs[i * n + j], e.probs[j], 1e-6) << "key " << j;
-          for (int d = 0; d < hd; ++d) EXPECT_NEAR(out[d], e.out[d], 1e-5) << "component " << d;
+  enum class Rows { Scattered, Run, TwoRuns };
+  for (const Rows pattern : {Rows::Scattered, Rows::Run, Rows::TwoRuns})
+    for (const int hd : {8, 13, 64, 128})
+      for (const int group : {1, 3})
+        for (const int n : {1, 5, 64, 65, 300}) {
+          const int stored = n + 9, seg = 128, parts = (n + seg - 1) / seg;
+          const auto k = random_vec(stored * hd, 30 + hd), v = random_vec(stored * hd, 31 + n),
+                     q = random_vec(group * hd, 32 + group);
+          std::vector<int32_t> rows(n);
+          for (int j = 0; j < n; ++j) {
+            switch (pattern) {
+              case Rows::Scattered: rows[j] = (j * 5 + 2) % stored; break;
+              case Rows::Run: rows[j] = j + 4; break;
+              case Rows::TwoRuns: rows[j] = j < 150 ? j : j + 9; break;
+            }
+          }
+          std::vector<float> part_out(static_cast<std::size_t>(group) * parts * hd), m(group * parts), l(group * parts),
+              probs(static_cast<std::size_t>(group) * n), out(hd);
+          for (int p = 0; p < parts; ++p)
+            attend_rows_part(part_out.data() + p * hd, static_cast<long>(parts) * hd, probs.data(), n, m.data() + p,
+                             l.data() + p, parts, q.data(), group, k.data(), v.data(), rows.data(), p * seg,
+                             std::min(n, (p + 1) * seg), hd, 0.3f);
+          for (int i = 0; i < group; ++i) {
+            SCOPED_TRACE("rows pattern " + std::to_string(static_cast<int>(pattern)) + ", head_dim " +
+                         std::to_string(hd) + ", group " + std::to_string(group) + ", keys " + std::to_string(n) +
+                         ", head " + std::to_string(i));
+            const float lse = attend_rows_merge(out.data(), probs.data() + i * n, n, seg,
+                                                part_out.data() + static_cast<std::size_t>(i) * parts * hd,
+                                                m.data() + i * parts, l.data() + i * parts, parts, hd);
+            const Expected e = naive(q.data() + i * hd, k.data(), v.data(), std::vector<int>(rows.begin(), rows.end()),
+                                     hd, hd, 0.3);
+            EXPECT_NEAR(lse, e.lse, 1e-5);
+            for (int j = 0; j < n; ++j) EXPECT_NEAR(probs[i * n + j], e.probs[j], 1e-6) << "key " << j;
+            for (int d = 0; d < hd; ++d) EXPECT_NEAR(out[d], e.out[d], 1e-5) << "component " << d;
+          }
         }
-      }
 }
 
 }  // namespace
