@@ -6,6 +6,10 @@
 #include <cstdint>
 #include <cstdlib>
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25  // Linux 6.1's synchronous collapse; the glibc 2.36 headers lack the name
+#endif
+
 namespace kvs {
 namespace {
 
@@ -69,12 +73,9 @@ void advise_huge_pages(void* p, std::size_t bytes) noexcept {
   madvise(p, bytes, MADV_HUGEPAGE);  // advice only: refused (THP off) leaves small pages
 }
 
-void collapse_huge_pages(void* p, std::size_t bytes) noexcept {
-#ifdef MADV_COLLAPSE
-  madvise(p, bytes, MADV_COLLAPSE);  // refused (kernels before 6.1, no free huge page): small pages stay
-#else
-  (void)p, (void)bytes;  // headers older than the advice: small pages stay
-#endif
+bool collapse_huge_pages(void* p, std::size_t bytes) noexcept {
+  // Refused by kernels before 6.1 (EINVAL), or with no huge page free (EAGAIN, ENOMEM).
+  return madvise(p, bytes, MADV_COLLAPSE) == 0;
 }
 
 }  // namespace kvs

@@ -21,9 +21,10 @@ void* reserve_pages(std::size_t bytes);
 void release_pages(void* p, std::size_t bytes) noexcept;
 // Advice on [p, p + bytes): huge pages from each range's first touch on (MADV_HUGEPAGE), or huge
 // pages now for 2 MiB-aligned ranges already partly touched (MADV_COLLAPSE, copying what they
-// hold). Refused advice leaves small pages; the memory is valid either way.
+// hold; true when the kernel did). Refused advice leaves small pages; the memory is valid either
+// way.
 void advise_huge_pages(void* p, std::size_t bytes) noexcept;
-void collapse_huge_pages(void* p, std::size_t bytes) noexcept;
+bool collapse_huge_pages(void* p, std::size_t bytes) noexcept;
 
 template <class T>
 struct HugePageAllocator {

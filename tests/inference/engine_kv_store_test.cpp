@@ -3,11 +3,11 @@
 // it fills, and refusal of inconsistent use.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <stdexcept>
 #include <vector>
 
 #include "inference/kv_store.h"
+#include "tests/inference/resident_memory.h"
 
 namespace kvs {
 namespace {
@@ -79,14 +79,6 @@ TEST(KvStore, RefusesInconsistentUse) {
   EXPECT_THROW(s.append(0, 0, 1, 1, row, row, 2), std::logic_error);  // not after position 1
 }
 
-// Resident memory of this process, from /proc/self/statm (pages of 4 KiB).
-std::size_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  std::size_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * 4096;
-}
-
 TEST(KvStore, RowsNeverMoveAsHeadsFillToTheContext) {
   KvStore s(2, 3, 2, 3000);
   const float* k = s.keys(1, 2);
@@ -108,7 +100,7 @@ TEST(KvStore, RowsNeverMoveAsHeadsFillToTheContext) {
 TEST(KvStore, ALongContextCommitsOnlyWhatItHolds) {
   // 2 layers x 2 KV heads x 128-wide rows at 128K positions: 512 MiB of K and V reserved.
   KvStore s(2, 2, 128, 131072);
-  const std::size_t before = resident_bytes();
+  const std::size_t before = test::resident_bytes();
   std::vector<float> row(128);
   for (int p = 0; p < 9000; ++p) {  // 4.4 MiB per slab: through two huge-page ranges' middles
     row[0] = float(p);
@@ -118,7 +110,25 @@ TEST(KvStore, ALongContextCommitsOnlyWhatItHolds) {
   EXPECT_EQ(s.values(0, 1)[8999 * 128], 8999.0f);
   EXPECT_EQ(s.keys(1, 1)[0], 0.0f);  // untouched slabs read as zeros
   // K and V hold 8.8 MiB; at most 2 MiB ahead of use per slab on top of it, nowhere near 512.
-  EXPECT_LT(resident_bytes() - before, std::size_t{24} << 20);
+  EXPECT_LT(test::resident_bytes() - before, std::size_t{24} << 20);
+}
+
+// A slab past half of a 2 MiB range gets that range as a huge page (where the kernel collapses
+// ranges at all: the probe below finds out).
+TEST(KvStore, ALargeArenasSlabsTurnHugeAsTheyFill) {
+  const std::size_t huge = std::size_t{2} << 20;
+  void* probe = reserve_pages(huge);
+  static_cast<char*>(probe)[0] = 1;
+  const bool kernel_collapses = collapse_huge_pages(probe, huge);
+  release_pages(probe, huge);
+  if (!kernel_collapses) GTEST_SKIP() << "the kernel refused MADV_COLLAPSE (before Linux 6.1, or no free huge page)";
+  KvStore s(30, 3, 64, 8192);  // SmolLM2's cache: 360 MiB reserved, one 2 MiB range per slab
+  std::vector<float> rows(4200 * 64, 1.0f);
+  s.append(0, 0, 0, 4000, rows.data(), rows.data(), 64);  // 1000 KiB: under the middle
+  EXPECT_EQ(test::anon_huge_bytes(s.keys(0, 0)), 0u);
+  s.append(0, 0, 4000, 200, rows.data(), rows.data(), 64);  // past it: K's and V's ranges collapse
+  EXPECT_EQ(test::anon_huge_bytes(s.keys(0, 0)), 2 * huge);
+  EXPECT_EQ(s.keys(0, 0)[4199 * 64], 1.0f);
 }
 
 }  // namespace

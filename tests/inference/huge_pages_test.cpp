@@ -1,10 +1,13 @@
-// Huge-page weight storage: alignment, full usable size, and vector semantics (copy, resize).
+// Huge-page storage: alignment, full usable size, vector semantics (copy, resize), reserved
+// address space committed only where touched, and collapsing a touched range into a huge page.
 #include "inference/huge_pages.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <numeric>
+
+#include "tests/inference/resident_memory.h"
 
 namespace kvs {
 namespace {
@@ -49,6 +52,32 @@ TEST(HugePages, ImpossibleSizesThrowBadAlloc) {
   HugePageAllocator<float> a;
   EXPECT_THROW(a.allocate(static_cast<std::size_t>(-1) / 2), std::bad_alloc);
   EXPECT_THROW(huge_page_alloc(static_cast<std::size_t>(-1) - 100), std::bad_alloc);
+}
+
+TEST(HugePages, ReservedSpaceIsCommittedOnlyWhereTouched) {
+  const std::size_t bytes = std::size_t{1} << 30;  // 1 GiB of address space
+  auto* p = static_cast<unsigned char*>(reserve_pages(bytes));
+  EXPECT_EQ(address(p) % (std::size_t{2} << 20), 0u);
+  const std::size_t before = test::resident_bytes();
+  for (std::size_t i = 0; i < bytes; i += std::size_t{64} << 20) p[i] = 7;  // one byte in every 64 MiB
+  EXPECT_LT(test::resident_bytes() - before, std::size_t{8} << 20);
+  EXPECT_EQ(p[std::size_t{128} << 20], 7);
+  EXPECT_EQ(p[bytes - 1], 0);
+  release_pages(p, bytes);
+}
+
+TEST(HugePages, CollapseMakesAHalfTouchedRangeOneHugePageAndKeepsItsBytes) {
+  const std::size_t huge = std::size_t{2} << 20;
+  auto* p = static_cast<unsigned char*>(reserve_pages(2 * huge));
+  for (std::size_t i = 0; i < huge / 2; ++i) p[i] = static_cast<unsigned char>(i * 31);
+  if (!collapse_huge_pages(p, huge)) {
+    release_pages(p, 2 * huge);
+    GTEST_SKIP() << "the kernel refused MADV_COLLAPSE (before Linux 6.1, or no free huge page)";
+  }
+  EXPECT_GE(test::anon_huge_bytes(p), huge);
+  for (std::size_t i = 0; i < huge / 2; ++i) ASSERT_EQ(p[i], static_cast<unsigned char>(i * 31)) << i;
+  EXPECT_EQ(p[huge - 1], 0);
+  release_pages(p, 2 * huge);
 }
 
 }  // namespace
