@@ -18,10 +18,6 @@ constexpr std::size_t kSmallPage = 4096;
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
-}  // namespace
-
-namespace {
-
 // `size` bytes (a multiple of 4 KiB) of fresh anonymous memory starting on a 2 MiB boundary: over-map
 // by one huge page, then unmap the slack before and after the aligned block, so every whole 2 MiB
 // range in it can be a huge page. The tail past the last whole huge page stays on small pages.

@@ -167,8 +167,8 @@ void mix_tile(float* const* out, const float* sc, long ld, int n, int nr, int he
 // attend_rows_part over rows key(j) / value(j), j in [j0, j1) (see below).
 template <int HD, class KeyRow, class ValueRow>
 void attend_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
-                 long stat_stride, const float* q_all, int n_q, KeyRow key, ValueRow value, int j0, int j1, int head_dim,
-                 float scale) {
+                 long stat_stride, const float* q_all, int n_q, KeyRow key, ValueRow value, int j0, int j1,
+                 int head_dim, float scale) {
   if (HD) head_dim = HD;
   const int hd8 = head_dim / 8 * 8;  // components in whole 8-wide vectors; the rest one by one
   // Four keys at a time for every query head: from memory for the first, from L1 for the rest.
