@@ -1,7 +1,9 @@
 // HDF5 C API helpers: error stack to exception, owning handles, attributes, groups, datasets.
 #include "analysis/h5_util.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -136,6 +138,25 @@ void divert_writes(hid_t file) {
   if (sink < 0) return;
   ::dup2(sink, fd);
   ::close(sink);
+}
+
+void stream_to_disk(hid_t file, off_t batch, off_t& written_to) {
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || !handle) {
+    H5Eclear2(H5E_DEFAULT);
+    return;
+  }
+  const int fd = *static_cast<int*>(handle);
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || st.st_size - written_to < batch) return;
+  // Advice only: a filesystem without writeback (tmpfs) ignores both, and the final fsync still
+  // makes the file durable.
+  if (written_to > 0) {
+    ::sync_file_range(fd, 0, written_to, SYNC_FILE_RANGE_WAIT_BEFORE);  // started a batch ago
+    ::posix_fadvise(fd, 0, written_to, POSIX_FADV_DONTNEED);
+  }
+  ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+  written_to = st.st_size;
 }
 
 Handle file_handle(hid_t id, const std::string& what) { return Handle(check(id, what), H5Fclose); }
