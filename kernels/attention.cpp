@@ -77,52 +77,100 @@ inline void sum4(const f32x8* v, float* s) {
   s[0] = y[0], s[1] = y[4], s[2] = y[2], s[3] = y[6];
 }
 
-// out[8 * NV] (+)= sum_{j < n} probs[j] * value_row(j)[d0 .. d0 + 8 * NV), the NV output vectors
-// in registers across all keys (an axpy per key loaded and stored them each time), continuing the
-// sums already in out when `more`.
-template <int NV, class ValueRow>
-void mix_pass(float* out, const float* probs, int n, int d0, ValueRow value_row, bool more) {
-  f32x8 acc[NV] = {};
-  if (more)
-    for (int u = 0; u < NV; ++u) acc[u] = load8(out + 8 * u);
-  for (int j = 0; j < n; ++j) {
-    const f32x8 p = splat(probs[j]);
-    const float* v = value_row(j) + d0;
-#pragma GCC unroll 8
-    for (int u = 0; u < NV; ++u) acc[u] += p * load8(v + 8 * u);
-  }
-  for (int u = 0; u < NV; ++u) store8(out + 8 * u, acc[u]);
+// Vector registers the code generator can use for f32x8: AVX-512's encodings reach 32 (for 8-wide
+// vectors too), AVX2's 16.
+#ifdef __AVX512VL__
+constexpr int kVectorRegisters = 32;
+#else
+constexpr int kVectorRegisters = 16;
+#endif
+
+// Query heads of a KV head that attend_rows_part works together: each key and value loaded serves
+// all of them.
+constexpr int kHeadGroup = 4;
+
+// Output vectors per head in one value pass over NQ heads: NQ accumulators each, the NQ heads'
+// probabilities and one value vector in registers.
+template <int NQ>
+constexpr int mix_vectors() {
+  constexpr int fit = (kVectorRegisters - NQ - 1) / NQ;
+  return fit >= 8 ? 8 : fit >= 4 ? 4 : fit >= 2 ? 2 : 1;
 }
 
-// out[head_dim] (+)= sum_{j < n} probs[j] * value_row(j)[0 .. head_dim), keys in order,
-// continuing the sums in out when `more`: 64 components per pass, then any components past the
-// last whole vector one by one.
-template <class ValueRow>
-void mix_values(float* out, const float* probs, int n, int head_dim, ValueRow value_row, bool more) {
-  const int hd8 = head_dim / 8 * 8;
-  for (int d0 = 0; d0 < hd8; d0 += 64) {
-    switch (std::min(8, (hd8 - d0) / 8)) {
-      case 8: mix_pass<8>(out + d0, probs, n, d0, value_row, more); break;
-      case 7: mix_pass<7>(out + d0, probs, n, d0, value_row, more); break;
-      case 6: mix_pass<6>(out + d0, probs, n, d0, value_row, more); break;
-      case 5: mix_pass<5>(out + d0, probs, n, d0, value_row, more); break;
-      case 4: mix_pass<4>(out + d0, probs, n, d0, value_row, more); break;
-      case 3: mix_pass<3>(out + d0, probs, n, d0, value_row, more); break;
-      case 2: mix_pass<2>(out + d0, probs, n, d0, value_row, more); break;
-      default: mix_pass<1>(out + d0, probs, n, d0, value_row, more); break;
+// For each of NQ heads i: out[i * out_stride + d0 ..][8 * NV] = sum_{j0 <= j < j1}
+// probs[i * probs_stride + j] * value(j)[d0 ..], the output vectors in registers across all keys
+// (an axpy per key loaded and stored them each time) and each value vector loaded once for all
+// heads. Keys in order, so every head's sums are the same whatever NQ.
+template <int NQ, int NV, class ValueRow>
+void mix_pass(float* out, long out_stride, const float* probs, long probs_stride, int j0, int j1, int d0,
+              ValueRow value) {
+  f32x8 acc[NQ][NV] = {};
+  for (int j = j0; j < j1; ++j) {
+    f32x8 p[NQ];
+    for (int i = 0; i < NQ; ++i) p[i] = splat(probs[i * probs_stride + j]);
+    const float* v = value(j) + d0;
+#pragma GCC unroll 8
+    for (int u = 0; u < NV; ++u) {
+      const f32x8 vv = load8(v + 8 * u);
+      for (int i = 0; i < NQ; ++i) acc[i][u] += p[i] * vv;
     }
   }
-  for (int d = hd8; d < head_dim; ++d) {
-    float s = more ? out[d] : 0.0f;
-    for (int j = 0; j < n; ++j) s += probs[j] * value_row(j)[d];
-    out[d] = s;
-  }
+  for (int i = 0; i < NQ; ++i)
+    for (int u = 0; u < NV; ++u) store8(out + i * out_stride + d0 + 8 * u, acc[i][u]);
 }
 
-// Keys per value block of attend_rows_part: a block's values (16 KB at head_dim 64) are read from
-// memory by a KV head's first query head and from L1 by the others (32 keys measured a little
-// slower, 128 and 256 no faster).
-constexpr int kKeyBlock = 64;
+// mix_pass over all head_dim components (HD when not 0: a constant, its loops unrolled): passes of
+// mix_vectors<NQ>() vectors, then any whole vectors left one at a time, then the components past
+// the last whole vector one by one.
+template <int NQ, int HD, class ValueRow>
+void mix_values(float* out, long out_stride, const float* probs, long probs_stride, int j0, int j1, int head_dim,
+                ValueRow value) {
+  if (HD) head_dim = HD;
+  constexpr int NV = mix_vectors<NQ>();
+  const int hd8 = head_dim / 8 * 8;
+  int d0 = 0;
+  for (; d0 + 8 * NV <= hd8; d0 += 8 * NV) mix_pass<NQ, NV>(out, out_stride, probs, probs_stride, j0, j1, d0, value);
+  for (; d0 < hd8; d0 += 8) mix_pass<NQ, 1>(out, out_stride, probs, probs_stride, j0, j1, d0, value);
+  for (int d = hd8; d < head_dim; ++d)
+    for (int i = 0; i < NQ; ++i) {
+      float s = 0.0f;
+      for (int j = j0; j < j1; ++j) s += probs[i * probs_stride + j] * value(j)[d];
+      out[i * out_stride + d] = s;
+    }
+}
+
+// probs[i * probs_stride + j] = scale * q_i . key(j) for NQ heads (q_i = q + i * head_dim) and
+// j0 <= j < j1 (head_dim = HD when HD is not 0): four keys at a time, each key vector loaded once
+// for all heads.
+template <int NQ, int HD, class KeyRow>
+void score_keys(float* probs, long probs_stride, const float* q, int j0, int j1, int head_dim, float scale,
+                KeyRow key) {
+  if (HD) head_dim = HD;
+  const int hd8 = head_dim / 8 * 8;  // components in whole 8-wide vectors; the rest one by one
+  int j = j0;
+  for (; j + 4 <= j1; j += 4) {
+    const float* k[4] = {key(j), key(j + 1), key(j + 2), key(j + 3)};
+    f32x8 acc[NQ][4] = {};
+    for (int d = 0; d < hd8; d += 8) {
+      f32x8 kv[4];
+      for (int u = 0; u < 4; ++u) kv[u] = load8(k[u] + d);
+      for (int i = 0; i < NQ; ++i) {
+        const f32x8 qd = load8(q + i * head_dim + d);
+        for (int u = 0; u < 4; ++u) acc[i][u] += qd * kv[u];
+      }
+    }
+    for (int i = 0; i < NQ; ++i) {
+      float s[4];
+      sum4(acc[i], s);
+      if (hd8 < head_dim)  // apart: inside the loop above it cost a fifth of the kernel's speed
+        for (int u = 0; u < 4; ++u)
+          for (int d = hd8; d < head_dim; ++d) s[u] += q[i * head_dim + d] * k[u][d];
+      for (int u = 0; u < 4; ++u) probs[i * probs_stride + j + u] = scale * s[u];
+    }
+  }
+  for (; j < j1; ++j)
+    for (int i = 0; i < NQ; ++i) probs[i * probs_stride + j] = scale * dot(q + i * head_dim, key(j), head_dim);
+}
 
 // The value mix of a tile's kRows query rows at once, so that each value vector loaded serves
 // every row: out_r[d0 .. d0 + 8 * NV) (+)= sum_{j < n} sc[r * ld + j] * values_j, keys in order,
@@ -170,50 +218,34 @@ void attend_part(float* part_out, long out_stride, float* probs, long probs_stri
                  long stat_stride, const float* q_all, int n_q, KeyRow key, ValueRow value, int j0, int j1,
                  int head_dim, float scale) {
   if (HD) head_dim = HD;
-  const int hd8 = head_dim / 8 * 8;  // components in whole 8-wide vectors; the rest one by one
-  // Four keys at a time for every query head: from memory for the first, from L1 for the rest.
-  int j = j0;
-  for (; j + 4 <= j1; j += 4) {
-    const float* k[4] = {key(j), key(j + 1), key(j + 2), key(j + 3)};
-    for (int i = 0; i < n_q; ++i) {
-      const float* q = q_all + static_cast<long>(i) * head_dim;
-      f32x8 acc[4] = {};
-      for (int d = 0; d < hd8; d += 8) {
-        const f32x8 qd = load8(q + d);
-#pragma GCC unroll 4
-        for (int u = 0; u < 4; ++u) acc[u] += qd * load8(k[u] + d);
-      }
-      float s[4];
-      sum4(acc, s);
-      if (hd8 < head_dim)  // apart: inside the loop above it cost a fifth of the kernel's speed
-        for (int u = 0; u < 4; ++u)
-          for (int d = hd8; d < head_dim; ++d) s[u] += q[d] * k[u][d];
-      for (int u = 0; u < 4; ++u) probs[i * probs_stride + j + u] = scale * s[u];
+  for (int i0 = 0; i0 < n_q; i0 += kHeadGroup) {
+    auto heads = [&]<int NQ>() {
+      score_keys<NQ, HD>(probs + i0 * probs_stride, probs_stride, q_all + static_cast<long>(i0) * head_dim, j0, j1,
+                     head_dim, scale, key);
+      for (int i = i0; i < i0 + NQ; ++i)
+        l[i * stat_stride] = exp_shifted(probs + i * probs_stride + j0, j1 - j0, &m[i * stat_stride]);
+      mix_values<NQ, HD>(part_out + i0 * out_stride, out_stride, probs + i0 * probs_stride, probs_stride, j0, j1,
+                     head_dim, value);
+    };
+    switch (std::min(kHeadGroup, n_q - i0)) {
+      case 4: heads.template operator()<4>(); break;
+      case 3: heads.template operator()<3>(); break;
+      case 2: heads.template operator()<2>(); break;
+      default: heads.template operator()<1>(); break;
     }
-  }
-  for (; j < j1; ++j)
-    for (int i = 0; i < n_q; ++i)
-      probs[i * probs_stride + j] = scale * dot(q_all + static_cast<long>(i) * head_dim, key(j), head_dim);
-  for (int i = 0; i < n_q; ++i) l[i * stat_stride] = exp_shifted(probs + i * probs_stride + j0, j1 - j0, &m[i * stat_stride]);
-  const int block = n_q == 1 ? j1 - j0 : kKeyBlock;  // one head: nothing to share, one pass
-  for (int b0 = j0; b0 < j1; b0 += block) {
-    const int b1 = std::min(j1, b0 + block);
-    for (int i = 0; i < n_q; ++i)
-      mix_values(part_out + i * out_stride, probs + i * probs_stride + b0, b1 - b0, head_dim,
-                 [&](int jj) { return value(b0 + jj); }, b0 > j0);
   }
 }
 
 }  // namespace
 
-// Every query head of the KV head over each group of four keys: the keys come from memory once
-// for all of them (head by head over the whole range, the later heads worked from L2 while the
-// memory sat idle). Then the softmax of each head's range, then the values in blocks of
-// kKeyBlock keys, head by head, eight vectors of output at a time in registers. Over a
-// stories110M-shaped cache at 512 keys (one thread, the rows cold): 0.45 of a plain read of the
-// same bytes before 2026-11-24, about 0.75 now, from the constant head sizes (1.5x), the four scores'
-// lanes summed by shuffles, the index-free run, and one value pass for a lone head; a
-// SmolLM2-shaped one at 4K keys went from 15.6 to 9.2 ms a token.
+// The query heads of the KV head in groups of up to kHeadGroup: scores four keys at a time with
+// each key vector loaded once for the group, the softmax of each head's range, then the values
+// in one pass with each value vector loaded once for the group and the outputs in registers (a
+// second group finds the range's keys and values in L2). Over a stories110M-shaped cache at 512
+// keys (one thread, the rows cold): 0.45 of a plain read of the same bytes before 2026-11-24,
+// about 0.7 now, from the constant head sizes (1.5x), the four scores' lanes summed by shuffles
+// and the index-free run; a SmolLM2-shaped one at 4K keys (three heads a KV head), where the
+// heads used to take turns over 64-key blocks, went from 15.6 to 6.5 ms a token.
 void attend_rows_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
                       long stat_stride, const float* q_all, int n_q, const float* keys, const float* values,
                       const int32_t* rows, int j0, int j1, int head_dim, float scale) {

@@ -163,16 +163,17 @@ TEST(Attention, ListedRowsMatchNaiveAcrossHeadSizes) {
 }
 
 // Decode's path: the query heads of one KV head over key ranges (attend_rows_part, which walks
-// each range in blocks of keys for all heads), merged per head (attend_rows_merge). Groups of 1
-// and 3 heads; head sizes with and without a vector tail, and the two compiled as constants (64,
-// 128); ranges shorter than a block, a whole block, and over several blocks with a partial one;
-// rows listed out of order with gaps, as one run of consecutive rows (read without the list), and
-// as two runs (ranges on either side of the gap are runs, the one across it is not).
+// each range for groups of up to four heads), merged per head (attend_rows_merge). Groups of 1,
+// 3 and 4 heads, and of 5 and 8 (two groups, the second short or whole); head sizes with and
+// without a vector tail, and the two compiled as constants (64, 128); ranges of fewer than four
+// keys, whole groups of four and a partial one, and over several parts; rows listed out of order
+// with gaps, as one run of consecutive rows (read without the list), and as two runs (parts on
+// either side of the gap are runs, the one across it is not).
 TEST(Attention, RangePartsOfSeveralHeadsMatchNaive) {
   enum class Rows { Scattered, Run, TwoRuns };
   for (const Rows pattern : {Rows::Scattered, Rows::Run, Rows::TwoRuns})
     for (const int hd : {8, 13, 64, 128})
-      for (const int group : {1, 3})
+      for (const int group : {1, 3, 4, 5, 8})
         for (const int n : {1, 5, 64, 65, 300}) {
           const int stored = n + 9, seg = 128, parts = (n + seg - 1) / seg;
           const auto k = random_vec(stored * hd, 30 + hd), v = random_vec(stored * hd, 31 + n),
