@@ -1,6 +1,6 @@
 // Matvec (one streamed weight row at a time) and blocked matmul (weights packed into 16-row
-// panels, outer-product tiles of 6 tokens x 16 rows) over row-major fp32 weights, with 8-wide GCC
-// vector extensions (AVX/FMA when native).
+// panels, outer-product tiles of 12 tokens x 16 rows with AVX-512, 6 x 16 otherwise) over
+// row-major fp32 weights, with GCC vector extensions (AVX/FMA when native).
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -22,35 +22,56 @@ inline float hsum(f32x8 v) {
   return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
 
-constexpr int kPanel = 16;  // weight rows per packed panel: two 8-wide vectors
-constexpr int kTile = 6;    // tokens per micro-tile: 6 x 2 accumulators, 2 panel loads and 6
-                            // broadcasts per 12 multiply-adds
+constexpr int kPanel = 16;  // weight rows per packed panel
+
+// A panel's column is one 16-wide vector with AVX-512 (Zen 5 and recent Xeons run two 512-bit
+// multiply-adds a cycle: twice the 8-wide peak), two 8-wide ones otherwise. A micro-tile holds
+// kTile tokens' accumulators in registers: 12 x 1 of AVX-512's 32, 6 x 2 of AVX2's 16; per
+// column, kPanel / kLanes panel loads and kTile broadcasts feed kTile * kPanel / kLanes
+// multiply-adds.
+#ifdef __AVX512F__
+constexpr int kLanes = 16;
+constexpr int kTile = 12;
+#else
+constexpr int kLanes = 8;
+constexpr int kTile = 6;
+#endif
+using fvec = float __attribute__((vector_size(kLanes * sizeof(float))));
+constexpr int kVecs = kPanel / kLanes;  // vectors per panel column
+
+inline fvec load_vec(const float* p) {
+  fvec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
 
 // y[t * y_stride + r] = sum_k x[t * cols + k] * panel[k * kPanel + r] for tokens t < NT and
 // the panel's rows r < n_rows (the panel is zero past them). Outer products: no horizontal sums.
 template <int NT>
 inline void micro_tile(float* y, long y_stride, const float* x, const float* panel, int cols, int n_rows) {
-  f32x8 acc[NT][2] = {};
+  fvec acc[NT][kVecs] = {};
   for (int k = 0; k < cols; ++k) {
-    const f32x8 w0 = load8(panel + k * kPanel), w1 = load8(panel + k * kPanel + 8);
-#pragma GCC unroll 6
+    fvec w[kVecs];
+    for (int v = 0; v < kVecs; ++v) w[v] = load_vec(panel + k * kPanel + v * kLanes);
+#pragma GCC unroll 12
     for (int t = 0; t < NT; ++t) {
       const float xt = x[static_cast<long>(t) * cols + k];
-      acc[t][0] += xt * w0;
-      acc[t][1] += xt * w1;
+      for (int v = 0; v < kVecs; ++v) acc[t][v] += xt * w[v];
     }
   }
   for (int t = 0; t < NT; ++t) {
-    float* yt = y + t * y_stride;
-    if (n_rows == kPanel) {
-      std::memcpy(yt, &acc[t][0], sizeof(f32x8));
-      std::memcpy(yt + 8, &acc[t][1], sizeof(f32x8));
-    } else {
-      float full[kPanel];
-      std::memcpy(full, &acc[t][0], sizeof(f32x8));
-      std::memcpy(full + 8, &acc[t][1], sizeof(f32x8));
-      std::memcpy(yt, full, sizeof(float) * n_rows);
-    }
+    float full[kPanel];
+    std::memcpy(full, acc[t], sizeof full);
+    std::memcpy(y + t * y_stride, full, sizeof(float) * n_rows);
+  }
+}
+
+// The last n < kTile tokens of a panel's tokens: micro_tile<n>.
+template <int NT = kTile - 1>
+void tail_tile(int n, float* y, long y_stride, const float* x, const float* panel, int cols, int n_rows) {
+  if constexpr (NT > 0) {
+    if (n == NT) micro_tile<NT>(y, y_stride, x, panel, cols, n_rows);
+    else tail_tile<NT - 1>(n, y, y_stride, x, panel, cols, n_rows);
   }
 }
 
@@ -60,16 +81,7 @@ void panel_rows(float* y, int rows, const float* x, const float* panel, int cols
   int t = t0;
   for (; t + kTile <= t1; t += kTile)
     micro_tile<kTile>(y + static_cast<long>(t) * rows + r0, rows, x + static_cast<long>(t) * cols, panel, cols, n_rows);
-  float* yt = y + static_cast<long>(t) * rows + r0;
-  const float* xt = x + static_cast<long>(t) * cols;
-  switch (t1 - t) {
-    case 5: micro_tile<5>(yt, rows, xt, panel, cols, n_rows); break;
-    case 4: micro_tile<4>(yt, rows, xt, panel, cols, n_rows); break;
-    case 3: micro_tile<3>(yt, rows, xt, panel, cols, n_rows); break;
-    case 2: micro_tile<2>(yt, rows, xt, panel, cols, n_rows); break;
-    case 1: micro_tile<1>(yt, rows, xt, panel, cols, n_rows); break;
-    default: break;
-  }
+  tail_tile(t1 - t, y + static_cast<long>(t) * rows + r0, rows, x + static_cast<long>(t) * cols, panel, cols, n_rows);
 }
 
 // dot(w, x) over n floats with eight independent accumulators. One weight row at a time keeps a

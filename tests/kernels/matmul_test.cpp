@@ -55,6 +55,20 @@ TEST(Matmul, BlockedMatmulMatchesNaive) {
   }
 }
 
+// Every token count up to two tiles and one more (tiles are 12 tokens with AVX-512, 6 otherwise):
+// each short tile the last tokens of a chunk fall into.
+TEST(Matmul, EveryShortTileMatchesNaive) {
+  const int rows = 21, cols = 19;
+  const auto w = random_vec(static_cast<std::size_t>(rows) * cols, 7);
+  for (int n = 1; n <= 25; ++n) {
+    const auto x = random_vec(static_cast<std::size_t>(n) * cols, 8 + n);
+    std::vector<float> y(static_cast<std::size_t>(n) * rows, -7.0f);
+    matmul(y.data(), x.data(), w.data(), n, rows, cols);
+    const auto ref = naive(x, w, n, rows, cols);
+    for (std::size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-5 * cols) << n << " tokens, index " << i;
+  }
+}
+
 // A long input (several token chunks: every panel packed once up front) gives, token for token,
 // exactly what one chunk's worth gives (each panel packed as it is taken).
 TEST(Matmul, PanelsPackedOnceEqualPanelsPackedPerChunk) {
