@@ -22,23 +22,40 @@ inline float dot(const float* a, const float* b, int n) {
 
 using f32x8 = float __attribute__((vector_size(32)));
 
-inline f32x8 load8(const float* p) {
-  f32x8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-inline void store8(float* p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
-
 inline f32x8 splat(float x) { return f32x8{x, x, x, x, x, x, x, x}; }
 
 // A tile is 6 queries x 16 keys (scores) or 6 queries x 16 components (value mix): 12
 // accumulators, 2 vectors of keys or values and a broadcast fit AVX2's 16 registers, 8 loads per
 // 12 multiply-adds. 4 x 24 took all 16 registers, so GCC loaded the keys or values again for every
 // query as a memory operand (16 loads per 12): prefill attention on SmolLM2's shape went from
-// 64-71 to 95-108 GFLOP/s with the same sums in the same order.
-constexpr int kRows = 6;   // queries per tile
-constexpr int kKeys = kPanelKeys;  // keys per tile: one panel, a whole number of 8-wide vectors
+// 64-71 to 95-108 GFLOP/s with the same sums in the same order. Built for AVX-512 (two 512-bit
+// multiply-adds a cycle on Zen 5), a tile is 9 queries x one 16-wide vector of keys, or x two of
+// value components: up to 18 of its 32 registers. On one SmolLM2-shaped layer (bench_prefill):
+// 150-190 GFLOP/s with the 8-wide tiles, 177-226 with 18 x 1, 220-253 with 9 x 1, 241-284 with
+// 9 x 2 for the values.
+#ifdef __AVX512F__
+constexpr int kLanes = 16;  // floats per vector of the tiles
+constexpr int kRows = 9;    // queries per tile
+#else
+constexpr int kLanes = 8;
+constexpr int kRows = 6;
+#endif
+static_assert(kPanelKeys % kLanes == 0);
+using fvec = float __attribute__((vector_size(kLanes * sizeof(float))));
+
+template <class V>
+inline V load_as(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <class V>
+inline void store_as(float* p, V v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+constexpr int kKeys = kPanelKeys;  // keys per tile: one panel, a whole number of vectors
 constexpr int kGroupRows = kCausalGroupRows;  // a whole number of tiles
 static_assert(kGroupRows % kRows == 0);
 constexpr int kChunkKeys = 112;  // keys per chunk (whole panels): 28 KB of keys or values at head_dim 64
@@ -46,21 +63,21 @@ constexpr int kChunkKeys = 112;  // keys per chunk (whole panels): 28 KB of keys
 // sc[r * ld + j] = dot(q_r, key jb + j) for the kRows query rows qr[r] and the n keys from jb
 // (both multiples of kKeys), one panel of kKeys packed keys at a time (see attention.h).
 void tile_scores(float* sc, long ld, int n, const float* const* qr, const float* keys_p, int jb, int head_dim) {
-  constexpr int kVecs = kKeys / 8;
+  constexpr int kVecs = kKeys / kLanes;
   for (int j = 0; j < n; j += kKeys) {
-    f32x8 acc[kRows][kVecs] = {};
+    fvec acc[kRows][kVecs] = {};
     const float* kp = keys_p + static_cast<long>(jb + j) * head_dim;  // [head_dim, kKeys]
     for (int d = 0; d < head_dim; ++d, kp += kKeys) {
-      f32x8 k[kVecs];
-      for (int u = 0; u < kVecs; ++u) k[u] = load8(kp + 8 * u);
-#pragma GCC unroll 6
+      fvec k[kVecs];
+      for (int u = 0; u < kVecs; ++u) k[u] = load_as<fvec>(kp + kLanes * u);
+#pragma GCC unroll 18
       for (int r = 0; r < kRows; ++r) {
         const float qd = qr[r][d];
         for (int u = 0; u < kVecs; ++u) acc[r][u] += qd * k[u];
       }
     }
     for (int r = 0; r < kRows; ++r)
-      for (int u = 0; u < kVecs; ++u) store8(sc + r * ld + j + 8 * u, acc[r][u]);
+      for (int u = 0; u < kVecs; ++u) store_as(sc + r * ld + j + kLanes * u, acc[r][u]);
   }
 }
 
@@ -111,12 +128,12 @@ void mix_pass(float* out, long out_stride, const float* probs, long probs_stride
     const float* v = value(j) + d0;
 #pragma GCC unroll 8
     for (int u = 0; u < NV; ++u) {
-      const f32x8 vv = load8(v + 8 * u);
+      const f32x8 vv = load_as<f32x8>(v + 8 * u);
       for (int i = 0; i < NQ; ++i) acc[i][u] += p[i] * vv;
     }
   }
   for (int i = 0; i < NQ; ++i)
-    for (int u = 0; u < NV; ++u) store8(out + i * out_stride + d0 + 8 * u, acc[i][u]);
+    for (int u = 0; u < NV; ++u) store_as(out + i * out_stride + d0 + 8 * u, acc[i][u]);
 }
 
 // mix_pass over all head_dim components (HD when not 0: a constant, its loops unrolled): passes of
@@ -153,9 +170,9 @@ void score_keys(float* probs, long probs_stride, const float* q, int j0, int j1,
     f32x8 acc[NQ][4] = {};
     for (int d = 0; d < hd8; d += 8) {
       f32x8 kv[4];
-      for (int u = 0; u < 4; ++u) kv[u] = load8(k[u] + d);
+      for (int u = 0; u < 4; ++u) kv[u] = load_as<f32x8>(k[u] + d);
       for (int i = 0; i < NQ; ++i) {
-        const f32x8 qd = load8(q + i * head_dim + d);
+        const f32x8 qd = load_as<f32x8>(q + i * head_dim + d);
         for (int u = 0; u < 4; ++u) acc[i][u] += qd * kv[u];
       }
     }
@@ -173,37 +190,41 @@ void score_keys(float* probs, long probs_stride, const float* q, int j0, int j1,
 }
 
 // The value mix of a tile's kRows query rows at once, so that each value vector loaded serves
-// every row: out_r[d0 .. d0 + 8 * NV) (+)= sum_{j < n} sc[r * ld + j] * values_j, keys in order,
-// continuing the sums already in out when `more`. The rows' probs are zero outside each row's
-// own keys, so every row runs over the tile's whole key range with the same nonzero terms in
-// the same order. Rows r < nr are stored.
-template <int NV>
+// every row: out_r[d0 .. d0 + NV vectors of V) (+)= sum_{j < n} sc[r * ld + j] * values_j, keys
+// in order, continuing the sums already in out when `more`. The rows' probs are zero outside each
+// row's own keys, so every row runs over the tile's whole key range with the same nonzero terms
+// in the same order. Rows r < nr are stored.
+template <class V, int NV>
 void mix_tile_pass(float* const* out, const float* sc, long ld, int n, int nr, int d0, const float* values,
                    long v_stride, bool more) {
-  f32x8 acc[kRows][NV] = {};
+  constexpr int lanes = sizeof(V) / sizeof(float);
+  V acc[kRows][NV] = {};
   if (more)
     for (int r = 0; r < kRows; ++r)
-      for (int u = 0; u < NV; ++u) acc[r][u] = load8(out[r] + d0 + 8 * u);
+      for (int u = 0; u < NV; ++u) acc[r][u] = load_as<V>(out[r] + d0 + lanes * u);
   const float* v = values + d0;
   for (int j = 0; j < n; ++j, v += v_stride) {
-    f32x8 vv[NV];
-    for (int u = 0; u < NV; ++u) vv[u] = load8(v + 8 * u);
-#pragma GCC unroll 6
+    V vv[NV];
+    for (int u = 0; u < NV; ++u) vv[u] = load_as<V>(v + lanes * u);
+#pragma GCC unroll 18
     for (int r = 0; r < kRows; ++r) {
-      const f32x8 p = splat(sc[r * ld + j]);
+      const float p = sc[r * ld + j];
       for (int u = 0; u < NV; ++u) acc[r][u] += p * vv[u];
     }
   }
   for (int r = 0; r < nr; ++r)
-    for (int u = 0; u < NV; ++u) store8(out[r] + d0 + 8 * u, acc[r][u]);
+    for (int u = 0; u < NV; ++u) store_as(out[r] + d0 + lanes * u, acc[r][u]);
 }
 
-// mix_tile_pass over all head_dim components: 16 at a time, then 8, then one by one.
+// mix_tile_pass over all head_dim components: two tile vectors at a time (32 with AVX-512, 16
+// otherwise), then one, then 8, then one by one.
 void mix_tile(float* const* out, const float* sc, long ld, int n, int nr, int head_dim, const float* values,
               long v_stride, bool more) {
   int d0 = 0;
-  for (; d0 + 16 <= head_dim; d0 += 16) mix_tile_pass<2>(out, sc, ld, n, nr, d0, values, v_stride, more);
-  if (d0 + 8 <= head_dim) mix_tile_pass<1>(out, sc, ld, n, nr, d0, values, v_stride, more), d0 += 8;
+  for (; d0 + 2 * kLanes <= head_dim; d0 += 2 * kLanes)
+    mix_tile_pass<fvec, 2>(out, sc, ld, n, nr, d0, values, v_stride, more);
+  if (d0 + kLanes <= head_dim) mix_tile_pass<fvec, 1>(out, sc, ld, n, nr, d0, values, v_stride, more), d0 += kLanes;
+  if (d0 + 8 <= head_dim) mix_tile_pass<f32x8, 1>(out, sc, ld, n, nr, d0, values, v_stride, more), d0 += 8;
   for (; d0 < head_dim; ++d0)
     for (int r = 0; r < nr; ++r) {
       float s = more ? out[r][d0] : 0.0f;
