@@ -57,11 +57,11 @@ Handle file_handle(hid_t id, const std::string& what);
 // (HDF5 1.10 leaves a half-freed file behind when closing fails, crashing at exit.)
 void divert_writes(hid_t file);
 // For a file written step by step and read back only when complete (a trace being recorded),
-// once it has grown by `batch` bytes since the last time: starts the disk writes of everything flushed
-// so far, waits for those started the last time and drops their pages from the page cache. Keeps
-// a multi-GB recording from filling the page cache; on the development VM a copy into fresh
-// page-cache pages ran at ~700 MB/s, into recycled ones at 2-4 GB/s. `written_to` carries the
-// file's size at the last round between calls (0 at the start).
+// once it has grown by `batch` bytes since the last round: starts the disk writes of everything
+// flushed so far, waits for those the last round started and drops their pages from the page
+// cache. Keeps a multi-GB recording from filling the page cache; on the development VM a copy
+// into fresh page-cache pages ran at ~700 MB/s, into recycled ones at 2-4 GB/s. `written_to`
+// carries the file's size at the last round between calls (0 at the start).
 void stream_to_disk(hid_t file, off_t batch, off_t& written_to);
 Handle group_handle(hid_t id, const std::string& what);
 Handle dataset_handle(hid_t id, const std::string& what);

@@ -29,8 +29,8 @@ constexpr int kDeflateLevel = 1;  // libdeflate's level 1 packs attention rows a
 constexpr size_t kParallelBytes = 256 << 10;  // raw bytes below which one thread packs a step
 // Bytes a recording grows by between h5::stream_to_disk's rounds. Every step cost more than it
 // saved (capture +11 … +19% of decode on the stories110M shape, from +3 … +11%); 64 MiB keeps
-// that shape's cost and cut SmolLM2's at 4K keys (4.5 MB a step) from +41 … +68% to +16 … +18%,
-// the page cache holding at most ~128 MiB of the trace.
+// that shape's cost and cut SmolLM2's at 4K keys (4.5 MB a step) from +41 … +68% to +13.5 …
+// +19.3%, the page cache holding at most ~128 MiB of the trace.
 constexpr off_t kStreamBatch = off_t{64} << 20;
 
 // Whether a decode chunk of fp16 or fp32 (elem 2 or 4) elements whose rows hold `len` values of

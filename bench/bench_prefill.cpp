@@ -29,11 +29,11 @@
 
 namespace {
 
-// GFLOP/s of all threads issuing ten independent multiply-add chains of Lanes-wide vectors
-// (enough to cover the FMA latency on two pipes), best of three.
 using f32x8 = float __attribute__((vector_size(32)));
 using f32x16 = float __attribute__((vector_size(64)));
 
+// GFLOP/s of all threads issuing ten independent multiply-add chains of fvec vectors (enough to
+// cover the FMA latency on two pipes), best of three.
 template <class fvec>
 double fma_peak() {
   constexpr int Lanes = sizeof(fvec) / sizeof(float);
@@ -91,8 +91,8 @@ int main(int argc, char** argv) {
   constexpr int block = 4 * ops::kCausalGroupRows;
   constexpr long qd = heads * hd, kvd = kv_heads * hd;
 
-  // The products' micro-tiles use 16-wide vectors where the compiler targets AVX-512, the
-  // attention's tiles 8-wide ones: ratios are against the widest the build uses.
+  // Both kernels' tiles use 16-wide vectors where the compiler targets AVX-512: ratios are
+  // against the widest vectors the build uses.
 #ifdef __AVX512F__
   const double peak = fma_peak<f32x16>();
   std::printf("threads %d, fp32 FMA peak %.1f GFLOP/s with 16-wide vectors (8-wide: %.1f)\n\n",
