@@ -1,5 +1,5 @@
 // rmsnorm, softmax (with its log-sum-exp), swiglu and the vector log against direct
-// double-precision formulas.
+// double-precision formulas; the 16-lane exponential against the 8-lane one.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/exp8.h"
 #include "kernels/log8.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/softmax.h"
@@ -88,9 +89,9 @@ TEST(Elementwise, SoftmaxIsStableAndReturnsLse) {
 // The vectorized exponential, through softmax: every probability within 1e-6 of its own size plus
 // what rounding x - max to fp32 costs (half an ulp of the argument, relative to exp of it): a
 // relative bound, not an absolute one that tiny probabilities pass trivially. Over lengths
-// with and without a partial vector, spreads from flat to one-hot, and keys at -inf (exactly 0).
+// with and without a partial vector of 8 or 16 lanes, spreads from flat to one-hot, and keys at -inf (exactly 0).
 TEST(Elementwise, SoftmaxProbabilitiesHaveSmallRelativeError) {
-  for (const int n : {1, 7, 8, 9, 64, 301}) {
+  for (const int n : {1, 7, 8, 9, 15, 16, 17, 64, 301}) {
     for (const float spread : {0.5f, 10.0f, 60.0f, 200.0f}) {
       auto x = random_vec(n, 10 + n, -spread, spread);
       if (n > 2) x[1] = -std::numeric_limits<float>::infinity();
@@ -112,6 +113,32 @@ TEST(Elementwise, SoftmaxProbabilitiesHaveSmallRelativeError) {
       }
       if (n > 2) {
         EXPECT_EQ(x[1], 0.0f);
+      }
+    }
+  }
+}
+
+// The exponential of 16 lanes is the 8-lane one lane for lane (softmax takes 16 with AVX-512),
+// across the clamps, -inf, +inf and NaN.
+TEST(Elementwise, SixteenLaneExpEqualsEightLaneExp) {
+  std::vector<float> xs = random_vec(4096, 12, -100.0f, 100.0f);
+  for (const float x : {-std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::quiet_NaN(), -87.33654f, 88.37626f, 0.0f, -0.0f, 1e-30f})
+    xs.push_back(x);
+  while (xs.size() % 16) xs.push_back(0.5f);
+  for (std::size_t i = 0; i < xs.size(); i += 16) {
+    f32x16 v16;
+    f32x8 lo, hi;
+    for (int k = 0; k < 16; ++k) v16[k] = xs[i + k];
+    for (int k = 0; k < 8; ++k) lo[k] = xs[i + k], hi[k] = xs[i + 8 + k];
+    const f32x16 got = exp_lanes(v16);
+    const f32x8 want_lo = exp8(lo), want_hi = exp8(hi);
+    for (int k = 0; k < 16; ++k) {
+      const float want = k < 8 ? want_lo[k] : want_hi[k - 8];
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got[k])) << xs[i + k];
+      } else {
+        EXPECT_EQ(got[k], want) << "exp(" << xs[i + k] << ")";
       }
     }
   }
