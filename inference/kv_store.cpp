@@ -3,6 +3,10 @@
 #include "inference/kv_store.h"
 
 #include <cstring>
+#include <new>
+#include <string>
+
+#include "inference/errors.h"
 
 namespace kvs {
 namespace {
@@ -25,8 +29,18 @@ KvStore::KvStore(int n_layers, int n_kv_heads, int head_dim, int max_len)
   const std::size_t slab_bytes = round_up(static_cast<std::size_t>(max_len) * head_dim * sizeof(float), 64);
   const std::size_t stride = slab_bytes >= kHugePage / 2 ? round_up(slab_bytes, kHugePage) : slab_bytes;
   slab_floats_ = stride / sizeof(float);
-  arena_bytes_ = static_cast<std::size_t>(n_layers) * n_kv_heads * 2 * stride;
-  arena_ = static_cast<float*>(reserve_pages(arena_bytes_));
+  const std::size_t slabs = static_cast<std::size_t>(n_layers) * n_kv_heads * 2;
+  const auto too_large = [&] {
+    return input_error("KV cache", "cannot reserve " + std::to_string(slabs) + " slabs of " +
+                                       std::to_string(stride >> 20) + " MiB for " + std::to_string(max_len) +
+                                       " positions (out of address space or memory)");
+  };
+  if (__builtin_mul_overflow(slabs, stride, &arena_bytes_)) throw too_large();
+  try {
+    arena_ = static_cast<float*>(reserve_pages(arena_bytes_));
+  } catch (const std::bad_alloc&) {
+    throw too_large();
+  }
   collapse_ = arena_bytes_ > kEagerHugeArena;
   if (!collapse_) advise_huge_pages(arena_, arena_bytes_);
 }

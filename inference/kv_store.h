@@ -15,7 +15,8 @@ namespace kvs {
 
 class KvStore : public KvSlots {
  public:
-  // max_len bounds every head's capacity (the model's context).
+  // max_len bounds every head's capacity (the model's context). Throws InputError ("KV cache:
+  // cannot reserve ...") when the address space for that context cannot be had.
   KvStore(int n_layers, int n_kv_heads, int head_dim, int max_len);
   ~KvStore();
   KvStore(const KvStore&) = delete;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "inference/errors.h"
 #include "inference/kv_store.h"
 #include "tests/inference/resident_memory.h"
 
@@ -129,6 +130,19 @@ TEST(KvStore, ALargeArenasSlabsTurnHugeAsTheyFill) {
   s.append(0, 0, 4000, 200, rows.data(), rows.data(), 64);  // past it: K's and V's ranges collapse
   EXPECT_EQ(test::anon_huge_bytes(s.keys(0, 0)), 2 * huge);
   EXPECT_EQ(s.keys(0, 0)[4199 * 64], 1.0f);
+}
+
+// A context no address space holds (64 x 64 heads of 2^30 positions: 4 PiB) is refused with a
+// line that names the cache, not a bare std::bad_alloc.
+TEST(KvStore, AContextNoAddressSpaceHoldsIsAOneLineError) {
+  try {
+    KvStore s(64, 64, 128, 1 << 30);
+    FAIL() << "reserved 4 PiB";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("KV cache: cannot reserve 8192 slabs of 524288 MiB for 1073741824 positions"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
