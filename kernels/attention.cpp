@@ -1,6 +1,6 @@
 // Attention: dot-product scores, softmax (kernels/softmax.h), value mix; one query row, or a
-// causal block of prompt rows in groups of 18 queries over chunks of keys, tiled as 6 queries x
-// 16 packed keys (8-wide GCC vector extensions).
+// causal block of prompt rows in groups of 18 queries over chunks of keys, tiled as 9 queries x
+// 16 packed keys with AVX-512's 16-wide vectors, 6 x 16 with 8-wide ones (kernels/simd.h).
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/simd.h"
 #include "kernels/softmax.h"
 
 namespace kvs::ops {
@@ -20,8 +21,6 @@ inline float dot(const float* a, const float* b, int n) {
   return s;
 }
 
-using f32x8 = float __attribute__((vector_size(32)));
-
 inline f32x8 splat(float x) { return f32x8{x, x, x, x, x, x, x, x}; }
 
 // A tile is 6 queries x 16 keys (scores) or 6 queries x 16 components (value mix): 12
@@ -33,27 +32,8 @@ inline f32x8 splat(float x) { return f32x8{x, x, x, x, x, x, x, x}; }
 // value components: up to 18 of its 32 registers. On one SmolLM2-shaped layer (bench_prefill):
 // 150-190 GFLOP/s with the 8-wide tiles, 177-226 with 18 x 1, 220-253 with 9 x 1, 241-284 with
 // 9 x 2 for the values.
-#ifdef __AVX512F__
-constexpr int kLanes = 16;  // floats per vector of the tiles
-constexpr int kRows = 9;    // queries per tile
-#else
-constexpr int kLanes = 8;
-constexpr int kRows = 6;
-#endif
+constexpr int kRows = kLanes == 16 ? 9 : 6;  // queries per tile (tiles are of fvec)
 static_assert(kPanelKeys % kLanes == 0);
-using fvec = float __attribute__((vector_size(kLanes * sizeof(float))));
-
-template <class V>
-inline V load_as(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <class V>
-inline void store_as(float* p, V v) {
-  std::memcpy(p, &v, sizeof v);
-}
 
 constexpr int kKeys = kPanelKeys;  // keys per tile: one panel, a whole number of vectors
 constexpr int kGroupRows = kCausalGroupRows;  // a whole number of tiles

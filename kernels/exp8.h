@@ -6,10 +6,9 @@
 #include <cstring>
 #include <limits>
 
-namespace kvs::ops {
+#include "kernels/simd.h"
 
-using f32x8 = float __attribute__((vector_size(32)));
-using f32x16 = float __attribute__((vector_size(64)));
+namespace kvs::ops {
 
 // The 32-bit integer vector of a float vector's width.
 template <class V>

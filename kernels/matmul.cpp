@@ -7,16 +7,10 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/simd.h"
+
 namespace kvs::ops {
 namespace {
-
-using f32x8 = float __attribute__((vector_size(32)));
-
-inline f32x8 load8(const float* p) {
-  f32x8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 inline float hsum(f32x8 v) {
   return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
@@ -24,26 +18,11 @@ inline float hsum(f32x8 v) {
 
 constexpr int kPanel = 16;  // weight rows per packed panel
 
-// A panel's column is one 16-wide vector with AVX-512 (Zen 5 and recent Xeons run two 512-bit
-// multiply-adds a cycle: twice the 8-wide peak), two 8-wide ones otherwise. A micro-tile holds
-// kTile tokens' accumulators in registers: 12 x 1 of AVX-512's 32, 6 x 2 of AVX2's 16; per
-// column, kPanel / kLanes panel loads and kTile broadcasts feed kTile * kPanel / kLanes
-// multiply-adds.
-#ifdef __AVX512F__
-constexpr int kLanes = 16;
-constexpr int kTile = 12;
-#else
-constexpr int kLanes = 8;
-constexpr int kTile = 6;
-#endif
-using fvec = float __attribute__((vector_size(kLanes * sizeof(float))));
+// A panel's column is one fvec with AVX-512, two otherwise. A micro-tile holds kTile tokens'
+// accumulators in registers: 12 x 1 of AVX-512's 32 (8 and 16 tokens measured slower), 6 x 2 of
+// AVX2's 16; per column, kVecs panel loads and kTile broadcasts feed kTile * kVecs multiply-adds.
+constexpr int kTile = kLanes == 16 ? 12 : 6;
 constexpr int kVecs = kPanel / kLanes;  // vectors per panel column
-
-inline fvec load_vec(const float* p) {
-  fvec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // y[t * y_stride + r] = sum_k x[t * cols + k] * panel[k * kPanel + r] for tokens t < NT and
 // the panel's rows r < n_rows (the panel is zero past them). Outer products: no horizontal sums.
@@ -52,7 +31,7 @@ inline void micro_tile(float* y, long y_stride, const float* x, const float* pan
   fvec acc[NT][kVecs] = {};
   for (int k = 0; k < cols; ++k) {
     fvec w[kVecs];
-    for (int v = 0; v < kVecs; ++v) w[v] = load_vec(panel + k * kPanel + v * kLanes);
+    for (int v = 0; v < kVecs; ++v) w[v] = load_as<fvec>(panel + k * kPanel + v * kLanes);
 #pragma GCC unroll 12
     for (int t = 0; t < NT; ++t) {
       const float xt = x[static_cast<long>(t) * cols + k];
@@ -93,9 +72,9 @@ inline float dot_row(const float* w, const float* x, int n) {
   int k = 0;
   for (; k + 64 <= n; k += 64) {
 #pragma GCC unroll 8
-    for (int u = 0; u < 8; ++u) acc[u] += load8(w + k + 8 * u) * load8(x + k + 8 * u);
+    for (int u = 0; u < 8; ++u) acc[u] += load_as<f32x8>(w + k + 8 * u) * load_as<f32x8>(x + k + 8 * u);
   }
-  for (; k + 8 <= n; k += 8) acc[0] += load8(w + k) * load8(x + k);
+  for (; k + 8 <= n; k += 8) acc[0] += load_as<f32x8>(w + k) * load_as<f32x8>(x + k);
   float s = hsum(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
   for (; k < n; ++k) s += w[k] * x[k];
   return s;

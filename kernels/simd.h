@@ -1,0 +1,31 @@
+// The CPU kernels' vector types (GCC vector extensions): 8 and 16 float lanes, and fvec, the
+// widest the build targets: 16 lanes with AVX-512 (Zen 5 and recent Xeons run two 512-bit
+// multiply-adds a cycle, twice the 8-wide peak), 8 otherwise. Loads and stores are unaligned.
+#pragma once
+#include <cstring>
+
+namespace kvs::ops {
+
+using f32x8 = float __attribute__((vector_size(32)));
+using f32x16 = float __attribute__((vector_size(64)));
+
+#ifdef __AVX512F__
+using fvec = f32x16;
+#else
+using fvec = f32x8;
+#endif
+constexpr int kLanes = sizeof(fvec) / sizeof(float);  // floats per fvec
+
+template <class V>
+inline V load_as(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <class V>
+inline void store_as(float* p, V v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+}  // namespace kvs::ops
