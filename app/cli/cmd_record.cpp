@@ -125,9 +125,8 @@ int cmd_record(const ArgList& argv) {
     return 128 + stopped_by;
   }
   if (quiet) return 0;
-  std::fprintf(stderr, "kvscope: %d prompt tokens + %d steps in %.2f s (%.1f tok/s); trace %s%s%s\n",
-               res.prompt_len, res.n_steps, res.seconds, res.seconds > 0 ? res.n_steps / res.seconds : 0.0,
-               res.out_path.c_str(), res.note.empty() ? "" : "; ", res.note.c_str());
+  std::fprintf(stderr, "kvscope: %s; trace %s%s%s\n", timing_summary(res).c_str(), res.out_path.c_str(),
+               res.note.empty() ? "" : "; ", res.note.c_str());
   return 0;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 
@@ -146,6 +147,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   RecordResult res;
   std::vector<int> generated;
   int prev = prompt.back();
+  std::chrono::steady_clock::time_point start, first_token, last_token;  // of a run without a policy
   auto stream = [&](int step, int token) {
     if (cb.on_token) cb.on_token(step, r.steps, tok->decode_piece(prev, token));
     prev = token;
@@ -165,8 +167,13 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
       req.sampling = r.sampling;
       req.eos_id = tok->eos_id();
       GenerateCallbacks gcb;
-      gcb.on_token = [&](int step, int token, std::span<const float>) { stream(step, token); };
+      gcb.on_token = [&](int step, int token, std::span<const float>) {
+        last_token = std::chrono::steady_clock::now();
+        if (step == 0) first_token = last_token;
+        stream(step, token);
+      };
       gcb.cancelled = cb.cancelled;
+      start = std::chrono::steady_clock::now();
       generated = generate(engine, req, gcb);
     } else {
       // Recorded under a policy from the start: the trace's attention is the policy run's own.
@@ -254,7 +261,23 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   res.out_path = r.out_path;
   res.note = rec.capture_note();
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (r.policy.empty() && res.n_steps > 0) {
+    res.prefill_seconds = std::chrono::duration<double>(first_token - start).count();
+    res.decode_seconds = std::chrono::duration<double>(last_token - first_token).count();
+  }
   return res;
+}
+
+std::string timing_summary(const RecordResult& res) {
+  char text[160];
+  // The first step's token comes from the prefill's logits: the decode time covers the others.
+  if (res.prefill_seconds > 0 && res.decode_seconds > 0 && res.n_steps > 1)
+    std::snprintf(text, sizeof text, "%d prompt tokens in %.2f s (%.0f tok/s) + %d steps at %.1f tok/s, %.2f s in all",
+                  res.prompt_len, res.prefill_seconds, res.prompt_len / res.prefill_seconds, res.n_steps,
+                  (res.n_steps - 1) / res.decode_seconds, res.seconds);
+  else
+    std::snprintf(text, sizeof text, "%d prompt tokens + %d steps in %.2f s", res.prompt_len, res.n_steps, res.seconds);
+  return text;
 }
 
 }  // namespace kvs

@@ -34,7 +34,11 @@ struct RecordResult {
   std::string generated_text;   // decoded continuation
   int prompt_len = 0;
   int n_steps = 0;
-  double seconds = 0.0;
+  double seconds = 0.0;          // the whole call: loading the model and writing the trace included
+  // Without a live policy: the prompt's prefill (until the first generated token) and the decode
+  // steps after it (first to last token); 0 when not split (a policy's run has several passes).
+  double prefill_seconds = 0.0;
+  double decode_seconds = 0.0;
   std::string out_path;         // "" when cancelled before a step was recorded: no trace written
   std::string cancelled_during; // then what ran: "prefill", "reference run" or "KVzip scoring"
   std::string note;             // capture notes (e.g. prefill map reduced)
@@ -53,6 +57,11 @@ struct RecordCallbacks {
   // prefill layers and steps. The recorded run is the last pass of `count`, reported above.
   PassReport on_pass;
 };
+
+// "P prompt tokens in A s (R tok/s) + N steps at D tok/s, T s in all": prefill and decode rates
+// apart, since a long prompt's prefill would otherwise read as slow decoding; the total alone when
+// the run was not split.
+std::string timing_summary(const RecordResult& result);
 
 // Throws InputError on bad input. On cancellation the trace holds the steps done so far, or,
 // cancelled before the first recorded step, none is written (out_path empty).

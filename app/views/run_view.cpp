@@ -435,8 +435,7 @@ class RunView : public View {
             app.info("Recording " + r.note);
             return;
           }
-          app.info("Recorded " + r.out_path + " (" + std::to_string(r.n_steps) + " steps in " +
-                   std::to_string(r.seconds).substr(0, 5) + " s)" + (r.note.empty() ? "" : "; " + r.note));
+          app.info("Recorded " + r.out_path + " (" + timing_summary(r) + ")" + (r.note.empty() ? "" : "; " + r.note));
           app.open_trace(r.out_path, false);
         });
       } catch (const std::exception& e) {

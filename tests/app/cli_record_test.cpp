@@ -36,7 +36,8 @@ void expect_story(const CliResult& r, const TempDir& out_dir) {
   // 60 greedy steps reach past the first paragraph.
   EXPECT_NE(text.find("She wanted to play with it, but it was too high.\nLily"), std::string::npos) << text;
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("5 prompt tokens + 60 steps"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("5 prompt tokens in "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" + 60 steps at "), std::string::npos) << r.err;
   // Only the committed trace is left in the output folder (no temporary sibling).
   EXPECT_EQ(out_dir.entries(), std::vector<std::string>{"story.h5"});
 }
