@@ -11,6 +11,7 @@
 #include "analysis/trace.h"
 #include "inference/errors.h"
 #include "kernels/log8.h"
+#include "kernels/simd.h"
 
 namespace kvs {
 
@@ -23,19 +24,24 @@ double range_mass(const float* row, int lo, int hi) {  // sum of row[lo..hi)
 }
 
 // -sum of p log p over row[0..n), zeros (and subnormals, whose terms are below 1e-36) skipped;
-// eight lanes at a time (ops::log8), each row's terms summed in double.
+// eight lanes at a time (ops::log8), the terms widened to double and summed in eight double lanes
+// (one running double took a dependent add per term: 4x slower, a third of a recorded step's
+// analyses at SmolLM2's 3.6K keys).
 double row_entropy(const float* row, int n) {
   using ops::f32x8;
-  double h = 0.0;
+  using f64x4 = double __attribute__((vector_size(32)));
+  f64x4 lo{}, hi{};  // the terms of lanes 0-3 and 4-7
   int j = 0;
   for (; j + 8 <= n; j += 8) {
-    f32x8 p;
-    std::memcpy(&p, row + j, sizeof p);
+    const f32x8 p = ops::load_as<f32x8>(row + j);
     const auto normal = p >= std::numeric_limits<float>::min();
     const f32x8 safe = normal ? p : f32x8{} + 1.0f;  // log8 needs normal inputs; log(1) = 0
     const f32x8 t = safe * ops::log8(safe);
-    for (int k = 0; k < 8; ++k) h -= t[k];
+    lo += __builtin_convertvector(__builtin_shufflevector(t, t, 0, 1, 2, 3), f64x4);
+    hi += __builtin_convertvector(__builtin_shufflevector(t, t, 4, 5, 6, 7), f64x4);
   }
+  const f64x4 both = lo + hi;
+  double h = -((both[0] + both[1]) + (both[2] + both[3]));
   for (; j < n; ++j) {
     if (row[j] >= std::numeric_limits<float>::min()) h -= (double)row[j] * std::log((double)row[j]);
   }

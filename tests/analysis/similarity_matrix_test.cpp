@@ -1,7 +1,10 @@
 // Inter-layer similarity (OmniKV definition) on hand-built decode rows with known values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "analysis/similarity.h"
@@ -22,6 +25,24 @@ TEST(SimilarityTest, TopKBreaksTiesByLowerPosition) {
   EXPECT_EQ(top_k_positions(a, 3), (std::vector<int>{1, 2, 3}));
   EXPECT_EQ(top_k_positions(a, 5), (std::vector<int>{1, 2, 3, 0, 4}));
   EXPECT_EQ(top_k_positions(a, 9).size(), 5u);
+}
+
+// The selected set and its order equal a full ranking by (value descending, position ascending),
+// on values drawn from a few levels so that ties straddle the k-th place.
+TEST(SimilarityTest, TopKEqualsAFullRanking) {
+  std::mt19937 rng(3);
+  for (int n : {1, 2, 17, 300, 3574}) {
+    std::uniform_int_distribution<int> level(0, n > 100 ? 40 : 3);
+    std::vector<float> a(n);
+    for (float& v : a) v = 0.01f * static_cast<float>(level(rng));
+    std::vector<int> ranked(n);
+    std::iota(ranked.begin(), ranked.end(), 0);
+    std::stable_sort(ranked.begin(), ranked.end(), [&](int x, int y) { return a[x] > a[y]; });
+    for (int k : {0, 1, n / 3, n / 2 + 1, n - 1, n}) {
+      const std::vector<int> want(ranked.begin(), ranked.begin() + std::max(k, 0));
+      EXPECT_EQ(top_k_positions(a, k), want) << "n = " << n << ", k = " << k;
+    }
+  }
 }
 
 TEST(SimilarityTest, HeadMaxUsesLogitsNotProbabilities) {
