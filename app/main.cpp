@@ -1,6 +1,8 @@
 // kvscope: the desktop app (no subcommand, or `gui`) and the headless command line.
 #include <unistd.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -60,6 +62,10 @@ int main(int argc, char** argv) {
     if (!std::getenv("GOMP_SPINCOUNT")) setenv("GOMP_SPINCOUNT", "3000", 1);
     execv("/proc/self/exe", argv);  // returns only on failure; then run as we are
   }
+  // Past a file-size limit (ulimit -f) a write raises SIGXFSZ, whose default action kills the
+  // process with no message and leaves the temporary trace behind. Ignored, the write fails with
+  // EFBIG and the writer reports it as one line, as a full disk.
+  std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   const std::string cmd = args.empty() ? "gui" : args[0];
   std::vector<std::string> rest = args.empty() ? args : std::vector<std::string>(args.begin() + 1, args.end());

@@ -26,8 +26,9 @@ inline const std::string kTokenizer = KVSCOPE_SHARED_DIR "/models/stories260K/to
 inline bool have_model() { return fs::exists(kModel) && fs::exists(kTokenizer); }
 
 // Starts `kvscope args...` with stdout to /dev/null and stderr to `stderr_fd` (-1 = /dev/null).
-// fsize_limit > 0 caps the size of files the child may write (SIGXFSZ ignored, so writes fail
-// with EFBIG as on a full disk).
+// fsize_limit > 0 caps the size of files the child may write. SIGXFSZ keeps its default action
+// (terminate), as in a user's shell: kvscope must ignore it itself so that the write fails with
+// EFBIG, as on a full disk.
 inline pid_t spawn_kvscope(const std::vector<std::string>& args, int stderr_fd = -1, long fsize_limit = 0) {
   std::vector<std::string> all = {KVSCOPE_BINARY};
   all.insert(all.end(), args.begin(), args.end());
@@ -37,7 +38,7 @@ inline pid_t spawn_kvscope(const std::vector<std::string>& args, int stderr_fd =
   ::dup2(null_fd, 1);
   ::dup2(stderr_fd >= 0 ? stderr_fd : null_fd, 2);
   if (fsize_limit > 0) {
-    ::signal(SIGXFSZ, SIG_IGN);  // stays ignored across exec
+    ::signal(SIGXFSZ, SIG_DFL);
     struct rlimit rl = {(rlim_t)fsize_limit, (rlim_t)fsize_limit};
     ::setrlimit(RLIMIT_FSIZE, &rl);
   }
