@@ -46,6 +46,7 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
         values_[name].push_back(value);
       } else if (switch_flags.count(name)) {
         if (inline_value) throw input_error(name, "takes no value");
+        if (values_.count(name)) throw input_error(name, "given twice");
         values_[name].push_back("1");
       } else {
         throw input_error(name, "unknown option");

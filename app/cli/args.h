@@ -13,8 +13,8 @@ namespace kvs {
 class Args {
  public:
   // value_flags take a value; switch_flags do not. Anything else starting with "--" is an error,
-  // and so is a value flag given twice unless it is one of `repeatable` (a second value would
-  // silently replace the first).
+  // and so is a flag given twice: a value flag unless it is one of `repeatable` (a second value
+  // would silently replace the first), a switch always (a typo or a script's mistake).
   Args(const std::vector<std::string>& argv, const std::set<std::string>& value_flags,
        const std::set<std::string>& switch_flags, const std::set<std::string>& repeatable = {});
 
