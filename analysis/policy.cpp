@@ -63,15 +63,11 @@ std::string PolicySpec::run_name() const {
   return out;
 }
 
-PolicySpec parse_policy_spec(const std::string& text, int budget) {
-  PolicySpec spec;
-  spec.budget = budget;
-  const size_t colon = text.find(':');
-  spec.name = text.substr(0, colon);
-  auto fail = [&](const std::string& problem) { return input_error("--policy " + text, problem); };
-  if (spec.name.empty()) throw fail("missing policy name");
-  if (colon == std::string::npos) return spec;
-  const std::string rest = text.substr(colon + 1);
+namespace {
+
+// The "key=value,..." after the name's colon into spec.params; budget=N into spec.budget.
+template <class Fail>
+void parse_params(const std::string& rest, PolicySpec& spec, const Fail& fail) {
   if (rest.empty()) throw fail("no parameters after ':'");
   std::string last_key;
   size_t start = 0;
@@ -106,6 +102,18 @@ PolicySpec parse_policy_spec(const std::string& text, int budget) {
     spec.budget = (int)v;
     spec.params.erase(b);
   }
+}
+
+}  // namespace
+
+PolicySpec parse_policy_spec(const std::string& text, int budget) {
+  PolicySpec spec;
+  spec.budget = budget;
+  const size_t colon = text.find(':');
+  spec.name = text.substr(0, colon);
+  auto fail = [&](const std::string& problem) { return input_error("--policy " + text, problem); };
+  if (spec.name.empty()) throw fail("missing policy name");
+  if (colon != std::string::npos) parse_params(text.substr(colon + 1), spec, fail);
   if (spec.name == "full") spec.budget = 0;  // holds everything: a budget given beside it is not its
   return spec;
 }

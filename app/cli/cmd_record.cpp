@@ -10,6 +10,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/device_flag.h"
+#include "app/cli/policy_setup.h"
 #include "app/cli/record.h"
 #include "app/cli/stop_signals.h"
 #include "inference/errors.h"
@@ -62,6 +63,8 @@ int cmd_record(const ArgList& argv) {
     const PolicySpec spec = parse_policy_spec(r.policy, 0);  // --budget, unless full or budget=N
     if (!a.has("--budget") && spec.name != "full" && spec.budget <= 0)
       throw input_error("--budget", "is required (tokens kept per head) for --policy " + r.policy);
+    if (a.has("--budget") && !takes_budget_flag(r.policy))
+      throw input_error("--budget", "--policy " + r.policy + " does not use it (full keeps every token; budget=N is the spec's own)");
   }
   r.decode_dtype = a.str("--decode-dtype", "float32");
   if (r.decode_dtype != "float32" && r.decode_dtype != "float16")

@@ -15,6 +15,11 @@
 
 namespace kvs {
 
+bool takes_budget_flag(const std::string& policy_text) {
+  const PolicySpec own = parse_policy_spec(policy_text, 0);
+  return own.name != "full" && own.budget <= 0;
+}
+
 std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const TraceReader& trace) {
   const ModelShape shape = trace.meta().shape;
   require_decode_steps(trace);
@@ -23,7 +28,9 @@ std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const Trac
   const int budget = args.integer("--budget", 0, 1, 1 << 30);  // 0 when absent
   std::vector<std::unique_ptr<Policy>> out;
   std::set<std::string> names;
+  bool budget_used = false;  // by a policy that has a budget and gives none of its own
   for (const auto& text : specs) {
+    budget_used |= takes_budget_flag(text);
     PolicySpec spec = parse_policy_spec(text, budget);
     // --budget may be left out for `full` and for a spec with its own budget=N.
     if (!args.has("--budget") && spec.name != "full" && spec.budget <= 0)
@@ -35,6 +42,8 @@ std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const Trac
       throw input_error("--policy " + text, "given twice (run name " + spec.run_name() + ")");
     out.push_back(std::move(p));
   }
+  if (args.has("--budget") && !budget_used)
+    throw input_error("--budget", "no --policy uses it (full keeps every token; budget=N in a spec is that policy's own)");
   if (args.has("--alpha") && std::none_of(out.begin(), out.end(), [](const auto& p) { return p->spec().name == "duoattention"; }))
     throw input_error("--alpha", "gives DuoAttention's gates, and no --policy duoattention is given");
   return out;

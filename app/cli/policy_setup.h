@@ -20,6 +20,10 @@ namespace kvs {
 // filter layers the optimizer chooses on the trace's /layers/similarity when it has one.
 std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const TraceReader& trace);
 
+// Whether --policy `policy_text` takes its budget from --budget: not `full` (which keeps every
+// token) and no budget=N of its own. A --budget no policy takes is refused, not ignored.
+bool takes_budget_flag(const std::string& policy_text);
+
 // --model, else the model path recorded in the trace; --tokenizer likewise.
 std::string model_path_for(const Args& args, const TraceMeta& meta, const std::string& why);
 std::string tokenizer_path_for(const Args& args, const TraceMeta& meta);

@@ -108,7 +108,7 @@ TEST_F(CliSimulate, EveryPolicyAtOnceAppendsARunEach) {
   for (size_t i = 0; i < names.size(); ++i) {
     const Json& run = j.items()[i];
     EXPECT_EQ(run.get_string("name", ""), names[i]);
-    EXPECT_EQ(run.get_number("budget", 0), 16);
+    EXPECT_EQ(run.get_number("budget", -1), names[i] == "full" ? 0 : 16) << names[i];  // full keeps everything
     EXPECT_EQ(run.get_string("eviction", ""), "simulated");
     const double recall = run.get_number("mean_recall", -1);
     EXPECT_GT(recall, 0.0) << names[i];
@@ -460,6 +460,28 @@ TEST_F(CliSimulate, FullAndSpecsWithTheirOwnBudgetNeedNoBudgetFlag) {
   const CliResult r = run_kvscope({"simulate", t, "--policy", "full", "--policy", "h2o:budget=8"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(TraceReader(t).run_names(), (std::vector<std::string>{"full", "h2o_b8"}));
+}
+
+// full keeps every token: its run has no budget whatever --budget says, and a --budget that no
+// policy takes (each has its own budget=N, or is full) is refused rather than ignored.
+TEST_F(CliSimulate, FullStoresNoBudget) {
+  const std::string t = fresh_trace();
+  const CliResult r = run_kvscope({"simulate", t, "--policy", "full", "--policy", "h2o", "--budget", "8"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const TraceReader reader(t);
+  EXPECT_EQ(reader.run_names(), (std::vector<std::string>{"full", "h2o_b8"}));
+  EXPECT_EQ(reader.read_run("full", false).budget, 0);
+  EXPECT_EQ(reader.read_run("h2o_b8", false).budget, 8);
+}
+
+TEST_F(CliSimulateBadInput, BudgetThatNoPolicyTakes) {
+  for (const std::vector<std::string>& policies :
+       {std::vector<std::string>{"--policy", "full"}, {"--policy", "h2o:budget=5"},
+        {"--policy", "full", "--policy", "tova:budget=6"}}) {
+    std::vector<std::string> args = policies;
+    args.insert(args.end(), {"--budget", "8"});
+    EXPECT_TRUE(is_input_error(simulate(args), "--budget", "no --policy uses it")) << policies.back();
+  }
 }
 
 TEST_F(CliSimulateBadInput, MissingBudgetOrPolicy) {
