@@ -223,6 +223,7 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   // mode feeds the reference's tokens.
   req.stop_at_eos = options.mode == "free";
   req.eos_id = tokenizer.eos_id();
+  req.bos_id = tokenizer.bos_id();
   if (options.mode == "forced") req.forced = reference.tokens;
   GenerateCallbacks cb;
   cb.on_token = [&](int step, int, std::span<const float>) {

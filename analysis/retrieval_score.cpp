@@ -78,7 +78,7 @@ std::vector<float> retrieval_trial(Engine& engine, const Tokenizer& tokenizer,
   for (int step = 0; step < steps; ++step) {
     const int emitted = greedy.sample(engine.decode(token));
     tally.add_step(argmax.argmax(), emitted);
-    if (emitted == tokenizer.eos_id()) break;
+    if (emitted == tokenizer.eos_id() || emitted == tokenizer.bos_id()) break;  // the text ended
     answer.push_back(emitted);
     if (tokenizer.decode_piece(token, emitted).find('\n') != std::string::npos) break;
     token = emitted;

@@ -166,6 +166,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
       req.steps = r.steps;
       req.sampling = r.sampling;
       req.eos_id = tok->eos_id();
+      req.bos_id = tok->bos_id();
       GenerateCallbacks gcb;
       gcb.on_token = [&](int step, int token, std::span<const float>) {
         last_token = std::chrono::steady_clock::now();
@@ -235,11 +236,12 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
     note += (note.empty() ? "" : "; ") + std::string("cancelled: the trace keeps the ") +
             std::to_string(rec.steps_written()) + " of " + std::to_string(r.steps) + " steps recorded";
   }
-  // The model chose end-of-text as its first token: a trace without decode steps is one that
+  // The model chose end-of-text (or begin-of-text) as its first token: a trace without decode steps is one that
   // simulate, rerun, heads and layers refuse, so none is written (the recorder discards it).
   if (!cancelled && rec.steps_written() == 0) {
     const bool chat_model = !r.chat && !chat_family_for_model(model).empty();
-    throw input_error("prompt", "the model ended the text at once (end-of-text as its first token): no decode step "
+    throw input_error("prompt", "the model ended the text at once (end-of-text or begin-of-text as its first token): no "
+                                "decode step "
                                 "to record" +
                                     std::string(chat_model ? "; " + model.path +
                                                                  " is a chat model: give the prompt in its chat format "
@@ -248,7 +250,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   }
   if (!cancelled && rec.steps_written() < r.steps) {
     std::string& note = rec.meta().capture_note;
-    note += (note.empty() ? "" : "; ") + std::string("the model ended the text (end-of-text) after ") +
+    note += (note.empty() ? "" : "; ") + std::string("the model ended the text (end-of-text or begin-of-text token) after ") +
             std::to_string(rec.steps_written()) + " of " + std::to_string(r.steps) + " steps";
   }
   analyses.write(rec.writer());

@@ -63,6 +63,26 @@ TEST(CliRecord, GreedyStoryFromGguf) {
   expect_story(r, out);
 }
 
+// stories260K marks the end of a story with BOS (id 1), where llama2.c's run.c stops: from the
+// prompt "x" its first story ends after 361 tokens, and the recording ends there with a note, not
+// running a second story on.
+TEST(CliRecord, GenerationStopsAtABeginOfTextToken) {
+  for (const std::string& model : {stories_bin(), stories_gguf()}) {
+    TempDir out;
+    const CliResult r =
+        run_kvscope({"record", "--model", model, "--prompt", "x", "--steps", "400", "--out", out.file("x.h5")});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("the model ended the text (end-of-text or begin-of-text token) after 361 of 400 steps"),
+              std::string::npos)
+        << r.err;
+    const TraceReader trace(out.file("x.h5"));
+    EXPECT_EQ(trace.meta().n_steps, 361);
+    const std::vector<int32_t> ids = trace.token_ids();
+    EXPECT_EQ(std::count(ids.begin() + 1, ids.end(), 1), 0) << "a BOS past the prompt's own";
+    EXPECT_EQ(r.out.find("Once upon a time"), std::string::npos) << "a second story began";
+  }
+}
+
 // Checks a CLI-recorded stories260K trace with h5py by the documented names: the token ids, and
 // that every decode row is a distribution that is zero past its query position.
 const char* kH5pyCheck = R"PY(
@@ -221,8 +241,8 @@ TEST_F(CliRecordBadInput, ModelEndingTheTextAtOnce) {
   const std::string base = write_eos_first_model(in.file("base.gguf"), "");
   CliResult r = record_into_empty({"--model", base}, "a");
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "kvscope: prompt: the model ended the text at once (end-of-text as its first token): no decode "
-                   "step to record\n");
+  EXPECT_EQ(r.err, "kvscope: prompt: the model ended the text at once (end-of-text or begin-of-text as its first "
+                   "token): no decode step to record\n");
   const std::string chat = write_eos_first_model(in.file("chat.gguf"), "{{ '<|im_start|>' + message['role'] }}");
   r = record_into_empty({"--model", chat}, "a");
   EXPECT_EQ(r.code, 2);
@@ -443,6 +463,15 @@ TEST_F(CliRecordBadInput, FlagGivenTwice) {
       "--policy", "given twice"));
   EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--seed", "1", "--seed", "2"}), "--seed",
                              "given twice"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--quiet", "--quiet"}), "--quiet",
+                             "given twice"));
+}
+
+TEST_F(CliRecordBadInput, BudgetThePolicyDoesNotUse) {
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "h2o:budget=5", "--budget", "8"}),
+                             "--budget", "--policy h2o:budget=5 does not use it"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "full", "--budget", "8"}),
+                             "--budget", "--policy full does not use it"));
 }
 
 TEST_F(CliRecordBadInput, EmptyValuesAndABudgetWithoutAPolicy) {
