@@ -36,7 +36,12 @@ int cmd_simulate(const ArgList& argv) {
     DuoGates gates = trace_duo_gates(trace);  // for gates=estimated
     opt.alpha = std::move(gates.alpha);
     opt.alpha_source = std::move(gates.source);
-    if (any_needs_key_scores(policies) && !trace.has_array("/attention/prefill_key_scores")) {
+    const bool runs_model = any_needs_key_scores(policies) && !trace.has_array("/attention/prefill_key_scores");
+    for (const char* flag : {"--model", "--tokenizer"})  // would be silently ignored, whatever model it names
+      if (a.has(flag) && !runs_model)
+        throw input_error(flag, "is not used: simulate runs the model only for --policy kvzip, on a trace without "
+                                "its key scores");
+    if (runs_model) {
       // KVzip's scores run the model over the prompt: on a terminal, where that stands.
       const bool show = isatty(fileno(stderr));
       PassReport report;

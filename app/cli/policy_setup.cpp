@@ -66,9 +66,14 @@ std::string tokenizer_path_for(const Args& args, const TraceMeta& meta) {
 void check_model_matches(const Model& model, const TraceMeta& meta) {
   const ModelConfig& c = model.config;
   const ModelShape& t = meta.shape;
+  auto describe = [](int layers, int heads, int kv_heads, int head_dim) {
+    return std::to_string(layers) + " layers, " + std::to_string(heads) + " heads (" + std::to_string(kv_heads) +
+           " KV), head size " + std::to_string(head_dim);
+  };
   if (c.n_layers != t.n_layers || c.n_heads != t.n_heads || c.n_kv_heads != t.n_kv_heads || c.head_dim != t.head_dim)
-    throw input_error(model.path, "model shape differs from the trace's (" + std::to_string(t.n_layers) + " layers, " +
-                                      std::to_string(t.n_heads) + " heads)");
+    throw input_error(model.path, "model shape differs from the trace's (model: " +
+                                      describe(c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim) +
+                                      "; trace: " + describe(t.n_layers, t.n_heads, t.n_kv_heads, t.head_dim) + ")");
 }
 
 DuoGates trace_duo_gates(const TraceReader& trace) {

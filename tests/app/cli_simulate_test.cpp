@@ -560,6 +560,21 @@ TEST(CliSimulateMissingData, KvzipWithAModelOfAnotherShape) {
   EXPECT_EQ(work.entries(), std::vector<std::string>{"t.h5"});
 }
 
+// Only KVzip's scoring runs a model: --model or --tokenizer beside policies that read the trace
+// alone would be ignored, whatever model they name (another shape included), so they are refused.
+TEST(CliSimulateMissingData, ModelFlagsNoPolicyUses) {
+  TempDir work;
+  const std::string t = work.file("t.h5");
+  ASSERT_EQ(record_stories(t, "Once upon a time", 4).code, 0);
+  const std::string before = read_bytes(t);
+  EXPECT_TRUE(is_input_error(
+      run_kvscope({"simulate", t, "--policy", "h2o", "--budget", "3", "--model", tiny_random_gguf()}), "--model",
+      "is not used: simulate runs the model only for --policy kvzip"));
+  EXPECT_TRUE(is_input_error(run_kvscope({"simulate", t, "--policy", "full", "--tokenizer", tok512()}),
+                             "--tokenizer", "is not used"));
+  EXPECT_TRUE(read_bytes(t) == before);
+}
+
 TEST(CliSimulateNotATrace, TextFileAndTruncatedTrace) {
   TempDir work;
   const std::string text = work.file("notes.h5");
