@@ -78,6 +78,19 @@ ImU32 run_color(const std::string& name, const std::string& policy, bool live) {
 
 ImU32 run_color(const RunData& run) { return run_color(run.name, run.policy, run.eviction == "real"); }
 
+void same_line_if_fits(float width) {
+  const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  if (ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x + width <= right) ImGui::SameLine();
+}
+
+float radio_width(const char* label) {
+  return ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x;
+}
+
+float button_width(const char* label, bool small) {
+  return ImGui::CalcTextSize(label).x + 2 * (small ? 0.0f : ImGui::GetStyle().FramePadding.x);
+}
+
 bool legend_toggle(const char* label, ImU32 color, bool shown, bool dashed) {
   const float h = ImGui::GetTextLineHeight(), gap = ImGui::GetStyle().ItemInnerSpacing.x;
   const ImVec2 size(h + gap + ImGui::CalcTextSize(label).x, h);

@@ -64,5 +64,12 @@ bool legend_toggle(const char* label, ImU32 color, bool shown, bool dashed = fal
 ImU32 cell_state_color(CellState s);   // lane palette
 // Legend chips for the lane states.
 void lane_legend();
+// Continues the current row (SameLine) when an item `width` pixels wide still fits in the
+// window, else lets it start the next row: a narrow panel wraps its controls instead of cutting
+// the last ones off at its edge.
+void same_line_if_fits(float width);
+// Widths of the items that follow, for same_line_if_fits.
+float radio_width(const char* label);
+float button_width(const char* label, bool small = false);
 
 }  // namespace kvs

@@ -72,13 +72,20 @@ class CompareView : public View {
     return r.eviction == "real" && !r.text.empty() ? r.text : t.generated_text;
   }
 
-  bool run_combo(const char* label, const TraceSnapshot& t, int& index) {
-    bool changed = false;
-    // Wide enough for the longest run name (they differ in their ends: _free, _b32), within reason.
+  // Wide enough for the longest run name (they differ in their ends: _free, _b32), within reason.
+  static float combo_width(const TraceSnapshot& t) {
     float name_w = 0.0f;
     for (const RunData& r : t.runs) name_w = std::max(name_w, ImGui::CalcTextSize(r.name.c_str()).x);
     const float arrow = ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x;
-    ImGui::SetNextItemWidth(std::clamp(name_w + arrow, 200.0f, 420.0f));
+    return std::clamp(name_w + arrow, 200.0f, 420.0f);
+  }
+
+  // On the current row when it fits (same_line_if_fits), else on the next.
+  bool run_combo(const char* label, const TraceSnapshot& t, int& index) {
+    bool changed = false;
+    const float width = combo_width(t);
+    same_line_if_fits(width + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x);
+    ImGui::SetNextItemWidth(width);
     if (ImGui::BeginCombo(label, t.runs[index].name.c_str())) {
       for (int i = 0; i < (int)t.runs.size(); ++i)
         if (ImGui::Selectable(t.runs[i].name.c_str(), i == index)) index = i, changed = true;
@@ -99,9 +106,9 @@ class CompareView : public View {
       app.run_b = p.with;
       want_sink_pair_ = false;
     }
-    ImGui::SameLine();
-    ImGui::BeginDisabled(app.engine.busy());
     const std::string label = "StreamingLLM: no sinks vs sinks, budget " + std::to_string(p.budget);
+    same_line_if_fits(button_width(label.c_str()));
+    ImGui::BeginDisabled(app.engine.busy());
     if (ImGui::Button(label.c_str())) {
       want_sink_pair_ = true;
       if (!p.complete()) submit_simulation(app, sink_pair_missing_specs(p), p.budget);
@@ -141,9 +148,7 @@ class CompareView : public View {
                          "e.g. streamingllm with sinks=0 and with sinks=4, or open a second trace.", (int)t.runs.size());
       return;
     }
-    ImGui::SameLine();
     run_combo("A", t, app.run_a);
-    ImGui::SameLine();
     run_combo("B", t, app.run_b);
     const RunData& a = t.runs[app.run_a];
     const RunData& b = t.runs[app.run_b];

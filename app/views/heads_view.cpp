@@ -175,7 +175,7 @@ class HeadsView : public View {
   // Without retrieval scores in the trace: a button that scores the heads on the trace's model.
   void retrieval_button(AppState& app) {
     if (std::any_of(grids_.begin(), grids_.end(), [](const HeadGrid& g) { return g.name == "retrieval_score"; })) return;
-    ImGui::SameLine();
+    same_line_if_fits(button_width("score retrieval heads", true));
     ImGui::BeginDisabled(app.engine.busy());
     if (ImGui::SmallButton("score retrieval heads")) score_retrieval(app);
     ImGui::EndDisabled();

@@ -42,9 +42,11 @@ class LayersView : public View {
     ImGui::SetNextItemWidth(60);
     if (ImGui::InputInt("wait", &wait_, 0)) plan_valid_ = false;
     wait_ = std::clamp(wait_, 0, std::max(L - 1, 0));
-    ImGui::SameLine();
+    same_line_if_fits(button_width("Choose filter layers"));
     if (ImGui::Button("Choose filter layers")) optimize();
-    ImGui::SameLine();
+    // A row of its own when the panel is narrow: the layers typed, and their evaluation.
+    same_line_if_fits(110 + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("given").x +
+                      ImGui::GetStyle().ItemSpacing.x + button_width("Evaluate"));
     ImGui::SetNextItemWidth(110);
     if (ImGui::InputText("given", &given_text_, ImGuiInputTextFlags_EnterReturnsTrue)) evaluate_given();
     ImGui::SameLine();
@@ -209,7 +211,9 @@ class LayersView : public View {
     const ImVec2 o(p.x + label, p.y + label);
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (float v : sim_) lo = std::min(lo, v), hi = std::max(hi, v);
-    const int every = std::max(1, (int)std::ceil(18.0f / cell));
+    // Labels far enough apart not to touch: the widest (the last layer's) plus a gap, and a line.
+    const float label_gap = std::max(ImGui::CalcTextSize(std::to_string(L - 1).c_str()).x + 6.0f, ImGui::GetTextLineHeight());
+    const int every = std::max(1, (int)std::ceil(label_gap / cell));
     for (int i = 0; i < L; i += every) {
       dl->AddText(ImVec2(o.x + cell * i, p.y + 2), IM_COL32(150, 150, 150, 255), std::to_string(i).c_str());
       dl->AddText(ImVec2(p.x, o.y + cell * i), IM_COL32(150, 150, 150, 255), std::to_string(i).c_str());

@@ -21,6 +21,7 @@
 #include "app/gui/jobs.h"
 #include "app/gui/replace_confirm.h"
 #include "app/gui/script.h"
+#include "app/gui/widgets.h"
 #include "app/views/view.h"
 #include "inference/chat_template.h"
 #include "inference/cuda_backend.h"
@@ -221,7 +222,8 @@ class RunView : public View {
     ImGui::SameLine();
     ImGui::SetNextItemWidth(70);
     ImGui::InputInt("seed", &seed_, 0);
-    ImGui::SameLine();
+    const ImGuiStyle& style = ImGui::GetStyle();
+    same_line_if_fits(radio_width("CPU") + style.ItemSpacing.x + radio_width("CUDA"));
     int device = device_ == Device::Cuda ? 1 : 0;
     ImGui::RadioButton("CPU", &device, 0);
     ImGui::SameLine();
@@ -231,7 +233,7 @@ class RunView : public View {
     if (!cuda_ok_ && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("%s", cuda_why_.c_str());
     device_ = device == 1 && cuda_ok_ ? Device::Cuda : Device::Cpu;
     // What the GPU stores weights and cache in (as --gpu-dtype): auto = bf16 for bf16 checkpoints.
-    ImGui::SameLine();
+    same_line_if_fits(70 + style.ItemInnerSpacing.x + ImGui::CalcTextSize("GPU dtype").x);
     ImGui::BeginDisabled(device_ != Device::Cuda);
     ImGui::SetNextItemWidth(70);
     if (ImGui::BeginCombo("GPU dtype", gpu_dtype_name(gpu_dtype_))) {
@@ -281,8 +283,9 @@ class RunView : public View {
     ImGui::SetNextItemWidth(80);
     ImGui::InputInt("budget (tokens per head)", &budget_, 0);
     budget_ = std::max(budget_, 1);
-    ImGui::SameLine();
-    ImGui::Checkbox("enforce first checked policy live when recording", &record_live_);
+    const char* live_label = "enforce first checked policy live when recording";
+    same_line_if_fits(radio_width(live_label));  // a checkbox is as wide as a radio button
+    ImGui::Checkbox(live_label, &record_live_);
     // Every row when the window is tall enough, else as many as half the space left (the output
     // below takes the rest), at least a few.
     const float rows_h = ImGui::GetFrameHeightWithSpacing() * (policies_.size() + 1.2f);
