@@ -207,7 +207,8 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
         // trace recorded under the policy does not hold.
         add_kept_set_counts(shape, meta.prompt_len, run, SimulateOptions{}.block_size);
         generated.assign(run.tokens.begin() + meta.prompt_len, run.tokens.end());
-        note += "recorded under policy " + run.name + " (real eviction)";
+        note += "recorded under policy " + run.name +
+                (policy->spec().name == "full" ? " (the full cache: nothing evicted)" : " (real eviction)");
         rec.meta().recorded_under = run.name;
         rec.writer().write_run(run);
       } catch (const RunCancelled&) {

@@ -120,7 +120,7 @@ void AppState::install(std::shared_ptr<TraceReader> r, std::shared_ptr<const Tra
   info("Opened " + trace->path + " (" + std::to_string(trace->total_len()) + " tokens, " +
        std::to_string(trace->n_steps()) + " steps, " + std::to_string(trace->runs.size()) + " runs)" +
        (trace->meta.capture_note.empty() ? "" : "; " + trace->meta.capture_note) +
-       (trace->n_steps() == 0 ? "; no decode steps: the model ended the text at once" : ""));
+       (trace->n_steps() == 0 ? "; no decode steps: nothing to evict" : ""));
   set_step(step);
 }
 

@@ -95,8 +95,11 @@ class LanesView : public View {
       return;
     }
     if (t.n_steps() == 0) {  // no step will ever load
-      ImGui::TextWrapped("This trace has no decode steps: the model ended the text at once (an Instruct model given "
-                         "the raw text often does: record with chat format on).");
+      // KVScope refuses to write such a trace, so it came from elsewhere: say what is missing, and
+      // only then the usual cause.
+      ImGui::TextWrapped("This trace has no decode steps, so no policy has anything to evict. A recording whose model "
+                         "ends the text at once has none (an Instruct model given raw text often does: record with "
+                         "chat format on).");
       return;
     }
     if (!app.step_data) {
