@@ -55,8 +55,9 @@ struct TraceReader::Impl {
   // What the path is, before anything opens it: a FIFO would block the open (and the probe).
   struct stat stat_file() const {
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0) throw input_error(path, std::strerror(errno));
-    if (S_ISDIR(st.st_mode)) throw input_error(path, "is a directory, not a trace file");
+    if (::stat(path.c_str(), &st) != 0)  // worded as the model loader words it
+      throw input_error(path, errno == ENOENT ? std::string("no such file") : std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) throw input_error(path, "is a folder, not a trace file");
     if (!S_ISREG(st.st_mode)) throw input_error(path, "not a regular file");
     return st;
   }

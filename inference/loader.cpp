@@ -37,8 +37,13 @@ std::unique_ptr<Tokenizer> open_tokenizer_file(const std::string& path) {
       throw input_error(path, "no such file");
     case PathKind::Other:
       throw input_error(path, "not a regular file");
-    case PathKind::Folder:
-      return load_tokenizer_json((fs::path(path) / "tokenizer.json").string());
+    case PathKind::Folder: {
+      const std::string json = (fs::path(path) / "tokenizer.json").string();
+      if (path_kind(json) == PathKind::Missing)
+        throw input_error(path, "is a folder without tokenizer.json (give a tokenizer file, or a Hugging Face model "
+                                "folder)");
+      return load_tokenizer_json(json);
+    }
     case PathKind::RegularFile:
       break;
   }
@@ -91,13 +96,18 @@ Model load_model(const std::string& path) {
   try {
     return load_llama2c_model(path);
   } catch (const InputError&) {
-    // A llama2.c tokenizer.bin given as the model is the likely slip: say so.
-    bool tokenizer = false;
-    try {
-      tokenizer = load_llama2c_tokenizer(path)->vocab_size() > 0;
-    } catch (const std::exception&) {
-    }
-    if (tokenizer) throw input_error(path, "is a llama2.c tokenizer, not a model (give it as --tokenizer)");
+    // A tokenizer given as the model is the likely slip: say so.
+    auto opens_as = [&](auto load) {
+      try {
+        return load(path)->vocab_size() > 0;
+      } catch (const std::exception&) {
+        return false;
+      }
+    };
+    if (opens_as(load_llama2c_tokenizer))
+      throw input_error(path, "is a llama2.c tokenizer, not a model (give it as --tokenizer)");
+    if (opens_as(load_sentencepiece_model))
+      throw input_error(path, "is a SentencePiece tokenizer model, not a model (give it as --tokenizer)");
     throw;
   }
 }

@@ -197,7 +197,7 @@ TEST(TraceWriterSafety, WriteErrorMidRecordingRemovesTheTemporaryFile) {
 
 TEST(TraceReaderRejects, MissingFile) {
   TempDir dir;
-  EXPECT_EQ(reader_error(dir.file("none.h5")), dir.file("none.h5") + ": No such file or directory");
+  EXPECT_EQ(reader_error(dir.file("none.h5")), dir.file("none.h5") + ": no such file");
 }
 
 // A FIFO (or any file that is not regular) is refused before anything opens it: the open would

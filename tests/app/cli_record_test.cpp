@@ -251,6 +251,18 @@ TEST_F(CliRecordBadInput, ModelEndingTheTextAtOnce) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// A tokenizer given where a model goes is named as one; a folder given as the tokenizer that has
+// no tokenizer.json says so rather than failing to open a file it never named.
+TEST_F(CliRecordBadInput, TokenizerAsModelAndFolderAsTokenizer) {
+  const std::string spm = shared("stories260K/tok512.model");
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", spm}), spm,
+                             "is a SentencePiece tokenizer model, not a model (give it as --tokenizer)"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", tok512()}), tok512(),
+                             "is a llama2.c tokenizer, not a model (give it as --tokenizer)"));
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--tokenizer", in.path()}), in.path(),
+                             "is a folder without tokenizer.json"));
+}
+
 TEST_F(CliRecordBadInput, TruncatedBin) {
   const std::string model = in.file("stories260K.bin");
   write_bytes(model, read_bytes(stories_bin()).substr(0, 1000));
