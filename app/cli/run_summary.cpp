@@ -71,9 +71,16 @@ void print_run_summaries(const std::vector<RunData>& runs, bool json) {
     return;
   }
   if (const std::string heading = means_heading(runs); !heading.empty()) std::printf("%s\n", heading.c_str());
+  // Columns as wide as their longest entry, so that long run names keep the metrics aligned.
+  int name_w = 0, budget_w = 0;
+  auto budget_of = [](const RunData& r) { return r.budget > 0 ? std::to_string(r.budget) : "-"; };  // full has none
   for (const RunData& r : runs) {
-    const std::string budget = r.budget > 0 ? std::to_string(r.budget) : "-";  // full has none
-    std::printf("%-26s %-10s budget %-5s", r.name.c_str(), r.eviction.c_str(), budget.c_str());
+    name_w = std::max(name_w, (int)r.name.size());
+    budget_w = std::max(budget_w, (int)budget_of(r).size());
+  }
+  for (const RunData& r : runs) {
+    std::printf("%-*s  %-10s budget %-*s", name_w, r.name.c_str(), r.eviction.c_str(), budget_w,
+                budget_of(r).c_str());
     std::vector<const NamedArray*> shown;
     for (const auto& m : r.metrics)
       if (shown_in_line(m.name)) shown.push_back(&m);
