@@ -28,7 +28,9 @@ int run_gui_command(const std::vector<std::string>& args) {
   if (!a.positional().empty()) o.trace_path = a.positional()[0];
   o.screenshot_path = a.str("--screenshot");
   o.view = a.str("--view");
-  o.step = a.integer("--step", -1, -1, 1 << 30);
+  if (a.has("--view") && !a.has("--screenshot"))  // the app itself shows every view
+    throw kvs::input_error("--view", "chooses what --screenshot renders; the app shows every view (View menu)");
+  o.step = a.integer("--step", -1, 0, 1 << 30);  // -1: where the app opens
   o.script = a.str("--script");
   o.model_path = a.str("--model");
   if (a.has("--size")) {

@@ -26,7 +26,7 @@ const char* command_help(const std::string& command) {
        "  --screenshot out.png   render headless (under xvfb-run), write the PNG and exit\n"
        "  --view NAME            what to render: all, run, timeline, lanes, attention, heads, layers,\n"
        "                         metrics, compare (default: the whole window)\n"
-       "  --step N               decode step to show (default: where the app opens)\n"
+       "  --step N               decode step to show, from 0 (default: where the app opens)\n"
        "  --size WxH             window size, 64x64 .. 8192x8192 (default 1600x1000)\n"
        "  --script S             commands run before the picture, separated by ';' (docs/gui.md)\n"
        "  --model PATH           model for the Run view (default: SmolLM2 when fetched, else a test model in ../shared/models)\n"},

@@ -260,6 +260,16 @@ TEST_F(GuiScreenshot, UnknownViewOrScriptCommandExitsTwo) {
   EXPECT_NE(err_.find("'gpu-dtype fp8' expects auto, fp16 or bf16"), std::string::npos) << err_;
 }
 
+// --view chooses what a screenshot renders: without --screenshot it would be ignored, and the
+// app would open. --step counts from 0.
+TEST_F(GuiScreenshot, ViewWithoutScreenshotAndNegativeStepExitTwo) {
+  EXPECT_EQ(gui("\"" + trace_ + "\" --view lanes"), 2);
+  EXPECT_NE(err_.find("--view: chooses what --screenshot renders"), std::string::npos) << err_;
+  EXPECT_EQ(gui("\"" + trace_ + "\" --screenshot \"" + png("s") + "\" --step -1"), 2);
+  EXPECT_NE(err_.find("--step"), std::string::npos) << err_;
+  EXPECT_FALSE(fs::exists(png("s")));
+}
+
 // Script arguments are checked against the trace: each bad one exits 2 with a line naming the
 // command and what it expects (an out-of-range run index crashed the app, non-numbers gave
 // "internal error: stoi", others were ignored or clamped without a word).
