@@ -271,7 +271,11 @@ class LanesView : public View {
     for (int i = first; i < T && cw * i <= scroll + visible_w; i += step) {
       const float x = origin.x + cw * i;
       dl->AddLine(ImVec2(x, origin.y + h - 4), ImVec2(x, origin.y + h), IM_COL32(150, 150, 150, 255));
-      dl->AddText(ImVec2(x + 2, origin.y), IM_COL32(150, 150, 150, 255), std::to_string(i).c_str());
+      // Right of its tick, or left of it where it would run past the visible edge (the last one).
+      const std::string label = std::to_string(i);
+      const float w = ImGui::CalcTextSize(label.c_str()).x;
+      const float lx = x + 2 + w <= origin.x + scroll + visible_w ? x + 2 : x - 2 - w;
+      dl->AddText(ImVec2(lx, origin.y), IM_COL32(150, 150, 150, 255), label.c_str());
     }
   }
 
