@@ -1,4 +1,5 @@
-// Temporary sibling names, exclusive creation, byte copies and fsync + rename publication.
+// Output targets, temporary sibling names, exclusive creation, byte copies and fsync + rename
+// publication.
 #include "analysis/atomic_file.h"
 
 #include <dirent.h>
@@ -7,11 +8,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
+
+#include "inference/errors.h"
 
 namespace kvs {
 
@@ -50,7 +57,70 @@ int write_all(int fd, const char* data, size_t n) {
   return 0;
 }
 
+// "a FIFO", "a folder", ... for a file that is not a regular one.
+std::string kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
+// The text of the symbolic link `path` ("?" when it cannot be read).
+std::string link_text(const std::string& path) {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
+  return n < 0 ? std::string("?") : std::string(buf, (size_t)n);
+}
+
+// Writes `bytes` into the new file `temp` (created exclusively) and publishes it as `target`;
+// on an error removes `temp` and throws InputError naming `path`.
+template <class Fill>
+void publish_through_temp(const std::string& path, const std::string& target, Fill fill) {
+  remove_stale_temps(target);
+  const std::string temp = temp_sibling(target);
+  try {
+    fill(temp);
+    publish_file(temp, target);
+  } catch (const FileError& e) {
+    remove_quietly(temp);
+    throw input_error(path, std::string("cannot write (") + e.what() + ")");
+  }
+}
+
 }  // namespace
+
+std::string output_target(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return path;  // nothing there: creating it says what is wrong, if anything
+  if (S_ISREG(st.st_mode)) return path;
+  if (!S_ISLNK(st.st_mode)) throw input_error(path, "is " + kind_of(st.st_mode) + ", not a regular file; not replacing it");
+  const std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
+  if (!real || ::stat(real.get(), &st) != 0) {
+    if (errno == ENOENT)
+      throw input_error(path, "is a symbolic link to " + link_text(path) + ", which does not exist; not writing through it");
+    throw input_error(path, std::string("is a symbolic link that cannot be followed (") + std::strerror(errno) + ")");
+  }
+  if (!S_ISREG(st.st_mode))
+    throw input_error(path, "is a symbolic link to " + kind_of(st.st_mode) + " (" + real.get() +
+                                "), not a regular file; not replacing it");
+  return real.get();
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  publish_through_temp(path, output_target(path), [&](const std::string& temp) {
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) fail_errno();
+    int err = write_all(fd, bytes.data(), bytes.size());
+    if (::close(fd) != 0 && err == 0) err = errno;
+    if (err != 0) throw FileError(std::strerror(err));
+  });
+}
+
+void copy_file_atomically(const std::string& from, const std::string& to) {
+  publish_through_temp(to, output_target(to), [&](const std::string& temp) { copy_file_bytes(from, temp); });
+}
 
 std::string temp_sibling(const std::string& final_path) {
   std::random_device rd;
@@ -99,29 +169,27 @@ void publish_file(const std::string& temp, const std::string& final_path) {
 
 void remove_stale_temps(const std::string& final_path) {
   const std::string folder = folder_of(final_path);
+  const size_t slash = final_path.find_last_of('/');
+  const std::string prefix = final_path.substr(slash == std::string::npos ? 0 : slash + 1) + ".tmp-";
   DIR* d = ::opendir(folder.c_str());
   if (!d) return;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    const size_t at = name.rfind(".tmp-");
-    if (at == std::string::npos) continue;
-    int pid = 0;
-    unsigned long long r = 0;
-    int used = 0;
-    const std::string tail = name.substr(at + 5);
-    if (std::sscanf(tail.c_str(), "%d-%16llx%n", &pid, &r, &used) != 2 || used != (int)tail.size() ||
-        tail.size() < 18 || pid <= 0 || pid == (int)::getpid())
-      continue;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    // "<pid>-<16 hex>" exactly, as temp_sibling() writes it.
+    const std::string tail = name.substr(prefix.size());
+    const size_t dash = tail.find('-');
+    if (dash == 0 || dash == std::string::npos || dash > 9 || tail.size() != dash + 17) continue;
+    bool ok = true;
+    for (size_t i = 0; i < tail.size(); ++i)
+      ok = ok && (i == dash || (i < dash ? std::isdigit((unsigned char)tail[i]) : std::isxdigit((unsigned char)tail[i])));
+    const int pid = ok ? std::atoi(tail.c_str()) : 0;
+    if (pid <= 0 || pid == (int)::getpid()) continue;
     if (::kill(pid, 0) != 0 && errno == ESRCH) ::unlinkat(::dirfd(d), name.c_str(), 0);
   }
   ::closedir(d);
 }
 
 void remove_quietly(const std::string& path) { ::unlink(path.c_str()); }
-
-bool is_directory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 }  // namespace kvs

@@ -1,5 +1,6 @@
 // Crash-safe file replacement: write under a unique temporary sibling name, fsync, rename over
 // the final name, fsync the folder. A kill at any moment leaves the old file or the new one.
+// Only regular files are ever replaced; a symbolic link is written through to its target.
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -11,6 +12,18 @@ struct FileError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Where a write meant for `path` lands: `path` itself when nothing is there or a regular file
+// is, the file a symbolic link leads to (every link resolved) when that is a regular file.
+// Throws InputError naming `path`, changing nothing, when it is a folder, a device, a FIFO or a
+// socket (or a link to one), or a link that leads nowhere.
+std::string output_target(const std::string& path);
+// Replaces output_target(`path`) with `bytes` through a temporary sibling. Throws InputError
+// naming `path`; on an error nothing is left behind.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+// Copies `from` to output_target(`to`) through a temporary sibling. Throws InputError naming
+// `to`; on an error nothing is left behind.
+void copy_file_atomically(const std::string& from, const std::string& to);
+
 // "<final>.tmp-<pid>-<random hex>" in the same folder (so rename() stays on one filesystem).
 std::string temp_sibling(const std::string& final_path);
 // Creates an empty file that must not exist yet (O_EXCL). Throws FileError.
@@ -19,12 +32,10 @@ void create_exclusive(const std::string& path);
 void copy_file_bytes(const std::string& from, const std::string& to);
 // fsync()s `temp`, renames it to `final_path`, fsync()s the folder. Throws FileError.
 void publish_file(const std::string& temp, const std::string& final_path);
-// Removes the temporary siblings ("<name>.tmp-<pid>-<hex>") in the folder of `final_path` whose
-// process is gone (left by a kill -9 or a power cut). Errors are ignored.
+// Removes the temporary siblings of `final_path` ("<final>.tmp-<pid>-<16 hex>", that name only)
+// whose process is gone (left by a kill -9 or a power cut). Errors are ignored.
 void remove_stale_temps(const std::string& final_path);
 // Removes a file, ignoring errors (cleanup paths).
 void remove_quietly(const std::string& path);
-// True when `path` names an existing folder.
-bool is_directory(const std::string& path);
 
 }  // namespace kvs

@@ -201,22 +201,7 @@ RetrievalScores parse_retrieval_scores(const std::string& text, const std::strin
 }
 
 void write_retrieval_scores(const std::string& path, const RetrievalScores& scores) {
-  const std::string temp = temp_sibling(path);
-  {
-    std::ofstream f(temp, std::ios::binary);
-    if (!f) throw input_error(path, "cannot be written");
-    f << retrieval_scores_json(scores) << "\n";
-    if (!f.flush()) {
-      remove_quietly(temp);
-      throw input_error(path, "write failed");
-    }
-  }
-  try {
-    publish_file(temp, path);
-  } catch (const FileError& e) {
-    remove_quietly(temp);
-    throw input_error(path, e.what());
-  }
+  write_file_atomically(path, retrieval_scores_json(scores) + "\n");
 }
 
 RetrievalScores read_retrieval_scores(const std::string& path) {

@@ -75,8 +75,10 @@ struct RunData {
 
 class TraceWriter {
  public:
-  // Starts a recording that will become `final_path` on commit(); until then it lives under a
-  // temporary sibling name. Throws InputError when the folder is not writable.
+  // Starts a recording that will become `final_path` on commit() (through a symbolic link: the
+  // file it leads to); until then it lives under a temporary sibling name. Throws InputError when
+  // the folder is not writable, or `final_path` exists and is not an HDF5 file or not a regular
+  // file (a device, a FIFO, a folder, a link to nothing).
   TraceWriter(const std::string& final_path, const TraceMeta& meta, int max_steps);
   ~TraceWriter();  // removes the temporary file unless committed
   TraceWriter(const TraceWriter&) = delete;

@@ -86,6 +86,7 @@ void write_head_chunks(hid_t file, const char* name, hid_t type, const float* da
 
 struct TraceWriter::Impl {
   std::string final_path;
+  std::string target;  // what commit() replaces: final_path, or the file its symbolic link leads to
   std::string temp;
   TraceMeta meta;        // as given at construction; shape and prompt_len are fixed from here on
   int max_steps = 0;
@@ -175,16 +176,16 @@ TraceWriter::TraceWriter(const std::string& final_path, const TraceMeta& meta, i
   std::lock_guard<std::recursive_mutex> lock(h5::mutex());
   h5::init();
   if (final_path.empty()) throw input_error("trace", "no output path given");
-  if (is_directory(final_path)) throw input_error(final_path, "cannot create trace (Is a directory)");
   // Replacing an earlier trace is routine; replacing anything else (a model, a tokenizer, the
-  // prompt file, a user's notes given to --out by mistake) would lose it.
+  // prompt file, a user's notes given to --out by mistake, a device or FIFO) would lose it.
+  w.target = output_target(final_path);
   struct stat st;
-  if (::stat(final_path.c_str(), &st) == 0 && st.st_size > 0 && H5Fis_hdf5(final_path.c_str()) <= 0) {
+  if (::stat(w.target.c_str(), &st) == 0 && st.st_size > 0 && H5Fis_hdf5(w.target.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     throw input_error(final_path, "exists and is not an HDF5 trace; not replacing it (remove it or choose another name)");
   }
-  remove_stale_temps(final_path);
-  const std::string temp = temp_sibling(final_path);
+  remove_stale_temps(w.target);
+  const std::string temp = temp_sibling(w.target);
   try {
     create_exclusive(temp);
   } catch (const FileError& e) {
@@ -333,7 +334,7 @@ void TraceWriter::commit(const TraceMeta& meta, std::span<const int32_t> ids, co
     w.decode.close("close");
     w.flush();
     w.file.close("close");
-    publish_file(w.temp, w.final_path);
+    publish_file(w.temp, w.target);
     w.temp.clear();
   });
   w.committed = true;

@@ -1,8 +1,11 @@
 // End-to-end tests of `kvscope record` (issue 2): the greedy stories260K continuation from the
 // .bin and the .gguf, the written trace read back by h5py, and every bad input -> one line, exit 2,
-// no output file.
+// no output file; an output that is not a regular file is never replaced.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 
 #include <algorithm>
 #include <cmath>
@@ -399,8 +402,56 @@ TEST_F(CliRecordBadInput, UnwritableOut) {
 TEST_F(CliRecordBadInput, OutIsAFolder) {
   const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once", "--steps", "3",
                                    "--out", out.path()});
-  EXPECT_TRUE(is_input_error(r, out.path(), "cannot create trace"));
+  EXPECT_TRUE(is_input_error(r, out.path(), "is a folder, not a regular file; not replacing it"));
   EXPECT_TRUE(out.entries().empty());
+}
+
+// Only a regular file is ever replaced: a device node, a FIFO, a socket, a link to one of them
+// or a link leading nowhere stays as it was (it used to become the trace, exit 0).
+TEST_F(CliRecordBadInput, OutIsADeviceAFifoASocketOrALinkToNothing) {
+  const std::string fifo = out.file("fifo"), sock = out.file("socket"), device = out.file("nulldev");
+  const std::string dangling = out.file("dangling.h5"), to_fifo = out.file("to_fifo.h5");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+  ASSERT_EQ(::bind(fd, (const sockaddr*)&addr, sizeof addr), 0);
+  fs::create_symlink("/nonexistent-kvscope/zz.h5", dangling);
+  fs::create_symlink("fifo", to_fifo);
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {fifo, "is a FIFO, not a regular file; not replacing it"},
+      {sock, "is a socket, not a regular file; not replacing it"},
+      {dangling, "is a symbolic link to /nonexistent-kvscope/zz.h5, which does not exist; not writing through it"},
+      {to_fifo, "is a symbolic link to a FIFO"}};
+  if (::mknod(device.c_str(), S_IFCHR | 0644, makedev(1, 3)) == 0)  // /dev/null's numbers, in our folder (root)
+    cases.push_back({device, "is a character device, not a regular file; not replacing it"});
+  const std::vector<std::string> before = out.entries();
+  for (const auto& [path, problem] : cases) {
+    struct stat st0, st1;
+    ASSERT_EQ(::lstat(path.c_str(), &st0), 0);
+    const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once", "--steps", "2",
+                                     "--out", path});
+    EXPECT_TRUE(is_input_error(r, path, problem));
+    ASSERT_EQ(::lstat(path.c_str(), &st1), 0);
+    EXPECT_EQ(st1.st_mode, st0.st_mode) << path;
+    EXPECT_EQ(st1.st_ino, st0.st_ino) << path;
+    EXPECT_EQ(st1.st_rdev, st0.st_rdev) << path;
+  }
+  ::close(fd);
+  EXPECT_EQ(out.entries(), before) << "no temporary file, no trace";
+}
+
+// --out a symbolic link to an earlier trace: the link stays, the file it leads to gets the new trace.
+TEST(CliRecord, OutSymlinkToATraceReplacesTheTraceItLeadsTo) {
+  TempDir dir;
+  ASSERT_EQ(record_stories(dir.file("real.h5"), "Once", 2).code, 0);
+  fs::create_symlink("real.h5", dir.file("link.h5"));
+  const CliResult r = record_stories(dir.file("link.h5"), "Once", 3);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::is_symlink(dir.file("link.h5")));
+  EXPECT_EQ(TraceReader(dir.file("real.h5")).meta().n_steps, 3);
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"link.h5", "real.h5"}));
 }
 
 TEST_F(CliRecordBadInput, UnknownFlag) {
