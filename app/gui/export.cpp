@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
 
+#include "analysis/atomic_file.h"
 #include "inference/errors.h"
 
 namespace kvs {
@@ -26,7 +28,7 @@ std::string quote(const std::string& s) {
   return q + "\"";
 }
 
-void write_row(std::ofstream& out, const std::vector<std::string>& row) {
+void write_row(std::ostringstream& out, const std::vector<std::string>& row) {
   for (size_t i = 0; i < row.size(); ++i) out << (i ? "," : "") << quote(row[i]);
   out << "\n";
 }
@@ -40,11 +42,22 @@ std::string csv_number(double v) {
 }
 
 void write_csv(const std::string& path, const CsvTable& table) {
-  std::ofstream out(path);
-  if (!out) throw input_error(path, "cannot write CSV file");
+  std::ostringstream out;
   write_row(out, table.header);
   for (const auto& row : table.rows) write_row(out, row);
-  if (!out) throw input_error(path, "write failed");
+  write_file_atomically(path, out.str());
+}
+
+void check_png_output(const std::string& path) {
+  static const char kSignature[8] = {'\x89', 'P', 'N', 'G', '\r', '\n', '\x1a', '\n'};
+  const std::string target = output_target(path);
+  std::ifstream f(target, std::ios::binary);
+  if (!f) return;  // nothing there (or unreadable: writing says why)
+  char head[8] = {};
+  f.read(head, sizeof head);
+  if (f.gcount() == 0) return;  // an empty file holds nothing to lose
+  if (f.gcount() != sizeof head || !std::equal(head, head + 8, kSignature))
+    throw input_error(path, "exists and is not a PNG image; not replacing it (remove it or choose another name)");
 }
 
 void write_framebuffer_png(const std::string& path, int x, int y, int w, int h, int fb_height) {
@@ -57,8 +70,12 @@ void write_framebuffer_png(const std::string& path, int x, int y, int w, int h, 
   for (int r = 0; r < h; ++r)
     std::copy_n(pixels.data() + (size_t)(h - 1 - r) * w * 4, (size_t)w * 4, flipped.data() + (size_t)r * w * 4);
   for (size_t i = 3; i < flipped.size(); i += 4) flipped[i] = 255;  // opaque
-  if (!stbi_write_png(path.c_str(), w, h, 4, flipped.data(), w * 4))
-    throw input_error(path, "cannot write PNG file");
+  check_png_output(path);
+  std::string png;
+  auto append = [](void* to, void* data, int size) { static_cast<std::string*>(to)->append((const char*)data, size); };
+  if (!stbi_write_png_to_func(append, &png, w, h, 4, flipped.data(), w * 4))
+    throw input_error(path, "cannot encode the PNG image");
+  write_file_atomically(path, png);
 }
 
 }  // namespace kvs

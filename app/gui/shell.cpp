@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "analysis/atomic_file.h"
 #include "app/gui/app_state.h"
 #include "app/gui/export.h"
 #include "app/gui/fonts.h"
@@ -285,10 +286,15 @@ class Shell {
 
   void save_copy(const std::string& from, const std::string& to) {
     app_.io.submit("save", "Saving " + to, [this, from, to](JobContext&) {
-      std::error_code ec;
-      std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
-      const std::string message = ec ? to + ": cannot save (" + ec.message() + ")" : "Saved " + to;
-      app_.io.post([this, message, ok = !ec] { ok ? app_.info(message) : app_.error(message); });
+      std::string message = "Saved " + to;
+      bool ok = true;
+      try {
+        copy_file_atomically(from, to);  // a regular file (or a link's target) only, replaced whole
+      } catch (const InputError& e) {
+        message = e.what();
+        ok = false;
+      }
+      app_.io.post([this, message, ok] { ok ? app_.info(message) : app_.error(message); });
     });
   }
 
@@ -338,6 +344,12 @@ int run_gui(const GuiOptions& options) {
       throw input_error("--view", "unknown view '" + options.view + "' (one of: all, " + names + ")");
     }
     script = parse_script(options.script);
+    if (headless) {  // refused before rendering: the trace shown, or a file that is not a PNG
+      std::error_code ec;
+      if (!options.trace_path.empty() && std::filesystem::equivalent(options.screenshot_path, options.trace_path, ec))
+        throw input_error(options.screenshot_path, "is the trace being shown; not replacing it");
+      check_png_output(options.screenshot_path);
+    }
   } catch (const InputError& e) {
     std::fprintf(stderr, "kvscope: %s\n", e.what());
     return 2;

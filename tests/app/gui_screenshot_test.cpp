@@ -1,6 +1,7 @@
 // GUI smoke test under Xvfb: every view renders a trace to a PNG that is not blank, a scripted
-// interaction (step forward, select a head) changes the pixels, and bad input in screenshot
-// mode exits 2 with one line on stderr. Skips when the app or xvfb-run is not available.
+// interaction (step forward, select a head) changes the pixels, bad input in screenshot mode
+// exits 2 with one line on stderr, and --screenshot replaces nothing but a PNG. Skips when the
+// app or xvfb-run is not available.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -239,6 +241,35 @@ TEST_F(GuiScreenshot, ScriptedRecordLeavesExistingFilesAlone) {
             std::string::npos) << err_;
   EXPECT_TRUE(read_file(trace_) == before);
   EXPECT_TRUE(read_file(other) == before);
+}
+
+// --screenshot OUT used to overwrite anything: the trace it showed, a read-only model file. Now
+// OUT must be absent or a PNG (its signature), a regular file, not the trace shown; the PNG is
+// written under a temporary name and renamed into place.
+TEST_F(GuiScreenshot, ScreenshotReplacesOnlyAPng) {
+  const std::string model = (dir_ / "model.bin").string(), fifo = (dir_ / "fifo").string();
+  std::ofstream(model) << "model weights, not a picture";
+  ASSERT_EQ(::chmod(model.c_str(), 0444), 0);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const std::string trace_bytes = read_file(trace_);
+  const std::string shown = "\"" + trace_ + "\" --view heads --screenshot ";
+  const std::vector<int> codes = gui_batch({shown + "\"" + trace_ + "\"", shown + "\"" + model + "\"",
+                                            shown + "\"" + fifo + "\"", shown + "\"" + png("ok") + "\""});
+  ASSERT_EQ(codes, (std::vector<int>{2, 2, 2, 0})) << err_;
+  EXPECT_EQ(err_, "kvscope: " + trace_ + ": is the trace being shown; not replacing it\n" +
+                      "kvscope: " + model + ": exists and is not a PNG image; not replacing it (remove it or choose "
+                      "another name)\n" +
+                      "kvscope: " + fifo + ": is a FIFO, not a regular file; not replacing it\n");
+  EXPECT_TRUE(read_file(trace_) == trace_bytes);
+  EXPECT_EQ(read_file(model), "model weights, not a picture");
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  // An earlier PNG is replaced.
+  const std::string first = read_file(png("ok"));
+  ASSERT_EQ(gui("\"" + trace_ + "\" --view layers --screenshot \"" + png("ok") + "\""), 0) << err_;
+  EXPECT_NE(read_file(png("ok")), first);
+  EXPECT_GT(load_png(png("ok")).w, 0);
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
 }
 
 TEST_F(GuiScreenshot, FileThatIsNotHdf5ExitsTwoWithOneLine) {
