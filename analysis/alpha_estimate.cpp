@@ -183,7 +183,7 @@ void write_alpha_pattern(const std::string& dir, const AlphaEstimate& estimate) 
   pattern.alpha = estimate.alpha;
   pattern.sink_size = estimate.sink;
   pattern.recent_size = estimate.recent;
-  write_duo_pattern(dir, pattern, "\"alpha_source\": \"" + estimate.source() + "\"");
+  write_duo_pattern(dir, pattern, estimate.source());
 }
 
 }  // namespace kvs

@@ -1,4 +1,5 @@
-// Reader and writer of DuoAttention pattern folders in the published layout.
+// Reader and writer of DuoAttention pattern folders in the published layout; the writer replaces
+// only a pattern it wrote itself.
 #include "analysis/duo_pattern.h"
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "analysis/atomic_file.h"
+#include "analysis/json_writer.h"
 #include "inference/errors.h"
 #include "inference/json.h"
 
@@ -30,6 +33,17 @@ int int_member(const Json& config, const std::string& key, const std::string& wh
   if (!v->is_number() || v->as_number() != std::floor(v->as_number()) || std::fabs(v->as_number()) > 1e9)
     throw input_error(what, "member '" + key + "' is not an integer");
   return static_cast<int>(v->as_number());
+}
+
+// True when `cfg` is a config.json that write_duo_pattern wrote: an object with "alpha_source".
+bool written_by_kvscope(const std::string& cfg) {
+  try {
+    const Json config = Json::parse_file(cfg);
+    const Json* source = config.is_object() ? config.find("alpha_source") : nullptr;
+    return source && source->is_string();
+  } catch (const InputError&) {
+    return false;
+  }
 }
 
 }  // namespace
@@ -88,28 +102,51 @@ DuoPattern read_duo_pattern(const std::string& dir) {
   return p;
 }
 
-void write_duo_pattern(const std::string& dir, const DuoPattern& pattern, const std::string& extra_json) {
+void check_duo_pattern_output(const std::string& dir) {
   namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(dir, ec);
+  if (!fs::exists(status)) return;
+  if (!fs::is_directory(status)) throw input_error(dir, "exists and is not a folder; not writing a DuoAttention pattern into it");
+  const std::string cfg = (fs::path(dir) / "config.json").string();
+  const std::string tsv = (fs::path(dir) / "full_attention_heads.tsv").string();
+  const std::string cfg_target = output_target(cfg), tsv_target = output_target(tsv);  // devices, FIFOs, links to nothing
+  const bool has_cfg = fs::exists(cfg_target, ec), has_tsv = fs::exists(tsv_target, ec);
+  const std::string refusal = "is not part of a DuoAttention pattern KVScope wrote; not replacing it (choose another folder)";
+  if (has_cfg && !written_by_kvscope(cfg_target)) throw input_error(cfg, refusal);
+  if (has_tsv && !has_cfg) throw input_error(tsv, refusal);  // gates without KVScope's config.json beside them
+  if (has_tsv) {
+    try {
+      parse_duo_tsv(read_text(tsv_target), tsv);
+    } catch (const InputError&) {
+      throw input_error(tsv, refusal);
+    }
+  }
+}
+
+void write_duo_pattern(const std::string& dir, const DuoPattern& pattern, const std::string& alpha_source) {
+  namespace fs = std::filesystem;
+  check_duo_pattern_output(dir);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw input_error(dir, "cannot create folder (" + ec.message() + ")");
-  const std::string tsv = (fs::path(dir) / "full_attention_heads.tsv").string();
-  std::FILE* f = std::fopen(tsv.c_str(), "wb");
-  if (!f) throw input_error(tsv, "cannot write");
+  std::string gates;
+  char field[40];
   for (int l = 0; l < pattern.n_layers; ++l) {
-    for (int g = 0; g < pattern.n_kv_heads; ++g)
-      std::fprintf(f, "%s%.18e", g ? "\t" : "", (double)pattern.alpha[(size_t)l * pattern.n_kv_heads + g]);
-    std::fputc('\n', f);
+    for (int g = 0; g < pattern.n_kv_heads; ++g) {
+      std::snprintf(field, sizeof field, "%s%.18e", g ? "\t" : "", (double)pattern.alpha[(size_t)l * pattern.n_kv_heads + g]);
+      gates += field;
+    }
+    gates += '\n';
   }
-  const bool ok = std::fclose(f) == 0;
-  if (!ok) throw input_error(tsv, "write failed");
-  auto num = [](int v) { return v < 0 ? std::string("null") : std::to_string(v); };
-  std::string json = "{\"sink_size\": " + num(pattern.sink_size) + ", \"recent_size\": " + num(pattern.recent_size);
-  if (!extra_json.empty()) json += ", " + extra_json;
-  json += "}";
-  const std::string cfg = (fs::path(dir) / "config.json").string();
-  std::ofstream c(cfg, std::ios::binary);
-  if (!(c << json)) throw input_error(cfg, "cannot write");
+  JsonObject config;
+  auto size = [&](const char* key, int value) { value < 0 ? config.add_null(key) : config.add(key, value); };
+  size("sink_size", pattern.sink_size);
+  size("recent_size", pattern.recent_size);
+  config.add("alpha_source", alpha_source);
+  // config.json first: a folder left between the two renames still reads as KVScope's.
+  write_file_atomically((fs::path(dir) / "config.json").string(), config.str());
+  write_file_atomically((fs::path(dir) / "full_attention_heads.tsv").string(), gates);
 }
 
 void check_duo_shape(const DuoPattern& pattern, int n_layers, int n_kv_heads, const std::string& what) {

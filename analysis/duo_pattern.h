@@ -21,10 +21,17 @@ DuoPattern parse_duo_tsv(const std::string& text, const std::string& what);
 // Reads DIR/full_attention_heads.tsv and, when present, DIR/config.json.
 DuoPattern read_duo_pattern(const std::string& dir);
 
-// Writes DIR/full_attention_heads.tsv ('%.18e', tabs, '\n') and DIR/config.json (one line,
-// with sink_size / recent_size and `extra_json` members, e.g. "\"alpha_source\":\"...\"").
-// Creates DIR. Throws InputError when it cannot be written.
-void write_duo_pattern(const std::string& dir, const DuoPattern& pattern, const std::string& extra_json = "");
+// Writes DIR/config.json (one line: sink_size, recent_size and `alpha_source`, the member that
+// marks a pattern KVScope wrote), then DIR/full_attention_heads.tsv ('%.18e', tabs, '\n'), each
+// under a temporary name renamed into place. Creates DIR. Throws InputError, after
+// check_duo_pattern_output's checks or when a file cannot be written.
+void write_duo_pattern(const std::string& dir, const DuoPattern& pattern, const std::string& alpha_source);
+
+// Throws InputError unless write_duo_pattern may write into DIR without losing anything: DIR is
+// absent or a folder, and what it holds of config.json and full_attention_heads.tsv (regular
+// files, or links to them) is a pattern KVScope wrote: a config.json with "alpha_source", gates
+// that parse. A model's config.json, or a published pattern, is refused.
+void check_duo_pattern_output(const std::string& dir);
 
 // Throws InputError unless the pattern is [n_layers, n_kv_heads].
 void check_duo_shape(const DuoPattern& pattern, int n_layers, int n_kv_heads, const std::string& what);

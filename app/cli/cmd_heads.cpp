@@ -28,6 +28,7 @@ int cmd_heads(const ArgList& argv) {
   }
   if (a.positional().size() != 1) throw input_error("heads", "expects one trace path or --model M");
   TraceReader trace(a.positional()[0]);
+  if (a.has("--alpha-out")) check_duo_pattern_output(a.str("--alpha-out"));
   note_recorded_under(trace.meta());
   const ModelShape shape = trace.meta().shape;
   HeadStatsOptions opt;
@@ -41,7 +42,7 @@ int cmd_heads(const ArgList& argv) {
     p.alpha = alpha;
     p.sink_size = sink;
     p.recent_size = recent;
-    write_duo_pattern(a.str("--alpha-out"), p, "\"alpha_source\":\"profiled from trace\"");
+    write_duo_pattern(a.str("--alpha-out"), p, "profiled from trace");
   }
   if (a.has("--json")) {
     JsonObject o;

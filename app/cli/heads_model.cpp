@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "analysis/alpha_estimate.h"
+#include "analysis/duo_pattern.h"
 #include "analysis/retrieval_score.h"
 #include "analysis/json_writer.h"
 #include "analysis/trace.h"
@@ -48,6 +49,7 @@ int heads_from_model(const std::string& model_path, const std::string& tokenizer
   auto tok = load_tokenizer(model, tokenizer_path);
   const ModelConfig& c = model.config;
   if (!trace_path.empty()) check_model_matches(model, TraceReader(trace_path).meta());  // before the long part
+  if (!alpha_out.empty()) check_duo_pattern_output(alpha_out);
 
   AlphaEstimateOptions ao;
   ao.sink = sink;

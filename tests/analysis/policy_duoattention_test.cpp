@@ -1,10 +1,12 @@
-// DuoAttention: pattern folders in the published format, the quantile and threshold rules,
-// streaming heads' sink + recent, profiled gates, malformed TSV.
+// DuoAttention: pattern folders in the published format (the writer replacing only a pattern it
+// wrote), the quantile and threshold rules, streaming heads' sink + recent, profiled gates,
+// malformed TSV.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <unistd.h>
 
 #include "analysis/head_stats.h"
@@ -58,7 +60,7 @@ TEST(DuoPattern, ReadsThePublishedLayout) {
   EXPECT_EQ(p.recent_size, 256);
   // Round trip through the writer.
   const fs::path out = temp_dir("out");
-  write_duo_pattern(out.string(), p, "\"alpha_source\": \"test\"");
+  write_duo_pattern(out.string(), p, "test");
   const DuoPattern q = read_duo_pattern(out.string());
   EXPECT_EQ(q.alpha, p.alpha);
   EXPECT_EQ(q.sink_size, 128);
@@ -66,6 +68,74 @@ TEST(DuoPattern, ReadsThePublishedLayout) {
   std::string line;
   std::getline(t, line);
   EXPECT_EQ(line, "8.593750000000000000e-01\t1.000000000000000000e+00");
+}
+
+// What InputError `f` throws ("" for none).
+template <class F>
+static std::string input_error_of(F f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+static std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// A model folder's config.json, a published pattern, gates without KVScope's config.json beside
+// them, or a folder that is a file are left as they were; KVScope's own pattern is replaced whole.
+TEST(DuoPattern, WriterReplacesOnlyAPatternItWrote) {
+  DuoPattern p;
+  p.n_layers = 1;
+  p.n_kv_heads = 2;
+  p.alpha = {0.25f, 0.75f};
+  const std::string refusal =
+      "is not part of a DuoAttention pattern KVScope wrote; not replacing it (choose another folder)";
+  const fs::path model = temp_dir("hf_model");
+  write_file(model / "config.json", "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64}");
+  const fs::path published = make_fixture();
+  const std::string published_tsv = read_file(published / "full_attention_heads.tsv");
+  const fs::path gates_only = temp_dir("gates_only");
+  write_file(gates_only / "full_attention_heads.tsv", "0.5\t0.5\n");
+  const fs::path bad_gates = temp_dir("bad_gates");
+  write_file(bad_gates / "config.json", "{\"sink_size\": 4, \"recent_size\": 32, \"alpha_source\": \"test\"}");
+  write_file(bad_gates / "full_attention_heads.tsv", "model weights, not gates");
+  const std::vector<std::pair<fs::path, std::string>> refused = {
+      {model, (model / "config.json").string() + ": " + refusal},
+      {published, (published / "config.json").string() + ": " + refusal},
+      {gates_only, (gates_only / "full_attention_heads.tsv").string() + ": " + refusal},
+      {bad_gates, (bad_gates / "full_attention_heads.tsv").string() + ": " + refusal}};
+  for (const auto& [dir, message] : refused) {
+    std::map<std::string, std::string> before;
+    for (const auto& e : fs::directory_iterator(dir)) before[e.path().filename()] = read_file(e.path());
+    EXPECT_EQ(input_error_of([&] { write_duo_pattern(dir.string(), p, "test"); }), message);
+    std::map<std::string, std::string> after;
+    for (const auto& e : fs::directory_iterator(dir)) after[e.path().filename()] = read_file(e.path());
+    EXPECT_EQ(after, before) << dir;
+  }
+  EXPECT_EQ(read_file(published / "full_attention_heads.tsv"), published_tsv);
+  const fs::path file = temp_dir("file") / "pattern";
+  write_file(file, "notes");
+  EXPECT_EQ(input_error_of([&] { write_duo_pattern(file.string(), p, "test"); }),
+            file.string() + ": exists and is not a folder; not writing a DuoAttention pattern into it");
+  EXPECT_EQ(read_file(file), "notes");
+
+  const fs::path own = temp_dir("own");
+  write_duo_pattern(own.string(), p, "first");
+  p.alpha = {1.0f, 0.5f};
+  write_duo_pattern(own.string(), p, "second \"quoted\"");
+  EXPECT_EQ(read_duo_pattern(own.string()).alpha, p.alpha);
+  EXPECT_NE(read_file(own / "config.json").find("\"alpha_source\":\"second \\\"quoted\\\"\""), std::string::npos)
+      << read_file(own / "config.json");
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(own)) ++entries;
+  EXPECT_EQ(entries, 2) << "config.json and full_attention_heads.tsv, no temporary file";
+  for (const fs::path& d : {model, published.parent_path(), gates_only, bad_gates, file.parent_path(), own})
+    fs::remove_all(d);
 }
 
 TEST(DuoPattern, MalformedTsvIsAnInputError) {

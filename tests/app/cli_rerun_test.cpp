@@ -174,7 +174,7 @@ TEST_F(CliRerun, AlphaFolderForAnotherHeadCountIsAOneLineErrorAndAppendsNothing)
   p.n_kv_heads = 3;  // stories260K has 4 KV heads
   p.alpha.assign(15, 0.5f);
   const std::string pattern = dir_.file("pattern");
-  write_duo_pattern(pattern, p);
+  write_duo_pattern(pattern, p, "test");
   const std::string before = read_bytes(trace_);
   CliResult r = rerun({"--policy", "duoattention", "--budget", "8", "--alpha", pattern});
   EXPECT_TRUE(is_input_error(r, pattern, "3 KV heads"));

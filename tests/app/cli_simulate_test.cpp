@@ -1,9 +1,11 @@
 // End-to-end tests of `kvscope simulate`, `layers` and `heads` (issue 3) on a stories260K trace
 // recorded by the CLI: every policy in one pass, StreamingLLM's exact kept sets, recall 1 when the
-// budget covers the context, and bad input that leaves the trace byte-identical.
+// budget covers the context, bad input that leaves the trace byte-identical, and --alpha-out
+// sparing files it did not write.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "analysis/policy.h"
@@ -388,6 +390,31 @@ TEST_F(CliSimulate, HeadsOnTheModelStoreAlphaInTheTrace) {
   EXPECT_TRUE(is_input_error(run_kvscope({"heads", other, "--model", tiny_random_gguf()}), tiny_random_gguf(),
                              "model shape differs from the trace's"));
   EXPECT_TRUE(read_bytes(other) == before);
+}
+
+// --alpha-out into a Hugging Face model folder would replace its config.json: refused (one line,
+// exit 2), before any work, the folder intact and still a model; KVScope's own pattern is replaced.
+TEST_F(CliSimulate, HeadsAlphaOutReplacesOnlyItsOwnPattern) {
+  const std::string t = fresh_trace(), hf = work_.file("hf"), own = work_.file("own");
+  fs::copy(shared("stories260K-hf"), hf, fs::copy_options::recursive);
+  auto snapshot = [&] {
+    std::map<std::string, std::string> files;
+    for (const auto& e : fs::directory_iterator(hf)) files[e.path().filename()] = read_bytes(e.path());
+    return files;
+  };
+  const auto before = snapshot();
+  ASSERT_TRUE(before.count("config.json"));
+  const std::string problem = "is not part of a DuoAttention pattern KVScope wrote; not replacing it";
+  EXPECT_TRUE(is_input_error(run_kvscope({"heads", t, "--alpha-out", hf}), hf + "/config.json", problem));
+  EXPECT_TRUE(is_input_error(run_kvscope({"heads", "--model", stories_bin(), "--alpha-out", hf}), hf + "/config.json",
+                             problem));
+  EXPECT_TRUE(snapshot() == before);
+  EXPECT_EQ(run_kvscope({"info", hf}).code, 0);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(run_kvscope({"heads", t, "--alpha-out", own}).code, 0);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(own)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"config.json", "full_attention_heads.tsv"}));
 }
 
 // ---- bad input: one line, exit 2, trace byte-identical ----
