@@ -143,7 +143,9 @@ class TraceReader {
 };
 
 // Adds runs to an existing trace atomically: the new file is written beside it and renamed over
-// it, so a crash leaves the old complete trace. A run whose name exists is replaced.
+// it, so a crash leaves the old complete trace. A run whose name exists is replaced. Updates of
+// one trace by several processes take turns (an exclusive flock held from reading the trace to
+// the rename), so none loses another's runs.
 void append_runs(const std::string& path, std::span<const RunData> runs);
 // Adds (or replaces) one float32 array, e.g. "/heads/alpha", in an existing trace, the same way.
 void append_array(const std::string& path, const std::string& array_path, const NamedArray& array,

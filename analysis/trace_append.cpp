@@ -1,11 +1,13 @@
-// Atomic updates of an existing trace (append_runs, append_array): copy it to a temporary
-// sibling, change the copy, fsync and rename it over the original. On any error the original
-// is untouched and the copy removed.
+// Atomic updates of an existing trace (append_runs, append_array): under an exclusive lock, copy
+// it to a temporary sibling, change the copy, fsync and rename it over the original. On any error
+// the original is untouched and the copy removed.
 #include <functional>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
 #include "analysis/atomic_file.h"
+#include "analysis/file_lock.h"
 #include "analysis/h5_util.h"
 #include "analysis/trace.h"
 #include "analysis/trace_schema.h"
@@ -17,9 +19,20 @@ namespace ts = trace_schema;
 
 namespace {
 
-// Validates `path` as a trace, then applies `change` to a copy and publishes it.
+InputError cannot_update(const std::string& path, const char* why) {
+  return input_error(path, std::string("cannot update trace (") + why + ")");
+}
+
+// Validates `path` as a trace, then applies `change` to a copy and publishes it, holding the
+// trace's lock from the read to the rename so that concurrent updates take turns.
 void rewrite_trace(const std::string& path, const std::function<void(const TraceMeta&)>& validate,
                    const std::function<void(hid_t, const TraceMeta&)>& change) {
+  std::optional<FileLock> held;  // taken before HDF5's lock: waiting here must not stop this process's reads
+  try {
+    held.emplace(path);
+  } catch (const FileError& e) {
+    throw cannot_update(path, e.what());
+  }
   std::lock_guard<std::recursive_mutex> lock(h5::mutex());
   h5::init();
   TraceMeta meta;
@@ -49,7 +62,7 @@ void rewrite_trace(const std::string& path, const std::function<void(const Trace
     throw;
   } catch (const std::runtime_error& e) {  // h5::Error, FileError
     abandon();
-    throw input_error(path, std::string("cannot update trace (") + e.what() + ")");
+    throw cannot_update(path, e.what());
   } catch (...) {
     abandon();
     throw;

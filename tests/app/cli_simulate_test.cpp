@@ -1,12 +1,16 @@
 // End-to-end tests of `kvscope simulate`, `layers` and `heads` (issue 3) on a stories260K trace
 // recorded by the CLI: every policy in one pass, StreamingLLM's exact kept sets, recall 1 when the
-// budget covers the context, bad input that leaves the trace byte-identical, and --alpha-out
-// sparing files it did not write.
+// budget covers the context, bad input that leaves the trace byte-identical, concurrent appends
+// that all land, and --alpha-out sparing files it did not write.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "analysis/policy.h"
 #include "analysis/retrieval_score.h"
@@ -15,6 +19,7 @@
 #include "analysis/trace.h"
 #include "cli_util.h"
 #include "inference/json.h"
+#include "tests/flock_waiters.h"
 
 namespace kvs::cli_test {
 namespace {
@@ -390,6 +395,50 @@ TEST_F(CliSimulate, HeadsOnTheModelStoreAlphaInTheTrace) {
   EXPECT_TRUE(is_input_error(run_kvscope({"heads", other, "--model", tiny_random_gguf()}), tiny_random_gguf(),
                              "model shape differs from the trace's"));
   EXPECT_TRUE(read_bytes(other) == before);
+}
+
+std::vector<std::string> sorted_runs(const std::string& trace) {
+  std::vector<std::string> names = TraceReader(trace).run_names();
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Simulations appending to one trace at once take turns (an exclusive lock from reading the
+// trace to the rename): every run lands (one used to replace the other's file, losing its run).
+TEST_F(CliSimulate, ConcurrentSimulatesKeepEveryRun) {
+  const std::vector<std::string> policies = {"h2o", "tova", "streamingllm", "snapkv"};
+  for (int round = 0; round < 3; ++round) {
+    const std::string t = fresh_trace();
+    std::vector<CliResult> results(policies.size());
+    std::vector<std::thread> runs;
+    for (size_t i = 0; i < policies.size(); ++i)
+      runs.emplace_back([&, i] { results[i] = run_kvscope({"simulate", t, "--policy", policies[i], "--budget", "8"}); });
+    for (std::thread& r : runs) r.join();
+    for (const CliResult& r : results) EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(sorted_runs(t), (std::vector<std::string>{"h2o_b8", "snapkv_b8", "streamingllm_b8", "tova_b8"}))
+        << "round " << round;
+  }
+  EXPECT_EQ(work_.entries(), std::vector<std::string>{"t.h5"});
+}
+
+// The rename replaces the trace's inode: an append that waited for the lock of the old file
+// takes the lock again on the new one and adds its run to it, keeping the other update's.
+TEST_F(CliSimulate, AppendThatWaitedAddsToTheFileRenamedOverTheTrace) {
+  const std::string t = fresh_trace(), other = work_.file("other.h5");
+  write_bytes(other, read_bytes(t));
+  ASSERT_EQ(run_kvscope({"simulate", other, "--policy", "tova", "--budget", "8"}).code, 0);
+  const int fd = ::open(t.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);  // held as another kvscope updating the trace holds it
+  CliResult r;
+  std::thread waiter([&] { r = run_kvscope({"simulate", t, "--policy", "h2o", "--budget", "8"}); });
+  EXPECT_TRUE(test::wait_for_flock_waiter(t, 120.0)) << "simulate never waited for the lock";
+  EXPECT_EQ(std::rename(other.c_str(), t.c_str()), 0);  // the other update's result replaces the trace
+  ::close(fd);
+  waiter.join();
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(sorted_runs(t), (std::vector<std::string>{"h2o_b8", "tova_b8"}));
+  EXPECT_EQ(work_.entries(), std::vector<std::string>{"t.h5"});
 }
 
 // --alpha-out into a Hugging Face model folder would replace its config.json: refused (one line,
