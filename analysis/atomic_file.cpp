@@ -161,6 +161,12 @@ void copy_file_bytes(const std::string& from, const std::string& to) {
   if (err != 0) throw FileError(std::strerror(err));
 }
 
+void copy_mode_and_owner(const struct stat& like, const std::string& path) {
+  // Owner first: chown clears the set-user-ID and set-group-ID bits that chmod then sets.
+  if (::chown(path.c_str(), like.st_uid, like.st_gid) != 0 && errno != EPERM) fail_errno();
+  if (::chmod(path.c_str(), like.st_mode & 07777) != 0) fail_errno();
+}
+
 void publish_file(const std::string& temp, const std::string& final_path) {
   fsync_path(temp, O_RDONLY);
   if (::rename(temp.c_str(), final_path.c_str()) != 0) fail_errno();

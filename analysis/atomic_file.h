@@ -2,6 +2,8 @@
 // the final name, fsync the folder. A kill at any moment leaves the old file or the new one.
 // Only regular files are ever replaced; a symbolic link is written through to its target.
 #pragma once
+#include <sys/stat.h>
+
 #include <stdexcept>
 #include <string>
 
@@ -30,6 +32,9 @@ std::string temp_sibling(const std::string& final_path);
 void create_exclusive(const std::string& path);
 // Byte copy of `from` into a new file `to` (created exclusively). Throws FileError.
 void copy_file_bytes(const std::string& from, const std::string& to);
+// Gives `path` the permission bits of `like` and, where permitted, its owner and group.
+// Throws FileError when the mode cannot be set.
+void copy_mode_and_owner(const struct stat& like, const std::string& path);
 // fsync()s `temp`, renames it to `final_path`, fsync()s the folder. Throws FileError.
 void publish_file(const std::string& temp, const std::string& final_path);
 // Removes the temporary siblings of `final_path` ("<final>.tmp-<pid>-<16 hex>", that name only)

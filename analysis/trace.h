@@ -145,10 +145,15 @@ class TraceReader {
 // Adds runs to an existing trace atomically: the new file is written beside it and renamed over
 // it, so a crash leaves the old complete trace. A run whose name exists is replaced. Updates of
 // one trace by several processes take turns (an exclusive flock held from reading the trace to
-// the rename), so none loses another's runs.
+// the rename), so none loses another's runs. Through a symbolic link the file it leads to is
+// updated; the new file keeps the old one's permission bits and (where permitted) owner.
 void append_runs(const std::string& path, std::span<const RunData> runs);
 // Adds (or replaces) one float32 array, e.g. "/heads/alpha", in an existing trace, the same way.
 void append_array(const std::string& path, const std::string& array_path, const NamedArray& array,
                   const std::vector<std::pair<std::string, std::string>>& string_attrs = {});
+// Throws InputError unless appends to `path` can succeed: it must be a regular file (or a
+// symbolic link to one) whose owner may write it ("is read-only" otherwise, also for root). For
+// commands to check before their work; append_runs and append_array check it again.
+void check_appendable(const std::string& path);
 
 }  // namespace kvs

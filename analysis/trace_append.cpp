@@ -1,6 +1,10 @@
 // Atomic updates of an existing trace (append_runs, append_array): under an exclusive lock, copy
 // it to a temporary sibling, change the copy, fsync and rename it over the original. On any error
 // the original is untouched and the copy removed.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <set>
@@ -19,30 +23,46 @@ namespace ts = trace_schema;
 
 namespace {
 
+InputError read_only(const std::string& path) {
+  return input_error(path, "is read-only (its owner has no write permission); not changing it");
+}
+
 InputError cannot_update(const std::string& path, const char* why) {
   return input_error(path, std::string("cannot update trace (") + why + ")");
+}
+
+// The regular file an update of `path` rewrites (the file a symbolic link leads to).
+std::string appendable_target(const std::string& path) {
+  const std::string target = output_target(path);
+  struct stat st;
+  if (::stat(target.c_str(), &st) != 0) throw cannot_update(path, std::strerror(errno));
+  // Checked on the mode bits: root may write anything, but a trace made read-only is meant to stay.
+  if (!(st.st_mode & S_IWUSR)) throw read_only(path);
+  return target;
 }
 
 // Validates `path` as a trace, then applies `change` to a copy and publishes it, holding the
 // trace's lock from the read to the rename so that concurrent updates take turns.
 void rewrite_trace(const std::string& path, const std::function<void(const TraceMeta&)>& validate,
                    const std::function<void(hid_t, const TraceMeta&)>& change) {
+  const std::string target = appendable_target(path);
   std::optional<FileLock> held;  // taken before HDF5's lock: waiting here must not stop this process's reads
   try {
-    held.emplace(path);
+    held.emplace(target);
   } catch (const FileError& e) {
     throw cannot_update(path, e.what());
   }
+  if (!(held->status().st_mode & S_IWUSR)) throw read_only(path);
   std::lock_guard<std::recursive_mutex> lock(h5::mutex());
   h5::init();
   TraceMeta meta;
   {
-    TraceReader reader(path);  // throws InputError for anything that is not a readable trace
+    TraceReader reader(target);  // throws InputError for anything that is not a readable trace
     meta = reader.meta();
   }
   validate(meta);
-  remove_stale_temps(path);
-  const std::string temp = temp_sibling(path);
+  remove_stale_temps(target);
+  const std::string temp = temp_sibling(target);
   h5::Handle file;
   auto abandon = [&] {
     if (file.valid()) h5::divert_writes(file);
@@ -50,13 +70,14 @@ void rewrite_trace(const std::string& path, const std::function<void(const Trace
     remove_quietly(temp);
   };
   try {
-    copy_file_bytes(path, temp);
+    copy_file_bytes(target, temp);
+    copy_mode_and_owner(held->status(), temp);
     h5::Handle fapl = h5::file_access();
     file = h5::file_handle(H5Fopen(temp.c_str(), H5F_ACC_RDWR, fapl), "open copy");
     change(file, meta);
     h5::check(H5Fflush(file, H5F_SCOPE_LOCAL), "flush");
     file.close("close");
-    publish_file(temp, path);
+    publish_file(temp, target);
   } catch (const InputError&) {
     abandon();
     throw;
@@ -93,5 +114,7 @@ void append_array(const std::string& path, const std::string& array_path, const 
       path, [](const TraceMeta&) {},
       [&](hid_t file, const TraceMeta&) { ts::write_array(file, array_path, array, string_attrs); });
 }
+
+void check_appendable(const std::string& path) { appendable_target(path); }
 
 }  // namespace kvs

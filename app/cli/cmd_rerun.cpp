@@ -51,6 +51,7 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
   std::vector<RunData> runs;
   {
     TraceReader trace(path);
+    check_appendable(path);  // before the live runs, which take minutes on a large model
     if (const std::string recorded = recorded_under_caveat(trace.meta()); callbacks.on_caveat && !recorded.empty())
       callbacks.on_caveat(recorded);
     const TraceMeta& m = trace.meta();

@@ -29,6 +29,7 @@ int cmd_simulate(const ArgList& argv) {
   std::vector<std::string> caveats;
   {
     TraceReader trace(path);
+    check_appendable(path);  // before the work whose runs it would refuse
     note_recorded_under(trace.meta());
     auto policies = build_policies(a, trace);
     SimulateOptions opt;

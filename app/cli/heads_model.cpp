@@ -48,7 +48,10 @@ int heads_from_model(const std::string& model_path, const std::string& tokenizer
   Model model = load_model(model_path);
   auto tok = load_tokenizer(model, tokenizer_path);
   const ModelConfig& c = model.config;
-  if (!trace_path.empty()) check_model_matches(model, TraceReader(trace_path).meta());  // before the long part
+  if (!trace_path.empty()) {  // before the long part
+    check_model_matches(model, TraceReader(trace_path).meta());
+    check_appendable(trace_path);
+  }
   if (!alpha_out.empty()) check_duo_pattern_output(alpha_out);
 
   AlphaEstimateOptions ao;

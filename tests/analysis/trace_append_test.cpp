@@ -1,7 +1,10 @@
 // Runs and arrays added to an existing trace: written, replaced by name, read back whole or one
-// step at a time; a failing append leaves the original byte for byte and no temporary file.
+// step at a time; a failing append leaves the original byte for byte and no temporary file; an
+// append goes through a symbolic link to its target, keeps the mode and owner, and refuses a
+// read-only trace.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <csignal>
 
@@ -199,6 +202,70 @@ TEST(TraceAppend, ArraysAndRunsFromTheWriter) {
   EXPECT_EQ(r.read_array("/layers/similarity").data, (std::vector<float>{1.0f, 0.5f, 0.5f, 1.0f}));
   EXPECT_EQ(r.read_string_attr("/layers/similarity", "k"), "8");
   EXPECT_THROW(r.read_prefill(), InputError) << "this trace was written without prefill evidence";
+}
+
+TEST(TraceAppend, ThroughASymlinkUpdatesItsTargetAndTheLinkStays) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.file("store"));
+  const std::string real = dir.file("store/real.h5"), link = dir.file("link.h5");
+  const TraceMeta m = write_trace(real);
+  std::filesystem::create_symlink("store/real.h5", link);
+  append_runs(link, std::vector<RunData>{make_run(m, "h2o_b4", 4, kSteps, false)});
+  append_array(link, "/heads/extra", {"extra", {2}, {1.0f, 2.0f}});
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(std::filesystem::read_symlink(link), "store/real.h5");
+  TraceReader r(real);
+  EXPECT_EQ(r.run_names(), std::vector<std::string>{"h2o_b4"});
+  EXPECT_TRUE(r.has_array("/heads/extra"));
+  std::vector<std::string> names = dir.entries();
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"link.h5", "store"}));
+  std::vector<std::string> stored;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("store"))) stored.push_back(e.path().filename());
+  EXPECT_EQ(stored, std::vector<std::string>{"real.h5"}) << "the new file replaced the target, no copy left";
+}
+
+TEST(TraceAppend, KeepsTheTracesModeAndOwner) {
+  TempDir dir;
+  const std::string path = dir.file("t.h5");
+  const TraceMeta m = write_trace(path);
+  ASSERT_EQ(::chmod(path.c_str(), 0640), 0);
+  const bool may_chown = ::chown(path.c_str(), 1234, 5678) == 0;  // root: another owner to keep
+  struct stat before;
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  append_runs(path, std::vector<RunData>{make_run(m, "h2o_b4", 4, kSteps, false)});
+  struct stat after;
+  ASSERT_EQ(::stat(path.c_str(), &after), 0);
+  EXPECT_NE(after.st_ino, before.st_ino) << "an append writes a new file";
+  EXPECT_EQ(after.st_mode & 07777, 0640u);
+  if (may_chown) {
+    EXPECT_EQ(after.st_uid, 1234u);
+    EXPECT_EQ(after.st_gid, 5678u);
+  }
+  EXPECT_EQ(TraceReader(path).run_names(), std::vector<std::string>{"h2o_b4"});
+}
+
+TEST(TraceAppend, ReadOnlyTraceIsRefusedEvenForRoot) {
+  TempDir dir;
+  const std::string path = dir.file("t.h5");
+  const TraceMeta m = write_trace(path);
+  ASSERT_EQ(::chmod(path.c_str(), 0444), 0);
+  const std::string before = testing::read_bytes(path);
+  const std::string expected = path + ": is read-only (its owner has no write permission); not changing it";
+  for (int i = 0; i < 3; ++i) {
+    try {
+      if (i == 0) append_runs(path, std::vector<RunData>{make_run(m, "h2o_b4", 4, kSteps, false)});
+      if (i == 1) append_array(path, "/heads/extra", {"extra", {1}, {1.0f}});
+      if (i == 2) check_appendable(path);
+      ADD_FAILURE() << "no error (" << i << ")";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()), expected);
+    }
+  }
+  EXPECT_EQ(testing::read_bytes(path), before);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"t.h5"});
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  EXPECT_NO_THROW(check_appendable(path));
 }
 
 TEST(TraceAppend, NotATraceIsAnInputError) {

@@ -1,10 +1,12 @@
 // End-to-end tests of `kvscope simulate`, `layers` and `heads` (issue 3) on a stories260K trace
 // recorded by the CLI: every policy in one pass, StreamingLLM's exact kept sets, recall 1 when the
 // budget covers the context, bad input that leaves the trace byte-identical, concurrent appends
-// that all land, and --alpha-out sparing files it did not write.
+// that all land, appends through links keeping the mode, and --alpha-out sparing files it did
+// not write.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdio>
@@ -438,6 +440,44 @@ TEST_F(CliSimulate, AppendThatWaitedAddsToTheFileRenamedOverTheTrace) {
   waiter.join();
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(sorted_runs(t), (std::vector<std::string>{"h2o_b8", "tova_b8"}));
+  EXPECT_EQ(work_.entries(), std::vector<std::string>{"t.h5"});
+}
+
+// Through a symbolic link the runs go to the trace it leads to, the link stays a link, and the
+// new file keeps the trace's permission bits and owner (it used to become a 0644 regular file
+// in the link's place, the real trace getting nothing).
+TEST_F(CliSimulate, AppendThroughASymlinkKeepsTheLinkTheModeAndTheOwner) {
+  fs::create_directory(work_.file("store"));
+  const std::string real = work_.file("store/real.h5"), link = work_.file("link.h5");
+  write_bytes(real, read_bytes(dir_->file("base.h5")));
+  ASSERT_EQ(::chmod(real.c_str(), 0600), 0);
+  const bool may_chown = ::chown(real.c_str(), 1234, 5678) == 0;  // as root: an owner to keep
+  fs::create_symlink("store/real.h5", link);
+  const CliResult r = run_kvscope({"simulate", link, "--policy", "h2o", "--budget", "8"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(sorted_runs(real), std::vector<std::string>{"h2o_b8"});
+  struct stat st;
+  ASSERT_EQ(::stat(real.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  if (may_chown) {
+    EXPECT_EQ(st.st_uid, 1234u);
+    EXPECT_EQ(st.st_gid, 5678u);
+  }
+  EXPECT_EQ(work_.entries(), (std::vector<std::string>{"link.h5", "store"}));
+}
+
+// A trace without its owner's write bit is refused before any work, by every command that
+// appends, although root could write it.
+TEST_F(CliSimulate, ReadOnlyTraceIsRefusedByEveryAppendingCommand) {
+  const std::string t = fresh_trace();
+  ASSERT_EQ(::chmod(t.c_str(), 0444), 0);
+  const std::string before = read_bytes(t);
+  const std::string problem = "is read-only (its owner has no write permission); not changing it";
+  EXPECT_TRUE(is_input_error(run_kvscope({"simulate", t, "--policy", "h2o", "--budget", "8"}), t, problem));
+  EXPECT_TRUE(is_input_error(run_kvscope({"rerun", t, "--policy", "h2o", "--budget", "8"}), t, problem));
+  EXPECT_TRUE(is_input_error(run_kvscope({"heads", t, "--model", stories_bin()}), t, problem));
+  EXPECT_TRUE(read_bytes(t) == before);
   EXPECT_EQ(work_.entries(), std::vector<std::string>{"t.h5"});
 }
 
