@@ -65,7 +65,9 @@ TEST(AtomicFile, WhatIsNotARegularFileIsRefusedAndLeftAsItWas) {
     cases.push_back({device, "is a character device, not a regular file; not replacing it"});
   const std::string source = dir.file("source");
   testing::write_bytes(source, "bytes");
-  for (const auto& [path, problem] : cases) {
+  for (const auto& c : cases) {
+    const std::string& path = c.first;  // named, not bound: clang 14's lambdas cannot capture a binding
+    const std::string& problem = c.second;
     SCOPED_TRACE(path);
     struct stat before;
     ASSERT_EQ(::lstat(path.c_str(), &before), 0);

@@ -109,7 +109,9 @@ TEST(DuoPattern, WriterReplacesOnlyAPatternItWrote) {
       {published, (published / "config.json").string() + ": " + refusal},
       {gates_only, (gates_only / "full_attention_heads.tsv").string() + ": " + refusal},
       {bad_gates, (bad_gates / "full_attention_heads.tsv").string() + ": " + refusal}};
-  for (const auto& [dir, message] : refused) {
+  for (const auto& refusal_case : refused) {
+    const fs::path& dir = refusal_case.first;  // named, not bound: clang 14's lambdas cannot capture a binding
+    const std::string& message = refusal_case.second;
     std::map<std::string, std::string> before;
     for (const auto& e : fs::directory_iterator(dir)) before[e.path().filename()] = read_file(e.path());
     EXPECT_EQ(input_error_of([&] { write_duo_pattern(dir.string(), p, "test"); }), message);
