@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include "analysis/atomic_file.h"
@@ -87,6 +88,7 @@ void write_head_chunks(hid_t file, const char* name, hid_t type, const float* da
 struct TraceWriter::Impl {
   std::string final_path;
   std::string target;  // what commit() replaces: final_path, or the file its symbolic link leads to
+  std::optional<struct stat> replaced;  // the earlier trace there, whose mode and owner the new one keeps
   std::string temp;
   TraceMeta meta;        // as given at construction; shape and prompt_len are fixed from here on
   int max_steps = 0;
@@ -183,6 +185,13 @@ TraceWriter::TraceWriter(const std::string& final_path, const TraceMeta& meta, i
   if (::stat(w.target.c_str(), &st) == 0 && st.st_size > 0 && H5Fis_hdf5(w.target.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     throw input_error(final_path, "exists and is not an HDF5 trace; not replacing it (remove it or choose another name)");
+  }
+  if (::stat(w.target.c_str(), &st) == 0) {
+    // As appends do: checked on the mode bits (root may write anything), a trace made read-only
+    // is meant to stay; one that is replaced keeps its permissions and owner.
+    if (!(st.st_mode & S_IWUSR))
+      throw input_error(final_path, "is read-only (its owner has no write permission); not replacing it");
+    w.replaced = st;
   }
   remove_stale_temps(w.target);
   const std::string temp = temp_sibling(w.target);
@@ -334,6 +343,7 @@ void TraceWriter::commit(const TraceMeta& meta, std::span<const int32_t> ids, co
     w.decode.close("close");
     w.flush();
     w.file.close("close");
+    if (w.replaced) copy_mode_and_owner(*w.replaced, w.temp);
     publish_file(w.temp, w.target);
     w.temp.clear();
   });

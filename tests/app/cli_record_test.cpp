@@ -66,6 +66,27 @@ TEST(CliRecord, GreedyStoryFromGguf) {
   expect_story(r, out);
 }
 
+// Recording over an earlier trace keeps that file's permissions (a private trace stays private);
+// a trace whose owner has no write bit is refused, as appends refuse it, even for root.
+TEST(CliRecord, ReplacingATraceKeepsItsModeAndAReadOnlyOneIsRefused) {
+  TempDir out;
+  const std::string t = out.file("t.h5");
+  auto record = [&] {
+    return run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once", "--steps", "2", "--out", t});
+  };
+  ASSERT_EQ(record().code, 0);
+  ASSERT_EQ(::chmod(t.c_str(), 0600), 0);
+  ASSERT_EQ(record().code, 0);
+  struct stat st;
+  ASSERT_EQ(::stat(t.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::chmod(t.c_str(), 0444), 0);
+  const std::string before = read_bytes(t);
+  EXPECT_TRUE(is_input_error(record(), t, "is read-only (its owner has no write permission); not replacing it"));
+  EXPECT_TRUE(read_bytes(t) == before);
+  EXPECT_EQ(out.entries(), std::vector<std::string>{"t.h5"});
+}
+
 // stories260K marks the end of a story with BOS (id 1), where llama2.c's run.c stops: from the
 // prompt "x" its first story ends after 361 tokens, and the recording ends there with a note, not
 // running a second story on.
