@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "analysis/atomic_file.h"
+
 namespace kvs {
 
 std::string config_dir() {
@@ -48,8 +50,13 @@ void RecentList::add(const std::string& path) {
   items_.insert(items_.begin(), path);
   if (items_.size() > 10) items_.resize(10);
   if (file_.empty()) return;
-  std::ofstream out(file_);
-  for (const std::string& item : items_) out << item << '\n';
+  std::string text;
+  for (const std::string& item : items_) text += item + '\n';
+  try {
+    write_file_atomically(file_, text);  // whole or not at all: a crash never halves the list
+  } catch (const std::exception&) {
+    // A list that cannot be saved keeps working for this session.
+  }
 }
 
 }  // namespace kvs

@@ -330,6 +330,18 @@ bool known_view(const std::vector<std::unique_ptr<View>>& views, const std::stri
   return std::any_of(views.begin(), views.end(), [&](const auto& v) { return id == v->id(); });
 }
 
+// Writes ImGui's window layout to `ini` whole (temp + rename); nothing where there is no config
+// folder. A layout that cannot be saved is not worth interrupting the user for: the next change
+// tries again.
+void save_layout(const std::string& ini) {
+  ImGui::GetIO().WantSaveIniSettings = false;
+  if (ini.empty()) return;
+  try {
+    write_file_atomically(ini, ImGui::SaveIniSettingsToMemory());
+  } catch (const std::exception&) {
+  }
+}
+
 }  // namespace
 
 int run_gui(const GuiOptions& options) {
@@ -397,10 +409,14 @@ int run_gui(const GuiOptions& options) {
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
   ImGuiIO& io = ImGui::GetIO();
+  // The window layout: the user's, else the shipped default. KVScope saves it itself (ImGui would
+  // rewrite the file in place, and a crash mid-write would leave half a layout).
   const std::string ini = headless ? "" : layout_ini_path();
-  io.IniFilename = ini.empty() ? nullptr : ini.c_str();
-  if (!ini.empty() && !std::filesystem::exists(ini) && std::filesystem::exists(default_layout_ini_path()))
-    ImGui::LoadIniSettingsFromDisk(default_layout_ini_path().c_str());
+  io.IniFilename = nullptr;
+  if (!ini.empty()) {
+    const std::string from = std::filesystem::exists(ini) ? ini : default_layout_ini_path();
+    if (std::filesystem::exists(from)) ImGui::LoadIniSettingsFromDisk(from.c_str());
+  }
   setup_fonts_and_style();
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
@@ -453,7 +469,9 @@ int run_gui(const GuiOptions& options) {
         last = now;
         shell.frame(dt, "", false);
         glfwSwapBuffers(window);
+        if (io.WantSaveIniSettings) save_layout(ini);
       }
+      save_layout(ini);
     }
   }
   app.io.cancel_all();
