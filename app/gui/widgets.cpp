@@ -28,17 +28,19 @@ struct Rgb {
   float r, g, b;
 };
 
-// One hue per policy, picked for distance in CIELAB (at least 38 from each other, from the lane
+// One hue per policy, picked for distance in CIELAB (at least 36 from each other, from the lane
 // states' colours and from the plot background): none is the lanes' kept blue, evicted red, sink
-// yellow, recent green, heavy-hitter orange or inactive purple.
+// yellow, recent green, heavy-hitter orange or inactive purple. The lighter shade of a policy's
+// other parameter sets stays at least 18 from every other policy's colour (tova and adakv were
+// moved for it: duoattention's shade was adakv's colour, 3 apart, and h2o's was tova's).
 struct PolicyColor {
   const char* policy;
   Rgb rgb;
 };
 const PolicyColor kPolicyColors[] = {
     {"full", {210, 210, 210}},      {"streamingllm", {255, 13, 255}}, {"window", {153, 145, 69}},
-    {"strided", {228, 255, 166}},   {"h2o", {13, 255, 13}},           {"tova", {115, 255, 143}},
-    {"snapkv", {13, 255, 255}},     {"pyramidkv", {13, 110, 255}},    {"adakv", {255, 166, 210}},
+    {"strided", {228, 255, 166}},   {"h2o", {13, 255, 13}},           {"tova", {0, 255, 180}},
+    {"snapkv", {13, 255, 255}},     {"pyramidkv", {13, 110, 255}},    {"adakv", {255, 195, 255}},
     {"kvzip", {204, 114, 92}},      {"duoattention", {255, 64, 159}}, {"omnikv", {80, 153, 8}},
 };
 

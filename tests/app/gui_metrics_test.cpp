@@ -113,6 +113,14 @@ TEST(RunColor, PoliciesAreClearlyApartAndNotLaneStateColours) {
       EXPECT_GT(lab_distance(base[i], cell_state_color((CellState)s)), 35.0)
           << policies[i] << " vs the lanes' " << cell_state_name((CellState)s);
   }
+  // A policy's run with other parameters (lighter) is not mistaken for another policy's run.
+  for (size_t i = 0; i < policies.size(); ++i) {
+    if (policies[i] == "full") continue;  // has no parameters
+    const ImU32 shade = run_color(policies[i] + "_x1_b16", policies[i], false);
+    EXPECT_GT(lab_distance(shade, base[i]), 10.0) << policies[i];
+    for (size_t j = 0; j < base.size(); ++j)
+      if (j != i) EXPECT_GT(lab_distance(shade, base[j]), 15.0) << policies[i] << "'s shade vs " << policies[j];
+  }
 }
 #endif
 
