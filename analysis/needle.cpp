@@ -87,8 +87,8 @@ NeedlePrompt build_needle_prompt(const Tokenizer& tokenizer, const NeedleOptions
       needle_end = p.text.size();
     }
     if (i == hay.size()) break;
-    p.text += ' ';
-    p.text += *hay[i];
+    if (!p.text.empty()) p.text += ' ';  // no leading space: SentencePiece models that remove extra
+    p.text += *hay[i];                   // whitespace (tok512.model) would drop it from the tokens
   }
   p.text += '\n';
   const size_t question_begin = p.text.size();

@@ -169,6 +169,26 @@ TEST_F(NeedlePromptTest, SpansDecodeToTheirParts) {
   EXPECT_EQ(passkey_for_seed(3), passkey_for_seed(3));
 }
 
+// A SentencePiece .model that removes extra whitespace (tok512.model, as the sentencepiece library
+// reads it) drops a leading space from the tokens: the prompt has none, so its spans still map
+// onto the text, at every depth.
+TEST_F(NeedlePromptTest, SentencePieceModelThatRemovesExtraWhitespace) {
+  const std::unique_ptr<Tokenizer> spm =
+      load_tokenizer(model_, std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/tok512.model");
+  NeedleOptions o;
+  o.context_tokens = 150;
+  o.needle = passkey_needle(48213);
+  o.answer = "The secret passkey is 48213.";
+  for (double depth : {0.0, 0.5, 1.0}) {
+    o.depth = depth;
+    const NeedlePrompt p = build_needle_prompt(*spm, o);
+    EXPECT_NE(p.text.front(), ' ') << depth;
+    EXPECT_NE(spm->decode(std::span<const int>(p.tokens).subspan(p.needle.begin, p.needle.size())).find("48213"),
+              std::string::npos)
+        << depth;
+  }
+}
+
 TEST_F(NeedlePromptTest, BadOptionsAreInputErrors) {
   NeedleOptions o;
   o.depth = 1.5;
