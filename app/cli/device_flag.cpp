@@ -16,7 +16,9 @@ Device device_flag(const Args& args) {
     throw input_error("--device", "expected cpu, cuda or auto, got '" + value + "'");
   std::string why;
   if (cuda_usable(&why)) return Device::Cuda;
-  if (value == "cuda") std::fprintf(stderr, "kvscope: --device cuda: %s; running on the CPU\n", why.c_str());
+  // The fallback notice is not an error: --quiet (where the command has it) silences it.
+  if (value == "cuda" && !args.has("--quiet"))
+    std::fprintf(stderr, "kvscope: --device cuda: %s; running on the CPU\n", why.c_str());
   return Device::Cpu;
 }
 

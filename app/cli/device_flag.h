@@ -1,6 +1,7 @@
 // The --device flag of the commands that run the model: cpu, cuda, or auto (the default: cuda
 // when this build and machine can run it). An explicit cuda that cannot run falls back to the
-// CPU with a one-line notice on stderr. --gpu-dtype: what the GPU stores weights and cache in.
+// CPU with a one-line notice on stderr (none under --quiet). --gpu-dtype: what the GPU stores
+// weights and cache in.
 #pragma once
 #include <string>
 

@@ -45,6 +45,11 @@ TEST(CliDevice, CudaWithoutAGpuFallsBackToTheCpuWithANotice) {
   EXPECT_EQ(cpu.err.find("CUDA"), std::string::npos) << cpu.err;
   EXPECT_EQ(count_lines(cuda.err), count_lines(cpu.err) + 1);
   EXPECT_EQ(TraceReader(out.file("cuda.h5")).meta().device, "cpu");  // where it really ran
+  // --quiet prints nothing but errors, and the notice is not one.
+  const CliResult quiet = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                       "8", "--device", "cuda", "--quiet", "--out", out.file("quiet.h5")});
+  ASSERT_EQ(quiet.code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
 }
 
 TEST(CliDevice, TheTraceSaysWhichDeviceRanIt) {
