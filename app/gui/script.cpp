@@ -144,6 +144,9 @@ void apply_script_command(AppState& app, std::vector<std::unique_ptr<View>>& vie
     app.open_trace(c.arg, true);
     if (!app.last_open_error.empty()) throw InputError(app.last_open_error);
   } else {
+    // `mode` belongs to two views (Compare: runs|traces, Run: forced|free): a value neither takes
+    // is a bad value, not an unknown command.
+    if (c.verb == "mode") script_choice(c.verb, c.arg, {"runs", "traces", "forced", "free"});
     for (auto& v : views)
       if (v->command(app, c.verb, c.arg)) return;
     throw script_error(c.verb, c.arg, "is not a command (docs/gui.md lists them)");

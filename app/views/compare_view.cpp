@@ -277,6 +277,8 @@ class CompareView : public View {
   }
 
   void draw_traces(AppState& app) {
+    // A second trace opened elsewhere (File menu, a script's `compare PATH`) shows its path here.
+    if (app.other_trace && other_path_.empty()) other_path_ = app.other_trace->path;
     ImGui::SameLine();
     ImGui::SetNextItemWidth(std::max(ImGui::GetContentRegionAvail().x - 70, 100.0f));
     ImGui::InputText("##other", &other_path_);

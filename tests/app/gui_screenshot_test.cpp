@@ -314,8 +314,8 @@ TEST_F(GuiScreenshot, ScriptArgumentsOutOfRangeOrUnknownExitTwo) {
       {"select 0 99", "'select 0 99': 99 is outside 0.."},
       {"overlay nosuch", "'overlay nosuch' names no run of the trace"},
       {"stat nosuch", "'stat nosuch' names no statistic of the trace"},
+      {"mode foo", "'mode foo' expects one of runs, traces, forced, free"},
       {"log maybe", "'log maybe' expects one of on, off"},
-      {"mode nosuch", "'mode nosuch' is not a command"},
       {"policies nosuch", "'policies nosuch' names an unknown policy 'nosuch'"},
       {"demo nosuch", "'demo nosuch' names no demo prompt"},
       {"given 1,99", "'given 1,99': given: layer 99 outside 0.."}};
