@@ -58,6 +58,8 @@ class HeadsView : public View {
       ImGui::EndCombo();
     }
     const HeadGrid& g = grids_[stat_];
+    const std::string description = head_stat_description(g.name);
+    if (!description.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", description.c_str());
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (float x : g.v) lo = std::min(lo, x), hi = std::max(hi, x);
     const std::string unit = head_stat_unit(g.name);
@@ -83,7 +85,12 @@ class HeadsView : public View {
     ImGui::TextWrapped("%d of %d heads >= tau %s, %d below %s  |  %s", above, (int)g.v.size(),
                        gate ? "(retrieval: full cache)" : "(outlined)", (int)g.v.size() - above,
                        gate ? "(streaming: sinks + recent)" : "", g.source.c_str());
-    if (const std::string d = head_stat_description(g.name); !d.empty()) ImGui::TextWrapped("%s", d.c_str());
+    // The description (also the statistic's tooltip) only where the grid still fits below it: in a
+    // short panel the cells come first.
+    const float text_h = ImGui::GetTextLineHeightWithSpacing();
+    const float grid_min_h = 3 * text_h + 4.0f * g.rows;
+    if (!description.empty() && ImGui::GetContentRegionAvail().y >= grid_min_h + 2 * text_h)
+      ImGui::TextWrapped("%s", description.c_str());
     ImGui::PopStyleColor();
     draw_grid(app, g, lo, hi, tau);
   }
