@@ -167,6 +167,11 @@ void copy_mode_and_owner(const struct stat& like, const std::string& path) {
   if (::chmod(path.c_str(), like.st_mode & 07777) != 0) fail_errno();
 }
 
+void require_owner_write(const std::string& path, const struct stat& st, const std::string& action) {
+  if (!(st.st_mode & S_IWUSR))
+    throw input_error(path, "is read-only (its owner has no write permission); not " + action + " it");
+}
+
 void publish_file(const std::string& temp, const std::string& final_path) {
   fsync_path(temp, O_RDONLY);
   if (::rename(temp.c_str(), final_path.c_str()) != 0) fail_errno();

@@ -35,6 +35,10 @@ void copy_file_bytes(const std::string& from, const std::string& to);
 // Gives `path` the permission bits of `like` and, where permitted, its owner and group.
 // Throws FileError when the mode cannot be set.
 void copy_mode_and_owner(const struct stat& like, const std::string& path);
+// Throws InputError("<path>: is read-only (its owner has no write permission); not <action> it")
+// when `st` has no owner-write bit: decided on the mode bits, since root may write anything, and a
+// file made read-only is meant to stay as it is.
+void require_owner_write(const std::string& path, const struct stat& st, const std::string& action);
 // fsync()s `temp`, renames it to `final_path`, fsync()s the folder. Throws FileError.
 void publish_file(const std::string& temp, const std::string& final_path);
 // Removes the temporary siblings of `final_path` ("<final>.tmp-<pid>-<16 hex>", that name only)

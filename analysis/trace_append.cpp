@@ -23,10 +23,6 @@ namespace ts = trace_schema;
 
 namespace {
 
-InputError read_only(const std::string& path) {
-  return input_error(path, "is read-only (its owner has no write permission); not changing it");
-}
-
 InputError cannot_update(const std::string& path, const char* why) {
   return input_error(path, std::string("cannot update trace (") + why + ")");
 }
@@ -36,8 +32,7 @@ std::string appendable_target(const std::string& path) {
   const std::string target = output_target(path);
   struct stat st;
   if (::stat(target.c_str(), &st) != 0) throw cannot_update(path, std::strerror(errno));
-  // Checked on the mode bits: root may write anything, but a trace made read-only is meant to stay.
-  if (!(st.st_mode & S_IWUSR)) throw read_only(path);
+  require_owner_write(path, st, "changing");
   return target;
 }
 
@@ -52,7 +47,7 @@ void rewrite_trace(const std::string& path, const std::function<void(const Trace
   } catch (const FileError& e) {
     throw cannot_update(path, e.what());
   }
-  if (!(held->status().st_mode & S_IWUSR)) throw read_only(path);
+  require_owner_write(path, held->status(), "changing");  // as the locked file is now
   std::lock_guard<std::recursive_mutex> lock(h5::mutex());
   h5::init();
   TraceMeta meta;

@@ -182,16 +182,13 @@ TraceWriter::TraceWriter(const std::string& final_path, const TraceMeta& meta, i
   // prompt file, a user's notes given to --out by mistake, a device or FIFO) would lose it.
   w.target = output_target(final_path);
   struct stat st;
-  if (::stat(w.target.c_str(), &st) == 0 && st.st_size > 0 && H5Fis_hdf5(w.target.c_str()) <= 0) {
-    H5Eclear2(H5E_DEFAULT);
-    throw input_error(final_path, "exists and is not an HDF5 trace; not replacing it (remove it or choose another name)");
-  }
   if (::stat(w.target.c_str(), &st) == 0) {
-    // As appends do: checked on the mode bits (root may write anything), a trace made read-only
-    // is meant to stay; one that is replaced keeps its permissions and owner.
-    if (!(st.st_mode & S_IWUSR))
-      throw input_error(final_path, "is read-only (its owner has no write permission); not replacing it");
-    w.replaced = st;
+    if (st.st_size > 0 && H5Fis_hdf5(w.target.c_str()) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      throw input_error(final_path, "exists and is not an HDF5 trace; not replacing it (remove it or choose another name)");
+    }
+    require_owner_write(final_path, st, "replacing");  // as appends refuse it
+    w.replaced = st;  // the new trace keeps its permissions and owner
   }
   remove_stale_temps(w.target);
   const std::string temp = temp_sibling(w.target);
