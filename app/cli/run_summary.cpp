@@ -29,24 +29,38 @@ bool shown_in_line(const std::string& name) {
          name == "top1_agree";
 }
 
+bool has_nan(const NamedArray& a) {
+  return std::any_of(a.data.begin(), a.data.end(), [](float v) { return !std::isfinite(v); });
+}
+
+std::string joined(std::vector<std::string> names) {
+  sort_metric_names(names);
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + names[i];
+  return out;
+}
+
 // What the numbers of the lines below are: means over the decode steps, and over (layer, KV head)
-// for the metrics stored per (layer, KV head). "" when no line shows a metric.
+// for the metrics stored per (layer, KV head). A free run's comparisons with the trace (NaN once
+// its text leaves the trace's) are means over its compared steps only, its counts over all its
+// steps: the heading names the metrics so restricted. "" when no line shows a metric.
 std::string means_heading(const std::vector<RunData>& runs) {
-  std::vector<std::string> shown, per_head;
+  std::vector<std::string> shown, per_head, compared_only;
   for (const RunData& r : runs)
     for (const auto& m : r.metrics) {
-      if (!shown_in_line(m.name) || std::find(shown.begin(), shown.end(), m.name) != shown.end()) continue;
+      if (!shown_in_line(m.name)) continue;
+      if (r.mode == "free" && has_nan(m) &&
+          std::find(compared_only.begin(), compared_only.end(), m.name) == compared_only.end())
+        compared_only.push_back(m.name);
+      if (std::find(shown.begin(), shown.end(), m.name) != shown.end()) continue;
       shown.push_back(m.name);
       if (per_head_metric(m)) per_head.push_back(m.name);
     }
   if (shown.empty()) return "";
-  sort_metric_names(per_head);
-  std::string out = "metrics: means over the decode steps (a free run's compared ones)";
-  if (!per_head.empty()) {
-    out += "; ";
-    for (size_t i = 0; i < per_head.size(); ++i) out += (i ? ", " : "") + per_head[i];
-    out += " also over (layer, KV head)";
-  }
+  std::string out = "metrics: means over the decode steps";
+  if (!per_head.empty()) out += "; " + joined(per_head) + " also over (layer, KV head)";
+  if (!compared_only.empty())
+    out += "; a free run's " + joined(compared_only) + " only over its compared steps (before its text left the trace's)";
   return out;
 }
 

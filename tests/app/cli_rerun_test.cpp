@@ -115,6 +115,34 @@ TEST_F(CliRerun, ForcedAndFreeRunsAreAppendedWithRealEviction) {
   for (size_t i = 0; i < recall.size(); ++i) EXPECT_EQ(std::isnan(recall[i]), i / per_step >= static_cast<size_t>(differs)) << i;
 }
 
+// A free run's line mixes two kinds of means: its comparisons with the trace (recall, kl, ...)
+// stop where its text leaves the trace's, its counts cover all its steps. The heading says which.
+TEST_F(CliRerun, FreeRunHeadingNamesTheMetricsMeanOverComparedStepsOnly) {
+  const CliResult r = rerun({"--policy", "streamingllm", "--budget", "4", "--mode", "free"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  TraceReader tr(trace_);
+  const RunData run = tr.read_run("streamingllm_b4_free", false);
+  double compared = -1.0;
+  for (const auto& [k, v] : run.scalars)
+    if (k == "compared_steps") compared = v;
+  ASSERT_GE(compared, 0.0);
+  ASSERT_LT(compared, tr.run_steps(run.name)) << "the test needs a run whose text leaves the trace's";
+  const std::string heading = r.out.substr(0, r.out.find('\n'));
+  EXPECT_EQ(heading.find("(a free run's compared ones)"), std::string::npos) << heading;
+  EXPECT_NE(heading.find("a free run's recall, topk_miss, kl, top1_agree only over its compared steps"),
+            std::string::npos) << heading;
+  // kept is a mean over every step of the run: its own cache, whatever text it wrote.
+  const NamedArray* kept = nullptr;
+  for (const NamedArray& m : run.metrics)
+    if (m.name == "kept") kept = &m;
+  ASSERT_NE(kept, nullptr);
+  double sum = 0.0;
+  for (float v : kept->data) sum += v;
+  char expect[64];
+  std::snprintf(expect, sizeof expect, "  kept %.4g ", sum / kept->data.size());
+  EXPECT_NE(r.out.find(expect), std::string::npos) << r.out;
+}
+
 TEST_F(CliRerun, EveryPolicyRerunsInOneCommand) {
   // KVzip's scores come from the model (the trace has none), DuoAttention's gates are profiled
   // from the trace, OmniKV's filter layers are chosen on the trace's layer similarity.
