@@ -1,4 +1,5 @@
 // `kvscope info FILE`: describes a model (llama2.c .bin, GGUF, HF folder) or a trace.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -35,10 +36,39 @@ std::string printable(const std::string& text) {
   return out;
 }
 
+std::string string_attr(const TraceReader& trace, const std::string& path, const std::string& attr) {
+  return trace.has_attr(path, attr) ? trace.read_string_attr(path, attr) : "";
+}
+
+// The query heads of a stored [L, H] retrieval score above Wu et al.'s 0.1, best first (at most 8
+// named): "11 of 270 query heads above 0.1: 18-6 0.667, 17-3 0.583, ...".
+std::string retrieval_heads(const NamedArray& score, const ModelShape& shape) {
+  const int n_heads = shape.n_heads;
+  if (score.dims != std::vector<uint64_t>{(uint64_t)shape.n_layers, (uint64_t)n_heads})
+    return "not shaped [layers, query heads]";
+  std::vector<std::pair<float, int>> above;  // (score, layer * H + head)
+  for (size_t i = 0; i < score.data.size(); ++i)
+    if (score.data[i] > 0.1f) above.push_back({score.data[i], static_cast<int>(i)});
+  std::stable_sort(above.begin(), above.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out = std::to_string(above.size()) + " of " + std::to_string(score.data.size()) +
+                    " query heads above 0.1";
+  char item[48];
+  for (size_t i = 0; i < above.size() && i < 8; ++i) {
+    std::snprintf(item, sizeof item, "%s%d-%d %.3f", i ? ", " : ": ", above[i].second / n_heads,
+                  above[i].second % n_heads, above[i].first);
+    out += item;
+  }
+  return out + (above.size() > 8 ? ", ..." : "");
+}
+
 int info_trace(const std::string& path, bool json) {
   TraceReader trace(path);
   const TraceMeta& m = trace.meta();
   const auto runs = trace.run_names();
+  // What `kvscope heads --model M trace.h5` stored: the gates a plain duoattention run takes.
+  const bool has_alpha = trace.has_array("/heads/alpha"), has_retrieval = trace.has_array("/heads/retrieval_score");
+  const std::string alpha_source = has_alpha ? string_attr(trace, "/heads/alpha", "source") : "";
+  const std::string trials_kept = has_retrieval ? string_attr(trace, "/heads/retrieval_score", "trials_kept") : "";
   if (json) {
     JsonObject o;
     o.add("kind", "trace").add("path", path).add("schema_version", m.schema_version)
@@ -49,6 +79,8 @@ int info_trace(const std::string& path, bool json) {
         .add("prompt_len", m.prompt_len).add("n_steps", m.n_steps)
         .add("decode_dtype", m.decode_dtype).add_bool("has_prefill_map", m.has_prefill_map)
         .add("capture_note", m.capture_note);
+    if (has_alpha) o.add("alpha_source", alpha_source);
+    if (has_retrieval) o.add("retrieval_trials_kept", trials_kept);
     std::string r = "[";
     for (size_t i = 0; i < runs.size(); ++i) {
       if (i) r += ',';
@@ -70,6 +102,12 @@ int info_trace(const std::string& path, bool json) {
   std::printf("capture    decode rows %s; prefill %s%s%s\n", m.decode_dtype.c_str(),
               m.has_prefill_map ? "full map + reductions" : "reductions only",
               m.capture_note.empty() ? "" : " — ", printable(m.capture_note).c_str());
+  if (has_alpha)
+    std::printf("alpha      stored (%s): a plain duoattention run on this trace takes these gates\n",
+                alpha_source.empty() ? "no source given" : printable(alpha_source).c_str());
+  if (has_retrieval)
+    std::printf("retrieval  stored (%s needle trials kept): %s\n", trials_kept.empty() ? "?" : printable(trials_kept).c_str(),
+                retrieval_heads(trace.read_array("/heads/retrieval_score"), m.shape).c_str());
   std::printf("runs       %zu\n", runs.size());
   for (const auto& name : runs) {
     RunData r = trace.read_run(name, false);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include "analysis/h5_util.h"
+#include "analysis/trace.h"
 #include "cli_util.h"
 #include "inference/json.h"
 
@@ -162,6 +163,33 @@ TEST_F(CliInfoTrace, TextListsRunsAfterSimulate) {
   ASSERT_EQ(runs->size(), 2u);
   EXPECT_EQ(runs->items()[0].as_string(), "h2o_heavy2_b4");
   EXPECT_EQ(runs->items()[1].as_string(), "window_b4");
+}
+
+// What `heads --model M trace.h5` stores changes what later runs do (a plain duoattention takes
+// the stored gates) and costs minutes to recompute: info says it is there and what it holds.
+TEST_F(CliInfoTrace, SaysWhichGatesAndRetrievalScoresTheTraceStores) {
+  TempDir d;
+  const std::string t = d.file("t.h5");
+  write_bytes(t, read_bytes(trace()));
+  CliResult r = run_kvscope({"info", t});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("alpha "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("retrieval "), std::string::npos) << r.out;
+  std::vector<float> alpha(5 * 4, 0.5f), score(5 * 8, 0.0f);
+  score[3 * 8 + 6] = 0.75f;  // 3-6, the best
+  score[1 * 8 + 2] = 0.25f;  // 1-2
+  score[4 * 8 + 0] = 0.05f;  // below Wu et al.'s 0.1: not a retrieval head
+  append_array(t, "/heads/alpha", {"alpha", {5, 4}, alpha}, {{"source", "estimated: mse of logits"}});
+  append_array(t, "/heads/retrieval_score", {"retrieval_score", {5, 8}, score}, {{"trials_kept", "2 of 5"}});
+  r = run_kvscope({"info", t});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("alpha      stored (estimated: mse of logits): a plain duoattention run on this trace takes "
+                       "these gates"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("retrieval  stored (2 of 5 needle trials kept): 2 of 40 query heads above 0.1: 3-6 0.750, "
+                       "1-2 0.250\n"), std::string::npos) << r.out;
+  const Json j = parse_json(run_kvscope({"info", t, "--json"}));
+  EXPECT_EQ(j.get_string("alpha_source", ""), "estimated: mse of logits");
+  EXPECT_EQ(j.get_string("retrieval_trials_kept", ""), "2 of 5");
 }
 
 TEST_F(CliInfoTrace, TruncatedTrace) {
