@@ -281,7 +281,7 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
     bytes.data[a] = static_cast<float>(T - std::count(kept, kept + T, 0)) * static_cast<float>(shape.kv_bytes_per_entry());
   }
   double ratio_sum = 0.0;  // over steps: bytes the engine holds after the step / the full cache's
-  double nll = 0.0;
+  double nll = 0.0, full_nll = 0.0;  // the reference continuation's, under the run and under the full cache
   int first_div = -1, compared = 0;
   // Free mode: step s's logits come after feeding the run's token s, the reference's after its
   // own; they compare while those agree: up to the step before the first generated token that
@@ -311,6 +311,7 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
     top1.data.push_back(agree ? 1.0f : 0.0f);
     ref_lp.data.push_back(static_cast<float>(b[reference.next[s]]));
     nll -= b[reference.next[s]];
+    full_nll -= a[reference.next[s]];
     ++compared;
     if (first_div < 0 && options.mode == "forced" && !agree) first_div = s;  // forced: first differing top-1
   }
@@ -320,6 +321,7 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   if (options.mode == "free") first_div = free_div < 0 ? -1 : std::max(0, free_div - 1);
   run.metrics = {kl, top1, ref_lp, bytes};
   run.scalars = {{"perplexity", compared ? std::exp(nll / compared) : 0.0},
+                 {"full_perplexity", compared ? std::exp(full_nll / compared) : 0.0},
                  {"compared_steps", static_cast<double>(compared)},
                  {"first_divergence", static_cast<double>(first_div)},
                  {"peak_kv_bytes", static_cast<double>(engine.peak_kv_bytes())},

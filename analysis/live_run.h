@@ -46,7 +46,8 @@ ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int s
 // cache with EngineOptions::rope_in_cache). `context` carries alpha / shape; its prefill evidence is filled here.
 // Returns /runs/<name> data with eviction="real": kept [S, L, Hkv, T], the run's tokens, text,
 // own attention and metrics (kl, top1_agree, ref_logprob [S]; kv_bytes [S, L, Hkv] from the kept
-// sets, as the simulator counts them) and scalars: perplexity of the reference continuation,
+// sets, as the simulator counts them) and scalars: perplexity of the reference continuation
+// under the run and (full_perplexity) under the full cache over the same steps,
 // first_divergence (the first step whose choice of the next token differs: forced, its top-1;
 // free, the token it generated; -1 = none), peak_kv_bytes (the prompt held whole during prefill
 // included) and its ratio to full's, mean_kv_ratio (bytes held after each step over the full

@@ -3,6 +3,7 @@
 // the peak KV bytes follow the engine's attend-then-evict arithmetic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "live_run_fixture.h"
@@ -124,6 +125,37 @@ TEST_F(LiveStreaming, FreeRunTextDiffersFromTheFullCacheRun) {
   EXPECT_NEAR(scalar(r, "perplexity"), std::exp(nll / (first + 1)), 1e-6 * scalar(r, "perplexity"));
   EXPECT_EQ(r.mode, "free");
   EXPECT_EQ(r.eviction, "real");
+}
+
+// A run's perplexity alone does not say what eviction cost: full_perplexity is the full cache's
+// on the same reference tokens over the same (compared) steps, the number to hold it against.
+TEST_F(LiveStreaming, FullPerplexityIsTheFullCachesOverTheRunsComparedSteps) {
+  Engine engine(st_->model, single_thread());
+  const ReferenceRun ref = run_reference(engine, prompt_, kSteps, {}, {});
+  const int vocab = st_->model.config.vocab_size;
+  auto full_nll = [&](int steps) {  // -sum of log softmax(reference logits)[reference's next token]
+    double nll = 0.0;
+    for (int s = 0; s < steps; ++s) {
+      const float* l = ref.logits.data() + static_cast<size_t>(s) * vocab;
+      double m = l[0], z = 0.0;
+      for (int v = 1; v < vocab; ++v) m = std::max(m, (double)l[v]);
+      for (int v = 0; v < vocab; ++v) z += std::exp(l[v] - m);
+      nll -= l[ref.next[s]] - m - std::log(z);
+    }
+    return nll;
+  };
+  for (const std::string mode : {"forced", "free"}) {
+    const RunData r = run(engine, ref, mode);
+    const int compared = static_cast<int>(scalar(r, "compared_steps"));
+    ASSERT_GT(compared, 0) << mode;
+    const double expect = std::exp(full_nll(compared) / compared);
+    EXPECT_NEAR(scalar(r, "full_perplexity"), expect, 1e-9 * expect) << mode;
+    EXPECT_GT(scalar(r, "perplexity"), scalar(r, "full_perplexity")) << mode << ": the evictions cost something";
+  }
+  // The full policy's run is the full cache: both perplexities are one number.
+  auto full = make_policy(parse_policy_spec("full", 0), shape_of(st_->model));
+  const RunData f = live_run(engine, *full, {}, ref, *st_->tok, LiveRunOptions{});
+  EXPECT_DOUBLE_EQ(scalar(f, "perplexity"), scalar(f, "full_perplexity"));
 }
 
 TEST_F(LiveStreaming, RopeInCacheEqualsOriginalPositionsUntilTheFirstEvictionThenDiffers) {
