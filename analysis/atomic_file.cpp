@@ -89,12 +89,23 @@ void publish_through_temp(const std::string& path, const std::string& target, Fi
   }
 }
 
+// Returns `target` when its folder may be written into. Root may write into any folder, so the
+// rule is on the mode bits, as require_owner_write's for files: a folder made read-only (the
+// shared models' are 555) is meant to stay as it is. Anything else is left to the OS to refuse.
+std::string in_writable_folder(const std::string& path, const std::string& target) {
+  const std::string folder = folder_of(target);
+  struct stat st;
+  if (::stat(folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && !(st.st_mode & S_IWUSR))
+    throw input_error(path, "is in the read-only folder " + folder + " (its owner has no write permission); not writing into it");
+  return target;
+}
+
 }  // namespace
 
 std::string output_target(const std::string& path) {
   struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) return path;  // nothing there: creating it says what is wrong, if anything
-  if (S_ISREG(st.st_mode)) return path;
+  if (::lstat(path.c_str(), &st) != 0) return in_writable_folder(path, path);  // nothing there yet
+  if (S_ISREG(st.st_mode)) return in_writable_folder(path, path);
   if (!S_ISLNK(st.st_mode)) throw input_error(path, "is " + kind_of(st.st_mode) + ", not a regular file; not replacing it");
   const std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
   if (!real || ::stat(real.get(), &st) != 0) {
@@ -105,7 +116,7 @@ std::string output_target(const std::string& path) {
   if (!S_ISREG(st.st_mode))
     throw input_error(path, "is a symbolic link to " + kind_of(st.st_mode) + " (" + real.get() +
                                 "), not a regular file; not replacing it");
-  return real.get();
+  return in_writable_folder(path, real.get());
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {

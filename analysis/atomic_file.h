@@ -17,7 +17,8 @@ struct FileError : std::runtime_error {
 // Where a write meant for `path` lands: `path` itself when nothing is there or a regular file
 // is, the file a symbolic link leads to (every link resolved) when that is a regular file.
 // Throws InputError naming `path`, changing nothing, when it is a folder, a device, a FIFO or a
-// socket (or a link to one), or a link that leads nowhere.
+// socket (or a link to one), or a link that leads nowhere, or when the folder it lands in has no
+// owner-write bit (root included).
 std::string output_target(const std::string& path);
 // Replaces output_target(`path`) with `bytes` through a temporary sibling. Throws InputError
 // naming `path`; on an error nothing is left behind.

@@ -486,6 +486,7 @@ TEST_F(CliSimulate, ReadOnlyTraceIsRefusedByEveryAppendingCommand) {
 TEST_F(CliSimulate, HeadsAlphaOutReplacesOnlyItsOwnPattern) {
   const std::string t = fresh_trace(), hf = work_.file("hf"), own = work_.file("own");
   fs::copy(shared("stories260K-hf"), hf, fs::copy_options::recursive);
+  fs::permissions(hf, fs::perms::owner_all, fs::perm_options::add);  // a user's own copy (../shared's are 555)
   auto snapshot = [&] {
     std::map<std::string, std::string> files;
     for (const auto& e : fs::directory_iterator(hf)) files[e.path().filename()] = read_bytes(e.path());
