@@ -53,7 +53,16 @@ std::vector<int> omnikv_default_filters(int L) {
   return out;
 }
 
-void choose_omnikv_filters(PolicySpec& spec, const TraceReader& trace) {
+bool omnikv_budget_from_frac(const PolicySpec& spec) { return spec.name == "omnikv" && spec.params.count("frac"); }
+
+void resolve_omnikv_frac(PolicySpec& spec, int prompt_len) {
+  if (!omnikv_budget_from_frac(spec)) return;
+  const double frac = std::strtod(spec.params.at("frac").c_str(), nullptr);  // the policy checks it is in (0, 1]
+  if (frac > 0.0 && frac <= 1.0) spec.budget = std::min(prompt_len, std::max(1, (int)(frac * prompt_len)));
+}
+
+void resolve_omnikv_spec(PolicySpec& spec, const TraceReader& trace) {
+  resolve_omnikv_frac(spec, trace.meta().prompt_len);
   if (spec.name != "omnikv" || spec.params.count("filters") || !trace.has_array("/layers/similarity")) return;
   const int L = trace.meta().shape.n_layers;
   const NamedArray sim = trace.read_array("/layers/similarity");

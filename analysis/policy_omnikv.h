@@ -22,10 +22,16 @@ std::vector<OmniRole> omnikv_layer_roles(int L, const std::vector<int>& filters,
 
 std::unique_ptr<Policy> make_omnikv_policy(const PolicySpec& spec, const ModelShape& shape);
 
-// An OmniKV spec without filters= gets, on a trace holding the inter-layer similarity, the L/10
-// filter layers the optimizer of POLICIES.md §9 chooses there for the spec's wait (default 1).
-// Other specs, and traces without the similarity, are left as they are. The CLI and the app
-// both resolve specs through it.
-void choose_omnikv_filters(PolicySpec& spec, const TraceReader& trace);
+// Whether the spec sets its budget from the prompt (OmniKV's frac=F) rather than from --budget.
+bool omnikv_budget_from_frac(const PolicySpec& spec);
+// OmniKV's frac=F: spec.budget = k = max(1, floor(F * prompt_len)), at most prompt_len, the k the
+// policy selects, so the run name shows it and the metrics' top-k compare with it. Other specs
+// are left as they are.
+void resolve_omnikv_frac(PolicySpec& spec, int prompt_len);
+// An OmniKV spec on a trace: its frac resolved for the trace's prompt, and without filters=, on
+// a trace holding the inter-layer similarity, the L/10 filter layers the optimizer of POLICIES.md
+// §9 chooses there for the spec's wait (default 1). Other specs, and traces without the
+// similarity, are left as they are. The CLI and the app both resolve specs through it.
+void resolve_omnikv_spec(PolicySpec& spec, const TraceReader& trace);
 
 }  // namespace kvs

@@ -60,8 +60,8 @@ int cmd_record(const ArgList& argv) {
   r.policy = a.str("--policy");
   if (!r.policy.empty()) {
     r.budget = a.integer("--budget", 0, 1, 1 << 30);
-    const PolicySpec spec = parse_policy_spec(r.policy, 0);  // --budget, unless full or budget=N
-    if (!a.has("--budget") && spec.name != "full" && spec.budget <= 0)
+    // --budget, unless full, budget=N or frac=F
+    if (!a.has("--budget") && takes_budget_flag(r.policy))
       throw input_error("--budget", "is required (tokens kept per head) for --policy " + r.policy);
     if (a.has("--budget") && !takes_budget_flag(r.policy))
       throw input_error("--budget", "--policy " + r.policy + " does not use it (full keeps every token; budget=N is the spec's own)");

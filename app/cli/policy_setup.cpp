@@ -17,7 +17,7 @@ namespace kvs {
 
 bool takes_budget_flag(const std::string& policy_text) {
   const PolicySpec own = parse_policy_spec(policy_text, 0);
-  return own.name != "full" && own.budget <= 0;
+  return own.name != "full" && own.budget <= 0 && !omnikv_budget_from_frac(own);
 }
 
 std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const TraceReader& trace) {
@@ -32,10 +32,10 @@ std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const Trac
   for (const auto& text : specs) {
     budget_used |= takes_budget_flag(text);
     PolicySpec spec = parse_policy_spec(text, budget);
-    // --budget may be left out for `full` and for a spec with its own budget=N.
-    if (!args.has("--budget") && spec.name != "full" && spec.budget <= 0)
+    // --budget may be left out for `full` and for a spec with its own budget=N or frac=F.
+    if (!args.has("--budget") && takes_budget_flag(text))
       throw input_error("--budget", "is required (tokens kept per head) for --policy " + text);
-    choose_omnikv_filters(spec, trace);
+    resolve_omnikv_spec(spec, trace);
     choose_duo_gates(spec, trace, args.str("--alpha", ""));
     auto p = make_policy(spec, shape);
     if (!names.insert(spec.run_name()).second)

@@ -11,6 +11,7 @@
 #include "analysis/head_stats.h"
 #include "analysis/kvzip_scores.h"
 #include "analysis/live_run.h"
+#include "analysis/policy_omnikv.h"
 #include "analysis/recorder.h"
 #include "analysis/run_progress.h"
 #include "analysis/similarity.h"
@@ -101,7 +102,11 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   const ModelShape shape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim};
   // A live policy is checked before anything is written or printed.
   std::unique_ptr<Policy> policy;
-  if (!r.policy.empty()) policy = make_policy(parse_policy_spec(r.policy, r.budget), shape);
+  if (!r.policy.empty()) {
+    PolicySpec spec = parse_policy_spec(r.policy, r.budget);
+    resolve_omnikv_frac(spec, static_cast<int>(prompt.size()));
+    policy = make_policy(spec, shape);
+  }
   // DuoAttention's gates come from a pattern folder or are profiled from a trace's decode rows,
   // which a recording does not have yet.
   if (policy && policy->spec().name == "duoattention" && !policy->spec().params.count("pattern"))

@@ -62,7 +62,7 @@ void submit_simulation(AppState& app, const std::vector<std::string>& specs, int
         std::vector<Policy*> policies;
         for (const std::string& s : specs) {
           PolicySpec spec = parse_policy_spec(s, budget);
-          choose_omnikv_filters(spec, reader);  // as `kvscope simulate` does
+          resolve_omnikv_spec(spec, reader);  // as `kvscope simulate` does
           choose_duo_gates(spec, reader, "");
           owned.push_back(make_policy(spec, shape));
           policies.push_back(owned.back().get());

@@ -271,7 +271,7 @@ class RunView : public View {
     if (!app.trace) return "";
     try {
       PolicySpec spec{name, {}, budget_};
-      if (name == "omnikv") choose_omnikv_filters(spec, TraceReader(app.trace->path));
+      if (name == "omnikv") resolve_omnikv_spec(spec, TraceReader(app.trace->path));
       if (name == "duoattention") choose_duo_gates(spec, TraceReader(app.trace->path), "");
       return resolved_params_text(spec, app.trace->meta.shape);
     } catch (const std::exception&) {

@@ -76,6 +76,29 @@ TEST(OmniKv, FracAndBudgetCoveringPrompt) {
   EXPECT_NE(rf.params_json.find("\"k\":5"), std::string::npos);
 }
 
+// frac=F is the run's budget: k = max(1, floor(F * P)) names the run and is what topk_miss
+// compares with; budget=N beside it is refused, other specs are left alone.
+TEST(OmniKv, FracResolvesTheBudgetFromThePrompt) {
+  PolicySpec spec = parse_policy_spec("omnikv:frac=0.067", 16);
+  EXPECT_TRUE(omnikv_budget_from_frac(spec));
+  resolve_omnikv_frac(spec, 412);
+  EXPECT_EQ(spec.budget, 27);
+  EXPECT_EQ(spec.run_name(), "omnikv_frac0.067_b27");
+  PolicySpec tiny = parse_policy_spec("omnikv:frac=0.01", 0);
+  resolve_omnikv_frac(tiny, 20);
+  EXPECT_EQ(tiny.budget, 1);
+  PolicySpec plain = parse_policy_spec("omnikv", 16);
+  EXPECT_FALSE(omnikv_budget_from_frac(plain));
+  resolve_omnikv_frac(plain, 412);
+  EXPECT_EQ(plain.budget, 16);
+  try {
+    parse_policy_spec("omnikv:frac=0.1,budget=8", 0);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "--policy omnikv:frac=0.1,budget=8: give budget or frac (a fraction of the prompt), not both");
+  }
+}
+
 namespace {
 
 std::string error_of(const std::string& text, const ModelShape& shape) {

@@ -134,6 +134,19 @@ TEST_F(CliSimulate, EveryPolicyAtOnceAppendsARunEach) {
 }
 
 // Later simulate calls add to the runs already there; a run of the same name is replaced.
+// OmniKV's frac=F sets its own budget from the prompt: no --budget needed, and one given for it
+// alone is refused as unused.
+TEST_F(CliSimulate, OmniKvFracIsItsOwnBudget) {
+  const std::string t = fresh_trace();
+  const int k = std::max(1, static_cast<int>(0.25 * prompt_len_));
+  const Json runs = parse_json(run_kvscope({"simulate", t, "--policy", "omnikv:filters=1,frac=0.25", "--json"}));
+  ASSERT_EQ(runs.items().size(), 1u);
+  EXPECT_EQ(runs.items()[0].get_string("name", ""), "omnikv_filters1_frac0.25_b" + std::to_string(k));
+  EXPECT_EQ(runs.items()[0].get_number("budget", -1), k);
+  EXPECT_TRUE(is_input_error(run_kvscope({"simulate", t, "--policy", "omnikv:frac=0.25", "--budget", "8"}), "--budget",
+                             "no --policy uses it (full keeps every token; budget=N in a spec is that policy's own)"));
+}
+
 TEST_F(CliSimulate, SecondCallAppendsAndSameNameReplaces) {
   const std::string t = fresh_trace();
   ASSERT_EQ(run_kvscope({"simulate", t, "--policy", "window", "--budget", "8"}).code, 0);

@@ -213,7 +213,7 @@ TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
   ASSERT_EQ(runs.size(), 4u);
   EXPECT_NE(std::find(runs.begin(), runs.end(), "kvzip_b8"), runs.end());
   kvs::PolicySpec omnikv{"omnikv", {}, 8};
-  kvs::choose_omnikv_filters(omnikv, reader);
+  kvs::resolve_omnikv_spec(omnikv, reader);
   ASSERT_TRUE(omnikv.params.count("filters")) << "the recorded trace has no layer similarity";
   EXPECT_NE(std::find(runs.begin(), runs.end(), omnikv.run_name()), runs.end()) << omnikv.run_name();
   EXPECT_GT(luminance_stddev(load_png(png("recorded"))), 15.0);
