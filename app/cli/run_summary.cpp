@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 #include "analysis/json_writer.h"
@@ -26,7 +27,7 @@ double mean_of(const NamedArray& a) {
 // The metrics a run's line shows, in the views' order.
 bool shown_in_line(const std::string& name) {
   return name == "recall" || name == "topk_miss" || name == "kept" || name == "inactive" || name == "kl" ||
-         name == "top1_agree";
+         name == "top1_agree" || name == "hh_turnover";
 }
 
 bool has_nan(const NamedArray& a) {
@@ -62,6 +63,61 @@ std::string means_heading(const std::vector<RunData>& runs) {
   if (!compared_only.empty())
     out += "; a free run's " + joined(compared_only) + " only over its compared steps (before its text left the trace's)";
   return out;
+}
+
+// A scalar of the run, or NaN when it has none.
+double scalar_of(const RunData& r, const char* key) {
+  for (const auto& [k, v] : r.scalars)
+    if (k == key) return v;
+  return std::nan("");
+}
+
+// "70.0 KiB" for a byte count.
+std::string bytes_text(double bytes) {
+  const ValueScale s = byte_scale(bytes);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f %s", bytes / s.divisor, s.unit);
+  return buf;
+}
+
+// The scalars a live run stores, as two readable lines: what its evictions did to the output
+// (perplexity of the reference continuation beside the full cache's on the same steps, the first
+// divergence) and to memory (peak and mean against the full cache). Scalars these lines do not
+// know follow on a third, as name value.
+void print_live_scalars(const RunData& r) {
+  const double ppl = scalar_of(r, "perplexity"), full_ppl = scalar_of(r, "full_perplexity");
+  const double compared = scalar_of(r, "compared_steps"), div = scalar_of(r, "first_divergence");
+  const double peak = scalar_of(r, "peak_kv_bytes"), full_peak = scalar_of(r, "full_peak_kv_bytes");
+  const double peak_ratio = scalar_of(r, "peak_kv_ratio"), mean_ratio = scalar_of(r, "mean_kv_ratio");
+  if (std::isfinite(ppl)) {
+    std::printf("  output: perplexity %.4g", ppl);
+    if (std::isfinite(full_ppl)) std::printf(" (full cache %.4g)", full_ppl);
+    if (std::isfinite(compared)) std::printf(" over %.0f compared step%s", compared, compared == 1 ? "" : "s");
+    if (std::isfinite(div)) {
+      const char* what = r.mode == "free" ? "its generated token" : "its top-1";  // against the full cache's
+      if (div < 0) std::printf("; %s never differs from the full cache's", what);
+      else std::printf("; %s first differs from the full cache's at step %.0f", what, div);
+    }
+    std::printf("\n");
+  }
+  if (std::isfinite(peak)) {
+    std::printf("  memory: peak %s", bytes_text(peak).c_str());
+    if (std::isfinite(full_peak)) std::printf(" (full cache %s", bytes_text(full_peak).c_str());
+    if (std::isfinite(full_peak) && std::isfinite(peak_ratio)) std::printf(", ratio %.3g", peak_ratio);
+    if (std::isfinite(full_peak)) std::printf(")");
+    if (std::isfinite(mean_ratio)) std::printf("; after each step %.3g of the full cache's on average", mean_ratio);
+    std::printf("\n");
+  }
+  bool other = false;
+  for (const auto& [k, v] : r.scalars) {
+    static const char* const known[] = {"perplexity", "full_perplexity", "compared_steps", "first_divergence",
+                                        "peak_kv_bytes", "full_peak_kv_bytes", "peak_kv_ratio", "mean_kv_ratio",
+                                        "block_size"};  // block_size: a setting (trace and --json)
+    if (std::find(std::begin(known), std::end(known), k) != std::end(known)) continue;
+    std::printf("%s%s %.4g", other ? "  " : "  also: ", k.c_str(), v);
+    other = true;
+  }
+  if (other) std::printf("\n");
 }
 
 }  // namespace
@@ -102,10 +158,8 @@ void print_run_summaries(const std::vector<RunData>& runs, bool json) {
       return metric_info(x->name).rank < metric_info(y->name).rank;
     });
     for (const NamedArray* m : shown) std::printf("  %s %.4g", m->name.c_str(), mean_of(*m));
-    // block_size is a setting of paged_bytes_freed (in the trace and --json), not a result.
-    for (const auto& [k, v] : r.scalars)
-      if (k != "block_size") std::printf("  %s %.4g", k.c_str(), v);
     std::printf("\n");
+    print_live_scalars(r);
     // A forced run was fed the trace's tokens: its text is the trace's, not worth repeating.
     if (!r.text.empty() && r.mode != "forced") std::printf("  text: %s\n", r.text.c_str());
   }

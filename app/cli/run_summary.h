@@ -1,6 +1,7 @@
 // One line per run (or a JSON array): the means of its per-step metrics (over the steps and, for
-// those stored per (layer, KV head), over them too: a heading line says so) and its scalars
-// (block_size, a setting, only in JSON).
+// those stored per (layer, KV head), over them too: a heading line says so); a live run's scalars
+// on lines of their own (output: perplexity beside the full cache's, first divergence; memory:
+// peak and mean against the full cache); block_size, a setting, only in JSON.
 #pragma once
 #include <vector>
 

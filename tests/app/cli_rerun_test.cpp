@@ -3,6 +3,7 @@
 // not fit the model) answered with one line, exit code 2 and the trace left byte-identical.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "analysis/duo_pattern.h"
 #include "analysis/policy.h"
@@ -141,6 +142,28 @@ TEST_F(CliRerun, FreeRunHeadingNamesTheMetricsMeanOverComparedStepsOnly) {
   char expect[64];
   std::snprintf(expect, sizeof expect, "  kept %.4g ", sum / kept->data.size());
   EXPECT_NE(r.out.find(expect), std::string::npos) << r.out;
+}
+
+// A live run's scalars read as sentences: its perplexity beside the full cache's on the same
+// steps, where it first differs, its memory against the full cache's, each from the stored scalars.
+TEST_F(CliRerun, LiveRunScalarsArePrintedBesideTheFullCaches) {
+  const CliResult r = rerun({"--policy", "streamingllm", "--policy", "full", "--budget", "4"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  TraceReader tr(trace_);
+  const RunData run = tr.read_run("streamingllm_b4_forced", false);
+  std::map<std::string, double> sc(run.scalars.begin(), run.scalars.end());
+  const int steps = tr.run_steps(run.name);
+  ASSERT_EQ(sc.at("compared_steps"), steps);
+  char expect[256];
+  std::snprintf(expect, sizeof expect, "\n  output: perplexity %.4g (full cache %.4g) over %d compared steps; ",
+                sc.at("perplexity"), sc.at("full_perplexity"), steps);
+  EXPECT_NE(r.out.find(expect), std::string::npos) << r.out;
+  std::snprintf(expect, sizeof expect, "\n  memory: peak %.1f KiB (full cache %.1f KiB, ratio %.3g); ",
+                sc.at("peak_kv_bytes") / 1024, sc.at("full_peak_kv_bytes") / 1024, sc.at("peak_kv_ratio"));
+  EXPECT_NE(r.out.find(expect), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("its top-1 never differs from the full cache's\n"), std::string::npos)
+      << "the full cache's own run: " << r.out;
+  EXPECT_EQ(r.out.find("peak_kv_bytes"), std::string::npos) << "raw scalar names are for --json";
 }
 
 TEST_F(CliRerun, EveryPolicyRerunsInOneCommand) {
