@@ -43,7 +43,7 @@ std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const Trac
     out.push_back(std::move(p));
   }
   if (args.has("--budget") && !budget_used)
-    throw input_error("--budget", "no --policy uses it (full keeps every token; budget=N in a spec is that policy's own)");
+    throw input_error("--budget", "no --policy uses it (full keeps every token; budget=N or OmniKV's frac=F in a spec is that policy's own)");
   if (args.has("--alpha") && std::none_of(out.begin(), out.end(), [](const auto& p) { return p->spec().name == "duoattention"; }))
     throw input_error("--alpha", "gives DuoAttention's gates, and no --policy duoattention is given");
   return out;

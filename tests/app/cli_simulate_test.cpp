@@ -144,7 +144,7 @@ TEST_F(CliSimulate, OmniKvFracIsItsOwnBudget) {
   EXPECT_EQ(runs.items()[0].get_string("name", ""), "omnikv_filters1_frac0.25_b" + std::to_string(k));
   EXPECT_EQ(runs.items()[0].get_number("budget", -1), k);
   EXPECT_TRUE(is_input_error(run_kvscope({"simulate", t, "--policy", "omnikv:frac=0.25", "--budget", "8"}), "--budget",
-                             "no --policy uses it (full keeps every token; budget=N in a spec is that policy's own)"));
+                             "no --policy uses it (full keeps every token; budget=N or OmniKV's frac=F in a spec is that policy's own)"));
 }
 
 TEST_F(CliSimulate, SecondCallAppendsAndSameNameReplaces) {
