@@ -1,4 +1,4 @@
-// Per-statistic defaults of the head grid.
+// Per-statistic defaults of the head grid, and the placement of its cells.
 #include "app/views/head_grid.h"
 
 #include <algorithm>
@@ -37,6 +37,20 @@ std::string head_stat_description(const std::string& stat) {
   if (stat == "alpha") return "DuoAttention gate: share of mass outside sinks + recent (high: retrieval head)";
   if (stat == "retrieval_score") return "retrieval score: share of needle tokens copied by attending them";
   return "";
+}
+
+float head_cell_height(float grid_h, int rows) { return std::clamp(grid_h / (float)std::max(rows, 1), 3.0f, 48.0f); }
+
+HeadGridLayout head_grid_layout(float avail_w, float avail_h, int rows, int cols, float controls_w, float controls_h,
+                                float header_h, float label_w) {
+  cols = std::max(cols, 1);
+  // Cells fill the space (wider than tall when there are more layers than heads), within limits.
+  const float below_w = std::clamp((avail_w - label_w) / (float)cols, 4.0f, 64.0f);
+  const float below_h = (avail_h - controls_h - header_h) / (float)std::max(rows, 1);
+  const float beside_w = (avail_w - label_w - controls_w) / (float)cols;
+  if (below_h >= kMinCellBelow || beside_w < 8.0f) return {false, below_w, head_cell_height(avail_h - controls_h - header_h, rows)};
+  // Beside: columns no wider than 40 px, leaving the controls what the panel has to spare.
+  return {true, std::min(beside_w, 40.0f), head_cell_height(avail_h - header_h, rows)};
 }
 
 }  // namespace kvs

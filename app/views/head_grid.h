@@ -1,5 +1,5 @@
-// What the head grid says about each per-head statistic: the threshold tau its grid starts with
-// and the unit of its values. Free of ImGui, for the tests.
+// What the head grid says about each per-head statistic (the threshold tau its grid starts with,
+// the unit of its values) and where its cells go in a panel. Free of ImGui, for the tests.
 #pragma once
 #include <string>
 #include <vector>
@@ -17,5 +17,20 @@ float default_head_tau(const std::string& stat, const std::vector<float>& values
 // scores in [0, 1]) and a one-line description for the grid's caption.
 std::string head_stat_unit(const std::string& stat);
 std::string head_stat_description(const std::string& stat);
+
+// Where the grid goes in a panel with avail_w x avail_h pixels of content: below its controls
+// (controls_h tall), or, in a panel too short for cells of kMinCellBelow px there, beside them
+// (a column controls_w wide on its right) at the panel's full height. header_h: the axis titles
+// above the cells; label_w: the layer numbers on their left. A panel too small for either
+// still gets the whole grid below, its cells shrunk (the window scrolls).
+struct HeadGridLayout {
+  bool beside = false;
+  float cell_w = 0, cell_h = 0;
+};
+inline constexpr float kMinCellBelow = 6.0f;
+// The height of a cell when the rows share grid_h pixels: 3 to 48 px.
+float head_cell_height(float grid_h, int rows);
+HeadGridLayout head_grid_layout(float avail_w, float avail_h, int rows, int cols, float controls_w, float controls_h,
+                                float header_h, float label_w);
 
 }  // namespace kvs

@@ -1,8 +1,9 @@
 // Head grid: layers x heads coloured by a per-head statistic (alpha, sink mass, locality, entropy,
 // retrieval score); a tau slider splits retrieval from streaming heads; a click selects the head
-// in every view. Statistics come from /heads/* in the trace, else are computed from its decode
-// rows in the background (analysis/head_stats.h); the retrieval score, which needs the model,
-// is computed on the trace's model on request and stored in the trace.
+// in every view; a panel too short for the grid below its controls gets it beside them. Statistics
+// come from /heads/* in the trace, else are computed from its decode rows in the background
+// (analysis/head_stats.h); the retrieval score, which needs the model, is computed on the
+// trace's model on request and stored in the trace.
 #include <imgui.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <utility>
 
 #include "analysis/head_stats.h"
 #include "app/cli/heads_model.h"
@@ -33,6 +35,17 @@ struct HeadGrid {
   std::vector<float> v;    // [rows, cols]
 };
 
+// The smallest and largest value of a grid, the ends of its colour scale.
+std::pair<float, float> value_range(const HeadGrid& g) {
+  float lo = FLT_MAX, hi = -FLT_MAX;
+  for (float x : g.v) lo = std::min(lo, x), hi = std::max(hi, x);
+  return {lo, hi};
+}
+
+// Width of the statistic combo and, in a column beside the grid, of every control; the gap
+// between the grid and that column.
+constexpr float kControlsWidth = 150.0f, kColumnGap = 12.0f;
+
 class HeadsView : public View {
  public:
   const char* id() const override { return "heads"; }
@@ -51,48 +64,31 @@ class HeadsView : public View {
     for (int i = 0; i < (int)grids_.size() && !want_stat_.empty(); ++i)
       if (grids_[i].name == want_stat_) stat_ = i, want_stat_.clear();
     stat_ = std::clamp(stat_, 0, (int)grids_.size() - 1);
-    ImGui::SetNextItemWidth(150);
-    if (ImGui::BeginCombo("statistic", grids_[stat_].name.c_str())) {
-      for (int i = 0; i < (int)grids_.size(); ++i)
-        if (ImGui::Selectable(grids_[i].name.c_str(), i == stat_)) stat_ = i;
-      ImGui::EndCombo();
-    }
     const HeadGrid& g = grids_[stat_];
-    const std::string description = head_stat_description(g.name);
-    if (!description.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", description.c_str());
-    float lo = FLT_MAX, hi = -FLT_MAX;
-    for (float x : g.v) lo = std::min(lo, x), hi = std::max(hi, x);
-    const std::string unit = head_stat_unit(g.name);
-    float& tau = tau_for(g);
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(140);
-    // tau lives on [0, 1] for alpha and scores; other statistics (entropy in nats) get their range.
-    // Each statistic keeps its own (one shared 0.5 outlined nearly every head on entropy).
-    ImGui::SliderFloat("tau", &tau, std::min(0.0f, lo), std::max(1.0f, hi), unit.empty() ? "%.3g" : ("%.3g " + unit).c_str());
-    if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("Heads at or above tau are outlined; each statistic has its own (default %.3g).",
-                        default_head_tau(g.name, g.v));
-    retrieval_button(app);  // after the slider: the row's last item may run past a narrow window
-    int above = 0;
-    for (float x : g.v) above += x >= tau;
-    const bool gate = g.name == "alpha" || g.name == "retrieval_score";  // tau splits retrieval/streaming
-    char lo_s[32], hi_s[32];
-    std::snprintf(lo_s, sizeof lo_s, "%.3g%s", lo, unit.empty() ? "" : (" " + unit).c_str());
-    std::snprintf(hi_s, sizeof hi_s, "%.3g%s", hi, unit.empty() ? "" : (" " + unit).c_str());
-    color_bar(Colormap::kViridis, lo_s, hi_s, 160);
-    ImGui::SameLine(0, 12);  // the counts beside the scale, wrapped rather than cut at the window's edge
-    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    ImGui::TextWrapped("%d of %d heads >= tau %s, %d below %s  |  %s", above, (int)g.v.size(),
-                       gate ? "(retrieval: full cache)" : "(outlined)", (int)g.v.size() - above,
-                       gate ? "(streaming: sinks + recent)" : "", g.source.c_str());
-    // The description (also the statistic's tooltip) only where the grid still fits below it: in a
-    // short panel the cells come first.
-    const float text_h = ImGui::GetTextLineHeightWithSpacing();
-    const float grid_min_h = 3 * text_h + 4.0f * g.rows;
-    if (!description.empty() && ImGui::GetContentRegionAvail().y >= grid_min_h + 2 * text_h)
-      ImGui::TextWrapped("%s", description.c_str());
-    ImGui::PopStyleColor();
-    draw_grid(app, g, lo, hi, tau);
+    const float text_h = ImGui::GetTextLineHeight(), frame_h = ImGui::GetFrameHeightWithSpacing();
+    const float label_w = std::max(28.0f, ImGui::CalcTextSize("layer").x + 6), header_h = 2 * text_h + 4;
+    // Stacked above the grid the controls take about three rows (the statistic and tau, the
+    // retrieval button where it wraps, the colour scale) and a line of wrapped counts.
+    const float controls_w =
+        kColumnGap + kControlsWidth + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("statistic").x;
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    HeadGridLayout layout =
+        head_grid_layout(avail.x, avail.y, g.rows, g.cols, controls_w, 3 * frame_h + text_h, header_h, label_w);
+    if (!layout.beside) {
+      draw_controls(app, g, false);
+      // The cells take the height the controls left (the estimate above only placed the grid).
+      layout.cell_h = head_cell_height(ImGui::GetContentRegionAvail().y - header_h, g.rows);
+      draw_grid(app, g, layout, label_w, header_h);
+      return;
+    }
+    // A short panel: the grid at its full height on the left, the controls in a column beside it.
+    ImGui::BeginGroup();
+    draw_grid(app, g, layout, label_w, header_h);
+    ImGui::EndGroup();
+    ImGui::SameLine(0, kColumnGap);
+    ImGui::BeginGroup();
+    draw_controls(app, g, true);
+    ImGui::EndGroup();
   }
 
   CsvTable csv(const AppState& app) const override {
@@ -179,10 +175,56 @@ class HeadsView : public View {
     });
   }
 
+  // The statistic, its tau, the retrieval button, the colour scale with the counts and the
+  // statistic's description. In a column (beside the grid) each takes its own row.
+  void draw_controls(AppState& app, const HeadGrid& g, bool column) {
+    ImGui::SetNextItemWidth(kControlsWidth);
+    if (ImGui::BeginCombo("statistic", g.name.c_str())) {
+      for (int i = 0; i < (int)grids_.size(); ++i)
+        if (ImGui::Selectable(grids_[i].name.c_str(), i == stat_)) stat_ = i;
+      ImGui::EndCombo();
+    }
+    const std::string description = head_stat_description(g.name);
+    if (!description.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", description.c_str());
+    const auto [lo, hi] = value_range(g);
+    const std::string unit = head_stat_unit(g.name);
+    float& tau = tau_for(g);
+    if (!column) ImGui::SameLine();
+    ImGui::SetNextItemWidth(column ? kControlsWidth : 140);
+    // tau lives on [0, 1] for alpha and scores; other statistics (entropy in nats) get their range.
+    // Each statistic keeps its own (one shared 0.5 outlined nearly every head on entropy).
+    ImGui::SliderFloat("tau", &tau, std::min(0.0f, lo), std::max(1.0f, hi), unit.empty() ? "%.3g" : ("%.3g " + unit).c_str());
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("Heads at or above tau are outlined; each statistic has its own (default %.3g).",
+                        default_head_tau(g.name, g.v));
+    retrieval_button(app, column);  // after the slider: the row's last item may run past a narrow window
+    int above = 0;
+    for (float x : g.v) above += x >= tau;
+    const bool gate = g.name == "alpha" || g.name == "retrieval_score";  // tau splits retrieval/streaming
+    char lo_s[32], hi_s[32];
+    std::snprintf(lo_s, sizeof lo_s, "%.3g%s", lo, unit.empty() ? "" : (" " + unit).c_str());
+    std::snprintf(hi_s, sizeof hi_s, "%.3g%s", hi, unit.empty() ? "" : (" " + unit).c_str());
+    const float spacing = ImGui::GetStyle().ItemSpacing.x;
+    const float bar_w = column ? kControlsWidth - ImGui::CalcTextSize(lo_s).x - ImGui::CalcTextSize(hi_s).x - 2 * spacing : 160;
+    color_bar(Colormap::kViridis, lo_s, hi_s, std::max(bar_w, 40.0f));
+    if (!column) ImGui::SameLine(0, 12);  // the counts beside the scale, wrapped rather than cut at the window's edge
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("%d of %d heads >= tau %s, %d below %s  |  %s", above, (int)g.v.size(),
+                       gate ? "(retrieval: full cache)" : "(outlined)", (int)g.v.size() - above,
+                       gate ? "(streaming: sinks + recent)" : "", g.source.c_str());
+    // The description (also the statistic's tooltip) only where the grid still fits below it: in a
+    // short panel the cells come first.
+    const float text_h = ImGui::GetTextLineHeightWithSpacing();
+    const float grid_min_h = column ? 0.0f : 3 * text_h + kMinCellBelow * g.rows;
+    if (!description.empty() && ImGui::GetContentRegionAvail().y >= grid_min_h + 2 * text_h)
+      ImGui::TextWrapped("%s", description.c_str());
+    ImGui::PopStyleColor();
+  }
+
   // Without retrieval scores in the trace: a button that scores the heads on the trace's model.
-  void retrieval_button(AppState& app) {
+  void retrieval_button(AppState& app, bool column) {
     if (std::any_of(grids_.begin(), grids_.end(), [](const HeadGrid& g) { return g.name == "retrieval_score"; })) return;
-    same_line_if_fits(button_width("score retrieval heads", true));
+    if (!column) same_line_if_fits(button_width("score retrieval heads", true));
     ImGui::BeginDisabled(app.engine.busy());
     if (ImGui::SmallButton("score retrieval heads")) score_retrieval(app);
     ImGui::EndDisabled();
@@ -230,15 +272,14 @@ class HeadsView : public View {
     return it->second;
   }
 
-  void draw_grid(AppState& app, const HeadGrid& g, float lo, float hi, float tau) {
+  // The cells with the axis titles ("layer" in the corner over the layer numbers, "head" over the
+  // head numbers: header_h), the layer numbers in label_w on their left.
+  void draw_grid(AppState& app, const HeadGrid& g, const HeadGridLayout& layout, float label_w, float top) {
     const ModelShape& m = app.trace->meta.shape;
-    const ImVec2 avail = ImGui::GetContentRegionAvail();
-    // Axis titles: "layer" in the corner over the layer numbers, "head" over the head numbers.
     const float text_h = ImGui::GetTextLineHeight();
-    const float label_w = std::max(28.0f, ImGui::CalcTextSize("layer").x + 6), top = 2 * text_h + 4;
-    // Cells fill the space (wider than tall when there are more layers than heads), within limits.
-    const float cw = std::clamp((avail.x - label_w) / std::max(g.cols, 1), 4.0f, 64.0f);
-    const float ch = std::clamp((avail.y - top) / std::max(g.rows, 1), 4.0f, 48.0f);
+    const float cw = layout.cell_w, ch = layout.cell_h;
+    const auto [lo, hi] = value_range(g);
+    const float tau = tau_for(g);
     const ImVec2 p = ImGui::GetCursorScreenPos();
     ImGui::InvisibleButton("grid", ImVec2(label_w + cw * g.cols, top + ch * g.rows));
     const bool hovered = ImGui::IsItemHovered(), clicked = ImGui::IsItemClicked();

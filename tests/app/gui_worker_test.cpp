@@ -107,6 +107,34 @@ TEST(HeadGrid, EachStatisticHasItsOwnTauAndUnit) {
   EXPECT_FLOAT_EQ(default_head_tau("entropy", {}), 0.0f);
 }
 
+// SmolLM2's 30 x 9 grid (controls 220 x 94 px, axis titles 36 px, layer numbers 34 px).
+HeadGridLayout smollm2_grid(float w, float h) { return head_grid_layout(w, h, 30, 9, 220, 94, 36, 34); }
+
+// In the tiled layout at 1200x700 the grid's panel has about 385 x 150 px: below the controls the
+// cells did not fit (only layer 0 showed without scrolling); beside them the whole grid does.
+TEST(HeadGrid, AShortPanelPutsTheGridBesideItsControls) {
+  const HeadGridLayout small = smollm2_grid(385, 150);
+  EXPECT_TRUE(small.beside);
+  EXPECT_LE(36 + 30 * small.cell_h, 150.0f);
+  EXPECT_GE(small.cell_h, 3.0f);
+  EXPECT_LE(34 + 9 * small.cell_w + 220, 385.0f);
+  EXPECT_GE(small.cell_w, 8.0f);
+  // 1920x1080 tiled (640 x 260): beside, with taller cells than below would give.
+  const HeadGridLayout tiled = smollm2_grid(640, 260);
+  EXPECT_TRUE(tiled.beside);
+  EXPECT_GT(tiled.cell_h, (260.0f - 94 - 36) / 30);
+  // The view alone at 1600x1000 or 1200x700: below, as large as before.
+  const HeadGridLayout large = smollm2_grid(1584, 950);
+  EXPECT_FALSE(large.beside);
+  EXPECT_FLOAT_EQ(large.cell_w, 64.0f);
+  EXPECT_FLOAT_EQ(large.cell_h, (950.0f - 94 - 36) / 30);
+  EXPECT_FALSE(smollm2_grid(1184, 650).beside);
+  // Too narrow to put anything beside: below, cells shrunk to 3 px (the window scrolls).
+  const HeadGridLayout tiny = smollm2_grid(200, 100);
+  EXPECT_FALSE(tiny.beside);
+  EXPECT_FLOAT_EQ(tiny.cell_h, 3.0f);
+}
+
 TEST(Colormap, ViridisAndMagmaEndpoints) {
   auto rgb = [](uint32_t c) { return std::vector<int>{(int)(c & 255), (int)((c >> 8) & 255), (int)((c >> 16) & 255)}; };
   // matplotlib: viridis(0) = #440154, viridis(1) = #fde725; magma(0) = #000004, magma(1) = #fcfdbf.
