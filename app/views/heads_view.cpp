@@ -45,6 +45,8 @@ std::pair<float, float> value_range(const HeadGrid& g) {
 // Width of the statistic combo and, in a column beside the grid, of every control; the gap
 // between the grid and that column.
 constexpr float kControlsWidth = 150.0f, kColumnGap = 12.0f;
+// The mark of the heads at or above tau.
+const ImU32 kTauColor = IM_COL32(255, 80, 80, 255);
 
 class HeadsView : public View {
  public:
@@ -195,7 +197,8 @@ class HeadsView : public View {
     // Each statistic keeps its own (one shared 0.5 outlined nearly every head on entropy).
     ImGui::SliderFloat("tau", &tau, std::min(0.0f, lo), std::max(1.0f, hi), unit.empty() ? "%.3g" : ("%.3g " + unit).c_str());
     if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("Heads at or above tau are outlined; each statistic has its own (default %.3g).",
+      ImGui::SetTooltip("Heads at or above tau are marked red (outlined, or in small cells a bar on their left);\n"
+                        "each statistic has its own (default %.3g).",
                         default_head_tau(g.name, g.v));
     retrieval_button(app, column);  // after the slider: the row's last item may run past a narrow window
     int above = 0;
@@ -210,7 +213,7 @@ class HeadsView : public View {
     if (!column) ImGui::SameLine(0, 12);  // the counts beside the scale, wrapped rather than cut at the window's edge
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     ImGui::TextWrapped("%d of %d heads >= tau %s, %d below %s  |  %s", above, (int)g.v.size(),
-                       gate ? "(retrieval: full cache)" : "(outlined)", (int)g.v.size() - above,
+                       gate ? "(retrieval: full cache, marked red)" : "(marked red)", (int)g.v.size() - above,
                        gate ? "(streaming: sinks + recent)" : "", g.source.c_str());
     // The description (also the statistic's tooltip) only where the grid still fits below it: in a
     // short panel the cells come first.
@@ -300,7 +303,10 @@ class HeadsView : public View {
         const float t = hi > lo ? (v - lo) / (hi - lo) : 0.5f;
         const ImVec2 a(o.x + cw * h, o.y + ch * l), b(a.x + cw - 1, a.y + ch - 1);
         dl->AddRectFilled(a, b, colormap_color(Colormap::kViridis, t));
-        if (v >= tau && cw >= 8 && ch >= 8) dl->AddRect(ImVec2(a.x + 1, a.y + 1), ImVec2(b.x - 1, b.y - 1), IM_COL32(255, 80, 80, 255), 0, 0, 1.5f);
+        if (v < tau) continue;
+        // At or above tau: outlined, or in cells too small for an outline, a bar on their left.
+        if (cw >= 8 && ch >= 8) dl->AddRect(ImVec2(a.x + 1, a.y + 1), ImVec2(b.x - 1, b.y - 1), kTauColor, 0, 0, 1.5f);
+        else dl->AddRectFilled(a, ImVec2(a.x + std::max(2.0f, cw * 0.25f), b.y), kTauColor);
       }
     }
     const bool per_kv = g.cols == m.n_kv_heads && m.n_kv_heads != m.n_heads;
