@@ -28,20 +28,21 @@ struct Rgb {
   float r, g, b;
 };
 
-// One hue per policy, picked for distance in CIELAB (at least 36 from each other, from the lane
-// states' colours and from the plot background): none is the lanes' kept blue, evicted red, sink
-// yellow, recent green, heavy-hitter orange or inactive purple. The lighter shade of a policy's
-// other parameter sets stays at least 18 from every other policy's colour (tova and adakv were
-// moved for it: duoattention's shade was adakv's colour, 3 apart, and h2o's was tova's).
+// One hue per policy, picked by search over the sRGB cube for distance in CIEDE2000 on the dark
+// plot background (tests/app/gui_metrics_test.cpp holds them to it): every two policies at least
+// 20 apart (streamingllm and duoattention were both magenta-pink, 16 apart), a policy's lighter
+// shade for other parameter sets at least 15 from every other policy and 10 from its own colour,
+// each at least 14 from the lane states' colours (kept blue, evicted red, sink yellow, recent
+// green, heavy-hitter orange, inactive purple) and light enough to read (L* >= 55).
 struct PolicyColor {
   const char* policy;
   Rgb rgb;
 };
 const PolicyColor kPolicyColors[] = {
-    {"full", {210, 210, 210}},      {"streamingllm", {255, 13, 255}}, {"window", {153, 145, 69}},
-    {"strided", {228, 255, 166}},   {"h2o", {13, 255, 13}},           {"tova", {0, 255, 180}},
-    {"snapkv", {13, 255, 255}},     {"pyramidkv", {13, 110, 255}},    {"adakv", {255, 195, 255}},
-    {"kvzip", {204, 114, 92}},      {"duoattention", {255, 64, 159}}, {"omnikv", {80, 153, 8}},
+    {"full", {210, 210, 210}},      {"streamingllm", {255, 90, 240}}, {"window", {165, 135, 45}},
+    {"strided", {255, 195, 60}},    {"h2o", {90, 240, 30}},           {"tova", {90, 225, 180}},
+    {"snapkv", {0, 150, 150}},      {"pyramidkv", {0, 135, 240}},     {"adakv", {180, 165, 255}},
+    {"kvzip", {255, 165, 135}},     {"duoattention", {210, 105, 120}}, {"omnikv", {90, 150, 15}},
 };
 
 Rgb mix(Rgb a, Rgb b, float t) { return {a.r + (b.r - a.r) * t, a.g + (b.g - a.g) * t, a.b + (b.b - a.b) * t}; }

@@ -69,17 +69,50 @@ TEST(LinePlot, IsolatedFinitePointsGetADot) {
   EXPECT_EQ(isolated_points({0.1f, nan, 0.3f, nan, nan, 0.5f, nan, nan, nan}, 2), (std::vector<size_t>{5}));
 }
 
-double lab_distance(ImU32 a, ImU32 b) {
-  auto lab = [](ImU32 c) {
-    auto lin = [](double u) { u /= 255; return u > 0.04045 ? std::pow((u + 0.055) / 1.055, 2.4) : u / 12.92; };
-    const double r = lin(c & 255), g = lin((c >> 8) & 255), bl = lin((c >> 16) & 255);
-    const double X = (0.4124 * r + 0.3576 * g + 0.1805 * bl) / 0.95047, Y = 0.2126 * r + 0.7152 * g + 0.0722 * bl,
-                 Z = (0.0193 * r + 0.1192 * g + 0.9505 * bl) / 1.08883;
-    auto f = [](double t) { return t > 0.008856 ? std::cbrt(t) : 7.787 * t + 16.0 / 116; };
-    return std::array<double, 3>{116 * f(Y) - 16, 500 * (f(X) - f(Y)), 200 * (f(Y) - f(Z))};
-  };
-  const auto x = lab(a), y = lab(b);
-  return std::sqrt((x[0] - y[0]) * (x[0] - y[0]) + (x[1] - y[1]) * (x[1] - y[1]) + (x[2] - y[2]) * (x[2] - y[2]));
+// CIELAB (D65) of a packed sRGB colour.
+std::array<double, 3> lab(ImU32 c) {
+  auto lin = [](double u) { u /= 255; return u > 0.04045 ? std::pow((u + 0.055) / 1.055, 2.4) : u / 12.92; };
+  const double r = lin(c & 255), g = lin((c >> 8) & 255), bl = lin((c >> 16) & 255);
+  const double X = (0.4124 * r + 0.3576 * g + 0.1805 * bl) / 0.95047, Y = 0.2126 * r + 0.7152 * g + 0.0722 * bl,
+               Z = (0.0193 * r + 0.1192 * g + 0.9505 * bl) / 1.08883;
+  auto f = [](double t) { return t > 0.008856 ? std::cbrt(t) : 7.787 * t + 16.0 / 116; };
+  return {116 * f(Y) - 16, 500 * (f(X) - f(Y)), 200 * (f(Y) - f(Z))};
+}
+
+// CIEDE2000 colour difference (Sharma, Wu and Dalal 2005): unlike plain CIELAB distance it does
+// not inflate differences between saturated colours (two magentas 52 apart in CIELAB are 16 here).
+double ciede2000(const std::array<double, 3>& lab1, const std::array<double, 3>& lab2) {
+  const double kPi = 3.14159265358979323846;
+  auto rad = [&](double deg) { return deg * kPi / 180; };
+  auto hue = [&](double b, double a) { return a == 0 && b == 0 ? 0.0 : std::fmod(std::atan2(b, a) * 180 / kPi + 360, 360); };
+  const auto [L1, a1, b1] = lab1;
+  const auto [L2, a2, b2] = lab2;
+  const double c_mean = (std::hypot(a1, b1) + std::hypot(a2, b2)) / 2;
+  const double g = 0.5 * (1 - std::sqrt(std::pow(c_mean, 7) / (std::pow(c_mean, 7) + std::pow(25.0, 7))));
+  const double a1p = (1 + g) * a1, a2p = (1 + g) * a2;
+  const double C1 = std::hypot(a1p, b1), C2 = std::hypot(a2p, b2);
+  const double h1 = hue(b1, a1p), h2 = hue(b2, a2p);
+  double dh = 0;
+  if (C1 * C2 != 0) dh = h2 - h1 > 180 ? h2 - h1 - 360 : h2 - h1 < -180 ? h2 - h1 + 360 : h2 - h1;
+  const double dL = L2 - L1, dC = C2 - C1, dH = 2 * std::sqrt(C1 * C2) * std::sin(rad(dh / 2));
+  const double L = (L1 + L2) / 2, C = (C1 + C2) / 2;
+  double h = h1 + h2;
+  if (C1 * C2 != 0) h = std::fabs(h1 - h2) <= 180 ? (h1 + h2) / 2 : h1 + h2 < 360 ? (h1 + h2 + 360) / 2 : (h1 + h2 - 360) / 2;
+  const double t = 1 - 0.17 * std::cos(rad(h - 30)) + 0.24 * std::cos(rad(2 * h)) + 0.32 * std::cos(rad(3 * h + 6)) -
+                   0.20 * std::cos(rad(4 * h - 63));
+  const double rc = 2 * std::sqrt(std::pow(C, 7) / (std::pow(C, 7) + std::pow(25.0, 7)));
+  const double rt = -std::sin(rad(60 * std::exp(-std::pow((h - 275) / 25, 2)))) * rc;
+  const double sl = 1 + 0.015 * (L - 50) * (L - 50) / std::sqrt(20 + (L - 50) * (L - 50));
+  const double sc = 1 + 0.045 * C, sh = 1 + 0.015 * C * t;
+  return std::sqrt(std::pow(dL / sl, 2) + std::pow(dC / sc, 2) + std::pow(dH / sh, 2) + rt * (dC / sc) * (dH / sh));
+}
+double ciede2000(ImU32 a, ImU32 b) { return ciede2000(lab(a), lab(b)); }
+
+TEST(RunColor, Ciede2000AsSharmasTestData) {
+  EXPECT_NEAR(ciede2000({50, 2.6772, -79.7751}, {50, 0, -82.7485}), 2.0425, 1e-4);
+  EXPECT_NEAR(ciede2000({50, 0, 0}, {50, -1, 2}), 2.3669, 1e-4);
+  EXPECT_NEAR(ciede2000({50, 2.5, 0}, {73, 25, -18}), 27.1492, 1e-4);
+  EXPECT_NEAR(ciede2000({60.2574, -34.0099, 36.2677}, {60.4626, -34.1751, 39.4387}), 1.2644, 1e-4);
 }
 
 TEST(RunColor, DependsOnTheRunAloneAndShadesItsParameterSet) {
@@ -89,7 +122,7 @@ TEST(RunColor, DependsOnTheRunAloneAndShadesItsParameterSet) {
   // The demo's pair differs in colour; a live run has its parameter set's colour (drawn dashed).
   const ImU32 sinks = run_color("streamingllm_b64", "streamingllm", false);
   const ImU32 no_sinks = run_color("streamingllm_sinks0_b64", "streamingllm", false);
-  EXPECT_GT(lab_distance(sinks, no_sinks), 15.0);
+  EXPECT_GE(ciede2000(sinks, no_sinks), 10.0);
   EXPECT_EQ(run_color("streamingllm_b32_free", "streamingllm", true), sinks);
   EXPECT_EQ(run_color("streamingllm_sinks0_b32_free", "streamingllm", true), no_sinks);
   RunData live;
@@ -102,24 +135,29 @@ TEST(RunColor, DependsOnTheRunAloneAndShadesItsParameterSet) {
 }
 
 TEST(RunColor, PoliciesAreClearlyApartAndNotLaneStateColours) {
+  // In CIEDE2000, on the dark plot background: streamingllm's magenta and duoattention's pink were
+  // 16 apart and looked alike on a projector.
   const std::vector<std::string> policies = {"full", "window", "streamingllm", "strided", "h2o", "tova",
                                              "snapkv", "pyramidkv", "adakv", "kvzip", "duoattention", "omnikv"};
   std::vector<ImU32> base;
   for (const auto& p : policies) base.push_back(run_color(p == "full" ? p : p + "_b16", p, false));
   for (size_t i = 0; i < base.size(); ++i) {
+    EXPECT_GE(lab(base[i])[0], 55.0) << policies[i] << " is too dark to read on the plots' background";
     for (size_t j = i + 1; j < base.size(); ++j)
-      EXPECT_GT(lab_distance(base[i], base[j]), 35.0) << policies[i] << " vs " << policies[j];
+      EXPECT_GE(ciede2000(base[i], base[j]), 20.0) << policies[i] << " vs " << policies[j];
     for (int s = 1; s < (int)CellState::kCount; ++s)
-      EXPECT_GT(lab_distance(base[i], cell_state_color((CellState)s)), 35.0)
+      EXPECT_GE(ciede2000(base[i], cell_state_color((CellState)s)), 14.0)
           << policies[i] << " vs the lanes' " << cell_state_name((CellState)s);
   }
   // A policy's run with other parameters (lighter) is not mistaken for another policy's run.
   for (size_t i = 0; i < policies.size(); ++i) {
     if (policies[i] == "full") continue;  // has no parameters
     const ImU32 shade = run_color(policies[i] + "_x1_b16", policies[i], false);
-    EXPECT_GT(lab_distance(shade, base[i]), 10.0) << policies[i];
-    for (size_t j = 0; j < base.size(); ++j)
-      if (j != i) EXPECT_GT(lab_distance(shade, base[j]), 15.0) << policies[i] << "'s shade vs " << policies[j];
+    EXPECT_GE(ciede2000(shade, base[i]), 10.0) << policies[i];
+    for (size_t j = 0; j < base.size(); ++j) {
+      if (j == i) continue;
+      EXPECT_GE(ciede2000(shade, base[j]), 15.0) << policies[i] << "'s shade vs " << policies[j];
+    }
   }
 }
 #endif
