@@ -81,9 +81,10 @@ ImU32 run_color(const std::string& name, const std::string& policy, bool live) {
 
 ImU32 run_color(const RunData& run) { return run_color(run.name, run.policy, run.eviction == "real"); }
 
-void same_line_if_fits(float width) {
+void same_line_if_fits(float width, float spacing) {
   const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
-  if (ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x + width <= right) ImGui::SameLine();
+  const float gap = spacing < 0 ? ImGui::GetStyle().ItemSpacing.x : spacing;
+  if (ImGui::GetItemRectMax().x + gap + width <= right) ImGui::SameLine(0, gap);
 }
 
 float radio_width(const char* label) {
@@ -137,16 +138,21 @@ ImU32 cell_state_color(CellState s) {
 }
 
 void lane_legend() {
+  const float h = ImGui::GetTextLineHeight();
   for (int s = 1; s < (int)CellState::kCount; ++s) {
+    // Chip and name together, on the next row when they no longer fit (a narrow panel cut
+    // "inactive" off at its edge).
+    const char* name = cell_state_name((CellState)s);
+    const float chip_w = h + ImGui::GetStyle().ItemSpacing.x + ImGui::CalcTextSize(name).x;
+    if (s > 1) same_line_if_fits(chip_w, 14);
+    ImGui::BeginGroup();
     const ImVec2 p = ImGui::GetCursorScreenPos();
-    const float h = ImGui::GetTextLineHeight();
     ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + h, p.y + h), cell_state_color((CellState)s));
     ImGui::Dummy(ImVec2(h, h));
     ImGui::SameLine();
-    ImGui::TextUnformatted(cell_state_name((CellState)s));
-    ImGui::SameLine(0, 14);
+    ImGui::TextUnformatted(name);
+    ImGui::EndGroup();
   }
-  ImGui::NewLine();
 }
 
 void color_bar(Colormap map, const char* lo, const char* hi, float width) {

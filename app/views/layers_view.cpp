@@ -160,17 +160,21 @@ class LayersView : public View {
     std::snprintf(lo_text, sizeof lo_text, "%.3g", *lo);
     std::snprintf(hi_text, sizeof hi_text, "%.3g", *hi);
     color_bar(Colormap::kMagma, lo_text, hi_text, 120);
-    ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + 250);
+    // Wrapped at 250 px, or at the window's edge when the column beside the matrix is narrower.
+    ImGui::PushTextWrapPos(std::min(ImGui::GetCursorPosX() + 250, ImGui::GetWindowContentRegionMax().x));
     ImGui::TextDisabled("row i, column j: the share of layer j's attention held by the keys layer i selects");
     ImGui::PopTextWrapPos();
+    const float h = ImGui::GetTextLineHeight();
     for (const LayerRole r : {LayerRole::Filter, LayerRole::Wait, LayerRole::Sparse, LayerRole::Dense}) {
+      const char* name = layer_role_name(r);
+      if (r != LayerRole::Filter) same_line_if_fits(h + ImGui::GetStyle().ItemSpacing.x + ImGui::CalcTextSize(name).x, 10);
+      ImGui::BeginGroup();
       const ImVec2 p = ImGui::GetCursorScreenPos();
-      const float h = ImGui::GetTextLineHeight();
       ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x, p.y + h * 0.35f), ImVec2(p.x + h, p.y + h * 0.75f), role_color(r));
       ImGui::Dummy(ImVec2(h, h));
       ImGui::SameLine();
-      ImGui::TextUnformatted(layer_role_name(r));
-      if (r != LayerRole::Dense) ImGui::SameLine(0, 10);
+      ImGui::TextUnformatted(name);
+      ImGui::EndGroup();
     }
     ImGui::Spacing();
   }
