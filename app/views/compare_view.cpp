@@ -174,6 +174,7 @@ class CompareView : public View {
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kOnlyB), "%d only in B", only_b);
       ImGui::SameLine();
       ImGui::TextDisabled("(held by any %s)", app.per_head_lanes ? "of the selected head" : "head");
+      lane_legend();  // the strips' colours, as in the Eviction lanes view
       const float w = ImGui::GetContentRegionAvail().x;
       strip("A", la, nullptr, w, app);
       strip("B", lb, nullptr, w, app);
