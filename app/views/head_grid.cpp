@@ -44,13 +44,16 @@ float head_cell_height(float grid_h, int rows) { return std::clamp(grid_h / (flo
 HeadGridLayout head_grid_layout(float avail_w, float avail_h, int rows, int cols, float controls_w, float controls_h,
                                 float header_h, float label_w) {
   cols = std::max(cols, 1);
-  // Cells fill the space (wider than tall when there are more layers than heads), within limits.
-  const float below_w = std::clamp((avail_w - label_w) / (float)cols, 4.0f, 64.0f);
-  const float below_h = (avail_h - controls_h - header_h) / (float)std::max(rows, 1);
+  // Cells fill the space (wider than tall when there are more layers than heads), within limits;
+  // beside the controls no wider than 40 px, leaving the controls what the panel has to spare.
+  const float below_h = avail_h - controls_h - header_h;
+  const HeadGridLayout below{false, std::clamp((avail_w - label_w) / (float)cols, 4.0f, 64.0f), head_cell_height(below_h, rows)};
   const float beside_w = (avail_w - label_w - controls_w) / (float)cols;
-  if (below_h >= kMinCellBelow || beside_w < 8.0f) return {false, below_w, head_cell_height(avail_h - controls_h - header_h, rows)};
-  // Beside: columns no wider than 40 px, leaving the controls what the panel has to spare.
-  return {true, std::min(beside_w, 40.0f), head_cell_height(avail_h - header_h, rows)};
+  if (beside_w < 8.0f) return below;
+  const HeadGridLayout beside{true, std::min(beside_w, 40.0f), head_cell_height(avail_h - header_h, rows)};
+  // The larger cells, but never below the controls in cells under kMinCellBelow px tall.
+  const bool below_fits = below_h / (float)std::max(rows, 1) >= kMinCellBelow;
+  return below_fits && below.cell_w * below.cell_h >= beside.cell_w * beside.cell_h ? below : beside;
 }
 
 }  // namespace kvs

@@ -19,10 +19,10 @@ std::string head_stat_unit(const std::string& stat);
 std::string head_stat_description(const std::string& stat);
 
 // Where the grid goes in a panel with avail_w x avail_h pixels of content: below its controls
-// (controls_h tall), or, in a panel too short for cells of kMinCellBelow px there, beside them
-// (a column controls_w wide on its right) at the panel's full height. header_h: the axis titles
-// above the cells; label_w: the layer numbers on their left. A panel too small for either
-// still gets the whole grid below, its cells shrunk (the window scrolls).
+// (controls_h tall), or beside them (a column controls_w wide on its right) at the panel's full
+// height, whichever gives the larger cells; never below them in cells under kMinCellBelow px
+// tall. header_h: the axis titles above the cells; label_w: the layer numbers on their left. A
+// panel too narrow for the column still gets the grid below, its cells shrunk (it scrolls).
 struct HeadGridLayout {
   bool beside = false;
   float cell_w = 0, cell_h = 0;

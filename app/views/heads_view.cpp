@@ -43,8 +43,15 @@ std::pair<float, float> value_range(const HeadGrid& g) {
 }
 
 // Width of the statistic combo and, in a column beside the grid, of every control; the gap
-// between the grid and that column.
+// between the grid and that column. Stacked above the grid: the tau slider's and the colour
+// scale's widths, the gap between the scale and the counts.
 constexpr float kControlsWidth = 150.0f, kColumnGap = 12.0f;
+constexpr float kTauWidth = 140.0f, kScaleWidth = 160.0f, kCountsGap = 12.0f;
+
+// The width of a framed item `width` wide with its label on its right.
+float labelled_width(float width, const char* label) {
+  return width + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x;
+}
 // The mark of the heads at or above tau.
 const ImU32 kTauColor = IM_COL32(255, 80, 80, 255);
 
@@ -67,17 +74,18 @@ class HeadsView : public View {
       if (grids_[i].name == want_stat_) stat_ = i, want_stat_.clear();
     stat_ = std::clamp(stat_, 0, (int)grids_.size() - 1);
     const HeadGrid& g = grids_[stat_];
-    const float text_h = ImGui::GetTextLineHeight(), frame_h = ImGui::GetFrameHeightWithSpacing();
-    const float label_w = std::max(28.0f, ImGui::CalcTextSize("layer").x + 6), header_h = 2 * text_h + 4;
-    // Stacked above the grid the controls take about three rows (the statistic and tau, the
-    // retrieval button where it wraps, the colour scale) and a line of wrapped counts.
-    const float controls_w =
-        kColumnGap + kControlsWidth + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("statistic").x;
+    const float label_w = std::max(28.0f, ImGui::CalcTextSize("layer").x + 6), header_h = 2 * ImGui::GetTextLineHeight() + 4;
+    const float controls_w = kColumnGap + labelled_width(kControlsWidth, "statistic");
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    HeadGridLayout layout =
-        head_grid_layout(avail.x, avail.y, g.rows, g.cols, controls_w, 3 * frame_h + text_h, header_h, label_w);
+    // The controls' height stacked above the grid: as measured when last drawn so at this width,
+    // else as estimated.
+    const bool measured = stacked_.width == avail.x && stacked_.stat == g.name;
+    const float controls_h = measured ? stacked_.height : stacked_controls_height(g, avail.x);
+    HeadGridLayout layout = head_grid_layout(avail.x, avail.y, g.rows, g.cols, controls_w, controls_h, header_h, label_w);
     if (!layout.beside) {
+      const float y0 = ImGui::GetCursorPosY();
       draw_controls(app, g, false);
+      stacked_ = {avail.x, g.name, ImGui::GetCursorPosY() - y0};
       // The cells take the height the controls left (the estimate above only placed the grid).
       layout.cell_h = head_cell_height(ImGui::GetContentRegionAvail().y - header_h, g.rows);
       draw_grid(app, g, layout, label_w, header_h);
@@ -192,7 +200,7 @@ class HeadsView : public View {
     const std::string unit = head_stat_unit(g.name);
     float& tau = tau_for(g);
     if (!column) ImGui::SameLine();
-    ImGui::SetNextItemWidth(column ? kControlsWidth : 140);
+    ImGui::SetNextItemWidth(column ? kControlsWidth : kTauWidth);
     // tau lives on [0, 1] for alpha and scores; other statistics (entropy in nats) get their range.
     // Each statistic keeps its own (one shared 0.5 outlined nearly every head on entropy).
     ImGui::SliderFloat("tau", &tau, std::min(0.0f, lo), std::max(1.0f, hi), unit.empty() ? "%.3g" : ("%.3g " + unit).c_str());
@@ -201,20 +209,14 @@ class HeadsView : public View {
                         "each statistic has its own (default %.3g).",
                         default_head_tau(g.name, g.v));
     retrieval_button(app, column);  // after the slider: the row's last item may run past a narrow window
-    int above = 0;
-    for (float x : g.v) above += x >= tau;
-    const bool gate = g.name == "alpha" || g.name == "retrieval_score";  // tau splits retrieval/streaming
-    char lo_s[32], hi_s[32];
-    std::snprintf(lo_s, sizeof lo_s, "%.3g%s", lo, unit.empty() ? "" : (" " + unit).c_str());
-    std::snprintf(hi_s, sizeof hi_s, "%.3g%s", hi, unit.empty() ? "" : (" " + unit).c_str());
+    const auto [lo_s, hi_s] = scale_labels(g);
     const float spacing = ImGui::GetStyle().ItemSpacing.x;
-    const float bar_w = column ? kControlsWidth - ImGui::CalcTextSize(lo_s).x - ImGui::CalcTextSize(hi_s).x - 2 * spacing : 160;
-    color_bar(Colormap::kViridis, lo_s, hi_s, std::max(bar_w, 40.0f));
-    if (!column) ImGui::SameLine(0, 12);  // the counts beside the scale, wrapped rather than cut at the window's edge
+    const float bar_w = column ? kControlsWidth - ImGui::CalcTextSize(lo_s.c_str()).x - ImGui::CalcTextSize(hi_s.c_str()).x - 2 * spacing
+                               : kScaleWidth;
+    color_bar(Colormap::kViridis, lo_s.c_str(), hi_s.c_str(), std::max(bar_w, 40.0f));
+    if (!column) ImGui::SameLine(0, kCountsGap);  // the counts beside the scale, wrapped rather than cut at the window's edge
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    ImGui::TextWrapped("%d of %d heads >= tau %s, %d below %s  |  %s", above, (int)g.v.size(),
-                       gate ? "(retrieval: full cache, marked red)" : "(marked red)", (int)g.v.size() - above,
-                       gate ? "(streaming: sinks + recent)" : "", g.source.c_str());
+    ImGui::TextWrapped("%s", counts_text(g, tau).c_str());
     // The description (also the statistic's tooltip) only where the grid still fits below it: in a
     // short panel the cells come first.
     const float text_h = ImGui::GetTextLineHeightWithSpacing();
@@ -224,9 +226,52 @@ class HeadsView : public View {
     ImGui::PopStyleColor();
   }
 
+  // The height of the controls stacked above the grid in a panel avail_w wide, as draw_controls
+  // lays them out (near enough for a first frame; then stacked_ has it): the statistic and tau, the retrieval button on a row of its own where it does
+  // not fit beside them, the colour scale with the counts wrapped beside it.
+  float stacked_controls_height(const HeadGrid& g, float avail_w) {
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float text_h = ImGui::GetTextLineHeight();
+    float h = ImGui::GetFrameHeightWithSpacing();
+    const float row = labelled_width(kControlsWidth, "statistic") + style.ItemSpacing.x + labelled_width(kTauWidth, "tau");
+    if (!has_retrieval_scores() && row + style.ItemSpacing.x + button_width("score retrieval heads", true) > avail_w)
+      h += text_h + style.ItemSpacing.y;
+    const auto [lo_s, hi_s] = scale_labels(g);
+    const float scale_w = ImGui::CalcTextSize(lo_s.c_str()).x + kScaleWidth + ImGui::CalcTextSize(hi_s.c_str()).x +
+                          2 * style.ItemSpacing.x + kCountsGap;
+    const float counts_h = ImGui::CalcTextSize(counts_text(g, tau_for(g)).c_str(), nullptr, false, std::max(avail_w - scale_w, 1.0f)).y;
+    return h + std::max(text_h, counts_h) + style.ItemSpacing.y;
+  }
+
+  // How many heads tau splits off, as the line beside the colour scale says it.
+  static std::string counts_text(const HeadGrid& g, float tau) {
+    int above = 0;
+    for (float x : g.v) above += x >= tau;
+    const bool gate = g.name == "alpha" || g.name == "retrieval_score";  // tau splits retrieval/streaming
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%d of %d heads >= tau %s, %d below %s  |  %s", above, (int)g.v.size(),
+                  gate ? "(retrieval: full cache, marked red)" : "(marked red)", (int)g.v.size() - above,
+                  gate ? "(streaming: sinks + recent)" : "", g.source.c_str());
+    return buf;
+  }
+
+  // The ends of the colour scale with the statistic's unit.
+  static std::pair<std::string, std::string> scale_labels(const HeadGrid& g) {
+    const auto [lo, hi] = value_range(g);
+    const std::string unit = head_stat_unit(g.name);
+    char lo_s[32], hi_s[32];
+    std::snprintf(lo_s, sizeof lo_s, "%.3g%s", lo, unit.empty() ? "" : (" " + unit).c_str());
+    std::snprintf(hi_s, sizeof hi_s, "%.3g%s", hi, unit.empty() ? "" : (" " + unit).c_str());
+    return {lo_s, hi_s};
+  }
+
+  bool has_retrieval_scores() const {
+    return std::any_of(grids_.begin(), grids_.end(), [](const HeadGrid& g) { return g.name == "retrieval_score"; });
+  }
+
   // Without retrieval scores in the trace: a button that scores the heads on the trace's model.
   void retrieval_button(AppState& app, bool column) {
-    if (std::any_of(grids_.begin(), grids_.end(), [](const HeadGrid& g) { return g.name == "retrieval_score"; })) return;
+    if (has_retrieval_scores()) return;
     if (!column) same_line_if_fits(button_width("score retrieval heads", true));
     ImGui::BeginDisabled(app.engine.busy());
     if (ImGui::SmallButton("score retrieval heads")) score_retrieval(app);
@@ -339,6 +384,11 @@ class HeadsView : public View {
   std::map<std::string, float> taus_;  // per statistic, for the trace at taus_path_
   std::string taus_path_;
   std::optional<float> pending_tau_;   // a script's tau given before the statistics arrived
+  struct {
+    float width = -1;  // of the panel when the controls were last stacked above the grid
+    std::string stat;  // the statistic shown then (its counts and scale set the wrapping)
+    float height = 0;
+  } stacked_;
 };
 
 }  // namespace

@@ -112,7 +112,7 @@ HeadGridLayout smollm2_grid(float w, float h) { return head_grid_layout(w, h, 30
 
 // In the tiled layout at 1200x700 the grid's panel has about 385 x 150 px: below the controls the
 // cells did not fit (only layer 0 showed without scrolling); beside them the whole grid does.
-TEST(HeadGrid, AShortPanelPutsTheGridBesideItsControls) {
+TEST(HeadGrid, BelowOrBesideItsControlsWhicheverGivesLargerCells) {
   const HeadGridLayout small = smollm2_grid(385, 150);
   EXPECT_TRUE(small.beside);
   EXPECT_LE(36 + 30 * small.cell_h, 150.0f);
@@ -129,6 +129,11 @@ TEST(HeadGrid, AShortPanelPutsTheGridBesideItsControls) {
   EXPECT_FLOAT_EQ(large.cell_w, 64.0f);
   EXPECT_FLOAT_EQ(large.cell_h, (950.0f - 94 - 36) / 30);
   EXPECT_FALSE(smollm2_grid(1184, 650).beside);
+  // stories260K's 5 x 8 grid in the same panel would fit below in 6 px rows; beside, its cells are
+  // larger (20 x 25 px rather than 47 x 6).
+  const HeadGridLayout few = head_grid_layout(414, 158, 5, 8, 217, 93, 34, 39);
+  EXPECT_TRUE(few.beside);
+  EXPECT_GT(few.cell_h, 20.0f);
   // Too narrow to put anything beside: below, cells shrunk to 3 px (the window scrolls).
   const HeadGridLayout tiny = smollm2_grid(200, 100);
   EXPECT_FALSE(tiny.beside);
