@@ -81,10 +81,12 @@ ImU32 run_color(const std::string& name, const std::string& policy, bool live) {
 
 ImU32 run_color(const RunData& run) { return run_color(run.name, run.policy, run.eviction == "real"); }
 
-void same_line_if_fits(float width, float spacing) {
+bool same_line_if_fits(float width, float spacing) {
   const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
   const float gap = spacing < 0 ? ImGui::GetStyle().ItemSpacing.x : spacing;
-  if (ImGui::GetItemRectMax().x + gap + width <= right) ImGui::SameLine(0, gap);
+  if (ImGui::GetItemRectMax().x + gap + width > right) return false;
+  ImGui::SameLine(0, gap);
+  return true;
 }
 
 float radio_width(const char* label) {

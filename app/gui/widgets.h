@@ -67,7 +67,8 @@ void lane_legend();
 // Continues the current row (SameLine) when an item `width` pixels wide still fits in the
 // window, else lets it start the next row: a narrow panel wraps its controls instead of cutting
 // the last ones off at its edge. spacing: the gap before it (< 0: the style's item spacing).
-void same_line_if_fits(float width, float spacing = -1.0f);
+// Returns whether the row continues.
+bool same_line_if_fits(float width, float spacing = -1.0f);
 // Widths of the items that follow, for same_line_if_fits.
 float radio_width(const char* label);
 float button_width(const char* label, bool small = false);

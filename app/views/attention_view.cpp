@@ -96,24 +96,26 @@ class AttentionView : public View {
   }
 
  private:
+  // One row, continued on the next where the panel is narrow (at 1024x768 the colormap, the run
+  // overlay and "reset view" were cut off past the panel's edge, out of reach).
   void controls(AppState& app) {
     const TraceSnapshot& t = *app.trace;
     ImGui::Text("layer %d head %d", app.layer, app.head);
-    ImGui::SameLine();
+    same_line_if_fits(radio_width("prefill"));
     int mode = decode_ ? 1 : 0;
     ImGui::RadioButton("prefill", &mode, 0);
-    ImGui::SameLine();
+    same_line_if_fits(radio_width("decode steps"));
     ImGui::RadioButton("decode steps", &mode, 1);
     decode_ = mode == 1 && t.n_steps() > 0;
-    ImGui::SameLine();
+    same_line_if_fits(radio_width("log"));
     ImGui::Checkbox("log", &log_);
-    ImGui::SameLine();
+    same_line_if_fits(90);
     int cm = (int)cmap_;
     ImGui::SetNextItemWidth(90);
     ImGui::Combo("##cmap", &cm, "viridis\0magma\0");
     cmap_ = (Colormap)cm;
     if (!t.runs.empty()) {
-      ImGui::SameLine();
+      same_line_if_fits(150 + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("evicted by").x);
       ImGui::SetNextItemWidth(150);
       if (ImGui::BeginCombo("evicted by", overlay_run_.empty() ? "(none)" : overlay_run_.c_str())) {
         if (ImGui::Selectable("(none)", overlay_run_.empty())) overlay_run_.clear();
@@ -131,7 +133,7 @@ class AttentionView : public View {
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("Note: %s", caveat.c_str());
       }
     }
-    ImGui::SameLine();
+    same_line_if_fits(button_width("reset view", true));
     if (ImGui::SmallButton("reset view")) zoom_ = 1.0f, pan_ = ImVec2(0, 0);
   }
 
@@ -314,8 +316,11 @@ class AttentionView : public View {
     else if (prefill_.full) std::snprintf(what, sizeof what, "prefill map");
     else if (block > 1) std::snprintf(what, sizeof what, "prefill map pooled in %d x %d blocks (full map not stored)", block, block);
     else std::snprintf(what, sizeof what, "prefill last-window rows (full map not stored)");
-    ImGui::TextDisabled("%s: %d x %d  (x: key position, y: %s)  wheel: zoom, drag: pan, double-click: reset", what,
-                        rows, cols, decode_ ? "decode step" : "query position");
+    ImGui::TextDisabled("%s: %d x %d  (x: key position, y: %s)", what, rows, cols, decode_ ? "decode step" : "query position");
+    // The mouse's uses where the line has room (F1's help lists them too): a row of its own would
+    // take a short panel's map.
+    const char* hint = "wheel: zoom, drag: pan, double-click: reset";
+    if (same_line_if_fits(ImGui::CalcTextSize(hint).x)) ImGui::TextDisabled("%s", hint);
     char lo[32], hi[32];  // the log scale spans four decades below the largest value
     std::snprintf(lo, sizeof lo, log_ ? "%.2g" : "0", image_max_ * 1e-4f);
     std::snprintf(hi, sizeof hi, "%.3g", image_max_);
@@ -325,10 +330,10 @@ class AttentionView : public View {
     ImGui::SameLine(0, 4);
     ImGui::TextDisabled("past the query");
     if (!overlay_tex_key_.empty() || !fate_tex_key_.empty()) {
-      ImGui::SameLine(0, 20);
-      ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "red tint: evicted by %s%s", overlay_run_.c_str(),
-                         decode_ ? "" : " when decoding began");
-      ImGui::SameLine();
+      const std::string red = "red tint: evicted by " + overlay_run_ + (decode_ ? "" : " when decoding began");
+      same_line_if_fits(ImGui::CalcTextSize(red.c_str()).x, 20);
+      ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "%s", red.c_str());
+      same_line_if_fits(ImGui::CalcTextSize("violet: inactive").x);
       ImGui::TextColored(ImVec4(0.75f, 0.6f, 1.0f, 1.0f), "violet: inactive");
     }
     // The map, with tick labels left (rows) and below (key positions) and the axes' titles.
