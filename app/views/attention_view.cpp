@@ -269,6 +269,7 @@ class AttentionView : public View {
         for (size_t i = 0; i < overlay_.size(); ++i)
           rgba[i] = overlay_[i] == 1 ? IM_COL32(255, 30, 30, 95) : overlay_[i] == 2 ? IM_COL32(170, 110, 255, 95) : 0;
         overlay_tex_.upload(rgba.data(), cols, rows);
+        tints_inactive_ = std::find(overlay_.begin(), overlay_.end(), 2) != overlay_.end();
       }
     }
     const std::string fk = !decode_ && fate_key_ == fate_request_key(app) && (int)fate_.evicted.size() == cols ? fate_key_ : "";
@@ -283,6 +284,7 @@ class AttentionView : public View {
             if (c < first_future(r)) rgba[(size_t)r * cols + c] = tint;
         }
         fate_tex_.upload(rgba.data(), cols, rows);
+        tints_inactive_ = std::any_of(fate_.inactive.begin(), fate_.inactive.end(), [](float i) { return i > 0; });
       }
     }
   }
@@ -333,8 +335,12 @@ class AttentionView : public View {
       const std::string red = "red tint: evicted by " + overlay_run_ + (decode_ ? "" : " when decoding began");
       same_line_if_fits(ImGui::CalcTextSize(red.c_str()).x, 20);
       ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "%s", red.c_str());
-      same_line_if_fits(ImGui::CalcTextSize("violet: inactive").x);
-      ImGui::TextColored(ImVec4(0.75f, 0.6f, 1.0f, 1.0f), "violet: inactive");
+      // Only where the run has inactive keys here (OmniKV's sparse layers): the map's own dark
+      // violet could be read as that tint.
+      if (tints_inactive_) {
+        same_line_if_fits(ImGui::CalcTextSize("violet: inactive").x);
+        ImGui::TextColored(ImVec4(0.75f, 0.6f, 1.0f, 1.0f), "violet: inactive");
+      }
     }
     // The map, with tick labels left (rows) and below (key positions) and the axes' titles.
     const float text_h = ImGui::GetTextLineHeight();
@@ -460,6 +466,7 @@ class AttentionView : public View {
   std::pair<int, int> prefill_key_{-1, -1}, pending_prefill_{-1, -1};
   std::string overlay_run_, overlay_key_, pending_overlay_, overlay_tex_key_;
   std::vector<uint8_t> overlay_;  // [n_steps, T] 1 evicted, 2 inactive
+  bool tints_inactive_ = false;   // the overlay shown tints some keys inactive
   PromptKeyFate fate_;            // per prefill-image column, for the run in fate_key_
   std::string fate_key_, pending_fate_, fate_tex_key_;
   std::string image_key_;
