@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "analysis/lanes.h"
 #include "app/gui/colormap.h"
@@ -61,31 +62,44 @@ class LanesView : public View {
       ImGui::SameLine();
       ImGui::TextDisabled("(layer %d, KV head %d)", app.layer, app.kv_head());
     }
-    ImGui::SameLine();
+    // The row continues on the next where the panel is narrow (at 1024x768 "all (layer, KV
+    // head)s" ran past its edge); what the lanes aggregate, which the checkbox says too, only
+    // where the row has room, not at the cost of a lane.
+    same_line_if_fits(120 + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("zoom").x);
     ImGui::SetNextItemWidth(120);
     ImGui::SliderFloat("zoom", &zoom_, 1.0f, 64.0f, "x%.1f", ImGuiSliderFlags_Logarithmic);
     // Which step this is (an exported picture of the lanes alone says it too).
     if (t.n_steps() > 0) {
-      ImGui::SameLine(0, 16);
-      ImGui::Text("step %d of 0..%d (query position %d)", app.step, t.n_steps() - 1, t.q_pos(app.step));
-      ImGui::SameLine(0, 8);
-      ImGui::TextDisabled("%s", app.per_head_lanes ? "selected head" : "all (layer, KV head)s");
+      char step[96];
+      std::snprintf(step, sizeof step, "step %d of 0..%d (query position %d)", app.step, t.n_steps() - 1, t.q_pos(app.step));
+      same_line_if_fits(ImGui::CalcTextSize(step).x, 16);
+      ImGui::TextUnformatted(step);
+      const char* over = app.per_head_lanes ? "selected head" : "all (layer, KV head)s";
+      if (same_line_if_fits(ImGui::CalcTextSize(over).x, 8)) ImGui::TextDisabled("%s", over);
     }
     lane_legend();
-    // Positions not generated yet at this step, in every row (the attention row included).
+    // Positions not generated yet at this step, in every row (the attention row included), and
+    // the boundary line: further chips of the legend, on its last row where they fit.
+    const float sh = ImGui::GetTextLineHeight(), gap = ImGui::GetStyle().ItemSpacing.x;
+    const char* future = "not generated yet at this step";
+    same_line_if_fits(sh + gap + ImGui::CalcTextSize(future).x, 14);
+    ImGui::BeginGroup();
     const ImVec2 sw = ImGui::GetCursorScreenPos();
-    const float sh = ImGui::GetTextLineHeight();
     ImGui::GetWindowDrawList()->AddRectFilled(sw, ImVec2(sw.x + sh, sw.y + sh), cell_state_color(CellState::kFuture));
     ImGui::GetWindowDrawList()->AddRect(sw, ImVec2(sw.x + sh, sw.y + sh), IM_COL32(90, 90, 96, 255));
     ImGui::Dummy(ImVec2(sh, sh));
     ImGui::SameLine();
-    ImGui::TextUnformatted("not generated yet at this step");
-    ImGui::SameLine(0, 14);
+    ImGui::TextUnformatted(future);
+    ImGui::EndGroup();
+    const char* boundary = "prompt | decode boundary";
+    same_line_if_fits(sh + gap + ImGui::CalcTextSize(boundary).x, 14);
+    ImGui::BeginGroup();
     const ImVec2 bp = ImGui::GetCursorScreenPos();
     ImGui::GetWindowDrawList()->AddLine(ImVec2(bp.x + sh * 0.5f, bp.y), ImVec2(bp.x + sh * 0.5f, bp.y + sh), kBoundaryColor, 2.0f);
     ImGui::Dummy(ImVec2(sh, sh));
     ImGui::SameLine();
-    ImGui::TextUnformatted("prompt | decode boundary");
+    ImGui::TextUnformatted(boundary);
+    ImGui::EndGroup();
     if (t.runs.empty()) {
       ImGui::TextWrapped("This trace has no runs yet. Simulate policies in the Run view (or `kvscope simulate`) "
                          "to see what each one keeps.");
