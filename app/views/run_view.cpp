@@ -433,6 +433,10 @@ class RunView : public View {
       try {
         const RecordResult r = record_trace(req, cb);
         app.engine.post([this, &app, r, req] {
+          {  // the whole text replaces the streamed pieces, drained or not (they were shown twice)
+            std::lock_guard<std::mutex> lock(stream_mu_);
+            stream_.clear();
+          }
           output_ = r.prompt_text + r.generated_text;
           if (r.out_path.empty()) {
             app.info("Recording " + r.note);
