@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "analysis/divergence.h"
 #include "analysis/lanes.h"
@@ -311,7 +312,12 @@ class CompareView : public View {
       row("model", a.meta.model, b.meta.model);
       row("prompt tokens", std::to_string(a.meta.prompt_len), std::to_string(b.meta.prompt_len));
       row("steps", std::to_string(a.n_steps()), std::to_string(b.n_steps()));
-      row("temperature", std::to_string(a.meta.temperature), std::to_string(b.meta.temperature));
+      auto number = [](double v) {  // 0 and 0.7, not 0.000000 and 0.700000
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", v);
+        return std::string(buf);
+      };
+      row("temperature", number(a.meta.temperature), number(b.meta.temperature));
       row("runs", std::to_string(a.runs.size()), std::to_string(b.runs.size()));
       ImGui::EndTable();
     }
