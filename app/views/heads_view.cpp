@@ -369,7 +369,11 @@ class HeadsView : public View {
       const int col = kv == per_kv ? h : (kv ? h / std::max(m.group(), 1) : h * m.group());
       if (col >= x.cols) continue;
       const std::string unit = head_stat_unit(x.name);
-      ImGui::Text("%s: %.4g %s", x.name.c_str(), x.v[(size_t)l * x.cols + col], unit.c_str());
+      // A statistic of the other granularity names its head: a KV head's cell shows the first
+      // query head of its group, not a value of the KV head itself.
+      std::string which;
+      if (kv != per_kv) which = kv ? " (KV head " + std::to_string(col) + ")" : " (query head " + std::to_string(col) + ")";
+      ImGui::Text("%s%s: %.4g %s", x.name.c_str(), which.c_str(), x.v[(size_t)l * x.cols + col], unit.c_str());
     }
     ImGui::TextDisabled("click: select this head in every view");
     ImGui::EndTooltip();
