@@ -174,10 +174,17 @@ class Shell {
       ImGui::EndMenu();
     }
     if (app_.trace) {
-      ImGui::SameLine(ImGui::GetWindowWidth() * 0.45f);
-      ImGui::TextDisabled("%s  |  %s  |  step %d/%d  |  layer %d head %d",
-                          std::filesystem::path(app_.trace->path).filename().c_str(),
-                          app_.trace->meta.model.c_str(), app_.step, app_.n_steps(), app_.layer, app_.head);
+      // Right-aligned after the menus; without the model's name where the bar is too narrow
+      // (at 1024 px "head 8" was cut off). The step as the views write it: "step 31 of 0..31".
+      const std::string file = std::filesystem::path(app_.trace->path).filename().string();
+      char where[128];
+      std::snprintf(where, sizeof where, "step %d of 0..%d  |  layer %d head %d", app_.step, app_.n_steps() - 1,
+                    app_.layer, app_.head);
+      const float left = ImGui::GetCursorPosX() + 24, right = ImGui::GetWindowWidth() - ImGui::GetStyle().ItemSpacing.x;
+      std::string title = file + "  |  " + app_.trace->meta.model + "  |  " + where;
+      if (left + ImGui::CalcTextSize(title.c_str()).x > right) title = file + "  |  " + where;
+      ImGui::SameLine(std::max(left, right - ImGui::CalcTextSize(title.c_str()).x));
+      ImGui::TextDisabled("%s", title.c_str());
     }
     ImGui::EndMainMenuBar();
   }
