@@ -15,6 +15,7 @@
 #include "app/gui/jobs.h"
 #include "app/gui/script.h"
 #include "app/gui/widgets.h"
+#include "app/views/run_at_step.h"
 #include "app/views/view.h"
 
 namespace kvs {
@@ -24,6 +25,8 @@ namespace {
 // orange a heavy hitter there).
 const ImU32 kOnlyA = IM_COL32(240, 110, 190, 255), kOnlyB = IM_COL32(170, 230, 60, 255);
 const ImU32 kBoth = IM_COL32(120, 120, 128, 255), kNeither = IM_COL32(40, 40, 44, 255);
+// A run with no cache at the step (its text ended before it), as the lanes' caveats.
+const ImVec4 kEndedColor(1.0f, 0.78f, 0.3f, 1.0f);
 
 class CompareView : public View {
  public:
@@ -165,21 +168,28 @@ class CompareView : public View {
         return build_lane(s.kept[r].data(), prev, t.meta.shape, t.total_len(), s.q_pos, lane_roles(t.runs[r], t.meta.prompt_len), layer, g);
       };
       const LaneCells la = lane(app.run_a), lb = lane(app.run_b);
+      // A free run whose text ended before this step has no cache here: no sets to compare.
+      const bool a_ended = !run_holds_keys(s.kept[app.run_a]), b_ended = !run_holds_keys(s.kept[app.run_b]);
       diff_ = lane_difference(la, lb);
       int only_a = 0, only_b = 0;
       for (uint8_t d : diff_) only_a += d == 1, only_b += d == 2;
       ImGui::Text("step %d:", s.step);  // the step these sets are of (the selected one once read)
       ImGui::SameLine();
-      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kOnlyA), "%d tokens only in A", only_a);
-      ImGui::SameLine();
-      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kOnlyB), "%d only in B", only_b);
-      ImGui::SameLine();
-      ImGui::TextDisabled("(held by any %s)", app.per_head_lanes ? "of the selected head" : "head");
+      if (a_ended || b_ended) {
+        ImGui::TextColored(kEndedColor, "%s%s: %s", a_ended ? "A" : "B", a_ended && b_ended ? " and B" : "",
+                           run_ended_note(s.step).c_str());
+      } else {
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kOnlyA), "%d tokens only in A", only_a);
+        ImGui::SameLine();
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kOnlyB), "%d only in B", only_b);
+        ImGui::SameLine();
+        ImGui::TextDisabled("(held by any %s)", app.per_head_lanes ? "of the selected head" : "head");
+      }
       lane_legend();  // the strips' colours, as in the Eviction lanes view
       const float w = ImGui::GetContentRegionAvail().x;
-      strip("A", la, nullptr, w, app);
-      strip("B", lb, nullptr, w, app);
-      strip("A vs B", la, &diff_, w, app);
+      strip("A", la, nullptr, w, app, a_ended);
+      strip("B", lb, nullptr, w, app, b_ended);
+      strip("A vs B", la, &diff_, w, app, a_ended || b_ended);
       metrics_at_step(t, app.step, a, b);
     } else {
       ImGui::TextDisabled("Loading step %d...", app.step);
@@ -255,13 +265,19 @@ class CompareView : public View {
   }
 
   // One lane (coloured by state) or the difference of two (diff != nullptr), fitted to the width.
-  void strip(const char* label, const LaneCells& lane, const std::vector<uint8_t>* diff, float width, const AppState& app) {
+  // ended: the run (either run, for the difference) has no cache at the step: a blank strip.
+  void strip(const char* label, const LaneCells& lane, const std::vector<uint8_t>* diff, float width, const AppState& app,
+             bool ended) {
     ImGui::TextUnformatted(label);
     ImGui::SameLine(60);
     const ImVec2 p = ImGui::GetCursorScreenPos();
     const float w = std::max(width - 64, 50.0f), h = 14.0f;
     ImGui::InvisibleButton(label, ImVec2(w, h));
     ImDrawList* dl = ImGui::GetWindowDrawList();
+    if (ended) {
+      dl->AddRectFilled(p, ImVec2(p.x + w, p.y + h), cell_state_color(CellState::kFuture));
+      return;
+    }
     const int T = (int)lane.state.size();
     const float cw = w / std::max(T, 1);
     for (int i = 0; i < T; ++i) {

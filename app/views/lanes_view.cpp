@@ -11,6 +11,7 @@
 #include "app/gui/colormap.h"
 #include "app/gui/script.h"
 #include "app/gui/widgets.h"
+#include "app/views/run_at_step.h"
 #include "app/views/view.h"
 
 namespace kvs {
@@ -152,11 +153,13 @@ class LanesView : public View {
     const int T = t.total_len();
     const int layer = app.per_head_lanes ? app.layer : -1, g = app.per_head_lanes ? app.kv_head() : -1;
     lanes_.clear();
+    ended_.assign(t.runs.size(), false);
     for (size_t r = 0; r < t.runs.size(); ++r) {
       if (r >= s.kept.size() || s.kept[r].empty()) {
         lanes_.push_back(LaneCells{});
         continue;
       }
+      ended_[r] = !run_holds_keys(s.kept[r]);
       const uint8_t* prev = s.kept_prev[r].empty() ? nullptr : s.kept_prev[r].data();
       lanes_.push_back(build_lane(s.kept[r].data(), prev, t.meta.shape, T, s.q_pos, lane_roles(t.runs[r], t.meta.prompt_len), layer, g));
     }
@@ -255,6 +258,13 @@ class LanesView : public View {
       const LaneCells& lane = lanes_[r];
       if (lane.state.empty()) continue;
       const float y = y_att + lane_h * (float)(r + 1);
+      if (ended_[r]) {  // blank, and why, at the lane's visible left end
+        const ImVec2 a(origin.x + scroll, y), b(origin.x + scroll + visible_w, y + lane_h - 2);
+        dl->AddRectFilled(a, b, cell_state_color(CellState::kFuture));
+        dl->AddText(ImVec2(a.x + 6, y + (lane_h - 2 - text_h) * 0.5f), IM_COL32(150, 150, 150, 255),
+                    run_ended_note(app.step).c_str());
+        continue;
+      }
       draw_row(dl, origin.x, y, lane_h - 2, cw, T, scroll, visible_w, [&](int i) {
         const CellState s = (CellState)lane.state[i];
         const bool held = s != CellState::kFuture && s != CellState::kEvictedNow && s != CellState::kEvictedEarlier;
@@ -346,7 +356,9 @@ class LanesView : public View {
     if (row > 0) {
       const LaneCells& lane = lanes_[row - 1];
       const RunData& run = t.runs[row - 1];
-      if (!lane.state.empty()) {
+      if (ended_[row - 1]) {
+        ImGui::Text("%s: %s", run.name.c_str(), run_ended_note(app.step).c_str());
+      } else if (!lane.state.empty()) {
         ImGui::Text("%s: %s, held by %.0f%% of %s", run.name.c_str(), cell_state_name((CellState)lane.state[i]),
                     lane.held[i] * 100.0f, app.per_head_lanes ? "the selected head" : "(layer, KV head)s");
         if (lane.attended[i] < lane.held[i])
@@ -358,6 +370,7 @@ class LanesView : public View {
   }
 
   float zoom_ = 1.0f;
+  std::vector<bool> ended_;  // per run: no cache at the step (its text ended before it)
   std::tuple<int, const void*, bool, int, int> cache_key_{-1, nullptr, false, -1, -1};
   std::vector<LaneCells> lanes_;          // [runs]
   std::vector<float> attention_;          // [T] mean recorded attention of the step

@@ -6,6 +6,7 @@
 #include "analysis/divergence.h"
 #include "analysis/lanes.h"
 #include "analysis/trace_snapshot.h"
+#include "app/views/run_at_step.h"
 
 namespace kvs {
 namespace {
@@ -110,6 +111,16 @@ TEST(LaneRoles, FromRunParameters) {
   EXPECT_EQ(json_number("{\"a\": 2.5}", "a", -1), 2.5);
   EXPECT_EQ(json_number("{\"a\":\"x\"}", "a", -1), -1);
   EXPECT_EQ(json_number("{}", "a", 7), 7);
+}
+
+// A free run whose text ended before the step has every key absent there: the lanes say so
+// rather than drawing every key evicted (a run holding only inactive keys still holds some).
+TEST(RunAtStep, AStepWithNoKeyHeldIsARunThatEnded) {
+  EXPECT_FALSE(run_holds_keys({0, 0, 0, 0}));
+  EXPECT_FALSE(run_holds_keys({}));
+  EXPECT_TRUE(run_holds_keys({0, 1, 0, 0}));
+  EXPECT_TRUE(run_holds_keys({0, 0, 2, 0}));
+  EXPECT_NE(run_ended_note(40).find("ended before step 40"), std::string::npos);
 }
 
 TEST(LaneDifference, MarksWhoHoldsEachToken) {
