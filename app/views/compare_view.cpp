@@ -187,9 +187,9 @@ class CompareView : public View {
       }
       lane_legend();  // the strips' colours, as in the Eviction lanes view
       const float w = ImGui::GetContentRegionAvail().x;
-      strip("A", la, nullptr, w, app, a_ended);
-      strip("B", lb, nullptr, w, app, b_ended);
-      strip("A vs B", la, &diff_, w, app, a_ended || b_ended);
+      strip("A", la, nullptr, w, app, a_ended, &a);
+      strip("B", lb, nullptr, w, app, b_ended, &b);
+      strip("A vs B", la, &diff_, w, app, a_ended || b_ended, nullptr);
       metrics_at_step(t, app.step, a, b);
     } else {
       ImGui::TextDisabled("Loading step %d...", app.step);
@@ -265,9 +265,10 @@ class CompareView : public View {
   }
 
   // One lane (coloured by state) or the difference of two (diff != nullptr), fitted to the width.
-  // ended: the run (either run, for the difference) has no cache at the step: a blank strip.
+  // ended: the run (either run, for the difference) has no cache at the step: a blank strip. run:
+  // the run of a lane (its own tokens on hover), nullptr for the difference.
   void strip(const char* label, const LaneCells& lane, const std::vector<uint8_t>* diff, float width, const AppState& app,
-             bool ended) {
+             bool ended, const RunData* run) {
     ImGui::TextUnformatted(label);
     ImGui::SameLine(60);
     const ImVec2 p = ImGui::GetCursorScreenPos();
@@ -288,9 +289,11 @@ class CompareView : public View {
     }
     if (ImGui::IsItemHovered()) {
       const int i = std::clamp((int)((ImGui::GetIO().MousePos.x - p.x) / cw), 0, std::max(T - 1, 0));
-      if (i < T) ImGui::SetTooltip("position %d \"%s\": %s", i, token_label(app.trace->token_texts[i]).c_str(),
+      const std::string own = run ? run_own_token_note(*app.trace, *run, i) : "";
+      if (i < T) ImGui::SetTooltip("position %d \"%s\": %s%s%s", i, token_label(app.trace->token_texts[i]).c_str(),
                                    diff ? ((*diff)[i] == 1 ? "only A" : (*diff)[i] == 2 ? "only B" : (*diff)[i] == 3 ? "both" : "neither")
-                                        : cell_state_name((CellState)lane.state[i]));
+                                        : cell_state_name((CellState)lane.state[i]),
+                                   own.empty() ? "" : "\n", own.c_str());
     }
   }
 

@@ -358,8 +358,7 @@ class LanesView : public View {
       const RunData& run = t.runs[row - 1];
       // A live run's own token where its text left the recording's (free mode): the line above
       // names the recording's.
-      if (i < (int)run.tokens.size() && run.tokens[i] != t.token_ids[i])
-        ImGui::Text("%s's own token here: %s (id %d)", run.name.c_str(), token_text(t, run.tokens[i]).c_str(), run.tokens[i]);
+      if (const std::string own = run_own_token_note(t, run, i); !own.empty()) ImGui::Text("%s: %s", run.name.c_str(), own.c_str());
       if (ended_[row - 1]) {
         ImGui::Text("%s: %s", run.name.c_str(), run_ended_note(app.step).c_str());
       } else if (!lane.state.empty()) {
@@ -371,13 +370,6 @@ class LanesView : public View {
       }
     }
     ImGui::EndTooltip();
-  }
-
-  // The text of token `id` where the recording has it somewhere, quoted; else "".
-  static std::string token_text(const TraceSnapshot& t, int32_t id) {
-    for (size_t j = 0; j < t.token_ids.size(); ++j)
-      if (t.token_ids[j] == id) return '"' + token_label(t.token_texts[j]) + '"';
-    return "";
   }
 
   float zoom_ = 1.0f;

@@ -123,6 +123,19 @@ TEST(RunAtStep, AStepWithNoKeyHeldIsARunThatEnded) {
   EXPECT_NE(run_ended_note(40).find("ended before step 40"), std::string::npos);
 }
 
+// Past a free run's first divergence its lane's keys are its own tokens: the hover names them.
+TEST(RunAtStep, OwnTokenWhereTheRunLeftTheRecording) {
+  TraceSnapshot t;
+  t.token_ids = {1, 2, 3};
+  t.token_texts = {"a", "b", "c"};
+  RunData run;
+  run.tokens = {1, 3, 9};
+  EXPECT_EQ(run_own_token_note(t, run, 0), "");  // the same token
+  EXPECT_EQ(run_own_token_note(t, run, 1), "own token here: \"c\" (id 3)");
+  EXPECT_EQ(run_own_token_note(t, run, 2), "own token here: (id 9)");  // an id the recording lacks
+  EXPECT_EQ(run_own_token_note(t, RunData{}, 1), "");  // a simulated run has no tokens of its own
+}
+
 TEST(LaneDifference, MarksWhoHoldsEachToken) {
   LaneCells a, b;
   a.held = {1.0f, 0.0f, 0.5f, 0.0f};
