@@ -470,7 +470,8 @@ class RunView : public View {
     ArgList args = {app.trace->path, "--budget", std::to_string(budget_), "--mode", rerun_mode_ ? "free" : "forced",
                     "--device", device_ == Device::Cuda ? "cuda" : "cpu", "--gpu-dtype", gpu_dtype_name(gpu_dtype_)};
     for (const std::string& s : specs) args.insert(args.end(), {"--policy", s});
-    app.engine.submit("engine", "Re-running " + std::to_string(specs.size()) + " policies live", [&app, args](JobContext& ctx) {
+    output_.clear();
+    app.engine.submit("engine", "Re-running " + std::to_string(specs.size()) + " policies live", [this, &app, args](JobContext& ctx) {
       try {
         RerunCallbacks cb;
         // The bar crosses the passes in turn (KVzip's scoring when needed, the reference, each
@@ -483,8 +484,12 @@ class RunView : public View {
         cb.cancelled = [&ctx] { return ctx.cancelled(); };
         std::vector<std::string> caveats;
         cb.on_caveat = [&caveats](const std::string& c) { caveats.push_back(c); };
-        rerun_trace(args, cb);
-        app.engine.post([&app, caveats] {
+        // The output box shows each run's text (it stayed empty: the texts were only in Compare).
+        std::string texts;
+        for (const RunData& r : rerun_trace(args, cb))
+          texts += r.name + (r.mode == "forced" ? " (forced: fed the recorded tokens)" : "") + ": " + r.text + "\n\n";
+        app.engine.post([this, &app, caveats, texts] {
+          output_ = texts;
           app.note_caveats(caveats);  // beside the runs, and on the status line after the reload
           app.reload("Re-ran policies live into " + (app.trace ? app.trace->path : std::string()) + caveat_text(caveats));
         });

@@ -203,6 +203,28 @@ TEST_F(GuiState, RecordedTextIsShownOnce) {
   EXPECT_FALSE(generated.size() % 2 == 0 && generated.compare(0, half, generated, half, half) == 0) << text;
 }
 
+// A live re-run from the Run view shows each run's text in the output box (it stayed empty).
+TEST_F(GuiState, LiveRerunShowsEachRunsText) {
+  const std::string model = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.bin";
+  if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
+  AppState app(true);
+  std::vector<std::unique_ptr<View>> views = make_views(model);
+  View* run = nullptr;
+  for (auto& v : views)
+    if (std::string(v->id()) == "run") run = v.get();
+  ASSERT_TRUE(run);
+  const std::string out = (dir_ / "rerun.h5").string();
+  for (const auto& [verb, arg] : std::vector<std::pair<std::string, std::string>>{
+           {"prompt", "Once upon a time"}, {"steps", "16"}, {"out", out}, {"record", ""},
+           {"policies", "streamingllm|window"}, {"budget", "8"}, {"mode", "free"}, {"rerun", ""}})
+    apply_script_command(app, views, {verb, arg});
+  std::string text;
+  for (const auto& row : run->csv(app).rows)
+    if (row[0] == "output") text = row[1];
+  EXPECT_NE(text.find("streamingllm_b8_free: "), std::string::npos) << text;
+  EXPECT_NE(text.find("window_b8_free: "), std::string::npos) << text;
+}
+
 TEST_F(GuiState, PlaybackAdvancesAndStopsAtTheEnd) {
   AppState app(true);
   app.open_trace(good_);
