@@ -318,7 +318,18 @@ class AttentionView : public View {
     else if (prefill_.full) std::snprintf(what, sizeof what, "prefill map");
     else if (block > 1) std::snprintf(what, sizeof what, "prefill map pooled in %d x %d blocks (full map not stored)", block, block);
     else std::snprintf(what, sizeof what, "prefill last-window rows (full map not stored)");
-    ImGui::TextDisabled("%s: %d x %d  (x: key position, y: %s)", what, rows, cols, decode_ ? "decode step" : "query position");
+    ImGui::TextDisabled("%s: %d x %d", what, rows, cols);
+    // The axes' meaning where the line has room (the map's axis titles say it too).
+    const std::string axes = std::string("(x: key position, y: ") + (decode_ ? "decode step)" : "query position)");
+    if (same_line_if_fits(ImGui::CalcTextSize(axes.c_str()).x)) ImGui::TextDisabled("%s", axes.c_str());
+    // The colour of the cells past each row's query, beside the map's shape (on a row of its own
+    // in a narrow panel).
+    same_line_if_fits(12 + 4 + ImGui::CalcTextSize("past the query").x, 12);
+    ImGui::BeginGroup();
+    ImGui::ColorButton("##future", ImGui::ColorConvertU32ToFloat4(kFutureColor), ImGuiColorEditFlags_NoTooltip, ImVec2(12, 12));
+    ImGui::SameLine(0, 4);
+    ImGui::TextDisabled("past the query");
+    ImGui::EndGroup();
     // The mouse's uses where the line has room (F1's help lists them too): a row of its own would
     // take a short panel's map.
     const char* hint = "wheel: zoom, drag: pan, double-click: reset";
@@ -327,10 +338,6 @@ class AttentionView : public View {
     std::snprintf(lo, sizeof lo, log_ ? "%.2g" : "0", image_max_ * 1e-4f);
     std::snprintf(hi, sizeof hi, "%.3g", image_max_);
     color_bar(cmap_, lo, hi, 120);
-    ImGui::SameLine(0, 12);
-    ImGui::ColorButton("##future", ImGui::ColorConvertU32ToFloat4(kFutureColor), ImGuiColorEditFlags_NoTooltip, ImVec2(12, 12));
-    ImGui::SameLine(0, 4);
-    ImGui::TextDisabled("past the query");
     if (!overlay_tex_key_.empty() || !fate_tex_key_.empty()) {
       const std::string red = "red tint: evicted by " + overlay_run_ + (decode_ ? "" : " when decoding began");
       same_line_if_fits(ImGui::CalcTextSize(red.c_str()).x, 20);
