@@ -184,6 +184,12 @@ void AppState::select_head(int l, int h) {
   clamp_selection();
 }
 
+void AppState::toggle_play() {
+  if (!playing && trace && step >= trace->n_steps() - 1) set_step(0);
+  playing = !playing;
+  play_accum_ = 0.0;  // a fresh start: no fraction of a step left from before
+}
+
 void AppState::tick(double dt) {
   io.drain();
   engine.drain();

@@ -37,6 +37,9 @@ class AppState {
   // ---- timeline playback
   bool playing = false;
   float speed = 8.0f;   // steps per second
+  // Play / pause (the button and Space). Play at the last step starts again from step 0: a trace
+  // opens at its last step, where Play did nothing.
+  void toggle_play();
 
   // ---- status line and errors (errors also open a modal in interactive mode)
   std::string status;

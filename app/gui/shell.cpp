@@ -123,7 +123,7 @@ class Shell {
     if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT)) app_.set_step(app_.step + 1);
     if (ImGui::IsKeyPressed(GLFW_KEY_HOME)) app_.set_step(0);
     if (ImGui::IsKeyPressed(GLFW_KEY_END)) app_.set_step(app_.n_steps() - 1);
-    if (ImGui::IsKeyPressed(GLFW_KEY_SPACE, false)) app_.playing = !app_.playing;
+    if (ImGui::IsKeyPressed(GLFW_KEY_SPACE, false)) app_.toggle_play();
   }
 
   std::string export_name(const View& v, const char* ext) const {

@@ -29,7 +29,7 @@ class TimelineView : public View {
     ImGui::SameLine();
     if (ImGui::Button("<")) app.set_step(app.step - 1);
     ImGui::SameLine();
-    if (ImGui::Button(app.playing ? "Pause" : "Play", ImVec2(52, 0))) app.playing = !app.playing;
+    if (ImGui::Button(app.playing ? "Pause" : "Play", ImVec2(52, 0))) app.toggle_play();
     ImGui::SameLine();
     if (ImGui::Button(">")) app.set_step(app.step + 1);
     ImGui::SameLine();

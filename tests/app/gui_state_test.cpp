@@ -236,6 +236,15 @@ TEST_F(GuiState, PlaybackAdvancesAndStopsAtTheEnd) {
   app.tick(1.0);
   EXPECT_EQ(app.step, 15);
   EXPECT_FALSE(app.playing);
+  // Play at the last step (where a trace opens) starts again from the first; pause stays put.
+  app.toggle_play();
+  EXPECT_TRUE(app.playing);
+  EXPECT_EQ(app.step, 0);
+  app.tick(0.25);
+  EXPECT_EQ(app.step, 2);
+  app.toggle_play();
+  EXPECT_FALSE(app.playing);
+  EXPECT_EQ(app.step, 2);
 }
 
 // A step whose rows cannot be read (a damaged value) is marked unreadable, with the reason, so
