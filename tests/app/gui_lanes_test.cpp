@@ -1,6 +1,6 @@
 // The app's data preparation (no GUI needed): lane cell states from kept sets, positional roles
 // from run parameters, lane differences, first divergence of generated texts, per-step series,
-// token text on one line.
+// token text on one line, what a run has at a step (ended, its own tokens).
 #include <gtest/gtest.h>
 
 #include "analysis/divergence.h"

@@ -1,5 +1,6 @@
-// The app's shared state without a window: opening traces, stepping, selection, and bad input
-// (not HDF5, truncated, newer schema) reported while the previous trace stays open.
+// The app's shared state without a window: opening traces, stepping, playback, selection, bad
+// input (not HDF5, truncated, newer schema) reported while the previous trace stays open, and the
+// Run view's output box after a scripted recording and live re-run.
 #include <gtest/gtest.h>
 
 #ifdef KVSCOPE_GUI

@@ -1,5 +1,6 @@
 // App plumbing without a window: the background worker (a newer request supersedes a queued one,
-// cancellation, results back on the UI thread), --script parsing, colormaps and value scaling.
+// cancellation, results back on the UI thread), --script parsing, colormaps and value scaling, the
+// head grid's defaults and placement.
 #include <gtest/gtest.h>
 
 #ifdef KVSCOPE_GUI
