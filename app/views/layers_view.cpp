@@ -20,6 +20,10 @@
 namespace kvs {
 namespace {
 
+// The column beside the matrix (legend, plan), at least 220 px in a short panel where it takes
+// the controls too, and the matrix's room for its layer numbers.
+constexpr float kColumnWidth = 260.0f, kBesideColumnWidth = 220.0f, kMatrixLabel = 22.0f, kGap = 12.0f;
+
 class LayersView : public View {
  public:
   const char* id() const override { return "layers"; }
@@ -35,34 +39,34 @@ class LayersView : public View {
       ImGui::TextDisabled(computing_ ? "Computing layer similarity..." : "No similarity (the trace has no decode steps).");
       return;
     }
-    const int L = n_layers_;
-    ImGui::SetNextItemWidth(120);
-    if (ImGui::SliderInt("filter layers k", &k_, 1, std::max(L - 1, 1))) plan_valid_ = false;
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(60);
-    if (ImGui::InputInt("wait", &wait_, 0)) plan_valid_ = false;
-    wait_ = std::clamp(wait_, 0, std::max(L - 1, 0));
-    same_line_if_fits(button_width("Choose filter layers"));
-    if (ImGui::Button("Choose filter layers")) optimize();
-    // A row of its own when the panel is narrow: the layers typed, and their evaluation.
-    same_line_if_fits(110 + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("given").x +
-                      ImGui::GetStyle().ItemSpacing.x + button_width("Evaluate"));
-    ImGui::SetNextItemWidth(110);
-    if (ImGui::InputText("given", &given_text_, ImGuiInputTextFlags_EnterReturnsTrue)) evaluate_given();
-    ImGui::SameLine();
-    if (ImGui::Button("Evaluate")) evaluate_given();
-    ImGui::TextDisabled("%s", source_.c_str());
     if (!plan_valid_) optimize();
-    const float table_w = 260.0f;
+    // In a short panel (the tiled layout at 1280x720) the matrix below the controls got cells of
+    // under 3 px and overflowed: it then takes the panel's height, the controls, legend and plan a
+    // narrower column beside it, where that column still has its width and the cells 3 px.
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float frame_h = ImGui::GetFrameHeightWithSpacing(), text_h = ImGui::GetTextLineHeightWithSpacing();
+    const float below = matrix_cell(ImVec2(avail.x - kColumnWidth, avail.y - 2 * frame_h - text_h));
+    const float beside = matrix_cell(ImVec2(avail.x - kBesideColumnWidth - kGap, avail.y));
+    if (below < 4.0f && beside > below && beside >= 3.0f) {
+      ImGui::BeginGroup();
+      draw_matrix(app, std::min(beside, 40.0f));
+      ImGui::EndGroup();
+      ImGui::SameLine(0, kGap);
+      ImGui::BeginGroup();
+      controls();
+      legend();
+      plans();
+      ImGui::EndGroup();
+      return;
+    }
+    controls();
     ImGui::BeginGroup();
-    draw_matrix(app, ImVec2(std::max(ImGui::GetContentRegionAvail().x - table_w, 80.0f), ImGui::GetContentRegionAvail().y));
+    draw_matrix(app, std::clamp(matrix_cell(ImVec2(avail.x - kColumnWidth, ImGui::GetContentRegionAvail().y)), 3.0f, 40.0f));
     ImGui::EndGroup();
     ImGui::SameLine();
     ImGui::BeginGroup();
     legend();
-    show_plan("optimizer", plan_, true);
-    if (!given_error_.empty()) ImGui::TextColored(kErrorTextColor, "%s", given_error_.c_str());
-    else if (!given_.filters.empty()) show_plan("given", given_, false);
+    plans();
     ImGui::EndGroup();
   }
 
@@ -94,6 +98,41 @@ class LayersView : public View {
   }
 
  private:
+  // k, wait, the optimizer's button, a typed choice and its evaluation, and where the similarity
+  // comes from; a row continues on the next where the panel is narrow.
+  void controls() {
+    const int L = n_layers_;
+    ImGui::SetNextItemWidth(120);
+    if (ImGui::SliderInt("filter layers k", &k_, 1, std::max(L - 1, 1))) plan_valid_ = false;
+    same_line_if_fits(60 + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("wait").x);
+    ImGui::SetNextItemWidth(60);
+    if (ImGui::InputInt("wait", &wait_, 0)) plan_valid_ = false;
+    wait_ = std::clamp(wait_, 0, std::max(L - 1, 0));
+    same_line_if_fits(button_width("Choose filter layers"));
+    if (ImGui::Button("Choose filter layers")) optimize();
+    // A row of its own when the panel is narrow: the layers typed, and their evaluation.
+    same_line_if_fits(110 + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("given").x +
+                      ImGui::GetStyle().ItemSpacing.x + button_width("Evaluate"));
+    ImGui::SetNextItemWidth(110);
+    if (ImGui::InputText("given", &given_text_, ImGuiInputTextFlags_EnterReturnsTrue)) evaluate_given();
+    ImGui::SameLine();
+    if (ImGui::Button("Evaluate")) evaluate_given();
+    ImGui::TextDisabled("%s", source_.c_str());
+  }
+
+  // The optimizer's plan, and the typed choice's (or why it was refused).
+  void plans() {
+    if (!plan_valid_) optimize();  // k or wait changed in this frame's controls
+    show_plan("optimizer", plan_, true);
+    if (!given_error_.empty()) ImGui::TextColored(kErrorTextColor, "%s", given_error_.c_str());
+    else if (!given_.filters.empty()) show_plan("given", given_, false);
+  }
+
+  // The cell in pixels of the matrix (a square with its labels) filling a space of `avail`.
+  float matrix_cell(ImVec2 avail) const {
+    return (std::min(avail.x, avail.y) - kMatrixLabel - 12) / (float)std::max(n_layers_, 1);
+  }
+
   void refresh(AppState& app) {
     if (generation_ == app.generation) return;
     generation_ = app.generation;
@@ -159,7 +198,9 @@ class LayersView : public View {
     char lo_text[32], hi_text[32];
     std::snprintf(lo_text, sizeof lo_text, "%.3g", *lo);
     std::snprintf(hi_text, sizeof hi_text, "%.3g", *hi);
-    color_bar(Colormap::kMagma, lo_text, hi_text, 120);
+    // 120 px, less where the column is narrower (the high end's label was cut at 1024x768).
+    const float labels = ImGui::CalcTextSize(lo_text).x + ImGui::CalcTextSize(hi_text).x + 2 * ImGui::GetStyle().ItemSpacing.x;
+    color_bar(Colormap::kMagma, lo_text, hi_text, std::clamp(ImGui::GetContentRegionAvail().x - labels, 40.0f, 120.0f));
     // Wrapped at 250 px, or at the window's edge when the column beside the matrix is narrower.
     ImGui::PushTextWrapPos(std::min(ImGui::GetCursorPosX() + 250, ImGui::GetWindowContentRegionMax().x));
     ImGui::TextDisabled("row i, column j: the share of layer j's attention held by the keys layer i selects");
@@ -204,10 +245,9 @@ class LayersView : public View {
     if (!idle.empty()) ImGui::TextWrapped("%s", idle.c_str());
   }
 
-  void draw_matrix(AppState& app, ImVec2 avail) {
+  void draw_matrix(AppState& app, float cell) {
     const int L = n_layers_;
-    const float label = 22.0f;
-    const float cell = std::clamp(std::min(avail.x - label - 12, avail.y - label - 12) / std::max(L, 1), 3.0f, 40.0f);
+    const float label = kMatrixLabel;
     const ImVec2 p = ImGui::GetCursorScreenPos();
     ImGui::InvisibleButton("matrix", ImVec2(label + cell * L + 12, label + cell * L + 12));
     const bool hovered = ImGui::IsItemHovered();
