@@ -52,6 +52,7 @@ constexpr float kTauWidth = 140.0f, kScaleWidth = 160.0f, kCountsGap = 12.0f;
 float labelled_width(float width, const char* label) {
   return width + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x;
 }
+
 // The mark of the heads at or above tau.
 const ImU32 kTauColor = IM_COL32(255, 80, 80, 255);
 
