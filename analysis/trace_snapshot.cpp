@@ -44,7 +44,10 @@ std::shared_ptr<TraceSnapshot> load_trace_snapshot(const TraceReader& reader) {
     if (!reader.has_array(path)) continue;
     NamedArray a = reader.read_array(path);
     a.name = name;
-    if (a.dims.size() == 2) snap->head_stats.push_back(std::move(a));
+    if (a.dims.size() != 2) continue;
+    snap->head_stats.push_back(std::move(a));
+    // e.g. "estimated without training (...) on model.gguf", written by `kvscope heads --model`
+    snap->head_stat_sources.push_back(reader.has_attr(path, "source") ? reader.read_string_attr(path, "source") : "");
   }
   if (reader.has_array("/layers/similarity")) {
     snap->similarity = reader.read_array("/layers/similarity");

@@ -22,6 +22,7 @@ struct TraceSnapshot {
   std::vector<std::string> token_texts;   // [T]
   std::vector<int32_t> query_pos;         // [n_steps] position of each decode query
   std::vector<NamedArray> head_stats;     // "/heads/<name>" arrays found, [L, H] or [L, Hkv]
+  std::vector<std::string> head_stat_sources;  // [head_stats] each one's "source" attribute, "" without one
   NamedArray similarity;                  // [L, L]; dims empty when the trace has none
   std::vector<RunData> runs;              // attributes, metrics, tokens, text (kept not loaded)
   std::string generated_text;             // decoded continuation of the recorded run

@@ -34,7 +34,7 @@ std::string head_stat_description(const std::string& stat) {
   if (stat == "sink_mass") return "share of a decode row's attention mass on the first tokens";
   if (stat == "locality") return "share of a decode row's attention mass on the last keys";
   if (stat == "entropy") return "entropy of the decode rows, in nats (high: diffuse attention)";
-  if (stat == "alpha") return "DuoAttention gate: share of mass outside sinks + recent (high: retrieval head)";
+  if (stat == "alpha") return "DuoAttention gate: how much a head needs its full cache (high: retrieval head)";
   if (stat == "retrieval_score") return "retrieval score: share of needle tokens copied by attending them";
   return "";
 }

@@ -30,7 +30,7 @@ namespace {
 
 struct HeadGrid {
   std::string name;
-  std::string source;      // "trace" or "computed from decode rows"
+  std::string source;      // "trace: <its source attribute>" or "computed from decode rows"
   int rows = 0, cols = 0;  // layers x (query or KV) heads
   std::vector<float> v;    // [rows, cols]
 };
@@ -150,10 +150,12 @@ class HeadsView : public View {
     if (app.trace->path != taus_path_) taus_.clear(), taus_path_ = app.trace->path;  // a reload keeps them
     const TraceSnapshot& t = *app.trace;
     const ModelShape& m = t.meta.shape;
-    for (const NamedArray& a : t.head_stats) {
+    for (size_t i = 0; i < t.head_stats.size(); ++i) {
+      const NamedArray& a = t.head_stats[i];
       const int cols = (int)a.dims[1];
       if ((int)a.dims[0] != m.n_layers || (cols != m.n_heads && cols != m.n_kv_heads)) continue;
-      grids_.push_back(HeadGrid{a.name, "trace", (int)a.dims[0], cols, a.data});
+      const std::string& source = t.head_stat_sources[i];
+      grids_.push_back(HeadGrid{a.name, source.empty() ? "trace" : "trace: " + source, (int)a.dims[0], cols, a.data});
     }
     if (t.n_steps() == 0 || !app.reader) return;
     // Compute what the trace lacks from its decode rows, in the background.

@@ -5,6 +5,7 @@
 
 #include "analysis/head_stats.h"
 #include "analysis/trace.h"
+#include "analysis/trace_snapshot.h"
 #include "decode_trace_fixture.h"
 #include "inference/errors.h"
 
@@ -43,6 +44,22 @@ TEST(HeadsTraceTest, TraceMatchesInMemoryRows) {
   for (float a : profile_alpha(reader, 4, T)) EXPECT_EQ(a, 0.0f);
   EXPECT_THROW(profile_alpha(reader, -1, 4), InputError);
   std::remove(path.c_str());
+}
+
+// The app's snapshot keeps where each stored head statistic came from (its "source" attribute:
+// `heads --model` writes how alpha was estimated), "" for one stored without it.
+TEST(HeadsTraceTest, SnapshotKeepsEachStoredStatisticsSource) {
+  const std::string path = ::testing::TempDir() + "heads_snapshot_test.h5";
+  test::write_decode_trace(path, 3, 4, 2, 50, 6, 5);
+  append_array(path, "/heads/alpha", {"alpha", {3, 2}, std::vector<float>(6, 0.5f)}, {{"source", "estimated on m.gguf"}});
+  append_array(path, "/heads/sink_mass", {"sink_mass", {3, 4}, std::vector<float>(12, 0.25f)});
+  const auto snap = load_trace_snapshot(TraceReader(path));
+  ASSERT_EQ(snap->head_stats.size(), 2u);
+  ASSERT_EQ(snap->head_stat_sources.size(), 2u);
+  EXPECT_EQ(snap->head_stats[0].name, "alpha");
+  EXPECT_EQ(snap->head_stat_sources[0], "estimated on m.gguf");
+  EXPECT_EQ(snap->head_stats[1].name, "sink_mass");
+  EXPECT_EQ(snap->head_stat_sources[1], "");
 }
 
 }  // namespace
