@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <tuple>
 
 namespace kvs {
@@ -59,6 +60,37 @@ std::string metric_title(const std::string& name, bool per_head, const ValueScal
   }
   if (per_head) out += std::string(", ") + kPerHeadMean;
   return out;
+}
+
+std::string run_scalar_text(const std::string& name, double value) {
+  char buf[64];
+  if (!std::isfinite(value)) return "-";
+  if (name == "first_divergence") {
+    if (value < 0) return "none";
+    std::snprintf(buf, sizeof buf, "step %.0f", value);
+  } else if (name == "compared_steps") {
+    std::snprintf(buf, sizeof buf, "%.0f", value);
+  } else if (name.size() > 6 && name.compare(name.size() - 6, 6, "_bytes") == 0) {
+    const ValueScale s = byte_scale(std::fabs(value));
+    std::snprintf(buf, sizeof buf, "%.1f %s", value / s.divisor, s.unit);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.4g", value);
+  }
+  return buf;
+}
+
+const char* run_scalar_description(const std::string& name) {
+  if (name == "perplexity") return "perplexity of the reference continuation under this run, over its compared steps";
+  if (name == "full_perplexity") return "the same tokens' perplexity under the full cache, over the same steps";
+  if (name == "compared_steps") return "steps whose logits compare with the full cache's (free runs: until the texts part)";
+  if (name == "first_divergence")
+    return "first step whose choice of the next token differs from the full cache's (forced: top-1; free: the token generated)";
+  if (name == "peak_kv_bytes") return "the engine's peak KV-cache bytes (the prompt held whole during prefill included)";
+  if (name == "full_peak_kv_bytes") return "the full cache's peak KV-cache bytes on the same tokens";
+  if (name == "peak_kv_ratio") return "peak_kv_bytes over the full cache's";
+  if (name == "mean_kv_ratio") return "bytes held after each decode step over the full cache's, averaged over the steps";
+  if (name == "block_size") return "the paged-allocation block of paged_bytes_freed, in tokens";
+  return "";
 }
 
 }  // namespace kvs

@@ -48,4 +48,11 @@ ValueScale metric_scale(const std::string& name, double max_abs);
 // mean per ..."). Without `describe`, no description: "recall (0..1), mean per (layer, KV head)".
 std::string metric_title(const std::string& name, bool per_head, const ValueScale& scale, bool describe = true);
 
+// A run's whole-run number (a live run's scalar, /runs/<name> attribute) as the views write it:
+// bytes in KiB/MiB, first_divergence as "step N" or "none", step counts whole, others to 4
+// significant digits.
+std::string run_scalar_text(const std::string& name, double value);
+// One line on what a run scalar is ("" when unknown).
+const char* run_scalar_description(const std::string& name);
+
 }  // namespace kvs

@@ -72,14 +72,6 @@ double scalar_of(const RunData& r, const char* key) {
   return std::nan("");
 }
 
-// "70.0 KiB" for a byte count.
-std::string bytes_text(double bytes) {
-  const ValueScale s = byte_scale(bytes);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f %s", bytes / s.divisor, s.unit);
-  return buf;
-}
-
 // The scalars a live run stores, as two readable lines: what its evictions did to the output
 // (perplexity of the reference continuation beside the full cache's on the same steps, the first
 // divergence) and to memory (peak and mean against the full cache). Scalars these lines do not
@@ -101,8 +93,8 @@ void print_live_scalars(const RunData& r) {
     std::printf("\n");
   }
   if (std::isfinite(peak)) {
-    std::printf("  memory: peak %s", bytes_text(peak).c_str());
-    if (std::isfinite(full_peak)) std::printf(" (full cache %s", bytes_text(full_peak).c_str());
+    std::printf("  memory: peak %s", run_scalar_text("peak_kv_bytes", peak).c_str());
+    if (std::isfinite(full_peak)) std::printf(" (full cache %s", run_scalar_text("full_peak_kv_bytes", full_peak).c_str());
     if (std::isfinite(full_peak) && std::isfinite(peak_ratio)) std::printf(", ratio %.3g", peak_ratio);
     if (std::isfinite(full_peak)) std::printf(")");
     if (std::isfinite(mean_ratio)) std::printf("; after each step %.3g of the full cache's on average", mean_ratio);

@@ -191,6 +191,7 @@ class CompareView : public View {
       strip("B", lb, nullptr, w, app, b_ended, &b);
       strip("A vs B", la, &diff_, w, app, a_ended || b_ended, nullptr);
       metrics_at_step(t, app.step, a, b);
+      run_totals(a, b);
     } else {
       ImGui::TextDisabled("Loading step %d...", app.step);
     }
@@ -240,6 +241,41 @@ class CompareView : public View {
       value_cell(va, step, scale);
       ImGui::TableNextColumn();
       value_cell(vb, step, scale);
+    }
+    ImGui::EndTable();
+  }
+
+  // The runs' whole-run numbers (a live run's scalars: perplexity beside the full cache's, first
+  // divergence, KV memory), "-" where a run has none; nothing when neither has any.
+  static void run_totals(const RunData& a, const RunData& b) {
+    static const std::vector<std::string> order = {"perplexity", "full_perplexity", "compared_steps",
+                                                   "first_divergence", "peak_kv_bytes", "full_peak_kv_bytes",
+                                                   "peak_kv_ratio", "mean_kv_ratio"};  // unknown ones after these
+    std::vector<std::string> names;  // union of both runs'; block_size is a setting
+    for (const RunData* r : {&a, &b})
+      for (const auto& [k, v] : r->scalars)
+        if (k != "block_size" && std::find(names.begin(), names.end(), k) == names.end()) names.push_back(k);
+    auto rank = [](const std::string& n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
+    std::stable_sort(names.begin(), names.end(), [&](const std::string& x, const std::string& y) { return rank(x) < rank(y); });
+    if (names.empty() || !ImGui::BeginTable("totals", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) return;
+    ImGui::TableSetupColumn("whole run");
+    ImGui::TableSetupColumn(a.name.c_str());
+    ImGui::TableSetupColumn(b.name.c_str());
+    ImGui::TableHeadersRow();
+    auto value = [](const RunData& r, const std::string& name) {
+      for (const auto& [k, v] : r.scalars)
+        if (k == name) return run_scalar_text(k, v);
+      return std::string("-");
+    };
+    for (const std::string& name : names) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(name.c_str());
+      if (ImGui::IsItemHovered() && *run_scalar_description(name)) ImGui::SetTooltip("%s", run_scalar_description(name));
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(value(a, name).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(value(b, name).c_str());
     }
     ImGui::EndTable();
   }

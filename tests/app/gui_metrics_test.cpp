@@ -4,8 +4,8 @@
 // lanes' state colours.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <array>
+#include <cmath>
 #include <limits>
 
 #include "analysis/metric_info.h"
@@ -36,6 +36,22 @@ TEST(MetricInfo, FractionsAndUnits) {
   EXPECT_STREQ(metric_scale("kv_bytes", 4096).unit, "KiB");
   EXPECT_STREQ(metric_scale("kl", 1).unit, "nats");
   EXPECT_STREQ(metric_scale("recall", 1).unit, "");
+}
+
+// Compare's whole-run table and the CLI write a live run's scalars so: bytes scaled, divergence
+// as a step or none, counts whole; every scalar a live run stores has a description.
+TEST(MetricInfo, RunScalarsAreWrittenForReading) {
+  EXPECT_EQ(run_scalar_text("peak_kv_bytes", 71680), "70.0 KiB");
+  EXPECT_EQ(run_scalar_text("full_peak_kv_bytes", 3.5 * 1024 * 1024), "3.5 MiB");
+  EXPECT_EQ(run_scalar_text("first_divergence", -1), "none");
+  EXPECT_EQ(run_scalar_text("first_divergence", 7), "step 7");
+  EXPECT_EQ(run_scalar_text("compared_steps", 40), "40");
+  EXPECT_EQ(run_scalar_text("perplexity", 110.94), "110.9");
+  EXPECT_EQ(run_scalar_text("perplexity", std::nan("")), "-");
+  for (const char* s : {"perplexity", "full_perplexity", "compared_steps", "first_divergence", "peak_kv_bytes",
+                        "full_peak_kv_bytes", "peak_kv_ratio", "mean_kv_ratio", "block_size"})
+    EXPECT_STRNE(run_scalar_description(s), "") << s;
+  EXPECT_STREQ(run_scalar_description("zzz_new"), "");
 }
 
 TEST(MetricInfo, TitlesSayTheReductionAndUnit) {
