@@ -48,7 +48,9 @@ const PolicyColor kPolicyColors[] = {
 Rgb mix(Rgb a, Rgb b, float t) { return {a.r + (b.r - a.r) * t, a.g + (b.g - a.g) * t, a.b + (b.b - a.b) * t}; }
 
 // The run name's parameter part: "<policy>[_<params>][_b<budget>][_<mode>]" less the policy, the
-// budget and the mode ("" for the policy's defaults).
+// budget and the mode ("" for the policy's defaults). OmniKV's filter layers are left out too: by
+// default the optimizer picks them on each trace and the name shows them (omnikv_filters0-3-12_b48),
+// so they are the trace's, not a parameter set of the run's.
 std::string params_part(const std::string& name, const std::string& policy, bool live) {
   std::string rest = name.compare(0, policy.size(), policy) == 0 ? name.substr(policy.size()) : name;
   if (live) {
@@ -59,6 +61,10 @@ std::string params_part(const std::string& name, const std::string& policy, bool
   if (b != std::string::npos && b + 2 < rest.size() &&
       rest.find_first_not_of("0123456789", b + 2) == std::string::npos)
     rest.resize(b);
+  if (const size_t f = rest.find("_filters"); policy == "omnikv" && f != std::string::npos) {
+    const size_t end = rest.find('_', f + 1);  // the next parameter, if any
+    rest.erase(f, end == std::string::npos ? std::string::npos : end - f);
+  }
   return rest;
 }
 

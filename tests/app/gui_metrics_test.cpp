@@ -148,6 +148,12 @@ TEST(RunColor, DependsOnTheRunAloneAndShadesItsParameterSet) {
   live.mode = "forced";
   EXPECT_EQ(run_color(live), run_color("h2o_b32", "h2o", false));
   EXPECT_TRUE(run_dashed(live));
+  // OmniKV's filters, the optimizer's per trace by default, are not a parameter set of their own.
+  const ImU32 omnikv = run_color("omnikv_b48", "omnikv", false);
+  EXPECT_EQ(run_color("omnikv_filters0-3-12_b48", "omnikv", false), omnikv);
+  EXPECT_EQ(run_color("omnikv_filters2_b16_forced", "omnikv", true), omnikv);
+  EXPECT_NE(run_color("omnikv_filters0-3-12_wait2_b48", "omnikv", false), omnikv);
+  EXPECT_NE(run_color("omnikv_filters1_frac0.2_b11", "omnikv", false), omnikv);
 }
 
 TEST(RunColor, PoliciesAreClearlyApartAndNotLaneStateColours) {
