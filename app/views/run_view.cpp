@@ -6,6 +6,7 @@
 #include <imgui_stdlib.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -46,6 +47,9 @@ std::string read_file(const std::filesystem::path& p) {
   return text;
 }
 
+constexpr float kMinOutBox = 200.0f;       // narrowest output-path box beside the buttons, pixels
+constexpr float kModeComboWidth = 80.0f;  // Re-run's forced / free
+
 class RunView : public View {
  public:
   explicit RunView(const std::string& model_path) : model_path_(model_path) {
@@ -68,11 +72,24 @@ class RunView : public View {
   void draw(AppState& app) override {
     drain_stream();
     update_chat_family();
+    // The settings scroll in a region of their own when the panel is short (a projector's
+    // 1280x720 tiles), so that Record, Simulate, Re-run and the output stay in view below them;
+    // the region is as tall as the settings (last frame's) when they fit.
+    const float line = ImGui::GetFrameHeightWithSpacing();
+    const float output_min = 3 * ImGui::GetTextLineHeightWithSpacing() + 2 * ImGui::GetStyle().WindowPadding.y;
+    const float footer_h = actions_h_ + ImGui::GetTextLineHeightWithSpacing() + output_min;
+    const float panel_h = ImGui::GetContentRegionAvail().y;
+    const float room = std::max(panel_h - footer_h, 2 * line);
+    ImGui::BeginChild("##settings", ImVec2(0, std::min(settings_h_, room)));
     model_picker(app);
     prompt_editor();
     sampling_and_device();
-    policy_table(app);
+    policy_table(app, panel_h);
+    settings_h_ = ImGui::GetCursorPosY();
+    ImGui::EndChild();
+    const float actions_top = ImGui::GetCursorPosY();
     actions(app);
+    actions_h_ = ImGui::GetCursorPosY() - actions_top;
     output();
     if (replace_.draw()) record(app);
   }
@@ -279,7 +296,8 @@ class RunView : public View {
     }
   }
 
-  void policy_table(const AppState& app) {
+  // panel_h: the panel's height below its top, of which the settings above took GetCursorPosY().
+  void policy_table(const AppState& app, float panel_h) {
     ImGui::SetNextItemWidth(80);
     ImGui::InputInt("budget (tokens per head)", &budget_, 0);
     budget_ = std::max(budget_, 1);
@@ -289,7 +307,7 @@ class RunView : public View {
     // Every row when the window is tall enough, else as many as half the space left (the output
     // below takes the rest), at least a few.
     const float rows_h = ImGui::GetFrameHeightWithSpacing() * (policies_.size() + 1.2f);
-    const float h = std::min(rows_h, std::max(ImGui::GetContentRegionAvail().y * 0.5f, 150.0f));
+    const float h = std::min(rows_h, std::max((panel_h - ImGui::GetCursorPosY()) * 0.5f, 150.0f));
     const auto hint_key = std::make_tuple(budget_, app.trace ? app.trace->path : std::string(), policies_.size());
     if (hint_key != hint_key_) {
       hint_key_ = hint_key;
@@ -360,21 +378,23 @@ class RunView : public View {
       if (const std::string why = out_problem(app); !why.empty()) app.error("Record: " + why);
       else if (replace_.clear_to_write(out_path_)) record(app);
     }
-    ImGui::SameLine();
     ImGui::BeginDisabled(!app.trace);
+    same_line_if_fits(button_width("Simulate on open trace"));  // a narrow panel wraps the row
     if (ImGui::Button("Simulate on open trace")) simulate_on_trace(app);
-    ImGui::SameLine();
+    same_line_if_fits(button_width("Re-run live") + ImGui::GetStyle().ItemSpacing.x + kModeComboWidth);
     if (ImGui::Button("Re-run live")) rerun_live(app);
     if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
       ImGui::SetTooltip("Enforce the checked policies inside the engine on the open trace's model and prompt\n"
                         "(real eviction), appended as runs with their own text and KL to the full cache.");
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(80);
+    ImGui::SetNextItemWidth(kModeComboWidth);
     ImGui::Combo("##mode", &rerun_mode_, "forced\0free\0");
     ImGui::EndDisabled();
     ImGui::EndDisabled();
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(std::max(ImGui::GetContentRegionAvail().x - 150, 80.0f));
+    // The output path beside the buttons when a readable box fits there, else on a row of its own.
+    const float label_w = ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("out").x;
+    same_line_if_fits(kMinOutBox + label_w);
+    ImGui::SetNextItemWidth(std::max(ImGui::GetContentRegionAvail().x - label_w, 80.0f));
     ImGui::InputText("out", &out_path_);
     if (busy) {
       ImGui::ProgressBar(app.engine.progress(), ImVec2(std::max(ImGui::GetContentRegionAvail().x - 70, 50.0f), 0),
@@ -549,6 +569,8 @@ class RunView : public View {
   std::tuple<int, std::string, std::size_t> hint_key_{-1, "", 0};  // budget, trace, rows they are for
   std::mutex stream_mu_;
   std::string stream_;  // pieces decoded by the worker, not yet shown
+  float settings_h_ = FLT_MAX;  // height of the settings when last drawn (their region's height if they fit)
+  float actions_h_ = 0;         // height of the action rows when last drawn
 };
 
 }  // namespace
