@@ -197,12 +197,14 @@ class CompareView : public View {
     }
     // A forced run is fed the recorded tokens: its text is the recording's whatever it predicts.
     auto fed = [](const RunData& r) { return r.eviction != "real" || r.mode == "forced"; };
+    ImGui::PushTextWrapPos(0.0f);  // the notes wrap at the panel's edge
     if (a.eviction != "real" && b.eviction != "real")
       ImGui::TextDisabled("Both runs are simulated: they share the recorded text. Re-run live (Run view) to see "
                           "what eviction does to the output.");
     else if (fed(a) && fed(b))
       ImGui::TextDisabled("Neither run chose its tokens (forced re-runs are fed the recorded ones): compare kl and "
                           "top1_agree, or re-run in free mode to see the texts part.");
+    ImGui::PopTextWrapPos();
     texts(run_text(t, a), run_text(t, b), a.name, b.name);
   }
 
@@ -213,6 +215,15 @@ class CompareView : public View {
       for (const NamedArray& m : r->metrics)
         if (std::find(names.begin(), names.end(), m.name) == names.end()) names.push_back(m.name);
     sort_metric_names(names);
+    // In a narrow panel the titles leave out "mean per (layer, KV head)" (their hover says it), so
+    // that the runs' columns and names keep their room.
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float value_w = std::max({ImGui::CalcTextSize(a.name.c_str()).x, ImGui::CalcTextSize(b.name.c_str()).x,
+                                    ImGui::CalcTextSize("not compared").x});
+    float title_w = 0;
+    for (const std::string& name : names)
+      title_w = std::max(title_w, ImGui::CalcTextSize(metric_title(name, true, metric_scale(name, 1024.0), false).c_str()).x);
+    const bool short_titles = title_w + 2 * value_w + 6 * style.CellPadding.x > ImGui::GetContentRegionAvail().x;
     if (!ImGui::BeginTable("m", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) return;
     const std::string head = "metric at step " + std::to_string(step);
     ImGui::TableSetupColumn(head.c_str());
@@ -231,7 +242,7 @@ class CompareView : public View {
       const ValueScale scale = metric_scale(name, max_abs);
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(metric_title(name, per_head, scale, false).c_str());
+      ImGui::TextUnformatted(metric_title(name, per_head && !short_titles, scale, false).c_str());
       if (ImGui::IsItemHovered()) {
         const MetricInfo info = metric_info(name);
         ImGui::SetTooltip("%s%s", *info.what ? info.what : name.c_str(),
