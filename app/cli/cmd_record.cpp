@@ -12,6 +12,7 @@
 #include "app/cli/device_flag.h"
 #include "app/cli/policy_setup.h"
 #include "app/cli/record.h"
+#include "app/cli/run_summary.h"
 #include "app/cli/stop_signals.h"
 #include "inference/errors.h"
 
@@ -130,6 +131,12 @@ int cmd_record(const ArgList& argv) {
   if (quiet) return 0;
   std::fprintf(stderr, "kvscope: %s; trace %s%s%s\n", timing_summary(res).c_str(), res.out_path.c_str(),
                res.note.empty() ? "" : "; ", res.note.c_str());
+  if (!res.run_scalars.empty()) {  // under --policy: what its evictions did, against the full cache
+    RunData run;
+    run.mode = res.run_mode;
+    run.scalars = res.run_scalars;
+    print_live_scalars(run, stderr);
+  }
   return 0;
 }
 

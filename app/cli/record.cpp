@@ -216,6 +216,8 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
                 (policy->spec().name == "full" ? " (the full cache: nothing evicted)" : " (real eviction)");
         rec.meta().recorded_under = run.name;
         rec.writer().write_run(run);
+        res.run_mode = run.mode;
+        res.run_scalars = run.scalars;
       } catch (const RunCancelled&) {
         if (rec.steps_written() == 0) throw;
         // Cancelled: keep the steps recorded so far; the run's kept sets are incomplete, so no run.

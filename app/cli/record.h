@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/cli/pass_progress.h"
@@ -42,6 +43,10 @@ struct RecordResult {
   std::string out_path;         // "" when cancelled before a step was recorded: no trace written
   std::string cancelled_during; // then what ran: "prefill", "reference run" or "KVzip scoring"
   std::string note;             // capture notes (e.g. prefill map reduced)
+  // Under a live policy, the stored run's mode and scalars (perplexity beside the full cache's,
+  // first divergence, KV bytes); empty without one, or when it was cancelled.
+  std::string run_mode;
+  std::vector<std::pair<std::string, double>> run_scalars;
 };
 
 struct RecordCallbacks {

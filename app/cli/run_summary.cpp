@@ -72,33 +72,35 @@ double scalar_of(const RunData& r, const char* key) {
   return std::nan("");
 }
 
+}  // namespace
+
 // The scalars a live run stores, as two readable lines: what its evictions did to the output
 // (perplexity of the reference continuation beside the full cache's on the same steps, the first
 // divergence) and to memory (peak and mean against the full cache). Scalars these lines do not
 // know follow on a third, as name value.
-void print_live_scalars(const RunData& r) {
+void print_live_scalars(const RunData& r, FILE* f) {
   const double ppl = scalar_of(r, "perplexity"), full_ppl = scalar_of(r, "full_perplexity");
   const double compared = scalar_of(r, "compared_steps"), div = scalar_of(r, "first_divergence");
   const double peak = scalar_of(r, "peak_kv_bytes"), full_peak = scalar_of(r, "full_peak_kv_bytes");
   const double peak_ratio = scalar_of(r, "peak_kv_ratio"), mean_ratio = scalar_of(r, "mean_kv_ratio");
   if (std::isfinite(ppl)) {
-    std::printf("  output: perplexity %.4g", ppl);
-    if (std::isfinite(full_ppl)) std::printf(" (full cache %.4g)", full_ppl);
-    if (std::isfinite(compared)) std::printf(" over %.0f compared step%s", compared, compared == 1 ? "" : "s");
+    std::fprintf(f, "  output: perplexity %.4g", ppl);
+    if (std::isfinite(full_ppl)) std::fprintf(f, " (full cache %.4g)", full_ppl);
+    if (std::isfinite(compared)) std::fprintf(f, " over %.0f compared step%s", compared, compared == 1 ? "" : "s");
     if (std::isfinite(div)) {
       const char* what = r.mode == "free" ? "its generated token" : "its top-1";  // against the full cache's
-      if (div < 0) std::printf("; %s never differs from the full cache's", what);
-      else std::printf("; %s first differs from the full cache's at step %.0f", what, div);
+      if (div < 0) std::fprintf(f, "; %s never differs from the full cache's", what);
+      else std::fprintf(f, "; %s first differs from the full cache's at step %.0f", what, div);
     }
-    std::printf("\n");
+    std::fprintf(f, "\n");
   }
   if (std::isfinite(peak)) {
-    std::printf("  memory: peak %s", run_scalar_text("peak_kv_bytes", peak).c_str());
-    if (std::isfinite(full_peak)) std::printf(" (full cache %s", run_scalar_text("full_peak_kv_bytes", full_peak).c_str());
-    if (std::isfinite(full_peak) && std::isfinite(peak_ratio)) std::printf(", ratio %.3g", peak_ratio);
-    if (std::isfinite(full_peak)) std::printf(")");
-    if (std::isfinite(mean_ratio)) std::printf("; after each step %.3g of the full cache's on average", mean_ratio);
-    std::printf("\n");
+    std::fprintf(f, "  memory: peak %s", run_scalar_text("peak_kv_bytes", peak).c_str());
+    if (std::isfinite(full_peak)) std::fprintf(f, " (full cache %s", run_scalar_text("full_peak_kv_bytes", full_peak).c_str());
+    if (std::isfinite(full_peak) && std::isfinite(peak_ratio)) std::fprintf(f, ", ratio %.3g", peak_ratio);
+    if (std::isfinite(full_peak)) std::fprintf(f, ")");
+    if (std::isfinite(mean_ratio)) std::fprintf(f, "; after each step %.3g of the full cache's on average", mean_ratio);
+    std::fprintf(f, "\n");
   }
   bool other = false;
   for (const auto& [k, v] : r.scalars) {
@@ -106,13 +108,11 @@ void print_live_scalars(const RunData& r) {
                                         "peak_kv_bytes", "full_peak_kv_bytes", "peak_kv_ratio", "mean_kv_ratio",
                                         "block_size"};  // block_size: a setting (trace and --json)
     if (std::find(std::begin(known), std::end(known), k) != std::end(known)) continue;
-    std::printf("%s%s %.4g", other ? "  " : "  also: ", k.c_str(), v);
+    std::fprintf(f, "%s%s %.4g", other ? "  " : "  also: ", k.c_str(), v);
     other = true;
   }
-  if (other) std::printf("\n");
+  if (other) std::fprintf(f, "\n");
 }
-
-}  // namespace
 
 void print_run_summaries(const std::vector<RunData>& runs, bool json) {
   if (json) {
@@ -151,7 +151,7 @@ void print_run_summaries(const std::vector<RunData>& runs, bool json) {
     });
     for (const NamedArray* m : shown) std::printf("  %s %.4g", m->name.c_str(), mean_of(*m));
     std::printf("\n");
-    print_live_scalars(r);
+    print_live_scalars(r, stdout);
     // A forced run was fed the trace's tokens: its text is the trace's, not worth repeating.
     if (!r.text.empty() && r.mode != "forced") std::printf("  text: %s\n", r.text.c_str());
   }

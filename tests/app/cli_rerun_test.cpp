@@ -210,6 +210,25 @@ TEST_F(CliRerun, RecordUnderAPolicyStoresTheLiveRun) {
   const RunData run = tr.read_run("streamingllm_b8_free", false);
   EXPECT_EQ(run.eviction, "real");
   EXPECT_EQ(run.tokens, tr.token_ids());  // the trace is the policy run's own generation
+  EXPECT_TRUE(r.err.empty()) << "--quiet: " << r.err;
+}
+
+// Without --quiet, record under a policy says on stderr what its evictions did against the full
+// cache, as rerun does under its line: the output and memory lines from the stored scalars.
+TEST_F(CliRerun, RecordUnderAPolicyPrintsItsRunsOutputAndMemory) {
+  const std::string out = dir_.file("p.h5");
+  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                   std::to_string(kSteps), "--out", out, "--threads", "1", "--policy", "streamingllm",
+                                   "--budget", "8"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const RunData run = TraceReader(out).read_run("streamingllm_b8_free", false);
+  std::map<std::string, double> sc(run.scalars.begin(), run.scalars.end());
+  char expect[128];
+  std::snprintf(expect, sizeof expect, "\n  output: perplexity %.4g (full cache %.4g) over ", sc.at("perplexity"),
+                sc.at("full_perplexity"));
+  EXPECT_NE(r.err.find(expect), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\n  memory: peak "), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("output: perplexity"), std::string::npos) << "stdout keeps the text alone";
 }
 
 TEST_F(CliRerun, OmnikvFilterBeyondTheLastLayerIsAOneLineErrorAndAppendsNothing) {
