@@ -101,7 +101,8 @@ void parse_params(const std::string& rest, PolicySpec& spec, const Fail& fail) {
       throw fail("budget " + b->second + " is outside [1, " + std::to_string(1L << 30) + "]");
     spec.budget = (int)v;
     spec.params.erase(b);
-    if (spec.params.count("frac")) throw fail("give budget or frac (a fraction of the prompt), not both");
+    if (spec.name == "omnikv" && spec.params.count("frac"))
+      throw fail("give budget or frac (a fraction of the prompt), not both");
   }
 }
 

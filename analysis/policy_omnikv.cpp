@@ -57,8 +57,12 @@ bool omnikv_budget_from_frac(const PolicySpec& spec) { return spec.name == "omni
 
 void resolve_omnikv_frac(PolicySpec& spec, int prompt_len) {
   if (!omnikv_budget_from_frac(spec)) return;
-  const double frac = std::strtod(spec.params.at("frac").c_str(), nullptr);  // the policy checks it is in (0, 1]
-  if (frac > 0.0 && frac <= 1.0) spec.budget = std::min(prompt_len, std::max(1, (int)(frac * prompt_len)));
+  const std::string& text = spec.params.at("frac");
+  char* end = nullptr;
+  const double frac = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(frac > 0.0 && frac <= 1.0))
+    throw input_error("--policy " + spec.name, "frac must be in (0, 1] (got '" + text + "')");
+  spec.budget = std::min(prompt_len, std::max(1, (int)(frac * prompt_len)));
 }
 
 void resolve_omnikv_spec(PolicySpec& spec, const TraceReader& trace) {

@@ -26,7 +26,7 @@ std::unique_ptr<Policy> make_omnikv_policy(const PolicySpec& spec, const ModelSh
 bool omnikv_budget_from_frac(const PolicySpec& spec);
 // OmniKV's frac=F: spec.budget = k = max(1, floor(F * prompt_len)), at most prompt_len, the k the
 // policy selects, so the run name shows it and the metrics' top-k compare with it. Other specs
-// are left as they are.
+// are left as they are. Throws InputError when F is not a number in (0, 1].
 void resolve_omnikv_frac(PolicySpec& spec, int prompt_len);
 // An OmniKV spec on a trace: its frac resolved for the trace's prompt, and without filters=, on
 // a trace holding the inter-layer similarity, the L/10 filter layers the optimizer of POLICIES.md

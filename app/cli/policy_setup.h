@@ -21,7 +21,8 @@ namespace kvs {
 std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const TraceReader& trace);
 
 // Whether --policy `policy_text` takes its budget from --budget: not `full` (which keeps every
-// token) and no budget=N of its own. A --budget no policy takes is refused, not ignored.
+// token), no budget=N of its own and no OmniKV frac=F. A --budget no policy takes is refused, not
+// ignored.
 bool takes_budget_flag(const std::string& policy_text);
 
 // --model, else the model path recorded in the trace; --tokenizer likewise.

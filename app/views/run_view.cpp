@@ -487,9 +487,12 @@ class RunView : public View {
       app.error("Re-run: check at least one policy");
       return;
     }
-    ArgList args = {app.trace->path, "--budget", std::to_string(budget_), "--mode", rerun_mode_ ? "free" : "forced",
+    ArgList args = {app.trace->path, "--mode", rerun_mode_ ? "free" : "forced",
                     "--device", device_ == Device::Cuda ? "cuda" : "cpu", "--gpu-dtype", gpu_dtype_name(gpu_dtype_)};
     for (const std::string& s : specs) args.insert(args.end(), {"--policy", s});
+    // The budget box, for the policies that take it (full keeps everything; OmniKV's frac=F and a
+    // spec's budget=N are their own): rerun refuses a --budget nothing uses.
+    if (std::any_of(specs.begin(), specs.end(), takes_budget_flag)) args.insert(args.end(), {"--budget", std::to_string(budget_)});
     output_.clear();
     app.engine.submit("engine", "Re-running " + std::to_string(specs.size()) + " policies live", [this, &app, args](JobContext& ctx) {
       try {

@@ -97,6 +97,8 @@ TEST(OmniKv, FracResolvesTheBudgetFromThePrompt) {
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()), "--policy omnikv:frac=0.1,budget=8: give budget or frac (a fraction of the prompt), not both");
   }
+  // frac is OmniKV's alone: beside another policy's budget=N it is left to that policy to refuse.
+  EXPECT_NO_THROW(parse_policy_spec("h2o:budget=8,frac=0.1", 0));
 }
 
 namespace {

@@ -133,9 +133,8 @@ TEST_F(CliSimulate, EveryPolicyAtOnceAppendsARunEach) {
   EXPECT_EQ(reader.meta().n_steps, kSteps);
 }
 
-// Later simulate calls add to the runs already there; a run of the same name is replaced.
-// OmniKV's frac=F sets its own budget from the prompt: no --budget needed, and one given for it
-// alone is refused as unused.
+// OmniKV's frac=F sets its own budget from the prompt: no --budget needed, one given for it
+// alone is refused as unused, and a frac outside (0, 1] is named as the problem.
 TEST_F(CliSimulate, OmniKvFracIsItsOwnBudget) {
   const std::string t = fresh_trace();
   const int k = std::max(1, static_cast<int>(0.25 * prompt_len_));
@@ -145,8 +144,12 @@ TEST_F(CliSimulate, OmniKvFracIsItsOwnBudget) {
   EXPECT_EQ(runs.items()[0].get_number("budget", -1), k);
   EXPECT_TRUE(is_input_error(run_kvscope({"simulate", t, "--policy", "omnikv:frac=0.25", "--budget", "8"}), "--budget",
                              "no --policy uses it (full keeps every token; budget=N or OmniKV's frac=F in a spec is that policy's own)"));
+  for (const char* bad : {"2", "0", "abc"})
+    EXPECT_TRUE(is_input_error(run_kvscope({"simulate", t, "--policy", std::string("omnikv:frac=") + bad}), "--policy omnikv",
+                               std::string("frac must be in (0, 1] (got '") + bad + "')"));
 }
 
+// Later simulate calls add to the runs already there; a run of the same name is replaced.
 TEST_F(CliSimulate, SecondCallAppendsAndSameNameReplaces) {
   const std::string t = fresh_trace();
   ASSERT_EQ(run_kvscope({"simulate", t, "--policy", "window", "--budget", "8"}).code, 0);
