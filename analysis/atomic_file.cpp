@@ -89,18 +89,24 @@ void publish_through_temp(const std::string& path, const std::string& target, Fi
   }
 }
 
-// Returns `target` when its folder may be written into. Root may write into any folder, so the
-// rule is on the mode bits, as require_owner_write's for files: a folder made read-only (the
-// shared models' are 555) is meant to stay as it is. Anything else is left to the OS to refuse.
+// Checks `target`'s folder (require_writable_folder) and returns `target`; errors name `path`.
 std::string in_writable_folder(const std::string& path, const std::string& target) {
-  const std::string folder = folder_of(target);
-  struct stat st;
-  if (::stat(folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && !(st.st_mode & S_IWUSR))
-    throw input_error(path, "is in the read-only folder " + folder + " (its owner has no write permission); not writing into it");
+  require_writable_folder(path, target);
   return target;
 }
 
 }  // namespace
+
+void require_writable_folder(const std::string& path, const std::string& target) {
+  std::string folder = folder_of(target);
+  struct stat st;
+  while (::stat(folder.c_str(), &st) != 0) {  // not there yet: what creating it would write into
+    if (errno != ENOENT || folder == "." || folder == "/") return;
+    folder = folder_of(folder);
+  }
+  if (S_ISDIR(st.st_mode) && !(st.st_mode & S_IWUSR))
+    throw input_error(path, "is in the read-only folder " + folder + " (its owner has no write permission); not writing into it");
+}
 
 std::string output_target(const std::string& path) {
   struct stat st;

@@ -20,6 +20,12 @@ struct FileError : std::runtime_error {
 // socket (or a link to one), or a link that leads nowhere, or when the folder it lands in has no
 // owner-write bit (root included).
 std::string output_target(const std::string& path);
+// Throws InputError("<path>: is in the read-only folder F ...") when the folder `target` would be
+// created in (its nearest existing ancestor folder) has no owner-write bit. Root may write into
+// any folder, so the rule is on the mode bits, as require_owner_write's for files: a folder made
+// read-only (the shared models' are 555) is meant to stay as it is. Anything else is the OS's to
+// refuse.
+void require_writable_folder(const std::string& path, const std::string& target);
 // Replaces output_target(`path`) with `bytes` through a temporary sibling. Throws InputError
 // naming `path`; on an error nothing is left behind.
 void write_file_atomically(const std::string& path, const std::string& bytes);

@@ -106,7 +106,7 @@ void check_duo_pattern_output(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status status = fs::status(dir, ec);
-  if (!fs::exists(status)) return;
+  if (!fs::exists(status)) return require_writable_folder(dir, dir);  // the folder to be created
   if (!fs::is_directory(status)) throw input_error(dir, "exists and is not a folder; not writing a DuoAttention pattern into it");
   const std::string cfg = (fs::path(dir) / "config.json").string();
   const std::string tsv = (fs::path(dir) / "full_attention_heads.tsv").string();

@@ -88,6 +88,23 @@ static std::string read_file(const fs::path& p) {
 
 // A model folder's config.json, a published pattern, gates without KVScope's config.json beside
 // them, or a folder that is a file are left as they were; KVScope's own pattern is replaced whole.
+// A pattern folder to be created inside a folder without its owner's write bit is refused (root
+// too, on the mode bits), and nothing is created: as every output's rule (output_target).
+TEST(DuoPattern, NewFolderInAReadOnlyFolderIsRefused) {
+  DuoPattern p;
+  p.n_layers = 1;
+  p.n_kv_heads = 1;
+  p.alpha = {0.5f};
+  const fs::path ro = temp_dir("read_only");
+  fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read | fs::perms::group_exec);
+  const fs::path dir = ro / "pattern" / "deeper";
+  EXPECT_EQ(input_error_of([&] { write_duo_pattern(dir.string(), p, "test"); }),
+            dir.string() + ": is in the read-only folder " + ro.string() +
+                " (its owner has no write permission); not writing into it");
+  EXPECT_TRUE(fs::is_empty(ro));
+  fs::permissions(ro, fs::perms::owner_all);
+}
+
 TEST(DuoPattern, WriterReplacesOnlyAPatternItWrote) {
   DuoPattern p;
   p.n_layers = 1;
