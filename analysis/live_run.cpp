@@ -320,8 +320,9 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   // which eviction after the prompt does not change: it differs only under sampling.
   if (options.mode == "free") first_div = free_div < 0 ? -1 : std::max(0, free_div - 1);
   run.metrics = {kl, top1, ref_lp, bytes};
-  run.scalars = {{"perplexity", compared ? std::exp(nll / compared) : 0.0},
-                 {"full_perplexity", compared ? std::exp(full_nll / compared) : 0.0},
+  const double none = std::nan("");  // no compared step (a free run whose first token differs)
+  run.scalars = {{"perplexity", compared ? std::exp(nll / compared) : none},
+                 {"full_perplexity", compared ? std::exp(full_nll / compared) : none},
                  {"compared_steps", static_cast<double>(compared)},
                  {"first_divergence", static_cast<double>(first_div)},
                  {"peak_kv_bytes", static_cast<double>(engine.peak_kv_bytes())},

@@ -83,10 +83,14 @@ void print_live_scalars(const RunData& r, FILE* f) {
   const double compared = scalar_of(r, "compared_steps"), div = scalar_of(r, "first_divergence");
   const double peak = scalar_of(r, "peak_kv_bytes"), full_peak = scalar_of(r, "full_peak_kv_bytes");
   const double peak_ratio = scalar_of(r, "peak_kv_ratio"), mean_ratio = scalar_of(r, "mean_kv_ratio");
-  if (std::isfinite(ppl)) {
-    std::fprintf(f, "  output: perplexity %.4g", ppl);
-    if (std::isfinite(full_ppl)) std::fprintf(f, " (full cache %.4g)", full_ppl);
-    if (std::isfinite(compared)) std::fprintf(f, " over %.0f compared step%s", compared, compared == 1 ? "" : "s");
+  if (std::isfinite(ppl) || std::isfinite(compared)) {
+    if (!std::isfinite(ppl)) {  // NaN: no step compared
+      std::fprintf(f, "  output: no step compared with the full cache");
+    } else {
+      std::fprintf(f, "  output: perplexity %.4g", ppl);
+      if (std::isfinite(full_ppl)) std::fprintf(f, " (full cache %.4g)", full_ppl);
+      if (std::isfinite(compared)) std::fprintf(f, " over %.0f compared step%s", compared, compared == 1 ? "" : "s");
+    }
     if (std::isfinite(div)) {
       const char* what = r.mode == "free" ? "its generated token" : "its top-1";  // against the full cache's
       if (div < 0) std::fprintf(f, "; %s never differs from the full cache's", what);

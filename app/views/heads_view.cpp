@@ -251,11 +251,11 @@ class HeadsView : public View {
     int above = 0;
     for (float x : g.v) above += x >= tau;
     const bool gate = g.name == "alpha" || g.name == "retrieval_score";  // tau splits retrieval/streaming
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "%d of %d heads >= tau %s, %d below %s  |  %s", above, (int)g.v.size(),
+    char buf[160];  // the counts; the source (a model's path among them) follows whole
+    std::snprintf(buf, sizeof buf, "%d of %d heads >= tau %s, %d below %s  |  ", above, (int)g.v.size(),
                   gate ? "(retrieval: full cache, marked red)" : "(marked red)", (int)g.v.size() - above,
-                  gate ? "(streaming: sinks + recent)" : "", g.source.c_str());
-    return buf;
+                  gate ? "(streaming: sinks + recent)" : "");
+    return buf + g.source;
   }
 
   // The ends of the colour scale with the statistic's unit.

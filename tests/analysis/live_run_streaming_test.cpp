@@ -158,6 +158,25 @@ TEST_F(LiveStreaming, FullPerplexityIsTheFullCachesOverTheRunsComparedSteps) {
   EXPECT_DOUBLE_EQ(scalar(f, "perplexity"), scalar(f, "full_perplexity"));
 }
 
+// A free run whose first token already differs from the reference's (a sampled reference,
+// re-run greedily) compares no step: its perplexities are NaN, not 0 (a perplexity is >= 1).
+TEST_F(LiveStreaming, FreeRunWithNoComparedStepHasNoPerplexity) {
+  Engine engine(st_->model, single_thread());
+  SamplingOptions hot;
+  hot.temperature = 2.0f;
+  for (hot.seed = 1; hot.seed <= 64; ++hot.seed) {
+    const ReferenceRun ref = run_reference(engine, prompt_, 4, {}, hot);
+    const RunData r = run(engine, ref, "free");  // greedy
+    if (r.tokens[prompt_.size()] == ref.tokens[0]) continue;
+    EXPECT_EQ(scalar(r, "compared_steps"), 0);
+    EXPECT_EQ(scalar(r, "first_divergence"), 0);
+    EXPECT_TRUE(std::isnan(scalar(r, "perplexity")));
+    EXPECT_TRUE(std::isnan(scalar(r, "full_perplexity")));
+    return;
+  }
+  FAIL() << "no seed sampled a first token other than the greedy one";
+}
+
 TEST_F(LiveStreaming, RopeInCacheEqualsOriginalPositionsUntilTheFirstEvictionThenDiffers) {
   // Positions inside the cache (POLICIES.md §1 pos-shift) equal the original ones while nothing
   // was evicted; after that the kept keys get smaller rotations and the logits change.
