@@ -25,6 +25,25 @@ namespace fs = std::filesystem;
 namespace kvs {
 namespace {
 
+// A stories260K file of ../shared/models ("stories260K.bin", ".gguf").
+std::string stories_file(const std::string& name) {
+  return std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/" + name;
+}
+
+// The view of `id` among `views` (nullptr when none).
+View* view_of(const std::vector<std::unique_ptr<View>>& views, const std::string& id) {
+  for (const auto& v : views)
+    if (id == v->id()) return v.get();
+  return nullptr;
+}
+
+// The value of a view's CSV row `field` ("(missing)" when it has none).
+std::string csv_field(const View& view, const AppState& app, const std::string& field) {
+  for (const auto& row : view.csv(app).rows)
+    if (row[0] == field) return row[1];
+  return "(missing)";
+}
+
 class GuiState : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -135,17 +154,10 @@ TEST_F(GuiState, PolicyCaveatsOutliveTheReloadAndStayBesideTheirRuns) {
 // ended it at once: an empty trace), off for a base model; the script's `chat on|off` sets it.
 TEST(GuiRunView, ChatFormatFollowsTheModelAndTheScriptSetsIt) {
   AppState app(true);
-  const std::string stories = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
-  std::vector<std::unique_ptr<View>> views = make_views(stories);
-  View* run = nullptr;
-  for (auto& v : views)
-    if (std::string(v->id()) == "run") run = v.get();
+  std::vector<std::unique_ptr<View>> views = make_views(stories_file("stories260K.gguf"));
+  View* run = view_of(views, "run");
   ASSERT_TRUE(run);
-  const auto chat = [&] {
-    for (const auto& row : run->csv(app).rows)
-      if (row[0] == "chat_format") return row[1];
-    return std::string("(missing)");
-  };
+  const auto chat = [&] { return csv_field(*run, app, "chat_format"); };
   EXPECT_EQ(chat(), "off");  // a base model
   apply_script_command(app, views, {"chat", "on"});
   EXPECT_EQ(chat(), "on");
@@ -155,20 +167,14 @@ TEST(GuiRunView, ChatFormatFollowsTheModelAndTheScriptSetsIt) {
   const std::string smol = default_model_path();
   if (smol.empty()) GTEST_SKIP() << "SmolLM2 GGUF not in the cache";
   std::vector<std::unique_ptr<View>> smol_views = make_views(smol);
-  for (auto& v : smol_views) {
-    if (std::string(v->id()) != "run") continue;
-    for (const auto& row : v->csv(app).rows) {
-      if (row[0] == "chat_format") {
-        EXPECT_EQ(row[1], "on");
-      }
-    }
-  }
+  ASSERT_TRUE(view_of(smol_views, "run"));
+  EXPECT_EQ(csv_field(*view_of(smol_views, "run"), app, "chat_format"), "on");
 }
 
 // A recording's text streams into the output box, then the whole text replaces it: the pieces
 // not yet drained by a frame were appended after it (a scripted recording showed its text twice).
 TEST_F(GuiState, RecordedTextIsShownOnce) {
-  const std::string model = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.bin";
+  const std::string model = stories_file("stories260K.bin");
   if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
   ImGuiContext* context = ImGui::CreateContext();
   ImGuiIO& io = ImGui::GetIO();
@@ -179,9 +185,7 @@ TEST_F(GuiState, RecordedTextIsShownOnce) {
   io.Fonts->GetTexDataAsRGBA32(&pixels, &tw, &th);
   AppState app(true);
   std::vector<std::unique_ptr<View>> views = make_views(model);
-  View* run = nullptr;
-  for (auto& v : views)
-    if (std::string(v->id()) == "run") run = v.get();
+  View* run = view_of(views, "run");
   ASSERT_TRUE(run);
   const std::string out = (dir_ / "recorded.h5").string();
   for (const auto& [verb, arg] : std::vector<std::pair<std::string, std::string>>{
@@ -194,9 +198,7 @@ TEST_F(GuiState, RecordedTextIsShownOnce) {
   ImGui::End();
   ImGui::EndFrame();
   ImGui::DestroyContext(context);
-  std::string text;
-  for (const auto& row : run->csv(app).rows)
-    if (row[0] == "output") text = row[1];
+  const std::string text = csv_field(*run, app, "output");
   ASSERT_EQ(text.rfind("Once upon a time", 0), 0u) << text;
   const std::string generated = text.substr(std::string("Once upon a time").size());
   ASSERT_FALSE(generated.empty());
@@ -206,22 +208,18 @@ TEST_F(GuiState, RecordedTextIsShownOnce) {
 
 // A live re-run from the Run view shows each run's text in the output box (it stayed empty).
 TEST_F(GuiState, LiveRerunShowsEachRunsText) {
-  const std::string model = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.bin";
+  const std::string model = stories_file("stories260K.bin");
   if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
   AppState app(true);
   std::vector<std::unique_ptr<View>> views = make_views(model);
-  View* run = nullptr;
-  for (auto& v : views)
-    if (std::string(v->id()) == "run") run = v.get();
+  View* run = view_of(views, "run");
   ASSERT_TRUE(run);
   const std::string out = (dir_ / "rerun.h5").string();
   for (const auto& [verb, arg] : std::vector<std::pair<std::string, std::string>>{
            {"prompt", "Once upon a time"}, {"steps", "16"}, {"out", out}, {"record", ""},
            {"policies", "streamingllm|window"}, {"budget", "8"}, {"mode", "free"}, {"rerun", ""}})
     apply_script_command(app, views, {verb, arg});
-  std::string text;
-  for (const auto& row : run->csv(app).rows)
-    if (row[0] == "output") text = row[1];
+  const std::string text = csv_field(*run, app, "output");
   EXPECT_NE(text.find("streamingllm_b8_free: "), std::string::npos) << text;
   EXPECT_NE(text.find("window_b8_free: "), std::string::npos) << text;
 }
