@@ -163,6 +163,20 @@ void lane_legend() {
   }
 }
 
+void future_legend_chip() {
+  const float h = ImGui::GetTextLineHeight();
+  const char* future = "not generated yet at this step";
+  same_line_if_fits(h + ImGui::GetStyle().ItemSpacing.x + ImGui::CalcTextSize(future).x, 14);
+  ImGui::BeginGroup();
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + h, p.y + h), cell_state_color(CellState::kFuture));
+  ImGui::GetWindowDrawList()->AddRect(p, ImVec2(p.x + h, p.y + h), IM_COL32(90, 90, 96, 255));
+  ImGui::Dummy(ImVec2(h, h));
+  ImGui::SameLine();
+  ImGui::TextUnformatted(future);
+  ImGui::EndGroup();
+}
+
 void color_bar(Colormap map, const char* lo, const char* hi, float width) {
   ImGui::TextUnformatted(lo);
   ImGui::SameLine();

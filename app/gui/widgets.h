@@ -64,6 +64,9 @@ bool legend_toggle(const char* label, ImU32 color, bool shown, bool dashed = fal
 ImU32 cell_state_color(CellState s);   // lane palette
 // Legend chips for the lane states.
 void lane_legend();
+// The chip of positions not generated yet at the step (outlined: its colour is near the
+// background), after lane_legend on its last row where it fits.
+void future_legend_chip();
 // Continues the current row (SameLine) when an item `width` pixels wide still fits in the
 // window, else lets it start the next row: a narrow panel wraps its controls instead of cutting
 // the last ones off at its edge. spacing: the gap before it (< 0: the style's item spacing).

@@ -186,6 +186,7 @@ class CompareView : public View {
         ImGui::TextDisabled("(held by any %s)", app.per_head_lanes ? "of the selected head" : "head");
       }
       lane_legend();  // the strips' colours, as in the Eviction lanes view
+      future_legend_chip();
       const float w = ImGui::GetContentRegionAvail().x;
       strip("A", la, nullptr, w, app, a_ended, &a);
       strip("B", lb, nullptr, w, app, b_ended, &b);

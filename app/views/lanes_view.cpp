@@ -79,19 +79,9 @@ class LanesView : public View {
       if (same_line_if_fits(ImGui::CalcTextSize(over).x, 8)) ImGui::TextDisabled("%s", over);
     }
     lane_legend();
-    // Positions not generated yet at this step, in every row (the attention row included), and
-    // the boundary line: further chips of the legend, on its last row where they fit.
+    future_legend_chip();  // in every row, the attention row included
+    // The boundary line: a further chip of the legend, on its last row where it fits.
     const float sh = ImGui::GetTextLineHeight(), gap = ImGui::GetStyle().ItemSpacing.x;
-    const char* future = "not generated yet at this step";
-    same_line_if_fits(sh + gap + ImGui::CalcTextSize(future).x, 14);
-    ImGui::BeginGroup();
-    const ImVec2 sw = ImGui::GetCursorScreenPos();
-    ImGui::GetWindowDrawList()->AddRectFilled(sw, ImVec2(sw.x + sh, sw.y + sh), cell_state_color(CellState::kFuture));
-    ImGui::GetWindowDrawList()->AddRect(sw, ImVec2(sw.x + sh, sw.y + sh), IM_COL32(90, 90, 96, 255));
-    ImGui::Dummy(ImVec2(sh, sh));
-    ImGui::SameLine();
-    ImGui::TextUnformatted(future);
-    ImGui::EndGroup();
     const char* boundary = "prompt | decode boundary";
     same_line_if_fits(sh + gap + ImGui::CalcTextSize(boundary).x, 14);
     ImGui::BeginGroup();
