@@ -27,7 +27,7 @@ namespace {
 
 const std::set<std::string> kValueFlags = {"--policy", "--budget", "--mode",   "--model",
                                            "--tokenizer", "--alpha", "--threads", "--device",
-                                           "--gpu-dtype"};
+                                           "--gpu-dtype", "--attention-budget-mb"};
 const std::set<std::string> kSwitchFlags = {"--json", "--rope-in-cache", "--no-attention"};
 
 // Runs with StreamingLLM's pos-shift (positions inside the cache) get their own name and say so.
@@ -37,6 +37,11 @@ void mark_rerotated(RunData& run) {
   std::string& p = run.params_json;
   if (p.size() < 2 || p == "{}") p = "{" + entry + "}";
   else p.insert(p.size() - 1, "," + entry);
+}
+
+// Bytes of the runs' own decode rows, [S, L, H, T] floats a run, all held until they are appended.
+std::size_t run_rows_bytes(const TraceMeta& m, std::size_t n_runs) {
+  return n_runs * m.n_steps * m.shape.n_layers * m.shape.n_heads * m.total_len() * sizeof(float);
 }
 
 }  // namespace
@@ -72,6 +77,16 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     lo.mode = mode;
     lo.sampling = {m.temperature, m.top_p, m.seed};
     lo.keep_attention = !a.has("--no-attention");
+    // Long contexts and generations make the rows outgrow memory (4K prompt + 2K steps of
+    // SmolLM2: 13.6 GB a run), so past the budget they are left out, as with --no-attention.
+    const std::size_t rows_budget = static_cast<std::size_t>(a.integer("--attention-budget-mb", 1024, 0, 1 << 20)) << 20;
+    if (const std::size_t rows = run_rows_bytes(m, policies.size()); lo.keep_attention && rows > rows_budget) {
+      lo.keep_attention = false;
+      if (callbacks.on_caveat)
+        callbacks.on_caveat("the runs' own attention rows (" + std::to_string(rows >> 20) +
+                            " MiB) exceed the attention budget of " + std::to_string(rows_budget >> 20) +
+                            " MiB (--attention-budget-mb), so they are not kept, as with --no-attention");
+    }
     std::optional<PrefillEvidence> evidence;
     if (any_needs_key_scores(policies)) evidence = trace.read_prefill();
     const bool score = evidence && evidence->key_scores.empty();

@@ -114,6 +114,8 @@ const char* command_help(const std::string& command) {
        "  --alpha DIR        DuoAttention pattern folder, as duoattention:pattern=DIR\n"
        "  --rope-in-cache    StreamingLLM's positions inside the cache (runs named *_rerotated)\n"
        "  --no-attention     do not keep the runs' attention rows\n"
+       "  --attention-budget-mb N  keep them only when all runs' rows fit N MiB (default 1024;\n"
+       "                     a run's are steps x layers x heads x tokens x 4 bytes, held until appended)\n"
        "  --threads N        CPU threads (default: all cores)\n"
        "  --device cpu|cuda|auto    default auto, as for record: the GPU when this build and machine can use it\n"
        "  --gpu-dtype auto|fp16|bf16  the GPU's weights and KV cache (default auto, as for record)\n"

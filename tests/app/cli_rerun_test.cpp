@@ -190,6 +190,27 @@ TEST_F(CliRerun, EveryPolicyRerunsInOneCommand) {
   EXPECT_NE(tr.read_run("duoattention_b8_forced", false).params_json.find("profiled from trace"), std::string::npos);
 }
 
+// The runs' own rows are held until appended (S x L x H x T floats a run: 13.6 GB for a SmolLM2
+// run of 2K steps after a 4K prompt), so past --attention-budget-mb they are left out with a note;
+// the kept sets and metrics stay.
+TEST_F(CliRerun, RowsPastTheAttentionBudgetAreNotKept) {
+  CliResult r = rerun({"--policy", "h2o", "--budget", "8", "--attention-budget-mb", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("attention budget"), std::string::npos) << r.err;
+  EXPECT_FALSE(TraceReader(trace_).read_run("h2o_b8_forced", true).attention.empty());
+  r = rerun({"--policy", "streamingllm", "--policy", "h2o", "--budget", "8", "--attention-budget-mb", "0"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("exceed the attention budget of 0 MiB"), std::string::npos) << r.err;
+  TraceReader tr(trace_);
+  for (const std::string name : {"streamingllm_b8_forced", "h2o_b8_forced"}) {
+    const RunData run = tr.read_run(name, true);
+    EXPECT_TRUE(run.attention.empty()) << name;
+    EXPECT_EQ(run.kept.size(), static_cast<size_t>(kSteps) * tr.meta().shape.n_layers * tr.meta().shape.n_kv_heads *
+                                   tr.meta().total_len()) << name;
+    EXPECT_FALSE(run.metrics.empty()) << name;
+  }
+}
+
 TEST_F(CliRerun, RopeInCacheRunIsNamedAndMarked) {
   const CliResult r = rerun({"--policy", "streamingllm", "--budget", "8", "--rope-in-cache"});
   ASSERT_EQ(r.code, 0) << r.err;
