@@ -99,4 +99,22 @@ PrefillImage read_prefill_image(const TraceReader& reader, int layer, int head, 
   return img;
 }
 
+std::vector<float> spread_max(const float* data, int rows, int cols, int half_x, int half_y) {
+  std::vector<float> across((size_t)rows * cols);  // [rows, cols]: max over the columns around
+  for (int r = 0; r < rows; ++r) {
+    const float* in = data + (size_t)r * cols;
+    for (int c = 0; c < cols; ++c)
+      across[(size_t)r * cols + c] = *std::max_element(in + std::max(c - half_x, 0), in + std::min(c + half_x + 1, cols));
+  }
+  if (half_y == 0) return across;
+  std::vector<float> out((size_t)rows * cols);  // [rows, cols]: then over the rows around
+  for (int r = 0; r < rows; ++r) {
+    float* o = out.data() + (size_t)r * cols;
+    std::copy_n(across.data() + (size_t)r * cols, cols, o);
+    for (int k = std::max(r - half_y, 0); k < std::min(r + half_y + 1, rows); ++k)
+      for (int c = 0; c < cols; ++c) o[c] = std::max(o[c], across[(size_t)k * cols + c]);
+  }
+  return out;
+}
+
 }  // namespace kvs

@@ -52,4 +52,10 @@ struct PrefillImage {
 // from the reductions. `evidence` caches read_prefill() between calls (filled on first use).
 PrefillImage read_prefill_image(const TraceReader& reader, int layer, int head, PrefillEvidence& evidence);
 
+// data [rows, cols] with each cell replaced by the largest within `half_x` columns and `half_y`
+// rows of it. A map drawn on fewer pixels than it has cells samples one cell a pixel (a decode
+// stack of 8K keys on ~1,500 px shows one key in five); spread by half a pixel's span each way,
+// the sampled cell carries its pixel's peak, so a sink or a retrieved key is never skipped.
+std::vector<float> spread_max(const float* data, int rows, int cols, int half_x, int half_y);
+
 }  // namespace kvs

@@ -249,11 +249,15 @@ class AttentionView : public View {
       return prefill_.block > 1 ? r + 1 : r + prefill_.first_query + 1;
     };
     const std::string key = std::to_string(generation_) + (decode_ ? "d" : "p") + std::to_string(app.layer) + "/" +
-                            std::to_string(app.head) + (log_ ? "L" : "l") + std::to_string((int)cmap_);
+                            std::to_string(app.head) + (log_ ? "L" : "l") + std::to_string((int)cmap_) + "s" +
+                            std::to_string(spread_.first) + "," + std::to_string(spread_.second);
     if (key != image_key_) {
       image_key_ = key;
+      const bool spread = spread_.first > 0 || spread_.second > 0;
+      const std::vector<float> spread_data =  // [rows, cols], each pixel's peak where cells outnumber pixels
+          spread ? spread_max(data, rows, cols, spread_.first, spread_.second) : std::vector<float>{};
       std::vector<float> scaled((size_t)rows * cols);  // [rows, cols] in [0, 1]
-      scale_values(data, scaled.size(), log_, 0.0f, 1e-4f, scaled.data());
+      scale_values(spread ? spread_data.data() : data, scaled.size(), log_, 0.0f, 1e-4f, scaled.data());
       std::vector<uint32_t> rgba = colorize(scaled, colormap_table(cmap_));  // [rows, cols]
       for (int r = 0; r < rows; ++r)  // the causal future in the background colour, not the scale's 0
         for (int c = std::max(first_future(r), 0); c < cols; ++c) rgba[(size_t)r * cols + c] = kFutureColor;
@@ -377,6 +381,13 @@ class AttentionView : public View {
     pan_.x = std::clamp(pan_.x, 0.0f, 1.0f - 1.0f / zoom_);
     pan_.y = std::clamp(pan_.y, 0.0f, 1.0f - 1.0f / zoom_);
     const ImVec2 uv0 = pan_, uv1(pan_.x + 1.0f / zoom_, pan_.y + 1.0f / zoom_);
+    // More cells than pixels: the texture (sampled nearest) is rebuilt spread by half a pixel's
+    // span, so each pixel shows the peak of the cells it covers.
+    const auto half_span = [](int cells, float pixels) { return pixels >= cells ? 0 : (int)std::ceil(cells / pixels / 2); };
+    if (const std::pair<int, int> s{half_span(cols, size.x * zoom_), half_span(rows, size.y * zoom_)}; s != spread_) {
+      spread_ = s;
+      rebuild_textures(app);
+    }
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 q(p.x + size.x, p.y + size.y);
     dl->AddImage(image_.id(), p, q, uv0, uv1);
@@ -477,6 +488,7 @@ class AttentionView : public View {
   PromptKeyFate fate_;            // per prefill-image column, for the run in fate_key_
   std::string fate_key_, pending_fate_, fate_tex_key_;
   std::string image_key_;
+  std::pair<int, int> spread_{0, 0};  // columns and rows each way the image is spread (half a pixel's span)
   float image_max_ = 0.0f;  // the largest value in the image (the colour bar's top)
   Texture image_, overlay_tex_, fate_tex_;
 };

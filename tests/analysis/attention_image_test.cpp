@@ -112,5 +112,32 @@ TEST(AttentionImage, PromptKeyFateIsTheFirstStepsKeptSetPerColumn) {
   EXPECT_EQ(other.evicted, std::vector<float>(kP, 0.0f));
 }
 
+// An 8K-key decode stack drawn on 1,545 px samples one key a pixel (nearest): the sink at key 0
+// and a key drawing 0.2 fell between samples and vanished. Spread by half a pixel's span, every
+// pixel holding a peak samples it, and nothing gains more than its neighbours' values.
+TEST(AttentionImage, SpreadMaxKeepsEveryPeakUnderNearestSampling) {
+  const int rows = 3, cols = 8192, width = 1545;
+  std::vector<float> stack((size_t)rows * cols, 1e-5f);  // [rows, cols]
+  const std::vector<int> peaks = {0, 2173, 3424, 8191};
+  for (int r = 0; r < rows; ++r)
+    for (int c : peaks) stack[(size_t)r * cols + c] = c == 0 ? 1.0f : 0.2f;
+  const int half = (cols + 2 * width - 1) / (2 * width);  // ceil(texels per pixel / 2)
+  const std::vector<float> shown = spread_max(stack.data(), rows, cols, half, 0);
+  auto sampled = [&](const std::vector<float>& img, int r, int px) {  // GL_NEAREST at pixel centre
+    return img[(size_t)r * cols + std::min((int)((px + 0.5) / width * cols), cols - 1)];
+  };
+  for (int c : peaks) {
+    const int px = (int)((double)c * width / cols);
+    EXPECT_LT(sampled(stack, 1, px), 0.1f) << "key " << c << " is skipped unspread (the defect)";
+    EXPECT_GE(sampled(shown, 1, px), 0.2f) << "key " << c;
+  }
+  EXPECT_FLOAT_EQ(shown[(size_t)1 * cols + 1000], 1e-5f);  // far from any peak: unchanged
+  // Rows spread too: a peak in row 0 reaches row 1 with half_y = 1, not row 2.
+  stack[2173] = 0.5f;
+  const std::vector<float> tall = spread_max(stack.data(), rows, cols, 0, 1);
+  EXPECT_FLOAT_EQ(tall[(size_t)1 * cols + 2173], 0.5f);
+  EXPECT_FLOAT_EQ(tall[(size_t)2 * cols + 2173], 0.2f);
+}
+
 }  // namespace
 }  // namespace kvs
