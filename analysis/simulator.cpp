@@ -160,6 +160,7 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
           for (int g = 0; g < Hkv; ++g) lane.metrics->record_scored_set(s, l, g, p.scored_set(l, g));
       }
     }
+    if (opt.on_step) opt.on_step(s, S);
   }
 
   std::vector<RunData> out;

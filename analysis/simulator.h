@@ -2,6 +2,7 @@
 // policies over position-only caches (DESIGN.md "one policy, two drivers"), recording the kept
 // sets and per-step metrics of each run. All policies advance together, reading each step once.
 #pragma once
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@ struct SimulateOptions {
   // KVzip repeat-pass scores [L, Hkv, P] to use in place of the source's
   // PrefillEvidence::key_scores (e.g. computed with --model for a trace without them).
   std::vector<float> key_scores;
+  // Step `step` (0-based) of `total` replayed for every policy: a trace of GBs takes minutes.
+  std::function<void(int step, int total)> on_step;
 };
 
 // Where the recorded decode steps come from.

@@ -54,10 +54,16 @@ int cmd_simulate(const ArgList& argv) {
     }
     std::vector<Policy*> ptrs;
     for (auto& p : policies) ptrs.push_back(p.get());
+    // On a terminal, the step the replay has reached, and then the append (a copy of the trace).
+    const bool show = isatty(fileno(stderr));
+    if (show)
+      opt.on_step = [](int step, int total) { std::fprintf(stderr, "\r\033[Kkvscope: simulating, step %d of %d", step + 1, total); };
     runs = simulate(trace, ptrs, opt);
+    if (show) std::fputs("\r\033[Kkvscope: appending the runs to the trace", stderr);
     caveats = policy_caveats(policies, trace.meta().prompt_len);
   }
   append_runs(path, runs);
+  if (isatty(fileno(stderr))) std::fputs("\r\033[K", stderr);
   print_caveats(caveats);
   print_run_summaries(runs, a.has("--json"));
   return 0;

@@ -75,6 +75,11 @@ void submit_simulation(AppState& app, const std::vector<std::string>& specs, int
             std::any_of(owned.begin(), owned.end(), [](const auto& p) { return p->needs_key_scores(); });
         if (needs_scores && !reader.has_array("/attention/prefill_key_scores"))
           options.key_scores = kvzip_scores(reader, model_path, ctx);
+        // The replay fills the bar from where KVzip's scoring left it (0.8 when it ran) to 0.9.
+        const float from = options.key_scores.empty() ? 0.0f : 0.8f;
+        options.on_step = [&ctx, from](int step, int total) {
+          ctx.progress(from + (0.9f - from) * static_cast<float>(step + 1) / static_cast<float>(std::max(total, 1)));
+        };
         runs = simulate(reader, policies, options);
         caveats = policy_caveats(owned, reader.meta().prompt_len);
       }

@@ -136,6 +136,21 @@ TEST(Simulator, ManyPoliciesInOnePassEqualSeparateRuns) {
   }
 }
 
+// A 5.7 GB SmolLM2 trace (1,500 steps of 3,420 keys) replayed in 22 s to 45 s with nothing on the
+// terminal: the simulator now reports each step once every policy has replayed it.
+TEST(Simulator, ReportsEachStepReplayed) {
+  const ModelShape shape = shape_of(2, 4, 2);
+  const SimInput in = random_input(shape, 10, 6, 4, 79);
+  auto h2o = policy("h2o", 4, shape), tova = policy("tova", 4, shape);
+  std::vector<Policy*> ptrs{h2o.get(), tova.get()};
+  std::vector<std::pair<int, int>> reports;
+  SimulateOptions opt;
+  opt.on_step = [&reports](int step, int total) { reports.emplace_back(step, total); };
+  simulate(in, ptrs, opt);
+  ASSERT_EQ(reports.size(), 6u);
+  for (int s = 0; s < 6; ++s) EXPECT_EQ(reports[s], std::make_pair(s, 6));
+}
+
 TEST(Simulator, MissingEvidenceIsAnInputErrorBeforeAnyWork) {
   const ModelShape shape = shape_of(2, 4, 2);
   SimInput in = random_input(shape, 20, 2, 4, 76);
