@@ -117,4 +117,26 @@ std::vector<float> spread_max(const float* data, int rows, int cols, int half_x,
   return out;
 }
 
+std::vector<float> spread_share(const uint8_t* data, int rows, int cols, int half_x, int half_y, uint8_t value) {
+  std::vector<int> across((size_t)rows * cols);  // [rows, cols]: matches over the columns around
+  std::vector<int> prefix(cols + 1);              // [cols + 1] matches in columns before c
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* in = data + (size_t)r * cols;
+    for (int c = 0; c < cols; ++c) prefix[c + 1] = prefix[c] + (in[c] == value);
+    for (int c = 0; c < cols; ++c)
+      across[(size_t)r * cols + c] = prefix[std::min(c + half_x + 1, cols)] - prefix[std::max(c - half_x, 0)];
+  }
+  std::vector<float> out((size_t)rows * cols);  // [rows, cols]: then over the rows around, as a share
+  for (int r = 0; r < rows; ++r) {
+    const int k0 = std::max(r - half_y, 0), k1 = std::min(r + half_y + 1, rows);
+    for (int c = 0; c < cols; ++c) {
+      int n = 0;
+      for (int k = k0; k < k1; ++k) n += across[(size_t)k * cols + c];
+      const int width = std::min(c + half_x + 1, cols) - std::max(c - half_x, 0);
+      out[(size_t)r * cols + c] = (float)n / (float)(width * (k1 - k0));
+    }
+  }
+  return out;
+}
+
 }  // namespace kvs

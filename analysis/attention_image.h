@@ -58,4 +58,10 @@ PrefillImage read_prefill_image(const TraceReader& reader, int layer, int head, 
 // the sampled cell carries its pixel's peak, so a sink or a retrieved key is never skipped.
 std::vector<float> spread_max(const float* data, int rows, int cols, int half_x, int half_y);
 
+// The share of the cells within `half_x` columns and `half_y` rows of each cell of data [rows,
+// cols] (the window clipped at the edges) that equal `value`: [rows, cols] in [0, 1]. A mask of
+// evicted keys drawn on fewer pixels than it has cells is tinted by the share, so that neither a
+// lone evicted key nor a lone kept one (a sink among evicted keys) is lost to sampling.
+std::vector<float> spread_share(const uint8_t* data, int rows, int cols, int half_x, int half_y, uint8_t value);
+
 }  // namespace kvs

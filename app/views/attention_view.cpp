@@ -264,14 +264,25 @@ class AttentionView : public View {
       image_.upload(rgba.data(), cols, rows);
       image_max_ = *std::max_element(data, data + (size_t)rows * cols);
     }
-    const std::string ok = decode_ && !overlay_key_.empty() && overlay_key_ == overlay_run_ + "/" + std::to_string(app.layer) + "/" +
-                           std::to_string(app.kv_head()) ? overlay_key_ : "";
+    const bool shown = decode_ && !overlay_key_.empty() &&
+                       overlay_key_ == overlay_run_ + "/" + std::to_string(app.layer) + "/" + std::to_string(app.kv_head());
+    const std::string ok = shown ? overlay_key_ + "s" + std::to_string(spread_.first) + "," + std::to_string(spread_.second) : "";
     if (ok != overlay_tex_key_) {
       overlay_tex_key_ = ok;
       if (!ok.empty() && overlay_.size() == (size_t)rows * cols) {
         std::vector<uint32_t> rgba(overlay_.size());  // [n_steps, T] RGBA
-        for (size_t i = 0; i < overlay_.size(); ++i)
-          rgba[i] = overlay_[i] == 1 ? IM_COL32(255, 30, 30, 95) : overlay_[i] == 2 ? IM_COL32(170, 110, 255, 95) : 0;
+        if (spread_.first > 0 || spread_.second > 0) {
+          // More cells than pixels: each cell tinted by the share of evicted (or inactive) keys
+          // around it, as the prefill's fate tint is, so sampling drops no lone key either way.
+          const std::vector<float> e = spread_share(overlay_.data(), rows, cols, spread_.first, spread_.second, 1);
+          const std::vector<float> in = spread_share(overlay_.data(), rows, cols, spread_.first, spread_.second, 2);
+          for (size_t i = 0; i < overlay_.size(); ++i)
+            rgba[i] = e[i] >= in[i] ? IM_COL32(255, 30, 30, (int)(95 * e[i] + 0.5f))
+                                    : IM_COL32(170, 110, 255, (int)(95 * in[i] + 0.5f));
+        } else {
+          for (size_t i = 0; i < overlay_.size(); ++i)
+            rgba[i] = overlay_[i] == 1 ? IM_COL32(255, 30, 30, 95) : overlay_[i] == 2 ? IM_COL32(170, 110, 255, 95) : 0;
+        }
         overlay_tex_.upload(rgba.data(), cols, rows);
         tints_inactive_ = std::find(overlay_.begin(), overlay_.end(), 2) != overlay_.end();
       }

@@ -139,5 +139,25 @@ TEST(AttentionImage, SpreadMaxKeepsEveryPeakUnderNearestSampling) {
   EXPECT_FLOAT_EQ(tall[(size_t)2 * cols + 2173], 0.2f);
 }
 
+// An eviction mask drawn on fewer pixels than keys: the tint is the share of evicted keys around
+// each cell, so StreamingLLM's four kept sinks among 8K evicted keys keep a lighter tint, and a
+// lone evicted key among kept ones still tints its pixel.
+TEST(AttentionImage, SpreadShareKeepsLoneKeysOfEitherKind) {
+  const int rows = 2, cols = 8192, half = 3;
+  std::vector<uint8_t> mask((size_t)rows * cols, 1);  // [rows, cols] evicted
+  for (int c = 0; c < 4; ++c) mask[c] = mask[(size_t)cols + c] = 0;  // sinks kept
+  mask[(size_t)cols + 5000] = 2;                                      // one inactive key in row 1
+  const std::vector<float> e = spread_share(mask.data(), rows, cols, half, 0, 1);
+  EXPECT_FLOAT_EQ(e[0], 0.0f);                  // window [0, 3]: the four sinks
+  EXPECT_FLOAT_EQ(e[2], 2.0f / 6.0f);           // window [0, 5]: keys 4 and 5 evicted
+  EXPECT_FLOAT_EQ(e[100], 1.0f);
+  EXPECT_FLOAT_EQ(e[(size_t)cols + 5000], 6.0f / 7.0f);
+  const std::vector<float> in = spread_share(mask.data(), rows, cols, half, 1, 2);
+  EXPECT_FLOAT_EQ(in[5000], 1.0f / 14.0f);      // rows 0-1 x 7 columns: one inactive cell
+  EXPECT_FLOAT_EQ(in[(size_t)cols + 4990], 0.0f);
+  const std::vector<float> none = spread_share(mask.data(), rows, cols, 0, 0, 1);
+  for (size_t i = 0; i < mask.size(); ++i) ASSERT_EQ(none[i], mask[i] == 1 ? 1.0f : 0.0f) << i;
+}
+
 }  // namespace
 }  // namespace kvs
