@@ -62,6 +62,13 @@ std::string metric_title(const std::string& name, bool per_head, const ValueScal
   return out;
 }
 
+const std::vector<std::string>& live_run_scalar_names() {
+  static const std::vector<std::string> names = {"perplexity",    "full_perplexity",    "compared_steps",
+                                                 "first_divergence", "peak_kv_bytes", "full_peak_kv_bytes",
+                                                 "peak_kv_ratio", "mean_kv_ratio"};
+  return names;
+}
+
 std::string run_scalar_text(const std::string& name, double value) {
   char buf[64];
   if (!std::isfinite(value)) return "-";

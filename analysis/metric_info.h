@@ -52,6 +52,9 @@ std::string metric_title(const std::string& name, bool per_head, const ValueScal
 // bytes in KiB/MiB, first_divergence as "step N" or "none", step counts whole, others to 4
 // significant digits.
 std::string run_scalar_text(const std::string& name, double value);
+// The scalars a live run stores, in reading order (perplexity, full_perplexity, compared_steps,
+// first_divergence, then its KV bytes and ratios); block_size, every run's setting, is not one.
+const std::vector<std::string>& live_run_scalar_names();
 // One line on what a run scalar is ("" when unknown).
 const char* run_scalar_description(const std::string& name);
 

@@ -27,6 +27,8 @@ int cmd_simulate(const ArgList& argv) {
   const std::string path = a.positional()[0];
   std::vector<RunData> runs;
   std::vector<std::string> caveats;
+  // On a terminal, the step the replay has reached, and then the append (a copy of the trace).
+  const bool show = isatty(fileno(stderr));
   {
     TraceReader trace(path);
     check_appendable(path);  // before the work whose runs it would refuse
@@ -54,8 +56,6 @@ int cmd_simulate(const ArgList& argv) {
     }
     std::vector<Policy*> ptrs;
     for (auto& p : policies) ptrs.push_back(p.get());
-    // On a terminal, the step the replay has reached, and then the append (a copy of the trace).
-    const bool show = isatty(fileno(stderr));
     if (show)
       opt.on_step = [](int step, int total) { std::fprintf(stderr, "\r\033[Kkvscope: simulating, step %d of %d", step + 1, total); };
     runs = simulate(trace, ptrs, opt);
@@ -63,7 +63,7 @@ int cmd_simulate(const ArgList& argv) {
     caveats = policy_caveats(policies, trace.meta().prompt_len);
   }
   append_runs(path, runs);
-  if (isatty(fileno(stderr))) std::fputs("\r\033[K", stderr);
+  if (show) std::fputs("\r\033[K", stderr);
   print_caveats(caveats);
   print_run_summaries(runs, a.has("--json"));
   return 0;

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <iterator>
 #include <string>
 
 #include "analysis/json_writer.h"
@@ -108,10 +107,8 @@ void print_live_scalars(const RunData& r, FILE* f) {
   }
   bool other = false;
   for (const auto& [k, v] : r.scalars) {
-    static const char* const known[] = {"perplexity", "full_perplexity", "compared_steps", "first_divergence",
-                                        "peak_kv_bytes", "full_peak_kv_bytes", "peak_kv_ratio", "mean_kv_ratio",
-                                        "block_size"};  // block_size: a setting (trace and --json)
-    if (std::find(std::begin(known), std::end(known), k) != std::end(known)) continue;
+    const std::vector<std::string>& known = live_run_scalar_names();
+    if (k == "block_size" || std::find(known.begin(), known.end(), k) != known.end()) continue;  // block_size: a setting
     std::fprintf(f, "%s%s %.4g", other ? "  " : "  also: ", k.c_str(), v);
     other = true;
   }

@@ -260,14 +260,12 @@ class CompareView : public View {
   // The runs' whole-run numbers (a live run's scalars: perplexity beside the full cache's, first
   // divergence, KV memory), "-" where a run has none; nothing when neither has any.
   static void run_totals(const RunData& a, const RunData& b) {
-    static const std::vector<std::string> order = {"perplexity", "full_perplexity", "compared_steps",
-                                                   "first_divergence", "peak_kv_bytes", "full_peak_kv_bytes",
-                                                   "peak_kv_ratio", "mean_kv_ratio"};  // unknown ones after these
+    const std::vector<std::string>& order = live_run_scalar_names();  // unknown ones after these
     std::vector<std::string> names;  // union of both runs'; block_size is a setting
     for (const RunData* r : {&a, &b})
       for (const auto& [k, v] : r->scalars)
         if (k != "block_size" && std::find(names.begin(), names.end(), k) == names.end()) names.push_back(k);
-    auto rank = [](const std::string& n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
+    auto rank = [&order](const std::string& n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
     std::stable_sort(names.begin(), names.end(), [&](const std::string& x, const std::string& y) { return rank(x) < rank(y); });
     if (names.empty() || !ImGui::BeginTable("totals", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) return;
     ImGui::TableSetupColumn("whole run");
