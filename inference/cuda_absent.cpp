@@ -21,6 +21,7 @@ class Forward {};
 CudaBackend::CudaBackend(const Model&, const EngineOptions&) { throw std::runtime_error(kNoCuda); }
 CudaBackend::~CudaBackend() = default;
 void CudaBackend::reset() {}
+void CudaBackend::rewind(int) {}
 std::span<const float> CudaBackend::prefill(std::span<const int>, AttentionObserver*, CacheController*) { return {}; }
 std::span<const float> CudaBackend::decode(int, AttentionObserver*, CacheController*) { return {}; }
 int CudaBackend::pos() const { return 0; }

@@ -417,6 +417,7 @@ CudaBackend::CudaBackend(const Model& model, const EngineOptions& options) : imp
 CudaBackend::~CudaBackend() = default;
 
 void CudaBackend::reset() { impl_->reset(); }
+void CudaBackend::rewind(int n) { impl_->rewind(n); }
 std::span<const float> CudaBackend::prefill(std::span<const int> tokens, AttentionObserver* observer,
                                             CacheController* controller) {
   return impl_->prefill(tokens, observer, controller);

@@ -32,6 +32,7 @@ class CudaBackend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   void reset();
+  void rewind(int n);  // as Engine::rewind (n already checked)
   // As Engine::prefill / Engine::decode (inputs already checked by Engine).
   std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
                                  CacheController* controller);

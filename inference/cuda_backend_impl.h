@@ -78,6 +78,7 @@ class Forward {
  public:
   virtual ~Forward() = default;
   virtual void reset() = 0;
+  virtual void rewind(int n) = 0;
   virtual std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
                                          CacheController* controller) = 0;
   virtual std::span<const float> decode(int token, AttentionObserver* observer,
@@ -100,6 +101,10 @@ struct Impl final : Forward {
   void reset() override {
     cache->clear();
     pos_ = 0;
+  }
+  void rewind(int n) override {
+    cache->truncate(n);
+    pos_ = n;
   }
   std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
                                  CacheController* controller) override;

@@ -23,6 +23,7 @@ class CudaKvCache : public KvSlots {
   CudaKvCache(int n_layers, int n_kv_heads, int head_dim, int max_len, cudaStream_t stream);
 
   void clear() { positions_.clear(); }  // a new sequence; device rows are overwritten later
+  void truncate(int32_t end) { positions_.truncate(end); }  // drops entries at positions >= end
 
   int n_layers() const override { return positions_.n_layers(); }
   int n_kv_heads() const override { return positions_.n_kv_heads(); }

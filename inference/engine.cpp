@@ -222,6 +222,15 @@ void Engine::reset() {
   state_->pos = 0;
 }
 
+void Engine::rewind(int n) {
+  if (n < 0 || n > pos()) {
+    throw std::logic_error("Engine::rewind: position " + std::to_string(n) + " is not in 0.." + std::to_string(pos()));
+  }
+  if (cuda_) return cuda_->rewind(n);
+  state_->store.truncate(n);
+  state_->pos = n;
+}
+
 int Engine::pos() const { return cuda_ ? cuda_->pos() : state_->pos; }
 KvSlots& Engine::slots() { return cuda_ ? cuda_->slots() : state_->store; }
 std::size_t Engine::kv_bytes() const { return cuda_ ? cuda_->kv_bytes() : state_->store.bytes(); }

@@ -69,6 +69,11 @@ class Engine {
   std::span<const float> prefill(std::span<const int> tokens);
   // Feeds one token at position pos(); returns the next-token logits [vocab].
   std::span<const float> decode(int token);
+  // Forgets positions n..pos()-1, as if only the first n tokens had been fed: the cache drops
+  // their entries (entries before n keep their active flags; what a controller evicted stays
+  // evicted) and the next decode feeds position n. Lets one prefill serve several continuations
+  // (KVzip's repeat passes). Throws std::logic_error unless 0 <= n <= pos().
+  void rewind(int n);
 
   int pos() const;                  // positions processed so far
   KvSlots& slots();

@@ -20,6 +20,15 @@ void KvPositions::clear() {
   peak_entries_ = 0;
 }
 
+void KvPositions::truncate(int32_t end) {
+  for (Head& h : heads_) {
+    const std::size_t keep = std::lower_bound(h.pos.begin(), h.pos.end(), end) - h.pos.begin();
+    held_entries_ -= h.pos.size() - keep;
+    h.pos.resize(keep);
+    h.active.resize(keep);
+  }
+}
+
 void KvPositions::push(int layer, int kv_head, int32_t pos0, int n) {
   Head& h = head(layer, kv_head);
   if (h.pos.size() + n > static_cast<std::size_t>(capacity_)) {

@@ -17,6 +17,9 @@ class KvPositions {
   KvPositions(int n_layers, int n_kv_heads, int capacity, std::string owner);
 
   void clear();  // drops every entry and the peak
+  // Drops every head's entries at positions >= end (the tail of its ascending positions); the
+  // entries before keep their flags, the peak stays.
+  void truncate(int32_t end);
   int n_layers() const { return n_layers_; }
   int n_kv_heads() const { return n_kv_heads_; }
   int capacity() const { return capacity_; }

@@ -24,6 +24,8 @@ class KvStore : public KvSlots {
 
   // Drops every entry and the peak (a new sequence). Capacity is kept for reuse.
   void clear() { positions_.clear(); }
+  // Drops the entries at positions >= end (a rewind); their rows are overwritten by later appends.
+  void truncate(int32_t end) { positions_.truncate(end); }
 
   int n_layers() const override { return positions_.n_layers(); }
   int n_kv_heads() const override { return positions_.n_kv_heads(); }

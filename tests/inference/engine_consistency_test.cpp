@@ -1,9 +1,11 @@
 // Engine invariants: prefill equals token-by-token decode, the two RoPE conventions agree after
-// the HF permutation, rope_in_cache with a full cache changes nothing, and bad input is refused.
+// the HF permutation, rope_in_cache with a full cache changes nothing, a rewind forgets exactly
+// what came after it, and bad input is refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "inference/engine.h"
 #include "inference/errors.h"
@@ -41,6 +43,38 @@ TEST(EngineConsistency, PrefillThenDecodeEqualsLongerPrefill) {
   for (std::size_t i = 8; i < kTokens.size(); ++i) stepped = copy(e.decode(kTokens[i]));
   const std::vector<float> whole = copy(e.prefill(kTokens));
   expect_close(stepped, whole, 1e-4f);
+}
+
+// A rewound engine computes what a fresh one does on the same tokens, bit for bit: the cache
+// keeps the first n positions and nothing of what came after.
+TEST(EngineConsistency, RewindForgetsTheLaterPositions) {
+  const Model m = tiny::random_model(tiny::tiny_config(), 2);
+  for (bool rope_in_cache : {false, true}) {
+    SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
+    EngineOptions o;
+    o.rope_in_cache = rope_in_cache;
+    Engine fresh(m, o), rewound(m, o);
+    fresh.prefill(std::span(kTokens).first(8));
+    const std::vector<float> want = copy(fresh.decode(30));
+    rewound.prefill(std::span(kTokens).first(8));
+    for (int t : {5, 12, 7}) rewound.decode(t);
+    const std::size_t bytes_before = rewound.kv_bytes();
+    rewound.rewind(8);
+    EXPECT_EQ(rewound.pos(), 8);
+    EXPECT_EQ(rewound.kv_bytes(), bytes_before * 8 / 11);
+    EXPECT_EQ(rewound.peak_kv_bytes(), bytes_before);
+    for (int l = 0; l < m.config.n_layers; ++l) {
+      for (int g = 0; g < m.config.n_kv_heads; ++g) EXPECT_EQ(rewound.slots().held(l, g).back(), 7);
+    }
+    EXPECT_EQ(copy(rewound.decode(30)), want);
+    rewound.rewind(0);  // the same as reset()
+    EXPECT_EQ(rewound.pos(), 0);
+    EXPECT_EQ(rewound.kv_bytes(), 0u);
+  }
+  Engine e(m);
+  e.prefill(std::span(kTokens).first(4));
+  EXPECT_THROW(e.rewind(5), std::logic_error);
+  EXPECT_THROW(e.rewind(-1), std::logic_error);
 }
 
 TEST(EngineConsistency, RotateHalfModelEqualsPermutedInterleavedModel) {

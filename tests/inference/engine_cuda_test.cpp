@@ -284,6 +284,29 @@ TEST(EngineCuda, CacheRowsGrowWithTheSequence) {
                    capture_run(model, on(Device::Cuda), prompt, forced, &gpu_ctl), kSameNumbersTol);
 }
 
+// A rewound GPU engine computes what a fresh one does on the same tokens (KVzip's repeat passes
+// rewind to the context after each chunk), also after the cache's rows grew past the rewind.
+TEST(EngineCuda, RewindForgetsTheLaterPositions) {
+  SKIP_WITHOUT_GPU();
+  ModelConfig c = tiny::tiny_config();
+  c.seq_len = 1024;
+  const Model model = tiny::random_model(c, 17);
+  std::vector<int> prompt;
+  for (int i = 0; i < 250; ++i) prompt.push_back(1 + (i * 5) % (c.vocab_size - 1));
+  Engine fresh(model, on(Device::Cuda)), rewound(model, on(Device::Cuda));
+  fresh.prefill(prompt);
+  const std::span<const float> f = fresh.decode(3);
+  const std::vector<float> want(f.begin(), f.end());
+  rewound.prefill(prompt);
+  for (int i = 0; i < 10; ++i) rewound.decode(1 + i);  // past 256 rows: the cache grows
+  rewound.rewind(250);
+  EXPECT_EQ(rewound.pos(), 250);
+  EXPECT_EQ(rewound.kv_bytes(), fresh.kv_bytes() * 250 / 251);
+  const std::span<const float> got = rewound.decode(3);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << "logit " << i;
+}
+
 // The same GPU computation twice: once sending every prefill row to the host (a fan-out with an
 // observer that wants rows), once reducing on the device (the reducer alone wants none).
 TEST(EngineCuda, DeviceReductionsEqualTheRowsReducedOnTheHost) {

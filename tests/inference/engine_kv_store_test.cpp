@@ -1,6 +1,6 @@
 // KvStore: per-(layer, KV head) storage, in-place compaction on evict, byte and peak accounting,
-// independent head sizes, rows that never move and a long context's reservation committed only as
-// it fills, and refusal of inconsistent use.
+// independent head sizes, truncation (a rewind), rows that never move and a long context's
+// reservation committed only as it fills, and refusal of inconsistent use.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -59,6 +59,28 @@ TEST(KvStore, BytesCountHeldEntriesAndPeak) {
   s.clear();
   EXPECT_EQ(s.bytes(), 0u);
   EXPECT_EQ(s.peak_bytes(), 0u);
+}
+
+// A truncation drops each head's entries from a position on, whatever each head holds before
+// it (some evicted, some inactive), and later entries are appended after what is left.
+TEST(KvStore, TruncateDropsTheEntriesFromAPositionOn) {
+  KvStore s(1, 2, 2, 100);
+  const std::size_t entry = 2 * 2 * sizeof(float);
+  append_positions(s, 0, 0, 0, 10);
+  append_positions(s, 0, 1, 0, 10);
+  s.evict(0, 1, std::vector<uint8_t>{1, 1, 0, 0, 0, 0, 0, 1, 1, 1});  // head 1: 0 1 7 8 9
+  s.active(0, 0)[2] = 0;
+  s.truncate(8);
+  const auto held0 = s.held(0, 0), held1 = s.held(0, 1);
+  EXPECT_EQ(std::vector<int32_t>(held0.begin(), held0.end()), (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(std::vector<int32_t>(held1.begin(), held1.end()), (std::vector<int32_t>{0, 1, 7}));
+  EXPECT_EQ(s.active(0, 0)[2], 0);  // flags before the cut stay
+  EXPECT_EQ(s.bytes(), 11 * entry);
+  EXPECT_EQ(s.peak_bytes(), 20 * entry);
+  append_positions(s, 0, 1, 8, 9);
+  EXPECT_EQ(s.held(0, 1).back(), 8);
+  EXPECT_EQ(s.keys(0, 1)[2 * 3], 8.0f);
+  EXPECT_EQ(s.active(0, 1).back(), 1);
 }
 
 TEST(KvStore, BatchAppendReadsStridedRows) {
