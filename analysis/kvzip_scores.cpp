@@ -1,6 +1,6 @@
-// KVzip key scores through the engine: per chunk, re-prefill the context, teacher-force the
-// repeat prompt and the chunk with attention restricted to sinks + chunk + repeat input, and keep
-// the max attention each context key receives per KV head.
+// KVzip key scores through the engine: prefill the context once; per chunk, teacher-force the
+// repeat prompt and the chunk with attention restricted to sinks + chunk + repeat input, keep the
+// max attention each context key receives per KV head, and rewind the engine to the context.
 #include "analysis/kvzip_scores.h"
 
 #include <algorithm>
@@ -75,14 +75,13 @@ std::vector<float> kvzip_key_scores(const Model& model, const Tokenizer& tokeniz
   Engine engine(model, options.engine);
   KvzipScoreObserver observer(c.n_layers, c.n_heads, c.n_kv_heads, P);
   PrefillProgress prefill(progress.on_prefill_layer, progress.cancelled);
+  {
+    const EngineAttachment attached(engine, &prefill, nullptr);
+    engine.prefill(context);
+  }
   int fed = 0;
   for (size_t pass = 0; pass < feeds.size(); ++pass) {
     const int begin = static_cast<int>(pass) * chunk, end = std::min(P, begin + chunk);
-    engine.reset();
-    {
-      const EngineAttachment attached(engine, &prefill, nullptr);
-      engine.prefill(context);
-    }
     KvzipChunkController restrict_keys(options.sinks, begin, end, P);
     const EngineAttachment attached(engine, &observer, &restrict_keys);
     for (int token : feeds[pass]) {
@@ -90,6 +89,7 @@ std::vector<float> kvzip_key_scores(const Model& model, const Tokenizer& tokeniz
       engine.decode(token);
       if (progress.on_step) progress.on_step(fed++, total_fed);
     }
+    engine.rewind(P);  // the next pass sees the context alone again
   }
   std::vector<float>& scores = observer.scores();  // [L, Hkv, P]
   for (size_t row = 0; row < scores.size() / P; ++row) {

@@ -1,6 +1,6 @@
 // KVzip context-reconstruction key scores (POLICIES.md §7) computed through the engine's public
-// API: after the context is prefilled, a repeat prompt and each chunk of the context are
-// teacher-forced as decode steps; a key's score is the largest attention any query of its KV
+// API: after the context is prefilled (once), a repeat prompt and each chunk of the context are
+// teacher-forced as decode steps, the engine rewound to the context after each chunk; a key's score is the largest attention any query of its KV
 // group gives it during the reconstruction of its chunk.
 #pragma once
 #include <span>
@@ -22,8 +22,8 @@ struct KvzipOptions {
   std::string repeat_text = "Repeat the previous context exactly.";
   std::string continue_text = "Repeat the part of the previous context exactly, starting with";
   EngineOptions engine;
-  // Each pass's prefill of the context by layer, then the repeat tokens fed (`step` of `total`,
-  // counted over all passes); stopping it throws RunCancelled.
+  // The context's prefill by layer, then the repeat tokens fed (`step` of `total`, counted over
+  // all passes); stopping it throws RunCancelled.
   RunProgress progress;
 };
 
@@ -54,7 +54,7 @@ class KvzipScoreObserver : public AttentionObserver {
 };
 
 // Scores for PrefillEvidence::key_scores: [L, Hkv, P] with P = context.size(), every value in
-// [0, 1], keys [0, sinks) set to 1. Chunk i re-prefills the context, then feeds
+// [0, 1], keys [0, sinks) set to 1. Chunk i feeds, after the context's cache,
 // repeat prompt + chunk i teacher-forced (the first chunk's repeat prompt is repeat_text, later
 // ones continue_text + the last `overlap` tokens of the previous chunk); no chat template is
 // applied. Throws InputError when the context is empty, an option is out of range, or context +

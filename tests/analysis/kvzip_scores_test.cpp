@@ -1,4 +1,6 @@
-// KVzip key scores on stories260K: range, sinks, chunking, the restricted key set, determinism.
+// KVzip key scores on stories260K: range, sinks, chunking, the restricted key set, determinism,
+// and equality with passes that each prefill the context afresh (the scorer prefills once and
+// rewinds).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -67,6 +69,35 @@ TEST_F(KvzipTest, ChunksRestrictTheKeySet) {
     differs |= parts[i] != whole[i];
   }
   EXPECT_TRUE(differs);
+}
+
+// Every pass recomputed on a fresh prefill of the context, through the engine's public API: the
+// scorer's one prefill and rewinds give the same scores, bit for bit.
+TEST_F(KvzipTest, RewindingEqualsAFreshPrefillPerPass) {
+  KvzipOptions o = opt_;
+  o.chunk = 12;
+  o.overlap = 3;
+  const std::vector<float> got = kvzip_key_scores(model_, *tok_, context_, o);
+  const ModelConfig& c = model_.config;
+  const int P = static_cast<int>(context_.size());
+  const std::vector<int> first = tok_->encode(o.repeat_text, false), later = tok_->encode(o.continue_text, false);
+  KvzipScoreObserver observer(c.n_layers, c.n_heads, c.n_kv_heads, P);
+  Engine engine(model_, o.engine);
+  int passes = 0;
+  for (int begin = 0; begin < P; begin += o.chunk, ++passes) {
+    const int end = std::min(P, begin + o.chunk);
+    std::vector<int> feed = begin == 0 ? first : later;
+    if (begin > 0) feed.insert(feed.end(), context_.begin() + begin - o.overlap, context_.begin() + begin);
+    feed.insert(feed.end(), context_.begin() + begin, context_.begin() + end);
+    engine.prefill(context_);
+    KvzipChunkController restrict_keys(o.sinks, begin, end, P);
+    const EngineAttachment attached(engine, &observer, &restrict_keys);
+    for (int t : feed) engine.decode(t);
+  }
+  ASSERT_GT(passes, 2);
+  std::vector<float> want = observer.scores();
+  for (int row = 0; row < c.n_layers * c.n_kv_heads; ++row) std::fill_n(want.begin() + row * P, o.sinks, 1.0f);
+  EXPECT_EQ(got, want);
 }
 
 TEST_F(KvzipTest, ControllerAndObserver) {
