@@ -60,6 +60,7 @@ TEST(HeadsTraceTest, SnapshotKeepsEachStoredStatisticsSource) {
   EXPECT_EQ(snap->head_stat_sources[0], "estimated on m.gguf");
   EXPECT_EQ(snap->head_stats[1].name, "sink_mass");
   EXPECT_EQ(snap->head_stat_sources[1], "");
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <system_error>
+#include <vector>
 #include <unistd.h>
 
 #include "analysis/head_stats.h"
@@ -19,10 +21,23 @@ using namespace kvs;
 using namespace kvs::test;
 namespace fs = std::filesystem;
 
+// A fresh folder under the temporary directory, removed (whatever its permissions) when the
+// test program exits.
 static fs::path temp_dir(const std::string& name) {
+  static struct Created {
+    std::vector<fs::path> dirs;
+    ~Created() {
+      for (const fs::path& d : dirs) {
+        std::error_code ec;
+        fs::permissions(d, fs::perms::owner_all, ec);
+        fs::remove_all(d, ec);
+      }
+    }
+  } created;
   fs::path d = fs::temp_directory_path() / ("kvs_duo_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
+  created.dirs.push_back(d);
   return d;
 }
 
@@ -102,7 +117,6 @@ TEST(DuoPattern, NewFolderInAReadOnlyFolderIsRefused) {
             dir.string() + ": is in the read-only folder " + ro.string() +
                 " (its owner has no write permission); not writing into it");
   EXPECT_TRUE(fs::is_empty(ro));
-  fs::permissions(ro, fs::perms::owner_all);
 }
 
 TEST(DuoPattern, WriterReplacesOnlyAPatternItWrote) {
@@ -153,8 +167,6 @@ TEST(DuoPattern, WriterReplacesOnlyAPatternItWrote) {
   int entries = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(own)) ++entries;
   EXPECT_EQ(entries, 2) << "config.json and full_attention_heads.tsv, no temporary file";
-  for (const fs::path& d : {model, published.parent_path(), gates_only, bad_gates, file.parent_path(), own})
-    fs::remove_all(d);
 }
 
 TEST(DuoPattern, MalformedTsvIsAnInputError) {
