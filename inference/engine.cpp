@@ -18,6 +18,7 @@
 #include "inference/errors.h"
 #include "inference/kv_store.h"
 #include "kernels/attention.h"
+#include "kernels/attention_gathered.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/rmsnorm.h"
@@ -58,6 +59,42 @@ void add_into(float* y, const float* x, long n) {
 void round_cache(CacheRounding r, float* x, std::size_t n) {
   if (r == CacheRounding::Fp16) round_to_fp16(x, n);
   if (r == CacheRounding::Bf16) round_to_bf16(x, n);
+}
+
+// Passes an observer its attention rows and tokens but not each step's logits: Engine::extend
+// fed as decode steps gives observers the last token's logits only, as its batched pass does.
+class RowsAndTokens : public AttentionObserver {
+ public:
+  explicit RowsAndTokens(AttentionObserver* to) : to_(to) {}
+  void on_attention(const AttentionBlock& block) override { to_->on_attention(block); }
+  void on_token(int pos, int token) override { to_->on_token(pos, token); }
+
+ private:
+  AttentionObserver* to_;
+};
+
+// Every id of `tokens` (named `what` in the error) is in the vocabulary.
+void check_tokens(std::span<const int> tokens, int vocab_size, const char* what) {
+  for (int t : tokens) {
+    if (t < 0 || t >= vocab_size) {
+      throw input_error(what, "token id " + std::to_string(t) + " is outside the vocabulary of " +
+                                  std::to_string(vocab_size));
+    }
+  }
+}
+
+// The feed-forward block of n rows of the residual stream: X += W_down swiglu(W_gate x, W_up x)
+// with x = the rows normalised.
+//   X [n, dim], XB [n, dim] scratch, G and U [n, hidden_dim] scratch
+void ffn_rows(const LayerWeights& lw, const ModelConfig& c, float* X, float* XB, float* G, float* U, int n) {
+  const int dim = c.dim, hid = c.hidden_dim;
+  ops::rmsnorm_rows(XB, X, lw.ffn_norm.data(), n, dim, c.rms_eps);
+  ops::matmul(G, XB, lw.w_gate.data(), n, hid, dim);
+  ops::matmul(U, XB, lw.w_up.data(), n, hid, dim);
+#pragma omp parallel for schedule(static) if (static_cast<long>(n) * hid >= (1L << 16))
+  for (int t = 0; t < n; ++t) ops::swiglu(G + static_cast<std::size_t>(t) * hid, U + static_cast<std::size_t>(t) * hid, hid);
+  ops::matmul(XB, G, lw.w_down.data(), n, dim, hid);
+  add_into(X, XB, static_cast<long>(n) * dim);
 }
 
 }  // namespace
@@ -244,12 +281,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
     throw input_error("prompt", std::to_string(P) + " tokens exceed the model's context of " +
                                     std::to_string(c.seq_len));
   }
-  for (int t : tokens) {
-    if (t < 0 || t >= c.vocab_size) {
-      throw input_error("prompt", "token id " + std::to_string(t) +
-                                      " is outside the vocabulary of " + std::to_string(c.vocab_size));
-    }
-  }
+  check_tokens(tokens, c.vocab_size, "prompt");
   if (cuda_) return cuda_->prefill(tokens, state_->observer, state_->controller);
   ThreadScope threads(options_.n_threads);
   reset();
@@ -348,16 +380,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
     }
     ops::matmul(XB.data(), ATT.data(), lw.wo.data(), P, dim, qd);
     add_into(X.data(), XB.data(), static_cast<long>(P) * dim);
-
-    ops::rmsnorm_rows(XB.data(), X.data(), lw.ffn_norm.data(), P, dim, c.rms_eps);
-    ops::matmul(G.data(), XB.data(), lw.w_gate.data(), P, hid, dim);
-    ops::matmul(U.data(), XB.data(), lw.w_up.data(), P, hid, dim);
-#pragma omp parallel for schedule(static) if (static_cast<long>(P) * hid >= (1L << 16))
-    for (int t = 0; t < P; ++t) {
-      ops::swiglu(G.data() + static_cast<std::size_t>(t) * hid, U.data() + static_cast<std::size_t>(t) * hid, hid);
-    }
-    ops::matmul(XB.data(), G.data(), lw.w_down.data(), P, dim, hid);
-    add_into(X.data(), XB.data(), static_cast<long>(P) * dim);
+    ffn_rows(lw, c, X.data(), XB.data(), G.data(), U.data(), P);
   }
   s.pos = P;
 
@@ -396,6 +419,128 @@ std::span<const float> Engine::decode(int token) {
   decode_token(s.team, pos);
   s.pos = pos + 1;
   if (s.observer) s.observer->on_logits(pos, s.logits);
+  return s.logits;
+}
+
+std::span<const float> Engine::extend(std::span<const int> tokens) {
+  const ModelConfig& c = model_.config;
+  State& s = *state_;
+  const int n = static_cast<int>(tokens.size()), pos0 = pos();
+  if (n == 0) throw input_error("tokens", "nothing to feed (no tokens)");
+  if (n > c.seq_len - pos0) {
+    throw input_error("generation", "positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + n - 1) +
+                                        " exceed the model's context of " + std::to_string(c.seq_len));
+  }
+  check_tokens(tokens, c.vocab_size, "tokens");
+  if (cuda_ || options_.rope_in_cache) {  // one decode step a token; observers see what extend gives
+    AttentionObserver* const observer = s.observer;
+    RowsAndTokens rows_and_tokens(observer);
+    s.observer = observer ? &rows_and_tokens : nullptr;
+    std::span<const float> logits;
+    try {
+      for (int t : tokens) logits = decode(t);
+    } catch (...) {
+      s.observer = observer;
+      throw;
+    }
+    s.observer = observer;
+    if (observer) observer->on_logits(pos0 + n - 1, logits);
+    return logits;
+  }
+  ThreadScope threads(options_.n_threads);
+  const ModelWeights& w = model_.weights;
+  const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
+  const int group = c.group(), window = c.sliding_window;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const auto pairing = c.rope_style == RopeStyle::Interleaved ? ops::RopePairing::Interleaved
+                                                               : ops::RopePairing::RotateHalf;
+  if (s.observer)
+    for (int i = 0; i < n; ++i) s.observer->on_token(pos0 + i, tokens[i]);
+  s.rope.reserve(pos0 + n);
+
+  // Queries per attention call: bounds probs to kQueryBlock rows of the longest head's keys.
+  constexpr int kQueryBlock = 256;
+  std::vector<float> X(static_cast<std::size_t>(n) * dim);    // [n, dim] residual stream
+  std::vector<float> XB(static_cast<std::size_t>(n) * dim);   // [n, dim]
+  std::vector<float> Q(static_cast<std::size_t>(n) * qd);     // [n, q_dim]
+  std::vector<float> K(static_cast<std::size_t>(n) * kvd);    // [n, kv_dim]
+  std::vector<float> V(static_cast<std::size_t>(n) * kvd);    // [n, kv_dim]
+  std::vector<float> ATT(static_cast<std::size_t>(n) * qd);   // [n, q_dim]
+  std::vector<float> G(static_cast<std::size_t>(n) * hid);    // [n, hidden_dim]
+  std::vector<float> U(static_cast<std::size_t>(n) * hid);    // [n, hidden_dim]
+  std::vector<float> KG, VG;  // [n_rows, head_dim] a KV head's attended keys and values, gathered
+  std::vector<float> probs;   // [min(n, kQueryBlock), n_rows] a call's softmax rows
+  std::vector<float> lse(std::min(n, kQueryBlock));  // [min(n, kQueryBlock)]
+
+  for (int i = 0; i < n; ++i) {
+    std::copy_n(w.token_embedding.data() + static_cast<std::size_t>(tokens[i]) * dim, dim,
+                X.data() + static_cast<std::size_t>(i) * dim);
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    ops::rmsnorm_rows(XB.data(), X.data(), lw.attn_norm.data(), n, dim, c.rms_eps);
+    ops::matmul(Q.data(), XB.data(), lw.wq.data(), n, qd, dim);
+    ops::matmul(K.data(), XB.data(), lw.wk.data(), n, kvd, dim);
+    ops::matmul(V.data(), XB.data(), lw.wv.data(), n, kvd, dim);
+    if (!lw.bq.empty()) ops::add_bias(Q.data(), lw.bq.data(), n, qd);
+    if (!lw.bk.empty()) ops::add_bias(K.data(), lw.bk.data(), n, kvd);
+    if (!lw.bv.empty()) ops::add_bias(V.data(), lw.bv.data(), n, kvd);
+    for (int i = 0; i < n; ++i) {
+      const int p = pos0 + i;
+      ops::rope_apply(Q.data() + static_cast<std::size_t>(i) * qd, c.n_heads, hd, s.rope.cos(p), s.rope.sin(p), pairing);
+      ops::rope_apply(K.data() + static_cast<std::size_t>(i) * kvd, c.n_kv_heads, hd, s.rope.cos(p), s.rope.sin(p),
+                      pairing);
+    }
+    round_cache(options_.cache_rounding, K.data(), K.size());
+    round_cache(options_.cache_rounding, V.data(), V.size());
+    for (int g = 0; g < c.n_kv_heads; ++g) s.store.append(l, g, pos0, n, K.data() + g * hd, V.data() + g * hd, kvd);
+    if (s.controller) s.controller->before_attention(l, pos0, s.store);
+    s.gather_active(l, window > 0 ? pos0 - window + 1 : 0);
+
+    for (int g = 0; g < c.n_kv_heads; ++g) {
+      const int m = s.n_rows[g];
+      const int32_t* rows = s.rows.data() + static_cast<std::size_t>(g) * s.cap;
+      const int32_t* key_pos = s.key_pos.data() + static_cast<std::size_t>(g) * s.cap;
+      KG.resize(static_cast<std::size_t>(m) * hd);
+      VG.resize(static_cast<std::size_t>(m) * hd);
+      for (int j = 0; j < m; ++j) {
+        std::copy_n(s.store.keys(l, g) + static_cast<std::size_t>(rows[j]) * hd, hd, KG.data() + static_cast<std::size_t>(j) * hd);
+        std::copy_n(s.store.values(l, g) + static_cast<std::size_t>(rows[j]) * hd, hd, VG.data() + static_cast<std::size_t>(j) * hd);
+      }
+      probs.resize(static_cast<std::size_t>(lse.size()) * m);
+      for (int h = g * group; h < (g + 1) * group; ++h) {
+        for (int i0 = 0; i0 < n; i0 += kQueryBlock) {
+          const int nq = std::min(kQueryBlock, n - i0);
+          const std::size_t at = static_cast<std::size_t>(i0) * qd + static_cast<std::size_t>(h) * hd;
+          ops::attend_gathered_block(ATT.data() + at, qd, probs.data(), lse.data(), Q.data() + at, qd, nq, pos0 + i0,
+                                     KG.data(), VG.data(), key_pos, m, hd, window, scale);
+          if (!s.observer) continue;
+          for (int i = 0; i < nq; ++i) {  // each query's row over the keys it read, as decode gives it
+            int b = 0, e = 0;
+            ops::gathered_row_keys(key_pos, m, pos0 + i0 + i, window, &b, &e);
+            AttentionBlock block;
+            block.layer = l;
+            block.head = h;
+            block.q_pos0 = pos0 + i0 + i;
+            block.n_q = 1;
+            block.n_keys = e - b;
+            block.key_pos = key_pos + b;
+            block.probs = probs.data() + static_cast<std::size_t>(i) * m + b;
+            block.lse = &lse[i];
+            block.decode = true;
+            s.observer->on_attention(block);
+          }
+        }
+      }
+    }
+    ops::matmul(XB.data(), ATT.data(), lw.wo.data(), n, dim, qd);
+    add_into(X.data(), XB.data(), static_cast<long>(n) * dim);
+    ffn_rows(lw, c, X.data(), XB.data(), G.data(), U.data(), n);
+  }
+  s.pos = pos0 + n;
+  ops::rmsnorm(s.xb.data(), X.data() + static_cast<std::size_t>(n - 1) * dim, w.final_norm.data(), dim, c.rms_eps);
+  ops::matvec(s.logits.data(), model_.classifier().data(), s.xb.data(), c.vocab_size, dim);
+  if (s.observer) s.observer->on_logits(pos0 + n - 1, s.logits);
   return s.logits;
 }
 

@@ -69,6 +69,16 @@ class Engine {
   std::span<const float> prefill(std::span<const int> tokens);
   // Feeds one token at position pos(); returns the next-token logits [vocab].
   std::span<const float> decode(int token);
+  // Feeds tokens at positions pos()..pos()+n-1 in one batched pass over the cache (a chunk of
+  // text after a prompt, faster than n decode steps): per layer the controller's
+  // before_attention runs once, with q_pos the first position and the tokens' keys held and
+  // active; every query then attends the active entries up to its own position (within the
+  // sliding window); after_attention is not called (nothing is evicted inside the chunk).
+  // Observers get each query's row as decode gives it (n_q = 1 over the keys it read), then the
+  // last token's logits, which it returns [vocab]. On the GPU and with rope_in_cache it feeds the
+  // tokens as n decode steps. Throws InputError when tokens is empty, has an id outside the
+  // vocabulary, or runs past the context.
+  std::span<const float> extend(std::span<const int> tokens);
   // Forgets positions n..pos()-1, as if only the first n tokens had been fed: the cache drops
   // their entries (entries before n keep their active flags; what a controller evicted stays
   // evicted) and the next decode feeds position n. Lets one prefill serve several continuations

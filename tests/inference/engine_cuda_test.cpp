@@ -307,6 +307,49 @@ TEST(EngineCuda, RewindForgetsTheLaterPositions) {
   for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << "logit " << i;
 }
 
+// Before each attention, every (layer, KV head) skips the held positions in [from, to).
+class SkipPositions : public CacheController {
+ public:
+  SkipPositions(int from, int to) : from_(from), to_(to) {}
+  void after_prefill(int, KvSlots&) override {}
+  void before_attention(int layer, int, KvSlots& kv) override {
+    for (int g = 0; g < kv.n_kv_heads(); ++g) {
+      const auto held = kv.held(layer, g);
+      const auto active = kv.active(layer, g);
+      for (std::size_t i = 0; i < held.size(); ++i) active[i] = held[i] < from_ || held[i] >= to_;
+    }
+  }
+  void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
+
+ private:
+  int from_, to_;
+};
+
+// Engine::extend on the GPU (decode steps underneath) gives observers what the CPU's batched
+// pass gives: the chunk's rows over the same keys, then the last token's logits only.
+TEST(EngineCuda, ExtendGivesTheCpusRowsAndLastLogits) {
+  SKIP_WITHOUT_GPU();
+  const Model model = tiny::random_model(tiny::tiny_config(), 23);
+  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4}, chunk = {3, 1, 4, 1, 5, 9, 2, 6};
+  auto run = [&](const Model& m, EngineOptions o) {
+    tiny::Capture cap;
+    Engine engine(m, o);
+    engine.prefill(prompt);
+    SkipPositions skip(2, 6);  // the middle of the prompt, as KVzip's scoring skips the context
+    engine.set_observer(&cap);
+    engine.set_controller(&skip);
+    engine.extend(chunk);
+    engine.set_observer(nullptr);
+    engine.set_controller(nullptr);
+    return cap;
+  };
+  const tiny::Capture cpu = run(as_stored(model), cpu_as_gpu()), gpu = run(model, on(Device::Cuda));
+  expect_same_rows(cpu, gpu, kSameNumbersTol);
+  EXPECT_EQ(gpu.logits_pos, std::vector<int>{15});
+  ASSERT_EQ(gpu.logits.size(), 1u);
+  for (std::size_t i = 0; i < gpu.logits[0].size(); ++i) EXPECT_NEAR(gpu.logits[0][i], cpu.logits[0][i], 2e-2f);
+}
+
 // The same GPU computation twice: once sending every prefill row to the host (a fan-out with an
 // observer that wants rows), once reducing on the device (the reducer alone wants none).
 TEST(EngineCuda, DeviceReductionsEqualTheRowsReducedOnTheHost) {
