@@ -1,6 +1,7 @@
-// KVzip key scores through the engine: prefill the context once; per chunk, teacher-force the
-// repeat prompt and the chunk with attention restricted to sinks + chunk + repeat input, keep the
-// max attention each context key receives per KV head, and rewind the engine to the context.
+// KVzip key scores through the engine: prefill the context once; per chunk, feed the repeat
+// prompt and the chunk (Engine::extend, teacher-forced) with attention restricted to sinks +
+// chunk + repeat input, keep the max attention each context key receives per KV head, and rewind
+// the engine to the context.
 #include "analysis/kvzip_scores.h"
 
 #include <algorithm>
@@ -84,10 +85,16 @@ std::vector<float> kvzip_key_scores(const Model& model, const Tokenizer& tokeniz
     const int begin = static_cast<int>(pass) * chunk, end = std::min(P, begin + chunk);
     KvzipChunkController restrict_keys(options.sinks, begin, end, P);
     const EngineAttachment attached(engine, &observer, &restrict_keys);
-    for (int token : feeds[pass]) {
+    // In pieces, to report progress and stop within a second or so; the restriction is the same
+    // for every piece, so the rows are those of one extend.
+    constexpr int kPiece = 256;
+    const std::span<const int> feed = feeds[pass];
+    for (std::size_t at = 0; at < feed.size(); at += kPiece) {
       if (progress.cancelled && progress.cancelled()) throw RunCancelled{};
-      engine.decode(token);
-      if (progress.on_step) progress.on_step(fed++, total_fed);
+      const std::span<const int> piece = feed.subspan(at, std::min<std::size_t>(kPiece, feed.size() - at));
+      engine.extend(piece);
+      fed += static_cast<int>(piece.size());
+      if (progress.on_step) progress.on_step(fed - 1, total_fed);
     }
     engine.rewind(P);  // the next pass sees the context alone again
   }

@@ -1,6 +1,7 @@
 // KVzip context-reconstruction key scores (POLICIES.md §7) computed through the engine's public
 // API: after the context is prefilled (once), a repeat prompt and each chunk of the context are
-// teacher-forced as decode steps, the engine rewound to the context after each chunk; a key's score is the largest attention any query of its KV
+// teacher-forced in batched passes over the cache (Engine::extend), the engine rewound to the
+// context after each chunk; a key's score is the largest attention any query of its KV
 // group gives it during the reconstruction of its chunk.
 #pragma once
 #include <span>

@@ -1,6 +1,6 @@
 // KVzip key scores on stories260K: range, sinks, chunking, the restricted key set, determinism,
-// and equality with passes that each prefill the context afresh (the scorer prefills once and
-// rewinds).
+// and agreement with passes fed as decode steps on a fresh prefill each (the scorer prefills once,
+// feeds each pass batched and rewinds).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,9 +71,10 @@ TEST_F(KvzipTest, ChunksRestrictTheKeySet) {
   EXPECT_TRUE(differs);
 }
 
-// Every pass recomputed on a fresh prefill of the context, through the engine's public API: the
-// scorer's one prefill and rewinds give the same scores, bit for bit.
-TEST_F(KvzipTest, RewindingEqualsAFreshPrefillPerPass) {
+// Every pass recomputed as decode steps on a fresh prefill of the context, through the engine's
+// public API: the scorer's one prefill, batched passes and rewinds give the same scores (within
+// fp32 rounding: the batched pass sums in another order).
+TEST_F(KvzipTest, BatchedPassesEqualDecodeStepsOnAFreshPrefill) {
   KvzipOptions o = opt_;
   o.chunk = 12;
   o.overlap = 3;
@@ -97,7 +98,8 @@ TEST_F(KvzipTest, RewindingEqualsAFreshPrefillPerPass) {
   ASSERT_GT(passes, 2);
   std::vector<float> want = observer.scores();
   for (int row = 0; row < c.n_layers * c.n_kv_heads; ++row) std::fill_n(want.begin() + row * P, o.sinks, 1.0f);
-  EXPECT_EQ(got, want);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5f) << "score " << i;
 }
 
 TEST_F(KvzipTest, ControllerAndObserver) {
