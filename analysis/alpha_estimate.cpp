@@ -12,21 +12,11 @@
 
 namespace kvs {
 
-ForcedRunController::ForcedRunController(int context_len, int run_start, int layer, int kv_head,
-                                         int sink, int recent)
-    : context_(context_len), run_start_(run_start), layer_(layer), kv_head_(kv_head), sink_(sink),
-      recent_(recent) {}
+ForcedRunController::ForcedRunController(int layer, int kv_head, int sink, int recent)
+    : layer_(layer), kv_head_(kv_head), sink_(sink), recent_(recent) {}
 
 void ForcedRunController::before_attention(int layer, int q_pos, KvSlots& kv) {
   for (int g = 0; g < kv.n_kv_heads(); ++g) {
-    std::span<const int32_t> held = kv.held(layer, g);
-    std::vector<uint8_t> keep(held.size());  // [held] 0 = left by an earlier run
-    bool stale = false;
-    for (size_t i = 0; i < held.size(); ++i) {
-      keep[i] = held[i] < context_ || held[i] >= run_start_ ? 1 : 0;
-      stale |= keep[i] == 0;
-    }
-    if (stale) kv.evict(layer, g, keep);
     // Entries an earlier run restricted are still inactive: every head starts from all active.
     std::span<uint8_t> active = kv.active(layer, g);
     const int n = (int)active.size();
@@ -51,20 +41,20 @@ struct ForcedPrompt {
   int context = 0;
   int score_begin = 0;
   int score_end = 0;
-  int forced() const { return (int)tokens.size() - context; }
 };
 
-// One run restricting (layer, kv_head) (layer -1: none) on the prefilled context; the context is
-// prefilled again when `fresh` or when the run would pass the model's context.
+// One run restricting (layer, kv_head) (layer -1: none) on the prefilled context: prefilled
+// afresh when `fresh`, else the engine is rewound to it.
 // Returns the logits at the scored positions: [score_end - score_begin, vocab].
 std::vector<float> run_forced(Engine& engine, const ForcedPrompt& p, int layer, int kv_head,
                               const AlphaEstimateOptions& o, bool fresh) {
-  if (fresh || engine.pos() + p.forced() > engine.model().config.seq_len) {
-    engine.set_controller(nullptr);
+  if (fresh) {
     engine.reset();
     engine.prefill(std::span<const int>(p.tokens).first(p.context));
+  } else {
+    engine.rewind(p.context);
   }
-  ForcedRunController controller(p.context, engine.pos(), layer, kv_head, o.sink, o.recent);
+  ForcedRunController controller(layer, kv_head, o.sink, o.recent);
   const EngineAttachment attached(engine, nullptr, &controller);
   std::vector<float> out;
   for (int i = p.context; i < (int)p.tokens.size(); ++i) {

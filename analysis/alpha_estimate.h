@@ -15,19 +15,18 @@ namespace kvs {
 class Tokenizer;
 
 // One teacher-forced run on top of a prefilled context, for an engine whose keys are rotated by
-// their slot in the cache (EngineOptions::rope_in_cache): first evicts what an earlier run left
-// after the context (positions [context_len, run_start)), so every run sees the slots of a fresh
-// prefill; then, when layer >= 0, restricts that (layer, KV head) to its first `sink` held
-// entries and its last recent + 1 (the query's own included): sink + recent of DuoAttention.
-// Every other head attends everything it holds (flags an earlier run cleared are set again).
+// their slot in the cache (EngineOptions::rope_in_cache): when layer >= 0, restricts that
+// (layer, KV head) to its first `sink` held entries and its last recent + 1 (the query's own
+// included): sink + recent of DuoAttention. Every other head attends everything it holds (flags
+// an earlier run on the same prefill cleared are set again).
 class ForcedRunController : public CacheController {
  public:
-  ForcedRunController(int context_len, int run_start, int layer, int kv_head, int sink, int recent);
+  ForcedRunController(int layer, int kv_head, int sink, int recent);
   void after_prefill(int prompt_len, KvSlots& kv) override {}
   void before_attention(int layer, int q_pos, KvSlots& kv) override;
   void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {}
  private:
-  int context_, run_start_, layer_, kv_head_, sink_, recent_;
+  int layer_, kv_head_, sink_, recent_;
 };
 
 struct AlphaEstimateOptions {
@@ -59,8 +58,8 @@ struct AlphaEstimate {
 // Runs 1 + L * Hkv passes per prompt: the context (everything before the question) is prefilled
 // with full attention, then the question and the answer ("The secret passkey is N.") are fed
 // one token at a time, the target head restricted. Distances are taken on the logits that
-// predict the answer tokens. The prefill is shared by the runs of a prompt (see
-// ForcedRunController) and redone only when the model's context would overflow. Throws InputError for bad options or a prompt longer than the model's
+// predict the answer tokens. The runs of a prompt share its prefill: the engine is rewound to
+// the context before each. Throws InputError for bad options or a prompt longer than the model's
 // context.
 AlphaEstimate estimate_alpha(const Model& model, const Tokenizer& tokenizer,
                              const AlphaEstimateOptions& options);

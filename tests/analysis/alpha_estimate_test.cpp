@@ -50,7 +50,7 @@ std::vector<int32_t> iota_positions(int n) {
 
 TEST(AlphaEstimateTest, ControllerRestrictsOnlyItsHead) {
   FakeSlots kv(2, 2, iota_positions(12));
-  ForcedRunController c(8, 8, 1, 0, 2, 3);  // context 8, run from 8; layer 1, KV head 0, sink 2, recent 3
+  ForcedRunController c(1, 0, 2, 3);  // layer 1, KV head 0, sink 2, recent 3
   c.before_attention(0, 11, kv);
   EXPECT_EQ(kv.active_of(1, 0), std::vector<uint8_t>(12, 1));
   c.before_attention(1, 11, kv);
@@ -59,19 +59,17 @@ TEST(AlphaEstimateTest, ControllerRestrictsOnlyItsHead) {
   EXPECT_EQ(kv.held_of(1, 0), iota_positions(12));
 }
 
-TEST(AlphaEstimateTest, ControllerDropsAnEarlierRunAndCountsSlots) {
-  // Context 0..5, an earlier run's tokens 6..8, this run's tokens from 9 (query at 11).
-  FakeSlots kv(1, 1, iota_positions(12));
-  ForcedRunController c(6, 9, 0, 0, 1, 2);
+TEST(AlphaEstimateTest, ControllerCountsSlotsAndSetsEveryFlagAgain) {
+  // Held positions with a gap: the restriction counts slots (keys are rotated by slot), not positions.
+  FakeSlots kv(1, 1, {0, 1, 2, 3, 4, 5, 9, 10, 11});
+  ForcedRunController c(0, 0, 1, 2);
   c.before_attention(0, 11, kv);
-  EXPECT_EQ(kv.held_of(0, 0), (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 9, 10, 11}));
   // Slots 0..8: sink slot 0 and the last 3 slots (recent 2 + the query).
   EXPECT_EQ(kv.active_of(0, 0), (std::vector<uint8_t>{1, 0, 0, 0, 0, 0, 1, 1, 1}));
-  ForcedRunController none(6, 9, -1, 0, 1, 2);  // the full-attention run only evicts
-  FakeSlots kv2(1, 1, iota_positions(12));
-  kv2.active(0, 0)[3] = 0;  // left inactive by an earlier restricted run
-  none.before_attention(0, 11, kv2);
-  EXPECT_EQ(kv2.active_of(0, 0), std::vector<uint8_t>(9, 1));
+  EXPECT_EQ(kv.held_of(0, 0), (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 9, 10, 11}));  // nothing evicted
+  ForcedRunController none(-1, 0, 1, 2);  // the next run, full attention, on the same prefill
+  none.before_attention(0, 11, kv);
+  EXPECT_EQ(kv.active_of(0, 0), std::vector<uint8_t>(9, 1));
 }
 
 class AlphaModelTest : public ::testing::Test {
