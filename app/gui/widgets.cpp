@@ -30,19 +30,25 @@ struct Rgb {
 
 // One hue per policy, picked by search over the sRGB cube for distance in CIEDE2000 on the dark
 // plot background (tests/app/gui_metrics_test.cpp holds them to it): every two policies at least
-// 20 apart (streamingllm and duoattention were both magenta-pink, 16 apart), a policy's lighter
-// shade for other parameter sets at least 15 from every other policy and 10 from its own colour,
-// each at least 14 from the lane states' colours (kept blue, evicted red, sink yellow, recent
-// green, heavy-hitter orange, inactive purple) and light enough to read (L* >= 55).
+// 20 apart (streamingllm and duoattention were both magenta-pink, 16 apart), each at least 14
+// from the lane states' colours (kept blue, evicted red, sink yellow, recent green, heavy-hitter
+// orange, inactive purple) and light enough to read (L* >= 55). A policy's runs with other
+// parameters take a lighter shade, the colour mixed with white by `lighten` (searched the same
+// way; one 0.5 for all left window's and strided's shades 9.5 apart): every shade at least 10
+// from its own colour, 15 from every other policy's colour and from every other shade, 10 from
+// the lane states'.
 struct PolicyColor {
   const char* policy;
   Rgb rgb;
+  float lighten;
 };
 const PolicyColor kPolicyColors[] = {
-    {"full", {210, 210, 210}},      {"streamingllm", {255, 90, 240}}, {"window", {165, 135, 45}},
-    {"strided", {255, 195, 60}},    {"h2o", {90, 240, 30}},           {"tova", {90, 225, 180}},
-    {"snapkv", {0, 150, 150}},      {"pyramidkv", {0, 135, 240}},     {"adakv", {180, 165, 255}},
-    {"kvzip", {255, 165, 135}},     {"duoattention", {210, 105, 120}}, {"omnikv", {90, 150, 15}},
+    {"full", {210, 210, 210}, 0.5f},       {"streamingllm", {255, 90, 240}, 0.4f},
+    {"window", {165, 135, 45}, 0.25f},     {"strided", {255, 195, 60}, 0.6f},
+    {"h2o", {90, 240, 30}, 0.6f},          {"tova", {90, 225, 180}, 0.75f},
+    {"snapkv", {0, 150, 150}, 0.45f},      {"pyramidkv", {0, 135, 240}, 0.65f},
+    {"adakv", {180, 165, 255}, 0.55f},     {"kvzip", {255, 165, 135}, 0.45f},
+    {"duoattention", {210, 105, 120}, 0.3f}, {"omnikv", {90, 150, 15}, 0.3f},
 };
 
 Rgb mix(Rgb a, Rgb b, float t) { return {a.r + (b.r - a.r) * t, a.g + (b.g - a.g) * t, a.b + (b.b - a.b) * t}; }
@@ -71,17 +77,14 @@ std::string params_part(const std::string& name, const std::string& policy, bool
 }  // namespace
 
 ImU32 run_color(const std::string& name, const std::string& policy, bool live) {
-  Rgb base{200, 200, 200};
-  bool known = false;
+  // A policy this build does not know: an entry of the table, from its name.
+  const size_t n = sizeof kPolicyColors / sizeof kPolicyColors[0];
+  const PolicyColor* entry = &kPolicyColors[std::hash<std::string>{}(policy) % n];
   for (const PolicyColor& c : kPolicyColors)
-    if (policy == c.policy) base = c.rgb, known = true;
-  if (!known) {  // a policy this build does not know: a hue of the table, from its name
-    const size_t n = sizeof kPolicyColors / sizeof kPolicyColors[0];
-    base = kPolicyColors[std::hash<std::string>{}(policy) % n].rgb;
-  }
+    if (policy == c.policy) entry = &c;
   // The shade: the defaults as they are, other parameters lighter.
-  Rgb c = base;
-  if (!params_part(name, policy, live).empty()) c = mix(c, Rgb{255, 255, 255}, 0.5f);
+  Rgb c = entry->rgb;
+  if (!params_part(name, policy, live).empty()) c = mix(c, Rgb{255, 255, 255}, entry->lighten);
   return IM_COL32((int)std::lround(c.r), (int)std::lround(c.g), (int)std::lround(c.b), 255);
 }
 

@@ -171,15 +171,24 @@ TEST(RunColor, PoliciesAreClearlyApartAndNotLaneStateColours) {
       EXPECT_GE(ciede2000(base[i], cell_state_color((CellState)s)), 14.0)
           << policies[i] << " vs the lanes' " << cell_state_name((CellState)s);
   }
-  // A policy's run with other parameters (lighter) is not mistaken for another policy's run.
+  // A policy's run with other parameters (lighter) is not mistaken for another policy's run, with
+  // its defaults or with other parameters (window's and strided's shades were 9.5 apart), nor for
+  // a lane state.
+  std::vector<ImU32> shades(policies.size());
   for (size_t i = 0; i < policies.size(); ++i) {
     if (policies[i] == "full") continue;  // has no parameters
-    const ImU32 shade = run_color(policies[i] + "_x1_b16", policies[i], false);
-    EXPECT_GE(ciede2000(shade, base[i]), 10.0) << policies[i];
+    shades[i] = run_color(policies[i] + "_x1_b16", policies[i], false);
+    EXPECT_GE(ciede2000(shades[i], base[i]), 10.0) << policies[i];
     for (size_t j = 0; j < base.size(); ++j) {
       if (j == i) continue;
-      EXPECT_GE(ciede2000(shade, base[j]), 15.0) << policies[i] << "'s shade vs " << policies[j];
+      EXPECT_GE(ciede2000(shades[i], base[j]), 15.0) << policies[i] << "'s shade vs " << policies[j];
+      if (j < i && policies[j] != "full") {
+        EXPECT_GE(ciede2000(shades[i], shades[j]), 15.0) << policies[i] << "'s shade vs " << policies[j] << "'s";
+      }
     }
+    for (int s = 1; s < (int)CellState::kCount; ++s)
+      EXPECT_GE(ciede2000(shades[i], cell_state_color((CellState)s)), 10.0)
+          << policies[i] << "'s shade vs the lanes' " << cell_state_name((CellState)s);
   }
 }
 #endif
