@@ -11,8 +11,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
-#include <tuple>
 
 #include "analysis/prefill_evidence.h"
 #include "inference/cuda_backend.h"
@@ -22,6 +20,7 @@
 #include "inference/loader.h"
 #include "kernels/quant.h"
 #include "tests/inference/capture.h"
+#include "tests/inference/compare_rows.h"
 #include "tests/inference/tiny_model.h"
 
 namespace kvs {
@@ -93,32 +92,8 @@ std::vector<int> greedy(const Model& model, EngineOptions o, const std::vector<i
   return generate(engine, req);
 }
 
-// Rows keyed by (layer, head, query position, decode).
-using RowKey = std::tuple<int, int, int, bool>;
-std::map<RowKey, const tiny::CapturedRow*> index_rows(const tiny::Capture& c) {
-  std::map<RowKey, const tiny::CapturedRow*> m;
-  for (const auto& r : c.rows) m[{r.layer, r.head, r.q_pos, r.decode}] = &r;
-  return m;
-}
-
-void expect_same_rows(const tiny::Capture& cpu, const tiny::Capture& gpu, float tol) {
-  ASSERT_EQ(cpu.rows.size(), gpu.rows.size());
-  const auto g = index_rows(gpu);
-  for (const auto& r : cpu.rows) {
-    const auto it = g.find({r.layer, r.head, r.q_pos, r.decode});
-    ASSERT_NE(it, g.end()) << "no GPU row for layer " << r.layer << " head " << r.head << " query " << r.q_pos;
-    const tiny::CapturedRow& o = *it->second;
-    ASSERT_EQ(r.keys, o.keys) << "layer " << r.layer << " head " << r.head << " query " << r.q_pos;
-    double sum = 0;
-    for (std::size_t j = 0; j < r.probs.size(); ++j) {
-      EXPECT_NEAR(r.probs[j], o.probs[j], tol) << "layer " << r.layer << " head " << r.head << " query "
-                                                   << r.q_pos << " key " << r.keys[j];
-      sum += o.probs[j];
-    }
-    EXPECT_NEAR(sum, 1.0, 1e-5);
-    EXPECT_NEAR(r.lse, o.lse, 10 * tol);
-  }
-}
+using tiny::expect_same_rows;
+using tiny::SkipPositions;
 
 // Runs prompt + forced continuation with a Capture attached; returns it.
 tiny::Capture capture_run(const Model& model, EngineOptions o, const std::vector<int>& prompt,
@@ -306,24 +281,6 @@ TEST(EngineCuda, RewindForgetsTheLaterPositions) {
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << "logit " << i;
 }
-
-// Before each attention, every (layer, KV head) skips the held positions in [from, to).
-class SkipPositions : public CacheController {
- public:
-  SkipPositions(int from, int to) : from_(from), to_(to) {}
-  void after_prefill(int, KvSlots&) override {}
-  void before_attention(int layer, int, KvSlots& kv) override {
-    for (int g = 0; g < kv.n_kv_heads(); ++g) {
-      const auto held = kv.held(layer, g);
-      const auto active = kv.active(layer, g);
-      for (std::size_t i = 0; i < held.size(); ++i) active[i] = held[i] < from_ || held[i] >= to_;
-    }
-  }
-  void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
-
- private:
-  int from_, to_;
-};
 
 // Engine::extend on the GPU (decode steps underneath) gives observers what the CPU's batched
 // pass gives: the chunk's rows over the same keys, then the last token's logits only.

@@ -5,11 +5,10 @@
 // rope_in_cache (decode steps underneath); bad input is refused.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <map>
-#include <tuple>
+#include <vector>
 
 #include "capture.h"
+#include "compare_rows.h"
 #include "inference/engine.h"
 #include "inference/errors.h"
 #include "tiny_model.h"
@@ -20,23 +19,7 @@ namespace {
 const std::vector<int> kPrompt = {1, 9, 14, 3, 27, 6, 35, 12, 5, 22};
 const std::vector<int> kChunk = {21, 4, 30, 8, 17, 2, 33, 11, 19, 7, 25, 3, 36};
 
-// Before each attention, every (layer, KV head) skips the held positions in [from, to).
-class SkipRange : public CacheController {
- public:
-  SkipRange(int from, int to) : from_(from), to_(to) {}
-  void after_prefill(int, KvSlots&) override {}
-  void before_attention(int layer, int, KvSlots& kv) override {
-    for (int g = 0; g < kv.n_kv_heads(); ++g) {
-      const std::span<const int32_t> held = kv.held(layer, g);
-      const std::span<uint8_t> active = kv.active(layer, g);
-      for (std::size_t i = 0; i < held.size(); ++i) active[i] = held[i] < from_ || held[i] >= to_;
-    }
-  }
-  void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
-
- private:
-  int from_, to_;
-};
+using tiny::SkipPositions;
 
 struct Fed {
   tiny::Capture capture;
@@ -77,24 +60,7 @@ void expect_same(const Fed& stepped, const Fed& batched, float tol) {
   EXPECT_EQ(stepped.held, batched.held);
   EXPECT_EQ(stepped.capture.tokens, batched.capture.tokens);
   EXPECT_EQ(batched.capture.logits_pos, std::vector<int>{static_cast<int>(kPrompt.size() + kChunk.size()) - 1});
-  std::map<std::tuple<int, int, int>, const tiny::CapturedRow*> rows;
-  for (const tiny::CapturedRow& r : batched.capture.rows) rows[{r.layer, r.head, r.q_pos}] = &r;
-  ASSERT_EQ(rows.size(), stepped.capture.rows.size());
-  for (const tiny::CapturedRow& want : stepped.capture.rows) {
-    const auto it = rows.find({want.layer, want.head, want.q_pos});
-    ASSERT_NE(it, rows.end()) << "no row for layer " << want.layer << " head " << want.head << " query " << want.q_pos;
-    const tiny::CapturedRow& got = *it->second;
-    EXPECT_TRUE(got.decode);
-    ASSERT_EQ(got.keys, want.keys) << "layer " << want.layer << " head " << want.head << " query " << want.q_pos;
-    double sum = 0;
-    for (std::size_t j = 0; j < want.probs.size(); ++j) {
-      EXPECT_NEAR(got.probs[j], want.probs[j], tol) << "layer " << want.layer << " head " << want.head << " query "
-                                                    << want.q_pos << " key " << want.keys[j];
-      sum += got.probs[j];
-    }
-    EXPECT_NEAR(sum, 1.0, 1e-5);
-    EXPECT_NEAR(got.lse, want.lse, 10 * tol);
-  }
+  tiny::expect_same_rows(stepped.capture, batched.capture, tol);
 }
 
 TEST(EngineExtend, EqualsDecodeSteps) {
@@ -104,7 +70,7 @@ TEST(EngineExtend, EqualsDecodeSteps) {
 
 TEST(EngineExtend, EqualsDecodeStepsWithInactiveKeys) {
   const Model m = tiny::random_model(tiny::tiny_config(), 32);
-  SkipRange a(2, 7), b(2, 7);  // prompt keys 2..6 skipped, as KVzip skips the context outside a chunk
+  SkipPositions a(2, 7), b(2, 7);  // prompt keys 2..6 skipped, as KVzip skips the context outside a chunk
   const Fed stepped = feed(m, {}, false, &a), batched = feed(m, {}, true, &b);
   expect_same(stepped, batched, 1e-5f);
   for (const tiny::CapturedRow& r : batched.capture.rows)

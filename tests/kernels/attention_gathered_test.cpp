@@ -3,22 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <stdexcept>
 #include <vector>
 
 #include "kernels/attention_gathered.h"
+#include "tests/kernels/random_data.h"
 
 namespace kvs::ops {
 namespace {
 
-std::vector<float> random_vec(std::size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> d(-1.5f, 1.5f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using test::random_vec;
 
 // Keys at positions with gaps (entries evicted or inactive before the block), then the block's
 // own n_q positions q_pos0..q_pos0+n_q-1; each case checked with and without a window.
@@ -31,8 +25,8 @@ void check(int n_q, int n_old, int head_dim, int window) {
   for (int i = 0; i < n_q; ++i) pos.push_back(q_pos0 + i);
   const int n_keys = static_cast<int>(pos.size());
   const long q_stride = head_dim + 3, out_stride = head_dim + 5;  // rows inside wider ones
-  const std::vector<float> q = random_vec(n_q * q_stride, 1), k = random_vec(n_keys * head_dim, 2),
-                           v = random_vec(n_keys * head_dim, 3);
+  const std::vector<float> q = random_vec(n_q * q_stride, 1, -1.5f, 1.5f), k = random_vec(n_keys * head_dim, 2, -1.5f, 1.5f),
+                           v = random_vec(n_keys * head_dim, 3, -1.5f, 1.5f);
   std::vector<float> out(n_q * out_stride, 7.0f), probs(static_cast<std::size_t>(n_q) * n_keys, 9.0f), lse(n_q);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   attend_gathered_block(out.data(), out_stride, probs.data(), lse.data(), q.data(), q_stride, n_q, q_pos0, k.data(),

@@ -5,23 +5,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kernels/attention.h"
+#include "tests/kernels/random_data.h"
 
 namespace kvs::ops {
 namespace {
 
-std::vector<float> random_vec(std::size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> d(-1.5f, 1.5f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using test::random_vec;
 
 struct Expected {
   std::vector<double> probs, out;
@@ -58,8 +52,8 @@ TEST(Attention, CausalBlockMatchesNaiveRows) {
     for (const int window : {0, 5, 150}) {
       const int P = 300, heads = 2, h = 1;
       const long stride = heads * hd;  // [P, heads * hd] rows, head 1 used
-      const auto q = random_vec(P * stride, 10 + hd), k = random_vec(P * stride, 20 + hd),
-                 v = random_vec(P * stride, 30 + hd);
+      const auto q = random_vec(P * stride, 10 + hd, -1.5f, 1.5f), k = random_vec(P * stride, 20 + hd, -1.5f, 1.5f),
+                 v = random_vec(P * stride, 30 + hd, -1.5f, 1.5f);
       std::vector<float> kp(key_panel_floats(P, hd));  // head 1's keys in panels
       pack_key_panels(kp.data(), k.data() + h * hd, stride, P, hd);
       const double scale = 1.0 / std::sqrt((double)hd);
@@ -97,7 +91,8 @@ TEST(Attention, CausalBlockMatchesNaiveRows) {
 // the others, a sliding window.
 TEST(Attention, BlocksInOneCallEqualOneCallPerBlock) {
   const int hd = 16, P = 260, q0 = 37, nq = P - q0;
-  const auto q = random_vec(P * hd, 41), k = random_vec(P * hd, 42), v = random_vec(P * hd, 43);
+  const auto q = random_vec(P * hd, 41, -1.5f, 1.5f), k = random_vec(P * hd, 42, -1.5f, 1.5f),
+             v = random_vec(P * hd, 43, -1.5f, 1.5f);
   std::vector<float> kp(key_panel_floats(P, hd));
   pack_key_panels(kp.data(), k.data(), hd, P, hd);
   for (const int window : {0, 40})
@@ -125,7 +120,8 @@ TEST(Attention, BlocksInOneCallEqualOneCallPerBlock) {
 
 TEST(Attention, ListedRowsReadOnlyThoseRows) {
   const int hd = 8, n = 30;
-  const auto k = random_vec(n * hd, 4), v = random_vec(n * hd, 5), q = random_vec(hd, 6);
+  const auto k = random_vec(n * hd, 4, -1.5f, 1.5f), v = random_vec(n * hd, 5, -1.5f, 1.5f),
+             q = random_vec(hd, 6, -1.5f, 1.5f);
   const std::vector<int32_t> rows = {0, 3, 4, 17, 29};
   std::vector<float> out(hd), probs(rows.size());
   const float lse = attend_rows(out.data(), probs.data(), q.data(), k.data(), v.data(), rows.data(),
@@ -142,7 +138,8 @@ TEST(Attention, ListedRowsMatchNaiveAcrossHeadSizes) {
   for (const int hd : {8, 13, 64, 72, 128, 136}) {
     for (const int n : {1, 3, 4, 37, 300}) {
       const int stored = 2 * n + 5;
-      const auto k = random_vec(stored * hd, 7 + hd), v = random_vec(stored * hd, 8 + n), q = random_vec(hd, 9);
+      const auto k = random_vec(stored * hd, 7 + hd, -1.5f, 1.5f), v = random_vec(stored * hd, 8 + n, -1.5f, 1.5f),
+                 q = random_vec(hd, 9, -1.5f, 1.5f);
       std::vector<int32_t> rows(n);
       for (int j = 0; j < n; ++j) rows[j] = (j * 7 + 3) % stored;
       std::vector<float> out(hd), probs(n);
@@ -176,8 +173,8 @@ TEST(Attention, RangePartsOfSeveralHeadsMatchNaive) {
       for (const int group : {1, 3, 4, 5, 8})
         for (const int n : {1, 5, 64, 65, 300}) {
           const int stored = n + 9, seg = 128, parts = (n + seg - 1) / seg;
-          const auto k = random_vec(stored * hd, 30 + hd), v = random_vec(stored * hd, 31 + n),
-                     q = random_vec(group * hd, 32 + group);
+          const auto k = random_vec(stored * hd, 30 + hd, -1.5f, 1.5f), v = random_vec(stored * hd, 31 + n, -1.5f, 1.5f),
+                     q = random_vec(group * hd, 32 + group, -1.5f, 1.5f);
           std::vector<int32_t> rows(n);
           for (int j = 0; j < n; ++j) {
             switch (pattern) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "inference/cuda_device.h"
+#include "tests/kernels/random_data.h"
 
 // Skips the current test (GTEST_SKIP returns from it) when no usable GPU is present.
 #define KVS_REQUIRE_GPU()                                         \
@@ -48,13 +49,7 @@ inline void sync(const char* what) {
   check(cudaDeviceSynchronize(), what);
 }
 
-inline std::vector<float> random_vec(std::size_t n, uint64_t seed, float lo, float hi) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using kvs::test::random_vec;
 
 // The backend's 16-bit storage types on the host: fp32 rounded to T (nearest even) and back.
 template <class T>

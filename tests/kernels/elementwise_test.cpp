@@ -13,17 +13,12 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/softmax.h"
 #include "kernels/swiglu.h"
+#include "tests/kernels/random_data.h"
 
 namespace kvs::ops {
 namespace {
 
-std::vector<float> random_vec(std::size_t n, uint64_t seed, float lo, float hi) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using test::random_vec;
 
 // log8 over every binade of positive normal floats, both sides of the sqrt(1/2) split, and
 // values next to 1 (where the absolute error matters): within 2e-7 of log in double, absolute

@@ -3,21 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "tests/kernels/random_data.h"
 
 namespace kvs::ops {
 namespace {
 
-std::vector<float> random_vec(std::size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using test::random_vec;
 
 // Y[n, rows] = X[n, cols] W[rows, cols]^T in double.
 std::vector<double> naive(const std::vector<float>& x, const std::vector<float>& w, int n, int rows, int cols) {
@@ -35,8 +29,8 @@ struct Shape { int n, rows, cols; };
 
 TEST(Matmul, MatvecMatchesNaive) {
   for (Shape s : {Shape{1, 1, 1}, Shape{1, 7, 13}, Shape{1, 64, 64}, Shape{1, 259, 301}, Shape{1, 1024, 768}}) {
-    const auto w = random_vec(static_cast<std::size_t>(s.rows) * s.cols, 1);
-    const auto x = random_vec(s.cols, 2);
+    const auto w = random_vec(static_cast<std::size_t>(s.rows) * s.cols, 1, -1.0f, 1.0f);
+    const auto x = random_vec(s.cols, 2, -1.0f, 1.0f);
     std::vector<float> y(s.rows);
     matvec(y.data(), w.data(), x.data(), s.rows, s.cols);
     const auto ref = naive(x, w, 1, s.rows, s.cols);
@@ -46,8 +40,8 @@ TEST(Matmul, MatvecMatchesNaive) {
 
 TEST(Matmul, BlockedMatmulMatchesNaive) {
   for (Shape s : {Shape{1, 5, 9}, Shape{3, 6, 17}, Shape{4, 8, 8}, Shape{13, 37, 70}, Shape{70, 130, 96}, Shape{129, 66, 200}}) {
-    const auto w = random_vec(static_cast<std::size_t>(s.rows) * s.cols, 3);
-    const auto x = random_vec(static_cast<std::size_t>(s.n) * s.cols, 4);
+    const auto w = random_vec(static_cast<std::size_t>(s.rows) * s.cols, 3, -1.0f, 1.0f);
+    const auto x = random_vec(static_cast<std::size_t>(s.n) * s.cols, 4, -1.0f, 1.0f);
     std::vector<float> y(static_cast<std::size_t>(s.n) * s.rows, -7.0f);
     matmul(y.data(), x.data(), w.data(), s.n, s.rows, s.cols);
     const auto ref = naive(x, w, s.n, s.rows, s.cols);
@@ -59,9 +53,9 @@ TEST(Matmul, BlockedMatmulMatchesNaive) {
 // each short tile the last tokens of a chunk fall into.
 TEST(Matmul, EveryShortTileMatchesNaive) {
   const int rows = 21, cols = 19;
-  const auto w = random_vec(static_cast<std::size_t>(rows) * cols, 7);
+  const auto w = random_vec(static_cast<std::size_t>(rows) * cols, 7, -1.0f, 1.0f);
   for (int n = 1; n <= 25; ++n) {
-    const auto x = random_vec(static_cast<std::size_t>(n) * cols, 8 + n);
+    const auto x = random_vec(static_cast<std::size_t>(n) * cols, 8 + n, -1.0f, 1.0f);
     std::vector<float> y(static_cast<std::size_t>(n) * rows, -7.0f);
     matmul(y.data(), x.data(), w.data(), n, rows, cols);
     const auto ref = naive(x, w, n, rows, cols);
@@ -73,8 +67,8 @@ TEST(Matmul, EveryShortTileMatchesNaive) {
 // exactly what one chunk's worth gives (each panel packed as it is taken).
 TEST(Matmul, PanelsPackedOnceEqualPanelsPackedPerChunk) {
   const int n = 200, rows = 70, cols = 96, head = 96;
-  const auto w = random_vec(static_cast<std::size_t>(rows) * cols, 5);
-  const auto x = random_vec(static_cast<std::size_t>(n) * cols, 6);
+  const auto w = random_vec(static_cast<std::size_t>(rows) * cols, 5, -1.0f, 1.0f);
+  const auto x = random_vec(static_cast<std::size_t>(n) * cols, 6, -1.0f, 1.0f);
   std::vector<float> all(static_cast<std::size_t>(n) * rows), first(static_cast<std::size_t>(head) * rows);
   matmul(all.data(), x.data(), w.data(), n, rows, cols);
   matmul(first.data(), x.data(), w.data(), head, rows, cols);
@@ -83,8 +77,8 @@ TEST(Matmul, PanelsPackedOnceEqualPanelsPackedPerChunk) {
 
 TEST(Matmul, MatmulRowsEqualMatvec) {
   const int n = 9, rows = 41, cols = 77;
-  const auto w = random_vec(rows * cols, 5);
-  const auto x = random_vec(n * cols, 6);
+  const auto w = random_vec(rows * cols, 5, -1.0f, 1.0f);
+  const auto x = random_vec(n * cols, 6, -1.0f, 1.0f);
   std::vector<float> y(n * rows), yv(rows);
   matmul(y.data(), x.data(), w.data(), n, rows, cols);
   for (int t = 0; t < n; ++t) {
@@ -95,8 +89,8 @@ TEST(Matmul, MatmulRowsEqualMatvec) {
 
 TEST(Matmul, MatvecRowsInAnySplitEqualSeparateMatvecs) {
   const int cols = 100;
-  const auto x = random_vec(cols, 7);
-  const auto w1 = random_vec(37 * cols, 8), w2 = random_vec(5 * cols, 9), w3 = random_vec(300 * cols, 10);
+  const auto x = random_vec(cols, 7, -1.0f, 1.0f);
+  const auto w1 = random_vec(37 * cols, 8, -1.0f, 1.0f), w2 = random_vec(5 * cols, 9, -1.0f, 1.0f), w3 = random_vec(300 * cols, 10, -1.0f, 1.0f);
   std::vector<float> r1(37), r2(5), r3(300);
   matvec(r1.data(), w1.data(), x.data(), 37, cols);
   matvec(r2.data(), w2.data(), x.data(), 5, cols);
