@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <tuple>
 
 #include "app/views/view.h"
 #include "inference/errors.h"
@@ -67,6 +68,14 @@ int script_int(const std::string& verb, const std::string& arg, int lo, int hi) 
   return command_int(verb, arg, arg, lo, hi);
 }
 
+std::pair<int, int> script_int_pair(const std::string& verb, const std::string& arg, int lo_a, int hi_a, int lo_b,
+                                    int hi_b) {
+  std::istringstream in(arg);
+  std::string a, b, extra;
+  if (!(in >> a >> b) || (in >> extra)) throw script_error(verb, arg, "expects two integers");
+  return {command_int(verb, arg, a, lo_a, hi_a), command_int(verb, arg, b, lo_b, hi_b)};
+}
+
 float script_number(const std::string& verb, const std::string& arg, float lo, float hi) {
   float v = 0.0f;
   try {
@@ -120,20 +129,15 @@ void apply_script_command(AppState& app, std::vector<std::unique_ptr<View>>& vie
     const int to = relative ? app.step + script_int(c.verb, c.arg, -(1 << 30), 1 << 30) : script_int(c.verb, c.arg, 0, last);
     if (to < 0 || to > last) throw script_error(c.verb, c.arg, "moves to step " + std::to_string(to) + ", outside 0.." + std::to_string(last));
     app.set_step(to);
-  } else if (c.verb == "select" || c.verb == "runs") {
-    std::istringstream in(c.arg);
-    std::string a, b, extra;
-    if (!(in >> a >> b) || (in >> extra)) throw script_error(c.verb, c.arg, "expects two integers");
+  } else if (c.verb == "select") {
+    const ModelShape& m = trace().meta.shape;
+    const auto [layer, head] = script_int_pair(c.verb, c.arg, 0, m.n_layers - 1, 0, m.n_heads - 1);
+    app.select_head(layer, head);
+  } else if (c.verb == "runs") {
     const TraceSnapshot& t = trace();
-    if (c.verb == "select") {
-      app.select_head(command_int(c.verb, c.arg, a, 0, t.meta.shape.n_layers - 1),
-                      command_int(c.verb, c.arg, b, 0, t.meta.shape.n_heads - 1));
-    } else {
-      if (t.runs.empty()) throw script_error(c.verb, c.arg, "needs runs (the trace has none)");
-      const int n = (int)t.runs.size() - 1;
-      app.run_a = command_int(c.verb, c.arg, a, 0, n);
-      app.run_b = command_int(c.verb, c.arg, b, 0, n);
-    }
+    if (t.runs.empty()) throw script_error(c.verb, c.arg, "needs runs (the trace has none)");
+    const int n = (int)t.runs.size() - 1;
+    std::tie(app.run_a, app.run_b) = script_int_pair(c.verb, c.arg, 0, n, 0, n);
   } else if (c.verb == "layer") {
     app.select_head(script_int(c.verb, c.arg, 0, trace().meta.shape.n_layers - 1), app.head);
   } else if (c.verb == "head") {

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/gui/app_state.h"
@@ -34,6 +35,9 @@ void apply_script_command(AppState& app, std::vector<std::unique_ptr<View>>& vie
 // Checked arguments of a command "verb arg" (the views' commands use them too); a bad one is an
 // InputError "--script: 'verb arg' expects ...".
 int script_int(const std::string& verb, const std::string& arg, int lo, int hi);
+// The two integers of "verb A B", within lo_a..hi_a and lo_b..hi_b.
+std::pair<int, int> script_int_pair(const std::string& verb, const std::string& arg, int lo_a, int hi_a, int lo_b,
+                                    int hi_b);
 float script_number(const std::string& verb, const std::string& arg, float lo, float hi);
 // `arg` when it is one of `choices`.
 const std::string& script_choice(const std::string& verb, const std::string& arg, std::initializer_list<const char*> choices);

@@ -7,7 +7,6 @@
 #include <imgui_stdlib.h>
 
 #include <algorithm>
-#include <cfloat>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +19,7 @@
 #include "app/gui/layout.h"
 #include "app/gui/replace_confirm.h"
 #include "app/gui/script.h"
+#include "app/gui/script_mouse.h"
 #include "app/gui/settings.h"
 #include "app/gui/texture.h"
 #include "app/gui/widgets.h"
@@ -66,7 +66,14 @@ class Shell {
     handle_drops();
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
-    if (headless_) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no stray hover in screenshots
+    if (headless_) {
+      ImGuiIO& io = ImGui::GetIO();
+      // A screenshot's frames are 1/60 s apart on ImGui's clock as on the app's: whether two
+      // scripted clicks make a double-click (0.3 s) depends on the frames between them, not on
+      // how fast this machine draws.
+      io.DeltaTime = (float)dt;
+      mouse_.feed(io);  // the script's mouse, off the window unless a command placed it
+    }
     ImGui::NewFrame();
     handle_keys();
     const ImGuiIO& io = ImGui::GetIO();
@@ -105,6 +112,48 @@ class Shell {
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
     export_pending_png(fb_h);
   }
+
+  // Headless: draws frames until the views' background work has settled (at least 3, at most
+  // 40); the last one stays in the back buffer for the screenshot.
+  void settle(const std::string& single_view) {
+    for (int f = 0; f < 40; ++f) {
+      frame(kScreenshotFrame, single_view, true);
+      const bool busy = app_.io.busy() || app_.engine.busy();
+      app_.io.wait_idle();
+      app_.engine.wait_idle();
+      if (f >= 2 && !busy) break;
+      glfwSwapBuffers(window_);
+    }
+  }
+
+  // Headless: one of the script's commands. `hover` places the mouse for the frames after it.
+  // `click` is played on frames of its own, as a hand would: first the commands before it take
+  // effect (the frames settle), then one frame with the mouse at the point (what it is over
+  // becomes hovered), one with the left button down (ImGui's click), one with it up (the
+  // release); the mouse stays there.
+  void run_script_command(const ScriptCommand& c, const std::string& single_view) {
+    if (!is_mouse_command(c)) {
+      apply_script_command(app_, views_, c);
+      return;
+    }
+    int fb_w = 0, fb_h = 0;
+    glfwGetFramebufferSize(window_, &fb_w, &fb_h);
+    const PixelPoint p = mouse_command_point(c, fb_w, fb_h);
+    if (c.verb == "hover") {
+      mouse_.move_to(p);
+      return;
+    }
+    settle(single_view);
+    glfwSwapBuffers(window_);
+    for (const bool down : {false, true, false}) {
+      mouse_.move_to(p);
+      mouse_.set_left_down(down);
+      frame(kScreenshotFrame, single_view, true);
+      glfwSwapBuffers(window_);
+    }
+  }
+
+  static constexpr double kScreenshotFrame = 1.0 / 60.0;  // seconds between a screenshot's frames
 
  private:
   void handle_drops() {
@@ -330,6 +379,7 @@ class Shell {
   ReplaceConfirm save_replace_;  // asks before "Save as" replaces an existing file
   int png_view_ = -1;
   std::string png_path_;
+  ScriptedMouse mouse_;  // headless: the script's `hover` and `click`
 };
 
 bool known_view(const std::vector<std::unique_ptr<View>>& views, const std::string& id) {
@@ -435,16 +485,8 @@ int run_gui(const GuiOptions& options) {
     if (headless) {
       const std::string single = options.view == "all" ? "" : options.view;
       try {
-        for (const ScriptCommand& c : script) apply_script_command(app, views, c);
-        // Render until the views' background work has settled (at least 3 frames).
-        for (int f = 0; f < 40; ++f) {
-          shell.frame(1.0 / 60.0, single, true);
-          const bool busy = app.io.busy() || app.engine.busy();
-          app.io.wait_idle();
-          app.engine.wait_idle();
-          if (f >= 2 && !busy) break;
-          glfwSwapBuffers(window);
-        }
+        for (const ScriptCommand& c : script) shell.run_script_command(c, single);
+        shell.settle(single);  // with a hovering mouse, the frames its tooltip needs to show
         // A job a script started failed: exit 2 with its message, as for a command.
         if (!app.first_error.empty()) throw InputError(app.first_error);
         int fb_w = 0, fb_h = 0;
@@ -461,6 +503,7 @@ int run_gui(const GuiOptions& options) {
       }
       for (const ScriptCommand& c : script) {
         try {
+          if (is_mouse_command(c)) throw script_error(c.verb, c.arg, "works in screenshots only: in a window the mouse is yours");
           apply_script_command(app, views, c);
         } catch (const InputError& e) {
           app.error(e.what());
