@@ -1,0 +1,129 @@
+// Helpers of the tests that run the app itself under Xvfb: the kvscope binary, a fixture that runs
+// `kvscope gui ...` (one Xvfb server for a batch) in a scratch folder holding the synthetic test
+// trace, and the PNGs it writes read back with stb_image. The fixture skips when the app or
+// xvfb-run is not available.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#ifdef KVSCOPE_GUI
+#include <stb/stb_image.h>
+#endif
+
+#include "tests/app/gui_test_trace.h"
+
+namespace kvs::gui_test {
+
+inline std::string binary() {
+  if (const char* b = std::getenv("KVSCOPE_BINARY"); b && *b) return b;
+  return KVSCOPE_BINARY;
+}
+
+inline bool have_xvfb() { return std::system("command -v xvfb-run >/dev/null 2>&1") == 0; }
+
+struct Image {
+  int w = 0, h = 0;
+  std::vector<unsigned char> rgb;  // [h, w, 3]
+  const unsigned char* at(int x, int y) const { return &rgb[((size_t)y * w + x) * 3]; }
+};
+
+// The PNG at `path` as RGB (empty when it cannot be read).
+inline Image load_png(const std::string& path) {
+  Image img;
+#ifdef KVSCOPE_GUI
+  int n = 0;
+  unsigned char* data = stbi_load(path.c_str(), &img.w, &img.h, &n, 3);
+  if (data) {
+    img.rgb.assign(data, data + (size_t)img.w * img.h * 3);
+    stbi_image_free(data);
+  }
+#endif
+  return img;
+}
+
+inline double luminance_stddev(const Image& img) {
+  double sum = 0, sq = 0;
+  const size_t n = (size_t)img.w * img.h;
+  for (size_t i = 0; i < n; ++i) {
+    const double y = 0.299 * img.rgb[3 * i] + 0.587 * img.rgb[3 * i + 1] + 0.114 * img.rgb[3 * i + 2];
+    sum += y;
+    sq += y * y;
+  }
+  const double mean = sum / (double)n;
+  return std::sqrt(std::max(0.0, sq / (double)n - mean * mean));
+}
+
+inline size_t differing_pixels(const Image& a, const Image& b) {
+  size_t d = 0;
+  for (size_t i = 0; i + 2 < a.rgb.size() && i + 2 < b.rgb.size(); i += 3)
+    d += a.rgb[i] != b.rgb[i] || a.rgb[i + 1] != b.rgb[i + 1] || a.rgb[i + 2] != b.rgb[i + 2];
+  return d;
+}
+
+// Runs the app on the synthetic trace (trace_) in a folder of its own, removed afterwards.
+class ScreenshotFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef KVSCOPE_GUI
+    GTEST_SKIP() << "built without the desktop app";
+#endif
+    if (!have_xvfb()) GTEST_SKIP() << "xvfb-run not installed";
+    if (!std::filesystem::exists(binary())) GTEST_SKIP() << "kvscope binary not built: " << binary();
+    dir_ = std::filesystem::temp_directory_path() / ("kvscope_gui_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    trace_ = (dir_ / "synthetic.h5").string();
+    write_gui_test_trace(trace_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Runs `kvscope gui <args>` under Xvfb; returns its exit code (-1 when it did not run), its
+  // stderr in err_.
+  int gui(const std::string& args) {
+    const std::vector<int> codes = gui_batch({args});
+    return codes.empty() ? -1 : codes[0];
+  }
+
+  // Runs several `kvscope gui <args>` under one Xvfb server (one start-up for all); returns
+  // their exit codes in order, as each program reported it (not xvfb-run's own status, which a
+  // hiccup in its clean-up of /tmp can turn into 5). Their stderr, together, in err_.
+  std::vector<int> gui_batch(const std::vector<std::string>& arg_lists) {
+    const std::string script = (dir_ / "batch.sh").string(), codes = (dir_ / "codes.txt").string();
+    const std::string err = (dir_ / "stderr.txt").string();
+    {
+      std::ofstream sh(script);
+      sh << "rm -f \"" << codes << "\" \"" << err << "\"\n";
+      for (const std::string& args : arg_lists)
+        sh << "\"" << binary() << "\" gui " << args << " >/dev/null 2>>\"" << err << "\"; echo $? >> \"" << codes
+           << "\"\n";
+    }
+    const std::string cmd = "xvfb-run -a -s \"-screen 0 1600x1000x24\" env HOME=" + dir_.string() + " sh \"" + script + "\"";
+    const int xvfb_status = std::system(cmd.c_str());
+    std::vector<int> out;
+    std::ifstream in(codes);
+    for (int rc; in >> rc;) out.push_back(rc);
+    if (out.size() != arg_lists.size()) ADD_FAILURE() << "xvfb-run ran " << out.size() << " of " << arg_lists.size()
+                                                     << " programs (its status " << xvfb_status << ")";
+    std::ifstream e(err);
+    err_.assign(std::istreambuf_iterator<char>(e), {});
+    return out;
+  }
+
+  std::string png(const std::string& name) const { return (dir_ / (name + ".png")).string(); }
+
+  std::filesystem::path dir_;
+  std::string trace_, err_;
+};
+
+}  // namespace kvs::gui_test
