@@ -1,6 +1,6 @@
 // App plumbing without a window: the background worker (a newer request supersedes a queued one,
-// cancellation, results back on the UI thread), --script parsing, colormaps and value scaling, the
-// head grid's defaults and placement.
+// cancellation, results back on the UI thread), --script parsing (the mouse's points included),
+// colormaps and value scaling, the head grid's defaults and placement.
 #include <gtest/gtest.h>
 
 #ifdef KVSCOPE_GUI
@@ -11,6 +11,7 @@
 #include "app/gui/axis_ticks.h"
 #include "app/gui/colormap.h"
 #include "app/gui/script.h"
+#include "app/gui/script_mouse.h"
 #include "app/gui/worker.h"
 #include "app/views/head_grid.h"
 #include "inference/errors.h"
@@ -77,6 +78,27 @@ TEST(Script, ParsesStepsSelectionAndViewCommands) {
   EXPECT_EQ(c[3].verb, "log");
   EXPECT_EQ(c[3].arg, "on");
   EXPECT_EQ(c[4].arg, "7");
+}
+
+// The scripted mouse's points are pixels of the window; anything else names the command.
+TEST(Script, MousePointsAreWindowPixels) {
+  const PixelPoint p = mouse_command_point(ScriptCommand{"click", "0 599"}, 800, 600);
+  EXPECT_EQ(p.x, 0);
+  EXPECT_EQ(p.y, 599);
+  EXPECT_TRUE(is_mouse_command(ScriptCommand{"hover", "1 2"}));
+  EXPECT_FALSE(is_mouse_command(ScriptCommand{"select", "1 2"}));
+  const auto message = [](const std::string& verb, const std::string& arg) {
+    try {
+      mouse_command_point(ScriptCommand{verb, arg}, 800, 600);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(message("hover", "800 0"), "--script: 'hover 800 0': 800,0 is outside the window (0..799, 0..599)");
+  EXPECT_EQ(message("click", "1 2.5"), "--script: 'click 1 2.5' expects an integer, not '2.5'");
+  EXPECT_EQ(message("click", "1"), "--script: 'click 1' expects two integers");
+  EXPECT_EQ(script_int_pair("runs", "3 -1", 0, 5, -2, 0), std::make_pair(3, -1));
 }
 
 // The attention map's axes: round numbers, never more than asked for, within the range.

@@ -1,0 +1,230 @@
+// The scripted mouse under Xvfb (`hover X Y`, `click X Y`): a click on the head grid selects the
+// head under it, exactly as `select L H` does; hovering a lane cell or the attention map shows a
+// tooltip beside the mouse that names what is under it; bad points exit 2 with one line. Where a
+// cell is, is read off the pictures (the selection's outline, the lanes' colours), not hard-coded.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/app/gui_screenshot.h"
+
+#ifdef KVSCOPE_GUI
+#include "analysis/lanes.h"
+#include "app/gui/widgets.h"
+#endif
+
+namespace fs = std::filesystem;
+using namespace kvs::gui_test;
+
+namespace {
+
+struct Point {
+  int x = 0, y = 0;
+};
+
+// The smallest rectangle holding every pixel for which keep(x, y) holds (empty: x1 < x0).
+struct Box {
+  int x0 = 1 << 30, y0 = 1 << 30, x1 = -1, y1 = -1;
+  bool empty() const { return x1 < x0; }
+  Point center() const { return {(x0 + x1) / 2, (y0 + y1) / 2}; }
+  int width() const { return x1 - x0 + 1; }
+  int height() const { return y1 - y0 + 1; }
+};
+
+template <class Keep>
+Box box_of(const Image& img, Keep keep) {
+  Box b;
+  for (int y = 0; y < img.h; ++y)
+    for (int x = 0; x < img.w; ++x)
+      if (keep(x, y)) b.x0 = std::min(b.x0, x), b.y0 = std::min(b.y0, y), b.x1 = std::max(b.x1, x), b.y1 = std::max(b.y1, y);
+  return b;
+}
+
+bool same_pixel(const Image& a, const Image& b, int x, int y) { return std::equal(a.at(x, y), a.at(x, y) + 3, b.at(x, y)); }
+
+// Where two pictures of one size differ.
+Box diff_box(const Image& a, const Image& b) { return box_of(a, [&](int x, int y) { return !same_pixel(a, b, x, y); }); }
+
+bool white(const Image& img, int x, int y) {
+  const unsigned char* p = img.at(x, y);
+  return p[0] >= 200 && p[1] >= 200 && p[2] >= 200;
+}
+
+// The head grid's selection outline in `selected` that is not in `other` (the same view with
+// another head selected): white where the two differ.
+Box selection_outline(const Image& selected, const Image& other) {
+  return box_of(selected, [&](int x, int y) { return !same_pixel(selected, other, x, y) && white(selected, x, y); });
+}
+
+double luminance(const Image& img, int x, int y) {
+  const unsigned char* p = img.at(x, y);
+  return 0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2];
+}
+
+// The tooltip a hover added to the picture without it: where they differ. ImGui puts it beside
+// the mouse, right of it and below its tip, unless it would leave the window.
+Box tooltip_box(const Image& hovered, const Image& plain, Point mouse) {
+  const Box b = diff_box(hovered, plain);
+  EXPECT_FALSE(b.empty()) << "no tooltip for the mouse at " << mouse.x << "," << mouse.y;
+  EXPECT_GE(b.x0, mouse.x) << "tooltip not right of the mouse";
+  EXPECT_LE(b.x0, mouse.x + 40) << "tooltip not beside the mouse";
+  EXPECT_GE(b.y0, mouse.y - 10) << "tooltip not below the mouse";
+  EXPECT_LE(b.y0, mouse.y + 40) << "tooltip not beside the mouse";
+  EXPECT_LE(b.width(), 700);
+  EXPECT_LE(b.height(), 300);
+  return b;
+}
+
+// Pixels where one tooltip's text is surely ink (bright) and the other's surely background
+// (dark), lined up at their top-left corners. The tooltip's background lets ~6% of what lies
+// under it through, which shifts a pixel far less than from one class to the other, so the same
+// text over different cells gives 0.
+size_t text_differences(const Image& a, Box ba, const Image& b, Box bb) {
+  size_t n = 0;
+  for (int y = 0; y < std::max(ba.height(), bb.height()); ++y)
+    for (int x = 0; x < std::max(ba.width(), bb.width()); ++x) {
+      const auto lum = [&](const Image& img, Box box) {
+        return x < box.width() && y < box.height() ? luminance(img, box.x0 + x, box.y0 + y) : 0.0;
+      };
+      const double la = lum(a, ba), lb = lum(b, bb);
+      n += (la > 160 && lb < 60) || (lb > 160 && la < 60);
+    }
+  return n;
+}
+
+std::string at(Point p) { return std::to_string(p.x) + " " + std::to_string(p.y); }
+
+class GuiMouse : public ScreenshotFixture {
+ protected:
+  // `kvscope gui TRACE --view VIEW --size SIZE --screenshot NAME.png --script SCRIPT` for each
+  // (name, script), under one Xvfb; all must exit 0.
+  std::vector<Image> shots(const std::string& view, const std::string& size,
+                           const std::vector<std::pair<std::string, std::string>>& named_scripts) {
+    std::vector<std::string> runs;
+    for (const auto& [name, script] : named_scripts)
+      runs.push_back("\"" + trace_ + "\" --view " + view + " --size " + size + " --screenshot \"" + png(name) + "\"" +
+                     (script.empty() ? "" : " --script \"" + script + "\""));
+    std::vector<Image> out;
+    if (gui_batch(runs) != std::vector<int>(runs.size(), 0)) {
+      ADD_FAILURE() << err_;
+      return out;
+    }
+    for (const auto& [name, script] : named_scripts) out.push_back(load_png(png(name)));
+    return out;
+  }
+};
+
+// The test trace has 3 layers x 4 heads; the grid shows sink mass per query head.
+TEST_F(GuiMouse, ClickOnTheHeadGridSelectsTheHeadUnderIt) {
+  const std::string size = "800x600";
+  // The grid's geometry from the outlines of two selections: cell (0, 0) and cell (2, 3).
+  const auto corners = shots("heads", size, {{"first", "select 0 0"}, {"last", "select 2 3"}});
+  ASSERT_EQ(corners.size(), 2u);
+  const Box first = selection_outline(corners[0], corners[1]), last = selection_outline(corners[1], corners[0]);
+  ASSERT_FALSE(first.empty());
+  ASSERT_FALSE(last.empty());
+  const double pitch_x = (last.center().x - first.center().x) / 3.0, pitch_y = (last.center().y - first.center().y) / 2.0;
+  ASSERT_GT(pitch_x, 10.0);
+  ASSERT_GT(pitch_y, 10.0);
+  // Cell (layer 1, head 2), selected by neither picture above nor by default.
+  const Point cell{first.center().x + (int)(2 * pitch_x), first.center().y + (int)(1 * pitch_y)};
+  const auto got = shots("heads", size,
+                         {{"click", "click " + at(cell)},
+                          {"select_hover", "select 1 2;hover " + at(cell)},
+                          {"select", "select 1 2"},
+                          {"hover", "hover " + at(cell)}});
+  ASSERT_EQ(got.size(), 4u);
+  const Image &click = got[0], &select_hover = got[1], &select = got[2], &hover = got[3];
+  // The click selected (1, 2): the picture is the scripted selection's with the mouse there.
+  EXPECT_EQ(differing_pixels(click, select_hover), 0u);
+  // It changed the selection: hovering alone does not move the outline.
+  EXPECT_GT(differing_pixels(click, hover), 100u);
+  // Against the selection without the mouse, only the cell's tooltip differs.
+  tooltip_box(click, select, cell);
+}
+
+// Three lanes (the runs' rows below the attention row), each with a long stretch of tokens
+// evicted earlier: the bands of that colour, top to bottom, with their horizontal extent.
+std::vector<Box> evicted_earlier_bands(const Image& img) {
+#ifdef KVSCOPE_GUI
+  const ImU32 c = kvs::cell_state_color(kvs::CellState::kEvictedEarlier);
+  const auto is_color = [&](int x, int y) {
+    const unsigned char* p = img.at(x, y);
+    return p[0] == (c & 255) && p[1] == ((c >> 8) & 255) && p[2] == ((c >> 16) & 255);
+  };
+  std::vector<Box> bands;
+  bool in_band = false;
+  for (int y = 0; y < img.h; ++y) {
+    Box row;
+    for (int x = 0; x < img.w; ++x)
+      if (is_color(x, y)) row.x0 = std::min(row.x0, x), row.x1 = std::max(row.x1, x);
+    const bool lane = !row.empty() && row.width() > img.w / 4;  // not the legend's chip
+    if (lane && !in_band) bands.push_back(Box{row.x0, y, row.x1, y});
+    if (lane) bands.back().y1 = y, bands.back().x0 = std::min(bands.back().x0, row.x0),
+              bands.back().x1 = std::max(bands.back().x1, row.x1);
+    in_band = lane;
+  }
+  return bands;
+#else
+  return {};
+#endif
+}
+
+TEST_F(GuiMouse, HoveringALaneCellShowsWhatIsThere) {
+  const std::string size = "1400x600";  // room on the right of the cells for the tooltip
+  const auto plain = shots("lanes", size, {{"plain", ""}});
+  ASSERT_EQ(plain.size(), 1u);
+  const std::vector<Box> bands = evicted_earlier_bands(plain[0]);
+  ASSERT_EQ(bands.size(), 3u) << "the lanes of h2o, streamingllm and streamingllm without sinks";
+  // Two tokens of the last lane far apart, and the first of them in the lane above.
+  const Box& lane = bands[2];
+  const Point a{lane.x0 + lane.width() / 8, lane.center().y}, b{lane.x0 + lane.width() / 3, lane.center().y};
+  const Point above{a.x, bands[1].center().y};
+  const auto got = shots("lanes", size, {{"a", "hover " + at(a)}, {"b", "hover " + at(b)}, {"above", "hover " + at(above)}});
+  ASSERT_EQ(got.size(), 3u);
+  const Box ta = tooltip_box(got[0], plain[0], a), tb = tooltip_box(got[1], plain[0], b);
+  const Box tabove = tooltip_box(got[2], plain[0], above);
+  // Another token, another text (its position); another run, another text (the run's name).
+  EXPECT_GT(text_differences(got[0], ta, got[1], tb), 20u);
+  EXPECT_GT(text_differences(got[0], ta, got[2], tabove), 20u);
+  // The same cell a little lower: the same text over other pixels (what the checks above rely on).
+  const Point a_lower{a.x, a.y + 3};
+  const auto again = shots("lanes", size, {{"again", "hover " + at(a_lower)}});
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(text_differences(got[0], ta, again[0], tooltip_box(again[0], plain[0], a_lower)), 0u);
+}
+
+TEST_F(GuiMouse, HoveringTheAttentionMapShowsTheCell) {
+  const std::string size = "900x600";
+  // The decode map fills most of the view: a point left of its middle, and one 60 px (4 keys of
+  // the 56) to its right.
+  const Point a{900 * 3 / 10, 600 / 2}, b{a.x + 60, a.y};
+  const auto got = shots("attention", size, {{"plain", ""}, {"a", "hover " + at(a)}, {"b", "hover " + at(b)}});
+  ASSERT_EQ(got.size(), 3u);
+  const Box ta = tooltip_box(got[1], got[0], a), tb = tooltip_box(got[2], got[0], b);
+  EXPECT_GT(text_differences(got[1], ta, got[2], tb), 20u);
+}
+
+// Each bad point exits 2 with one line naming --script and the command, and writes no PNG.
+TEST_F(GuiMouse, BadPointsExitTwoWithOneLine) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"hover 800 10", "'hover 800 10': 800,10 is outside the window (0..799, 0..599)"},
+      {"click 10 -1", "'click 10 -1': 10,-1 is outside the window (0..799, 0..599)"},
+      {"click 1 2 3", "'click 1 2 3' expects two integers"},
+      {"hover x 3", "'hover x 3' expects an integer, not 'x'"},
+      {"click", "'click' expects two integers"},
+      {"select 1 2;click 5 600", "'click 5 600': 5,600 is outside the window (0..799, 0..599)"}};
+  std::vector<std::string> runs;
+  for (const auto& [script, message] : cases)
+    runs.push_back("\"" + trace_ + "\" --view heads --size 800x600 --screenshot \"" + png("bad") + "\" --script \"" + script + "\"");
+  ASSERT_EQ(gui_batch(runs), std::vector<int>(runs.size(), 2)) << err_;
+  std::string want;
+  for (const auto& [script, message] : cases) want += "kvscope: --script: " + message + "\n";
+  EXPECT_EQ(err_, want);
+  EXPECT_FALSE(fs::exists(png("bad")));
+}
+
+}  // namespace
