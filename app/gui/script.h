@@ -3,6 +3,9 @@
 //   layer L | head H            select one of them       runs A B     runs shown/compared
 //   lanes head|all              lanes per selected head or aggregated over heads
 //   compare PATH                open a second trace in Compare
+//   hover X Y | click X Y       screenshots only: the mouse at pixel (X, Y) of the window (the
+//                               PNG's; 0 0 top left) for the frames after; click presses and
+//                               releases the left button there (script_mouse.h, shell.cpp)
 // Other verbs go to the views (e.g. "log on" for the attention map, "stat entropy", "tau 0.5",
 // "filters 3"); an unknown verb, or a value out of range or not among the choices, is an
 // InputError naming --script and the command.
