@@ -343,4 +343,10 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
   return result;
 }
 
+ImVec2 mouse_pixel_center() {
+  const ImGuiIO& io = ImGui::GetIO();
+  const ImVec2 s = io.DisplayFramebufferScale;  // pixels per coordinate unit
+  return ImVec2((std::floor(io.MousePos.x * s.x) + 0.5f) / s.x, (std::floor(io.MousePos.y * s.y) + 0.5f) / s.y);
+}
+
 }  // namespace kvs

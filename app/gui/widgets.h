@@ -1,5 +1,5 @@
 // Small drawing helpers shared by the views: line plots with legend and hover values (ImDrawList),
-// a colour bar, category colours and the lane cell palette.
+// a colour bar, category colours, the lane cell palette, and the pixel under the mouse.
 #pragma once
 #include <imgui.h>
 
@@ -75,5 +75,11 @@ bool same_line_if_fits(float width, float spacing = -1.0f);
 // Widths of the items that follow, for same_line_if_fits.
 float radio_width(const char* label);
 float button_width(const char* label, bool small = false);
+
+// The centre of the pixel under the mouse (ImGui's coordinates), for naming the cell under it.
+// ImGui's mouse position is the pixel's top-left corner, while a filled rectangle or a texture
+// covers the pixels whose centres it holds: where a cell of fractional width starts, a test at
+// the corner named the cell on the left of the one its first pixel shows.
+ImVec2 mouse_pixel_center();
 
 }  // namespace kvs

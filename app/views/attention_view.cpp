@@ -413,7 +413,8 @@ class AttentionView : public View {
     }
     draw_axes(dl, p, size, uv0, uv1, rows, cols, block);
     if (!hovered) return;
-    const float u = uv0.x + (io.MousePos.x - p.x) / size.x / zoom_, v = uv0.y + (io.MousePos.y - p.y) / size.y / zoom_;
+    const ImVec2 m = mouse_pixel_center();  // the texel that pixel shows
+    const float u = uv0.x + (m.x - p.x) / size.x / zoom_, v = uv0.y + (m.y - p.y) / size.y / zoom_;
     const int col = std::clamp((int)(u * cols), 0, cols - 1), row = std::clamp((int)(v * rows), 0, rows - 1);
     const float* data = decode_ ? stack_.head(app.head) : prefill_.data.data();
     const float val = data[(size_t)row * cols + col];

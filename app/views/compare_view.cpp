@@ -334,7 +334,7 @@ class CompareView : public View {
       dl->AddRectFilled(ImVec2(p.x + cw * i, p.y), ImVec2(p.x + cw * (i + 1) + (cw < 2 ? 0.5f : -0.5f), p.y + h), c);
     }
     if (ImGui::IsItemHovered()) {
-      const int i = std::clamp((int)((ImGui::GetIO().MousePos.x - p.x) / cw), 0, std::max(T - 1, 0));
+      const int i = std::clamp((int)std::floor((mouse_pixel_center().x - p.x) / cw), 0, std::max(T - 1, 0));
       const std::string own = run ? run_own_token_note(*app.trace, *run, i) : "";
       if (i < T) ImGui::SetTooltip("position %d \"%s\": %s%s%s", i, token_label(app.trace->token_texts[i]).c_str(),
                                    diff ? ((*diff)[i] == 1 ? "only A" : (*diff)[i] == 2 ? "only B" : (*diff)[i] == 3 ? "both" : "neither")

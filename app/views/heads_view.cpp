@@ -362,7 +362,7 @@ class HeadsView : public View {
     const ImVec2 sa(o.x + cw * sel_col - 1, o.y + ch * app.layer - 1);
     dl->AddRect(sa, ImVec2(sa.x + cw + 1, sa.y + ch + 1), IM_COL32(255, 255, 255, 255), 0, 0, 2.5f);
     if (!hovered) return;
-    const ImVec2 mp = ImGui::GetIO().MousePos;
+    const ImVec2 mp = mouse_pixel_center();
     const int l = (int)std::floor((mp.y - o.y) / ch), h = (int)std::floor((mp.x - o.x) / cw);
     if (l < 0 || l >= g.rows || h < 0 || h >= g.cols) return;
     ImGui::BeginTooltip();

@@ -332,7 +332,7 @@ class LanesView : public View {
 
   void hover(const AppState& app, const TraceSnapshot& t, ImVec2 origin, float cw, float y_att, float lane_h) {
     if (!ImGui::IsWindowHovered()) return;
-    const ImVec2 m = ImGui::GetIO().MousePos;
+    const ImVec2 m = mouse_pixel_center();
     const int i = (int)std::floor((m.x - origin.x) / cw);
     const int row = (int)std::floor((m.y - y_att) / lane_h);  // 0 = attention, r + 1 = run r
     if (i < 0 || i >= t.total_len() || row < 0 || row > (int)lanes_.size()) return;

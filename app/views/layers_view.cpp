@@ -284,7 +284,7 @@ class LayersView : public View {
     if (app.layer < L)
       dl->AddRect(ImVec2(o.x + cell * app.layer, o.y), ImVec2(o.x + cell * (app.layer + 1), o.y + cell * L), IM_COL32(255, 255, 255, 160));
     if (!hovered) return;
-    const ImVec2 m = ImGui::GetIO().MousePos;
+    const ImVec2 m = mouse_pixel_center();
     const int a = (int)std::floor((m.y - o.y) / cell), b = (int)std::floor((m.x - o.x) / cell);
     if (a < 0 || a >= L || b < 0 || b >= L) return;
     ImGui::BeginTooltip();
