@@ -242,12 +242,7 @@ class AttentionView : public View {
       data = prefill_.data.data(), rows = prefill_.rows, cols = prefill_.cols;
     }
     if (!data) return;
-    // First key column past row r's query (no attention can fall there): decode rows end at their
-    // query position, prefill rows at theirs, pooled rows at the diagonal cell.
-    const auto first_future = [&](int r) {
-      if (decode_) return app.trace->q_pos(r) + 1;
-      return prefill_.block > 1 ? r + 1 : r + prefill_.first_query + 1;
-    };
+    const auto first_future = [&](int r) { return first_future_column(app, r); };
     const std::string key = std::to_string(generation_) + (decode_ ? "d" : "p") + std::to_string(app.layer) + "/" +
                             std::to_string(app.head) + (log_ ? "L" : "l") + std::to_string((int)cmap_) + "s" +
                             std::to_string(spread_.first) + "," + std::to_string(spread_.second);
@@ -302,6 +297,13 @@ class AttentionView : public View {
         tints_inactive_ = std::any_of(fate_.inactive.begin(), fate_.inactive.end(), [](float i) { return i > 0; });
       }
     }
+  }
+
+  // The first column of row r past its query, where no attention can fall: decode rows end at
+  // their query position, prefill rows at theirs, pooled rows at the diagonal cell.
+  int first_future_column(const AppState& app, int r) const {
+    if (decode_) return app.trace->q_pos(r) + 1;
+    return prefill_.block > 1 ? r + 1 : r + prefill_.first_query + 1;
   }
 
   // Identifies the prompt-key fate the prefill map needs now ("" when none: decode map, no run
@@ -419,25 +421,39 @@ class AttentionView : public View {
     const float* data = decode_ ? stack_.head(app.head) : prefill_.data.data();
     const float val = data[(size_t)row * cols + col];
     const TraceSnapshot& t = *app.trace;
+    // Past the row's query no attention can fall; in a decode row the key is not even generated
+    // yet (the tooltip named that later token, with "attention 0").
+    const bool past_query = col >= first_future_column(app, row);
     ImGui::BeginTooltip();
     if (block > 1) {
       const int P = t.meta.prompt_len;
       ImGui::Text("queries %d..%d", row * block, std::min((row + 1) * block, P) - 1);
       ImGui::Text("keys %d..%d", col * block, std::min((col + 1) * block, P) - 1);
-      ImGui::Text("mean attention mass %.6f", val);
-      fate_tooltip(col);
+      if (past_query) {
+        ImGui::Text("after these queries: no attention (causal mask)");
+      } else {
+        ImGui::Text("mean attention mass %.6f", val);
+        fate_tooltip(col);
+      }
       ImGui::EndTooltip();
       return;
     }
     if (decode_) ImGui::Text("step %d (query pos %d)", row, t.q_pos(row));
     else ImGui::Text("query pos %d", row + prefill_.first_query);
-    ImGui::Text("key pos %d \"%s\"", col, col < (int)t.token_texts.size() ? token_label(t.token_texts[col]).c_str() : "");
-    ImGui::Text("attention %.6f", val);
-    if (decode_ && !overlay_tex_key_.empty() && overlay_.size() == (size_t)rows * cols) {
-      const uint8_t o = overlay_[(size_t)row * cols + col];
-      if (o) ImGui::Text("%s by %s", o == 1 ? "evicted" : "inactive", overlay_run_.c_str());
+    if (past_query && decode_) {
+      ImGui::Text("key pos %d: not generated yet at step %d", col, row);
+    } else if (past_query) {
+      ImGui::Text("key pos %d \"%s\": after the query, no attention (causal mask)", col,
+                  col < (int)t.token_texts.size() ? token_label(t.token_texts[col]).c_str() : "");
+    } else {
+      ImGui::Text("key pos %d \"%s\"", col, col < (int)t.token_texts.size() ? token_label(t.token_texts[col]).c_str() : "");
+      ImGui::Text("attention %.6f", val);
+      if (decode_ && !overlay_tex_key_.empty() && overlay_.size() == (size_t)rows * cols) {
+        const uint8_t o = overlay_[(size_t)row * cols + col];
+        if (o) ImGui::Text("%s by %s", o == 1 ? "evicted" : "inactive", overlay_run_.c_str());
+      }
+      if (!decode_) fate_tooltip(col);
     }
-    if (!decode_) fate_tooltip(col);
     ImGui::EndTooltip();
     if (decode_ && ImGui::IsMouseClicked(1)) app.set_step(row);
   }

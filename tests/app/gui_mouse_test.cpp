@@ -258,6 +258,30 @@ TEST_F(GuiMouse, HoveringTheAttentionMapShowsTheCell) {
   EXPECT_GT(text_differences(got[1], ta, got[2], tb), 20u);
 }
 
+// Past a row's query no attention can fall (the map's dark cells): the tooltip says so on one line
+// where it named the key and "attention 0" on two (in a decode row, a token the step had not
+// generated yet).
+TEST_F(GuiMouse, PastTheQueryTheMapSaysNoAttention) {
+  const unsigned char past_query[3] = {38, 38, 44};  // the map's colour there
+  for (const std::string map : {"decode", "prefill"}) {
+    SCOPED_TRACE(map + " map");
+    const std::string size = "1600x600", script = "map " + map;
+    const auto plain = shots("attention", size, {{"plain", script}});
+    ASSERT_EQ(plain.size(), 1u);
+    // A row near the top (decode step 2, prefill query 5): a key past its query, and the last key
+    // it attends, left of the first past it.
+    const int y = 600 / 4;
+    int first = -1;
+    for (int x = 0; x < plain[0].w && first < 0; ++x)
+      if (std::equal(past_query, past_query + 3, plain[0].at(x, y))) first = x;
+    ASSERT_GE(first, 0) << "no key past the query in row " << y;
+    const Point past{first + 20, y}, attended{first - 10, y};
+    const auto got = shots("attention", size, {{"past", script + ";hover " + at(past)}, {"attended", script + ";hover " + at(attended)}});
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_LT(tooltip_box(got[0], plain[0], past).height() + 10, tooltip_box(got[1], plain[0], attended).height());
+  }
+}
+
 // Each bad point exits 2 with one line naming --script and the command, and writes no PNG.
 TEST_F(GuiMouse, BadPointsExitTwoWithOneLine) {
   const std::vector<std::pair<std::string, std::string>> cases = {
