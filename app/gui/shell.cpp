@@ -31,6 +31,8 @@ namespace {
 
 std::vector<std::string> g_dropped;  // paths dropped on the window, handled next frame
 
+constexpr double kScreenshotFrame = 1.0 / 60.0;  // seconds between a screenshot's frames
+
 void on_drop(GLFWwindow*, int count, const char** paths) {
   for (int i = 0; i < count; ++i) g_dropped.emplace_back(paths[i]);
 }
@@ -144,16 +146,13 @@ class Shell {
       return;
     }
     settle(single_view);
-    glfwSwapBuffers(window_);
+    mouse_.move_to(p);
     for (const bool down : {false, true, false}) {
-      mouse_.move_to(p);
       mouse_.set_left_down(down);
       frame(kScreenshotFrame, single_view, true);
       glfwSwapBuffers(window_);
     }
   }
-
-  static constexpr double kScreenshotFrame = 1.0 / 60.0;  // seconds between a screenshot's frames
 
  private:
   void handle_drops() {
