@@ -1,10 +1,13 @@
 // The scripted mouse under Xvfb (`hover X Y`, `click X Y`): a click on the head grid selects the
-// head under it, exactly as `select L H` does; hovering a lane cell or the attention map shows a
-// tooltip beside the mouse that names what is under it; bad points exit 2 with one line. Where a
-// cell is, is read off the pictures (the selection's outline, the lanes' colours), not hard-coded.
+// head under it, exactly as `select L H` does, and one on a metrics plot moves the timeline as
+// `step N` does; hovering a lane cell or the attention map shows a tooltip beside the mouse that
+// names what is under it (what the pixel shows; past the query, no attention); bad points exit 2
+// with one line. Where a cell is, is read off the pictures (the selection's outline, the lanes'
+// colours, the plot's frame), not hard-coded.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -173,6 +176,31 @@ TEST_F(GuiMouse, ClickOnTheHeadGridSelectsTheHeadUnderIt) {
   EXPECT_GT(differing_pixels(click, hover), 100u);
   // Against the selection without the mouse, only the cell's tooltip differs.
   tooltip_box(click, select, cell);
+}
+
+// Metrics: a click on a plot moves the timeline to the step under the mouse. The first plot's
+// frame is found by its fill (line_plot's (24, 24, 28)); steps 0..15 span its width.
+TEST_F(GuiMouse, ClickOnAMetricsPlotMovesTheTimeline) {
+  const std::string size = "900x600";
+  const auto plain = shots("metrics", size, {{"plain", ""}});
+  ASSERT_EQ(plain.size(), 1u);
+  const unsigned char fill[3] = {24, 24, 28};
+  const auto filled = [&](int x, int y) { return std::equal(fill, fill + 3, plain[0].at(x, y)); };
+  // The top row of the first frame's fill, and its run of fill from the left (the border and
+  // the current step's marker, at step 15 on the right edge, take a pixel at each end).
+  int top = -1, left = -1, right = -1;
+  for (int y = 0; y < plain[0].h && top < 0; ++y)
+    for (int x = 0; x < plain[0].w && top < 0; ++x)
+      if (filled(x, y) && filled(x + 50, y)) top = y, left = x;
+  ASSERT_GE(top, 0) << "no plot";
+  for (right = left; right + 1 < plain[0].w && filled(right + 1, top);) ++right;
+  const double a = left - 1, w = right + 1 - a;  // the frame: a..a + w, steps 0..15 at a + w * step / 15
+  const Point step5{(int)std::lround(a + w * 5 / 15), top + 20};
+  const auto got = shots("metrics", size,
+                         {{"click", "click " + at(step5)}, {"step_hover", "step 5;hover " + at(step5)}, {"hover", "hover " + at(step5)}});
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);  // the click is `step 5`, the mouse left there
+  EXPECT_GT(differing_pixels(got[0], got[2]), 50u);  // and moved the marker from step 15
 }
 
 // Three lanes (the runs' rows below the attention row), each with a long stretch of tokens
