@@ -652,13 +652,10 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
         });
 
     ops::rmsnorm(s.xb.data(), s.x.data(), lw.ffn_norm.data(), dim, c.rms_eps);
-    const ops::MatvecJob gate[] = {{s.gate.data(), lw.w_gate.data(), hid}};
-    const ops::MatvecJob up[] = {{s.up.data(), lw.w_up.data(), hid}};
-    team.parallel(hid, kRows, [&](long b, long e) {
-      ops::matvec_rows(gate, s.xb.data(), dim, b, e);
-      ops::matvec_rows(up, s.xb.data(), dim, b, e);
-      ops::swiglu(s.gate.data() + b, s.up.data() + b, e - b);
-    });
+    // Gate and up rows stacked: each thread streams one matrix part, not two in turns.
+    const ops::MatvecJob gate_up[] = {{s.gate.data(), lw.w_gate.data(), hid}, {s.up.data(), lw.w_up.data(), hid}};
+    team.parallel(2L * hid, kRows, [&](long b, long e) { ops::matvec_rows(gate_up, s.xb.data(), dim, b, e); });
+    ops::swiglu(s.gate.data(), s.up.data(), hid);
     const ops::MatvecJob down[] = {{s.xb.data(), lw.w_down.data(), dim}};
     team.parallel(dim, kRows, [&](long b, long e) {
       ops::matvec_rows(down, s.gate.data(), hid, b, e);
