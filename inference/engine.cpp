@@ -61,8 +61,9 @@ void round_cache(CacheRounding r, float* x, std::size_t n) {
   if (r == CacheRounding::Bf16) round_to_bf16(x, n);
 }
 
-// Passes an observer its attention rows and tokens but not each step's logits: Engine::extend
-// fed as decode steps gives observers the last token's logits only, as its batched pass does.
+// Engine::extend fed as decode steps gives its hooks what its batched pass gives: an observer
+// its rows and tokens but not each step's logits (the last token's come after), a controller
+// its before_attention but no after_attention (nothing is evicted inside a chunk).
 class RowsAndTokens : public AttentionObserver {
  public:
   explicit RowsAndTokens(AttentionObserver* to) : to_(to) {}
@@ -71,6 +72,16 @@ class RowsAndTokens : public AttentionObserver {
 
  private:
   AttentionObserver* to_;
+};
+class BeforeAttentionOnly : public CacheController {
+ public:
+  explicit BeforeAttentionOnly(CacheController* to) : to_(to) {}
+  void after_prefill(int, KvSlots&) override {}
+  void before_attention(int layer, int q_pos, KvSlots& kv) override { to_->before_attention(layer, q_pos, kv); }
+  void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
+
+ private:
+  CacheController* to_;
 };
 
 // Every id of `tokens` (named `what` in the error) is in the vocabulary.
@@ -81,6 +92,17 @@ void check_tokens(std::span<const int> tokens, int vocab_size, const char* what)
                                   std::to_string(vocab_size));
     }
   }
+}
+
+// Q, K, V [n, q_dim / kv_dim] of n normalised rows XB [n, dim] (biases added, no RoPE).
+void qkv_rows(const LayerWeights& lw, const ModelConfig& c, const float* XB, float* Q, float* K, float* V, int n) {
+  const int dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim();
+  ops::matmul(Q, XB, lw.wq.data(), n, qd, dim);
+  ops::matmul(K, XB, lw.wk.data(), n, kvd, dim);
+  ops::matmul(V, XB, lw.wv.data(), n, kvd, dim);
+  if (!lw.bq.empty()) ops::add_bias(Q, lw.bq.data(), n, qd);
+  if (!lw.bk.empty()) ops::add_bias(K, lw.bk.data(), n, kvd);
+  if (!lw.bv.empty()) ops::add_bias(V, lw.bv.data(), n, kvd);
 }
 
 // The feed-forward block of n rows of the residual stream: X += W_down swiglu(W_gate x, W_up x)
@@ -327,12 +349,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
     ops::rmsnorm_rows(XB.data(), X.data(), lw.attn_norm.data(), P, dim, c.rms_eps);
-    ops::matmul(Q.data(), XB.data(), lw.wq.data(), P, qd, dim);
-    ops::matmul(K.data(), XB.data(), lw.wk.data(), P, kvd, dim);
-    ops::matmul(V.data(), XB.data(), lw.wv.data(), P, kvd, dim);
-    if (!lw.bq.empty()) ops::add_bias(Q.data(), lw.bq.data(), P, qd);
-    if (!lw.bk.empty()) ops::add_bias(K.data(), lw.bk.data(), P, kvd);
-    if (!lw.bv.empty()) ops::add_bias(V.data(), lw.bv.data(), P, kvd);
+    qkv_rows(lw, c, XB.data(), Q.data(), K.data(), V.data(), P);
     // rope_in_cache caches keys before rotation; attention below still uses rotated keys, since
     // during prefill every key's slot in the cache equals its position.
     round_cache(options_.cache_rounding, V.data(), V.size());
@@ -404,7 +421,15 @@ std::span<const float> Engine::decode(int token) {
     throw input_error("token", "id " + std::to_string(token) + " is outside the vocabulary of " +
                                    std::to_string(c.vocab_size));
   }
-  if (cuda_) return cuda_->decode(token, s.observer, s.controller);
+  if (cuda_) {
+    const int pos = cuda_->pos();
+    try {
+      return cuda_->decode(token, s.observer, s.controller);
+    } catch (...) {
+      cuda_->rewind(pos);  // layers that took this token's key before a hook threw let it go
+      throw;
+    }
+  }
   const int pos = s.pos;
   if (s.observer) s.observer->on_token(pos, token);
   s.rope.reserve(pos + 1);
@@ -416,7 +441,12 @@ std::span<const float> Engine::decode(int token) {
   int n_threads = options_.n_threads;
   if (n_threads <= 0) n_threads = model_.weight_bytes_per_token() < kParallelMinBytes ? 1 : omp_get_max_threads();
   s.team.resize(n_threads);
-  decode_token(s.team, pos);
+  try {
+    decode_token(s.team, pos);
+  } catch (...) {
+    s.store.truncate(pos);  // layers that took this token's key before a hook threw let it go
+    throw;
+  }
   s.pos = pos + 1;
   if (s.observer) s.observer->on_logits(pos, s.logits);
   return s.logits;
@@ -432,21 +462,40 @@ std::span<const float> Engine::extend(std::span<const int> tokens) {
                                         " exceed the model's context of " + std::to_string(c.seq_len));
   }
   check_tokens(tokens, c.vocab_size, "tokens");
-  if (cuda_ || options_.rope_in_cache) {  // one decode step a token; observers see what extend gives
+  if (cuda_ || options_.rope_in_cache) {  // one decode step a token, the hooks given what extend gives
     AttentionObserver* const observer = s.observer;
+    CacheController* const controller = s.controller;
     RowsAndTokens rows_and_tokens(observer);
+    BeforeAttentionOnly before_only(controller);
     s.observer = observer ? &rows_and_tokens : nullptr;
+    s.controller = controller ? &before_only : nullptr;
     std::span<const float> logits;
     try {
       for (int t : tokens) logits = decode(t);
     } catch (...) {
       s.observer = observer;
+      s.controller = controller;
+      rewind(pos0);  // all or nothing: the steps fed are forgotten
       throw;
     }
     s.observer = observer;
+    s.controller = controller;
     if (observer) observer->on_logits(pos0 + n - 1, logits);
     return logits;
   }
+  try {
+    return extend_batched(tokens);
+  } catch (...) {
+    s.store.truncate(pos0);  // layers that took the chunk's keys before the failure let them go
+    throw;
+  }
+}
+
+// Engine::extend on the CPU: the chunk's rows through each layer at once.
+std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
+  const ModelConfig& c = model_.config;
+  State& s = *state_;
+  const int n = static_cast<int>(tokens.size()), pos0 = s.pos;
   ThreadScope threads(options_.n_threads);
   const ModelWeights& w = model_.weights;
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
@@ -468,7 +517,8 @@ std::span<const float> Engine::extend(std::span<const int> tokens) {
   std::vector<float> ATT(static_cast<std::size_t>(n) * qd);   // [n, q_dim]
   std::vector<float> G(static_cast<std::size_t>(n) * hid);    // [n, hidden_dim]
   std::vector<float> U(static_cast<std::size_t>(n) * hid);    // [n, hidden_dim]
-  std::vector<float> KG, VG;  // [n_rows, head_dim] a KV head's attended keys and values, gathered
+  std::vector<float> KG;      // [n_rows, head_dim] a KV head's attended keys, gathered
+  std::vector<float> VT;      // [head_dim, n_rows] their values, gathered and transposed
   std::vector<float> probs;   // [min(n, kQueryBlock), n_rows] a call's softmax rows
   std::vector<float> lse(std::min(n, kQueryBlock));  // [min(n, kQueryBlock)]
 
@@ -479,12 +529,7 @@ std::span<const float> Engine::extend(std::span<const int> tokens) {
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
     ops::rmsnorm_rows(XB.data(), X.data(), lw.attn_norm.data(), n, dim, c.rms_eps);
-    ops::matmul(Q.data(), XB.data(), lw.wq.data(), n, qd, dim);
-    ops::matmul(K.data(), XB.data(), lw.wk.data(), n, kvd, dim);
-    ops::matmul(V.data(), XB.data(), lw.wv.data(), n, kvd, dim);
-    if (!lw.bq.empty()) ops::add_bias(Q.data(), lw.bq.data(), n, qd);
-    if (!lw.bk.empty()) ops::add_bias(K.data(), lw.bk.data(), n, kvd);
-    if (!lw.bv.empty()) ops::add_bias(V.data(), lw.bv.data(), n, kvd);
+    qkv_rows(lw, c, XB.data(), Q.data(), K.data(), V.data(), n);
     for (int i = 0; i < n; ++i) {
       const int p = pos0 + i;
       ops::rope_apply(Q.data() + static_cast<std::size_t>(i) * qd, c.n_heads, hd, s.rope.cos(p), s.rope.sin(p), pairing);
@@ -502,10 +547,11 @@ std::span<const float> Engine::extend(std::span<const int> tokens) {
       const int32_t* rows = s.rows.data() + static_cast<std::size_t>(g) * s.cap;
       const int32_t* key_pos = s.key_pos.data() + static_cast<std::size_t>(g) * s.cap;
       KG.resize(static_cast<std::size_t>(m) * hd);
-      VG.resize(static_cast<std::size_t>(m) * hd);
+      VT.resize(static_cast<std::size_t>(m) * hd);
       for (int j = 0; j < m; ++j) {
-        std::copy_n(s.store.keys(l, g) + static_cast<std::size_t>(rows[j]) * hd, hd, KG.data() + static_cast<std::size_t>(j) * hd);
-        std::copy_n(s.store.values(l, g) + static_cast<std::size_t>(rows[j]) * hd, hd, VG.data() + static_cast<std::size_t>(j) * hd);
+        const std::size_t row = static_cast<std::size_t>(rows[j]) * hd;
+        std::copy_n(s.store.keys(l, g) + row, hd, KG.data() + static_cast<std::size_t>(j) * hd);
+        for (int d = 0; d < hd; ++d) VT[static_cast<std::size_t>(d) * m + j] = s.store.values(l, g)[row + d];
       }
       probs.resize(static_cast<std::size_t>(lse.size()) * m);
       for (int h = g * group; h < (g + 1) * group; ++h) {
@@ -513,9 +559,9 @@ std::span<const float> Engine::extend(std::span<const int> tokens) {
           const int nq = std::min(kQueryBlock, n - i0);
           const std::size_t at = static_cast<std::size_t>(i0) * qd + static_cast<std::size_t>(h) * hd;
           ops::attend_gathered_block(ATT.data() + at, qd, probs.data(), lse.data(), Q.data() + at, qd, nq, pos0 + i0,
-                                     KG.data(), VG.data(), key_pos, m, hd, window, scale);
+                                     KG.data(), VT.data(), key_pos, m, hd, window, scale);
           if (!s.observer) continue;
-          for (int i = 0; i < nq; ++i) {  // each query's row over the keys it read, as decode gives it
+          for (int i = 0; i < nq; ++i) {  // each query's row over the keys it read, as a decode row
             int b = 0, e = 0;
             ops::gathered_row_keys(key_pos, m, pos0 + i0 + i, window, &b, &e);
             AttentionBlock block;

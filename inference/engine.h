@@ -67,22 +67,30 @@ class Engine {
   // controller compress it. Returns the next-token logits [vocab]. Throws InputError when the
   // prompt is empty or longer than the context.
   std::span<const float> prefill(std::span<const int> tokens);
-  // Feeds one token at position pos(); returns the next-token logits [vocab].
+  // Feeds one token at position pos(); returns the next-token logits [vocab]. When a hook throws,
+  // the token is not fed (the cache is as before the call) and the exception passes on.
   std::span<const float> decode(int token);
   // Feeds tokens at positions pos()..pos()+n-1 in one batched pass over the cache (a chunk of
-  // text after a prompt, faster than n decode steps): per layer the controller's
-  // before_attention runs once, with q_pos the first position and the tokens' keys held and
-  // active; every query then attends the active entries up to its own position (within the
-  // sliding window); after_attention is not called (nothing is evicted inside the chunk).
-  // Observers get each query's row as decode gives it (n_q = 1 over the keys it read), then the
-  // last token's logits, which it returns [vocab]. On the GPU and with rope_in_cache it feeds the
-  // tokens as n decode steps. Throws InputError when tokens is empty, has an id outside the
-  // vocabulary, or runs past the context.
+  // text after a prompt, faster than n decode steps). Hooks:
+  //  - the controller's before_attention runs once a layer, q_pos = the chunk's first position,
+  //    every key of the chunk held and active; after_attention is not called (nothing is evicted
+  //    inside a chunk). So a controller whose marks depend on positions alone (KVzip's scoring:
+  //    sinks, a chunk of the context, the repeat input) gives each query the keys decode steps
+  //    would; one that evicts as it goes, or counts back from the query, does not.
+  //  - observers get on_token for the chunk's tokens, each query's row as a decode row (n_q = 1
+  //    over the keys it read), then the last token's logits (returned, [vocab]). The rows come
+  //    layer by layer (a layer's every head and query before the next layer), not step by step,
+  //    so an observer that wants whole steps in turn (the trace recorder) is not for extend.
+  // On the GPU and with rope_in_cache it feeds n decode steps underneath, the hooks given the
+  // same calls (rows then step by step). All or nothing: when a hook throws, the chunk is not fed.
+  // Throws InputError when tokens is empty, has an id outside the vocabulary, or runs past the
+  // context.
   std::span<const float> extend(std::span<const int> tokens);
   // Forgets positions n..pos()-1, as if only the first n tokens had been fed: the cache drops
   // their entries (entries before n keep their active flags; what a controller evicted stays
-  // evicted) and the next decode feeds position n. Lets one prefill serve several continuations
-  // (KVzip's repeat passes). Throws std::logic_error unless 0 <= n <= pos().
+  // evicted) and the next decode feeds position n. Hooks are not told: a controller or observer
+  // that keeps per-position state of its own is the caller's to replace. Lets one prefill serve
+  // several continuations (KVzip's repeat passes). Throws std::logic_error unless 0 <= n <= pos().
   void rewind(int n);
 
   int pos() const;                  // positions processed so far
@@ -95,6 +103,7 @@ class Engine {
  private:
   struct State;
   void decode_token(DecodeTeam& team, int pos);  // the calling thread's part of decode()
+  std::span<const float> extend_batched(std::span<const int> tokens);  // extend() on the CPU
   const Model& model_;
   EngineOptions options_;
   std::unique_ptr<State> state_;        // CPU

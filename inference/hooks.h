@@ -140,7 +140,8 @@ class CacheController {
   // The prompt (prompt_len positions) went through full attention in every layer; compress it.
   virtual void after_prefill(int prompt_len, KvSlots& kv) = 0;
   // Decode: the query at q_pos is about to attend in `layer`; its own key is already held and
-  // active. Mark inactive what it must skip (evictions may also happen here).
+  // active. Mark inactive what it must skip (evictions may also happen here). Engine::extend
+  // calls it once a layer for a chunk of queries (q_pos the first; see there).
   virtual void before_attention(int layer, int q_pos, KvSlots& kv) = 0;
   // Decode: the query at q_pos attended in `layer`; heads[h] is query head h's row over the keys
   // it attended. Evict here ("attend, then evict").

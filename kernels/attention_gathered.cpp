@@ -1,5 +1,5 @@
 // attend_gathered_block: scores by one matrix product, each row's softmax over its own keys,
-// then the value mix by a second product against the values transposed.
+// then the value mix by a second product against the (caller's) transposed values.
 #include "kernels/attention_gathered.h"
 
 #include <algorithm>
@@ -19,7 +19,7 @@ void gathered_row_keys(const int32_t* key_pos, int n_keys, int q_pos, int window
 }
 
 void attend_gathered_block(float* out, long out_stride, float* probs, float* lse, const float* q, long q_stride,
-                           int n_q, int q_pos0, const float* keys, const float* values, const int32_t* key_pos,
+                           int n_q, int q_pos0, const float* keys, const float* values_t, const int32_t* key_pos,
                            int n_keys, int head_dim, int window, float scale) {
   const std::size_t hd = static_cast<std::size_t>(head_dim), nk = static_cast<std::size_t>(n_keys);
   std::vector<float> qc(n_q * hd);  // [n_q, head_dim] the queries, contiguous for the product
@@ -46,11 +46,8 @@ void attend_gathered_block(float* out, long out_stride, float* probs, float* lse
                            ".. has no key to attend");
   }
 
-  std::vector<float> vt(hd * nk);  // [head_dim, n_keys] the values transposed
-  for (std::size_t j = 0; j < nk; ++j)
-    for (std::size_t d = 0; d < hd; ++d) vt[d * nk + j] = values[j * hd + d];
   std::vector<float> oc(n_q * hd);  // [n_q, head_dim] the value mix
-  matmul(oc.data(), probs, vt.data(), n_q, head_dim, n_keys);
+  matmul(oc.data(), probs, values_t, n_q, head_dim, n_keys);
   for (int i = 0; i < n_q; ++i) std::copy_n(oc.data() + i * hd, hd, out + i * out_stride);
 }
 

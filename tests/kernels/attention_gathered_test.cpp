@@ -27,10 +27,13 @@ void check(int n_q, int n_old, int head_dim, int window) {
   const long q_stride = head_dim + 3, out_stride = head_dim + 5;  // rows inside wider ones
   const std::vector<float> q = random_vec(n_q * q_stride, 1, -1.5f, 1.5f), k = random_vec(n_keys * head_dim, 2, -1.5f, 1.5f),
                            v = random_vec(n_keys * head_dim, 3, -1.5f, 1.5f);
+  std::vector<float> vt(v.size());  // [head_dim, n_keys]
+  for (int j = 0; j < n_keys; ++j)
+    for (int t = 0; t < head_dim; ++t) vt[t * n_keys + j] = v[j * head_dim + t];
   std::vector<float> out(n_q * out_stride, 7.0f), probs(static_cast<std::size_t>(n_q) * n_keys, 9.0f), lse(n_q);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   attend_gathered_block(out.data(), out_stride, probs.data(), lse.data(), q.data(), q_stride, n_q, q_pos0, k.data(),
-                        v.data(), pos.data(), n_keys, head_dim, window, scale);
+                        vt.data(), pos.data(), n_keys, head_dim, window, scale);
   for (int i = 0; i < n_q; ++i) {
     const int p = q_pos0 + i;
     std::vector<double> s(n_keys, 0.0);
@@ -72,6 +75,8 @@ TEST(AttentionGathered, MatchesDirectComputation) {
   check(40, 100, 128, 0);
   check(9, 30, 64, 12);  // a sliding window cuts old keys and, for later rows, the block's own
   check(30, 8, 32, 4);
+  check(200, 400, 64, 0);  // rows x keys past 65,536: the softmax rows on the OpenMP threads
+  check(256, 300, 64, 150);
 }
 
 TEST(AttentionGathered, AQueryWithNoKeyIsRefused) {
