@@ -1,5 +1,5 @@
-// Matvec (one streamed weight row at a time) and blocked matmul (weights packed into 16-row
-// panels, outer-product tiles of 12 tokens x 16 rows with AVX-512, 6 x 16 otherwise) over
+// Matvec (one streamed weight row at a time) and blocked matmul (weights packed into panels of
+// 32 rows with AVX-512, 16 otherwise; outer-product tiles of 12 tokens x 32 rows, 6 x 16) over
 // row-major fp32 weights, with GCC vector extensions (AVX/FMA when native).
 #include "kernels/matmul.h"
 
@@ -16,11 +16,13 @@ inline float hsum(f32x8 v) {
   return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
 
-constexpr int kPanel = 16;  // weight rows per packed panel
+constexpr int kPanel = kLanes == 16 ? 32 : 16;  // weight rows per packed panel
 
-// A panel's column is one fvec with AVX-512, two otherwise. A micro-tile holds kTile tokens'
-// accumulators in registers: 12 x 1 of AVX-512's 32 (8 and 16 tokens measured slower), 6 x 2 of
-// AVX2's 16; per column, kVecs panel loads and kTile broadcasts feed kTile * kVecs multiply-adds.
+// A panel's column is two fvecs. A micro-tile holds kTile tokens' accumulators in registers:
+// 12 x 2 of AVX-512's 32, 6 x 2 of AVX2's 16; per column, kVecs panel loads and kTile broadcasts
+// feed kTile * kVecs multiply-adds. With AVX-512, 12 x 1 over 16-row panels (13 loads for 12
+// multiply-adds) ran at 0.69-0.70 of the FMA peak on SmolLM2's layer (bench_prefill), 12 x 2 at
+// 0.87-0.90; 14 x 2 spills (0.54), 8 x 2 is no faster at 4K tokens and slower at 512.
 constexpr int kTile = kLanes == 16 ? 12 : 6;
 constexpr int kVecs = kPanel / kLanes;  // vectors per panel column
 
@@ -106,8 +108,8 @@ void matvec_rows(std::span<const MatvecJob> jobs, const float* x, int cols, long
 
 namespace {
 
-// Packs rows 16p..16p+15 of W k-major into panel[cols, kPanel] (column k holds the panel's rows,
-// zero past the last row of W).
+// Packs rows kPanel p .. kPanel p + kPanel - 1 of W k-major into panel[cols, kPanel] (column k
+// holds the panel's rows, zero past the last row of W).
 void pack_panel(float* panel, const float* w, int p, int rows, int cols) {
   const int r0 = p * kPanel, n_rows = std::min(kPanel, rows - r0);
   for (int r = 0; r < kPanel; ++r) {
