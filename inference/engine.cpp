@@ -558,8 +558,12 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
         for (int i0 = 0; i0 < n; i0 += kQueryBlock) {
           const int nq = std::min(kQueryBlock, n - i0);
           const std::size_t at = static_cast<std::size_t>(i0) * qd + static_cast<std::size_t>(h) * hd;
-          ops::attend_gathered_block(ATT.data() + at, qd, probs.data(), lse.data(), Q.data() + at, qd, nq, pos0 + i0,
-                                     KG.data(), VT.data(), key_pos, m, hd, window, scale);
+          try {
+            ops::attend_gathered_block(ATT.data() + at, qd, probs.data(), lse.data(), Q.data() + at, qd, nq, pos0 + i0,
+                                       KG.data(), VT.data(), key_pos, m, hd, window, scale);
+          } catch (const std::logic_error& e) {  // a controller left a query nothing: say where
+            throw std::logic_error("layer " + std::to_string(l) + " KV head " + std::to_string(g) + ": " + e.what());
+          }
           if (!s.observer) continue;
           for (int i = 0; i < nq; ++i) {  // each query's row over the keys it read, as a decode row
             int b = 0, e = 0;

@@ -193,6 +193,25 @@ TEST(EngineExtend, AHookThatThrowsLeavesNothingFed) {
   }
 }
 
+// A controller that leaves a query of the chunk no key (the chunk's last key only active) is
+// named by layer and KV head, and nothing is fed.
+TEST(EngineExtend, AQueryLeftWithoutKeysIsNamed) {
+  const Model m = tiny::random_model(tiny::tiny_config(), 40);
+  Engine e(m);
+  e.prefill(kPrompt);
+  const int last = static_cast<int>(kPrompt.size() + kChunk.size()) - 1;
+  SkipPositions all_but_last(0, last);
+  e.set_controller(&all_but_last);
+  try {
+    e.extend(kChunk);
+    ADD_FAILURE() << "extend fed queries with no key";
+  } catch (const std::logic_error& err) {
+    EXPECT_NE(std::string(err.what()).find("layer 0 KV head 0: "), std::string::npos) << err.what();
+  }
+  e.set_controller(nullptr);
+  EXPECT_EQ(e.pos(), static_cast<int>(kPrompt.size()));
+}
+
 TEST(EngineExtend, BadInputIsRefused) {
   ModelConfig c = tiny::tiny_config();
   c.seq_len = 12;
