@@ -74,9 +74,9 @@ class Engine {
   // text after a prompt, faster than n decode steps). Hooks:
   //  - the controller's before_attention runs once a layer, q_pos = the chunk's first position,
   //    every key of the chunk held and active; after_attention is not called (nothing is evicted
-  //    inside a chunk). So a controller whose marks depend on positions alone (KVzip's scoring:
-  //    sinks, a chunk of the context, the repeat input) gives each query the keys decode steps
-  //    would; one that evicts as it goes, or counts back from the query, does not.
+  //    inside a chunk). So a controller whose marks depend on positions alone (say, the first
+  //    few keys, a span of the prompt and everything after it) gives each query the keys decode
+  //    steps would; one that evicts as it goes, or counts back from the query, does not.
   //  - observers get on_token for the chunk's tokens, each query's row as a decode row (n_q = 1
   //    over the keys it read), then the last token's logits (returned, [vocab]). The rows come
   //    layer by layer (a layer's every head and query before the next layer), not step by step,
@@ -90,7 +90,7 @@ class Engine {
   // their entries (entries before n keep their active flags; what a controller evicted stays
   // evicted) and the next decode feeds position n. Hooks are not told: a controller or observer
   // that keeps per-position state of its own is the caller's to replace. Lets one prefill serve
-  // several continuations (KVzip's repeat passes). Throws std::logic_error unless 0 <= n <= pos().
+  // several continuations of a prompt. Throws std::logic_error unless 0 <= n <= pos().
   void rewind(int n);
 
   int pos() const;                  // positions processed so far
