@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 
 #include "analysis/prefill_evidence.h"
 #include "inference/cuda_backend.h"
@@ -278,6 +279,36 @@ TEST(EngineCuda, RewindForgetsTheLaterPositions) {
   EXPECT_EQ(rewound.pos(), 250);
   EXPECT_EQ(rewound.kv_bytes(), fresh.kv_bytes() * 250 / 251);
   const std::span<const float> got = rewound.decode(3);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << "logit " << i;
+}
+
+// A hook that throws in a decode on the GPU leaves the cache as before the step: the next decode
+// computes what a fresh engine's does.
+TEST(EngineCuda, AHookThatThrowsLeavesTheStepUnfed) {
+  SKIP_WITHOUT_GPU();
+  class FailsAtLayer1 : public CacheController {
+   public:
+    void after_prefill(int, KvSlots&) override {}
+    void before_attention(int layer, int, KvSlots&) override {
+      if (layer == 1) throw std::runtime_error("policy failed");
+    }
+    void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
+  } fails;
+  const Model model = tiny::random_model(tiny::tiny_config(), 29);
+  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4};
+  Engine fresh(model, on(Device::Cuda)), e(model, on(Device::Cuda));
+  fresh.prefill(prompt);
+  const std::span<const float> f = fresh.decode(6);
+  const std::vector<float> want(f.begin(), f.end());
+  e.prefill(prompt);
+  e.set_controller(&fails);
+  EXPECT_THROW(e.decode(6), std::runtime_error);
+  EXPECT_THROW(e.extend(std::vector<int>{6, 7}), std::runtime_error);
+  e.set_controller(nullptr);
+  EXPECT_EQ(e.pos(), 8);
+  for (int g = 0; g < model.config.n_kv_heads; ++g) EXPECT_EQ(e.slots().held(0, g).size(), 8u);
+  const std::span<const float> got = e.decode(6);
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << "logit " << i;
 }
