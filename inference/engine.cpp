@@ -94,6 +94,26 @@ void check_tokens(std::span<const int> tokens, int vocab_size, const char* what)
   }
 }
 
+// X [n, dim] <- the embedding rows of tokens[n].
+void embed_rows(float* X, const Model& m, std::span<const int> tokens) {
+  const int dim = m.config.dim;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    std::copy_n(m.weights.token_embedding.data() + static_cast<std::size_t>(tokens[i]) * dim, dim,
+                X + i * dim);
+  }
+}
+
+// RoPE on n rows of Q [n, q_dim] and K [n, kv_dim] at positions pos0..pos0+n-1.
+void rope_rows(float* Q, float* K, int n, int pos0, const ModelConfig& c, const ops::RopeTable& rope,
+               ops::RopePairing pairing) {
+  const int hd = c.head_dim;
+  for (int i = 0; i < n; ++i) {
+    const int p = pos0 + i;
+    ops::rope_apply(Q + static_cast<std::size_t>(i) * c.q_dim(), c.n_heads, hd, rope.cos(p), rope.sin(p), pairing);
+    ops::rope_apply(K + static_cast<std::size_t>(i) * c.kv_dim(), c.n_kv_heads, hd, rope.cos(p), rope.sin(p), pairing);
+  }
+}
+
 // Q, K, V [n, q_dim / kv_dim] of n normalised rows XB [n, dim] (biases added, no RoPE).
 void qkv_rows(const LayerWeights& lw, const ModelConfig& c, const float* XB, float* Q, float* K, float* V, int n) {
   const int dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim();
@@ -342,10 +362,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   std::vector<float> probs(static_cast<std::size_t>(CB) * P);  // a call's blocks, [n_s, q0 + ...] each
   std::vector<float> lse(CB);                                   // [CB]
 
-  for (int i = 0; i < P; ++i) {
-    std::copy_n(w.token_embedding.data() + static_cast<std::size_t>(tokens[i]) * dim, dim,
-                X.data() + static_cast<std::size_t>(i) * dim);
-  }
+  embed_rows(X.data(), model_, tokens);
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
     ops::rmsnorm_rows(XB.data(), X.data(), lw.attn_norm.data(), P, dim, c.rms_eps);
@@ -365,12 +382,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
       }
     };
     if (options_.rope_in_cache) cache_kv();
-    for (int i = 0; i < P; ++i) {
-      ops::rope_apply(Q.data() + static_cast<std::size_t>(i) * qd, c.n_heads, hd, s.rope.cos(i),
-                      s.rope.sin(i), pairing);
-      ops::rope_apply(K.data() + static_cast<std::size_t>(i) * kvd, c.n_kv_heads, hd,
-                      s.rope.cos(i), s.rope.sin(i), pairing);
-    }
+    rope_rows(Q.data(), K.data(), P, 0, c, s.rope, pairing);
     round_cache(options_.cache_rounding, K.data(), K.size());  // attention reads rotated rounded keys
     if (!options_.rope_in_cache) cache_kv();
 
@@ -522,20 +534,12 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
   std::vector<float> probs;   // [min(n, kQueryBlock), n_rows] a call's softmax rows
   std::vector<float> lse(std::min(n, kQueryBlock));  // [min(n, kQueryBlock)]
 
-  for (int i = 0; i < n; ++i) {
-    std::copy_n(w.token_embedding.data() + static_cast<std::size_t>(tokens[i]) * dim, dim,
-                X.data() + static_cast<std::size_t>(i) * dim);
-  }
+  embed_rows(X.data(), model_, tokens);
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
     ops::rmsnorm_rows(XB.data(), X.data(), lw.attn_norm.data(), n, dim, c.rms_eps);
     qkv_rows(lw, c, XB.data(), Q.data(), K.data(), V.data(), n);
-    for (int i = 0; i < n; ++i) {
-      const int p = pos0 + i;
-      ops::rope_apply(Q.data() + static_cast<std::size_t>(i) * qd, c.n_heads, hd, s.rope.cos(p), s.rope.sin(p), pairing);
-      ops::rope_apply(K.data() + static_cast<std::size_t>(i) * kvd, c.n_kv_heads, hd, s.rope.cos(p), s.rope.sin(p),
-                      pairing);
-    }
+    rope_rows(Q.data(), K.data(), n, pos0, c, s.rope, pairing);
     round_cache(options_.cache_rounding, K.data(), K.size());
     round_cache(options_.cache_rounding, V.data(), V.size());
     for (int g = 0; g < c.n_kv_heads; ++g) s.store.append(l, g, pos0, n, K.data() + g * hd, V.data() + g * hd, kvd);
