@@ -3,7 +3,6 @@
 #include "kernels/attention_gathered.h"
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
