@@ -86,6 +86,18 @@ constexpr int kVectorRegisters = 16;
 // all of them.
 constexpr int kHeadGroup = 4;
 
+// How far ahead decode attention asks for the keys and values it will read (software prefetch
+// into L1), in bytes of the key or value stream: 32 rows of head size 64. A SmolLM2-shaped decode
+// at 4K keys, engines alternating in one process: 0.87 -> 0.91-0.92 of the bandwidth limit at
+// ~52 GB/s and 0.70-0.75 -> 0.79-0.81 at ~84 (8 and 16 rows ahead gained less, 64 and 96 no more).
+constexpr int kPrefetchBytes = 8192;
+
+// Asks for the `bytes` from p (whole cache lines).
+inline void prefetch_bytes(const float* p, int bytes) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (int b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 3);
+}
+
 // Output vectors per head in one value pass over NQ heads: NQ accumulators each, the NQ heads'
 // probabilities and one value vector in registers.
 template <int NQ>
@@ -102,7 +114,9 @@ template <int NQ, int NV, class ValueRow>
 void mix_pass(float* out, long out_stride, const float* probs, long probs_stride, int j0, int j1, int d0,
               ValueRow value) {
   f32x8 acc[NQ][NV] = {};
+  const int ahead = std::max(1, kPrefetchBytes / (32 * NV));  // the rows' parts this pass reads
   for (int j = j0; j < j1; ++j) {
+    if (j + ahead < j1) prefetch_bytes(value(j + ahead) + d0, 32 * NV);
     f32x8 p[NQ];
     for (int i = 0; i < NQ; ++i) p[i] = splat(probs[i * probs_stride + j]);
     const float* v = value(j) + d0;
@@ -144,8 +158,11 @@ void score_keys(float* probs, long probs_stride, const float* q, int j0, int j1,
                 KeyRow key) {
   if (HD) head_dim = HD;
   const int hd8 = head_dim / 8 * 8;  // components in whole 8-wide vectors; the rest one by one
+  const int ahead = std::max(4, kPrefetchBytes / (4 * head_dim)) / 4 * 4;  // keys, a multiple of 4
   int j = j0;
   for (; j + 4 <= j1; j += 4) {
+    if (j + ahead + 4 <= j1)
+      for (int u = 0; u < 4; ++u) prefetch_bytes(key(j + ahead + u), 4 * head_dim);
     const float* k[4] = {key(j), key(j + 1), key(j + 2), key(j + 3)};
     f32x8 acc[NQ][4] = {};
     for (int d = 0; d < hd8; d += 8) {
