@@ -76,6 +76,18 @@ std::pair<int, int> script_int_pair(const std::string& verb, const std::string& 
   return {command_int(verb, arg, a, lo_a, hi_a), command_int(verb, arg, b, lo_b, hi_b)};
 }
 
+std::vector<int> script_ints(const std::string& verb, const std::string& arg, int n, int lo, int hi) {
+  static const char* const kCount[] = {"no", "one", "two", "three", "four", "five"};
+  std::istringstream in(arg);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  if ((int)words.size() != n)
+    throw script_error(verb, arg, std::string("expects ") + (n <= 5 ? kCount[n] : std::to_string(n).c_str()) + " integers");
+  std::vector<int> out;
+  for (const std::string& w : words) out.push_back(command_int(verb, arg, w, lo, hi));
+  return out;
+}
+
 float script_number(const std::string& verb, const std::string& arg, float lo, float hi) {
   float v = 0.0f;
   try {

@@ -4,8 +4,10 @@
 //   lanes head|all              lanes per selected head or aggregated over heads
 //   compare PATH                open a second trace in Compare
 //   hover X Y | click X Y       screenshots only: the mouse at pixel (X, Y) of the window (the
-//                               PNG's; 0 0 top left) for the frames after; click presses and
-//                               releases the left button there (script_mouse.h, shell.cpp)
+//   dclick X Y | rclick X Y     PNG's; 0 0 top left) for the frames after; click presses and
+//   wheel X Y N                 releases the left button there, dclick twice, rclick the right
+//   drag X1 Y1 X2 Y2            one; wheel turns N notches (+: away from the user), drag moves
+//                               with the left button down (script_mouse.h, shell.cpp)
 // Other verbs go to the views (e.g. "log on" for the attention map, "stat entropy", "tau 0.5",
 // "filters 3"); an unknown verb, or a value out of range or not among the choices, is an
 // InputError naming --script and the command.
@@ -41,6 +43,8 @@ int script_int(const std::string& verb, const std::string& arg, int lo, int hi);
 // The two integers of "verb A B", within lo_a..hi_a and lo_b..hi_b.
 std::pair<int, int> script_int_pair(const std::string& verb, const std::string& arg, int lo_a, int hi_a, int lo_b,
                                     int hi_b);
+// The n integers of "verb A B ...", each within lo..hi.
+std::vector<int> script_ints(const std::string& verb, const std::string& arg, int n, int lo, int hi);
 float script_number(const std::string& verb, const std::string& arg, float lo, float hi);
 // `arg` when it is one of `choices`.
 const std::string& script_choice(const std::string& verb, const std::string& arg, std::initializer_list<const char*> choices);

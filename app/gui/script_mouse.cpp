@@ -1,36 +1,78 @@
-// The scripted mouse of screenshots: parsing its commands' points and handing its state to ImGui.
+// The scripted mouse of screenshots: the frames each command plays and handing them to ImGui.
 #include "app/gui/script_mouse.h"
 
 #include <imgui.h>
 
+#include <algorithm>
 #include <cfloat>
+#include <cstdlib>
 #include <string>
 
 namespace kvs {
+namespace {
 
-bool is_mouse_command(const ScriptCommand& c) { return c.verb == "hover" || c.verb == "click"; }
+// Points of mouse commands: any integer parses; whether it is in the window is checked after,
+// with its own words.
+constexpr int kAnyInt = 1 << 30;
+constexpr int kMaxNotches = 20;
 
-PixelPoint mouse_command_point(const ScriptCommand& c, int width, int height) {
-  const int big = 1 << 30;  // any integer here; the window's size is checked below, with its own words
-  const auto [x, y] = script_int_pair(c.verb, c.arg, -big, big, -big, big);
+PixelPoint in_window(const ScriptCommand& c, int x, int y, int width, int height) {
   if (x < 0 || x >= width || y < 0 || y >= height)
     throw script_error(c.verb, c.arg, ": " + std::to_string(x) + "," + std::to_string(y) + " is outside the window (0.." +
                                           std::to_string(width - 1) + ", 0.." + std::to_string(height - 1) + ")");
   return {x, y};
 }
 
-void ScriptedMouse::move_to(PixelPoint p) {
-  at_ = p;
+}  // namespace
+
+bool is_mouse_command(const ScriptCommand& c) {
+  return c.verb == "hover" || c.verb == "click" || c.verb == "dclick" || c.verb == "rclick" || c.verb == "wheel" ||
+         c.verb == "drag";
+}
+
+std::vector<MouseFrame> mouse_command_frames(const ScriptCommand& c, int width, int height) {
+  if (c.verb == "drag") {
+    const std::vector<int> v = script_ints(c.verb, c.arg, 4, -kAnyInt, kAnyInt);
+    const PixelPoint from = in_window(c, v[0], v[1], width, height), to = in_window(c, v[2], v[3], width, height);
+    std::vector<MouseFrame> frames = {{from}, {from, true}};
+    const int steps = std::max(1, (std::max(std::abs(to.x - from.x), std::abs(to.y - from.y)) + kDragStep - 1) / kDragStep);
+    for (int i = 1; i <= steps; ++i)  // rounded along the line, ending exactly at `to`
+      frames.push_back({{from.x + (to.x - from.x) * i / steps, from.y + (to.y - from.y) * i / steps}, true});
+    frames.push_back({to});
+    return frames;
+  }
+  if (c.verb == "wheel") {
+    const std::vector<int> v = script_ints(c.verb, c.arg, 3, -kAnyInt, kAnyInt);
+    const PixelPoint at = in_window(c, v[0], v[1], width, height);
+    if (v[2] == 0 || std::abs(v[2]) > kMaxNotches)
+      throw script_error(c.verb, c.arg, ": " + std::to_string(v[2]) + " notches is outside -20..-1, 1..20");
+    std::vector<MouseFrame> frames = {{at}};
+    for (int i = 0; i < std::abs(v[2]); ++i) frames.push_back({at, false, false, v[2] > 0 ? 1 : -1});
+    return frames;
+  }
+  const auto [x, y] = script_int_pair(c.verb, c.arg, -kAnyInt, kAnyInt, -kAnyInt, kAnyInt);
+  const PixelPoint at = in_window(c, x, y, width, height);
+  if (c.verb == "hover") return {{at}};
+  if (c.verb == "rclick") return {{at}, {at, false, true}, {at}};
+  if (c.verb == "dclick") return {{at}, {at, true}, {at}, {at, true}, {at}};
+  return {{at}, {at, true}, {at}};  // click
+}
+
+void ScriptedMouse::set(const MouseFrame& f) {
+  now_ = f;
   placed_ = true;
 }
 
-void ScriptedMouse::feed(ImGuiIO& io) const {
+void ScriptedMouse::feed(ImGuiIO& io) {
   // The script's pixels are the framebuffer's; ImGui's coordinates are the window's (they differ
   // on a display that scales).
   const ImVec2 scale = io.DisplayFramebufferScale;
-  io.MousePos = placed_ ? ImVec2((float)at_.x / scale.x, (float)at_.y / scale.y) : ImVec2(-FLT_MAX, -FLT_MAX);
+  io.MousePos = placed_ ? ImVec2((float)now_.at.x / scale.x, (float)now_.at.y / scale.y) : ImVec2(-FLT_MAX, -FLT_MAX);
   for (bool& down : io.MouseDown) down = false;
-  io.MouseDown[ImGuiMouseButton_Left] = left_down_;
+  io.MouseDown[ImGuiMouseButton_Left] = now_.left;
+  io.MouseDown[ImGuiMouseButton_Right] = now_.right;
+  io.MouseWheel = (float)now_.wheel;
+  now_.wheel = 0;  // a notch turns once
 }
 
 }  // namespace kvs

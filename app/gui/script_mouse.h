@@ -1,40 +1,63 @@
-// The mouse of a screenshot's script (`hover X Y`, `click X Y`, in the PNG's pixels): given to
-// ImGui through its IO every frame in place of the pointer, so that what a picture shows under
-// Xvfb never depends on where a real pointer was left.
+// The mouse of a screenshot's script (`hover`, `click`, `dclick`, `rclick`, `wheel`, `drag`, in
+// the PNG's pixels): given to ImGui through its IO every frame in place of the pointer, so that
+// what a picture shows under Xvfb never depends on where a real pointer was left.
 #pragma once
+#include <vector>
+
 #include "app/gui/script.h"
 
 struct ImGuiIO;
 
 namespace kvs {
 
-// `hover` or `click`: a command played on frames, which only a screenshot draws on its own.
+// A command of the scripted mouse: played on frames, which only a screenshot draws on its own.
 bool is_mouse_command(const ScriptCommand& c);
 
 // A pixel of the window, (0, 0) at its top left, as in the screenshot.
 struct PixelPoint {
   int x = 0, y = 0;
+  bool operator==(const PixelPoint&) const = default;
 };
 
-// "X Y" of a mouse command: a pixel of a window `width` x `height` pixels; else an InputError
-// naming --script and the command.
-PixelPoint mouse_command_point(const ScriptCommand& c, int width, int height);
+// The mouse during one frame: where it is, which buttons are down, and the wheel's turn in
+// notches (+: away from the user, which zooms in).
+struct MouseFrame {
+  PixelPoint at;
+  bool left = false, right = false;
+  int wheel = 0;
+  bool operator==(const MouseFrame&) const = default;
+};
 
-// Where the scripted mouse is and whether its left button is down. It is off the window (no
-// hover at all) until a command places it.
+// Farthest a `drag` moves the mouse in one frame, in pixels: a hand's drag reaches ImGui over
+// several frames, each moving the mouse by the frame's delta.
+constexpr int kDragStep = 16;
+
+// The frames a mouse command plays, in order, in a window `width` x `height` pixels:
+//   hover X Y         one frame with the mouse there (it stays for the frames after)
+//   click X Y         there, left button down, up
+//   dclick X Y        there, down, up, down, up (a double-click: 1/60 s a frame, ImGui's limit is 0.3 s)
+//   rclick X Y        there, right button down, up
+//   wheel X Y N       there, then |N| frames each turning the wheel one notch (N in -20..20, not 0)
+//   drag X1 Y1 X2 Y2  at (X1, Y1), left button down, moves of at most kDragStep pixels to
+//                     (X2, Y2) with the button down, up there
+// A point outside the window or a malformed command is an InputError naming --script and the
+// command.
+std::vector<MouseFrame> mouse_command_frames(const ScriptCommand& c, int width, int height);
+
+// The mouse the frames see. It is off the window (no hover at all) until a command places it.
 class ScriptedMouse {
  public:
-  void move_to(PixelPoint p);
-  void set_left_down(bool down) { left_down_ = down; }
+  // The mouse for the next frame and after (its wheel turns for the next frame only).
+  void set(const MouseFrame& f);
   // Replaces what the platform backend read about the mouse for the frame about to begin: call
   // between the backend's NewFrame and ImGui::NewFrame. ImGui 1.86 has no input-event queue
-  // (io.AddMousePosEvent is 1.87's); it reads io.MousePos and io.MouseDown at NewFrame and derives
-  // hovers, clicks and releases from one frame to the next.
-  void feed(ImGuiIO& io) const;
+  // (io.AddMousePosEvent is 1.87's); it reads io.MousePos, io.MouseDown and io.MouseWheel at
+  // NewFrame and derives hovers, clicks, releases and drags from one frame to the next.
+  void feed(ImGuiIO& io);
 
  private:
-  bool placed_ = false, left_down_ = false;
-  PixelPoint at_;
+  bool placed_ = false;
+  MouseFrame now_;
 };
 
 }  // namespace kvs

@@ -129,10 +129,9 @@ class Shell {
   }
 
   // Headless: one of the script's commands. `hover` places the mouse for the frames after it.
-  // `click` is played on frames of its own, as a hand would: first the commands before it take
-  // effect (the frames settle), then one frame with the mouse at the point (what it is over
-  // becomes hovered), one with the left button down (ImGui's click), one with it up (the
-  // release); the mouse stays there.
+  // The other mouse commands are played on frames of their own, as a hand would: first the
+  // commands before them take effect (the frames settle), then one frame for each of the
+  // command's mouse states (script_mouse.h); the mouse stays where the last one left it.
   void run_script_command(const ScriptCommand& c, const std::string& single_view) {
     if (!is_mouse_command(c)) {
       apply_script_command(app_, views_, c);
@@ -140,15 +139,14 @@ class Shell {
     }
     int fb_w = 0, fb_h = 0;
     glfwGetFramebufferSize(window_, &fb_w, &fb_h);
-    const PixelPoint p = mouse_command_point(c, fb_w, fb_h);
+    const std::vector<MouseFrame> frames = mouse_command_frames(c, fb_w, fb_h);
     if (c.verb == "hover") {
-      mouse_.move_to(p);
+      mouse_.set(frames.back());
       return;
     }
     settle(single_view);
-    mouse_.move_to(p);
-    for (const bool down : {false, true, false}) {
-      mouse_.set_left_down(down);
+    for (const MouseFrame& f : frames) {
+      mouse_.set(f);
       frame(kScreenshotFrame, single_view, true);
       glfwSwapBuffers(window_);
     }
@@ -378,7 +376,7 @@ class Shell {
   ReplaceConfirm save_replace_;  // asks before "Save as" replaces an existing file
   int png_view_ = -1;
   std::string png_path_;
-  ScriptedMouse mouse_;  // headless: the script's `hover` and `click`
+  ScriptedMouse mouse_;  // headless: the script's mouse commands
 };
 
 bool known_view(const std::vector<std::unique_ptr<View>>& views, const std::string& id) {

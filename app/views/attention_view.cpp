@@ -375,7 +375,9 @@ class AttentionView : public View {
     const ImVec2 size(std::max(avail.x - left, 50.0f), std::max(avail.y - bottom, 50.0f));
     ImGui::SetCursorScreenPos(p);
     ImGui::InvisibleButton("map", size);
-    const bool hovered = ImGui::IsItemHovered();
+    // Asked of the map's button here: after the Dummy below "the item" is the Dummy (dragging the
+    // map never panned it while active was asked there).
+    const bool hovered = ImGui::IsItemHovered(), active = ImGui::IsItemActive();
     ImGui::SetCursorScreenPos(ImVec2(origin.x, p.y + size.y));
     ImGui::Dummy(ImVec2(left + size.x, bottom));
     ImGuiIO& io = ImGui::GetIO();
@@ -386,7 +388,7 @@ class AttentionView : public View {
       zoom_ = std::clamp(zoom_ * (io.MouseWheel > 0 ? 1.25f : 0.8f), 1.0f, 256.0f);
       pan_ = ImVec2(before.x - f.x / zoom_, before.y - f.y / zoom_);
     }
-    if (ImGui::IsItemActive() && ImGui::IsMouseDragging(0)) {
+    if (active && ImGui::IsMouseDragging(0)) {
       pan_.x -= io.MouseDelta.x / size.x / zoom_;
       pan_.y -= io.MouseDelta.y / size.y / zoom_;
     }

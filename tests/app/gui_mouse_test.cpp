@@ -1,8 +1,9 @@
-// The scripted mouse under Xvfb (`hover X Y`, `click X Y`): a click on the head grid selects the
-// head under it, exactly as `select L H` does, and one on a metrics plot moves the timeline as
-// `step N` does; hovering a lane cell or the attention map shows a tooltip beside the mouse that
-// names what is under it (what the pixel shows; past the query, no attention); bad points exit 2
-// with one line. Where a cell is, is read off the pictures (the selection's outline, the lanes'
+// The scripted mouse under Xvfb (`hover`, `click`, `dclick`, `rclick`, `wheel`, `drag`): a click
+// on the head grid selects the head under it, exactly as `select L H` does, and one on a metrics
+// plot moves the timeline as `step N` does; hovering a lane cell or the attention map shows a
+// tooltip beside the mouse that names what is under it (what the pixel shows; past the query, no
+// attention); the map zooms about the mouse, pans with a drag, resets on a double-click and shows
+// a row's step on a right-click; bad points exit 2 with one line. Where a cell is, is read off the pictures (the selection's outline, the lanes'
 // colours, the plot's frame), not hard-coded.
 #include <gtest/gtest.h>
 
@@ -308,6 +309,93 @@ TEST_F(GuiMouse, PastTheQueryTheMapSaysNoAttention) {
     ASSERT_EQ(got.size(), 2u);
     EXPECT_LT(tooltip_box(got[0], plain[0], past).height() + 10, tooltip_box(got[1], plain[0], attended).height());
   }
+}
+
+// The median length of the runs of one colour along row y between x0 and x1, the runs cut by
+// either end left out: on a map of cells, the cells' width in pixels.
+double median_run(const Image& img, int y, int x0, int x1) {
+  std::vector<int> runs;
+  int start = x0;
+  for (int x = x0 + 1; x <= x1; ++x)
+    if (!std::equal(img.at(x, y), img.at(x, y) + 3, img.at(x - 1, y))) {
+      if (start > x0) runs.push_back(x - start);
+      start = x;
+    }
+  if (runs.empty()) return 0.0;
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
+
+// Of the pixels (x, y) in box `in`, the share where `moved` at (x + dx, y + dy) shows what
+// `still` shows at (x, y).
+double share_shifted(const Image& still, const Image& moved, Box in, int dx, int dy) {
+  size_t same = 0, all = 0;
+  for (int y = in.y0; y <= in.y1; ++y)
+    for (int x = in.x0; x <= in.x1; ++x, ++all)
+      same += std::equal(still.at(x, y), still.at(x, y) + 3, moved.at(x + dx, y + dy));
+  return all ? (double)same / all : 0.0;
+}
+
+// The decode map of the test trace at 900x600 spans about x 62..895 (56 keys) and y 90..555
+// (16 steps); a point inside it, away from every edge.
+const Point kMapPoint{450, 330};
+
+// Four notches of the wheel zoom the map 1.25^4 = 2.44x about the mouse: the cell under it stays
+// there (its tooltip reads the same), and cells grow that much.
+TEST_F(GuiMouse, WheelZoomsTheMapAboutTheMouse) {
+  const std::string size = "900x600", away = "hover 1 1";  // the window's title bar: no tooltip
+  const Point a = kMapPoint;
+  const auto got = shots("attention", size,
+                         {{"plain", ""}, {"hover", "hover " + at(a)}, {"zoom", "wheel " + at(a) + " 4"},
+                          {"zoom_away", "wheel " + at(a) + " 4;" + away}});
+  ASSERT_EQ(got.size(), 4u);
+  const Image &plain = got[0], &hover = got[1], &zoom = got[2], &zoom_away = got[3];
+  EXPECT_GT(differing_pixels(plain, zoom_away), 50000u);
+  EXPECT_EQ(text_differences(hover, tooltip_box(hover, plain, a), zoom, tooltip_box(zoom, zoom_away, a)), 0u);
+  // Cells' width along a row above the mouse (its tooltip is below): 15 px before, ~36 after.
+  const double before = median_run(plain, a.y - 60, 120, 800), after = median_run(zoom_away, a.y - 60, 120, 800);
+  ASSERT_GT(before, 5.0);
+  EXPECT_NEAR(after / before, 2.44, 0.25) << before << " px -> " << after << " px";
+  // Back out: four notches the other way show the whole map again.
+  const auto out = shots("attention", size, {{"out", "wheel " + at(a) + " 4;wheel " + at(a) + " -4;" + away}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NEAR(median_run(out[0], a.y - 60, 120, 800), before, 1.0);
+}
+
+// A drag on the zoomed map pans it with the mouse: what was under (x, y) is then under
+// (x + dx, y + dy), to the pixel, and a double-click shows the whole map again.
+TEST_F(GuiMouse, DragPansTheZoomedMapAndDoubleClickResetsIt) {
+  const std::string size = "900x600", zoom = "wheel " + at(kMapPoint) + " 4;";
+  const int dx = -120, dy = -48;
+  const Point to{kMapPoint.x + dx, kMapPoint.y + dy};
+  const auto got = shots("attention", size,
+                         {{"zoomed", zoom + "hover 1 1"},
+                          {"dragged", zoom + "drag " + at(kMapPoint) + " " + at(to) + ";hover 1 1"},
+                          {"reset", zoom + "drag " + at(kMapPoint) + " " + at(to) + ";dclick " + at(to)},
+                          {"hover", "hover " + at(to)}});
+  ASSERT_EQ(got.size(), 4u);
+  const Image &zoomed = got[0], &dragged = got[1], &reset = got[2], &hover = got[3];
+  const Box inside{200, 150, 700, 400};  // and shifted by (dx, dy), still inside the map
+  EXPECT_GT(share_shifted(zoomed, dragged, inside, dx, dy), 0.97);
+  EXPECT_LT(share_shifted(zoomed, dragged, inside, 0, 0), 0.5);  // it moved
+  EXPECT_EQ(differing_pixels(reset, hover), 0u);
+}
+
+// A right-click on a decode row shows that step: the picture is `step N` with the mouse there for
+// exactly one N, not the step the trace opened at (its last, 15).
+TEST_F(GuiMouse, RightClickOnADecodeRowShowsItsStep) {
+  const std::string size = "900x600";
+  const Point r{kMapPoint.x, 200};
+  std::vector<std::pair<std::string, std::string>> scripts = {{"rclick", "rclick " + at(r)}};
+  for (int step = 0; step < 16; ++step) scripts.push_back({"step" + std::to_string(step), "step " + std::to_string(step) + ";hover " + at(r)});
+  const auto got = shots("attention", size, scripts);
+  ASSERT_EQ(got.size(), scripts.size());
+  std::vector<int> matches;
+  for (int step = 0; step < 16; ++step)
+    if (differing_pixels(got[0], got[1 + step]) == 0) matches.push_back(step);
+  ASSERT_EQ(matches.size(), 1u);
+  EXPECT_NE(matches[0], 15);
+  EXPECT_LT(matches[0], 8);  // a row in the map's upper half
 }
 
 // Each bad point exits 2 with one line naming --script and the command, and writes no PNG.

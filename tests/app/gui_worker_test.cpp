@@ -6,7 +6,9 @@
 #ifdef KVSCOPE_GUI
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "app/gui/axis_ticks.h"
 #include "app/gui/colormap.h"
@@ -82,14 +84,15 @@ TEST(Script, ParsesStepsSelectionAndViewCommands) {
 
 // The scripted mouse's points are pixels of the window; anything else names the command.
 TEST(Script, MousePointsAreWindowPixels) {
-  const PixelPoint p = mouse_command_point(ScriptCommand{"click", "0 599"}, 800, 600);
-  EXPECT_EQ(p.x, 0);
-  EXPECT_EQ(p.y, 599);
-  EXPECT_TRUE(is_mouse_command(ScriptCommand{"hover", "1 2"}));
+  const std::vector<MouseFrame> hover = mouse_command_frames(ScriptCommand{"hover", "0 599"}, 800, 600);
+  ASSERT_EQ(hover.size(), 1u);
+  EXPECT_EQ(hover[0], (MouseFrame{{0, 599}}));
+  for (const char* verb : {"hover", "click", "dclick", "rclick", "wheel", "drag"})
+    EXPECT_TRUE(is_mouse_command(ScriptCommand{verb, "1 2"})) << verb;
   EXPECT_FALSE(is_mouse_command(ScriptCommand{"select", "1 2"}));
   const auto message = [](const std::string& verb, const std::string& arg) {
     try {
-      mouse_command_point(ScriptCommand{verb, arg}, 800, 600);
+      mouse_command_frames(ScriptCommand{verb, arg}, 800, 600);
     } catch (const InputError& e) {
       return std::string(e.what());
     }
@@ -98,7 +101,39 @@ TEST(Script, MousePointsAreWindowPixels) {
   EXPECT_EQ(message("hover", "800 0"), "--script: 'hover 800 0': 800,0 is outside the window (0..799, 0..599)");
   EXPECT_EQ(message("click", "1 2.5"), "--script: 'click 1 2.5' expects an integer, not '2.5'");
   EXPECT_EQ(message("click", "1"), "--script: 'click 1' expects two integers");
+  EXPECT_EQ(message("rclick", "1 2 3"), "--script: 'rclick 1 2 3' expects two integers");
+  EXPECT_EQ(message("wheel", "1 2"), "--script: 'wheel 1 2' expects three integers");
+  EXPECT_EQ(message("wheel", "1 2 0"), "--script: 'wheel 1 2 0': 0 notches is outside -20..-1, 1..20");
+  EXPECT_EQ(message("wheel", "1 2 21"), "--script: 'wheel 1 2 21': 21 notches is outside -20..-1, 1..20");
+  EXPECT_EQ(message("drag", "1 2 3"), "--script: 'drag 1 2 3' expects four integers");
+  EXPECT_EQ(message("drag", "1 2 3 600"), "--script: 'drag 1 2 3 600': 3,600 is outside the window (0..799, 0..599)");
+  EXPECT_EQ(message("drag", "1 2 x 6"), "--script: 'drag 1 2 x 6' expects an integer, not 'x'");
   EXPECT_EQ(script_int_pair("runs", "3 -1", 0, 5, -2, 0), std::make_pair(3, -1));
+}
+
+// What each mouse command plays, frame by frame: the buttons ImGui needs to see pressed and
+// released on separate frames, one notch a frame, a drag in steps no longer than kDragStep.
+TEST(Script, MouseCommandsPlayTheFramesAHandWould) {
+  const auto frames = [](const std::string& verb, const std::string& arg) {
+    return mouse_command_frames(ScriptCommand{verb, arg}, 800, 600);
+  };
+  const PixelPoint p{10, 20};
+  EXPECT_EQ(frames("click", "10 20"), (std::vector<MouseFrame>{{p}, {p, true}, {p}}));
+  EXPECT_EQ(frames("rclick", "10 20"), (std::vector<MouseFrame>{{p}, {p, false, true}, {p}}));
+  EXPECT_EQ(frames("dclick", "10 20"), (std::vector<MouseFrame>{{p}, {p, true}, {p}, {p, true}, {p}}));
+  EXPECT_EQ(frames("wheel", "10 20 -2"), (std::vector<MouseFrame>{{p}, {p, false, false, -1}, {p, false, false, -1}}));
+  EXPECT_EQ(frames("wheel", "10 20 3").size(), 4u);
+  // 40 px left and 10 up: three moves of 13-14 px along the line (none over kDragStep), the button
+  // down until the last frame.
+  const std::vector<MouseFrame> drag = frames("drag", "100 50 60 40");
+  const std::vector<MouseFrame> want = {{{100, 50}}, {{100, 50}, true}, {{87, 47}, true}, {{74, 44}, true},
+                                        {{60, 40}, true}, {{60, 40}}};
+  EXPECT_EQ(drag, want);
+  for (size_t i = 1; i < drag.size(); ++i) {
+    EXPECT_LE(std::abs(drag[i].at.x - drag[i - 1].at.x), kDragStep);
+    EXPECT_LE(std::abs(drag[i].at.y - drag[i - 1].at.y), kDragStep);
+  }
+  EXPECT_EQ(frames("drag", "5 5 5 5").size(), 4u);  // a drag that does not move still presses and releases
 }
 
 // The attention map's axes: round numbers, never more than asked for, within the range.
