@@ -1,10 +1,11 @@
 // The scripted mouse under Xvfb (`hover`, `click`, `dclick`, `rclick`, `wheel`, `drag`): a click
-// on the head grid selects the head under it, exactly as `select L H` does, and one on a metrics
-// plot moves the timeline as `step N` does; hovering a lane cell or the attention map shows a
-// tooltip beside the mouse that names what is under it (what the pixel shows; past the query, no
-// attention); the map zooms about the mouse, pans with a drag, resets on a double-click and shows
-// a row's step on a right-click; bad points exit 2 with one line. Where a cell is, is read off the pictures (the selection's outline, the lanes'
-// colours, the plot's frame), not hard-coded.
+// on the head grid selects the head under it, exactly as `select L H` does, one on a metrics plot
+// moves the timeline as `step N` does, one on the layer similarity selects a layer as `layer L`
+// does; hovering a lane cell or the attention map shows a tooltip beside the mouse that names what
+// is under it (what the pixel shows; past the query, no attention); the map zooms about the
+// mouse, pans with a drag, resets on a double-click and shows a row's step on a right-click; bad
+// points exit 2 with one line. Where a cell is, is read off the pictures (the selection's outline,
+// the lanes' colours, the plot's frame), not hard-coded.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -156,6 +157,8 @@ TEST_F(GuiMouse, ClickOnTheHeadGridSelectsTheHeadUnderIt) {
   // The grid's geometry from the outlines of two selections: cell (0, 0) and cell (2, 3).
   const auto corners = shots("heads", size, {{"first", "select 0 0"}, {"last", "select 2 3"}});
   ASSERT_EQ(corners.size(), 2u);
+  fs::copy_file(png("first"), "/tmp/wb/gm/l_first.png", fs::copy_options::overwrite_existing);
+  fs::copy_file(png("last"), "/tmp/wb/gm/l_last.png", fs::copy_options::overwrite_existing);
   const Box first = selection_outline(corners[0], corners[1]), last = selection_outline(corners[1], corners[0]);
   ASSERT_FALSE(first.empty());
   ASSERT_FALSE(last.empty());
@@ -177,6 +180,29 @@ TEST_F(GuiMouse, ClickOnTheHeadGridSelectsTheHeadUnderIt) {
   EXPECT_GT(differing_pixels(click, hover), 100u);
   // Against the selection without the mouse, only the cell's tooltip differs.
   tooltip_box(click, select, cell);
+}
+
+// Layer similarity: a click on a cell of the matrix selects its column's layer, as `layer L` does.
+// The columns' geometry comes from the selected layer's outline (a column of the matrix): the
+// pictures with layer 0 and with layer 2 selected differ over both outlines, which span the
+// matrix from its first column's left edge to its last one's right edge.
+TEST_F(GuiMouse, ClickOnTheLayerSimilaritySelectsItsColumnsLayer) {
+  const std::string size = "900x700";
+  const auto corners = shots("layers", size, {{"first", "layer 0"}, {"last", "layer 2"}});
+  ASSERT_EQ(corners.size(), 2u);
+  const Box matrix = diff_box(corners[0], corners[1]);
+  ASSERT_FALSE(matrix.empty());
+  const double pitch = matrix.width() / 3.0;  // the test trace's 3 layers
+  ASSERT_GT(pitch, 10.0);
+  ASSERT_NEAR(matrix.height(), 3 * pitch, 3.0);  // a square: the outlines' columns, nothing else
+  // Layer 1's column, in the matrix's top row (layer 0's keys against layer 1's attention).
+  const Point cell{matrix.x0 + (int)(1.5 * pitch), matrix.y0 + (int)(pitch / 2)};
+  const auto got = shots("layers", size,
+                         {{"click", "layer 0;click " + at(cell)}, {"layer_hover", "layer 1;hover " + at(cell)},
+                          {"hover", "layer 0;hover " + at(cell)}});
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);   // the click is `layer 1`, the mouse left there
+  EXPECT_GT(differing_pixels(got[0], got[2]), 50u);  // hovering alone leaves layer 0 selected
 }
 
 // Metrics: a click on a plot moves the timeline to the step under the mouse. The first plot's
