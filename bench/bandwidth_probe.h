@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "inference/huge_pages.h"
+#include "kernels/simd.h"
 
 namespace kvs::bench {
 
@@ -16,8 +17,8 @@ namespace kvs::bench {
 // memory-bound, and asks for its stream 8 KB ahead (software prefetch, as decode's products do
 // 4 KB ahead): on the development VM that read 1.3% faster than the plain sum at ~88 GB/s (118
 // alternating rounds) and the same at ~54. The buffer sits on huge pages like the weights, so the
-// limit is the best this machine reads. The host's bandwidth drifts (other tenants, vCPU placement), so the benchmarks
-// probe it beside every measurement rather than once.
+// limit is the best this machine reads. The host's bandwidth drifts (other tenants, vCPU
+// placement), so the benchmarks probe it beside every measurement rather than once.
 //
 // The rate is sustained: the bytes of `passes` back-to-back full reads over their total time,
 // as a decode chunk's tokens/s is its tokens over its total time. On the 2-vCPU development VM
@@ -46,9 +47,8 @@ class BandwidthProbe {
         const std::size_t blocks = buf_.size() / 32, t = omp_get_thread_num(), nt = omp_get_num_threads();
         f32x8 a[4] = {};
         for (std::size_t i = blocks * t / nt * 32; i < blocks * (t + 1) / nt * 32; i += 32) {
-          const char* ahead = reinterpret_cast<const char*>(buf_.data() + i) + kPrefetchBytes;
-          __builtin_prefetch(ahead, 0, 3);
-          __builtin_prefetch(ahead + 64, 0, 3);
+          kvs::ops::prefetch_ahead(buf_.data() + i, kPrefetchBytes);
+          kvs::ops::prefetch_ahead(buf_.data() + i, kPrefetchBytes + 64);
           for (int u = 0; u < 4; ++u) {
             f32x8 v;
             std::memcpy(&v, buf_.data() + i + 8 * u, sizeof v);

@@ -94,8 +94,7 @@ constexpr int kPrefetchBytes = 8192;
 
 // Asks for the `bytes` from p (whole cache lines).
 inline void prefetch_bytes(const float* p, int bytes) {
-  const char* c = reinterpret_cast<const char*>(p);
-  for (int b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 3);
+  for (int b = 0; b < bytes; b += 64) prefetch_ahead(p, b);
 }
 
 // Output vectors per head in one value pass over NQ heads: NQ accumulators each, the NQ heads'
