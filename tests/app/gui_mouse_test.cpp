@@ -157,8 +157,6 @@ TEST_F(GuiMouse, ClickOnTheHeadGridSelectsTheHeadUnderIt) {
   // The grid's geometry from the outlines of two selections: cell (0, 0) and cell (2, 3).
   const auto corners = shots("heads", size, {{"first", "select 0 0"}, {"last", "select 2 3"}});
   ASSERT_EQ(corners.size(), 2u);
-  fs::copy_file(png("first"), "/tmp/wb/gm/l_first.png", fs::copy_options::overwrite_existing);
-  fs::copy_file(png("last"), "/tmp/wb/gm/l_last.png", fs::copy_options::overwrite_existing);
   const Box first = selection_outline(corners[0], corners[1]), last = selection_outline(corners[1], corners[0]);
   ASSERT_FALSE(first.empty());
   ASSERT_FALSE(last.empty());
