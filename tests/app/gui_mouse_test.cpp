@@ -3,7 +3,7 @@
 // moves the timeline as `step N` does, one on the layer similarity selects a layer as `layer L`
 // does; hovering a lane cell or the attention map shows a tooltip beside the mouse that names what
 // is under it (what the pixel shows; past the query, no attention); the map zooms about the
-// mouse, pans with a drag, resets on a double-click and shows a row's step on a right-click; bad
+// mouse, pans with a drag (a short one too), resets on a double-click and shows a row's step on a right-click; bad
 // points exit 2 with one line. Where a cell is, is read off the pictures (the selection's outline,
 // the lanes' colours, the plot's frame), not hard-coded.
 #include <gtest/gtest.h>
@@ -403,6 +403,20 @@ TEST_F(GuiMouse, DragPansTheZoomedMapAndDoubleClickResetsIt) {
   EXPECT_GT(share_shifted(zoomed, dragged, inside, dx, dy), 0.97);
   EXPECT_LT(share_shifted(zoomed, dragged, inside, 0, 0), 0.5);  // it moved
   EXPECT_EQ(differing_pixels(reset, hover), 0u);
+}
+
+// A drag shorter than ImGui's drag threshold (6 px) pans the map by as much: the map panned only
+// once ImGui called the mouse dragging, so a short drag did nothing and a slow one left the map
+// 6 px behind the mouse.
+TEST_F(GuiMouse, ShortDragPansTheMapByAsMuch) {
+  const std::string size = "900x600", zoom = "wheel " + at(kMapPoint) + " 4;";
+  const int dx = -4, dy = -3;
+  const Point to{kMapPoint.x + dx, kMapPoint.y + dy};
+  const auto got = shots("attention", size,
+                         {{"zoomed", zoom + "hover 1 1"}, {"dragged", zoom + "drag " + at(kMapPoint) + " " + at(to) + ";hover 1 1"}});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_GT(differing_pixels(got[0], got[1]), 1000u);  // it moved
+  EXPECT_GT(share_shifted(got[0], got[1], Box{200, 150, 700, 400}, dx, dy), 0.97);
 }
 
 // A right-click on a decode row shows that step: the picture is `step N` with the mouse there for
