@@ -1,11 +1,15 @@
-// The scripted mouse under Xvfb (`hover`, `click`, `dclick`, `rclick`, `wheel`, `drag`): a click
-// on the head grid selects the head under it, exactly as `select L H` does, one on a metrics plot
-// moves the timeline as `step N` does, one on the layer similarity selects a layer as `layer L`
-// does; hovering a lane cell or the attention map shows a tooltip beside the mouse that names what
-// is under it (what the pixel shows; past the query, no attention); the map zooms about the
-// mouse, pans with a drag (a short one too), resets on a double-click and shows a row's step on a right-click; bad
-// points exit 2 with one line. Where a cell is, is read off the pictures (the selection's outline,
-// the lanes' colours, the plot's frame), not hard-coded.
+// The scripted mouse under Xvfb (`hover`, `click`, `dclick`, `rclick`, `wheel`, `drag`) on each
+// view's documented interactions (docs/gui.md):
+//   head grid: a click selects the head under it, exactly as `select L H` does;
+//   layer similarity: a click on the matrix selects its column's layer as `layer L` does;
+//   metrics: a click on a plot moves the timeline as `step N` does; the legend hides and shows a
+//     run; a plot's hover lists the runs shown with their values, a title's says what it measures;
+//   lanes, attention map: hovering a cell shows a tooltip beside the mouse naming what is under it
+//     (what the pixel shows; past the query, no attention);
+//   attention map: the wheel zooms about the mouse, a drag pans (a short one too), a double-click
+//     resets, a right-click shows a row's step;
+// and bad points exit 2 with one line. Where a control or a cell is, is read off the pictures
+// (the selection's outline, the lanes' and runs' colours, the plot's frame), not hard-coded.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -52,6 +56,19 @@ bool same_pixel(const Image& a, const Image& b, int x, int y) { return std::equa
 
 // Where two pictures of one size differ.
 Box diff_box(const Image& a, const Image& b) { return box_of(a, [&](int x, int y) { return !same_pixel(a, b, x, y); }); }
+
+// The first `rows` rows of where two pictures differ: the topmost control a script command
+// changed (a slider's grab, a checkbox's mark, a combo's text).
+Box top_diff(const Image& a, const Image& b, int rows = 12) {
+  const int y0 = diff_box(a, b).y0;
+  return box_of(a, [&](int x, int y) { return y >= y0 && y < y0 + rows && !same_pixel(a, b, x, y); });
+}
+
+// Where two pictures differ right of column x0 (a plot's hover marks the step under the mouse
+// with a line just left of the tooltip).
+Box diff_right_of(const Image& a, const Image& b, int x0) {
+  return box_of(a, [&](int x, int y) { return x > x0 && !same_pixel(a, b, x, y); });
+}
 
 bool white(const Image& img, int x, int y) {
   const unsigned char* p = img.at(x, y);
@@ -203,29 +220,101 @@ TEST_F(GuiMouse, ClickOnTheLayerSimilaritySelectsItsColumnsLayer) {
   EXPECT_GT(differing_pixels(got[0], got[2]), 50u);  // hovering alone leaves layer 0 selected
 }
 
-// Metrics: a click on a plot moves the timeline to the step under the mouse. The first plot's
-// frame is found by its fill (line_plot's (24, 24, 28)); steps 0..15 span its width.
+// The first metrics plot's frame, found by its fill (line_plot's (24, 24, 28)): the top row of
+// the fill and its run from the left (the border and the current step's marker, at step 15 on the
+// right edge, take a pixel at each end); steps 0..15 span x0..x1.
+struct PlotFrame {
+  int top = -1;
+  double x0 = 0, x1 = 0;
+  Point at_step(int step, int below_top) const { return {(int)std::lround(x0 + (x1 - x0) * step / 15), top + below_top}; }
+};
+
+PlotFrame first_plot_frame(const Image& img) {
+  const unsigned char fill[3] = {24, 24, 28};
+  const auto filled = [&](int x, int y) { return x < img.w && std::equal(fill, fill + 3, img.at(x, y)); };
+  PlotFrame f;
+  int left = -1, right = -1;
+  for (int y = 0; y < img.h && f.top < 0; ++y)
+    for (int x = 0; x < img.w && f.top < 0; ++x)
+      if (filled(x, y) && filled(x + 50, y)) f.top = y, left = x;
+  if (f.top < 0) return f;
+  for (right = left; filled(right + 1, f.top);) ++right;
+  f.x0 = left - 1, f.x1 = right + 1;
+  return f;
+}
+
+// Metrics: a click on a plot moves the timeline to the step under the mouse.
 TEST_F(GuiMouse, ClickOnAMetricsPlotMovesTheTimeline) {
   const std::string size = "900x600";
   const auto plain = shots("metrics", size, {{"plain", ""}});
   ASSERT_EQ(plain.size(), 1u);
-  const unsigned char fill[3] = {24, 24, 28};
-  const auto filled = [&](int x, int y) { return std::equal(fill, fill + 3, plain[0].at(x, y)); };
-  // The top row of the first frame's fill, and its run of fill from the left (the border and
-  // the current step's marker, at step 15 on the right edge, take a pixel at each end).
-  int top = -1, left = -1, right = -1;
-  for (int y = 0; y < plain[0].h && top < 0; ++y)
-    for (int x = 0; x < plain[0].w && top < 0; ++x)
-      if (filled(x, y) && filled(x + 50, y)) top = y, left = x;
-  ASSERT_GE(top, 0) << "no plot";
-  for (right = left; right + 1 < plain[0].w && filled(right + 1, top);) ++right;
-  const double a = left - 1, w = right + 1 - a;  // the frame: a..a + w, steps 0..15 at a + w * step / 15
-  const Point step5{(int)std::lround(a + w * 5 / 15), top + 20};
+  const PlotFrame frame = first_plot_frame(plain[0]);
+  ASSERT_GE(frame.top, 0) << "no plot";
+  const Point step5 = frame.at_step(5, 20);
   const auto got = shots("metrics", size,
                          {{"click", "click " + at(step5)}, {"step_hover", "step 5;hover " + at(step5)}, {"hover", "hover " + at(step5)}});
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);  // the click is `step 5`, the mouse left there
   EXPECT_GT(differing_pixels(got[0], got[2]), 50u);  // and moved the marker from step 15
+}
+
+// Metrics: a click on a run's entry in the legend hides its lines (no pixel of its colour is left
+// below the legend), a second click shows them again; a plot's hover lists the runs shown with
+// their values at the step under the mouse (another step, other values; a run hidden, a line
+// less); a plot's title tells on hover what the metric measures.
+TEST_F(GuiMouse, MetricsLegendTogglesRunsAndHoverShowsValues) {
+#ifdef KVSCOPE_GUI
+  const std::string size = "900x600", away = "hover 1 1";  // the window's title bar: no tooltip
+  const auto plain = shots("metrics", size, {{"plain", ""}});
+  ASSERT_EQ(plain.size(), 1u);
+  const ImU32 c = kvs::run_color("h2o_b12", "h2o", false);  // a run of the test trace
+  const auto is_run = [&](const Image& img, int x, int y) {
+    const unsigned char* p = img.at(x, y);
+    return p[0] == (c & 255) && p[1] == ((c >> 8) & 255) && p[2] == ((c >> 16) & 255);
+  };
+  // The legend's swatch: the topmost pixels of the run's colour.
+  const Box any = box_of(plain[0], [&](int x, int y) { return is_run(plain[0], x, y); });
+  ASSERT_FALSE(any.empty());
+  const Box swatch = box_of(plain[0], [&](int x, int y) { return y < any.y0 + 16 && is_run(plain[0], x, y); });
+  const auto below_legend = [&](const Image& img) {
+    return box_of(img, [&](int x, int y) { return y > swatch.y1 + 4 && is_run(img, x, y); });
+  };
+  ASSERT_FALSE(below_legend(plain[0]).empty()) << "no line of the run in the plots";
+  const PlotFrame frame = first_plot_frame(plain[0]);
+  ASSERT_GE(frame.top, 0) << "no plot";
+  const Point step5 = frame.at_step(5, 20), step10 = frame.at_step(10, 20);
+  const std::string toggle = "click " + at(swatch.center()) + ";";
+  // The title above the frame: the lowest row with text left of the frame's middle.
+  int title_y = -1;
+  for (int y = frame.top - 1; y > swatch.y1 && title_y < 0; --y)
+    for (int x = 0; x < (int)(frame.x0 + frame.x1) / 2 && title_y < 0; ++x)
+      if (luminance(plain[0], x, y) > 150) title_y = y;
+  ASSERT_GE(title_y, 0) << "no title";
+  const Point title{(int)frame.x0 + 20, title_y - 4};
+  const auto got = shots("metrics", size,
+                         {{"hidden", toggle + away},
+                          {"shown_again", toggle + toggle + away},
+                          {"step5", "hover " + at(step5)},
+                          {"step10", "hover " + at(step10)},
+                          {"hidden_step5", toggle + "hover " + at(step5)},
+                          {"title", "hover " + at(title)}});
+  ASSERT_EQ(got.size(), 6u);
+  const Image &hidden = got[0], &shown_again = got[1], &at5 = got[2], &at10 = got[3], &hidden_at5 = got[4];
+  EXPECT_TRUE(below_legend(hidden).empty()) << "the hidden run's colour is still drawn";
+  EXPECT_EQ(differing_pixels(shown_again, plain[0]), 0u);
+  // The tooltips, right of the line the hover draws at the step.
+  const Box t5 = diff_right_of(at5, plain[0], step5.x + 3), t10 = diff_right_of(at10, plain[0], step10.x + 3);
+  const Box hidden_t5 = diff_right_of(hidden_at5, hidden, step5.x + 3);
+  for (const auto& [t, mouse] : {std::pair{t5, step5}, {t10, step10}, {hidden_t5, step5}}) {
+    ASSERT_FALSE(t.empty()) << "no tooltip";
+    EXPECT_LE(t.x0, mouse.x + 40) << "tooltip not beside the mouse";
+  }
+  EXPECT_GT(text_differences(at5, t5, at10, t10), 20u);  // "step 5" and its values, "step 10" and its
+  EXPECT_GT(t5.height(), hidden_t5.height() + 10);       // the hidden run's line gone
+  tooltip_box(got[5], plain[0], title);
+#else
+  GTEST_SKIP() << "built without the desktop app";
+#endif
 }
 
 // Three lanes (the runs' rows below the attention row), each with a long stretch of tokens
