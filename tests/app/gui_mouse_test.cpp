@@ -4,6 +4,7 @@
 //   layer similarity: a click on the matrix selects its column's layer as `layer L` does;
 //   metrics: a click on a plot moves the timeline as `step N` does; the legend hides and shows a
 //     run; a plot's hover lists the runs shown with their values, a title's says what it measures;
+//   compare: the run pickers choose A and B as `runs A B` does;
 //   lanes, attention map: hovering a cell shows a tooltip beside the mouse naming what is under it
 //     (what the pixel shows; past the query, no attention);
 //   attention map: the wheel zooms about the mouse, a drag pans (a short one too), a double-click
@@ -315,6 +316,44 @@ TEST_F(GuiMouse, MetricsLegendTogglesRunsAndHoverShowsValues) {
 #else
   GTEST_SKIP() << "built without the desktop app";
 #endif
+}
+
+// Compare: the run pickers. A click on A's combo opens the list of runs below it, a click on a
+// run there shows it as A, as `runs` does; B's likewise. A combo is where its text changes
+// between two pictures, the list where opening it changed the picture; a row per run of the test
+// trace's three.
+TEST_F(GuiMouse, CompareRunPickersChooseTheRuns) {
+  const std::string size = "1000x700";
+  // The defaults: A = run 0, B = run 1.
+  const auto refs = shots("compare", size, {{"plain", ""}, {"a2", "runs 2 1"}, {"b0", "runs 0 0"}});
+  ASSERT_EQ(refs.size(), 3u);
+  const Box a_text = top_diff(refs[0], refs[1]), b_text = top_diff(refs[0], refs[2]);
+  ASSERT_FALSE(a_text.empty());
+  ASSERT_FALSE(b_text.empty());
+  EXPECT_GT(b_text.x0, a_text.x1) << "B's combo right of A's";
+  const Point a_combo{a_text.x0 + 10, a_text.center().y}, b_combo{b_text.x0 + 10, b_text.center().y};
+  const auto opened = shots("compare", size,
+                            {{"open_a", "click " + at(a_combo)}, {"hover_a", "hover " + at(a_combo)},
+                             {"open_b", "click " + at(b_combo)}, {"hover_b", "hover " + at(b_combo)}});
+  ASSERT_EQ(opened.size(), 4u);
+  // Opening a combo changes its frame too (the list takes the hover): the list is what changed
+  // below the frame, whose text is at its middle.
+  const auto list_below = [](const Image& open, const Image& hover, const Box& text) {
+    const Box changed = diff_box(open, hover);
+    const int frame_bottom = 2 * text.center().y - changed.y0;
+    return box_of(open, [&](int x, int y) { return y > frame_bottom && !same_pixel(open, hover, x, y); });
+  };
+  const Box a_list = list_below(opened[0], opened[1], a_text), b_list = list_below(opened[2], opened[3], b_text);
+  ASSERT_FALSE(a_list.empty()) << "A's combo did not open";
+  ASSERT_FALSE(b_list.empty()) << "B's combo did not open";
+  const auto row = [](const Box& list, int run) { return Point{list.x0 + 20, list.y0 + list.height() * (2 * run + 1) / 6}; };
+  const Point a_run2 = row(a_list, 2), b_run0 = row(b_list, 0);
+  const auto got = shots("compare", size,
+                         {{"pick_a", "click " + at(a_combo) + ";click " + at(a_run2)}, {"runs_a", "runs 2 1;hover " + at(a_run2)},
+                          {"pick_b", "click " + at(b_combo) + ";click " + at(b_run0)}, {"runs_b", "runs 0 0;hover " + at(b_run0)}});
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);
+  EXPECT_EQ(differing_pixels(got[2], got[3]), 0u);
 }
 
 // Three lanes (the runs' rows below the attention row), each with a long stretch of tokens
