@@ -5,6 +5,7 @@
 //   metrics: a click on a plot moves the timeline as `step N` does; the legend hides and shows a
 //     run; a plot's hover lists the runs shown with their values, a title's says what it measures;
 //   compare: the run pickers choose A and B as `runs A B` does;
+//   lanes: "selected head only" and the zoom slider take clicks as `lanes head`, `zoom X` do;
 //   lanes, attention map: hovering a cell shows a tooltip beside the mouse naming what is under it
 //     (what the pixel shows; past the query, no attention);
 //   attention map: the wheel zooms about the mouse, a drag pans (a short one too), a double-click
@@ -351,6 +352,25 @@ TEST_F(GuiMouse, CompareRunPickersChooseTheRuns) {
   const auto got = shots("compare", size,
                          {{"pick_a", "click " + at(a_combo) + ";click " + at(a_run2)}, {"runs_a", "runs 2 1;hover " + at(a_run2)},
                           {"pick_b", "click " + at(b_combo) + ";click " + at(b_run0)}, {"runs_b", "runs 0 0;hover " + at(b_run0)}});
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);
+  EXPECT_EQ(differing_pixels(got[2], got[3]), 0u);
+}
+
+// Lanes: a click on "selected head only" shows the selected head's lanes as `lanes head` does; a
+// click at the zoom slider's right end zooms them 64x as `zoom 64` does. The checkbox is where
+// its mark appears, the slider's end where its grab is at 64x.
+TEST_F(GuiMouse, LanesCheckboxAndZoomSliderTakeClicks) {
+  const std::string size = "1400x600";
+  const auto refs = shots("lanes", size, {{"plain", ""}, {"head", "lanes head"}, {"zoom", "zoom 64"}});
+  ASSERT_EQ(refs.size(), 3u);
+  const Box mark = top_diff(refs[0], refs[1]), grab = top_diff(refs[0], refs[2]);
+  ASSERT_FALSE(mark.empty());
+  ASSERT_FALSE(grab.empty());
+  const Point box{mark.x0 + 2, mark.center().y}, end{grab.x1 - 1, grab.center().y};
+  const auto got = shots("lanes", size,
+                         {{"check", "click " + at(box)}, {"head", "lanes head;hover " + at(box)},
+                          {"slide", "click " + at(end)}, {"zoom", "zoom 64;hover " + at(end)}});
   ASSERT_EQ(got.size(), 4u);
   EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);
   EXPECT_EQ(differing_pixels(got[2], got[3]), 0u);
