@@ -6,6 +6,7 @@
 //     run; a plot's hover lists the runs shown with their values, a title's says what it measures;
 //   compare: the run pickers choose A and B as `runs A B` does;
 //   lanes: "selected head only" and the zoom slider take clicks as `lanes head`, `zoom X` do;
+//   layer similarity: the "filter layers k" slider takes a click as `filters K` does;
 //   lanes, attention map: hovering a cell shows a tooltip beside the mouse naming what is under it
 //     (what the pixel shows; past the query, no attention);
 //   attention map: the wheel zooms about the mouse, a drag pans (a short one too), a double-click
@@ -374,6 +375,20 @@ TEST_F(GuiMouse, LanesCheckboxAndZoomSliderTakeClicks) {
   ASSERT_EQ(got.size(), 4u);
   EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);
   EXPECT_EQ(differing_pixels(got[2], got[3]), 0u);
+}
+
+// Layer similarity: a click at the right end of the "filter layers k" slider chooses k = 2 (the
+// test trace's 3 layers less one) as `filters 2` does; the slider is where its grab moves.
+TEST_F(GuiMouse, LayersFilterSliderTakesAClick) {
+  const std::string size = "900x700";
+  const auto refs = shots("layers", size, {{"plain", ""}, {"k2", "filters 2"}});
+  ASSERT_EQ(refs.size(), 2u);
+  const Box grab = top_diff(refs[0], refs[1]);
+  ASSERT_FALSE(grab.empty());
+  const Point end{grab.x1 - 1, grab.center().y};
+  const auto got = shots("layers", size, {{"slide", "click " + at(end)}, {"k2", "filters 2;hover " + at(end)}});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);
 }
 
 // Three lanes (the runs' rows below the attention row), each with a long stretch of tokens
