@@ -7,6 +7,7 @@
 //   compare: the run pickers choose A and B as `runs A B` does;
 //   lanes: "selected head only" and the zoom slider take clicks as `lanes head`, `zoom X` do;
 //   layer similarity: the "filter layers k" slider takes a click as `filters K` does;
+//   timeline: |<, <, >, >| and the step slider move the step as `step N` does;
 //   lanes, attention map: hovering a cell shows a tooltip beside the mouse naming what is under it
 //     (what the pixel shows; past the query, no attention);
 //   attention map: the wheel zooms about the mouse, a drag pans (a short one too), a double-click
@@ -389,6 +390,40 @@ TEST_F(GuiMouse, LayersFilterSliderTakesAClick) {
   const auto got = shots("layers", size, {{"slide", "click " + at(end)}, {"k2", "filters 2;hover " + at(end)}});
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);
+}
+
+// Timeline: the buttons |<, <, >, >| and the step slider move the timeline as `step N` does. The
+// slider's row is where its grab moves; the buttons are the first five stretches of that row
+// unlike the window's background (a button's text lies on its own colour).
+TEST_F(GuiMouse, TimelineButtonsAndSliderMoveTheStep) {
+  const std::string size = "900x300";
+  const auto refs = shots("timeline", size, {{"plain", ""}, {"first", "step 0"}});  // it opens at step 15
+  ASSERT_EQ(refs.size(), 2u);
+  const Image& plain = refs[0];
+  const Box grab = top_diff(plain, refs[1]);
+  ASSERT_FALSE(grab.empty());
+  const int y = grab.center().y;
+  const unsigned char* bg = plain.at(2, y);
+  std::vector<Point> stretches;  // the middle of each
+  for (int x = 2, start = -1; x < plain.w; ++x) {
+    const bool other = !std::equal(bg, bg + 3, plain.at(x, y));
+    if (other && start < 0) start = x;
+    if (!other && start >= 0) stretches.push_back({(start + x - 1) / 2, y}), start = -1;
+  }
+  ASSERT_GE(stretches.size(), 5u);
+  const Point first = stretches[0], back = stretches[1], forward = stretches[3], last = stretches[4];
+  const Point slider_start{grab.x0 + 2, y};
+  const auto got = shots("timeline", size,
+                         {{"first", "click " + at(first)}, {"step0", "step 0;hover " + at(first)},
+                          {"back", "click " + at(back)}, {"step14", "step 14;hover " + at(back)},
+                          {"forward", "step 3;click " + at(forward)}, {"step4", "step 4;hover " + at(forward)},
+                          {"last", "step 3;click " + at(last)}, {"step15", "step 15;hover " + at(last)},
+                          {"slide", "click " + at(slider_start)}, {"slid0", "step 0;hover " + at(slider_start)}});
+  ASSERT_EQ(got.size(), 10u);
+  for (size_t i = 0; i < got.size(); i += 2) {
+    SCOPED_TRACE("picture " + std::to_string(i));
+    EXPECT_EQ(differing_pixels(got[i], got[i + 1]), 0u);
+  }
 }
 
 // Three lanes (the runs' rows below the attention row), each with a long stretch of tokens
