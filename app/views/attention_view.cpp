@@ -3,6 +3,7 @@
 // run's evicted keys overlaid (on the prefill map: the prompt keys gone when decoding began). Data
 // is read in the background (analysis/attention_image.h).
 #include <imgui.h>
+#include <imgui_internal.h>  // SetItemUsingMouseWheel
 
 #include <algorithm>
 #include <cmath>
@@ -375,6 +376,9 @@ class AttentionView : public View {
     const ImVec2 size(std::max(avail.x - left, 50.0f), std::max(avail.y - bottom, 50.0f));
     ImGui::SetCursorScreenPos(p);
     ImGui::InvisibleButton("map", size);
+    // The wheel zooms the map and nothing else: in a panel too short for the view the window
+    // scrolled too, and the map moved under the mouse it was zooming about.
+    ImGui::SetItemUsingMouseWheel();
     // Asked of the map's button here: after the Dummy below "the item" is the Dummy (dragging the
     // map never panned it while active was asked there).
     const bool hovered = ImGui::IsItemHovered(), active = ImGui::IsItemActive();

@@ -10,8 +10,8 @@
 //   timeline: |<, <, >, >| and the step slider move the step as `step N` does;
 //   lanes, attention map: hovering a cell shows a tooltip beside the mouse naming what is under it
 //     (what the pixel shows; past the query, no attention);
-//   attention map: the wheel zooms about the mouse, a drag pans (a short one too), a double-click
-//     resets, a right-click shows a row's step;
+//   attention map: the wheel zooms about the mouse (and scrolls no short panel), a drag pans (a
+//     short one too), a double-click resets, a right-click shows a row's step;
 // and bad points exit 2 with one line. Where a control or a cell is, is read off the pictures
 // (the selection's outline, the lanes' and runs' colours, the plot's frame), not hard-coded.
 #include <gtest/gtest.h>
@@ -582,6 +582,25 @@ TEST_F(GuiMouse, WheelZoomsTheMapAboutTheMouse) {
   const auto out = shots("attention", size, {{"out", "wheel " + at(a) + " 4;wheel " + at(a) + " -4;" + away}});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_NEAR(median_run(out[0], a.y - 60, 120, 800), before, 1.0);
+}
+
+// In a panel too short for the view (its window scrolls), the wheel on the map zooms the map and
+// does not scroll the window as well: zoomed in and out again, the controls above the map are
+// where they were. Turned towards the user the wheel scrolled the window down, the controls up
+// and the map with them, from under the mouse it was zooming about.
+TEST_F(GuiMouse, WheelOnTheMapDoesNotScrollAShortPanel) {
+  const std::string size = "500x190", away = "hover 1 1;";
+  const Point a{250, 140};  // on the map, below the controls
+  // As many frames each (7): the scrollbar the short panel needs settles over the first few.
+  std::string still;
+  for (int i = 0; i < 7; ++i) still += away;
+  const std::string in = "wheel " + at(a) + " 2;", out = "wheel " + at(a) + " -2;";
+  const auto got = shots("attention", size, {{"still", still}, {"in_out", in + out + away}, {"in", in + away + away + away + away}});
+  ASSERT_EQ(got.size(), 3u);
+  const Image &plain = got[0], &in_out = got[1], &zoomed = got[2];
+  const Box above = box_of(plain, [&](int x, int y) { return y < a.y - 40 && !same_pixel(plain, in_out, x, y); });
+  EXPECT_TRUE(above.empty()) << "the controls moved: rows " << above.y0 << ".." << above.y1;
+  EXPECT_GT(differing_pixels(plain, zoomed), 1000u);  // the wheel reached the map
 }
 
 // A drag on the zoomed map pans it with the mouse: what was under (x, y) is then under
