@@ -68,7 +68,8 @@ class LanesView : public View {
     // where the row has room, not at the cost of a lane.
     same_line_if_fits(120 + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("zoom").x);
     ImGui::SetNextItemWidth(120);
-    ImGui::SliderFloat("zoom", &zoom_, 1.0f, 64.0f, "x%.1f", ImGuiSliderFlags_Logarithmic);
+    // A value typed in (Ctrl+click) is kept in range too: a zoom of 0 left no lanes to see.
+    ImGui::SliderFloat("zoom", &zoom_, 1.0f, 64.0f, "x%.1f", ImGuiSliderFlags_Logarithmic | ImGuiSliderFlags_AlwaysClamp);
     // Which step this is (an exported picture of the lanes alone says it too).
     if (t.n_steps() > 0) {
       char step[96];

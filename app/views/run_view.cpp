@@ -232,10 +232,12 @@ class RunView : public View {
     steps_ = std::clamp(steps_, 1, 1 << 16);
     ImGui::SameLine();
     ImGui::SetNextItemWidth(70);
-    ImGui::DragFloat("temp", &temperature_, 0.01f, 0.0f, 2.0f, "%.2f");
+    // Values typed in (double-click) stay in range too: out of it, Record failed on --temperature or
+    // --top-p, flags the Run view does not show.
+    ImGui::DragFloat("temp", &temperature_, 0.01f, 0.0f, 2.0f, "%.2f", ImGuiSliderFlags_AlwaysClamp);
     ImGui::SameLine();
     ImGui::SetNextItemWidth(70);
-    ImGui::DragFloat("top-p", &top_p_, 0.01f, 0.01f, 1.0f, "%.2f");
+    ImGui::DragFloat("top-p", &top_p_, 0.01f, 0.01f, 1.0f, "%.2f", ImGuiSliderFlags_AlwaysClamp);
     ImGui::SameLine();
     ImGui::SetNextItemWidth(70);
     ImGui::InputInt("seed", &seed_, 0);

@@ -36,7 +36,8 @@ class TimelineView : public View {
     if (ImGui::Button(">|")) app.set_step(n - 1);
     ImGui::SameLine();
     ImGui::SetNextItemWidth(120);
-    ImGui::SliderFloat("steps/s", &app.speed, 0.5f, 60.0f, "%.1f", ImGuiSliderFlags_Logarithmic);
+    // A speed typed in (Ctrl+click) is kept in range too: at 0 or below, Play never moved.
+    ImGui::SliderFloat("steps/s", &app.speed, 0.5f, 60.0f, "%.1f", ImGuiSliderFlags_Logarithmic | ImGuiSliderFlags_AlwaysClamp);
     ImGui::SameLine();
     int s = app.step;
     ImGui::SetNextItemWidth(std::max(120.0f, ImGui::GetContentRegionAvail().x - 260));
