@@ -398,7 +398,13 @@ class AttentionView : public View {
       pan_.x -= io.MouseDelta.x / size.x / zoom_;
       pan_.y -= io.MouseDelta.y / size.y / zoom_;
     }
-    if (hovered && ImGui::IsMouseDoubleClicked(0)) zoom_ = 1.0f, pan_ = ImVec2(0, 0);
+    // A double-click resets the view only when both its clicks fell on the map: a run double-clicked
+    // in the "evicted by" list, which opens over the map, was chosen by the first click (closing
+    // the list) and the view reset by the second.
+    if (ImGui::IsMouseClicked(0)) {
+      if (hovered && ImGui::IsMouseDoubleClicked(0) && last_click_on_map_) zoom_ = 1.0f, pan_ = ImVec2(0, 0);
+      last_click_on_map_ = hovered;
+    }
     pan_.x = std::clamp(pan_.x, 0.0f, 1.0f - 1.0f / zoom_);
     pan_.y = std::clamp(pan_.y, 0.0f, 1.0f - 1.0f / zoom_);
     const ImVec2 uv0 = pan_, uv1(pan_.x + 1.0f / zoom_, pan_.y + 1.0f / zoom_);
@@ -512,6 +518,7 @@ class AttentionView : public View {
   Colormap cmap_ = Colormap::kViridis;
   float zoom_ = 1.0f;
   ImVec2 pan_{0, 0};
+  bool last_click_on_map_ = false;  // where the last left click fell: on the map or elsewhere
   DecodeStack stack_;
   int pending_stack_ = -1;
   std::pair<int, std::string> stack_error_{-1, ""};  // layer whose decode rows failed to read, and why

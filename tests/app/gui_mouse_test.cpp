@@ -11,7 +11,8 @@
 //   lanes, attention map: hovering a cell shows a tooltip beside the mouse naming what is under it
 //     (what the pixel shows; past the query, no attention);
 //   attention map: the wheel zooms about the mouse (and scrolls no short panel), a drag pans (a
-//     short one too), a double-click resets, a right-click shows a row's step;
+//     short one too), a double-click resets (one begun on a list over the map does not), a
+//     right-click shows a row's step;
 // and bad points exit 2 with one line. Where a control or a cell is, is read off the pictures
 // (the selection's outline, the lanes' and runs' colours, the plot's frame), not hard-coded.
 #include <gtest/gtest.h>
@@ -73,6 +74,18 @@ Box top_diff(const Image& a, const Image& b, int rows = 12) {
 Box diff_right_of(const Image& a, const Image& b, int x0) {
   return box_of(a, [&](int x, int y) { return x > x0 && !same_pixel(a, b, x, y); });
 }
+
+// The list a click on a combo opened: where the picture with it open (`open`) differs from the one
+// with the mouse on the combo (`hover`) below the combo's frame, whose text (`text`) is at its
+// middle. Opening it changes the frame too (the list takes the hover from it).
+Box list_below(const Image& open, const Image& hover, const Box& text) {
+  const Box changed = diff_box(open, hover);
+  const int frame_bottom = 2 * text.center().y - changed.y0;
+  return box_of(open, [&](int x, int y) { return y > frame_bottom && !same_pixel(open, hover, x, y); });
+}
+
+// The middle of row `row` of a combo's list of `rows` rows.
+Point list_row(const Box& list, int row, int rows) { return {list.x0 + 20, list.y0 + list.height() * (2 * row + 1) / (2 * rows)}; }
 
 bool white(const Image& img, int x, int y) {
   const unsigned char* p = img.at(x, y);
@@ -339,18 +352,10 @@ TEST_F(GuiMouse, CompareRunPickersChooseTheRuns) {
                             {{"open_a", "click " + at(a_combo)}, {"hover_a", "hover " + at(a_combo)},
                              {"open_b", "click " + at(b_combo)}, {"hover_b", "hover " + at(b_combo)}});
   ASSERT_EQ(opened.size(), 4u);
-  // Opening a combo changes its frame too (the list takes the hover): the list is what changed
-  // below the frame, whose text is at its middle.
-  const auto list_below = [](const Image& open, const Image& hover, const Box& text) {
-    const Box changed = diff_box(open, hover);
-    const int frame_bottom = 2 * text.center().y - changed.y0;
-    return box_of(open, [&](int x, int y) { return y > frame_bottom && !same_pixel(open, hover, x, y); });
-  };
   const Box a_list = list_below(opened[0], opened[1], a_text), b_list = list_below(opened[2], opened[3], b_text);
   ASSERT_FALSE(a_list.empty()) << "A's combo did not open";
   ASSERT_FALSE(b_list.empty()) << "B's combo did not open";
-  const auto row = [](const Box& list, int run) { return Point{list.x0 + 20, list.y0 + list.height() * (2 * run + 1) / 6}; };
-  const Point a_run2 = row(a_list, 2), b_run0 = row(b_list, 0);
+  const Point a_run2 = list_row(a_list, 2, 3), b_run0 = list_row(b_list, 0, 3);
   const auto got = shots("compare", size,
                          {{"pick_a", "click " + at(a_combo) + ";click " + at(a_run2)}, {"runs_a", "runs 2 1;hover " + at(a_run2)},
                           {"pick_b", "click " + at(b_combo) + ";click " + at(b_run0)}, {"runs_b", "runs 0 0;hover " + at(b_run0)}});
@@ -634,6 +639,29 @@ TEST_F(GuiMouse, ShortDragPansTheMapByAsMuch) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_GT(differing_pixels(got[0], got[1]), 1000u);  // it moved
   EXPECT_GT(share_shifted(got[0], got[1], Box{200, 150, 700, 400}, dx, dy), 0.97);
+}
+
+// A double-click on a run in the "evicted by" list, where the list lies over the map, chooses the
+// run and keeps the zoom: the picture is the one of a single click there. Its first click chose
+// the run and closed the list; its second, on the map, reset the view as a double-click on the
+// map does. The combo is where its text changes with `overlay`; its list has "(none)" and the
+// test trace's three runs, the last over the map.
+TEST_F(GuiMouse, DoubleClickInAListOverTheMapKeepsTheZoom) {
+  const std::string size = "900x600", zoom = "wheel " + at(kMapPoint) + " 4;";
+  const auto refs = shots("attention", size, {{"plain", ""}, {"overlay", "overlay streamingllm_b12"}});
+  ASSERT_EQ(refs.size(), 2u);
+  const Box text = top_diff(refs[0], refs[1]);
+  ASSERT_FALSE(text.empty());
+  const Point combo{text.x0 + 10, text.center().y};
+  const auto opened = shots("attention", size, {{"open", zoom + "click " + at(combo)}, {"hover", zoom + "hover " + at(combo)}});
+  ASSERT_EQ(opened.size(), 2u);
+  const Box list = list_below(opened[0], opened[1], text);
+  ASSERT_FALSE(list.empty()) << "the combo did not open";
+  const Point last = list_row(list, 3, 4);
+  const std::string open = zoom + "click " + at(combo) + ";";
+  const auto got = shots("attention", size, {{"dclick", open + "dclick " + at(last)}, {"click", open + "click " + at(last)}});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);
 }
 
 // A right-click on a decode row shows that step: the picture is `step N` with the mouse there for
