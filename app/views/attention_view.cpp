@@ -387,7 +387,10 @@ class AttentionView : public View {
     ImGuiIO& io = ImGui::GetIO();
     // Zoom about the cursor; pan by dragging; uv0/uv1 are the visible texture window.
     if (hovered && io.MouseWheel != 0.0f) {
-      const ImVec2 f((io.MousePos.x - p.x) / size.x, (io.MousePos.y - p.y) / size.y);
+      // About the centre of the pixel under the mouse, whose cell the tooltip names: about ImGui's
+      // mouse position (the pixel's corner) the cell on its left could come under that centre.
+      const ImVec2 m = mouse_pixel_center();
+      const ImVec2 f((m.x - p.x) / size.x, (m.y - p.y) / size.y);
       const ImVec2 before(pan_.x + f.x / zoom_, pan_.y + f.y / zoom_);
       zoom_ = std::clamp(zoom_ * (io.MouseWheel > 0 ? 1.25f : 0.8f), 1.0f, 256.0f);
       pan_ = ImVec2(before.x - f.x / zoom_, before.y - f.y / zoom_);

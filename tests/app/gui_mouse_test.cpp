@@ -10,9 +10,9 @@
 //   timeline: |<, <, >, >| and the step slider move the step as `step N` does;
 //   lanes, attention map: hovering a cell shows a tooltip beside the mouse naming what is under it
 //     (what the pixel shows; past the query, no attention);
-//   attention map: the wheel zooms about the mouse (and scrolls no short panel), a drag pans (a
-//     short one too), a double-click resets (one begun on a list over the map does not), a
-//     right-click shows a row's step;
+//   attention map: the wheel zooms about the mouse, keeping the cell under it (the first pixel
+//     of a cell too) and scrolling no short panel; a drag pans (a short one too); a double-click
+//     resets (one begun on a list over the map does not); a right-click shows a row's step;
 // and bad points exit 2 with one line. Where a control or a cell is, is read off the pictures
 // (the selection's outline, the lanes' and runs' colours, the plot's frame), not hard-coded.
 #include <gtest/gtest.h>
@@ -136,6 +136,20 @@ size_t text_differences(const Image& a, Box ba, const Image& b, Box bb) {
 
 std::string at(Point p) { return std::to_string(p.x) + " " + std::to_string(p.y); }
 
+// The first pixels of 8 cells spread over row y of `plain` between x_from and x_to: pixels unlike
+// the one on their left and unlike `gap`, the colour between cells, if any (none when fewer than
+// 16 cells start there). Spread, because the cells' starts drift slowly across the pixels' halves:
+// 8 neighbours may all start on the same half.
+std::vector<int> cell_starts(const Image& plain, int y, int x_from, int x_to, const unsigned char* gap) {
+  const auto differ = [&](int x, const unsigned char* other) { return !std::equal(plain.at(x, y), plain.at(x, y) + 3, other); };
+  std::vector<int> all, starts;
+  for (int x = x_from + 1; x < x_to; ++x)
+    if (differ(x, plain.at(x - 1, y)) && (!gap || differ(x, gap))) all.push_back(x);
+  if (all.size() < 16) return starts;
+  for (size_t i = 0; i < 8; ++i) starts.push_back(all[i * all.size() / 8]);
+  return starts;
+}
+
 class GuiMouse : public ScreenshotFixture {
  protected:
   // `kvscope gui TRACE --view VIEW --size SIZE --screenshot NAME.png --script SCRIPT` for each
@@ -155,19 +169,12 @@ class GuiMouse : public ScreenshotFixture {
     return out;
   }
 
-  // Hovers the first pixel of 8 cells spread over row y of `plain` between x_from and x_to (a
-  // pixel unlike the one on its left and unlike `gap`, the colour between cells, if any), then the
-  // pixel 3 to its right: both tooltips must read the same. Spread, because the cells' starts
-  // drift slowly across the pixels' halves: 8 neighbours may all start on the safe half.
+  // Hovers the first pixel of 8 cells spread over row y of `plain` (cell_starts), then the pixel 3
+  // to its right: both tooltips must read the same.
   void expect_first_pixels_name_their_cells(const std::string& view, const std::string& size, const Image& plain, int y,
                                             int x_from, int x_to, const unsigned char* gap) {
-    const auto differ = [&](int x, const unsigned char* other) { return !std::equal(plain.at(x, y), plain.at(x, y) + 3, other); };
-    std::vector<int> all;
-    for (int x = x_from + 1; x < x_to; ++x)
-      if (differ(x, plain.at(x - 1, y)) && (!gap || differ(x, gap))) all.push_back(x);
-    ASSERT_GE(all.size(), 16u) << view;
-    std::vector<int> starts;
-    for (size_t i = 0; i < 8; ++i) starts.push_back(all[i * all.size() / 8]);
+    const std::vector<int> starts = cell_starts(plain, y, x_from, x_to, gap);
+    ASSERT_EQ(starts.size(), 8u) << view;
     std::vector<std::pair<std::string, std::string>> hovers;
     for (int x : starts) {
       hovers.push_back({"start" + std::to_string(x), "hover " + at(Point{x, y})});
@@ -606,6 +613,36 @@ TEST_F(GuiMouse, WheelOnTheMapDoesNotScrollAShortPanel) {
   const Box above = box_of(plain, [&](int x, int y) { return y < a.y - 40 && !same_pixel(plain, in_out, x, y); });
   EXPECT_TRUE(above.empty()) << "the controls moved: rows " << above.y0 << ".." << above.y1;
   EXPECT_GT(differing_pixels(plain, zoomed), 1000u);  // the wheel reached the map
+}
+
+// The wheel zooms about the pixel under the mouse, whose cell the tooltip names: zoomed with the
+// mouse on the first pixel of a cell, the tooltip still names that cell (cells of 15 px, 56 keys
+// across about 838 px). Zoomed about the pixel's corner (ImGui's mouse position), the cell on its
+// left came under the pixel's centre wherever the cells' border crossed the pixel's left half.
+TEST_F(GuiMouse, WheelKeepsTheCellUnderTheMouse) {
+  const std::string size = "900x600";
+  const int y = 300;  // across the keys of step 7
+  const auto plain = shots("attention", size, {{"plain", ""}});
+  ASSERT_EQ(plain.size(), 1u);
+  const std::vector<int> starts = cell_starts(plain[0], y, 90, 700, nullptr);
+  ASSERT_EQ(starts.size(), 8u);
+  std::vector<std::pair<std::string, std::string>> scripts;
+  for (int x : starts) {
+    const std::string p = at(Point{x, y}), n = std::to_string(x);
+    scripts.push_back({"hover" + n, "hover " + p});
+    scripts.push_back({"zoom" + n, "wheel " + p + " 4"});
+    scripts.push_back({"away" + n, "wheel " + p + " 4;hover 1 1"});
+  }
+  const auto got = shots("attention", size, scripts);
+  ASSERT_EQ(got.size(), scripts.size());
+  for (size_t i = 0; i < starts.size(); ++i) {
+    SCOPED_TRACE("the cell starting at x = " + std::to_string(starts[i]));
+    const Point mouse{starts[i], y};
+    const Image &hover = got[3 * i], &zoom = got[3 * i + 1], &away = got[3 * i + 2];
+    // Inside the tooltips' rounded corners, where the map shows through (another map when zoomed).
+    const auto inside = [](Box b) { return Box{b.x0 + 3, b.y0 + 3, b.x1 - 3, b.y1 - 3}; };
+    EXPECT_EQ(text_differences(hover, inside(tooltip_box(hover, plain[0], mouse)), zoom, inside(tooltip_box(zoom, away, mouse))), 0u);
+  }
 }
 
 // A drag on the zoomed map pans it with the mouse: what was under (x, y) is then under
