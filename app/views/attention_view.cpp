@@ -395,9 +395,10 @@ class AttentionView : public View {
       zoom_ = std::clamp(zoom_ * (io.MouseWheel > 0 ? 1.25f : 0.8f), 1.0f, 256.0f);
       pan_ = ImVec2(before.x - f.x / zoom_, before.y - f.y / zoom_);
     }
-    // Every frame the button is held on the map, not only past ImGui's drag threshold (6 px):
-    // asked with IsMouseDragging, a short drag never panned and a slow one lagged the mouse by 6 px.
-    if (active) {
+    // Every frame the button is held on the map after the press (the press frame's delta is the
+    // mouse's way there), not only past ImGui's drag threshold (6 px): asked with IsMouseDragging,
+    // a short drag never panned and a slow one lagged the mouse by 6 px.
+    if (active && !ImGui::IsMouseClicked(0)) {
       pan_.x -= io.MouseDelta.x / size.x / zoom_;
       pan_.y -= io.MouseDelta.y / size.y / zoom_;
     }
