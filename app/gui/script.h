@@ -5,9 +5,10 @@
 //   compare PATH                open a second trace in Compare
 //   hover X Y | click X Y       screenshots only: the mouse at pixel (X, Y) of the window (the
 //   dclick X Y | rclick X Y     PNG's; 0 0 top left) for the frames after; click presses and
-//   wheel X Y N                 releases the left button there, dclick twice, rclick the right
-//   drag X1 Y1 X2 Y2            one; wheel turns N notches (+: away from the user), drag moves
-//                               with the left button down (script_mouse.h, shell.cpp)
+//   ctrlclick X Y               releases the left button there (ctrlclick with Ctrl held),
+//   wheel X Y N                 dclick twice, rclick the right one; wheel turns N notches (+:
+//   drag X1 Y1 X2 Y2            away from the user), drag moves with the left button down;
+//   key NAME | type TEXT        a key pressed and released, text typed (script_input.h, shell.cpp)
 // Other verbs go to the views (e.g. "log on" for the attention map, "stat entropy", "tau 0.5",
 // "filters 3"); an unknown verb, or a value out of range or not among the choices, is an
 // InputError naming --script and the command.

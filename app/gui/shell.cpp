@@ -19,7 +19,7 @@
 #include "app/gui/layout.h"
 #include "app/gui/replace_confirm.h"
 #include "app/gui/script.h"
-#include "app/gui/script_mouse.h"
+#include "app/gui/script_input.h"
 #include "app/gui/settings.h"
 #include "app/gui/texture.h"
 #include "app/gui/widgets.h"
@@ -74,7 +74,7 @@ class Shell {
       // scripted clicks make a double-click (0.3 s) depends on the frames between them, not on
       // how fast this machine draws.
       io.DeltaTime = (float)dt;
-      mouse_.feed(io);  // the script's mouse, off the window unless a command placed it
+      input_.feed(io);  // the script's mouse and keys: off the window and up unless a command moved them
     }
     ImGui::NewFrame();
     handle_keys();
@@ -129,10 +129,14 @@ class Shell {
   }
 
   // Headless: one of the script's commands. `hover` places the mouse for the frames after it.
-  // The other mouse commands are played on frames of their own, as a hand would: first the
-  // commands before them take effect (the frames settle), then one frame for each of the
-  // command's mouse states (script_mouse.h); the mouse stays where the last one left it.
+  // The other mouse and keyboard commands are played on frames of their own, as a hand would:
+  // first the commands before them take effect (the frames settle), then one frame for each of
+  // the command's states (script_input.h); the mouse stays where the last one left it.
   void run_script_command(const ScriptCommand& c, const std::string& single_view) {
+    if (is_key_command(c)) {
+      play(single_view, key_command_frames(c), [&](const KeyFrame& f) { input_.set_keys(f); });
+      return;
+    }
     if (!is_mouse_command(c)) {
       apply_script_command(app_, views_, c);
       return;
@@ -141,18 +145,24 @@ class Shell {
     glfwGetFramebufferSize(window_, &fb_w, &fb_h);
     const std::vector<MouseFrame> frames = mouse_command_frames(c, fb_w, fb_h);
     if (c.verb == "hover") {
-      mouse_.set(frames.back());
+      input_.set(frames.back());
       return;
     }
+    play(single_view, frames, [&](const MouseFrame& f) { input_.set(f); });
+  }
+
+ private:
+  // Settles the frames, then draws one frame per state, set(f) before each.
+  template <class Frame, class Set>
+  void play(const std::string& single_view, const std::vector<Frame>& frames, Set set) {
     settle(single_view);
-    for (const MouseFrame& f : frames) {
-      mouse_.set(f);
+    for (const Frame& f : frames) {
+      set(f);
       frame(kScreenshotFrame, single_view, true);
       glfwSwapBuffers(window_);
     }
   }
 
- private:
   void handle_drops() {
     if (g_dropped.empty()) return;
     const std::string path = g_dropped.front();
@@ -376,7 +386,7 @@ class Shell {
   ReplaceConfirm save_replace_;  // asks before "Save as" replaces an existing file
   int png_view_ = -1;
   std::string png_path_;
-  ScriptedMouse mouse_;  // headless: the script's mouse commands
+  ScriptedInput input_;  // headless: the script's mouse and keyboard commands
 };
 
 bool known_view(const std::vector<std::unique_ptr<View>>& views, const std::string& id) {
@@ -501,6 +511,7 @@ int run_gui(const GuiOptions& options) {
       for (const ScriptCommand& c : script) {
         try {
           if (is_mouse_command(c)) throw script_error(c.verb, c.arg, "works in screenshots only: in a window the mouse is yours");
+          if (is_key_command(c)) throw script_error(c.verb, c.arg, "works in screenshots only: in a window the keyboard is yours");
           apply_script_command(app, views, c);
         } catch (const InputError& e) {
           app.error(e.what());

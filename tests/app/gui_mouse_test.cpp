@@ -1,5 +1,5 @@
-// The scripted mouse under Xvfb (`hover`, `click`, `dclick`, `rclick`, `wheel`, `drag`) on each
-// view's documented interactions (docs/gui.md):
+// The scripted mouse and keyboard under Xvfb (`hover`, `click`, `ctrlclick`, `dclick`, `rclick`,
+// `wheel`, `drag`, `key`, `type`) on each view's documented interactions (docs/gui.md):
 //   head grid: a click selects the head under it, exactly as `select L H` does;
 //   layer similarity: a click on the matrix selects its column's layer as `layer L` does;
 //   metrics: a click on a plot moves the timeline as `step N` does; the legend hides and shows a
@@ -7,7 +7,9 @@
 //   compare: the run pickers choose A and B as `runs A B` does;
 //   lanes: "selected head only" and the zoom slider take clicks as `lanes head`, `zoom X` do;
 //   layer similarity: the "filter layers k" slider takes a click as `filters K` does;
-//   timeline: |<, <, >, >| and the step slider move the step as `step N` does;
+//   timeline: |<, <, >, >|, the step slider and the keys <-, ->, Home, End move the step as
+//     `step N` does; F1 shows the help and hides it;
+//   lanes: a zoom typed into the slider is taken, within the slider's range;
 //   lanes, attention map: hovering a cell shows a tooltip beside the mouse naming what is under it
 //     (what the pixel shows; past the query, no attention);
 //   attention map: the wheel zooms about the mouse, keeping the cell under it (the first pixel
@@ -543,6 +545,45 @@ TEST_F(GuiMouse, PastTheQueryTheMapSaysNoAttention) {
     ASSERT_EQ(got.size(), 2u);
     EXPECT_LT(tooltip_box(got[0], plain[0], past).height() + 10, tooltip_box(got[1], plain[0], attended).height());
   }
+}
+
+// Lanes: a zoom typed into the slider (Ctrl+click, the digits, Enter) is taken as `zoom X` takes
+// it, and one past the slider's range stays at its end (typed values were not clamped: 500x
+// zoomed the lanes past the slider's 64x, and 0 left no lanes to see).
+TEST_F(GuiMouse, AZoomTypedIntoTheLanesSliderStaysInItsRange) {
+  const std::string size = "1400x600";
+  const auto refs = shots("lanes", size, {{"plain", ""}, {"zoom", "zoom 64"}});
+  ASSERT_EQ(refs.size(), 2u);
+  const Box grab = top_diff(refs[0], refs[1]);
+  ASSERT_FALSE(grab.empty());
+  const Point slider{grab.x1 - 1, grab.center().y};
+  const std::string type = "ctrlclick " + at(slider) + ";type ";
+  const auto got = shots("lanes", size,
+                         {{"typed8", type + "8;key enter"}, {"zoom8", "zoom 8;hover " + at(slider)},
+                          {"typed500", type + "500;key enter"}, {"zoom64", "zoom 64;hover " + at(slider)},
+                          {"typed0", type + "0;key enter"}, {"zoom1", "zoom 1;hover " + at(slider)}});
+  ASSERT_EQ(got.size(), 6u);
+  EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);  // typing reaches the slider
+  EXPECT_EQ(differing_pixels(got[2], got[3]), 0u);
+  EXPECT_EQ(differing_pixels(got[4], got[5]), 0u);
+}
+
+// Timeline's keys: ← and → step back and forth, Home and End go to the first and last step, as
+// `step N` does; F1 shows the help and hides it again.
+TEST_F(GuiMouse, TimelineKeysMoveTheStep) {
+  const std::string size = "900x300";
+  const auto got = shots("timeline", size,
+                         {{"right", "step 3;key right"}, {"step4", "step 4"}, {"left", "step 3;key left"},
+                          {"step2", "step 2"}, {"home", "step 3;key home"}, {"step0", "step 0"},
+                          {"end", "step 3;key end"}, {"step15", "step 15"}, {"plain", ""},
+                          {"help", "key f1"}, {"help_twice", "key f1;key f1"}});
+  ASSERT_EQ(got.size(), 11u);
+  for (size_t i = 0; i < 8; i += 2) {
+    SCOPED_TRACE("picture " + std::to_string(i));
+    EXPECT_EQ(differing_pixels(got[i], got[i + 1]), 0u);
+  }
+  EXPECT_GT(differing_pixels(got[9], got[8]), 1000u);  // the help window
+  EXPECT_EQ(differing_pixels(got[10], got[8]), 0u);
 }
 
 // The median length of the runs of one colour along row y between x0 and x1, the runs cut by

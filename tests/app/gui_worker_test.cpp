@@ -13,7 +13,7 @@
 #include "app/gui/axis_ticks.h"
 #include "app/gui/colormap.h"
 #include "app/gui/script.h"
-#include "app/gui/script_mouse.h"
+#include "app/gui/script_input.h"
 #include "app/gui/worker.h"
 #include "app/views/head_grid.h"
 #include "inference/errors.h"
@@ -87,9 +87,10 @@ TEST(Script, MousePointsAreWindowPixels) {
   const std::vector<MouseFrame> hover = mouse_command_frames(ScriptCommand{"hover", "0 599"}, 800, 600);
   ASSERT_EQ(hover.size(), 1u);
   EXPECT_EQ(hover[0], (MouseFrame{{0, 599}}));
-  for (const char* verb : {"hover", "click", "dclick", "rclick", "wheel", "drag"})
+  for (const char* verb : {"hover", "click", "ctrlclick", "dclick", "rclick", "wheel", "drag"})
     EXPECT_TRUE(is_mouse_command(ScriptCommand{verb, "1 2"})) << verb;
   EXPECT_FALSE(is_mouse_command(ScriptCommand{"select", "1 2"}));
+  EXPECT_FALSE(is_mouse_command(ScriptCommand{"key", "left"}));
   const auto message = [](const std::string& verb, const std::string& arg) {
     try {
       mouse_command_frames(ScriptCommand{verb, arg}, 800, 600);
@@ -121,6 +122,9 @@ TEST(Script, MouseCommandsPlayTheFramesAHandWould) {
   EXPECT_EQ(frames("click", "10 20"), (std::vector<MouseFrame>{{p}, {p, true}, {p}}));
   EXPECT_EQ(frames("rclick", "10 20"), (std::vector<MouseFrame>{{p}, {p, false, true}, {p}}));
   EXPECT_EQ(frames("dclick", "10 20"), (std::vector<MouseFrame>{{p}, {p, true}, {p}, {p, true}, {p}}));
+  // Ctrl held from the frame before the press to the one after the release.
+  EXPECT_EQ(frames("ctrlclick", "10 20"),
+            (std::vector<MouseFrame>{{p, false, false, 0, true}, {p, true, false, 0, true}, {p, false, false, 0, true}, {p}}));
   EXPECT_EQ(frames("wheel", "10 20 -2"), (std::vector<MouseFrame>{{p}, {p, false, false, -1}, {p, false, false, -1}}));
   EXPECT_EQ(frames("wheel", "10 20 3").size(), 4u);
   // 40 px left and 10 up: three moves of 13-14 px along the line (none over kDragStep), the button
@@ -134,6 +138,32 @@ TEST(Script, MouseCommandsPlayTheFramesAHandWould) {
     EXPECT_LE(std::abs(drag[i].at.y - drag[i - 1].at.y), kDragStep);
   }
   EXPECT_EQ(frames("drag", "5 5 5 5").size(), 4u);  // a drag that does not move still presses and releases
+}
+
+// The script's keyboard: a key down on one frame and up on the next; text typed on one frame;
+// anything else names the command and the keys there are.
+TEST(Script, KeyCommandsPlayTheFramesAHandWould) {
+  EXPECT_TRUE(is_key_command(ScriptCommand{"key", "left"}));
+  EXPECT_TRUE(is_key_command(ScriptCommand{"type", "12"}));
+  EXPECT_FALSE(is_key_command(ScriptCommand{"click", "1 2"}));
+  const std::vector<KeyFrame> right = key_command_frames(ScriptCommand{"key", "right"});
+  ASSERT_EQ(right.size(), 2u);
+  EXPECT_GE(right[0].key, 0);
+  EXPECT_EQ(right[1], KeyFrame{});
+  EXPECT_NE(key_command_frames(ScriptCommand{"key", "home"})[0].key, right[0].key);
+  EXPECT_EQ(key_command_frames(ScriptCommand{"type", "0.5"}), (std::vector<KeyFrame>{{-1, "0.5"}}));
+  const auto message = [](const std::string& verb, const std::string& arg) {
+    try {
+      key_command_frames(ScriptCommand{verb, arg});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(message("key", "pgup"),
+            "--script: 'key pgup' expects one of left, right, up, down, home, end, space, enter, escape, tab, backspace, "
+            "delete, f1");
+  EXPECT_EQ(message("type", ""), "--script: 'type' expects the text to type");
 }
 
 // The attention map's axes: round numbers, never more than asked for, within the range.

@@ -1,6 +1,8 @@
-// The scripted mouse of screenshots: the frames each command plays and handing them to ImGui.
-#include "app/gui/script_mouse.h"
+// The scripted mouse and keyboard of screenshots: the frames each command plays and handing them
+// to ImGui.
+#include "app/gui/script_input.h"
 
+#include <GLFW/glfw3.h>
 #include <imgui.h>
 
 #include <algorithm>
@@ -23,11 +25,37 @@ PixelPoint in_window(const ScriptCommand& c, int x, int y, int width, int height
   return {x, y};
 }
 
+// The keys `key NAME` presses, by name: GLFW's codes, which the platform backend maps ImGui's
+// keys to (io.KeyMap) and the shell's shortcuts ask for.
+struct NamedKey {
+  const char* name;
+  int code;
+};
+constexpr NamedKey kKeys[] = {{"left", GLFW_KEY_LEFT},   {"right", GLFW_KEY_RIGHT},   {"up", GLFW_KEY_UP},
+                              {"down", GLFW_KEY_DOWN},   {"home", GLFW_KEY_HOME},     {"end", GLFW_KEY_END},
+                              {"space", GLFW_KEY_SPACE}, {"enter", GLFW_KEY_ENTER},   {"escape", GLFW_KEY_ESCAPE},
+                              {"tab", GLFW_KEY_TAB},     {"backspace", GLFW_KEY_BACKSPACE}, {"delete", GLFW_KEY_DELETE},
+                              {"f1", GLFW_KEY_F1}};
+
 }  // namespace
 
 bool is_mouse_command(const ScriptCommand& c) {
-  return c.verb == "hover" || c.verb == "click" || c.verb == "dclick" || c.verb == "rclick" || c.verb == "wheel" ||
-         c.verb == "drag";
+  return c.verb == "hover" || c.verb == "click" || c.verb == "ctrlclick" || c.verb == "dclick" || c.verb == "rclick" ||
+         c.verb == "wheel" || c.verb == "drag";
+}
+
+bool is_key_command(const ScriptCommand& c) { return c.verb == "key" || c.verb == "type"; }
+
+std::vector<KeyFrame> key_command_frames(const ScriptCommand& c) {
+  if (c.verb == "type") {
+    if (c.arg.empty()) throw script_error(c.verb, c.arg, "expects the text to type");
+    return {{-1, c.arg}};
+  }
+  for (const NamedKey& k : kKeys)
+    if (c.arg == k.name) return {{k.code, ""}, {}};
+  std::string names;
+  for (const NamedKey& k : kKeys) names += std::string(names.empty() ? "" : ", ") + k.name;
+  throw script_error(c.verb, c.arg, "expects one of " + names);
 }
 
 std::vector<MouseFrame> mouse_command_frames(const ScriptCommand& c, int width, int height) {
@@ -55,15 +83,18 @@ std::vector<MouseFrame> mouse_command_frames(const ScriptCommand& c, int width, 
   if (c.verb == "hover") return {{at}};
   if (c.verb == "rclick") return {{at}, {at, false, true}, {at}};
   if (c.verb == "dclick") return {{at}, {at, true}, {at}, {at, true}, {at}};
+  if (c.verb == "ctrlclick") return {{at, false, false, 0, true}, {at, true, false, 0, true}, {at, false, false, 0, true}, {at}};
   return {{at}, {at, true}, {at}};  // click
 }
 
-void ScriptedMouse::set(const MouseFrame& f) {
+void ScriptedInput::set(const MouseFrame& f) {
   now_ = f;
   placed_ = true;
 }
 
-void ScriptedMouse::feed(ImGuiIO& io) {
+void ScriptedInput::set_keys(const KeyFrame& f) { keys_ = f; }
+
+void ScriptedInput::feed(ImGuiIO& io) {
   // The script's pixels are the framebuffer's; ImGui's coordinates are the window's (they differ
   // on a display that scales).
   const ImVec2 scale = io.DisplayFramebufferScale;
@@ -73,6 +104,12 @@ void ScriptedMouse::feed(ImGuiIO& io) {
   io.MouseDown[ImGuiMouseButton_Right] = now_.right;
   io.MouseWheel = (float)now_.wheel;
   now_.wheel = 0;  // a notch turns once
+  for (bool& down : io.KeysDown) down = false;
+  if (keys_.key >= 0 && keys_.key < IM_ARRAYSIZE(io.KeysDown)) io.KeysDown[keys_.key] = true;
+  io.KeyCtrl = now_.ctrl;
+  io.KeyShift = io.KeyAlt = io.KeySuper = false;
+  if (!keys_.text.empty()) io.AddInputCharactersUTF8(keys_.text.c_str());
+  keys_.text.clear();  // typed once
 }
 
 }  // namespace kvs
