@@ -62,6 +62,18 @@ int command_int(const std::string& verb, const std::string& arg, const std::stri
   return (int)v;
 }
 
+// The n words of the command "verb arg" (integers to be), or an InputError saying how many it
+// expects.
+std::vector<std::string> command_words(const std::string& verb, const std::string& arg, int n) {
+  static const char* const kCount[] = {"no", "one", "two", "three", "four", "five"};
+  std::istringstream in(arg);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  if ((int)words.size() != n)
+    throw script_error(verb, arg, "expects " + (n <= 5 ? std::string(kCount[n]) : std::to_string(n)) + " integers");
+  return words;
+}
+
 }  // namespace
 
 int script_int(const std::string& verb, const std::string& arg, int lo, int hi) {
@@ -70,21 +82,13 @@ int script_int(const std::string& verb, const std::string& arg, int lo, int hi) 
 
 std::pair<int, int> script_int_pair(const std::string& verb, const std::string& arg, int lo_a, int hi_a, int lo_b,
                                     int hi_b) {
-  std::istringstream in(arg);
-  std::string a, b, extra;
-  if (!(in >> a >> b) || (in >> extra)) throw script_error(verb, arg, "expects two integers");
-  return {command_int(verb, arg, a, lo_a, hi_a), command_int(verb, arg, b, lo_b, hi_b)};
+  const std::vector<std::string> w = command_words(verb, arg, 2);
+  return {command_int(verb, arg, w[0], lo_a, hi_a), command_int(verb, arg, w[1], lo_b, hi_b)};
 }
 
 std::vector<int> script_ints(const std::string& verb, const std::string& arg, int n, int lo, int hi) {
-  static const char* const kCount[] = {"no", "one", "two", "three", "four", "five"};
-  std::istringstream in(arg);
-  std::vector<std::string> words;
-  for (std::string w; in >> w;) words.push_back(w);
-  if ((int)words.size() != n)
-    throw script_error(verb, arg, std::string("expects ") + (n <= 5 ? kCount[n] : std::to_string(n).c_str()) + " integers");
   std::vector<int> out;
-  for (const std::string& w : words) out.push_back(command_int(verb, arg, w, lo, hi));
+  for (const std::string& w : command_words(verb, arg, n)) out.push_back(command_int(verb, arg, w, lo, hi));
   return out;
 }
 

@@ -73,7 +73,8 @@ std::vector<MouseFrame> mouse_command_frames(const ScriptCommand& c, int width, 
     const std::vector<int> v = script_ints(c.verb, c.arg, 3, -kAnyInt, kAnyInt);
     const PixelPoint at = in_window(c, v[0], v[1], width, height);
     if (v[2] == 0 || std::abs(v[2]) > kMaxNotches)
-      throw script_error(c.verb, c.arg, ": " + std::to_string(v[2]) + " notches is outside -20..-1, 1..20");
+      throw script_error(c.verb, c.arg, ": " + std::to_string(v[2]) + " notches is outside -" + std::to_string(kMaxNotches) +
+                                            "..-1, 1.." + std::to_string(kMaxNotches));
     std::vector<MouseFrame> frames = {{at}};
     for (int i = 0; i < std::abs(v[2]); ++i) frames.push_back({at, false, false, v[2] > 0 ? 1 : -1});
     return frames;
