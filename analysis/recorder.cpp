@@ -62,6 +62,7 @@ TraceRecorder::~TraceRecorder() { pipe_.reset(); }
 
 TraceWriter& TraceRecorder::writer() {
   pipe_->drain();
+  writer_->settle();
   return *writer_;
 }
 

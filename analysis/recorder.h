@@ -63,7 +63,8 @@ class TraceRecorder : public AttentionObserver {
   TraceMeta& meta() { return meta_; }  // descriptive fields may still change before finish()
   const PrefillEvidence& prefill() const { return reducer_.evidence(); }
   const std::string& capture_note() const { return meta_.capture_note; }
-  // Waits for pending writes and returns the writer, e.g. for write_array("/layers/similarity").
+  // Waits for pending writes (into the file: TraceWriter::settle) and returns the writer, e.g.
+  // for write_array("/layers/similarity").
   TraceWriter& writer();
 
  private:

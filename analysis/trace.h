@@ -84,8 +84,11 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  // rows: [L, H, T] (zeros past q_pos), lse: [L, H]. Flushed step by step.
+  // rows: [L, H, T] (zeros past q_pos), lse: [L, H]. Flushed step by step; the bytes reach the
+  // file in the background (analysis/h5_direct_driver.h), at most a step or two behind.
   void write_decode_step(int step, int q_pos, std::span<const float> rows, std::span<const float> lse);
+  // Waits until everything written so far is in the temporary file.
+  void settle();
   // Reductions always; `full_map` [L, H, P, P] or empty when over the size limit.
   void write_prefill(const PrefillEvidence& evidence, std::span<const float> full_map);
   void write_array(const std::string& path, const NamedArray& array,

@@ -14,6 +14,7 @@
 #include "analysis/atomic_file.h"
 #include "analysis/chunk_codec.h"
 #include "analysis/float16.h"
+#include "analysis/h5_direct_driver.h"
 #include "analysis/h5_util.h"
 #include "analysis/parallel_for.h"
 #include "analysis/trace.h"
@@ -200,6 +201,7 @@ TraceWriter::TraceWriter(const std::string& final_path, const TraceMeta& meta, i
   w.temp = temp;
   w.guarded("cannot create trace", [&] {
     h5::Handle fapl = h5::file_access();
+    h5::use_direct_driver(fapl);
     w.file = h5::file_handle(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "create");
     w.create_datasets();
     ts::write_meta(w.file, w.meta, false);
@@ -251,6 +253,10 @@ void TraceWriter::write_decode_step(int step, int q_pos, std::span<const float> 
     w.flush();
     h5::stream_to_disk(w.file, kStreamBatch, w.written_to);
   });
+}
+
+void TraceWriter::settle() {
+  impl_->guarded("cannot write trace", [&] { h5::settle_writes(impl_->file); });
 }
 
 void TraceWriter::write_prefill(const PrefillEvidence& ev, std::span<const float> full_map) {
@@ -339,6 +345,7 @@ void TraceWriter::commit(const TraceMeta& meta, std::span<const int32_t> ids, co
     w.decode_lse.close("close");
     w.decode.close("close");
     w.flush();
+    h5::settle_writes(w.file);
     w.file.close("close");
     if (w.replaced) copy_mode_and_owner(*w.replaced, w.temp);
     publish_file(w.temp, w.target);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the unit tests with AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer on) into
 # build-asan (scripts/configure-asan.sh) and runs them, the CUDA path's tests on the CPU emulation
-# of CUDA included; then the decode team's test under ThreadSanitizer (with clang).
+# of CUDA included; then the decode team's and the trace file driver's tests under ThreadSanitizer
+# (with clang).
 # `scripts/test-sanitize.sh all` runs every suite instead of the default selection.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +14,7 @@ start=$(date +%s)
 # kernels (the suites that read untrusted bytes or index buffers). Left out as too slow under ASan
 # or not about memory safety: the GUI suites (need Xvfb), the process-level reliability tests
 # (kill/disk-full: they time real runs), the story-generation and h5py suites.
-select='^(kernels_.*|inference_(loader|gguf|hf|tokenizer|huge_pages|engine_kv_store|engine_attention|engine_controller|decode_team|generate_sampler).*|analysis_(trace|atomic_file|file_lock|policy|simulator_semantics|recorder|retrieval|similarity_matrix|metrics|kvzip|filter_layers|alpha).*|reliability_fuzz_regressions.*)_test$'
+select='^(kernels_.*|inference_(loader|gguf|hf|tokenizer|huge_pages|engine_kv_store|engine_attention|engine_controller|decode_team|generate_sampler).*|analysis_(trace|h5_direct_driver|atomic_file|file_lock|policy|simulator_semantics|recorder|retrieval|similarity_matrix|metrics|kvzip|filter_layers|alpha).*|reliability_fuzz_regressions.*)_test$'
 [ "${1:-}" = "all" ] && select='.*_test$'
 
 bash scripts/configure-asan.sh
@@ -68,4 +69,11 @@ if [ -n "$cxx" ]; then
   TSAN_OPTIONS=halt_on_error=1 "$build/decode_team_tsan" --gtest_brief=1 >"$build/sanitize-logs/decode_team_tsan.log" 2>&1 ||
     { tail -40 "$build/sanitize-logs/decode_team_tsan.log"; echo "sanitize: TSan FAILED"; exit 1; }
   echo "sanitize: clean (TSan, decode team)"
+  # The trace file driver's writing thread, synchronised with HDF5's calls by a mutex.
+  # shellcheck disable=SC2046  # pkg-config's flags are words
+  "$cxx" -std=c++20 -O1 -g -fsanitize=thread -I. tests/analysis/h5_direct_driver_test.cpp analysis/h5_direct_driver.cpp \
+    analysis/h5_util.cpp $(pkg-config --cflags --libs hdf5) -lgtest -lgtest_main -lpthread -o "$build/h5_direct_driver_tsan"
+  TSAN_OPTIONS=halt_on_error=1 "$build/h5_direct_driver_tsan" --gtest_brief=1 >"$build/sanitize-logs/h5_direct_driver_tsan.log" 2>&1 ||
+    { tail -40 "$build/sanitize-logs/h5_direct_driver_tsan.log"; echo "sanitize: TSan FAILED"; exit 1; }
+  echo "sanitize: clean (TSan, trace file driver)"
 fi
