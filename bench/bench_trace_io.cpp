@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -60,6 +61,15 @@ struct Timing {
   uint64_t file_bytes = 0;
 };
 
+// Reads the file once so that both readers are timed on a file in the page cache: KVScope's
+// writer leaves its rows out of it (direct writes), HDF5's writes leave them in.
+void warm_page_cache(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<char> buf(1 << 20);
+  while (f.read(buf.data(), (std::streamsize)buf.size()) || f.gcount() > 0) {
+  }
+}
+
 // KVScope's writer and reader.
 Timing run_kvscope(const Shape& sh, const std::string& dtype, const std::vector<std::vector<float>>& steps,
                    const std::string& path) {
@@ -76,12 +86,14 @@ Timing run_kvscope(const Shape& sh, const std::string& dtype, const std::vector<
     const std::vector<float> lse((size_t)sh.L * sh.H, 0.0f);
     const auto t0 = Clock::now();
     for (int s = 0; s < n; ++s) w.write_decode_step(s, sh.P + s, steps[s], lse);
+    w.settle();  // the file driver writes in the background: timed until the bytes are in the file
     t.write_s = seconds_since(t0);
     m.n_steps = n;
     const std::vector<int32_t> ids(m.total_len(), 1);
     w.commit(m, ids, std::vector<std::string>(m.total_len(), "x"));
   }
   t.file_bytes = std::filesystem::file_size(path);
+  warm_page_cache(path);
   TraceReader r(path);
   std::vector<float> rows, lse;
   const auto t0 = Clock::now();
@@ -122,6 +134,7 @@ Timing run_hdf5(const Shape& sh, const std::string& dtype, const std::vector<std
     t.write_s = seconds_since(t0);
   }
   t.file_bytes = std::filesystem::file_size(path);
+  warm_page_cache(path);
   h5::Handle fapl = h5::file_access();
   h5::Handle file = h5::file_handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "open");
   h5::Handle ds = h5::open_dataset(file, "/d");
