@@ -37,33 +37,6 @@ using namespace kvs::gui_test;
 
 namespace {
 
-struct Point {
-  int x = 0, y = 0;
-};
-
-// The smallest rectangle holding every pixel for which keep(x, y) holds (empty: x1 < x0).
-struct Box {
-  int x0 = 1 << 30, y0 = 1 << 30, x1 = -1, y1 = -1;
-  bool empty() const { return x1 < x0; }
-  Point center() const { return {(x0 + x1) / 2, (y0 + y1) / 2}; }
-  int width() const { return x1 - x0 + 1; }
-  int height() const { return y1 - y0 + 1; }
-};
-
-template <class Keep>
-Box box_of(const Image& img, Keep keep) {
-  Box b;
-  for (int y = 0; y < img.h; ++y)
-    for (int x = 0; x < img.w; ++x)
-      if (keep(x, y)) b.x0 = std::min(b.x0, x), b.y0 = std::min(b.y0, y), b.x1 = std::max(b.x1, x), b.y1 = std::max(b.y1, y);
-  return b;
-}
-
-bool same_pixel(const Image& a, const Image& b, int x, int y) { return std::equal(a.at(x, y), a.at(x, y) + 3, b.at(x, y)); }
-
-// Where two pictures of one size differ.
-Box diff_box(const Image& a, const Image& b) { return box_of(a, [&](int x, int y) { return !same_pixel(a, b, x, y); }); }
-
 // The first `rows` rows of where two pictures differ: the topmost control a script command
 // changed (a slider's grab, a checkbox's mark, a combo's text).
 Box top_diff(const Image& a, const Image& b, int rows = 12) {
@@ -136,8 +109,6 @@ size_t text_differences(const Image& a, Box ba, const Image& b, Box bb) {
   return n;
 }
 
-std::string at(Point p) { return std::to_string(p.x) + " " + std::to_string(p.y); }
-
 // The first pixels of 8 cells spread over row y of `plain` between x_from and x_to: pixels unlike
 // the one on their left and unlike `gap`, the colour between cells, if any (none when fewer than
 // 16 cells start there). Spread, because the cells' starts drift slowly across the pixels' halves:
@@ -154,23 +125,6 @@ std::vector<int> cell_starts(const Image& plain, int y, int x_from, int x_to, co
 
 class GuiMouse : public ScreenshotFixture {
  protected:
-  // `kvscope gui TRACE --view VIEW --size SIZE --screenshot NAME.png --script SCRIPT` for each
-  // (name, script), under one Xvfb; all must exit 0.
-  std::vector<Image> shots(const std::string& view, const std::string& size,
-                           const std::vector<std::pair<std::string, std::string>>& named_scripts) {
-    std::vector<std::string> runs;
-    for (const auto& [name, script] : named_scripts)
-      runs.push_back("\"" + trace_ + "\" --view " + view + " --size " + size + " --screenshot \"" + png(name) + "\"" +
-                     (script.empty() ? "" : " --script \"" + script + "\""));
-    std::vector<Image> out;
-    if (gui_batch(runs) != std::vector<int>(runs.size(), 0)) {
-      ADD_FAILURE() << err_;
-      return out;
-    }
-    for (const auto& [name, script] : named_scripts) out.push_back(load_png(png(name)));
-    return out;
-  }
-
   // Hovers the first pixel of 8 cells spread over row y of `plain` (cell_starts), then the pixel 3
   // to its right: both tooltips must read the same.
   void expect_first_pixels_name_their_cells(const std::string& view, const std::string& size, const Image& plain, int y,

@@ -1,7 +1,7 @@
 // Helpers of the tests that run the app itself under Xvfb: the kvscope binary, a fixture that runs
 // `kvscope gui ...` (one Xvfb server for a batch) in a scratch folder holding the synthetic test
-// trace, and the PNGs it writes read back with stb_image. The fixture skips when the app or
-// xvfb-run is not available.
+// trace, the PNGs it writes read back with stb_image, and where two of them differ. The fixture
+// skips when the app or xvfb-run is not available.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -61,6 +62,40 @@ inline double luminance_stddev(const Image& img) {
   const double mean = sum / (double)n;
   return std::sqrt(std::max(0.0, sq / (double)n - mean * mean));
 }
+
+struct Point {
+  int x = 0, y = 0;
+};
+
+// The smallest rectangle holding every pixel for which keep(x, y) holds (empty: x1 < x0).
+struct Box {
+  int x0 = 1 << 30, y0 = 1 << 30, x1 = -1, y1 = -1;
+  bool empty() const { return x1 < x0; }
+  Point center() const { return {(x0 + x1) / 2, (y0 + y1) / 2}; }
+  int width() const { return x1 - x0 + 1; }
+  int height() const { return y1 - y0 + 1; }
+};
+
+template <class Keep>
+Box box_of(const Image& img, Keep keep) {
+  Box b;
+  for (int y = 0; y < img.h; ++y)
+    for (int x = 0; x < img.w; ++x)
+      if (keep(x, y)) b.x0 = std::min(b.x0, x), b.y0 = std::min(b.y0, y), b.x1 = std::max(b.x1, x), b.y1 = std::max(b.y1, y);
+  return b;
+}
+
+inline bool same_pixel(const Image& a, const Image& b, int x, int y) {
+  return std::equal(a.at(x, y), a.at(x, y) + 3, b.at(x, y));
+}
+
+// Where two pictures of one size differ.
+inline Box diff_box(const Image& a, const Image& b) {
+  return box_of(a, [&](int x, int y) { return !same_pixel(a, b, x, y); });
+}
+
+// A point as the script's mouse commands take it: "X Y".
+inline std::string at(Point p) { return std::to_string(p.x) + " " + std::to_string(p.y); }
 
 inline size_t differing_pixels(const Image& a, const Image& b) {
   size_t d = 0;
@@ -117,6 +152,23 @@ class ScreenshotFixture : public ::testing::Test {
                                                      << " programs (its status " << xvfb_status << ")";
     std::ifstream e(err);
     err_.assign(std::istreambuf_iterator<char>(e), {});
+    return out;
+  }
+
+  // `kvscope gui TRACE --view VIEW --size SIZE --screenshot NAME.png --script SCRIPT` for each
+  // (name, script), under one Xvfb; all must exit 0.
+  std::vector<Image> shots(const std::string& view, const std::string& size,
+                           const std::vector<std::pair<std::string, std::string>>& named_scripts) {
+    std::vector<std::string> runs;
+    for (const auto& [name, script] : named_scripts)
+      runs.push_back("\"" + trace_ + "\" --view " + view + " --size " + size + " --screenshot \"" + png(name) + "\"" +
+                     (script.empty() ? "" : " --script \"" + script + "\""));
+    std::vector<Image> out;
+    if (gui_batch(runs) != std::vector<int>(runs.size(), 0)) {
+      ADD_FAILURE() << err_;
+      return out;
+    }
+    for (const auto& [name, script] : named_scripts) out.push_back(load_png(png(name)));
     return out;
   }
 

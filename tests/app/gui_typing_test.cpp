@@ -1,0 +1,101 @@
+// Typing and playing under Xvfb, with the script's keyboard (`type`, `key`) and mouse:
+//   Run view: a model path, a prompt, a step count and an output path typed into their boxes, and
+//     a click on Record, record what the `model`, `prompt`, `steps`, `out` and `record` commands
+//     record: the same tokens, and the same picture but for the button row;
+//   timeline: Space plays (from the first step: the trace opens at its last) and Space pauses;
+//     frames drawn after the pause leave the step where it was.
+// Where a box or button is, is read off the pictures, as in gui_mouse_test.cpp.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "analysis/trace.h"
+#include "tests/app/gui_screenshot.h"
+
+namespace fs = std::filesystem;
+using namespace kvs::gui_test;
+
+namespace {
+
+// Where two pictures differ, as bands of rows (rows less than 4 apart join a band), top to
+// bottom, each with the horizontal extent of its differences.
+std::vector<Box> diff_bands(const Image& a, const Image& b) {
+  std::vector<Box> bands;
+  for (int y = 0; y < a.h; ++y) {
+    Box row;
+    for (int x = 0; x < a.w; ++x)
+      if (!same_pixel(a, b, x, y)) row.x0 = std::min(row.x0, x), row.x1 = std::max(row.x1, x);
+    if (row.empty()) continue;
+    if (bands.empty() || y - bands.back().y1 > 3) bands.push_back(Box{});
+    Box& band = bands.back();
+    band.x0 = std::min(band.x0, row.x0), band.x1 = std::max(band.x1, row.x1);
+    band.y0 = std::min(band.y0, y), band.y1 = y;
+  }
+  return bands;
+}
+
+class GuiTyping : public ScreenshotFixture {};
+
+TEST_F(GuiTyping, TypedRunSettingsAndRecordClickRecordAsTheirCommands) {
+  const std::string model = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.bin";
+  if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
+  const std::string size = "1000x700";
+  // The model, prompt, steps and output boxes: where two settings of each differ.
+  const auto refs = shots("run", size, {{"a", "model a;prompt a;out a.h5;steps 1"},
+                                        {"b", "model bbbbbbbbbb;prompt bbbbbbbbbb;out bbbbbbbbbb.h5;steps 9"}});
+  ASSERT_EQ(refs.size(), 2u);
+  const std::vector<Box> boxes = diff_bands(refs[0], refs[1]);
+  ASSERT_EQ(boxes.size(), 4u);
+  const Box &model_box = boxes[0], &prompt_box = boxes[1], &steps_box = boxes[2], &out_box = boxes[3];
+  // Clicks right of a box's text put the cursor at its end; the steps box is clicked on its text.
+  const Point model_end{model_box.x1 + 80, model_box.center().y}, prompt_in{prompt_box.x1 + 80, prompt_box.center().y};
+  const Point steps_in{steps_box.x0 + 3, steps_box.center().y}, out_end{out_box.x1 + 80, out_box.center().y};
+  const Point output_area{out_box.x0, out_box.y1 + 100};  // below the buttons: ends the prompt's editing
+  // Record: the first thing on the output box's row, left of it.
+  const int y = out_box.center().y;
+  const unsigned char* bg = refs[0].at(2, y);
+  int record_x0 = 2;
+  while (record_x0 < out_box.x0 && std::equal(bg, bg + 3, refs[0].at(record_x0, y))) ++record_x0;
+  ASSERT_LT(record_x0, out_box.x0);
+  const Point record{record_x0 + 12, y};
+
+  const std::string typed_out = (dir_ / "typed.h5").string(), cmd_out = (dir_ / "cmd.h5").string();
+  const std::string typed = "model a;prompt a;out a.h5;steps 1;click " + at(model_end) + ";key backspace;type " + model +
+                            ";key enter;click " + at(prompt_in) + ";key end;key backspace;type Once upon a time;click " +
+                            at(output_area) + ";click " + at(steps_in) + ";key end;key backspace;type 2;key enter;click " +
+                            at(out_end) + ";key backspace;key backspace;key backspace;key backspace;type " + typed_out +
+                            ";key enter;click " + at(record);
+  const std::string commands = "model " + model + ";prompt Once upon a time;steps 2;out " + cmd_out + ";record";
+  const auto got = shots("run", size, {{"typed", typed}, {"commands", commands}});
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_TRUE(fs::exists(typed_out)) << "the click on Record recorded nothing";
+  const kvs::TraceReader t(typed_out), c(cmd_out);
+  EXPECT_EQ(t.meta().n_steps, 2);
+  EXPECT_EQ(t.meta().model, c.meta().model);
+  EXPECT_EQ(t.token_ids(), c.token_ids());
+  // The same settings and output text; only the button row differs (Record under the mouse, the
+  // output paths).
+  const Box differ = diff_box(got[0], got[1]);
+  EXPECT_GE(differ.y0, out_box.y0 - 12);
+  EXPECT_LE(differ.y1, out_box.y1 + 12);
+}
+
+TEST_F(GuiTyping, SpacePlaysAndPauses) {
+  const std::string size = "900x300";
+  // Each `key` command draws a few frames (1/60 s each on ImGui's clock) at the default 8 steps/s.
+  const std::string played = "key space;key f1;key f1;key space";
+  std::vector<std::pair<std::string, std::string>> scripts = {{"played", played},
+                                                              {"after", played + ";key f1;key f1;key f1;key f1"}};
+  for (int k = 0; k <= 4; ++k) scripts.push_back({"step" + std::to_string(k), "step " + std::to_string(k)});
+  const auto got = shots("timeline", size, scripts);
+  ASSERT_EQ(got.size(), scripts.size());
+  EXPECT_EQ(differing_pixels(got[0], got[1]), 0u) << "the step moved after the pause";
+  int shown = -1;
+  for (int k = 0; k <= 4; ++k)
+    if (differing_pixels(got[0], got[2 + k]) == 0) shown = k;
+  EXPECT_GE(shown, 1) << "playing did not move from the first step, or went past step 4";
+}
+
+}  // namespace
