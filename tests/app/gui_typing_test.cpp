@@ -2,6 +2,8 @@
 //   Run view: a model path, a prompt, a step count and an output path typed into their boxes, and
 //     a click on Record, record what the `model`, `prompt`, `steps`, `out` and `record` commands
 //     record: the same tokens, and the same picture but for the button row;
+//   Compare: a path typed into the second-trace box and a click on Open show what `compare PATH`
+//     shows;
 //   timeline: Space plays (from the first step: the trace opens at its last) and Space pauses;
 //     frames drawn after the pause leave the step where it was.
 // Where a box or button is, is read off the pictures, as in gui_mouse_test.cpp.
@@ -80,6 +82,30 @@ TEST_F(GuiTyping, TypedRunSettingsAndRecordClickRecordAsTheirCommands) {
   const Box differ = diff_box(got[0], got[1]);
   EXPECT_GE(differ.y0, out_box.y0 - 12);
   EXPECT_LE(differ.y1, out_box.y1 + 12);
+}
+
+TEST_F(GuiTyping, ATypedSecondTracePathOpensAsTheCompareCommandDoes) {
+  const std::string size = "1000x600", other = (dir_ / "other.h5").string();
+  fs::copy_file(trace_, other);
+  const auto refs = shots("compare", size, {{"empty", "mode traces"}, {"opened", "mode traces;compare " + other}});
+  ASSERT_EQ(refs.size(), 2u);
+  const std::vector<Box> bands = diff_bands(refs[0], refs[1]);
+  ASSERT_GE(bands.size(), 2u);
+  const Box& path_text = bands[0];  // the path in the box; the comparison below it
+  const Point box{path_text.x0 + 20, path_text.center().y};
+  // Open: the last thing on the box's row.
+  const int y = box.y;
+  const unsigned char* bg = refs[0].at(refs[0].w - 3, y);
+  int open_x1 = refs[0].w - 3;
+  while (open_x1 > path_text.x1 && std::equal(bg, bg + 3, refs[0].at(open_x1, y))) --open_x1;
+  ASSERT_GT(open_x1, path_text.x1);
+  const Point open{open_x1 - 12, y};
+  const auto got = shots("compare", size,
+                         {{"typed", "mode traces;click " + at(box) + ";type " + other + ";click " + at(open)},
+                          {"command", "mode traces;compare " + other + ";hover " + at(open)}});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);
+  EXPECT_GT(differing_pixels(got[0], refs[0]), 10000u) << "nothing was compared";
 }
 
 TEST_F(GuiTyping, SpacePlaysAndPauses) {
