@@ -5,6 +5,7 @@
 #include "analysis/h5_direct_driver.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -142,6 +143,7 @@ bool write_piece(DirectFile& f, const Batch& b, const Piece& p) {
 }
 
 void io_loop(DirectFile* f) {
+  pthread_setname_np(pthread_self(), "kvs-trace-io");  // as top and perf show it
   std::unique_lock<std::mutex> lock(f->mu);
   for (;;) {
     f->cv.wait(lock, [f] { return f->busy || f->stop; });
