@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "analysis/parallel_for.h"
 #include "analysis/trace.h"
 #include "inference/errors.h"
 #include "kernels/log8.h"
@@ -84,13 +85,15 @@ HeadStatsAccumulator::HeadStatsAccumulator(const ModelShape& shape, HeadStatsOpt
 
 void HeadStatsAccumulator::add_step(std::span<const float> rows, int row_len, int q_pos) {
   check_step(shape_, rows.size(), row_len, q_pos);
-  const size_t n = (size_t)shape_.n_layers * shape_.n_heads;
-  for (size_t i = 0; i < n; ++i) {
-    const float* row = rows.data() + i * row_len;
+  // Rows in parallel (on the OpenMP threads): a recording runs this on the engine's thread between
+  // decode steps, while the decode team waits.
+  const int n = shape_.n_layers * shape_.n_heads;
+  parallel_for(n, [&](int i) {
+    const float* row = rows.data() + (size_t)i * row_len;
     sink_[i] += range_mass(row, 0, std::min(options_.sinks, q_pos + 1));
     local_[i] += range_mass(row, q_pos - options_.local_window + 1, q_pos + 1);
     entropy_[i] += row_entropy(row, q_pos + 1);
-  }
+  });
   ++n_steps_;
 }
 

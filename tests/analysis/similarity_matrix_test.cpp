@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "analysis/similarity.h"
@@ -41,6 +42,34 @@ TEST(SimilarityTest, TopKEqualsAFullRanking) {
     for (int k : {0, 1, n / 3, n / 2 + 1, n - 1, n}) {
       const std::vector<int> want(ranked.begin(), ranked.begin() + std::max(k, 0));
       EXPECT_EQ(top_k_positions(a, k), want) << "n = " << n << ", k = " << k;
+    }
+  }
+}
+
+// The same over attention-like values spread across many magnitudes (the selection's buckets
+// are the float's top bits), with repeated values; then with zeros, some of them -0 (the same
+// value as 0, whose bits are the largest); then with negative values too.
+TEST(SimilarityTest, TopKEqualsAFullRankingAcrossMagnitudesAndSigns) {
+  std::mt19937 rng(5);
+  for (const char* kind : {"positive", "with -0", "signed"}) {
+    const bool zeros = std::string(kind) != "positive", negatives = std::string(kind) == "signed";
+    for (int n : {5, 300, 3574}) {
+      std::uniform_real_distribution<float> mag(-9.0f, 0.0f);
+      std::uniform_int_distribution<int> pick(0, 9);
+      std::vector<float> a(n);
+      for (float& v : a) {
+        v = std::pow(10.0f, mag(rng));
+        if (pick(rng) == 0) v = 0.125f;  // ties across the k-th place
+        if (negatives && pick(rng) < 3) v = -v;
+        if (zeros && pick(rng) < 2) v = pick(rng) < 5 ? -0.0f : 0.0f;
+      }
+      std::vector<int> ranked(n);
+      std::iota(ranked.begin(), ranked.end(), 0);
+      std::stable_sort(ranked.begin(), ranked.end(), [&](int x, int y) { return a[x] > a[y]; });
+      for (int k : {1, 2, n / 10 + 1, n / 2, n - 1, n}) {
+        const std::vector<int> want(ranked.begin(), ranked.begin() + k);
+        EXPECT_EQ(top_k_positions(a, k), want) << "n = " << n << ", k = " << k << ", " << kind;
+      }
     }
   }
 }
