@@ -434,7 +434,7 @@ size_t dataset_type_size(hid_t dataset) {
   return H5Tget_size(type);
 }
 
-void write_chunk(hid_t dataset, const std::vector<hsize_t>& offset, const std::vector<uint8_t>& stored,
+void write_chunk(hid_t dataset, const std::vector<hsize_t>& offset, std::span<const uint8_t> stored,
                  uint32_t skipped) {
   check(H5Dwrite_chunk(dataset, H5P_DEFAULT, skipped, offset.data(), stored.size(), stored.data()), "write chunk");
 }

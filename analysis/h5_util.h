@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -132,7 +133,7 @@ void write_box(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& start,
 // Writes one chunk's stored bytes at the chunk whose first element is `offset`, bypassing HDF5's
 // filters: every filter of the dataset applied (e.g. by pack_shuffle_deflate), except those whose
 // bit is set in `skipped` (bit i: filter i of the pipeline; every reader then skips it too).
-void write_chunk(hid_t dataset, const std::vector<hsize_t>& offset, const std::vector<uint8_t>& stored,
+void write_chunk(hid_t dataset, const std::vector<hsize_t>& offset, std::span<const uint8_t> stored,
                  uint32_t skipped = 0);
 // The chunk dimensions of a dataset stored as pack_shuffle_deflate packs chunks (chunked, the
 // filters exactly shuffle then deflate) and of file type `type`; empty for any other storage.

@@ -55,6 +55,7 @@ TraceRecorder::TraceRecorder(const std::string& out_path, const TraceMeta& meta,
                          " blocks";
   }
   writer_ = std::make_unique<TraceWriter>(out_path, meta_, max_steps);
+  row_width_ = writer_->decode_row_width();
   pipe_ = std::make_unique<SerialWorker>(kQueuedSteps);
 }
 
@@ -111,9 +112,11 @@ void TraceRecorder::on_attention(const AttentionBlock& b) {
                              std::to_string(step_ == -1 ? steps_written_ : step_) + " completed");
     step_ = step;
     step_q_pos_ = q;
+    // Rows as wide as the writer's chunks, which it then writes as they are. Past q they hold
+    // zeros: a fresh buffer's, or a reused one's from an earlier step of this recording, whose
+    // rows were shorter.
     step_rows_ = row_pool_.take();
-    step_rows_.reserve((size_t)L * H * (P + max_steps_));  // once per buffer: the recording's last step
-    step_rows_.resize((size_t)L * H * (q + 1));            // every row is written in full below
+    step_rows_.resize((size_t)L * H * row_width_);
     step_lse_.assign((size_t)L * H, 0.0f);
     step_seen_.assign((size_t)L * H, 0);
     step_count_ = 0;
@@ -121,7 +124,7 @@ void TraceRecorder::on_attention(const AttentionBlock& b) {
   const size_t idx = (size_t)b.layer * H + b.head;
   if (step_seen_[idx]) throw std::logic_error("TraceRecorder: a decode row arrived twice");
   step_seen_[idx] = 1;
-  float* row = step_rows_.data() + idx * (q + 1);  // [q + 1]
+  float* row = step_rows_.data() + idx * row_width_;  // [row_width_], keys 0..q written here
   if (b.n_keys == q + 1 && b.key(0) == 0 && b.key(q) == q) {
     // Every position 0..q (held positions ascend and are distinct): the row as it came.
     std::memcpy(row, b.probs, (size_t)(q + 1) * sizeof(float));

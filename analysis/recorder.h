@@ -47,8 +47,9 @@ class TraceRecorder : public AttentionObserver {
   void finish(const std::vector<std::string>& texts);
   void finish(const std::function<std::string(int token)>& text_of);
 
-  // Called with each completed step, in step order: rows [L, H, q_pos + 1] (dense, zeros where a
-  // key was not attended), lse [L, H]. By default on the engine's thread before the step is
+  // Called with each completed step, in step order: rows [L, H, W] (W = rows.size() / (L·H) >
+  // q_pos: the writer's decode_row_width(); zeros where a key was not attended and past q_pos),
+  // lse [L, H]. By default on the engine's thread before the step is
   // written; with on_step_on_writer, on the writing thread after it is written, so that per-step
   // analyses overlap the engine where a core is free for them (a GPU run; on a CPU run whose
   // decode threads fill every core, the writing thread only gets them late and holds the engine
@@ -80,7 +81,8 @@ class TraceRecorder : public AttentionObserver {
   // The decode step being assembled.
   int step_ = -1;                    // -1: none in progress
   int step_q_pos_ = 0;
-  std::vector<float> step_rows_;     // [L, H, q_pos + 1]
+  int row_width_ = 0;                // W: the writer's decode_row_width()
+  std::vector<float> step_rows_;     // [L, H, W], zeros past q_pos
   // Step buffers the writing thread has finished with, reused by later steps (a fresh vector per
   // step paid its page faults and zeroing on the engine's thread: 16 MB a step at 4K keys on an
   // 8B model).

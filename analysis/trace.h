@@ -84,9 +84,13 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  // rows: [L, H, T] (zeros past q_pos), lse: [L, H]. Flushed step by step; the bytes reach the
-  // file in the background (analysis/h5_direct_driver.h), at most a step or two behind.
+  // rows: [L, H, W] with q_pos < W <= decode_row_width() (zeros past q_pos), lse: [L, H]. Rows
+  // decode_row_width() wide are written as they are (float32, unpacked: no copy). Flushed step by
+  // step; the bytes reach the file in the background (analysis/h5_direct_driver.h), at most a
+  // step or two behind.
   void write_decode_step(int step, int q_pos, std::span<const float> rows, std::span<const float> lse);
+  // The widest row write_decode_step takes: prompt_len + max_steps (its chunks' width).
+  int decode_row_width() const;
   // Waits until everything written so far is in the temporary file.
   void settle();
   // Reductions always; `full_map` [L, H, P, P] or empty when over the size limit.

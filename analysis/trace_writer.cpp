@@ -68,6 +68,8 @@ void pack_rows(const float* src, size_t rows, size_t len, size_t src_stride, siz
   if (pack) chunk.bytes = pack_shuffle_deflate(raw, elem, kDeflateLevel);
 }
 
+std::span<const uint8_t> float_bytes(const float* p, size_t n) { return {reinterpret_cast<const uint8_t*>(p), n * sizeof(float)}; }
+
 // Creates dataset `name` [L, H, R, C] of file type `type` (fp16 or fp32, elem 2 or 4) from
 // data[L, H, R, C] in one shuffle + deflate chunk per (layer, head), packed (when `pack`) here a
 // layer at a time on every thread (HDF5 would deflate the chunks one by one with zlib: a tenth of
@@ -75,6 +77,13 @@ void pack_rows(const float* src, size_t rows, size_t len, size_t src_stride, siz
 void write_head_chunks(hid_t file, const char* name, hid_t type, const float* data, hsize_t L, hsize_t H, hsize_t R,
                        hsize_t C, size_t elem, bool pack) {
   h5::Handle ds = h5::create_dataset(file, name, type, {L, H, R, C}, {{}, {1, 1, R, C}, kDeflateLevel});
+  if (!pack && elem == 4) {  // each (layer, head)'s [R, C] floats are its chunk as stored: no copy
+    for (hsize_t l = 0; l < L; ++l)
+      for (hsize_t h = 0; h < H; ++h)
+        h5::write_chunk(ds, {l, h, 0, 0}, float_bytes(data + (l * H + h) * R * C, R * C), kSkipShuffleDeflate);
+    ds.close(name);
+    return;
+  }
   std::vector<StoredChunk> chunks(H);
   for (hsize_t l = 0; l < L; ++l) {
     parallel_for((int)H, [&](int h) { pack_rows(data + (l * H + h) * R * C, R, C, C, C, elem, pack, chunks[h]); },
@@ -223,26 +232,37 @@ void TraceWriter::write_decode_step(int step, int q_pos, std::span<const float> 
   if (step != (int)w.qpos.size() || step >= w.max_steps)
     throw std::logic_error("TraceWriter: decode step " + std::to_string(step) + " out of order (expected " +
                            std::to_string(w.qpos.size()) + ", max " + std::to_string(w.max_steps) + ")");
-  const hsize_t len = rows.size() / LH;  // this row's keys: 0..len-1
-  if (rows.size() % LH != 0 || len == 0 || len > w.T_alloc || q_pos < (int)w.P || (hsize_t)q_pos >= len ||
+  const hsize_t stride = rows.size() / LH;  // each row's length as given: q_pos + 1 or more (zeros)
+  if (rows.size() % LH != 0 || stride == 0 || stride > w.T_alloc || q_pos < (int)w.P || (hsize_t)q_pos >= stride ||
       lse.size() != LH)
     throw std::invalid_argument("TraceWriter: decode step " + std::to_string(step) + " has rows/lse of the wrong size");
-  // Packed outside HDF5's lock: [L] chunks of [H, T_alloc]; on every thread when there is much
-  // to pack (a copy into unpacked chunks is not worth waking them).
+  const hsize_t len = (hsize_t)q_pos + 1;  // this row's keys: 0..q_pos
+  const bool pack = worth_packing(len, w.T_alloc, w.decode_elem());
+  // Rows given as wide as the chunks (the recorder's) are the chunks as stored when unpacked;
+  // else packed outside HDF5's lock: [L] chunks of [H, T_alloc], on every thread when there is
+  // much to pack (a copy into unpacked chunks is not worth waking them).
+  const bool as_given = !pack && w.decode_elem() == 4 && stride == w.T_alloc;
   std::vector<StoredChunk>& chunks = w.step_chunks;
   chunks.resize(w.L);
-  const bool pack = worth_packing(len, w.T_alloc, w.decode_elem());
-  parallel_for(
-      (int)w.L,
-      [&](int l) {
-        pack_rows(rows.data() + (size_t)l * w.H * len, w.H, len, len, w.T_alloc, w.decode_elem(), pack, chunks[l]);
-      },
-      pack && w.L * w.H * w.T_alloc * w.decode_elem() >= kParallelBytes);
+  if (!as_given)
+    parallel_for(
+        (int)w.L,
+        [&](int l) {
+          pack_rows(rows.data() + (size_t)l * w.H * stride, w.H, stride, stride, w.T_alloc, w.decode_elem(), pack,
+                    chunks[l]);
+        },
+        pack && w.L * w.H * w.T_alloc * w.decode_elem() >= kParallelBytes);
   w.guarded("cannot write trace", [&] {
     const hsize_t n = (hsize_t)step + 1;
     w.row_len = std::max(w.row_len, len);
     h5::set_extent(w.decode, {n, w.L, w.H, w.row_len});
-    for (hsize_t l = 0; l < w.L; ++l) h5::write_chunk(w.decode, {n - 1, l, 0, 0}, chunks[l].bytes, chunks[l].skipped);
+    for (hsize_t l = 0; l < w.L; ++l) {
+      if (as_given)
+        h5::write_chunk(w.decode, {n - 1, l, 0, 0}, float_bytes(rows.data() + l * w.H * w.T_alloc, w.H * w.T_alloc),
+                        kSkipShuffleDeflate);
+      else
+        h5::write_chunk(w.decode, {n - 1, l, 0, 0}, chunks[l].bytes, chunks[l].skipped);
+    }
     h5::set_extent(w.decode_lse, {n, w.L, w.H});
     h5::write_box(w.decode_lse, H5T_NATIVE_FLOAT, {n - 1, 0, 0}, {1, w.L, w.H}, lse.data());
     const int32_t qp = q_pos;
@@ -254,6 +274,8 @@ void TraceWriter::write_decode_step(int step, int q_pos, std::span<const float> 
     h5::stream_to_disk(w.file, kStreamBatch, w.written_to);
   });
 }
+
+int TraceWriter::decode_row_width() const { return (int)impl_->T_alloc; }
 
 void TraceWriter::settle() {
   impl_->guarded("cannot write trace", [&] { h5::settle_writes(impl_->file); });

@@ -38,7 +38,7 @@ struct StepAnalyses {
       : shape(shape), P(prompt_len), k(default_similarity_k(prompt_len)), heads(shape, {}),
         sim_sum(static_cast<size_t>(shape.n_layers) * shape.n_layers, 0.0) {}
   void add(int q_pos, std::span<const float> rows, std::span<const float> lse) {
-    const int row_len = q_pos + 1;
+    const int row_len = (int)(rows.size() / ((size_t)shape.n_layers * shape.n_heads));  // > q_pos, zeros after it
     heads.add_step(rows, row_len, q_pos);
     const auto s = step_similarity(rows, lse, shape.n_layers, shape.n_heads, row_len, P, k);
     for (size_t i = 0; i < s.size(); ++i) sim_sum[i] += s[i];

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <csignal>
+#include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -22,6 +24,20 @@ namespace kvs {
 namespace {
 
 using namespace kvs::testing;
+
+// The rows on_step gave, [L, H, W] with W > q_pos, as dense rows [L, H, q_pos + 1]; every value
+// past q_pos must be zero.
+std::vector<float> dense_rows(std::span<const float> r, int q_pos) {
+  const size_t n = (size_t)kL * kH, w = r.size() / n;
+  EXPECT_EQ(r.size() % n, 0u);
+  EXPECT_GT(w, (size_t)q_pos);
+  std::vector<float> dense;
+  for (size_t i = 0; i < n; ++i) {
+    dense.insert(dense.end(), r.begin() + i * w, r.begin() + i * w + q_pos + 1);
+    for (size_t j = q_pos + 1; j < w; ++j) EXPECT_EQ(r[i * w + j], 0.0f) << "row " << i << " key " << j;
+  }
+  return dense;
+}
 
 TEST(PrefillReducer, ColumnSumsWindowRowsAndLse) {
   std::mt19937 rng(1);
@@ -61,9 +77,9 @@ TEST(TraceRecorder, OnStepCanRunOnTheWritingThread) {
   std::vector<std::vector<float>> seen;
   std::vector<std::thread::id> threads;
   rec.on_step_on_writer = true;
-  rec.on_step = [&](int step, int, std::span<const float> r, std::span<const float>) {
+  rec.on_step = [&](int step, int q_pos, std::span<const float> r, std::span<const float>) {
     EXPECT_EQ(step, (int)seen.size()) << "in step order";
-    seen.emplace_back(r.begin(), r.end());
+    seen.push_back(dense_rows(r, q_pos));
     threads.push_back(std::this_thread::get_id());
   };
   const auto rows = record_synthetic(rec, rng, p, steps);
@@ -88,10 +104,10 @@ TEST(TraceRecorder, RecordsPrefillDecodeRowsAndTokens) {
       EXPECT_EQ(step, (int)seen.size());
       EXPECT_EQ(q_pos, kP + step);
       EXPECT_EQ(lse.size(), (size_t)kL * kH);
-      seen.emplace_back(r.begin(), r.end());
+      seen.push_back(dense_rows(r, q_pos));
     };
     rows = record_synthetic(rec, rng, p, steps);
-    EXPECT_EQ(seen, rows) << "on_step sees the dense rows";
+    EXPECT_EQ(seen, rows) << "on_step sees the rows, zeros past each query";
     EXPECT_EQ(rec.steps_written(), steps);
     rec.finish(text_of);
   }
@@ -121,6 +137,40 @@ TEST(TraceRecorder, RecordsPrefillDecodeRowsAndTokens) {
     EXPECT_EQ(ev.window_row(1, h, 3)[2], p.row(1, h, kP - 1)[2]);
     const auto map = r.read_prefill_map(1, h);
     for (int i = 0; i < kP * kP; ++i) EXPECT_NEAR(map[i], p.map[((size_t)1 * kH + h) * kP * kP + i], 1e-3f * map[i] + 6e-8f);
+  }
+}
+
+// The recorder hands the writer rows as wide as its chunks: written as they are (float32 rows
+// at least half full), packed by the writer (float32 rows mostly past the query: a recording
+// longer than its prompt; float16), and each read back as recorded.
+TEST(TraceRecorder, DecodeRowsReadBackWhetherStoredAsGivenOrPacked) {
+  for (const char* dtype : {"float32", "float16"}) {
+    SCOPED_TRACE(dtype);
+    TempDir dir;
+    const std::string path = dir.file("rec.h5");
+    std::mt19937 rng(4);
+    const Prompt p = make_prompt(rng);
+    const int steps = 12;  // rows 7..18 keys wide in chunks 18 wide: the first two mostly empty
+    TraceMeta meta = tiny_meta();
+    meta.decode_dtype = dtype;
+    std::vector<std::vector<float>> rows;
+    {
+      TraceRecorder rec(path, meta, steps, kDefaultCaptureBudget, 4);
+      rows = record_synthetic(rec, rng, p, steps);
+      rec.finish(text_of);
+    }
+    TraceReader r(path);
+    const int T = kP + steps;
+    const float tol = std::string(dtype) == "float16" ? 1e-3f : 0.0f;
+    std::vector<float> got, lse;
+    for (int s = 0; s < steps; ++s) {
+      r.read_decode_step(s, got, lse);
+      const int q = kP + s;
+      for (int i = 0; i < kL * kH; ++i)
+        for (int k = 0; k < T; ++k)
+          ASSERT_NEAR(got[(size_t)i * T + k], k <= q ? rows[s][(size_t)i * (q + 1) + k] : 0.0f, tol)
+              << s << " " << i << " " << k;
+    }
   }
 }
 
