@@ -39,6 +39,21 @@ std::vector<float> dense_rows(std::span<const float> r, int q_pos) {
   return dense;
 }
 
+// The trace's decode rows [L, H, T] are the recorded ones (rows[s]: [L, H, q + 1] for query
+// q = P + s) within `tol`, and zero past each query.
+void expect_decode_rows(const TraceReader& r, const std::vector<std::vector<float>>& rows, float tol) {
+  const int steps = (int)rows.size(), T = kP + steps;
+  std::vector<float> got, lse;
+  for (int s = 0; s < steps; ++s) {
+    r.read_decode_step(s, got, lse);
+    const int q = kP + s;
+    for (int i = 0; i < kL * kH; ++i)
+      for (int k = 0; k < T; ++k)
+        ASSERT_NEAR(got[(size_t)i * T + k], k <= q ? rows[s][(size_t)i * (q + 1) + k] : 0.0f, tol)
+            << s << " " << i << " " << k;
+  }
+}
+
 TEST(PrefillReducer, ColumnSumsWindowRowsAndLse) {
   std::mt19937 rng(1);
   const Prompt p = make_prompt(rng);
@@ -119,15 +134,7 @@ TEST(TraceRecorder, RecordsPrefillDecodeRowsAndTokens) {
   EXPECT_EQ(r.token_ids(), (std::vector<int32_t>{1, 5, 9, 13, 17, 21, 2, 3, 4}));
   EXPECT_EQ(r.token_texts()[6], "<2>");
   EXPECT_EQ(r.decode_query_pos(), (std::vector<int32_t>{6, 7, 8}));
-  const int T = kP + steps;
-  std::vector<float> got, lse;
-  for (int s = 0; s < steps; ++s) {
-    r.read_decode_step(s, got, lse);
-    const int q = kP + s;
-    for (int i = 0; i < kL * kH; ++i)
-      for (int k = 0; k < T; ++k)
-        ASSERT_EQ(got[(size_t)i * T + k], k <= q ? rows[s][(size_t)i * (q + 1) + k] : 0.0f) << s << " " << i << " " << k;
-  }
+  expect_decode_rows(r, rows, 0.0f);
   const PrefillEvidence ev = r.read_prefill();
   EXPECT_EQ(ev.window, 4);
   for (int h = 0; h < kH; ++h) {
@@ -159,18 +166,7 @@ TEST(TraceRecorder, DecodeRowsReadBackWhetherStoredAsGivenOrPacked) {
       rows = record_synthetic(rec, rng, p, steps);
       rec.finish(text_of);
     }
-    TraceReader r(path);
-    const int T = kP + steps;
-    const float tol = std::string(dtype) == "float16" ? 1e-3f : 0.0f;
-    std::vector<float> got, lse;
-    for (int s = 0; s < steps; ++s) {
-      r.read_decode_step(s, got, lse);
-      const int q = kP + s;
-      for (int i = 0; i < kL * kH; ++i)
-        for (int k = 0; k < T; ++k)
-          ASSERT_NEAR(got[(size_t)i * T + k], k <= q ? rows[s][(size_t)i * (q + 1) + k] : 0.0f, tol)
-              << s << " " << i << " " << k;
-    }
+    expect_decode_rows(TraceReader(path), rows, std::string(dtype) == "float16" ? 1e-3f : 0.0f);
   }
 }
 
