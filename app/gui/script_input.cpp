@@ -51,11 +51,15 @@ std::vector<KeyFrame> key_command_frames(const ScriptCommand& c) {
     if (c.arg.empty()) throw script_error(c.verb, c.arg, "expects the text to type");
     return {{-1, c.arg}};
   }
+  const bool ctrl = c.arg.rfind("ctrl+", 0) == 0;
+  const std::string name = ctrl ? c.arg.substr(5) : c.arg;
   for (const NamedKey& k : kKeys)
-    if (c.arg == k.name) return {{k.code, ""}, {}};
+    if (name == k.name) return {{k.code, "", ctrl}, {-1, "", ctrl}};
+  if (ctrl && name.size() == 1 && name[0] >= 'a' && name[0] <= 'z')  // shortcuts: ctrl+o
+    return {{GLFW_KEY_A + (name[0] - 'a'), "", true}, {-1, "", true}};
   std::string names;
   for (const NamedKey& k : kKeys) names += std::string(names.empty() ? "" : ", ") + k.name;
-  throw script_error(c.verb, c.arg, "expects one of " + names);
+  throw script_error(c.verb, c.arg, "expects one of " + names + ", each also as ctrl+NAME, or ctrl+ a letter");
 }
 
 std::vector<MouseFrame> mouse_command_frames(const ScriptCommand& c, int width, int height) {
@@ -107,7 +111,7 @@ void ScriptedInput::feed(ImGuiIO& io) {
   now_.wheel = 0;  // a notch turns once
   for (bool& down : io.KeysDown) down = false;
   if (keys_.key >= 0 && keys_.key < IM_ARRAYSIZE(io.KeysDown)) io.KeysDown[keys_.key] = true;
-  io.KeyCtrl = now_.ctrl;
+  io.KeyCtrl = now_.ctrl || keys_.ctrl;
   io.KeyShift = io.KeyAlt = io.KeySuper = false;
   if (!keys_.text.empty()) io.AddInputCharactersUTF8(keys_.text.c_str());
   keys_.text.clear();  // typed once

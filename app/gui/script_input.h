@@ -56,12 +56,14 @@ bool is_key_command(const ScriptCommand& c);
 struct KeyFrame {
   int key = -1;
   std::string text;
+  bool ctrl = false;  // Ctrl held
   bool operator==(const KeyFrame&) const = default;
 };
 
 // The frames a keyboard command plays, in order:
 //   key NAME   the key down, then up (NAME: left, right, up, down, home, end, space, enter,
 //              escape, tab, backspace, delete, f1)
+//   key ctrl+NAME  the same with Ctrl held on both frames (NAME also a letter a-z: ctrl+o)
 //   type TEXT  the characters of TEXT typed on one frame
 // An unknown key or no text is an InputError naming --script and the command.
 std::vector<KeyFrame> key_command_frames(const ScriptCommand& c);

@@ -4,6 +4,8 @@
 //     record: the same tokens, and the same picture but for the button row;
 //   Compare: a path typed into the second-trace box and a click on Open show what `compare PATH`
 //     shows;
+//   Ctrl+O: a path typed into the Open dialog and a click on Open show the trace as opening it at
+//     start does;
 //   timeline: Space plays (from the first step: the trace opens at its last) and Space pauses;
 //     frames drawn after the pause leave the step where it was.
 // Where a box or button is, is read off the pictures, as in gui_mouse_test.cpp.
@@ -106,6 +108,48 @@ TEST_F(GuiTyping, ATypedSecondTracePathOpensAsTheCompareCommandDoes) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);
   EXPECT_GT(differing_pixels(got[0], refs[0]), 10000u) << "nothing was compared";
+}
+
+// The runs of one colour along column x from y0 down: where each run of pixels unlike `bg` starts
+// and ends (the controls stacked under a point).
+std::vector<std::pair<int, int>> runs_down(const Image& img, int x, int y0, const unsigned char* bg) {
+  std::vector<std::pair<int, int>> runs;
+  for (int y = y0, start = -1; y < img.h; ++y) {
+    const bool other = !std::equal(bg, bg + 3, img.at(x, y));
+    if (other && start < 0) start = y;
+    if (!other && start >= 0) runs.push_back({start, y - 1}), start = -1;
+  }
+  return runs;
+}
+
+TEST_F(GuiTyping, APathTypedIntoTheOpenDialogOpensTheTrace) {
+  const std::string size = "900x400", common = " --view timeline --size " + size + " --screenshot ";
+  ASSERT_EQ(gui_batch({common + "\"" + png("dialog") + "\" --script \"key ctrl+o\""}), std::vector<int>{0}) << err_;
+  const Image dialog = load_png(png("dialog"));
+  ASSERT_GT(dialog.w, 0);
+  // The dialog in the middle, over the dimmed view: its title bar is the first thing down the
+  // middle column below the view's own controls; down its left side, the title bar, the path
+  // box and the row of buttons, Open first.
+  const int mid = dialog.w / 2;
+  const unsigned char* dim = dialog.at(mid, dialog.h / 4);
+  int top = dialog.h / 4;
+  while (top < dialog.h && std::equal(dim, dim + 3, dialog.at(mid, top))) ++top;
+  ASSERT_LT(top, dialog.h);
+  int left = mid;
+  while (left > 0 && !std::equal(dim, dim + 3, dialog.at(left - 1, top + 2))) --left;
+  const int x = left + 20;
+  const std::vector<std::pair<int, int>> stack = runs_down(dialog, x, top + 2, dialog.at(left + 3, top + 30));
+  ASSERT_GE(stack.size(), 3u);  // the title bar's lower part, the path box, Open
+  const Point path_box{x, (stack[1].first + stack[1].second) / 2}, open{x, (stack[2].first + stack[2].second) / 2};
+  const std::vector<int> codes = gui_batch(
+      {common + "\"" + png("typed") + "\" --script \"key ctrl+o;click " + at(path_box) + ";type " + trace_ + ";click " +
+           at(open) + "\"",
+       "\"" + trace_ + "\"" + common + "\"" + png("at_start") + "\" --script \"hover " + at(open) + "\"",
+       common + "\"" + png("none") + "\" --script \"hover " + at(open) + "\""});
+  ASSERT_EQ(codes, (std::vector<int>{0, 0, 0})) << err_;
+  const Image typed = load_png(png("typed")), at_start = load_png(png("at_start")), none = load_png(png("none"));
+  EXPECT_EQ(differing_pixels(typed, at_start), 0u);
+  EXPECT_GT(differing_pixels(typed, none), 1000u) << "no trace was opened";
 }
 
 TEST_F(GuiTyping, SpacePlaysAndPauses) {

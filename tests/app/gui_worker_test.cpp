@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include <GLFW/glfw3.h>
+
 #include "app/gui/axis_ticks.h"
 #include "app/gui/colormap.h"
 #include "app/gui/script.h"
@@ -152,6 +154,9 @@ TEST(Script, KeyCommandsPlayTheFramesAHandWould) {
   EXPECT_EQ(right[1], KeyFrame{});
   EXPECT_NE(key_command_frames(ScriptCommand{"key", "home"})[0].key, right[0].key);
   EXPECT_EQ(key_command_frames(ScriptCommand{"type", "0.5"}), (std::vector<KeyFrame>{{-1, "0.5"}}));
+  const std::vector<KeyFrame> ctrl_o = key_command_frames(ScriptCommand{"key", "ctrl+o"});  // Ctrl held on both
+  EXPECT_EQ(ctrl_o, (std::vector<KeyFrame>{{GLFW_KEY_O, "", true}, {-1, "", true}}));
+  EXPECT_EQ(key_command_frames(ScriptCommand{"key", "ctrl+home"})[0], (KeyFrame{key_command_frames(ScriptCommand{"key", "home"})[0].key, "", true}));
   const auto message = [](const std::string& verb, const std::string& arg) {
     try {
       key_command_frames(ScriptCommand{verb, arg});
@@ -162,7 +167,10 @@ TEST(Script, KeyCommandsPlayTheFramesAHandWould) {
   };
   EXPECT_EQ(message("key", "pgup"),
             "--script: 'key pgup' expects one of left, right, up, down, home, end, space, enter, escape, tab, backspace, "
-            "delete, f1");
+            "delete, f1, each also as ctrl+NAME, or ctrl+ a letter");
+  EXPECT_NE(message("key", "o"), "(accepted)");  // a letter alone is typed, not pressed
+  EXPECT_NE(message("key", "ctrl+"), "(accepted)");
+  EXPECT_NE(message("key", "ctrl+oo"), "(accepted)");
   EXPECT_EQ(message("type", ""), "--script: 'type' expects the text to type");
 }
 
