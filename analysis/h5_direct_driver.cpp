@@ -58,9 +58,8 @@ struct FileHandle {
 struct DirectFile {
   H5FD_t pub;            // HDF5's part of every driver's file: first
   FileHandle handle;     // handle.fd: cached I/O
-  int& fd = handle.fd;   // the same, by its short name
   int direct_fd = -1;    // io's: the same file opened with O_DIRECT; -1 where refused or given up
-  dev_t dev = 0;         // the file fd was opened on (a diverted fd no longer is: see same_file)
+  dev_t dev = 0;         // the file handle.fd was opened on (a diverted one no longer is: see same_file)
   ino_t ino = 0;
   haddr_t eoa = 0;       // end of the address space HDF5 has allocated
   haddr_t eof = 0;       // end of what HDF5 wrote, batched writes included
@@ -118,7 +117,7 @@ bool write_cached(int fd, const uint8_t* p, size_t n, haddr_t at) {
 // recorder points fd at a memory file (h5_util's divert_writes), and so must everything else.
 bool same_file(const DirectFile& f) {
   struct stat st;
-  return ::fstat(f.fd, &st) == 0 && st.st_dev == f.dev && st.st_ino == f.ino;
+  return ::fstat(f.handle.fd, &st) == 0 && st.st_dev == f.dev && st.st_ino == f.ino;
 }
 
 // Writes one piece: a raw one's aligned middle directly when long enough (what the file refuses,
@@ -126,7 +125,7 @@ bool same_file(const DirectFile& f) {
 bool write_piece(DirectFile& f, const Batch& b, const Piece& p) {
   const uint8_t* src = b.bytes + p.off;
   const haddr_t s = p.at, e = p.at + p.len, lo = round_up(s), hi = round_down(e);  // [lo, hi) aligned
-  if (!p.raw || f.direct_fd < 0 || hi <= lo || hi - lo < kMinDirect) return write_cached(f.fd, src, p.len, s);
+  if (!p.raw || f.direct_fd < 0 || hi <= lo || hi - lo < kMinDirect) return write_cached(f.handle.fd, src, p.len, s);
   ssize_t w = ::pwrite(f.direct_fd, src + (lo - s), hi - lo, (off_t)lo);
   if (w < 0) {
     if (errno == EINVAL) {  // cached from now on
@@ -139,7 +138,7 @@ bool write_piece(DirectFile& f, const Batch& b, const Piece& p) {
   }
   g_direct_bytes.fetch_add((uint64_t)w, std::memory_order_relaxed);
   const haddr_t done = lo + (haddr_t)w;
-  return write_cached(f.fd, src, lo - s, s) && write_cached(f.fd, src + (done - s), e - done, done);
+  return write_cached(f.handle.fd, src, lo - s, s) && write_cached(f.handle.fd, src + (done - s), e - done, done);
 }
 
 void io_loop(DirectFile* f) {
@@ -255,7 +254,7 @@ H5FD_t* direct_open(const char* name, unsigned flags, hid_t, haddr_t maxaddr) {
     return nullptr;
   }
   auto* f = new DirectFile{};
-  f->fd = fd;
+  f->handle.fd = fd;
   f->handle.file = f;
   f->dev = st.st_dev;
   f->ino = st.st_ino;
@@ -292,7 +291,7 @@ herr_t direct_close(H5FD_t* file) {
     f->io.join();
   }
   if (f->direct_fd >= 0) ::close(f->direct_fd);
-  const bool closed = ::close(f->fd) == 0 || errno == EINTR;
+  const bool closed = ::close(f->handle.fd) == 0 || errno == EINTR;
   const int close_err = errno;
   std::free(f->next.bytes);
   std::free(f->handed.bytes);
@@ -338,7 +337,7 @@ herr_t direct_read(H5FD_t* file, H5FD_mem_t, hid_t, haddr_t addr, size_t size, v
   if (!settle(*f)) return os_error("direct_read", H5E_WRITEERROR, "file write failed", errno);
   auto* p = static_cast<uint8_t*>(buf);
   while (size > 0) {
-    const ssize_t r = ::pread(f->fd, p, std::min<size_t>(size, size_t{1} << 30), (off_t)addr);
+    const ssize_t r = ::pread(f->handle.fd, p, std::min<size_t>(size, size_t{1} << 30), (off_t)addr);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return os_error("direct_read", H5E_READERROR, "file read failed", errno);
     if (r == 0) {  // past the end of the file: zeros, as HDF5's own drivers give
@@ -375,7 +374,7 @@ herr_t direct_truncate(H5FD_t* file, hid_t, hbool_t) {
   auto* f = reinterpret_cast<DirectFile*>(file);
   if (f->eoa == f->eof) return 0;
   if (!settle(*f)) return os_error("direct_truncate", H5E_WRITEERROR, "file write failed", errno);
-  if (::ftruncate(f->fd, (off_t)f->eoa) != 0)
+  if (::ftruncate(f->handle.fd, (off_t)f->eoa) != 0)
     return os_error("direct_truncate", H5E_SEEKERROR, "unable to extend file properly", errno);
   f->eof = f->eoa;
   return 0;
