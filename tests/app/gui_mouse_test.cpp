@@ -373,11 +373,7 @@ TEST_F(GuiMouse, TimelineButtonsAndSliderMoveTheStep) {
   const int y = grab.center().y;
   const unsigned char* bg = plain.at(2, y);
   std::vector<Point> stretches;  // the middle of each
-  for (int x = 2, start = -1; x < plain.w; ++x) {
-    const bool other = !std::equal(bg, bg + 3, plain.at(x, y));
-    if (other && start < 0) start = x;
-    if (!other && start >= 0) stretches.push_back({(start + x - 1) / 2, y}), start = -1;
-  }
+  for (const auto& [x0, x1] : row_runs(plain, y, 2, plain.w, bg)) stretches.push_back({(x0 + x1) / 2, y});
   ASSERT_GE(stretches.size(), 5u);
   const Point first = stretches[0], back = stretches[1], forward = stretches[3], last = stretches[4];
   const Point slider_start{grab.x0 + 2, y};

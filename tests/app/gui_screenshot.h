@@ -94,6 +94,20 @@ inline Box diff_box(const Image& a, const Image& b) {
   return box_of(a, [&](int x, int y) { return !same_pixel(a, b, x, y); });
 }
 
+// The stretches of row y between x0 and x1 (exclusive) whose pixels are unlike `bg`, as [first,
+// last] columns, left to right: the controls on a row of a panel.
+inline std::vector<std::pair<int, int>> row_runs(const Image& img, int y, int x0, int x1, const unsigned char* bg) {
+  std::vector<std::pair<int, int>> runs;
+  int start = -1;
+  for (int x = x0; x < x1; ++x) {
+    const bool other = !std::equal(bg, bg + 3, img.at(x, y));
+    if (other && start < 0) start = x;
+    if (!other && start >= 0) runs.push_back({start, x - 1}), start = -1;
+  }
+  if (start >= 0) runs.push_back({start, x1 - 1});
+  return runs;
+}
+
 // A point as the script's mouse commands take it: "X Y".
 inline std::string at(Point p) { return std::to_string(p.x) + " " + std::to_string(p.y); }
 

@@ -59,11 +59,9 @@ TEST_F(GuiTyping, TypedRunSettingsAndRecordClickRecordAsTheirCommands) {
   const Point output_area{out_box.x0, out_box.y1 + 100};  // below the buttons: ends the prompt's editing
   // Record: the first thing on the output box's row, left of it.
   const int y = out_box.center().y;
-  const unsigned char* bg = refs[0].at(2, y);
-  int record_x0 = 2;
-  while (record_x0 < out_box.x0 && std::equal(bg, bg + 3, refs[0].at(record_x0, y))) ++record_x0;
-  ASSERT_LT(record_x0, out_box.x0);
-  const Point record{record_x0 + 12, y};
+  const auto left_of_out = row_runs(refs[0], y, 2, out_box.x0, refs[0].at(2, y));
+  ASSERT_FALSE(left_of_out.empty());
+  const Point record{left_of_out.front().first + 12, y};
 
   const std::string typed_out = (dir_ / "typed.h5").string(), cmd_out = (dir_ / "cmd.h5").string();
   const std::string typed = "model a;prompt a;out a.h5;steps 1;click " + at(model_end) + ";key backspace;type " + model +
@@ -97,11 +95,9 @@ TEST_F(GuiTyping, ATypedSecondTracePathOpensAsTheCompareCommandDoes) {
   const Point box{path_text.x0 + 20, path_text.center().y};
   // Open: the last thing on the box's row.
   const int y = box.y;
-  const unsigned char* bg = refs[0].at(refs[0].w - 3, y);
-  int open_x1 = refs[0].w - 3;
-  while (open_x1 > path_text.x1 && std::equal(bg, bg + 3, refs[0].at(open_x1, y))) --open_x1;
-  ASSERT_GT(open_x1, path_text.x1);
-  const Point open{open_x1 - 12, y};
+  const auto right_of_path = row_runs(refs[0], y, path_text.x1 + 1, refs[0].w - 2, refs[0].at(refs[0].w - 3, y));
+  ASSERT_FALSE(right_of_path.empty());
+  const Point open{right_of_path.back().second - 12, y};
   const auto got = shots("compare", size,
                          {{"typed", "mode traces;click " + at(box) + ";type " + other + ";click " + at(open)},
                           {"command", "mode traces;compare " + other + ";hover " + at(open)}});
