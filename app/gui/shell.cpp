@@ -115,15 +115,17 @@ class Shell {
     export_pending_png(fb_h);
   }
 
-  // Headless: draws frames until the views' background work has settled (at least 3, at most
-  // 40); the last one stays in the back buffer for the screenshot.
+  // Headless: draws frames until the views' background work has settled (at least 4, at most
+  // 40); the last one stays in the back buffer for the screenshot. Four: a view may lay itself
+  // out on its first frame (the Run view measures its settings there), and the tooltip of what
+  // the mouse then hovers is hidden for a frame while it sizes itself.
   void settle(const std::string& single_view) {
     for (int f = 0; f < 40; ++f) {
       frame(kScreenshotFrame, single_view, true);
       const bool busy = app_.io.busy() || app_.engine.busy();
       app_.io.wait_idle();
       app_.engine.wait_idle();
-      if (f >= 2 && !busy) break;
+      if (f >= 3 && !busy) break;
       glfwSwapBuffers(window_);
     }
   }
