@@ -103,7 +103,8 @@ class LayersView : public View {
   void controls() {
     const int L = n_layers_;
     ImGui::SetNextItemWidth(120);
-    if (ImGui::SliderInt("filter layers k", &k_, 1, std::max(L - 1, 1))) plan_valid_ = false;
+    // 1..L as `kvscope layers --filters` and the script's `filters` take it; a typed value too.
+    if (ImGui::SliderInt("filter layers k", &k_, 1, std::max(L, 1), "%d", ImGuiSliderFlags_AlwaysClamp)) plan_valid_ = false;
     same_line_if_fits(60 + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("wait").x);
     ImGui::SetNextItemWidth(60);
     if (ImGui::InputInt("wait", &wait_, 0)) plan_valid_ = false;
@@ -144,7 +145,7 @@ class LayersView : public View {
     // A model of another depth starts from the defaults `kvscope layers` and OmniKV's runs use.
     if (t.meta.shape.n_layers != n_layers_) k_ = std::max(1, t.meta.shape.n_layers / 10);
     n_layers_ = t.meta.shape.n_layers;
-    k_ = std::clamp(k_, 1, std::max(n_layers_ - 1, 1));
+    k_ = std::clamp(k_, 1, std::max(n_layers_, 1));
     if (!t.similarity.dims.empty() && (int)t.similarity.dims[0] == n_layers_) {
       sim_ = t.similarity.data;
       source_ = "from the trace (/layers/similarity)";

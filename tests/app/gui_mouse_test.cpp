@@ -518,6 +518,34 @@ TEST_F(GuiMouse, AZoomTypedIntoTheLanesSliderStaysInItsRange) {
   EXPECT_EQ(differing_pixels(got[4], got[5]), 0u);
 }
 
+// Layers and Heads: values typed into the filter-layers slider and the tau slider (Ctrl+click, the
+// digits, Enter) are taken as `filters K` and `tau X` take them; a k past either end of 1..L (the
+// range of `kvscope layers --filters` and of the slider) stays at that end.
+TEST_F(GuiMouse, ValuesTypedIntoTheLayersAndTauSlidersAreTakenAsTheirCommands) {
+  const std::string size = "900x600";
+  const auto layers = shots("layers", size, {{"k1", "filters 1"}, {"k2", "filters 2"}});
+  const auto heads = shots("heads", size, {{"tau1", "tau 0.1"}, {"tau9", "tau 0.9"}});
+  ASSERT_EQ(layers.size() + heads.size(), 4u);
+  const Box k_grab = top_diff(layers[0], layers[1]), tau_grab = top_diff(heads[0], heads[1]);
+  ASSERT_FALSE(k_grab.empty());
+  ASSERT_FALSE(tau_grab.empty());
+  const Point k_slider = k_grab.center(), tau_slider = tau_grab.center();
+  const std::string type_k = "ctrlclick " + at(k_slider) + ";type ", type_tau = "ctrlclick " + at(tau_slider) + ";type ";
+  const auto got_k = shots("layers", size,
+                           {{"typed2", type_k + "2;key enter"}, {"cmd2", "filters 2;hover " + at(k_slider)},
+                            {"typed500", type_k + "500;key enter"}, {"cmd3", "filters 3;hover " + at(k_slider)},
+                            {"typed0", type_k + "0;key enter"}, {"cmd1", "filters 1;hover " + at(k_slider)}});
+  const auto got_tau = shots("heads", size,
+                             {{"typed25", type_tau + "0.25;key enter"}, {"cmd25", "tau 0.25;hover " + at(tau_slider)},
+                              {"cmd20", "tau 0.2;hover " + at(tau_slider)}});
+  ASSERT_EQ(got_k.size() + got_tau.size(), 9u);
+  EXPECT_EQ(differing_pixels(got_k[0], got_k[1]), 0u);  // typing reaches the slider
+  EXPECT_EQ(differing_pixels(got_k[2], got_k[3]), 0u);  // the synthetic trace's 3 layers
+  EXPECT_EQ(differing_pixels(got_k[4], got_k[5]), 0u);
+  EXPECT_EQ(differing_pixels(got_tau[0], got_tau[1]), 0u);
+  EXPECT_GT(differing_pixels(got_tau[0], got_tau[2]), 0u) << "0.25 and 0.2 look alike: the test shows nothing";
+}
+
 // Timeline's keys: ← and → step back and forth, Home and End go to the first and last step, as
 // `step N` does; F1 shows the help and hides it again.
 TEST_F(GuiMouse, TimelineKeysMoveTheStep) {
