@@ -84,6 +84,35 @@ TEST_F(GuiTyping, TypedRunSettingsAndRecordClickRecordAsTheirCommands) {
   EXPECT_LE(differ.y1, out_box.y1 + 12);
 }
 
+// Run view: a temperature or top-p typed into its box (Ctrl+click, the digits, Enter) past the
+// box's range stays at its end (out of range, Record failed on --temperature / --top-p, flags the
+// view does not show): 5 shows as 2 does, top-p 0 as 0.01; 0.5 shows otherwise.
+TEST_F(GuiTyping, TemperatureAndTopPTypedPastTheirRangeStayAtItsEnd) {
+  const std::string size = "1000x700";
+  const auto refs = shots("run", size, {{"steps1", "steps 1"}, {"steps9", "steps 65536"}});
+  ASSERT_EQ(refs.size(), 2u);
+  const Box steps_box = diff_box(refs[0], refs[1]);
+  ASSERT_FALSE(steps_box.empty());
+  // The boxes right of the steps box on its row: temp, top-p, seed (labels are runs of letters).
+  const int y = steps_box.center().y;
+  std::vector<Point> boxes;
+  for (const auto& [x0, x1] : row_runs(refs[0], y, steps_box.x1 + 1, refs[0].w - 2, refs[0].at(2, y)))
+    if (x1 - x0 >= 50) boxes.push_back({(x0 + x1) / 2, y});
+  ASSERT_GE(boxes.size(), 3u);
+  const Point temp = boxes[0], top_p = boxes[1], away{2, refs[0].h - 3};
+  auto typed = [&](Point box, const std::string& value) {
+    return "ctrlclick " + at(box) + ";type " + value + ";key enter;hover " + at(away);
+  };
+  const auto got = shots("run", size,
+                         {{"temp5", typed(temp, "5")}, {"temp2", typed(temp, "2")}, {"temp05", typed(temp, "0.5")},
+                          {"top_p0", typed(top_p, "0")}, {"top_p001", typed(top_p, "0.01")}});
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);
+  EXPECT_GT(differing_pixels(got[1], got[2]), 0u) << "typing did not reach the temperature box";
+  EXPECT_EQ(differing_pixels(got[3], got[4]), 0u);
+  EXPECT_GT(differing_pixels(got[3], refs[0]), 0u) << "typing did not reach the top-p box";
+}
+
 TEST_F(GuiTyping, ATypedSecondTracePathOpensAsTheCompareCommandDoes) {
   const std::string size = "1000x600", other = (dir_ / "other.h5").string();
   fs::copy_file(trace_, other);
