@@ -10,11 +10,13 @@
 
 #include "analysis/trace.h"
 #include "inference/errors.h"
+#include "run_equal.h"
 #include "trace_test_util.h"
 
 namespace kvs {
 namespace {
 
+using testing::expect_same_run;
 using testing::TempDir;
 
 constexpr int kSteps = 3;
@@ -60,38 +62,6 @@ RunData make_run(const TraceMeta& m, const std::string& name, int budget, int st
     for (int i = 0; i < steps * L * H; ++i) r.lse.push_back(0.5f * i);
   }
   return r;
-}
-
-void expect_same_run(const RunData& got, const RunData& want, bool with_bulk) {
-  EXPECT_EQ(got.name, want.name);
-  EXPECT_EQ(got.policy, want.policy);
-  EXPECT_EQ(got.params_json, want.params_json);
-  EXPECT_EQ(got.budget, want.budget);
-  EXPECT_EQ(got.eviction, want.eviction);
-  EXPECT_EQ(got.mode, want.mode);
-  EXPECT_EQ(got.text, want.text);
-  EXPECT_EQ(got.tokens, want.tokens);
-  ASSERT_EQ(got.metrics.size(), want.metrics.size());
-  for (const NamedArray& w : want.metrics) {
-    bool found = false;
-    for (const NamedArray& g : got.metrics)
-      if (g.name == w.name) {
-        found = true;
-        EXPECT_EQ(g.dims, w.dims);
-        EXPECT_EQ(g.data, w.data);
-      }
-    EXPECT_TRUE(found) << w.name;
-  }
-  auto scalars = got.scalars;
-  std::sort(scalars.begin(), scalars.end());
-  EXPECT_EQ(scalars, want.scalars);
-  if (with_bulk) {
-    EXPECT_EQ(got.kept, want.kept);
-    EXPECT_EQ(got.attention, want.attention);
-    EXPECT_EQ(got.lse, want.lse);
-  } else {
-    EXPECT_TRUE(got.kept.empty());
-  }
 }
 
 TEST(TraceAppend, AddsReplacesAndReadsRuns) {

@@ -5,12 +5,12 @@
 // picture: the controls on the output box's row, left of it.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "analysis/trace.h"
+#include "tests/analysis/run_equal.h"
 #include "tests/app/cli_util.h"
 #include "tests/app/gui_screenshot.h"
 
@@ -58,29 +58,13 @@ class GuiButtons : public ScreenshotFixture {
   }
 };
 
-// Every run of two traces alike: names, policy, budget, mode, kept sets, metrics, tokens, text.
+// Every run of two traces alike: names, and each run field by field (kept sets, metrics, tokens, text).
 void expect_same_runs(const std::string& a_path, const std::string& b_path) {
   const kvs::TraceReader a(a_path), b(b_path);
   ASSERT_EQ(a.run_names(), b.run_names());
   for (const std::string& name : a.run_names()) {
     SCOPED_TRACE(name);
-    const kvs::RunData ra = a.read_run(name, true), rb = b.read_run(name, true);
-    EXPECT_EQ(ra.policy, rb.policy);
-    EXPECT_EQ(ra.budget, rb.budget);
-    EXPECT_EQ(ra.eviction, rb.eviction);
-    EXPECT_EQ(ra.mode, rb.mode);
-    EXPECT_EQ(ra.kept, rb.kept);
-    EXPECT_EQ(ra.tokens, rb.tokens);
-    EXPECT_EQ(ra.text, rb.text);
-    ASSERT_EQ(ra.metrics.size(), rb.metrics.size());
-    for (size_t m = 0; m < ra.metrics.size(); ++m) {
-      EXPECT_EQ(ra.metrics[m].name, rb.metrics[m].name);
-      EXPECT_EQ(ra.metrics[m].dims, rb.metrics[m].dims) << ra.metrics[m].name;
-      // Bit for bit: a free run's uncompared steps are NaN.
-      const std::vector<float>&da = ra.metrics[m].data, &db = rb.metrics[m].data;
-      EXPECT_TRUE(da.size() == db.size() && std::memcmp(da.data(), db.data(), da.size() * sizeof(float)) == 0)
-          << ra.metrics[m].name;
-    }
+    kvs::testing::expect_same_run(a.read_run(name, true), b.read_run(name, true), true);
   }
 }
 
