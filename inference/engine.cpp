@@ -660,18 +660,26 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
                                         s.part_out.data() + at * hd, s.part_m.data() + at, s.part_l.data() + at,
                                         n_ranges(g), hd);
     };
+    auto keys_of = [&](int g) {
+      return options_.rope_in_cache ? s.krot.data() + static_cast<std::size_t>(g) * s.cap * hd : s.store.keys(l, g);
+    };
     team.parallel(static_cast<long>(s.ranges.size()), 1, [&](long t0, long t1) {
       for (long t = t0; t < t1; ++t) {
         const auto [g, r] = s.ranges[t];
-        const float* keys = options_.rope_in_cache ? s.krot.data() + static_cast<std::size_t>(g) * s.cap * hd
-                                                   : s.store.keys(l, g);
+        const float* keys = keys_of(g);
+        // A thread walks its part of the pieces in order: piece t + 1 is most likely its next.
+        const float* next_keys = nullptr;
+        if (t + 1 < static_cast<long>(s.ranges.size())) {
+          const auto [gn, rn] = s.ranges[t + 1];
+          next_keys = keys_of(gn) + static_cast<std::size_t>(s.rows[static_cast<std::size_t>(gn) * s.cap + rn * kRangeKeys]) * hd;
+        }
         const int h0 = g * group;
         const std::size_t at = static_cast<std::size_t>(h0) * max_ranges + r;
         ops::attend_rows_part(s.part_out.data() + at * hd, static_cast<long>(max_ranges) * hd,
                               s.probs.data() + static_cast<std::size_t>(h0) * s.cap, s.cap, s.part_m.data() + at,
                               s.part_l.data() + at, max_ranges, queries + static_cast<std::size_t>(h0) * hd, group,
                               keys, s.store.values(l, g), s.rows.data() + static_cast<std::size_t>(g) * s.cap,
-                              r * kRangeKeys, std::min(s.n_rows[g], (r + 1) * kRangeKeys), hd, scale);
+                              r * kRangeKeys, std::min(s.n_rows[g], (r + 1) * kRangeKeys), hd, scale, next_keys);
         // acq_rel: the last range's thread sees the other ranges' parts before merging them.
         if (s.ranges_left[g].fetch_sub(1, std::memory_order_acq_rel) == 1)
           for (int h = h0; h < h0 + group; ++h) merge(h);

@@ -111,11 +111,14 @@ constexpr int mix_vectors() {
 // heads. Keys in order, so every head's sums are the same whatever NQ.
 template <int NQ, int NV, class ValueRow>
 void mix_pass(float* out, long out_stride, const float* probs, long probs_stride, int j0, int j1, int d0,
-              ValueRow value) {
+              int head_dim, ValueRow value, const float* next_keys) {
   f32x8 acc[NQ][NV] = {};
   const int ahead = std::max(1, kPrefetchBytes / (32 * NV));  // the rows' parts this pass reads
   for (int j = j0; j < j1; ++j) {
     if (j + ahead < j1) prefetch_bytes(value(j + ahead) + d0, 32 * NV);
+    else if (next_keys)  // on into the caller's next keys (as bytes past next_keys: it may be any address)
+      for (int b = 0; b < 32 * NV; b += 64)
+        prefetch_ahead(next_keys, (static_cast<std::size_t>(j + ahead - j1) * head_dim + d0) * sizeof(float) + b);
     f32x8 p[NQ];
     for (int i = 0; i < NQ; ++i) p[i] = splat(probs[i * probs_stride + j]);
     const float* v = value(j) + d0;
@@ -134,13 +137,14 @@ void mix_pass(float* out, long out_stride, const float* probs, long probs_stride
 // the last whole vector one by one.
 template <int NQ, int HD, class ValueRow>
 void mix_values(float* out, long out_stride, const float* probs, long probs_stride, int j0, int j1, int head_dim,
-                ValueRow value) {
+                ValueRow value, const float* next_keys) {
   if (HD) head_dim = HD;
   constexpr int NV = mix_vectors<NQ>();
   const int hd8 = head_dim / 8 * 8;
   int d0 = 0;
-  for (; d0 + 8 * NV <= hd8; d0 += 8 * NV) mix_pass<NQ, NV>(out, out_stride, probs, probs_stride, j0, j1, d0, value);
-  for (; d0 < hd8; d0 += 8) mix_pass<NQ, 1>(out, out_stride, probs, probs_stride, j0, j1, d0, value);
+  for (; d0 + 8 * NV <= hd8; d0 += 8 * NV)
+    mix_pass<NQ, NV>(out, out_stride, probs, probs_stride, j0, j1, d0, head_dim, value, next_keys);
+  for (; d0 < hd8; d0 += 8) mix_pass<NQ, 1>(out, out_stride, probs, probs_stride, j0, j1, d0, head_dim, value, next_keys);
   for (int d = hd8; d < head_dim; ++d)
     for (int i = 0; i < NQ; ++i) {
       float s = 0.0f;
@@ -152,16 +156,23 @@ void mix_values(float* out, long out_stride, const float* probs, long probs_stri
 // probs[i * probs_stride + j] = scale * q_i . key(j) for NQ heads (q_i = q + i * head_dim) and
 // j0 <= j < j1 (head_dim = HD when HD is not 0): four keys at a time, each key vector loaded once
 // for all heads.
-template <int NQ, int HD, class KeyRow>
+template <int NQ, int HD, class KeyRow, class ValueRow>
 void score_keys(float* probs, long probs_stride, const float* q, int j0, int j1, int head_dim, float scale,
-                KeyRow key) {
+                KeyRow key, ValueRow value) {
   if (HD) head_dim = HD;
   const int hd8 = head_dim / 8 * 8;  // components in whole 8-wide vectors; the rest one by one
   const int ahead = std::max(4, kPrefetchBytes / (4 * head_dim)) / 4 * 4;  // keys, a multiple of 4
   int j = j0;
   for (; j + 4 <= j1; j += 4) {
-    if (j + ahead + 4 <= j1)
+    if (j + ahead + 4 <= j1) {
       for (int u = 0; u < 4; ++u) prefetch_bytes(key(j + ahead + u), 4 * head_dim);
+    } else {  // the range's last keys, then on into its values, which the mix reads next
+      for (int u = 0; u < 4; ++u) {
+        const int ja = j + ahead + u;
+        if (ja < j1) prefetch_bytes(key(ja), 4 * head_dim);
+        else if (ja - j1 < j1 - j0) prefetch_bytes(value(j0 + (ja - j1)), 4 * head_dim);
+      }
+    }
     const float* k[4] = {key(j), key(j + 1), key(j + 2), key(j + 3)};
     f32x8 acc[NQ][4] = {};
     for (int d = 0; d < hd8; d += 8) {
@@ -233,16 +244,17 @@ void mix_tile(float* const* out, const float* sc, long ld, int n, int nr, int he
 template <int HD, class KeyRow, class ValueRow>
 void attend_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
                  long stat_stride, const float* q_all, int n_q, KeyRow key, ValueRow value, int j0, int j1,
-                 int head_dim, float scale) {
+                 int head_dim, float scale, const float* next_keys) {
   if (HD) head_dim = HD;
   for (int i0 = 0; i0 < n_q; i0 += kHeadGroup) {
     auto heads = [&]<int NQ>() {
       score_keys<NQ, HD>(probs + i0 * probs_stride, probs_stride, q_all + static_cast<long>(i0) * head_dim, j0, j1,
-                     head_dim, scale, key);
+                         head_dim, scale, key, value);
       for (int i = i0; i < i0 + NQ; ++i)
         l[i * stat_stride] = exp_shifted(probs + i * probs_stride + j0, j1 - j0, &m[i * stat_stride]);
+      // The last group's values end the range: then the next range's keys are read.
       mix_values<NQ, HD>(part_out + i0 * out_stride, out_stride, probs + i0 * probs_stride, probs_stride, j0, j1,
-                     head_dim, value);
+                         head_dim, value, i0 + NQ >= n_q ? next_keys : nullptr);
     };
     switch (std::min(kHeadGroup, n_q - i0)) {
       case 4: heads.template operator()<4>(); break;
@@ -265,14 +277,14 @@ void attend_part(float* part_out, long out_stride, float* probs, long probs_stri
 // heads used to take turns over 64-key blocks, went from 15.6 to 6.5 ms a token.
 void attend_rows_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
                       long stat_stride, const float* q_all, int n_q, const float* keys, const float* values,
-                      const int32_t* rows, int j0, int j1, int head_dim, float scale) {
+                      const int32_t* rows, int j0, int j1, int head_dim, float scale, const float* next_keys) {
   // A range of consecutive rows (a cache nothing was evicted from) is addressed without the list.
   bool run = true;
   for (int j = j0; j < j1; ++j) run &= rows[j] == rows[j0] + (j - j0);
   const long first = run && j1 > j0 ? rows[j0] - j0 : 0;  // a run's row of key j: first + j
   auto part = [&]<int HD>(auto key, auto value) {
     attend_part<HD>(part_out, out_stride, probs, probs_stride, m, l, stat_stride, q_all, n_q, key, value, j0, j1,
-                    head_dim, scale);
+                    head_dim, scale, next_keys);
   };
   // Common head sizes compiled as constants: their loops unrolled, a run read ~1.5x faster.
   auto sized = [&](auto key, auto value) {

@@ -22,9 +22,14 @@ float attend_rows(float* out, float* probs, const float* q, const float* keys,
 //   probs[i * probs_stride + j] = exp(scale * q_i.k_j - m[i * stat_stride]),
 //   m[i * stat_stride] = the largest scaled score in the range, l[i * stat_stride] = the sum of
 //   those exps, part_out[i * out_stride .. + head_dim] = sum_j probs * v_j (unnormalized).
+// next_keys (may be null): where the keys the caller reads next start (its next range's first
+// key row; rows of head_dim floats follow it), asked for ahead while this range's last values
+// are read, as this range's first values are while its last keys are, so that the thread's
+// streams run on from range to range.
 void attend_rows_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
                       long stat_stride, const float* q, int n_q, const float* keys, const float* values,
-                      const int32_t* rows, int j0, int j1, int head_dim, float scale);
+                      const int32_t* rows, int j0, int j1, int head_dim, float scale,
+                      const float* next_keys = nullptr);
 
 // Combines one query's n_parts ranges of seg_keys keys each (the last one shorter; part p covers
 // keys [p * seg_keys, ...) of n_keys) from attend_rows_part: part_out [n_parts, head_dim], m, l

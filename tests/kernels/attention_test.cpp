@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -203,6 +204,43 @@ TEST(Attention, RangePartsOfSeveralHeadsMatchNaive) {
             for (int d = 0; d < hd; ++d) EXPECT_NEAR(out[d], e.out[d], 1e-5) << "component " << d;
           }
         }
+}
+
+// The next range's keys (next_keys) are only asked for ahead: every part's output, maximum, sum
+// and probabilities are bit for bit those without the hint, whether it points at the next part's
+// first key or past the end of the keys (the last part), for lone heads and groups, run and
+// scattered rows.
+TEST(Attention, NextKeysHintLeavesRangePartsBitIdentical) {
+  for (const bool run : {true, false})
+    for (const int hd : {13, 64})
+      for (const int group : {1, 3, 5}) {
+        const int n = 700, stored = n + 3, seg = 256, parts = (n + seg - 1) / seg;
+        const auto k = random_vec(stored * hd, 40 + hd, -1.5f, 1.5f), v = random_vec(stored * hd, 41, -1.5f, 1.5f),
+                   q = random_vec(group * hd, 42 + group, -1.5f, 1.5f);
+        std::vector<int32_t> rows(n);
+        for (int j = 0; j < n; ++j) rows[j] = run ? j + 3 : (j * 7 + 1) % stored;
+        auto parts_with = [&](bool hint) {
+          std::vector<float> out(static_cast<std::size_t>(group) * parts * hd), m(group * parts), l(group * parts),
+              probs(static_cast<std::size_t>(group) * n);
+          for (int p = 0; p < parts; ++p) {
+            const int j0 = p * seg, j1 = std::min(n, j0 + seg);
+            // The next part's first key row; past the last one, the end of the keys.
+            const float* next = !hint ? nullptr : j1 < n ? k.data() + static_cast<long>(rows[j1]) * hd : k.data() + k.size();
+            attend_rows_part(out.data() + p * hd, static_cast<long>(parts) * hd, probs.data(), n, m.data() + p,
+                             l.data() + p, parts, q.data(), group, k.data(), v.data(), rows.data(), j0, j1, hd, 0.3f,
+                             next);
+          }
+          std::vector<float> all = out;
+          all.insert(all.end(), m.begin(), m.end());
+          all.insert(all.end(), l.begin(), l.end());
+          all.insert(all.end(), probs.begin(), probs.end());
+          return all;
+        };
+        const std::vector<float> plain = parts_with(false), hinted = parts_with(true);
+        ASSERT_EQ(plain.size(), hinted.size());
+        EXPECT_EQ(std::memcmp(plain.data(), hinted.data(), plain.size() * sizeof(float)), 0)
+            << (run ? "run" : "scattered") << " rows, head_dim " << hd << ", group " << group;
+      }
 }
 
 }  // namespace
