@@ -48,8 +48,8 @@ class GuiButtons : public ScreenshotFixture {
     return out;
   }
 
-  // A copy of the recorded trace under `name` in a folder of its own (the status line names the
-  // trace's folder and file: both copies are `trace.h5`, so their pictures can match).
+  // A copy of the recorded trace in a folder of its own, `name`: each app run adds its runs to
+  // its own copy.
   std::string copy_of(const std::string& recorded, const std::string& name) {
     const fs::path folder = dir_ / name;
     fs::create_directories(folder);
