@@ -390,6 +390,28 @@ TEST_F(GuiMouse, TimelineButtonsAndSliderMoveTheStep) {
   }
 }
 
+// Timeline: a playback speed typed into the steps/s slider (the first control after the five
+// buttons) past its range, 0.5..60, stays at its end: 500 shows as 60 does, 0 as 0.5.
+TEST_F(GuiMouse, ASpeedTypedIntoTheTimelineStaysInItsRange) {
+  const std::string size = "900x300";
+  const auto refs = shots("timeline", size, {{"plain", ""}, {"first", "step 0"}});
+  ASSERT_EQ(refs.size(), 2u);
+  const Box grab = top_diff(refs[0], refs[1]);  // the step slider's grab: on the buttons' row
+  ASSERT_FALSE(grab.empty());
+  const int y = grab.center().y;
+  const auto stretches = row_runs(refs[0], y, 2, refs[0].w, refs[0].at(2, y));
+  ASSERT_GE(stretches.size(), 6u);
+  const Point speed{(stretches[5].first + stretches[5].second) / 2, y};
+  const Point away{2, refs[0].h - 3};
+  auto typed = [&](const std::string& v) { return "ctrlclick " + at(speed) + ";type " + v + ";key enter;hover " + at(away); };
+  const auto got = shots("timeline", size,
+                         {{"s500", typed("500")}, {"s60", typed("60")}, {"s0", typed("0")}, {"s05", typed("0.5")}});
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);
+  EXPECT_EQ(differing_pixels(got[2], got[3]), 0u);
+  EXPECT_GT(differing_pixels(got[1], got[3]), 0u) << "typing did not reach the speed slider";
+}
+
 // Three lanes (the runs' rows below the attention row), each with a long stretch of tokens
 // evicted earlier: the bands of that colour, top to bottom, with their horizontal extent.
 std::vector<Box> evicted_earlier_bands(const Image& img) {
