@@ -671,7 +671,8 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
         const float* next_keys = nullptr;
         if (t + 1 < static_cast<long>(s.ranges.size())) {
           const auto [gn, rn] = s.ranges[t + 1];
-          next_keys = keys_of(gn) + static_cast<std::size_t>(s.rows[static_cast<std::size_t>(gn) * s.cap + rn * kRangeKeys]) * hd;
+          const int32_t row = s.rows[static_cast<std::size_t>(gn) * s.cap + rn * kRangeKeys];
+          next_keys = keys_of(gn) + static_cast<std::size_t>(row) * hd;
         }
         const int h0 = g * group;
         const std::size_t at = static_cast<std::size_t>(h0) * max_ranges + r;
