@@ -35,19 +35,6 @@ class GuiButtons : public ScreenshotFixture {
     return controls;
   }
 
-  // Runs the app on each (trace, script) under one Xvfb, the Run view at `size`; all must exit 0.
-  std::vector<Image> run_view_shots(const std::string& size,
-                                    const std::vector<std::pair<std::string, std::string>>& trace_scripts) {
-    std::vector<std::string> runs;
-    for (size_t i = 0; i < trace_scripts.size(); ++i)
-      runs.push_back("\"" + trace_scripts[i].first + "\" --view run --size " + size + " --screenshot \"" +
-                     png("shot" + std::to_string(i)) + "\" --script \"" + trace_scripts[i].second + "\"");
-    std::vector<Image> out;
-    if (gui_batch(runs) != std::vector<int>(runs.size(), 0)) return ADD_FAILURE() << err_, out;
-    for (size_t i = 0; i < trace_scripts.size(); ++i) out.push_back(load_png(png("shot" + std::to_string(i))));
-    return out;
-  }
-
   // A copy of the recorded trace in a folder of its own, `name`: each app run adds its runs to
   // its own copy.
   std::string copy_of(const std::string& recorded, const std::string& name) {
@@ -83,10 +70,12 @@ TEST_F(GuiButtons, SimulateAndRerunClicksAddTheRunsOfTheirCommands) {
   const std::string setup = "policies h2o|tova;budget 6;mode free;";
   const std::string sim_click = copy_of(recorded, "sim_click"), sim_cmd = copy_of(recorded, "sim_cmd");
   const std::string rerun_click = copy_of(recorded, "rerun_click"), rerun_cmd = copy_of(recorded, "rerun_cmd");
-  const auto got = run_view_shots(size, {{sim_click, setup + "click " + at(simulate)},
-                                         {sim_cmd, setup + "simulate;hover " + at(simulate)},
-                                         {rerun_click, setup + "click " + at(rerun)},
-                                         {rerun_cmd, setup + "rerun;hover " + at(rerun)}});
+  const auto got = shots("run", size,
+                         {{"sim_click", setup + "click " + at(simulate)},
+                          {"sim_cmd", setup + "simulate;hover " + at(simulate)},
+                          {"rerun_click", setup + "click " + at(rerun)},
+                          {"rerun_cmd", setup + "rerun;hover " + at(rerun)}},
+                         {sim_click, sim_cmd, rerun_click, rerun_cmd});
   ASSERT_EQ(got.size(), 4u);
 
   const kvs::TraceReader simulated(sim_click), rerun_by_click(rerun_click);

@@ -170,13 +170,17 @@ class ScreenshotFixture : public ::testing::Test {
   }
 
   // `kvscope gui TRACE --view VIEW --size SIZE --screenshot NAME.png --script SCRIPT` for each
-  // (name, script), under one Xvfb; all must exit 0.
+  // (name, script), under one Xvfb; all must exit 0. TRACE is traces[i] for the i-th script when
+  // given (scripts that change their trace, each on a copy of its own), else trace_.
   std::vector<Image> shots(const std::string& view, const std::string& size,
-                           const std::vector<std::pair<std::string, std::string>>& named_scripts) {
+                           const std::vector<std::pair<std::string, std::string>>& named_scripts,
+                           const std::vector<std::string>& traces = {}) {
     std::vector<std::string> runs;
-    for (const auto& [name, script] : named_scripts)
-      runs.push_back("\"" + trace_ + "\" --view " + view + " --size " + size + " --screenshot \"" + png(name) + "\"" +
-                     (script.empty() ? "" : " --script \"" + script + "\""));
+    for (size_t i = 0; i < named_scripts.size(); ++i) {
+      const auto& [name, script] = named_scripts[i];
+      runs.push_back("\"" + (i < traces.size() ? traces[i] : trace_) + "\" --view " + view + " --size " + size +
+                     " --screenshot \"" + png(name) + "\"" + (script.empty() ? "" : " --script \"" + script + "\""));
+    }
     std::vector<Image> out;
     if (gui_batch(runs) != std::vector<int>(runs.size(), 0)) {
       ADD_FAILURE() << err_;
