@@ -10,8 +10,9 @@
 //   timeline: |<, <, >, >|, the step slider and the keys <-, ->, Home, End move the step as
 //     `step N` does; F1 shows the help and hides it;
 //   lanes: a zoom typed into the slider is taken, within the slider's range;
-//   lanes, attention map: hovering a cell shows a tooltip beside the mouse naming what is under it
-//     (what the pixel shows; past the query, no attention);
+//   lanes, attention map, head grid, layer similarity, Compare's strips: hovering a cell shows a
+//     tooltip beside the mouse naming what is under it (what the pixel shows; past the query, no
+//     attention);
 //   attention map: the wheel zooms about the mouse, keeping the cell under it (the first pixel
 //     of a cell too) and scrolling no short panel; a drag pans (a short one too); a double-click
 //     resets (one begun on a list over the map does not); a right-click shows a row's step;
@@ -97,9 +98,12 @@ Box tooltip_box(const Image& hovered, const Image& plain, Point mouse) {
 // under it through, which shifts a pixel far less than from one class to the other, so the same
 // text over different cells gives 0.
 size_t text_differences(const Image& a, Box ba, const Image& b, Box bb) {
+  // The outer 4 px are left out: the tooltip's corners are rounded (3 px; what lies under them
+  // shows through whole), and its text sits inside 8 px of padding.
+  constexpr int kEdge = 4;
   size_t n = 0;
-  for (int y = 0; y < std::max(ba.height(), bb.height()); ++y)
-    for (int x = 0; x < std::max(ba.width(), bb.width()); ++x) {
+  for (int y = kEdge; y < std::max(ba.height(), bb.height()) - kEdge; ++y)
+    for (int x = kEdge; x < std::max(ba.width(), bb.width()) - kEdge; ++x) {
       const auto lum = [&](const Image& img, Box box) {
         return x < box.width() && y < box.height() ? luminance(img, box.x0 + x, box.y0 + y) : 0.0;
       };
@@ -122,6 +126,17 @@ std::vector<int> cell_starts(const Image& plain, int y, int x_from, int x_to, co
   for (size_t i = 0; i < 8; ++i) starts.push_back(all[i * all.size() / 8]);
   return starts;
 }
+
+// The head grid's cells, from the selection outlines of its first cell (0, 0) and its last.
+struct GridCells {
+  Box first, last;
+  int rows = 0, cols = 0;
+  double pitch_x() const { return (last.center().x - first.center().x) / double(cols - 1); }
+  double pitch_y() const { return (last.center().y - first.center().y) / double(rows - 1); }
+  Point center(int row, int col) const {
+    return {first.center().x + (int)std::lround(col * pitch_x()), first.center().y + (int)std::lround(row * pitch_y())};
+  }
+};
 
 class GuiMouse : public ScreenshotFixture {
  protected:
@@ -146,22 +161,47 @@ class GuiMouse : public ScreenshotFixture {
                 0u);
     }
   }
+
+  // Hovers a cell at `a`, the same cell at `a_too`, and another cell at `b` (each after `script`):
+  // the first two tooltips must read the same, the third otherwise.
+  void expect_tooltips_name_cells(const std::string& view, const std::string& size, const std::string& script, Point a,
+                                  Point a_too, Point b) {
+    const std::string then = script.empty() ? "" : script + ";";
+    const auto got = shots(view, size,
+                           {{"plain", script}, {"a", then + "hover " + at(a)}, {"a_too", then + "hover " + at(a_too)},
+                            {"b", then + "hover " + at(b)}});
+    ASSERT_EQ(got.size(), 4u);
+    const Box ta = tooltip_box(got[1], got[0], a), ta_too = tooltip_box(got[2], got[0], a_too),
+              tb = tooltip_box(got[3], got[0], b);
+    EXPECT_EQ(text_differences(got[1], ta, got[2], ta_too), 0u) << view << ": one cell, two texts";
+    EXPECT_GT(text_differences(got[1], ta, got[3], tb), 20u) << view << ": two cells, one text";
+  }
+
+  // The head grid of the test trace (3 layers x 4 heads, sink mass per query head) at `size`.
+  GridCells head_grid_cells(const std::string& size) {
+    const auto corners = shots("heads", size, {{"first", "select 0 0"}, {"last", "select 2 3"}});
+    GridCells g;
+    g.rows = 3, g.cols = 4;
+    if (corners.size() != 2u) {
+      ADD_FAILURE() << "no head grid";
+      return g;
+    }
+    g.first = selection_outline(corners[0], corners[1]), g.last = selection_outline(corners[1], corners[0]);
+    EXPECT_FALSE(g.first.empty());
+    EXPECT_FALSE(g.last.empty());
+    return g;
+  }
 };
 
 // The test trace has 3 layers x 4 heads; the grid shows sink mass per query head.
 TEST_F(GuiMouse, ClickOnTheHeadGridSelectsTheHeadUnderIt) {
   const std::string size = "800x600";
   // The grid's geometry from the outlines of two selections: cell (0, 0) and cell (2, 3).
-  const auto corners = shots("heads", size, {{"first", "select 0 0"}, {"last", "select 2 3"}});
-  ASSERT_EQ(corners.size(), 2u);
-  const Box first = selection_outline(corners[0], corners[1]), last = selection_outline(corners[1], corners[0]);
-  ASSERT_FALSE(first.empty());
-  ASSERT_FALSE(last.empty());
-  const double pitch_x = (last.center().x - first.center().x) / 3.0, pitch_y = (last.center().y - first.center().y) / 2.0;
-  ASSERT_GT(pitch_x, 10.0);
-  ASSERT_GT(pitch_y, 10.0);
+  const GridCells grid = head_grid_cells(size);
+  ASSERT_GT(grid.pitch_x(), 10.0);
+  ASSERT_GT(grid.pitch_y(), 10.0);
   // Cell (layer 1, head 2), selected by neither picture above nor by default.
-  const Point cell{first.center().x + (int)(2 * pitch_x), first.center().y + (int)(1 * pitch_y)};
+  const Point cell = grid.center(1, 2);
   const auto got = shots("heads", size,
                          {{"click", "click " + at(cell)},
                           {"select_hover", "select 1 2;hover " + at(cell)},
@@ -493,6 +533,64 @@ TEST_F(GuiMouse, HoveringTheAttentionMapShowsTheCell) {
   ASSERT_EQ(got.size(), 3u);
   const Box ta = tooltip_box(got[1], got[0], a), tb = tooltip_box(got[2], got[0], b);
   EXPECT_GT(text_differences(got[1], ta, got[2], tb), 20u);
+}
+
+// The head grid: a cell's tooltip names its layer and head and the statistics there, the same
+// anywhere in the cell.
+TEST_F(GuiMouse, HoveringTheHeadGridShowsTheCell) {
+  const std::string size = "1400x600";  // room on the right of the cells for the tooltip
+  const GridCells grid = head_grid_cells(size);
+  ASSERT_GT(grid.pitch_x(), 10.0);
+  ASSERT_GT(grid.pitch_y(), 10.0);
+  const Point a = grid.center(1, 1), b = grid.center(2, 0);
+  const Point a_too{a.x + (int)(grid.pitch_x() / 4), a.y - (int)(grid.pitch_y() / 4)};
+  expect_tooltips_name_cells("heads", size, "", a, a_too, b);
+}
+
+// The layer similarity: a cell's tooltip names the two layers (row: whose top-K keys; column: whose
+// attention) and the share, the same anywhere in the cell. The matrix is where the outlines of
+// layer 0's column and layer 2's differ (as in the click test above).
+TEST_F(GuiMouse, HoveringTheLayerSimilarityShowsTheCell) {
+  const std::string size = "1400x700";
+  const auto corners = shots("layers", size, {{"first", "layer 0"}, {"last", "layer 2"}});
+  ASSERT_EQ(corners.size(), 2u);
+  const Box matrix = diff_box(corners[0], corners[1]);
+  ASSERT_FALSE(matrix.empty());
+  const double pitch = matrix.width() / 3.0;  // the test trace's 3 layers
+  ASSERT_GT(pitch, 10.0);
+  const auto cell = [&](int row, int col) {
+    return Point{matrix.x0 + (int)((col + 0.5) * pitch), matrix.y0 + (int)((row + 0.5) * pitch)};
+  };
+  // Another row and column for b: the synthetic trace's similarity changes along a row only.
+  const Point a = cell(0, 1), b = cell(1, 2);
+  const Point a_too{a.x - (int)(pitch / 4), a.y + (int)(pitch / 4)};
+  expect_tooltips_name_cells("layers", size, "layer 0", a, a_too, b);
+}
+
+// Compare's strip of the two runs' difference (a cell per position, coloured only A, only B,
+// both or neither): a cell's tooltip names the position, its token and which run holds it, the
+// same anywhere in the cell. (Which cell the first pixel of a cell names is tested on the lanes
+// and the map, whose hit tests, like the strip's, take the mouse at its pixel's centre: on this
+// strip only a boundary between two colours could show it.)
+TEST_F(GuiMouse, HoveringACompareStripCellShowsWhatIsThere) {
+  const std::string size = "1400x700";
+  const auto plain = shots("compare", size, {{"plain", ""}});
+  ASSERT_EQ(plain.size(), 1u);
+  const Image& img = plain[0];
+  // The strip: the rows where most pixels have its four colours.
+  const unsigned char colours[4][3] = {{240, 110, 190}, {170, 230, 60}, {120, 120, 128}, {40, 40, 44}};
+  const auto in_strip = [&](int x, int y) {
+    return std::any_of(std::begin(colours), std::end(colours), [&](const unsigned char* c) { return std::equal(c, c + 3, img.at(x, y)); });
+  };
+  std::vector<int> per_row(img.h, 0);
+  for (int y = 0; y < img.h; ++y)
+    for (int x = 0; x < img.w; ++x) per_row[y] += in_strip(x, y);
+  const Box strip = box_of(img, [&](int x, int y) { return per_row[y] > img.w / 2 && in_strip(x, y); });
+  ASSERT_FALSE(strip.empty()) << "no difference strip";
+  const int y = strip.center().y;
+  const int cell = strip.width() / 56;  // the test trace's 56 positions
+  const Point a{strip.x0 + 3 * cell + cell / 2, y}, a_too{a.x + cell / 4, y + 2}, b{strip.x0 + 20 * cell + cell / 2, y};
+  expect_tooltips_name_cells("compare", size, "", a, a_too, b);
 }
 
 // Past a row's query no attention can fall (the map's dark cells): the tooltip says so on one line
