@@ -109,12 +109,12 @@ void matvec(float* y, const float* w, const float* x, int rows, int cols) {
 }
 
 void matvec_rows(std::span<const MatvecJob> jobs, const float* x, int cols, long begin, long end) {
-  std::size_t j = 0;
-  long first = 0;  // stacked index of jobs[j]'s row 0
-  for (long r = begin; r < end; ++r) {
-    while (r - first >= jobs[j].rows) first += jobs[j++].rows;
-    const long row = r - first;
-    jobs[j].y[row] = dot_row(jobs[j].w + row * cols, x, cols);
+  long first = 0;  // stacked index of the job's row 0
+  for (const MatvecJob& job : jobs) {
+    if (first >= end) break;
+    const long lo = std::max(begin - first, 0L), hi = std::min(end - first, static_cast<long>(job.rows));
+    for (long row = lo; row < hi; ++row) job.y[row] = dot_row(job.w + row * cols, x, cols);
+    first += job.rows;
   }
 }
 
