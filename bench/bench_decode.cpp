@@ -2,7 +2,7 @@
 // random weights (or a model file given as argv[1]), hooks off vs every decode row captured into
 // an HDF5 trace by the recorder (float32 rows, the default; written to $TMPDIR, default /tmp, and
 // removed), after a 32-token prompt and after one filling half the context.
-// Usage: bench_decode [model_path] [decode_steps]
+// Usage: bench_decode [model_path] [decode_steps (default 256: 16 chunks a prompt)]
 // Runs with OMP_WAIT_POLICY=passive unless the caller set a policy (it re-executes itself): with
 // spinning barriers, two threads on a busy 2-core machine lose most of their time waiting.
 #include <omp.h>
@@ -174,7 +174,10 @@ int main(int argc, char** argv) {
   }
   try {
     const std::string path = argc > 1 ? argv[1] : "";
-    const int steps = argc > 2 ? std::stoi(argv[2]) : 128;
+    // 16 chunks a prompt: single 16-step chunks scatter 0.83-1.09 of their limit on this host even
+    // where the probes beside them agree, and the median of 8 (128 steps) fell under 0.9 in about
+    // one fast-level run in twenty whose chunks centred near 0.94 (docs/performance.md).
+    const int steps = argc > 2 ? std::stoi(argv[2]) : 256;
     auto t0 = Clock::now();
     const kvs::Model model = path.empty() ? kvs::bench::stories110m_shaped() : kvs::load_model(path);
     const kvs::ModelConfig& c = model.config;
