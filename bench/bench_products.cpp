@@ -1,5 +1,5 @@
 // Where decode's products lose against the streaming probe: a stories110M-shaped model's weight
-// matrices (dim 768, 12 layers, vocab 32000, fp32) read three ways, alternating with the
+// matrices (dim 768, 12 layers, vocab 32000, fp32), or a model file's, read three ways, alternating with the
 // bandwidth probe in one process so that all see the same memory level:
 //   team    the products as decode issues them: through a DecodeTeam of all threads, one join
 //           per product (q/k/v stacked, gate/up stacked, as the engine does), in token order;
@@ -9,7 +9,7 @@
 //   probe   the streaming read decode's limit is measured against.
 // Prints, per round, GB/s and the ratio to the probe (the better of the probes before and
 // after), then the medians over rounds whose two probes agree within 10%.
-// Usage: bench_products [rounds]   (runs with OMP_WAIT_POLICY=passive unless the caller set one)
+// Usage: bench_products [rounds] [model_path]   (runs with OMP_WAIT_POLICY=passive unless the caller set one)
 #include <omp.h>
 #include <unistd.h>
 
@@ -24,6 +24,8 @@
 #include "bench/bandwidth_probe.h"
 #include "bench/random_model.h"
 #include "inference/decode_team.h"
+#include "inference/errors.h"
+#include "inference/loader.h"
 #include "kernels/matmul.h"
 
 namespace {
@@ -58,16 +60,23 @@ int main(int argc, char** argv) {
     execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
   }
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
-  const kvs::Model model = kvs::bench::stories110m_shaped();
+  const std::string path = argc > 2 ? argv[2] : "";
+  kvs::Model model;
+  try {
+    model = path.empty() ? kvs::bench::stories110m_shaped() : kvs::load_model(path);
+  } catch (const kvs::InputError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
   const kvs::ModelConfig& c = model.config;
-  const int dim = c.dim, hid = c.hidden_dim;
-  std::vector<float> x(hid, 0.01f);          // [max cols] the products' input
-  std::vector<float> y(c.vocab_size, 0.0f);  // [max rows] their output (overwritten)
+  const int dim = c.dim, hid = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim();
+  std::vector<float> x(std::max({dim, qd, hid}), 0.01f);                        // [max cols] the products' input
+  std::vector<float> y(std::max({c.vocab_size, 2 * hid, qd + 2 * kvd}), 0.0f);  // [max rows] their output (overwritten)
   std::vector<Product> token;                // decode's products in order
   for (const auto& lw : model.weights.layers) {
-    token.push_back({{{y.data(), lw.wq.data(), dim}, {y.data() + dim, lw.wk.data(), dim},
-                      {y.data() + 2 * dim, lw.wv.data(), dim}}, dim});
-    token.push_back({{{y.data(), lw.wo.data(), dim}}, dim});
+    token.push_back({{{y.data(), lw.wq.data(), qd}, {y.data() + qd, lw.wk.data(), kvd},
+                      {y.data() + qd + kvd, lw.wv.data(), kvd}}, dim});
+    token.push_back({{{y.data(), lw.wo.data(), dim}}, qd});
     token.push_back({{{y.data(), lw.w_gate.data(), hid}, {y.data() + hid, lw.w_up.data(), hid}}, dim});
     token.push_back({{{y.data(), lw.w_down.data(), dim}}, hid});
   }
