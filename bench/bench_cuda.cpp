@@ -200,22 +200,26 @@ kvs::Model random_model(const kvs::ModelConfig& c) {
     float scale;  // 0: a norm, all ones
   };
   std::vector<Tensor> tensors;
+  kvs::PackQueue packs;  // the matrices, filled row-major, then packed
+  auto matrix = [&](kvs::PackedMatrix& dst, std::size_t rows, std::size_t cols) {
+    return &packs.stage(dst, static_cast<int>(rows), static_cast<int>(cols));
+  };
   kvs::ModelWeights& w = m.weights;
   w.layers.resize(c.n_layers);
   uint64_t seed = 1;
-  tensors.push_back({&w.token_embedding, V * d, seed++, 0.02f});
-  tensors.push_back({&w.classifier, V * d, seed++, 0.02f});
+  tensors.push_back({matrix(w.token_embedding, V, d), V * d, seed++, 0.02f});
+  tensors.push_back({matrix(w.classifier, V, d), V * d, seed++, 0.02f});
   tensors.push_back({&w.final_norm, d, seed++, 0.0f});
   for (kvs::LayerWeights& l : w.layers) {
     tensors.push_back({&l.attn_norm, d, seed++, 0.0f});
     tensors.push_back({&l.ffn_norm, d, seed++, 0.0f});
-    tensors.push_back({&l.wq, q * d, seed++, 0.02f});
-    tensors.push_back({&l.wk, kv * d, seed++, 0.02f});
-    tensors.push_back({&l.wv, kv * d, seed++, 0.02f});
-    tensors.push_back({&l.wo, d * q, seed++, 0.02f});
-    tensors.push_back({&l.w_gate, h * d, seed++, 0.02f});
-    tensors.push_back({&l.w_up, h * d, seed++, 0.02f});
-    tensors.push_back({&l.w_down, d * h, seed++, 0.02f});
+    tensors.push_back({matrix(l.wq, q, d), q * d, seed++, 0.02f});
+    tensors.push_back({matrix(l.wk, kv, d), kv * d, seed++, 0.02f});
+    tensors.push_back({matrix(l.wv, kv, d), kv * d, seed++, 0.02f});
+    tensors.push_back({matrix(l.wo, d, q), d * q, seed++, 0.02f});
+    tensors.push_back({matrix(l.w_gate, h, d), h * d, seed++, 0.02f});
+    tensors.push_back({matrix(l.w_up, h, d), h * d, seed++, 0.02f});
+    tensors.push_back({matrix(l.w_down, d, h), d * h, seed++, 0.02f});
   }
   const long n_tensors = static_cast<long>(tensors.size());
 #pragma omp parallel for schedule(dynamic, 1)
@@ -240,6 +244,7 @@ kvs::Model random_model(const kvs::ModelConfig& c) {
       for (std::size_t i = ch.begin; i < ch.end; ++i) p[i] = ch.t->scale * hash_uniform(ch.t->seed, i);
     }
   }
+  packs.pack();
   return m;
 }
 

@@ -4,7 +4,8 @@
 //   attention  attend_causal_block over the engine's blocks of every head (four groups of
 //              kCausalGroupRows query rows, several blocks per call; keys packed in panels,
 //              values contiguous per KV head), 2 * 2 * head_dim flops per (query, key) pair;
-//   products   the layer's seven matmuls, 2 * rows * cols flops per token and matrix;
+//   products   the layer's seven matmuls over weights packed as the model keeps them, 2 * rows *
+//              cols flops per token and matrix;
 //   capture    what a recording adds to the attention: the time in the recorder's PrefillReducer,
 //              fed every block between the kernel calls as the engine's observer (column sums, the
 //              last 64 rows, the pooled map sized as for SmolLM2's 30 layers), in ms and as a
@@ -103,8 +104,16 @@ int main(int argc, char** argv) {
 #endif
   std::printf("%7s | %-26s | %-26s | %s\n", "prompt", "attention GFLOP/s (peak)", "products GFLOP/s (peak)",
               "capture ms (of attention)");
-  const auto w_qkvo = random_vec((std::size_t)dim * dim, 1), w_kv = random_vec((std::size_t)kvd * dim, 2),
-             w_ffn = random_vec((std::size_t)hidden * dim, 3);
+  // The weights packed in panels (ops::pack_panels), as a loaded model holds them.
+  const auto packed = [](const std::vector<float>& w, int rows, int cols) {
+    std::vector<float> p(ops::packed_floats(rows, cols));
+    ops::pack_panels(p.data(), w.data(), rows, cols);
+    return p;
+  };
+  const auto w_qkvo = packed(random_vec((std::size_t)dim * dim, 1), dim, dim),
+             w_kv = packed(random_vec((std::size_t)kvd * dim, 2), kvd, dim),
+             w_ffn = packed(random_vec((std::size_t)hidden * dim, 3), hidden, dim),
+             w_down = packed(random_vec((std::size_t)hidden * dim, 3), dim, hidden);
   for (const int P : lengths) {
     if (P < 1) {
       std::fprintf(stderr, "bench_prefill: prompt length '%d' must be positive\n", P);
@@ -153,13 +162,13 @@ int main(int argc, char** argv) {
       t_cap = std::min(t_cap, t);
     }
     const double t_mm = best_seconds([&] {
-      ops::matmul(y.data(), x.data(), w_qkvo.data(), P, dim, dim);  // q
-      ops::matmul(y.data(), x.data(), w_kv.data(), P, kvd, dim);    // k
-      ops::matmul(y.data(), x.data(), w_kv.data(), P, kvd, dim);    // v
-      ops::matmul(y.data(), x.data(), w_qkvo.data(), P, dim, dim);  // o
-      ops::matmul(y.data(), x.data(), w_ffn.data(), P, hidden, dim);  // gate
-      ops::matmul(y.data(), x.data(), w_ffn.data(), P, hidden, dim);  // up
-      ops::matmul(y.data(), x.data(), w_ffn.data(), P, dim, hidden);  // down
+      ops::matmul_packed(y.data(), x.data(), w_qkvo.data(), P, dim, dim);    // q
+      ops::matmul_packed(y.data(), x.data(), w_kv.data(), P, kvd, dim);      // k
+      ops::matmul_packed(y.data(), x.data(), w_kv.data(), P, kvd, dim);      // v
+      ops::matmul_packed(y.data(), x.data(), w_qkvo.data(), P, dim, dim);    // o
+      ops::matmul_packed(y.data(), x.data(), w_ffn.data(), P, hidden, dim);  // gate
+      ops::matmul_packed(y.data(), x.data(), w_ffn.data(), P, hidden, dim);  // up
+      ops::matmul_packed(y.data(), x.data(), w_down.data(), P, dim, hidden);  // down
     });
     const double att_flops = 4.0 * heads * hd * P * (P + 1.0) / 2.0;
     const double mm_flops = 2.0 * P * (2.0 * dim * dim + 2.0 * kvd * dim + 3.0 * hidden * dim);

@@ -3,7 +3,7 @@
 // bandwidth probe in one process so that all see the same memory level:
 //   team    the products as decode issues them: through a DecodeTeam of all threads, one join
 //           per product (q/k/v stacked, gate/up stacked, as the engine does), in token order;
-//   no-join the same matvec_rows over the same matrices, each thread its half of every matrix
+//   no-join the same matvec_panels over the same matrices, each thread its half of every matrix
 //           in token order with no join between products (the work split decode cannot have,
 //           since each product reads the previous one's output);
 //   probe   the streaming read decode's limit is measured against.
@@ -40,11 +40,6 @@ double seconds_since(Clock::time_point t0) {
 struct Product {
   std::vector<kvs::ops::MatvecJob> jobs;
   int cols = 0;
-  long rows() const {
-    long n = 0;
-    for (const auto& j : jobs) n += j.rows;
-    return n;
-  }
 };
 
 double median(std::vector<double> v) {
@@ -85,19 +80,20 @@ int main(int argc, char** argv) {
 
   kvs::DecodeTeam team;
   team.resize(omp_get_max_threads());
-  constexpr long kRows = 32;        // rows per dealt chunk, as decode deals them
+  constexpr long kPanels = std::max(1, 32 / kvs::ops::kPanelRows);  // panels per dealt chunk, as decode deals them
   constexpr int kProbePasses = 4;   // 2 GiB read back to back, as a round's 4 tokens per way
   auto run_team = [&] {
     for (const Product& p : token)
-      team.parallel(p.rows(), kRows, [&](long b, long e) { kvs::ops::matvec_rows(p.jobs, x.data(), p.cols, b, e); });
+      team.parallel(kvs::ops::panel_count(p.jobs), kPanels,
+                    [&](long b, long e) { kvs::ops::matvec_panels(p.jobs, x.data(), p.cols, b, e); });
   };
   auto run_no_join = [&] {
 #pragma omp parallel
     {
       const long t = omp_get_thread_num(), nt = omp_get_num_threads();
       for (const Product& p : token) {
-        const long n = p.rows();
-        kvs::ops::matvec_rows(p.jobs, x.data(), p.cols, n * t / nt, n * (t + 1) / nt);
+        const long n = kvs::ops::panel_count(p.jobs);
+        kvs::ops::matvec_panels(p.jobs, x.data(), p.cols, n * t / nt, n * (t + 1) / nt);
       }
     }
   };

@@ -32,18 +32,22 @@ inline Model random_model(const ModelConfig& c, float scale, float down_scale) {
   m.weight_type = "F32";
   const std::size_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
   uint64_t seed = 1;
-  m.weights.token_embedding = random_weights(static_cast<std::size_t>(c.vocab_size) * d, seed++, 1.0f);
+  // W[rows, cols], packed.
+  auto matrix = [&seed](std::size_t rows, std::size_t cols, float s) {
+    return PackedMatrix::pack(random_weights(rows * cols, seed++, s), static_cast<int>(rows), static_cast<int>(cols));
+  };
+  m.weights.token_embedding = matrix(c.vocab_size, d, 1.0f);
   for (int l = 0; l < c.n_layers; ++l) {
     LayerWeights w;
     w.attn_norm.assign(d, 1.0f);
     w.ffn_norm.assign(d, 1.0f);
-    w.wq = random_weights(q * d, seed++, scale);
-    w.wk = random_weights(kv * d, seed++, scale);
-    w.wv = random_weights(kv * d, seed++, scale);
-    w.wo = random_weights(d * q, seed++, scale);
-    w.w_gate = random_weights(h * d, seed++, scale);
-    w.w_up = random_weights(h * d, seed++, scale);
-    w.w_down = random_weights(d * h, seed++, down_scale);
+    w.wq = matrix(q, d, scale);
+    w.wk = matrix(kv, d, scale);
+    w.wv = matrix(kv, d, scale);
+    w.wo = matrix(d, q, scale);
+    w.w_gate = matrix(h, d, scale);
+    w.w_up = matrix(h, d, scale);
+    w.w_down = matrix(d, h, down_scale);
     m.weights.layers.push_back(std::move(w));
   }
   m.weights.final_norm.assign(d, 1.0f);

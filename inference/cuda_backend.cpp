@@ -139,22 +139,27 @@ void Impl<T>::upload(float* dst, const WeightVector& src, const char* what) {
 }
 
 template <class T>
-cuda::DeviceBuffer<T> Impl<T>::upload_store(std::initializer_list<const WeightVector*> parts,
+cuda::DeviceBuffer<T> Impl<T>::upload_store(std::initializer_list<const PackedMatrix*> parts,
                                             const char* what) {
   std::size_t total = 0, largest = 0;
-  for (const WeightVector* p : parts) {
+  for (const PackedMatrix* p : parts) {
     total += p->size();
     largest = std::max(largest, p->size());
   }
   cuda::DeviceBuffer<T> out(total, what);
   constexpr std::size_t kChunk = std::size_t{16} << 20;  // floats staged per copy
   cuda::DeviceBuffer<float> staging(std::min(kChunk, largest), "weight upload staging");
+  std::vector<float> rows;  // [rows per copy, cols] unpacked from the panels on the host
   T* dst = out.get();
-  for (const WeightVector* p : parts) {
-    for (std::size_t i = 0; i < p->size(); i += kChunk) {
-      const std::size_t n = std::min(kChunk, p->size() - i);
-      cuda::check(cudaMemcpy(staging.get(), p->data() + i, n * sizeof(float), cudaMemcpyHostToDevice), what);
-      cuda::to_store(dst + i, staging.get(), static_cast<long>(n), nullptr);
+  for (const PackedMatrix* p : parts) {
+    const int per_copy = static_cast<int>(std::min<std::size_t>(p->rows, std::max<std::size_t>(1, kChunk / p->cols)));
+    for (int r = 0; r < p->rows; r += per_copy) {
+      const int nr = std::min(per_copy, p->rows - r);
+      const std::size_t n = static_cast<std::size_t>(nr) * p->cols;
+      rows.resize(n);
+      for (int i = 0; i < nr; ++i) p->row(r + i, rows.data() + static_cast<std::size_t>(i) * p->cols);
+      cuda::check(cudaMemcpy(staging.get(), rows.data(), n * sizeof(float), cudaMemcpyHostToDevice), what);
+      cuda::to_store(dst + static_cast<std::size_t>(r) * p->cols, staging.get(), static_cast<long>(n), nullptr);
       cuda::check(cudaDeviceSynchronize(), what);
     }
     dst += p->size();

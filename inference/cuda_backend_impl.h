@@ -176,8 +176,8 @@ struct Impl final : Forward {
 
   void upload_weights();
   void upload(float* dst, const WeightVector& src, const char* what);
-  // The tensors rounded to T and stacked in one buffer, in order.
-  cuda::DeviceBuffer<T> upload_store(std::initializer_list<const WeightVector*> parts, const char* what);
+  // The matrices row-major (unpacked from their panels), rounded to T and stacked in one buffer.
+  cuda::DeviceBuffer<T> upload_store(std::initializer_list<const PackedMatrix*> parts, const char* what);
   void sync() { cuda::check(cudaStreamSynchronize(stream), "stream"); }
   int32_t* meta_at(int layer) const { return meta.get() + layer * meta_stride; }
   int32_t* meta_host_at(int layer) const { return meta_host.get() + layer * meta_stride; }

@@ -10,8 +10,10 @@
 #include <cmath>
 #include <memory>
 #include <numeric>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "inference/cuda_backend.h"
 #include "inference/decode_team.h"
@@ -97,10 +99,7 @@ void check_tokens(std::span<const int> tokens, int vocab_size, const char* what)
 // X [n, dim] <- the embedding rows of tokens[n].
 void embed_rows(float* X, const Model& m, std::span<const int> tokens) {
   const int dim = m.config.dim;
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    std::copy_n(m.weights.token_embedding.data() + static_cast<std::size_t>(tokens[i]) * dim, dim,
-                X + i * dim);
-  }
+  for (std::size_t i = 0; i < tokens.size(); ++i) m.weights.token_embedding.row(tokens[i], X + i * dim);
 }
 
 // RoPE on n rows of Q [n, q_dim] and K [n, kv_dim] at positions pos0..pos0+n-1.
@@ -117,9 +116,9 @@ void rope_rows(float* Q, float* K, int n, int pos0, const ModelConfig& c, const 
 // Q, K, V [n, q_dim / kv_dim] of n normalised rows XB [n, dim] (biases added, no RoPE).
 void qkv_rows(const LayerWeights& lw, const ModelConfig& c, const float* XB, float* Q, float* K, float* V, int n) {
   const int dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim();
-  ops::matmul(Q, XB, lw.wq.data(), n, qd, dim);
-  ops::matmul(K, XB, lw.wk.data(), n, kvd, dim);
-  ops::matmul(V, XB, lw.wv.data(), n, kvd, dim);
+  ops::matmul_packed(Q, XB, lw.wq.data(), n, qd, dim);
+  ops::matmul_packed(K, XB, lw.wk.data(), n, kvd, dim);
+  ops::matmul_packed(V, XB, lw.wv.data(), n, kvd, dim);
   if (!lw.bq.empty()) ops::add_bias(Q, lw.bq.data(), n, qd);
   if (!lw.bk.empty()) ops::add_bias(K, lw.bk.data(), n, kvd);
   if (!lw.bv.empty()) ops::add_bias(V, lw.bv.data(), n, kvd);
@@ -131,11 +130,11 @@ void qkv_rows(const LayerWeights& lw, const ModelConfig& c, const float* XB, flo
 void ffn_rows(const LayerWeights& lw, const ModelConfig& c, float* X, float* XB, float* G, float* U, int n) {
   const int dim = c.dim, hid = c.hidden_dim;
   ops::rmsnorm_rows(XB, X, lw.ffn_norm.data(), n, dim, c.rms_eps);
-  ops::matmul(G, XB, lw.w_gate.data(), n, hid, dim);
-  ops::matmul(U, XB, lw.w_up.data(), n, hid, dim);
+  ops::matmul_packed(G, XB, lw.w_gate.data(), n, hid, dim);
+  ops::matmul_packed(U, XB, lw.w_up.data(), n, hid, dim);
 #pragma omp parallel for schedule(static) if (static_cast<long>(n) * hid >= (1L << 16))
   for (int t = 0; t < n; ++t) ops::swiglu(G + static_cast<std::size_t>(t) * hid, U + static_cast<std::size_t>(t) * hid, hid);
-  ops::matmul(XB, G, lw.w_down.data(), n, dim, hid);
+  ops::matmul_packed(XB, G, lw.w_down.data(), n, dim, hid);
   add_into(X, XB, static_cast<long>(n) * dim);
 }
 
@@ -407,7 +406,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
                                                            lse.data() + b * B));
       }
     }
-    ops::matmul(XB.data(), ATT.data(), lw.wo.data(), P, dim, qd);
+    ops::matmul_packed(XB.data(), ATT.data(), lw.wo.data(), P, dim, qd);
     add_into(X.data(), XB.data(), static_cast<long>(P) * dim);
     ffn_rows(lw, c, X.data(), XB.data(), G.data(), U.data(), P);
   }
@@ -415,7 +414,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
 
   ops::rmsnorm(s.xb.data(), X.data() + static_cast<std::size_t>(P - 1) * dim, w.final_norm.data(),
                dim, c.rms_eps);
-  ops::matvec(s.logits.data(), model_.classifier().data(), s.xb.data(), c.vocab_size, dim);
+  ops::matvec_packed(s.logits.data(), model_.classifier().data(), s.xb.data(), c.vocab_size, dim);
   if (s.observer) s.observer->on_prefill_end(P);
   if (s.controller) s.controller->after_prefill(P, s.store);
   if (s.observer) s.observer->on_logits(P - 1, s.logits);
@@ -445,8 +444,7 @@ std::span<const float> Engine::decode(int token) {
   const int pos = s.pos;
   if (s.observer) s.observer->on_token(pos, token);
   s.rope.reserve(pos + 1);
-  std::copy_n(model_.weights.token_embedding.data() + static_cast<std::size_t>(token) * c.dim,
-              c.dim, s.x.data());
+  model_.weights.token_embedding.row(token, s.x.data());
   // Unless told otherwise, a model this small decodes on one thread: its whole token takes less
   // time than waking a second thread.
   constexpr std::size_t kParallelMinBytes = std::size_t{4} << 20;
@@ -587,13 +585,13 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
         }
       }
     }
-    ops::matmul(XB.data(), ATT.data(), lw.wo.data(), n, dim, qd);
+    ops::matmul_packed(XB.data(), ATT.data(), lw.wo.data(), n, dim, qd);
     add_into(X.data(), XB.data(), static_cast<long>(n) * dim);
     ffn_rows(lw, c, X.data(), XB.data(), G.data(), U.data(), n);
   }
   s.pos = pos0 + n;
   ops::rmsnorm(s.xb.data(), X.data() + static_cast<std::size_t>(n - 1) * dim, w.final_norm.data(), dim, c.rms_eps);
-  ops::matvec(s.logits.data(), model_.classifier().data(), s.xb.data(), c.vocab_size, dim);
+  ops::matvec_packed(s.logits.data(), model_.classifier().data(), s.xb.data(), c.vocab_size, dim);
   if (s.observer) s.observer->on_logits(pos0 + n - 1, s.logits);
   return s.logits;
 }
@@ -609,7 +607,16 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const auto pairing = c.rope_style == RopeStyle::Interleaved ? ops::RopePairing::Interleaved
                                                                : ops::RopePairing::RotateHalf;
-  constexpr long kRows = 32;  // weight rows per dealt chunk (96 KiB at dim 768): a short tail at the join
+  // Weight panels per dealt chunk: 32 rows (96 KiB at dim 768), a short tail at the join.
+  constexpr long kPanels = std::max(1, 32 / ops::kPanelRows);
+  // The product of the stacked jobs with x[cols], their panels dealt out to the team.
+  auto product = [&](std::span<const ops::MatvecJob> jobs, const float* x, int cols) {
+    team.parallel(ops::panel_count(jobs), kPanels, [&](long b, long e) { ops::matvec_panels(jobs, x, cols, b, e); });
+  };
+  // The rows of panels [b, e) of a product with `rows` rows.
+  auto panel_rows = [](long b, long e, long rows) {
+    return std::pair{b * ops::kPanelRows, std::min(e * ops::kPanelRows, rows)};
+  };
 
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
@@ -617,7 +624,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
     const ops::MatvecJob qkv[] = {{s.q.data(), lw.wq.data(), qd},
                                   {s.k.data(), lw.wk.data(), kvd},
                                   {s.v.data(), lw.wv.data(), kvd}};
-    team.parallel(qd + 2L * kvd, kRows, [&](long b, long e) { ops::matvec_rows(qkv, s.xb.data(), dim, b, e); });
+    product(qkv, s.xb.data(), dim);
     if (!lw.bq.empty()) ops::add_bias(s.q.data(), lw.bq.data(), 1, qd);
     if (!lw.bk.empty()) ops::add_bias(s.k.data(), lw.bk.data(), 1, kvd);
     if (!lw.bv.empty()) ops::add_bias(s.v.data(), lw.bv.data(), 1, kvd);
@@ -691,10 +698,11 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
     // the probabilities nor the cache.
     const ops::MatvecJob wo[] = {{s.xb.data(), lw.wo.data(), dim}};
     team.parallel(
-        dim, kRows,
+        ops::panel_count(dim), kPanels,
         [&](long b, long e) {
-          ops::matvec_rows(wo, s.att.data(), qd, b, e);
-          add_into(s.x.data() + b, s.xb.data() + b, e - b);
+          ops::matvec_panels(wo, s.att.data(), qd, b, e);
+          const auto [r0, r1] = panel_rows(b, e, dim);
+          add_into(s.x.data() + r0, s.xb.data() + r0, r1 - r0);
         },
         [&] {
           for (int h = 0; h < c.n_heads; ++h) {
@@ -717,18 +725,19 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
     ops::rmsnorm(s.xb.data(), s.x.data(), lw.ffn_norm.data(), dim, c.rms_eps);
     // Gate and up rows stacked: each thread streams one matrix part, not two in turns.
     const ops::MatvecJob gate_up[] = {{s.gate.data(), lw.w_gate.data(), hid}, {s.up.data(), lw.w_up.data(), hid}};
-    team.parallel(2L * hid, kRows, [&](long b, long e) { ops::matvec_rows(gate_up, s.xb.data(), dim, b, e); });
+    product(gate_up, s.xb.data(), dim);
     ops::swiglu(s.gate.data(), s.up.data(), hid);
     const ops::MatvecJob down[] = {{s.xb.data(), lw.w_down.data(), dim}};
-    team.parallel(dim, kRows, [&](long b, long e) {
-      ops::matvec_rows(down, s.gate.data(), hid, b, e);
-      add_into(s.x.data() + b, s.xb.data() + b, e - b);
+    team.parallel(ops::panel_count(dim), kPanels, [&](long b, long e) {
+      ops::matvec_panels(down, s.gate.data(), hid, b, e);
+      const auto [r0, r1] = panel_rows(b, e, dim);
+      add_into(s.x.data() + r0, s.xb.data() + r0, r1 - r0);
     });
   }
 
   ops::rmsnorm(s.xb.data(), s.x.data(), w.final_norm.data(), dim, c.rms_eps);
   const ops::MatvecJob classifier[] = {{s.logits.data(), model_.classifier().data(), c.vocab_size}};
-  team.parallel(c.vocab_size, kRows, [&](long b, long e) { ops::matvec_rows(classifier, s.xb.data(), dim, b, e); });
+  product(classifier, s.xb.data(), dim);
 }
 
 }  // namespace kvs

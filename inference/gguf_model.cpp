@@ -36,8 +36,12 @@ class TensorSource {
                                        ", expected " + shape(want));
     pending_.push_back({&t, &dst});
   }
-  // Sizes and converts every queued tensor. The buffers are sized in parallel so that their
-  // pages are first touched (zeroed) by several threads.
+  // The same for a matrix [ne1 rows, ne0 cols], packed by finish().
+  void read(PackedMatrix& dst, const std::string& name, uint64_t ne0, uint64_t ne1) {
+    read(packs_.stage(dst, static_cast<int>(ne1), static_cast<int>(ne0)), name, ne0, ne1);
+  }
+  // Sizes and converts every queued tensor, then packs the matrices. The buffers are sized in
+  // parallel so that their pages are first touched (zeroed) by several threads.
   void finish() {
     const int64_t n = static_cast<int64_t>(pending_.size());
 #pragma omp parallel for schedule(dynamic, 1) if (n > 8)
@@ -46,6 +50,7 @@ class TensorSource {
     for (const Pending& p : pending_) reads.push_back({p.tensor, p.dst->data()});
     g_.read_f32_into(reads);
     pending_.clear();
+    packs_.pack();
   }
 
   static std::string shape(const std::vector<uint64_t>& dims) {
@@ -61,6 +66,7 @@ class TensorSource {
     WeightVector* dst;
   };
   std::vector<Pending> pending_;
+  PackQueue packs_;
 };
 
 bool is_integer(GgufType t) {

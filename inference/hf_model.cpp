@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <utility>
 
 #include "inference/errors.h"
 #include "inference/json.h"
@@ -138,13 +139,21 @@ class TensorSet {
     pending_.push_back({&f, t, &dst});
   }
 
-  // Sizes (in parallel, so several threads first-touch the pages) and converts every queued tensor.
+  // The same for a matrix `want` = {rows, cols}, packed by finish().
+  void read(PackedMatrix& dst, const std::string& name, std::vector<uint64_t> want) {
+    WeightVector& rows = packs_.stage(dst, static_cast<int>(want[0]), static_cast<int>(want[1]));
+    read(rows, name, std::move(want));
+  }
+
+  // Sizes (in parallel, so several threads first-touch the pages) and converts every queued
+  // tensor, then packs the matrices.
   void finish() {
     const int64_t n = static_cast<int64_t>(pending_.size());
 #pragma omp parallel for schedule(dynamic, 1) if (n > 8)
     for (int64_t i = 0; i < n; ++i) pending_[i].dst->resize(pending_[i].tensor->elements());
     for (const Pending& p : pending_) p.file->read_f32(*p.tensor, p.dst->data());
     pending_.clear();
+    packs_.pack();
   }
 
   // Dtype of most weights, "(mixed)" when several occur.
@@ -174,6 +183,7 @@ class TensorSet {
     WeightVector* dst;
   };
   std::vector<Pending> pending_;
+  PackQueue packs_;
   std::string listing_;  // the file that lists the tensors: the index or the single file
   std::map<std::string, std::shared_ptr<SafetensorsFile>> files_;  // path -> file
   std::map<std::string, const SafetensorsFile*> owner_;            // tensor -> file holding it

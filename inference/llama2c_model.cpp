@@ -27,6 +27,12 @@ class FloatReader {
     offset_ += count * sizeof(float);
     return out;
   }
+  // W[rows, cols], packed straight from the mapped bytes.
+  PackedMatrix take_matrix(uint64_t rows, uint64_t cols, const std::string& what) {
+    const uint8_t* p = file_.range(offset_, rows * cols * sizeof(float), what);
+    offset_ += rows * cols * sizeof(float);
+    return PackedMatrix::pack(reinterpret_cast<const float*>(p), static_cast<int>(rows), static_cast<int>(cols));
+  }
   void skip(uint64_t count) { offset_ += count * sizeof(float); }
   uint64_t offset() const { return offset_; }
 
@@ -106,19 +112,19 @@ Model load_llama2c_model(const std::string& path) {
   ModelWeights& w = m.weights;
   w.layers.resize(c.n_layers);
   FloatReader r(file, kHeaderBytes);
-  w.token_embedding = r.take(V * D, "token_embedding");
+  w.token_embedding = r.take_matrix(V, D, "token_embedding");
   for (auto& l : w.layers) l.attn_norm = r.take(D, "rms_att_weight");
-  for (auto& l : w.layers) l.wq = r.take(D * D, "wq");
-  for (auto& l : w.layers) l.wk = r.take(kv_dim * D, "wk");
-  for (auto& l : w.layers) l.wv = r.take(kv_dim * D, "wv");
-  for (auto& l : w.layers) l.wo = r.take(D * D, "wo");
+  for (auto& l : w.layers) l.wq = r.take_matrix(D, D, "wq");
+  for (auto& l : w.layers) l.wk = r.take_matrix(kv_dim, D, "wk");
+  for (auto& l : w.layers) l.wv = r.take_matrix(kv_dim, D, "wv");
+  for (auto& l : w.layers) l.wo = r.take_matrix(D, D, "wo");
   for (auto& l : w.layers) l.ffn_norm = r.take(D, "rms_ffn_weight");
-  for (auto& l : w.layers) l.w_gate = r.take(H * D, "w1");
-  for (auto& l : w.layers) l.w_down = r.take(D * H, "w2");
-  for (auto& l : w.layers) l.w_up = r.take(H * D, "w3");
+  for (auto& l : w.layers) l.w_gate = r.take_matrix(H, D, "w1");
+  for (auto& l : w.layers) l.w_down = r.take_matrix(D, H, "w2");
+  for (auto& l : w.layers) l.w_up = r.take_matrix(H, D, "w3");
   w.final_norm = r.take(D, "rms_final_weight");
   r.skip(rope_tables);  // freq_cis_real, freq_cis_imag [seq_len, head_dim/2] each
-  if (!shared) w.classifier = r.take(V * D, "wcls");
+  if (!shared) w.classifier = r.take_matrix(V, D, "wcls");
   return m;
 }
 

@@ -2,6 +2,7 @@
 // Loaders (llama2.c .bin, GGUF, HF safetensors) fill a Model; the engine only reads it.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -48,26 +49,61 @@ struct ModelConfig {
   int group() const { return n_heads / n_kv_heads; }
 };
 
+// A weight matrix W[rows, cols] kept packed in panels (kernels/matmul.h), the layout the CPU
+// products stream; loaders read a row-major tensor and pack it.
+struct PackedMatrix {
+  int rows = 0;
+  int cols = 0;
+  WeightVector panels;  // [panel_count(rows), cols, kPanelRows]
+
+  // W from row-major w[rows * cols].
+  static PackedMatrix pack(const float* w, int rows, int cols);
+  static PackedMatrix pack(const WeightVector& w, int rows, int cols);
+  bool empty() const { return rows == 0; }
+  std::size_t size() const { return static_cast<std::size_t>(rows) * cols; }  // weights, not padding
+  const float* data() const { return panels.data(); }
+  WeightVector unpacked() const;     // row-major [rows, cols]
+  void row(int r, float* out) const;  // out[cols] = W[r, :]
+  bool operator==(const PackedMatrix&) const = default;
+};
+
+// Row-major tensors staged while a loader reads them, then packed into their matrices at once.
+class PackQueue {
+ public:
+  // The row-major buffer to read W[rows, cols] into; pack() packs it into `dst`.
+  WeightVector& stage(PackedMatrix& dst, int rows, int cols);
+  // Packs every staged tensor into its matrix, freeing each buffer as it goes.
+  void pack();
+
+ private:
+  struct Staged {
+    PackedMatrix* dst;
+    int rows, cols;
+    WeightVector w;  // [rows, cols]
+  };
+  std::deque<Staged> staged_;  // stable addresses for the readers' pointers
+};
+
 struct LayerWeights {
   WeightVector attn_norm;  // [dim]
-  WeightVector wq;         // [n_heads*head_dim, dim]
-  WeightVector wk;         // [n_kv_heads*head_dim, dim]
-  WeightVector wv;         // [n_kv_heads*head_dim, dim]
-  WeightVector wo;         // [dim, n_heads*head_dim]
+  PackedMatrix wq;         // [n_heads*head_dim, dim]
+  PackedMatrix wk;         // [n_kv_heads*head_dim, dim]
+  PackedMatrix wv;         // [n_kv_heads*head_dim, dim]
+  PackedMatrix wo;         // [dim, n_heads*head_dim]
   WeightVector bq;         // [n_heads*head_dim] or empty
   WeightVector bk;         // [n_kv_heads*head_dim] or empty
   WeightVector bv;         // [n_kv_heads*head_dim] or empty
   WeightVector ffn_norm;   // [dim]
-  WeightVector w_gate;     // [hidden_dim, dim]  (llama2.c w1)
-  WeightVector w_up;       // [hidden_dim, dim]  (llama2.c w3)
-  WeightVector w_down;     // [dim, hidden_dim]  (llama2.c w2)
+  PackedMatrix w_gate;     // [hidden_dim, dim]  (llama2.c w1)
+  PackedMatrix w_up;       // [hidden_dim, dim]  (llama2.c w3)
+  PackedMatrix w_down;     // [dim, hidden_dim]  (llama2.c w2)
 };
 
 struct ModelWeights {
-  WeightVector token_embedding;  // [vocab_size, dim]
-  std::vector<LayerWeights> layers;    // [n_layers]
-  WeightVector final_norm;       // [dim]
-  WeightVector classifier;       // [vocab_size, dim]; empty when tied to token_embedding
+  PackedMatrix token_embedding;      // [vocab_size, dim]; a token's row by row()
+  std::vector<LayerWeights> layers;  // [n_layers]
+  WeightVector final_norm;           // [dim]
+  PackedMatrix classifier;           // [vocab_size, dim]; empty when tied to token_embedding
 };
 
 struct Model {
@@ -77,10 +113,11 @@ struct Model {
   std::string format;  // "llama2c" | "gguf" | "hf"
   std::string weight_type;  // storage type on disk, e.g. "F32", "Q4_1 (mixed)"
 
-  const WeightVector& classifier() const {
+  const PackedMatrix& classifier() const {
     return config.tied_classifier ? weights.token_embedding : weights.classifier;
   }
-  // Bytes of fp32 weights the forward pass reads per decoded token.
+  // Bytes of fp32 weights the forward pass reads per decoded token (the panels' padding rows
+  // included: they are streamed too).
   std::size_t weight_bytes_per_token() const;
   // Weights the model holds: the embedding, every layer's tensors, the final norm and the
   // classifier when it is separate (a tied one is the embedding, counted once).

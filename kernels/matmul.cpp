@@ -1,6 +1,6 @@
-// Matvec (one streamed weight row at a time) and blocked matmul (weights packed into panels of
-// 32 rows with AVX-512, 16 otherwise; outer-product tiles of 12 tokens x 32 rows, 6 x 16) over
-// row-major fp32 weights, with GCC vector extensions (AVX/FMA when native).
+// Matvec (one streamed weight row, or one packed panel, at a time) and blocked matmul
+// (outer-product tiles of 12 tokens x 32 rows with AVX-512, 6 x 16 otherwise, over packed
+// panels) of fp32 weights, with GCC vector extensions (AVX/FMA when native); panel packing.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -16,7 +16,7 @@ inline float hsum(f32x8 v) {
   return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
 
-constexpr int kPanel = kLanes == 16 ? 32 : 16;  // weight rows per packed panel
+constexpr int kPanel = kPanelRows;  // weight rows per packed panel
 
 // A panel's column is two fvecs. A micro-tile holds kTile tokens' accumulators in registers:
 // 12 x 2 of AVX-512's 32, 6 x 2 of AVX2's 16; per column, kVecs panel loads and kTile broadcasts
@@ -65,20 +65,20 @@ void panel_rows(float* y, int rows, const float* x, const float* panel, int cols
   tail_tile(t1 - t, y + static_cast<long>(t) * rows + r0, rows, x + static_cast<long>(t) * cols, panel, cols, n_rows);
 }
 
-// How far ahead of its loads the dot asks for the weight stream (software prefetch into L1):
+// How far ahead of its loads a product asks for the weight stream (software prefetch into L1):
 // about what one core must keep in flight to read its half of ~80 GB/s. With two threads at the
 // development VM's fast level each core has to sustain ~40 GB/s, and the hardware prefetcher
 // alone left the stories110M decode at 0.85-0.89 of the bandwidth limit where the plain sum of
 // the probe reached it; 4 KB ahead: 0.89-0.93 (2 KB and 1 KB: no gain or a loss; 6-8 KB about
-// the same as 4; prefetchnta lost at that level). At ~50 GB/s it gains 0-2%.
+// the same as 4; prefetchnta lost at that level). At ~50 GB/s it gains 0-2%. Over packed
+// panels, 2 KB and 16 KB read 0.88 and 0.86 of the probe where 4 and 8 KB read 0.93-0.94.
 constexpr int kPrefetchBytes = 4096;
 
-// dot(w, x) over n floats with eight independent accumulators. One weight row at a time keeps a
-// single sequential stream, which the hardware prefetcher follows and the software prefetch runs
-// kPrefetchBytes ahead of (past a row's end into the next row, the same stream; past the last
-// row it asks for a few lines it never reads). Eight loads of
-// w per step, not four: on the development VM's faster memory level (~60 GB/s) the stories110M
-// products read at 0.95 of the streaming probe with eight and 0.89 with four (sixteen spill
+// dot(w, x) over n floats of a row-major row with eight independent accumulators: one row at a
+// time keeps a single sequential stream, which the hardware prefetcher follows and the software
+// prefetch runs kPrefetchBytes ahead of (past a row's end into the next row, the same stream;
+// past the last row it asks for a few lines it never reads). Eight loads of w per step, not
+// four: 0.95 of the streaming probe against 0.89 when this was decode's kernel (sixteen spill
 // registers: 0.75).
 inline float dot_row(const float* w, const float* x, int n) {
   f32x8 acc[8] = {};
@@ -98,27 +98,31 @@ inline float dot_row(const float* w, const float* x, int n) {
 // microseconds, more than a quarter-million multiply-adds take on one core.
 constexpr long kParallelMinWork = 1L << 18;
 
-}  // namespace
-
-// Rows are dealt out dynamically in chunks of 64: a worker that wakes late takes fewer rows
-// instead of holding everyone at the join (static halves measured 0.72-0.75 of the bandwidth
-// limit on stories110M, dynamic 0.78-0.85).
-void matvec(float* y, const float* w, const float* x, int rows, int cols) {
-#pragma omp parallel for schedule(dynamic, 64) if (static_cast<long>(rows) * cols >= kParallelMinWork)
-  for (int r = 0; r < rows; ++r) y[r] = dot_row(w + static_cast<long>(r) * cols, x, cols);
-}
-
-void matvec_rows(std::span<const MatvecJob> jobs, const float* x, int cols, long begin, long end) {
-  long first = 0;  // stacked index of the job's row 0
-  for (const MatvecJob& job : jobs) {
-    if (first >= end) break;
-    const long lo = std::max(begin - first, 0L), hi = std::min(end - first, static_cast<long>(job.rows));
-    for (long row = lo; row < hi; ++row) job.y[row] = dot_row(job.w + row * cols, x, cols);
-    first += job.rows;
+// y[i] = W[i, :] · x for a packed panel's n_rows rows: the even and the odd columns summed in
+// two chains of kPanelRows / 8 vectors each (x[k] broadcast once for the panel's rows), then
+// added. The panel is one stream, asked for kPrefetchBytes ahead (past its end: the next panel).
+// Against a dot per row-major row (each 8 weights with their own 8 loads of x), stand-alone
+// passes over stories110M's matrices alternating with the probe read 0.98-0.99 of it instead of
+// 0.93-0.95 at ~33 GB/s and 0.95-0.98 instead of 0.78-0.90 at ~50 (docs/performance.md,
+// 2026-11-28); one chain of 16-wide vectors read 0.87 against two chains' 0.92 on SmolLM2's.
+void panel_dot(float* y, const float* panel, const float* x, int cols, int n_rows) {
+  constexpr int V = kPanel / 8;  // 8-wide vectors per panel column
+  f32x8 even[V] = {}, odd[V] = {};
+  int k = 0;
+  for (; k + 2 <= cols; k += 2) {
+    const float* w = panel + static_cast<long>(k) * kPanel;
+    for (int line = 0; line < 2 * kPanel * static_cast<int>(sizeof(float)); line += 64)
+      prefetch_ahead(w, kPrefetchBytes + line);
+    const float x0 = x[k], x1 = x[k + 1];
+    for (int u = 0; u < V; ++u) even[u] += load_as<f32x8>(w + 8 * u) * x0;
+    for (int u = 0; u < V; ++u) odd[u] += load_as<f32x8>(w + kPanel + 8 * u) * x1;
   }
+  if (k < cols)
+    for (int u = 0; u < V; ++u) even[u] += load_as<f32x8>(panel + static_cast<long>(k) * kPanel + 8 * u) * x[k];
+  float out[kPanel];
+  for (int u = 0; u < V; ++u) store_as(out + 8 * u, even[u] + odd[u]);
+  std::memcpy(y, out, sizeof(float) * n_rows);
 }
-
-namespace {
 
 // Packs rows kPanel p .. kPanel p + kPanel - 1 of W k-major into panel[cols, kPanel] (column k
 // holds the panel's rows, zero past the last row of W).
@@ -130,47 +134,103 @@ void pack_panel(float* panel, const float* w, int p, int rows, int cols) {
   }
 }
 
-}  // namespace
-
-// Tokens are taken in chunks whose activations stay in the L2 cache while every 16-row panel of
-// W passes over them; panels are dealt out to the threads. Packing a panel costs 1/96 of its
-// multiply-adds per chunk, a tenth of a long prompt's prefill when repeated for every chunk: with
-// several chunks and a W of at most 64 MiB, all panels are packed once into one buffer first;
-// otherwise each thread packs the panel it takes into a buffer of its own, chunk by chunk.
-void matmul(float* y, const float* x, const float* w, int n, int rows, int cols) {
-  constexpr int kTokenChunk = 96;                         // 96 x cols floats of X per chunk (L2-resident)
-  constexpr std::size_t kPackOnceBytes = std::size_t{64} << 20;
-  const int n_panels = (rows + kPanel - 1) / kPanel;
-  const std::size_t panel_floats = static_cast<std::size_t>(cols) * kPanel;
+// Tokens [0, n) in chunks whose activations stay in the L2 cache while every panel of W passes
+// over them; panels dealt out to the threads. panel(p) gives panel p, packed.
+template <class Panel>
+void matmul_panels(float* y, const float* x, int n, int rows, int cols, Panel panel) {
+  constexpr int kTokenChunk = 96;  // 96 x cols floats of X per chunk (L2-resident)
+  const int n_panels = static_cast<int>(panel_count(rows));
   const bool parallel = static_cast<long>(rows) * cols * n >= kParallelMinWork;
-  const bool pack_once = n > kTokenChunk && n_panels * panel_floats * sizeof(float) <= kPackOnceBytes;
-  // [n_panels, cols, kPanel] when pack_once. The caller's thread_local buffer, reached from the
-  // OpenMP threads through a plain pointer (the name would mean each thread's own).
-  thread_local std::vector<float> packed_buffer;
-  float* packed = nullptr;
-  if (pack_once) {
-    packed_buffer.resize(n_panels * panel_floats);
-    packed = packed_buffer.data();
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int p = 0; p < n_panels; ++p) pack_panel(packed + p * panel_floats, w, p, rows, cols);
-  }
   for (int t0 = 0; t0 < n; t0 += kTokenChunk) {
     const int t1 = std::min(n, t0 + kTokenChunk);
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
     for (int p = 0; p < n_panels; ++p) {
-      const float* panel = nullptr;
-      if (pack_once) {
-        panel = packed + p * panel_floats;
-      } else {
-        thread_local std::vector<float> own;  // [cols, kPanel] this thread's packed panel
-        own.resize(panel_floats);
-        pack_panel(own.data(), w, p, rows, cols);
-        panel = own.data();
-      }
       const int r0 = p * kPanel;
-      panel_rows(y, rows, x, panel, cols, r0, std::min(kPanel, rows - r0), t0, t1);
+      panel_rows(y, rows, x, panel(p), cols, r0, std::min(kPanel, rows - r0), t0, t1);
     }
   }
+}
+
+}  // namespace
+
+void pack_panels(float* packed, const float* w, int rows, int cols) {
+  const long n = panel_count(rows);
+  const std::size_t panel_floats = static_cast<std::size_t>(cols) * kPanel;
+#pragma omp parallel for schedule(static) if (static_cast<long>(rows) * cols >= kParallelMinWork)
+  for (long p = 0; p < n; ++p) pack_panel(packed + p * panel_floats, w, static_cast<int>(p), rows, cols);
+}
+
+void unpack_panels(float* w, const float* packed, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) panel_row(w + static_cast<long>(r) * cols, packed, cols, r);
+}
+
+void panel_row(float* out, const float* packed, int cols, int r) {
+  const float* p = packed + static_cast<std::size_t>(r / kPanel) * cols * kPanel + r % kPanel;
+  for (int k = 0; k < cols; ++k) out[k] = p[static_cast<std::size_t>(k) * kPanel];
+}
+
+// Rows are dealt out dynamically in chunks of 64: a worker that wakes late takes fewer rows
+// instead of holding everyone at the join (static halves measured 0.72-0.75 of the bandwidth
+// limit on stories110M, dynamic 0.78-0.85).
+void matvec(float* y, const float* w, const float* x, int rows, int cols) {
+#pragma omp parallel for schedule(dynamic, 64) if (static_cast<long>(rows) * cols >= kParallelMinWork)
+  for (int r = 0; r < rows; ++r) y[r] = dot_row(w + static_cast<long>(r) * cols, x, cols);
+}
+
+void matvec_panels(std::span<const MatvecJob> jobs, const float* x, int cols, long begin, long end) {
+  const std::size_t panel_floats = static_cast<std::size_t>(cols) * kPanel;
+  long first = 0;  // stacked index of the job's panel 0
+  for (const MatvecJob& job : jobs) {
+    if (first >= end) break;
+    const long n = panel_count(job.rows);
+    for (long p = std::max(begin - first, 0L); p < std::min(end - first, n); ++p)
+      panel_dot(job.y + p * kPanel, job.w + p * panel_floats, x, cols,
+                static_cast<int>(std::min<long>(kPanel, job.rows - p * kPanel)));
+    first += n;
+  }
+}
+
+long panel_count(std::span<const MatvecJob> jobs) {
+  long n = 0;
+  for (const MatvecJob& job : jobs) n += panel_count(job.rows);
+  return n;
+}
+
+void matvec_packed(float* y, const float* w_packed, const float* x, int rows, int cols) {
+  const MatvecJob job[] = {{y, w_packed, rows}};
+  const long n = panel_count(rows);
+#pragma omp parallel for schedule(dynamic, 2) if (static_cast<long>(rows) * cols >= kParallelMinWork)
+  for (long p = 0; p < n; ++p) matvec_panels(job, x, cols, p, p + 1);
+}
+
+void matmul_packed(float* y, const float* x, const float* w_packed, int n, int rows, int cols) {
+  const std::size_t panel_floats = static_cast<std::size_t>(cols) * kPanel;
+  matmul_panels(y, x, n, rows, cols, [&](int p) { return w_packed + p * panel_floats; });
+}
+
+// Packing a panel costs 1/96 of its multiply-adds per token chunk, a tenth of a long prompt's
+// prefill when repeated for every chunk: with several chunks and a W of at most 64 MiB, all
+// panels are packed once into one buffer first; otherwise each thread packs the panel it takes
+// into a buffer of its own, chunk by chunk.
+void matmul(float* y, const float* x, const float* w, int n, int rows, int cols) {
+  constexpr int kTokenChunk = 96;
+  constexpr std::size_t kPackOnceBytes = std::size_t{64} << 20;
+  const std::size_t panel_floats = static_cast<std::size_t>(cols) * kPanel;
+  if (n > kTokenChunk && packed_floats(rows, cols) * sizeof(float) <= kPackOnceBytes) {
+    // The caller's thread_local buffer, reached from the OpenMP threads through a plain pointer
+    // (the name would mean each thread's own).
+    thread_local std::vector<float> packed_buffer;  // [panel_count(rows), cols, kPanel]
+    packed_buffer.resize(packed_floats(rows, cols));
+    pack_panels(packed_buffer.data(), w, rows, cols);
+    matmul_packed(y, x, packed_buffer.data(), n, rows, cols);
+    return;
+  }
+  matmul_panels(y, x, n, rows, cols, [&](int p) {
+    thread_local std::vector<float> own;  // [cols, kPanel] this thread's packed panel
+    own.resize(panel_floats);
+    pack_panel(own.data(), w, p, rows, cols);
+    return static_cast<const float*>(own.data());
+  });
 }
 
 void add_bias(float* y, const float* b, int n, int dim) {

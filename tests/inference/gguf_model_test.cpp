@@ -93,8 +93,8 @@ TEST(GgufModel, TinyRandomF16) {
   EXPECT_EQ(m.weights.classifier.size(), 32000u * 8);
   EXPECT_EQ(m.weights.layers[0].w_down.size(), 8u * 32);
   // F16 weights are exact in fp32 and not all zero.
-  EXPECT_TRUE(std::any_of(m.weights.layers[0].wq.begin(), m.weights.layers[0].wq.end(),
-                          [](float v) { return v != 0.0f; }));
+  const WeightVector wq = m.weights.layers[0].wq.unpacked();
+  EXPECT_TRUE(std::any_of(wq.begin(), wq.end(), [](float v) { return v != 0.0f; }));
 }
 
 TEST(GgufModel, TinyRandomLlama2Vocabulary) {
@@ -420,7 +420,7 @@ void check_block_model(uint64_t D, uint64_t H, const std::vector<BlockTensor>& t
   const Model m = load_model(path);
   EXPECT_EQ(m.weight_type, weight_type);
   const LayerWeights& l = m.weights.layers[0];
-  const std::map<std::string, const WeightVector*> loaded = {
+  const std::map<std::string, const PackedMatrix*> loaded = {
       {"token_embd.weight", &m.weights.token_embedding},
       {"output.weight", &m.weights.classifier},
       {"blk.0.attn_q.weight", &l.wq},
@@ -433,7 +433,7 @@ void check_block_model(uint64_t D, uint64_t H, const std::vector<BlockTensor>& t
   for (const BlockTensor& t : tensors) {
     std::vector<float> expect(t.ne0 * t.ne1);
     format.at(t.type)->dequantize(data[t.name].data(), expect.data(), expect.size());
-    const WeightVector& got = *loaded.at(t.name);
+    const WeightVector got = loaded.at(t.name)->unpacked();
     EXPECT_TRUE(std::equal(got.begin(), got.end(), expect.begin(), expect.end())) << t.name;
   }
 

@@ -94,7 +94,7 @@ TEST(HfConfig, MistralLinearScalingAndUntiedHead) {
   const Model m = load_model(dir.file(""));
   EXPECT_EQ(m.config.arch, "mistral");
   EXPECT_FALSE(m.config.tied_classifier);
-  EXPECT_EQ(m.classifier()[3], -4.0f);
+  EXPECT_EQ(m.classifier().unpacked()[3], -4.0f);
   EXPECT_EQ(m.config.rope_scaling.type, "linear");
   EXPECT_EQ(m.config.rope_scaling.factor, 2.0f);
 

@@ -73,8 +73,8 @@ TEST(HfModel, Stories260KMatchesTheCheckpoint) {
     const LayerWeights& x = bin.weights.layers[l];
     const LayerWeights& y = hf.weights.layers[l];
     // HF row h*hd + half*hd/2 + j holds interleaved row h*hd + 2j + half.
-    auto permuted_equal = [&](const WeightVector& inter, const WeightVector& rot,
-                              int heads) {
+    auto permuted_equal = [&](const PackedMatrix& inter_packed, const PackedMatrix& rot_packed, int heads) {
+      const WeightVector inter = inter_packed.unpacked(), rot = rot_packed.unpacked();
       for (int h = 0; h < heads; ++h)
         for (int j = 0; j < hd / 2; ++j)
           for (int half = 0; half < 2; ++half)

@@ -50,17 +50,18 @@ TEST(LoaderLlama2c, Stories260KWeightsAtTheirOffsets) {
   const std::string path = shared_model("stories260K/stories260K.bin");
   const Model m = load_model(path);
   const std::vector<char> bytes = read_bytes(path);
+  const LayerWeights* l = m.weights.layers.data();
   // Offsets (in floats after the header) from llama2.c's order for this shape.
   const std::size_t emb = 512 * 64, rms_att = 5 * 64, wq = 5 * 64 * 64, wk = 5 * 32 * 64;
-  EXPECT_EQ(m.weights.token_embedding[0], float_at(bytes, 0));
-  EXPECT_EQ(m.weights.token_embedding[emb - 1], float_at(bytes, emb - 1));
-  EXPECT_EQ(m.weights.layers[1].attn_norm[3], float_at(bytes, emb + 64 + 3));
-  EXPECT_EQ(m.weights.layers[2].wk[7], float_at(bytes, emb + rms_att + wq + 2 * 32 * 64 + 7));
+  EXPECT_EQ(m.weights.token_embedding.unpacked()[0], float_at(bytes, 0));
+  EXPECT_EQ(m.weights.token_embedding.unpacked()[emb - 1], float_at(bytes, emb - 1));
+  EXPECT_EQ(l[1].attn_norm[3], float_at(bytes, emb + 64 + 3));
+  EXPECT_EQ(l[2].wk.unpacked()[7], float_at(bytes, emb + rms_att + wq + 2 * 32 * 64 + 7));
   const std::size_t w1 = emb + rms_att + wq + 2 * wk + wq + rms_att;
   const std::size_t w2 = w1 + 5 * 172 * 64, w3 = w2 + 5 * 172 * 64;
-  EXPECT_EQ(m.weights.layers[0].w_gate[100], float_at(bytes, w1 + 100));
-  EXPECT_EQ(m.weights.layers[3].w_down[5], float_at(bytes, w2 + 3 * 172 * 64 + 5));
-  EXPECT_EQ(m.weights.layers[4].w_up.back(), float_at(bytes, w3 + 5 * 172 * 64 - 1));
+  EXPECT_EQ(l[0].w_gate.unpacked()[100], float_at(bytes, w1 + 100));
+  EXPECT_EQ(l[3].w_down.unpacked()[5], float_at(bytes, w2 + 3 * 172 * 64 + 5));
+  EXPECT_EQ(l[4].w_up.unpacked().back(), float_at(bytes, w3 + 5 * 172 * 64 - 1));
   EXPECT_EQ(m.weights.final_norm[63], float_at(bytes, w3 + 5 * 172 * 64 + 63));
 }
 
@@ -83,9 +84,9 @@ TEST(LoaderLlama2c, SeparateClassifier) {
   EXPECT_EQ(m.config.vocab_size, 6);
   EXPECT_EQ(m.config.kv_dim(), 2);
   ASSERT_EQ(m.weights.classifier.size(), 24u);
-  EXPECT_EQ(m.weights.classifier[0], static_cast<float>(floats - 24));
-  EXPECT_EQ(m.classifier().back(), static_cast<float>(floats - 1));
-  EXPECT_EQ(m.weights.layers[0].wk[0], 24.0f + 4 + 16);
+  EXPECT_EQ(m.weights.classifier.unpacked()[0], static_cast<float>(floats - 24));
+  EXPECT_EQ(m.classifier().unpacked().back(), static_cast<float>(floats - 1));
+  EXPECT_EQ(m.weights.layers[0].wk.unpacked()[0], 24.0f + 4 + 16);
   EXPECT_EQ(m.weights.final_norm[0], static_cast<float>(floats - 24 - 8 - 4));
 }
 

@@ -44,27 +44,31 @@ inline Model random_model(const ModelConfig& c, uint64_t seed) {
   const std::size_t dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
   const float a = 1.0f / std::sqrt(static_cast<float>(dim));
   const float ah = 1.0f / std::sqrt(static_cast<float>(hid));
-  m.weights.token_embedding = random_vec(rng, c.vocab_size * dim, -1.0f, 1.0f);
+  // W[rows, cols] uniform in [lo, hi), packed as a model holds it.
+  auto matrix = [&rng](std::size_t rows, std::size_t cols, float lo, float hi) {
+    return PackedMatrix::pack(random_vec(rng, rows * cols, lo, hi), static_cast<int>(rows), static_cast<int>(cols));
+  };
+  m.weights.token_embedding = matrix(c.vocab_size, dim, -1.0f, 1.0f);
   for (int l = 0; l < c.n_layers; ++l) {
     LayerWeights w;
     w.attn_norm = random_vec(rng, dim, 0.8f, 1.2f);
-    w.wq = random_vec(rng, qd * dim, -3 * a, 3 * a);
-    w.wk = random_vec(rng, kvd * dim, -3 * a, 3 * a);
-    w.wv = random_vec(rng, kvd * dim, -a, a);
-    w.wo = random_vec(rng, dim * qd, -a, a);
+    w.wq = matrix(qd, dim, -3 * a, 3 * a);
+    w.wk = matrix(kvd, dim, -3 * a, 3 * a);
+    w.wv = matrix(kvd, dim, -a, a);
+    w.wo = matrix(dim, qd, -a, a);
     if (c.qkv_bias) {
       w.bq = random_vec(rng, qd, -0.5f, 0.5f);
       w.bk = random_vec(rng, kvd, -0.5f, 0.5f);
       w.bv = random_vec(rng, kvd, -0.5f, 0.5f);
     }
     w.ffn_norm = random_vec(rng, dim, 0.8f, 1.2f);
-    w.w_gate = random_vec(rng, hid * dim, -a, a);
-    w.w_up = random_vec(rng, hid * dim, -a, a);
-    w.w_down = random_vec(rng, dim * hid, -ah, ah);
+    w.w_gate = matrix(hid, dim, -a, a);
+    w.w_up = matrix(hid, dim, -a, a);
+    w.w_down = matrix(dim, hid, -ah, ah);
     m.weights.layers.push_back(std::move(w));
   }
   m.weights.final_norm = random_vec(rng, dim, 0.8f, 1.2f);
-  if (!c.tied_classifier) m.weights.classifier = random_vec(rng, c.vocab_size * dim, -a, a);
+  if (!c.tied_classifier) m.weights.classifier = matrix(c.vocab_size, dim, -a, a);
   return m;
 }
 
@@ -95,8 +99,8 @@ inline Model to_rotate_half(const Model& m) {
   const ModelConfig& c = m.config;
   r.config.rope_style = RopeStyle::RotateHalf;
   for (LayerWeights& w : r.weights.layers) {
-    w.wq = permute_rows(w.wq, c.n_heads, c.head_dim, c.dim);
-    w.wk = permute_rows(w.wk, c.n_kv_heads, c.head_dim, c.dim);
+    w.wq = PackedMatrix::pack(permute_rows(w.wq.unpacked(), c.n_heads, c.head_dim, c.dim), c.q_dim(), c.dim);
+    w.wk = PackedMatrix::pack(permute_rows(w.wk.unpacked(), c.n_kv_heads, c.head_dim, c.dim), c.kv_dim(), c.dim);
     w.bq = permute_bias(w.bq, c.n_heads, c.head_dim);
     w.bk = permute_bias(w.bk, c.n_kv_heads, c.head_dim);
   }
@@ -131,8 +135,8 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
   ref.queries.assign(static_cast<std::size_t>(c.n_layers) * T * qd, 0.0);
   ref.logits.assign(static_cast<std::size_t>(T) * c.vocab_size, 0.0);
 
-  auto linear = [](const WeightVector& w, const WeightVector& b,
-                   const std::vector<double>& x, int rows) {
+  auto linear = [](const PackedMatrix& packed, const WeightVector& b, const std::vector<double>& x, int rows) {
+    const WeightVector w = packed.unpacked();  // [rows, cols]
     const int cols = static_cast<int>(x.size());
     std::vector<double> y(rows);
     for (int r = 0; r < rows; ++r) {
@@ -165,8 +169,9 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
 
   std::vector<std::vector<double>> x(T);  // [T][dim] residual stream
   for (int t = 0; t < T; ++t) {
-    x[t].assign(m.weights.token_embedding.begin() + static_cast<std::size_t>(tokens[t]) * dim,
-                m.weights.token_embedding.begin() + static_cast<std::size_t>(tokens[t] + 1) * dim);
+    std::vector<float> row(dim);
+    m.weights.token_embedding.row(tokens[t], row.data());
+    x[t].assign(row.begin(), row.end());
   }
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = m.weights.layers[l];

@@ -1,7 +1,9 @@
-// matvec / matmul / add_bias against a naive double-precision reference, over shapes that hit
-// every tile remainder (rows and tokens not multiples of 4, cols not a multiple of 8).
+// matvec / matmul / add_bias, row-major and over packed panels, against a naive double-precision
+// reference, over shapes that hit every tile remainder (rows and tokens not multiples of 4, cols
+// not a multiple of 8, rows past a panel); panel packing and unpacking.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -87,23 +89,81 @@ TEST(Matmul, MatmulRowsEqualMatvec) {
   }
 }
 
-TEST(Matmul, MatvecRowsInAnySplitEqualSeparateMatvecs) {
-  const int cols = 100;
+// W packed in panels.
+std::vector<float> packed(const std::vector<float>& w, int rows, int cols) {
+  std::vector<float> p(packed_floats(rows, cols), -7.0f);
+  pack_panels(p.data(), w.data(), rows, cols);
+  return p;
+}
+
+TEST(Matmul, PanelsHoldTheRowsAndZerosPastTheLast) {
+  for (Shape s : {Shape{1, 1, 1}, Shape{1, 7, 13}, Shape{1, kPanelRows, 5}, Shape{1, 2 * kPanelRows + 3, 30}}) {
+    const auto w = random_vec(static_cast<std::size_t>(s.rows) * s.cols, 11, -1.0f, 1.0f);
+    const auto p = packed(w, s.rows, s.cols);
+    ASSERT_EQ(p.size(), static_cast<std::size_t>((s.rows + kPanelRows - 1) / kPanelRows) * kPanelRows * s.cols);
+    std::vector<float> back(w.size(), NAN), row(s.cols, NAN);
+    unpack_panels(back.data(), p.data(), s.rows, s.cols);
+    EXPECT_EQ(back, w);
+    for (int r = 0; r < s.rows; ++r) {
+      panel_row(row.data(), p.data(), s.cols, r);
+      EXPECT_TRUE(std::equal(row.begin(), row.end(), w.begin() + static_cast<long>(r) * s.cols)) << "row " << r;
+    }
+    // Column k of the last panel, past W's last row: zeros.
+    const int last = static_cast<int>(panel_count(s.rows)) - 1;
+    for (int k = 0; k < s.cols; ++k)
+      for (int i = s.rows - last * kPanelRows; i < kPanelRows; ++i)
+        EXPECT_EQ(p[(static_cast<std::size_t>(last) * s.cols + k) * kPanelRows + i], 0.0f);
+  }
+}
+
+// Odd and even column counts (the even and odd columns' chains end apart), rows past a panel.
+TEST(Matmul, PackedMatvecMatchesNaive) {
+  for (Shape s : {Shape{1, 1, 1}, Shape{1, 7, 13}, Shape{1, 64, 64}, Shape{1, 259, 301}, Shape{1, 1024, 768}}) {
+    const auto w = random_vec(static_cast<std::size_t>(s.rows) * s.cols, 1, -1.0f, 1.0f);
+    const auto x = random_vec(s.cols, 2, -1.0f, 1.0f);
+    std::vector<float> y(s.rows + 1, -7.0f);
+    matvec_packed(y.data(), packed(w, s.rows, s.cols).data(), x.data(), s.rows, s.cols);
+    const auto ref = naive(x, w, 1, s.rows, s.cols);
+    for (int r = 0; r < s.rows; ++r) EXPECT_NEAR(y[r], ref[r], 1e-5 * s.cols) << s.rows << "x" << s.cols << " row " << r;
+    EXPECT_EQ(y[s.rows], -7.0f) << "written past the last row";
+  }
+}
+
+// The same micro-tiles over the same panels: packed up front or by matmul, bit for bit.
+TEST(Matmul, PackedMatmulEqualsMatmul) {
+  for (Shape s : {Shape{1, 5, 9}, Shape{13, 37, 70}, Shape{129, 66, 200}}) {
+    const auto w = random_vec(static_cast<std::size_t>(s.rows) * s.cols, 3, -1.0f, 1.0f);
+    const auto x = random_vec(static_cast<std::size_t>(s.n) * s.cols, 4, -1.0f, 1.0f);
+    std::vector<float> a(static_cast<std::size_t>(s.n) * s.rows), b(a.size());
+    matmul(a.data(), x.data(), w.data(), s.n, s.rows, s.cols);
+    matmul_packed(b.data(), x.data(), packed(w, s.rows, s.cols).data(), s.n, s.rows, s.cols);
+    EXPECT_EQ(a, b) << s.n << " x " << s.rows << " x " << s.cols;
+  }
+}
+
+TEST(Matmul, MatvecPanelsInAnySplitEqualWholeProducts) {
+  const int cols = 101;
+  const int rows[] = {37, 5, 300};
   const auto x = random_vec(cols, 7, -1.0f, 1.0f);
-  const auto w1 = random_vec(37 * cols, 8, -1.0f, 1.0f), w2 = random_vec(5 * cols, 9, -1.0f, 1.0f), w3 = random_vec(300 * cols, 10, -1.0f, 1.0f);
-  std::vector<float> r1(37), r2(5), r3(300);
-  matvec(r1.data(), w1.data(), x.data(), 37, cols);
-  matvec(r2.data(), w2.data(), x.data(), 5, cols);
-  matvec(r3.data(), w3.data(), x.data(), 300, cols);
+  std::vector<std::vector<float>> w, p, whole;
+  for (int j = 0; j < 3; ++j) {
+    w.push_back(random_vec(static_cast<std::size_t>(rows[j]) * cols, 8 + j, -1.0f, 1.0f));
+    p.push_back(packed(w[j], rows[j], cols));
+    whole.emplace_back(rows[j]);
+    matvec_packed(whole[j].data(), p[j].data(), x.data(), rows[j], cols);
+    const auto ref = naive(x, w[j], 1, rows[j], cols);
+    for (int r = 0; r < rows[j]; ++r) EXPECT_NEAR(whole[j][r], ref[r], 1e-5 * cols);
+  }
+  const long n1 = panel_count(rows[0]), n2 = panel_count(rows[1]), total = n1 + n2 + panel_count(rows[2]);
   // Splits whose ranges start and end inside, at and across job boundaries.
-  for (const std::vector<long>& cuts : {std::vector<long>{0, 342}, std::vector<long>{0, 37, 42, 342},
-                                        std::vector<long>{0, 1, 40, 41, 200, 342}}) {
-    std::vector<float> y1(37, NAN), y2(5, NAN), y3(300, NAN);
-    const MatvecJob jobs[] = {{y1.data(), w1.data(), 37}, {y2.data(), w2.data(), 5}, {y3.data(), w3.data(), 300}};
-    for (std::size_t i = 0; i + 1 < cuts.size(); ++i) matvec_rows(jobs, x.data(), cols, cuts[i], cuts[i + 1]);
-    EXPECT_EQ(y1, r1);
-    EXPECT_EQ(y2, r2);
-    EXPECT_EQ(y3, r3);
+  for (const std::vector<long>& cuts : {std::vector<long>{0, total}, std::vector<long>{0, n1, n1 + n2, total},
+                                        std::vector<long>{0, 1, n1 + 1, total - 1, total}}) {
+    std::vector<std::vector<float>> y = {std::vector<float>(37, NAN), std::vector<float>(5, NAN),
+                                         std::vector<float>(300, NAN)};
+    const MatvecJob jobs[] = {{y[0].data(), p[0].data(), 37}, {y[1].data(), p[1].data(), 5}, {y[2].data(), p[2].data(), 300}};
+    ASSERT_EQ(panel_count(jobs), total);
+    for (std::size_t i = 0; i + 1 < cuts.size(); ++i) matvec_panels(jobs, x.data(), cols, cuts[i], cuts[i + 1]);
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(y[j], whole[j]) << "job " << j;
   }
 }
 
