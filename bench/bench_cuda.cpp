@@ -185,64 +185,37 @@ inline float hash_uniform(uint64_t seed, std::size_t i) {
   return static_cast<float>(z >> 40) * 0x1.0p-23f - 1.0f;
 }
 
-// Matrices uniform in ±0.02, norms 1. Every tensor is sized by one thread (the zeroing
-// std::vector does) and then filled by all of them in chunks, so 8B floats take seconds.
+// Matrices uniform in ±0.02, norms 1. Each matrix is filled by every thread, then packed into the
+// model's one allocation (as a loader leaves it), so 8B floats take seconds.
 kvs::Model random_model(const kvs::ModelConfig& c) {
   kvs::Model m;
   m.config = c;
   m.format = "random";
   m.weight_type = "F32 (random)";
   const std::size_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim(), V = c.vocab_size;
-  struct Tensor {
-    kvs::WeightVector* dst;
-    std::size_t n;
-    uint64_t seed;
-    float scale;  // 0: a norm, all ones
-  };
-  std::vector<Tensor> tensors;
-  kvs::PackQueue packs;  // the matrices, filled row-major, then packed
+  kvs::PackQueue packs;
+  uint64_t seed = 1;
   auto matrix = [&](kvs::PackedMatrix& dst, std::size_t rows, std::size_t cols) {
-    return &packs.stage(dst, static_cast<int>(rows), static_cast<int>(cols));
+    packs.add(dst, static_cast<int>(rows), static_cast<int>(cols), [n = rows * cols, s = seed++](float* w) {
+#pragma omp parallel for schedule(static)
+      for (std::size_t i = 0; i < n; ++i) w[i] = 0.02f * hash_uniform(s, i);
+    });
   };
   kvs::ModelWeights& w = m.weights;
   w.layers.resize(c.n_layers);
-  uint64_t seed = 1;
-  tensors.push_back({matrix(w.token_embedding, V, d), V * d, seed++, 0.02f});
-  tensors.push_back({matrix(w.classifier, V, d), V * d, seed++, 0.02f});
-  tensors.push_back({&w.final_norm, d, seed++, 0.0f});
+  matrix(w.token_embedding, V, d);
+  matrix(w.classifier, V, d);
+  w.final_norm.assign(d, 1.0f);
   for (kvs::LayerWeights& l : w.layers) {
-    tensors.push_back({&l.attn_norm, d, seed++, 0.0f});
-    tensors.push_back({&l.ffn_norm, d, seed++, 0.0f});
-    tensors.push_back({matrix(l.wq, q, d), q * d, seed++, 0.02f});
-    tensors.push_back({matrix(l.wk, kv, d), kv * d, seed++, 0.02f});
-    tensors.push_back({matrix(l.wv, kv, d), kv * d, seed++, 0.02f});
-    tensors.push_back({matrix(l.wo, d, q), d * q, seed++, 0.02f});
-    tensors.push_back({matrix(l.w_gate, h, d), h * d, seed++, 0.02f});
-    tensors.push_back({matrix(l.w_up, h, d), h * d, seed++, 0.02f});
-    tensors.push_back({matrix(l.w_down, d, h), d * h, seed++, 0.02f});
-  }
-  const long n_tensors = static_cast<long>(tensors.size());
-#pragma omp parallel for schedule(dynamic, 1)
-  for (long t = 0; t < n_tensors; ++t) tensors[t].dst->resize(tensors[t].n);
-
-  constexpr std::size_t kChunk = std::size_t{1} << 22;  // floats per fill task
-  struct Chunk {
-    const Tensor* t;
-    std::size_t begin, end;
-  };
-  std::vector<Chunk> chunks;
-  for (const Tensor& t : tensors)
-    for (std::size_t b = 0; b < t.n; b += kChunk) chunks.push_back({&t, b, std::min(t.n, b + kChunk)});
-  const long n_chunks = static_cast<long>(chunks.size());
-#pragma omp parallel for schedule(dynamic, 1)
-  for (long k = 0; k < n_chunks; ++k) {
-    const Chunk& ch = chunks[k];
-    float* p = ch.t->dst->data();
-    if (ch.t->scale == 0.0f) {
-      std::fill(p + ch.begin, p + ch.end, 1.0f);
-    } else {
-      for (std::size_t i = ch.begin; i < ch.end; ++i) p[i] = ch.t->scale * hash_uniform(ch.t->seed, i);
-    }
+    l.attn_norm.assign(d, 1.0f);
+    l.ffn_norm.assign(d, 1.0f);
+    matrix(l.wq, q, d);
+    matrix(l.wk, kv, d);
+    matrix(l.wv, kv, d);
+    matrix(l.wo, d, q);
+    matrix(l.w_gate, h, d);
+    matrix(l.w_up, h, d);
+    matrix(l.w_down, d, h);
   }
   packs.pack();
   return m;

@@ -9,9 +9,8 @@
 
 namespace kvs::bench {
 
-// Uniform floats in [-scale, scale) from a per-index hash (fast, parallel, reproducible).
-inline WeightVector random_weights(std::size_t n, uint64_t seed, float scale) {
-  WeightVector v(n);  // [n]
+// v[n] uniform in [-scale, scale) from a per-index hash (fast, parallel, reproducible).
+inline void random_weights(float* v, std::size_t n, uint64_t seed, float scale) {
 #pragma omp parallel for schedule(static)
   for (std::size_t i = 0; i < n; ++i) {
     uint64_t z = (seed << 40) + i + 0x9E3779B97F4A7C15ull;
@@ -20,7 +19,6 @@ inline WeightVector random_weights(std::size_t n, uint64_t seed, float scale) {
     z ^= z >> 31;
     v[i] = scale * (static_cast<float>(z >> 40) * 0x1.0p-23f - 1.0f);
   }
-  return v;
 }
 
 // A model of shape `c` (tied classifier, unit norms); matrices scaled by `scale` (~1/sqrt(dim)),
@@ -32,25 +30,26 @@ inline Model random_model(const ModelConfig& c, float scale, float down_scale) {
   m.weight_type = "F32";
   const std::size_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim();
   uint64_t seed = 1;
-  // W[rows, cols], packed.
-  auto matrix = [&seed](std::size_t rows, std::size_t cols, float s) {
-    return PackedMatrix::pack(random_weights(rows * cols, seed++, s), static_cast<int>(rows), static_cast<int>(cols));
+  PackQueue packs;  // the matrices in one allocation, as a loader leaves them
+  auto matrix = [&seed, &packs](PackedMatrix& dst, std::size_t rows, std::size_t cols, float s) {
+    packs.add(dst, static_cast<int>(rows), static_cast<int>(cols),
+              [n = rows * cols, seed = seed++, s](float* w) { random_weights(w, n, seed, s); });
   };
-  m.weights.token_embedding = matrix(c.vocab_size, d, 1.0f);
-  for (int l = 0; l < c.n_layers; ++l) {
-    LayerWeights w;
+  m.weights.layers.resize(c.n_layers);
+  matrix(m.weights.token_embedding, c.vocab_size, d, 1.0f);
+  for (LayerWeights& w : m.weights.layers) {
     w.attn_norm.assign(d, 1.0f);
     w.ffn_norm.assign(d, 1.0f);
-    w.wq = matrix(q, d, scale);
-    w.wk = matrix(kv, d, scale);
-    w.wv = matrix(kv, d, scale);
-    w.wo = matrix(d, q, scale);
-    w.w_gate = matrix(h, d, scale);
-    w.w_up = matrix(h, d, scale);
-    w.w_down = matrix(d, h, down_scale);
-    m.weights.layers.push_back(std::move(w));
+    matrix(w.wq, q, d, scale);
+    matrix(w.wk, kv, d, scale);
+    matrix(w.wv, kv, d, scale);
+    matrix(w.wo, d, q, scale);
+    matrix(w.w_gate, h, d, scale);
+    matrix(w.w_up, h, d, scale);
+    matrix(w.w_down, d, h, down_scale);
   }
   m.weights.final_norm.assign(d, 1.0f);
+  packs.pack();
   return m;
 }
 

@@ -28,17 +28,14 @@ class TensorSource {
   // Checks that `name` has shape [ne0, ne1] (ne1 = 0 for a vector), sizes `dst` for it and
   // queues its conversion for finish().
   void read(WeightVector& dst, const std::string& name, uint64_t ne0, uint64_t ne1 = 0) {
-    const GgufTensorInfo& t = info(name);
-    std::vector<uint64_t> want = {ne0};
-    if (ne1 > 0) want.push_back(ne1);
-    if (t.dims != want)
-      throw input_error(g_.path(), "tensor " + name + " has shape " + shape(t.dims) +
-                                       ", expected " + shape(want));
-    pending_.push_back({&t, &dst});
+    pending_.push_back({&checked(name, ne0, ne1), &dst});
   }
-  // The same for a matrix [ne1 rows, ne0 cols], packed by finish().
+  // The same for a matrix [ne1 rows, ne0 cols], converted and packed by finish().
   void read(PackedMatrix& dst, const std::string& name, uint64_t ne0, uint64_t ne1) {
-    read(packs_.stage(dst, static_cast<int>(ne1), static_cast<int>(ne0)), name, ne0, ne1);
+    const GgufTensorInfo* t = &checked(name, ne0, ne1);
+    packs_.add(dst, static_cast<int>(ne1), static_cast<int>(ne0), [this, t](float* rows_major) {
+      g_.read_f32_into({{t, rows_major}});
+    });
   }
   // Sizes and converts every queued tensor, then packs the matrices. The buffers are sized in
   // parallel so that their pages are first touched (zeroed) by several threads.
@@ -51,6 +48,17 @@ class TensorSource {
     g_.read_f32_into(reads);
     pending_.clear();
     packs_.pack();
+  }
+
+  // The tensor `name`, checked to have shape [ne0, ne1] (ne1 = 0 for a vector).
+  const GgufTensorInfo& checked(const std::string& name, uint64_t ne0, uint64_t ne1) const {
+    const GgufTensorInfo& t = info(name);
+    std::vector<uint64_t> want = {ne0};
+    if (ne1 > 0) want.push_back(ne1);
+    if (t.dims != want)
+      throw input_error(g_.path(), "tensor " + name + " has shape " + shape(t.dims) +
+                                       ", expected " + shape(want));
+    return t;
   }
 
   static std::string shape(const std::vector<uint64_t>& dims) {

@@ -125,24 +125,15 @@ class TensorSet {
 
   // Checks `name` has shape `want` and converts it into `dst`.
   void read(WeightVector& dst, const std::string& name, std::vector<uint64_t> want) {
-    auto it = owner_.find(name);
-    if (it == owner_.end()) throw input_error(listing_, "missing tensor " + name);
-    const SafetensorsFile& f = *it->second;
-    const SafetensorsTensor* t = f.find(name);
-    if (t == nullptr)
-      throw input_error(f.path(), "missing tensor " + name + " (named in the index)");
-    if (t->shape != want) {
-      throw input_error(f.path(), "tensor " + name + " has shape " + shape(t->shape) +
-                                      ", config.json implies " + shape(want));
-    }
-    f.check_dtype(*t);
-    pending_.push_back({&f, t, &dst});
+    const auto [f, t] = checked(name, want);
+    pending_.push_back({f, t, &dst});
   }
-
-  // The same for a matrix `want` = {rows, cols}, packed by finish().
+  // The same for a matrix `want` = {rows, cols}, converted and packed by finish().
   void read(PackedMatrix& dst, const std::string& name, std::vector<uint64_t> want) {
-    WeightVector& rows = packs_.stage(dst, static_cast<int>(want[0]), static_cast<int>(want[1]));
-    read(rows, name, std::move(want));
+    const auto [f, t] = checked(name, want);
+    packs_.add(dst, static_cast<int>(want[0]), static_cast<int>(want[1]), [f, t](float* rows_major) {
+      f->read_f32(*t, rows_major);
+    });
   }
 
   // Sizes (in parallel, so several threads first-touch the pages) and converts every queued
@@ -168,6 +159,23 @@ class TensorSet {
       if (n > most) main = dtype, most = n;
     }
     return main + (count.size() > 1 ? " (mixed)" : "");
+  }
+
+  // The file holding `name` and its tensor, checked to have shape `want` and a dtype it converts.
+  std::pair<const SafetensorsFile*, const SafetensorsTensor*> checked(const std::string& name,
+                                                                      const std::vector<uint64_t>& want) const {
+    auto it = owner_.find(name);
+    if (it == owner_.end()) throw input_error(listing_, "missing tensor " + name);
+    const SafetensorsFile& f = *it->second;
+    const SafetensorsTensor* t = f.find(name);
+    if (t == nullptr)
+      throw input_error(f.path(), "missing tensor " + name + " (named in the index)");
+    if (t->shape != want) {
+      throw input_error(f.path(), "tensor " + name + " has shape " + shape(t->shape) +
+                                      ", config.json implies " + shape(want));
+    }
+    f.check_dtype(*t);
+    return {&f, t};
   }
 
   static std::string shape(const std::vector<uint64_t>& dims) {

@@ -27,11 +27,11 @@ class FloatReader {
     offset_ += count * sizeof(float);
     return out;
   }
-  // W[rows, cols], packed straight from the mapped bytes.
-  PackedMatrix take_matrix(uint64_t rows, uint64_t cols, const std::string& what) {
-    const uint8_t* p = file_.range(offset_, rows * cols * sizeof(float), what);
+  // W[rows, cols] into `dst` when `packs` packs, straight from the mapped bytes.
+  void take_matrix(PackQueue& packs, PackedMatrix& dst, uint64_t rows, uint64_t cols, const std::string& what) {
+    const auto* p = reinterpret_cast<const float*>(file_.range(offset_, rows * cols * sizeof(float), what));
     offset_ += rows * cols * sizeof(float);
-    return PackedMatrix::pack(reinterpret_cast<const float*>(p), static_cast<int>(rows), static_cast<int>(cols));
+    packs.add(dst, static_cast<int>(rows), static_cast<int>(cols), p);
   }
   void skip(uint64_t count) { offset_ += count * sizeof(float); }
   uint64_t offset() const { return offset_; }
@@ -112,19 +112,21 @@ Model load_llama2c_model(const std::string& path) {
   ModelWeights& w = m.weights;
   w.layers.resize(c.n_layers);
   FloatReader r(file, kHeaderBytes);
-  w.token_embedding = r.take_matrix(V, D, "token_embedding");
+  PackQueue packs;
+  r.take_matrix(packs, w.token_embedding, V, D, "token_embedding");
   for (auto& l : w.layers) l.attn_norm = r.take(D, "rms_att_weight");
-  for (auto& l : w.layers) l.wq = r.take_matrix(D, D, "wq");
-  for (auto& l : w.layers) l.wk = r.take_matrix(kv_dim, D, "wk");
-  for (auto& l : w.layers) l.wv = r.take_matrix(kv_dim, D, "wv");
-  for (auto& l : w.layers) l.wo = r.take_matrix(D, D, "wo");
+  for (auto& l : w.layers) r.take_matrix(packs, l.wq, D, D, "wq");
+  for (auto& l : w.layers) r.take_matrix(packs, l.wk, kv_dim, D, "wk");
+  for (auto& l : w.layers) r.take_matrix(packs, l.wv, kv_dim, D, "wv");
+  for (auto& l : w.layers) r.take_matrix(packs, l.wo, D, D, "wo");
   for (auto& l : w.layers) l.ffn_norm = r.take(D, "rms_ffn_weight");
-  for (auto& l : w.layers) l.w_gate = r.take_matrix(H, D, "w1");
-  for (auto& l : w.layers) l.w_down = r.take_matrix(D, H, "w2");
-  for (auto& l : w.layers) l.w_up = r.take_matrix(H, D, "w3");
+  for (auto& l : w.layers) r.take_matrix(packs, l.w_gate, H, D, "w1");
+  for (auto& l : w.layers) r.take_matrix(packs, l.w_down, D, H, "w2");
+  for (auto& l : w.layers) r.take_matrix(packs, l.w_up, H, D, "w3");
   w.final_norm = r.take(D, "rms_final_weight");
   r.skip(rope_tables);  // freq_cis_real, freq_cis_imag [seq_len, head_dim/2] each
-  if (!shared) w.classifier = r.take_matrix(V, D, "wcls");
+  if (!shared) r.take_matrix(packs, w.classifier, V, D, "wcls");
+  packs.pack();
   return m;
 }
 

@@ -2,8 +2,10 @@
 // count, and the RoPE frequencies the model's scaling asks for.
 #include "inference/model.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "inference/errors.h"
 #include "kernels/matmul.h"
@@ -27,12 +29,21 @@ std::vector<float> rope_inv_freq(const Model& model) {
   return inv_freq;
 }
 
+PackedMatrix::PackedMatrix(const PackedMatrix& other) : rows(other.rows), cols(other.cols) {
+  if (other.store) store = std::make_shared<WeightVector>(other.data(), other.data() + other.panel_floats());
+}
+
+PackedMatrix& PackedMatrix::operator=(const PackedMatrix& other) {
+  if (this != &other) *this = PackedMatrix(other);
+  return *this;
+}
+
 PackedMatrix PackedMatrix::pack(const float* w, int rows, int cols) {
   PackedMatrix m;
   m.rows = rows;
   m.cols = cols;
-  m.panels.resize(ops::packed_floats(rows, cols));
-  ops::pack_panels(m.panels.data(), w, rows, cols);
+  m.store = std::make_shared<WeightVector>(ops::packed_floats(rows, cols));
+  ops::pack_panels(m.store->data(), w, rows, cols);
   return m;
 }
 
@@ -43,36 +54,58 @@ PackedMatrix PackedMatrix::pack(const WeightVector& w, int rows, int cols) {
   return pack(w.data(), rows, cols);
 }
 
+std::size_t PackedMatrix::panel_floats() const { return rows == 0 ? 0 : ops::packed_floats(rows, cols); }
+
 WeightVector PackedMatrix::unpacked() const {
   WeightVector w(size());
-  ops::unpack_panels(w.data(), panels.data(), rows, cols);
+  ops::unpack_panels(w.data(), data(), rows, cols);
   return w;
 }
 
-void PackedMatrix::row(int r, float* out) const { ops::panel_row(out, panels.data(), cols, r); }
+void PackedMatrix::row(int r, float* out) const { ops::panel_row(out, data(), cols, r); }
 
-WeightVector& PackQueue::stage(PackedMatrix& dst, int rows, int cols) {
-  staged_.push_back({&dst, rows, cols, {}});
-  return staged_.back().w;
+bool PackedMatrix::operator==(const PackedMatrix& other) const {
+  return rows == other.rows && cols == other.cols &&
+         std::equal(data(), data() + panel_floats(), other.data(), other.data() + other.panel_floats());
 }
 
-// Tensors on the OpenMP threads, one each (their pages first touched by the thread packing them).
+void PackQueue::add(PackedMatrix& dst, int rows, int cols, Fill fill) {
+  entries_.push_back({&dst, rows, cols, std::move(fill), nullptr});
+}
+
+void PackQueue::add(PackedMatrix& dst, int rows, int cols, const float* rows_major) {
+  entries_.push_back({&dst, rows, cols, {}, rows_major});
+}
+
 void PackQueue::pack() {
-  const long n = static_cast<long>(staged_.size());
-#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
-  for (long i = 0; i < n; ++i) {
-    Staged& s = staged_[i];
-    *s.dst = PackedMatrix::pack(s.w, s.rows, s.cols);
-    WeightVector().swap(s.w);
+  if (entries_.empty()) return;
+  constexpr std::size_t kAlign = 16;  // floats: each matrix starts on a 64-byte line
+  std::size_t total = 0, largest = 0;
+  for (const Entry& e : entries_) {
+    total += (ops::packed_floats(e.rows, e.cols) + kAlign - 1) / kAlign * kAlign;
+    if (e.fill) largest = std::max(largest, static_cast<std::size_t>(e.rows) * e.cols);
   }
-  staged_.clear();
+  auto store = std::make_shared<WeightVector>(total);
+  WeightVector scratch(largest);  // [rows, cols] of the matrix being filled
+  std::size_t offset = 0;
+  for (Entry& e : entries_) {
+    if (e.fill) e.fill(scratch.data());
+    ops::pack_panels(store->data() + offset, e.fill ? scratch.data() : e.rows_major, e.rows, e.cols);
+    PackedMatrix& m = *e.dst;
+    m.rows = e.rows;
+    m.cols = e.cols;
+    m.store = store;
+    m.offset = offset;
+    offset += (ops::packed_floats(e.rows, e.cols) + kAlign - 1) / kAlign * kAlign;
+  }
+  entries_.clear();
 }
 
 namespace {
 
 // Floats of the layers' tensors: `packed` counts the matrices' panels (padding included).
 std::size_t layer_floats(const std::vector<LayerWeights>& layers, bool packed) {
-  auto m = [packed](const PackedMatrix& w) { return packed ? w.panels.size() : w.size(); };
+  auto m = [packed](const PackedMatrix& w) { return packed ? w.panel_floats() : w.size(); };
   std::size_t n = 0;
   for (const LayerWeights& l : layers) {
     n += l.attn_norm.size() + m(l.wq) + m(l.wk) + m(l.wv) + m(l.wo) + l.bq.size() + l.bk.size() +
@@ -86,7 +119,7 @@ std::size_t layer_floats(const std::vector<LayerWeights>& layers, bool packed) {
 std::size_t Model::weight_bytes_per_token() const {
   const std::size_t floats = static_cast<std::size_t>(config.dim) +  // the token's embedding row
                              layer_floats(weights.layers, true) + weights.final_norm.size() +
-                             classifier().panels.size();
+                             classifier().panel_floats();
   return floats * sizeof(float);
 }
 

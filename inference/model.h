@@ -2,7 +2,9 @@
 // Loaders (llama2.c .bin, GGUF, HF safetensors) fill a Model; the engine only reads it.
 #pragma once
 #include <cstdint>
-#include <deque>
+#include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -50,38 +52,55 @@ struct ModelConfig {
 };
 
 // A weight matrix W[rows, cols] kept packed in panels (kernels/matmul.h), the layout the CPU
-// products stream; loaders read a row-major tensor and pack it.
+// products stream. A loaded model's matrices share one allocation on huge pages (PackQueue):
+// with one of their own, those under 2 MiB (SmolLM2's q, k, v and output projections) sat on
+// small pages and read at 0.92 of the probe where on huge pages they read 0.98. A copy of a
+// matrix copies its panels into storage of its own.
 struct PackedMatrix {
   int rows = 0;
   int cols = 0;
-  WeightVector panels;  // [panel_count(rows), cols, kPanelRows]
+  std::shared_ptr<WeightVector> store;  // the panels [panel_count(rows), cols, kPanelRows] at offset
+  std::size_t offset = 0;
 
-  // W from row-major w[rows * cols].
+  PackedMatrix() = default;
+  PackedMatrix(const PackedMatrix& other);
+  PackedMatrix& operator=(const PackedMatrix& other);
+  PackedMatrix(PackedMatrix&&) noexcept = default;
+  PackedMatrix& operator=(PackedMatrix&&) noexcept = default;
+
+  // W from row-major w[rows * cols], in storage of its own.
   static PackedMatrix pack(const float* w, int rows, int cols);
   static PackedMatrix pack(const WeightVector& w, int rows, int cols);
   bool empty() const { return rows == 0; }
   std::size_t size() const { return static_cast<std::size_t>(rows) * cols; }  // weights, not padding
-  const float* data() const { return panels.data(); }
+  std::size_t panel_floats() const;                                           // padding included
+  const float* data() const { return store ? store->data() + offset : nullptr; }
+  std::span<float> panels() { return {store ? store->data() + offset : nullptr, panel_floats()}; }
   WeightVector unpacked() const;     // row-major [rows, cols]
   void row(int r, float* out) const;  // out[cols] = W[r, :]
-  bool operator==(const PackedMatrix&) const = default;
+  bool operator==(const PackedMatrix& other) const;  // the same shape and weights
 };
 
-// Row-major tensors staged while a loader reads them, then packed into their matrices at once.
+// The matrices a loader reads, packed into one allocation: each added with where its row-major
+// weights come from, then all read and packed by pack(), one at a time through one scratch buffer
+// (a model's weights plus its largest matrix at the peak, not twice the model).
 class PackQueue {
  public:
-  // The row-major buffer to read W[rows, cols] into; pack() packs it into `dst`.
-  WeightVector& stage(PackedMatrix& dst, int rows, int cols);
-  // Packs every staged tensor into its matrix, freeing each buffer as it goes.
+  // Writes W[rows, cols] row-major into the buffer given.
+  using Fill = std::function<void(float* rows_major)>;
+  void add(PackedMatrix& dst, int rows, int cols, Fill fill);
+  // W[rows, cols] row-major at `rows_major`, which must stay valid until pack().
+  void add(PackedMatrix& dst, int rows, int cols, const float* rows_major);
   void pack();
 
  private:
-  struct Staged {
+  struct Entry {
     PackedMatrix* dst;
     int rows, cols;
-    WeightVector w;  // [rows, cols]
+    Fill fill;                    // or
+    const float* rows_major;      // when fill is empty
   };
-  std::deque<Staged> staged_;  // stable addresses for the readers' pointers
+  std::vector<Entry> entries_;
 };
 
 struct LayerWeights {

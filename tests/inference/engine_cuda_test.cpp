@@ -70,7 +70,7 @@ EngineOptions cpu_as_gpu(bool rope_in_cache = false, GpuDtype d = GpuDtype::Fp16
 Model as_stored(const Model& m, GpuDtype d = GpuDtype::Fp16) {
   Model r = m;
   auto round = [d](PackedMatrix& m) {  // the panels' padding is zero, which rounds to zero
-    WeightVector& w = m.panels;
+    const std::span<float> w = m.panels();
     if (d == GpuDtype::Bf16) {
       round_to_bf16(w.data(), w.size());
     } else {
@@ -436,7 +436,7 @@ TEST(EngineCuda, Bf16KeepsValuesThatOverflowFp16) {
   SKIP_WITHOUT_GPU();
   Model model = tiny::random_model(tiny::tiny_config(), 29);
   for (LayerWeights& l : model.weights.layers) {
-    for (float& w : l.wv.panels) w *= 2e5f;  // |w| < 4e4: representable in fp16, the values it makes are not
+    for (float& w : l.wv.panels()) w *= 2e5f;  // |w| < 4e4: representable in fp16, the values it makes are not
   }
   const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4};
   const std::vector<int> forced = {3, 1, 4, 1, 5};
