@@ -130,10 +130,9 @@ class TensorSet {
   }
   // The same for a matrix `want` = {rows, cols}, converted and packed by finish().
   void read(PackedMatrix& dst, const std::string& name, std::vector<uint64_t> want) {
-    const auto [f, t] = checked(name, want);
-    packs_.add(dst, static_cast<int>(want[0]), static_cast<int>(want[1]), [f, t](float* rows_major) {
-      f->read_f32(*t, rows_major);
-    });
+    const auto [file, tensor] = checked(name, want);
+    packs_.add(dst, static_cast<int>(want[0]), static_cast<int>(want[1]),
+               [f = file, t = tensor](float* rows_major) { f->read_f32(*t, rows_major); });
   }
 
   // Sizes (in parallel, so several threads first-touch the pages) and converts every queued

@@ -134,11 +134,13 @@ void pack_panel(float* panel, const float* w, int p, int rows, int cols) {
   }
 }
 
+// Tokens per chunk of a matmul: 96 x cols floats of X, resident in the L2 cache.
+constexpr int kTokenChunk = 96;
+
 // Tokens [0, n) in chunks whose activations stay in the L2 cache while every panel of W passes
 // over them; panels dealt out to the threads. panel(p) gives panel p, packed.
 template <class Panel>
 void matmul_panels(float* y, const float* x, int n, int rows, int cols, Panel panel) {
-  constexpr int kTokenChunk = 96;  // 96 x cols floats of X per chunk (L2-resident)
   const int n_panels = static_cast<int>(panel_count(rows));
   const bool parallel = static_cast<long>(rows) * cols * n >= kParallelMinWork;
   for (int t0 = 0; t0 < n; t0 += kTokenChunk) {
@@ -213,7 +215,6 @@ void matmul_packed(float* y, const float* x, const float* w_packed, int n, int r
 // panels are packed once into one buffer first; otherwise each thread packs the panel it takes
 // into a buffer of its own, chunk by chunk.
 void matmul(float* y, const float* x, const float* w, int n, int rows, int cols) {
-  constexpr int kTokenChunk = 96;
   constexpr std::size_t kPackOnceBytes = std::size_t{64} << 20;
   const std::size_t panel_floats = static_cast<std::size_t>(cols) * kPanel;
   if (n > kTokenChunk && packed_floats(rows, cols) * sizeof(float) <= kPackOnceBytes) {
