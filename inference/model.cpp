@@ -1,5 +1,5 @@
-// Model helpers: packed weight matrices, the weight traffic of one decoded token (for the bandwidth limit), the parameter
-// count, and the RoPE frequencies the model's scaling asks for.
+// Model helpers: packed weight matrices, the weight traffic of one decoded token (for the
+// bandwidth limit), the parameter count, and the RoPE frequencies the model's scaling asks for.
 #include "inference/model.h"
 
 #include <algorithm>
@@ -40,10 +40,9 @@ PackedMatrix& PackedMatrix::operator=(const PackedMatrix& other) {
 
 PackedMatrix PackedMatrix::pack(const float* w, int rows, int cols) {
   PackedMatrix m;
-  m.rows = rows;
-  m.cols = cols;
-  m.store = std::make_shared<WeightVector>(ops::packed_floats(rows, cols));
-  ops::pack_panels(m.store->data(), w, rows, cols);
+  PackQueue one;
+  one.add(m, rows, cols, w);
+  one.pack();
   return m;
 }
 
@@ -79,10 +78,11 @@ void PackQueue::add(PackedMatrix& dst, int rows, int cols, const float* rows_maj
 
 void PackQueue::pack() {
   if (entries_.empty()) return;
-  constexpr std::size_t kAlign = 16;  // floats: each matrix starts on a 64-byte line
+  // Floats an entry takes in the store: its panels, rounded so each matrix starts on a 64-byte line.
+  const auto span_of = [](const Entry& e) { return (ops::packed_floats(e.rows, e.cols) + 15) / 16 * 16; };
   std::size_t total = 0, largest = 0;
   for (const Entry& e : entries_) {
-    total += (ops::packed_floats(e.rows, e.cols) + kAlign - 1) / kAlign * kAlign;
+    total += span_of(e);
     if (e.fill) largest = std::max(largest, static_cast<std::size_t>(e.rows) * e.cols);
   }
   auto store = std::make_shared<WeightVector>(total);
@@ -96,7 +96,7 @@ void PackQueue::pack() {
     m.cols = e.cols;
     m.store = store;
     m.offset = offset;
-    offset += (ops::packed_floats(e.rows, e.cols) + kAlign - 1) / kAlign * kAlign;
+    offset += span_of(e);
   }
   entries_.clear();
 }
