@@ -135,8 +135,7 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
   ref.queries.assign(static_cast<std::size_t>(c.n_layers) * T * qd, 0.0);
   ref.logits.assign(static_cast<std::size_t>(T) * c.vocab_size, 0.0);
 
-  auto linear = [](const PackedMatrix& packed, const WeightVector& b, const std::vector<double>& x, int rows) {
-    const WeightVector w = packed.unpacked();  // [rows, cols]
+  auto linear = [](const WeightVector& w, const WeightVector& b, const std::vector<double>& x, int rows) {
     const int cols = static_cast<int>(x.size());
     std::vector<double> y(rows);
     for (int r = 0; r < rows; ++r) {
@@ -175,12 +174,15 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
   }
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = m.weights.layers[l];
+    // The layer's matrices row-major, unpacked once.
+    const WeightVector wq = w.wq.unpacked(), wk = w.wk.unpacked(), wv = w.wv.unpacked(), wo = w.wo.unpacked(),
+                       w_gate = w.w_gate.unpacked(), w_up = w.w_up.unpacked(), w_down = w.w_down.unpacked();
     std::vector<std::vector<double>> q(T), k(T), v(T);  // unrotated [T][q_dim|kv_dim]
     for (int t = 0; t < T; ++t) {
       const std::vector<double> xn = rmsnorm(x[t], w.attn_norm);
-      q[t] = linear(w.wq, w.bq, xn, qd);
-      k[t] = linear(w.wk, w.bk, xn, kvd);
-      v[t] = linear(w.wv, w.bv, xn, kvd);
+      q[t] = linear(wq, w.bq, xn, qd);
+      k[t] = linear(wk, w.bk, xn, kvd);
+      v[t] = linear(wv, w.bv, xn, kvd);
       for (int h = 0; h < c.n_heads; ++h) {
         rotate(&q[t][h * hd], &ref.queries[(static_cast<std::size_t>(l) * T + t) * qd + h * hd], t);
       }
@@ -217,18 +219,19 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
       }
     }
     for (int t = 0; t < T; ++t) {
-      const std::vector<double> o = linear(w.wo, {}, out[t], dim);
+      const std::vector<double> o = linear(wo, {}, out[t], dim);
       for (int e = 0; e < dim; ++e) x[t][e] += o[e];
       const std::vector<double> xn = rmsnorm(x[t], w.ffn_norm);
-      std::vector<double> gate = linear(w.w_gate, {}, xn, hid);
-      const std::vector<double> up = linear(w.w_up, {}, xn, hid);
+      std::vector<double> gate = linear(w_gate, {}, xn, hid);
+      const std::vector<double> up = linear(w_up, {}, xn, hid);
       for (int e = 0; e < hid; ++e) gate[e] = gate[e] / (1.0 + std::exp(-gate[e])) * up[e];
-      const std::vector<double> d = linear(w.w_down, {}, gate, dim);
+      const std::vector<double> d = linear(w_down, {}, gate, dim);
       for (int e = 0; e < dim; ++e) x[t][e] += d[e];
     }
   }
+  const WeightVector classifier = m.classifier().unpacked();  // [vocab, dim]
   for (int t = 0; t < T; ++t) {
-    const std::vector<double> lg = linear(m.classifier(), {}, rmsnorm(x[t], m.weights.final_norm), c.vocab_size);
+    const std::vector<double> lg = linear(classifier, {}, rmsnorm(x[t], m.weights.final_norm), c.vocab_size);
     std::copy(lg.begin(), lg.end(), ref.logits.begin() + static_cast<std::size_t>(t) * c.vocab_size);
   }
   return ref;
