@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <span>
@@ -186,9 +187,12 @@ struct Engine::State {
   std::vector<float> logits;  // [vocab]
   // Decode attention scratch, sized to the largest head's held count `cap`.
   int cap = 0;
-  std::vector<int32_t> rows;     // [n_kv_heads, cap] indices of active entries
-  std::vector<int32_t> key_pos;  // [n_kv_heads, cap] their positions
+  std::vector<int32_t> rows;     // [n_kv_heads, cap] indices of active entries, where they are not a run
+  std::vector<int32_t> key_pos;  // [n_kv_heads, cap] their positions, where copied
+  std::vector<int32_t> iota;     // [cap] 0, 1, ..., cap - 1: the indices of a run
   std::vector<int> n_rows;       // [n_kv_heads]
+  std::vector<const int32_t*> head_rows;  // [n_kv_heads] -> [n_rows[g]] indices, in `rows` or `iota`
+  std::vector<const int32_t*> head_pos;   // [n_kv_heads] -> [n_rows[g]] positions, in `key_pos` or the store
   std::vector<float> probs;      // [n_heads, cap]
   std::vector<float> lse;        // [n_heads]
   // Decode attention split into ranges of kRangeKeys keys per KV head (see decode_token).
@@ -201,8 +205,12 @@ struct Engine::State {
   std::vector<float> krot;       // [n_kv_heads, cap, head_dim] keys rotated by slot (rope_in_cache)
   std::vector<AttentionBlock> blocks;  // [n_heads]
 
-  // Lists, per KV head of `layer`, the active entries at positions >= first_pos (rows, key_pos,
-  // n_rows), growing the scratch buffers to the largest head.
+  // Lists, per KV head of `layer`, the active entries at positions >= first_pos (head_rows,
+  // head_pos, n_rows), growing the scratch buffers to the largest head. Where they are one run
+  // (no controller, or one that left every entry active), the indices point into `iota` and the
+  // positions into the store's own list, unless a controller is set: it may evict while it reads
+  // the positions, so they are copied then. (Copying and numbering the run cost stories110M
+  // ~90 us a token at 640 keys, ~1% of it.)
   void gather_active(int layer, int first_pos) {
     const int n_kv = store.n_kv_heads(), n_heads = static_cast<int>(lse.size());
     int largest = 0;
@@ -211,6 +219,8 @@ struct Engine::State {
       cap = largest;
       rows.resize(static_cast<std::size_t>(n_kv) * cap);
       key_pos.resize(static_cast<std::size_t>(n_kv) * cap);
+      iota.resize(cap);
+      std::iota(iota.begin(), iota.end(), 0);
       probs.resize(static_cast<std::size_t>(n_heads) * cap);
       if (rope_in_cache) krot.resize(static_cast<std::size_t>(n_kv) * cap * store.head_dim());
     }
@@ -219,19 +229,25 @@ struct Engine::State {
       const std::span<uint8_t> active = store.active(layer, g);
       int32_t* r = rows.data() + static_cast<std::size_t>(g) * cap;
       int32_t* kp = key_pos.data() + static_cast<std::size_t>(g) * cap;
-      // Held positions ascend: the window starts at the first one >= first_pos.
-      const std::size_t j0 = std::lower_bound(held.begin(), held.end(), first_pos) - held.begin();
+      // Held positions ascend: the window starts at the first one >= first_pos (without a
+      // window, at the first).
+      const std::size_t j0 = held.empty() || first_pos <= held.front()
+                                 ? 0
+                                 : std::lower_bound(held.begin(), held.end(), first_pos) - held.begin();
       int n = 0;
-      if (std::find(active.begin() + j0, active.end(), uint8_t{0}) == active.end()) {  // all active: a run
+      if (!std::memchr(active.data() + j0, 0, active.size() - j0)) {  // all active: a run
         n = static_cast<int>(held.size() - j0);
-        std::iota(r, r + n, static_cast<int32_t>(j0));
-        std::copy(held.begin() + j0, held.end(), kp);
+        head_rows[g] = iota.data() + j0;
+        if (controller) std::copy(held.begin() + j0, held.end(), kp);
+        head_pos[g] = controller ? kp : held.data() + j0;
       } else {
         for (std::size_t j = j0; j < held.size(); ++j) {  // branch-free: the flags are unpredictable
           r[n] = static_cast<int32_t>(j);
           kp[n] = held[j];
           n += active[j] != 0;
         }
+        head_rows[g] = r;
+        head_pos[g] = kp;
       }
       if (n == 0) {
         throw std::logic_error("cache controller left layer " + std::to_string(layer) +
@@ -249,7 +265,7 @@ struct Engine::State {
     for (int g = 0; g < store.n_kv_heads(); ++g) {
       const float* kg = store.keys(layer, g);
       float* kr = krot.data() + static_cast<std::size_t>(g) * cap * hd;
-      const int32_t* r = rows.data() + static_cast<std::size_t>(g) * cap;
+      const int32_t* r = head_rows[g];
       for (int j = 0; j < n_rows[g]; ++j) {
         const std::size_t slot = static_cast<std::size_t>(r[j]);
         std::copy_n(kg + slot * hd, hd, kr + slot * hd);
@@ -284,6 +300,8 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
   s.up.resize(c.hidden_dim);
   s.logits.resize(c.vocab_size);
   s.n_rows.resize(c.n_kv_heads);
+  s.head_rows.resize(c.n_kv_heads);
+  s.head_pos.resize(c.n_kv_heads);
   s.lse.resize(c.n_heads);
   s.qrot.resize(c.q_dim());
   s.blocks.resize(c.n_heads);
@@ -546,8 +564,8 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
 
     for (int g = 0; g < c.n_kv_heads; ++g) {
       const int m = s.n_rows[g];
-      const int32_t* rows = s.rows.data() + static_cast<std::size_t>(g) * s.cap;
-      const int32_t* key_pos = s.key_pos.data() + static_cast<std::size_t>(g) * s.cap;
+      const int32_t* rows = s.head_rows[g];
+      const int32_t* key_pos = s.head_pos[g];
       KG.resize(static_cast<std::size_t>(m) * hd);
       VT.resize(static_cast<std::size_t>(m) * hd);
       for (int j = 0; j < m; ++j) {
@@ -678,7 +696,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
         const float* next_keys = nullptr;
         if (t + 1 < static_cast<long>(s.ranges.size())) {
           const auto [gn, rn] = s.ranges[t + 1];
-          const int32_t row = s.rows[static_cast<std::size_t>(gn) * s.cap + rn * kRangeKeys];
+          const int32_t row = s.head_rows[gn][rn * kRangeKeys];
           next_keys = keys_of(gn) + static_cast<std::size_t>(row) * hd;
         }
         const int h0 = g * group;
@@ -686,7 +704,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
         ops::attend_rows_part(s.part_out.data() + at * hd, static_cast<long>(max_ranges) * hd,
                               s.probs.data() + static_cast<std::size_t>(h0) * s.cap, s.cap, s.part_m.data() + at,
                               s.part_l.data() + at, max_ranges, queries + static_cast<std::size_t>(h0) * hd, group,
-                              keys, s.store.values(l, g), s.rows.data() + static_cast<std::size_t>(g) * s.cap,
+                              keys, s.store.values(l, g), s.head_rows[g],
                               r * kRangeKeys, std::min(s.n_rows[g], (r + 1) * kRangeKeys), hd, scale, next_keys);
         // acq_rel: the last range's thread sees the other ranges' parts before merging them.
         if (s.ranges_left[g].fetch_sub(1, std::memory_order_acq_rel) == 1)
@@ -713,7 +731,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
             b.q_pos0 = pos;
             b.n_q = 1;
             b.n_keys = s.n_rows[g];
-            b.key_pos = s.key_pos.data() + static_cast<std::size_t>(g) * s.cap;
+            b.key_pos = s.head_pos[g];
             b.probs = s.probs.data() + static_cast<std::size_t>(h) * s.cap;
             b.lse = &s.lse[h];
             b.decode = true;
