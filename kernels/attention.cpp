@@ -14,13 +14,6 @@
 namespace kvs::ops {
 namespace {
 
-inline float dot(const float* a, const float* b, int n) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
 inline f32x8 splat(float x) { return f32x8{x, x, x, x, x, x, x, x}; }
 
 // A tile is 6 queries x 16 keys (scores) or 6 queries x 16 components (value mix): 12
@@ -61,17 +54,11 @@ void tile_scores(float* sc, long ld, int n, const float* const* qr, const float*
   }
 }
 
-// s[u] = the sum of v[u]'s eight lanes, u < 4: halves added pairwise, then quarters, then
-// neighbours, four vectors at once (lane by lane it took ~30 scalar adds and extracts a key group).
-inline void sum4(const f32x8* v, float* s) {
-  const f32x8 ab = __builtin_shufflevector(v[0], v[1], 0, 1, 2, 3, 8, 9, 10, 11) +
-                   __builtin_shufflevector(v[0], v[1], 4, 5, 6, 7, 12, 13, 14, 15);  // a a a a b b b b
-  const f32x8 cd = __builtin_shufflevector(v[2], v[3], 0, 1, 2, 3, 8, 9, 10, 11) +
-                   __builtin_shufflevector(v[2], v[3], 4, 5, 6, 7, 12, 13, 14, 15);  // c c c c d d d d
-  const f32x8 x = __builtin_shufflevector(ab, cd, 0, 1, 8, 9, 4, 5, 12, 13) +
-                  __builtin_shufflevector(ab, cd, 2, 3, 10, 11, 6, 7, 14, 15);  // a a c c b b d d
-  const f32x8 y = x + __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6);    // a . c . b . d .
-  s[0] = y[0], s[1] = y[4], s[2] = y[2], s[3] = y[6];
+// The sum of v's eight lanes: halves added, then quarters, then neighbours.
+inline float lane_sum(f32x8 v) {
+  const f32x8 h = v + __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3);
+  const f32x8 q = h + __builtin_shufflevector(h, h, 2, 3, 0, 1, 2, 3, 0, 1);
+  return q[0] + q[1];
 }
 
 // Vector registers the code generator can use for f32x8: AVX-512's encodings reach 32 (for 8-wide
@@ -154,46 +141,36 @@ void mix_values(float* out, long out_stride, const float* probs, long probs_stri
 }
 
 // probs[i * probs_stride + j] = scale * q_i . key(j) for NQ heads (q_i = q + i * head_dim) and
-// j0 <= j < j1 (head_dim = HD when HD is not 0): four keys at a time, each key vector loaded once
-// for all heads.
+// j0 <= j < j1 (head_dim = HD when HD is not 0), one key at a time, its row read front to back
+// for each head (the heads after the first find it in L1). Four keys at a time, their rows
+// interleaved in 8-float steps and each step loaded once for all heads, read stories110M's cache
+// slower on the 2026-11-28 host: decode 0.963 -> 0.972 of the limit after 512 tokens at ~33 GB/s,
+// 0.856 -> 0.903 at ~55 (in-process A/B; docs/performance.md).
 template <int NQ, int HD, class KeyRow, class ValueRow>
 void score_keys(float* probs, long probs_stride, const float* q, int j0, int j1, int head_dim, float scale,
                 KeyRow key, ValueRow value) {
   if (HD) head_dim = HD;
-  const int hd8 = head_dim / 8 * 8;  // components in whole 8-wide vectors; the rest one by one
-  const int ahead = std::max(4, kPrefetchBytes / (4 * head_dim)) / 4 * 4;  // keys, a multiple of 4
-  int j = j0;
-  for (; j + 4 <= j1; j += 4) {
-    if (j + ahead + 4 <= j1) {
-      for (int u = 0; u < 4; ++u) prefetch_bytes(key(j + ahead + u), 4 * head_dim);
-    } else {  // the range's last keys, then on into its values, which the mix reads next
-      for (int u = 0; u < 4; ++u) {
-        const int ja = j + ahead + u;
-        if (ja < j1) prefetch_bytes(key(ja), 4 * head_dim);
-        else if (ja - j1 < j1 - j0) prefetch_bytes(value(j0 + (ja - j1)), 4 * head_dim);
-      }
-    }
-    const float* k[4] = {key(j), key(j + 1), key(j + 2), key(j + 3)};
-    f32x8 acc[NQ][4] = {};
-    for (int d = 0; d < hd8; d += 8) {
-      f32x8 kv[4];
-      for (int u = 0; u < 4; ++u) kv[u] = load_as<f32x8>(k[u] + d);
-      for (int i = 0; i < NQ; ++i) {
-        const f32x8 qd = load_as<f32x8>(q + i * head_dim + d);
-        for (int u = 0; u < 4; ++u) acc[i][u] += qd * kv[u];
-      }
-    }
+  const int hd16 = head_dim / 16 * 16, hd8 = head_dim / 8 * 8;  // whole 8-wide vectors, in pairs
+  const int ahead = std::max(1, kPrefetchBytes / (4 * head_dim));  // keys
+  for (int j = j0; j < j1; ++j) {
+    const int ja = j + ahead;  // the range's keys ahead, then on into its values, which the mix reads next
+    if (ja < j1) prefetch_bytes(key(ja), 4 * head_dim);
+    else if (ja - j1 < j1 - j0) prefetch_bytes(value(j0 + (ja - j1)), 4 * head_dim);
+    const float* k = key(j);
     for (int i = 0; i < NQ; ++i) {
-      float s[4];
-      sum4(acc[i], s);
-      if (hd8 < head_dim)  // apart: inside the loop above it cost a fifth of the kernel's speed
-        for (int u = 0; u < 4; ++u)
-          for (int d = hd8; d < head_dim; ++d) s[u] += q[i * head_dim + d] * k[u][d];
-      for (int u = 0; u < 4; ++u) probs[i * probs_stride + j + u] = scale * s[u];
+      const float* qi = q + i * head_dim;
+      f32x8 even = {}, odd = {};
+      int d = 0;
+      for (; d < hd16; d += 16) {
+        even += load_as<f32x8>(qi + d) * load_as<f32x8>(k + d);
+        odd += load_as<f32x8>(qi + d + 8) * load_as<f32x8>(k + d + 8);
+      }
+      if (d < hd8) even += load_as<f32x8>(qi + d) * load_as<f32x8>(k + d);
+      float s = lane_sum(even + odd);
+      for (d = hd8; d < head_dim; ++d) s += qi[d] * k[d];
+      probs[i * probs_stride + j] = scale * s;
     }
   }
-  for (; j < j1; ++j)
-    for (int i = 0; i < NQ; ++i) probs[i * probs_stride + j] = scale * dot(q + i * head_dim, key(j), head_dim);
 }
 
 // The value mix of a tile's kRows query rows at once, so that each value vector loaded serves
