@@ -244,14 +244,15 @@ void attend_part(float* part_out, long out_stride, float* probs, long probs_stri
 
 }  // namespace
 
-// The query heads of the KV head in groups of up to kHeadGroup: scores four keys at a time with
-// each key vector loaded once for the group, the softmax of each head's range, then the values
-// in one pass with each value vector loaded once for the group and the outputs in registers (a
-// second group finds the range's keys and values in L2). Over a stories110M-shaped cache at 512
-// keys (one thread, the rows cold): 0.45 of a plain read of the same bytes before 2026-11-24,
-// about 0.7 now, from the constant head sizes (1.5x), the four scores' lanes summed by shuffles
-// and the index-free run; a SmolLM2-shaped one at 4K keys (three heads a KV head), where the
-// heads used to take turns over 64-key blocks, went from 15.6 to 6.5 ms a token.
+// The query heads of the KV head in groups of up to kHeadGroup: scores one key at a time for the
+// group (the key's row read from memory once, from L1 for the group's other heads), the softmax
+// of each head's range, then the values in one pass with each value vector loaded once for the
+// group and the outputs in registers (a second group finds the range's keys and values in L2).
+// Over a stories110M-shaped cache at 512 keys (one thread, the rows cold): 0.45 of a plain read
+// of the same bytes before 2026-11-24, about 0.7 after the constant head sizes (1.5x), the
+// scores' lanes summed by shuffles and the index-free run; a SmolLM2-shaped one at 4K keys (three
+// heads a KV head), where the heads used to take turns over 64-key blocks, went from 15.6 to 6.5
+// ms a token.
 void attend_rows_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
                       long stat_stride, const float* q_all, int n_q, const float* keys, const float* values,
                       const int32_t* rows, int j0, int j1, int head_dim, float scale, const float* next_keys) {
