@@ -115,6 +115,16 @@ struct GridCells {
   }
 };
 
+// The layer similarity matrix's cells (the test trace's 3 layers): `matrix` spans them from the
+// first column's left edge to the last one's right edge.
+struct LayerCells {
+  Box matrix;
+  double pitch() const { return matrix.width() / 3.0; }
+  Point center(int row, int col) const {
+    return {matrix.x0 + (int)((col + 0.5) * pitch()), matrix.y0 + (int)((row + 0.5) * pitch())};
+  }
+};
+
 class GuiMouse : public ScreenshotFixture {
  protected:
   // Hovers the first pixel of 8 cells spread over row y of `plain` (cell_starts), then the pixel 3
@@ -167,6 +177,19 @@ class GuiMouse : public ScreenshotFixture {
     EXPECT_FALSE(g.first.empty());
     EXPECT_FALSE(g.last.empty());
     return g;
+  }
+
+  // The layer similarity matrix at `size`: where the pictures with layer 0 and with layer 2
+  // selected differ, over both selection outlines (each a column of the matrix).
+  LayerCells layer_similarity_cells(const std::string& size) {
+    const auto corners = shots("layers", size, {{"first", "layer 0"}, {"last", "layer 2"}});
+    LayerCells m;
+    if (corners.size() != 2u) {
+      ADD_FAILURE() << "no layer similarity";
+      return m;
+    }
+    m.matrix = diff_box(corners[0], corners[1]);
+    return m;
   }
 };
 

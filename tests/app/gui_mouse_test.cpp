@@ -64,15 +64,13 @@ TEST_F(GuiMouse, ClickOnTheHeadGridSelectsTheHeadUnderIt) {
 // matrix from its first column's left edge to its last one's right edge.
 TEST_F(GuiMouse, ClickOnTheLayerSimilaritySelectsItsColumnsLayer) {
   const std::string size = "900x700";
-  const auto corners = shots("layers", size, {{"first", "layer 0"}, {"last", "layer 2"}});
-  ASSERT_EQ(corners.size(), 2u);
-  const Box matrix = diff_box(corners[0], corners[1]);
-  ASSERT_FALSE(matrix.empty());
-  const double pitch = matrix.width() / 3.0;  // the test trace's 3 layers
+  const LayerCells cells = layer_similarity_cells(size);
+  ASSERT_FALSE(cells.matrix.empty());
+  const double pitch = cells.pitch();
   ASSERT_GT(pitch, 10.0);
-  ASSERT_NEAR(matrix.height(), 3 * pitch, 3.0);  // a square: the outlines' columns, nothing else
+  ASSERT_NEAR(cells.matrix.height(), 3 * pitch, 3.0);  // a square: the outlines' columns, nothing else
   // Layer 1's column, in the matrix's top row (layer 0's keys against layer 1's attention).
-  const Point cell{matrix.x0 + (int)(1.5 * pitch), matrix.y0 + (int)(pitch / 2)};
+  const Point cell = cells.center(0, 1);
   const auto got = shots("layers", size,
                          {{"click", "layer 0;click " + at(cell)}, {"layer_hover", "layer 1;hover " + at(cell)},
                           {"hover", "layer 0;hover " + at(cell)}});

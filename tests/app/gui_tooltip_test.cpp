@@ -118,20 +118,15 @@ TEST_F(GuiMouse, HoveringTheHeadGridShowsTheCell) {
 
 // The layer similarity: a cell's tooltip names the two layers (row: whose top-K keys; column: whose
 // attention) and the share, the same anywhere in the cell. The matrix is where the outlines of
-// layer 0's column and layer 2's differ (as in the click test above).
+// layer 0's column and layer 2's differ (layer_similarity_cells).
 TEST_F(GuiMouse, HoveringTheLayerSimilarityShowsTheCell) {
   const std::string size = "1400x700";
-  const auto corners = shots("layers", size, {{"first", "layer 0"}, {"last", "layer 2"}});
-  ASSERT_EQ(corners.size(), 2u);
-  const Box matrix = diff_box(corners[0], corners[1]);
-  ASSERT_FALSE(matrix.empty());
-  const double pitch = matrix.width() / 3.0;  // the test trace's 3 layers
+  const LayerCells cells = layer_similarity_cells(size);
+  ASSERT_FALSE(cells.matrix.empty());
+  const double pitch = cells.pitch();
   ASSERT_GT(pitch, 10.0);
-  const auto cell = [&](int row, int col) {
-    return Point{matrix.x0 + (int)((col + 0.5) * pitch), matrix.y0 + (int)((row + 0.5) * pitch)};
-  };
   // Another row and column for b: the synthetic trace's similarity changes along a row only.
-  const Point a = cell(0, 1), b = cell(1, 2);
+  const Point a = cells.center(0, 1), b = cells.center(1, 2);
   const Point a_too{a.x - (int)(pitch / 4), a.y + (int)(pitch / 4)};
   expect_tooltips_name_cells("layers", size, "layer 0", a, a_too, b);
 }
