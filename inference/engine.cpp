@@ -631,9 +631,14 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
   auto product = [&](std::span<const ops::MatvecJob> jobs, const float* x, int cols) {
     team.parallel(ops::panel_count(jobs), kPanels, [&](long b, long e) { ops::matvec_panels(jobs, x, cols, b, e); });
   };
-  // The rows of panels [b, e) of a product with `rows` rows.
-  auto panel_rows = [](long b, long e, long rows) {
-    return std::pair{b * ops::kPanelRows, std::min(e * ops::kPanelRows, rows)};
+  // A team chunk of the residual update x[dim] += W · in[cols] (W one of the layer's [dim, cols]
+  // matrices, its product staged in xb): panels [b, e), then their rows added into x.
+  auto residual_chunk = [&](const ops::MatvecJob* job, const float* in, int cols) {
+    return [&s, job, in, cols, dim](long b, long e) {
+      ops::matvec_panels({job, 1}, in, cols, b, e);
+      const long r0 = b * ops::kPanelRows, r1 = std::min<long>(e * ops::kPanelRows, dim);
+      add_into(s.x.data() + r0, s.xb.data() + r0, r1 - r0);
+    };
   };
 
   for (int l = 0; l < c.n_layers; ++l) {
@@ -714,14 +719,9 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
 
     // The hooks see the rows while the team starts on the output projection, which reads neither
     // the probabilities nor the cache.
-    const ops::MatvecJob wo[] = {{s.xb.data(), lw.wo.data(), dim}};
+    const ops::MatvecJob wo{s.xb.data(), lw.wo.data(), dim};
     team.parallel(
-        ops::panel_count(dim), kPanels,
-        [&](long b, long e) {
-          ops::matvec_panels(wo, s.att.data(), qd, b, e);
-          const auto [r0, r1] = panel_rows(b, e, dim);
-          add_into(s.x.data() + r0, s.xb.data() + r0, r1 - r0);
-        },
+        ops::panel_count(dim), kPanels, residual_chunk(&wo, s.att.data(), qd),
         [&] {
           for (int h = 0; h < c.n_heads; ++h) {
             const int g = h / group;
@@ -745,12 +745,8 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
     const ops::MatvecJob gate_up[] = {{s.gate.data(), lw.w_gate.data(), hid}, {s.up.data(), lw.w_up.data(), hid}};
     product(gate_up, s.xb.data(), dim);
     ops::swiglu(s.gate.data(), s.up.data(), hid);
-    const ops::MatvecJob down[] = {{s.xb.data(), lw.w_down.data(), dim}};
-    team.parallel(ops::panel_count(dim), kPanels, [&](long b, long e) {
-      ops::matvec_panels(down, s.gate.data(), hid, b, e);
-      const auto [r0, r1] = panel_rows(b, e, dim);
-      add_into(s.x.data() + r0, s.xb.data() + r0, r1 - r0);
-    });
+    const ops::MatvecJob down{s.xb.data(), lw.w_down.data(), dim};
+    team.parallel(ops::panel_count(dim), kPanels, residual_chunk(&down, s.gate.data(), hid));
   }
 
   ops::rmsnorm(s.xb.data(), s.x.data(), w.final_norm.data(), dim, c.rms_eps);
