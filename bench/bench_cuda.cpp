@@ -35,6 +35,7 @@
 
 #include "analysis/recorder.h"
 #include "analysis/trace.h"
+#include "bench/random_model.h"
 #include "inference/cuda_backend.h"
 #include "inference/engine.h"
 #include "inference/errors.h"
@@ -174,51 +175,6 @@ kvs::ModelConfig config_for(const Options& o) {
   }
   c.seq_len = *std::max_element(o.contexts.begin(), o.contexts.end()) + o.steps + 16;
   return c;
-}
-
-// splitmix64 of (tensor seed, index) -> uniform in [-1, 1): reproducible and order-free.
-inline float hash_uniform(uint64_t seed, std::size_t i) {
-  uint64_t z = (seed << 40) + i + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<float>(z >> 40) * 0x1.0p-23f - 1.0f;
-}
-
-// Matrices uniform in ±0.02, norms 1. Each matrix is filled by every thread, then packed into the
-// model's one allocation (as a loader leaves it), so 8B floats take seconds.
-kvs::Model random_model(const kvs::ModelConfig& c) {
-  kvs::Model m;
-  m.config = c;
-  m.format = "random";
-  m.weight_type = "F32 (random)";
-  const std::size_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim(), V = c.vocab_size;
-  kvs::PackQueue packs;
-  uint64_t seed = 1;
-  auto matrix = [&](kvs::PackedMatrix& dst, std::size_t rows, std::size_t cols) {
-    packs.add(dst, static_cast<int>(rows), static_cast<int>(cols), [n = rows * cols, s = seed++](float* w) {
-#pragma omp parallel for schedule(static)
-      for (std::size_t i = 0; i < n; ++i) w[i] = 0.02f * hash_uniform(s, i);
-    });
-  };
-  kvs::ModelWeights& w = m.weights;
-  w.layers.resize(c.n_layers);
-  matrix(w.token_embedding, V, d);
-  matrix(w.classifier, V, d);
-  w.final_norm.assign(d, 1.0f);
-  for (kvs::LayerWeights& l : w.layers) {
-    l.attn_norm.assign(d, 1.0f);
-    l.ffn_norm.assign(d, 1.0f);
-    matrix(l.wq, q, d);
-    matrix(l.wk, kv, d);
-    matrix(l.wv, kv, d);
-    matrix(l.wo, d, q);
-    matrix(l.w_gate, h, d);
-    matrix(l.w_up, h, d);
-    matrix(l.w_down, d, h);
-  }
-  packs.pack();
-  return m;
 }
 
 uint64_t parameter_count(const kvs::ModelConfig& c) {
@@ -440,7 +396,7 @@ class RowSink : public kvs::AttentionObserver {
 std::vector<int> random_tokens(int n, uint64_t seed, int vocab) {
   std::vector<int> t(n);
   for (int i = 0; i < n; ++i) {
-    const float u = 0.5f * (hash_uniform(seed, static_cast<std::size_t>(i)) + 1.0f);  // [0, 1)
+    const float u = 0.5f * (kvs::bench::hash_uniform(seed, static_cast<std::size_t>(i)) + 1.0f);  // [0, 1)
     t[i] = std::min(vocab - 1, static_cast<int>(u * static_cast<float>(vocab)));
   }
   return t;
@@ -694,7 +650,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     auto t0 = Clock::now();
-    const kvs::Model model = random_model(c);
+    const kvs::Model model = kvs::bench::random_model(c, 0.02f, 0.02f, 0.02f);  // uniform in ±0.02, norms 1
     std::printf("model: %s, dim %d, hidden %d, %d layers, %d heads (%d KV) x %d, vocab %d, untied, "
                 "rope_theta %.0f, seq_len %d; %.2fB parameters, random fp32 weights built in %.1f s\n",
                 c.name.c_str(), c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim,

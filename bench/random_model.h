@@ -9,21 +9,25 @@
 
 namespace kvs::bench {
 
-// v[n] uniform in [-scale, scale) from a per-index hash (fast, parallel, reproducible).
-inline void random_weights(float* v, std::size_t n, uint64_t seed, float scale) {
-#pragma omp parallel for schedule(static)
-  for (std::size_t i = 0; i < n; ++i) {
-    uint64_t z = (seed << 40) + i + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    v[i] = scale * (static_cast<float>(z >> 40) * 0x1.0p-23f - 1.0f);
-  }
+// splitmix64 of (seed, index) -> uniform in [-1, 1): reproducible and order-free.
+inline float hash_uniform(uint64_t seed, std::size_t i) {
+  uint64_t z = (seed << 40) + i + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * 0x1.0p-23f - 1.0f;
 }
 
-// A model of shape `c` (tied classifier, unit norms); matrices scaled by `scale` (~1/sqrt(dim)),
-// the down projection by `down_scale`.
-inline Model random_model(const ModelConfig& c, float scale, float down_scale) {
+// v[n] uniform in [-scale, scale) (fast, parallel, reproducible).
+inline void random_weights(float* v, std::size_t n, uint64_t seed, float scale) {
+#pragma omp parallel for schedule(static)
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * hash_uniform(seed, i);
+}
+
+// A model of shape `c` (unit norms; a classifier of its own unless c.tied_classifier); matrices
+// scaled by `scale` (~1/sqrt(dim)), the down projection by `down_scale`, the embedding by
+// `embed_scale`.
+inline Model random_model(const ModelConfig& c, float scale, float down_scale, float embed_scale = 1.0f) {
   Model m;
   m.config = c;
   m.format = "llama2c";
@@ -36,7 +40,8 @@ inline Model random_model(const ModelConfig& c, float scale, float down_scale) {
               [n = rows * cols, seed = seed++, s](float* w) { random_weights(w, n, seed, s); });
   };
   m.weights.layers.resize(c.n_layers);
-  matrix(m.weights.token_embedding, c.vocab_size, d, 1.0f);
+  matrix(m.weights.token_embedding, c.vocab_size, d, embed_scale);
+  if (!c.tied_classifier) matrix(m.weights.classifier, c.vocab_size, d, scale);
   for (LayerWeights& w : m.weights.layers) {
     w.attn_norm.assign(d, 1.0f);
     w.ffn_norm.assign(d, 1.0f);
