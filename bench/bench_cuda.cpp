@@ -6,8 +6,12 @@
 //
 // Usage: bench_cuda [--shape 8b|small] [--contexts 1024,4096,8192,32768] [--steps 32]
 //                   [--capture both|rows|trace|none] [--decode-dtype float32|float16]
-//                   [--gpu-dtype fp16|bf16] [--ops]
+//                   [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops]
 // --ops first times each decode kernel alone on the shape's sizes, as GB/s against the copy bandwidth.
+// --gpu-dtype fp16,bf16 measures both storage types on one model built once (an engine each).
+// --overlap: the decode kernels launched to overlap the one before them (kernels/cuda_launch.cuh;
+// on by default), or not; both: hooks-off decode is run four times, on, off, on, off, and a
+// table compares the two.
 // Without a CUDA build or a GPU it prints why in one line and exits 0.
 //
 // Per context T: prefill T random tokens twice (hooks off; the faster counts), each followed by
@@ -79,14 +83,15 @@ struct Options {
   bool rows = true;   // decode with rows copied to a host buffer
   bool trace = true;  // prefill + decode with a TraceRecorder
   std::string decode_dtype = "float32";
-  kvs::GpuDtype gpu_dtype = kvs::GpuDtype::Fp16;  // weights and cache on the device
+  std::vector<kvs::GpuDtype> gpu_dtypes = {kvs::GpuDtype::Fp16};  // weights and cache on the device
+  std::string overlap = "on";  // on, off or both
   bool ops = false;  // also time the decode kernels one by one
 };
 
 constexpr const char* kUsage =
     "usage: bench_cuda [--shape 8b|small] [--contexts 1024,4096,8192,32768] [--steps 32]\n"
     "                  [--capture both|rows|trace|none] [--decode-dtype float32|float16]\n"
-    "                  [--gpu-dtype fp16|bf16] [--ops]\n";
+    "                  [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops]\n";
 
 // Parses argv; on a bad argument prints why and the usage and returns false.
 bool parse_options(int argc, char** argv, Options& o) {
@@ -133,8 +138,14 @@ bool parse_options(int argc, char** argv, Options& o) {
         if (v != "float32" && v != "float16") return fail("--decode-dtype: expected float32 or float16, got '" + v + "'");
         o.decode_dtype = v;
       } else if (a == "--gpu-dtype") {
-        if (v != "fp16" && v != "bf16") return fail("--gpu-dtype: expected fp16 or bf16, got '" + v + "'");
-        o.gpu_dtype = v == "bf16" ? kvs::GpuDtype::Bf16 : kvs::GpuDtype::Fp16;
+        if (v != "fp16" && v != "bf16" && v != "fp16,bf16")
+          return fail("--gpu-dtype: expected fp16, bf16 or fp16,bf16, got '" + v + "'");
+        o.gpu_dtypes.clear();
+        if (v != "bf16") o.gpu_dtypes.push_back(kvs::GpuDtype::Fp16);
+        if (v != "fp16") o.gpu_dtypes.push_back(kvs::GpuDtype::Bf16);
+      } else if (a == "--overlap") {
+        if (v != "on" && v != "off" && v != "both") return fail("--overlap: expected on, off or both, got '" + v + "'");
+        o.overlap = v;
       } else {
         return fail("unknown argument '" + a + "'");
       }
@@ -360,8 +371,11 @@ void print_gpu() {
               static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), p.multiProcessorCount,
               runtime / 1000, runtime % 1000 / 10, driver / 1000, driver % 1000 / 10);
 }
+// The decode kernels' overlap with the kernel before them (kernels/cuda_launch.cuh).
+void set_overlap(bool on) { kvs::cuda::set_launch_overlap(on); }
 #else
 double copy_bandwidth(std::size_t, int) { return 0.0; }
+void set_overlap(bool) {}
 void print_gpu() {}
 void print_ops(const kvs::ModelConfig&, const std::vector<int>&, double, kvs::GpuDtype) {}
 #endif
@@ -502,6 +516,7 @@ struct ContextResult {
   std::string error;            // the InputError of this context (out of memory), or ""
   double prefill_s = 0.0;       // best of the hooks-off prefills
   double off_step_s = 0.0;      // median decode step, hooks off
+  double plain_step_s = 0.0;    // median decode step, hooks off, without the overlap (--overlap both)
   double bytes_per_token = 0.0; // weights + K/V read, mean over the steps
   double row_floats_per_step = 0.0;  // layers x heads x keys of a decode step, mean over the steps
   double rows_step_s = 0.0;     // median decode step, rows to a host buffer (0: not run)
@@ -519,7 +534,20 @@ ContextResult run_context(kvs::Engine& engine, int T, const Options& o, double w
     // Hooks off.
     engine.set_observer(nullptr);
     r.prefill_s = timed_prefill(engine, prompt);
-    const std::vector<double> off = decode_steps(engine, forced);
+    std::vector<double> off = decode_steps(engine, forced);
+    if (o.overlap == "both") {
+      // The same steps again over the same prompt: off, on, off (alternating, so that a drift of
+      // the GPU's clocks or memory falls on both); each variant's median over its runs.
+      std::vector<double> plain;
+      for (const bool overlap : {false, true, false}) {
+        set_overlap(overlap);
+        engine.rewind(T);
+        const std::vector<double> s = decode_steps(engine, forced);
+        (overlap ? off : plain).insert((overlap ? off : plain).end(), s.begin(), s.end());
+      }
+      set_overlap(true);
+      r.plain_step_s = median(plain);
+    }
     r.off_step_s = median(off);
     // Step i reads the weights and T + i + 1 cached entries (its own included).
     r.bytes_per_token = weight_bytes + kv_entry_bytes(c) * (T + 0.5 * (o.steps + 1));
@@ -616,10 +644,78 @@ void print_tables(const std::vector<ContextResult>& results, const Options& o, d
                 bandwidth / r.bytes_per_token, rows.c_str(), rows_over.c_str(), tp.c_str(), tw.c_str(),
                 tmb.c_str(), tf.c_str(), tc.c_str());
   }
+  if (o.overlap == "both") {
+    std::printf("\nOverlapped launches (kernels/cuda_launch.cuh), hooks off, median of %d steps each:\n\n"
+                "| context | tok/s, overlap on | fraction of limit | tok/s, overlap off | fraction of limit | "
+                "on / off |\n|---|---|---|---|---|---|\n", 2 * o.steps);
+    for (const ContextResult& r : results) {
+      if (!r.error.empty() || r.plain_step_s <= 0) continue;
+      const double on = 1.0 / r.off_step_s, plain = 1.0 / r.plain_step_s;
+      std::printf("| %d | %.1f | %.3f | %.1f | %.3f | %.3f |\n", r.T, on, on * r.bytes_per_token / bandwidth, plain,
+                  plain * r.bytes_per_token / bandwidth, on / plain);
+    }
+  }
   for (const ContextResult& r : results) {
     if (!r.error.empty()) std::printf("\ncontext %d: %s\n", r.T, r.error.c_str());
     else if (r.has_trace && !r.trace.note.empty()) std::printf("\ncontext %d, trace: %s\n", r.T, r.trace.note.c_str());
   }
+}
+
+// Uploads `model` as `dtype`, warms up, measures every context and prints the tables.
+void measure(const kvs::Model& model, const Options& o, kvs::GpuDtype dtype, double bandwidth) {
+  const kvs::ModelConfig& c = model.config;
+  const double params = static_cast<double>(parameter_count(c));
+  std::printf("\n## Weights and cache as %s\n\n", kvs::gpu_dtype_name(dtype));
+  auto t0 = Clock::now();
+  kvs::EngineOptions eo;
+  eo.device = kvs::Device::Cuda;
+  eo.gpu_dtype = dtype;
+  std::unique_ptr<kvs::Engine> engine;
+  try {
+    engine = std::make_unique<kvs::Engine>(model, eo);
+  } catch (const kvs::InputError& e) {  // cuda::OutOfMemory: the weights do not fit
+    std::printf("bench_cuda: nothing measured as %s: %s\n", kvs::gpu_dtype_name(dtype), e.what());
+    return;
+  }
+  const double weight_bytes = weight_bytes_read(c);
+  std::printf("uploaded as %s in %.1f s; weights read per decoded token %.2f GB (2 bytes x every "
+              "parameter: %.2f GB; the embedding table is read one row a token); K+V %.0f KiB per "
+              "position (%s)\n",
+              kvs::gpu_dtype_name(dtype), seconds_since(t0), weight_bytes / 1e9, 2.0 * params / 1e9, kv_entry_bytes(c) / 1024.0,
+              kvs::gpu_dtype_name(dtype));
+  std::printf("limit per decoded token = (weight bytes + K/V bytes of the T + i + 1 cached positions) / "
+              "bandwidth; decode: %d steps fed forced random tokens after a random T-token prompt, "
+              "median step\n", o.steps);
+
+  // Warm-up: kernels, cuBLAS, pinned copies, the observer path.
+  {
+    const int n = std::min(64, c.seq_len - 8);
+    const std::vector<int> warm = random_tokens(n, 3, c.vocab_size);
+    engine->prefill(warm);
+    decode_steps(*engine, random_tokens(4, 5, c.vocab_size));
+    RowSink sink(c);
+    engine->set_observer(&sink);
+    decode_steps(*engine, random_tokens(2, 6, c.vocab_size));
+    engine->set_observer(nullptr);
+    engine->reset();
+  }
+
+  std::vector<ContextResult> results;
+  for (int T : o.contexts) {
+    t0 = Clock::now();
+    results.push_back(run_context(*engine, T, o, weight_bytes));
+    const ContextResult& r = results.back();
+    if (!r.error.empty())
+      std::printf("context %d: %s\n", T, r.error.c_str());
+    else
+      std::printf("context %d: done in %.1f s (prefill %.0f tok/s, decode %.1f tok/s hooks off)\n", T,
+                  seconds_since(t0), T / r.prefill_s, 1.0 / r.off_step_s);
+    std::fflush(stdout);
+  }
+  engine.reset();  // gives the GPU memory back for the second probe
+  const double bandwidth_after = copy_bandwidth(std::size_t{2} << 30, 10);
+  std::printf("GPU memory bandwidth measured again after the runs: %.0f GB/s\n", bandwidth_after / 1e9);
+  print_tables(results, o, bandwidth);
 }
 
 }  // namespace
@@ -640,7 +736,8 @@ int main(int argc, char** argv) {
     std::printf("GPU memory bandwidth: %.0f GB/s (device-to-device copy of 2 GiB, bytes read + written, "
                 "best of 10)\n", bandwidth / 1e9);
 
-    if (o.ops) print_ops(c, o.contexts, bandwidth, o.gpu_dtype);
+    set_overlap(o.overlap != "off");
+    if (o.ops) print_ops(c, o.contexts, bandwidth, o.gpu_dtypes.front());
 
     const double params = static_cast<double>(parameter_count(c));
     const double host_need = 4.0 * params, host_free = host_available_bytes();
@@ -656,56 +753,7 @@ int main(int argc, char** argv) {
                 c.name.c_str(), c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim,
                 c.vocab_size, c.rope_theta, c.seq_len, params / 1e9, seconds_since(t0));
 
-    t0 = Clock::now();
-    kvs::EngineOptions eo;
-    eo.device = kvs::Device::Cuda;
-    eo.gpu_dtype = o.gpu_dtype;
-    std::unique_ptr<kvs::Engine> engine;
-    try {
-      engine = std::make_unique<kvs::Engine>(model, eo);
-    } catch (const kvs::InputError& e) {  // cuda::OutOfMemory: the weights do not fit
-      std::printf("bench_cuda: nothing measured: %s\n", e.what());
-      return 0;
-    }
-    const double weight_bytes = weight_bytes_read(c);
-    std::printf("uploaded as %s in %.1f s; weights read per decoded token %.2f GB (2 bytes x every "
-                "parameter: %.2f GB; the embedding table is read one row a token); K+V %.0f KiB per "
-                "position (%s)\n",
-                kvs::gpu_dtype_name(o.gpu_dtype), seconds_since(t0), weight_bytes / 1e9, 2.0 * params / 1e9, kv_entry_bytes(c) / 1024.0,
-                kvs::gpu_dtype_name(o.gpu_dtype));
-    std::printf("limit per decoded token = (weight bytes + K/V bytes of the T + i + 1 cached positions) / "
-                "bandwidth; decode: %d steps fed forced random tokens after a random T-token prompt, "
-                "median step\n", o.steps);
-
-    // Warm-up: kernels, cuBLAS, pinned copies, the observer path.
-    {
-      const int n = std::min(64, c.seq_len - 8);
-      const std::vector<int> warm = random_tokens(n, 3, c.vocab_size);
-      engine->prefill(warm);
-      decode_steps(*engine, random_tokens(4, 5, c.vocab_size));
-      RowSink sink(c);
-      engine->set_observer(&sink);
-      decode_steps(*engine, random_tokens(2, 6, c.vocab_size));
-      engine->set_observer(nullptr);
-      engine->reset();
-    }
-
-    std::vector<ContextResult> results;
-    for (int T : o.contexts) {
-      t0 = Clock::now();
-      results.push_back(run_context(*engine, T, o, weight_bytes));
-      const ContextResult& r = results.back();
-      if (!r.error.empty())
-        std::printf("context %d: %s\n", T, r.error.c_str());
-      else
-        std::printf("context %d: done in %.1f s (prefill %.0f tok/s, decode %.1f tok/s hooks off)\n", T,
-                    seconds_since(t0), T / r.prefill_s, 1.0 / r.off_step_s);
-      std::fflush(stdout);
-    }
-    engine.reset();  // gives the GPU memory back for the second probe
-    const double bandwidth_after = copy_bandwidth(std::size_t{2} << 30, 10);
-    std::printf("GPU memory bandwidth measured again after the runs: %.0f GB/s\n", bandwidth_after / 1e9);
-    print_tables(results, o, bandwidth);
+    for (const kvs::GpuDtype dtype : o.gpu_dtypes) measure(model, o, dtype, bandwidth);
     std::printf("\nHF transformers side by side: python3 scripts/bench-hf-eager.py --shape %s --contexts "
                 "<the same> --steps %d (target: decode >= 10x HF eager with attentions at 4096)\n",
                 o.shape.c_str(), o.steps);

@@ -4,6 +4,7 @@
 // CPU twins: ops::attend_rows (decode) and the softmax inside ops::attend (prefill).
 #include <stdexcept>
 
+#include "kernels/cuda_launch.cuh"
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_reduce.cuh"
 #include "kernels/cuda_store.cuh"
@@ -92,6 +93,8 @@ __global__ void decode_split_kernel(float* part,      // [n_heads, n_splits, hea
                                     const float* rope_cos,  // [n_pos, head_dim/2] or null
                                     const float* rope_sin,  // [n_pos, head_dim/2] or null
                                     bool interleaved) {
+  detail::wait_for_previous_kernels();  // (launched overlapped: cuda_launch.cuh)
+  detail::let_next_kernel_start();
   __shared__ float4 qs4[kBlockHeads * kMaxHeadDim / 4];  // 16-byte aligned for the vector reads
   float* qs = reinterpret_cast<float*>(qs4);              // [nh, head_dim]
   __shared__ float e[kBlockHeads * kMaxSplitKeys];  // [nh, keys_per_split]
@@ -240,6 +243,8 @@ __global__ void decode_combine_kernel(float* out,         // [n_heads, head_dim]
                                       const float* part,  // [n_heads, n_splits, head_dim + 2]
                                       const int32_t* n_rows,  // [n_kv_heads]
                                       int group, int n_splits, int head_dim) {
+  detail::wait_for_previous_kernels();  // (launched overlapped: cuda_launch.cuh)
+  detail::let_next_kernel_start();
   __shared__ float red[32];
   const int h = blockIdx.x;
   const int n = n_rows[h / group];
@@ -312,12 +317,12 @@ void attend_decode(float* out, float* probs, long probs_stride, float* lse,
   const int head_blocks = (group + kBlockHeads - 1) / kBlockHeads;
   const int keys = split_keys(n_kv_heads * head_blocks, max_rows);
   const int splits = (max_rows + keys - 1) / keys;
-  decode_split_kernel<T><<<dim3(n_kv_heads * head_blocks, splits), kThreads, 0, stream>>>(
-      scratch, probs, probs_stride, q, k, v, head_stride, rows, rows_stride, n_rows, group, head_blocks, keys,
-      head_dim, scale, rope_cos, rope_sin, interleaved);
+  detail::launch_overlapped(decode_split_kernel<T>, dim3(n_kv_heads * head_blocks, splits), kThreads, stream,
+                            scratch, probs, probs_stride, q, k, v, head_stride, rows, rows_stride, n_rows, group,
+                            head_blocks, keys, head_dim, scale, rope_cos, rope_sin, interleaved);
   const int combine_blocks = (max_rows + kCombineKeys - 1) / kCombineKeys;
-  decode_combine_kernel<<<dim3(n_heads, combine_blocks), kThreads, 0, stream>>>(
-      out, probs, probs_stride, lse, scratch, n_rows, group, splits, head_dim);
+  detail::launch_overlapped(decode_combine_kernel, dim3(n_heads, combine_blocks), kThreads, stream, out, probs,
+                            probs_stride, lse, scratch, n_rows, group, splits, head_dim);
 }
 
 template void attend_decode(float*, float*, long, float*, const float*, const __half*, const __half*,

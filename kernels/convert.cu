@@ -1,6 +1,7 @@
 // fp32 -> fp16 / bf16 conversion (plain, and split into 16-bit parts that sum to it) and the embedding
 // lookup of 16-bit table rows on the device.
 // CPU twins: kvs::fp32_to_fp16 / fp32_to_bf16 (kernels/quant.h) and the engine's embedding row copy.
+#include "kernels/cuda_launch.cuh"
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_reduce.cuh"
 #include "kernels/cuda_store.cuh"
@@ -43,6 +44,8 @@ __global__ void embed_rows_kernel(float* x,               // [n, dim]
                                   const T* table,         // [vocab, dim]
                                   const int32_t* tokens,  // [n]
                                   int dim) {
+  detail::wait_for_previous_kernels();  // (launched overlapped: cuda_launch.cuh)
+  detail::let_next_kernel_start();
   const long t = blockIdx.x;
   const T* src = table + static_cast<long>(tokens[t]) * dim;
   float* dst = x + t * dim;
@@ -66,7 +69,7 @@ void split_store(T* parts, long part_stride, int n_parts, const float* x, long n
 template <class T>
 void embed_rows(float* x, const T* table, const int32_t* tokens, int n, int dim, cudaStream_t stream) {
   if (n <= 0 || dim <= 0) return;
-  embed_rows_kernel<T><<<n, kThreads, 0, stream>>>(x, table, tokens, dim);
+  detail::launch_overlapped(embed_rows_kernel<T>, n, kThreads, stream, x, table, tokens, dim);
 }
 
 template void to_store(__half*, const float*, long, cudaStream_t);

@@ -13,6 +13,12 @@
 
 namespace kvs::cuda {
 
+// ---- launch.cu
+// Whether the decode kernels (embedding, products, RoPE and append, attention) may start while
+// the kernel before them finishes (kernels/cuda_launch.cuh); on by default, used only on devices
+// of compute capability 9.0 or later. Results are the same either way.
+void set_launch_overlap(bool allowed);
+
 // ---- convert.cu (twins: kvs::fp32_to_fp16 / fp32_to_bf16, the engine's embedding lookup)
 // out[n] = T(x[n]), round to nearest even.
 template <class T>

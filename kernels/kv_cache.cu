@@ -2,6 +2,7 @@
 // type, at per-head slots (for decode with the RoPE of the new query and key in the same launch),
 // and gathering listed cache rows (compaction after eviction).
 // CPU twins: KvStore::append / ::evict, ops::rope_apply.
+#include "kernels/cuda_launch.cuh"
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_rope.cuh"
 #include "kernels/cuda_store.cuh"
@@ -44,6 +45,8 @@ __global__ void rope_append_kernel(T* k_cache,             // [n_kv_heads, head_
                                    const float* sin_tab,   // [n_pos, head_dim/2] or null
                                    bool interleaved,
                                    const int32_t* slot0) {  // [n_kv_heads]
+  detail::wait_for_previous_kernels();  // (launched overlapped: cuda_launch.cuh)
+  detail::let_next_kernel_start();
   using S = detail::Store<T>;
   const int b = blockIdx.x, half = head_dim / 2;
   float* head = qkv + static_cast<long>(b) * head_dim;  // [head_dim]
@@ -91,8 +94,8 @@ void rope_append(T* k_cache, T* v_cache, long head_stride, float* qkv, int n_hea
                  const int32_t* pos, const float* cos, const float* sin, bool interleaved, const int32_t* slot0,
                  cudaStream_t stream) {
   if (n_heads <= 0 || n_kv_heads <= 0 || head_dim < 2) return;
-  rope_append_kernel<T><<<n_heads + n_kv_heads, kThreads, 0, stream>>>(
-      k_cache, v_cache, head_stride, qkv, n_heads, n_kv_heads, head_dim, pos, cos, sin, interleaved, slot0);
+  detail::launch_overlapped(rope_append_kernel<T>, n_heads + n_kv_heads, kThreads, stream, k_cache, v_cache,
+                            head_stride, qkv, n_heads, n_kv_heads, head_dim, pos, cos, sin, interleaved, slot0);
 }
 
 template <class T>

@@ -5,6 +5,7 @@
 // launch each: the RMSNorm of x before it (every warp reads all of x anyway), a bias after it,
 // and for the FFN's stacked gate/up product the SwiGLU of the two rows a warp computes.
 // CPU twins: ops::rmsnorm, ops::matvec, ops::add_bias, ops::swiglu.
+#include "kernels/cuda_launch.cuh"
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_reduce.cuh"
 #include "kernels/cuda_store.cuh"
@@ -62,14 +63,27 @@ __global__ void matvec_kernel(float* y,           // [rows]
   constexpr int kLoads = kInFlight / kR;             // loads in flight per row
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long r = static_cast<long>(blockIdx.x) * kWarps + warp;
-  if (r >= rows) return;  // the whole warp: no shuffle partner is lost
+  if (r >= rows) {  // the whole warp: no shuffle partner is lost
+    detail::wait_for_previous_kernels();
+    detail::let_next_kernel_start();
+    return;
+  }
   const T* wr[kR];  // [cols] each
 #pragma unroll
   for (int i = 0; i < kR; ++i) wr[i] = w + (r + static_cast<long>(i) * rows) * cols;
+  // The weights do not depend on the kernels before this one: their first loads are asked of L2
+  // before the wait, so that with the launch overlapped they arrive while those kernels finish.
+  const int n8 = cols % 8 == 0 ? cols / 8 : 0;  // 16-byte units per row; 0: the scalar path
+#pragma unroll
+  for (int i = 0; i < kR; ++i)
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u)
+      if (lane + 32 * u < n8) detail::prefetch_l2(reinterpret_cast<const uint4*>(wr[i]) + lane + 32 * u);
+  detail::wait_for_previous_kernels();
+  detail::let_next_kernel_start();
   float s[kR] = {};
   float ss = 0.0f;
-  if (cols % 8 == 0) {  // rows start 16-byte aligned: 8 weights and 8 inputs per load pair
-    const int n8 = cols / 8;
+  if (n8 > 0) {  // rows start 16-byte aligned: 8 weights and 8 inputs per load pair
     int c = lane;
     for (; c + 32 * (kLoads - 1) < n8; c += 32 * kLoads) {
       uint4 p[kR][kLoads];
@@ -123,11 +137,11 @@ void launch(float* y, const T* w, const float* x, const float* bias, int rows, i
   if (rows <= 0) return;
   const int blocks = (rows + kWarps - 1) / kWarps;
   if (norm.w) {
-    matvec_kernel<T, true, kGated><<<blocks, kThreads, 0, stream>>>(y, w, x, norm.w, bias, rows, cols, norm.eps,
-                                                                    beta);
+    detail::launch_overlapped(matvec_kernel<T, true, kGated>, blocks, kThreads, stream, y, w, x, norm.w, bias, rows,
+                              cols, norm.eps, beta);
   } else {
-    matvec_kernel<T, false, kGated><<<blocks, kThreads, 0, stream>>>(y, w, x, nullptr, bias, rows, cols, 0.0f,
-                                                                     beta);
+    detail::launch_overlapped(matvec_kernel<T, false, kGated>, blocks, kThreads, stream, y, w, x, nullptr, bias,
+                              rows, cols, 0.0f, beta);
   }
 }
 

@@ -1,5 +1,6 @@
 // Rotary position embedding of rows of heads on the device, by per-row positions.
 // CPU twin: ops::rope_apply (kernels/rope.h), with the cos/sin tables of ops::RopeTable uploaded.
+#include "kernels/cuda_launch.cuh"
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_rope.cuh"
 
@@ -16,6 +17,8 @@ __global__ void rope_kernel(float* x,              // [n, row_stride], heads [n_
                             const float* cos_tab,  // [n_pos, head_dim/2]
                             const float* sin_tab,  // [n_pos, head_dim/2]
                             bool interleaved) {
+  detail::wait_for_previous_kernels();  // (launched overlapped: cuda_launch.cuh)
+  detail::let_next_kernel_start();
   const int half = head_dim / 2;
   const long r = blockIdx.x;
   float* row = x + r * row_stride;
@@ -33,8 +36,8 @@ __global__ void rope_kernel(float* x,              // [n, row_stride], heads [n_
 void rope_rows(float* x, long row_stride, int n, int n_heads, int head_dim, const int32_t* pos,
                const float* cos, const float* sin, bool interleaved, cudaStream_t stream) {
   if (n <= 0 || n_heads <= 0 || head_dim < 2) return;
-  rope_kernel<<<n, kThreads, 0, stream>>>(x, row_stride, n_heads, head_dim, pos, cos, sin,
-                                          interleaved);
+  detail::launch_overlapped(rope_kernel, n, kThreads, stream, x, row_stride, n_heads, head_dim, pos, cos, sin,
+                            interleaved);
 }
 
 }  // namespace kvs::cuda

@@ -93,6 +93,7 @@ struct Fiber {
   void* fake_stack = nullptr;  // ASan's fake stack of this fiber while it is switched out
   uint3 idx{};
   enum State { Ready, AtBlockBarrier, AtWarpBarrier, Done } state = Ready;
+  bool waited = false;  // called cudaGridDependencySynchronize's twin (grid_dependency_wait)
 };
 struct BlockRun {
   int n = 0;
@@ -144,8 +145,9 @@ void* initial_stack(std::vector<char>& stack) {
   return slot;
 }
 
-// Runs one block to completion. Throws on a barrier that can never be released.
-void run_block(int n, const std::function<void()>& body, dim3 block) {
+// Runs one block to completion. Throws on a barrier that can never be released. Returns whether
+// every thread called grid_dependency_wait.
+bool run_block(int n, const std::function<void()>& body, dim3 block) {
   BlockRun& r = g_run;
   r.n = n;
   r.body = &body;
@@ -201,9 +203,12 @@ void run_block(int n, const std::function<void()>& body, dim3 block) {
         if (f.state == Fiber::AtBlockBarrier) f.state = Fiber::Ready;
       released = true;
     }
-    bool done = true;
-    for (const Fiber& f : r.fibers) done = done && f.state == Fiber::Done;
-    if (done) return;
+    bool done = true, waited = true;
+    for (const Fiber& f : r.fibers) {
+      done = done && f.state == Fiber::Done;
+      waited = waited && f.waited;
+    }
+    if (done) return waited;
     if (!ran && !released) throw std::runtime_error("cuda_emu: threads of a block wait at barriers that cannot complete");
   }
 }
@@ -234,7 +239,9 @@ float shfl_xor(float v, int lane_mask) {
   return buf[warp * 32 + (lane ^ lane_mask)];
 }
 
-void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
+void grid_dependency_wait() { g_run.fibers[thread_rank()].waited = true; }
+
+void run_grid(dim3 grid, dim3 block, const std::function<void()>& body, bool overlapped) {
   const long n = static_cast<long>(block.x) * block.y * block.z;
   if (n < 1 || n > 1024 || grid.x < 1 || grid.y < 1 || grid.z < 1 || grid.y > 65535 || grid.z > 65535) {
     fail(cudaErrorInvalidConfiguration);
@@ -246,7 +253,9 @@ void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         blockIdx = {x, y, z};
-        run_block(static_cast<int>(n), body, block);
+        // Launched to overlap the kernel before it, a thread that never waits for that kernel
+        // may read its outputs before they are written (on a GPU; here kernels run in order).
+        if (!run_block(static_cast<int>(n), body, block) && overlapped) fail(cudaErrorLaunchFailure);
       }
 }
 
@@ -258,6 +267,24 @@ cudaError_t cudaGetDeviceCount(int* count) {
   *count = 1;
   return cudaSuccess;
 }
+
+cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+
+// The emulated GPU claims compute capability 9.0, so that overlapped launches run (and are
+// checked) here as they would on an H100.
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (device != 0) return fail(cudaErrorInvalidValue);
+  switch (attr) {
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+  }
+  return fail(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaPeekAtLastError() { return g_last_error; }
 
 cudaError_t cudaGetLastError() {
   const cudaError_t e = g_last_error;
@@ -273,6 +300,9 @@ const char* cudaGetErrorString(cudaError_t err) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorLaunchFailure:
+      return "unspecified launch failure (emulation: a thread of an overlapped launch never called "
+             "cudaGridDependencySynchronize)";
   }
   return "unknown error";
 }

@@ -4,9 +4,11 @@
 // CPU ops run one after another: ops::rmsnorm then ops::matvec then ops::add_bias, and
 // ops::rmsnorm then the gate and up products then ops::swiglu. Tolerance 1e-5 relative + 1e-5
 // absolute (the two sum in different orders; the device scales the finished sums by the norm),
-// 1e-4 after SwiGLU.
+// 1e-4 after SwiGLU. A chain of products that read each other's outputs, launched overlapped
+// (kernels/cuda_launch.cuh) and plainly: the same bits both ways, and the CPU chain's values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -114,6 +116,56 @@ TYPED_TEST(CudaMatvec, GateUpWithSwigluMatchesTheCpuOps) {
   check_fused<TypeParam>(77, 2304, true, false, 14);   // four loads in flight per row, then more
   check_fused<TypeParam>(172, 64, true, false, 15);    // stories260K's FFN (one load per lane)
   check_fused<TypeParam>(9, 36, true, false, 16);      // the scalar path
+}
+
+// A decode step's products read the outputs of the kernels before them and overwrite what those
+// read. Step i of the chain: b = W a (i even), a = a + W b (i odd), launched back to back on one
+// stream; with the overlap (on a device of compute capability 9.0 or later, and on the
+// emulation) a product that read its input before the previous one finished would differ.
+TYPED_TEST(CudaMatvec, ChainedProductsSeeEachOthersOutputs) {
+  KVS_REQUIRE_GPU();
+  using T = TypeParam;
+  const int n = 1024, steps = 24;
+  const float bound = std::sqrt(3.0f / n);  // W a keeps about a's size
+  const std::vector<T> w16 = test::to_store<T>(test::random_vec(static_cast<std::size_t>(n) * n, 30, -bound, bound));
+  const std::vector<float> wf = test::to_float(w16);                  // [n, n]
+  const std::vector<float> a0 = test::random_vec(n, 31, -1.0f, 1.0f);  // [n]
+  std::vector<float> a = a0, b(n), wb(n);                             // [n] each
+  for (int i = 0; i < steps; ++i) {
+    if (i % 2 == 0) {
+      ops::matvec(b.data(), wf.data(), a.data(), n, n);
+    } else {
+      ops::matvec(wb.data(), wf.data(), b.data(), n, n);
+      for (int r = 0; r < n; ++r) a[r] += wb[r];
+    }
+  }
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  auto dw = test::upload(w16);
+  auto run = [&](bool overlap) {
+    set_launch_overlap(overlap);
+    auto da = test::upload(a0);
+    auto db = test::upload(std::vector<float>(n, 0.0f));
+    for (int i = 0; i < steps; ++i) {
+      if (i % 2 == 0) {
+        matvec(db.get(), dw.get(), da.get(), n, n, 0.0f, stream);
+      } else {
+        matvec(da.get(), dw.get(), db.get(), n, n, 1.0f, stream);
+      }
+    }
+    check(cudaGetLastError(), "chained products");
+    check(cudaStreamSynchronize(stream), "chained products");
+    return test::download(da);
+  };
+  const std::vector<float> overlapped = run(true), plain = run(false);
+  set_launch_overlap(true);
+  cudaStreamDestroy(stream);
+  float scale = 0.0f;
+  for (float v : a) scale = std::max(scale, std::fabs(v));
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(overlapped[r], plain[r]) << "row " << r;
+    ASSERT_TRUE(test::near(overlapped[r], a[r], 1e-4, 1e-5 * scale)) << "row " << r << ": " << overlapped[r] << " vs " << a[r];
+  }
 }
 
 }  // namespace

@@ -20,6 +20,8 @@
 #define __forceinline__ inline
 #define __shared__ static
 #define __restrict__ __restrict
+// Kernels compiled for the emulation (kernels/cuda_launch.cuh calls grid_dependency_wait below).
+#define KVSCOPE_CUDA_EMU_DEVICE 1
 
 // Set by the emulator before it resumes each CUDA thread (all run on the launching thread).
 extern uint3 threadIdx;
@@ -34,8 +36,12 @@ namespace cuda_emu {
 
 void sync_block();
 float shfl_xor(float v, int lane_mask);
-// Runs body once per CUDA thread of every block of the grid.
-void run_grid(dim3 grid, dim3 block, const std::function<void()>& body);
+// cudaGridDependencySynchronize: kernels run in order here, so it only notes that the calling
+// thread waited (an overlapped launch fails with cudaErrorLaunchFailure unless all of them do).
+void grid_dependency_wait();
+// Runs body once per CUDA thread of every block of the grid. overlapped: launched to overlap the
+// kernel before it (every thread must call grid_dependency_wait).
+void run_grid(dim3 grid, dim3 block, const std::function<void()>& body, bool overlapped = false);
 
 template <class... Params>
 struct Launch {
@@ -54,6 +60,21 @@ Launch<Params...> launcher(void (*kernel)(Params...), dim3 grid, dim3 block, std
 }
 
 }  // namespace cuda_emu
+
+template <class... Params, class... Args>
+cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* config, void (*kernel)(Params...), Args&&... args) {
+  bool overlapped = false;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const cudaLaunchAttribute& a = config->attrs[i];
+    if (a.id == cudaLaunchAttributeProgrammaticStreamSerialization) {
+      overlapped = a.val.programmaticStreamSerializationAllowed != 0;
+    } else if (a.id != cudaLaunchAttributeIgnore) {
+      return cudaErrorInvalidValue;
+    }
+  }
+  cuda_emu::run_grid(config->gridDim, config->blockDim, [&] { kernel(static_cast<Params>(args)...); }, overlapped);
+  return cudaPeekAtLastError();
+}
 
 inline void __syncthreads() { cuda_emu::sync_block(); }
 inline float __shfl_xor_sync(unsigned, float v, int lane_mask) { return cuda_emu::shfl_xor(v, lane_mask); }
