@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# The CUDA tests and bench_cuda on a GPU machine that cannot build KVScope (no HDF5, PCRE2 or
-# GTest headers there), through the device tool's carried folders (64 MiB per call):
+# The CUDA tests, bench_cuda and HF's eager baseline on a GPU machine of the device tool, which
+# cannot build KVScope (no HDF5, PCRE2 or GTest headers there) and takes 64 MiB per call, the
+# working tree included; docs/gpu.md says how the calls go within a session's device time.
 #
-#   scripts/gpu-bundle.sh bundle         here: builds the CUDA test programs, bench_cuda and kvscope into
-#                                        build-gpu/ (no -march=native, no GUI, sm_90 for H100/H200)
-#                                        and gathers them, the shared libraries they need (not
-#                                        cuBLAS or glibc: the GPU machine has its own) and
-#                                        stories260K into build-gpu/bundle/; SmolLM2 (when in the
-#                                        model cache) is split into build-gpu/smollm.part-* to
-#                                        carry in later calls
-#   scripts/gpu-bundle.sh stash          there: keeps a carried SmolLM2 part for later calls
-#   scripts/gpu-bundle.sh test           there: runs every CUDA test program (SmolLM2 too once all
-#                                        its parts arrived), then `kvscope record` on both devices
-#   scripts/gpu-bundle.sh bench [ARGS]   there: runs bench_cuda ARGS
+#   scripts/gpu-bundle.sh bundle         here: builds the CUDA test programs, bench_cuda and kvscope
+#                                        into build-gpu/ (no -march=native, no GUI, sm_90 for
+#                                        H100/H200), gathers them, the shared libraries they need
+#                                        (not cuBLAS or glibc: the GPU machine has its own) and
+#                                        stories260K into build-gpu/bundle.tar.xz, and splits
+#                                        SmolLM2 (when in the model cache) into build-gpu/smollm.part-*,
+#                                        the first small enough to travel beside the bundle
+#   scripts/gpu-bundle.sh check [SECS]   there, one call (carry the bundle and part 00): every CUDA
+#                                        test program, `kvscope record` on both devices, bench_cuda
+#                                        on the Llama-3-8B shape (fp16 and bf16, overlapped launches
+#                                        on and off) and HF eager beside it, each under a time cap so
+#                                        that all ends within SECS (default 560); logs in $OUT, a
+#                                        summary last
+#   scripts/gpu-bundle.sh smollm         there, one call per further part: keeps it; once all are
+#                                        there, the SmolLM2 comparisons (greedy tokens, and traces
+#                                        recorded on both devices compared row by row)
+#   scripts/gpu-bundle.sh test           there: every CUDA test program, then `kvscope record` on both devices
+#   scripts/gpu-bundle.sh bench [ARGS]   there: bench_cuda ARGS
 #
 # The bundle is built against this machine's glibc, which must not be newer than the GPU
 # machine's (Debian 12's 2.36 here).
@@ -20,10 +28,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bundle=build-gpu/bundle
 smollm=SmolLM2-135M-Instruct.Q4_1.gguf
+out=${OUT:-build-gpu/out}  # the device tool's folder of files to bring back
 
 # Points the programs at the bundled libraries and the machine's cuBLAS 13.
 use_bundle() {
-  [[ -d $bundle/bin ]] || { echo "gpu-bundle.sh: no $bundle (run 'bundle' here and carry it)" >&2; exit 1; }
+  if [[ -f $bundle.tar.xz && ( ! -d $bundle/bin || $bundle.tar.xz -nt $bundle/bin ) ]]; then
+    rm -rf "$bundle"
+    python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$bundle.tar.xz" build-gpu
+    touch "$bundle/bin"
+  fi
+  [[ -d $bundle/bin ]] || { echo "gpu-bundle.sh: no $bundle.tar.xz (run 'bundle' here and carry it)" >&2; exit 1; }
   local cublas libs=$PWD/$bundle/lib
   cublas=$(find /usr/local/cuda*/ /opt /usr/lib /usr/local/lib -name 'libcublas.so.13*' 2>/dev/null | head -1 || true)
   [[ -n $cublas ]] && libs=$libs:$(dirname "$cublas")
@@ -52,12 +66,48 @@ use_bundle() {
 }
 
 # A carried path is replaced (or removed) by the next call's carry list, so the SmolLM2 parts
-# that arrive one per call move to build-gpu/stash, which no carry names.
+# that arrive one per call move to build-gpu/stash, which no carry names; the unpacked bundle
+# stays in build-gpu/bundle likewise while the machine is warm.
 stash_parts() {
   if ls build-gpu/smollm.part-* >/dev/null 2>&1; then
     mkdir -p build-gpu/stash
     mv build-gpu/smollm.part-* build-gpu/stash/
   fi
+}
+
+# record_both NAME ARGS...: `kvscope record ARGS` on the CPU and on the GPU; the texts must be the
+# same and the traces must agree row by row (tests/python/compare_traces.py).
+record_both() {
+  local name=$1 status=0 d
+  shift
+  for d in cpu cuda; do
+    "$bundle/bin/kvscope" record "$@" --device "$d" --out "/tmp/kvscope-$name-$d.h5" >"/tmp/kvscope-$name-$d.txt" || status=1
+  done
+  if cmp -s "/tmp/kvscope-$name-cpu.txt" "/tmp/kvscope-$name-cuda.txt"; then
+    echo "$name: same text on both devices: $(head -c 400 "/tmp/kvscope-$name-cuda.txt")"
+  else
+    echo "$name: the texts differ:"; cat "/tmp/kvscope-$name-cpu.txt" "/tmp/kvscope-$name-cuda.txt"; status=1
+  fi
+  python3 tests/python/compare_traces.py "/tmp/kvscope-$name-cpu.h5" "/tmp/kvscope-$name-cuda.h5" || status=1
+  return $status
+}
+
+# capped CAP LOG CMD...: CMD, its output in $out/LOG, stopped after CAP seconds or when the check's
+# budget (less 10 s) runs out, whichever comes first; one line says how it ended.
+capped() {
+  local cap=$1 log=$2 t rc
+  shift 2
+  t=$(( budget - SECONDS - 10 ))
+  (( t > cap )) && t=$cap
+  if (( t < 20 )); then
+    echo "skipped, no time left: $*" | tee -a "$out/$log"
+    return 0
+  fi
+  local t0=$SECONDS
+  rc=0
+  timeout -k 5 "$t" "$@" >>"$out/$log" 2>&1 || rc=$?
+  (( rc == 124 || rc == 137 )) && echo "stopped at its cap of $t s: $*" >>"$out/$log"
+  echo "$log: exit $rc after $(( SECONDS - t0 )) s"
 }
 
 case "${1:-}" in
@@ -85,16 +135,23 @@ bundle)
   done
   cp -r ../shared/models/stories260K "$bundle/shared/models/"
   cache=${KVSCOPE_CACHE:-$HOME/.cache/kvscope/models}
+  [[ -f $cache/$smollm ]] && md5sum < "$cache/$smollm" | cut -d' ' -f1 > "$bundle/smollm.md5"
+  rm -f "$bundle.tar.xz"
+  XZ_OPT=-T0 tar -cJf "$bundle.tar.xz" -C build-gpu bundle
+  # What one call may carry: 64 MiB less the files that travel anyway (tracked and untracked,
+  # not ignored) and 1 MiB of slack.
+  tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
+  room=$(( (64 << 20) - tree - (1 << 20) ))
+  first=$(( room - $(stat -c %s "$bundle.tar.xz") ))
+  (( first > 0 )) || { echo "gpu-bundle.sh: the bundle ($(du -h "$bundle.tar.xz" | cut -f1)) and the working tree ($(( tree >> 20 )) MiB) do not fit one call" >&2; exit 1; }
   if [[ -f $cache/$smollm ]]; then
-    # Three parts of ~32 MB: each fits a call beside the working tree (~21 MB) under 64 MiB.
-    split -n 3 -d "$cache/$smollm" build-gpu/smollm.part-
-    md5sum < "$cache/$smollm" | cut -d' ' -f1 > "$bundle/smollm.md5"
+    # Part 00 travels beside the bundle, each later one alone.
+    head -c "$first" "$cache/$smollm" > build-gpu/smollm.part-00
+    tail -c +$(( first + 1 )) "$cache/$smollm" | split -b "$room" -d -a 2 --numeric-suffixes=1 - build-gpu/smollm.part-
   fi
-  du -sh "$bundle" build-gpu/smollm.part-* 2>/dev/null || true
-  echo "carry build-gpu/bundle (and, one per call, build-gpu/smollm.part-NN); then: scripts/gpu-bundle.sh test"
-  ;;
-stash)
-  stash_parts
+  du -h "$bundle.tar.xz" build-gpu/smollm.part-* 2>/dev/null || true
+  echo "working tree $(( tree >> 20 )) MiB; carry build-gpu/bundle.tar.xz and build-gpu/smollm.part-00: scripts/gpu-bundle.sh check;"
+  echo "then each further part alone: scripts/gpu-bundle.sh smollm (docs/gpu.md)"
   ;;
 test)
   use_bundle
@@ -103,19 +160,45 @@ test)
     echo "== $(basename "$p")"
     "$p" --gtest_brief=1 || status=1
   done
-  # End to end: the CLI prints the same greedy story on both devices, and the GPU's trace reads.
   echo "== kvscope record stories260K, --device cpu and cuda"
   m=$bundle/shared/models/stories260K
-  for d in cpu cuda; do
-    "$bundle/bin/kvscope" record --model "$m/stories260K.bin" --tokenizer "$m/tok512.bin" \
-      --prompt "Once upon a time" --steps 60 --device "$d" --out "/tmp/kvscope-$d.h5" >"/tmp/kvscope-$d.txt" || status=1
-  done
-  if cmp -s /tmp/kvscope-cpu.txt /tmp/kvscope-cuda.txt; then
-    echo "same text: $(cat /tmp/kvscope-cuda.txt)"
-  else
-    echo "the texts differ:"; cat /tmp/kvscope-cpu.txt /tmp/kvscope-cuda.txt; status=1
+  record_both stories260K --model "$m/stories260K.bin" --tokenizer "$m/tok512.bin" --prompt "Once upon a time" \
+    --steps 60 || status=1
+  "$bundle/bin/kvscope" info /tmp/kvscope-stories260K-cuda.h5 || status=1
+  exit $status
+  ;;
+check)
+  budget=${2:-560}
+  use_bundle
+  mkdir -p "$out"
+  { nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv \
+      || echo "nvidia-smi: not available"; } 2>&1 | tee "$out/gpu.txt"
+  capped 150 tests.log bash scripts/gpu-bundle.sh test
+  capped 280 bench.log "$bundle/bin/bench_cuda" --shape 8b --ops --contexts 1024,4096,32768 --steps 16 \
+    --capture both --gpu-dtype fp16,bf16 --overlap both
+  capped 140 hf.log python3 scripts/bench-hf-eager.py --shape 8b --contexts 1024,4096,8192 --steps 16
+  {
+    echo; echo "==== summary (full logs in \$OUT)"
+    grep -hE '^== |PASSED|FAILED|same text|texts differ|^tokens|^engine|rows: largest|sums / prompt|window rows|Error|stopped at|skipped' \
+      "$out/tests.log" || true
+    grep -hE '^GPU|^## |^\||context [0-9]+:|nothing measured|stopped at|skipped|bench_cuda:' "$out/bench.log" || true
+    grep -hE '^GPU|^model|^\||OOM|nothing measured|stopped at|skipped|Error' "$out/hf.log" || true
+  } | tee "$out/summary.txt"
+  ;;
+smollm)
+  use_bundle
+  if [[ -z ${KVSCOPE_CACHE:-} ]]; then
+    echo "SmolLM2: $(ls build-gpu/stash 2>/dev/null | wc -l) parts here so far; carry the next one"
+    exit 0
   fi
-  "$bundle/bin/kvscope" info /tmp/kvscope-cuda.h5 || status=1
+  status=0
+  "$bundle/bin/inference_engine_cuda_test" --gtest_brief=1 --gtest_filter='*SmolLM2*' || status=1
+  record_both smollm2 --model "$KVSCOPE_CACHE/$smollm" --chat --prompt "Tell me a short story about a robot." \
+    --steps 40 || status=1
+  echo "== bf16 storage (the CPU's fp32 trace against it; reported, not a target)"
+  "$bundle/bin/kvscope" record --model "$KVSCOPE_CACHE/$smollm" --chat --prompt "Tell me a short story about a robot." \
+    --steps 40 --device cuda --gpu-dtype bf16 --out /tmp/kvscope-smollm2-bf16.h5 >/tmp/kvscope-smollm2-bf16.txt || status=1
+  python3 tests/python/compare_traces.py /tmp/kvscope-smollm2-cpu.h5 /tmp/kvscope-smollm2-bf16.h5 || true
   exit $status
   ;;
 bench)
@@ -124,7 +207,7 @@ bench)
   exec "$bundle/bin/bench_cuda" "$@"
   ;;
 *)
-  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
   exit 2
   ;;
 esac
