@@ -146,6 +146,28 @@ TEST(CliRecord, TraceReadsWithH5pyByDocumentedNames) {
   EXPECT_NE(out.find("OK"), std::string::npos) << out;
 }
 
+// tests/python/compare_traces.py (the GPU check compares a CPU and a GPU recording with it): two
+// recordings of the same prompt agree to 0 and pass; another prompt's tokens differ and fail.
+TEST(CliRecord, CompareTracesPassesTheSameRunAndFailsAnother) {
+  if (std::system("/usr/bin/python3 -c 'import h5py, numpy' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "/usr/bin/python3 lacks h5py";
+  TempDir dir;
+  ASSERT_EQ(record_stories(dir.file("a.h5"), "Once upon a time", 12).code, 0);
+  ASSERT_EQ(record_stories(dir.file("b.h5"), "Once upon a time", 12).code, 0);
+  ASSERT_EQ(record_stories(dir.file("c.h5"), "Once upon a time there", 12).code, 0);
+  const std::string script = std::string(KVSCOPE_SOURCE_DIR) + "/tests/python/compare_traces.py";
+  auto compare = [&](const std::string& x, const std::string& y) {
+    return test::run_command("/usr/bin/python3 '" + script + "' '" + dir.file(x) + "' '" + dir.file(y) + "'");
+  };
+  const std::string same = compare("a.h5", "b.h5");
+  EXPECT_NE(same.find("tokens: the same 17 ids"), std::string::npos) << same;
+  EXPECT_NE(same.find("decode rows: largest difference 0; 100.00% of 480 rows within 1e-3"), std::string::npos) << same;
+  EXPECT_EQ(same.find("exit status"), std::string::npos) << same;
+  const std::string other = compare("a.h5", "c.h5");
+  EXPECT_NE(other.find("tokens differ (first at position 5)"), std::string::npos) << other;
+  EXPECT_NE(other.find("(exit status"), std::string::npos) << other;
+}
+
 // Joining the generated tokens' texts in h5py gives the generated text, the newline token a
 // newline (docs/trace-format.md, /tokens): 60 steps of the story pass its "\nLily".
 const char* kJoinCheck = R"PY(
