@@ -24,6 +24,7 @@ void CudaBackend::reset() {}
 void CudaBackend::rewind(int) {}
 std::span<const float> CudaBackend::prefill(std::span<const int>, AttentionObserver*, CacheController*) { return {}; }
 std::span<const float> CudaBackend::decode(int, AttentionObserver*, CacheController*) { return {}; }
+std::span<const float> CudaBackend::extend(std::span<const int>, AttentionObserver*, CacheController*) { return {}; }
 int CudaBackend::pos() const { return 0; }
 KvSlots& CudaBackend::slots() { throw std::runtime_error(kNoCuda); }
 std::size_t CudaBackend::kv_bytes() const { return 0; }

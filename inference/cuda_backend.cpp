@@ -430,6 +430,10 @@ std::span<const float> CudaBackend::prefill(std::span<const int> tokens, Attenti
 std::span<const float> CudaBackend::decode(int token, AttentionObserver* observer, CacheController* controller) {
   return impl_->decode(token, observer, controller);
 }
+std::span<const float> CudaBackend::extend(std::span<const int> tokens, AttentionObserver* observer,
+                                           CacheController* controller) {
+  return impl_->extend(tokens, observer, controller);
+}
 int CudaBackend::pos() const { return impl_->pos(); }
 KvSlots& CudaBackend::slots() { return impl_->slots(); }
 std::size_t CudaBackend::kv_bytes() const { return impl_->kv_bytes(); }

@@ -37,6 +37,9 @@ class CudaBackend {
   std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
                                  CacheController* controller);
   std::span<const float> decode(int token, AttentionObserver* observer, CacheController* controller);
+  // As Engine::extend, batched (a pass over the chunk's rows); not for rope_in_cache.
+  std::span<const float> extend(std::span<const int> tokens, AttentionObserver* observer,
+                                CacheController* controller);
 
   int pos() const;
   KvSlots& slots();

@@ -1,6 +1,6 @@
 // The state of a CudaBackend (an Impl<T> for its storage type T, __half or __nv_bfloat16) and the
-// helpers its two halves share: the setup, weights and decode step (cuda_backend.cpp) and the
-// prefill (cuda_prefill.cpp). Internal to the backend.
+// helpers its parts share: the setup, weights and decode step (cuda_backend.cpp), the prefill
+// (cuda_prefill.cpp) and the batched extend (cuda_extend.cpp). Internal to the backend.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -59,6 +59,20 @@ struct DeviceLayer {
 
 inline long round_up(long n, long m) { return (n + m - 1) / m * m; }
 
+// Y[n, rows] (+)= X[n, cols] · W[rows, cols]^T, row-major, with X given as its kSplitParts<T>
+// parts [n, cols] each, n * cols apart (cuda::split_store); beta 0 overwrites, 1 accumulates.
+template <class T>
+inline void gemm(cublasHandle_t blas, float* y, const T* x_parts, const T* w, int n, int rows, int cols, float beta) {
+  const float alpha = 1.0f, one = 1.0f;
+  for (int p = 0; p < kSplitParts<T>; ++p) {
+    const T* x = x_parts + static_cast<std::size_t>(p) * n * cols;
+    blas_check(cuda::blas().gemm_ex(blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, kBlasType<T>, cols, x,
+                                    kBlasType<T>, cols, p == 0 ? &beta : &one, y, CUDA_R_32F, rows,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "projection");
+  }
+}
+
 // The stream and the cuBLAS handle, released even when the constructor throws later on.
 struct StreamDeleter {
   void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
@@ -73,6 +87,26 @@ using StreamHandle = std::unique_ptr<CUstream_st, StreamDeleter>;
 using BlasHandle = std::unique_ptr<cublasContext, BlasDeleter>;
 using EventHandle = std::unique_ptr<CUevent_st, EventDeleter>;
 
+// The activations of a batched pass over n rows (prefill's prompt, extend's chunk); the 16-bit
+// buffers hold the kSplitParts<T> parts the GEMMs read (cuda::split_store).
+template <class T>
+struct RowBuffers {
+  RowBuffers(const ModelConfig& c, int n);
+  cuda::DeviceBuffer<int32_t> ids;  // [n] token ids
+  cuda::DeviceBuffer<float> X;      // [n, dim] residual stream
+  cuda::DeviceBuffer<float> XB;     // [n, dim]
+  cuda::DeviceBuffer<T> XBp;        // [parts, n, dim]
+  cuda::DeviceBuffer<float> Q;      // [n, q_dim]
+  cuda::DeviceBuffer<T> Qp;         // [parts, n, q_dim]
+  cuda::DeviceBuffer<float> K;      // [n, kv_dim]
+  cuda::DeviceBuffer<float> V;      // [n, kv_dim]
+  cuda::DeviceBuffer<float> ATT;    // [n, q_dim]
+  cuda::DeviceBuffer<T> ATTp;       // [parts, n, q_dim]
+  cuda::DeviceBuffer<float> G;      // [n, hidden_dim]
+  cuda::DeviceBuffer<float> U;      // [n, hidden_dim]
+  cuda::DeviceBuffer<T> Gp;         // [parts, n, hidden_dim]
+};
+
 // What CudaBackend asks of its implementation, whichever type it stores.
 class Forward {
  public:
@@ -82,6 +116,8 @@ class Forward {
   virtual std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
                                          CacheController* controller) = 0;
   virtual std::span<const float> decode(int token, AttentionObserver* observer,
+                                        CacheController* controller) = 0;
+  virtual std::span<const float> extend(std::span<const int> tokens, AttentionObserver* observer,
                                         CacheController* controller) = 0;
   virtual int pos() const = 0;
   virtual KvSlots& slots() = 0;
@@ -109,6 +145,8 @@ struct Impl final : Forward {
   std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
                                  CacheController* controller) override;
   std::span<const float> decode(int token, AttentionObserver* observer, CacheController* controller) override;
+  std::span<const float> extend(std::span<const int> tokens, AttentionObserver* observer,
+                                CacheController* controller) override;
   int pos() const override { return pos_; }
   KvSlots& slots() override { return *cache; }
   std::size_t kv_bytes() const override { return cache->bytes(); }
@@ -174,6 +212,11 @@ struct Impl final : Forward {
   std::vector<AttentionBlock> blocks;      // [n_heads]
   std::vector<float> logits_out;           // [vocab]
 
+  // Batched passes (cuda_prefill.cpp): Q, K, V of the rows from X (attention norm, products,
+  // biases; before RoPE), and the rest of the layer once ATT holds the attention output (output
+  // product into X, FFN norm, gate/up, SwiGLU, down product into X).
+  void qkv_rows(const DeviceLayer<T>& lw, RowBuffers<T>& b, int n);
+  void output_and_ffn_rows(const DeviceLayer<T>& lw, RowBuffers<T>& b, int n);
   void upload_weights();
   void upload(float* dst, const WeightVector& src, const char* what);
   // The matrices row-major (unpacked from their panels), rounded to T and stacked in one buffer.

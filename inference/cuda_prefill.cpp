@@ -15,29 +15,57 @@
 namespace kvs {
 
 namespace cuda_backend_detail {
-namespace {
 
-// Y[n, rows] (+)= X[n, cols] · W[rows, cols]^T, row-major, with X given as its kSplitParts<T>
-// parts [n, cols] each, n * cols apart (cuda::split_store); beta 0 overwrites, 1 accumulates.
 template <class T>
-void gemm(cublasHandle_t blas, float* y, const T* x_parts, const T* w, int n, int rows, int cols, float beta) {
-  const float alpha = 1.0f, one = 1.0f;
-  for (int p = 0; p < kSplitParts<T>; ++p) {
-    const T* x = x_parts + static_cast<std::size_t>(p) * n * cols;
-    blas_check(cuda::blas().gemm_ex(blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, w, kBlasType<T>, cols, x,
-                                    kBlasType<T>, cols, p == 0 ? &beta : &one, y, CUDA_R_32F, rows,
-                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-               "projection");
-  }
+RowBuffers<T>::RowBuffers(const ModelConfig& c, int n)
+    : ids(n, "token ids"),
+      X(static_cast<std::size_t>(n) * c.dim, "batched activations"),
+      XB(static_cast<std::size_t>(n) * c.dim, "batched activations"),
+      XBp(static_cast<std::size_t>(kSplitParts<T>) * n * c.dim, "batched activations"),
+      Q(static_cast<std::size_t>(n) * c.q_dim(), "batched activations"),
+      Qp(static_cast<std::size_t>(kSplitParts<T>) * n * c.q_dim(), "batched activations"),
+      K(static_cast<std::size_t>(n) * c.kv_dim(), "batched activations"),
+      V(static_cast<std::size_t>(n) * c.kv_dim(), "batched activations"),
+      ATT(static_cast<std::size_t>(n) * c.q_dim(), "batched activations"),
+      ATTp(static_cast<std::size_t>(kSplitParts<T>) * n * c.q_dim(), "batched activations"),
+      G(static_cast<std::size_t>(n) * c.hidden_dim, "batched activations"),
+      U(static_cast<std::size_t>(n) * c.hidden_dim, "batched activations"),
+      Gp(static_cast<std::size_t>(kSplitParts<T>) * n * c.hidden_dim, "batched activations") {}
+
+template <class T>
+void Impl<T>::qkv_rows(const DeviceLayer<T>& lw, RowBuffers<T>& b, int n) {
+  const int dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), parts = kSplitParts<T>;
+  const std::size_t nz = n;
+  cuda::rmsnorm_rows(b.XB.get(), b.X.get(), lw.attn_norm.get(), n, dim, c.rms_eps, stream);
+  cuda::split_store(b.XBp.get(), nz * dim, parts, b.XB.get(), static_cast<long>(nz * dim), stream);
+  gemm(blas, b.Q.get(), b.XBp.get(), lw.wq, n, qd, dim, 0.0f);
+  gemm(blas, b.K.get(), b.XBp.get(), lw.wk, n, kvd, dim, 0.0f);
+  gemm(blas, b.V.get(), b.XBp.get(), lw.wv, n, kvd, dim, 0.0f);
+  if (lw.bq) cuda::add_bias(b.Q.get(), lw.bq, n, qd, stream);
+  if (lw.bk) cuda::add_bias(b.K.get(), lw.bk, n, kvd, stream);
+  if (lw.bv) cuda::add_bias(b.V.get(), lw.bv, n, kvd, stream);
 }
 
-}  // namespace
+template <class T>
+void Impl<T>::output_and_ffn_rows(const DeviceLayer<T>& lw, RowBuffers<T>& b, int n) {
+  const int dim = c.dim, qd = c.q_dim(), hid = c.hidden_dim, parts = kSplitParts<T>;
+  const std::size_t nz = n;
+  cuda::split_store(b.ATTp.get(), nz * qd, parts, b.ATT.get(), static_cast<long>(nz * qd), stream);
+  gemm(blas, b.X.get(), b.ATTp.get(), lw.wo.get(), n, dim, qd, 1.0f);
+  cuda::rmsnorm_rows(b.XB.get(), b.X.get(), lw.ffn_norm.get(), n, dim, c.rms_eps, stream);
+  cuda::split_store(b.XBp.get(), nz * dim, parts, b.XB.get(), static_cast<long>(nz * dim), stream);
+  gemm(blas, b.G.get(), b.XBp.get(), lw.w_gate, n, hid, dim, 0.0f);
+  gemm(blas, b.U.get(), b.XBp.get(), lw.w_up, n, hid, dim, 0.0f);
+  cuda::swiglu(b.G.get(), b.U.get(), static_cast<long>(nz * hid), stream);
+  cuda::split_store(b.Gp.get(), nz * hid, parts, b.G.get(), static_cast<long>(nz * hid), stream);
+  gemm(blas, b.X.get(), b.Gp.get(), lw.w_down.get(), n, dim, hid, 1.0f);
+}
 
 template <class T>
 std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionObserver* observer,
                                         CacheController* controller) {
   const int P = static_cast<int>(tokens.size());
-  const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
+  const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim();
   const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const bool interleaved = c.rope_style == RopeStyle::Interleaved;
@@ -64,21 +92,9 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
   B = std::min<long>(B, P);
 
   const std::size_t Pz = P;
-  cuda::DeviceBuffer<int32_t> ids(Pz, "prompt tokens");
-  cuda::DeviceBuffer<float> X(Pz * dim, "prefill activations");    // [P, dim] residual stream
-  cuda::DeviceBuffer<float> XB(Pz * dim, "prefill activations");   // [P, dim]
-  cuda::DeviceBuffer<T> XBp(parts * Pz * dim, "prefill activations");  // [parts, P, dim]
-  cuda::DeviceBuffer<float> Q(Pz * qd, "prefill activations");       // [P, q_dim]
-  cuda::DeviceBuffer<T> Qp(parts * Pz * qd, "prefill activations");   // [parts, P, q_dim]
-  cuda::DeviceBuffer<float> K(Pz * kvd, "prefill activations");    // [P, kv_dim]
-  cuda::DeviceBuffer<float> V(Pz * kvd, "prefill activations");    // [P, kv_dim]
+  RowBuffers<T> b(c, P);
   cuda::DeviceBuffer<T> K16(Pz * kvd, "prefill activations");  // [P, kv_dim]
   cuda::DeviceBuffer<T> V16(Pz * kvd, "prefill activations");  // [P, kv_dim]
-  cuda::DeviceBuffer<float> ATT(Pz * qd, "prefill activations");    // [P, q_dim]
-  cuda::DeviceBuffer<T> ATTp(parts * Pz * qd, "prefill activations");  // [parts, P, q_dim]
-  cuda::DeviceBuffer<float> G(Pz * hid, "prefill activations");    // [P, hidden_dim]
-  cuda::DeviceBuffer<float> U(Pz * hid, "prefill activations");    // [P, hidden_dim]
-  cuda::DeviceBuffer<T> Gp(parts * Pz * hid, "prefill activations");  // [parts, P, hidden_dim]
   cuda::DeviceBuffer<float> S(B * per_row, "prefill attention scores");        // [H, nq <= B, ld]
   cuda::DeviceBuffer<T> Sp(parts * B * per_row, "prefill attention scores");  // [parts, H, nq <= B, ld]
   cuda::DeviceBuffer<float> S_lse(B * H, "prefill attention scores");          // [H, nq <= B]
@@ -104,36 +120,29 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
   }
 
   std::vector<int32_t> ids_host(tokens.begin(), tokens.end());
-  cuda::check(cudaMemcpyAsync(ids.get(), ids_host.data(), Pz * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+  cuda::check(cudaMemcpyAsync(b.ids.get(), ids_host.data(), Pz * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
               "prompt upload");
   cuda::check(cudaMemsetAsync(slot0.get(), 0, slot0.bytes(), stream), "prefill cache slots");
-  cuda::embed_rows(X.get(), embedding.get(), ids.get(), P, dim, stream);
+  cuda::embed_rows(b.X.get(), embedding.get(), b.ids.get(), P, dim, stream);
 
   const float one = 1.0f, zero = 0.0f;
   for (int l = 0; l < c.n_layers; ++l) {
     const DeviceLayer<T>& lw = layers[l];
-    cuda::rmsnorm_rows(XB.get(), X.get(), lw.attn_norm.get(), P, dim, c.rms_eps, stream);
-    cuda::split_store(XBp.get(), Pz * dim, parts, XB.get(), static_cast<long>(Pz * dim), stream);
-    gemm(blas, Q.get(), XBp.get(), lw.wq, P, qd, dim, 0.0f);
-    gemm(blas, K.get(), XBp.get(), lw.wk, P, kvd, dim, 0.0f);
-    gemm(blas, V.get(), XBp.get(), lw.wv, P, kvd, dim, 0.0f);
-    if (lw.bq) cuda::add_bias(Q.get(), lw.bq, P, qd, stream);
-    if (lw.bk) cuda::add_bias(K.get(), lw.bk, P, kvd, stream);
-    if (lw.bv) cuda::add_bias(V.get(), lw.bv, P, kvd, stream);
+    qkv_rows(lw, b, P);
     // rope_in_cache caches keys before rotation; attention still uses rotated keys, since during
     // prefill every key's slot equals its position.
     auto cache_kv = [&] {
       for (int g = 0; g < n_kv; ++g) cache->push(l, g, 0, P);
-      cuda::kv_append(cache->keys(l), cache->values(l), cache->head_stride(), K.get(), V.get(), kvd, P,
+      cuda::kv_append(cache->keys(l), cache->values(l), cache->head_stride(), b.K.get(), b.V.get(), kvd, P,
                       n_kv, hd, slot0.get(), stream);
     };
     if (options.rope_in_cache) cache_kv();
-    cuda::rope_rows(Q.get(), qd, P, H, hd, iota.get(), rope_cos.get(), rope_sin.get(), interleaved, stream);
-    cuda::rope_rows(K.get(), kvd, P, n_kv, hd, iota.get(), rope_cos.get(), rope_sin.get(), interleaved, stream);
+    cuda::rope_rows(b.Q.get(), qd, P, H, hd, iota.get(), rope_cos.get(), rope_sin.get(), interleaved, stream);
+    cuda::rope_rows(b.K.get(), kvd, P, n_kv, hd, iota.get(), rope_cos.get(), rope_sin.get(), interleaved, stream);
     if (!options.rope_in_cache) cache_kv();
-    cuda::split_store(Qp.get(), Pz * qd, parts, Q.get(), static_cast<long>(Pz * qd), stream);
-    cuda::to_store(K16.get(), K.get(), static_cast<long>(Pz * kvd), stream);  // as the cache holds them
-    cuda::to_store(V16.get(), V.get(), static_cast<long>(Pz * kvd), stream);
+    cuda::split_store(b.Qp.get(), Pz * qd, parts, b.Q.get(), static_cast<long>(Pz * qd), stream);
+    cuda::to_store(K16.get(), b.K.get(), static_cast<long>(Pz * kvd), stream);  // as the cache holds them
+    cuda::to_store(V16.get(), b.V.get(), static_cast<long>(Pz * kvd), stream);
 
     for (int q0 = 0; q0 < P; q0 += static_cast<int>(B)) {
       const int nq = static_cast<int>(std::min<long>(B, P - q0));
@@ -143,7 +152,7 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
       for (int r = 0; r < group; ++r) {
         // S_h[nq, n_keys] = scale * Q_h[nq, hd] · K_g[n_keys, hd]^T, Q part by part
         for (int p = 0; p < parts; ++p) {
-          const T* q_part = Qp.get() + p * Pz * qd;  // [P, q_dim]
+          const T* q_part = b.Qp.get() + p * Pz * qd;  // [P, q_dim]
           blas_check(cuda::blas().gemm_strided_batched_ex(
                          blas, CUBLAS_OP_T, CUBLAS_OP_N, n_keys, nq, hd, &scale, K16.get(), kBlasType<T>, kvd, hd,
                          q_part + static_cast<std::size_t>(q0) * qd + r * hd, kBlasType<T>, qd,
@@ -162,7 +171,7 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
           blas_check(cuda::blas().gemm_strided_batched_ex(
                          blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, n_keys, &one, V16.get(), kBlasType<T>, kvd, hd,
                          p_part + r * head_block, kBlasType<T>, ld, group * head_block,
-                         p == 0 ? &zero : &one, ATT.get() + static_cast<std::size_t>(q0) * qd + r * hd,
+                         p == 0 ? &zero : &one, b.ATT.get() + static_cast<std::size_t>(q0) * qd + r * hd,
                          CUDA_R_32F, qd, static_cast<long long>(group) * hd, n_kv, CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT),
                      "prefill attention output");
@@ -220,26 +229,24 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
         observer->on_prefill_summary(s);
       }
     }
-    cuda::split_store(ATTp.get(), Pz * qd, parts, ATT.get(), static_cast<long>(Pz * qd), stream);
-    gemm(blas, X.get(), ATTp.get(), lw.wo.get(), P, dim, qd, 1.0f);
-
-    cuda::rmsnorm_rows(XB.get(), X.get(), lw.ffn_norm.get(), P, dim, c.rms_eps, stream);
-    cuda::split_store(XBp.get(), Pz * dim, parts, XB.get(), static_cast<long>(Pz * dim), stream);
-    gemm(blas, G.get(), XBp.get(), lw.w_gate, P, hid, dim, 0.0f);
-    gemm(blas, U.get(), XBp.get(), lw.w_up, P, hid, dim, 0.0f);
-    cuda::swiglu(G.get(), U.get(), static_cast<long>(Pz * hid), stream);
-    cuda::split_store(Gp.get(), Pz * hid, parts, G.get(), static_cast<long>(Pz * hid), stream);
-    gemm(blas, X.get(), Gp.get(), lw.w_down.get(), P, dim, hid, 1.0f);
+    output_and_ffn_rows(lw, b, P);
     cuda::check_launch("prefill layer");
   }
   pos_ = P;
-  logits_to_host(X.get() + (Pz - 1) * dim);  // synchronises: the prefill buffers may go
+  logits_to_host(b.X.get() + (Pz - 1) * dim);  // synchronises: the prefill buffers may go
   if (observer) observer->on_prefill_end(P);
   if (controller) controller->after_prefill(P, *cache);
   if (observer) observer->on_logits(P - 1, logits_out);
   return logits_out;
 }
 
+template struct RowBuffers<__half>;
+template struct RowBuffers<__nv_bfloat16>;
+template void Impl<__half>::qkv_rows(const DeviceLayer<__half>&, RowBuffers<__half>&, int);
+template void Impl<__nv_bfloat16>::qkv_rows(const DeviceLayer<__nv_bfloat16>&, RowBuffers<__nv_bfloat16>&, int);
+template void Impl<__half>::output_and_ffn_rows(const DeviceLayer<__half>&, RowBuffers<__half>&, int);
+template void Impl<__nv_bfloat16>::output_and_ffn_rows(const DeviceLayer<__nv_bfloat16>&, RowBuffers<__nv_bfloat16>&,
+                                                       int);
 template std::span<const float> Impl<__half>::prefill(std::span<const int>, AttentionObserver*, CacheController*);
 template std::span<const float> Impl<__nv_bfloat16>::prefill(std::span<const int>, AttentionObserver*,
                                                              CacheController*);

@@ -64,7 +64,7 @@ void round_cache(CacheRounding r, float* x, std::size_t n) {
   if (r == CacheRounding::Bf16) round_to_bf16(x, n);
 }
 
-// Engine::extend fed as decode steps gives its hooks what its batched pass gives: an observer
+// Engine::extend fed as decode steps (rope_in_cache) gives its hooks what its batched pass gives: an observer
 // its rows and tokens but not each step's logits (the last token's come after), a controller
 // its before_attention but no after_attention (nothing is evicted inside a chunk).
 class RowsAndTokens : public AttentionObserver {
@@ -490,7 +490,7 @@ std::span<const float> Engine::extend(std::span<const int> tokens) {
                                         " exceed the model's context of " + std::to_string(c.seq_len));
   }
   check_tokens(tokens, c.vocab_size, "tokens");
-  if (cuda_ || options_.rope_in_cache) {  // one decode step a token, the hooks given what extend gives
+  if (options_.rope_in_cache) {  // one decode step a token, the hooks given what extend gives
     AttentionObserver* const observer = s.observer;
     CacheController* const controller = s.controller;
     RowsAndTokens rows_and_tokens(observer);
@@ -512,9 +512,11 @@ std::span<const float> Engine::extend(std::span<const int> tokens) {
     return logits;
   }
   try {
-    return extend_batched(tokens);
+    return cuda_ ? cuda_->extend(tokens, s.observer, s.controller) : extend_batched(tokens);
   } catch (...) {
-    s.store.truncate(pos0);  // layers that took the chunk's keys before the failure let them go
+    // layers that took the chunk's keys before the failure let them go
+    if (cuda_) cuda_->rewind(pos0);
+    else s.store.truncate(pos0);
     throw;
   }
 }

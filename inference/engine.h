@@ -81,8 +81,9 @@ class Engine {
   //    over the keys it read), then the last token's logits (returned, [vocab]). The rows come
   //    layer by layer (a layer's every head and query before the next layer), not step by step,
   //    so an observer that wants whole steps in turn (the trace recorder) is not for extend.
-  // On the GPU and with rope_in_cache it feeds n decode steps underneath, the hooks given the
-  // same calls (rows then step by step). All or nothing: when a hook throws, the chunk is not fed.
+  // On the GPU the same batched pass (inference/cuda_extend.cpp); with rope_in_cache it feeds n
+  // decode steps underneath, the hooks given the same calls (rows then step by step). All or
+  // nothing: when a hook throws, the chunk is not fed.
   // Throws InputError when tokens is empty, has an id outside the vocabulary, or runs past the
   // context.
   std::span<const float> extend(std::span<const int> tokens);

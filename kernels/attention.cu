@@ -293,6 +293,24 @@ __global__ void softmax_causal_kernel(float* scores,  // [n_heads, nq, ld]
   if (threadIdx.x == 0) lse[r] = row_lse;
 }
 
+// One block per (head, query row): softmax of the row's keys begin[i]..end[i]-1 in place, zeros
+// for its other keys 0..n_keys-1, entries at n_keys.. untouched (begin/end shared by the heads).
+__global__ void softmax_ranges_kernel(float* scores,        // [n_heads, nq, ld]
+                                      float* lse,           // [n_heads, nq]
+                                      int nq, int n_keys, long ld,
+                                      const int32_t* begin,  // [nq]
+                                      const int32_t* end) {  // [nq]
+  __shared__ float red[32];
+  const long r = blockIdx.x;  // h * nq + i
+  const int i = static_cast<int>(r % nq);
+  const int b = begin[i], e = end[i];
+  float* s = scores + r * ld;  // [n_keys]
+  const float row_lse = softmax_in_place(s + b, e - b, red);
+  for (int j = threadIdx.x; j < b; j += blockDim.x) s[j] = 0.0f;
+  for (int j = e + threadIdx.x; j < n_keys; j += blockDim.x) s[j] = 0.0f;
+  if (threadIdx.x == 0) lse[r] = row_lse;
+}
+
 }  // namespace
 
 long attend_decode_scratch_floats(int n_heads, int max_rows, int head_dim) {
@@ -338,6 +356,14 @@ void softmax_causal(float* scores, float* lse, int n_heads, int nq, int n_keys,
   const long blocks = static_cast<long>(n_heads) * nq;
   softmax_causal_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
       scores, lse, nq, n_keys, ld, q0, window);
+}
+
+void softmax_ranges(float* scores, float* lse, int n_heads, int nq, int n_keys, long ld, const int32_t* begin,
+                    const int32_t* end, cudaStream_t stream) {
+  const long blocks = static_cast<long>(n_heads) * nq;
+  if (blocks <= 0) return;
+  softmax_ranges_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(scores, lse, nq, n_keys, ld, begin,
+                                                                                 end);
 }
 
 }  // namespace kvs::cuda

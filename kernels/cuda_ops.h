@@ -102,6 +102,13 @@ void attend_decode(float* out, float* probs, long probs_stride, float* lse,
 void softmax_causal(float* scores, float* lse, int n_heads, int nq, int n_keys,
                     long ld, int q0, int window, cudaStream_t stream);
 
+// The rows of a block over gathered keys (Engine::extend's chunk on the GPU): scores [n_heads, nq,
+// ld] hold the scaled logits of query rows over keys 0..n_keys-1; row i (of every head) keeps keys
+// begin[i]..end[i]-1 (device arrays [nq], begin < end <= n_keys) and becomes their softmax, zeros
+// elsewhere; lse [n_heads, nq] as above.
+void softmax_ranges(float* scores, float* lse, int n_heads, int nq, int n_keys, long ld, const int32_t* begin,
+                    const int32_t* end, cudaStream_t stream);
+
 // ---- capture.cu (twin: kernels/capture.h) — prefill reductions kept on the device
 //
 // colsum[h * col_stride + j] += sum over i < nq of probs[(h * nq + i) * ld + j], j < n_keys.

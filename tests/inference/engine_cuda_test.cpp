@@ -314,8 +314,8 @@ TEST(EngineCuda, AHookThatThrowsLeavesTheStepUnfed) {
   for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << "logit " << i;
 }
 
-// Engine::extend on the GPU (decode steps underneath) gives observers what the CPU's batched
-// pass gives: the chunk's rows over the same keys, then the last token's logits only.
+// Engine::extend on the GPU (a batched pass too) gives observers what the CPU's batched pass
+// gives: the chunk's rows over the same keys, then the last token's logits only.
 TEST(EngineCuda, ExtendGivesTheCpusRowsAndLastLogits) {
   SKIP_WITHOUT_GPU();
   const Model model = tiny::random_model(tiny::tiny_config(), 23);
@@ -337,6 +337,94 @@ TEST(EngineCuda, ExtendGivesTheCpusRowsAndLastLogits) {
   EXPECT_EQ(gpu.logits_pos, std::vector<int>{15});
   ASSERT_EQ(gpu.logits.size(), 1u);
   for (std::size_t i = 0; i < gpu.logits[0].size(); ++i) EXPECT_NEAR(gpu.logits[0][i], cpu.logits[0][i], 2e-2f);
+}
+
+// Marks per KV head and layer before each attention: position p inactive when (p + g + layer) % 3
+// is 0, but never the newest entry, so that every query keeps a key; the chunk's own keys too.
+class PerHeadMarks : public CacheController {
+ public:
+  void after_prefill(int, KvSlots&) override {}
+  void before_attention(int layer, int, KvSlots& kv) override {
+    for (int g = 0; g < kv.n_kv_heads(); ++g) {
+      const auto held = kv.held(layer, g);
+      const auto active = kv.active(layer, g);
+      for (std::size_t i = 0; i + 1 < held.size(); ++i) active[i] = (held[i] + g + layer) % 3 != 0;
+    }
+  }
+  void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
+};
+
+// The batched extend over a cache that is not one run of positions: a sliding window, entries
+// evicted after the prompt (sink + recent kept), and per-head marks that skip some of the chunk's
+// own keys. Every row over the same keys as the CPU's batched pass, and the last logits.
+TEST(EngineCuda, ExtendOverWindowEvictionAndPerHeadMarksMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  ModelConfig c = tiny::tiny_config();  // GQA
+  c.sliding_window = 9;
+  const Model model = tiny::random_model(c, 29);
+  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14}, chunk = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
+  auto run = [&](const Model& m, EngineOptions o) {
+    tiny::Capture cap;
+    Engine engine(m, o);
+    SinkWindowController trim(2, 6);
+    engine.set_controller(&trim);
+    engine.prefill(prompt);
+    PerHeadMarks marks;
+    engine.set_observer(&cap);
+    engine.set_controller(&marks);
+    engine.extend(chunk);
+    engine.set_observer(nullptr);
+    engine.set_controller(nullptr);
+    EXPECT_EQ(engine.pos(), 22);
+    return cap;
+  };
+  EngineOptions cpu = cpu_as_gpu();
+  cpu.prefill_block = 12;
+  const tiny::Capture want = run(as_stored(model), cpu), got = run(model, on(Device::Cuda));
+  ASSERT_FALSE(got.rows.empty());
+  expect_same_rows(want, got, kSameNumbersTol);
+  ASSERT_EQ(got.logits.size(), 1u);
+  for (std::size_t i = 0; i < got.logits[0].size(); ++i) EXPECT_NEAR(got.logits[0][i], want.logits[0][i], 2e-2f);
+}
+
+// A controller that leaves the chunk's queries no key in one layer: extend throws what the CPU's
+// throws and feeds nothing; with the controller's marks undone, the next decode gives what a
+// fresh engine's does.
+TEST(EngineCuda, ExtendWithAQueryLeftNothingFeedsNothing) {
+  SKIP_WITHOUT_GPU();
+  class NothingInLayerOne : public CacheController {
+   public:
+    void after_prefill(int, KvSlots&) override {}
+    void before_attention(int layer, int, KvSlots& kv) override {
+      if (layer != 1) return;
+      for (int g = 0; g < kv.n_kv_heads(); ++g) {
+        const auto active = kv.active(layer, g);
+        std::fill(active.begin(), active.end(), uint8_t{0});
+      }
+    }
+    void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
+  } nothing;
+  const Model model = tiny::random_model(tiny::tiny_config(), 31);
+  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4};
+  Engine fresh(model, on(Device::Cuda)), e(model, on(Device::Cuda));
+  fresh.prefill(prompt);
+  const std::span<const float> f = fresh.decode(6);
+  const std::vector<float> want(f.begin(), f.end());
+  e.prefill(prompt);
+  e.set_controller(&nothing);
+  EXPECT_THROW(e.extend(std::vector<int>{6, 7, 8}), std::logic_error);
+  e.set_controller(nullptr);
+  EXPECT_EQ(e.pos(), 8);
+  for (int l = 0; l < model.config.n_layers; ++l) {
+    for (int g = 0; g < model.config.n_kv_heads; ++g) {
+      EXPECT_EQ(e.slots().held(l, g).size(), 8u);
+      const auto active = e.slots().active(l, g);  // the controller's marks stay: undo them
+      std::fill(active.begin(), active.end(), uint8_t{1});
+    }
+  }
+  const std::span<const float> got = e.decode(6);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << "logit " << i;
 }
 
 // The same GPU computation twice: once sending every prefill row to the host (a fan-out with an

@@ -1,7 +1,7 @@
 // Device twins of kernels/attention.cu. attend_decode against ops::attend_rows over the cache
 // rounded to its storage type (fp16; bf16 for a subset of the cases) (rotated by row index with ops::rope_apply for the rope-by-slot path): GQA,
 // head_dim 8..256, listed rows that skip cache rows, different n_rows per KV head, up to ~3000 keys
-// (several P·V splits). softmax_causal against a double-precision softmax per row.
+// (several P·V splits). softmax_causal and softmax_ranges against a double-precision softmax per row.
 // Tolerances (only fp32 accumulation order differs): probs 2e-5 relative + 1e-8 absolute,
 // lse 1e-5 absolute, out 1e-5 relative + 1e-5 absolute.
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -190,6 +191,32 @@ TEST(CudaAttendDecode, Bf16CacheRopeBySlotBothPairings) {
   run_decode<__nv_bfloat16>(b, 310);
 }
 
+// Every row r (query i = r % nq) of probs [n_rows, ld] against a double-precision softmax of
+// scores' keys range(i) = [lo, hi): zeros for its other keys below n_keys, untouched past n_keys.
+template <class Range>
+void expect_softmax_rows(const std::vector<float>& scores, const std::vector<float>& probs,
+                         const std::vector<float>& lse, long n_rows, int nq, int n_keys, long ld, Range range) {
+  for (long r = 0; r < n_rows; ++r) {
+    const auto [lo, hi] = range(static_cast<int>(r % nq));
+    const float* s = scores.data() + r * ld;
+    const float* p = probs.data() + r * ld;
+    double mx = -1e300;
+    for (int j = lo; j < hi; ++j) mx = std::max(mx, static_cast<double>(s[j]));
+    double sum = 0;
+    for (int j = lo; j < hi; ++j) sum += std::exp(s[j] - mx);
+    const double want_lse = mx + std::log(sum);
+    ASSERT_NEAR(lse[r], want_lse, 1e-5) << "row " << r;
+    for (int j = 0; j < lo; ++j) ASSERT_EQ(p[j], 0.0f) << "row " << r << " key " << j << " before its keys";
+    for (int j = lo; j < hi; ++j) {
+      const double want = std::exp(s[j] - want_lse);
+      ASSERT_TRUE(test::near(p[j], want, 1e-5, 1e-9)) << "row " << r << " key " << j << ": "
+                                                      << p[j] << " vs " << want;
+    }
+    for (int j = hi; j < n_keys; ++j) ASSERT_EQ(p[j], 0.0f) << "row " << r << " masked key " << j;
+    for (long j = n_keys; j < ld; ++j) ASSERT_EQ(p[j], s[j]) << "row " << r << " past n_keys";
+  }
+}
+
 void run_softmax_causal(int n_heads, int q0, int nq, uint64_t seed, int window = 0) {
   const int n_keys = q0 + nq;
   const long ld = n_keys + 9;
@@ -199,29 +226,33 @@ void run_softmax_causal(int n_heads, int q0, int nq, uint64_t seed, int window =
   DeviceBuffer<float> dlse(n_rows, "lse");  // [n_heads, nq]
   softmax_causal(dscores.get(), dlse.get(), n_heads, nq, n_keys, ld, q0, window, nullptr);
   test::sync("softmax_causal");
-  const std::vector<float> probs = download(dscores), lse = download(dlse);
+  expect_softmax_rows(scores, download(dscores), download(dlse), n_rows, nq, n_keys, ld, [&](int i) {
+    const int n = q0 + i + 1;                                     // causal keys of the row
+    return std::pair{window > 0 ? std::max(0, n - window) : 0, n};  // from the window's first key
+  });
+}
 
-  for (long r = 0; r < n_rows; ++r) {
-    const int i = static_cast<int>(r % nq);
-    const int n = q0 + i + 1;                             // causal keys of the row
-    const int lo = window > 0 ? std::max(0, n - window) : 0;  // first key in the window
-    const float* s = scores.data() + r * ld;
-    const float* p = probs.data() + r * ld;
-    double mx = -1e300;
-    for (int j = lo; j < n; ++j) mx = std::max(mx, static_cast<double>(s[j]));
-    double sum = 0;
-    for (int j = lo; j < n; ++j) sum += std::exp(s[j] - mx);
-    const double want_lse = mx + std::log(sum);
-    ASSERT_NEAR(lse[r], want_lse, 1e-5) << "row " << r;
-    for (int j = 0; j < lo; ++j) ASSERT_EQ(p[j], 0.0f) << "row " << r << " key " << j << " before the window";
-    for (int j = lo; j < n; ++j) {
-      const double want = std::exp(s[j] - want_lse);
-      ASSERT_TRUE(test::near(p[j], want, 1e-5, 1e-9)) << "row " << r << " key " << j << ": "
-                                                      << p[j] << " vs " << want;
-    }
-    for (int j = n; j < n_keys; ++j) ASSERT_EQ(p[j], 0.0f) << "row " << r << " masked key " << j;
-    for (long j = n_keys; j < ld; ++j) ASSERT_EQ(p[j], s[j]) << "row " << r << " past n_keys";
+// softmax_ranges with random [begin, end) per query row (shared by the heads).
+void run_softmax_ranges(int n_heads, int nq, int n_keys, uint64_t seed) {
+  const long ld = n_keys + 5;
+  const long n_rows = static_cast<long>(n_heads) * nq;
+  auto scores = test::random_vec(n_rows * ld, seed, -8.0f, 8.0f);  // [n_heads, nq, ld]
+  std::mt19937 rng(static_cast<unsigned>(seed));
+  std::vector<int32_t> begin(nq), end(nq);  // [nq] each
+  for (int i = 0; i < nq; ++i) {
+    begin[i] = std::uniform_int_distribution<int>(0, n_keys - 1)(rng);
+    end[i] = std::uniform_int_distribution<int>(begin[i] + 1, n_keys)(rng);
   }
+  begin[0] = 0;  // the whole row, and a single key
+  end[0] = n_keys;
+  end[nq - 1] = begin[nq - 1] + 1;
+  auto dscores = upload(scores);
+  auto dbegin = upload(begin), dend = upload(end);
+  DeviceBuffer<float> dlse(n_rows, "lse");  // [n_heads, nq]
+  softmax_ranges(dscores.get(), dlse.get(), n_heads, nq, n_keys, ld, dbegin.get(), dend.get(), nullptr);
+  test::sync("softmax_ranges");
+  expect_softmax_rows(scores, download(dscores), download(dlse), n_rows, nq, n_keys, ld,
+                      [&](int i) { return std::pair{static_cast<int>(begin[i]), static_cast<int>(end[i])}; });
 }
 
 TEST(CudaSoftmaxCausal, FirstBlockMatchesDoubleSoftmax) {
@@ -239,6 +270,12 @@ TEST(CudaSoftmaxCausal, SlidingWindowMasksKeysBeforeIt) {
   KVS_REQUIRE_GPU();
   run_softmax_causal(2, 0, 40, 900, 16);    // rows before and after the window fills
   run_softmax_causal(3, 1000, 30, 901, 300);
+}
+
+TEST(CudaSoftmaxRanges, EachRowKeepsItsRangeOfKeys) {
+  KVS_REQUIRE_GPU();
+  run_softmax_ranges(4, 9, 37, 950);
+  run_softmax_ranges(2, 40, 1200, 951);  // rows longer than a block's threads
 }
 
 }  // namespace
