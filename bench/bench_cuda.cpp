@@ -35,6 +35,7 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "analysis/recorder.h"
@@ -262,9 +263,33 @@ double copy_bandwidth(std::size_t bytes, int reps) {
   return best;
 }
 
-// --ops: each decode kernel alone on the shape's sizes (device buffers of its own, 20 timed
-// launches after 3), as bytes it must read / time against the copy bandwidth, so that a decode
-// step below its limit can be traced to the op that falls short. Store: the 16-bit storage type.
+// Fills b with reproducible values uniform in [-scale, scale), a 1M-element pattern repeated:
+// kernels timed on zeros can run faster than on real data (less switching power, higher clocks).
+template <class U>
+void random_fill(kvs::cuda::DeviceBuffer<U>& b, float scale, uint64_t seed) {
+  const std::size_t n = std::min<std::size_t>(b.size(), std::size_t{1} << 20);
+  std::vector<U> pattern(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = scale * kvs::bench::hash_uniform(seed, i);
+    if constexpr (std::is_same_v<U, float>) {
+      pattern[i] = v;
+    } else if constexpr (std::is_same_v<U, __half>) {
+      pattern[i] = __float2half(v);
+    } else {
+      pattern[i] = __float2bfloat16(v);
+    }
+  }
+  for (std::size_t at = 0; at < b.size(); at += n) {
+    kvs::cuda::check(cudaMemcpy(b.get() + at, pattern.data(), std::min(n, b.size() - at) * sizeof(U),
+                                cudaMemcpyHostToDevice),
+                     "ops fill");
+  }
+}
+
+// --ops: each decode kernel alone on the shape's sizes (device buffers of its own, random data,
+// 20 timed launches after 3), as bytes it must read / time against the copy bandwidth, so that a
+// decode step below its limit can be traced to the op that falls short. Store: the 16-bit
+// storage type.
 template <class Store>
 void print_op_table(const kvs::ModelConfig& c, const std::vector<int>& contexts, double bandwidth) {
   namespace cu = kvs::cuda;
@@ -309,9 +334,9 @@ void print_op_table(const kvs::ModelConfig& c, const std::vector<int>& contexts,
   for (const Product& p : products) {
     cu::DeviceBuffer<Store> w(static_cast<std::size_t>(p.rows) * p.cols, "ops weights");
     cu::DeviceBuffer<float> x(p.cols, "ops input"), g(p.cols, "ops norm"), y(p.rows, "ops output");
-    cu::check(cudaMemsetAsync(w.get(), 0, w.bytes(), stream), "ops fill");
-    cu::check(cudaMemsetAsync(x.get(), 0, x.bytes(), stream), "ops fill");
-    cu::check(cudaMemsetAsync(g.get(), 0, g.bytes(), stream), "ops fill");
+    random_fill(w, 0.02f, 41);
+    random_fill(x, 1.0f, 42);
+    random_fill(g, 1.0f, 43);
     const cu::Norm norm{p.fused == Fused::None ? nullptr : g.get(), 1e-5f};
     const double ms = time_ms([&] {
       if (p.fused == Fused::NormSwiglu) {
@@ -335,9 +360,9 @@ void print_op_table(const kvs::ModelConfig& c, const std::vector<int>& contexts,
     cu::DeviceBuffer<int32_t> rows(T, "ops rows"), n_dev(n_kv, "ops rows");
     cu::check(cudaMemcpy(rows.get(), counting.data(), rows.bytes(), cudaMemcpyHostToDevice), "ops upload");
     cu::check(cudaMemcpy(n_dev.get(), n_rows.data(), n_dev.bytes(), cudaMemcpyHostToDevice), "ops upload");
-    cu::check(cudaMemsetAsync(k.get(), 0, k.bytes(), stream), "ops fill");
-    cu::check(cudaMemsetAsync(v.get(), 0, v.bytes(), stream), "ops fill");
-    cu::check(cudaMemsetAsync(q.get(), 0, q.bytes(), stream), "ops fill");
+    random_fill(k, 1.0f, 44);
+    random_fill(v, 1.0f, 45);
+    random_fill(q, 1.0f, 46);
     const long head_stride = static_cast<long>(T) * hd;
     const double ms = time_ms([&] {
       cu::attend_decode(out.get(), probs.get(), T, lse.get(), q.get(), k.get(), v.get(), head_stride, rows.get(), 0,
@@ -681,8 +706,8 @@ void measure(const kvs::Model& model, const Options& o, kvs::GpuDtype dtype, dou
   std::printf("uploaded as %s in %.1f s; weights read per decoded token %.2f GB (2 bytes x every "
               "parameter: %.2f GB; the embedding table is read one row a token); K+V %.0f KiB per "
               "position (%s)\n",
-              kvs::gpu_dtype_name(dtype), seconds_since(t0), weight_bytes / 1e9, 2.0 * params / 1e9, kv_entry_bytes(c) / 1024.0,
-              kvs::gpu_dtype_name(dtype));
+              kvs::gpu_dtype_name(dtype), seconds_since(t0), weight_bytes / 1e9, 2.0 * params / 1e9,
+              kv_entry_bytes(c) / 1024.0, kvs::gpu_dtype_name(dtype));
   std::printf("limit per decoded token = (weight bytes + K/V bytes of the T + i + 1 cached positions) / "
               "bandwidth; decode: %d steps fed forced random tokens after a random T-token prompt, "
               "median step\n", o.steps);

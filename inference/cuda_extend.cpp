@@ -163,8 +163,8 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
             block.n_q = 1;
             block.n_keys = end - begin;
             block.key_pos = key_pos.data() + begin;
-            block.probs = rows_host.get() + static_cast<std::size_t>(r) * head_block + static_cast<std::size_t>(i) * ld +
-                          begin;
+            const std::size_t row = static_cast<std::size_t>(r) * head_block + static_cast<std::size_t>(i) * ld;
+            block.probs = rows_host.get() + row + begin;
             block.lse = lse_host.get() + static_cast<std::size_t>(r) * nq + i;
             block.decode = true;
             observer->on_attention(block);

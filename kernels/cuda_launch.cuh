@@ -2,13 +2,13 @@
 // capability 9.0 and later). A decode step is a chain of short kernels, seven a layer, each
 // waiting for the one before; between two of them the GPU drains one grid and ramps up the next.
 // Launched through launch_overlapped, a kernel's blocks may start while the previous kernel's
-// last blocks still run: they do what needs nothing from earlier kernels (a product issues its
-// first weight loads into L2), then wait for them (wait_for_previous_kernels). Every thread of such a
+// last blocks still run: they do what needs nothing from earlier kernels (a product asks L2 for
+// its first weights), then wait for them (wait_for_previous_kernels). Every thread of such a
 // kernel must call wait_for_previous_kernels before it reads or writes memory that an earlier
 // kernel of the stream writes or reads (the CUDA emulation checks that every thread calls it);
 // each block then calls let_next_kernel_start, which lets the next kernel's blocks start. Without
 // a device that supports it, or with the overlap switched off (set_launch_overlap in
-// cuda_ops.h), the launch is a plain one and both calls are no-ops.
+// cuda_ops.h), the launch is a plain one and both calls return at once.
 #pragma once
 #include <cuda_runtime.h>
 
