@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 
 #include "analysis/prefill_evidence.h"
@@ -284,8 +285,32 @@ TEST(EngineCuda, RewindForgetsTheLaterPositions) {
   for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << "logit " << i;
 }
 
-// A hook that throws in a decode on the GPU leaves the cache as before the step: the next decode
-// computes what a fresh engine's does.
+// Two GPU engines prefill an 8-token prompt; the second runs `fail` (each of its feeds must throw)
+// with `controller` attached, then, after `undo`, must hold the prompt alone in every layer and
+// decode what the first does.
+void expect_failed_feeds_leave_the_prompt(const Model& model, CacheController& controller,
+                                          const std::function<void(Engine&)>& fail,
+                                          const std::function<void(Engine&)>& undo = {}) {
+  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4};
+  Engine fresh(model, on(Device::Cuda)), e(model, on(Device::Cuda));
+  fresh.prefill(prompt);
+  const std::span<const float> f = fresh.decode(6);
+  const std::vector<float> want(f.begin(), f.end());
+  e.prefill(prompt);
+  e.set_controller(&controller);
+  fail(e);
+  e.set_controller(nullptr);
+  EXPECT_EQ(e.pos(), 8);
+  for (int l = 0; l < model.config.n_layers; ++l)
+    for (int g = 0; g < model.config.n_kv_heads; ++g) EXPECT_EQ(e.slots().held(l, g).size(), 8u);
+  if (undo) undo(e);
+  const std::span<const float> got = e.decode(6);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << "logit " << i;
+}
+
+// A hook that throws in a decode or an extend on the GPU leaves the cache as before the step:
+// the next decode computes what a fresh engine's does.
 TEST(EngineCuda, AHookThatThrowsLeavesTheStepUnfed) {
   SKIP_WITHOUT_GPU();
   class FailsAtLayer1 : public CacheController {
@@ -296,22 +321,10 @@ TEST(EngineCuda, AHookThatThrowsLeavesTheStepUnfed) {
     }
     void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
   } fails;
-  const Model model = tiny::random_model(tiny::tiny_config(), 29);
-  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4};
-  Engine fresh(model, on(Device::Cuda)), e(model, on(Device::Cuda));
-  fresh.prefill(prompt);
-  const std::span<const float> f = fresh.decode(6);
-  const std::vector<float> want(f.begin(), f.end());
-  e.prefill(prompt);
-  e.set_controller(&fails);
-  EXPECT_THROW(e.decode(6), std::runtime_error);
-  EXPECT_THROW(e.extend(std::vector<int>{6, 7}), std::runtime_error);
-  e.set_controller(nullptr);
-  EXPECT_EQ(e.pos(), 8);
-  for (int g = 0; g < model.config.n_kv_heads; ++g) EXPECT_EQ(e.slots().held(0, g).size(), 8u);
-  const std::span<const float> got = e.decode(6);
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << "logit " << i;
+  expect_failed_feeds_leave_the_prompt(tiny::random_model(tiny::tiny_config(), 29), fails, [](Engine& e) {
+    EXPECT_THROW(e.decode(6), std::runtime_error);
+    EXPECT_THROW(e.extend(std::vector<int>{6, 7}), std::runtime_error);
+  });
 }
 
 // Engine::extend on the GPU (a batched pass too) gives observers what the CPU's batched pass
@@ -404,27 +417,17 @@ TEST(EngineCuda, ExtendWithAQueryLeftNothingFeedsNothing) {
     }
     void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
   } nothing;
-  const Model model = tiny::random_model(tiny::tiny_config(), 31);
-  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4};
-  Engine fresh(model, on(Device::Cuda)), e(model, on(Device::Cuda));
-  fresh.prefill(prompt);
-  const std::span<const float> f = fresh.decode(6);
-  const std::vector<float> want(f.begin(), f.end());
-  e.prefill(prompt);
-  e.set_controller(&nothing);
-  EXPECT_THROW(e.extend(std::vector<int>{6, 7, 8}), std::logic_error);
-  e.set_controller(nullptr);
-  EXPECT_EQ(e.pos(), 8);
-  for (int l = 0; l < model.config.n_layers; ++l) {
-    for (int g = 0; g < model.config.n_kv_heads; ++g) {
-      EXPECT_EQ(e.slots().held(l, g).size(), 8u);
-      const auto active = e.slots().active(l, g);  // the controller's marks stay: undo them
-      std::fill(active.begin(), active.end(), uint8_t{1});
-    }
-  }
-  const std::span<const float> got = e.decode(6);
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << "logit " << i;
+  expect_failed_feeds_leave_the_prompt(
+      tiny::random_model(tiny::tiny_config(), 31), nothing,
+      [](Engine& e) { EXPECT_THROW(e.extend(std::vector<int>{6, 7, 8}), std::logic_error); },
+      [](Engine& e) {  // the controller's marks stay: undo them
+        for (int l = 0; l < e.model().config.n_layers; ++l) {
+          for (int g = 0; g < e.model().config.n_kv_heads; ++g) {
+            const auto active = e.slots().active(l, g);
+            std::fill(active.begin(), active.end(), uint8_t{1});
+          }
+        }
+      });
 }
 
 // The same GPU computation twice: once sending every prefill row to the host (a fan-out with an
