@@ -75,6 +75,7 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
   logits_host = cuda::PinnedBuffer<float>(c.vocab_size, "logits");
   lse_host = cuda::PinnedBuffer<float>(static_cast<std::size_t>(L) * H, "attention rows");
   layer_rows.resize(static_cast<std::size_t>(L) * n_kv);
+  layer_key_pos.resize(static_cast<std::size_t>(L) * n_kv);
   layer_max_rows.resize(L);
   layer_rows_stride.resize(L);
   blocks.resize(H);
@@ -124,7 +125,7 @@ void Impl<T>::deliver_rows(int layer, int q_pos, AttentionObserver* observer,
     b.q_pos0 = q_pos;
     b.n_q = 1;
     b.n_keys = layer_rows[static_cast<std::size_t>(layer) * n_kv + g];
-    b.key_pos = key_pos.data() + (static_cast<std::size_t>(layer) * n_kv + g) * host_rows_cap;
+    b.key_pos = layer_key_pos[static_cast<std::size_t>(layer) * n_kv + g];
     b.probs = probs_l + static_cast<std::size_t>(h) * max_rows;
     b.lse = lse_host.get() + static_cast<std::size_t>(layer) * H + h;
     b.decode = true;
@@ -265,10 +266,12 @@ void Impl<T>::plan_attention(int l, bool hooks) {
     const std::span<const int32_t> held = cache->held(l, g);
     const std::span<uint8_t> act = cache->active(l, g);
     int32_t* kp = hooks ? key_pos.data() + (static_cast<std::size_t>(l) * n_kv + g) * host_rows_cap : nullptr;
+    // Every held key attended: the hooks read the held list itself, which nothing changes before
+    // they have the rows (a controller evicts after it gets them; the next push is the next step).
+    layer_key_pos[static_cast<std::size_t>(l) * n_kv + g] = all_active ? held.data() : kp;
     int n = 0;
     if (all_active) {
       n = static_cast<int>(held.size());
-      if (kp) std::copy(held.begin(), held.end(), kp);
     } else {
       for (std::size_t j = 0; j < held.size(); ++j) {
         if (!act[j] || held[j] < first_pos) continue;
@@ -308,25 +311,29 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
 
   // Step metadata per layer: slot0 (where the new key goes), the rows each KV head attends, the
   // query's slot. A controller may change what is held between layers, so with one the metadata
-  // is made and copied layer by layer; without one, all layers' go up in one copy.
+  // is made and copied layer by layer; without one, layer 0's first, then, while the GPU computes
+  // layer 0 (at 32K keys the host scans ~8 MB of active flags a step), the other layers' in one
+  // copy.
   const bool per_layer_meta = controller != nullptr;
-  if (!per_layer_meta) {
-    for (int l = 0; l < c.n_layers; ++l) {
+  auto plan_layers = [&](int l0, int l1) {  // layers [l0, l1)
+    for (int l = l0; l < l1; ++l) {
       push_token(l);
       plan_attention(l, hooks);
     }
-    cuda::check(cudaMemcpy2DAsync(meta.get(), meta_stride * sizeof(int32_t), meta_host.get(),
-                                  meta_stride * sizeof(int32_t), (2 * n_kv + H) * sizeof(int32_t), c.n_layers,
+    cuda::check(cudaMemcpy2DAsync(meta_at(l0), meta_stride * sizeof(int32_t), meta_host_at(l0),
+                                  meta_stride * sizeof(int32_t), (2 * n_kv + H) * sizeof(int32_t), l1 - l0,
                                   cudaMemcpyHostToDevice, stream),
                 "upload of step metadata");
-    for (int l = 0; l < c.n_layers; ++l) {
+    for (int l = l0; l < l1; ++l) {
       if (layer_rows_stride[l] > 0) copy_meta(l, 2L * n_kv + H, n_kv * layer_rows_stride[l]);
     }
-  }
+  };
+  if (!per_layer_meta) plan_layers(0, 1);
 
   for (int l = 0; l < c.n_layers; ++l) {
     const DeviceLayer<T>& lw = layers[l];
     int32_t* m_dev = meta_at(l);
+    if (!per_layer_meta && l == 1) plan_layers(1, c.n_layers);
 
     // Seven launches a layer: the attention norm, the q/k/v product and its biases in one; RoPE
     // and the append of the new key and value to the end of each KV head's rows in one; the

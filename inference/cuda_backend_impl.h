@@ -205,7 +205,10 @@ struct Impl final : Forward {
   cuda::PinnedBuffer<float> probs_host;    // [n_layers, n_heads, host_rows_cap], layer l packed as
                                            // [n_heads, layer_max_rows[l]]
   cuda::PinnedBuffer<float> lse_host;      // [n_layers, n_heads]
-  std::vector<int32_t> key_pos;            // [n_layers, n_kv, host_rows_cap] attended positions
+  std::vector<int32_t> key_pos;            // [n_layers, n_kv, host_rows_cap] attended positions when
+                                           // some held keys are skipped
+  std::vector<const int32_t*> layer_key_pos;  // [n_layers, n_kv] the attended positions: in key_pos,
+                                              // or the cache's held list when every key is attended
   std::vector<int32_t> layer_rows;         // [n_layers, n_kv] attended rows per KV head
   std::vector<int> layer_max_rows;         // [n_layers]
   std::vector<long> layer_rows_stride;     // [n_layers] 0: every held row attended (a shared list)
