@@ -6,8 +6,9 @@
 //
 // Usage: bench_cuda [--shape 8b|small] [--contexts 1024,4096,8192,32768] [--steps 32]
 //                   [--capture both|rows|trace|none] [--decode-dtype float32|float16]
-//                   [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops]
-// --ops first times each decode kernel alone on the shape's sizes, as GB/s against the copy bandwidth.
+//                   [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops | --only-ops]
+// --ops first times each decode kernel alone on the shape's sizes, as GB/s against the copy bandwidth;
+// --only-ops does that and stops (no model: a few seconds, for a profiler to watch the kernels).
 // --gpu-dtype fp16,bf16 measures both storage types on one model built once (an engine each).
 // --overlap: the decode kernels launched to overlap the one before them (kernels/cuda_launch.cuh;
 // on by default), or not; both: hooks-off decode is run four times, on, off, on, off, and a
@@ -86,13 +87,14 @@ struct Options {
   std::string decode_dtype = "float32";
   std::vector<kvs::GpuDtype> gpu_dtypes = {kvs::GpuDtype::Fp16};  // weights and cache on the device
   std::string overlap = "on";  // on, off or both
-  bool ops = false;  // also time the decode kernels one by one
+  bool ops = false;       // also time the decode kernels one by one
+  bool only_ops = false;  // ... and nothing else
 };
 
 constexpr const char* kUsage =
     "usage: bench_cuda [--shape 8b|small] [--contexts 1024,4096,8192,32768] [--steps 32]\n"
     "                  [--capture both|rows|trace|none] [--decode-dtype float32|float16]\n"
-    "                  [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops]\n";
+    "                  [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops | --only-ops]\n";
 
 // Parses argv; on a bad argument prints why and the usage and returns false.
 bool parse_options(int argc, char** argv, Options& o) {
@@ -106,8 +108,9 @@ bool parse_options(int argc, char** argv, Options& o) {
       std::printf("%s", kUsage);
       std::exit(0);
     }
-    if (a == "--ops") {
+    if (a == "--ops" || a == "--only-ops") {
       o.ops = true;
+      o.only_ops = o.only_ops || a == "--only-ops";
       continue;
     }
     if (i + 1 >= argc) return fail(a + " needs a value (or is unknown)");
@@ -763,6 +766,7 @@ int main(int argc, char** argv) {
 
     set_overlap(o.overlap != "off");
     if (o.ops) print_ops(c, o.contexts, bandwidth, o.gpu_dtypes.front());
+    if (o.only_ops) return 0;
 
     const double params = static_cast<double>(parameter_count(c));
     const double host_need = 4.0 * params, host_free = host_available_bytes();

@@ -19,6 +19,8 @@
 #   scripts/gpu-bundle.sh smollm         there, one call per further part: keeps it; once all are
 #                                        there, the SmolLM2 comparisons (greedy tokens, and traces
 #                                        recorded on both devices compared row by row)
+#   scripts/gpu-bundle.sh profile        there, if device time remains: ncu on one launch of each
+#                                        decode kernel (the products, attention at 32K keys)
 #   scripts/gpu-bundle.sh test           there: every CUDA test program, then `kvscope record` on both devices
 #   scripts/gpu-bundle.sh bench [ARGS]   there: bench_cuda ARGS
 #
@@ -189,6 +191,26 @@ check)
     grep -hE '^GPU|^model|^\||OOM|nothing measured|stopped at|skipped|Error' "$out/hf.log" || true
     grep -hE '^## |^\| [0-9]|nothing measured|stopped at|skipped|bench_cuda:' "$out/bench-bf16.log" || true
   } | tee "$out/summary.txt"
+  ;;
+profile)
+  budget=${2:-130}
+  use_bundle
+  mkdir -p "$out"
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1 || true)
+  if [[ -z $ncu ]]; then
+    echo "gpu-bundle.sh: ncu not found; nothing profiled"
+    exit 0
+  fi
+  # One launch of each decode kernel (the first timed one of bench_cuda --ops; attention at 32K
+  # keys) on the 8B shape: throughput against the chip's peaks, occupancy, where warps stall.
+  for k in matvec_kernel decode_split_kernel decode_combine_kernel; do
+    capped 40 ncu.txt "$ncu" --clock-control none -k "regex:$k" --launch-skip 3 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+      --section WarpStateStats "$bundle/bin/bench_cuda" --shape 8b --only-ops --contexts 32768
+  done
+  echo; echo "==== summary (full report in \$OUT/ncu.txt)"
+  grep -E '^  [A-Za-z_:<>]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per Thread|Waves Per SM|Stall|stopped at|skipped|rror' \
+    "$out/ncu.txt" | tee "$out/ncu-summary.txt" || true
   ;;
 smollm)
   use_bundle
