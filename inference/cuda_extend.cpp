@@ -43,6 +43,7 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
   const long per_row = static_cast<long>(group) * ld_max;  // score floats per block row
   long B = std::max(1L, (256L << 20) / (per_row * (4 + 2 * parts)));
   if (observer) B = std::min(B, std::max(1L, (64L << 20) / (per_row * 4)));
+  if (options.prefill_block > 0) B = std::min<long>(B, options.prefill_block);
   B = std::min<long>(B, n);
 
   RowBuffers<T> b(c, n);

@@ -89,6 +89,7 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
   const int parts = kSplitParts<T>;
   long B = std::max(1L, (256L << 20) / (per_row * (4 + 2 * parts)));  // S fp32 + its 16-bit parts
   if (want_rows) B = std::min(B, std::max(1L, (64L << 20) / (per_row * 4)));
+  if (options.prefill_block > 0) B = std::min<long>(B, options.prefill_block);
   B = std::min<long>(B, P);
 
   const std::size_t Pz = P;

@@ -34,9 +34,10 @@ struct EngineOptions {
   // Threads of prefill and decode. 0 = all hardware threads, except that models under 4 MB of
   // weights per token decode on one.
   int n_threads = 0;
-  int prefill_block = 0;       // CPU: query rows per attention block handed to observers in
-                               // prefill; 0 = 72, four of the attention kernel's groups of
-                               // 18 rows (the GPU sizes its blocks by memory)
+  int prefill_block = 0;       // query rows per attention block (handed to observers as one in
+                               // prefill); 0 = the default: 72 on the CPU, four of the attention
+                               // kernel's groups of 18 rows; on the GPU as many as its memory
+                               // budget allows, which a value > 0 caps (prefill and extend)
   // Keys are cached before RoPE and rotated by their slot index inside the cache at every
   // attention; the query is rotated by the number of held keys (the pos-shift of POLICIES.md §1).
   bool rope_in_cache = false;

@@ -369,7 +369,8 @@ class PerHeadMarks : public CacheController {
 
 // The batched extend over a cache that is not one run of positions: a sliding window, entries
 // evicted after the prompt (sink + recent kept), and per-head marks that skip some of the chunk's
-// own keys. Every row over the same keys as the CPU's batched pass, and the last logits.
+// own keys. Every row over the same keys as the CPU's batched pass, and the last logits; also
+// with blocks of 3 query rows, so that prefill and extend each take several blocks.
 TEST(EngineCuda, ExtendOverWindowEvictionAndPerHeadMarksMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   ModelConfig c = tiny::tiny_config();  // GQA
@@ -393,11 +394,16 @@ TEST(EngineCuda, ExtendOverWindowEvictionAndPerHeadMarksMatchesTheCpu) {
   };
   EngineOptions cpu = cpu_as_gpu();
   cpu.prefill_block = 12;
-  const tiny::Capture want = run(as_stored(model), cpu), got = run(model, on(Device::Cuda));
-  ASSERT_FALSE(got.rows.empty());
-  expect_same_rows(want, got, kSameNumbersTol);
-  ASSERT_EQ(got.logits.size(), 1u);
-  for (std::size_t i = 0; i < got.logits[0].size(); ++i) EXPECT_NEAR(got.logits[0][i], want.logits[0][i], 2e-2f);
+  EngineOptions gpu_small_blocks = on(Device::Cuda);
+  gpu_small_blocks.prefill_block = 3;
+  const tiny::Capture want = run(as_stored(model), cpu);
+  for (const EngineOptions& o : {on(Device::Cuda), gpu_small_blocks}) {
+    const tiny::Capture got = run(model, o);
+    ASSERT_FALSE(got.rows.empty());
+    expect_same_rows(want, got, kSameNumbersTol);
+    ASSERT_EQ(got.logits.size(), 1u);
+    for (std::size_t i = 0; i < got.logits[0].size(); ++i) EXPECT_NEAR(got.logits[0][i], want.logits[0][i], 2e-2f);
+  }
 }
 
 // A controller that leaves the chunk's queries no key in one layer: extend throws what the CPU's
