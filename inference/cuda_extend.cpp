@@ -1,11 +1,11 @@
-// CudaBackend's extend: a chunk of tokens through every layer at once over the cache (KVzip's
-// repeat passes), as the CPU engine's Engine::extend_batched does it. Projections are the
-// prefill's GEMMs; per layer the chunk's keys and values are appended, the controller's
-// before_attention runs once, and each KV head's active rows (the chunk's among them) are gathered
-// into one block of keys and values, which the chunk's queries attend over a block of query rows
-// at a time: scores by a strided-batched GEMM over the KV head's query heads, the softmax of each
-// query's range of keys (positions up to its own, within the sliding window), then P·V. Observers
-// get each query's row as a decode row over the keys it read, layer by layer.
+// CudaBackend's extend: a chunk of tokens through every layer at once over the cache (a text fed
+// after a prompt, say a second pass over it), as the CPU engine's Engine::extend_batched does it.
+// Projections are the prefill's GEMMs; per layer the chunk's keys and values are appended, the
+// controller's before_attention runs once, and each KV head's active rows (the chunk's among them)
+// are gathered into one block of keys and values, which the chunk's queries attend over a block
+// of query rows at a time: scores by a strided-batched GEMM over the KV head's query heads, the
+// softmax of each query's range of keys (positions up to its own, within the sliding window),
+// then P·V. Observers get each query's row as a decode row over the keys it read, layer by layer.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>

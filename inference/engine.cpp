@@ -64,9 +64,9 @@ void round_cache(CacheRounding r, float* x, std::size_t n) {
   if (r == CacheRounding::Bf16) round_to_bf16(x, n);
 }
 
-// Engine::extend fed as decode steps (rope_in_cache) gives its hooks what its batched pass gives: an observer
-// its rows and tokens but not each step's logits (the last token's come after), a controller
-// its before_attention but no after_attention (nothing is evicted inside a chunk).
+// Engine::extend fed as decode steps (rope_in_cache) gives its hooks what its batched pass gives:
+// an observer its rows and tokens but not each step's logits (the last token's come after), a
+// controller its before_attention but no after_attention (nothing is evicted inside a chunk).
 class RowsAndTokens : public AttentionObserver {
  public:
   explicit RowsAndTokens(AttentionObserver* to) : to_(to) {}
