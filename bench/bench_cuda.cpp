@@ -571,7 +571,8 @@ ContextResult run_context(kvs::Engine& engine, int T, const Options& o, double w
         set_overlap(overlap);
         engine.rewind(T);
         const std::vector<double> s = decode_steps(engine, forced);
-        (overlap ? off : plain).insert((overlap ? off : plain).end(), s.begin(), s.end());
+        std::vector<double>& into = overlap ? off : plain;
+        into.insert(into.end(), s.begin(), s.end());
       }
       set_overlap(true);
       r.plain_step_s = median(plain);

@@ -220,6 +220,12 @@ struct Impl final : Forward {
   // product into X, FFN norm, gate/up, SwiGLU, down product into X).
   void qkv_rows(const DeviceLayer<T>& lw, RowBuffers<T>& b, int n);
   void output_and_ffn_rows(const DeviceLayer<T>& lw, RowBuffers<T>& b, int n);
+  // b.X = the embedding rows of tokens (uploaded to b.ids first).
+  void embed_tokens(std::span<const int> tokens, RowBuffers<T>& b);
+  // Query rows per attention block of a batched pass over n rows whose scores take score_floats
+  // floats a row: within 256 MB with their 16-bit parts (64 MB when the rows go to the host), at
+  // most EngineOptions::prefill_block when that is set.
+  long query_block(long score_floats, bool rows_to_host, int n) const;
   void upload_weights();
   void upload(float* dst, const WeightVector& src, const char* what);
   // The matrices row-major (unpacked from their panels), rounded to T and stacked in one buffer.

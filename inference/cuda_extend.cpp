@@ -38,13 +38,9 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
   for (int l = 0; l < L; ++l)
     for (int g = 0; g < n_kv; ++g) most_rows = std::max(most_rows, cache->size(l, g) + n);
   const long ld_max = round_up(most_rows, 8);
-  // Query rows per attention block: a KV head's scores within 256 MB (64 MB of rows when they go
-  // to the host), as in prefill.
+  // Query rows per attention block: a KV head's scores within prefill's budget.
   const long per_row = static_cast<long>(group) * ld_max;  // score floats per block row
-  long B = std::max(1L, (256L << 20) / (per_row * (4 + 2 * parts)));
-  if (observer) B = std::min(B, std::max(1L, (64L << 20) / (per_row * 4)));
-  if (options.prefill_block > 0) B = std::min<long>(B, options.prefill_block);
-  B = std::min<long>(B, n);
+  const long B = query_block(per_row, observer != nullptr, n);
 
   RowBuffers<T> b(c, n);
   cuda::DeviceBuffer<T> KG(static_cast<std::size_t>(most_rows) * hd, "extend keys");    // [m, head_dim] gathered
@@ -74,128 +70,124 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
     e.reset(ev);
   }
   std::vector<int32_t> key_pos;  // [m] the positions of a KV head's attended rows
+  // Destroyed before the buffers above: when a hook or a list throws, the copies and kernels still
+  // queued on them finish first.
+  struct FinishQueued {
+    cudaStream_t stream;
+    ~FinishQueued() { cudaStreamSynchronize(stream); }
+  } finish_queued{stream};
 
-  const std::vector<int32_t> ids_host(tokens.begin(), tokens.end());
-  cuda::check(cudaMemcpyAsync(b.ids.get(), ids_host.data(), nz * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
-              "chunk upload");
-  cuda::embed_rows(b.X.get(), embedding.get(), b.ids.get(), n, dim, stream);
+  embed_tokens(tokens, b);
   const float one = 1.0f, zero = 0.0f;
-  // A hook or a list that throws leaves copies and kernels queued on buffers about to be freed:
-  // they finish first.
-  try {
-    for (int l = 0; l < L; ++l) {
-      const DeviceLayer<T>& lw = layers[l];
-      qkv_rows(lw, b, n);
-      cuda::rope_rows(b.Q.get(), qd, n, H, hd, iota.get() + pos0, rope_cos.get(), rope_sin.get(), interleaved, stream);
-      cuda::rope_rows(b.K.get(), kvd, n, n_kv, hd, iota.get() + pos0, rope_cos.get(), rope_sin.get(), interleaved,
-                      stream);
-      int32_t* st = stage.get() + (l % 2) * stage_ints;  // [stage_ints] this layer's lists
-      if (l >= 2) cuda::check(cudaEventSynchronize(staged[l % 2].get()), "extend lists");  // layer l - 2's copied
-      for (int g = 0; g < n_kv; ++g) {
-        st[g] = cache->size(l, g);
-        cache->push(l, g, pos0, n);
-      }
-      cuda::check(cudaMemcpyAsync(slot0.get(), st, n_kv * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
-                  "extend cache slots");
-      cuda::kv_append(cache->keys(l), cache->values(l), cache->head_stride(), b.K.get(), b.V.get(), kvd, n, n_kv, hd,
-                      slot0.get(), stream);
-      if (controller) controller->before_attention(l, pos0, *cache);
-      cuda::split_store(b.Qp.get(), nz * qd, parts, b.Q.get(), static_cast<long>(nz * qd), stream);
-
-      for (int g = 0; g < n_kv; ++g) {
-        // The active rows from the chunk's first window position on, and each query's part of them.
-        const std::span<const int32_t> held = cache->held(l, g);
-        const std::span<uint8_t> act = cache->active(l, g);
-        const int first_pos = window > 0 ? pos0 - window + 1 : 0;
-        int32_t* rows = st + n_kv + g * head_stage;  // [most_rows]
-        int32_t* begin = rows + most_rows;           // [n]
-        int32_t* end = begin + nz;                   // [n]
-        key_pos.clear();
-        for (std::size_t j = 0; j < held.size(); ++j) {
-          if (!act[j] || held[j] < first_pos) continue;
-          rows[key_pos.size()] = static_cast<int32_t>(j);
-          key_pos.push_back(held[j]);
-        }
-        const int m = static_cast<int>(key_pos.size());
-        if (m == 0) {
-          throw std::logic_error("cache controller left layer " + std::to_string(l) + " KV head " + std::to_string(g) +
-                                 " with no active key");
-        }
-        for (int i = 0; i < n; ++i) {
-          ops::gathered_row_keys(key_pos.data(), m, pos0 + i, window, &begin[i], &end[i]);
-          if (end[i] <= begin[i]) {
-            throw std::logic_error("layer " + std::to_string(l) + " KV head " + std::to_string(g) +
-                                   ": the query at position " + std::to_string(pos0 + i) + " has no key to attend");
-          }
-        }
-        cuda::check(cudaMemcpyAsync(rows_dev.get(), rows, m * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
-                    "extend rows");
-        cuda::check(cudaMemcpyAsync(range_dev.get(), begin, 2 * nz * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
-                    "extend key ranges");
-        cuda::gather_rows(KG.get(), cache->keys(l) + g * cache->head_stride(), rows_dev.get(), m, hd, stream);
-        cuda::gather_rows(VG.get(), cache->values(l) + g * cache->head_stride(), rows_dev.get(), m, hd, stream);
-
-        const long ld = round_up(m, 8);
-        for (int i0 = 0; i0 < n; i0 += static_cast<int>(B)) {
-          const int nq = static_cast<int>(std::min<long>(B, n - i0));
-          const long head_block = static_cast<long>(nq) * ld;  // floats of one head's rows in S
-          // S_r[nq, m] = scale * Q_h[nq, hd] · KG[m, hd]^T for h = g * group + r, Q part by part
-          // (one strided batch over r; KG is every head's, stride 0)
-          for (int p = 0; p < parts; ++p) {
-            const T* q_part = b.Qp.get() + p * nz * qd + static_cast<std::size_t>(i0) * qd + g * group * hd;
-            blas_check(cuda::blas().gemm_strided_batched_ex(
-                           blas, CUBLAS_OP_T, CUBLAS_OP_N, m, nq, hd, &scale, KG.get(), kBlasType<T>, hd, 0, q_part,
-                           kBlasType<T>, qd, hd, p == 0 ? &zero : &one, S.get(), CUDA_R_32F, ld, head_block, group,
-                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                       "extend scores");
-          }
-          cuda::softmax_ranges(S.get(), S_lse.get(), group, nq, m, ld, range_dev.get() + i0, range_dev.get() + nz + i0,
-                               stream);
-          cuda::split_store(Sp.get(), group * head_block, parts, S.get(), group * head_block, stream);
-          // ATT_h[nq, hd] = P_r[nq, m] · VG[m, hd], P part by part
-          for (int p = 0; p < parts; ++p) {
-            blas_check(cuda::blas().gemm_strided_batched_ex(
-                           blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, m, &one, VG.get(), kBlasType<T>, hd, 0,
-                           Sp.get() + p * group * head_block, kBlasType<T>, ld, head_block, p == 0 ? &zero : &one,
-                           b.ATT.get() + static_cast<std::size_t>(i0) * qd + g * group * hd, CUDA_R_32F, qd, hd, group,
-                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                       "extend attention output");
-          }
-          if (!observer) continue;
-          cuda::check(cudaMemcpyAsync(rows_host.get(), S.get(), group * head_block * sizeof(float),
-                                      cudaMemcpyDeviceToHost, stream),
-                      "extend rows copy");
-          cuda::check(cudaMemcpyAsync(lse_host.get(), S_lse.get(), static_cast<std::size_t>(group) * nq * sizeof(float),
-                                      cudaMemcpyDeviceToHost, stream),
-                      "extend rows copy");
-          sync();
-          for (int r = 0; r < group; ++r) {
-            for (int i = 0; i < nq; ++i) {  // each query's row over the keys it read, as a decode row
-              const int first = begin[i0 + i], last = end[i0 + i];
-              AttentionBlock block;
-              block.layer = l;
-              block.head = g * group + r;
-              block.q_pos0 = pos0 + i0 + i;
-              block.n_q = 1;
-              block.n_keys = last - first;
-              block.key_pos = key_pos.data() + first;
-              const std::size_t row = static_cast<std::size_t>(r) * head_block + static_cast<std::size_t>(i) * ld;
-              block.probs = rows_host.get() + row + first;
-              block.lse = lse_host.get() + static_cast<std::size_t>(r) * nq + i;
-              block.decode = true;
-              observer->on_attention(block);
-            }
-          }
-        }
-      }
-      cuda::check(cudaEventRecord(staged[l % 2].get(), stream), "extend lists");
-      cuda::check_launch("extend attention");
-      output_and_ffn_rows(lw, b, n);
-      cuda::check_launch("extend layer");
+  for (int l = 0; l < L; ++l) {
+    const DeviceLayer<T>& lw = layers[l];
+    qkv_rows(lw, b, n);
+    cuda::rope_rows(b.Q.get(), qd, n, H, hd, iota.get() + pos0, rope_cos.get(), rope_sin.get(), interleaved, stream);
+    cuda::rope_rows(b.K.get(), kvd, n, n_kv, hd, iota.get() + pos0, rope_cos.get(), rope_sin.get(), interleaved,
+                    stream);
+    int32_t* st = stage.get() + (l % 2) * stage_ints;  // [stage_ints] this layer's lists
+    if (l >= 2) cuda::check(cudaEventSynchronize(staged[l % 2].get()), "extend lists");  // layer l - 2's copied
+    for (int g = 0; g < n_kv; ++g) {
+      st[g] = cache->size(l, g);
+      cache->push(l, g, pos0, n);
     }
-  } catch (...) {
-    cudaStreamSynchronize(stream);
-    throw;
+    cuda::check(cudaMemcpyAsync(slot0.get(), st, n_kv * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+                "extend cache slots");
+    cuda::kv_append(cache->keys(l), cache->values(l), cache->head_stride(), b.K.get(), b.V.get(), kvd, n, n_kv, hd,
+                    slot0.get(), stream);
+    if (controller) controller->before_attention(l, pos0, *cache);
+    cuda::split_store(b.Qp.get(), nz * qd, parts, b.Q.get(), static_cast<long>(nz * qd), stream);
+
+    for (int g = 0; g < n_kv; ++g) {
+      // The active rows from the chunk's first window position on, and each query's part of them.
+      const std::span<const int32_t> held = cache->held(l, g);
+      const std::span<uint8_t> act = cache->active(l, g);
+      const int first_pos = window > 0 ? pos0 - window + 1 : 0;
+      int32_t* rows = st + n_kv + g * head_stage;  // [most_rows]
+      int32_t* begin = rows + most_rows;           // [n]
+      int32_t* end = begin + nz;                   // [n]
+      key_pos.clear();
+      for (std::size_t j = 0; j < held.size(); ++j) {
+        if (!act[j] || held[j] < first_pos) continue;
+        rows[key_pos.size()] = static_cast<int32_t>(j);
+        key_pos.push_back(held[j]);
+      }
+      const int m = static_cast<int>(key_pos.size());
+      if (m == 0) {
+        throw std::logic_error("cache controller left layer " + std::to_string(l) + " KV head " + std::to_string(g) +
+                               " with no active key");
+      }
+      for (int i = 0; i < n; ++i) {
+        ops::gathered_row_keys(key_pos.data(), m, pos0 + i, window, &begin[i], &end[i]);
+        if (end[i] <= begin[i]) {
+          throw std::logic_error("layer " + std::to_string(l) + " KV head " + std::to_string(g) +
+                                 ": the query at position " + std::to_string(pos0 + i) + " has no key to attend");
+        }
+      }
+      cuda::check(cudaMemcpyAsync(rows_dev.get(), rows, m * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+                  "extend rows");
+      cuda::check(cudaMemcpyAsync(range_dev.get(), begin, 2 * nz * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+                  "extend key ranges");
+      cuda::gather_rows(KG.get(), cache->keys(l) + g * cache->head_stride(), rows_dev.get(), m, hd, stream);
+      cuda::gather_rows(VG.get(), cache->values(l) + g * cache->head_stride(), rows_dev.get(), m, hd, stream);
+
+      const long ld = round_up(m, 8);
+      for (int i0 = 0; i0 < n; i0 += static_cast<int>(B)) {
+        const int nq = static_cast<int>(std::min<long>(B, n - i0));
+        const long head_block = static_cast<long>(nq) * ld;  // floats of one head's rows in S
+        // S_r[nq, m] = scale * Q_h[nq, hd] · KG[m, hd]^T for h = g * group + r, Q part by part
+        // (one strided batch over r; KG is every head's, stride 0)
+        for (int p = 0; p < parts; ++p) {
+          const T* q_part = b.Qp.get() + p * nz * qd + static_cast<std::size_t>(i0) * qd + g * group * hd;
+          blas_check(cuda::blas().gemm_strided_batched_ex(
+                         blas, CUBLAS_OP_T, CUBLAS_OP_N, m, nq, hd, &scale, KG.get(), kBlasType<T>, hd, 0, q_part,
+                         kBlasType<T>, qd, hd, p == 0 ? &zero : &one, S.get(), CUDA_R_32F, ld, head_block, group,
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     "extend scores");
+        }
+        cuda::softmax_ranges(S.get(), S_lse.get(), group, nq, m, ld, range_dev.get() + i0, range_dev.get() + nz + i0,
+                             stream);
+        cuda::split_store(Sp.get(), group * head_block, parts, S.get(), group * head_block, stream);
+        // ATT_h[nq, hd] = P_r[nq, m] · VG[m, hd], P part by part
+        for (int p = 0; p < parts; ++p) {
+          blas_check(cuda::blas().gemm_strided_batched_ex(
+                         blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, m, &one, VG.get(), kBlasType<T>, hd, 0,
+                         Sp.get() + p * group * head_block, kBlasType<T>, ld, head_block, p == 0 ? &zero : &one,
+                         b.ATT.get() + static_cast<std::size_t>(i0) * qd + g * group * hd, CUDA_R_32F, qd, hd, group,
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     "extend attention output");
+        }
+        if (!observer) continue;
+        cuda::check(cudaMemcpyAsync(rows_host.get(), S.get(), group * head_block * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream),
+                    "extend rows copy");
+        cuda::check(cudaMemcpyAsync(lse_host.get(), S_lse.get(), static_cast<std::size_t>(group) * nq * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream),
+                    "extend rows copy");
+        sync();
+        for (int r = 0; r < group; ++r) {
+          for (int i = 0; i < nq; ++i) {  // each query's row over the keys it read, as a decode row
+            const int first = begin[i0 + i], last = end[i0 + i];
+            AttentionBlock block;
+            block.layer = l;
+            block.head = g * group + r;
+            block.q_pos0 = pos0 + i0 + i;
+            block.n_q = 1;
+            block.n_keys = last - first;
+            block.key_pos = key_pos.data() + first;
+            const std::size_t row = static_cast<std::size_t>(r) * head_block + static_cast<std::size_t>(i) * ld;
+            block.probs = rows_host.get() + row + first;
+            block.lse = lse_host.get() + static_cast<std::size_t>(r) * nq + i;
+            block.decode = true;
+            observer->on_attention(block);
+          }
+        }
+      }
+    }
+    cuda::check(cudaEventRecord(staged[l % 2].get(), stream), "extend lists");
+    cuda::check_launch("extend attention");
+    output_and_ffn_rows(lw, b, n);
+    cuda::check_launch("extend layer");
   }
   pos_ = pos0 + n;
   logits_to_host(b.X.get() + (nz - 1) * dim);  // synchronises: the buffers may go

@@ -47,6 +47,22 @@ void Impl<T>::qkv_rows(const DeviceLayer<T>& lw, RowBuffers<T>& b, int n) {
 }
 
 template <class T>
+void Impl<T>::embed_tokens(std::span<const int> tokens, RowBuffers<T>& b) {
+  const std::vector<int32_t> ids(tokens.begin(), tokens.end());  // (pageable: read when the copy returns)
+  cuda::check(cudaMemcpyAsync(b.ids.get(), ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+              "token upload");
+  cuda::embed_rows(b.X.get(), embedding.get(), b.ids.get(), static_cast<int>(ids.size()), c.dim, stream);
+}
+
+template <class T>
+long Impl<T>::query_block(long score_floats, bool rows_to_host, int n) const {
+  long B = std::max(1L, (256L << 20) / (score_floats * (4 + 2 * kSplitParts<T>)));  // S fp32 + its 16-bit parts
+  if (rows_to_host) B = std::min(B, std::max(1L, (64L << 20) / (score_floats * 4)));
+  if (options.prefill_block > 0) B = std::min<long>(B, options.prefill_block);
+  return std::min<long>(B, n);
+}
+
+template <class T>
 void Impl<T>::output_and_ffn_rows(const DeviceLayer<T>& lw, RowBuffers<T>& b, int n) {
   const int dim = c.dim, qd = c.q_dim(), hid = c.hidden_dim, parts = kSplitParts<T>;
   const std::size_t nz = n;
@@ -82,15 +98,11 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
   const int pool = want_summary ? std::clamp(need.pool_block, 0, P) : 0;  // 0: no pooled map
   const int nb = pool > 0 ? (P + pool - 1) / pool : 0;
 
-  // Query rows per attention block: scores of every head within a fixed budget (and, when the
-  // rows go to the host, within a smaller pinned one).
+  // Query rows per attention block: scores of every head within a fixed budget.
   const long ld = round_up(P, 8);
   const long per_row = static_cast<long>(H) * ld;  // score floats per block row
   const int parts = kSplitParts<T>;
-  long B = std::max(1L, (256L << 20) / (per_row * (4 + 2 * parts)));  // S fp32 + its 16-bit parts
-  if (want_rows) B = std::min(B, std::max(1L, (64L << 20) / (per_row * 4)));
-  if (options.prefill_block > 0) B = std::min<long>(B, options.prefill_block);
-  B = std::min<long>(B, P);
+  const long B = query_block(per_row, want_rows, P);
 
   const std::size_t Pz = P;
   RowBuffers<T> b(c, P);
@@ -120,11 +132,8 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
     rows_lse_host = cuda::PinnedBuffer<float>(B * H, "prefill attention rows");     // [H, nq]
   }
 
-  std::vector<int32_t> ids_host(tokens.begin(), tokens.end());
-  cuda::check(cudaMemcpyAsync(b.ids.get(), ids_host.data(), Pz * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
-              "prompt upload");
   cuda::check(cudaMemsetAsync(slot0.get(), 0, slot0.bytes(), stream), "prefill cache slots");
-  cuda::embed_rows(b.X.get(), embedding.get(), b.ids.get(), P, dim, stream);
+  embed_tokens(tokens, b);
 
   const float one = 1.0f, zero = 0.0f;
   for (int l = 0; l < c.n_layers; ++l) {
@@ -245,6 +254,10 @@ template struct RowBuffers<__half>;
 template struct RowBuffers<__nv_bfloat16>;
 template void Impl<__half>::qkv_rows(const DeviceLayer<__half>&, RowBuffers<__half>&, int);
 template void Impl<__nv_bfloat16>::qkv_rows(const DeviceLayer<__nv_bfloat16>&, RowBuffers<__nv_bfloat16>&, int);
+template void Impl<__half>::embed_tokens(std::span<const int>, RowBuffers<__half>&);
+template void Impl<__nv_bfloat16>::embed_tokens(std::span<const int>, RowBuffers<__nv_bfloat16>&);
+template long Impl<__half>::query_block(long, bool, int) const;
+template long Impl<__nv_bfloat16>::query_block(long, bool, int) const;
 template void Impl<__half>::output_and_ffn_rows(const DeviceLayer<__half>&, RowBuffers<__half>&, int);
 template void Impl<__nv_bfloat16>::output_and_ffn_rows(const DeviceLayer<__nv_bfloat16>&, RowBuffers<__nv_bfloat16>&,
                                                        int);

@@ -514,9 +514,7 @@ std::span<const float> Engine::extend(std::span<const int> tokens) {
   try {
     return cuda_ ? cuda_->extend(tokens, s.observer, s.controller) : extend_batched(tokens);
   } catch (...) {
-    // layers that took the chunk's keys before the failure let them go
-    if (cuda_) cuda_->rewind(pos0);
-    else s.store.truncate(pos0);
+    rewind(pos0);  // layers that took the chunk's keys before the failure let them go
     throw;
   }
 }

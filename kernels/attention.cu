@@ -276,39 +276,37 @@ __global__ void decode_combine_kernel(float* out,         // [n_heads, head_dim]
   if (threadIdx.x == 0) lse[h] = m + logf(l);
 }
 
-// One block per (head, query row): causal softmax of the row's keys 0..q0+i in place, zeros for
-// keys q0+i+1..n_keys-1, entries at n_keys.. untouched.
-__global__ void softmax_causal_kernel(float* scores,  // [n_heads, nq, ld]
-                                      float* lse,     // [n_heads, nq]
-                                      int nq, int n_keys, long ld, int q0, int window) {
+// Block row r of scores (a block per row): the softmax of its keys lo..hi-1 in place, zeros for
+// its other keys 0..n_keys-1, entries at n_keys.. untouched; lse[r] its log-sum-exp.
+__device__ void softmax_row_keys(float* scores, float* lse, long r, long ld, int lo, int hi, int n_keys) {
   __shared__ float red[32];
-  const long r = blockIdx.x;  // h * nq + i
-  const int i = static_cast<int>(r % nq);
-  const int n = q0 + i + 1;    // causal keys of this row (<= n_keys)
-  const int lo = window > 0 ? max(0, n - window) : 0;  // first key inside the window
   float* s = scores + r * ld;  // [n_keys]
-  const float row_lse = softmax_in_place(s + lo, n - lo, red);
+  const float row_lse = softmax_in_place(s + lo, hi - lo, red);
   for (int j = threadIdx.x; j < lo; j += blockDim.x) s[j] = 0.0f;
-  for (int j = n + threadIdx.x; j < n_keys; j += blockDim.x) s[j] = 0.0f;
+  for (int j = hi + threadIdx.x; j < n_keys; j += blockDim.x) s[j] = 0.0f;
   if (threadIdx.x == 0) lse[r] = row_lse;
 }
 
-// One block per (head, query row): softmax of the row's keys begin[i]..end[i]-1 in place, zeros
-// for its other keys 0..n_keys-1, entries at n_keys.. untouched (begin/end shared by the heads).
+// One block per (head, query row): causal softmax of the row's keys 0..q0+i (from the window's
+// first key with window > 0).
+__global__ void softmax_causal_kernel(float* scores,  // [n_heads, nq, ld]
+                                      float* lse,     // [n_heads, nq]
+                                      int nq, int n_keys, long ld, int q0, int window) {
+  const long r = blockIdx.x;  // h * nq + i
+  const int n = q0 + static_cast<int>(r % nq) + 1;  // causal keys of this row (<= n_keys)
+  softmax_row_keys(scores, lse, r, ld, window > 0 ? max(0, n - window) : 0, n, n_keys);
+}
+
+// One block per (head, query row): softmax of the row's keys begin[i]..end[i]-1 (begin/end shared
+// by the heads).
 __global__ void softmax_ranges_kernel(float* scores,        // [n_heads, nq, ld]
                                       float* lse,           // [n_heads, nq]
                                       int nq, int n_keys, long ld,
                                       const int32_t* begin,  // [nq]
                                       const int32_t* end) {  // [nq]
-  __shared__ float red[32];
   const long r = blockIdx.x;  // h * nq + i
   const int i = static_cast<int>(r % nq);
-  const int b = begin[i], e = end[i];
-  float* s = scores + r * ld;  // [n_keys]
-  const float row_lse = softmax_in_place(s + b, e - b, red);
-  for (int j = threadIdx.x; j < b; j += blockDim.x) s[j] = 0.0f;
-  for (int j = e + threadIdx.x; j < n_keys; j += blockDim.x) s[j] = 0.0f;
-  if (threadIdx.x == 0) lse[r] = row_lse;
+  softmax_row_keys(scores, lse, r, ld, begin[i], end[i], n_keys);
 }
 
 }  // namespace

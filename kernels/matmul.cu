@@ -63,11 +63,6 @@ __global__ void matvec_kernel(float* y,           // [rows]
   constexpr int kLoads = kInFlight / kR;             // loads in flight per row
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long r = static_cast<long>(blockIdx.x) * kWarps + warp;
-  if (r >= rows) {  // the whole warp: no shuffle partner is lost
-    detail::wait_for_previous_kernels();
-    detail::let_next_kernel_start();
-    return;
-  }
   const T* wr[kR];  // [cols] each
 #pragma unroll
   for (int i = 0; i < kR; ++i) wr[i] = w + (r + static_cast<long>(i) * rows) * cols;
@@ -78,9 +73,10 @@ __global__ void matvec_kernel(float* y,           // [rows]
   for (int i = 0; i < kR; ++i)
 #pragma unroll
     for (int u = 0; u < kLoads; ++u)
-      if (lane + 32 * u < n8) detail::prefetch_l2(reinterpret_cast<const uint4*>(wr[i]) + lane + 32 * u);
+      if (r < rows && lane + 32 * u < n8) detail::prefetch_l2(reinterpret_cast<const uint4*>(wr[i]) + lane + 32 * u);
   detail::wait_for_previous_kernels();
   detail::let_next_kernel_start();
+  if (r >= rows) return;  // the whole warp: no shuffle partner is lost
   float s[kR] = {};
   float ss = 0.0f;
   if (n8 > 0) {  // rows start 16-byte aligned: 8 weights and 8 inputs per load pair
