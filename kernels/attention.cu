@@ -1,5 +1,5 @@
 // Attention on the device: one decode query row per head over listed cache rows (flash-decoding:
-// splits of keys scored and summed with their own max, then combined in split order, each key
+// splits of keys scored and summed with their own max, then combined in a fixed order, each key
 // and value read once per KV head), and the causal softmax of prefill score blocks.
 // CPU twins: ops::attend_rows (decode) and the softmax inside ops::attend (prefill).
 #include <stdexcept>
@@ -21,7 +21,9 @@ constexpr int kMinSplitKeys = 32;          // keys per decode split, doubled up 
 constexpr int kMaxSplitKeys = 512;         // ...this while the grid has over kSplitBlocks blocks
 constexpr int kSplitBlocks = 1024;
 constexpr int kCombineKeys = 1024;         // probabilities normalized per combine block
+constexpr int kCombineLoads = kCombineKeys / kThreads;  // of them per thread
 constexpr int kTileHalves = 8192;          // 16-bit values of key or value rows staged in shared memory (16 KB)
+constexpr int kTileLoads = kTileHalves / 8 / kThreads;  // 16-byte loads per thread for one tile
 constexpr int kOutPerThread = kBlockHeads * kMaxHeadDim / 2 / kThreads;  // (head, pair) sums
 
 // Keys per split of a decode launch: small splits for short contexts (enough blocks to fill the
@@ -54,15 +56,25 @@ __device__ float softmax_in_place(float* p, int n, float* red) {
 }
 
 // Copies the cache rows rs[t0 .. t0 + n) of one KV head (src [cap, head_dim]) into tile
-// [n, row_halves] (16-bit values) with 16-byte loads spread over the block, so that every thread
-// has several loads in flight (a warp walking the rows one at a time left HBM mostly idle).
+// [n, row_halves] (16-bit values) with 16-byte loads spread over the block: each thread issues all
+// of its loads (at most kTileLoads) before it stores any, so a block has the whole tile in flight
+// (16 KB). A loop that stored each value before loading the next kept one load per thread in
+// flight (4 KB a block), which at long contexts left HBM mostly idle.
 template <class T>
 __device__ void load_tile(uint4* tile, const T* src, const int32_t* rs, int t0, int n, int head_dim,
                           int row_halves) {
   const int per_row = head_dim / 8;  // uint4 per row
-  for (int i = threadIdx.x; i < n * per_row; i += blockDim.x) {
-    const int j = i / per_row, c = i % per_row;
-    tile[j * (row_halves / 8) + c] = reinterpret_cast<const uint4*>(src + static_cast<long>(rs[t0 + j]) * head_dim)[c];
+  const int count = n * per_row;     // <= kTileLoads * kThreads: a tile holds at most kTileHalves
+  uint4 x[kTileLoads];
+#pragma unroll
+  for (int s = 0; s < kTileLoads; ++s) {
+    const int i = threadIdx.x + s * kThreads;
+    if (i < count) x[s] = reinterpret_cast<const uint4*>(src + static_cast<long>(rs[t0 + i / per_row]) * head_dim)[i % per_row];
+  }
+#pragma unroll
+  for (int s = 0; s < kTileLoads; ++s) {
+    const int i = threadIdx.x + s * kThreads;
+    if (i < count) tile[(i / per_row) * (row_halves / 8) + i % per_row] = x[s];
   }
 }
 
@@ -76,9 +88,10 @@ __device__ void load_tile(uint4* tile, const T* src, const int32_t* rs, int t0, 
 //  - per head, the split's max m and sum l of exp(logit - m);
 //  - per head and output dimension, sum over the split of exp(logit - m) * value.
 // part [n_heads, n_splits, head_dim + 2] gets the sums, then m, then l (m = -inf, l = 0 and
-// zero sums for a split past the head's rows).
+// zero sums for a split past the head's rows). At most 64 registers (launch bounds), so that four
+// blocks share an SM as before the tile loads were batched (72 without the bound; no spills).
 template <class T>
-__global__ void decode_split_kernel(float* part,      // [n_heads, n_splits, head_dim + 2]
+__global__ void __launch_bounds__(kThreads, 4) decode_split_kernel(float* part,      // [n_heads, n_splits, head_dim + 2]
                                     float* probs,     // [n_heads, probs_stride]
                                     long probs_stride,
                                     const float* q,   // [n_heads, head_dim]
@@ -235,7 +248,8 @@ __global__ void decode_split_kernel(float* part,      // [n_heads, n_splits, hea
 // Decode, pass 2: one block per (head, kCombineKeys of its rows). From the splits' m and l: the
 // row's max M, sum L = sum of l * exp(m - M) and log-sum-exp; the block's probabilities become
 // exp(logit - M) / L; the first block of each head also writes lse and the output row, the
-// splits' sums weighted by exp(m - M) / L in split order.
+// splits' sums weighted by exp(m - M) / L (each warp over every kWarps-th split, then the warps in
+// order: the same bits on every run).
 __global__ void decode_combine_kernel(float* out,         // [n_heads, head_dim]
                                       float* probs,       // [n_heads, probs_stride]
                                       long probs_stride,
@@ -259,19 +273,52 @@ __global__ void decode_combine_kernel(float* out,         // [n_heads, head_dim]
   }
   l = detail::block_sum(l, red);
   const float inv = 1.0f / l;
+  // This block's probabilities, all of a thread's loads issued before its stores.
   float* p = probs + static_cast<long>(h) * probs_stride;  // [n]
-  const int j_end = min(n, static_cast<int>(blockIdx.y + 1) * kCombineKeys);
-  for (int j = static_cast<int>(blockIdx.y) * kCombineKeys + threadIdx.x; j < j_end; j += blockDim.x) {
-    p[j] = expf(p[j] - m) * inv;
+  const int j0 = static_cast<int>(blockIdx.y) * kCombineKeys + threadIdx.x;
+  float x[kCombineLoads];
+#pragma unroll
+  for (int i = 0; i < kCombineLoads; ++i) {
+    if (j0 + i * kThreads < n) x[i] = p[j0 + i * kThreads];
+  }
+#pragma unroll
+  for (int i = 0; i < kCombineLoads; ++i) {
+    if (j0 + i * kThreads < n) p[j0 + i * kThreads] = expf(x[i] - m) * inv;
   }
   if (blockIdx.y != 0) return;
-  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float o = 0.0f;
-    for (int s = 0; s < n_splits; ++s) {
-      const float* ps = ph + s * (head_dim + 2);
-      o += ps[d] * expf(ps[head_dim] - m);
+  // The output row: warp w sums the splits w, w + kWarps, ..., each lane its dimension pairs lane,
+  // lane + 32, ...; then the warps' rows are added in warp order. (A thread per dimension walking
+  // every split waited on one load after another: 32 times at 32K keys.)
+  __shared__ float2 warp_rows[kWarps][kMaxHeadDim / 2];  // [warps, head_dim / 2]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = head_dim / 2;
+  float2 o[kMaxHeadDim / 64];  // pairs lane + 32 i
+#pragma unroll
+  for (int i = 0; i < kMaxHeadDim / 64; ++i) o[i] = {0.0f, 0.0f};
+  for (int s = warp; s < n_splits; s += kWarps) {
+    const float* ps = ph + s * (head_dim + 2);  // [head_dim + 2]
+    const float w = expf(ps[head_dim] - m);
+#pragma unroll
+    for (int i = 0; i < kMaxHeadDim / 64; ++i) {
+      const int d = lane + 32 * i;
+      if (d >= half) break;
+      const float2 sum = reinterpret_cast<const float2*>(ps)[d];
+      o[i].x += sum.x * w;
+      o[i].y += sum.y * w;
     }
-    out[static_cast<long>(h) * head_dim + d] = o * inv;
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxHeadDim / 64; ++i) {
+    if (lane + 32 * i < half) warp_rows[warp][lane + 32 * i] = o[i];
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < half; d += kThreads) {
+    float2 sum = warp_rows[0][d];
+    for (int w = 1; w < kWarps; ++w) {
+      sum.x += warp_rows[w][d].x;
+      sum.y += warp_rows[w][d].y;
+    }
+    out[static_cast<long>(h) * head_dim + 2 * d] = sum.x * inv;
+    out[static_cast<long>(h) * head_dim + 2 * d + 1] = sum.y * inv;
   }
   if (threadIdx.x == 0) lse[h] = m + logf(l);
 }

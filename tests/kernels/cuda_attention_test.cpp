@@ -1,7 +1,7 @@
 // Device twins of kernels/attention.cu. attend_decode against ops::attend_rows over the cache
 // rounded to its storage type (fp16; bf16 for a subset of the cases) (rotated by row index with ops::rope_apply for the rope-by-slot path): GQA,
-// head_dim 8..256, listed rows that skip cache rows, different n_rows per KV head, up to ~3000 keys
-// (several P·V splits). softmax_causal and softmax_ranges against a double-precision softmax per row.
+// head_dim 8..256, listed rows that skip cache rows, different n_rows per KV head, up to ~8700 keys
+// (several P·V splits, and splits of several shared-memory tiles). softmax_causal and softmax_ranges against a double-precision softmax per row.
 // Tolerances (only fp32 accumulation order differs): probs 2e-5 relative + 1e-8 absolute,
 // lse 1e-5 absolute, out 1e-5 relative + 1e-5 absolute.
 #include <gtest/gtest.h>
@@ -175,6 +175,17 @@ TEST(CudaAttendDecode, HeadDim256WithRope) {
   c.rope = true;
   c.pairing = ops::RopePairing::RotateHalf;
   run_decode(c, 500);
+}
+
+// The Llama-3-8B shape at a context long enough for splits of 128 keys (eight KV heads): each
+// split stages several key tiles (60 keys at head_dim 128) and value tiles (64), the last ones
+// partial; one KV head with a single key, others ending mid-split.
+TEST(CudaAttendDecode, EightKvHeadsSplitsOfSeveralTiles) {
+  KVS_REQUIRE_GPU();
+  DecodeCase c{32, 8, 128, 11000, {8700, 8500, 4000, 8191, 1, 8300, 7000, 8650}};
+  c.rope = true;
+  c.pairing = ops::RopePairing::RotateHalf;
+  run_decode(c, 600);
 }
 
 // A bf16 cache through the same kernel: both RoPE pairings, several splits, GQA.

@@ -20,6 +20,7 @@
 #define __forceinline__ inline
 #define __shared__ static
 #define __restrict__ __restrict
+#define __launch_bounds__(...)  // occupancy hints mean nothing here
 // Kernels compiled for the emulation (kernels/cuda_launch.cuh calls grid_dependency_wait below).
 #define KVSCOPE_CUDA_EMU_DEVICE 1
 
