@@ -22,8 +22,11 @@ constexpr int kMaxSplitKeys = 512;         // ...this while the grid has over kS
 constexpr int kSplitBlocks = 1024;
 constexpr int kCombineKeys = 1024;         // probabilities normalized per combine block
 constexpr int kCombineLoads = kCombineKeys / kThreads;  // of them per thread
-constexpr int kTileHalves = 8192;          // 16-bit values of key or value rows staged in shared memory (16 KB)
-constexpr int kTileLoads = kTileHalves / 8 / kThreads;  // 16-byte loads per thread for one tile
+constexpr int kTileLoads = 4;                             // 16-byte loads per thread for one tile...
+constexpr int kTileValues = kTileLoads * kThreads * 8;    // ...so a tile has at most 8192 16-bit values of rows
+// The tile buffer holds one padded row per key lane group at head_dim 128 (64 keys, 17 KB), so that
+// a split of 64 keys or more is staged in whole tiles of 64.
+constexpr int kTileHalves = (kThreads / kKeyLanes) * (128 + 8);
 constexpr int kOutPerThread = kBlockHeads * kMaxHeadDim / 2 / kThreads;  // (head, pair) sums
 
 // Keys per split of a decode launch: small splits for short contexts (enough blocks to fill the
@@ -64,7 +67,7 @@ template <class T>
 __device__ void load_tile(uint4* tile, const T* src, const int32_t* rs, int t0, int n, int head_dim,
                           int row_halves) {
   const int per_row = head_dim / 8;  // uint4 per row
-  const int count = n * per_row;     // <= kTileLoads * kThreads: a tile holds at most kTileHalves
+  const int count = n * per_row;     // <= kTileLoads * kThreads (n * head_dim <= kTileValues)
   uint4 x[kTileLoads];
 #pragma unroll
   for (int s = 0; s < kTileLoads; ++s) {
@@ -122,8 +125,9 @@ __global__ void __launch_bounds__(kThreads, 4) decode_split_kernel(float* part, 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int half = head_dim / 2;
   const int k_row = head_dim + 8;  // halves per key row in the tile: 4 banks apart, no conflicts
-  const int k_tile_keys = min(kTileHalves / k_row, kThreads / kKeyLanes);
-  const int v_tile_keys = kTileHalves / head_dim;
+  const int k_tile_keys = min(min(kTileHalves / k_row, kThreads / kKeyLanes), kTileValues / head_dim);
+  int v_tile_keys = 1;  // a power of two, as the splits are: no part-filled tiles within a split
+  while (2 * v_tile_keys * head_dim <= kTileValues) v_tile_keys *= 2;
   using S = detail::Store<T>;
   using Pair = typename S::Pair;
   const Pair* tile2 = reinterpret_cast<const Pair*>(tile);  // [keys, row / 2]

@@ -1,7 +1,9 @@
 // Device twins of kernels/attention.cu. attend_decode against ops::attend_rows over the cache
-// rounded to its storage type (fp16; bf16 for a subset of the cases) (rotated by row index with ops::rope_apply for the rope-by-slot path): GQA,
-// head_dim 8..256, listed rows that skip cache rows, different n_rows per KV head, up to ~8700 keys
-// (several P·V splits, and splits of several shared-memory tiles). softmax_causal and softmax_ranges against a double-precision softmax per row.
+// rounded to its storage type (fp16; bf16 for a subset of the cases; rotated by row index with
+// ops::rope_apply for the rope-by-slot path): GQA, head_dim 8..256 (80 among them), listed rows
+// that skip cache rows, different n_rows per KV head, up to 17,000 keys (several P·V splits, and
+// splits of several shared-memory tiles). softmax_causal and softmax_ranges against a
+// double-precision softmax per row.
 // Tolerances (only fp32 accumulation order differs): probs 2e-5 relative + 1e-8 absolute,
 // lse 1e-5 absolute, out 1e-5 relative + 1e-5 absolute.
 #include <gtest/gtest.h>
@@ -186,6 +188,15 @@ TEST(CudaAttendDecode, EightKvHeadsSplitsOfSeveralTiles) {
   c.rope = true;
   c.pairing = ops::RopePairing::RotateHalf;
   run_decode(c, 600);
+}
+
+// A head_dim that is not a power of two (80: tiles of 64 keys for both passes) over splits of 128
+// keys, in bf16.
+TEST(CudaAttendDecode, HeadDim80Bf16SplitsOfSeveralTiles) {
+  KVS_REQUIRE_GPU();
+  DecodeCase c{8, 4, 80, 21500, {17000, 9000, 16500, 300}};
+  c.shuffled = true;
+  run_decode<__nv_bfloat16>(c, 700);
 }
 
 // A bf16 cache through the same kernel: both RoPE pairings, several splits, GQA.
