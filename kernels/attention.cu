@@ -113,7 +113,8 @@ __global__ void __launch_bounds__(kThreads, 4) decode_split_kernel(float* part, 
   detail::let_next_kernel_start();
   __shared__ float4 qs4[kBlockHeads * kMaxHeadDim / 4];  // 16-byte aligned for the vector reads
   float* qs = reinterpret_cast<float*>(qs4);              // [nh, head_dim]
-  __shared__ float e[kBlockHeads * kMaxSplitKeys];  // [nh, keys_per_split]
+  __shared__ float4 e4[kBlockHeads * kMaxSplitKeys / 4];  // 16-byte aligned for the value pass
+  float* e = reinterpret_cast<float*>(e4);                  // [nh, keys_per_split]
   __shared__ int32_t rs[kMaxSplitKeys];              // [keys_per_split] cache rows of the split
   __shared__ uint4 tile[kTileHalves / 8];            // [keys, head_dim + 8] or [keys, head_dim] halves
   const int g = blockIdx.x / head_blocks;
@@ -230,8 +231,22 @@ __global__ void __launch_bounds__(kThreads, 4) decode_split_kernel(float* part, 
       const int o = threadIdx.x + i * kThreads;
       if (o >= nh * half) break;
       const int r = o / half, d = o % half;
-      const float* er = e + r * keys_per_split + t0;  // [n]
-      for (int jt = 0; jt < n; ++jt) {
+      const float* er = e + r * keys_per_split + t0;  // [n]; t0 and keys_per_split are multiples of 4
+      int jt = 0;
+      for (; jt + 4 <= n; jt += 4) {  // four weights in one shared-memory read, in key order
+        const float4 w = *reinterpret_cast<const float4*>(er + jt);
+        const float2 x0 = S::to_float2(tile2[jt * half + d]), x1 = S::to_float2(tile2[(jt + 1) * half + d]);
+        const float2 x2 = S::to_float2(tile2[(jt + 2) * half + d]), x3 = S::to_float2(tile2[(jt + 3) * half + d]);
+        acc[i].x += w.x * x0.x;
+        acc[i].y += w.x * x0.y;
+        acc[i].x += w.y * x1.x;
+        acc[i].y += w.y * x1.y;
+        acc[i].x += w.z * x2.x;
+        acc[i].y += w.z * x2.y;
+        acc[i].x += w.w * x3.x;
+        acc[i].y += w.w * x3.y;
+      }
+      for (; jt < n; ++jt) {
         const float2 x = S::to_float2(tile2[jt * half + d]);
         acc[i].x += er[jt] * x.x;
         acc[i].y += er[jt] * x.y;
