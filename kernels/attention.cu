@@ -20,6 +20,7 @@ constexpr int kBlockHeads = 8;             // query heads of one KV head per dec
 constexpr int kMinSplitKeys = 32;          // keys per decode split, doubled up to...
 constexpr int kMaxSplitKeys = 512;         // ...this while the grid has over kSplitBlocks blocks
 constexpr int kSplitBlocks = 1024;
+constexpr int kSoftmaxLoads = 4;           // prefill softmax: elements a thread loads at once
 constexpr int kCombineKeys = 1024;         // probabilities normalized per combine block
 constexpr int kCombineLoads = kCombineKeys / kThreads;  // of them per thread
 constexpr int kTileLoads = 4;                             // 16-byte loads per thread for one tile...
@@ -39,23 +40,44 @@ int split_keys(int kv_blocks, int max_rows) {
   return keys;
 }
 
-// Softmax of p[0..n) in place by the whole block, with the steps of ops::softmax: exp(s - max),
-// their sum, times 1/sum. Returns the log-sum-exp. Each thread touches the same indices in every
-// pass, so no barrier is needed between them. red: __shared__ float[32].
+// Softmax of p[0..n) in place by the whole block; returns the log-sum-exp. Two passes over p (a
+// prefill row block is far larger than L2, so each pass is a trip to HBM): the first reads it,
+// each thread keeping the max of its elements and the sum of their exp(s - max), rescaled when the
+// max grows, then the block combines them; the second writes exp(s - max) / sum. Each thread has
+// kSoftmaxLoads loads in flight (a loop that stored each element before loading the next kept one,
+// and the three passes of max, exp and scale read the row three times and wrote it twice).
+// red: __shared__ float[32].
 __device__ float softmax_in_place(float* p, int n, float* red) {
-  float m = -INFINITY;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, p[j]);
-  m = detail::block_max(m, red);
-  float sum = 0.0f;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    const float e = expf(p[j] - m);
-    p[j] = e;
-    sum += e;
+  float m = -INFINITY, sum = 0.0f;
+  for (int j0 = threadIdx.x; j0 < n; j0 += kSoftmaxLoads * kThreads) {
+    float x[kSoftmaxLoads];
+#pragma unroll
+    for (int i = 0; i < kSoftmaxLoads; ++i) x[i] = j0 + i * kThreads < n ? p[j0 + i * kThreads] : -INFINITY;
+    float mx = m;
+#pragma unroll
+    for (int i = 0; i < kSoftmaxLoads; ++i) mx = fmaxf(mx, x[i]);
+    if (mx > m) {
+      sum *= expf(m - mx);  // 0 while m is still -inf
+      m = mx;
+    }
+#pragma unroll
+    for (int i = 0; i < kSoftmaxLoads; ++i) sum += expf(x[i] - m);  // 0 past n
   }
-  sum = detail::block_sum(sum, red);
-  const float inv = 1.0f / sum;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) p[j] *= inv;
-  return m + logf(sum);
+  const float row_max = detail::block_max(m, red);
+  const float row_sum = detail::block_sum(m == -INFINITY ? 0.0f : sum * expf(m - row_max), red);
+  const float inv = 1.0f / row_sum;
+  for (int j0 = threadIdx.x; j0 < n; j0 += kSoftmaxLoads * kThreads) {
+    float x[kSoftmaxLoads];
+#pragma unroll
+    for (int i = 0; i < kSoftmaxLoads; ++i) {
+      if (j0 + i * kThreads < n) x[i] = p[j0 + i * kThreads];
+    }
+#pragma unroll
+    for (int i = 0; i < kSoftmaxLoads; ++i) {
+      if (j0 + i * kThreads < n) p[j0 + i * kThreads] = expf(x[i] - row_max) * inv;
+    }
+  }
+  return row_max + logf(row_sum);
 }
 
 // Copies the cache rows rs[t0 .. t0 + n) of one KV head (src [cap, head_dim]) into tile

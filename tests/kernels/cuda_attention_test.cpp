@@ -286,6 +286,7 @@ TEST(CudaSoftmaxCausal, LaterBlockOverLongRows) {
   KVS_REQUIRE_GPU();
   run_softmax_causal(3, 1400, 70, 700);
   run_softmax_causal(2, 300, 5, 800);
+  run_softmax_causal(1, 5000, 3, 701);  // five rounds of a block's loads per row
 }
 
 TEST(CudaSoftmaxCausal, SlidingWindowMasksKeysBeforeIt) {
