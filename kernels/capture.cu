@@ -9,6 +9,8 @@ namespace kvs::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kPoolCols = 4;                     // pool_add: columns a thread sums at once
+constexpr int kPoolKeys = kPoolCols * kThreads;  // keys whose column sums a block stages
 
 // Grid (ceil(n_keys / kThreads), n_heads). Thread j owns column j of head blockIdx.y and sums its
 // rows in row order (no atomics: deterministic), then adds the block's sum to colsum.
@@ -41,29 +43,56 @@ __global__ void window_rows_kernel(float* window,       // [n_heads, W, P]
   if (threadIdx.x == 0) window_lse[h * W + w] = lse[h * nq + i];
 }
 
-// One thread per cell (head h, pool row a_first + r, pool column b), flattened over
-// n_heads * n_a * n_b (a 1-D grid: no 65535 limit on any extent). Each sums its rows in order,
-// each row's keys in order (no atomics).
+// One block per (head h, pool row a_first + r, chunk of cells_per_block pool columns b <= a),
+// flattened over n_heads * n_a * n_chunks (a 1-D grid: no 65535 limit on any extent). The chunk's
+// keys are taken kPoolKeys at a time: threads over keys (coalesced, kPoolCols columns each, so
+// that each has that many loads in flight) sum their columns over the pool row's query rows in row
+// order into shared memory; then a thread per pool cell adds its keys' sums in key order. The CPU
+// twin's additions in its order, so the same bits. (A thread per cell walking its keys and rows
+// read each row 4 bytes at a time and left most of the GPU idle: 8,192 threads at 32K keys.)
 __global__ void pool_add_kernel(float* pooled,       // [n_heads, nb, nb]
                                 const float* probs,  // [n_heads, nq, ld]
                                 int nq, int n_keys, long ld, int q0, int P, int block, int nb,
-                                int a_first, int n_a, int n_b, long cells) {
-  const long idx = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= cells) return;
-  const int b = static_cast<int>(idx % n_b);
-  const int a = a_first + static_cast<int>(idx / n_b % n_a);
-  const long h = idx / n_b / n_a;
-  if (b > a) return;  // above the diagonal: no causal mass
+                                int a_first, int n_a, int cells_per_block, int n_chunks) {
+  __shared__ float cols[kPoolKeys];  // [kPoolKeys] column sums of the keys c0..c1-1
+  const int chunk = static_cast<int>(blockIdx.x % n_chunks);
+  const int a = a_first + static_cast<int>(blockIdx.x / n_chunks % n_a);
+  const long h = blockIdx.x / n_chunks / n_a;
   const int i0 = max(a * block, q0) - q0, i1 = min((a + 1) * block, q0 + nq) - q0;
-  const int j0 = b * block, j1 = min((b + 1) * block, n_keys);
+  const int b0 = chunk * cells_per_block, b1 = min(b0 + cells_per_block, a + 1);  // above the diagonal: no mass
+  const int k_begin = b0 * block, k_end = min(b1 * block, n_keys);
+  if (k_begin >= k_end) return;  // the whole block
   const float* ph = probs + h * nq * ld;  // [nq, ld]
+  const int b = b0 + static_cast<int>(threadIdx.x);  // this thread's cell, when b < b1
   float s = 0.0f;
-  for (int j = j0; j < j1; ++j) {  // the CPU twin's order: each key's column sum, keys in order
-    float c = 0.0f;
-    for (int i = i0; i < i1; ++i) c += ph[static_cast<long>(i) * ld + j];
-    s += c;
+  for (int c0 = k_begin; c0 < k_end; c0 += kPoolKeys) {
+    const int c1 = min(c0 + kPoolKeys, k_end);
+    float c[kPoolCols];
+#pragma unroll
+    for (int u = 0; u < kPoolCols; ++u) c[u] = 0.0f;
+    for (int i = i0; i < i1; ++i) {
+      const float* row = ph + static_cast<long>(i) * ld;  // [n_keys]
+#pragma unroll
+      for (int u = 0; u < kPoolCols; ++u) {
+        const int j = c0 + static_cast<int>(threadIdx.x) + u * kThreads;
+        if (j < c1) c[u] += row[j];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kPoolCols; ++u) {
+      const int j = c0 + static_cast<int>(threadIdx.x) + u * kThreads;
+      if (j < c1) cols[j - c0] = c[u];
+    }
+    __syncthreads();
+    if (b < b1) {
+      const int j1 = min(min((b + 1) * block, n_keys), c1);
+      for (int j = max(b * block, c0); j < j1; ++j) s += cols[j - c0];
+    }
+    __syncthreads();  // cols is read before the next keys overwrite it
   }
-  pooled[(h * nb + a) * nb + b] += s / static_cast<float>(min(block, P - a * block));
+  if (b < b1 && b * block < n_keys) {
+    pooled[(h * nb + a) * nb + b] += s / static_cast<float>(min(block, P - a * block));
+  }
 }
 
 }  // namespace
@@ -94,10 +123,11 @@ void pool_add(float* pooled, const float* probs, int n_heads, int nq, int n_keys
   const int nb = (P + block - 1) / block;
   const int a_first = q0 / block, n_a = (q0 + nq - 1) / block - a_first + 1;
   const int n_b = (n_keys - 1) / block + 1;  // pool columns holding keys of this block
-  const long cells = static_cast<long>(n_heads) * n_a * n_b;
-  const long blocks = (cells + kThreads - 1) / kThreads;
+  const int cells_per_block = std::clamp(kPoolKeys / block, 1, kThreads);
+  const int n_chunks = (n_b + cells_per_block - 1) / cells_per_block;
+  const long blocks = static_cast<long>(n_heads) * n_a * n_chunks;
   pool_add_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      pooled, probs, nq, n_keys, ld, q0, P, block, nb, a_first, n_a, n_b, cells);
+      pooled, probs, nq, n_keys, ld, q0, P, block, nb, a_first, n_a, cells_per_block, n_chunks);
 }
 
 }  // namespace kvs::cuda

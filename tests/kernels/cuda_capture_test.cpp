@@ -2,6 +2,7 @@
 // additions in the same order (columns summed in row order, pooled cells key by key over column sums): exact.
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <vector>
 
 #include "kernels/capture.h"
@@ -57,16 +58,25 @@ TEST(CudaCapture, WindowRowsMatchesCpuTwinExactly) {
 TEST(CudaCapture, PoolAddMatchesCpuTwinExactly) {
   KVS_REQUIRE_GPU();
   // 300 queries pooled by 7 (43 pool rows, the last of 6 queries) and by 1 (300 pool columns:
-  // two thread blocks per row), in prefill blocks that straddle pool rows.
-  for (const int pool : {7, 1}) {
-    const int n_heads = 3, P = 300, nb = (P + pool - 1) / pool;
+  // two thread blocks per row); 2,600 pooled by 300 (three cells a thread block, 900 keys) and by
+  // 1,100 (a cell's keys staged in three rounds, the last cell of 400); in prefill blocks that
+  // straddle pool rows.
+  struct Case {
+    int pool, P;
+    std::vector<std::pair<int, int>> blocks;  // {q0, nq}
+  };
+  const Case cases[] = {{7, 300, {{0, 100}, {100, 170}, {270, 30}}},
+                        {1, 300, {{0, 100}, {100, 170}, {270, 30}}},
+                        {300, 2600, {{0, 900}, {900, 1300}, {2200, 400}}},
+                        {1100, 2600, {{0, 900}, {900, 1300}, {2200, 400}}}};
+  for (const Case& c : cases) {
+    const int n_heads = 2, P = c.P, pool = c.pool, nb = (P + pool - 1) / pool;
     const auto pooled0 = test::random_vec(static_cast<std::size_t>(n_heads) * nb * nb, 80, 0.0f, 1.0f);  // [n_heads, nb, nb]
     std::vector<float> want = pooled0;
     auto dpooled = upload(pooled0);
-    const int blocks[][2] = {{0, 100}, {100, 170}, {270, 30}};  // {q0, nq}
     uint64_t seed = 81;
-    for (const auto& b : blocks) {
-      const int q0 = b[0], nq = b[1], n_keys = q0 + nq;
+    for (const auto& [q0, nq] : c.blocks) {
+      const int n_keys = q0 + nq;
       const long ld = n_keys + 3;
       const auto probs = test::random_vec(n_heads * nq * ld, seed++, 0.0f, 0.01f);  // [n_heads, nq, ld]
       ops::pool_add(want.data(), probs.data(), n_heads, nq, n_keys, ld, q0, P, pool);
