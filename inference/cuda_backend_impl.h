@@ -223,8 +223,8 @@ struct Impl final : Forward {
   // b.X = the embedding rows of tokens (uploaded to b.ids first).
   void embed_tokens(std::span<const int> tokens, RowBuffers<T>& b);
   // Query rows per attention block of a batched pass over n rows whose scores take score_floats
-  // floats a row: within 256 MB with their 16-bit parts (64 MB when the rows go to the host), at
-  // most EngineOptions::prefill_block when that is set.
+  // floats a row: within an eighth of the free GPU memory (256 MB to 1 GB) with their 16-bit
+  // parts (64 MB when the rows go to the host), at most EngineOptions::prefill_block when set.
   long query_block(long score_floats, bool rows_to_host, int n) const;
   void upload_weights();
   void upload(float* dst, const WeightVector& src, const char* what);

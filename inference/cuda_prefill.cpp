@@ -54,9 +54,16 @@ void Impl<T>::embed_tokens(std::span<const int> tokens, RowBuffers<T>& b) {
   cuda::embed_rows(b.X.get(), embedding.get(), b.ids.get(), static_cast<int>(ids.size()), c.dim, stream);
 }
 
+// Query rows per attention block: the scores (fp32 and their 16-bit parts) of every head within a
+// budget of an eighth of the free GPU memory, between 256 MB and 1 GB. Each block's GEMMs read
+// every key and value attended so far, so at 32K keys on the 8B shape 256 MB blocks (32 rows)
+// read as many bytes of the cache per layer as they wrote scores; 1 GB blocks read a quarter.
 template <class T>
 long Impl<T>::query_block(long score_floats, bool rows_to_host, int n) const {
-  long B = std::max(1L, (256L << 20) / (score_floats * (4 + 2 * kSplitParts<T>)));  // S fp32 + its 16-bit parts
+  std::size_t free_b = 0, total_b = 0;
+  cuda::check(cudaMemGetInfo(&free_b, &total_b), "GPU memory query");
+  const long budget = std::clamp(static_cast<long>(free_b / 8), 256L << 20, 1L << 30);
+  long B = std::max(1L, budget / (score_floats * (4 + 2 * kSplitParts<T>)));  // S fp32 + its 16-bit parts
   if (rows_to_host) B = std::min(B, std::max(1L, (64L << 20) / (score_floats * 4)));
   if (options.prefill_block > 0) B = std::min<long>(B, options.prefill_block);
   return std::min<long>(B, n);
