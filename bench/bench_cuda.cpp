@@ -608,6 +608,17 @@ ContextResult run_context(kvs::Engine& engine, int T, const Options& o, double w
 
 const char* mark(bool ok) { return ok ? "met" : "NOT met"; }
 
+// One line per finished context with its main figures, so that a run stopped before the tables
+// (the GPU check caps each step) still reports what it measured.
+void print_progress(const ContextResult& r, double seconds, double bandwidth) {
+  std::printf("context %d: done in %.1f s (prefill %.0f tok/s, decode %.1f tok/s hooks off, %.2f of the limit",
+              r.T, seconds, r.T / r.prefill_s, 1.0 / r.off_step_s, r.bytes_per_token / r.off_step_s / bandwidth);
+  if (r.rows_step_s > 0) std::printf("; rows to host %+.1f%%", 100.0 * (r.rows_step_s / r.off_step_s - 1.0));
+  if (r.has_trace) std::printf("; trace %+.1f%%", 100.0 * (r.trace.sustained_step_s() / r.off_step_s - 1.0));
+  if (r.plain_step_s > 0) std::printf("; overlap on / off %.3f", r.plain_step_s / r.off_step_s);
+  std::printf(")\n");
+}
+
 void print_tables(const std::vector<ContextResult>& results, const Options& o, double bandwidth) {
   constexpr double kFractionTarget = 0.80, kOverheadTarget = 15.0;
   std::printf("\n| context | prefill tok/s | decode tok/s, hooks off | fraction of limit (target >= %.2f) | "
@@ -737,8 +748,7 @@ void measure(const kvs::Model& model, const Options& o, kvs::GpuDtype dtype, dou
     if (!r.error.empty())
       std::printf("context %d: %s\n", T, r.error.c_str());
     else
-      std::printf("context %d: done in %.1f s (prefill %.0f tok/s, decode %.1f tok/s hooks off)\n", T,
-                  seconds_since(t0), T / r.prefill_s, 1.0 / r.off_step_s);
+      print_progress(r, seconds_since(t0), bandwidth);
     std::fflush(stdout);
   }
   engine.reset();  // gives the GPU memory back for the second probe

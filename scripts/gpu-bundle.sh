@@ -178,7 +178,7 @@ check)
   # Most important first. A 32K prefill of the 8B shape takes ~25 s and runs three times a dtype,
   # so bf16 is timed at the shorter contexts only.
   capped 120 tests.log bash scripts/gpu-bundle.sh test
-  capped 220 bench.log "$bundle/bin/bench_cuda" --shape 8b --ops --contexts 1024,4096,32768 --steps 16 \
+  capped 220 bench.log "$bundle/bin/bench_cuda" --shape 8b --ops --contexts 1024,4096,32768,8192 --steps 16 \
     --capture both --overlap both
   capped 120 hf.log python3 scripts/bench-hf-eager.py --shape 8b --contexts 1024,4096,8192 --steps 16
   capped 90 bench-bf16.log "$bundle/bin/bench_cuda" --shape 8b --contexts 1024,4096 --steps 16 --capture none \
