@@ -84,22 +84,33 @@ __device__ float softmax_in_place(float* p, int n, float* red) {
 // [n, row_halves] (16-bit values) with 16-byte loads spread over the block: each thread issues all
 // of its loads (at most kTileLoads) before it stores any, so a block has the whole tile in flight
 // (16 KB). A loop that stored each value before loading the next kept one load per thread in
-// flight (4 KB a block), which at long contexts left HBM mostly idle.
+// flight (4 KB a block), which at long contexts left HBM mostly idle. Thread t's k-th load is unit
+// t + k·kThreads of the tile: row and column stepped from t's own without a division each.
 template <class T>
 __device__ void load_tile(uint4* tile, const T* src, const int32_t* rs, int t0, int n, int head_dim,
                           int row_halves) {
-  const int per_row = head_dim / 8;  // uint4 per row
-  const int count = n * per_row;     // <= kTileLoads * kThreads (n * head_dim <= kTileValues)
+  const int per_row = head_dim / 8;  // uint4 per row; n * per_row <= kTileLoads * kThreads
+  const int step_rows = kThreads / per_row, step_cols = kThreads % per_row;
+  int j[kTileLoads], c[kTileLoads];  // row in the tile, uint4 in the row
+  j[0] = threadIdx.x / per_row;
+  c[0] = threadIdx.x % per_row;
+#pragma unroll
+  for (int s = 1; s < kTileLoads; ++s) {
+    j[s] = j[s - 1] + step_rows;
+    c[s] = c[s - 1] + step_cols;
+    if (c[s] >= per_row) {
+      c[s] -= per_row;
+      ++j[s];
+    }
+  }
   uint4 x[kTileLoads];
 #pragma unroll
   for (int s = 0; s < kTileLoads; ++s) {
-    const int i = threadIdx.x + s * kThreads;
-    if (i < count) x[s] = reinterpret_cast<const uint4*>(src + static_cast<long>(rs[t0 + i / per_row]) * head_dim)[i % per_row];
+    if (j[s] < n) x[s] = reinterpret_cast<const uint4*>(src + static_cast<long>(rs[t0 + j[s]]) * head_dim)[c[s]];
   }
 #pragma unroll
   for (int s = 0; s < kTileLoads; ++s) {
-    const int i = threadIdx.x + s * kThreads;
-    if (i < count) tile[(i / per_row) * (row_halves / 8) + i % per_row] = x[s];
+    if (j[s] < n) tile[j[s] * (row_halves / 8) + c[s]] = x[s];
   }
 }
 
