@@ -145,9 +145,8 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                      "extend scores");
         }
-        cuda::softmax_ranges(S.get(), S_lse.get(), group, nq, m, ld, range_dev.get() + i0, range_dev.get() + nz + i0,
-                             stream);
-        cuda::split_store(Sp.get(), group * head_block, parts, S.get(), group * head_block, stream);
+        cuda::softmax_ranges(S.get(), S_lse.get(), Sp.get(), group * head_block, parts, group, nq, m, ld,
+                             range_dev.get() + i0, range_dev.get() + nz + i0, stream);
         // ATT_h[nq, hd] = P_r[nq, m] · VG[m, hd], P part by part
         for (int p = 0; p < parts; ++p) {
           blas_check(cuda::blas().gemm_strided_batched_ex(

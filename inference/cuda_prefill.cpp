@@ -179,8 +179,8 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
                      "prefill scores");
         }
       }
-      cuda::softmax_causal(S.get(), S_lse.get(), H, nq, n_keys, ld, q0, c.sliding_window, stream);
-      cuda::split_store(Sp.get(), H * head_block, parts, S.get(), H * head_block, stream);
+      cuda::softmax_causal(S.get(), S_lse.get(), Sp.get(), H * head_block, parts, H, nq, n_keys, ld, q0,
+                           c.sliding_window, stream);
       for (int r = 0; r < group; ++r) {
         // ATT_h[nq, hd] = P_h[nq, n_keys] · V_g[n_keys, hd], P part by part
         for (int p = 0; p < parts; ++p) {

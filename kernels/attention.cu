@@ -1,6 +1,7 @@
 // Attention on the device: one decode query row per head over listed cache rows (flash-decoding:
 // splits of keys scored and summed with their own max, then combined in a fixed order, each key
-// and value read once per KV head), and the causal softmax of prefill score blocks.
+// and value read once per KV head), and the causal softmax of prefill score blocks, which also
+// writes the probabilities as the 16-bit parts the P·V GEMMs read.
 // CPU twins: ops::attend_rows (decode) and the softmax inside ops::attend (prefill).
 #include <stdexcept>
 
@@ -40,14 +41,25 @@ int split_keys(int kv_blocks, int max_rows) {
   return keys;
 }
 
+// Where a prefill softmax row's probabilities also go, as the 16-bit parts the P·V GEMMs read
+// (detail::store_split): key j's parts at at + j, part_stride apart.
+template <class T>
+struct RowParts {
+  T* at;  // [n_parts, part_stride] from the row's key 0
+  long part_stride;
+  int n_parts;
+  __device__ void put(int j, float x) const { detail::store_split(at + j, part_stride, n_parts, x); }
+};
+
 // Softmax of p[0..n) in place by the whole block; returns the log-sum-exp. Two passes over p (a
 // prefill row block is far larger than L2, so each pass is a trip to HBM): the first reads it,
 // each thread keeping the max of its elements and the sum of their exp(s - max), rescaled when the
 // max grows, then the block combines them; the second writes exp(s - max) / sum. Each thread has
 // kSoftmaxLoads loads in flight (a loop that stored each element before loading the next kept one,
-// and the three passes of max, exp and scale read the row three times and wrote it twice).
-// red: __shared__ float[32].
-__device__ float softmax_in_place(float* p, int n, float* red) {
+// and the three passes of max, exp and scale read the row three times and wrote it twice). The
+// second pass also writes the probabilities' 16-bit parts (RowParts). red: __shared__ float[32].
+template <class T>
+__device__ float softmax_in_place(float* p, int n, float* red, const RowParts<T>& parts) {
   float m = -INFINITY, sum = 0.0f;
   for (int j0 = threadIdx.x; j0 < n; j0 += kSoftmaxLoads * kThreads) {
     float x[kSoftmaxLoads];
@@ -74,7 +86,12 @@ __device__ float softmax_in_place(float* p, int n, float* red) {
     }
 #pragma unroll
     for (int i = 0; i < kSoftmaxLoads; ++i) {
-      if (j0 + i * kThreads < n) p[j0 + i * kThreads] = expf(x[i] - row_max) * inv;
+      const int j = j0 + i * kThreads;
+      if (j < n) {
+        const float v = expf(x[i] - row_max) * inv;
+        p[j] = v;
+        parts.put(j, v);
+      }
     }
   }
   return row_max + logf(row_sum);
@@ -376,36 +393,52 @@ __global__ void decode_combine_kernel(float* out,         // [n_heads, head_dim]
 }
 
 // Block row r of scores (a block per row): the softmax of its keys lo..hi-1 in place, zeros for
-// its other keys 0..n_keys-1, entries at n_keys.. untouched; lse[r] its log-sum-exp.
-__device__ void softmax_row_keys(float* scores, float* lse, long r, long ld, int lo, int hi, int n_keys) {
+// its other keys 0..n_keys-1, entries at n_keys.. untouched; lse[r] its log-sum-exp; the same
+// values of keys 0..n_keys-1 as parts (row_parts from the row's key 0).
+template <class T>
+__device__ void softmax_row_keys(float* scores, float* lse, const RowParts<T>& row_parts, long r, long ld, int lo,
+                                 int hi, int n_keys) {
   __shared__ float red[32];
   float* s = scores + r * ld;  // [n_keys]
-  const float row_lse = softmax_in_place(s + lo, hi - lo, red);
-  for (int j = threadIdx.x; j < lo; j += blockDim.x) s[j] = 0.0f;
-  for (int j = hi + threadIdx.x; j < n_keys; j += blockDim.x) s[j] = 0.0f;
+  const float row_lse = softmax_in_place(s + lo, hi - lo, red, RowParts<T>{row_parts.at + lo, row_parts.part_stride,
+                                                                           row_parts.n_parts});
+  for (int j = threadIdx.x; j < lo; j += blockDim.x) {
+    s[j] = 0.0f;
+    row_parts.put(j, 0.0f);
+  }
+  for (int j = hi + threadIdx.x; j < n_keys; j += blockDim.x) {
+    s[j] = 0.0f;
+    row_parts.put(j, 0.0f);
+  }
   if (threadIdx.x == 0) lse[r] = row_lse;
 }
 
 // One block per (head, query row): causal softmax of the row's keys 0..q0+i (from the window's
 // first key with window > 0).
+template <class T>
 __global__ void softmax_causal_kernel(float* scores,  // [n_heads, nq, ld]
                                       float* lse,     // [n_heads, nq]
-                                      int nq, int n_keys, long ld, int q0, int window) {
+                                      T* parts,       // [n_parts, part_stride] indexed as scores
+                                      long part_stride, int n_parts, int nq, int n_keys, long ld, int q0,
+                                      int window) {
   const long r = blockIdx.x;  // h * nq + i
   const int n = q0 + static_cast<int>(r % nq) + 1;  // causal keys of this row (<= n_keys)
-  softmax_row_keys(scores, lse, r, ld, window > 0 ? max(0, n - window) : 0, n, n_keys);
+  softmax_row_keys(scores, lse, RowParts<T>{parts + r * ld, part_stride, n_parts}, r, ld,
+                   window > 0 ? max(0, n - window) : 0, n, n_keys);
 }
 
 // One block per (head, query row): softmax of the row's keys begin[i]..end[i]-1 (begin/end shared
 // by the heads).
+template <class T>
 __global__ void softmax_ranges_kernel(float* scores,        // [n_heads, nq, ld]
                                       float* lse,           // [n_heads, nq]
-                                      int nq, int n_keys, long ld,
+                                      T* parts,             // [n_parts, part_stride] indexed as scores
+                                      long part_stride, int n_parts, int nq, int n_keys, long ld,
                                       const int32_t* begin,  // [nq]
                                       const int32_t* end) {  // [nq]
   const long r = blockIdx.x;  // h * nq + i
   const int i = static_cast<int>(r % nq);
-  softmax_row_keys(scores, lse, r, ld, begin[i], end[i], n_keys);
+  softmax_row_keys(scores, lse, RowParts<T>{parts + r * ld, part_stride, n_parts}, r, ld, begin[i], end[i], n_keys);
 }
 
 }  // namespace
@@ -447,20 +480,30 @@ template void attend_decode(float*, float*, long, float*, const float*, const __
                             const __nv_bfloat16*, long, const int32_t*, long, const int32_t*, int, int,
                             int, int, float, const float*, const float*, bool, float*, cudaStream_t);
 
-void softmax_causal(float* scores, float* lse, int n_heads, int nq, int n_keys,
-                    long ld, int q0, int window, cudaStream_t stream) {
+template <class T>
+void softmax_causal(float* scores, float* lse, T* parts, long part_stride, int n_parts, int n_heads, int nq,
+                    int n_keys, long ld, int q0, int window, cudaStream_t stream) {
   if (n_heads <= 0 || nq <= 0) return;
   const long blocks = static_cast<long>(n_heads) * nq;
-  softmax_causal_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      scores, lse, nq, n_keys, ld, q0, window);
+  softmax_causal_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      scores, lse, parts, part_stride, n_parts, nq, n_keys, ld, q0, window);
 }
 
-void softmax_ranges(float* scores, float* lse, int n_heads, int nq, int n_keys, long ld, const int32_t* begin,
-                    const int32_t* end, cudaStream_t stream) {
+template <class T>
+void softmax_ranges(float* scores, float* lse, T* parts, long part_stride, int n_parts, int n_heads, int nq,
+                    int n_keys, long ld, const int32_t* begin, const int32_t* end, cudaStream_t stream) {
   const long blocks = static_cast<long>(n_heads) * nq;
   if (blocks <= 0) return;
-  softmax_ranges_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(scores, lse, nq, n_keys, ld, begin,
-                                                                                 end);
+  softmax_ranges_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      scores, lse, parts, part_stride, n_parts, nq, n_keys, ld, begin, end);
 }
+
+template void softmax_causal(float*, float*, __half*, long, int, int, int, int, long, int, int, cudaStream_t);
+template void softmax_causal(float*, float*, __nv_bfloat16*, long, int, int, int, int, long, int, int,
+                             cudaStream_t);
+template void softmax_ranges(float*, float*, __half*, long, int, int, int, int, long, const int32_t*,
+                             const int32_t*, cudaStream_t);
+template void softmax_ranges(float*, float*, __nv_bfloat16*, long, int, int, int, int, long, const int32_t*,
+                             const int32_t*, cudaStream_t);
 
 }  // namespace kvs::cuda

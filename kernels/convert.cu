@@ -26,15 +26,9 @@ __global__ void split_store_kernel(T* parts,         // [n_parts, part_stride]
                                    long part_stride, int n_parts,
                                    const float* x,   // [n]
                                    long n) {
-  using S = detail::Store<T>;
   const long step = static_cast<long>(blockDim.x) * gridDim.x;
   for (long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    float rest = x[i];
-    for (int p = 0; p < n_parts; ++p) {
-      const T h = S::from_float(rest);
-      parts[p * part_stride + i] = h;
-      rest -= S::to_float(h);
-    }
+    detail::store_split(parts + i, part_stride, n_parts, x[i]);
   }
 }
 

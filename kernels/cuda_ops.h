@@ -99,15 +99,20 @@ void attend_decode(float* out, float* probs, long probs_stride, float* lse,
 // keys 0..n_keys-1 (n_keys = q0 + nq). Each row becomes its causal softmax in place: keys past the
 // row's own position get probability 0, and with window > 0 (sliding-window attention) so do keys
 // at or before q - window. lse [n_heads, nq] gets each row's log-sum-exp over the keys it kept.
-void softmax_causal(float* scores, float* lse, int n_heads, int nq, int n_keys,
-                    long ld, int q0, int window, cudaStream_t stream);
+// The probabilities of keys 0..n_keys-1 also go to parts ([n_parts, part_stride], indexed as
+// scores) as split_store would write them, for the P·V GEMMs: one pass instead of a second
+// kernel reading the block again (and its columns past n_keys).
+template <class T>
+void softmax_causal(float* scores, float* lse, T* parts, long part_stride, int n_parts, int n_heads, int nq,
+                    int n_keys, long ld, int q0, int window, cudaStream_t stream);
 
 // The rows of a block over gathered keys (Engine::extend's chunk on the GPU): scores [n_heads, nq,
 // ld] hold the scaled logits of query rows over keys 0..n_keys-1; row i (of every head) keeps keys
 // begin[i]..end[i]-1 (device arrays [nq], begin < end <= n_keys) and becomes their softmax, zeros
-// elsewhere; lse [n_heads, nq] as above.
-void softmax_ranges(float* scores, float* lse, int n_heads, int nq, int n_keys, long ld, const int32_t* begin,
-                    const int32_t* end, cudaStream_t stream);
+// elsewhere; lse [n_heads, nq] and parts as above.
+template <class T>
+void softmax_ranges(float* scores, float* lse, T* parts, long part_stride, int n_parts, int n_heads, int nq,
+                    int n_keys, long ld, const int32_t* begin, const int32_t* end, cudaStream_t stream);
 
 // ---- capture.cu (twin: kernels/capture.h) — prefill reductions kept on the device
 //

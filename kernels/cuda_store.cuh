@@ -1,7 +1,7 @@
 // The two 16-bit types the CUDA backend stores weights and the KV cache in — fp16 (__half) and
 // bf16 (__nv_bfloat16) — behind one interface for the kernels templated on them: a value or a
-// pair of values (4 bytes) widened to fp32, and fp32 rounded to the type (nearest even).
-// Everything is computed in fp32 either way.
+// pair of values (4 bytes) widened to fp32, and fp32 rounded to the type (nearest even); and an fp32
+// value split into 16-bit parts for the prefill GEMMs. Everything is computed in fp32 either way.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -27,5 +27,16 @@ struct Store<__nv_bfloat16> {
   static __device__ __forceinline__ float2 to_float2(__nv_bfloat162 p) { return __bfloat1622float2(p); }
   static __device__ __forceinline__ __nv_bfloat16 from_float(float f) { return __float2bfloat16_rn(f); }
 };
+
+// x as n_parts values of T at parts[0], parts[part_stride], ...: part 0 = T(x), part p = T(x - the
+// parts before it) (cuda::split_store).
+template <class T>
+__device__ __forceinline__ void store_split(T* parts, long part_stride, int n_parts, float x) {
+  for (int p = 0; p < n_parts; ++p) {
+    const T h = Store<T>::from_float(x);
+    parts[p * part_stride] = h;
+    x -= Store<T>::to_float(h);
+  }
+}
 
 }  // namespace kvs::cuda::detail

@@ -3,7 +3,7 @@
 // ops::rope_apply for the rope-by-slot path): GQA, head_dim 8..256 (80 among them), listed rows
 // that skip cache rows, different n_rows per KV head, up to 17,000 keys (several P·V splits, and
 // splits of several shared-memory tiles). softmax_causal and softmax_ranges against a
-// double-precision softmax per row.
+// double-precision softmax per row, and the 16-bit parts they write beside it bit for bit.
 // Tolerances (only fp32 accumulation order differs): probs 2e-5 relative + 1e-8 absolute,
 // lse 1e-5 absolute, out 1e-5 relative + 1e-5 absolute.
 #include <gtest/gtest.h>
@@ -239,6 +239,44 @@ void expect_softmax_rows(const std::vector<float>& scores, const std::vector<flo
   }
 }
 
+// 16-bit parts of the probabilities, as the P·V GEMMs read them: for keys 0..n_keys-1 of every
+// row, the split of the row's fp32 probability (part p = T(the rest after parts 0..p-1)), bit for
+// bit; entries past n_keys untouched.
+template <class T>
+class PartsCheck {
+ public:
+  static constexpr int kParts = std::is_same_v<T, __half> ? 2 : 3;  // as the backend splits
+  PartsCheck(long n_rows, long ld)
+      : n_rows_(n_rows), ld_(ld), stride_(n_rows * ld + 11),
+        dparts_(upload(std::vector<T>(kParts * stride_, test::from_float<T>(kSentinel)))) {}  // [kParts, stride]
+  T* get() { return dparts_.get(); }
+  long stride() const { return stride_; }
+  void expect(const std::vector<float>& probs, int n_keys) const {
+    const std::vector<T> parts = download(dparts_);
+    const uint16_t untouched = test::bits(test::from_float<T>(kSentinel));
+    for (long r = 0; r < n_rows_; ++r) {
+      for (long j = 0; j < ld_; ++j) {
+        float rest = probs[r * ld_ + j];
+        for (int p = 0; p < kParts; ++p) {
+          const T got = parts[p * stride_ + r * ld_ + j];
+          if (j >= n_keys) {
+            ASSERT_EQ(test::bits(got), untouched) << "row " << r << " key " << j << " past n_keys, part " << p;
+            continue;
+          }
+          const T want = test::from_float<T>(rest);
+          ASSERT_EQ(test::bits(got), test::bits(want)) << "row " << r << " key " << j << " part " << p;
+          rest -= test::widen(want);
+        }
+      }
+    }
+  }
+
+ private:
+  long n_rows_, ld_, stride_;
+  DeviceBuffer<T> dparts_;
+};
+
+template <class T = __half>
 void run_softmax_causal(int n_heads, int q0, int nq, uint64_t seed, int window = 0) {
   const int n_keys = q0 + nq;
   const long ld = n_keys + 9;
@@ -246,15 +284,20 @@ void run_softmax_causal(int n_heads, int q0, int nq, uint64_t seed, int window =
   auto scores = test::random_vec(n_rows * ld, seed, -8.0f, 8.0f);  // [n_heads, nq, ld]
   auto dscores = upload(scores);
   DeviceBuffer<float> dlse(n_rows, "lse");  // [n_heads, nq]
-  softmax_causal(dscores.get(), dlse.get(), n_heads, nq, n_keys, ld, q0, window, nullptr);
+  PartsCheck<T> parts(n_rows, ld);
+  softmax_causal(dscores.get(), dlse.get(), parts.get(), parts.stride(), PartsCheck<T>::kParts, n_heads, nq, n_keys,
+                 ld, q0, window, nullptr);
   test::sync("softmax_causal");
-  expect_softmax_rows(scores, download(dscores), download(dlse), n_rows, nq, n_keys, ld, [&](int i) {
+  const std::vector<float> probs = download(dscores);
+  expect_softmax_rows(scores, probs, download(dlse), n_rows, nq, n_keys, ld, [&](int i) {
     const int n = q0 + i + 1;                                     // causal keys of the row
     return std::pair{window > 0 ? std::max(0, n - window) : 0, n};  // from the window's first key
   });
+  parts.expect(probs, n_keys);
 }
 
 // softmax_ranges with random [begin, end) per query row (shared by the heads).
+template <class T = __half>
 void run_softmax_ranges(int n_heads, int nq, int n_keys, uint64_t seed) {
   const long ld = n_keys + 5;
   const long n_rows = static_cast<long>(n_heads) * nq;
@@ -271,10 +314,14 @@ void run_softmax_ranges(int n_heads, int nq, int n_keys, uint64_t seed) {
   auto dscores = upload(scores);
   auto dbegin = upload(begin), dend = upload(end);
   DeviceBuffer<float> dlse(n_rows, "lse");  // [n_heads, nq]
-  softmax_ranges(dscores.get(), dlse.get(), n_heads, nq, n_keys, ld, dbegin.get(), dend.get(), nullptr);
+  PartsCheck<T> parts(n_rows, ld);
+  softmax_ranges(dscores.get(), dlse.get(), parts.get(), parts.stride(), PartsCheck<T>::kParts, n_heads, nq, n_keys,
+                 ld, dbegin.get(), dend.get(), nullptr);
   test::sync("softmax_ranges");
-  expect_softmax_rows(scores, download(dscores), download(dlse), n_rows, nq, n_keys, ld,
+  const std::vector<float> probs = download(dscores);
+  expect_softmax_rows(scores, probs, download(dlse), n_rows, nq, n_keys, ld,
                       [&](int i) { return std::pair{static_cast<int>(begin[i]), static_cast<int>(end[i])}; });
+  parts.expect(probs, n_keys);
 }
 
 TEST(CudaSoftmaxCausal, FirstBlockMatchesDoubleSoftmax) {
@@ -293,12 +340,14 @@ TEST(CudaSoftmaxCausal, SlidingWindowMasksKeysBeforeIt) {
   KVS_REQUIRE_GPU();
   run_softmax_causal(2, 0, 40, 900, 16);    // rows before and after the window fills
   run_softmax_causal(3, 1000, 30, 901, 300);
+  run_softmax_causal<__nv_bfloat16>(2, 500, 20, 902, 100);  // three bf16 parts
 }
 
 TEST(CudaSoftmaxRanges, EachRowKeepsItsRangeOfKeys) {
   KVS_REQUIRE_GPU();
   run_softmax_ranges(4, 9, 37, 950);
   run_softmax_ranges(2, 40, 1200, 951);  // rows longer than a block's threads
+  run_softmax_ranges<__nv_bfloat16>(3, 20, 300, 952);
 }
 
 }  // namespace
