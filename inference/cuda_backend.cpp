@@ -131,7 +131,10 @@ void Impl<T>::deliver_rows(int layer, int q_pos, AttentionObserver* observer,
     b.decode = true;
     if (observer) observer->on_attention(b);
   }
-  if (controller) controller->after_attention(layer, q_pos, blocks, *cache);
+  if (controller) {
+    controller->after_attention(layer, q_pos, blocks, *cache);
+    cache->flush();
+  }
 }
 
 template <class T>
@@ -350,6 +353,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
                       interleaved, m_dev, stream);
     if (per_layer_meta) {
       controller->before_attention(l, pos_, *cache);
+      cache->flush();
       plan_attention(l, hooks);
       copy_meta(l, n_kv, n_kv + H);
       if (layer_rows_stride[l] > 0) copy_meta(l, 2L * n_kv + H, n_kv * layer_rows_stride[l]);

@@ -1,8 +1,10 @@
-// CudaKvCache: device rows that grow as entries arrive, compacted on eviction as its KvPositions
-// says.
+// CudaKvCache: device rows that grow as entries arrive, compacted after evictions as its
+// KvPositions says.
 #include "inference/cuda_kv_cache.h"
 
 #include <algorithm>
+#include <limits>
+#include <stdexcept>
 #include <utility>
 
 #include "kernels/cuda_ops.h"
@@ -27,8 +29,6 @@ void CudaKvCache<T>::grow(int needed) {
   const std::size_t row_bytes = static_cast<std::size_t>(head_dim_) * sizeof(T);
   cuda::DeviceBuffer<T> k(heads * rows * head_dim_, "the K cache");  // [n_layers, n_kv_heads, rows, head_dim]
   cuda::DeviceBuffer<T> v(heads * rows * head_dim_, "the V cache");
-  cuda::DeviceBuffer<T> scratch(static_cast<std::size_t>(rows) * head_dim_, "KV compaction");
-  cuda::DeviceBuffer<int32_t> keep_rows(static_cast<std::size_t>(rows), "KV compaction rows");
   if (rows_ > 0) {  // every head's old rows to the start of its new rows
     for (auto [dst, src] : {std::pair{k.get(), k_.get()}, std::pair{v.get(), v_.get()}})
       cuda::check(cudaMemcpy2DAsync(dst, rows * row_bytes, src, rows_ * row_bytes, rows_ * row_bytes, heads,
@@ -38,27 +38,65 @@ void CudaKvCache<T>::grow(int needed) {
   }
   k_ = std::move(k);
   v_ = std::move(v);
-  scratch_ = std::move(scratch);
-  keep_rows_ = std::move(keep_rows);
   rows_ = rows;
 }
 
 template <class T>
 void CudaKvCache<T>::evict(int layer, int kv_head, std::span<const uint8_t> keep) {
   const int n = positions_.size(layer, kv_head);
-  const std::span<const int32_t> rows = positions_.compact(layer, kv_head, keep);  // kept rows, ascending
-  const int n_keep = static_cast<int>(rows.size());
-  if (n_keep == n || n_keep == 0) return;
-  // Pageable upload: returns once `rows` is staged, so the next compact() may reuse it.
-  cuda::check(cudaMemcpyAsync(keep_rows_.get(), rows.data(), rows.size() * sizeof(int32_t),
+  const std::span<const int32_t> kept = positions_.compact(layer, kv_head, keep);  // kept rows, ascending
+  if (static_cast<int>(kept.size()) == n) return;
+  const auto key = std::pair{layer, kv_head};
+  auto it = moves_.find(key);
+  if (it == moves_.end()) {
+    moves_.emplace(key, std::vector<int32_t>(kept.begin(), kept.end()));
+  } else {  // host row i was host row kept[i], which is at device row before[kept[i]]
+    std::vector<int32_t>& before = it->second;
+    std::vector<int32_t> now(kept.size());
+    for (std::size_t i = 0; i < kept.size(); ++i) now[i] = before[kept[i]];
+    before = std::move(now);
+  }
+}
+
+template <class T>
+void CudaKvCache<T>::flush() {
+  if (moves_.empty()) return;
+  // Rows whose place changes, by absolute row over every head (the kernels index rows by int32):
+  // old places, then new ones.
+  if (static_cast<long>(n_layers()) * n_kv_heads() * rows_ > std::numeric_limits<int32_t>::max()) {
+    throw std::length_error("CudaKvCache: more cache rows than a 32-bit row index reaches");
+  }
+  std::vector<int32_t> from, to;
+  for (const auto& [key, rows] : moves_) {
+    const int32_t base = static_cast<int32_t>((key.first * n_kv_heads() + key.second) * static_cast<long>(rows_));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i] == static_cast<int32_t>(i)) continue;  // the rows before the first gap stay
+      from.push_back(base + rows[i]);
+      to.push_back(base + static_cast<int32_t>(i));
+    }
+  }
+  moves_.clear();
+  const int n = static_cast<int>(from.size());
+  if (n == 0) return;
+  if (scratch_.size() < static_cast<std::size_t>(n) * head_dim_) {
+    cuda::check(cudaStreamSynchronize(stream_), "KV cache compaction");  // the old buffers may be in use
+    const std::size_t cap = std::max<std::size_t>(static_cast<std::size_t>(n), 2 * scratch_.size() / head_dim_);
+    scratch_ = cuda::DeviceBuffer<T>(cap * head_dim_, "KV compaction");
+    move_dev_ = cuda::DeviceBuffer<int32_t>(2 * cap, "KV compaction rows");
+  }
+  const std::size_t cap = scratch_.size() / head_dim_;
+  move_rows_.assign(from.begin(), from.end());
+  move_rows_.insert(move_rows_.end(), to.begin(), to.end());
+  // Pageable upload: returns once move_rows_ is staged, so the next flush may reuse it.
+  cuda::check(cudaMemcpyAsync(move_dev_.get(), move_rows_.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                              stream_),
+              "upload of the moved cache rows");
+  cuda::check(cudaMemcpyAsync(move_dev_.get() + cap, move_rows_.data() + n, n * sizeof(int32_t),
                               cudaMemcpyHostToDevice, stream_),
-              "upload of the kept cache rows");
-  const std::size_t row_bytes = static_cast<std::size_t>(head_dim_) * sizeof(T);
-  for (T* base : {keys(layer), values(layer)}) {
-    T* head_rows = base + kv_head * head_stride();  // [rows, head_dim]
-    cuda::gather_rows(scratch_.get(), head_rows, keep_rows_.get(), n_keep, head_dim_, stream_);
-    cuda::check(cudaMemcpyAsync(head_rows, scratch_.get(), n_keep * row_bytes, cudaMemcpyDeviceToDevice, stream_),
-                "KV cache compaction");
+              "upload of the moved cache rows");
+  for (T* cache : {k_.get(), v_.get()}) {  // [n_layers * n_kv_heads * rows, head_dim]
+    cuda::gather_rows(scratch_.get(), cache, move_dev_.get(), n, head_dim_, stream_);
+    cuda::scatter_rows(cache, scratch_.get(), move_dev_.get() + cap, n, head_dim_, stream_);
   }
   cuda::check_launch("KV cache compaction");
 }

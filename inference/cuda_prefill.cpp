@@ -252,7 +252,10 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
   pos_ = P;
   logits_to_host(b.X.get() + (Pz - 1) * dim);  // synchronises: the prefill buffers may go
   if (observer) observer->on_prefill_end(P);
-  if (controller) controller->after_prefill(P, *cache);
+  if (controller) {
+    controller->after_prefill(P, *cache);
+    cache->flush();
+  }
   if (observer) observer->on_logits(P - 1, logits_out);
   return logits_out;
 }

@@ -153,5 +153,9 @@ void rope_append(T* k_cache, T* v_cache, long head_stride, float* qkv, int n_hea
 template <class T>
 void gather_rows(T* dst, const T* src, const int32_t* idx, int n, int head_dim,
                  cudaStream_t stream);
+// dst row idx[i] = src row i for i < n (distinct idx), rows of head_dim values. dst and src must
+// not overlap.
+template <class T>
+void scatter_rows(T* dst, const T* src, const int32_t* idx, int n, int head_dim, cudaStream_t stream);
 
 }  // namespace kvs::cuda

@@ -1,6 +1,6 @@
 // KV-cache writes on the device: appending fp32 key/value rows, rounded to the cache's 16-bit
 // type, at per-head slots (for decode with the RoPE of the new query and key in the same launch),
-// and gathering listed cache rows (compaction after eviction).
+// and gathering listed cache rows and scattering them back (compaction after eviction).
 // CPU twins: KvStore::append / ::evict, ops::rope_apply.
 #include "kernels/cuda_launch.cuh"
 #include "kernels/cuda_ops.h"
@@ -78,6 +78,18 @@ __global__ void gather_rows_kernel(T* dst,               // [n, head_dim]
   for (int c = threadIdx.x; c < head_dim; c += blockDim.x) d[c] = s[c];
 }
 
+// One block per listed row: dst row idx[i] = src row i.
+template <class T>
+__global__ void scatter_rows_kernel(T* dst,              // [*, head_dim]
+                                    const T* src,        // [n, head_dim]
+                                    const int32_t* idx,  // [n]
+                                    int head_dim) {
+  const long i = blockIdx.x;
+  const T* s = src + i * head_dim;
+  T* d = dst + static_cast<long>(idx[i]) * head_dim;
+  for (int c = threadIdx.x; c < head_dim; c += blockDim.x) d[c] = s[c];
+}
+
 }  // namespace
 
 template <class T>
@@ -104,6 +116,12 @@ void gather_rows(T* dst, const T* src, const int32_t* idx, int n, int head_dim, 
   gather_rows_kernel<T><<<n, kThreads, 0, stream>>>(dst, src, idx, head_dim);
 }
 
+template <class T>
+void scatter_rows(T* dst, const T* src, const int32_t* idx, int n, int head_dim, cudaStream_t stream) {
+  if (n <= 0 || head_dim <= 0) return;
+  scatter_rows_kernel<T><<<n, kThreads, 0, stream>>>(dst, src, idx, head_dim);
+}
+
 template void kv_append(__half*, __half*, long, const float*, const float*, long, int, int, int,
                         const int32_t*, cudaStream_t);
 template void kv_append(__nv_bfloat16*, __nv_bfloat16*, long, const float*, const float*, long, int,
@@ -114,5 +132,7 @@ template void rope_append(__nv_bfloat16*, __nv_bfloat16*, long, float*, int, int
                           const float*, const float*, bool, const int32_t*, cudaStream_t);
 template void gather_rows(__half*, const __half*, const int32_t*, int, int, cudaStream_t);
 template void gather_rows(__nv_bfloat16*, const __nv_bfloat16*, const int32_t*, int, int, cudaStream_t);
+template void scatter_rows(__half*, const __half*, const int32_t*, int, int, cudaStream_t);
+template void scatter_rows(__nv_bfloat16*, const __nv_bfloat16*, const int32_t*, int, int, cudaStream_t);
 
 }  // namespace kvs::cuda

@@ -116,10 +116,11 @@ tiny::Capture capture_run(const Model& model, EngineOptions o, const std::vector
 
 // Keeps `sink` first entries and the `recent` newest per KV head (evicting after attention), and
 // leaves every third middle entry inactive in odd layers, so both the eviction and the
-// inactive-row paths of the backend run.
+// inactive-row paths of the backend run. With `halves`, a head's entries go in two evictions, the
+// older half first, so that the device's compaction composes them.
 class SinkWindowController : public CacheController {
  public:
-  SinkWindowController(int sink, int recent) : sink_(sink), recent_(recent) {}
+  SinkWindowController(int sink, int recent, bool halves = false) : sink_(sink), recent_(recent), halves_(halves) {}
   void after_prefill(int, KvSlots& kv) override { trim(kv); }
   void before_attention(int layer, int, KvSlots& kv) override {
     if (layer % 2 == 0) return;
@@ -139,14 +140,22 @@ class SinkWindowController : public CacheController {
       for (int g = 0; g < kv.n_kv_heads(); ++g) trim_head(kv, l, g);
   }
   void trim_head(KvSlots& kv, int l, int g) {
-    const auto held = kv.held(l, g);
-    const int n = static_cast<int>(held.size());
-    if (n <= sink_ + recent_) return;
-    std::vector<uint8_t> keep(n, 0);
-    for (int i = 0; i < n; ++i) keep[i] = i < sink_ || i >= n - recent_;
+    const int n = static_cast<int>(kv.held(l, g).size());
+    const int gone = n - sink_ - recent_;
+    if (gone <= 0) return;
+    if (halves_ && gone >= 2) evict_middle(kv, l, g, gone / 2);
+    evict_middle(kv, l, g, static_cast<int>(kv.held(l, g).size()) - sink_ - recent_);
+  }
+  // Evicts the `count` entries after the sink.
+  static void evict_middle_of(KvSlots& kv, int l, int g, int sink, int count) {
+    const int n = static_cast<int>(kv.held(l, g).size());
+    std::vector<uint8_t> keep(n, 1);
+    for (int i = sink; i < sink + count; ++i) keep[i] = 0;
     kv.evict(l, g, keep);
   }
+  void evict_middle(KvSlots& kv, int l, int g, int count) const { evict_middle_of(kv, l, g, sink_, count); }
   int sink_, recent_;
+  bool halves_;
 };
 
 TEST(EngineCuda, WithoutAGpuTheBackendRefusesWithTheReason) {
@@ -239,6 +248,21 @@ TEST(EngineCuda, ControllerEvictionAndInactiveKeysMatchTheCpu) {
     SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
     expect_same_rows(cpu, gpu, kSameNumbersTol);
   }
+}
+
+// A head's evictions within one callback composed on the device: prefill leaves 30 entries, the
+// controller evicts 20 in two evictions (and later one a step); the rows match the CPU's.
+TEST(EngineCuda, EvictionsComposedWithinACallbackMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
+  const Model model = load_model(kModels + "stories260K.bin");
+  std::vector<int> prompt = {1};
+  for (int i = 1; i < 30; ++i) prompt.push_back(300 + 7 * i);
+  const std::vector<int> forced = greedy(model, on(Device::Cpu), prompt, 12);
+  SinkWindowController cpu_ctl(3, 7, true), gpu_ctl(3, 7, true);
+  const tiny::Capture cpu = capture_run(as_stored(model), cpu_as_gpu(false), prompt, forced, &cpu_ctl);
+  const tiny::Capture gpu = capture_run(model, on(Device::Cuda, false), prompt, forced, &gpu_ctl);
+  expect_same_rows(cpu, gpu, kSameNumbersTol);
 }
 
 // The device cache starts at 256 rows per head and doubles as the sequence grows: a prompt of

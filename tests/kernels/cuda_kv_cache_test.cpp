@@ -120,5 +120,24 @@ TYPED_TEST(CudaKvCache, GatherRowsCopiesListedRows) {
   EXPECT_TRUE(test::same_bits(download(ddst), want));
 }
 
+TYPED_TEST(CudaKvCache, ScatterRowsWritesListedRows) {
+  KVS_REQUIRE_GPU();
+  using T = TypeParam;
+  const int hd = 136, n_dst = 40;  // more values a row than a block has threads
+  const std::vector<int32_t> idx = {7, 0, 39, 12, 13};  // [n]
+  const int n = static_cast<int>(idx.size());
+  const auto src = test::to_store<T>(test::random_vec(n * hd, 91, -2.0f, 2.0f));  // [n, hd]
+  std::vector<T> want(n_dst * hd, test::from_float<T>(-9.0f));                       // [n_dst, hd]
+  auto ddst = upload(want);
+  for (int i = 0; i < n; ++i) {
+    for (int c = 0; c < hd; ++c) want[idx[i] * hd + c] = src[i * hd + c];  // the other rows untouched
+  }
+  auto dsrc = upload(src);
+  auto didx = upload(idx);
+  scatter_rows(ddst.get(), dsrc.get(), didx.get(), n, hd, nullptr);
+  test::sync("scatter_rows");
+  EXPECT_TRUE(test::same_bits(download(ddst), want));
+}
+
 }  // namespace
 }  // namespace kvs::cuda
