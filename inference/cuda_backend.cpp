@@ -375,8 +375,9 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
 
     if (hooks) {
       // The rows go to the host on the copy stream while the next layers compute. A controller
-      // must see them before this layer's next attention (it may evict): then wait here;
-      // an observer alone gets every layer's rows after the token.
+      // must see them before the next layer's attention (it may evict, or mark keys of the next
+      // layer): it gets them below, once this layer's FFN is queued; an observer alone gets every
+      // layer's rows after the token.
       cuda::check(cudaEventRecord(attended[l].get(), stream), "decode rows event");
       cuda::check(cudaStreamWaitEvent(copy_stream, attended[l].get(), 0), "decode rows event");
       float* host_l = probs_host.get() + static_cast<std::size_t>(l) * H * host_rows_cap;  // [H, max_rows]
@@ -387,15 +388,17 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
                                   cudaMemcpyDeviceToHost, copy_stream),
                   "decode rows copy");
       cuda::check(cudaEventRecord(copied[l].get(), copy_stream), "decode rows event");
-      if (controller) {
-        cuda::check(cudaStreamSynchronize(copy_stream), "decode rows copy");
-        deliver_rows(l, pos_, observer, controller);
-      }
     }
     cuda::matvec(x.get(), lw.wo.get(), att.get(), dim, qd, 1.0f, stream);
 
     cuda::matvec_swiglu(ffn.get(), lw.w_gate_up.get(), x.get(), hid, dim, {lw.ffn_norm.get(), c.rms_eps}, stream);
     cuda::matvec(x.get(), lw.w_down.get(), ffn.get(), dim, hid, 1.0f, stream);
+    if (controller) {
+      // The GPU computes this layer's output and FFN while the controller decides: what it evicts
+      // is this layer's cache, which they do not read (the compaction queues after them).
+      cuda::check(cudaStreamSynchronize(copy_stream), "decode rows copy");
+      deliver_rows(l, pos_, observer, controller);
+    }
   }
   cuda::check_launch("decode layer");
   enqueue_logits(x.get());
