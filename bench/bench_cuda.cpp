@@ -7,12 +7,15 @@
 // Usage: bench_cuda [--shape 8b|small] [--contexts 1024,4096,8192,32768] [--steps 32]
 //                   [--capture both|rows|trace|none] [--decode-dtype float32|float16]
 //                   [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops | --only-ops]
+//                   [--policy SPEC]
 // --ops first times each decode kernel alone on the shape's sizes, as GB/s against the copy bandwidth;
 // --only-ops does that and stops (no model: a few seconds, for a profiler to watch the kernels).
 // --gpu-dtype fp16,bf16 measures both storage types on one model built once (an engine each).
 // --overlap: the decode kernels launched to overlap the one before them (kernels/cuda_launch.cuh;
 // on by default), or not; both: hooks-off decode is run four times, on, off, on, off, and a
 // table compares the two.
+// --policy SPEC (e.g. streamingllm, h2o): also prefill and decode with that policy live at a budget
+// of half the context, evicting every step (the cache controller path of `rerun --device cuda`).
 // Without a CUDA build or a GPU it prints why in one line and exits 0.
 //
 // Per context T: prefill T random tokens twice (hooks off; the faster counts), each followed by
@@ -39,6 +42,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "analysis/policy.h"
+#include "analysis/prefill_evidence.h"
 #include "analysis/recorder.h"
 #include "analysis/trace.h"
 #include "bench/random_model.h"
@@ -89,12 +94,14 @@ struct Options {
   std::string overlap = "on";  // on, off or both
   bool ops = false;       // also time the decode kernels one by one
   bool only_ops = false;  // ... and nothing else
+  std::string policy;     // also decode with this policy live at a budget of half the context ("": no)
 };
 
 constexpr const char* kUsage =
     "usage: bench_cuda [--shape 8b|small] [--contexts 1024,4096,8192,32768] [--steps 32]\n"
     "                  [--capture both|rows|trace|none] [--decode-dtype float32|float16]\n"
-    "                  [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops | --only-ops]\n";
+    "                  [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops | --only-ops]\n"
+    "                  [--policy SPEC]\n";
 
 // Parses argv; on a bad argument prints why and the usage and returns false.
 bool parse_options(int argc, char** argv, Options& o) {
@@ -147,12 +154,17 @@ bool parse_options(int argc, char** argv, Options& o) {
         o.gpu_dtypes.clear();
         if (v != "bf16") o.gpu_dtypes.push_back(kvs::GpuDtype::Fp16);
         if (v != "fp16") o.gpu_dtypes.push_back(kvs::GpuDtype::Bf16);
+      } else if (a == "--policy") {
+        kvs::make_policy(kvs::parse_policy_spec(v, 1), kvs::ModelShape{1, 1, 1, 8});  // InputError: bad spec
+        o.policy = v;
       } else if (a == "--overlap") {
         if (v != "on" && v != "off" && v != "both") return fail("--overlap: expected on, off or both, got '" + v + "'");
         o.overlap = v;
       } else {
         return fail("unknown argument '" + a + "'");
       }
+    } catch (const kvs::InputError& e) {
+      return fail(e.what());
     } catch (const std::exception&) {  // std::stoi
       return fail(a + ": '" + v + "' is not a number");
     }
@@ -548,9 +560,42 @@ struct ContextResult {
   double bytes_per_token = 0.0; // weights + K/V read, mean over the steps
   double row_floats_per_step = 0.0;  // layers x heads x keys of a decode step, mean over the steps
   double rows_step_s = 0.0;     // median decode step, rows to a host buffer (0: not run)
+  int policy_budget = 0;        // --policy: entries it keeps per KV head
+  double policy_step_s = 0.0;   // median decode step with it as the cache controller (0: not run)
   bool has_trace = false;
   TraceRun trace;
 };
+
+// Median decode step with `spec` enforced live at `budget` entries per KV head (the cache
+// controller path of `kvscope rerun --device cuda`): the prefill with its evidence collected,
+// then the decode steps with the policy alone, evicting every step once the budget is reached.
+double policy_decode(kvs::Engine& engine, const std::vector<int>& prompt, const std::vector<int>& forced,
+                     const std::string& spec, int budget) {
+  const kvs::ModelConfig& c = engine.model().config;
+  const kvs::ModelShape shape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim};
+  const std::unique_ptr<kvs::Policy> policy = kvs::make_policy(kvs::parse_policy_spec(spec, budget), shape);
+  kvs::PrefillReducer reducer(shape, kvs::kDefaultPrefillWindow);
+  kvs::PolicyContext context;
+  context.shape = shape;
+  context.prompt_len = static_cast<int>(prompt.size());
+  context.prefill = &reducer.evidence();
+  policy->begin(context);
+  engine.reset();
+  engine.set_observer(&reducer);
+  engine.set_controller(policy.get());
+  double step_s = 0.0;
+  try {
+    engine.prefill(prompt);
+    engine.set_observer(nullptr);
+    step_s = median(decode_steps(engine, forced));
+  } catch (...) {
+    engine.set_observer(nullptr);
+    engine.set_controller(nullptr);
+    throw;
+  }
+  engine.set_controller(nullptr);
+  return step_s;
+}
 
 ContextResult run_context(kvs::Engine& engine, int T, const Options& o, double weight_bytes) {
   const kvs::ModelConfig& c = engine.model().config;
@@ -598,8 +643,13 @@ ContextResult run_context(kvs::Engine& engine, int T, const Options& o, double w
       r.trace = record_trace(engine, prompt, forced, o.decode_dtype);
       r.has_trace = true;
     }
+    if (!o.policy.empty()) {
+      r.policy_budget = std::max(1, T / 2);
+      r.policy_step_s = policy_decode(engine, prompt, forced, o.policy, r.policy_budget);
+    }
   } catch (const kvs::InputError& e) {  // cuda::OutOfMemory among them
     engine.set_observer(nullptr);
+    engine.set_controller(nullptr);
     r.error = e.what();
   }
   engine.reset();
@@ -616,6 +666,7 @@ void print_progress(const ContextResult& r, double seconds, double bandwidth) {
   if (r.rows_step_s > 0) std::printf("; rows to host %+.1f%%", 100.0 * (r.rows_step_s / r.off_step_s - 1.0));
   if (r.has_trace) std::printf("; trace %+.1f%%", 100.0 * (r.trace.sustained_step_s() / r.off_step_s - 1.0));
   if (r.plain_step_s > 0) std::printf("; overlap on / off %.3f", r.plain_step_s / r.off_step_s);
+  if (r.policy_step_s > 0) std::printf("; policy live %.1f tok/s", 1.0 / r.policy_step_s);
   std::printf(")\n");
 }
 
@@ -693,6 +744,17 @@ void print_tables(const std::vector<ContextResult>& results, const Options& o, d
       const double on = 1.0 / r.off_step_s, plain = 1.0 / r.plain_step_s;
       std::printf("| %d | %.1f | %.3f | %.1f | %.3f | %.3f |\n", r.T, on, on * r.bytes_per_token / bandwidth, plain,
                   plain * r.bytes_per_token / bandwidth, on / plain);
+    }
+  }
+  if (!o.policy.empty()) {
+    std::printf("\nLive policy %s (the cache controller path of rerun --device cuda), median of %d steps; the "
+                "cache holds the budget, so each step reads less than hooks off:\n\n"
+                "| context | budget per KV head | tok/s, policy live | tok/s, hooks off | policy / hooks off |\n"
+                "|---|---|---|---|---|\n", o.policy.c_str(), o.steps);
+    for (const ContextResult& r : results) {
+      if (!r.error.empty() || r.policy_step_s <= 0) continue;
+      std::printf("| %d | %d | %.1f | %.1f | %.3f |\n", r.T, r.policy_budget, 1.0 / r.policy_step_s,
+                  1.0 / r.off_step_s, r.off_step_s / r.policy_step_s);
     }
   }
   for (const ContextResult& r : results) {

@@ -13,7 +13,8 @@
 #   scripts/gpu-bundle.sh check [SECS]   there, one call (carry the bundle and part 00): every CUDA
 #                                        test program, `kvscope record` on both devices, bench_cuda
 #                                        on the Llama-3-8B shape (fp16, overlapped launches on and
-#                                        off), HF eager beside it, bench_cuda in bf16, each under a
+#                                        off), HF eager beside it, bench_cuda in bf16 (and H2O
+#                                        live), each under a
 #                                        time cap so that all ends within SECS (default 560); logs
 #                                        in $OUT, a summary last
 #   scripts/gpu-bundle.sh smollm         there, one call per further part: keeps it; once all are
@@ -182,7 +183,7 @@ check)
     --capture both --overlap both
   capped 120 hf.log python3 scripts/bench-hf-eager.py --shape 8b --contexts 1024,4096,8192 --steps 16
   capped 90 bench-bf16.log "$bundle/bin/bench_cuda" --shape 8b --contexts 1024,4096 --steps 16 --capture none \
-    --gpu-dtype bf16
+    --gpu-dtype bf16 --policy h2o
   {
     echo; echo "==== summary (full logs in \$OUT)"
     grep -hE '^== |PASSED|FAILED|same text|texts differ|^tokens|^engine|rows: largest|sums / prompt|window rows|Error|stopped at|skipped' \
