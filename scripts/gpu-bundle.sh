@@ -14,9 +14,8 @@
 #                                        test program, `kvscope record` on both devices, bench_cuda
 #                                        on the Llama-3-8B shape (fp16, overlapped launches on and
 #                                        off), HF eager beside it, bench_cuda in bf16 (and H2O
-#                                        live), each under a
-#                                        time cap so that all ends within SECS (default 560); logs
-#                                        in $OUT, a summary last
+#                                        live), each under a time cap so that all ends within SECS
+#                                        (default 560); logs in $OUT, a summary last
 #   scripts/gpu-bundle.sh smollm         there, one call per further part: keeps it; once all are
 #                                        there, the SmolLM2 comparisons (greedy tokens, and traces
 #                                        recorded on both devices compared row by row)
