@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "analysis/parallel_for.h"
 #include "inference/model.h"
 
 namespace kvs {
@@ -84,10 +85,14 @@ PrefillNeed TraceRecorder::prefill_need() const {
   return need;
 }
 
-void TraceRecorder::on_attention(const AttentionBlock& b) {
-  const int L = meta_.shape.n_layers, H = meta_.shape.n_heads, P = meta_.prompt_len;
-  if (b.layer < 0 || b.layer >= L || b.head < 0 || b.head >= H)
+void TraceRecorder::check_block(const AttentionBlock& b) const {
+  if (b.layer < 0 || b.layer >= meta_.shape.n_layers || b.head < 0 || b.head >= meta_.shape.n_heads)
     throw std::logic_error("TraceRecorder: attention block outside the model's layers/heads");
+}
+
+void TraceRecorder::on_attention(const AttentionBlock& b) {
+  const int H = meta_.shape.n_heads, P = meta_.prompt_len;
+  check_block(b);
   if (!b.decode) {
     reducer_.on_attention(b);
     if (prefill_map_.empty()) return;
@@ -102,6 +107,32 @@ void TraceRecorder::on_attention(const AttentionBlock& b) {
     }
     return;
   }
+  float* row = claim_decode_row(b);
+  fill_decode_row(b, row);
+  finish_decode_row(b);
+}
+
+void TraceRecorder::on_attention_heads(std::span<const AttentionBlock> heads) {
+  if (heads.empty() || !heads[0].decode) {
+    for (const AttentionBlock& b : heads) on_attention(b);
+    return;
+  }
+  heads_rows_.resize(heads.size());
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    const AttentionBlock& b = heads[i];
+    check_block(b);
+    if (!b.decode) throw std::logic_error("TraceRecorder: a prefill block among a layer's decode rows");
+    heads_rows_[i] = claim_decode_row(b);
+  }
+  // Long rows are copied on several threads: at 32K keys an 8B model's step is 134 MB, more than
+  // one thread copies while the GPU computes the step.
+  const bool wide = heads[0].n_keys >= parallel_row_keys;
+  parallel_for(static_cast<int>(heads.size()), [&](int i) { fill_decode_row(heads[i], heads_rows_[i]); }, wide);
+  for (const AttentionBlock& b : heads) finish_decode_row(b);
+}
+
+float* TraceRecorder::claim_decode_row(const AttentionBlock& b) {
+  const int L = meta_.shape.n_layers, H = meta_.shape.n_heads, P = meta_.prompt_len;
   const int q = b.q_pos0;
   const int step = q - P;
   if (b.n_q != 1 || step < 0 || step >= max_steps_)
@@ -124,7 +155,11 @@ void TraceRecorder::on_attention(const AttentionBlock& b) {
   const size_t idx = (size_t)b.layer * H + b.head;
   if (step_seen_[idx]) throw std::logic_error("TraceRecorder: a decode row arrived twice");
   step_seen_[idx] = 1;
-  float* row = step_rows_.data() + idx * row_width_;  // [row_width_], keys 0..q written here
+  return step_rows_.data() + idx * row_width_;  // [row_width_], keys 0..q written here
+}
+
+void TraceRecorder::fill_decode_row(const AttentionBlock& b, float* row) {
+  const int q = b.q_pos0;
   if (b.n_keys == q + 1 && b.key(0) == 0 && b.key(q) == q) {
     // Every position 0..q (held positions ascend and are distinct): the row as it came.
     std::memcpy(row, b.probs, (size_t)(q + 1) * sizeof(float));
@@ -136,7 +171,11 @@ void TraceRecorder::on_attention(const AttentionBlock& b) {
       row[k] = b.probs[j];
     }
   }
-  step_lse_[idx] = b.lse ? b.lse[0] : 0.0f;
+}
+
+void TraceRecorder::finish_decode_row(const AttentionBlock& b) {
+  const int L = meta_.shape.n_layers, H = meta_.shape.n_heads;
+  step_lse_[(size_t)b.layer * H + b.head] = b.lse ? b.lse[0] : 0.0f;
   if (++step_count_ == L * H) write_step();
 }
 

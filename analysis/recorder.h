@@ -34,6 +34,9 @@ class TraceRecorder : public AttentionObserver {
 
   void on_begin(const ModelConfig& config, std::span<const int> prompt) override;
   void on_attention(const AttentionBlock& block) override;
+  // A layer's decode rows: each checked and given its place in the step, then copied on several
+  // threads when they are long (parallel_row_keys keys or more).
+  void on_attention_heads(std::span<const AttentionBlock> heads) override;
   // Rows while the full prefill map fits the capture budget, the reductions otherwise.
   PrefillNeed prefill_need() const override;
   void on_prefill_summary(const PrefillSummary& summary) override { reducer_.on_prefill_summary(summary); }
@@ -57,6 +60,10 @@ class TraceRecorder : public AttentionObserver {
   // thread surfaces as a write error does. writer() and finish() wait for calls still pending.
   std::function<void(int step, int q_pos, std::span<const float> rows, std::span<const float> lse)> on_step;
   bool on_step_on_writer = false;
+  // on_attention_heads copies a layer's rows on several threads when they have this many keys
+  // or more (32 KB rows; below, waking threads costs more than the copy).
+  static constexpr int kDefaultParallelRowKeys = 8192;
+  int parallel_row_keys = kDefaultParallelRowKeys;
 
   const std::vector<int32_t>& ids() const { return ids_; }  // [positions fed so far]
   int steps_written() const { return steps_written_; }  // complete steps (written or queued)
@@ -70,6 +77,14 @@ class TraceRecorder : public AttentionObserver {
 
  private:
   void write_step();
+  // A decode row in three parts, so that a layer's rows can be copied in parallel: its place in
+  // the step being assembled (starting the step; checks that it belongs there), the copy of its
+  // probabilities (scattered by key position when not every key was attended; touches only that
+  // row), then its lse and the step's count (writing the step once every row is in).
+  void check_block(const AttentionBlock& b) const;  // throws when b is outside the model
+  float* claim_decode_row(const AttentionBlock& b);
+  static void fill_decode_row(const AttentionBlock& b, float* row);
+  void finish_decode_row(const AttentionBlock& b);
 
   TraceMeta meta_;
   int max_steps_;
@@ -95,6 +110,7 @@ class TraceRecorder : public AttentionObserver {
   RowPool row_pool_;
   std::vector<float> step_lse_;      // [L, H]
   std::vector<uint8_t> step_seen_;   // [L, H] 1 once that row arrived
+  std::vector<float*> heads_rows_;   // [heads] on_attention_heads: each block's row in step_rows_
   int step_count_ = 0;               // rows arrived for this step
   int steps_written_ = 0;
   std::unique_ptr<SerialWorker> pipe_;  // writing thread; declared last, so stopped before writer_ goes

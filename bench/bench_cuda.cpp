@@ -44,6 +44,7 @@
 
 #include "analysis/policy.h"
 #include "analysis/prefill_evidence.h"
+#include "analysis/parallel_for.h"
 #include "analysis/recorder.h"
 #include "analysis/trace.h"
 #include "bench/random_model.h"
@@ -424,8 +425,8 @@ void print_ops(const kvs::ModelConfig&, const std::vector<int>&, double, kvs::Gp
 // Observers and runs
 
 // Copies every decode row into a dense [layers, heads, seq_len] host buffer (reused per step),
-// as the recorder assembles a step: the capture cost inside the engine's thread, without
-// writing anything. Only attached after a hooks-off prefill.
+// as the recorder assembles a step (a layer's long rows on several threads): the capture cost
+// inside the engine's thread, without writing anything. Only attached after a hooks-off prefill.
 class RowSink : public kvs::AttentionObserver {
  public:
   explicit RowSink(const kvs::ModelConfig& c)
@@ -439,6 +440,10 @@ class RowSink : public kvs::AttentionObserver {
     } else {
       for (int j = 0; j < b.n_keys; ++j) row[b.key(j)] = b.probs[j];
     }
+  }
+  void on_attention_heads(std::span<const kvs::AttentionBlock> heads) override {
+    const bool wide = !heads.empty() && heads[0].n_keys >= kvs::TraceRecorder::kDefaultParallelRowKeys;
+    kvs::parallel_for(static_cast<int>(heads.size()), [&](int i) { on_attention(heads[i]); }, wide);
   }
   kvs::PrefillNeed prefill_need() const override { return {false, 1}; }
 

@@ -129,8 +129,8 @@ void Impl<T>::deliver_rows(int layer, int q_pos, AttentionObserver* observer,
     b.probs = probs_l + static_cast<std::size_t>(h) * max_rows;
     b.lse = lse_host.get() + static_cast<std::size_t>(layer) * H + h;
     b.decode = true;
-    if (observer) observer->on_attention(b);
   }
+  if (observer) observer->on_attention_heads(blocks);
   if (controller) {
     controller->after_attention(layer, q_pos, blocks, *cache);
     cache->flush();

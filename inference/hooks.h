@@ -81,6 +81,13 @@ class AttentionObserver {
   virtual void on_begin(const ModelConfig& config, std::span<const int> prompt) {}
   // Attention evidence; see AttentionBlock. Pointers are valid during the call only.
   virtual void on_attention(const AttentionBlock& block) {}
+  // One layer's decode rows at once, its query heads in order: what on_attention would get one
+  // block at a time, in that order (by default it does). An engine that has a layer's rows
+  // together (the GPU backend) delivers them so, and an observer may then process the heads in
+  // parallel. Pointers are valid during the call only.
+  virtual void on_attention_heads(std::span<const AttentionBlock> heads) {
+    for (const AttentionBlock& b : heads) on_attention(b);
+  }
   virtual PrefillNeed prefill_need() const { return {}; }
   // Prefill reductions (see PrefillNeed); pointers are valid during the call only.
   virtual void on_prefill_summary(const PrefillSummary& summary) {}
@@ -99,6 +106,9 @@ class ObserverFanout : public AttentionObserver {
   bool empty() const { return observers_.empty(); }
   void on_begin(const ModelConfig& c, std::span<const int> p) override { for (auto* o : observers_) o->on_begin(c, p); }
   void on_attention(const AttentionBlock& b) override { for (auto* o : observers_) o->on_attention(b); }
+  void on_attention_heads(std::span<const AttentionBlock> heads) override {
+    for (auto* o : observers_) o->on_attention_heads(heads);
+  }
   PrefillNeed prefill_need() const override {
     PrefillNeed need{false, 0, 0};  // the widest window, the coarsest pooling asked for
     for (auto* o : observers_) {

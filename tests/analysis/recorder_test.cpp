@@ -147,6 +147,37 @@ TEST(TraceRecorder, RecordsPrefillDecodeRowsAndTokens) {
   }
 }
 
+// A layer's rows handed over at once (on_attention_heads, the GPU engine's way) and copied on
+// several threads give the same steps as the rows one at a time.
+TEST(TraceRecorder, LayerOfRowsAtOnceRecordsWhatRowsOneAtATimeDo) {
+  std::vector<std::vector<float>> got[2], lse[2];
+  for (const bool by_layer : {false, true}) {
+    TempDir dir;
+    std::mt19937 rng(5);
+    const Prompt p = make_prompt(rng);
+    const int steps = 3;
+    TraceRecorder rec(dir.file("rec.h5"), tiny_meta(), steps, kDefaultCaptureBudget, 4);
+    rec.parallel_row_keys = 1;  // every layer copied on several threads
+    rec.on_step = [&](int, int q_pos, std::span<const float> r, std::span<const float> l) {
+      got[by_layer].push_back(dense_rows(r, q_pos));
+      lse[by_layer].emplace_back(l.begin(), l.end());
+    };
+    const auto prompt = prompt_ids();
+    rec.on_begin(tiny_config(), prompt);
+    for (int i = 0; i < kP; ++i) rec.on_token(i, prompt[i]);
+    send_prefill(rec, p);
+    rec.on_prefill_end(kP);
+    for (int s = 0; s < steps; ++s) {
+      rec.on_token(kP + s, 2 + s);
+      send_decode(rec, rng, kP + s, kL * kH, by_layer);
+    }
+    EXPECT_EQ(rec.steps_written(), steps);
+    rec.finish(text_of);
+  }
+  EXPECT_EQ(got[1], got[0]);
+  EXPECT_EQ(lse[1], lse[0]);
+}
+
 // The recorder hands the writer rows as wide as its chunks: written as they are (float32 rows
 // at least half full), packed by the writer (float32 rows mostly past the query: a recording
 // longer than its prompt; float16), and each read back as recorded.

@@ -63,31 +63,41 @@ inline void send_prefill(AttentionObserver& o, const Prompt& p) {
 }
 
 // One decode step at q: each (layer, head) attends a subset of 0..q (odd positions dropped for
-// odd heads). Returns the dense rows [L, H, q + 1]. Sends only the first `limit` rows.
-inline std::vector<float> send_decode(AttentionObserver& o, std::mt19937& rng, int q, int limit = kL * kH) {
+// odd heads). Returns the dense rows [L, H, q + 1]. Sends only the first `limit` rows; with
+// by_layer, each layer's rows in one on_attention_heads call (as the GPU engine does).
+inline std::vector<float> send_decode(AttentionObserver& o, std::mt19937& rng, int q, int limit = kL * kH,
+                                      bool by_layer = false) {
   std::vector<float> dense((size_t)kL * kH * (q + 1), 0.0f);
   int sent = 0;
-  for (int l = 0; l < kL; ++l)
+  for (int l = 0; l < kL; ++l) {
+    std::vector<std::vector<int32_t>> keys(kH);  // [H] each head's attended positions
+    std::vector<std::vector<float>> probs(kH);   // [H] and their probabilities
+    std::vector<float> lse(kH, 0.0f);
+    std::vector<AttentionBlock> blocks;
     for (int h = 0; h < kH; ++h) {
-      std::vector<int32_t> keys;
       for (int k = 0; k <= q; ++k)
-        if (h % 2 == 0 || k % 2 == 0 || k == q) keys.push_back(k);
-      float lse = 0.0f;
-      const auto probs = softmax(rng, (int)keys.size(), &lse);
-      for (size_t j = 0; j < keys.size(); ++j) dense[((size_t)l * kH + h) * (q + 1) + keys[j]] = probs[j];
+        if (h % 2 == 0 || k % 2 == 0 || k == q) keys[h].push_back(k);
+      probs[h] = softmax(rng, (int)keys[h].size(), &lse[h]);
+      for (size_t j = 0; j < keys[h].size(); ++j) dense[((size_t)l * kH + h) * (q + 1) + keys[h][j]] = probs[h][j];
       if (sent++ >= limit) continue;
       AttentionBlock b;
       b.layer = l;
       b.head = h;
       b.q_pos0 = q;
       b.n_q = 1;
-      b.n_keys = (int)keys.size();
-      b.key_pos = keys.data();
-      b.probs = probs.data();
-      b.lse = &lse;
+      b.n_keys = (int)keys[h].size();
+      b.key_pos = keys[h].data();
+      b.probs = probs[h].data();
+      b.lse = &lse[h];
       b.decode = true;
-      o.on_attention(b);
+      if (by_layer) {
+        blocks.push_back(b);
+      } else {
+        o.on_attention(b);
+      }
     }
+    if (by_layer) o.on_attention_heads(blocks);
+  }
   return dense;
 }
 
