@@ -21,9 +21,8 @@ constexpr int kBlockHeads = 8;             // query heads of one KV head per dec
 constexpr int kMinSplitKeys = 32;          // keys per decode split, doubled up to...
 constexpr int kMaxSplitKeys = 512;         // ...this while the grid has over kSplitBlocks blocks
 constexpr int kSplitBlocks = 1024;
-constexpr int kSoftmaxLoads = 4;           // prefill softmax: elements a thread loads at once
-constexpr int kCombineKeys = 1024;         // probabilities normalized per combine block
-constexpr int kCombineLoads = kCombineKeys / kThreads;  // of them per thread
+constexpr int kRowLoads = 4;               // row elements a thread loads at once (softmax, combine)
+constexpr int kCombineKeys = kRowLoads * kThreads;  // probabilities normalized per combine block
 constexpr int kTileLoads = 4;                             // 16-byte loads per thread for one tile...
 constexpr int kTileValues = kTileLoads * kThreads * 8;    // ...so a tile has at most 8192 16-bit values of rows
 // The tile buffer holds one padded row per key lane group at head_dim 128 (64 keys, 17 KB), so that
@@ -51,48 +50,56 @@ struct RowParts {
   __device__ void put(int j, float x) const { detail::store_split(at + j, part_stride, n_parts, x); }
 };
 
+// One round of a block's pass over p[j0 + i·kThreads] (i < kRowLoads; those below n): every load
+// issued before any store, then each value x becomes exp(x - m) · inv, written back and handed
+// to put(j, value).
+template <class Put>
+__device__ void exp_scale_round(float* p, int j0, int n, float m, float inv, const Put& put) {
+  float x[kRowLoads];
+#pragma unroll
+  for (int i = 0; i < kRowLoads; ++i) {
+    if (j0 + i * kThreads < n) x[i] = p[j0 + i * kThreads];
+  }
+#pragma unroll
+  for (int i = 0; i < kRowLoads; ++i) {
+    const int j = j0 + i * kThreads;
+    if (j < n) {
+      const float v = expf(x[i] - m) * inv;
+      p[j] = v;
+      put(j, v);
+    }
+  }
+}
+
 // Softmax of p[0..n) in place by the whole block; returns the log-sum-exp. Two passes over p (a
 // prefill row block is far larger than L2, so each pass is a trip to HBM): the first reads it,
 // each thread keeping the max of its elements and the sum of their exp(s - max), rescaled when the
 // max grows, then the block combines them; the second writes exp(s - max) / sum. Each thread has
-// kSoftmaxLoads loads in flight (a loop that stored each element before loading the next kept one,
+// kRowLoads loads in flight (a loop that stored each element before loading the next kept one,
 // and the three passes of max, exp and scale read the row three times and wrote it twice). The
 // second pass also writes the probabilities' 16-bit parts (RowParts). red: __shared__ float[32].
 template <class T>
 __device__ float softmax_in_place(float* p, int n, float* red, const RowParts<T>& parts) {
   float m = -INFINITY, sum = 0.0f;
-  for (int j0 = threadIdx.x; j0 < n; j0 += kSoftmaxLoads * kThreads) {
-    float x[kSoftmaxLoads];
+  for (int j0 = threadIdx.x; j0 < n; j0 += kRowLoads * kThreads) {
+    float x[kRowLoads];
 #pragma unroll
-    for (int i = 0; i < kSoftmaxLoads; ++i) x[i] = j0 + i * kThreads < n ? p[j0 + i * kThreads] : -INFINITY;
+    for (int i = 0; i < kRowLoads; ++i) x[i] = j0 + i * kThreads < n ? p[j0 + i * kThreads] : -INFINITY;
     float mx = m;
 #pragma unroll
-    for (int i = 0; i < kSoftmaxLoads; ++i) mx = fmaxf(mx, x[i]);
+    for (int i = 0; i < kRowLoads; ++i) mx = fmaxf(mx, x[i]);
     if (mx > m) {
       sum *= expf(m - mx);  // 0 while m is still -inf
       m = mx;
     }
 #pragma unroll
-    for (int i = 0; i < kSoftmaxLoads; ++i) sum += expf(x[i] - m);  // 0 past n
+    for (int i = 0; i < kRowLoads; ++i) sum += expf(x[i] - m);  // 0 past n
   }
   const float row_max = detail::block_max(m, red);
   const float row_sum = detail::block_sum(m == -INFINITY ? 0.0f : sum * expf(m - row_max), red);
   const float inv = 1.0f / row_sum;
-  for (int j0 = threadIdx.x; j0 < n; j0 += kSoftmaxLoads * kThreads) {
-    float x[kSoftmaxLoads];
-#pragma unroll
-    for (int i = 0; i < kSoftmaxLoads; ++i) {
-      if (j0 + i * kThreads < n) x[i] = p[j0 + i * kThreads];
-    }
-#pragma unroll
-    for (int i = 0; i < kSoftmaxLoads; ++i) {
-      const int j = j0 + i * kThreads;
-      if (j < n) {
-        const float v = expf(x[i] - row_max) * inv;
-        p[j] = v;
-        parts.put(j, v);
-      }
-    }
+  for (int j0 = threadIdx.x; j0 < n; j0 += kRowLoads * kThreads) {
+    exp_scale_round(p, j0, n, row_max, inv, [&](int j, float v) { parts.put(j, v); });
   }
   return row_max + logf(row_sum);
 }
@@ -342,18 +349,8 @@ __global__ void decode_combine_kernel(float* out,         // [n_heads, head_dim]
   }
   l = detail::block_sum(l, red);
   const float inv = 1.0f / l;
-  // This block's probabilities, all of a thread's loads issued before its stores.
   float* p = probs + static_cast<long>(h) * probs_stride;  // [n]
-  const int j0 = static_cast<int>(blockIdx.y) * kCombineKeys + threadIdx.x;
-  float x[kCombineLoads];
-#pragma unroll
-  for (int i = 0; i < kCombineLoads; ++i) {
-    if (j0 + i * kThreads < n) x[i] = p[j0 + i * kThreads];
-  }
-#pragma unroll
-  for (int i = 0; i < kCombineLoads; ++i) {
-    if (j0 + i * kThreads < n) p[j0 + i * kThreads] = expf(x[i] - m) * inv;
-  }
+  exp_scale_round(p, static_cast<int>(blockIdx.y) * kCombineKeys + threadIdx.x, n, m, inv, [](int, float) {});
   if (blockIdx.y != 0) return;
   // The output row: warp w sums the splits w, w + kWarps, ..., each lane its dimension pairs lane,
   // lane + 32, ...; then the warps' rows are added in warp order. (A thread per dimension walking
