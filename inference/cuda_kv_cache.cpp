@@ -62,7 +62,7 @@ template <class T>
 void CudaKvCache<T>::flush() {
   if (moves_.empty()) return;
   // Rows whose place changes, by absolute row over every head (the kernels index rows by int32):
-  // old places, then new ones.
+  // old places (from), then new ones (to).
   if (static_cast<long>(n_layers()) * n_kv_heads() * rows_ > std::numeric_limits<int32_t>::max()) {
     throw std::length_error("CudaKvCache: more cache rows than a 32-bit row index reaches");
   }
@@ -85,14 +85,10 @@ void CudaKvCache<T>::flush() {
     move_dev_ = cuda::DeviceBuffer<int32_t>(2 * cap, "KV compaction rows");
   }
   const std::size_t cap = scratch_.size() / head_dim_;
-  move_rows_.assign(from.begin(), from.end());
-  move_rows_.insert(move_rows_.end(), to.begin(), to.end());
-  // Pageable upload: returns once move_rows_ is staged, so the next flush may reuse it.
-  cuda::check(cudaMemcpyAsync(move_dev_.get(), move_rows_.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice,
-                              stream_),
+  // Pageable uploads: each returns once its host rows are staged, so they may go out of scope.
+  cuda::check(cudaMemcpyAsync(move_dev_.get(), from.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
               "upload of the moved cache rows");
-  cuda::check(cudaMemcpyAsync(move_dev_.get() + cap, move_rows_.data() + n, n * sizeof(int32_t),
-                              cudaMemcpyHostToDevice, stream_),
+  cuda::check(cudaMemcpyAsync(move_dev_.get() + cap, to.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
               "upload of the moved cache rows");
   for (T* cache : {k_.get(), v_.get()}) {  // [n_layers * n_kv_heads * rows, head_dim]
     cuda::gather_rows(scratch_.get(), cache, move_dev_.get(), n, head_dim_, stream_);

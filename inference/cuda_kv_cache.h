@@ -74,7 +74,6 @@ class CudaKvCache : public KvSlots {
   // Per (layer, KV head) with evictions not yet flushed: the device row each of its host rows
   // is now at (ascending; composed when a head evicts again before the flush).
   std::map<std::pair<int, int>, std::vector<int32_t>> moves_;
-  std::vector<int32_t> move_rows_;         // [2, n] staged: old rows, then new rows (absolute)
   cuda::DeviceBuffer<int32_t> move_dev_;   // [2, capacity] the same on the device
   cuda::DeviceBuffer<T> scratch_;          // [capacity, head_dim] moved rows in transit
 };
