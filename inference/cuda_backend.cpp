@@ -131,10 +131,7 @@ void Impl<T>::deliver_rows(int layer, int q_pos, AttentionObserver* observer,
     b.decode = true;
   }
   if (observer) observer->on_attention_heads(blocks);
-  if (controller) {
-    controller->after_attention(layer, q_pos, blocks, *cache);
-    cache->flush();
-  }
+  if (controller) controller->after_attention(layer, q_pos, blocks, *cache);
 }
 
 template <class T>
@@ -353,7 +350,6 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
                       interleaved, m_dev, stream);
     if (per_layer_meta) {
       controller->before_attention(l, pos_, *cache);
-      cache->flush();
       plan_attention(l, hooks);
       copy_meta(l, n_kv, n_kv + H);
       if (layer_rows_stride[l] > 0) copy_meta(l, 2L * n_kv + H, n_kv * layer_rows_stride[l]);
@@ -395,7 +391,8 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     cuda::matvec(x.get(), lw.w_down.get(), ffn.get(), dim, hid, 1.0f, stream);
     if (controller) {
       // The GPU computes this layer's output and FFN while the controller decides: what it evicts
-      // is this layer's cache, which they do not read (the compaction queues after them).
+      // is this layer's cache, which they do not read (the compaction queues when the cache's
+      // rows are next asked for).
       cuda::check(cudaStreamSynchronize(copy_stream), "decode rows copy");
       deliver_rows(l, pos_, observer, controller);
     }

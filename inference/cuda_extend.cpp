@@ -95,10 +95,7 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
                 "extend cache slots");
     cuda::kv_append(cache->keys(l), cache->values(l), cache->head_stride(), b.K.get(), b.V.get(), kvd, n, n_kv, hd,
                     slot0.get(), stream);
-    if (controller) {
-      controller->before_attention(l, pos0, *cache);
-      cache->flush();
-    }
+    if (controller) controller->before_attention(l, pos0, *cache);
     cuda::split_store(b.Qp.get(), nz * qd, parts, b.Q.get(), static_cast<long>(nz * qd), stream);
 
     for (int g = 0; g < n_kv; ++g) {

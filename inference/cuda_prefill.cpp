@@ -105,7 +105,7 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
   const int pool = want_summary ? std::clamp(need.pool_block, 0, P) : 0;  // 0: no pooled map
   const int nb = pool > 0 ? (P + pool - 1) / pool : 0;
 
-  // Query rows per attention block: scores of every head within a fixed budget.
+  // Query rows per attention block: scores of every head within query_block's budget.
   const long ld = round_up(P, 8);
   const long per_row = static_cast<long>(H) * ld;  // score floats per block row
   const int parts = kSplitParts<T>;
@@ -252,10 +252,7 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
   pos_ = P;
   logits_to_host(b.X.get() + (Pz - 1) * dim);  // synchronises: the prefill buffers may go
   if (observer) observer->on_prefill_end(P);
-  if (controller) {
-    controller->after_prefill(P, *cache);
-    cache->flush();
-  }
+  if (controller) controller->after_prefill(P, *cache);
   if (observer) observer->on_logits(P - 1, logits_out);
   return logits_out;
 }
