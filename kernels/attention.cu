@@ -40,16 +40,6 @@ int split_keys(int kv_blocks, int max_rows) {
   return keys;
 }
 
-// Where a prefill softmax row's probabilities also go, as the 16-bit parts the P·V GEMMs read
-// (detail::store_split): key j's parts at at + j, part_stride apart.
-template <class T>
-struct RowParts {
-  T* at;  // [n_parts, part_stride] from the row's key 0
-  long part_stride;
-  int n_parts;
-  __device__ void put(int j, float x) const { detail::store_split(at + j, part_stride, n_parts, x); }
-};
-
 // One round of a block's pass over p[j0 + i·kThreads] (i < kRowLoads; those below n): every load
 // issued before any store, then each value x becomes exp(x - m) · inv, written back and handed
 // to put(j, value).
@@ -77,9 +67,9 @@ __device__ void exp_scale_round(float* p, int j0, int n, float m, float inv, con
 // max grows, then the block combines them; the second writes exp(s - max) / sum. Each thread has
 // kRowLoads loads in flight (a loop that stored each element before loading the next kept one,
 // and the three passes of max, exp and scale read the row three times and wrote it twice). The
-// second pass also writes the probabilities' 16-bit parts (RowParts). red: __shared__ float[32].
-template <class T>
-__device__ float softmax_in_place(float* p, int n, float* red, const RowParts<T>& parts) {
+// second pass also hands each probability to put(j, value). red: __shared__ float[32].
+template <class Put>
+__device__ float softmax_in_place(float* p, int n, float* red, const Put& put) {
   float m = -INFINITY, sum = 0.0f;
   for (int j0 = threadIdx.x; j0 < n; j0 += kRowLoads * kThreads) {
     float x[kRowLoads];
@@ -99,7 +89,7 @@ __device__ float softmax_in_place(float* p, int n, float* red, const RowParts<T>
   const float row_sum = detail::block_sum(m == -INFINITY ? 0.0f : sum * expf(m - row_max), red);
   const float inv = 1.0f / row_sum;
   for (int j0 = threadIdx.x; j0 < n; j0 += kRowLoads * kThreads) {
-    exp_scale_round(p, j0, n, row_max, inv, [&](int j, float v) { parts.put(j, v); });
+    exp_scale_round(p, j0, n, row_max, inv, put);
   }
   return row_max + logf(row_sum);
 }
@@ -389,23 +379,24 @@ __global__ void decode_combine_kernel(float* out,         // [n_heads, head_dim]
   if (threadIdx.x == 0) lse[h] = m + logf(l);
 }
 
-// Block row r of scores (a block per row): the softmax of its keys lo..hi-1 in place, zeros for
-// its other keys 0..n_keys-1, entries at n_keys.. untouched; lse[r] its log-sum-exp; the same
-// values of keys 0..n_keys-1 as parts (row_parts from the row's key 0).
+// Block row r of scores and of parts (a block per row): the softmax of its keys lo..hi-1 in place,
+// zeros for its other keys 0..n_keys-1, entries at n_keys.. untouched; lse[r] its log-sum-exp;
+// the same values of keys 0..n_keys-1 as 16-bit parts (detail::store_split) for the P·V GEMMs.
 template <class T>
-__device__ void softmax_row_keys(float* scores, float* lse, const RowParts<T>& row_parts, long r, long ld, int lo,
-                                 int hi, int n_keys) {
+__device__ void softmax_row_keys(float* scores, float* lse, T* parts, long part_stride, int n_parts, long r, long ld,
+                                 int lo, int hi, int n_keys) {
   __shared__ float red[32];
-  float* s = scores + r * ld;  // [n_keys]
-  const float row_lse = softmax_in_place(s + lo, hi - lo, red, RowParts<T>{row_parts.at + lo, row_parts.part_stride,
-                                                                           row_parts.n_parts});
+  float* s = scores + r * ld;   // [n_keys]
+  T* sp = parts + r * ld;       // [n_parts, part_stride] from the row's key 0
+  const auto put = [&](int j, float v) { detail::store_split(sp + j, part_stride, n_parts, v); };
+  const float row_lse = softmax_in_place(s + lo, hi - lo, red, [&](int j, float v) { put(lo + j, v); });
   for (int j = threadIdx.x; j < lo; j += blockDim.x) {
     s[j] = 0.0f;
-    row_parts.put(j, 0.0f);
+    put(j, 0.0f);
   }
   for (int j = hi + threadIdx.x; j < n_keys; j += blockDim.x) {
     s[j] = 0.0f;
-    row_parts.put(j, 0.0f);
+    put(j, 0.0f);
   }
   if (threadIdx.x == 0) lse[r] = row_lse;
 }
@@ -420,8 +411,7 @@ __global__ void softmax_causal_kernel(float* scores,  // [n_heads, nq, ld]
                                       int window) {
   const long r = blockIdx.x;  // h * nq + i
   const int n = q0 + static_cast<int>(r % nq) + 1;  // causal keys of this row (<= n_keys)
-  softmax_row_keys(scores, lse, RowParts<T>{parts + r * ld, part_stride, n_parts}, r, ld,
-                   window > 0 ? max(0, n - window) : 0, n, n_keys);
+  softmax_row_keys(scores, lse, parts, part_stride, n_parts, r, ld, window > 0 ? max(0, n - window) : 0, n, n_keys);
 }
 
 // One block per (head, query row): softmax of the row's keys begin[i]..end[i]-1 (begin/end shared
@@ -435,7 +425,7 @@ __global__ void softmax_ranges_kernel(float* scores,        // [n_heads, nq, ld]
                                       const int32_t* end) {  // [nq]
   const long r = blockIdx.x;  // h * nq + i
   const int i = static_cast<int>(r % nq);
-  softmax_row_keys(scores, lse, RowParts<T>{parts + r * ld, part_stride, n_parts}, r, ld, begin[i], end[i], n_keys);
+  softmax_row_keys(scores, lse, parts, part_stride, n_parts, r, ld, begin[i], end[i], n_keys);
 }
 
 }  // namespace
