@@ -147,13 +147,11 @@ class SinkWindowController : public CacheController {
     evict_middle(kv, l, g, static_cast<int>(kv.held(l, g).size()) - sink_ - recent_);
   }
   // Evicts the `count` entries after the sink.
-  static void evict_middle_of(KvSlots& kv, int l, int g, int sink, int count) {
-    const int n = static_cast<int>(kv.held(l, g).size());
-    std::vector<uint8_t> keep(n, 1);
-    for (int i = sink; i < sink + count; ++i) keep[i] = 0;
+  void evict_middle(KvSlots& kv, int l, int g, int count) const {
+    std::vector<uint8_t> keep(kv.held(l, g).size(), 1);
+    for (int i = sink_; i < sink_ + count; ++i) keep[i] = 0;
     kv.evict(l, g, keep);
   }
-  void evict_middle(KvSlots& kv, int l, int g, int count) const { evict_middle_of(kv, l, g, sink_, count); }
   int sink_, recent_;
   bool halves_;
 };
