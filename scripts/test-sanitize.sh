@@ -26,7 +26,7 @@ for src in tests/*/*_test.cpp; do
   [[ $name =~ $select ]] && targets+=("$name")
 done
 # The GPU path on the CPU emulation of CUDA: ASan sees every "device" buffer, as memcheck would.
-for src in tests/kernels/cuda_*_test.cpp tests/inference/engine_cuda_test.cpp; do
+for src in tests/kernels/cuda_*_test.cpp tests/inference/engine_cuda_test.cpp tests/cuda_emu/*_test.cpp; do
   targets+=("emu_$(basename "$src" .cpp)")
 done
 cmake --build "$build" -j"$jobs" --target "${targets[@]}" >"$build/sanitize-build.log" 2>&1 ||

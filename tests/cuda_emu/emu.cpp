@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,9 +14,29 @@
 #include "cuda_runtime.h"
 #include "kernels/quant.h"
 
-struct CUstream_st {};
-struct CUevent_st {};
-struct cublasContext {};
+// Streams. Work queued on a stream (kernels, asynchronous copies and memsets, cuBLAS calls, waits
+// for events) runs only when the host has to wait for it: a synchronize call, a synchronous copy
+// on the legacy stream, cudaFree, or another stream's wait for an event behind it. On a GPU it may
+// run any time from its launch to then; running it as late as the CUDA rules allow makes a host
+// that reads a copy's pinned destination before waiting for the copy, rewrites a copy's pinned
+// source before the copy ran, or lets one stream use what another stream has not finished, get
+// the wrong bytes here, in a test, as it may on a GPU.
+struct StreamQueue {
+  bool blocking = false;  // created without cudaStreamNonBlocking: ordered with the legacy stream
+  std::deque<std::function<void()>> pending;
+  unsigned long queued = 0;   // operations queued so far
+  unsigned long started = 0;  // operations taken from the queue (run or running)
+};
+struct CUstream_st {
+  std::shared_ptr<StreamQueue> q;
+};
+struct CUevent_st {
+  std::shared_ptr<StreamQueue> q;  // the stream of the last cudaEventRecord (none: never recorded)
+  unsigned long at = 0;            // operations of q before the event
+};
+struct cublasContext {
+  cudaStream_t stream = nullptr;
+};
 
 uint3 threadIdx;
 uint3 blockIdx;
@@ -27,7 +48,21 @@ namespace {
 cudaError_t g_last_error = cudaSuccess;  // sticky until cudaGetLastError
 std::mutex g_alloc_mutex;
 std::map<void*, std::size_t> g_device_allocs;  // pointer -> bytes
+std::map<void*, std::size_t> g_pinned_allocs;  // cudaMallocHost: pointer -> bytes
 std::size_t g_device_used = 0;
+
+// Whether p lies in one of the allocations (pointer -> bytes); the caller holds g_alloc_mutex.
+bool inside(const std::map<void*, std::size_t>& allocs, const void* p) {
+  auto it = allocs.upper_bound(const_cast<void*>(p));
+  if (it == allocs.begin()) return false;
+  --it;
+  return static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second;
+}
+
+// An error of queued work as it ran (a launch failure): sticky, as on a GPU, returned by every
+// synchronize call until cudaGetLastError returns it (on a GPU it never clears; here the next
+// test in the process may go on).
+cudaError_t g_run_error = cudaSuccess;
 
 cudaError_t fail(cudaError_t err) {
   g_last_error = err;
@@ -145,9 +180,22 @@ void* initial_stack(std::vector<char>& stack) {
   return slot;
 }
 
+// The order in which the scheduler below resumes a block's threads. On a GPU the warps of a block
+// run in no set order between block barriers, and a thread that reads what another thread wrote
+// since the last barrier it passed races with it. Run one after another, such a race shows as a
+// wrong result in some orders only, so blocks take turns among four:
+//   round robin: every ready thread once (ascending or descending), then the barriers;
+//   warp by warp: each warp (ascending or descending) runs until all its threads wait at the
+//   block barrier or end, passing its warp barriers (shuffles) on its own, before the next warp
+//   starts — so one warp gets ahead of the others by whole reductions.
+struct Schedule {
+  bool descending = false;
+  bool warp_by_warp = false;
+};
+
 // Runs one block to completion. Throws on a barrier that can never be released. Returns whether
 // every thread called grid_dependency_wait.
-bool run_block(int n, const std::function<void()>& body, dim3 block) {
+bool run_block(int n, const std::function<void()>& body, dim3 block, Schedule order) {
   BlockRun& r = g_run;
   r.n = n;
   r.body = &body;
@@ -166,9 +214,12 @@ bool run_block(int n, const std::function<void()>& body, dim3 block) {
     r.fibers[t].idx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
   }
   const int n_warps = (n + 31) / 32;
-  while (true) {
+  // Resumes every ready thread of warp w once; returns whether any ran.
+  auto run_warp = [&](int w) {
+    const int b = w * 32, e = std::min(n, b + 32);
     bool ran = false;
-    for (int t = 0; t < n; ++t) {
+    for (int i = b; i < e; ++i) {
+      const int t = order.descending ? b + e - 1 - i : i;
       if (r.fibers[t].state != Fiber::Ready) continue;
       r.current = t;
       threadIdx = r.fibers[t].idx;
@@ -177,22 +228,34 @@ bool run_block(int n, const std::function<void()>& body, dim3 block) {
       finish_switch(r.scheduler_fake_stack, nullptr, nullptr);
       ran = true;
     }
-    // Release the barriers every live thread of their group has reached.
-    bool released = false;
-    for (int w = 0; w < n_warps; ++w) {
-      const int b = w * 32, e = std::min(n, b + 32);
-      bool all = true, any = false;
-      for (int t = b; t < e; ++t) {
-        const auto st = r.fibers[t].state;
-        if (st == Fiber::AtWarpBarrier) any = true;
-        else if (st != Fiber::Done) all = false;
-      }
-      if (any && all) {
-        for (int t = b; t < e; ++t)
-          if (r.fibers[t].state == Fiber::AtWarpBarrier) r.fibers[t].state = Fiber::Ready;
-        released = true;
-      }
+    return ran;
+  };
+  // Releases warp w's barrier once every live thread of it waits there; returns whether it did.
+  auto release_warp = [&](int w) {
+    const int b = w * 32, e = std::min(n, b + 32);
+    bool all = true, any = false;
+    for (int t = b; t < e; ++t) {
+      const auto st = r.fibers[t].state;
+      if (st == Fiber::AtWarpBarrier) any = true;
+      else if (st != Fiber::Done) all = false;
     }
+    if (!(any && all)) return false;
+    for (int t = b; t < e; ++t)
+      if (r.fibers[t].state == Fiber::AtWarpBarrier) r.fibers[t].state = Fiber::Ready;
+    return true;
+  };
+  while (true) {
+    bool progressed = false;
+    for (int i = 0; i < n_warps; ++i) {
+      const int w = order.descending ? n_warps - 1 - i : i;
+      bool moved = false;
+      do {
+        moved = run_warp(w);
+        moved = release_warp(w) || moved;
+        progressed = progressed || moved;
+      } while (order.warp_by_warp && moved);
+    }
+    // Release the block barrier every live thread has reached.
     bool all = true, any = false;
     for (const Fiber& f : r.fibers) {
       if (f.state == Fiber::AtBlockBarrier) any = true;
@@ -201,7 +264,7 @@ bool run_block(int n, const std::function<void()>& body, dim3 block) {
     if (any && all) {
       for (Fiber& f : r.fibers)
         if (f.state == Fiber::AtBlockBarrier) f.state = Fiber::Ready;
-      released = true;
+      progressed = true;
     }
     bool done = true, waited = true;
     for (const Fiber& f : r.fibers) {
@@ -209,7 +272,7 @@ bool run_block(int n, const std::function<void()>& body, dim3 block) {
       waited = waited && f.waited;
     }
     if (done) return waited;
-    if (!ran && !released) throw std::runtime_error("cuda_emu: threads of a block wait at barriers that cannot complete");
+    if (!progressed) throw std::runtime_error("cuda_emu: threads of a block wait at barriers that cannot complete");
   }
 }
 
@@ -241,22 +304,96 @@ float shfl_xor(float v, int lane_mask) {
 
 void grid_dependency_wait() { g_run.fibers[thread_rank()].waited = true; }
 
-void run_grid(dim3 grid, dim3 block, const std::function<void()>& body, bool overlapped) {
+// Runs body over every block of the grid (queued work, see StreamQueue).
+void run_blocks(dim3 grid, dim3 block, const std::function<void()>& body, bool overlapped) {
+  const int n = static_cast<int>(block.x * block.y * block.z);
+  blockDim = block;
+  gridDim = grid;
+  // On a GPU the blocks of a grid run in no set order either: a block that reads another block's
+  // output races with it. Every other launch runs its blocks last to first, and successive blocks
+  // take the four thread schedules in turn (starting with the launch's count), so that a race
+  // gives a wrong result, in a twin test, under some of the orders.
+  static unsigned long launches = 0;
+  const bool blocks_reversed = launches++ % 2 == 1;
+  const unsigned long n_blocks = static_cast<unsigned long>(grid.x) * grid.y * grid.z;
+  for (unsigned long i = 0; i < n_blocks; ++i) {
+    const unsigned long b = blocks_reversed ? n_blocks - 1 - i : i;
+    blockIdx = {static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
+                static_cast<unsigned>(b / (static_cast<unsigned long>(grid.x) * grid.y))};
+    const unsigned long turn = (b + launches) % 4;
+    const Schedule order{turn % 2 == 1, turn >= 2};
+    // Launched to overlap the kernel before it, a thread that never waits for that kernel
+    // may read its outputs before they are written (on a GPU; here kernels run in order).
+    if (!run_block(n, body, block, order) && overlapped) {
+      fail(cudaErrorLaunchFailure);
+      g_run_error = cudaErrorLaunchFailure;
+    }
+  }
+}
+
+}  // namespace cuda_emu
+
+// ---- stream queues (see StreamQueue)
+
+namespace {
+
+std::recursive_mutex g_stream_mutex;  // the queues, and the emulated GPU that runs their work
+const std::shared_ptr<StreamQueue> g_legacy = std::make_shared<StreamQueue>(StreamQueue{true});
+std::vector<std::shared_ptr<StreamQueue>> g_streams;  // the streams created and not destroyed
+
+std::shared_ptr<StreamQueue> queue_of(cudaStream_t s) { return s ? s->q : g_legacy; }
+
+// Runs q's operations until `upto` of them have been taken.
+void drain(StreamQueue& q, unsigned long upto) {
+  while (q.started < upto && !q.pending.empty()) {
+    std::function<void()> op = std::move(q.pending.front());
+    q.pending.pop_front();
+    ++q.started;
+    op();
+  }
+}
+
+void push(StreamQueue& q, std::function<void()> op) {
+  q.pending.push_back(std::move(op));
+  ++q.queued;
+}
+
+// An operation of q that waits for the first `at` operations of `other`.
+void push_wait(StreamQueue& q, const std::shared_ptr<StreamQueue>& other, unsigned long at) {
+  push(q, [other, at] { drain(*other, at); });
+}
+
+// Queues op on stream s. The legacy stream waits for the blocking streams' earlier work, and a
+// blocking stream for the legacy stream's; non-blocking streams for nothing.
+void enqueue(cudaStream_t s, std::function<void()> op) {
+  const std::shared_ptr<StreamQueue> q = queue_of(s);
+  if (q == g_legacy) {
+    for (const auto& b : g_streams)
+      if (b->blocking && b->started < b->queued) push_wait(*q, b, b->queued);
+  } else if (q->blocking && g_legacy->started < g_legacy->queued) {
+    push_wait(*q, g_legacy, g_legacy->queued);
+  }
+  push(*q, std::move(op));
+}
+
+cudaError_t synchronize_all() {
+  drain(*g_legacy, g_legacy->queued);
+  for (const auto& q : g_streams) drain(*q, q->queued);
+  return g_run_error;
+}
+
+}  // namespace
+
+namespace cuda_emu {
+
+void run_grid(dim3 grid, dim3 block, std::function<void()> body, cudaStream_t stream, bool overlapped) {
   const long n = static_cast<long>(block.x) * block.y * block.z;
   if (n < 1 || n > 1024 || grid.x < 1 || grid.y < 1 || grid.z < 1 || grid.y > 65535 || grid.z > 65535) {
     fail(cudaErrorInvalidConfiguration);
     return;
   }
-  blockDim = block;
-  gridDim = grid;
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        blockIdx = {x, y, z};
-        // Launched to overlap the kernel before it, a thread that never waits for that kernel
-        // may read its outputs before they are written (on a GPU; here kernels run in order).
-        if (!run_block(static_cast<int>(n), body, block) && overlapped) fail(cudaErrorLaunchFailure);
-      }
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  enqueue(stream, [grid, block, body = std::move(body), overlapped] { run_blocks(grid, block, body, overlapped); });
 }
 
 }  // namespace cuda_emu
@@ -289,6 +426,7 @@ cudaError_t cudaPeekAtLastError() { return g_last_error; }
 cudaError_t cudaGetLastError() {
   const cudaError_t e = g_last_error;
   g_last_error = cudaSuccess;
+  g_run_error = cudaSuccess;
   return e;
 }
 
@@ -318,8 +456,13 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   return cudaSuccess;
 }
 
+// Like cudaFree on a GPU, waits for all queued work first (it may still use the buffer).
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
+  {
+    std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+    synchronize_all();
+  }
   std::lock_guard<std::mutex> lock(g_alloc_mutex);
   const auto it = g_device_allocs.find(p);
   if (it == g_device_allocs.end()) return fail(cudaErrorInvalidValue);
@@ -331,10 +474,21 @@ cudaError_t cudaFree(void* p) {
 
 cudaError_t cudaMallocHost(void** p, std::size_t bytes) {
   *p = std::malloc(bytes);
-  return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+  if (!*p) return fail(cudaErrorMemoryAllocation);
+  std::lock_guard<std::mutex> lock(g_alloc_mutex);
+  g_pinned_allocs[*p] = bytes;
+  return cudaSuccess;
 }
 
+// Like cudaFreeHost on a GPU, waits for all queued work first.
 cudaError_t cudaFreeHost(void* p) {
+  if (!p) return cudaSuccess;
+  {
+    std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+    synchronize_all();
+  }
+  std::lock_guard<std::mutex> lock(g_alloc_mutex);
+  g_pinned_allocs.erase(p);
   std::free(p);
   return cudaSuccess;
 }
@@ -346,45 +500,119 @@ cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
   return cudaSuccess;
 }
 
+// A synchronous copy runs on the legacy stream: after its earlier work (and, through it, the
+// blocking streams'), not after the non-blocking streams'.
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind) {
-  if (bytes) std::memmove(dst, src, bytes);
-  return cudaSuccess;
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  enqueue(nullptr, [dst, src, bytes] { if (bytes) std::memmove(dst, src, bytes); });
+  drain(*g_legacy, g_legacy->queued);
+  return g_run_error;
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, kind);
+namespace {
+
+// An asynchronous copy reads its source when it runs, except from pageable host memory (neither
+// device nor pinned), which the driver stages before the call returns.
+std::function<void()> copy_op(void* dst, const void* src, std::size_t dpitch, std::size_t spitch, std::size_t width,
+                              std::size_t height) {
+  bool pageable = false;
+  {
+    std::lock_guard<std::mutex> lock(g_alloc_mutex);
+    pageable = !inside(g_device_allocs, src) && !inside(g_pinned_allocs, src);
+  }
+  auto copy = [dst, dpitch, width, height](const char* from, std::size_t pitch) {
+    for (std::size_t r = 0; r < height; ++r) std::memmove(static_cast<char*>(dst) + r * dpitch, from + r * pitch, width);
+  };
+  if (!pageable) return [copy, src, spitch] { copy(static_cast<const char*>(src), spitch); };
+  auto staged = std::make_shared<std::vector<char>>(height ? (height - 1) * spitch + width : 0);
+  if (!staged->empty()) std::memcpy(staged->data(), src, staged->size());
+  return [copy, staged, spitch] { copy(staged->data(), spitch); };
+}
+
+}  // namespace
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
+  if (!bytes) return cudaSuccess;
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  enqueue(stream, copy_op(dst, src, bytes, bytes, bytes, 1));
+  return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch, std::size_t width,
-                              std::size_t height, cudaMemcpyKind, cudaStream_t) {
+                              std::size_t height, cudaMemcpyKind, cudaStream_t stream) {
   if (width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
-  for (std::size_t r = 0; r < height; ++r)
-    std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+  if (!width || !height) return cudaSuccess;
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  enqueue(stream, copy_op(dst, src, dpitch, spitch, width, height));
   return cudaSuccess;
 }
 
-cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t) {
-  std::memset(p, value, bytes);
+cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  enqueue(stream, [p, value, bytes] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
-  *stream = new CUstream_st;
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  auto q = std::make_shared<StreamQueue>();
+  q->blocking = (flags & cudaStreamNonBlocking) == 0;
+  g_streams.push_back(q);
+  *stream = new CUstream_st{q};
   return cudaSuccess;
 }
+
+// On a GPU the stream's queued work still completes; here it runs now.
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (!stream) return fail(cudaErrorInvalidValue);
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  drain(*stream->q, stream->q->queued);
+  g_streams.erase(std::find(g_streams.begin(), g_streams.end(), stream->q));
   delete stream;
+  return g_run_error;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  const auto q = queue_of(stream);
+  drain(*q, q->queued);
+  return g_run_error;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
+  if (!event) return fail(cudaErrorInvalidValue);
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  if (event->q) enqueue(stream, [q = event->q, at = event->at] { drain(*q, at); });
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+cudaError_t cudaDeviceSynchronize() {
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  return synchronize_all();
+}
+
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
   *event = new CUevent_st;
   return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }  // every call has completed
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (!event) return fail(cudaErrorInvalidValue);
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  // The legacy stream's event also follows the blocking streams' earlier work.
+  if (!stream) enqueue(nullptr, [] {});
+  event->q = queue_of(stream);
+  event->at = event->q->queued;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (!event) return fail(cudaErrorInvalidValue);
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  if (event->q) drain(*event->q, event->at);
+  return g_run_error;
+}
+
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   delete event;
   return cudaSuccess;
@@ -400,7 +628,11 @@ cublasStatus_t cublasDestroy(cublasHandle_t handle) {
   delete handle;
   return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  handle->stream = stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
 
 const char* cublasGetStatusString(cublasStatus_t status) {
   switch (status) {
@@ -435,14 +667,12 @@ std::vector<float> op_rows(const void* x, cudaDataType_t t, int ld, bool trans, 
   return out;
 }
 
-cublasStatus_t gemm_one(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const void* A,
-                        cudaDataType_t at, int lda, const void* B, cudaDataType_t bt, int ldb, float beta, void* C,
-                        cudaDataType_t ct, int ldc) {
+// C = alpha op(A) op(B) + beta C, with C float (check_args has passed).
+void gemm_one(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const void* A,
+              cudaDataType_t at, int lda, const void* B, cudaDataType_t bt, int ldb, float beta, float* c, int ldc) {
   // op(A) is [m, k], op(B) is [k, n]; C is column-major [m, n] (ldc >= m).
   const std::vector<float> a = op_rows(A, at, lda, ta == CUBLAS_OP_T, m, k);  // [m, k]
   const std::vector<float> b = op_rows(B, bt, ldb, tb == CUBLAS_OP_N, n, k);  // [n, k]: column j of op(B)
-  if (ct != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
-  float* c = static_cast<float*>(C);
 #pragma omp parallel for schedule(static)
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < m; ++i) {
@@ -453,7 +683,6 @@ cublasStatus_t gemm_one(cublasOperation_t ta, cublasOperation_t tb, int m, int n
       float& out = c[static_cast<std::size_t>(j) * ldc + i];
       out = alpha * s + (beta == 0.0f ? 0.0f : beta * out);
     }
-  return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t check_args(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, cudaDataType_t at,
@@ -475,8 +704,13 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (const auto st = check_args(transa, transb, m, n, k, Atype, lda, Btype, ldb, Ctype, ldc, compute); st != CUBLAS_STATUS_SUCCESS)
     return st;
-  return gemm_one(transa, transb, m, n, k, *static_cast<const float*>(alpha), A, Atype, lda, B, Btype, ldb,
-                  *static_cast<const float*>(beta), C, Ctype, ldc);
+  // Queued on the handle's stream; alpha and beta are host scalars, read now.
+  const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  enqueue(handle->stream, [=] {
+    gemm_one(transa, transb, m, n, k, a, A, Atype, lda, B, Btype, ldb, b, static_cast<float*>(C), ldc);
+  });
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
@@ -490,12 +724,13 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
   if (const auto st = check_args(transa, transb, m, n, k, Atype, lda, Btype, ldb, Ctype, ldc, compute); st != CUBLAS_STATUS_SUCCESS)
     return st;
   const std::size_t as = element_bytes(Atype), bs = element_bytes(Btype);
-  for (int i = 0; i < batch_count; ++i) {
-    const auto st = gemm_one(transa, transb, m, n, k, *static_cast<const float*>(alpha),
-                             static_cast<const char*>(A) + i * strideA * as, Atype, lda,
-                             static_cast<const char*>(B) + i * strideB * bs, Btype, ldb,
-                             *static_cast<const float*>(beta), static_cast<float*>(C) + i * strideC, Ctype, ldc);
-    if (st != CUBLAS_STATUS_SUCCESS) return st;
-  }
+  const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  enqueue(handle->stream, [=] {
+    for (int i = 0; i < batch_count; ++i)
+      gemm_one(transa, transb, m, n, k, a, static_cast<const char*>(A) + i * strideA * as, Atype, lda,
+               static_cast<const char*>(B) + i * strideB * bs, Btype, ldb, b, static_cast<float*>(C) + i * strideC,
+               ldc);
+  });
   return CUBLAS_STATUS_SUCCESS;
 }

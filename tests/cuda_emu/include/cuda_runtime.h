@@ -1,9 +1,10 @@
 // CUDA emulator (tests only): what device code sees — the built-in index variables, the kernel
 // qualifiers, __syncthreads and warp shuffles — over the runtime API of cuda_runtime_api.h.
 // Kernels are plain functions; tests/cuda_emu/translate.py turns `k<<<grid, block, smem,
-// stream>>>(args)` into `cuda_emu::launcher(k, grid, block, smem, stream)(args)`. Blocks run one
-// after another; the threads of a block are fibers switched at __syncthreads and shuffles, so
-// __shared__ variables can be function statics.
+// stream>>>(args)` into `cuda_emu::launcher(k, grid, block, smem, stream)(args)`. A launch is
+// queued on its stream with copies of its arguments, and runs when the host waits for it (see
+// StreamQueue in emu.cpp). Blocks run one after another; the threads of a block are fibers
+// switched at __syncthreads and shuffles, so __shared__ variables can be function statics.
 #pragma once
 #include <math.h>
 
@@ -37,27 +38,29 @@ namespace cuda_emu {
 
 void sync_block();
 float shfl_xor(float v, int lane_mask);
-// cudaGridDependencySynchronize: kernels run in order here, so it only notes that the calling
-// thread waited (an overlapped launch fails with cudaErrorLaunchFailure unless all of them do).
+// cudaGridDependencySynchronize: a stream's kernels run one after another here, so it only notes
+// that the calling thread waited (an overlapped launch fails with cudaErrorLaunchFailure unless all of them do).
 void grid_dependency_wait();
-// Runs body once per CUDA thread of every block of the grid. overlapped: launched to overlap the
-// kernel before it (every thread must call grid_dependency_wait).
-void run_grid(dim3 grid, dim3 block, const std::function<void()>& body, bool overlapped = false);
+// Queues on `stream` a run of body once per CUDA thread of every block of the grid (an invalid
+// grid or block fails the launch at once). overlapped: launched to overlap the kernel before it
+// (every thread must call grid_dependency_wait).
+void run_grid(dim3 grid, dim3 block, std::function<void()> body, cudaStream_t stream, bool overlapped = false);
 
 template <class... Params>
 struct Launch {
   void (*kernel)(Params...);
   dim3 grid, block;
+  cudaStream_t stream;
   template <class... Args>
   void operator()(Args&&... args) const {
-    run_grid(grid, block, [&] { kernel(static_cast<Params>(args)...); });
+    run_grid(grid, block, [k = kernel, ... a = static_cast<Params>(args)] { k(a...); }, stream);
   }
 };
 
 template <class... Params>
 Launch<Params...> launcher(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t = 0,
-                           cudaStream_t = nullptr) {
-  return {kernel, grid, block};
+                           cudaStream_t stream = nullptr) {
+  return {kernel, grid, block, stream};
 }
 
 }  // namespace cuda_emu
@@ -73,7 +76,8 @@ cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* config, void (*kernel)(
       return cudaErrorInvalidValue;
     }
   }
-  cuda_emu::run_grid(config->gridDim, config->blockDim, [&] { kernel(static_cast<Params>(args)...); }, overlapped);
+  cuda_emu::run_grid(config->gridDim, config->blockDim, [k = kernel, ... a = static_cast<Params>(args)] { k(a...); },
+                     config->stream, overlapped);
   return cudaPeekAtLastError();
 }
 

@@ -1,8 +1,9 @@
 // CUDA emulator (tests only): the subset of the CUDA runtime API that KVScope uses, executed on
-// the CPU. Device memory is host memory, every "asynchronous" call completes before it returns,
-// kernels run block by block with one OpenMP thread per CUDA thread (see cuda_runtime.h). It lets
-// the CUDA backend and kernels run, and be compared with the CPU engine, on machines without a
-// GPU; it says nothing about speed, and it hides stream-ordering mistakes.
+// the CPU. Device memory is host memory; asynchronous work runs as late as the CUDA rules allow
+// (StreamQueue in emu.cpp), kernels block by block with a fiber per CUDA thread (see
+// cuda_runtime.h), in orders that change from block to block. It lets the CUDA backend and
+// kernels run, and be compared with the CPU engine, on machines without a GPU, and shows missing
+// synchronization as wrong results; it says nothing about speed.
 #pragma once
 #include <cstddef>
 
