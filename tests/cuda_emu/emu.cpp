@@ -1,5 +1,6 @@
 // CUDA emulator (tests only): the runtime API, the kernel launch machinery and the cuBLAS
 // calls of include/*.h, on the CPU. See include/cuda_runtime_api.h.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -146,6 +147,7 @@ struct BlockRun {
   std::size_t scheduler_size = 0;
   int current = -1;
   const std::function<void()>* body = nullptr;
+  std::vector<const void*> fresh;  // the __shared__ arrays fresh_shared has filled for this block
 };
 BlockRun g_run;
 constexpr std::size_t kFiberStack = 64 * 1024;
@@ -204,6 +206,7 @@ bool run_block(int n, const std::function<void()>& body, dim3 block, Schedule or
     r.stacks.resize(n);
     r.fake_stacks.resize(n, nullptr);
   }
+  r.fresh.clear();
   r.xchg[0].assign(n, 0.0f);
   r.xchg[1].assign(n, 0.0f);
   r.shuffles.assign(n, 0);
@@ -303,6 +306,15 @@ float shfl_xor(float v, int lane_mask) {
 }
 
 void grid_dependency_wait() { g_run.fibers[thread_rank()].waited = true; }
+
+// The first thread of the block to reach the array's declaration fills it: no thread can have
+// written it before then.
+void fresh_shared(void* array, std::size_t bytes) {
+  std::vector<const void*>& fresh = g_run.fresh;
+  if (std::find(fresh.begin(), fresh.end(), array) != fresh.end()) return;
+  fresh.push_back(array);
+  std::memset(array, 0xFF, bytes);  // NaN as float, fp16 and bf16; -1 as an integer
+}
 
 // Runs body over every block of the grid (queued work, see StreamQueue).
 void run_blocks(dim3 grid, dim3 block, const std::function<void()>& body, bool overlapped) {

@@ -1,10 +1,12 @@
 // The CUDA emulation's thread and block orders (Schedule in emu.cpp): a kernel that reads what
 // another thread or block wrote without a barrier between them must give a wrong result under
 // some of the orders the emulation takes, since a GPU may take them too; a kernel with its
-// barriers gives the right result under every one.
+// barriers gives the right result under every one. Likewise shared memory a block reads before
+// writing holds NaN, not the previous block's values.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "kernels/cuda_reduce.cuh"
@@ -57,6 +59,18 @@ __global__ void read_previous_block(float* x) {
   if (blockIdx.x > 0 && threadIdx.x == 0) x[blockIdx.x] += x[blockIdx.x - 1];
 }
 
+// Block b writes shared entries 0..n_written-1 (n_written = 32 for block 0, 16 after) and reads
+// all 32: the entries it did not write hold nothing of its own on a GPU. The shared array is
+// declared as translate.py writes declarations for the emulation.
+__global__ void read_unwritten_shared(float* out) {
+  __shared__ float s[32];
+  cuda_emu::fresh_shared(s, sizeof s);
+  const int n_written = blockIdx.x == 0 ? 32 : 16;
+  if (static_cast<int>(threadIdx.x) < n_written) s[threadIdx.x] = 1.0f;
+  __syncthreads();
+  out[blockIdx.x * 32 + threadIdx.x] = s[threadIdx.x];
+}
+
 // Runs kernel(out, in) in `launches` launches of one block, each on new values (shared memory
 // keeps the previous block's, as a function static here, which must not pass for this block's);
 // returns whether every output matched want(in).
@@ -99,6 +113,19 @@ TEST(EmuSchedule, BlocksReadingEachOthersOutputGiveDifferentResultsAcrossLaunche
     results.push_back(x);
   }
   EXPECT_NE(results[0], results[1]);  // one ran its blocks first to last, the other last to first
+}
+
+// A block reading shared memory it never wrote gets NaN, not the previous block's values (the
+// blocks of one launch run in either direction, so read them both ways).
+TEST(EmuSchedule, SharedMemoryABlockDidNotWriteHoldsNaN) {
+  for (int launch = 0; launch < 2; ++launch) {
+    std::vector<float> out(2 * 32, 0.0f);
+    cuda_emu::launcher(read_unwritten_shared, 2, 32)(out.data());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (int t = 0; t < 32; ++t) EXPECT_EQ(out[t], 1.0f) << t;
+    for (int t = 0; t < 16; ++t) EXPECT_EQ(out[32 + t], 1.0f) << t;
+    for (int t = 16; t < 32; ++t) EXPECT_TRUE(std::isnan(out[32 + t])) << t;
+  }
 }
 
 }  // namespace

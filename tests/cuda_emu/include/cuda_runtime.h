@@ -4,7 +4,8 @@
 // stream>>>(args)` into `cuda_emu::launcher(k, grid, block, smem, stream)(args)`. A launch is
 // queued on its stream with copies of its arguments, and runs when the host waits for it (see
 // StreamQueue in emu.cpp). Blocks run one after another; the threads of a block are fibers
-// switched at __syncthreads and shuffles, so __shared__ variables can be function statics.
+// switched at __syncthreads and shuffles, so __shared__ variables can be function statics
+// (filled with NaN bytes at each block's start, see fresh_shared).
 #pragma once
 #include <math.h>
 
@@ -41,6 +42,10 @@ float shfl_xor(float v, int lane_mask);
 // cudaGridDependencySynchronize: a stream's kernels run one after another here, so it only notes
 // that the calling thread waited (an overlapped launch fails with cudaErrorLaunchFailure unless all of them do).
 void grid_dependency_wait();
+// Fills a __shared__ array with NaN bytes, once per block (translate.py calls it after each
+// declaration): __shared__ arrays are function statics here, which would otherwise hand a block
+// the previous block's values where a GPU has none.
+void fresh_shared(void* array, std::size_t bytes);
 // Queues on `stream` a run of body once per CUDA thread of every block of the grid (an invalid
 // grid or block fails the launch at once). overlapped: launched to overlap the kernel before it
 // (every thread must call grid_dependency_wait).
