@@ -234,15 +234,19 @@ bool run_block(int n, const std::function<void()>& body, dim3 block, Schedule or
     return ran;
   };
   // Releases warp w's barrier once every live thread of it waits there; returns whether it did.
+  // The shuffles name the whole warp (mask 0xffffffff): one that some lanes returned before is
+  // undefined on a GPU, and an error here.
   auto release_warp = [&](int w) {
     const int b = w * 32, e = std::min(n, b + 32);
-    bool all = true, any = false;
+    bool all = true, any = false, returned = false;
     for (int t = b; t < e; ++t) {
       const auto st = r.fibers[t].state;
       if (st == Fiber::AtWarpBarrier) any = true;
-      else if (st != Fiber::Done) all = false;
+      else if (st == Fiber::Done) returned = true;
+      else all = false;
     }
     if (!(any && all)) return false;
+    if (returned) throw std::runtime_error("cuda_emu: a warp shuffle after some lanes of the warp returned");
     for (int t = b; t < e; ++t)
       if (r.fibers[t].state == Fiber::AtWarpBarrier) r.fibers[t].state = Fiber::Ready;
     return true;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/cuda_reduce.cuh"
@@ -71,6 +72,12 @@ __global__ void read_unwritten_shared(float* out) {
   out[blockIdx.x * 32 + threadIdx.x] = s[threadIdx.x];
 }
 
+// Lanes 16..31 return, then lanes 0..15 sum over the warp: the shuffles name lanes that are gone.
+__global__ void shuffle_after_return(float* out) {
+  if (threadIdx.x >= 16) return;
+  out[threadIdx.x] = kvs::cuda::detail::warp_sum(1.0f);
+}
+
 // Runs kernel(out, in) in `launches` launches of one block, each on new values (shared memory
 // keeps the previous block's, as a function static here, which must not pass for this block's);
 // returns whether every output matched want(in).
@@ -126,6 +133,12 @@ TEST(EmuSchedule, SharedMemoryABlockDidNotWriteHoldsNaN) {
     for (int t = 0; t < 16; ++t) EXPECT_EQ(out[32 + t], 1.0f) << t;
     for (int t = 16; t < 32; ++t) EXPECT_TRUE(std::isnan(out[32 + t])) << t;
   }
+}
+
+TEST(EmuSchedule, AShuffleAfterLanesReturnedIsAnError) {
+  std::vector<float> out(32, 0.0f);
+  cuda_emu::launcher(shuffle_after_return, 1, 32)(out.data());
+  EXPECT_THROW(cudaDeviceSynchronize(), std::runtime_error);
 }
 
 }  // namespace
