@@ -4,7 +4,7 @@
 // scripts/bench-hf-eager.py measures HF transformers (eager attention, output_attentions=True) on
 // the same shapes and prints the same first columns, for the side-by-side in README.
 //
-// Usage: bench_cuda [--shape 8b|small] [--contexts 1024,4096,8192,32768] [--steps 32]
+// Usage: bench_cuda [--shape 8b|small|tiny] [--contexts 1024,4096,8192,32768] [--steps 32]
 //                   [--capture both|rows|trace|none] [--decode-dtype float32|float16]
 //                   [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops | --only-ops]
 //                   [--policy SPEC]
@@ -16,7 +16,9 @@
 // table compares the two.
 // --policy SPEC (e.g. streamingllm, h2o): also prefill and decode with that policy live at a budget
 // of half the context, evicting every step (the cache controller path of `rerun --device cuda`).
-// Without a CUDA build or a GPU it prints why in one line and exits 0.
+// Without a CUDA build or a GPU it prints why in one line and exits 0. --shape tiny is for checking
+// the harness itself: a toy model and small probes, a run of seconds (the CPU emulation of CUDA
+// runs it in the test suite as emu_bench_cuda); its numbers mean nothing.
 //
 // Per context T: prefill T random tokens twice (hooks off; the faster counts), each followed by
 // --steps decode steps fed fixed random tokens (forced, so every mode does the same work):
@@ -90,7 +92,7 @@ struct Options {
 };
 
 constexpr const char* kUsage =
-    "usage: bench_cuda [--shape 8b|small] [--contexts 1024,4096,8192,32768] [--steps 32]\n"
+    "usage: bench_cuda [--shape 8b|small|tiny] [--contexts 1024,4096,8192,32768] [--steps 32]\n"
     "                  [--capture both|rows|trace|none] [--decode-dtype float32|float16]\n"
     "                  [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops | --only-ops]\n"
     "                  [--policy SPEC]\n";
@@ -116,7 +118,7 @@ bool parse_options(int argc, char** argv, Options& o) {
     const std::string v = argv[++i];
     try {
       if (a == "--shape") {
-        if (v != "8b" && v != "small") return fail("--shape: expected 8b or small, got '" + v + "'");
+        if (v != "8b" && v != "small" && v != "tiny") return fail("--shape: expected 8b, small or tiny, got '" + v + "'");
         o.shape = v;
       } else if (a == "--contexts") {
         o.contexts.clear();
@@ -183,7 +185,7 @@ kvs::ModelConfig config_for(const Options& o) {
     c.n_heads = 32;
     c.n_kv_heads = 8;
     c.vocab_size = 128256;
-  } else {  // small: the same proportions, a quick run (scripts/bench-hf-eager.py --shape small)
+  } else if (o.shape == "small") {  // the same proportions, a quick run
     c.name = "random small Llama-shaped";
     c.dim = 1024;
     c.hidden_dim = 3584;
@@ -191,10 +193,22 @@ kvs::ModelConfig config_for(const Options& o) {
     c.n_heads = 8;
     c.n_kv_heads = 2;
     c.vocab_size = 32000;
+  } else {  // tiny: the harness's own check
+    c.name = "random tiny Llama-shaped";
+    c.head_dim = 16;
+    c.dim = 64;
+    c.hidden_dim = 128;
+    c.n_layers = 2;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.vocab_size = 256;
   }
   c.seq_len = *std::max_element(o.contexts.begin(), o.contexts.end()) + o.steps + 16;
   return c;
 }
+
+// Bytes the bandwidth probe copies: 2 GiB, far past L2; 16 MiB for the tiny shape.
+std::size_t probe_bytes(const Options& o) { return o.shape == "tiny" ? std::size_t{16} << 20 : std::size_t{2} << 30; }
 
 uint64_t parameter_count(const kvs::ModelConfig& c) {
   const uint64_t d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim(), V = c.vocab_size;
@@ -628,7 +642,7 @@ void measure(const kvs::Model& model, const Options& o, kvs::GpuDtype dtype, dou
     std::fflush(stdout);
   }
   engine.reset();  // gives the GPU memory back for the second probe
-  const double bandwidth_after = copy_bandwidth(std::size_t{2} << 30, 10);
+  const double bandwidth_after = copy_bandwidth(probe_bytes(o), 10);
   std::printf("GPU memory bandwidth measured again after the runs: %.0f GB/s\n", bandwidth_after / 1e9);
   print_tables(results, o, bandwidth);
 }
@@ -647,9 +661,9 @@ int main(int argc, char** argv) {
   try {
     const kvs::ModelConfig c = config_for(o);
     print_gpu();
-    const double bandwidth = copy_bandwidth(std::size_t{2} << 30, 10);
-    std::printf("GPU memory bandwidth: %.0f GB/s (device-to-device copy of 2 GiB, bytes read + written, "
-                "best of 10)\n", bandwidth / 1e9);
+    const double bandwidth = copy_bandwidth(probe_bytes(o), 10);
+    std::printf("GPU memory bandwidth: %.0f GB/s (device-to-device copy of %.0f MiB, bytes read + written, "
+                "best of 10)\n", bandwidth / 1e9, static_cast<double>(probe_bytes(o)) / (1 << 20));
 
     set_overlap(o.overlap != "off");
     if (o.ops) print_ops(c, o.contexts, bandwidth, o.gpu_dtypes.front());

@@ -1,6 +1,7 @@
 // CUDA emulator (tests only): the runtime API, the kernel launch machinery and the cuBLAS
 // calls of include/*.h, on the CPU. See include/cuda_runtime_api.h.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -32,8 +34,12 @@ struct CUstream_st {
   std::shared_ptr<StreamQueue> q;
 };
 struct CUevent_st {
+  bool timing = true;              // created without cudaEventDisableTiming
   std::shared_ptr<StreamQueue> q;  // the stream of the last cudaEventRecord (none: never recorded)
-  unsigned long at = 0;            // operations of q before the event
+  unsigned long at = 0;            // operations of q up to the event's own
+  // When the event's operation ran, for cudaEventElapsedTime (shared with the queued operation,
+  // which may outlive a re-record of the event).
+  std::shared_ptr<std::optional<std::chrono::steady_clock::time_point>> ran;
 };
 struct cublasContext {
   cudaStream_t stream = nullptr;
@@ -426,6 +432,22 @@ cudaError_t cudaGetDevice(int* device) {
   return cudaSuccess;
 }
 
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (device != 0) return fail(cudaErrorInvalidValue);
+  *prop = {};
+  std::strncpy(prop->name, "CUDA emulation on the CPU", sizeof prop->name - 1);
+  prop->totalGlobalMem = cuda_emu::kDeviceBytes;
+  prop->multiProcessorCount = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  *version = 13000;  // the API subset emulated is CUDA 13.0's
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* version) { return cudaRuntimeGetVersion(version); }
+
 // The emulated GPU claims compute capability 9.0, so that overlapped launches run (and are
 // checked) here as they would on an H100.
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
@@ -454,6 +476,8 @@ const char* cudaGetErrorString(cudaError_t err) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
     case cudaErrorLaunchFailure:
       return "unspecified launch failure (emulation: a thread of an overlapped launch never called "
              "cudaGridDependencySynchronize)";
@@ -607,18 +631,31 @@ cudaError_t cudaDeviceSynchronize() {
   return synchronize_all();
 }
 
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
   *event = new CUevent_st;
+  (*event)->timing = (flags & cudaEventDisableTiming) == 0;
   return cudaSuccess;
 }
 
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
+
+// The event is an operation of the stream that notes when it ran.
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event) return fail(cudaErrorInvalidValue);
   std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
-  // The legacy stream's event also follows the blocking streams' earlier work.
-  if (!stream) enqueue(nullptr, [] {});
+  event->ran = std::make_shared<std::optional<std::chrono::steady_clock::time_point>>();
+  enqueue(stream, [ran = event->ran] { *ran = std::chrono::steady_clock::now(); });
   event->q = queue_of(stream);
   event->at = event->q->queued;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t stop) {
+  if (!start || !stop || !start->timing || !stop->timing) return fail(cudaErrorInvalidResourceHandle);
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
+  if (!start->ran || !stop->ran) return fail(cudaErrorInvalidResourceHandle);  // never recorded
+  if (!*start->ran || !*stop->ran) return fail(cudaErrorNotReady);
+  *ms = std::chrono::duration<float, std::milli>(**stop->ran - **start->ran).count();
   return cudaSuccess;
 }
 

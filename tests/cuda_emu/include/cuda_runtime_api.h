@@ -19,6 +19,8 @@ enum cudaError_t {
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInsufficientDriver = 35,
   cudaErrorNoDevice = 100,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
   cudaErrorLaunchFailure = 719,
 };
 typedef cudaError_t cudaError;
@@ -104,9 +106,23 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags = 0);
 cudaError_t cudaDeviceSynchronize();
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
+cudaError_t cudaEventCreate(cudaEvent_t* event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
+// Host time between the two events' runs (the emulation's, so nothing about a GPU's speed);
+// cudaErrorNotReady until both have run.
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t stop);
+
+// What the benchmarks print of the device.
+struct cudaDeviceProp {
+  char name[256];
+  std::size_t totalGlobalMem;
+  int multiProcessorCount;
+};
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
+cudaError_t cudaRuntimeGetVersion(int* version);
+cudaError_t cudaDriverGetVersion(int* version);
 
 namespace cuda_emu {
 // Device memory the emulated GPU offers (cudaMalloc fails past it, as on a real GPU).
