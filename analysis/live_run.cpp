@@ -36,6 +36,7 @@ class LogitsCapture : public AttentionObserver {
  public:
   explicit LogitsCapture(int prompt_len) : P_(prompt_len) {}
   PrefillNeed prefill_need() const override { return {false, 1}; }  // no prompt attention
+  bool needs_decode_rows() const override { return false; }
   void on_logits(int pos, std::span<const float> logits) override {
     if (pos < P_) return;
     logits_.insert(logits_.end(), logits.begin(), logits.end());
@@ -57,6 +58,7 @@ class RowCapture : public AttentionObserver {
     }
   }
   PrefillNeed prefill_need() const override { return {false, 1}; }  // decode rows only
+  bool needs_decode_rows() const override { return keep_; }
   void on_attention(const AttentionBlock& b) override {
     if (!b.decode || !keep_) return;
     const int step = b.q_pos0 - P_;
@@ -102,6 +104,8 @@ class EnforcingController : public CacheController {
       for (size_t i = 0; i < held.size(); ++i) row[held[i]] = act[i] ? 1 : 2;
     }
   }
+
+  bool needs_decode_rows(int layer) const override { return policy_.needs_decode_rows(layer); }
 
   void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
     renormed_.resize(heads.size());

@@ -100,6 +100,7 @@ class AdaKvPolicy : public Policy {
   }
   void before_attention(int, int, KvSlots&) override {}
   void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
+  bool needs_decode_rows(int) const override { return false; }
 
  private:
   ModelShape shape_;

@@ -117,6 +117,7 @@ class DuoAttentionPolicy : public Policy {
   void after_attention(int layer, int, std::span<const AttentionBlock>, KvSlots& kv) override {
     trim(layer, kv);
   }
+  bool needs_decode_rows(int) const override { return false; }
 
  private:
   void trim(int layer, KvSlots& kv) {

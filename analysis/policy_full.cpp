@@ -14,6 +14,7 @@ class FullPolicy : public Policy {
   void after_prefill(int, KvSlots&) override {}
   void before_attention(int, int, KvSlots&) override {}
   void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
+  bool needs_decode_rows(int) const override { return false; }
 };
 
 }  // namespace

@@ -53,6 +53,7 @@ class KvzipPolicy : public Policy {
   }
   void before_attention(int, int, KvSlots&) override {}
   void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
+  bool needs_decode_rows(int) const override { return false; }
 
  private:
   // One threshold over all L*Hkv*P pairs: the L*Hkv*B highest scores stay. Ties keep the newer

@@ -192,6 +192,8 @@ class OmniKvPolicy : public Policy {
         act[i] = !sparse || held[i] >= prompt_len_ || sel[held[i]];
     }
   }
+  // Only the filter layers select, from their own rows.
+  bool needs_decode_rows(int layer) const override { return roles_[layer] == OmniRole::Filter; }
   void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots&) override {
     if (roles_[layer] != OmniRole::Filter) return;
     std::vector<uint8_t>& sel = selected_[layer];

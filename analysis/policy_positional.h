@@ -15,6 +15,7 @@ class PositionalPolicy : public Policy {
   void after_prefill(int, KvSlots& kv) override;
   void before_attention(int, int, KvSlots&) override {}
   void after_attention(int layer, int, std::span<const AttentionBlock>, KvSlots& kv) override;
+  bool needs_decode_rows(int) const override { return false; }  // positions only
 
  protected:
   using Policy::Policy;

@@ -46,6 +46,7 @@ class PrefillReducer : public AttentionObserver {
   void on_begin(const ModelConfig& config, std::span<const int> prompt) override;
   void on_attention(const AttentionBlock& block) override;
   PrefillNeed prefill_need() const override { return {false, window_request_, pool_block_request_}; }
+  bool needs_decode_rows() const override { return false; }  // the prompt's attention only
   void on_prefill_summary(const PrefillSummary& summary) override;
   const PrefillEvidence& evidence() const { return ev_; }
   PrefillEvidence& evidence() { return ev_; }

@@ -33,6 +33,7 @@ class PrefillProgress : public AttentionObserver {
       : report_(std::move(report)), cancelled_(std::move(cancelled)) {}
   void on_begin(const ModelConfig& config, std::span<const int> prompt) override;
   PrefillNeed prefill_need() const override { return {false, 0, 0}; }
+  bool needs_decode_rows() const override { return false; }
   void on_attention(const AttentionBlock& b) override;
   void on_prefill_summary(const PrefillSummary& s) override;
   void on_prefill_end(int prompt_len) override;

@@ -1,6 +1,6 @@
-// Simulation driver: per step, per layer, per policy: append q_s, before_attention, the
-// renormalized recorded rows over each KV head's active entries, record kept + metrics,
-// after_attention.
+// Simulation driver: per step, per layer, per policy: append q_s, before_attention, record kept +
+// metrics, after_attention with the recorded rows renormalized over each KV head's active
+// entries (none for a policy that reads no rows at that layer, as the live engine gives none).
 #include "analysis/simulator.h"
 
 #include <algorithm>
@@ -139,7 +139,8 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
             lane.metrics->record(s, l, g, q, group_rows, held, act, topk);
           }
         }
-        for (int h = 0; h < H; ++h) {
+        const bool reads_rows = p.needs_decode_rows(l);  // else no renormalization: it reads none
+        for (int h = 0; h < H && reads_rows; ++h) {
           const std::vector<int32_t>& k = keys[h / G];
           probs[h].resize(k.size());
           const size_t r = (size_t)l * H + h;
@@ -155,7 +156,8 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
           b.lse = &lse2[h];
           b.decode = true;
         }
-        p.after_attention(l, q, blocks, lane.slots);
+        p.after_attention(l, q, reads_rows ? std::span<const AttentionBlock>(blocks) : std::span<const AttentionBlock>(),
+                          lane.slots);
         if (lane.metrics && p.has_scored_sets())
           for (int g = 0; g < Hkv; ++g) lane.metrics->record_scored_set(s, l, g, p.scored_set(l, g));
       }

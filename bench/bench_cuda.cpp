@@ -149,7 +149,7 @@ bool parse_options(int argc, char** argv, Options& o) {
         if (v != "bf16") o.gpu_dtypes.push_back(kvs::GpuDtype::Fp16);
         if (v != "fp16") o.gpu_dtypes.push_back(kvs::GpuDtype::Bf16);
       } else if (a == "--policy") {
-        kvs::make_policy(kvs::parse_policy_spec(v, 1), kvs::ModelShape{1, 1, 1, 8});  // InputError: bad spec
+        kvs::parse_policy_spec(v, 1);  // InputError: malformed (its parameters are checked on the model's shape)
         o.policy = v;
       } else if (a == "--overlap") {
         if (v != "on" && v != "off" && v != "both") return fail("--overlap: expected on, off or both, got '" + v + "'");
@@ -660,6 +660,8 @@ int main(int argc, char** argv) {
   }
   try {
     const kvs::ModelConfig c = config_for(o);
+    if (!o.policy.empty())  // InputError: unknown policy or parameter, a filter layer past the last, ...
+      kvs::make_policy(kvs::parse_policy_spec(o.policy, 1), kvs::ModelShape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim});
     print_gpu();
     const double bandwidth = copy_bandwidth(probe_bytes(o), 10);
     std::printf("GPU memory bandwidth: %.0f GB/s (device-to-device copy of %.0f MiB, bytes read + written, "

@@ -110,14 +110,16 @@ void Impl<T>::ensure_rows(int needed, bool to_host) {
   }
 }
 
-// Hands layer `layer`'s decode rows (already on the host) to the observer, then the controller.
+// Hands layer `layer`'s decode rows (already on the host) to the observer, then calls the
+// controller's after_attention, with the rows when controller_rows (else they need not be on the
+// host).
 template <class T>
-void Impl<T>::deliver_rows(int layer, int q_pos, AttentionObserver* observer,
-                                     CacheController* controller) {
+void Impl<T>::deliver_rows(int layer, int q_pos, AttentionObserver* observer, CacheController* controller,
+                           bool controller_rows) {
   const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
   const int max_rows = layer_max_rows[layer];
   const float* probs_l = probs_host.get() + static_cast<std::size_t>(layer) * H * host_rows_cap;  // [H, max_rows]
-  for (int h = 0; h < H; ++h) {
+  for (int h = 0; h < H && (observer || controller_rows); ++h) {
     const int g = h / group;
     AttentionBlock& b = blocks[h];
     b.layer = layer;
@@ -131,7 +133,9 @@ void Impl<T>::deliver_rows(int layer, int q_pos, AttentionObserver* observer,
     b.decode = true;
   }
   if (observer) observer->on_attention_heads(blocks);
-  if (controller) controller->after_attention(layer, q_pos, blocks, *cache);
+  if (controller)
+    controller->after_attention(layer, q_pos, controller_rows ? std::span<const AttentionBlock>(blocks)
+                                                              : std::span<const AttentionBlock>(), *cache);
 }
 
 template <class T>
@@ -243,9 +247,9 @@ void Impl<T>::push_token(int l) {
 
 // The rows each KV head of layer l attends: all of them (a shared 0..n-1 list, rows_stride 0)
 // unless some are inactive or, with a sliding window, before its first position; their count,
-// the query's slot, and (for hooks) the positions of the attended keys.
+// the query's slot, and (when the rows go to the host) the positions of the attended keys.
 template <class T>
-void Impl<T>::plan_attention(int l, bool hooks) {
+void Impl<T>::plan_attention(int l, bool to_host) {
   const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
   int32_t* m_host = meta_host_at(l);
   int32_t* n_rows_h = m_host + n_kv;         // [n_kv]
@@ -265,7 +269,7 @@ void Impl<T>::plan_attention(int l, bool hooks) {
   for (int g = 0; g < n_kv; ++g) {
     const std::span<const int32_t> held = cache->held(l, g);
     const std::span<uint8_t> act = cache->active(l, g);
-    int32_t* kp = hooks ? key_pos.data() + (static_cast<std::size_t>(l) * n_kv + g) * host_rows_cap : nullptr;
+    int32_t* kp = to_host ? key_pos.data() + (static_cast<std::size_t>(l) * n_kv + g) * host_rows_cap : nullptr;
     // Every held key attended: the hooks read the held list itself, which nothing changes before
     // they have the rows (a controller evicts after it gets them; the next push is the next step).
     layer_key_pos[static_cast<std::size_t>(l) * n_kv + g] = all_active ? held.data() : kp;
@@ -299,11 +303,19 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
   const int H = c.n_heads, n_kv = c.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const bool interleaved = c.rope_style == RopeStyle::Interleaved;
-  const bool hooks = observer || controller;
   const bool rope_in_cache = options.rope_in_cache;
+  // Which layers' rows go to the host: those the observer or the controller reads.
+  const bool observer_rows = observer && observer->needs_decode_rows();
+  controller_reads.assign(c.n_layers, 0);
+  rows_to_host.assign(c.n_layers, observer_rows);
+  for (int l = 0; l < c.n_layers && controller; ++l) {
+    controller_reads[l] = controller->needs_decode_rows(l);
+    rows_to_host[l] = rows_to_host[l] || controller_reads[l];
+  }
+  const bool any_rows = std::find(rows_to_host.begin(), rows_to_host.end(), 1) != rows_to_host.end();
 
   if (observer) observer->on_token(pos_, token_id);
-  ensure_rows(pos_ + 1, hooks);  // no head holds more than every position so far
+  ensure_rows(pos_ + 1, any_rows);  // no head holds more than every position so far
   token_host.get()[0] = token_id;
   cuda::check(cudaMemcpyAsync(token.get(), token_host.get(), sizeof(int32_t), cudaMemcpyHostToDevice, stream),
               "token upload");
@@ -318,7 +330,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
   auto plan_layers = [&](int l0, int l1) {  // layers [l0, l1)
     for (int l = l0; l < l1; ++l) {
       push_token(l);
-      plan_attention(l, hooks);
+      plan_attention(l, rows_to_host[l]);
     }
     cuda::check(cudaMemcpy2DAsync(meta_at(l0), meta_stride * sizeof(int32_t), meta_host_at(l0),
                                   meta_stride * sizeof(int32_t), (2 * n_kv + H) * sizeof(int32_t), l1 - l0,
@@ -350,7 +362,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
                       interleaved, m_dev, stream);
     if (per_layer_meta) {
       controller->before_attention(l, pos_, *cache);
-      plan_attention(l, hooks);
+      plan_attention(l, rows_to_host[l]);
       copy_meta(l, n_kv, n_kv + H);
       if (layer_rows_stride[l] > 0) copy_meta(l, 2L * n_kv + H, n_kv * layer_rows_stride[l]);
     }
@@ -369,7 +381,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
                         rope_in_cache ? rope_sin.get() : nullptr, interleaved, att_scratch.get(), stream);
     cuda::check_launch("decode attention");
 
-    if (hooks) {
+    if (rows_to_host[l]) {
       // The rows go to the host on the copy stream while the next layers compute. A controller
       // must see them before the next layer's attention (it may evict, or mark keys of the next
       // layer): it gets them below, once this layer's FFN is queued; an observer alone gets every
@@ -392,19 +404,19 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     if (controller) {
       // The GPU computes this layer's output and FFN while the controller decides: what it evicts
       // is this layer's cache, which they do not read (the compaction queues when the cache's
-      // rows are next asked for).
-      cuda::check(cudaStreamSynchronize(copy_stream), "decode rows copy");
-      deliver_rows(l, pos_, observer, controller);
+      // rows are next asked for). Without rows to read, the host does not wait for the GPU.
+      if (rows_to_host[l]) cuda::check(cudaStreamSynchronize(copy_stream), "decode rows copy");
+      deliver_rows(l, pos_, observer_rows ? observer : nullptr, controller, controller_reads[l]);
     }
   }
   cuda::check_launch("decode layer");
   enqueue_logits(x.get());
-  if (observer && !controller) {
+  if (observer_rows && !controller) {
     // Each layer's rows as soon as they are on the host, while the GPU computes the next layers:
     // the observer's own work on them is hidden behind the step.
     for (int l = 0; l < c.n_layers; ++l) {
       cuda::check(cudaEventSynchronize(copied[l].get()), "decode rows copy");
-      deliver_rows(l, pos_, observer, nullptr);
+      deliver_rows(l, pos_, observer, nullptr, false);
     }
   }
   finish_logits();

@@ -212,6 +212,8 @@ struct Impl final : Forward {
   std::vector<int32_t> layer_rows;         // [n_layers, n_kv] attended rows per KV head
   std::vector<int> layer_max_rows;         // [n_layers]
   std::vector<long> layer_rows_stride;     // [n_layers] 0: every held row attended (a shared list)
+  std::vector<uint8_t> rows_to_host;       // [n_layers] this decode step: the layer's rows go to the host
+  std::vector<uint8_t> controller_reads;   // [n_layers] this decode step: the controller reads them
   std::vector<AttentionBlock> blocks;      // [n_heads]
   std::vector<float> logits_out;           // [vocab]
 
@@ -242,9 +244,10 @@ struct Impl final : Forward {
   void enqueue_logits(const float* x_last);  // final norm, classifier, copy to logits_host
   void finish_logits();                      // waits for the stream; logits_out
   void push_token(int layer);
-  void plan_attention(int layer, bool hooks);
+  void plan_attention(int layer, bool to_host);
   void ensure_rows(int needed, bool to_host);
-  void deliver_rows(int layer, int q_pos, AttentionObserver* observer, CacheController* controller);
+  void deliver_rows(int layer, int q_pos, AttentionObserver* observer, CacheController* controller,
+                    bool controller_rows);
 
 };
 

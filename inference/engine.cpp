@@ -723,7 +723,9 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
     team.parallel(
         ops::panel_count(dim), kPanels, residual_chunk(&wo, s.att.data(), qd),
         [&] {
-          for (int h = 0; h < c.n_heads; ++h) {
+          const bool observer_rows = s.observer && s.observer->needs_decode_rows();
+          const bool controller_rows = s.controller && s.controller->needs_decode_rows(l);
+          for (int h = 0; h < c.n_heads && (observer_rows || controller_rows); ++h) {
             const int g = h / group;
             AttentionBlock& b = s.blocks[h];
             b.layer = l;
@@ -735,9 +737,11 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
             b.probs = s.probs.data() + static_cast<std::size_t>(h) * s.cap;
             b.lse = &s.lse[h];
             b.decode = true;
-            if (s.observer) s.observer->on_attention(b);
+            if (observer_rows) s.observer->on_attention(b);
           }
-          if (s.controller) s.controller->after_attention(l, pos, s.blocks, s.store);
+          if (s.controller)
+            s.controller->after_attention(l, pos, controller_rows ? std::span<const AttentionBlock>(s.blocks)
+                                                                  : std::span<const AttentionBlock>(), s.store);
         });
 
     ops::rmsnorm(s.xb.data(), s.x.data(), lw.ffn_norm.data(), dim, c.rms_eps);

@@ -89,6 +89,10 @@ class AttentionObserver {
     for (const AttentionBlock& b : heads) on_attention(b);
   }
   virtual PrefillNeed prefill_need() const { return {}; }
+  // Whether it reads decode rows (on_attention / on_attention_heads during Engine::decode). Asked
+  // at each decode step; when no listener does, the engine delivers none (a GPU backend then
+  // leaves them on the device). Tokens and logits come either way.
+  virtual bool needs_decode_rows() const { return true; }
   // Prefill reductions (see PrefillNeed); pointers are valid during the call only.
   virtual void on_prefill_summary(const PrefillSummary& summary) {}
   // Every layer of the prompt has been processed.
@@ -108,6 +112,11 @@ class ObserverFanout : public AttentionObserver {
   void on_attention(const AttentionBlock& b) override { for (auto* o : observers_) o->on_attention(b); }
   void on_attention_heads(std::span<const AttentionBlock> heads) override {
     for (auto* o : observers_) o->on_attention_heads(heads);
+  }
+  bool needs_decode_rows() const override {
+    for (auto* o : observers_)
+      if (o->needs_decode_rows()) return true;
+    return false;
   }
   PrefillNeed prefill_need() const override {
     PrefillNeed need{false, 0, 0};  // the widest window, the coarsest pooling asked for
@@ -154,9 +163,13 @@ class CacheController {
   // calls it once a layer for a chunk of queries (q_pos the first; see there).
   virtual void before_attention(int layer, int q_pos, KvSlots& kv) = 0;
   // Decode: the query at q_pos attended in `layer`; heads[h] is query head h's row over the keys
-  // it attended. Evict here ("attend, then evict").
+  // it attended, or heads is empty where needs_decode_rows(layer) is false. Evict here ("attend,
+  // then evict").
   virtual void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads,
                                KvSlots& kv) = 0;
+  // Whether after_attention reads the rows at `layer` (asked at each decode step). Where it does
+  // not, a GPU backend need not bring them to the host, nor wait for them, before calling it.
+  virtual bool needs_decode_rows(int layer) const { return true; }
 };
 
 }  // namespace kvs

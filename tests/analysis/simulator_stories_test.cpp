@@ -1,8 +1,10 @@
 // The simulator over a real recorded trace (stories260K): StreamingLLM's exact kept sets,
-// full recall for every policy whose budget covers the context, and a one-line error for a
+// full recall for every policy whose budget covers the context, the same kept sets for every
+// policy whether or not it is given the rows it says it does not read, and a one-line error for a
 // policy whose data the trace lacks.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <unistd.h>
 
@@ -45,6 +47,25 @@ RunData run(const TraceReader& tr, const std::string& spec, int budget) {
   return simulate(tr, *p, SimulateOptions{});
 }
 
+// A policy that says it reads the rows at every layer, whatever the one it wraps says: driven so,
+// the wrapped policy gets rows where it claimed it needs none.
+class RowsEverywhere : public Policy {
+ public:
+  explicit RowsEverywhere(std::unique_ptr<Policy> inner) : Policy(inner->spec()), inner_(std::move(inner)) {}
+  std::string params_json() const override { return inner_->params_json(); }
+  void begin(const PolicyContext& context) override { inner_->begin(context); }
+  bool needs_key_scores() const override { return inner_->needs_key_scores(); }
+  bool has_scored_sets() const override { return inner_->has_scored_sets(); }
+  std::span<const int32_t> scored_set(int layer, int kv_head) const override { return inner_->scored_set(layer, kv_head); }
+  void after_prefill(int prompt_len, KvSlots& kv) override { inner_->after_prefill(prompt_len, kv); }
+  void before_attention(int layer, int q_pos, KvSlots& kv) override { inner_->before_attention(layer, q_pos, kv); }
+  void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
+    inner_->after_attention(layer, q_pos, heads, kv);
+  }
+ private:
+  std::unique_ptr<Policy> inner_;
+};
+
 }  // namespace
 
 TEST_F(StoriesTrace, StreamingLlmKeepsExactlySinksAndRecentWindow) {
@@ -77,6 +98,43 @@ TEST_F(StoriesTrace, EveryPolicyHasFullRecallWhenTheBudgetCoversTheContext) {
       }
     }
   }
+}
+
+// A policy that says it reads no rows at a layer (StreamingLLM, SnapKV after the prompt, OmniKV
+// outside its filter layers, ...) gets none there from both drivers; given them, it must keep
+// exactly what it kept without them, and its metrics must not move.
+TEST_F(StoriesTrace, PoliciesReadNoRowsWhereTheySayTheyNeedNone) {
+  TraceReader tr(path_);
+  const ModelShape shape = tr.meta().shape;
+  int row_less = 0;
+  for (const std::string& name : policy_names()) {
+    if (name == "kvzip") continue;  // needs the repeat pass
+    std::vector<std::string> specs = {name};
+    if (name == "omnikv") specs = {"omnikv:filters=1", "omnikv:filters=1,selector=uniform"};
+    // Gates the driver hands over (the wrapper hides the policy's own request for a profile).
+    if (name == "duoattention") specs = {"duoattention:gates=estimated,sink=4,recent=8"};
+    SimulateOptions options;
+    options.alpha.resize(static_cast<size_t>(shape.n_layers) * shape.n_kv_heads);
+    for (size_t i = 0; i < options.alpha.size(); ++i) options.alpha[i] = static_cast<float>(i % 3) / 2.0f;
+    options.alpha_source = "test";
+    for (const std::string& spec : specs) {
+      auto own = make_policy(parse_policy_spec(spec, 24), shape);
+      RowsEverywhere given(make_policy(parse_policy_spec(spec, 24), shape));
+      Policy* policies[] = {own.get(), &given};
+      const std::vector<RunData> runs = simulate(tr, policies, options);
+      for (int l = 0; l < shape.n_layers; ++l) row_less += !own->needs_decode_rows(l);
+      EXPECT_EQ(runs[0].kept, runs[1].kept) << spec;
+      ASSERT_EQ(runs[0].metrics.size(), runs[1].metrics.size()) << spec;
+      for (size_t m = 0; m < runs[0].metrics.size(); ++m) {
+        const std::vector<float>& a = runs[0].metrics[m].data;
+        const std::vector<float>& b = runs[1].metrics[m].data;
+        ASSERT_EQ(a.size(), b.size()) << spec << " " << runs[0].metrics[m].name;
+        for (size_t i = 0; i < a.size(); ++i)
+          ASSERT_TRUE(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) << spec << " " << runs[0].metrics[m].name;
+      }
+    }
+  }
+  EXPECT_GT(row_less, 0);  // the claim is made somewhere, so the comparison means something
 }
 
 TEST_F(StoriesTrace, KvzipWithoutRepeatScoresIsAOneLineError) {

@@ -1,11 +1,14 @@
 // Test support for engine tests that run the same tokens two ways (CPU and GPU, batched and
-// step by step): the captured attention rows compared row by row, and a controller that skips a
-// range of positions before every attention (as KVzip's scoring skips the context outside a chunk).
+// step by step, reading decode rows or not): the captured attention rows compared row by row, a
+// controller that skips a range of positions before every attention (as KVzip's scoring skips the
+// context outside a chunk), and hooks that read decode rows at some layers only.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <map>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "capture.h"
 #include "inference/hooks.h"
@@ -52,5 +55,42 @@ class SkipPositions : public CacheController {
  private:
   int from_, to_;
 };
+
+// Forwards to `inner` but reads decode rows at odd layers only (needs_decode_rows); records how
+// many rows each after_attention was given, in call order.
+class OddLayersReadRows : public CacheController {
+ public:
+  explicit OddLayersReadRows(CacheController& inner) : inner_(inner) {}
+  void after_prefill(int prompt_len, KvSlots& kv) override { inner_.after_prefill(prompt_len, kv); }
+  void before_attention(int layer, int q_pos, KvSlots& kv) override { inner_.before_attention(layer, q_pos, kv); }
+  void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
+    given.push_back({layer, static_cast<int>(heads.size())});
+    inner_.after_attention(layer, q_pos, heads, kv);
+  }
+  bool needs_decode_rows(int layer) const override { return layer % 2 == 1; }
+  std::vector<std::pair<int, int>> given;  // (layer, rows given) per call
+
+ private:
+  CacheController& inner_;
+};
+
+// A Capture that reads no decode rows: it still gets the prompt's rows, the tokens and the logits.
+class CaptureWithoutDecodeRows : public Capture {
+ public:
+  bool needs_decode_rows() const override { return false; }
+};
+
+// With `observer` and `controller` reading rows at odd layers only (as above), a run gives the
+// controller no rows at even layers and all n_heads at odd ones, the observer no decode rows, and
+// computes what `reads_all` (the same run with both reading every row) computed, logits bit for
+// bit.
+inline void expect_rows_only_where_read(const CaptureWithoutDecodeRows& observer, const OddLayersReadRows& controller,
+                                        const Capture& reads_all, int n_heads, int decode_steps, int n_layers) {
+  for (const CapturedRow& r : observer.rows) EXPECT_FALSE(r.decode) << "a decode row of layer " << r.layer;
+  ASSERT_EQ(controller.given.size(), static_cast<std::size_t>(decode_steps) * n_layers);
+  for (const auto& [layer, rows] : controller.given) EXPECT_EQ(rows, layer % 2 == 1 ? n_heads : 0) << "layer " << layer;
+  EXPECT_EQ(observer.logits_pos, reads_all.logits_pos);
+  EXPECT_EQ(observer.logits, reads_all.logits);
+}
 
 }  // namespace kvs::tiny

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "capture.h"
+#include "compare_rows.h"
 #include "inference/engine.h"
 #include "tiny_model.h"
 
@@ -36,7 +37,7 @@ class KeepEnds : public CacheController {
   }
   void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads,
                        KvSlots& kv) override {
-    EXPECT_EQ(static_cast<int>(heads.size()), 4);
+    if (!heads.empty()) EXPECT_EQ(static_cast<int>(heads.size()), 4);  // none where a wrapper reads none
     for (const AttentionBlock& b : heads) {
       EXPECT_EQ(b.layer, layer);
       EXPECT_EQ(b.q_pos0, q_pos);
@@ -258,6 +259,33 @@ TEST(EngineController, HookExceptionsLeaveDecodeOnAnyThreadCount) {
       const auto b = fresh.decode(kDecoded[0]);
       EXPECT_EQ(after, std::vector<float>(b.begin(), b.end()));
     }
+  }
+}
+
+// Hooks that read decode rows at some layers only (the positional policies read none, OmniKV its
+// filter layers') get none elsewhere, and the run is the one they would have had reading all.
+TEST(EngineController, HooksGetDecodeRowsOnlyWhereTheyReadThem) {
+  const Model m = tiny::random_model(tiny::tiny_config(), 31);
+  const ModelConfig& c = m.config;
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    EngineOptions opt;
+    opt.n_threads = threads;
+    auto run = [&](AttentionObserver& observer, CacheController& controller) {
+      Engine e(m, opt);
+      e.set_observer(&observer);
+      e.set_controller(&controller);
+      e.prefill(kPrompt);
+      for (int t : kDecoded) e.decode(t);
+    };
+    Capture reads_all;
+    KeepEnds all_rows(2, 3), inner(2, 3);
+    run(reads_all, all_rows);
+    tiny::CaptureWithoutDecodeRows observer;
+    tiny::OddLayersReadRows controller(inner);
+    run(observer, controller);
+    tiny::expect_rows_only_where_read(observer, controller, reads_all, c.n_heads, static_cast<int>(kDecoded.size()),
+                                      c.n_layers);
   }
 }
 

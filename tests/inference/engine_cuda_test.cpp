@@ -264,6 +264,33 @@ TEST(EngineCuda, EvictionsComposedWithinACallbackEqualOneEviction) {
   expect_same_rows(once, halves, 0.0f);
 }
 
+// Rows nobody reads stay on the device: with an observer that reads no decode rows and a
+// controller that reads them at odd layers only, the backend copies and waits for none at even
+// layers (the controller evicts there without them), and the run computes what it computes when
+// both read every row: the same logits, bit for bit.
+TEST(EngineCuda, RowsNobodyReadsStayOnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
+  const Model model = load_model(kModels + "stories260K.bin");
+  const std::vector<int> prompt = {1, 403, 407, 261, 378, 11, 400, 300, 272, 345, 284, 262};
+  const std::vector<int> forced = greedy(model, on(Device::Cpu), prompt, 16);
+  SinkWindowController all_rows(2, 8), inner(2, 8);
+  const tiny::Capture reads_all = capture_run(model, on(Device::Cuda), prompt, forced, &all_rows);
+  tiny::CaptureWithoutDecodeRows observer;
+  tiny::OddLayersReadRows controller(inner);
+  Engine engine(model, on(Device::Cuda));
+  engine.set_observer(&observer);
+  engine.set_controller(&controller);
+  GenerateRequest req;
+  req.prompt = prompt;
+  req.steps = static_cast<int>(forced.size());
+  req.forced = forced;
+  req.stop_at_eos = false;
+  generate(engine, req);
+  tiny::expect_rows_only_where_read(observer, controller, reads_all, model.config.n_heads,
+                                    static_cast<int>(forced.size()), model.config.n_layers);
+}
+
 // The device cache starts at 256 rows per head and doubles as the sequence grows: a prompt of
 // 250 and a continuation past position 256 (a growth mid-decode) attend exactly as the CPU does
 // on the same numbers — also with a controller that keeps 256 entries per head, so the grown
