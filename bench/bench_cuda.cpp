@@ -7,15 +7,16 @@
 // Usage: bench_cuda [--shape 8b|small|tiny] [--contexts 1024,4096,8192,32768] [--steps 32]
 //                   [--capture both|rows|trace|none] [--decode-dtype float32|float16]
 //                   [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops | --only-ops]
-//                   [--policy SPEC]
+//                   [--policy SPEC]...
 // --ops first times each decode kernel alone on the shape's sizes, as GB/s against the copy bandwidth;
 // --only-ops does that and stops (no model: a few seconds, for a profiler to watch the kernels).
 // --gpu-dtype fp16,bf16 measures both storage types on one model built once (an engine each).
 // --overlap: the decode kernels launched to overlap the one before them (kernels/cuda_launch.cuh;
 // on by default), or not; both: hooks-off decode is run four times, on, off, on, off, and a
 // table compares the two.
-// --policy SPEC (e.g. streamingllm, h2o): also prefill and decode with that policy live at a budget
-// of half the context, evicting every step (the cache controller path of `rerun --device cuda`).
+// --policy SPEC (e.g. streamingllm, h2o; repeatable): also prefill and decode with that policy live
+// at a budget of half the context, evicting every step (the cache controller path of `rerun
+// --device cuda`; h2o reads every layer's rows, streamingllm none).
 // Without a CUDA build or a GPU it prints why in one line and exits 0. --shape tiny is for checking
 // the harness itself: a toy model and small probes, a run of seconds (the CPU emulation of CUDA
 // runs it in the test suite as emu_bench_cuda); its numbers mean nothing.
@@ -88,14 +89,14 @@ struct Options {
   std::string overlap = "on";  // on, off or both
   bool ops = false;       // also time the decode kernels one by one
   bool only_ops = false;  // ... and nothing else
-  std::string policy;     // also decode with this policy live at a budget of half the context ("": no)
+  std::vector<std::string> policies;  // also decode with each of these live at a budget of half the context
 };
 
 constexpr const char* kUsage =
     "usage: bench_cuda [--shape 8b|small|tiny] [--contexts 1024,4096,8192,32768] [--steps 32]\n"
     "                  [--capture both|rows|trace|none] [--decode-dtype float32|float16]\n"
     "                  [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops | --only-ops]\n"
-    "                  [--policy SPEC]\n";
+    "                  [--policy SPEC]...\n";
 
 // Parses argv; on a bad argument prints why and the usage and returns false.
 bool parse_options(int argc, char** argv, Options& o) {
@@ -150,7 +151,7 @@ bool parse_options(int argc, char** argv, Options& o) {
         if (v != "fp16") o.gpu_dtypes.push_back(kvs::GpuDtype::Bf16);
       } else if (a == "--policy") {
         kvs::parse_policy_spec(v, 1);  // InputError: malformed (its parameters are checked on the model's shape)
-        o.policy = v;
+        o.policies.push_back(v);
       } else if (a == "--overlap") {
         if (v != "on" && v != "off" && v != "both") return fail("--overlap: expected on, off or both, got '" + v + "'");
         o.overlap = v;
@@ -388,8 +389,8 @@ struct ContextResult {
   double bytes_per_token = 0.0; // weights + K/V read, mean over the steps
   double row_floats_per_step = 0.0;  // layers x heads x keys of a decode step, mean over the steps
   double rows_step_s = 0.0;     // median decode step, rows to a host buffer (0: not run)
-  int policy_budget = 0;        // --policy: entries it keeps per KV head
-  double policy_step_s = 0.0;   // median decode step with it as the cache controller (0: not run)
+  int policy_budget = 0;        // --policy: entries each keeps per KV head
+  std::vector<double> policy_step_s;  // [policies] median decode step with it as the cache controller
   bool has_trace = false;
   TraceRun trace;
 };
@@ -471,10 +472,9 @@ ContextResult run_context(kvs::Engine& engine, int T, const Options& o, double w
       r.trace = record_trace(engine, prompt, forced, o.decode_dtype);
       r.has_trace = true;
     }
-    if (!o.policy.empty()) {
-      r.policy_budget = std::max(1, T / 2);
-      r.policy_step_s = policy_decode(engine, prompt, forced, o.policy, r.policy_budget);
-    }
+    r.policy_budget = std::max(1, T / 2);
+    for (const std::string& spec : o.policies)
+      r.policy_step_s.push_back(policy_decode(engine, prompt, forced, spec, r.policy_budget));
   } catch (const kvs::InputError& e) {  // cuda::OutOfMemory among them
     engine.set_observer(nullptr);
     engine.set_controller(nullptr);
@@ -488,13 +488,14 @@ const char* mark(bool ok) { return ok ? "met" : "NOT met"; }
 
 // One line per finished context with its main figures, so that a run stopped before the tables
 // (the GPU check caps each step) still reports what it measured.
-void print_progress(const ContextResult& r, double seconds, double bandwidth) {
+void print_progress(const ContextResult& r, const Options& o, double seconds, double bandwidth) {
   std::printf("context %d: done in %.1f s (prefill %.0f tok/s, decode %.1f tok/s hooks off, %.2f of the limit",
               r.T, seconds, r.T / r.prefill_s, 1.0 / r.off_step_s, r.bytes_per_token / r.off_step_s / bandwidth);
   if (r.rows_step_s > 0) std::printf("; rows to host %+.1f%%", 100.0 * (r.rows_step_s / r.off_step_s - 1.0));
   if (r.has_trace) std::printf("; trace %+.1f%%", 100.0 * (r.trace.sustained_step_s() / r.off_step_s - 1.0));
   if (r.plain_step_s > 0) std::printf("; overlap on / off %.3f", r.plain_step_s / r.off_step_s);
-  if (r.policy_step_s > 0) std::printf("; policy live %.1f tok/s", 1.0 / r.policy_step_s);
+  for (std::size_t i = 0; i < r.policy_step_s.size(); ++i)
+    std::printf("; %s live %.1f tok/s", o.policies[i].c_str(), 1.0 / r.policy_step_s[i]);
   std::printf(")\n");
 }
 
@@ -574,15 +575,16 @@ void print_tables(const std::vector<ContextResult>& results, const Options& o, d
                   plain * r.bytes_per_token / bandwidth, on / plain);
     }
   }
-  if (!o.policy.empty()) {
-    std::printf("\nLive policy %s (the cache controller path of rerun --device cuda), median of %d steps; the "
+  if (!o.policies.empty()) {
+    std::printf("\nLive policies (the cache controller path of rerun --device cuda), median of %d steps; the "
                 "cache holds the budget, so each step reads less than hooks off:\n\n"
-                "| context | budget per KV head | tok/s, policy live | tok/s, hooks off | policy / hooks off |\n"
-                "|---|---|---|---|---|\n", o.policy.c_str(), o.steps);
+                "| context | policy | budget per KV head | tok/s, policy live | tok/s, hooks off | policy / hooks off |\n"
+                "|---|---|---|---|---|---|\n", o.steps);
     for (const ContextResult& r : results) {
-      if (!r.error.empty() || r.policy_step_s <= 0) continue;
-      std::printf("| %d | %d | %.1f | %.1f | %.3f |\n", r.T, r.policy_budget, 1.0 / r.policy_step_s,
-                  1.0 / r.off_step_s, r.off_step_s / r.policy_step_s);
+      if (!r.error.empty()) continue;
+      for (std::size_t i = 0; i < r.policy_step_s.size(); ++i)
+        std::printf("| %d | %s | %d | %.1f | %.1f | %.3f |\n", r.T, o.policies[i].c_str(), r.policy_budget,
+                    1.0 / r.policy_step_s[i], 1.0 / r.off_step_s, r.off_step_s / r.policy_step_s[i]);
     }
   }
   for (const ContextResult& r : results) {
@@ -638,7 +640,7 @@ void measure(const kvs::Model& model, const Options& o, kvs::GpuDtype dtype, dou
     if (!r.error.empty())
       std::printf("context %d: %s\n", T, r.error.c_str());
     else
-      print_progress(r, seconds_since(t0), bandwidth);
+      print_progress(r, o, seconds_since(t0), bandwidth);
     std::fflush(stdout);
   }
   engine.reset();  // gives the GPU memory back for the second probe
@@ -660,8 +662,8 @@ int main(int argc, char** argv) {
   }
   try {
     const kvs::ModelConfig c = config_for(o);
-    if (!o.policy.empty())  // InputError: unknown policy or parameter, a filter layer past the last, ...
-      kvs::make_policy(kvs::parse_policy_spec(o.policy, 1), kvs::ModelShape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim});
+    for (const std::string& spec : o.policies)  // InputError: unknown policy or parameter, a filter layer past the last, ...
+      kvs::make_policy(kvs::parse_policy_spec(spec, 1), kvs::ModelShape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim});
     print_gpu();
     const double bandwidth = copy_bandwidth(probe_bytes(o), 10);
     std::printf("GPU memory bandwidth: %.0f GB/s (device-to-device copy of %.0f MiB, bytes read + written, "
