@@ -98,12 +98,11 @@ std::vector<int> greedy(const Model& model, EngineOptions o, const std::vector<i
 using tiny::expect_same_rows;
 using tiny::SkipPositions;
 
-// Runs prompt + forced continuation with a Capture attached; returns it.
-tiny::Capture capture_run(const Model& model, EngineOptions o, const std::vector<int>& prompt,
-                          const std::vector<int>& forced, CacheController* controller = nullptr) {
-  tiny::Capture cap;
+// Runs prompt + forced continuation with the hooks attached.
+void forced_run(const Model& model, EngineOptions o, const std::vector<int>& prompt, const std::vector<int>& forced,
+                AttentionObserver* observer, CacheController* controller) {
   Engine engine(model, o);
-  engine.set_observer(&cap);
+  engine.set_observer(observer);
   engine.set_controller(controller);
   GenerateRequest req;
   req.prompt = prompt;
@@ -111,8 +110,18 @@ tiny::Capture capture_run(const Model& model, EngineOptions o, const std::vector
   req.forced = forced;
   req.stop_at_eos = false;
   generate(engine, req);
+}
+
+// Runs prompt + forced continuation with a Capture attached; returns it.
+tiny::Capture capture_run(const Model& model, EngineOptions o, const std::vector<int>& prompt,
+                          const std::vector<int>& forced, CacheController* controller = nullptr) {
+  tiny::Capture cap;
+  forced_run(model, o, prompt, forced, &cap, controller);
   return cap;
 }
+
+// A stories260K prompt of 12 tokens for the controller tests.
+const std::vector<int> kStoriesPrompt = {1, 403, 407, 261, 378, 11, 400, 300, 272, 345, 284, 262};
 
 // Keeps `sink` first entries and the `recent` newest per KV head (evicting after attention), and
 // leaves every third middle entry inactive in odd layers, so both the eviction and the
@@ -237,7 +246,7 @@ TEST(EngineCuda, ControllerEvictionAndInactiveKeysMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
   const Model model = load_model(kModels + "stories260K.bin");
-  const std::vector<int> prompt = {1, 403, 407, 261, 378, 11, 400, 300, 272, 345, 284, 262};
+  const std::vector<int>& prompt = kStoriesPrompt;
   const std::vector<int> forced = greedy(model, on(Device::Cpu), prompt, 40);
   for (bool rope_in_cache : {false, true}) {
     SinkWindowController cpu_ctl(2, 8), gpu_ctl(2, 8);
@@ -272,21 +281,12 @@ TEST(EngineCuda, RowsNobodyReadsStayOnTheDevice) {
   SKIP_WITHOUT_GPU();
   if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
   const Model model = load_model(kModels + "stories260K.bin");
-  const std::vector<int> prompt = {1, 403, 407, 261, 378, 11, 400, 300, 272, 345, 284, 262};
-  const std::vector<int> forced = greedy(model, on(Device::Cpu), prompt, 16);
+  const std::vector<int> forced = greedy(model, on(Device::Cpu), kStoriesPrompt, 16);
   SinkWindowController all_rows(2, 8), inner(2, 8);
-  const tiny::Capture reads_all = capture_run(model, on(Device::Cuda), prompt, forced, &all_rows);
+  const tiny::Capture reads_all = capture_run(model, on(Device::Cuda), kStoriesPrompt, forced, &all_rows);
   tiny::CaptureWithoutDecodeRows observer;
   tiny::OddLayersReadRows controller(inner);
-  Engine engine(model, on(Device::Cuda));
-  engine.set_observer(&observer);
-  engine.set_controller(&controller);
-  GenerateRequest req;
-  req.prompt = prompt;
-  req.steps = static_cast<int>(forced.size());
-  req.forced = forced;
-  req.stop_at_eos = false;
-  generate(engine, req);
+  forced_run(model, on(Device::Cuda), kStoriesPrompt, forced, &observer, &controller);
   tiny::expect_rows_only_where_read(observer, controller, reads_all, model.config.n_heads,
                                     static_cast<int>(forced.size()), model.config.n_layers);
 }
