@@ -126,12 +126,16 @@ TEST_F(KillTest, RecordInterruptedCommitsTheStepsDone) {
       std::this_thread::sleep_for(std::chrono::duration<double>(when(rng_)));
     } else {
       // Half the interrupts wait for the trace's temporary file, which the recording creates
-      // after the handler is installed: these land mid-recording however long the process takes
-      // to start (loading the CUDA libraries on a busy machine can outlast the whole recording).
+      // after the handler is installed, and then up to a quarter of a whole run more: these land
+      // mid-recording however long the process takes to start (loading the CUDA libraries on a
+      // busy machine can outlast the whole recording), and mostly in the decode loop, which is
+      // most of a recording (right at the file's creation they met the prefill, which stops
+      // without a trace, and on a loaded machine none of the others landed in the loop).
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(10 * full);
       while (temp_files(dir_.path).empty() && std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
+      std::this_thread::sleep_for(std::chrono::duration<double>(when(rng_) / 4));
     }
     ::kill(pid, i % 2 ? SIGTERM : SIGINT);
     rc = wait_child(pid);
