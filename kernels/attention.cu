@@ -134,7 +134,7 @@ __device__ void load_tile(uint4* tile, const T* src, const int32_t* rs, int t0, 
 // Grid (n_kv_heads * head_blocks, n_splits).
 //  - scores: kKeyLanes lanes per key of the tile, over the rotation pairs (the key rotated by
 //    its cache row when rope_cos is given) for every query head of the block; the scaled logits
-//    go to probs (normalized by pass 2) and to e;
+//    go to probs (normalized by pass 2; unless probs is null: no hook reads the rows) and to e;
 //  - per head, the split's max m and sum l of exp(logit - m);
 //  - per head and output dimension, sum over the split of exp(logit - m) * value.
 // part [n_heads, n_splits, head_dim + 2] gets the sums, then m, then l (m = -inf, l = 0 and
@@ -142,7 +142,7 @@ __device__ void load_tile(uint4* tile, const T* src, const int32_t* rs, int t0, 
 // blocks share an SM as before the tile loads were batched (72 without the bound; no spills).
 template <class T>
 __global__ void __launch_bounds__(kThreads, 4) decode_split_kernel(float* part,      // [n_heads, n_splits, head_dim + 2]
-                                    float* probs,     // [n_heads, probs_stride]
+                                    float* probs,     // [n_heads, probs_stride] or null
                                     long probs_stride,
                                     const float* q,   // [n_heads, head_dim]
                                     const T* k,       // [n_kv_heads, head_stride]
@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(kThreads, 4) decode_split_kernel(float* part, 
       if (valid && sub == 0) {
         d *= scale;
         e[r * keys_per_split + t0 + jt] = d;
-        probs[static_cast<long>(h0 + r) * probs_stride + j0 + t0 + jt] = d;
+        if (probs) probs[static_cast<long>(h0 + r) * probs_stride + j0 + t0 + jt] = d;
       }
     }
     __syncthreads();  // the tile is read; the next one overwrites it
@@ -311,13 +311,13 @@ __global__ void __launch_bounds__(kThreads, 4) decode_split_kernel(float* part, 
   }
 }
 
-// Decode, pass 2: one block per (head, kCombineKeys of its rows). From the splits' m and l: the
-// row's max M, sum L = sum of l * exp(m - M) and log-sum-exp; the block's probabilities become
-// exp(logit - M) / L; the first block of each head also writes lse and the output row, the
-// splits' sums weighted by exp(m - M) / L (each warp over every kWarps-th split, then the warps in
-// order: the same bits on every run).
+// Decode, pass 2: one block per (head, kCombineKeys of its rows; one per head when probs is null).
+// From the splits' m and l: the row's max M, sum L = sum of l * exp(m - M) and log-sum-exp; the
+// block's probabilities become exp(logit - M) / L; the first block of each head also writes lse
+// and the output row, the splits' sums weighted by exp(m - M) / L (each warp over every
+// kWarps-th split, then the warps in order: the same bits on every run).
 __global__ void decode_combine_kernel(float* out,         // [n_heads, head_dim]
-                                      float* probs,       // [n_heads, probs_stride]
+                                      float* probs,       // [n_heads, probs_stride] or null
                                       long probs_stride,
                                       float* lse,         // [n_heads]
                                       const float* part,  // [n_heads, n_splits, head_dim + 2]
@@ -339,8 +339,10 @@ __global__ void decode_combine_kernel(float* out,         // [n_heads, head_dim]
   }
   l = detail::block_sum(l, red);
   const float inv = 1.0f / l;
-  float* p = probs + static_cast<long>(h) * probs_stride;  // [n]
-  exp_scale_round(p, static_cast<int>(blockIdx.y) * kCombineKeys + threadIdx.x, n, m, inv, [](int, float) {});
+  if (probs) {
+    float* p = probs + static_cast<long>(h) * probs_stride;  // [n]
+    exp_scale_round(p, static_cast<int>(blockIdx.y) * kCombineKeys + threadIdx.x, n, m, inv, [](int, float) {});
+  }
   if (blockIdx.y != 0) return;
   // The output row: warp w sums the splits w, w + kWarps, ..., each lane its dimension pairs lane,
   // lane + 32, ...; then the warps' rows are added in warp order. (A thread per dimension walking
@@ -455,7 +457,7 @@ void attend_decode(float* out, float* probs, long probs_stride, float* lse,
   detail::launch_overlapped(decode_split_kernel<T>, dim3(n_kv_heads * head_blocks, splits), kThreads, stream,
                             scratch, probs, probs_stride, q, k, v, head_stride, rows, rows_stride, n_rows, group,
                             head_blocks, keys, head_dim, scale, rope_cos, rope_sin, interleaved);
-  const int combine_blocks = (max_rows + kCombineKeys - 1) / kCombineKeys;
+  const int combine_blocks = probs ? (max_rows + kCombineKeys - 1) / kCombineKeys : 1;
   detail::launch_overlapped(decode_combine_kernel, dim3(n_heads, combine_blocks), kThreads, stream, out, probs,
                             probs_stride, lse, scratch, n_rows, group, splits, head_dim);
 }

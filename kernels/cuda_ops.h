@@ -80,8 +80,9 @@ void add_bias(float* y, const float* b, int n, int dim, cudaStream_t stream);
 // Decode: query head h (KV head g = h / (n_heads / n_kv_heads)) attends over the cache rows
 // rows[g * rows_stride + j], j < n_rows[g], of its KV head: keys k + g * head_stride + row * head_dim
 // (type T, [cap, head_dim] per KV head), values likewise in v. q [n_heads, head_dim] fp32.
-// Writes probs[h * probs_stride + j] (softmax over the listed rows, in list order), lse [n_heads]
-// (log-sum-exp of the scaled logits) and out [n_heads, head_dim].
+// Writes probs[h * probs_stride + j] (softmax over the listed rows, in list order; probs null: no
+// rows are written, and out and lse are the same bits), lse [n_heads] (log-sum-exp of the scaled
+// logits) and out [n_heads, head_dim].
 // max_rows >= every n_rows[g] (a host value that sizes the grid); n_rows[g] >= 1; head_dim a
 // multiple of 8 up to 256; k and v 16-byte aligned, head_stride a multiple of 8.
 // rope_cos/rope_sin (nullable, [n_pos, head_dim/2]): each key is first rotated by its row index

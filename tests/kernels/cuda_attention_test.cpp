@@ -106,13 +106,13 @@ void run_decode(const DecodeCase& c, uint64_t seed) {
   DeviceBuffer<float> dlse(nh, "lse");                                      // [nh]
   DeviceBuffer<float> dout(static_cast<std::size_t>(nh) * hd, "out");      // [nh, hd]
   DeviceBuffer<float> dscratch(attend_decode_scratch_floats(nh, max_rows, hd), "scratch");
-  auto launch = [&] {
-    attend_decode(dout.get(), dprobs.get(), probs_stride, dlse.get(), dq.get(), dk.get(),
+  auto launch = [&](float* probs_out) {
+    attend_decode(dout.get(), probs_out, probs_stride, dlse.get(), dq.get(), dk.get(),
                   dv.get(), head_stride, drows.get(), rows_stride, dn.get(), max_rows, nh, nkv, hd,
                   scale, c.rope ? dcos.get() : nullptr, c.rope ? dsin.get() : nullptr,
                   c.pairing == ops::RopePairing::Interleaved, dscratch.get(), nullptr);
   };
-  launch();
+  launch(dprobs.get());
   test::sync("attend_decode");
   const std::vector<float> probs = download(dprobs), lse = download(dlse), out = download(dout);
 
@@ -133,9 +133,17 @@ void run_decode(const DecodeCase& c, uint64_t seed) {
   EXPECT_TRUE(test::all_close(out, want_out, 1e-5, 1e-5));
 
   // Deterministic: a second launch gives the same bits.
-  launch();
+  launch(dprobs.get());
   test::sync("attend_decode again");
   EXPECT_EQ(download(dprobs), probs);
+  EXPECT_EQ(download(dlse), lse);
+  EXPECT_EQ(download(dout), out);
+
+  // Without the rows (no hook reads them): the same output and log-sum-exp, bit for bit.
+  dout = upload(std::vector<float>(dout.size(), kSentinel));
+  dlse = upload(std::vector<float>(dlse.size(), kSentinel));
+  launch(nullptr);
+  test::sync("attend_decode without rows");
   EXPECT_EQ(download(dlse), lse);
   EXPECT_EQ(download(dout), out);
 }
