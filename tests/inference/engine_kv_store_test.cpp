@@ -45,6 +45,21 @@ TEST(KvStore, EvictCompactsInPlaceAndKeepsOrder) {
   EXPECT_EQ(s.active(1, 0).back(), 1);
 }
 
+// StreamingLLM's eviction: the oldest entry after the sinks leaves, and every later row moves
+// down one place as one run (source and destination overlap).
+TEST(KvStore, EvictingOneEntryMovesEveryLaterRowDownOne) {
+  KvStore s(1, 1, 2, 100);
+  append_positions(s, 0, 0, 0, 8);
+  s.evict(0, 0, std::vector<uint8_t>{1, 0, 1, 1, 1, 1, 1, 1});
+  const auto held = s.held(0, 0);
+  EXPECT_EQ(std::vector<int32_t>(held.begin(), held.end()), (std::vector<int32_t>{0, 2, 3, 4, 5, 6, 7}));
+  for (int i = 0; i < 7; ++i) {
+    EXPECT_EQ(s.keys(0, 0)[2 * i], float(held[i]));
+    EXPECT_EQ(s.keys(0, 0)[2 * i + 1], held[i] + 0.5f);
+    EXPECT_EQ(s.values(0, 0)[2 * i + 1], -held[i] - 0.5f);
+  }
+}
+
 TEST(KvStore, BytesCountHeldEntriesAndPeak) {
   KvStore s(1, 3, 2, 100);
   const std::size_t entry = 2 * 2 * sizeof(float);
