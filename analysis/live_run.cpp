@@ -14,8 +14,6 @@ namespace kvs {
 
 namespace {
 
-ModelShape shape_of(const ModelConfig& c) { return {c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim}; }
-
 // log-softmax of logits, in double for stable KL sums.
 std::vector<double> log_softmax(std::span<const float> logits) {
   const double m = *std::max_element(logits.begin(), logits.end());

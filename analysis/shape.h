@@ -3,6 +3,8 @@
 
 namespace kvs {
 
+struct ModelConfig;
+
 struct ModelShape {
   int n_layers = 0;
   int n_heads = 0;     // query heads
@@ -12,5 +14,8 @@ struct ModelShape {
   // KV bytes of one position for one (layer, KV head): K and V, fp32.
   int kv_bytes_per_entry() const { return 2 * head_dim * 4; }
 };
+
+// The shape of a model of this configuration.
+ModelShape shape_of(const ModelConfig& c);
 
 }  // namespace kvs

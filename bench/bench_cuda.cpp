@@ -333,7 +333,7 @@ TraceRun record_trace(kvs::Engine& engine, const std::vector<int>& prompt, const
   meta.model_path = "(random weights in memory: bench_cuda)";
   meta.arch = c.arch;
   meta.device = "cuda";
-  meta.shape = kvs::ModelShape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim};
+  meta.shape = kvs::shape_of(c);
   meta.vocab_size = c.vocab_size;
   meta.prompt_len = static_cast<int>(prompt.size());
   meta.prompt = std::to_string(prompt.size()) + " random token ids";
@@ -401,7 +401,7 @@ struct ContextResult {
 double policy_decode(kvs::Engine& engine, const std::vector<int>& prompt, const std::vector<int>& forced,
                      const std::string& spec, int budget) {
   const kvs::ModelConfig& c = engine.model().config;
-  const kvs::ModelShape shape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim};
+  const kvs::ModelShape shape = kvs::shape_of(c);
   const std::unique_ptr<kvs::Policy> policy = kvs::make_policy(kvs::parse_policy_spec(spec, budget), shape);
   kvs::PrefillReducer reducer(shape, kvs::kDefaultPrefillWindow);
   kvs::PolicyContext context;
@@ -663,7 +663,7 @@ int main(int argc, char** argv) {
   try {
     const kvs::ModelConfig c = config_for(o);
     for (const std::string& spec : o.policies)  // InputError: unknown policy or parameter, a filter layer past the last, ...
-      kvs::make_policy(kvs::parse_policy_spec(spec, 1), kvs::ModelShape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim});
+      kvs::make_policy(kvs::parse_policy_spec(spec, 1), kvs::shape_of(c));
     print_gpu();
     const double bandwidth = copy_bandwidth(probe_bytes(o), 10);
     std::printf("GPU memory bandwidth: %.0f GB/s (device-to-device copy of %.0f MiB, bytes read + written, "

@@ -45,7 +45,7 @@ kvs::TraceMeta trace_meta(const kvs::Model& model, int prompt_len) {
   const kvs::ModelConfig& c = model.config;
   kvs::TraceMeta m;
   m.model = c.name;
-  m.shape = {c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim};
+  m.shape = kvs::shape_of(c);
   m.vocab_size = c.vocab_size;
   m.prompt_len = prompt_len;
   return m;

@@ -61,7 +61,7 @@ void prefill(Lane& lane, const kvs::Model& model, const std::vector<int>& prompt
   eo.n_threads = threads;
   lane.engine = std::make_unique<kvs::Engine>(model, eo);
   const kvs::ModelConfig& c = model.config;
-  const kvs::ModelShape shape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim};
+  const kvs::ModelShape shape = kvs::shape_of(c);
   if (lane.policy) {
     lane.reducer = std::make_unique<kvs::PrefillReducer>(shape, 64);
     kvs::PolicyContext ctx;
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     const kvs::ModelConfig& c = model.config;
     if (P < 64 || P + steps > c.seq_len) throw kvs::input_error("prompt_len", "must be in [64, 8192 - steps]");
     const int small = P / 16, large = P / 4;  // budgets: a small and a moderate fraction of the context
-    const kvs::ModelShape shape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim};
+    const kvs::ModelShape shape = kvs::shape_of(c);
     std::vector<int> prompt(P);  // [P] pseudo-random tokens
     for (int i = 0; i < P; ++i) prompt[i] = static_cast<int>((i * 2654435761u + 17) % c.vocab_size);
 

@@ -99,7 +99,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
     throw input_error("prompt", std::to_string(prompt.size()) + " tokens + " + std::to_string(r.steps) +
                                     " steps exceed the model's context of " + std::to_string(c.seq_len) + " tokens");
 
-  const ModelShape shape{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim};
+  const ModelShape shape = shape_of(c);
   // A live policy is checked before anything is written or printed.
   std::unique_ptr<Policy> policy;
   if (!r.policy.empty()) {
