@@ -398,7 +398,9 @@ void enqueue(cudaStream_t s, std::function<void()> op) {
   push(*q, std::move(op));
 }
 
+// Runs everything queued on every stream (cudaDeviceSynchronize, and cudaFree's wait).
 cudaError_t synchronize_all() {
+  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
   drain(*g_legacy, g_legacy->queued);
   for (const auto& q : g_streams) drain(*q, q->queued);
   return g_run_error;
@@ -499,10 +501,7 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
 // Like cudaFree on a GPU, waits for all queued work first (it may still use the buffer).
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
-  {
-    std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
-    synchronize_all();
-  }
+  synchronize_all();
   std::lock_guard<std::mutex> lock(g_alloc_mutex);
   const auto it = g_device_allocs.find(p);
   if (it == g_device_allocs.end()) return fail(cudaErrorInvalidValue);
@@ -523,10 +522,7 @@ cudaError_t cudaMallocHost(void** p, std::size_t bytes) {
 // Like cudaFreeHost on a GPU, waits for all queued work first.
 cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
-  {
-    std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
-    synchronize_all();
-  }
+  synchronize_all();
   std::lock_guard<std::mutex> lock(g_alloc_mutex);
   g_pinned_allocs.erase(p);
   std::free(p);
@@ -627,7 +623,6 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 }
 
 cudaError_t cudaDeviceSynchronize() {
-  std::lock_guard<std::recursive_mutex> lock(g_stream_mutex);
   return synchronize_all();
 }
 

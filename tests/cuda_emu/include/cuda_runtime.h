@@ -40,7 +40,8 @@ namespace cuda_emu {
 void sync_block();
 float shfl_xor(float v, int lane_mask);
 // cudaGridDependencySynchronize: a stream's kernels run one after another here, so it only notes
-// that the calling thread waited (an overlapped launch fails with cudaErrorLaunchFailure unless all of them do).
+// that the calling thread waited (an overlapped launch fails with cudaErrorLaunchFailure unless
+// all of them do).
 void grid_dependency_wait();
 // Fills a __shared__ array with NaN bytes, once per block (translate.py calls it after each
 // declaration): __shared__ arrays are function statics here, which would otherwise hand a block
