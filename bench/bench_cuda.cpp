@@ -92,6 +92,24 @@ struct Options {
   std::vector<std::string> policies;  // also decode with each of these live at a budget of half the context
 };
 
+// The shapes --shape names (scripts/bench-hf-eager.py has the same table).
+struct Shape {
+  const char* key;
+  const char* name;
+  int dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size;
+};
+constexpr Shape kShapes[] = {
+    {"8b", "random Llama-3-8B-shaped", 4096, 14336, 32, 32, 8, 128, 128256},
+    {"small", "random small Llama-shaped", 1024, 3584, 8, 8, 2, 128, 32000},  // the same proportions, a quick run
+    {"tiny", "random tiny Llama-shaped", 64, 128, 2, 4, 2, 16, 256},          // the harness's own check
+};
+
+const Shape* find_shape(const std::string& key) {
+  for (const Shape& s : kShapes)
+    if (key == s.key) return &s;
+  return nullptr;
+}
+
 constexpr const char* kUsage =
     "usage: bench_cuda [--shape 8b|small|tiny] [--contexts 1024,4096,8192,32768] [--steps 32]\n"
     "                  [--capture both|rows|trace|none] [--decode-dtype float32|float16]\n"
@@ -119,7 +137,7 @@ bool parse_options(int argc, char** argv, Options& o) {
     const std::string v = argv[++i];
     try {
       if (a == "--shape") {
-        if (v != "8b" && v != "small" && v != "tiny") return fail("--shape: expected 8b, small or tiny, got '" + v + "'");
+        if (!find_shape(v)) return fail("--shape: expected 8b, small or tiny, got '" + v + "'");
         o.shape = v;
       } else if (a == "--contexts") {
         o.contexts.clear();
@@ -171,39 +189,21 @@ bool parse_options(int argc, char** argv, Options& o) {
 // The model: Llama-3-8B's shape (or a small one), random weights, built in host memory
 
 kvs::ModelConfig config_for(const Options& o) {
+  const Shape& s = *find_shape(o.shape);  // parse_options checked it
   kvs::ModelConfig c;
   c.arch = "llama";
-  c.head_dim = 128;
+  c.name = s.name;
+  c.dim = s.dim;
+  c.hidden_dim = s.hidden_dim;
+  c.n_layers = s.n_layers;
+  c.n_heads = s.n_heads;
+  c.n_kv_heads = s.n_kv_heads;
+  c.head_dim = s.head_dim;
+  c.vocab_size = s.vocab_size;
   c.rope_theta = 500000.0f;
   c.rms_eps = 1e-5f;
   c.rope_style = kvs::RopeStyle::RotateHalf;
   c.tied_classifier = false;
-  if (o.shape == "8b") {
-    c.name = "random Llama-3-8B-shaped";
-    c.dim = 4096;
-    c.hidden_dim = 14336;
-    c.n_layers = 32;
-    c.n_heads = 32;
-    c.n_kv_heads = 8;
-    c.vocab_size = 128256;
-  } else if (o.shape == "small") {  // the same proportions, a quick run
-    c.name = "random small Llama-shaped";
-    c.dim = 1024;
-    c.hidden_dim = 3584;
-    c.n_layers = 8;
-    c.n_heads = 8;
-    c.n_kv_heads = 2;
-    c.vocab_size = 32000;
-  } else {  // tiny: the harness's own check
-    c.name = "random tiny Llama-shaped";
-    c.head_dim = 16;
-    c.dim = 64;
-    c.hidden_dim = 128;
-    c.n_layers = 2;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.vocab_size = 256;
-  }
   c.seq_len = *std::max_element(o.contexts.begin(), o.contexts.end()) + o.steps + 16;
   return c;
 }
