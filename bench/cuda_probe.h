@@ -173,7 +173,7 @@ inline void print_op_table(const kvs::ModelConfig& c, const std::vector<int>& co
     const long head_stride = static_cast<long>(T) * hd;
     const double ms = time_ms([&] {
       cu::attend_decode(out.get(), probs.get(), T, lse.get(), q.get(), k.get(), v.get(), head_stride, rows.get(), 0,
-                        n_dev.get(), T, H, n_kv, hd, 1.0f, nullptr, nullptr, false, scratch.get(), stream);
+                        n_dev.get(), T, H, n_kv, hd, 1.0f, nullptr, nullptr, nullptr, false, scratch.get(), stream);
     });
     row("attention of one layer, " + std::to_string(T) + " keys (K+V)", 2.0 * 2.0 * kv, ms);
   }

@@ -67,7 +67,8 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
   lse = cuda::DeviceBuffer<float>(static_cast<std::size_t>(L) * H, "attention rows");
   att_scratch = cuda::DeviceBuffer<float>(cuda::attend_decode_scratch_floats(H, c.seq_len, c.head_dim),
                                           "attention scratch");
-  meta_stride = round_up(2L * n_kv + H + static_cast<long>(n_kv) * c.seq_len, 32);
+  // (with rope_in_cache, each listed row's slot follows the lists)
+  meta_stride = round_up(2L * n_kv + H + (options.rope_in_cache ? 2L : 1L) * n_kv * c.seq_len, 32);
   meta = cuda::DeviceBuffer<int32_t>(static_cast<std::size_t>(L) * meta_stride, "step metadata");
   meta_host = cuda::PinnedBuffer<int32_t>(static_cast<std::size_t>(L) * meta_stride, "step metadata");
   token_host = cuda::PinnedBuffer<int32_t>(1, "token");
@@ -78,6 +79,7 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
   layer_key_pos.resize(static_cast<std::size_t>(L) * n_kv);
   layer_max_rows.resize(L);
   layer_rows_stride.resize(L);
+  head_whole.resize(n_kv);
   blocks.resize(H);
   logits_out.resize(c.vocab_size);
   // The tables above were copied from pageable memory on the legacy stream, which `stream` does
@@ -234,20 +236,22 @@ void Impl<T>::finish_logits() {
   std::copy_n(logits_host.get(), c.vocab_size, logits_out.begin());
 }
 
-// Records this step's entry at the end of each KV head's rows of layer l, and where it goes
-// (slot0 of the layer's metadata).
+// Records this step's entry after each KV head's entries of layer l, and the device row it goes
+// to (slot0 of the layer's metadata: a row an evicted entry freed, or the next fresh one).
 template <class T>
 void Impl<T>::push_token(int l) {
   int32_t* slot0_h = meta_host_at(l);  // [n_kv]
   for (int g = 0; g < c.n_kv_heads; ++g) {
-    slot0_h[g] = cache->size(l, g);
     cache->push(l, g, pos_, 1);
+    slot0_h[g] = cache->rows(l, g).back();
   }
 }
 
-// The rows each KV head of layer l attends: all of them (a shared 0..n-1 list, rows_stride 0)
-// unless some are inactive or, with a sliding window, before its first position; their count,
-// the query's slot, and (when the rows go to the host) the positions of the attended keys.
+// The device rows each KV head of layer l attends: all of them (a shared 0..n-1 list, rows_stride
+// 0) when every held entry is active, in row order and, with a sliding window, not before its
+// first position; otherwise their list (with rope_in_cache, followed by each one's slot: its index
+// among the held entries). Also their count, the query's slot, and (when the rows go to the host)
+// the positions of the attended keys.
 template <class T>
 void Impl<T>::plan_attention(int l, bool to_host) {
   const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
@@ -262,12 +266,15 @@ void Impl<T>::plan_attention(int l, bool to_host) {
     max_rows = std::max(max_rows, cache->size(l, g));
     const std::span<uint8_t> act = cache->active(l, g);
     // (a memchr: at 32K keys the host must not fall behind the GPU's step)
-    all_active = all_active && std::memchr(act.data(), 0, act.size()) == nullptr &&
-                 (cache->size(l, g) == 0 || cache->held(l, g)[0] >= first_pos);
+    head_whole[g] = std::memchr(act.data(), 0, act.size()) == nullptr &&
+                    (cache->size(l, g) == 0 || cache->held(l, g)[0] >= first_pos);
+    all_active = all_active && head_whole[g] && cache->rows_in_order(l, g);
   }
   const long rows_stride = all_active ? 0 : max_rows;
+  int32_t* slots_h = options.rope_in_cache ? rows_h + n_kv * rows_stride : nullptr;  // [n_kv, rows_stride]
   for (int g = 0; g < n_kv; ++g) {
     const std::span<const int32_t> held = cache->held(l, g);
+    const std::span<const int32_t> held_rows = cache->rows(l, g);
     const std::span<uint8_t> act = cache->active(l, g);
     int32_t* kp = to_host ? key_pos.data() + (static_cast<std::size_t>(l) * n_kv + g) * host_rows_cap : nullptr;
     // Every held key attended: the hooks read the held list itself, which nothing changes before
@@ -276,10 +283,16 @@ void Impl<T>::plan_attention(int l, bool to_host) {
     int n = 0;
     if (all_active) {
       n = static_cast<int>(held.size());
+    } else if (head_whole[g]) {  // every held key, out of row order (after evictions): copies
+      n = static_cast<int>(held.size());
+      std::copy(held_rows.begin(), held_rows.end(), rows_h + g * rows_stride);
+      if (slots_h) std::iota(slots_h + g * rows_stride, slots_h + g * rows_stride + n, 0);
+      if (kp) std::copy(held.begin(), held.end(), kp);
     } else {
       for (std::size_t j = 0; j < held.size(); ++j) {
         if (!act[j] || held[j] < first_pos) continue;
-        rows_h[g * rows_stride + n] = static_cast<int32_t>(j);
+        rows_h[g * rows_stride + n] = held_rows[j];
+        if (slots_h) slots_h[g * rows_stride + n] = static_cast<int32_t>(j);
         if (kp) kp[n] = held[j];
         ++n;
       }
@@ -336,9 +349,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
                                   meta_stride * sizeof(int32_t), (2 * n_kv + H) * sizeof(int32_t), l1 - l0,
                                   cudaMemcpyHostToDevice, stream),
                 "upload of step metadata");
-    for (int l = l0; l < l1; ++l) {
-      if (layer_rows_stride[l] > 0) copy_meta(l, 2L * n_kv + H, n_kv * layer_rows_stride[l]);
-    }
+    for (int l = l0; l < l1; ++l) copy_lists(l);
   };
   if (!per_layer_meta) plan_layers(0, 1);
 
@@ -364,7 +375,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
       controller->before_attention(l, pos_, *cache);
       plan_attention(l, rows_to_host[l]);
       copy_meta(l, n_kv, n_kv + H);
-      if (layer_rows_stride[l] > 0) copy_meta(l, 2L * n_kv + H, n_kv * layer_rows_stride[l]);
+      copy_lists(l);
     }
     const int max_rows = layer_max_rows[l];
     const long rows_stride = layer_rows_stride[l];
@@ -380,7 +391,9 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     cuda::attend_decode(att.get(), rows_to_host[l] ? probs_l : nullptr, rows_cap, lse_l, q, cache->keys(l),
                         cache->values(l), cache->head_stride(), rows_dev, rows_stride, m_dev + n_kv, max_rows, H,
                         n_kv, hd, scale, rope_in_cache ? rope_cos.get() : nullptr,
-                        rope_in_cache ? rope_sin.get() : nullptr, interleaved, att_scratch.get(), stream);
+                        rope_in_cache ? rope_sin.get() : nullptr,
+                        rope_in_cache && rows_stride > 0 ? rows_dev + n_kv * rows_stride : nullptr, interleaved,
+                        att_scratch.get(), stream);
     cuda::check_launch("decode attention");
 
     if (rows_to_host[l]) {
@@ -405,8 +418,9 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     cuda::matvec(x.get(), lw.w_down.get(), ffn.get(), dim, hid, 1.0f, stream);
     if (controller) {
       // The GPU computes this layer's output and FFN while the controller decides: what it evicts
-      // is this layer's cache, which they do not read (the compaction queues when the cache's
-      // rows are next asked for). Without rows to read, the host does not wait for the GPU.
+      // is this layer's cache, which they do not read (the rows it frees are written by the next
+      // step's appends, queued after them). Without rows to read, the host does not wait for the
+      // GPU.
       if (rows_to_host[l]) cuda::check(cudaStreamSynchronize(copy_stream), "decode rows copy");
       deliver_rows(l, pos_, observer_rows ? observer : nullptr, controller, controller_reads[l]);
     }

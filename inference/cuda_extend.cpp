@@ -47,7 +47,7 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
   cuda::DeviceBuffer<T> VG(static_cast<std::size_t>(most_rows) * hd, "extend values");  // [m, head_dim] gathered
   cuda::DeviceBuffer<int32_t> rows_dev(most_rows, "extend rows");                        // [m] cache rows gathered
   cuda::DeviceBuffer<int32_t> range_dev(2 * nz, "extend key ranges");                   // [2, n] begin, end
-  cuda::DeviceBuffer<int32_t> slot0(n_kv, "extend cache slots");                         // [n_kv]
+  cuda::DeviceBuffer<int32_t> new_rows(n_kv * nz, "extend cache rows");                  // [n_kv, n]
   cuda::DeviceBuffer<float> S(B * per_row, "extend attention scores");                  // [group, nq <= B, ld]
   cuda::DeviceBuffer<T> Sp(parts * B * per_row, "extend attention scores");            // [parts, group, nq, ld]
   cuda::DeviceBuffer<float> S_lse(B * group, "extend attention scores");               // [group, nq]
@@ -57,11 +57,12 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
     lse_host = cuda::PinnedBuffer<float>(B * group, "extend attention rows");     // [group, nq]
   }
   // A layer's lists for the device, staged in pinned memory so that their copies queue without
-  // waiting for the stream (a copy from pageable memory waits for it): the cache slots [n_kv], then
+  // waiting for the stream (a copy from pageable memory waits for it): the chunk's cache rows
+  // [n_kv, n], then
   // per KV head its attended rows [most_rows] and each query's range of them, begin [n] and end
   // [n]. Two layers' worth: the host fills one while the other's copies may still be queued.
   const std::size_t head_stage = static_cast<std::size_t>(most_rows) + 2 * nz;
-  const std::size_t stage_ints = n_kv + n_kv * head_stage;
+  const std::size_t stage_ints = n_kv * nz + n_kv * head_stage;
   cuda::PinnedBuffer<int32_t> stage(2 * stage_ints, "extend lists");  // [2, stage_ints]
   EventHandle staged[2];  // recorded after the copies from each half
   for (EventHandle& e : staged) {
@@ -87,29 +88,31 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
                     stream);
     int32_t* st = stage.get() + (l % 2) * stage_ints;  // [stage_ints] this layer's lists
     if (l >= 2) cuda::check(cudaEventSynchronize(staged[l % 2].get()), "extend lists");  // layer l - 2's copied
-    for (int g = 0; g < n_kv; ++g) {
-      st[g] = cache->size(l, g);
+    for (int g = 0; g < n_kv; ++g) {  // the rows the chunk's entries go to (freed ones first)
       cache->push(l, g, pos0, n);
+      const std::span<const int32_t> held_rows = cache->rows(l, g);
+      std::copy(held_rows.end() - n, held_rows.end(), st + g * nz);
     }
-    cuda::check(cudaMemcpyAsync(slot0.get(), st, n_kv * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
-                "extend cache slots");
+    cuda::check(cudaMemcpyAsync(new_rows.get(), st, n_kv * nz * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+                "extend cache rows");
     cuda::kv_append(cache->keys(l), cache->values(l), cache->head_stride(), b.K.get(), b.V.get(), kvd, n, n_kv, hd,
-                    slot0.get(), stream);
+                    new_rows.get(), n, stream);
     if (controller) controller->before_attention(l, pos0, *cache);
     cuda::split_store(b.Qp.get(), nz * qd, parts, b.Q.get(), static_cast<long>(nz * qd), stream);
 
     for (int g = 0; g < n_kv; ++g) {
       // The active rows from the chunk's first window position on, and each query's part of them.
       const std::span<const int32_t> held = cache->held(l, g);
+      const std::span<const int32_t> held_rows = cache->rows(l, g);
       const std::span<uint8_t> act = cache->active(l, g);
       const int first_pos = window > 0 ? pos0 - window + 1 : 0;
-      int32_t* rows = st + n_kv + g * head_stage;  // [most_rows]
+      int32_t* rows = st + n_kv * nz + g * head_stage;  // [most_rows]
       int32_t* begin = rows + most_rows;           // [n]
       int32_t* end = begin + nz;                   // [n]
       key_pos.clear();
       for (std::size_t j = 0; j < held.size(); ++j) {
         if (!act[j] || held[j] < first_pos) continue;
-        rows[key_pos.size()] = static_cast<int32_t>(j);
+        rows[key_pos.size()] = held_rows[j];
         key_pos.push_back(held[j]);
       }
       const int m = static_cast<int>(key_pos.size());

@@ -118,7 +118,6 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
   cuda::DeviceBuffer<float> S(B * per_row, "prefill attention scores");        // [H, nq <= B, ld]
   cuda::DeviceBuffer<T> Sp(parts * B * per_row, "prefill attention scores");  // [parts, H, nq <= B, ld]
   cuda::DeviceBuffer<float> S_lse(B * H, "prefill attention scores");          // [H, nq <= B]
-  cuda::DeviceBuffer<int32_t> slot0(n_kv, "prefill cache slots");              // [n_kv] zeros
   cuda::DeviceBuffer<float> colsum, window, window_lse, pooled;                // device reductions
   cuda::PinnedBuffer<float> colsum_host, window_host, window_lse_host, pooled_host;
   if (want_summary) {
@@ -139,7 +138,6 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
     rows_lse_host = cuda::PinnedBuffer<float>(B * H, "prefill attention rows");     // [H, nq]
   }
 
-  cuda::check(cudaMemsetAsync(slot0.get(), 0, slot0.bytes(), stream), "prefill cache slots");
   embed_tokens(tokens, b);
 
   const float one = 1.0f, zero = 0.0f;
@@ -149,9 +147,9 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
     // rope_in_cache caches keys before rotation; attention still uses rotated keys, since during
     // prefill every key's slot equals its position.
     auto cache_kv = [&] {
-      for (int g = 0; g < n_kv; ++g) cache->push(l, g, 0, P);
+      for (int g = 0; g < n_kv; ++g) cache->push(l, g, 0, P);  // a cleared cache: rows 0..P-1
       cuda::kv_append(cache->keys(l), cache->values(l), cache->head_stride(), b.K.get(), b.V.get(), kvd, P,
-                      n_kv, hd, slot0.get(), stream);
+                      n_kv, hd, iota.get(), 0, stream);
     };
     if (options.rope_in_cache) cache_kv();
     cuda::rope_rows(b.Q.get(), qd, P, H, hd, iota.get(), rope_cos.get(), rope_sin.get(), interleaved, stream);

@@ -185,13 +185,13 @@ struct Engine::State {
   std::vector<float> gate;    // [hidden_dim]
   std::vector<float> up;      // [hidden_dim]
   std::vector<float> logits;  // [vocab]
-  // Decode attention scratch, sized to the largest head's held count `cap`.
+  // Decode attention scratch, sized to the largest head's storage rows `cap` (>= its entries).
   int cap = 0;
-  std::vector<int32_t> rows;     // [n_kv_heads, cap] indices of active entries, where they are not a run
+  std::vector<int32_t> rows;     // [n_kv_heads, cap] storage rows of active entries, where they are not a run
   std::vector<int32_t> key_pos;  // [n_kv_heads, cap] their positions, where copied
-  std::vector<int32_t> iota;     // [cap] 0, 1, ..., cap - 1: the indices of a run
   std::vector<int> n_rows;       // [n_kv_heads]
-  std::vector<const int32_t*> head_rows;  // [n_kv_heads] -> [n_rows[g]] indices, in `rows` or `iota`
+  std::vector<int> head_first;   // [n_kv_heads] the first entry at or after the window's start
+  std::vector<const int32_t*> head_rows;  // [n_kv_heads] -> [n_rows[g]] storage rows, in `rows` or the store
   std::vector<const int32_t*> head_pos;   // [n_kv_heads] -> [n_rows[g]] positions, in `key_pos` or the store
   std::vector<float> probs;      // [n_heads, cap]
   std::vector<float> lse;        // [n_heads]
@@ -205,27 +205,25 @@ struct Engine::State {
   std::vector<float> krot;       // [n_kv_heads, cap, head_dim] keys rotated by slot (rope_in_cache)
   std::vector<AttentionBlock> blocks;  // [n_heads]
 
-  // Lists, per KV head of `layer`, the active entries at positions >= first_pos (head_rows,
-  // head_pos, n_rows), growing the scratch buffers to the largest head. Where they are one run
-  // (no controller, or one that left every entry active), the indices point into `iota` and the
-  // positions into the store's own list, unless a controller is set: it may evict while it reads
-  // the positions, so they are copied then. (Copying and numbering the run cost stories110M
-  // ~90 us a token at 640 keys, ~1% of it.)
+  // Lists, per KV head of `layer`, the active entries at positions >= first_pos (head_rows: their
+  // storage rows, head_pos, n_rows), growing the scratch buffers to the largest head. Where they
+  // are one run of entries (no controller, or one that left every entry active), the rows and
+  // positions point into the store's own lists, unless a controller is set: it may evict while it
+  // reads the positions, so they are copied then (the rows are read before it runs).
   void gather_active(int layer, int first_pos) {
     const int n_kv = store.n_kv_heads(), n_heads = static_cast<int>(lse.size());
     int largest = 0;
-    for (int g = 0; g < n_kv; ++g) largest = std::max(largest, store.size(layer, g));
+    for (int g = 0; g < n_kv; ++g) largest = std::max(largest, store.rows_used(layer, g));
     if (largest > cap) {
       cap = largest;
       rows.resize(static_cast<std::size_t>(n_kv) * cap);
       key_pos.resize(static_cast<std::size_t>(n_kv) * cap);
-      iota.resize(cap);
-      std::iota(iota.begin(), iota.end(), 0);
       probs.resize(static_cast<std::size_t>(n_heads) * cap);
       if (rope_in_cache) krot.resize(static_cast<std::size_t>(n_kv) * cap * store.head_dim());
     }
     for (int g = 0; g < n_kv; ++g) {
       const std::span<const int32_t> held = store.held(layer, g);
+      const std::span<const int32_t> held_rows = store.rows(layer, g);
       const std::span<uint8_t> active = store.active(layer, g);
       int32_t* r = rows.data() + static_cast<std::size_t>(g) * cap;
       int32_t* kp = key_pos.data() + static_cast<std::size_t>(g) * cap;
@@ -237,12 +235,12 @@ struct Engine::State {
       int n = 0;
       if (!std::memchr(active.data() + j0, 0, active.size() - j0)) {  // all active: a run
         n = static_cast<int>(held.size() - j0);
-        head_rows[g] = iota.data() + j0;
+        head_rows[g] = held_rows.data() + j0;
         if (controller) std::copy(held.begin() + j0, held.end(), kp);
         head_pos[g] = controller ? kp : held.data() + j0;
       } else {
         for (std::size_t j = j0; j < held.size(); ++j) {  // branch-free: the flags are unpredictable
-          r[n] = static_cast<int32_t>(j);
+          r[n] = held_rows[j];
           kp[n] = held[j];
           n += active[j] != 0;
         }
@@ -254,22 +252,26 @@ struct Engine::State {
                                " KV head " + std::to_string(g) + " with no active key");
       }
       n_rows[g] = n;
+      head_first[g] = static_cast<int>(j0);
     }
   }
 
-  // rope_in_cache: rotates every attended (pre-RoPE) key of `layer` by its slot in the cache into
-  // krot, and each query (from q) by its KV head's last slot into qrot.
+  // rope_in_cache: rotates every attended (pre-RoPE) key of `layer` by its slot in the cache (its
+  // index among the head's entries) into krot, at its storage row, and each query (from q) by its
+  // KV head's last slot into qrot.
   void rotate_by_slot(int layer, ops::RopePairing pairing) {
     const int hd = store.head_dim(), n_heads = static_cast<int>(lse.size());
     const int group = n_heads / store.n_kv_heads();
     for (int g = 0; g < store.n_kv_heads(); ++g) {
       const float* kg = store.keys(layer, g);
       float* kr = krot.data() + static_cast<std::size_t>(g) * cap * hd;
-      const int32_t* r = head_rows[g];
-      for (int j = 0; j < n_rows[g]; ++j) {
-        const std::size_t slot = static_cast<std::size_t>(r[j]);
-        std::copy_n(kg + slot * hd, hd, kr + slot * hd);
-        ops::rope_apply(kr + slot * hd, 1, hd, rope.cos(r[j]), rope.sin(r[j]), pairing);
+      const std::span<const int32_t> held_rows = store.rows(layer, g);
+      const std::span<uint8_t> active = store.active(layer, g);
+      for (int j = head_first[g]; j < static_cast<int>(held_rows.size()); ++j) {
+        if (!active[j]) continue;
+        const std::size_t row = static_cast<std::size_t>(held_rows[j]);
+        std::copy_n(kg + row * hd, hd, kr + row * hd);
+        ops::rope_apply(kr + row * hd, 1, hd, rope.cos(j), rope.sin(j), pairing);
       }
     }
     for (int h = 0; h < n_heads; ++h) {
@@ -300,6 +302,7 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
   s.up.resize(c.hidden_dim);
   s.logits.resize(c.vocab_size);
   s.n_rows.resize(c.n_kv_heads);
+  s.head_first.resize(c.n_kv_heads);
   s.head_rows.resize(c.n_kv_heads);
   s.head_pos.resize(c.n_kv_heads);
   s.lse.resize(c.n_heads);

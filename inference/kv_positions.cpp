@@ -12,10 +12,7 @@ KvPositions::KvPositions(int n_layers, int n_kv_heads, int capacity, std::string
       heads_(static_cast<std::size_t>(n_layers) * n_kv_heads) {}
 
 void KvPositions::clear() {
-  for (Head& h : heads_) {
-    h.pos.clear();
-    h.active.clear();
-  }
+  for (Head& h : heads_) h = Head{};
   held_entries_ = 0;
   peak_entries_ = 0;
 }
@@ -24,9 +21,20 @@ void KvPositions::truncate(int32_t end) {
   for (Head& h : heads_) {
     const std::size_t keep = std::lower_bound(h.pos.begin(), h.pos.end(), end) - h.pos.begin();
     held_entries_ -= h.pos.size() - keep;
+    // Last dropped first onto the free stack, so that appends take them back in position order:
+    // a rewound head whose rows were in order stays in order.
+    for (std::size_t i = h.pos.size(); i > keep; --i) h.free.push_back(h.row[i - 1]);
     h.pos.resize(keep);
     h.active.resize(keep);
+    h.row.resize(keep);
+    h.in_order = true;  // the dropped tail may have held the only rows out of order
+    for (std::size_t i = 0; i < keep && h.in_order; ++i) h.in_order = h.row[i] == static_cast<int32_t>(i);
   }
+}
+
+int KvPositions::rows_used_after(int layer, int kv_head, int n) const {
+  const Head& h = head(layer, kv_head);
+  return h.used + std::max(0, n - static_cast<int>(h.free.size()));
 }
 
 void KvPositions::push(int layer, int kv_head, int32_t pos0, int n) {
@@ -40,31 +48,50 @@ void KvPositions::push(int layer, int kv_head, int32_t pos0, int n) {
                            " is not after the last held position");
   }
   for (int t = 0; t < n; ++t) {
+    int32_t r = h.used;
+    if (h.free.empty()) {
+      ++h.used;
+    } else {
+      r = h.free.back();
+      h.free.pop_back();
+    }
+    h.in_order = h.in_order && r == static_cast<int32_t>(h.pos.size());
     h.pos.push_back(pos0 + t);
     h.active.push_back(1);
+    h.row.push_back(r);
   }
   held_entries_ += n;
   peak_entries_ = std::max(peak_entries_, held_entries_);
 }
 
-std::span<const int32_t> KvPositions::compact(int layer, int kv_head, std::span<const uint8_t> keep) {
+void KvPositions::compact(int layer, int kv_head, std::span<const uint8_t> keep) {
   Head& h = head(layer, kv_head);
   const std::size_t n = h.pos.size();
   if (keep.size() != n) {
     throw std::logic_error(owner_ + "::evict: keep has " + std::to_string(keep.size()) + " flags for " +
                            std::to_string(n) + " held entries");
   }
-  kept_.clear();
+  const std::size_t free0 = h.free.size();
+  std::size_t kept = 0;
+  bool in_order = true;
   for (std::size_t i = 0; i < n; ++i) {
-    if (!keep[i]) continue;
-    h.pos[kept_.size()] = h.pos[i];
-    h.active[kept_.size()] = h.active[i];
-    kept_.push_back(static_cast<int32_t>(i));
+    if (!keep[i]) {
+      h.free.push_back(h.row[i]);
+      continue;
+    }
+    h.pos[kept] = h.pos[i];
+    h.active[kept] = h.active[i];
+    h.row[kept] = h.row[i];
+    in_order = in_order && h.row[kept] == static_cast<int32_t>(kept);
+    ++kept;
   }
-  held_entries_ -= n - kept_.size();
-  h.pos.resize(kept_.size());
-  h.active.resize(kept_.size());
-  return kept_;
+  // The freed rows in descending order on the stack: appends take the lowest first.
+  std::reverse(h.free.begin() + static_cast<std::ptrdiff_t>(free0), h.free.end());
+  held_entries_ -= n - kept;
+  h.pos.resize(kept);
+  h.active.resize(kept);
+  h.row.resize(kept);
+  h.in_order = in_order;
 }
 
 }  // namespace kvs

@@ -1,5 +1,5 @@
-// Per-(layer, KV head) K/V rows in one reserved arena beside their KvPositions, compacted in
-// place on eviction.
+// Per-(layer, KV head) K/V rows in one reserved arena beside their KvPositions, which says which
+// row each entry sits in.
 #include "inference/kv_store.h"
 
 #include <cstring>
@@ -50,17 +50,21 @@ KvStore::~KvStore() { release_pages(arena_, arena_bytes_); }
 void KvStore::append(int layer, int kv_head, int32_t pos0, int n, const float* keys,
                      const float* values, long stride) {
   const std::size_t first = positions_.size(layer, kv_head);
+  const std::size_t used = positions_.rows_used(layer, kv_head);
   positions_.push(layer, kv_head, pos0, n);  // checks capacity and order first
+  const std::span<const int32_t> rows = positions_.rows(layer, kv_head);
   const std::size_t hd = static_cast<std::size_t>(head_dim_);
   float* k = slab(layer, kv_head, 0);
   float* v = slab(layer, kv_head, 1);
   for (int t = 0; t < n; ++t) {
-    std::memcpy(k + (first + t) * hd, keys + t * stride, hd * sizeof(float));
-    std::memcpy(v + (first + t) * hd, values + t * stride, hd * sizeof(float));
+    const std::size_t row = static_cast<std::size_t>(rows[first + t]);
+    std::memcpy(k + row * hd, keys + t * stride, hd * sizeof(float));
+    std::memcpy(v + row * hd, values + t * stride, hd * sizeof(float));
   }
-  if (collapse_) {
-    collapse_filled(k, first, first + n);
-    collapse_filled(v, first, first + n);
+  const std::size_t used_now = positions_.rows_used(layer, kv_head);
+  if (collapse_ && used_now > used) {  // fresh rows used..used_now-1 were filled
+    collapse_filled(k, used, used_now);
+    collapse_filled(v, used, used_now);
   }
 }
 
@@ -73,19 +77,6 @@ void KvStore::collapse_filled(float* slab, std::size_t first, std::size_t last) 
     const std::size_t middle = r * kHugePage + kHugePage / 2;
     if (first * row < middle && middle <= last * row)
       collapse_huge_pages(reinterpret_cast<char*>(slab) + r * kHugePage, kHugePage);
-  }
-}
-
-void KvStore::evict(int layer, int kv_head, std::span<const uint8_t> keep) {
-  const std::span<const int32_t> kept = positions_.compact(layer, kv_head, keep);
-  const std::size_t hd = static_cast<std::size_t>(head_dim_);
-  float* k = slab(layer, kv_head, 0);
-  float* v = slab(layer, kv_head, 1);
-  for (std::size_t i = 0; i < kept.size(); ++i) {
-    const std::size_t from = static_cast<std::size_t>(kept[i]);
-    if (from == i) continue;
-    std::memmove(k + i * hd, k + from * hd, hd * sizeof(float));
-    std::memmove(v + i * hd, v + from * hd, hd * sizeof(float));
   }
 }
 

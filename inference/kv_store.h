@@ -1,7 +1,8 @@
-// K/V cache held per (layer, KV head): each head owns contiguous K [n_held, head_dim],
-// V [n_held, head_dim], its positions (ascending) and active flags. Eviction compacts in place,
-// so heads hold different numbers of entries without padding. Every head's rows sit in one arena
-// reserved for the whole context up front, so appending never moves or copies them.
+// K/V cache held per (layer, KV head): each head owns K [rows, head_dim] and V [rows, head_dim],
+// its positions (ascending), active flags and the row each entry sits in (KvPositions). Eviction
+// moves no row: the evicted entries' rows take the next appends, so heads hold different numbers
+// of entries without padding and a policy that evicts every step costs no copying. Every head's
+// rows sit in one arena reserved for the whole context up front, so appending never moves them.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -31,16 +32,22 @@ class KvStore : public KvSlots {
   int n_kv_heads() const override { return positions_.n_kv_heads(); }
   std::span<const int32_t> held(int layer, int kv_head) const override { return positions_.held(layer, kv_head); }
   std::span<uint8_t> active(int layer, int kv_head) override { return positions_.active(layer, kv_head); }
-  void evict(int layer, int kv_head, std::span<const uint8_t> keep) override;
+  // Drops the entries whose keep[i] == 0; their rows are reused by later appends.
+  void evict(int layer, int kv_head, std::span<const uint8_t> keep) override { positions_.compact(layer, kv_head, keep); }
 
-  // Appends n entries at positions pos0..pos0+n-1 (active). Row t of key/value starts at
-  // keys + t * stride (values + t * stride) and holds head_dim floats. Positions must stay ascending.
+  // Appends n entries at positions pos0..pos0+n-1 (active), in the rows KvPositions::push gives
+  // them. Entry t's key/value starts at keys + t * stride (values + t * stride) and holds head_dim
+  // floats. Positions must stay ascending.
   void append(int layer, int kv_head, int32_t pos0, int n, const float* keys, const float* values,
               long stride);
 
   int size(int layer, int kv_head) const { return positions_.size(layer, kv_head); }
-  const float* keys(int layer, int kv_head) const { return slab(layer, kv_head, 0); }    // [n, head_dim]
-  const float* values(int layer, int kv_head) const { return slab(layer, kv_head, 1); }  // [n, head_dim]
+  // The row of each held entry ([size]) in keys()/values().
+  std::span<const int32_t> rows(int layer, int kv_head) const { return positions_.rows(layer, kv_head); }
+  bool rows_in_order(int layer, int kv_head) const { return positions_.rows_in_order(layer, kv_head); }
+  int rows_used(int layer, int kv_head) const { return positions_.rows_used(layer, kv_head); }
+  const float* keys(int layer, int kv_head) const { return slab(layer, kv_head, 0); }    // [rows_used, head_dim]
+  const float* values(int layer, int kv_head) const { return slab(layer, kv_head, 1); }  // [rows_used, head_dim]
   int head_dim() const { return head_dim_; }
 
   std::size_t bytes() const { return positions_.held_entries() * entry_bytes(); }  // K+V bytes of held entries

@@ -133,8 +133,8 @@ __device__ void load_tile(uint4* tile, const T* src, const int32_t* rs, int t0, 
 // for all the query heads that share it, a tile of rows at a time into shared memory.
 // Grid (n_kv_heads * head_blocks, n_splits).
 //  - scores: kKeyLanes lanes per key of the tile, over the rotation pairs (the key rotated by
-//    its cache row when rope_cos is given) for every query head of the block; the scaled logits
-//    go to probs (normalized by pass 2; unless probs is null: no hook reads the rows) and to e;
+//    its slot, or its cache row without slots, when rope_cos is given) for every query head of
+//    the block; the scaled logits go to probs (normalized by pass 2; unless probs is null: no hook reads the rows) and to e;
 //  - per head, the split's max m and sum l of exp(logit - m);
 //  - per head and output dimension, sum over the split of exp(logit - m) * value.
 // part [n_heads, n_splits, head_dim + 2] gets the sums, then m, then l (m = -inf, l = 0 and
@@ -155,6 +155,7 @@ __global__ void __launch_bounds__(kThreads, 4) decode_split_kernel(float* part, 
                                     float scale,
                                     const float* rope_cos,  // [n_pos, head_dim/2] or null
                                     const float* rope_sin,  // [n_pos, head_dim/2] or null
+                                    const int32_t* slots,   // [n_kv_heads, rows_stride] or null
                                     bool interleaved) {
   detail::wait_for_previous_kernels();  // (launched overlapped: cuda_launch.cuh)
   detail::let_next_kernel_start();
@@ -197,6 +198,7 @@ __global__ void __launch_bounds__(kThreads, 4) decode_split_kernel(float* part, 
     const int jt = threadIdx.x / kKeyLanes;  // this lane group's key in the tile
     const bool valid = jt < n;
     const long row = valid ? rs[t0 + jt] : 0;
+    const long slot = valid && slots ? slots[static_cast<long>(g) * rows_stride + j0 + t0 + jt] : row;
     const Pair* kr = tile2 + jt * (k_row / 2);  // [k_row / 2]
     float dot[kBlockHeads];
 #pragma unroll
@@ -205,9 +207,9 @@ __global__ void __launch_bounds__(kThreads, 4) decode_split_kernel(float* part, 
       float2 x = S::to_float2(interleaved ? kr[2 * u] : kr[u]);              // (a, b) of 2u | a of 2u, 2u + 1
       float2 y = S::to_float2(interleaved ? kr[2 * u + 1] : kr[units + u]);  // (a, b) of 2u + 1 | b of 2u, 2u + 1
       float a0 = x.x, a1 = interleaved ? y.x : x.y, b0 = interleaved ? x.y : y.x, b1 = y.y;
-      if (rope_cos) {  // rotate the key by its cache row index, as ops::rope_apply does
-        const float2 c = *reinterpret_cast<const float2*>(rope_cos + row * half + 2 * u);
-        const float2 sn = *reinterpret_cast<const float2*>(rope_sin + row * half + 2 * u);
+      if (rope_cos) {  // rotate the key by its slot, as ops::rope_apply does
+        const float2 c = *reinterpret_cast<const float2*>(rope_cos + slot * half + 2 * u);
+        const float2 sn = *reinterpret_cast<const float2*>(rope_sin + slot * half + 2 * u);
         const float ra0 = a0 * c.x - b0 * sn.x, ra1 = a1 * c.y - b1 * sn.y;
         b0 = a0 * sn.x + b0 * c.x;
         b1 = a1 * sn.y + b1 * c.y;
@@ -442,7 +444,8 @@ void attend_decode(float* out, float* probs, long probs_stride, float* lse,
                    const float* q, const T* k, const T* v, long head_stride,
                    const int32_t* rows, long rows_stride, const int32_t* n_rows, int max_rows,
                    int n_heads, int n_kv_heads, int head_dim, float scale, const float* rope_cos,
-                   const float* rope_sin, bool interleaved, float* scratch, cudaStream_t stream) {
+                   const float* rope_sin, const int32_t* slots, bool interleaved, float* scratch,
+                   cudaStream_t stream) {
   if (n_heads <= 0 || max_rows <= 0) return;
   if (head_dim < 8 || head_dim > kMaxHeadDim || head_dim % 8 != 0) {
     throw std::invalid_argument("attend_decode: head_dim must be a multiple of 8, at most 256");
@@ -456,7 +459,7 @@ void attend_decode(float* out, float* probs, long probs_stride, float* lse,
   const int splits = (max_rows + keys - 1) / keys;
   detail::launch_overlapped(decode_split_kernel<T>, dim3(n_kv_heads * head_blocks, splits), kThreads, stream,
                             scratch, probs, probs_stride, q, k, v, head_stride, rows, rows_stride, n_rows, group,
-                            head_blocks, keys, head_dim, scale, rope_cos, rope_sin, interleaved);
+                            head_blocks, keys, head_dim, scale, rope_cos, rope_sin, slots, interleaved);
   const int combine_blocks = probs ? (max_rows + kCombineKeys - 1) / kCombineKeys : 1;
   detail::launch_overlapped(decode_combine_kernel, dim3(n_heads, combine_blocks), kThreads, stream, out, probs,
                             probs_stride, lse, scratch, n_rows, group, splits, head_dim);
@@ -464,10 +467,11 @@ void attend_decode(float* out, float* probs, long probs_stride, float* lse,
 
 template void attend_decode(float*, float*, long, float*, const float*, const __half*, const __half*,
                             long, const int32_t*, long, const int32_t*, int, int, int, int, float,
-                            const float*, const float*, bool, float*, cudaStream_t);
+                            const float*, const float*, const int32_t*, bool, float*, cudaStream_t);
 template void attend_decode(float*, float*, long, float*, const float*, const __nv_bfloat16*,
                             const __nv_bfloat16*, long, const int32_t*, long, const int32_t*, int, int,
-                            int, int, float, const float*, const float*, bool, float*, cudaStream_t);
+                            int, int, float, const float*, const float*, const int32_t*, bool, float*,
+                            cudaStream_t);
 
 template <class T>
 void softmax_causal(float* scores, float* lse, T* parts, long part_stride, int n_parts, int n_heads, int nq,

@@ -85,8 +85,9 @@ void add_bias(float* y, const float* b, int n, int dim, cudaStream_t stream);
 // logits) and out [n_heads, head_dim].
 // max_rows >= every n_rows[g] (a host value that sizes the grid); n_rows[g] >= 1; head_dim a
 // multiple of 8 up to 256; k and v 16-byte aligned, head_stride a multiple of 8.
-// rope_cos/rope_sin (nullable, [n_pos, head_dim/2]): each key is first rotated by its row index
-// in the cache (the pos-shift of EngineOptions::rope_in_cache), with the given pairing.
+// rope_cos/rope_sin (nullable, [n_pos, head_dim/2]): each key is first rotated by its slot (the
+// pos-shift of EngineOptions::rope_in_cache), with the given pairing: slots[g * rows_stride + j]
+// for listed row j (slots [n_kv_heads, rows_stride]), or its row index where slots is null.
 // scratch: at least attend_decode_scratch_floats(n_heads, max_rows, head_dim) floats.
 long attend_decode_scratch_floats(int n_heads, int max_rows, int head_dim);
 template <class T>
@@ -94,7 +95,8 @@ void attend_decode(float* out, float* probs, long probs_stride, float* lse,
                    const float* q, const T* k, const T* v, long head_stride,
                    const int32_t* rows, long rows_stride, const int32_t* n_rows, int max_rows,
                    int n_heads, int n_kv_heads, int head_dim, float scale, const float* rope_cos,
-                   const float* rope_sin, bool interleaved, float* scratch, cudaStream_t stream);
+                   const float* rope_sin, const int32_t* slots, bool interleaved, float* scratch,
+                   cudaStream_t stream);
 
 // Prefill block: scores [n_heads, nq, ld] hold the scaled logits of query rows q0..q0+nq-1 over
 // keys 0..n_keys-1 (n_keys = q0 + nq). Each row becomes its causal softmax in place: keys past the
@@ -132,15 +134,15 @@ void window_rows(float* window, float* window_lse, const float* probs, const flo
 void pool_add(float* pooled, const float* probs, int n_heads, int nq, int n_keys, long ld, int q0,
               int P, int block, cudaStream_t stream);
 
-// ---- kv_cache.cu (twins: KvStore::append / KvStore::evict, ops::rope_apply)
+// ---- kv_cache.cu (twins: KvStore::append, ops::rope_apply)
 //
-// Appends n rows per KV head: row t of KV head g goes to cache row slot0[g] + t
-// (k_cache + g * head_stride + (slot0[g] + t) * head_dim), rounded to T, from
-// k_src + t * src_stride + g * head_dim (likewise v). slot0 [n_kv_heads].
+// Appends n rows per KV head: row t of KV head g goes to cache row r = rows[g * rows_stride + t]
+// (k_cache + g * head_stride + r * head_dim), rounded to T, from k_src + t * src_stride +
+// g * head_dim (likewise v). rows [n_kv_heads, rows_stride]; rows_stride 0 shares one list.
 template <class T>
 void kv_append(T* k_cache, T* v_cache, long head_stride, const float* k_src,
                const float* v_src, long src_stride, int n, int n_kv_heads, int head_dim,
-               const int32_t* slot0, cudaStream_t stream);
+               const int32_t* rows, long rows_stride, cudaStream_t stream);
 // Decode's RoPE and append in one launch. qkv [n_heads + 2 n_kv_heads, head_dim] holds the new
 // token's q, k and v heads. With cos/sin given ([n_pos, head_dim/2]), q's and k's heads are rotated
 // in place by the angles of position pos[0] (pos [1], as rope_rows); then KV head g's key and
@@ -154,9 +156,5 @@ void rope_append(T* k_cache, T* v_cache, long head_stride, float* qkv, int n_hea
 template <class T>
 void gather_rows(T* dst, const T* src, const int32_t* idx, int n, int head_dim,
                  cudaStream_t stream);
-// dst row idx[i] = src row i for i < n (distinct idx), rows of head_dim values. dst and src must
-// not overlap.
-template <class T>
-void scatter_rows(T* dst, const T* src, const int32_t* idx, int n, int head_dim, cudaStream_t stream);
 
 }  // namespace kvs::cuda

@@ -1,7 +1,7 @@
-// KV-cache writes on the device: appending fp32 key/value rows, rounded to the cache's 16-bit
-// type, at per-head slots (for decode with the RoPE of the new query and key in the same launch),
-// and gathering listed cache rows and scattering them back (compaction after eviction).
-// CPU twins: KvStore::append / ::evict, ops::rope_apply.
+// KV-cache rows on the device: appending fp32 key/value rows, rounded to the cache's 16-bit type,
+// at listed rows of each head (for decode, with the RoPE of the new query and key in the same
+// launch), and gathering listed cache rows (the extend pass's attended keys and values).
+// CPU twins: KvStore::append, ops::rope_apply.
 #include "kernels/cuda_launch.cuh"
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_rope.cuh"
@@ -20,11 +20,12 @@ __global__ void kv_append_kernel(T* k_cache,           // [n_kv_heads, head_stri
                                  const float* k_src,   // [n, src_stride], head g at g * head_dim
                                  const float* v_src,   // [n, src_stride]
                                  long src_stride, int head_dim,
-                                 const int32_t* slot0) {  // [n_kv_heads]
+                                 const int32_t* rows,  // [n_kv_heads, rows_stride]
+                                 long rows_stride) {
   using S = detail::Store<T>;
   const long t = blockIdx.x;
   const int g = blockIdx.y;
-  const long dst = static_cast<long>(g) * head_stride + (slot0[g] + t) * head_dim;
+  const long dst = static_cast<long>(g) * head_stride + static_cast<long>(rows[g * rows_stride + t]) * head_dim;
   const long src = t * src_stride + static_cast<long>(g) * head_dim;
   for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
     k_cache[dst + i] = S::from_float(k_src[src + i]);
@@ -78,27 +79,15 @@ __global__ void gather_rows_kernel(T* dst,               // [n, head_dim]
   for (int c = threadIdx.x; c < head_dim; c += blockDim.x) d[c] = s[c];
 }
 
-// One block per listed row: dst row idx[i] = src row i.
-template <class T>
-__global__ void scatter_rows_kernel(T* dst,              // [*, head_dim]
-                                    const T* src,        // [n, head_dim]
-                                    const int32_t* idx,  // [n]
-                                    int head_dim) {
-  const long i = blockIdx.x;
-  const T* s = src + i * head_dim;
-  T* d = dst + static_cast<long>(idx[i]) * head_dim;
-  for (int c = threadIdx.x; c < head_dim; c += blockDim.x) d[c] = s[c];
-}
-
 }  // namespace
 
 template <class T>
 void kv_append(T* k_cache, T* v_cache, long head_stride, const float* k_src, const float* v_src,
-               long src_stride, int n, int n_kv_heads, int head_dim, const int32_t* slot0,
+               long src_stride, int n, int n_kv_heads, int head_dim, const int32_t* rows, long rows_stride,
                cudaStream_t stream) {
   if (n <= 0 || n_kv_heads <= 0 || head_dim <= 0) return;
   kv_append_kernel<T><<<dim3(n, n_kv_heads), kThreads, 0, stream>>>(
-      k_cache, v_cache, head_stride, k_src, v_src, src_stride, head_dim, slot0);
+      k_cache, v_cache, head_stride, k_src, v_src, src_stride, head_dim, rows, rows_stride);
 }
 
 template <class T>
@@ -116,23 +105,15 @@ void gather_rows(T* dst, const T* src, const int32_t* idx, int n, int head_dim, 
   gather_rows_kernel<T><<<n, kThreads, 0, stream>>>(dst, src, idx, head_dim);
 }
 
-template <class T>
-void scatter_rows(T* dst, const T* src, const int32_t* idx, int n, int head_dim, cudaStream_t stream) {
-  if (n <= 0 || head_dim <= 0) return;
-  scatter_rows_kernel<T><<<n, kThreads, 0, stream>>>(dst, src, idx, head_dim);
-}
-
 template void kv_append(__half*, __half*, long, const float*, const float*, long, int, int, int,
-                        const int32_t*, cudaStream_t);
+                        const int32_t*, long, cudaStream_t);
 template void kv_append(__nv_bfloat16*, __nv_bfloat16*, long, const float*, const float*, long, int,
-                        int, int, const int32_t*, cudaStream_t);
+                        int, int, const int32_t*, long, cudaStream_t);
 template void rope_append(__half*, __half*, long, float*, int, int, int, const int32_t*, const float*,
                           const float*, bool, const int32_t*, cudaStream_t);
 template void rope_append(__nv_bfloat16*, __nv_bfloat16*, long, float*, int, int, int, const int32_t*,
                           const float*, const float*, bool, const int32_t*, cudaStream_t);
 template void gather_rows(__half*, const __half*, const int32_t*, int, int, cudaStream_t);
 template void gather_rows(__nv_bfloat16*, const __nv_bfloat16*, const int32_t*, int, int, cudaStream_t);
-template void scatter_rows(__half*, const __half*, const int32_t*, int, int, cudaStream_t);
-template void scatter_rows(__nv_bfloat16*, const __nv_bfloat16*, const int32_t*, int, int, cudaStream_t);
 
 }  // namespace kvs::cuda

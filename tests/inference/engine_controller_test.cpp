@@ -1,6 +1,7 @@
 // A CacheController drives real eviction: entries leave the per-(layer, KV head) cache, kv_bytes
-// shrinks, decode attends only the held (and active) entries, and the results match a naive
-// forward that masks the same keys — with original positions and with rope_in_cache.
+// shrinks, later entries take the freed rows, decode attends only the held (and active) entries,
+// and the results match a naive forward that masks the same keys — with original positions and
+// with rope_in_cache.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "capture.h"
 #include "compare_rows.h"
 #include "inference/engine.h"
+#include "inference/kv_store.h"
 #include "tiny_model.h"
 
 namespace kvs {
@@ -37,7 +39,9 @@ class KeepEnds : public CacheController {
   }
   void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads,
                        KvSlots& kv) override {
-    if (!heads.empty()) EXPECT_EQ(static_cast<int>(heads.size()), 4);  // none where a wrapper reads none
+    if (!heads.empty()) {
+      EXPECT_EQ(static_cast<int>(heads.size()), 4);  // none where a wrapper reads none
+    }
     for (const AttentionBlock& b : heads) {
       EXPECT_EQ(b.layer, layer);
       EXPECT_EQ(b.q_pos0, q_pos);
@@ -107,6 +111,15 @@ void run_keep_ends_on(const Model& m, int first, int last, bool rope_in_cache, i
   }
   EXPECT_EQ(e.peak_kv_bytes(), kPrompt.size() * per_pos);
   for (int held : ctl.held_before) EXPECT_EQ(held, first + last + 1);
+  // No row moved: each step's entry took a row an eviction freed, so the heads' entries sit out
+  // of row order and no head used more rows than the prompt's.
+  const auto& store = dynamic_cast<const KvStore&>(e.slots());
+  for (int l = 0; l < c.n_layers; ++l) {
+    for (int g = 0; g < c.n_kv_heads; ++g) {
+      EXPECT_FALSE(store.rows_in_order(l, g));
+      EXPECT_EQ(store.rows_used(l, g), P);
+    }
+  }
 
   const tiny::Reference ref = keep_ends_reference(m, first, last, rope_in_cache);
   int n_decode = 0;

@@ -126,7 +126,7 @@ const std::vector<int> kStoriesPrompt = {1, 403, 407, 261, 378, 11, 400, 300, 27
 // Keeps `sink` first entries and the `recent` newest per KV head (evicting after attention), and
 // leaves every third middle entry inactive in odd layers, so both the eviction and the
 // inactive-row paths of the backend run. With `halves`, a head's entries go in two evictions, the
-// older half first, so that the device's compaction composes them.
+// older half first, so that rows freed by two evictions are taken by later appends.
 class SinkWindowController : public CacheController {
  public:
   SinkWindowController(int sink, int recent, bool halves = false) : sink_(sink), recent_(recent), halves_(halves) {}
@@ -293,8 +293,8 @@ TEST(EngineCuda, RowsNobodyReadsStayOnTheDevice) {
 
 // The device cache starts at 256 rows per head and doubles as the sequence grows: a prompt of
 // 250 and a continuation past position 256 (a growth mid-decode) attend exactly as the CPU does
-// on the same numbers — also with a controller that keeps 256 entries per head, so the grown
-// rows are compacted at every step after, and skips keys in odd layers.
+// on the same numbers — also with a controller that keeps 256 entries per head, so every step
+// after writes its entry into a row an eviction freed, and skips keys in odd layers.
 TEST(EngineCuda, CacheRowsGrowWithTheSequence) {
   SKIP_WITHOUT_GPU();
   ModelConfig c = tiny::tiny_config();

@@ -1,8 +1,12 @@
-// KvStore: per-(layer, KV head) storage, in-place compaction on evict, byte and peak accounting,
-// independent head sizes, truncation (a rewind), rows that never move and a long context's
-// reservation committed only as it fills, and refusal of inconsistent use.
+// KvStore: per-(layer, KV head) storage, eviction that frees rows for later appends instead of
+// moving rows, byte and peak accounting, independent head sizes, truncation (a rewind), rows that
+// never move and a long context's reservation committed only as it fills, and refusal of
+// inconsistent use.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
@@ -21,9 +25,21 @@ void append_positions(KvStore& s, int layer, int head, int from, int to) {
   }
 }
 
-TEST(KvStore, EvictCompactsInPlaceAndKeepsOrder) {
+// Entry i's key and value rows ([2] each), wherever it sits.
+const float* entry_key(const KvStore& s, int layer, int head, int i) { return s.keys(layer, head) + 2 * s.rows(layer, head)[i]; }
+const float* entry_value(const KvStore& s, int layer, int head, int i) {
+  return s.values(layer, head) + 2 * s.rows(layer, head)[i];
+}
+
+std::vector<int32_t> rows_of(const KvStore& s, int layer, int head) {
+  const auto r = s.rows(layer, head);
+  return {r.begin(), r.end()};
+}
+
+TEST(KvStore, EvictKeepsOrderAndLaterEntriesTakeTheFreedRows) {
   KvStore s(2, 2, 2, 100);
   append_positions(s, 1, 0, 0, 6);
+  EXPECT_TRUE(s.rows_in_order(1, 0));
   s.active(1, 0)[4] = 0;
   const std::vector<uint8_t> keep = {1, 0, 1, 0, 1, 1};
   s.evict(1, 0, keep);
@@ -32,32 +48,105 @@ TEST(KvStore, EvictCompactsInPlaceAndKeepsOrder) {
   const auto active = s.active(1, 0);
   EXPECT_EQ(std::vector<uint8_t>(active.begin(), active.end()), (std::vector<uint8_t>{1, 1, 0, 1}));
   ASSERT_EQ(s.size(1, 0), 4);
+  EXPECT_EQ(rows_of(s, 1, 0), (std::vector<int32_t>{0, 2, 4, 5}));  // nothing moved
+  EXPECT_FALSE(s.rows_in_order(1, 0));
   for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(s.keys(1, 0)[2 * i], float(held[i]));
-    EXPECT_EQ(s.values(1, 0)[2 * i + 1], -held[i] - 0.5f);
+    EXPECT_EQ(entry_key(s, 1, 0, i)[0], float(held[i]));
+    EXPECT_EQ(entry_value(s, 1, 0, i)[1], -held[i] - 0.5f);
   }
-  // New entries land after the compacted ones, reusing the storage.
+  // New entries take the freed rows, the lowest first, then fresh ones.
   const float* before = s.keys(1, 0);
-  append_positions(s, 1, 0, 6, 8);
+  append_positions(s, 1, 0, 6, 9);
   EXPECT_EQ(s.keys(1, 0), before);
-  EXPECT_EQ(s.keys(1, 0)[2 * 4], 6.0f);
-  EXPECT_EQ(s.held(1, 0).back(), 7);
+  EXPECT_EQ(rows_of(s, 1, 0), (std::vector<int32_t>{0, 2, 4, 5, 1, 3, 6}));
+  EXPECT_EQ(s.rows_used(1, 0), 7);
+  for (int i = 4; i < 7; ++i) EXPECT_EQ(entry_key(s, 1, 0, i)[0], float(2 + i));
+  EXPECT_EQ(s.held(1, 0).back(), 8);
   EXPECT_EQ(s.active(1, 0).back(), 1);
 }
 
-// StreamingLLM's eviction: the oldest entry after the sinks leaves, and every later row moves
-// down one place as one run (source and destination overlap).
-TEST(KvStore, EvictingOneEntryMovesEveryLaterRowDownOne) {
+// StreamingLLM's eviction: the oldest entry after the sinks leaves every step. No row moves; the
+// next token's entry takes the freed row, so the head never uses more rows than it holds.
+TEST(KvStore, EvictingOneEntryAStepMovesNoRow) {
   KvStore s(1, 1, 2, 100);
   append_positions(s, 0, 0, 0, 8);
-  s.evict(0, 0, std::vector<uint8_t>{1, 0, 1, 1, 1, 1, 1, 1});
-  const auto held = s.held(0, 0);
-  EXPECT_EQ(std::vector<int32_t>(held.begin(), held.end()), (std::vector<int32_t>{0, 2, 3, 4, 5, 6, 7}));
-  for (int i = 0; i < 7; ++i) {
-    EXPECT_EQ(s.keys(0, 0)[2 * i], float(held[i]));
-    EXPECT_EQ(s.keys(0, 0)[2 * i + 1], held[i] + 0.5f);
-    EXPECT_EQ(s.values(0, 0)[2 * i + 1], -held[i] - 0.5f);
+  for (int step = 0; step < 20; ++step) {
+    std::vector<uint8_t> keep(8, 1);
+    keep[1] = 0;  // one sink, then the oldest
+    const std::vector<int32_t> rows_before = rows_of(s, 0, 0);
+    s.evict(0, 0, keep);
+    std::vector<int32_t> expect = rows_before;
+    expect.erase(expect.begin() + 1);
+    EXPECT_EQ(rows_of(s, 0, 0), expect);
+    append_positions(s, 0, 0, 8 + step, 9 + step);
+    EXPECT_EQ(s.rows(0, 0).back(), rows_before[1]);
+    EXPECT_EQ(s.rows_used(0, 0), 8);
   }
+  const auto held = s.held(0, 0);
+  EXPECT_EQ(held[0], 0);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(entry_key(s, 0, 0, i)[0], float(held[i]));
+    EXPECT_EQ(entry_key(s, 0, 0, i)[1], held[i] + 0.5f);
+    EXPECT_EQ(entry_value(s, 0, 0, i)[1], -held[i] - 0.5f);
+  }
+}
+
+// Random appends, evictions and rewinds against a plain list of (position, key) entries: every
+// entry reads back its own row, rows are distinct, and a head uses no more rows than the most
+// entries it held at once.
+TEST(KvStore, EntriesReadTheirOwnRowsThroughAnyHistory) {
+  KvStore s(1, 1, 2, 64);
+  std::mt19937 rng(7);
+  std::vector<int32_t> want;  // positions held, ascending
+  int next = 0, most = 0;
+  for (int it = 0; it < 400; ++it) {
+    const int op = static_cast<int>(rng() % 4);
+    if (op <= 1 && static_cast<int>(want.size()) < 64) {
+      const int n = 1 + static_cast<int>(rng() % std::min<std::size_t>(5, 64 - want.size()));
+      append_positions(s, 0, 0, next, next + n);
+      for (int p = next; p < next + n; ++p) want.push_back(p);
+      next += n;
+    } else if (op == 2) {
+      std::vector<uint8_t> keep(want.size());
+      std::vector<int32_t> kept;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        keep[i] = rng() % 3 != 0;
+        if (keep[i]) kept.push_back(want[i]);
+      }
+      s.evict(0, 0, keep);
+      want = kept;
+    } else if (!want.empty()) {
+      const int32_t end = want[rng() % want.size()];
+      s.truncate(end);
+      want.erase(std::lower_bound(want.begin(), want.end(), end), want.end());
+      next = end;
+    }
+    most = std::max(most, static_cast<int>(want.size()));
+    const auto held = s.held(0, 0);
+    ASSERT_EQ(std::vector<int32_t>(held.begin(), held.end()), want);
+    const std::vector<int32_t> rows = rows_of(s, 0, 0);
+    EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()).size(), rows.size());
+    EXPECT_LE(s.rows_used(0, 0), most);
+    bool in_order = true;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      ASSERT_LT(rows[i], s.rows_used(0, 0));
+      ASSERT_EQ(entry_key(s, 0, 0, static_cast<int>(i))[0], float(want[i]));
+      in_order = in_order && rows[i] == static_cast<int32_t>(i);
+    }
+    EXPECT_EQ(s.rows_in_order(0, 0), in_order);
+  }
+}
+
+// A rewind of a head whose rows are in order leaves them in order: the next appends take the
+// dropped rows back in position order.
+TEST(KvStore, ARewoundHeadStaysInOrder) {
+  KvStore s(1, 1, 2, 100);
+  append_positions(s, 0, 0, 0, 10);
+  s.truncate(6);
+  append_positions(s, 0, 0, 6, 12);
+  EXPECT_TRUE(s.rows_in_order(0, 0));
+  EXPECT_EQ(s.rows_used(0, 0), 12);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(s.keys(0, 0)[2 * i], float(i));
 }
 
 TEST(KvStore, BytesCountHeldEntriesAndPeak) {
@@ -92,9 +181,10 @@ TEST(KvStore, TruncateDropsTheEntriesFromAPositionOn) {
   EXPECT_EQ(s.active(0, 0)[2], 0);  // flags before the cut stay
   EXPECT_EQ(s.bytes(), 11 * entry);
   EXPECT_EQ(s.peak_bytes(), 20 * entry);
-  append_positions(s, 0, 1, 8, 9);
+  append_positions(s, 0, 1, 8, 9);  // takes the row position 8 had
   EXPECT_EQ(s.held(0, 1).back(), 8);
-  EXPECT_EQ(s.keys(0, 1)[2 * 3], 8.0f);
+  EXPECT_EQ(s.rows(0, 1)[3], 8);
+  EXPECT_EQ(entry_key(s, 0, 1, 3)[0], 8.0f);
   EXPECT_EQ(s.active(0, 1).back(), 1);
 }
 

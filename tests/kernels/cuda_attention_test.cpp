@@ -33,6 +33,7 @@ struct DecodeCase {
   bool rope = false;
   ops::RopePairing pairing = ops::RopePairing::Interleaved;
   bool shuffled = false;  // list the rows out of cache order
+  bool slotted = false;   // with rope: rotate each listed key by a slot of its own, not its row
   int extra_max_rows = 0;  // max_rows beyond the largest n_rows
 };
 
@@ -65,10 +66,12 @@ void run_decode(const DecodeCase& c, uint64_t seed) {
   const auto k = test::random_vec(nkv * head_stride, seed + 1, -2.0f, 2.0f);  // [nkv, head_stride]
   const auto v = test::random_vec(nkv * head_stride, seed + 2, -2.0f, 2.0f);  // [nkv, head_stride]
   std::vector<int32_t> rows(nkv * rows_stride, -1);                           // [nkv, rows_stride]
+  std::vector<int32_t> slots(nkv * rows_stride, -1);                          // [nkv, rows_stride]
   std::vector<std::vector<int32_t>> lists(nkv);
   for (int g = 0; g < nkv; ++g) {
     lists[g] = listed_rows(g, c.n_rows[g], c.cap, c.shuffled, seed + 3 + g);
     std::copy(lists[g].begin(), lists[g].end(), rows.begin() + g * rows_stride);
+    for (int j = 0; j < c.n_rows[g]; ++j) slots[g * rows_stride + j] = (7 * j + g) % c.cap;
   }
   const std::vector<int32_t> n_rows(c.n_rows.begin(), c.n_rows.end());  // [nkv]
 
@@ -77,9 +80,17 @@ void run_decode(const DecodeCase& c, uint64_t seed) {
   const std::vector<float> cos_tab(table.cos(0), table.cos(0) + static_cast<long>(c.cap) * half);  // [cap, half]
   const std::vector<float> sin_tab(table.sin(0), table.sin(0) + static_cast<long>(c.cap) * half);  // [cap, half]
 
-  // CPU reference over what the device stores (T), keys rotated by their cache row.
+  // CPU reference over what the device stores (T), keys rotated by their slot or cache row.
   std::vector<float> kref = test::round_store<T>(k), vref = test::round_store<T>(v);
-  if (c.rope) {
+  if (c.rope && c.slotted) {
+    for (int g = 0; g < nkv; ++g) {
+      for (int j = 0; j < c.n_rows[g]; ++j) {
+        const int slot = slots[g * rows_stride + j];
+        ops::rope_apply(kref.data() + g * head_stride + static_cast<long>(lists[g][j]) * hd, 1, hd,
+                        table.cos(slot), table.sin(slot), c.pairing);
+      }
+    }
+  } else if (c.rope) {
     for (int g = 0; g < nkv; ++g) {
       for (int r = 0; r < c.cap; ++r) {
         ops::rope_apply(kref.data() + g * head_stride + static_cast<long>(r) * hd, 1, hd,
@@ -100,7 +111,7 @@ void run_decode(const DecodeCase& c, uint64_t seed) {
 
   auto dq = upload(q);
   auto dk = upload(test::to_store<T>(k)), dv = upload(test::to_store<T>(v));
-  auto drows = upload(rows), dn = upload(n_rows);
+  auto drows = upload(rows), dn = upload(n_rows), dslots = upload(slots);
   auto dcos = upload(cos_tab), dsin = upload(sin_tab);
   auto dprobs = upload(std::vector<float>(nh * probs_stride, kSentinel));  // [nh, probs_stride]
   DeviceBuffer<float> dlse(nh, "lse");                                      // [nh]
@@ -110,7 +121,8 @@ void run_decode(const DecodeCase& c, uint64_t seed) {
     attend_decode(dout.get(), probs_out, probs_stride, dlse.get(), dq.get(), dk.get(),
                   dv.get(), head_stride, drows.get(), rows_stride, dn.get(), max_rows, nh, nkv, hd,
                   scale, c.rope ? dcos.get() : nullptr, c.rope ? dsin.get() : nullptr,
-                  c.pairing == ops::RopePairing::Interleaved, dscratch.get(), nullptr);
+                  c.slotted ? dslots.get() : nullptr, c.pairing == ops::RopePairing::Interleaved, dscratch.get(),
+                  nullptr);
   };
   launch(dprobs.get());
   test::sync("attend_decode");
@@ -170,6 +182,23 @@ TEST(CudaAttendDecode, RopeBySlotRotateHalfSeveralSplits) {
   c.pairing = ops::RopePairing::RotateHalf;
   c.shuffled = true;
   run_decode(c, 300);
+}
+
+// Keys cached before RoPE in rows an eviction freed: each is rotated by its slot (its index among
+// the held entries), which its row no longer is.
+TEST(CudaAttendDecode, RopeByListedSlotsNotRows) {
+  KVS_REQUIRE_GPU();
+  DecodeCase a{8, 2, 128, 1900, {1000, 1500}};
+  a.rope = true;
+  a.slotted = true;
+  a.shuffled = true;
+  a.pairing = ops::RopePairing::RotateHalf;
+  run_decode(a, 350);
+  DecodeCase b{6, 6, 8, 400, {250, 17, 1, 299, 128, 129}};
+  b.rope = true;
+  b.slotted = true;
+  b.pairing = ops::RopePairing::Interleaved;
+  run_decode<__nv_bfloat16>(b, 360);
 }
 
 TEST(CudaAttendDecode, HeadDim64ShuffledListsAndSingleKey) {

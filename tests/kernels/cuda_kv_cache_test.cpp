@@ -1,5 +1,5 @@
 // Device twins of kernels/kv_cache.cu against direct host loops, for fp16 and bf16 caches:
-// kv_append (fp32 rounded to the cache type at per-head slots, other rows untouched) and
+// kv_append (fp32 rounded to the cache type at each head's listed rows, other rows untouched) and
 // gather_rows, exact; rope_append (decode's RoPE of q and k, then the append of k and v) against
 // ops::rope_apply and the same rounding, 1e-6 (the device may fuse the rotation's multiply-adds).
 #include <gtest/gtest.h>
@@ -20,21 +20,21 @@ template <class T>
 class CudaKvCache : public ::testing::Test {};
 TYPED_TEST_SUITE(CudaKvCache, test::StoreTypes, test::StoreNames);
 
-TYPED_TEST(CudaKvCache, AppendWritesRoundedRowsAtEachHeadsSlot) {
-  KVS_REQUIRE_GPU();
-  using T = TypeParam;
+// Row t of KV head g to rows[g * rows_stride + t]: each head's own list (rows an eviction freed,
+// out of order), or one list shared by every head (rows_stride 0, as prefill's 0..n-1).
+template <class T>
+void check_append(const std::vector<int32_t>& rows, long rows_stride, uint64_t seed) {
   const int n_kv = 3, hd = 64, cap = 40, n = 5;
   const long head_stride = static_cast<long>(cap) * hd + 16;
   const long src_stride = static_cast<long>(n_kv) * hd + 10;  // rows of a fused projection
-  const std::vector<int32_t> slot0 = {0, 7, 35};                // [n_kv]
-  const auto k_src = test::random_vec(n * src_stride, 80, -3.0f, 3.0f);  // [n, src_stride]
-  const auto v_src = test::random_vec(n * src_stride, 81, -3.0f, 3.0f);  // [n, src_stride]
+  const auto k_src = test::random_vec(n * src_stride, seed, -3.0f, 3.0f);      // [n, src_stride]
+  const auto v_src = test::random_vec(n * src_stride, seed + 1, -3.0f, 3.0f);  // [n, src_stride]
   const std::vector<T> init(n_kv * head_stride, test::from_float<T>(-5.0f));  // [n_kv, head_stride]
   std::vector<T> want_k = init, want_v = init;
   for (int g = 0; g < n_kv; ++g) {
     for (int t = 0; t < n; ++t) {
       for (int i = 0; i < hd; ++i) {
-        const long dst = g * head_stride + static_cast<long>(slot0[g] + t) * hd + i;
+        const long dst = g * head_stride + static_cast<long>(rows[g * rows_stride + t]) * hd + i;
         want_k[dst] = test::from_float<T>(k_src[t * src_stride + g * hd + i]);
         want_v[dst] = test::from_float<T>(v_src[t * src_stride + g * hd + i]);
       }
@@ -42,12 +42,18 @@ TYPED_TEST(CudaKvCache, AppendWritesRoundedRowsAtEachHeadsSlot) {
   }
   auto dk = upload(init), dv = upload(init);
   auto dksrc = upload(k_src), dvsrc = upload(v_src);
-  auto dslot = upload(slot0);
-  kv_append(dk.get(), dv.get(), head_stride, dksrc.get(), dvsrc.get(), src_stride, n, n_kv, hd,
-            dslot.get(), nullptr);
+  auto drows = upload(rows);
+  kv_append(dk.get(), dv.get(), head_stride, dksrc.get(), dvsrc.get(), src_stride, n, n_kv, hd, drows.get(),
+            rows_stride, nullptr);
   test::sync("kv_append");
   EXPECT_TRUE(test::same_bits(download(dk), want_k));
   EXPECT_TRUE(test::same_bits(download(dv), want_v));
+}
+
+TYPED_TEST(CudaKvCache, AppendWritesRoundedRowsAtEachHeadsListedRows) {
+  KVS_REQUIRE_GPU();
+  check_append<TypeParam>({0, 1, 2, 3, 4, 12, 3, 39, 8, 9, 35, 36, 37, 38, 0}, 5, 80);  // [3, 5] per head
+  check_append<TypeParam>({0, 1, 2, 3, 4, 99}, 0, 82);  // one list for every head
 }
 
 // H query heads and n_kv KV heads of head_dim hd at position pos, rotated with `pairing` (or not
@@ -117,25 +123,6 @@ TYPED_TEST(CudaKvCache, GatherRowsCopiesListedRows) {
   auto didx = upload(idx);
   gather_rows(ddst.get(), dsrc.get(), didx.get(), n, hd, nullptr);
   test::sync("gather_rows");
-  EXPECT_TRUE(test::same_bits(download(ddst), want));
-}
-
-TYPED_TEST(CudaKvCache, ScatterRowsWritesListedRows) {
-  KVS_REQUIRE_GPU();
-  using T = TypeParam;
-  const int hd = 136, n_dst = 40;  // more values a row than a block has threads
-  const std::vector<int32_t> idx = {7, 0, 39, 12, 13};  // [n]
-  const int n = static_cast<int>(idx.size());
-  const auto src = test::to_store<T>(test::random_vec(n * hd, 91, -2.0f, 2.0f));  // [n, hd]
-  std::vector<T> want(n_dst * hd, test::from_float<T>(-9.0f));                       // [n_dst, hd]
-  auto ddst = upload(want);
-  for (int i = 0; i < n; ++i) {
-    for (int c = 0; c < hd; ++c) want[idx[i] * hd + c] = src[i * hd + c];  // the other rows untouched
-  }
-  auto dsrc = upload(src);
-  auto didx = upload(idx);
-  scatter_rows(ddst.get(), dsrc.get(), didx.get(), n, hd, nullptr);
-  test::sync("scatter_rows");
   EXPECT_TRUE(test::same_bits(download(ddst), want));
 }
 
