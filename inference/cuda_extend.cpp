@@ -58,9 +58,9 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
   }
   // A layer's lists for the device, staged in pinned memory so that their copies queue without
   // waiting for the stream (a copy from pageable memory waits for it): the chunk's cache rows
-  // [n_kv, n], then
-  // per KV head its attended rows [most_rows] and each query's range of them, begin [n] and end
-  // [n]. Two layers' worth: the host fills one while the other's copies may still be queued.
+  // [n_kv, n], then per KV head its attended rows [most_rows] and each query's range of them,
+  // begin [n] and end [n]. Two layers' worth: the host fills one while the other's copies may
+  // still be queued.
   const std::size_t head_stage = static_cast<std::size_t>(most_rows) + 2 * nz;
   const std::size_t stage_ints = n_kv * nz + n_kv * head_stage;
   cuda::PinnedBuffer<int32_t> stage(2 * stage_ints, "extend lists");  // [2, stage_ints]
@@ -107,8 +107,8 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
       const std::span<uint8_t> act = cache->active(l, g);
       const int first_pos = window > 0 ? pos0 - window + 1 : 0;
       int32_t* rows = st + n_kv * nz + g * head_stage;  // [most_rows]
-      int32_t* begin = rows + most_rows;           // [n]
-      int32_t* end = begin + nz;                   // [n]
+      int32_t* begin = rows + most_rows;                 // [n]
+      int32_t* end = begin + nz;                         // [n]
       key_pos.clear();
       for (std::size_t j = 0; j < held.size(); ++j) {
         if (!act[j] || held[j] < first_pos) continue;

@@ -138,7 +138,8 @@ class ObserverFanout : public AttentionObserver {
 
 // The cache seen as positions: per (layer, KV head), the positions it holds (ascending) and
 // whether the next attention reads each of them. The engine implements it over real K/V storage
-// (evict frees the entries' rows for later appends); the simulator implements it over positions only.
+// (evict frees the entries' rows for later appends); the simulator implements it over positions
+// only.
 class KvSlots {
  public:
   virtual ~KvSlots() = default;

@@ -1,9 +1,9 @@
 // What a per-(layer, KV head) KV cache holds, as positions: each head's held entries in ascending
 // position order with their active flags and the storage row each one's K/V sits in, capacity and
 // ascending checks, and the held/peak entry counts. Eviction frees an entry's row for the next
-// append instead of moving every later row down: a policy that evicts one entry a step (H2O,
-// StreamingLLM) would otherwise move the whole cache every step. The CPU KvStore and the GPU
-// CudaKvCache keep their K/V rows beside it and read them through rows().
+// append instead of moving every later row down: a controller that evicts one entry a step would
+// otherwise move the whole cache every step. The CPU KvStore and the GPU CudaKvCache keep their
+// K/V rows beside it and read them through rows().
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -33,7 +33,9 @@ class KvStore : public KvSlots {
   std::span<const int32_t> held(int layer, int kv_head) const override { return positions_.held(layer, kv_head); }
   std::span<uint8_t> active(int layer, int kv_head) override { return positions_.active(layer, kv_head); }
   // Drops the entries whose keep[i] == 0; their rows are reused by later appends.
-  void evict(int layer, int kv_head, std::span<const uint8_t> keep) override { positions_.compact(layer, kv_head, keep); }
+  void evict(int layer, int kv_head, std::span<const uint8_t> keep) override {
+    positions_.compact(layer, kv_head, keep);
+  }
 
   // Appends n entries at positions pos0..pos0+n-1 (active), in the rows KvPositions::push gives
   // them. Entry t's key/value starts at keys + t * stride (values + t * stride) and holds head_dim

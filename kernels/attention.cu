@@ -134,7 +134,8 @@ __device__ void load_tile(uint4* tile, const T* src, const int32_t* rs, int t0, 
 // Grid (n_kv_heads * head_blocks, n_splits).
 //  - scores: kKeyLanes lanes per key of the tile, over the rotation pairs (the key rotated by
 //    its slot, or its cache row without slots, when rope_cos is given) for every query head of
-//    the block; the scaled logits go to probs (normalized by pass 2; unless probs is null: no hook reads the rows) and to e;
+//    the block; the scaled logits go to probs (normalized by pass 2; unless probs is null: no
+//    hook reads the rows) and to e;
 //  - per head, the split's max m and sum l of exp(logit - m);
 //  - per head and output dimension, sum over the split of exp(logit - m) * value.
 // part [n_heads, n_splits, head_dim + 2] gets the sums, then m, then l (m = -inf, l = 0 and

@@ -26,7 +26,9 @@ void append_positions(KvStore& s, int layer, int head, int from, int to) {
 }
 
 // Entry i's key and value rows ([2] each), wherever it sits.
-const float* entry_key(const KvStore& s, int layer, int head, int i) { return s.keys(layer, head) + 2 * s.rows(layer, head)[i]; }
+const float* entry_key(const KvStore& s, int layer, int head, int i) {
+  return s.keys(layer, head) + 2 * s.rows(layer, head)[i];
+}
 const float* entry_value(const KvStore& s, int layer, int head, int i) {
   return s.values(layer, head) + 2 * s.rows(layer, head)[i];
 }
