@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "kernels/row_lists.h"
+
 namespace kvs::cuda {
 
 // ---- launch.cu
@@ -156,5 +158,14 @@ void rope_append(T* k_cache, T* v_cache, long head_stride, float* qkv, int n_hea
 template <class T>
 void gather_rows(T* dst, const T* src, const int32_t* idx, int n, int head_dim,
                  cudaStream_t stream);
+
+// ---- row_lists.cu (twin: ops::edit_row_list)
+//
+// For each KV head g: dst + g * stride = ops::edit_row_list of src + g * stride by edits[g]
+// (offsets into payload), slots + g * stride likewise when slots is not null. max_entries bounds
+// no head's work (its grid-stride loops cover any count); it sizes the grid. dst must not
+// overlap src.
+void edit_row_lists(int32_t* dst, int32_t* slots, const int32_t* src, long stride, const ops::RowListEdit* edits,
+                    const int32_t* payload, int n_kv_heads, int max_entries, cudaStream_t stream);
 
 }  // namespace kvs::cuda
