@@ -44,7 +44,8 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
   upload_weights();
   // The cache's rows grow with the sequence; the tables below are sized for the whole context,
   // on the device before on the host, so that a context too long fails as out of GPU memory.
-  cache = std::make_unique<CudaKvCache<T>>(c.n_layers, c.n_kv_heads, c.head_dim, c.seq_len, stream);
+  cache = std::make_unique<CudaKvCache<T>>(c.n_layers, c.n_kv_heads, c.head_dim, c.seq_len, options.rope_in_cache,
+                                           stream);
 
   const int half = c.head_dim / 2, L = c.n_layers, n_kv = c.n_kv_heads, H = c.n_heads;
   rope_cos = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE cos table");
@@ -67,8 +68,9 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
   lse = cuda::DeviceBuffer<float>(static_cast<std::size_t>(L) * H, "attention rows");
   att_scratch = cuda::DeviceBuffer<float>(cuda::attend_decode_scratch_floats(H, c.seq_len, c.head_dim),
                                           "attention scratch");
-  // (with rope_in_cache, each listed row's slot follows the lists)
-  meta_stride = round_up(2L * n_kv + H + (options.rope_in_cache ? 2L : 1L) * n_kv * c.seq_len, 32);
+  // (a list given whole is followed, with rope_in_cache, by each listed row's slot)
+  meta_stride = round_up(2L * n_kv + H + ops::kRowListEditInts * n_kv +
+                             (options.rope_in_cache ? 2L : 1L) * n_kv * c.seq_len, 32);
   meta = cuda::DeviceBuffer<int32_t>(static_cast<std::size_t>(L) * meta_stride, "step metadata");
   meta_host = cuda::PinnedBuffer<int32_t>(static_cast<std::size_t>(L) * meta_stride, "step metadata");
   token_host = cuda::PinnedBuffer<int32_t>(1, "token");
@@ -78,7 +80,7 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
   layer_rows.resize(static_cast<std::size_t>(L) * n_kv);
   layer_key_pos.resize(static_cast<std::size_t>(L) * n_kv);
   layer_max_rows.resize(L);
-  layer_rows_stride.resize(L);
+  layer_lists.resize(L);
   head_whole.resize(n_kv);
   blocks.resize(H);
   logits_out.resize(c.vocab_size);
@@ -247,18 +249,21 @@ void Impl<T>::push_token(int l) {
   }
 }
 
-// The device rows each KV head of layer l attends: all of them (a shared 0..n-1 list, rows_stride
-// 0) when every held entry is active, in row order and, with a sliding window, not before its
-// first position; otherwise their list (with rope_in_cache, followed by each one's slot: its index
-// among the held entries). Also their count, the query's slot, and (when the rows go to the host)
-// the positions of the attended keys.
+// The device rows each KV head of layer l attends: all of them (the shared 0..n-1 list) when every
+// head's held entries are active, in row order and, with a sliding window, not before its first
+// position; otherwise each head's list, staged for the cache's device copy: a head attending every
+// entry it holds stages its held rows (the edit of its copy since the last step, when that is
+// shorter), any other the rows of its attended entries (with rope_in_cache, then each one's slot:
+// its index among the held entries). Also their count, the query's slot, and (when the rows go to
+// the host) the positions of the attended keys.
 template <class T>
 void Impl<T>::plan_attention(int l, bool to_host) {
   const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
   int32_t* m_host = meta_host_at(l);
-  int32_t* n_rows_h = m_host + n_kv;         // [n_kv]
-  int32_t* qslot_h = m_host + 2 * n_kv;      // [H]
-  int32_t* rows_h = m_host + 2 * n_kv + H;   // [n_kv, rows_stride]
+  int32_t* n_rows_h = m_host + n_kv;                                          // [n_kv]
+  int32_t* qslot_h = m_host + 2 * n_kv;                                       // [H]
+  auto* edits_h = reinterpret_cast<ops::RowListEdit*>(m_host + 2 * n_kv + H);  // [n_kv]
+  int32_t* payload_h = m_host + 2 * n_kv + H + ops::kRowListEditInts * n_kv;  // the heads' payloads, packed
   const int first_pos = c.sliding_window > 0 ? pos_ - c.sliding_window + 1 : 0;
   int max_rows = 0;
   bool all_active = true;
@@ -270,42 +275,48 @@ void Impl<T>::plan_attention(int l, bool to_host) {
                     (cache->size(l, g) == 0 || cache->held(l, g)[0] >= first_pos);
     all_active = all_active && head_whole[g] && cache->rows_in_order(l, g);
   }
-  const long rows_stride = all_active ? 0 : max_rows;
-  int32_t* slots_h = options.rope_in_cache ? rows_h + n_kv * rows_stride : nullptr;  // [n_kv, rows_stride]
+  int payload = 0, max_entries = 0;
   for (int g = 0; g < n_kv; ++g) {
+    const std::size_t lg = static_cast<std::size_t>(l) * n_kv + g;
     const std::span<const int32_t> held = cache->held(l, g);
-    const std::span<const int32_t> held_rows = cache->rows(l, g);
-    const std::span<uint8_t> act = cache->active(l, g);
-    int32_t* kp = to_host ? key_pos.data() + (static_cast<std::size_t>(l) * n_kv + g) * host_rows_cap : nullptr;
-    // Every held key attended: the hooks read the held list itself, which nothing changes before
-    // they have the rows (a controller evicts after it gets them; the next push is the next step).
-    layer_key_pos[static_cast<std::size_t>(l) * n_kv + g] = all_active ? held.data() : kp;
-    int n = 0;
-    if (all_active) {
-      n = static_cast<int>(held.size());
-    } else if (head_whole[g]) {  // every held key, out of row order (after evictions): copies
-      n = static_cast<int>(held.size());
-      std::copy(held_rows.begin(), held_rows.end(), rows_h + g * rows_stride);
-      if (slots_h) std::iota(slots_h + g * rows_stride, slots_h + g * rows_stride + n, 0);
-      if (kp) std::copy(held.begin(), held.end(), kp);
-    } else {
-      for (std::size_t j = 0; j < held.size(); ++j) {
-        if (!act[j] || held[j] < first_pos) continue;
-        rows_h[g * rows_stride + n] = held_rows[j];
-        if (slots_h) slots_h[g * rows_stride + n] = static_cast<int32_t>(j);
-        if (kp) kp[n] = held[j];
-        ++n;
+    int n = static_cast<int>(held.size());
+    if (head_whole[g]) {
+      // Every held key attended: the hooks read the held list itself, which nothing changes before
+      // they have the rows (a controller evicts after it gets them; the next push is the next step).
+      layer_key_pos[lg] = held.data();
+      if (!all_active) {
+        payload += cache->stage_held_rows(l, g, payload, edits_h[g], payload_h);
+        max_entries = std::max({max_entries, n, static_cast<int>(edits_h[g].n_src)});
       }
+    } else {  // the active keys from the window's first position on
+      const std::span<const int32_t> held_rows = cache->rows(l, g);
+      const std::span<uint8_t> act = cache->active(l, g);
+      const int j0 = static_cast<int>(std::lower_bound(held.begin(), held.end(), first_pos) - held.begin());
+      n = static_cast<int>(std::count_if(act.begin() + j0, act.end(), [](uint8_t a) { return a != 0; }));
+      int32_t* rows = payload_h + payload;                          // [n]
+      int32_t* slots = options.rope_in_cache ? rows + n : nullptr;  // [n]
+      int32_t* kp = to_host ? key_pos.data() + lg * host_rows_cap : nullptr;
+      for (int j = j0, i = 0; j < static_cast<int>(held.size()); ++j) {
+        if (!act[j]) continue;
+        rows[i] = held_rows[j];
+        if (slots) slots[i] = j;
+        if (kp) kp[i] = held[j];
+        ++i;
+      }
+      cache->stage_other_rows(l, g, n, payload, edits_h[g]);
+      payload += slots ? 2 * n : n;
+      max_entries = std::max(max_entries, n);
+      layer_key_pos[lg] = kp;
     }
     if (n == 0) {
       throw std::logic_error("cache controller left layer " + std::to_string(l) + " KV head " +
                              std::to_string(g) + " with no active key");
     }
     n_rows_h[g] = n;
-    layer_rows[static_cast<std::size_t>(l) * n_kv + g] = n;
+    layer_rows[lg] = n;
   }
   layer_max_rows[l] = max_rows;
-  layer_rows_stride[l] = rows_stride;
+  layer_lists[l] = all_active ? ListPlan{} : ListPlan{ops::kRowListEditInts * n_kv + payload, max_entries};
   for (int h = 0; h < H; ++h) qslot_h[h] = cache->size(l, h / group) - 1;
 }
 
@@ -378,8 +389,16 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
       copy_lists(l);
     }
     const int max_rows = layer_max_rows[l];
-    const long rows_stride = layer_rows_stride[l];
-    const int32_t* rows_dev = rows_stride == 0 ? iota.get() : m_dev + 2 * n_kv + H;
+    // The rows each KV head attends: the shared 0..n-1 list (stride 0), or the cache's lists once
+    // the edits staged for them have run.
+    const int32_t* rows_dev = iota.get();
+    long rows_stride = 0;
+    if (layer_lists[l].ints > 0) {
+      const int32_t* edits = m_dev + 2 * n_kv + H;  // [n_kv, kRowListEditInts], then the payloads
+      rows_dev = cache->apply_row_lists(l, reinterpret_cast<const ops::RowListEdit*>(edits),
+                                        edits + ops::kRowListEditInts * n_kv, layer_lists[l].max_entries);
+      rows_stride = cache->list_stride();
+    }
     if (rope_in_cache) {
       // The query goes to its KV head's last slot; keys are rotated by slot inside the attention.
       cuda::rope_rows(q, hd, H, 1, hd, m_dev + 2 * n_kv, rope_cos.get(), rope_sin.get(), interleaved, stream);
@@ -392,7 +411,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
                         cache->values(l), cache->head_stride(), rows_dev, rows_stride, m_dev + n_kv, max_rows, H,
                         n_kv, hd, scale, rope_in_cache ? rope_cos.get() : nullptr,
                         rope_in_cache ? rope_sin.get() : nullptr,
-                        rope_in_cache && rows_stride > 0 ? rows_dev + n_kv * rows_stride : nullptr, interleaved,
+                        rope_in_cache && rows_stride > 0 ? cache->list_slots(l) : nullptr, interleaved,
                         att_scratch.get(), stream);
     cuda::check_launch("decode attention");
 

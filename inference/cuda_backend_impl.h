@@ -194,9 +194,11 @@ struct Impl final : Forward {
   cuda::DeviceBuffer<float> probs;         // [n_layers, n_heads, rows_cap]
   cuda::DeviceBuffer<float> lse;           // [n_layers, n_heads]
   cuda::DeviceBuffer<float> att_scratch;   // attend_decode's scratch at seq_len rows
-  // Per-layer step metadata: slot0 [n_kv], n_rows [n_kv], qslot [n_heads], rows [n_kv, rows_stride]
-  // (rows_stride <= seq_len) and, with rope_in_cache, slots [n_kv, rows_stride], at layer *
-  // meta_stride; written on the host (pinned) and copied before use.
+  // Per-layer step metadata: slot0 [n_kv], n_rows [n_kv], qslot [n_heads] and, when the layer
+  // attends through row lists, each KV head's ops::RowListEdit [n_kv, kRowListEditInts] and their
+  // payloads packed after them (a head's at most (rope_in_cache ? 2 : 1) * seq_len ints: the edit of
+  // its list, or the list whole and, with rope_in_cache, its slots), at layer * meta_stride;
+  // written on the host (pinned) and copied before use.
   long meta_stride = 0;
   cuda::DeviceBuffer<int32_t> meta;        // [n_layers, meta_stride]
   cuda::PinnedBuffer<int32_t> meta_host;   // [n_layers, meta_stride]
@@ -212,7 +214,11 @@ struct Impl final : Forward {
                                               // or the cache's held list when every key is attended
   std::vector<int32_t> layer_rows;         // [n_layers, n_kv] attended rows per KV head
   std::vector<int> layer_max_rows;         // [n_layers]
-  std::vector<long> layer_rows_stride;     // [n_layers] 0: every held row attended (a shared list)
+  struct ListPlan {
+    int ints = 0;         // the edits' and payloads' ints to upload; 0: the shared 0..n-1 list
+    int max_entries = 0;  // the most entries a head's list or the copy it edits has
+  };
+  std::vector<ListPlan> layer_lists;       // [n_layers] this decode step's row lists
   std::vector<uint8_t> head_whole;         // [n_kv] plan_attention: the KV head attends every key it holds
   std::vector<uint8_t> rows_to_host;       // [n_layers] this decode step: the layer's rows go to the host
   std::vector<uint8_t> controller_reads;   // [n_layers] this decode step: the controller reads them
@@ -242,10 +248,9 @@ struct Impl final : Forward {
                                 n * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
                 "upload of step metadata");
   }
-  // The layer's row lists (and slots), when plan_attention made them.
+  // The layer's row-list edits and payloads, when plan_attention staged them.
   void copy_lists(int layer) {
-    const long lists = (options.rope_in_cache ? 2L : 1L) * c.n_kv_heads * layer_rows_stride[layer];
-    if (lists > 0) copy_meta(layer, 2L * c.n_kv_heads + c.n_heads, lists);
+    if (layer_lists[layer].ints > 0) copy_meta(layer, 2L * c.n_kv_heads + c.n_heads, layer_lists[layer].ints);
   }
   void logits_to_host(const float* x_last);  // enqueue_logits + finish_logits
   void enqueue_logits(const float* x_last);  // final norm, classifier, copy to logits_host

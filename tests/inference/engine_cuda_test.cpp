@@ -312,6 +312,56 @@ TEST(EngineCuda, CacheRowsGrowWithTheSequence) {
                    capture_run(model, on(Device::Cuda), prompt, forced, &gpu_ctl), kSameNumbersTol);
 }
 
+// Each KV head evicts on its own schedule and leaves a key inactive on some steps, so within one
+// layer some heads attend every entry they hold (their device lists edited by the step's
+// eviction and append) while others attend a list given whole, and a head goes from one kind to
+// the other and back (its device list then sent whole again); the rows grow past 256 while the
+// lists are in use. Every row equals the CPU's on the same numbers.
+class EachHeadItsOwnWay : public CacheController {
+ public:
+  void after_prefill(int, KvSlots& kv) override {
+    for (int l = 0; l < kv.n_layers(); ++l) evict(kv, l, 0, 5);  // head 0 out of row order from the start
+  }
+  void before_attention(int layer, int pos, KvSlots& kv) override {
+    for (int g = 0; g < kv.n_kv_heads(); ++g) {
+      const std::span<uint8_t> active = kv.active(layer, g);
+      std::fill(active.begin(), active.end(), uint8_t{1});
+      if ((pos + g + layer) % 3 == 0) active[active.size() / 2] = 0;
+    }
+  }
+  void after_attention(int layer, int pos, std::span<const AttentionBlock>, KvSlots& kv) override {
+    for (int g = 0; g < kv.n_kv_heads(); ++g) {
+      if ((pos + g) % 2 == 0) evict(kv, layer, g, 3 + pos % 11);
+    }
+  }
+
+ private:
+  static void evict(KvSlots& kv, int l, int g, int i) {
+    std::vector<uint8_t> keep(kv.held(l, g).size(), 1);
+    keep[i] = 0;
+    kv.evict(l, g, keep);
+  }
+};
+
+TEST(EngineCuda, RowListsEditedOnTheDeviceMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  ModelConfig c = tiny::tiny_config();
+  c.seq_len = 1024;
+  const Model model = tiny::random_model(c, 19);
+  std::vector<int> prompt, forced;
+  for (int i = 0; i < 246; ++i) prompt.push_back(1 + (i * 7) % (c.vocab_size - 1));
+  for (int i = 0; i < 24; ++i) forced.push_back(1 + (i * 13) % (c.vocab_size - 1));
+  for (bool rope_in_cache : {false, true}) {
+    SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
+    EngineOptions cpu = cpu_as_gpu(rope_in_cache);
+    cpu.prefill_block = 246;  // the prompt's rows in one block, as the GPU sends them
+    EachHeadItsOwnWay cpu_ctl, gpu_ctl;
+    expect_same_rows(capture_run(as_stored(model), cpu, prompt, forced, &cpu_ctl),
+                     capture_run(model, on(Device::Cuda, rope_in_cache), prompt, forced, &gpu_ctl),
+                     kSameNumbersTol);
+  }
+}
+
 // A rewound GPU engine computes what a fresh one does on the same tokens (KVzip's repeat passes
 // rewind to the context after each chunk), also after the cache's rows grew past the rewind.
 TEST(EngineCuda, RewindForgetsTheLaterPositions) {
