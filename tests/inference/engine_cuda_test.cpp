@@ -120,6 +120,13 @@ tiny::Capture capture_run(const Model& model, EngineOptions o, const std::vector
   return cap;
 }
 
+// n token ids 1 + (i * stride) mod (vocab - 1): a long prompt or continuation for a random model.
+std::vector<int> stepped_tokens(int n, int stride, int vocab) {
+  std::vector<int> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = 1 + (i * stride) % (vocab - 1);
+  return ids;
+}
+
 // A stories260K prompt of 12 tokens for the controller tests.
 const std::vector<int> kStoriesPrompt = {1, 403, 407, 261, 378, 11, 400, 300, 272, 345, 284, 262};
 
@@ -300,9 +307,7 @@ TEST(EngineCuda, CacheRowsGrowWithTheSequence) {
   ModelConfig c = tiny::tiny_config();
   c.seq_len = 1024;
   const Model model = tiny::random_model(c, 13);
-  std::vector<int> prompt, forced;
-  for (int i = 0; i < 250; ++i) prompt.push_back(1 + (i * 7) % (c.vocab_size - 1));
-  for (int i = 0; i < 12; ++i) forced.push_back(1 + (i * 11) % (c.vocab_size - 1));
+  const std::vector<int> prompt = stepped_tokens(250, 7, c.vocab_size), forced = stepped_tokens(12, 11, c.vocab_size);
   EngineOptions cpu = cpu_as_gpu();
   cpu.prefill_block = 250;  // the prompt's rows in one block, as the GPU sends them
   expect_same_rows(capture_run(as_stored(model), cpu, prompt, forced),
@@ -348,9 +353,7 @@ TEST(EngineCuda, RowListsEditedOnTheDeviceMatchTheCpu) {
   ModelConfig c = tiny::tiny_config();
   c.seq_len = 1024;
   const Model model = tiny::random_model(c, 19);
-  std::vector<int> prompt, forced;
-  for (int i = 0; i < 246; ++i) prompt.push_back(1 + (i * 7) % (c.vocab_size - 1));
-  for (int i = 0; i < 24; ++i) forced.push_back(1 + (i * 13) % (c.vocab_size - 1));
+  const std::vector<int> prompt = stepped_tokens(246, 7, c.vocab_size), forced = stepped_tokens(24, 13, c.vocab_size);
   for (bool rope_in_cache : {false, true}) {
     SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
     EngineOptions cpu = cpu_as_gpu(rope_in_cache);
@@ -369,8 +372,7 @@ TEST(EngineCuda, RewindForgetsTheLaterPositions) {
   ModelConfig c = tiny::tiny_config();
   c.seq_len = 1024;
   const Model model = tiny::random_model(c, 17);
-  std::vector<int> prompt;
-  for (int i = 0; i < 250; ++i) prompt.push_back(1 + (i * 5) % (c.vocab_size - 1));
+  const std::vector<int> prompt = stepped_tokens(250, 5, c.vocab_size);
   Engine fresh(model, on(Device::Cuda)), rewound(model, on(Device::Cuda));
   fresh.prefill(prompt);
   const std::span<const float> f = fresh.decode(3);
