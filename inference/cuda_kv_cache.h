@@ -71,6 +71,7 @@ class CudaKvCache : public KvSlots {
   // Row lists on the device, [n_kv_heads, list_stride()] a layer, two copies of each (an edit reads
   // one and writes the other). A step stages each KV head's list into a payload on the host
   // (stage_held_rows, stage_other_rows), uploads it, then runs the layer's edits (apply_row_lists).
+
   // Stages the head's held entries' rows: the edit of its device copy, or the list whole
   // (RowListEdits::stage); returns the payload ints written at payload + offset.
   int stage_held_rows(int layer, int kv_head, int offset, ops::RowListEdit& edit, int32_t* payload) {
