@@ -127,6 +127,13 @@ std::vector<int> stepped_tokens(int n, int stride, int vocab) {
   return ids;
 }
 
+// The tiny random model with room for 1,024 positions: past the device cache's first 256 rows.
+Model roomy_tiny_model(uint64_t seed) {
+  ModelConfig c = tiny::tiny_config();
+  c.seq_len = 1024;
+  return tiny::random_model(c, seed);
+}
+
 // A stories260K prompt of 12 tokens for the controller tests.
 const std::vector<int> kStoriesPrompt = {1, 403, 407, 261, 378, 11, 400, 300, 272, 345, 284, 262};
 
@@ -304,10 +311,9 @@ TEST(EngineCuda, RowsNobodyReadsStayOnTheDevice) {
 // after writes its entry into a row an eviction freed, and skips keys in odd layers.
 TEST(EngineCuda, CacheRowsGrowWithTheSequence) {
   SKIP_WITHOUT_GPU();
-  ModelConfig c = tiny::tiny_config();
-  c.seq_len = 1024;
-  const Model model = tiny::random_model(c, 13);
-  const std::vector<int> prompt = stepped_tokens(250, 7, c.vocab_size), forced = stepped_tokens(12, 11, c.vocab_size);
+  const Model model = roomy_tiny_model(13);
+  const int vocab = model.config.vocab_size;
+  const std::vector<int> prompt = stepped_tokens(250, 7, vocab), forced = stepped_tokens(12, 11, vocab);
   EngineOptions cpu = cpu_as_gpu();
   cpu.prefill_block = 250;  // the prompt's rows in one block, as the GPU sends them
   expect_same_rows(capture_run(as_stored(model), cpu, prompt, forced),
@@ -350,10 +356,9 @@ class EachHeadItsOwnWay : public CacheController {
 
 TEST(EngineCuda, RowListsEditedOnTheDeviceMatchTheCpu) {
   SKIP_WITHOUT_GPU();
-  ModelConfig c = tiny::tiny_config();
-  c.seq_len = 1024;
-  const Model model = tiny::random_model(c, 19);
-  const std::vector<int> prompt = stepped_tokens(246, 7, c.vocab_size), forced = stepped_tokens(24, 13, c.vocab_size);
+  const Model model = roomy_tiny_model(19);
+  const int vocab = model.config.vocab_size;
+  const std::vector<int> prompt = stepped_tokens(246, 7, vocab), forced = stepped_tokens(24, 13, vocab);
   for (bool rope_in_cache : {false, true}) {
     SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
     EngineOptions cpu = cpu_as_gpu(rope_in_cache);
@@ -369,10 +374,9 @@ TEST(EngineCuda, RowListsEditedOnTheDeviceMatchTheCpu) {
 // rewind to the context after each chunk), also after the cache's rows grew past the rewind.
 TEST(EngineCuda, RewindForgetsTheLaterPositions) {
   SKIP_WITHOUT_GPU();
-  ModelConfig c = tiny::tiny_config();
-  c.seq_len = 1024;
-  const Model model = tiny::random_model(c, 17);
-  const std::vector<int> prompt = stepped_tokens(250, 5, c.vocab_size);
+  const Model model = roomy_tiny_model(17);
+  const int vocab = model.config.vocab_size;
+  const std::vector<int> prompt = stepped_tokens(250, 5, vocab);
   Engine fresh(model, on(Device::Cuda)), rewound(model, on(Device::Cuda));
   fresh.prefill(prompt);
   const std::span<const float> f = fresh.decode(3);
