@@ -43,8 +43,8 @@ class CudaKvCache : public KvSlots {
   std::span<uint8_t> active(int layer, int kv_head) override { return positions_.active(layer, kv_head); }
   // Frees the evicted entries' rows for later appends; no device row moves.
   void evict(int layer, int kv_head, std::span<const uint8_t> keep) override {
+    positions_.compact(layer, kv_head, keep);  // (checks keep's size first, naming the cache)
     edits_.evicted(layer, kv_head, keep);
-    positions_.compact(layer, kv_head, keep);
   }
 
   // Records n new entries at positions pos0..pos0+n-1 (active), in the device rows rows() then
