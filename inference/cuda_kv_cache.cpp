@@ -6,7 +6,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <tuple>
 #include <utility>
 
 #include "kernels/cuda_ops.h"
@@ -55,18 +54,17 @@ void CudaKvCache<T>::grow(int needed) {
   if (lists_.get()) lists = cuda::DeviceBuffer<int32_t>(2 * heads * rows, "the KV cache's row lists");
   if (slots_.get()) slots = cuda::DeviceBuffer<int32_t>(heads * rows, "the KV cache's row lists");
   if (rows_ > 0) {  // every head's old rows (and lists) to the start of its new ones
-    for (auto [dst, src] : {std::pair{k.get(), k_.get()}, std::pair{v.get(), v_.get()}})
-      cuda::check(cudaMemcpy2DAsync(dst, rows * row_bytes, src, rows_ * row_bytes, rows_ * row_bytes, heads,
+    // n blocks of rows_ old rows, row_size bytes each, to blocks of `rows` new rows.
+    auto carry = [&](void* dst, const void* src, std::size_t row_size, std::size_t n) {
+      if (!dst) return;
+      cuda::check(cudaMemcpy2DAsync(dst, rows * row_size, src, rows_ * row_size, rows_ * row_size, n,
                                     cudaMemcpyDeviceToDevice, stream_),
                   "KV cache growth");
-    const std::size_t list_bytes = rows_ * sizeof(int32_t);
-    for (auto [dst, src, n] : {std::tuple{lists.get(), lists_.get(), 2 * heads},
-                               std::tuple{slots.get(), slots_.get(), heads}}) {
-      if (dst)
-        cuda::check(cudaMemcpy2DAsync(dst, rows * sizeof(int32_t), src, list_bytes, list_bytes, n,
-                                      cudaMemcpyDeviceToDevice, stream_),
-                    "KV cache growth");
-    }
+    };
+    carry(k.get(), k_.get(), row_bytes, heads);
+    carry(v.get(), v_.get(), row_bytes, heads);
+    carry(lists.get(), lists_.get(), sizeof(int32_t), 2 * heads);
+    carry(slots.get(), slots_.get(), sizeof(int32_t), heads);
     cuda::check(cudaStreamSynchronize(stream_), "KV cache growth");  // before the old rows are freed
   }
   k_ = std::move(k);
