@@ -168,4 +168,14 @@ void gather_rows(T* dst, const T* src, const int32_t* idx, int n, int head_dim,
 void edit_row_lists(int32_t* dst, int32_t* slots, const int32_t* src, long stride, const ops::RowListEdit* edits,
                     const int32_t* payload, int n_kv_heads, int max_entries, cudaStream_t stream);
 
+// ---- key_ranking.cu (twins: ops::head_max_logit_keys, ops::top_k_keys)
+//
+// out[0 .. min(k, n)) = ops::top_k_keys of ops::head_max_logit_keys(rows, stride, lse, n_heads, n): the
+// ranked indices, ascending. rows [n_heads, stride], lse [n_heads], scratch [n] uint32, out [min(k, n)].
+// Nothing is written for k <= 0 or n <= 0. For k < n, scratch is left holding the head-max keys; for
+// k >= n, out = 0 .. n-1 and rows, lse and scratch are not touched. The selection runs in one block of
+// 1024 threads.
+void rank_keys(int32_t* out, const float* rows, long stride, const float* lse, int n_heads, int n, int k,
+               uint32_t* scratch, cudaStream_t stream);
+
 }  // namespace kvs::cuda

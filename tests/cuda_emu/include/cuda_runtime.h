@@ -89,6 +89,18 @@ cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* config, void (*kernel)(
 
 inline void __syncthreads() { cuda_emu::sync_block(); }
 inline float __shfl_xor_sync(unsigned, float v, int lane_mask) { return cuda_emu::shfl_xor(v, lane_mask); }
+// Fibers switch only at __syncthreads and shuffles, so a plain read-add-write is atomic here (exact).
+inline int atomicAdd(int* address, int val) {
+  const int old = *address;
+  *address = old + val;
+  return old;
+}
+// The bits of a float as an unsigned int.
+inline unsigned __float_as_uint(float v) {
+  unsigned u;
+  __builtin_memcpy(&u, &v, sizeof u);
+  return u;
+}
 // Loads through the read-only cache and streaming loads: plain loads on the host.
 template <class T>
 T __ldg(const T* p) { return *p; }
