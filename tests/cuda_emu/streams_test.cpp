@@ -91,7 +91,9 @@ TEST(EmuStreams, AnotherStreamSeesAKernelsOutputOnlyAfterWaitingForItsEvent) {
     ASSERT_EQ(cudaMemcpy(d.p, ones.data(), 32 * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
     cuda_emu::launcher(add_one, 1, 32, 0, compute.s)(d.p);
     ASSERT_EQ(cudaEventRecord(done.e, compute.s), cudaSuccess);
-    if (wait) ASSERT_EQ(cudaStreamWaitEvent(copy.s, done.e, 0), cudaSuccess);
+    if (wait) {
+      ASSERT_EQ(cudaStreamWaitEvent(copy.s, done.e, 0), cudaSuccess);
+    }
     ASSERT_EQ(cudaMemcpyAsync(h.p, d.p, 32 * sizeof(float), cudaMemcpyDeviceToHost, copy.s), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(copy.s), cudaSuccess);
     EXPECT_EQ(h.p[31], wait ? 2.0f : 1.0f) << (wait ? "after the wait" : "without a wait");
