@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "inference/cuda_backend_impl.h"
+#include "inference/key_ranking.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/rope.h"
 
@@ -81,6 +82,7 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
   layer_key_pos.resize(static_cast<std::size_t>(L) * n_kv);
   layer_max_rows.resize(L);
   layer_lists.resize(L);
+  device_ranked.resize(L);
   head_whole.resize(n_kv);
   blocks.resize(H);
   logits_out.resize(c.vocab_size);
@@ -114,29 +116,34 @@ void Impl<T>::ensure_rows(int needed, bool to_host) {
   }
 }
 
-// Hands layer `layer`'s decode rows (already on the host) to the observer, then calls the
-// controller's after_attention, with the rows when controller_rows (else they need not be on the
-// host).
+// Hands layer `layer`'s decode rows (already on the host) to the observer, then gives the
+// controller the key ranking it asked for (ranked on the device, or here from the rows) and calls
+// its after_attention, with the rows when controller_rows (else they need not be on the host).
 template <class T>
 void Impl<T>::deliver_rows(int layer, int q_pos, AttentionObserver* observer, CacheController* controller,
                            bool controller_rows) {
   const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
   const int max_rows = layer_max_rows[layer];
   const float* probs_l = probs_host.get() + static_cast<std::size_t>(layer) * H * host_rows_cap;  // [H, max_rows]
-  for (int h = 0; h < H && (observer || controller_rows); ++h) {
-    const int g = h / group;
-    AttentionBlock& b = blocks[h];
-    b.layer = layer;
-    b.head = h;
-    b.q_pos0 = q_pos;
-    b.n_q = 1;
-    b.n_keys = layer_rows[static_cast<std::size_t>(layer) * n_kv + g];
-    b.key_pos = layer_key_pos[static_cast<std::size_t>(layer) * n_kv + g];
-    b.probs = probs_l + static_cast<std::size_t>(h) * max_rows;
-    b.lse = lse_host.get() + static_cast<std::size_t>(layer) * H + h;
-    b.decode = true;
+  const bool rank_here = controller && rankings[layer].k > 0 && device_ranked[layer] < 0;
+  for (int h = 0; h < H && (observer || controller_rows || rank_here); ++h) {
+    const std::size_t lg = static_cast<std::size_t>(layer) * n_kv + h / group;
+    blocks[h] = AttentionBlock::decode_row(layer, h, q_pos, layer_rows[lg], layer_key_pos[lg],
+                                           probs_l + static_cast<std::size_t>(h) * max_rows,
+                                           lse_host.get() + static_cast<std::size_t>(layer) * H + h);
   }
   if (observer) observer->on_attention_heads(blocks);
+  if (controller && rankings[layer].k > 0) {
+    std::vector<int32_t> positions;  // [ranked] ascending
+    if (rank_here) {
+      positions = rank_keys(blocks, rankings[layer]);
+    } else {
+      const std::span<const int32_t> held = cache->held(layer, 0);  // every head's, below `below`
+      positions.resize(device_ranked[layer]);
+      for (int i = 0; i < device_ranked[layer]; ++i) positions[i] = held[ranked_host.get()[i]];
+    }
+    controller->on_key_ranking(layer, q_pos, positions);
+  }
   if (controller)
     controller->after_attention(layer, q_pos, controller_rows ? std::span<const AttentionBlock>(blocks)
                                                               : std::span<const AttentionBlock>(), *cache);
@@ -321,6 +328,38 @@ void Impl<T>::plan_attention(int l, bool to_host) {
 }
 
 template <class T>
+int Impl<T>::shared_keys_below(int l, int below) const {
+  const std::span<const int32_t> first = cache->held(l, 0);
+  const long n = std::lower_bound(first.begin(), first.end(), below) - first.begin();
+  for (int g = 0; g < c.n_kv_heads; ++g) {
+    const std::span<const int32_t> held = cache->held(l, g);
+    if (!head_whole[g] || static_cast<long>(held.size()) < n ||
+        (static_cast<long>(held.size()) > n && held[n] < below) ||
+        !std::equal(first.begin(), first.begin() + n, held.begin()))
+      return -1;
+  }
+  return static_cast<int>(n);
+}
+
+template <class T>
+void Impl<T>::rank_on_device(int l, int n_keys) {
+  if (ranked.size() == 0) {
+    rank_scratch = cuda::DeviceBuffer<uint32_t>(c.seq_len, "key ranking");
+    ranked = cuda::DeviceBuffer<int32_t>(c.seq_len, "key ranking");
+    ranked_host = cuda::PinnedBuffer<int32_t>(c.seq_len, "key ranking");
+  }
+  const int H = c.n_heads, count = std::min(rankings[l].k, n_keys);
+  device_ranked[l] = count;
+  if (count == 0) return;
+  const float* probs_l = probs.get() + static_cast<std::size_t>(l) * H * rows_cap;  // [H, rows_cap]
+  cuda::rank_keys(ranked.get(), probs_l, rows_cap, lse.get() + static_cast<std::size_t>(l) * H, H, n_keys,
+                  rankings[l].k, rank_scratch.get(), copy_stream);
+  cuda::check(cudaMemcpyAsync(ranked_host.get(), ranked.get(), count * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                              copy_stream),
+              "key ranking copy");
+}
+
+template <class T>
 std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer,
                                                  CacheController* controller) {
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
@@ -329,14 +368,19 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
   const bool interleaved = c.rope_style == RopeStyle::Interleaved;
   const bool rope_in_cache = options.rope_in_cache;
   // Which layers' rows go to the host: those the observer or the controller reads.
+  // A ranking the device cannot make (its heads attend different keys) is made on the host.
   const bool observer_rows = observer && observer->needs_decode_rows();
   controller_reads.assign(c.n_layers, 0);
   rows_to_host.assign(c.n_layers, observer_rows);
+  rankings.assign(c.n_layers, {});
+  std::fill(device_ranked.begin(), device_ranked.end(), -1);
+  bool any_rows = observer_rows;
   for (int l = 0; l < c.n_layers && controller; ++l) {
     controller_reads[l] = controller->needs_decode_rows(l);
     rows_to_host[l] = rows_to_host[l] || controller_reads[l];
+    rankings[l] = controller->key_ranking(l);
+    any_rows = any_rows || rows_to_host[l] || rankings[l].k > 0;
   }
-  const bool any_rows = std::find(rows_to_host.begin(), rows_to_host.end(), 1) != rows_to_host.end();
 
   if (observer) observer->on_token(pos_, token_id);
   ensure_rows(pos_ + 1, any_rows);  // no head holds more than every position so far
@@ -384,9 +428,14 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
                       interleaved, m_dev, stream);
     if (per_layer_meta) {
       controller->before_attention(l, pos_, *cache);
-      plan_attention(l, rows_to_host[l]);
+      plan_attention(l, rows_to_host[l] || rankings[l].k > 0);
       copy_meta(l, n_kv, n_kv + H);
       copy_lists(l);
+    }
+    int rank_keys_n = -1;  // keys the device ranks at this layer
+    if (rankings[l].k > 0) {
+      rank_keys_n = shared_keys_below(l, rankings[l].below);
+      if (rank_keys_n < 0) rows_to_host[l] = 1;
     }
     const int max_rows = layer_max_rows[l];
     // The rows each KV head attends: the shared 0..n-1 list (stride 0), or the cache's lists once
@@ -405,9 +454,9 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     }
     float* probs_l = probs.get() + static_cast<std::size_t>(l) * H * rows_cap;  // [H, rows_cap]
     float* lse_l = lse.get() + static_cast<std::size_t>(l) * H;                 // [H]
-    // The rows are written only where a hook reads them (at 32K keys on the 8B shape, 134 MB a
-    // step written and 268 MB normalized otherwise).
-    cuda::attend_decode(att.get(), rows_to_host[l] ? probs_l : nullptr, rows_cap, lse_l, q, cache->keys(l),
+    // The rows are written only where a hook reads them or the device ranks them (at 32K keys on
+    // the 8B shape, 134 MB a step written and 268 MB normalized otherwise).
+    cuda::attend_decode(att.get(), rows_to_host[l] || rank_keys_n >= 0 ? probs_l : nullptr, rows_cap, lse_l, q, cache->keys(l),
                         cache->values(l), cache->head_stride(), rows_dev, rows_stride, m_dev + n_kv, max_rows, H,
                         n_kv, hd, scale, rope_in_cache ? rope_cos.get() : nullptr,
                         rope_in_cache ? rope_sin.get() : nullptr,
@@ -415,13 +464,16 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
                         att_scratch.get(), stream);
     cuda::check_launch("decode attention");
 
-    if (rows_to_host[l]) {
-      // The rows go to the host on the copy stream while the next layers compute. A controller
-      // must see them before the next layer's attention (it may evict, or mark keys of the next
-      // layer): it gets them below, once this layer's FFN is queued; an observer alone gets every
-      // layer's rows after the token.
+    const bool to_copy_stream = rows_to_host[l] || rank_keys_n >= 0;
+    if (to_copy_stream) {
+      // The rows (or their ranking) go to the host on the copy stream while the next layers
+      // compute. A controller must see them before the next layer's attention (it may evict, or
+      // mark keys of the next layer): it gets them below, once this layer's FFN is queued; an
+      // observer alone gets every layer's rows after the token.
       cuda::check(cudaEventRecord(attended[l].get(), stream), "decode rows event");
       cuda::check(cudaStreamWaitEvent(copy_stream, attended[l].get(), 0), "decode rows event");
+    }
+    if (rows_to_host[l]) {
       float* host_l = probs_host.get() + static_cast<std::size_t>(l) * H * host_rows_cap;  // [H, max_rows]
       cuda::check(cudaMemcpy2DAsync(host_l, max_rows * sizeof(float), probs_l, rows_cap * sizeof(float),
                                     max_rows * sizeof(float), H, cudaMemcpyDeviceToHost, copy_stream),
@@ -429,8 +481,9 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
       cuda::check(cudaMemcpyAsync(lse_host.get() + static_cast<std::size_t>(l) * H, lse_l, H * sizeof(float),
                                   cudaMemcpyDeviceToHost, copy_stream),
                   "decode rows copy");
-      cuda::check(cudaEventRecord(copied[l].get(), copy_stream), "decode rows event");
     }
+    if (rank_keys_n >= 0) rank_on_device(l, rank_keys_n);
+    if (to_copy_stream) cuda::check(cudaEventRecord(copied[l].get(), copy_stream), "decode rows event");
     cuda::matvec(x.get(), lw.wo.get(), att.get(), dim, qd, 1.0f, stream);
 
     cuda::matvec_swiglu(ffn.get(), lw.w_gate_up.get(), x.get(), hid, dim, {lw.ffn_norm.get(), c.rms_eps}, stream);
@@ -440,7 +493,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
       // is this layer's cache, which they do not read (the rows it frees are written by the next
       // step's appends, queued after them). Without rows to read, the host does not wait for the
       // GPU.
-      if (rows_to_host[l]) cuda::check(cudaStreamSynchronize(copy_stream), "decode rows copy");
+      if (to_copy_stream) cuda::check(cudaStreamSynchronize(copy_stream), "decode rows copy");
       deliver_rows(l, pos_, observer_rows ? observer : nullptr, controller, controller_reads[l]);
     }
   }

@@ -222,6 +222,14 @@ struct Impl final : Forward {
   std::vector<uint8_t> head_whole;         // [n_kv] plan_attention: the KV head attends every key it holds
   std::vector<uint8_t> rows_to_host;       // [n_layers] this decode step: the layer's rows go to the host
   std::vector<uint8_t> controller_reads;   // [n_layers] this decode step: the controller reads them
+  // Key rankings (KeyRanking) a controller asks for: computed on the device where every KV head of
+  // the layer attends the same keys below `below`, from the rows the host then need not have;
+  // otherwise from the rows on the host (rank_keys).
+  std::vector<KeyRanking> rankings;        // [n_layers] this decode step's requests
+  std::vector<int> device_ranked;          // [n_layers] keys ranked on the device, -1: on the host
+  cuda::DeviceBuffer<uint32_t> rank_scratch;  // [seq_len] order keys of the head-maxed logits
+  cuda::DeviceBuffer<int32_t> ranked;         // [seq_len] ranked key indices, ascending
+  cuda::PinnedBuffer<int32_t> ranked_host;    // [seq_len]
   std::vector<AttentionBlock> blocks;      // [n_heads]
   std::vector<float> logits_out;           // [vocab]
 
@@ -257,6 +265,12 @@ struct Impl final : Forward {
   void finish_logits();                      // waits for the stream; logits_out
   void push_token(int layer);
   void plan_attention(int layer, bool to_host);
+  // Keys below `below` that every KV head of the layer attends, the same ones: their count, or -1
+  // where the heads attend different keys (after plan_attention of the layer).
+  int shared_keys_below(int layer, int below) const;
+  // Queues on copy_stream the device ranking of layer l's rows (already written on `stream`) and
+  // the copy of its result; device_ranked[l] says how many keys it ranks.
+  void rank_on_device(int layer, int n_keys);
   void ensure_rows(int needed, bool to_host);
   void deliver_rows(int layer, int q_pos, AttentionObserver* observer, CacheController* controller,
                     bool controller_rows);

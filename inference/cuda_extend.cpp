@@ -170,18 +170,10 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
         for (int r = 0; r < group; ++r) {
           for (int i = 0; i < nq; ++i) {  // each query's row over the keys it read, as a decode row
             const int first = begin[i0 + i], last = end[i0 + i];
-            AttentionBlock block;
-            block.layer = l;
-            block.head = g * group + r;
-            block.q_pos0 = pos0 + i0 + i;
-            block.n_q = 1;
-            block.n_keys = last - first;
-            block.key_pos = key_pos.data() + first;
             const std::size_t row = static_cast<std::size_t>(r) * head_block + static_cast<std::size_t>(i) * ld;
-            block.probs = rows_host.get() + row + first;
-            block.lse = lse_host.get() + static_cast<std::size_t>(r) * nq + i;
-            block.decode = true;
-            observer->on_attention(block);
+            observer->on_attention(AttentionBlock::decode_row(l, g * group + r, pos0 + i0 + i, last - first,
+                                                              key_pos.data() + first, rows_host.get() + row + first,
+                                                              lse_host.get() + static_cast<std::size_t>(r) * nq + i));
           }
         }
       }

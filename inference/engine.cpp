@@ -19,6 +19,7 @@
 #include "inference/cuda_backend.h"
 #include "inference/decode_team.h"
 #include "inference/errors.h"
+#include "inference/key_ranking.h"
 #include "inference/kv_store.h"
 #include "kernels/attention.h"
 #include "kernels/attention_gathered.h"
@@ -591,17 +592,9 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
           for (int i = 0; i < nq; ++i) {  // each query's row over the keys it read, as a decode row
             int b = 0, e = 0;
             ops::gathered_row_keys(key_pos, m, pos0 + i0 + i, window, &b, &e);
-            AttentionBlock block;
-            block.layer = l;
-            block.head = h;
-            block.q_pos0 = pos0 + i0 + i;
-            block.n_q = 1;
-            block.n_keys = e - b;
-            block.key_pos = key_pos + b;
-            block.probs = probs.data() + static_cast<std::size_t>(i) * m + b;
-            block.lse = &lse[i];
-            block.decode = true;
-            s.observer->on_attention(block);
+            s.observer->on_attention(AttentionBlock::decode_row(l, h, pos0 + i0 + i, e - b, key_pos + b,
+                                                                probs.data() + static_cast<std::size_t>(i) * m + b,
+                                                                &lse[i]));
           }
         }
       }
@@ -728,20 +721,14 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
         [&] {
           const bool observer_rows = s.observer && s.observer->needs_decode_rows();
           const bool controller_rows = s.controller && s.controller->needs_decode_rows(l);
-          for (int h = 0; h < c.n_heads && (observer_rows || controller_rows); ++h) {
+          const KeyRanking ranking = s.controller ? s.controller->key_ranking(l) : KeyRanking{};
+          for (int h = 0; h < c.n_heads && (observer_rows || controller_rows || ranking.k > 0); ++h) {
             const int g = h / group;
-            AttentionBlock& b = s.blocks[h];
-            b.layer = l;
-            b.head = h;
-            b.q_pos0 = pos;
-            b.n_q = 1;
-            b.n_keys = s.n_rows[g];
-            b.key_pos = s.head_pos[g];
-            b.probs = s.probs.data() + static_cast<std::size_t>(h) * s.cap;
-            b.lse = &s.lse[h];
-            b.decode = true;
-            if (observer_rows) s.observer->on_attention(b);
+            s.blocks[h] = AttentionBlock::decode_row(l, h, pos, s.n_rows[g], s.head_pos[g],
+                                                     s.probs.data() + static_cast<std::size_t>(h) * s.cap, &s.lse[h]);
+            if (observer_rows) s.observer->on_attention(s.blocks[h]);
           }
+          if (ranking.k > 0) s.controller->on_key_ranking(l, pos, rank_keys(s.blocks, ranking));
           if (s.controller)
             s.controller->after_attention(l, pos, controller_rows ? std::span<const AttentionBlock>(s.blocks)
                                                                   : std::span<const AttentionBlock>(), s.store);

@@ -33,6 +33,21 @@ struct AttentionBlock {
 
   int key(int j) const { return key_pos ? key_pos[j] : j; }
 
+  // A decode row: the query at q_pos over n_keys keys at key_pos.
+  static AttentionBlock decode_row(int layer, int head, int q_pos, int n_keys, const int32_t* key_pos,
+                                   const float* probs, const float* lse) {
+    AttentionBlock b;
+    b.layer = layer;
+    b.head = head;
+    b.q_pos0 = q_pos;
+    b.n_q = 1;
+    b.n_keys = n_keys;
+    b.key_pos = key_pos;
+    b.probs = probs;
+    b.lse = lse;
+    b.decode = true;
+    return b;
+  }
   // A prefill block: rows of queries q_pos0..q_pos0+n_q-1 over keys 0..q_pos0+n_q-1.
   static AttentionBlock prefill(int layer, int head, int q_pos0, int n_q, const float* probs, const float* lse) {
     AttentionBlock b;
@@ -154,6 +169,15 @@ class KvSlots {
   virtual void evict(int layer, int kv_head, std::span<const uint8_t> keep) = 0;
 };
 
+// A ranking of one layer's decode keys that the engine computes where the rows are (on the GPU
+// for a CUDA run), for a controller that needs it and not the rows: the k keys at positions
+// below `below`, among those the layer's heads attended, with the largest logit
+// (log p + lse) maximized over the layer's query heads; among equal ones the later positions.
+struct KeyRanking {
+  int k = 0;  // 0: no ranking
+  int below = 0;
+};
+
 class CacheController {
  public:
   virtual ~CacheController() = default;
@@ -171,6 +195,12 @@ class CacheController {
   // Whether after_attention reads the rows at `layer` (asked at each decode step). Where it does
   // not, a GPU backend need not bring them to the host, nor wait for them, before calling it.
   virtual bool needs_decode_rows(int layer) const { return true; }
+  // The ranking wanted at `layer` (asked at each decode step; k = 0: none). The engine then
+  // calls on_key_ranking just before after_attention.
+  virtual KeyRanking key_ranking(int layer) const { return {}; }
+  // Decode: the positions key_ranking(layer) asked for, ascending (all of them when fewer than k
+  // keys qualify).
+  virtual void on_key_ranking(int layer, int q_pos, std::span<const int32_t> positions) {}
 };
 
 }  // namespace kvs

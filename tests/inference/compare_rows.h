@@ -1,10 +1,14 @@
 // Test support for engine tests that run the same tokens two ways (CPU and GPU, batched and
 // step by step, reading decode rows or not): the captured attention rows compared row by row, a
 // controller that skips a range of positions before every attention (as KVzip's scoring skips the
-// context outside a chunk), and hooks that read decode rows at some layers only.
+// context outside a chunk), hooks that read decode rows at some layers only, and a controller that
+// asks for key rankings and checks them against its rows.
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -92,5 +96,80 @@ inline void expect_rows_only_where_read(const CaptureWithoutDecodeRows& observer
   EXPECT_EQ(observer.logits_pos, reads_all.logits_pos);
   EXPECT_EQ(observer.logits, reads_all.logits);
 }
+
+// The head-maxed logit of each position the heads attended (log p + lse), as rank_keys defines it.
+inline std::map<int, float> head_max_logits(std::span<const AttentionBlock> heads) {
+  std::map<int, float> z;
+  for (const AttentionBlock& b : heads)
+    for (int j = 0; j < b.n_keys; ++j) {
+      const float v = std::log(b.probs[j]) + b.lse[0];
+      const auto [it, fresh] = z.emplace(b.key(j), v);
+      if (!fresh) it->second = std::fmax(it->second, v);
+    }
+  return z;
+}
+
+// `got` is the ranking r asks of heads, found here by sorting the attended positions below
+// r.below by (head-maxed logit descending, position descending) and taking the first k, up to
+// logits within `tol` of the k-th largest (a GPU's logf may differ from the host's by an ulp; 0
+// on the emulation).
+inline void expect_ranking_of(std::span<const AttentionBlock> heads, const KeyRanking& r,
+                              std::span<const int32_t> got, float tol) {
+  const std::map<int, float> z = head_max_logits(heads);
+  std::vector<int32_t> want;  // candidates, then the ranked ones ascending
+  for (const auto& [pos, v] : z)
+    if (pos < r.below) want.push_back(pos);
+  std::sort(want.begin(), want.end(), [&](int a, int b) { return z.at(a) > z.at(b) || (z.at(a) == z.at(b) && a > b); });
+  want.resize(std::min<std::size_t>(want.size(), std::max(0, r.k)));
+  std::sort(want.begin(), want.end());
+  ASSERT_EQ(got.size(), want.size());
+  if (std::equal(got.begin(), got.end(), want.begin())) return;
+  float kth = INFINITY;
+  for (int32_t p : want) kth = std::min(kth, z.at(p));
+  std::vector<int32_t> differ;
+  std::set_symmetric_difference(got.begin(), got.end(), want.begin(), want.end(), std::back_inserter(differ));
+  for (int32_t p : differ) {
+    ASSERT_TRUE(z.count(p)) << "position " << p << " was not attended, layer " << heads[0].layer;
+    EXPECT_NEAR(z.at(p), kth, tol) << "position " << p << " ranked differently, layer " << heads[0].layer;
+  }
+}
+
+// Asks every layer for the k keys below `below` and forwards the rest to `inner` (which must read
+// no rows: it gets none). Each ranking must arrive just before that layer's after_attention; with
+// read_rows, it gets the rows as well and checks the ranking against them (expect_ranking_of).
+class RankingSpy : public CacheController {
+ public:
+  RankingSpy(CacheController& inner, KeyRanking r, bool read_rows, float tol = 0.0f)
+      : inner_(inner), r_(r), read_rows_(read_rows), tol_(tol) {}
+  void after_prefill(int prompt_len, KvSlots& kv) override { inner_.after_prefill(prompt_len, kv); }
+  void before_attention(int layer, int q_pos, KvSlots& kv) override { inner_.before_attention(layer, q_pos, kv); }
+  bool needs_decode_rows(int) const override { return read_rows_; }
+  KeyRanking key_ranking(int) const override { return r_; }
+  void on_key_ranking(int layer, int q_pos, std::span<const int32_t> positions) override {
+    EXPECT_FALSE(pending_) << "two rankings before an after_attention";
+    pending_ = true;
+    at_ = {layer, q_pos};
+    rankings.emplace_back(positions.begin(), positions.end());
+  }
+  void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
+    ASSERT_TRUE(pending_) << "no ranking before after_attention of layer " << layer;
+    EXPECT_EQ(at_, std::make_pair(layer, q_pos));
+    pending_ = false;
+    EXPECT_EQ(heads.empty(), !read_rows_);
+    EXPECT_TRUE(std::is_sorted(rankings.back().begin(), rankings.back().end()));
+    for (int32_t p : rankings.back()) EXPECT_LT(p, r_.below);
+    if (read_rows_) expect_ranking_of(heads, r_, rankings.back(), tol_);
+    inner_.after_attention(layer, q_pos, {}, kv);
+  }
+  std::vector<std::vector<int32_t>> rankings;  // per (decode step, layer), in call order
+
+ private:
+  CacheController& inner_;
+  KeyRanking r_;
+  bool read_rows_;
+  float tol_;
+  bool pending_ = false;
+  std::pair<int, int> at_;
+};
 
 }  // namespace kvs::tiny

@@ -302,5 +302,33 @@ TEST(EngineController, HooksGetDecodeRowsOnlyWhereTheyReadThem) {
   }
 }
 
+// A controller's key ranking arrives before each decode after_attention, ranks the keys each
+// layer attended below the prompt's end by their head-maxed logit (checked against sorting them:
+// RankingSpy), holds fewer than k once fewer such keys are left, and is the same whether the
+// controller reads the rows or not.
+TEST(EngineController, KeyRankingsRankTheAttendedKeysBeforeAfterAttention) {
+  const Model m = tiny::random_model(tiny::tiny_config(), 33);
+  const int P = static_cast<int>(kPrompt.size());
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    EngineOptions opt;
+    opt.n_threads = threads;
+    auto run = [&](CacheController& controller) {
+      Engine e(m, opt);
+      e.set_controller(&controller);
+      e.prefill(kPrompt);
+      for (int t : kDecoded) e.decode(t);
+    };
+    KeepEnds a(2, 4), b(2, 4);
+    tiny::RankingSpy reads(a, {3, P}, true), blind(b, {3, P}, false);
+    run(reads);
+    run(blind);
+    ASSERT_EQ(reads.rankings.size(), kDecoded.size() * m.config.n_layers);
+    EXPECT_EQ(reads.rankings, blind.rankings);
+    EXPECT_EQ(reads.rankings.front().size(), 3u);  // 0, 1, 4..7 held below P
+    EXPECT_EQ(reads.rankings.back(), (std::vector<int32_t>{0, 1}));  // only the kept first two left
+  }
+}
+
 }  // namespace
 }  // namespace kvs

@@ -305,6 +305,37 @@ TEST(EngineCuda, RowsNobodyReadsStayOnTheDevice) {
                                     static_cast<int>(forced.size()), model.config.n_layers);
 }
 
+// Key rankings (OmniKV's filter layers ask for them): at even layers, where every KV head attends
+// the same keys, the device ranks the rows, which stay there when no hook reads them; at odd
+// layers, where SinkWindowController leaves keys inactive, the host ranks them from the rows. Each
+// ranking is the ranking of the rows the controller then reads (RankingSpy), the same when it
+// reads none, and nearly the CPU's on the same numbers (only keys whose logits the fp16 cache
+// moves past each other may differ).
+TEST(EngineCuda, KeyRankingsRankTheRowsOnTheDeviceOrTheHost) {
+  SKIP_WITHOUT_GPU();
+  if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
+  const Model model = load_model(kModels + "stories260K.bin");
+  const std::vector<int> forced = greedy(model, on(Device::Cpu), kStoriesPrompt, 16);
+  const KeyRanking ranking{4, static_cast<int>(kStoriesPrompt.size())};
+  SinkWindowController a(2, 8), b(2, 8), c(2, 8);
+  tiny::RankingSpy reads(a, ranking, true, 1e-5f), blind(b, ranking, false), cpu(c, ranking, true);
+  tiny::CaptureWithoutDecodeRows with_rows, without_rows;
+  forced_run(model, on(Device::Cuda), kStoriesPrompt, forced, &with_rows, &reads);
+  forced_run(model, on(Device::Cuda), kStoriesPrompt, forced, &without_rows, &blind);
+  forced_run(as_stored(model), cpu_as_gpu(), kStoriesPrompt, forced, nullptr, &cpu);
+  ASSERT_EQ(reads.rankings.size(), forced.size() * model.config.n_layers);
+  EXPECT_EQ(blind.rankings, reads.rankings);
+  EXPECT_EQ(with_rows.logits, without_rows.logits);
+  ASSERT_EQ(cpu.rankings.size(), reads.rankings.size());
+  std::size_t ranked = 0, same = 0;
+  for (std::size_t i = 0; i < cpu.rankings.size(); ++i) {
+    ASSERT_EQ(cpu.rankings[i].size(), reads.rankings[i].size());
+    ranked += cpu.rankings[i].size();
+    for (int32_t p : reads.rankings[i]) same += std::binary_search(cpu.rankings[i].begin(), cpu.rankings[i].end(), p);
+  }
+  EXPECT_GE(same, ranked * 95 / 100) << same << " of " << ranked << " ranked keys as on the CPU";
+}
+
 // The device cache starts at 256 rows per head and doubles as the sequence grows: a prompt of
 // 250 and a continuation past position 256 (a growth mid-decode) attend exactly as the CPU does
 // on the same numbers — also with a controller that keeps 256 entries per head, so every step
