@@ -104,6 +104,11 @@ class EnforcingController : public CacheController {
   }
 
   bool needs_decode_rows(int layer) const override { return policy_.needs_decode_rows(layer); }
+  // The engine ranks its own rows, which are the recorded ones the simulator ranks.
+  KeyRanking key_ranking(int layer) const override { return policy_.key_ranking(layer); }
+  void on_key_ranking(int layer, int q_pos, std::span<const int32_t> positions) override {
+    policy_.on_key_ranking(layer, q_pos, positions);
+  }
 
   void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
     renormed_.resize(heads.size());

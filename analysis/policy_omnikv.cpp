@@ -4,7 +4,8 @@
 //
 // Selectors (POLICIES.md §9), at filter layer f and decode position t:
 // - last (default): s[j] = max_h z[h,j], the current query's raw logits z = log p + lse over
-//   prompt positions j < P; top k.
+//   prompt positions j < P; top k. The driver ranks them (KeyRanking: on the GPU for a CUDA run,
+//   so the filter layers' rows stay there).
 // - softmax_before_last: per head, softmax of those logits over j < P only (p_j / sum_{j<P} p_j),
 //   then max over heads; top k.
 // - uniform / exp: the queries of the last `window` positions t-window+1 .. t each give a vector
@@ -30,7 +31,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -192,24 +192,22 @@ class OmniKvPolicy : public Policy {
         act[i] = !sparse || held[i] >= prompt_len_ || sel[held[i]];
     }
   }
-  // Only the filter layers select, from their own rows.
-  bool needs_decode_rows(int layer) const override { return roles_[layer] == OmniRole::Filter; }
-  void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots&) override {
-    if (roles_[layer] != OmniRole::Filter) return;
+  // Only the filter layers select: by the driver's ranking (last), or from their own rows.
+  bool needs_decode_rows(int layer) const override {
+    return roles_[layer] == OmniRole::Filter && selector_ != Selector::Last;
+  }
+  KeyRanking key_ranking(int layer) const override {
+    if (roles_[layer] != OmniRole::Filter || selector_ != Selector::Last) return {};
+    return {k_, prompt_len_};
+  }
+  void on_key_ranking(int layer, int, std::span<const int32_t> positions) override {
     std::vector<uint8_t>& sel = selected_[layer];
-    if (selector_ == Selector::Last) {
-      std::vector<float> s(prompt_len_, -std::numeric_limits<float>::infinity());  // [P] head-max logit
-      for (const AttentionBlock& b : heads)
-        for (int j = 0; j < b.n_keys; ++j) {
-          const int pos = b.key(j);
-          if (pos >= prompt_len_) continue;
-          const float z = std::log(b.probs[j]) + b.lse[0];
-          s[pos] = std::max(s[pos], z);
-        }
-      std::fill(sel.begin(), sel.end(), 0);
-      for (int j : top_k_indices(s, k_)) sel[j] = 1;
-      return;
-    }
+    std::fill(sel.begin(), sel.end(), 0);
+    for (int32_t j : positions) sel[j] = 1;
+  }
+  void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots&) override {
+    if (roles_[layer] != OmniRole::Filter || selector_ == Selector::Last) return;
+    std::vector<uint8_t>& sel = selected_[layer];
     std::vector<float> dense = prompt_rows(heads);  // [H, P]
     if (selector_ == Selector::SoftmaxBeforeLast) {
       std::vector<float> v;  // [P] head-maxed prompt softmax of the current query

@@ -1,6 +1,8 @@
 // Simulation driver: per step, per layer, per policy: append q_s, before_attention, record kept +
-// metrics, after_attention with the recorded rows renormalized over each KV head's active
-// entries (none for a policy that reads no rows at that layer, as the live engine gives none).
+// metrics, the key ranking a policy asks for (from the recorded rows over each KV head's active
+// entries, as the live engine ranks its own), after_attention with the recorded rows renormalized
+// over those entries (none for a policy that reads no rows at that layer, as the live engine
+// gives none).
 #include "analysis/simulator.h"
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "analysis/policy_util.h"
 #include "analysis/position_slots.h"
 #include "inference/errors.h"
+#include "inference/key_ranking.h"
 
 namespace kvs {
 namespace {
@@ -114,6 +117,8 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
   std::vector<std::vector<float>> probs(H);         // [H][attended] renormalized rows
   std::vector<float> lse2(H);                       // [H] adjusted log-sum-exp
   std::vector<AttentionBlock> blocks(H);
+  std::vector<std::vector<float>> recorded(H);      // [H][attended] the rows as recorded, for rankings
+  std::vector<AttentionBlock> recorded_blocks(H);
   std::vector<const float*> group_rows(G);
   TopKCache topk;
   for (int s = 0; s < S; ++s) {
@@ -139,22 +144,22 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
             lane.metrics->record(s, l, g, q, group_rows, held, act, topk);
           }
         }
+        const KeyRanking ranking = p.key_ranking(l);
+        for (int h = 0; h < H && ranking.k > 0; ++h) {
+          const std::vector<int32_t>& k = keys[h / G];
+          const size_t r = (size_t)l * H + h;
+          recorded[h].resize(k.size());
+          for (size_t j = 0; j < k.size(); ++j) recorded[h][j] = rows[r * T + k[j]];
+          recorded_blocks[h] = AttentionBlock::decode_row(l, h, q, (int)k.size(), k.data(), recorded[h].data(), &lse[r]);
+        }
+        if (ranking.k > 0) p.on_key_ranking(l, q, rank_keys(recorded_blocks, ranking));
         const bool reads_rows = p.needs_decode_rows(l);  // else no renormalization: it reads none
         for (int h = 0; h < H && reads_rows; ++h) {
           const std::vector<int32_t>& k = keys[h / G];
           probs[h].resize(k.size());
           const size_t r = (size_t)l * H + h;
           lse2[h] = renormalize_row(std::span<const float>(rows.data() + r * T, q + 1), lse[r], k, probs[h]);
-          AttentionBlock& b = blocks[h];
-          b.layer = l;
-          b.head = h;
-          b.q_pos0 = q;
-          b.n_q = 1;
-          b.n_keys = (int)k.size();
-          b.key_pos = k.data();
-          b.probs = probs[h].data();
-          b.lse = &lse2[h];
-          b.decode = true;
+          blocks[h] = AttentionBlock::decode_row(l, h, q, (int)k.size(), k.data(), probs[h].data(), &lse2[h]);
         }
         p.after_attention(l, q, reads_rows ? std::span<const AttentionBlock>(blocks) : std::span<const AttentionBlock>(),
                           lane.slots);

@@ -48,7 +48,7 @@ RunData run(const TraceReader& tr, const std::string& spec, int budget) {
 }
 
 // A policy that says it reads the rows at every layer, whatever the one it wraps says: driven so,
-// the wrapped policy gets rows where it claimed it needs none.
+// the wrapped policy gets rows where it claimed it needs none (and the key rankings it asks for).
 class RowsEverywhere : public Policy {
  public:
   explicit RowsEverywhere(std::unique_ptr<Policy> inner) : Policy(inner->spec()), inner_(std::move(inner)) {}
@@ -61,6 +61,10 @@ class RowsEverywhere : public Policy {
   void before_attention(int layer, int q_pos, KvSlots& kv) override { inner_->before_attention(layer, q_pos, kv); }
   void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
     inner_->after_attention(layer, q_pos, heads, kv);
+  }
+  KeyRanking key_ranking(int layer) const override { return inner_->key_ranking(layer); }
+  void on_key_ranking(int layer, int q_pos, std::span<const int32_t> positions) override {
+    inner_->on_key_ranking(layer, q_pos, positions);
   }
  private:
   std::unique_ptr<Policy> inner_;
