@@ -182,7 +182,7 @@ check)
     --capture both --overlap both
   capped 120 hf.log python3 scripts/bench-hf-eager.py --shape 8b --contexts 1024,4096,8192 --steps 16
   capped 90 bench-bf16.log "$bundle/bin/bench_cuda" --shape 8b --contexts 1024,4096 --steps 16 --capture none \
-    --gpu-dtype bf16 --policy h2o --policy streamingllm
+    --gpu-dtype bf16 --policy h2o --policy streamingllm --policy omnikv
   {
     echo; echo "==== summary (full logs in \$OUT)"
     grep -hE '^== |PASSED|FAILED|same text|texts differ|^tokens|^engine|rows: largest|sums / prompt|window rows|Error|stopped at|skipped' \
