@@ -261,7 +261,7 @@ void Impl<T>::push_token(int l) {
 // position; otherwise each head's list, staged for the cache's device copy: a head attending every
 // entry it holds stages its held rows (the edit of its copy since the last step, when that is
 // shorter), any other the rows of its attended entries (with rope_in_cache, then each one's slot:
-// its index among the held entries). Also their count, the query's slot, and (when the rows go to
+// its index among the held entries), or the previous head's payload when both attend the same. Also their count, the query's slot, and (when the rows go to
 // the host) the positions of the attended keys.
 template <class T>
 void Impl<T>::plan_attention(int l, bool to_host) {
@@ -295,6 +295,12 @@ void Impl<T>::plan_attention(int l, bool to_host) {
         payload += cache->stage_held_rows(l, g, payload, edits_h[g], payload_h);
         max_entries = std::max({max_entries, n, static_cast<int>(edits_h[g].n_src)});
       }
+    } else if (g > 0 && !head_whole[g - 1] && same_entries(l, g - 1, g)) {
+      // The previous head's list and key positions (OmniKV's sparse layers, KVzip's scoring skip
+      // the same keys in every head): its payload again, not uploaded twice.
+      n = layer_rows[lg - 1];
+      cache->stage_other_rows(l, g, n, edits_h[g - 1].offset, edits_h[g]);
+      layer_key_pos[lg] = layer_key_pos[lg - 1];
     } else {  // the active keys from the window's first position on
       const std::span<const int32_t> held_rows = cache->rows(l, g);
       const std::span<uint8_t> act = cache->active(l, g);
@@ -325,6 +331,13 @@ void Impl<T>::plan_attention(int l, bool to_host) {
   layer_max_rows[l] = max_rows;
   layer_lists[l] = all_active ? ListPlan{} : ListPlan{ops::kRowListEditInts * n_kv + payload, max_entries};
   for (int h = 0; h < H; ++h) qslot_h[h] = cache->size(l, h / group) - 1;
+}
+
+template <class T>
+bool Impl<T>::same_entries(int l, int a, int b) const {
+  auto same = [](auto x, auto y) { return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin()); };
+  return same(cache->held(l, a), cache->held(l, b)) && same(cache->rows(l, a), cache->rows(l, b)) &&
+         same(cache->active(l, a), cache->active(l, b));
 }
 
 template <class T>

@@ -357,8 +357,10 @@ TEST(EngineCuda, CacheRowsGrowWithTheSequence) {
 // Each KV head evicts on its own schedule and leaves a key inactive on some steps, so within one
 // layer some heads attend every entry they hold (their device lists edited by the step's
 // eviction and append) while others attend a list given whole, and a head goes from one kind to
-// the other and back (its device list then sent whole again); the rows grow past 256 while the
-// lists are in use. Every row equals the CPU's on the same numbers.
+// the other and back (its device list then sent whole again); on some steps every head skips a
+// key, each its own (lists given whole, each head's) or all the same one (one list given, which
+// the heads share); the rows grow past 256 while the lists are in use. Every row equals the CPU's
+// on the same numbers.
 class EachHeadItsOwnWay : public CacheController {
  public:
   void after_prefill(int, KvSlots& kv) override {
@@ -369,6 +371,8 @@ class EachHeadItsOwnWay : public CacheController {
       const std::span<uint8_t> active = kv.active(layer, g);
       std::fill(active.begin(), active.end(), uint8_t{1});
       if ((pos + g + layer) % 3 == 0) active[active.size() / 2] = 0;
+      if ((pos + layer) % 5 == 0) active[1 + g] = 0;  // every head, each its own key
+      if ((pos + layer) % 7 == 0) active[2] = 0;      // every head the same key
     }
   }
   void after_attention(int layer, int pos, std::span<const AttentionBlock>, KvSlots& kv) override {
