@@ -48,6 +48,7 @@ struct AttentionBlock {
     b.decode = true;
     return b;
   }
+
   // A prefill block: rows of queries q_pos0..q_pos0+n_q-1 over keys 0..q_pos0+n_q-1.
   static AttentionBlock prefill(int layer, int head, int q_pos0, int n_q, const float* probs, const float* lse) {
     AttentionBlock b;
