@@ -336,8 +336,9 @@ void Impl<T>::plan_attention(int l, bool to_host) {
 template <class T>
 bool Impl<T>::same_entries(int l, int a, int b) const {
   auto same = [](auto x, auto y) { return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin()); };
-  return same(cache->held(l, a), cache->held(l, b)) && same(cache->rows(l, a), cache->rows(l, b)) &&
-         same(cache->active(l, a), cache->active(l, b));
+  // The flags first: a quarter of the bytes, and where heads differ they differ most often.
+  return same(cache->active(l, a), cache->active(l, b)) && same(cache->held(l, a), cache->held(l, b)) &&
+         same(cache->rows(l, a), cache->rows(l, b));
 }
 
 template <class T>
