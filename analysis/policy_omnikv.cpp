@@ -183,13 +183,14 @@ class OmniKvPolicy : public Policy {
   }
   void after_prefill(int, KvSlots&) override {}
   void before_attention(int layer, int, KvSlots& kv) override {
-    const bool sparse = roles_[layer] == OmniRole::Sparse;
-    const std::vector<uint8_t>& sel = selected_[std::max(0, segment_[layer])];
+    // Dense and filter layers attend everything: their entries arrive active and stay so (a
+    // pass over every entry of every head, at 32K keys, was host time the GPU waited for).
+    if (roles_[layer] != OmniRole::Sparse) return;
+    const std::vector<uint8_t>& sel = selected_[segment_[layer]];
     for (int g = 0; g < shape_.n_kv_heads; ++g) {
       auto held = kv.held(layer, g);
       auto act = kv.active(layer, g);
-      for (size_t i = 0; i < held.size(); ++i)
-        act[i] = !sparse || held[i] >= prompt_len_ || sel[held[i]];
+      for (size_t i = 0; i < held.size() && held[i] < prompt_len_; ++i) act[i] = sel[held[i]];
     }
   }
   // Only the filter layers select: by the driver's ranking (last), or from their own rows.
