@@ -296,8 +296,8 @@ void Impl<T>::plan_attention(int l, bool to_host) {
         max_entries = std::max({max_entries, n, static_cast<int>(edits_h[g].n_src)});
       }
     } else if (g > 0 && !head_whole[g - 1] && same_entries(l, g - 1, g)) {
-      // The previous head's list and key positions (OmniKV's sparse layers skip the same keys in
-      // every head): its payload again, not uploaded twice.
+      // The previous head's list and key positions (a controller that skips the same keys in every
+      // head): its payload again, not uploaded twice.
       n = layer_rows[lg - 1];
       cache->stage_other_rows(l, g, n, edits_h[g - 1].offset, edits_h[g]);
       layer_key_pos[lg] = layer_key_pos[lg - 1];

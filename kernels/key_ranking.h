@@ -1,5 +1,5 @@
 // Key ranking: per decode step and layer, the k cache entries whose attention logit, maximized over
-// the layer's query heads, is largest (the selection of OmniKV's filter layers). Logits are
+// the layer's query heads, is largest (a KeyRanking a cache controller asks for). Logits are
 // recovered from the attention rows and their log-sum-exps (log p + lse) and ranked through an
 // unsigned order key, so the device can select with a radix select over integers.
 // CPU twin of cuda::rank_keys (kernels/key_ranking.cu).
