@@ -9,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "inference/attended_rows.h"
 #include "inference/cuda_backend_impl.h"
 #include "inference/key_ranking.h"
 #include "kernels/cuda_ops.h"
@@ -302,20 +303,14 @@ void Impl<T>::plan_attention(int l, bool to_host) {
       cache->stage_other_rows(l, g, n, edits_h[g - 1].offset, edits_h[g]);
       layer_key_pos[lg] = layer_key_pos[lg - 1];
     } else {  // the active keys from the window's first position on
-      const std::span<const int32_t> held_rows = cache->rows(l, g);
-      const std::span<uint8_t> act = cache->active(l, g);
-      const int j0 = static_cast<int>(std::lower_bound(held.begin(), held.end(), first_pos) - held.begin());
-      n = static_cast<int>(std::count_if(act.begin() + j0, act.end(), [](uint8_t a) { return a != 0; }));
-      int32_t* rows = payload_h + payload;                          // [n]
-      int32_t* slots = options.rope_in_cache ? rows + n : nullptr;  // [n]
+      const std::span<const uint8_t> act = cache->active(l, g);
+      const std::size_t j0 = window_start(held, first_pos);
+      // (each list has room for a head's every entry: the payload a seq_len, key_pos host_rows_cap)
+      int32_t* rows = payload_h + payload;  // [n]
       int32_t* kp = to_host ? key_pos.data() + lg * host_rows_cap : nullptr;
-      for (int j = j0, i = 0; j < static_cast<int>(held.size()); ++j) {
-        if (!act[j]) continue;
-        rows[i] = held_rows[j];
-        if (slots) slots[i] = j;
-        if (kp) kp[i] = held[j];
-        ++i;
-      }
+      n = list_attended(held, cache->rows(l, g), act, j0, rows, kp);
+      int32_t* slots = options.rope_in_cache ? rows + n : nullptr;  // [n], after the rows are listed
+      if (slots) list_attended_slots(act, j0, slots);
       cache->stage_other_rows(l, g, n, payload, edits_h[g]);
       payload += slots ? 2 * n : n;
       max_entries = std::max(max_entries, n);
@@ -335,10 +330,14 @@ void Impl<T>::plan_attention(int l, bool to_host) {
 
 template <class T>
 bool Impl<T>::same_entries(int l, int a, int b) const {
-  auto same = [](auto x, auto y) { return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin()); };
-  // The flags first: a quarter of the bytes, and where heads differ they differ most often.
-  return same(cache->active(l, a), cache->active(l, b)) && same(cache->held(l, a), cache->held(l, b)) &&
-         same(cache->rows(l, a), cache->rows(l, b));
+  const std::span<const uint8_t> act_a = cache->active(l, a), act_b = cache->active(l, b);
+  const std::span<const int32_t> rows_a = cache->rows(l, a), rows_b = cache->rows(l, b);
+  // The flags first: where heads differ they differ most often. Heads that evicted nothing hold
+  // runs of positions in rows 0..n-1, which compare without reading them.
+  return act_a.size() == act_b.size() && std::equal(act_a.begin(), act_a.end(), act_b.begin()) &&
+         same_positions(cache->held(l, a), cache->held(l, b)) &&
+         ((cache->rows_in_order(l, a) && cache->rows_in_order(l, b)) ||
+          std::equal(rows_a.begin(), rows_a.end(), rows_b.begin()));
 }
 
 template <class T>
@@ -348,8 +347,7 @@ int Impl<T>::shared_keys_below(int l, int below) const {
   for (int g = 0; g < c.n_kv_heads; ++g) {
     const std::span<const int32_t> held = cache->held(l, g);
     if (!head_whole[g] || static_cast<long>(held.size()) < n ||
-        (static_cast<long>(held.size()) > n && held[n] < below) ||
-        !std::equal(first.begin(), first.begin() + n, held.begin()))
+        (static_cast<long>(held.size()) > n && held[n] < below) || !same_positions(first.first(n), held.first(n)))
       return -1;
   }
   return static_cast<int>(n);

@@ -16,6 +16,7 @@
 #include <string>
 #include <utility>
 
+#include "inference/attended_rows.h"
 #include "inference/cuda_backend.h"
 #include "inference/decode_team.h"
 #include "inference/errors.h"
@@ -228,11 +229,7 @@ struct Engine::State {
       const std::span<uint8_t> active = store.active(layer, g);
       int32_t* r = rows.data() + static_cast<std::size_t>(g) * cap;
       int32_t* kp = key_pos.data() + static_cast<std::size_t>(g) * cap;
-      // Held positions ascend: the window starts at the first one >= first_pos (without a
-      // window, at the first).
-      const std::size_t j0 = held.empty() || first_pos <= held.front()
-                                 ? 0
-                                 : std::lower_bound(held.begin(), held.end(), first_pos) - held.begin();
+      const std::size_t j0 = window_start(held, first_pos);
       int n = 0;
       if (!std::memchr(active.data() + j0, 0, active.size() - j0)) {  // all active: a run
         n = static_cast<int>(held.size() - j0);
@@ -240,11 +237,7 @@ struct Engine::State {
         if (controller) std::copy(held.begin() + j0, held.end(), kp);
         head_pos[g] = controller ? kp : held.data() + j0;
       } else {
-        for (std::size_t j = j0; j < held.size(); ++j) {  // branch-free: the flags are unpredictable
-          r[n] = held_rows[j];
-          kp[n] = held[j];
-          n += active[j] != 0;
-        }
+        n = list_attended(held, held_rows, active, j0, r, kp);
         head_rows[g] = r;
         head_pos[g] = kp;
       }
