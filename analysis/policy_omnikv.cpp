@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -187,10 +188,19 @@ class OmniKvPolicy : public Policy {
     // pass over every entry of every head, at 32K keys, was host time the GPU waited for).
     if (roles_[layer] != OmniRole::Sparse) return;
     const std::vector<uint8_t>& sel = selected_[segment_[layer]];
+    const int P = prompt_len_;
     for (int g = 0; g < shape_.n_kv_heads; ++g) {
       auto held = kv.held(layer, g);
       auto act = kv.active(layer, g);
-      for (size_t i = 0; i < held.size() && held[i] < prompt_len_; ++i) act[i] = sel[held[i]];
+      // Held positions ascend and are distinct: where P - 1 is entry P - 1, entries 0..P-1 hold
+      // the prompt's positions in order (nothing evicted) and take the selection as it is. (An
+      // entry-by-entry pass over 8 KV heads at 32K keys took ~0.2 ms a layer of host time a
+      // GPU step waits for.)
+      if (static_cast<int>(held.size()) >= P && held[P - 1] == P - 1) {
+        std::memcpy(act.data(), sel.data(), static_cast<size_t>(P));
+        continue;
+      }
+      for (size_t i = 0; i < held.size() && held[i] < P; ++i) act[i] = sel[held[i]];
     }
   }
   // Only the filter layers select: by the driver's ranking (last), or from their own rows.

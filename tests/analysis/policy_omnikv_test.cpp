@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/policy_omnikv.h"
+#include "analysis/position_slots.h"
 #include "inference/errors.h"
 #include "sim_fixture.h"
 
@@ -275,6 +276,42 @@ TEST(OmniKv, WindowOfOneIsSoftmaxBeforeLast) {
     auto p = policy(std::string("omnikv:filters=1,4,window=1,selector=") + sel, 5, shape);
     EXPECT_EQ(run_one(in, *p).kept, r.kept) << sel;
   }
+}
+
+// A sparse layer marks each held prompt entry by the selection at its position, whether the
+// head holds the whole prompt in order (the selection copied as it is) or some of it (entry by
+// entry): L=4, H=2, Hkv=2, P=10, filter layer 1, wait 1, k=3; layer 3 is sparse. Head 1 of
+// layer 3 lost positions 0 and 4 before the step.
+TEST(OmniKv, SparseLayersMarkHeldPromptEntriesByTheirPositions) {
+  const ModelShape shape = shape_of(4, 2, 2);
+  const int P = 10;
+  auto p = policy("omnikv:filters=1,wait=1", 3, shape);
+  PolicyContext ctx;
+  ctx.shape = shape;
+  ctx.prompt_len = P;
+  p->begin(ctx);
+  PositionSlots kv(4, 2);
+  kv.fill_prompt(P);
+  std::vector<uint8_t> keep(P, 1);
+  keep[0] = keep[4] = 0;
+  kv.evict(3, 1, keep);
+  for (int l = 0; l < 4; ++l)
+    for (int g = 0; g < 2; ++g) kv.append(l, g, P);
+  ASSERT_EQ(p->key_ranking(1).k, 3);
+  const std::vector<int32_t> chosen{8, 2, 5};
+  p->on_key_ranking(1, P, chosen);
+  p->before_attention(3, P, kv);
+  for (int g = 0; g < 2; ++g) {
+    const auto held = kv.held(3, g);
+    const auto act = kv.active(3, g);
+    std::vector<int> attended;
+    for (size_t i = 0; i < held.size(); ++i)
+      if (act[i]) attended.push_back(held[i]);
+    EXPECT_EQ(attended, (std::vector<int>{2, 5, 8, 10})) << "KV head " << g;
+  }
+  p->before_attention(2, P, kv);  // a dense layer stays as it is
+  for (int g = 0; g < 2; ++g)
+    for (uint8_t a : kv.active(2, g)) EXPECT_EQ(a, 1);
 }
 
 // The default selector is last, whatever window says; the windowed selectors differ from it.
