@@ -1,4 +1,4 @@
-// The active entries a decode query attends, listed branch-free; same_positions by runs.
+// The active entries a decode query attends, listed branch-free.
 #include "inference/attended_rows.h"
 
 #include <algorithm>
@@ -37,17 +37,4 @@ void list_attended_slots(std::span<const uint8_t> active, std::size_t j0, int32_
     n += active[j] != 0;
   }
 }
-
-bool same_positions(std::span<const int32_t> a, std::span<const int32_t> b) {
-  if (a.size() != b.size()) return false;
-  if (a.empty()) return true;
-  // Ascending and distinct: a list whose last position is its first plus its length - 1 holds
-  // every position in between.
-  const auto run = [](std::span<const int32_t> s) {
-    return static_cast<int64_t>(s.back()) - s.front() == static_cast<int64_t>(s.size()) - 1;
-  };
-  if (run(a) && run(b)) return a.front() == b.front();
-  return std::equal(a.begin(), a.end(), b.begin());
-}
-
 }  // namespace kvs

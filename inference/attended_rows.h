@@ -1,9 +1,7 @@
 // Which held entries of one KV head a decode query attends, listed the same way by the CPU engine
 // and the CUDA backend each step: the active entries from the sliding window's first position on,
-// as their storage rows (and positions, slots). Also whether two heads hold the same positions,
-// in O(1) where each holds one run of consecutive positions (the case without eviction). At 32K
-// keys these run per layer and KV head every step, between a layer's q/k/v product and its
-// attention, where a GPU waits for the host.
+// as their storage rows (and positions, slots). At 32K keys this runs per layer and KV head every
+// step, between a layer's q/k/v product and its attention, where a GPU waits for the host.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -25,8 +23,5 @@ int list_attended(std::span<const int32_t> held, std::span<const int32_t> rows, 
 // The same entries' slots (each one's index i among the held entries) to slots_out, which needs
 // room for active.size() - j0 values (one past the last slot is written too).
 void list_attended_slots(std::span<const uint8_t> active, std::size_t j0, int32_t* slots_out);
-
-// Whether two heads hold the same positions (each list ascending, its positions distinct).
-bool same_positions(std::span<const int32_t> a, std::span<const int32_t> b);
 
 }  // namespace kvs

@@ -12,6 +12,7 @@
 #include "inference/attended_rows.h"
 #include "inference/cuda_backend_impl.h"
 #include "inference/key_ranking.h"
+#include "inference/kv_positions.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/rope.h"
 
@@ -296,7 +297,7 @@ void Impl<T>::plan_attention(int l, bool to_host) {
         payload += cache->stage_held_rows(l, g, payload, edits_h[g], payload_h);
         max_entries = std::max({max_entries, n, static_cast<int>(edits_h[g].n_src)});
       }
-    } else if (g > 0 && !head_whole[g - 1] && same_entries(l, g - 1, g)) {
+    } else if (g > 0 && !head_whole[g - 1] && cache->same_entries(l, g - 1, g)) {
       // The previous head's list and key positions (a controller that skips the same keys in every
       // head): its payload again, not uploaded twice.
       n = layer_rows[lg - 1];
@@ -326,18 +327,6 @@ void Impl<T>::plan_attention(int l, bool to_host) {
   layer_max_rows[l] = max_rows;
   layer_lists[l] = all_active ? ListPlan{} : ListPlan{ops::kRowListEditInts * n_kv + payload, max_entries};
   for (int h = 0; h < H; ++h) qslot_h[h] = cache->size(l, h / group) - 1;
-}
-
-template <class T>
-bool Impl<T>::same_entries(int l, int a, int b) const {
-  const std::span<const uint8_t> act_a = cache->active(l, a), act_b = cache->active(l, b);
-  const std::span<const int32_t> rows_a = cache->rows(l, a), rows_b = cache->rows(l, b);
-  // The flags first: where heads differ they differ most often. Heads that evicted nothing hold
-  // runs of positions in rows 0..n-1, which compare without reading them.
-  return act_a.size() == act_b.size() && std::equal(act_a.begin(), act_a.end(), act_b.begin()) &&
-         same_positions(cache->held(l, a), cache->held(l, b)) &&
-         ((cache->rows_in_order(l, a) && cache->rows_in_order(l, b)) ||
-          std::equal(rows_a.begin(), rows_a.end(), rows_b.begin()));
 }
 
 template <class T>

@@ -265,8 +265,6 @@ struct Impl final : Forward {
   void finish_logits();                      // waits for the stream; logits_out
   void push_token(int layer);
   void plan_attention(int layer, bool to_host);
-  // Whether KV heads a and b of layer l hold the same positions in the same rows, equally active.
-  bool same_entries(int layer, int a, int b) const;
   // Keys below `below` that every KV head of the layer attends, the same ones: their count, or -1
   // where the heads attend different keys (after plan_attention of the layer).
   int shared_keys_below(int layer, int below) const;

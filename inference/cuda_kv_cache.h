@@ -59,6 +59,7 @@ class CudaKvCache : public KvSlots {
   std::span<const int32_t> rows(int layer, int kv_head) const { return positions_.rows(layer, kv_head); }
   // Whether entry i sits in device row i for every held entry (nothing evicted out of order).
   bool rows_in_order(int layer, int kv_head) const { return positions_.rows_in_order(layer, kv_head); }
+  bool same_entries(int layer, int a, int b) const { return positions_.same_entries(layer, a, b); }
   int rows() const { return rows_; }  // device rows per head now (<= max_len)
   long head_stride() const { return static_cast<long>(rows_) * head_dim_; }  // values per head
   T* keys(int layer) {  // [n_kv_heads, rows, head_dim]

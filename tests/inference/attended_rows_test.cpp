@@ -1,6 +1,5 @@
 // The active entries a decode query attends, as the CPU engine and the CUDA backend list them:
-// against a plain filter over random heads (windows, flags, out-of-order rows); same_positions
-// against element-wise equality, over runs and lists with gaps.
+// against a plain filter over random heads (windows, flags, out-of-order rows).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -71,30 +70,5 @@ TEST(AttendedRows, ListsTheActiveEntriesFromTheWindowOn) {
     EXPECT_EQ(std::vector<int32_t>(pos.begin(), pos.begin() + got), want_pos) << trial;
     EXPECT_EQ(list_attended(h.held, h.rows, h.active, j0, rows_only.data(), nullptr), got);
     EXPECT_EQ(std::vector<int32_t>(rows_only.begin(), rows_only.begin() + got), want_rows) << trial;
-  }
-}
-
-TEST(AttendedRows, SamePositionsAgreesWithComparingThem) {
-  using V = std::vector<int32_t>;
-  EXPECT_TRUE(same_positions(V{}, V{}));
-  EXPECT_TRUE(same_positions(V{4, 5, 6}, V{4, 5, 6}));
-  EXPECT_FALSE(same_positions(V{4, 5, 6}, V{5, 6, 7}));  // runs of one length, different starts
-  EXPECT_FALSE(same_positions(V{4, 5, 6}, V{4, 5}));
-  EXPECT_FALSE(same_positions(V{0, 1, 2, 3}, V{0, 1, 3, 4}));  // a run against a list with a gap
-  EXPECT_TRUE(same_positions(V{0, 2, 3, 9}, V{0, 2, 3, 9}));
-  EXPECT_FALSE(same_positions(V{0, 2, 3, 9}, V{0, 2, 4, 9}));
-  std::mt19937 rng(3);
-  for (int trial = 0; trial < 500; ++trial) {
-    const int n = static_cast<int>(rng() % 12);
-    V a, b;
-    int32_t pa = static_cast<int32_t>(rng() % 3), pb = static_cast<int32_t>(rng() % 3);
-    for (int i = 0; i < n; ++i) {
-      pa += 1 + (rng() % 5 == 0 ? 1 : 0);
-      pb += 1 + (rng() % 5 == 0 ? 1 : 0);
-      a.push_back(pa);
-      b.push_back(pb);
-    }
-    EXPECT_EQ(same_positions(a, b), a == b) << trial;
-    EXPECT_TRUE(same_positions(a, a));
   }
 }
