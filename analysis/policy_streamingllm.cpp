@@ -32,8 +32,9 @@ class StreamingLlmPolicy : public PositionalPolicy {
  private:
   int capacity() const override { return sinks_ + recent_; }
   void keep_mask(std::span<const int32_t> held, std::vector<uint8_t>& keep) const override {
-    const int n = static_cast<int>(held.size());
-    for (int i = 0; i < n; ++i) keep[i] = i < sinks_ || i >= n - recent_;
+    const int n = static_cast<int>(held.size());  // > sinks + recent; keep arrives all 0
+    std::fill(keep.begin(), keep.begin() + sinks_, uint8_t{1});
+    std::fill(keep.begin() + (n - recent_), keep.end(), uint8_t{1});
   }
   int sinks_ = 4, recent_ = 0;
   std::string cut_;  // given values the budget cut, for caveat()
