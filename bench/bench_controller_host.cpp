@@ -1,0 +1,223 @@
+// The host's share of a live policy's decode step on the Llama-3-8B shape (32 layers, 32 query
+// heads over 8 KV heads) at long contexts: per layer, the new entry pushed into each KV head, the
+// policy's before_attention, the attended rows listed for each KV head that skips keys (as the
+// engines list them, inference/attended_rows.h), its key ranking handed over where it asks for
+// one, and its after_attention, with rows where it reads them. On a GPU this runs between a
+// layer's q/k/v product and its attention: the GPU waits whenever the host falls behind. So each
+// figure is printed against the GPU's step at its memory-bandwidth limit (fp16 weights + K/V
+// bytes ÷ 3.02 TB/s, the copy bandwidth bench_cuda measured on an H100); above 1 the step is
+// bound by the host, whatever the kernels do. No GPU or model is needed: the cache is the
+// positions the CUDA backend keeps beside its rows (KvPositions), the rows random, the rankings
+// random positions.
+//
+//   bench_controller_host [--contexts 4096,32768] [--steps 16] [--policy SPEC]...
+// Policies default to streamingllm, h2o, tova and omnikv, each at a budget of half the context
+// (as bench_cuda --policy runs them).
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "analysis/policy.h"
+#include "analysis/prefill_evidence.h"
+#include "inference/attended_rows.h"
+#include "inference/errors.h"
+#include "inference/hooks.h"
+#include "inference/kv_positions.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using kvs::AttentionBlock;
+
+constexpr int kLayers = 32, kHeads = 32, kKvHeads = 8, kHeadDim = 128;
+constexpr double kWeightBytes = 2.0 * 7.505e9;                           // fp16 Llama-3-8B, classifier included
+constexpr double kKvBytesPerPosition = 2.0 * 2 * kLayers * kKvHeads * kHeadDim;  // fp16 K and V
+constexpr double kCopyBandwidth = 3.02e12;                               // bytes/s, H100 (bench_cuda)
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// KvSlots over KvPositions alone, as the CUDA backend's cache keeps them beside its device rows.
+class Positions : public kvs::KvSlots {
+ public:
+  explicit Positions(int capacity) : p(kLayers, kKvHeads, capacity, "bench cache") {}
+  int n_layers() const override { return kLayers; }
+  int n_kv_heads() const override { return kKvHeads; }
+  std::span<const int32_t> held(int l, int g) const override { return p.held(l, g); }
+  std::span<uint8_t> active(int l, int g) override { return p.active(l, g); }
+  void evict(int l, int g, std::span<const uint8_t> keep) override { p.compact(l, g, keep); }
+  kvs::KvPositions p;
+};
+
+struct Options {
+  std::vector<int> contexts{4096, 32768};
+  int steps = 16;
+  std::vector<std::string> policies;
+};
+
+int fail(const std::string& why) {
+  std::fprintf(stderr, "bench_controller_host: %s\n", why.c_str());
+  return 2;
+}
+
+// Median host seconds of a decode step with `spec` live at half of a T-token prompt.
+double host_step(const std::string& spec, int T, int steps) {
+  const kvs::ModelShape shape{kLayers, kHeads, kKvHeads, kHeadDim};
+  const int budget = std::max(1, T / 2);
+  const std::unique_ptr<kvs::Policy> policy = kvs::make_policy(kvs::parse_policy_spec(spec, budget), shape);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  // The prompt's evidence: random column sums (what H2O starts from) and last row (TOVA's).
+  kvs::PrefillEvidence ev;
+  ev.shape = shape;
+  ev.prompt_len = T;
+  ev.window = 1;
+  ev.colsum.resize(static_cast<std::size_t>(kLayers) * kHeads * T);       // [L, H, P]
+  ev.window_rows.resize(static_cast<std::size_t>(kLayers) * kHeads * T);  // [L, H, 1, P]
+  ev.window_lse.assign(static_cast<std::size_t>(kLayers) * kHeads, 0.0f);  // [L, H, 1]
+  for (float& v : ev.colsum) v = unit(rng);
+  for (float& v : ev.window_rows) v = unit(rng) / static_cast<float>(T);
+  kvs::PolicyContext ctx;
+  ctx.shape = shape;
+  ctx.prompt_len = T;
+  ctx.prefill = &ev;
+  policy->begin(ctx);
+  Positions kv(T + steps);
+  for (int l = 0; l < kLayers; ++l)
+    for (int g = 0; g < kKvHeads; ++g) kv.p.push(l, g, 0, T);
+  policy->after_prefill(T, kv);
+
+  const int cap = T + steps;
+  std::vector<float> probs(static_cast<std::size_t>(kHeads) * cap);  // [H, cap] a layer's rows
+  for (float& v : probs) v = unit(rng) / static_cast<float>(T);
+  const std::vector<float> lse(kHeads, 0.0f);                                   // [H]
+  std::vector<int32_t> listed(static_cast<std::size_t>(2) * cap);               // [cap] rows, [cap] positions
+  std::vector<int32_t> ranked(static_cast<std::size_t>(T));                     // [T] positions
+  std::iota(ranked.begin(), ranked.end(), 0);
+  std::vector<std::vector<int32_t>> top(kLayers);                               // [L][k] ranked positions
+  std::vector<AttentionBlock> blocks(kHeads);                                   // [H]
+  std::vector<double> step_s;
+  for (int s = 0; s < steps; ++s) {
+    const int pos = T + s;
+    // The rankings asked for: random positions below each one's bound, ascending (drawn before
+    // the clock runs, as a GPU ranks them).
+    for (int l = 0; l < kLayers; ++l) {
+      const kvs::KeyRanking ranking = policy->key_ranking(l);
+      top[l].clear();
+      if (ranking.k == 0) continue;
+      std::shuffle(ranked.begin(), ranked.end(), rng);
+      for (int32_t p : ranked)
+        if (p < std::min(ranking.below, pos) && static_cast<int>(top[l].size()) < ranking.k) top[l].push_back(p);
+      std::sort(top[l].begin(), top[l].end());
+    }
+    const auto t0 = Clock::now();
+    for (int l = 0; l < kLayers; ++l) {
+      for (int g = 0; g < kKvHeads; ++g) kv.p.push(l, g, pos, 1);
+      policy->before_attention(l, pos, kv);
+      // A head that skips keys is listed, unless the one before it skips the same (the CUDA
+      // backend then uploads one list for both).
+      bool prev_listed = false;
+      for (int g = 0; g < kKvHeads; ++g) {
+        const std::span<const uint8_t> act = kv.p.active(l, g);
+        const bool skips = std::memchr(act.data(), 0, act.size()) != nullptr;
+        if (skips && !(prev_listed && kv.p.same_entries(l, g - 1, g)))
+          kvs::list_attended(kv.p.held(l, g), kv.p.rows(l, g), act, 0, listed.data(), listed.data() + cap);
+        prev_listed = skips;
+      }
+      if (!top[l].empty()) policy->on_key_ranking(l, pos, top[l]);
+      if (!policy->needs_decode_rows(l)) {
+        policy->after_attention(l, pos, {}, kv);
+        continue;
+      }
+      for (int h = 0; h < kHeads; ++h) {
+        const std::span<const int32_t> held = kv.p.held(l, h / (kHeads / kKvHeads));
+        blocks[h] = AttentionBlock::decode_row(l, h, pos, static_cast<int>(held.size()), held.data(),
+                                               probs.data() + static_cast<std::size_t>(h) * cap, lse.data() + h);
+      }
+      policy->after_attention(l, pos, blocks, kv);
+    }
+    step_s.push_back(seconds_since(t0));
+  }
+  std::sort(step_s.begin(), step_s.end());
+  return step_s[step_s.size() / 2];
+}
+
+std::vector<int> parse_contexts(const std::string& v) {
+  std::vector<int> out;
+  std::stringstream ss(v);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    int t = 0;
+    try {
+      t = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || t < 2 || t > (1 << 20)) return {};
+    out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return fail(a + ": expected a value after it");
+    const std::string v = argv[++i];
+    if (a == "--contexts") {
+      o.contexts = parse_contexts(v);
+      if (o.contexts.empty()) return fail("--contexts: expected comma-separated lengths from 2 to 1048576, got '" + v + "'");
+    } else if (a == "--steps") {
+      try {
+        o.steps = std::stoi(v);
+      } catch (const std::exception&) {
+        o.steps = 0;
+      }
+      if (o.steps < 1 || o.steps > 10000) return fail("--steps: expected 1 to 10000, got '" + v + "'");
+    } else if (a == "--policy") {
+      o.policies.push_back(v);
+    } else {
+      return fail("unknown flag '" + a + "' (--contexts, --steps, --policy)");
+    }
+  }
+  if (o.policies.empty()) o.policies = {"streamingllm", "h2o", "tova", "omnikv"};
+  for (const std::string& spec : o.policies) {
+    try {
+      kvs::make_policy(kvs::parse_policy_spec(spec, 1), kvs::ModelShape{kLayers, kHeads, kKvHeads, kHeadDim});
+    } catch (const kvs::InputError& e) {
+      return fail(e.what());
+    }
+  }
+  std::printf("host time of a live policy's decode step, Llama-3-8B shape (32 layers, 32 heads over 8 KV heads), "
+              "budget = half the context, median of %d steps, one thread\n\n", o.steps);
+  std::printf("| context | policy | host ms / step | GPU step at the limit, ms | host / GPU step (keep below 1) |\n"
+              "|---|---|---|---|---|\n");
+  for (int T : o.contexts) {
+    const double gpu_step = (kWeightBytes + kKvBytesPerPosition * T) / kCopyBandwidth;
+    for (const std::string& spec : o.policies) {
+      double s = 0.0;
+      try {
+        s = host_step(spec, T, o.steps);
+      } catch (const kvs::InputError& e) {
+        return fail(e.what());
+      }
+      std::printf("| %d | %s | %.2f | %.2f | %.2f |\n", T, spec.c_str(), 1e3 * s, 1e3 * gpu_step, s / gpu_step);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\nThe GPU step is the hooks-off limit: (%.2f GB of weights + %.0f KB of K/V a position) / %.2f TB/s.\n",
+              kWeightBytes / 1e9, kKvBytesPerPosition / 1e3, kCopyBandwidth / 1e12);
+  return 0;
+}
