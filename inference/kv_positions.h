@@ -52,7 +52,7 @@ class KvPositions {
   void push(int layer, int kv_head, int32_t pos0, int n);
   // Removes the entries whose keep[i] == 0 (keep has size() flags); their rows become free. The
   // kept entries on the shorter side of the evicted ones move over them a run at a time: one
-  // entry evicted after a few sinks each step moves the sinks, not the rest of the head.
+  // entry evicted near the front each step moves the few entries before it, not the rest.
   void compact(int layer, int kv_head, std::span<const uint8_t> keep);
 
   std::size_t held_entries() const { return held_entries_; }
