@@ -73,6 +73,7 @@ void KvPositions::compact(int layer, int kv_head, std::span<const uint8_t> keep)
     throw std::logic_error(owner_ + "::evict: keep has " + std::to_string(keep.size()) + " flags for " +
                            std::to_string(n) + " held entries");
   }
+  if (n == 0) return;
   const uint8_t* k = keep.data();
   const auto* gap = static_cast<const uint8_t*>(std::memchr(k, 0, n));
   if (!gap) return;
