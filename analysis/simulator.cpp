@@ -150,7 +150,8 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
           const size_t r = (size_t)l * H + h;
           recorded[h].resize(k.size());
           for (size_t j = 0; j < k.size(); ++j) recorded[h][j] = rows[r * T + k[j]];
-          recorded_blocks[h] = AttentionBlock::decode_row(l, h, q, (int)k.size(), k.data(), recorded[h].data(), &lse[r]);
+          recorded_blocks[h] =
+              AttentionBlock::decode_row(l, h, q, (int)k.size(), k.data(), recorded[h].data(), &lse[r]);
         }
         if (ranking.k > 0) p.on_key_ranking(l, q, rank_keys(recorded_blocks, ranking));
         const bool reads_rows = p.needs_decode_rows(l);  // else no renormalization: it reads none

@@ -263,8 +263,9 @@ void Impl<T>::push_token(int l) {
 // position; otherwise each head's list, staged for the cache's device copy: a head attending every
 // entry it holds stages its held rows (the edit of its copy since the last step, when that is
 // shorter), any other the rows of its attended entries (with rope_in_cache, then each one's slot:
-// its index among the held entries), or the previous head's payload when both attend the same. Also their count, the query's slot, and (when the rows go to
-// the host) the positions of the attended keys.
+// its index among the held entries), or the previous head's payload when both attend the same.
+// Also their count, the query's slot, and (when the rows go to the host) the positions of the
+// attended keys.
 template <class T>
 void Impl<T>::plan_attention(int l, bool to_host) {
   const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
@@ -457,9 +458,9 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     float* lse_l = lse.get() + static_cast<std::size_t>(l) * H;                 // [H]
     // The rows are written only where a hook reads them or the device ranks them (at 32K keys on
     // the 8B shape, 134 MB a step written and 268 MB normalized otherwise).
-    cuda::attend_decode(att.get(), rows_to_host[l] || rank_keys_n >= 0 ? probs_l : nullptr, rows_cap, lse_l, q, cache->keys(l),
-                        cache->values(l), cache->head_stride(), rows_dev, rows_stride, m_dev + n_kv, max_rows, H,
-                        n_kv, hd, scale, rope_in_cache ? rope_cos.get() : nullptr,
+    cuda::attend_decode(att.get(), rows_to_host[l] || rank_keys_n >= 0 ? probs_l : nullptr, rows_cap, lse_l, q,
+                        cache->keys(l), cache->values(l), cache->head_stride(), rows_dev, rows_stride, m_dev + n_kv,
+                        max_rows, H, n_kv, hd, scale, rope_in_cache ? rope_cos.get() : nullptr,
                         rope_in_cache ? rope_sin.get() : nullptr,
                         rope_in_cache && rows_stride > 0 ? cache->list_slots(l) : nullptr, interleaved,
                         att_scratch.get(), stream);
