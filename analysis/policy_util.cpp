@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <numeric>
 
 #include "inference/errors.h"
 
@@ -21,6 +22,17 @@ std::vector<int> top_k_indices(std::span<const float> scores, int k) {
     return idx;
   }
   if (k == 0) return idx;
+  if (k == n - 1) {
+    // One to leave out (a cache one entry over its budget, every decode step): the oldest of
+    // the lowest scores, found in one pass. The same answer as the general path below.
+    int low = 0;  // index of the first minimum
+    for (int i = 1; i < n; ++i)
+      if (scores[i] < scores[low]) low = i;
+    idx.resize(n - 1);
+    std::iota(idx.begin(), idx.begin() + low, 0);
+    std::iota(idx.begin() + low, idx.end(), low + 1);
+    return idx;
+  }
   // The k-th largest value, then everything above it plus the newest of the ties at it.
   std::vector<float> v(scores.begin(), scores.end());  // [n] scratch copy
   std::nth_element(v.begin(), v.begin() + (k - 1), v.end(), std::greater<float>());
@@ -85,12 +97,23 @@ const char* gqa_name(GqaReduce g) {
   return g == GqaReduce::Mean ? "mean" : g == GqaReduce::Max ? "max" : "sum";
 }
 
-std::vector<float> reduce_group(std::span<const float* const> rows, int n, GqaReduce how) {
-  std::vector<float> out(n, how == GqaReduce::Max ? -std::numeric_limits<float>::infinity() : 0.0f);
-  for (const float* r : rows)
-    for (int j = 0; j < n; ++j) out[j] = how == GqaReduce::Max ? std::max(out[j], r[j]) : out[j] + r[j];
+void reduce_group(std::span<const float* const> rows, GqaReduce how, std::span<float> out) {
+  const size_t n = out.size();
+  std::fill(out.begin(), out.end(), how == GqaReduce::Max ? -std::numeric_limits<float>::infinity() : 0.0f);
+  for (const float* r : rows) {
+    if (how == GqaReduce::Max) {
+      for (size_t j = 0; j < n; ++j) out[j] = std::max(out[j], r[j]);
+    } else {
+      for (size_t j = 0; j < n; ++j) out[j] += r[j];
+    }
+  }
   if (how == GqaReduce::Mean && !rows.empty())
     for (float& v : out) v /= (float)rows.size();
+}
+
+std::vector<float> reduce_group(std::span<const float* const> rows, int n, GqaReduce how) {
+  std::vector<float> out(n);  // [n]
+  reduce_group(rows, how, out);
   return out;
 }
 

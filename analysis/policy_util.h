@@ -31,6 +31,8 @@ const char* gqa_name(GqaReduce g);
 
 // Reduces `rows` (G pointers, each [n]) element-wise over the group.
 std::vector<float> reduce_group(std::span<const float* const> rows, int n, GqaReduce how);
+// Same, into out [n] (n = out.size()): for a caller that reuses its buffer every step.
+void reduce_group(std::span<const float* const> rows, GqaReduce how, std::span<float> out);
 
 // Observation-window score of query head h in layer l (POLICIES.md §0): the last `w` prompt
 // queries (w <= ev.window) attending the prefix keys j < P - w, summed (or averaged) over rows.

@@ -1,7 +1,10 @@
 // Shared policy helpers: top-k tie rule, pooling, GQA reductions, window scores, renormalization.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 
 #include "analysis/policy_util.h"
 #include "sim_fixture.h"
@@ -16,6 +19,25 @@ TEST(TopK, TiesEvictTheOlderPosition) {
   EXPECT_EQ(top_k_indices(s, 9), (std::vector<int>{0, 1, 2, 3, 4}));
   EXPECT_TRUE(top_k_indices(s, 0).empty());
   EXPECT_EQ(top_k_mask(s, 1), (std::vector<uint8_t>{0, 0, 0, 0, 1}));
+}
+
+// Against a full sort by (score, index), both descending: every k, including n - 1 (one left
+// out, the case a cache one entry over its budget takes every step), on scores full of ties.
+TEST(TopK, MatchesAFullSortForEveryK) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 40);
+    std::vector<float> s(n);  // [n] few distinct values
+    for (float& v : s) v = static_cast<float>(rng() % 4);
+    std::vector<int> order(n);  // [n] best first
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return s[a] != s[b] ? s[a] > s[b] : a > b; });
+    for (int k = 0; k <= n; ++k) {
+      std::vector<int> want(order.begin(), order.begin() + k);
+      std::sort(want.begin(), want.end());
+      ASSERT_EQ(top_k_indices(s, k), want) << "n " << n << " k " << k;
+    }
+  }
 }
 
 TEST(Pool, AvgCountsPaddingMaxPadsWithMinusInfinity) {
@@ -36,6 +58,9 @@ TEST(Gqa, Reductions) {
   EXPECT_EQ(reduce_group(rows, 2, GqaReduce::Mean), (std::vector<float>{2, 3}));
   EXPECT_EQ(reduce_group(rows, 2, GqaReduce::Max), (std::vector<float>{3, 4}));
   EXPECT_EQ(reduce_group(rows, 2, GqaReduce::Sum), (std::vector<float>{4, 6}));
+  std::vector<float> out = {7, 7};  // [2] overwritten, not added to
+  reduce_group(rows, GqaReduce::Max, out);
+  EXPECT_EQ(out, (std::vector<float>{3, 4}));
 }
 
 TEST(Renormalize, KeepsRawLogits) {
