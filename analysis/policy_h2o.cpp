@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "analysis/parallel_for.h"
 #include "analysis/policy_params.h"
 #include "analysis/policy_util.h"
 #include "inference/errors.h"
@@ -38,6 +39,7 @@ class H2oPolicy : public Policy {
     const size_t n = (size_t)shape_.n_layers * shape_.n_kv_heads;
     acc_.assign(n, {});
     scored_.assign(n, {});
+    work_.assign(shape_.n_kv_heads, {});
   }
   void after_prefill(int P, KvSlots& kv) override {
     const PrefillEvidence* ev = ctx_.prefill;
@@ -45,53 +47,74 @@ class H2oPolicy : public Policy {
       throw input_error("--policy h2o", "needs the prompt's attention column sums (absent from the evidence)");
     const int G = shape_.group();
     for (int l = 0; l < shape_.n_layers; ++l) {
-      for (int g = 0; g < shape_.n_kv_heads; ++g) {
+      parallel_for(shape_.n_kv_heads, [&](int g) {
         std::vector<const float*> rows;  // G pointers to [P]
         for (int i = 0; i < G; ++i) rows.push_back(ev->colsum_at(l, g * G + i));
         acc_[idx(l, g)] = reduce_group(rows, P, gqa_);
-      }
-      trim(l, kv);
+        choose(l, g, kv.held(l, g));
+      }, wide(P));
+      evict_chosen(l, kv);
     }
   }
   void before_attention(int, int, KvSlots&) override {}
   void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
     const int G = shape_.group();
-    for (int g = 0; g < shape_.n_kv_heads; ++g) {
+    // Each KV head's sums and choice are its own, so the KV heads run side by side; the cache
+    // is changed after, on this thread.
+    parallel_for(shape_.n_kv_heads, [&](int g) {
       std::vector<float>& acc = acc_[idx(layer, g)];
       if ((int)acc.size() <= q_pos) acc.resize(q_pos + 1, 0.0f);
       const AttentionBlock& first = heads[g * G];
       std::vector<const float*> rows;  // G pointers to [n_keys]
       for (int i = 0; i < G; ++i) rows.push_back(heads[g * G + i].probs);
-      const std::vector<float> red = reduce_group(rows, first.n_keys, gqa_);  // [n_keys]
+      std::vector<float>& red = work_[g].red;  // [n_keys]
+      red.resize(first.n_keys);
+      reduce_group(rows, gqa_, red);
       for (int j = 0; j < first.n_keys; ++j) acc[first.key(j)] += red[j];
-    }
-    trim(layer, kv);
+      choose(layer, g, kv.held(layer, g));
+    }, wide(q_pos));
+    evict_chosen(layer, kv);
   }
 
  private:
+  // Scratch of one KV head, reused every step.
+  struct Work {
+    std::vector<float> red;     // [n_keys] the group's reduced row
+    std::vector<float> cand;    // [n_cand] acc of the candidates
+    std::vector<uint8_t> keep;  // [held] 1 = kept
+    bool over = false;          // keep is to be applied
+  };
+
   size_t idx(int l, int g) const { return (size_t)l * shape_.n_kv_heads + g; }
-  void trim(int layer, KvSlots& kv) {
-    for (int g = 0; g < shape_.n_kv_heads; ++g) {
-      auto held = kv.held(layer, g);
-      const int n = (int)held.size();
-      const int n_cand = std::max(0, n - recent_);
-      const std::vector<float>& acc = acc_[idx(layer, g)];
-      std::vector<float> cand(n_cand);  // [n_cand] acc of the candidates
-      for (int i = 0; i < n_cand; ++i) cand[i] = acc[held[i]];
-      const bool over = n > heavy_ + recent_;
-      std::vector<int> top = over ? top_k_indices(cand, heavy_) : std::vector<int>();
-      if (!over) {
-        for (int i = 0; i < n_cand; ++i) top.push_back(i);
-      }
-      std::vector<int32_t>& scored = scored_[idx(layer, g)];
-      scored.clear();
-      for (int i : top) scored.push_back(held[i]);
-      if (!over) continue;
-      std::vector<uint8_t> keep(n, 0);  // [held]
-      for (int i : top) keep[i] = 1;
-      for (int i = n_cand; i < n; ++i) keep[i] = 1;
-      kv.evict(layer, g, keep);
+  // Worth a team of threads: a layer's rows over this many keys.
+  bool wide(int n_keys) const { return (long)n_keys * shape_.n_heads >= (1L << 16); }
+
+  // Sets (layer, g)'s scored set and, when it holds more than the budget, its keep mask.
+  void choose(int layer, int g, std::span<const int32_t> held) {
+    Work& w = work_[g];
+    const int n = (int)held.size();
+    const int n_cand = std::max(0, n - recent_);
+    const std::vector<float>& acc = acc_[idx(layer, g)];
+    w.cand.resize(n_cand);
+    for (int i = 0; i < n_cand; ++i) w.cand[i] = acc[held[i]];
+    w.over = n > heavy_ + recent_;
+    std::vector<int32_t>& scored = scored_[idx(layer, g)];
+    if (!w.over) {
+      scored.assign(held.begin(), held.begin() + n_cand);
+      return;
     }
+    const std::vector<int> top = top_k_indices(w.cand, heavy_);
+    scored.resize(top.size());
+    w.keep.assign(n, 0);
+    for (size_t t = 0; t < top.size(); ++t) {
+      scored[t] = held[top[t]];
+      w.keep[top[t]] = 1;
+    }
+    std::fill(w.keep.begin() + n_cand, w.keep.end(), 1);
+  }
+  void evict_chosen(int layer, KvSlots& kv) {
+    for (int g = 0; g < shape_.n_kv_heads; ++g)
+      if (work_[g].over) kv.evict(layer, g, work_[g].keep);
   }
 
   ModelShape shape_;
@@ -101,6 +124,7 @@ class H2oPolicy : public Policy {
   GqaReduce gqa_ = GqaReduce::Mean;
   std::vector<std::vector<float>> acc_;       // [L * Hkv][positions seen] accumulated attention
   std::vector<std::vector<int32_t>> scored_;  // [L * Hkv][heavy] positions kept by score
+  std::vector<Work> work_;                    // [Hkv]
 };
 
 }  // namespace

@@ -1,6 +1,10 @@
 // H2O on hand-worked attention (GQA: 2 query heads per KV head), ties, budgets and turnover.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
+#include "analysis/position_slots.h"
 #include "sim_fixture.h"
 
 using namespace kvs;
@@ -84,4 +88,76 @@ TEST(H2o, OneTokenPrompt) {
   const RunData r = run_one(in, *p);
   EXPECT_EQ(kept_at(r, in, 0, 0, 0), (std::vector<int>{0, 1}));
   EXPECT_EQ(kept_at(r, in, 5, 0, 0).size(), 3u);
+}
+
+// The naive H2O over a prompt long enough that the KV heads run side by side: each KV head's
+// scores are its query heads' mean column sums, then the mean of their decode rows added at the
+// keys; it keeps the top `heavy` of the entries before the last `recent` by a full sort of
+// (score, position), and the last `recent`.
+TEST(H2o, LongPromptMatchesTheNaivePolicy) {
+  const ModelShape shape = shape_of(1, 8, 2);
+  const int P = 9000, heavy = 2000, recent = 1500, G = 4;
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  PrefillEvidence ev;
+  ev.shape = shape;
+  ev.prompt_len = P;
+  ev.colsum.resize((size_t)8 * P);  // [L, H, P]
+  for (float& v : ev.colsum) v = unit(rng);
+  auto pol = policy("h2o:heavy=2000,recent=1500", heavy + recent, shape);
+  pol->begin(PolicyContext{shape, P, &ev, {}, {}});
+  PositionSlots kv(1, 2);
+  kv.fill_prompt(P);
+  pol->after_prefill(P, kv);
+
+  std::vector<std::vector<float>> acc(2, std::vector<float>(P + 1, 0.0f));  // [Hkv][positions]
+  std::vector<std::vector<int32_t>> want(2);                                 // [Hkv][kept]
+  const auto naive_trim = [&](int g, const std::vector<int32_t>& held) {
+    const int n_cand = (int)held.size() - recent;
+    std::vector<int32_t> cand(held.begin(), held.begin() + n_cand);
+    const std::vector<float>& a = acc[g];
+    std::sort(cand.begin(), cand.end(), [&](int32_t x, int32_t y) { return a[x] != a[y] ? a[x] > a[y] : x > y; });
+    cand.resize(heavy);
+    std::sort(cand.begin(), cand.end());
+    want[g] = cand;
+    want[g].insert(want[g].end(), held.end() - recent, held.end());
+  };
+  for (int g = 0; g < 2; ++g) {
+    for (int p = 0; p < P; ++p) {
+      for (int i = 0; i < G; ++i) acc[g][p] += ev.colsum_at(0, g * G + i)[p];
+      acc[g][p] /= (float)G;
+    }
+    naive_trim(g, range(0, P));
+    const std::span<const int32_t> got = kv.held(0, g);
+    ASSERT_EQ(std::vector<int32_t>(got.begin(), got.end()), want[g]) << "prefill, KV head " << g;
+  }
+
+  for (int g = 0; g < 2; ++g) kv.append(0, g, P);
+  std::vector<std::vector<float>> rows(8);  // [H][held of its KV head]
+  std::vector<AttentionBlock> blocks;
+  const float lse = 0.0f;
+  for (int h = 0; h < 8; ++h) {
+    const std::span<const int32_t> keys = kv.held(0, h / G);
+    for (size_t j = 0; j < keys.size(); ++j) rows[h].push_back(unit(rng));
+    blocks.push_back(AttentionBlock::decode_row(0, h, P, (int)keys.size(), keys.data(), rows[h].data(), &lse));
+  }
+  for (int g = 0; g < 2; ++g) {
+    const std::span<const int32_t> keys = kv.held(0, g);
+    for (size_t j = 0; j < keys.size(); ++j) {
+      float red = 0.0f;
+      for (int i = 0; i < G; ++i) red += rows[g * G + i][j];
+      acc[g][keys[j]] += red / (float)G;
+    }
+  }
+  std::vector<std::vector<int32_t>> held_before(2);  // [Hkv][held] before the step's eviction
+  for (int g = 0; g < 2; ++g) held_before[g].assign(kv.held(0, g).begin(), kv.held(0, g).end());
+  pol->after_attention(0, P, blocks, kv);
+  for (int g = 0; g < 2; ++g) {
+    naive_trim(g, held_before[g]);
+    const std::span<const int32_t> got = kv.held(0, g);
+    EXPECT_EQ(std::vector<int32_t>(got.begin(), got.end()), want[g]) << "decode, KV head " << g;
+    const std::span<const int32_t> scored = pol->scored_set(0, g);
+    EXPECT_EQ(std::vector<int32_t>(scored.begin(), scored.end()),
+              std::vector<int32_t>(want[g].begin(), want[g].begin() + heavy)) << "KV head " << g;
+  }
 }
