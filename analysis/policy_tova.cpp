@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "analysis/parallel_for.h"
 #include "analysis/policy_params.h"
 #include "analysis/policy_util.h"
 #include "inference/errors.h"
@@ -21,55 +22,106 @@ class TovaPolicy : public Policy {
   std::string params_json() const override { return "{}"; }
   bool has_scored_sets() const override { return true; }
   std::span<const int32_t> scored_set(int layer, int kv_head) const override {
-    return scored_[(size_t)layer * shape_.n_kv_heads + kv_head];
+    return scored_[idx(layer, chooser_[idx(layer, kv_head)])];
   }
   void begin(const PolicyContext& ctx) override {
     ctx_ = ctx;
     scored_.assign((size_t)shape_.n_layers * shape_.n_kv_heads, {});
+    chooser_.assign((size_t)shape_.n_layers * shape_.n_kv_heads, 0);
+    work_.assign(shape_.n_kv_heads, {});
   }
   void after_prefill(int P, KvSlots& kv) override {
     const PrefillEvidence* ev = ctx_.prefill;
     if (!ev || ev->window < 1 || ev->window_rows.empty())
       throw input_error("--policy tova", "needs the prompt's last attention rows (absent from the evidence)");
-    std::vector<float> score(P, 0.0f);  // [P] position score of this layer
     for (int l = 0; l < shape_.n_layers; ++l) {
-      std::fill(score.begin(), score.end(), 0.0f);
+      score_.assign(P, 0.0f);
       for (int h = 0; h < shape_.n_heads; ++h) {
         const float* row = ev->window_row(l, h, ev->window - 1);
-        for (int j = 0; j < P; ++j) score[j] += row[j] / (float)shape_.n_heads;
+        for (int j = 0; j < P; ++j) score_[j] += row[j] / (float)shape_.n_heads;
       }
-      trim(l, score, kv);
+      trim(l, kv);
     }
   }
   void before_attention(int, int, KvSlots&) override {}
   void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
-    std::vector<float> score(q_pos + 1, 0.0f);  // [q_pos + 1] position score of this layer
-    for (const AttentionBlock& b : heads)
-      for (int j = 0; j < b.n_keys; ++j) score[b.key(j)] += b.probs[j] / (float)shape_.n_heads;
-    trim(layer, score, kv);
+    score_.assign(q_pos + 1, 0.0f);
+    for (size_t r0 = 0, r1 = 0; r0 < heads.size(); r0 = r1) {
+      for (r1 = r0 + 1; r1 < heads.size() && same_keys(heads[r0], heads[r1]);) ++r1;
+      add_rows(heads.subspan(r0, r1 - r0));
+    }
+    trim(layer, kv);
   }
 
  private:
-  void trim(int layer, const std::vector<float>& score, KvSlots& kv) {
-    for (int g = 0; g < shape_.n_kv_heads; ++g) {
-      auto held = kv.held(layer, g);
-      const int n = (int)held.size();
-      std::vector<float> s(n);  // [held]
-      for (int i = 0; i < n; ++i) s[i] = score[held[i]];
-      std::vector<int> top = top_k_indices(s, spec_.budget);
-      std::vector<int32_t>& scored = scored_[(size_t)layer * shape_.n_kv_heads + g];
-      scored.clear();
-      for (int i : top) scored.push_back(held[i]);
-      if (n <= spec_.budget) continue;
-      std::vector<uint8_t> keep(n, 0);  // [held]
-      for (int i : top) keep[i] = 1;
-      kv.evict(layer, g, keep);
+  static constexpr int kChunk = 1024;  // keys a thread adds at a time
+  // Scratch of one KV head, reused every step.
+  struct Work {
+    std::vector<float> score;   // [held] score of each held entry
+    std::vector<uint8_t> keep;  // [held] 1 = kept
+  };
+
+  // Worth a team of threads: this many keys over all rows of a layer.
+  bool wide(long keys) const { return keys >= (1L << 16); }
+  static bool same_keys(const AttentionBlock& a, const AttentionBlock& b) {
+    if (a.n_keys != b.n_keys) return false;
+    if (a.key_pos == b.key_pos) return true;
+    return a.key_pos && b.key_pos && std::equal(a.key_pos, a.key_pos + a.n_keys, b.key_pos);
+  }
+  // score_[key] += row / H for rows over the same keys, the rows in order: every position gets
+  // the same sums, in the same order, as one row after another would give it. A chunk of keys
+  // is gathered once, the rows added to it as whole vectors, and put back.
+  void add_rows(std::span<const AttentionBlock> run) {
+    const AttentionBlock& first = run[0];
+    const int n_chunks = (first.n_keys + kChunk - 1) / kChunk;
+    parallel_for(n_chunks, [&](int c) {
+      const int j0 = c * kChunk, n = std::min(kChunk, first.n_keys - j0);
+      float sum[kChunk];  // [n] score_ at keys j0..j0+n-1
+      for (int j = 0; j < n; ++j) sum[j] = score_[first.key(j0 + j)];
+      for (const AttentionBlock& b : run)
+        for (int j = 0; j < n; ++j) sum[j] += b.probs[j0 + j] / (float)shape_.n_heads;
+      for (int j = 0; j < n; ++j) score_[first.key(j0 + j)] = sum[j];
+    }, wide((long)first.n_keys * (long)run.size()));
+  }
+
+  // Keeps the top B held entries of each KV head by score_. The KV heads all hold the same
+  // positions unless an engine put them there otherwise, so a head that holds what the one
+  // before it holds takes that one's choice (chooser_).
+  void trim(int layer, KvSlots& kv) {
+    const int Hkv = shape_.n_kv_heads;
+    int* chooser = &chooser_[idx(layer, 0)];  // [Hkv]
+    for (int g = 1; g < Hkv; ++g) {
+      const auto a = kv.held(layer, g - 1), b = kv.held(layer, g);
+      chooser[g] = std::equal(a.begin(), a.end(), b.begin(), b.end()) ? chooser[g - 1] : g;
+    }
+    parallel_for(Hkv, [&](int g) {
+      if (chooser[g] == g) choose(layer, g, kv.held(layer, g));
+    }, wide((long)kv.held(layer, 0).size() * Hkv));
+    for (int g = 0; g < Hkv; ++g)
+      if ((int)kv.held(layer, g).size() > spec_.budget) kv.evict(layer, g, work_[chooser[g]].keep);
+  }
+  void choose(int layer, int g, std::span<const int32_t> held) {
+    Work& w = work_[g];
+    const int n = (int)held.size();
+    w.score.resize(n);
+    for (int i = 0; i < n; ++i) w.score[i] = score_[held[i]];
+    const std::vector<int> top = top_k_indices(w.score, spec_.budget);
+    std::vector<int32_t>& scored = scored_[idx(layer, g)];
+    scored.resize(top.size());
+    w.keep.assign(n, 0);
+    for (size_t t = 0; t < top.size(); ++t) {
+      scored[t] = held[top[t]];
+      w.keep[top[t]] = 1;
     }
   }
+  size_t idx(int l, int g) const { return (size_t)l * shape_.n_kv_heads + g; }
 
   ModelShape shape_;
   PolicyContext ctx_;
-  std::vector<std::vector<int32_t>> scored_;  // [L * Hkv][<= B] kept positions
+  std::vector<std::vector<int32_t>> scored_;  // [L * Hkv][<= B] kept positions, where chooser_ is itself
+  std::vector<int> chooser_;                  // [L * Hkv] the KV head whose choice this one took
+  std::vector<float> score_;                  // [positions] position score of the current layer
+  std::vector<Work> work_;                    // [Hkv]
 };
 
 }  // namespace

@@ -1,6 +1,10 @@
 // TOVA: per-layer set from the mean over all query heads of the last row.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
+#include "analysis/position_slots.h"
 #include "sim_fixture.h"
 
 using namespace kvs;
@@ -54,4 +58,49 @@ TEST(Tova, BudgetCoveringContextAndOneTokenPrompt) {
   const RunData r1 = run_one(one, *q);
   EXPECT_EQ(kept_at(r1, one, 0, 0, 0), (std::vector<int>{0, 1}));
   EXPECT_EQ(kept_at(r1, one, 3, 1, 1).size(), 3u);
+}
+
+// The naive TOVA step over rows of thousands of keys (the row sum goes a chunk of keys at a
+// time): each head's row / H added at its keys, head after head, then each KV head's top B held
+// entries by a full sort of (score, position). KV heads that hold the same positions share a
+// choice; here they do in one layer and do not in the other.
+TEST(Tova, LongRowsMatchTheNaiveStepWhetherKvHeadsHoldTheSameOrNot) {
+  const ModelShape shape = shape_of(2, 4, 2);
+  const int B = 2500, q_pos = 6000;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  PositionSlots kv(2, 2);
+  for (int p = 0; p <= q_pos; ++p) {
+    if (p % 7 != 3 || p == q_pos) kv.append(0, 0, p);  // layer 0: the KV heads differ
+    if (p % 2 == 0 || p == q_pos) kv.append(0, 1, p);
+    if (p % 5 != 0 || p == q_pos)
+      for (int g = 0; g < 2; ++g) kv.append(1, g, p);  // layer 1: the same positions
+  }
+  auto pol = policy("tova", B, shape);
+  pol->begin(PolicyContext{shape, 1, nullptr, {}, {}});
+  const float lse = 0.0f;
+  for (int l = 0; l < 2; ++l) {
+    std::vector<std::vector<int32_t>> held(2);  // [Hkv][held] before the step
+    for (int g = 0; g < 2; ++g) held[g].assign(kv.held(l, g).begin(), kv.held(l, g).end());
+    std::vector<std::vector<float>> rows(4);  // [H][held of its KV head]
+    std::vector<AttentionBlock> blocks;
+    std::vector<float> score(q_pos + 1, 0.0f);  // [positions] the naive sum
+    for (int h = 0; h < 4; ++h) {
+      const std::vector<int32_t>& keys = held[h / 2];
+      for (size_t j = 0; j < keys.size(); ++j) rows[h].push_back(unit(rng));
+      for (size_t j = 0; j < keys.size(); ++j) score[keys[j]] += rows[h][j] / 4.0f;
+      blocks.push_back(AttentionBlock::decode_row(l, h, q_pos, (int)keys.size(), keys.data(), rows[h].data(), &lse));
+    }
+    pol->after_attention(l, q_pos, blocks, kv);
+    for (int g = 0; g < 2; ++g) {
+      std::vector<int32_t> want = held[g];
+      std::sort(want.begin(), want.end(), [&](int32_t a, int32_t b) { return score[a] != score[b] ? score[a] > score[b] : a > b; });
+      want.resize(B);
+      std::sort(want.begin(), want.end());
+      const std::span<const int32_t> got = kv.held(l, g);
+      EXPECT_EQ(std::vector<int32_t>(got.begin(), got.end()), want) << "layer " << l << " KV head " << g;
+      const std::span<const int32_t> scored = pol->scored_set(l, g);
+      EXPECT_EQ(std::vector<int32_t>(scored.begin(), scored.end()), want) << "layer " << l << " KV head " << g;
+    }
+  }
 }
