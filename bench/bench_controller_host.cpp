@@ -6,7 +6,8 @@
 // layer's q/k/v product and its attention: the GPU waits whenever the host falls behind. So each
 // figure is printed against the GPU's step at its memory-bandwidth limit (fp16 weights + K/V
 // bytes ÷ 3.02 TB/s, the copy bandwidth bench_cuda measured on an H100); above 1 the step is
-// bound by the host, whatever the kernels do. No GPU or model is needed: the cache is the
+// bound by the host, whatever the kernels do. A policy may spread a layer's work over the host's
+// cores (OpenMP; OMP_NUM_THREADS=1 for one). No GPU or model is needed: the cache is the
 // positions the CUDA backend keeps beside its rows (KvPositions), the rows random, the rankings
 // random positions.
 //
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <omp.h>
 #include <random>
 #include <span>
 #include <sstream>
@@ -201,7 +203,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("host time of a live policy's decode step, Llama-3-8B shape (32 layers, 32 heads over 8 KV heads), "
-              "budget = half the context, median of %d steps, one thread\n\n", o.steps);
+              "budget = half the context, median of %d steps, %d OpenMP threads\n\n", o.steps, omp_get_max_threads());
   std::printf("| context | policy | host ms / step | GPU step at the limit, ms | host / GPU step (keep below 1) |\n"
               "|---|---|---|---|---|\n");
   for (int T : o.contexts) {
