@@ -40,14 +40,16 @@ class TovaPolicy : public Policy {
         const float* row = ev->window_row(l, h, ev->window - 1);
         for (int j = 0; j < P; ++j) score_[j] += row[j] / (float)shape_.n_heads;
       }
+      find_choosers(l, kv);
       trim(l, kv);
     }
   }
   void before_attention(int, int, KvSlots&) override {}
   void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
+    find_choosers(layer, kv);
     score_.assign(q_pos + 1, 0.0f);
     for (size_t r0 = 0, r1 = 0; r0 < heads.size(); r0 = r1) {
-      for (r1 = r0 + 1; r1 < heads.size() && same_keys(heads[r0], heads[r1]);) ++r1;
+      for (r1 = r0 + 1; r1 < heads.size() && same_keys(layer, kv, heads[r0], heads[r1]);) ++r1;
       add_rows(heads.subspan(r0, r1 - r0));
     }
     trim(layer, kv);
@@ -63,10 +65,17 @@ class TovaPolicy : public Policy {
 
   // Worth a team of threads: this many keys over all rows of a layer.
   bool wide(long keys) const { return keys >= (1L << 16); }
-  static bool same_keys(const AttentionBlock& a, const AttentionBlock& b) {
+  // Whether two rows are over the same keys; rows over their KV heads' whole held lists are
+  // when the heads share a chooser.
+  bool same_keys(int layer, const KvSlots& kv, const AttentionBlock& a, const AttentionBlock& b) const {
     if (a.n_keys != b.n_keys) return false;
     if (a.key_pos == b.key_pos) return true;
-    return a.key_pos && b.key_pos && std::equal(a.key_pos, a.key_pos + a.n_keys, b.key_pos);
+    if (!a.key_pos || !b.key_pos) return false;
+    const int G = shape_.group(), ga = a.head / G, gb = b.head / G;
+    const std::span<const int32_t> ha = kv.held(layer, ga), hb = kv.held(layer, gb);
+    if (a.key_pos == ha.data() && (int)ha.size() == a.n_keys && b.key_pos == hb.data() && (int)hb.size() == b.n_keys)
+      return chooser_[idx(layer, ga)] == chooser_[idx(layer, gb)];
+    return std::equal(a.key_pos, a.key_pos + a.n_keys, b.key_pos);
   }
   // score_[key] += row / H for rows over the same keys, the rows in order: every position gets
   // the same sums, in the same order, as one row after another would give it. A chunk of keys
@@ -84,16 +93,22 @@ class TovaPolicy : public Policy {
     }, wide((long)first.n_keys * (long)run.size()));
   }
 
-  // Keeps the top B held entries of each KV head by score_. The KV heads all hold the same
-  // positions unless an engine put them there otherwise, so a head that holds what the one
-  // before it holds takes that one's choice (chooser_).
+  // The KV heads all hold the same positions unless an engine put them there otherwise, so a
+  // head that holds what the one before it holds takes that one's choice: its chooser.
+  void find_choosers(int layer, const KvSlots& kv) {
+    const int Hkv = shape_.n_kv_heads;
+    std::vector<uint8_t> same(Hkv, 0);  // [Hkv] holds what KV head g - 1 holds
+    parallel_for(Hkv - 1, [&](int i) {
+      const std::span<const int32_t> a = kv.held(layer, i), b = kv.held(layer, i + 1);
+      same[i + 1] = std::equal(a.begin(), a.end(), b.begin(), b.end());
+    }, wide((long)kv.held(layer, 0).size() * Hkv));
+    int* chooser = &chooser_[idx(layer, 0)];  // [Hkv]
+    for (int g = 1; g < Hkv; ++g) chooser[g] = same[g] ? chooser[g - 1] : g;
+  }
+  // Keeps the top B held entries of each KV head by score_, chosen once for each chooser.
   void trim(int layer, KvSlots& kv) {
     const int Hkv = shape_.n_kv_heads;
-    int* chooser = &chooser_[idx(layer, 0)];  // [Hkv]
-    for (int g = 1; g < Hkv; ++g) {
-      const auto a = kv.held(layer, g - 1), b = kv.held(layer, g);
-      chooser[g] = std::equal(a.begin(), a.end(), b.begin(), b.end()) ? chooser[g - 1] : g;
-    }
+    const int* chooser = &chooser_[idx(layer, 0)];  // [Hkv]
     parallel_for(Hkv, [&](int g) {
       if (chooser[g] == g) choose(layer, g, kv.held(layer, g));
     }, wide((long)kv.held(layer, 0).size() * Hkv));
@@ -109,9 +124,11 @@ class TovaPolicy : public Policy {
     std::vector<int32_t>& scored = scored_[idx(layer, g)];
     scored.resize(top.size());
     w.keep.assign(n, 0);
+    int32_t* out = scored.data();  // raw pointers: stores to the uint8_t mask would otherwise
+    uint8_t* keep = w.keep.data();  // reload each vector's data pointer every iteration
     for (size_t t = 0; t < top.size(); ++t) {
-      scored[t] = held[top[t]];
-      w.keep[top[t]] = 1;
+      out[t] = held[top[t]];
+      keep[top[t]] = 1;
     }
   }
   size_t idx(int l, int g) const { return (size_t)l * shape_.n_kv_heads + g; }
