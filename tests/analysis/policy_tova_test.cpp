@@ -63,23 +63,25 @@ TEST(Tova, BudgetCoveringContextAndOneTokenPrompt) {
 // The naive TOVA step over rows of thousands of keys (the row sum goes a chunk of keys at a
 // time): each head's row / H added at its keys, head after head, then each KV head's top B held
 // entries by a full sort of (score, position). KV heads that hold the same positions share a
-// choice; here they do in one layer and do not in the other.
+// choice: here they do not in layer 0 and do in layers 1 and 2. Rows point at the cache's held
+// lists in layers 0 and 1 (known equal by the choice) and at copies in layer 2 (compared).
 TEST(Tova, LongRowsMatchTheNaiveStepWhetherKvHeadsHoldTheSameOrNot) {
-  const ModelShape shape = shape_of(2, 4, 2);
+  const ModelShape shape = shape_of(3, 4, 2);
   const int B = 2500, q_pos = 6000;
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
-  PositionSlots kv(2, 2);
+  PositionSlots kv(3, 2);
   for (int p = 0; p <= q_pos; ++p) {
     if (p % 7 != 3 || p == q_pos) kv.append(0, 0, p);  // layer 0: the KV heads differ
-    if (p % 2 == 0 || p == q_pos) kv.append(0, 1, p);
-    if (p % 5 != 0 || p == q_pos)
-      for (int g = 0; g < 2; ++g) kv.append(1, g, p);  // layer 1: the same positions
+    if (p % 7 != 4 || p == q_pos) kv.append(0, 1, p);  // as many entries
+    for (int l = 1; l < 3; ++l)
+      if (p % (3 + l) != 0 || p == q_pos)
+        for (int g = 0; g < 2; ++g) kv.append(l, g, p);  // the same positions
   }
   auto pol = policy("tova", B, shape);
   pol->begin(PolicyContext{shape, 1, nullptr, {}, {}});
   const float lse = 0.0f;
-  for (int l = 0; l < 2; ++l) {
+  for (int l = 0; l < 3; ++l) {
     std::vector<std::vector<int32_t>> held(2);  // [Hkv][held] before the step
     for (int g = 0; g < 2; ++g) held[g].assign(kv.held(l, g).begin(), kv.held(l, g).end());
     std::vector<std::vector<float>> rows(4);  // [H][held of its KV head]
@@ -89,7 +91,8 @@ TEST(Tova, LongRowsMatchTheNaiveStepWhetherKvHeadsHoldTheSameOrNot) {
       const std::vector<int32_t>& keys = held[h / 2];
       for (size_t j = 0; j < keys.size(); ++j) rows[h].push_back(unit(rng));
       for (size_t j = 0; j < keys.size(); ++j) score[keys[j]] += rows[h][j] / 4.0f;
-      blocks.push_back(AttentionBlock::decode_row(l, h, q_pos, (int)keys.size(), keys.data(), rows[h].data(), &lse));
+      const int32_t* key_pos = l < 2 ? kv.held(l, h / 2).data() : keys.data();
+      blocks.push_back(AttentionBlock::decode_row(l, h, q_pos, (int)keys.size(), key_pos, rows[h].data(), &lse));
     }
     pol->after_attention(l, q_pos, blocks, kv);
     for (int g = 0; g < 2; ++g) {
