@@ -49,5 +49,8 @@ std::vector<float> group_window_scores(const PrefillEvidence& ev, int layer, int
 // the row is spread uniformly and the lse is returned unchanged.
 float renormalize_row(std::span<const float> full_row, float full_lse,
                       std::span<const int32_t> keys, std::span<float> out);
+// Same for a row already gathered at the kept keys (kept[i] = full_row[keys[i]]): the same
+// numbers, computed the same way. out may be kept itself.
+float renormalize_kept(std::span<const float> kept, float full_lse, std::span<float> out);
 
 }  // namespace kvs
