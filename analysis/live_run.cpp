@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "analysis/policy_util.h"
+#include "analysis/enforcing_controller.h"
 #include "inference/errors.h"
 #include "inference/model.h"
 
@@ -72,78 +72,6 @@ class RowCapture : public AttentionObserver {
   ModelShape shape_;
   int P_, S_, T_;
   bool keep_;
-};
-
-// Drives the policy inside the engine. The rows it passes on are renormalized over the attended
-// keys with the same function the simulator uses, so both drivers feed a policy identical
-// numbers; the (held, active) state at every decode attention is recorded as the kept set.
-class EnforcingController : public CacheController {
- public:
-  EnforcingController(Policy& policy, PrefillEvidence& evidence, const ModelShape& shape, int P, int S)
-      : policy_(policy), evidence_(evidence), shape_(shape), P_(P), S_(S), T_(P + S),
-        kept_(static_cast<size_t>(S) * shape.n_layers * shape.n_kv_heads * T_, 0),
-        dense_(T_, 0.0f) {}
-
-  std::vector<float> key_scores;  // [L, Hkv, P] KVzip scores to hand over at prefill end
-
-  void after_prefill(int prompt_len, KvSlots& kv) override {
-    if (!key_scores.empty()) evidence_.key_scores = key_scores;
-    policy_.after_prefill(prompt_len, kv);
-  }
-
-  void before_attention(int layer, int q_pos, KvSlots& kv) override {
-    policy_.before_attention(layer, q_pos, kv);
-    const int step = q_pos - P_;
-    if (step < 0 || step >= S_) return;
-    for (int g = 0; g < shape_.n_kv_heads; ++g) {
-      auto held = kv.held(layer, g);
-      auto act = kv.active(layer, g);
-      uint8_t* row = kept_.data() + ((static_cast<size_t>(step) * shape_.n_layers + layer) * shape_.n_kv_heads + g) * T_;
-      for (size_t i = 0; i < held.size(); ++i) row[held[i]] = act[i] ? 1 : 2;
-    }
-  }
-
-  bool needs_decode_rows(int layer) const override { return policy_.needs_decode_rows(layer); }
-  // The engine ranks its own rows, which are the recorded ones the simulator ranks.
-  KeyRanking key_ranking(int layer) const override { return policy_.key_ranking(layer); }
-  void on_key_ranking(int layer, int q_pos, std::span<const int32_t> positions) override {
-    policy_.on_key_ranking(layer, q_pos, positions);
-  }
-
-  void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
-    renormed_.resize(heads.size());
-    probs_.resize(heads.size());
-    lse_.resize(heads.size());
-    for (size_t h = 0; h < heads.size(); ++h) {
-      const AttentionBlock& b = heads[h];
-      keys_.resize(b.n_keys);
-      for (int j = 0; j < b.n_keys; ++j) {
-        keys_[j] = b.key(j);
-        dense_[keys_[j]] = b.probs[j];
-      }
-      probs_[h].resize(b.n_keys);
-      lse_[h] = renormalize_row(dense_, b.lse[0], keys_, probs_[h]);
-      for (int j = 0; j < b.n_keys; ++j) dense_[keys_[j]] = 0.0f;
-      renormed_[h] = b;
-      renormed_[h].probs = probs_[h].data();
-      renormed_[h].lse = &lse_[h];
-    }
-    policy_.after_attention(layer, q_pos, renormed_, kv);
-  }
-
-  std::vector<uint8_t>& kept() { return kept_; }
-
- private:
-  Policy& policy_;
-  PrefillEvidence& evidence_;
-  ModelShape shape_;
-  int P_, S_, T_;
-  std::vector<uint8_t> kept_;           // [S, L, Hkv, T]
-  std::vector<float> dense_;            // [T] scratch row
-  std::vector<int32_t> keys_;           // [n_keys] scratch
-  std::vector<AttentionBlock> renormed_;
-  std::vector<std::vector<float>> probs_;  // [H][n_keys]
-  std::vector<float> lse_;                 // [H]
 };
 
 }  // namespace

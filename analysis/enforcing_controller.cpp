@@ -1,0 +1,66 @@
+// The live run's controller: a policy driven inside the engine, its kept sets recorded.
+#include "analysis/enforcing_controller.h"
+
+#include "analysis/parallel_for.h"
+#include "analysis/policy_util.h"
+
+namespace kvs {
+
+EnforcingController::EnforcingController(Policy& policy, PrefillEvidence& evidence, const ModelShape& shape,
+                                         int P, int S)
+    : policy_(policy), evidence_(evidence), shape_(shape), P_(P), S_(S), T_(P + S),
+      kept_(static_cast<size_t>(S) * shape.n_layers * shape.n_kv_heads * T_, 0) {}
+
+void EnforcingController::after_prefill(int prompt_len, KvSlots& kv) {
+  if (!key_scores.empty()) evidence_.key_scores = key_scores;
+  policy_.after_prefill(prompt_len, kv);
+}
+
+void EnforcingController::before_attention(int layer, int q_pos, KvSlots& kv) {
+  policy_.before_attention(layer, q_pos, kv);
+  const int step = q_pos - P_;
+  if (step < 0 || step >= S_) return;
+  const int Hkv = shape_.n_kv_heads;
+  parallel_for(Hkv, [&](int g) {
+    const std::span<const int32_t> held = kv.held(layer, g);
+    const std::span<const uint8_t> act = kv.active(layer, g);
+    uint8_t* row = kept_.data() + ((static_cast<size_t>(step) * shape_.n_layers + layer) * Hkv + g) * T_;  // [T]
+    mark_kept(held, act, row);
+  }, wide(static_cast<long>(kv.held(layer, 0).size()) * Hkv));
+}
+
+void EnforcingController::mark_kept(std::span<const int32_t> held, std::span<const uint8_t> act, uint8_t* row) {
+  const size_t n = held.size();
+  if (n == 0) return;
+  // Ascending and distinct: the entries hold consecutive positions when the last is the first
+  // plus n - 1. Such a stretch is written as one row segment; others are halved down to short
+  // pieces written entry by entry (a window after a few sinks takes a handful of segments).
+  if (static_cast<size_t>(held[n - 1] - held[0]) == n - 1) {
+    uint8_t* seg = row + held[0];
+    for (size_t i = 0; i < n; ++i) seg[i] = act[i] ? 1 : 2;
+  } else if (n <= 64) {
+    for (size_t i = 0; i < n; ++i) row[held[i]] = act[i] ? 1 : 2;
+  } else {
+    mark_kept(held.first(n / 2), act.first(n / 2), row);
+    mark_kept(held.subspan(n / 2), act.subspan(n / 2), row);
+  }
+}
+
+void EnforcingController::after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) {
+  const int H = static_cast<int>(heads.size());
+  renormed_.assign(heads.begin(), heads.end());
+  probs_.resize(H);
+  lse_.resize(H);
+  // A row is over its attended keys already; renormalize_kept gives it the numbers the simulator
+  // gives a recorded row renormalized over the same keys.
+  parallel_for(H, [&](int h) {
+    const AttentionBlock& b = heads[h];
+    probs_[h].resize(b.n_keys);
+    lse_[h] = renormalize_kept(std::span<const float>(b.probs, b.n_keys), b.lse[0], probs_[h]);
+    renormed_[h].probs = probs_[h].data();
+    renormed_[h].lse = &lse_[h];
+  }, H > 0 && wide(static_cast<long>(heads[0].n_keys) * H));
+  policy_.after_attention(layer, q_pos, renormed_, kv);
+}
+
+}  // namespace kvs
