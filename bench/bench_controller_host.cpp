@@ -1,8 +1,9 @@
 // The host's share of a live policy's decode step on the Llama-3-8B shape (32 layers, 32 query
 // heads over 8 KV heads) at long contexts: per layer, the new entry pushed into each KV head, the
-// policy's before_attention, the attended rows listed for each KV head that skips keys (as the
-// engines list them, inference/attended_rows.h), its key ranking handed over where it asks for
-// one, and its after_attention, with rows where it reads them. On a GPU this runs between a
+// live run's controller (analysis/enforcing_controller.h: the policy's before_attention and the
+// kept set recorded), the attended rows listed for each KV head that skips keys (as the engines
+// list them, inference/attended_rows.h), its key ranking handed over where it asks for one, and
+// its after_attention, with rows where it reads them (renormalized by the controller). On a GPU this runs between a
 // layer's q/k/v product and its attention: the GPU waits whenever the host falls behind. So each
 // figure is printed against the GPU's step at its memory-bandwidth limit (fp16 weights + K/V
 // bytes ÷ 3.02 TB/s, the copy bandwidth bench_cuda measured on an H100); above 1 the step is
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/enforcing_controller.h"
 #include "analysis/policy.h"
 #include "analysis/prefill_evidence.h"
 #include "inference/attended_rows.h"
@@ -92,10 +94,11 @@ double host_step(const std::string& spec, int T, int steps) {
   ctx.prompt_len = T;
   ctx.prefill = &ev;
   policy->begin(ctx);
+  kvs::EnforcingController live(*policy, ev, shape, T, steps);
   Positions kv(T + steps);
   for (int l = 0; l < kLayers; ++l)
     for (int g = 0; g < kKvHeads; ++g) kv.p.push(l, g, 0, T);
-  policy->after_prefill(T, kv);
+  live.after_prefill(T, kv);
 
   const int cap = T + steps;
   std::vector<float> probs(static_cast<std::size_t>(kHeads) * cap);  // [H, cap] a layer's rows
@@ -112,7 +115,7 @@ double host_step(const std::string& spec, int T, int steps) {
     // The rankings asked for: random positions below each one's bound, ascending (drawn before
     // the clock runs, as a GPU ranks them).
     for (int l = 0; l < kLayers; ++l) {
-      const kvs::KeyRanking ranking = policy->key_ranking(l);
+      const kvs::KeyRanking ranking = live.key_ranking(l);
       top[l].clear();
       if (ranking.k == 0) continue;
       std::shuffle(ranked.begin(), ranked.end(), rng);
@@ -123,7 +126,7 @@ double host_step(const std::string& spec, int T, int steps) {
     const auto t0 = Clock::now();
     for (int l = 0; l < kLayers; ++l) {
       for (int g = 0; g < kKvHeads; ++g) kv.p.push(l, g, pos, 1);
-      policy->before_attention(l, pos, kv);
+      live.before_attention(l, pos, kv);
       // A head that skips keys is listed, unless the one before it skips the same (the CUDA
       // backend then uploads one list for both).
       bool prev_listed = false;
@@ -134,9 +137,9 @@ double host_step(const std::string& spec, int T, int steps) {
           kvs::list_attended(kv.p.held(l, g), kv.p.rows(l, g), act, 0, listed.data(), listed.data() + cap);
         prev_listed = skips;
       }
-      if (!top[l].empty()) policy->on_key_ranking(l, pos, top[l]);
-      if (!policy->needs_decode_rows(l)) {
-        policy->after_attention(l, pos, {}, kv);
+      if (!top[l].empty()) live.on_key_ranking(l, pos, top[l]);
+      if (!live.needs_decode_rows(l)) {
+        live.after_attention(l, pos, {}, kv);
         continue;
       }
       for (int h = 0; h < kHeads; ++h) {
@@ -144,7 +147,7 @@ double host_step(const std::string& spec, int T, int steps) {
         blocks[h] = AttentionBlock::decode_row(l, h, pos, static_cast<int>(held.size()), held.data(),
                                                probs.data() + static_cast<std::size_t>(h) * cap, lse.data() + h);
       }
-      policy->after_attention(l, pos, blocks, kv);
+      live.after_attention(l, pos, blocks, kv);
     }
     step_s.push_back(seconds_since(t0));
   }
