@@ -26,7 +26,7 @@ void EnforcingController::before_attention(int layer, int q_pos, KvSlots& kv) {
     const std::span<const uint8_t> act = kv.active(layer, g);
     uint8_t* row = kept_.data() + ((static_cast<size_t>(step) * shape_.n_layers + layer) * Hkv + g) * T_;  // [T]
     mark_kept(held, act, row);
-  }, wide(static_cast<long>(kv.held(layer, 0).size()) * Hkv));
+  }, worth_a_team(static_cast<long>(kv.held(layer, 0).size()) * Hkv));
 }
 
 void EnforcingController::mark_kept(std::span<const int32_t> held, std::span<const uint8_t> act, uint8_t* row) {
@@ -59,7 +59,7 @@ void EnforcingController::after_attention(int layer, int q_pos, std::span<const 
     lse_[h] = renormalize_kept(std::span<const float>(b.probs, b.n_keys), b.lse[0], probs_[h]);
     renormed_[h].probs = probs_[h].data();
     renormed_[h].lse = &lse_[h];
-  }, H > 0 && wide(static_cast<long>(heads[0].n_keys) * H));
+  }, H > 0 && worth_a_team(static_cast<long>(heads[0].n_keys) * H));
   policy_.after_attention(layer, q_pos, renormed_, kv);
 }
 

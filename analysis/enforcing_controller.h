@@ -36,8 +36,6 @@ class EnforcingController : public CacheController {
  private:
   // row[held[i]] = 1 where act[i], else 2.
   static void mark_kept(std::span<const int32_t> held, std::span<const uint8_t> act, uint8_t* row);
-  // Worth a team of threads: this many entries over a layer's KV heads or rows.
-  static bool wide(long entries) { return entries >= (1L << 16); }
 
   Policy& policy_;
   PrefillEvidence& evidence_;

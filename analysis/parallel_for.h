@@ -7,6 +7,13 @@
 
 namespace kvs {
 
+// Whether `entries` entries of light work (a few operations each, the policies' and the live
+// run's per-layer passes) are worth waking a team for: about 0.1 ms on one thread, above the
+// tens of microseconds a sleeping team can take to wake on a VM. The 8B shape's 32 heads reach it
+// from 4K keys; SmolLM2's 9 not within its context, so the CPU engine, whose own team runs
+// beside the hooks, keeps them on one thread there.
+inline bool worth_a_team(long entries) { return entries >= (1L << 17); }
+
 template <class F>
 void parallel_for(int n, F&& f, bool parallel = true) {
   std::exception_ptr error;

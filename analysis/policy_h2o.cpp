@@ -87,7 +87,7 @@ class H2oPolicy : public Policy {
 
   size_t idx(int l, int g) const { return (size_t)l * shape_.n_kv_heads + g; }
   // Worth a team of threads: a layer's rows over this many keys.
-  bool wide(int n_keys) const { return (long)n_keys * shape_.n_heads >= (1L << 16); }
+  bool wide(int n_keys) const { return worth_a_team((long)n_keys * shape_.n_heads); }
 
   // Sets (layer, g)'s scored set and, when it holds more than the budget, its keep mask.
   void choose(int layer, int g, std::span<const int32_t> held) {

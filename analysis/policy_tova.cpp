@@ -63,8 +63,6 @@ class TovaPolicy : public Policy {
     std::vector<uint8_t> keep;  // [held] 1 = kept
   };
 
-  // Worth a team of threads: this many keys over all rows of a layer.
-  bool wide(long keys) const { return keys >= (1L << 16); }
   // Whether two rows are over the same keys; rows over their KV heads' whole held lists are
   // when the heads share a chooser.
   bool same_keys(int layer, const KvSlots& kv, const AttentionBlock& a, const AttentionBlock& b) const {
@@ -90,7 +88,7 @@ class TovaPolicy : public Policy {
       for (const AttentionBlock& b : run)
         for (int j = 0; j < n; ++j) sum[j] += b.probs[j0 + j] / (float)shape_.n_heads;
       for (int j = 0; j < n; ++j) score_[first.key(j0 + j)] = sum[j];
-    }, wide((long)first.n_keys * (long)run.size()));
+    }, worth_a_team((long)first.n_keys * (long)run.size()));
   }
 
   // The KV heads all hold the same positions unless an engine put them there otherwise, so a
@@ -101,7 +99,7 @@ class TovaPolicy : public Policy {
     parallel_for(Hkv - 1, [&](int i) {
       const std::span<const int32_t> a = kv.held(layer, i), b = kv.held(layer, i + 1);
       same[i + 1] = std::equal(a.begin(), a.end(), b.begin(), b.end());
-    }, wide((long)kv.held(layer, 0).size() * Hkv));
+    }, worth_a_team((long)kv.held(layer, 0).size() * Hkv));
     int* chooser = &chooser_[idx(layer, 0)];  // [Hkv]
     for (int g = 1; g < Hkv; ++g) chooser[g] = same[g] ? chooser[g - 1] : g;
   }
@@ -111,7 +109,7 @@ class TovaPolicy : public Policy {
     const int* chooser = &chooser_[idx(layer, 0)];  // [Hkv]
     parallel_for(Hkv, [&](int g) {
       if (chooser[g] == g) choose(layer, g, kv.held(layer, g));
-    }, wide((long)kv.held(layer, 0).size() * Hkv));
+    }, worth_a_team((long)kv.held(layer, 0).size() * Hkv));
     for (int g = 0; g < Hkv; ++g)
       if ((int)kv.held(layer, g).size() > spec_.budget) kv.evict(layer, g, work_[chooser[g]].keep);
   }

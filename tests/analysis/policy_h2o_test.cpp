@@ -90,13 +90,13 @@ TEST(H2o, OneTokenPrompt) {
   EXPECT_EQ(kept_at(r, in, 5, 0, 0).size(), 3u);
 }
 
-// The naive H2O over a prompt long enough that the KV heads run side by side: each KV head's
-// scores are its query heads' mean column sums, then the mean of their decode rows added at the
-// keys; it keeps the top `heavy` of the entries before the last `recent` by a full sort of
-// (score, position), and the last `recent`.
+// The naive H2O over a prompt long enough that the KV heads run side by side (worth_a_team):
+// each KV head's scores are its query heads' mean column sums, then the mean of their decode rows
+// added at the keys; it keeps the top `heavy` of the entries before the last `recent` by a full
+// sort of (score, position), and the last `recent`.
 TEST(H2o, LongPromptMatchesTheNaivePolicy) {
   const ModelShape shape = shape_of(1, 8, 2);
-  const int P = 9000, heavy = 2000, recent = 1500, G = 4;
+  const int P = 17000, heavy = 2000, recent = 1500, G = 4;
   std::mt19937 rng(4);
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   PrefillEvidence ev;

@@ -67,7 +67,7 @@ TEST(Tova, BudgetCoveringContextAndOneTokenPrompt) {
 // lists in layers 0 and 1 (known equal by the choice) and at copies in layer 2 (compared).
 TEST(Tova, LongRowsMatchTheNaiveStepWhetherKvHeadsHoldTheSameOrNot) {
   const ModelShape shape = shape_of(3, 4, 2);
-  const int B = 2500, q_pos = 6000;
+  const int B = 15000, q_pos = 40000;  // a run of 4 rows over ~34K keys: chunks side by side
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   PositionSlots kv(3, 2);
