@@ -3,7 +3,7 @@
 # cannot build KVScope (no HDF5, PCRE2 or GTest headers there) and takes 64 MiB per call, the
 # working tree included; docs/gpu.md says how the calls go within a session's device time.
 #
-#   scripts/gpu-bundle.sh bundle         here: builds the CUDA test programs, bench_cuda and kvscope
+#   scripts/gpu-bundle.sh bundle         here: builds the CUDA test programs, the benchmarks and kvscope
 #                                        into build-gpu/ (no -march=native, no GUI, sm_90 for
 #                                        H100/H200), gathers them, the shared libraries they need
 #                                        (not cuBLAS or glibc: the GPU machine has its own) and
@@ -11,7 +11,8 @@
 #                                        SmolLM2 (when in the model cache) into build-gpu/smollm.part-*,
 #                                        the first small enough to travel beside the bundle
 #   scripts/gpu-bundle.sh check [SECS]   there, one call (carry the bundle and part 00): every CUDA
-#                                        test program, `kvscope record` on both devices, bench_cuda
+#                                        test program, `kvscope record` on both devices,
+#                                        bench_controller_host on the host's cores, bench_cuda
 #                                        on the Llama-3-8B shape (fp16, overlapped launches on and
 #                                        off), HF eager beside it, bench_cuda in bf16 (and H2O
 #                                        live), each under a time cap so that all ends within SECS
@@ -121,7 +122,7 @@ bundle)
     echo "gpu-bundle.sh: this configuration has no CUDA backend (nvcc not found)" >&2
     exit 1
   fi
-  programs=(bench_cuda inference_engine_cuda_test kvscope)
+  programs=(bench_cuda bench_controller_host inference_engine_cuda_test kvscope)
   for src in tests/kernels/cuda_*_test.cpp; do programs+=("kernels_$(basename "$src" .cpp)"); done
   cmake --build build-gpu -j"$jobs" --target "${programs[@]}"
   rm -rf "$bundle" build-gpu/smollm.part-* build-gpu/stash build-gpu/cache
@@ -178,6 +179,8 @@ check)
   # Most important first. A 32K prefill of the 8B shape takes ~25 s and runs three times a dtype,
   # so bf16 is timed at the shorter contexts only.
   capped 120 tests.log bash scripts/gpu-bundle.sh test
+  # The host's side of a live policy's step on this machine's cores (no GPU used; ~10 s).
+  capped 30 host.log "$bundle/bin/bench_controller_host" --contexts 8192,32768 --steps 16
   capped 220 bench.log "$bundle/bin/bench_cuda" --shape 8b --ops --contexts 1024,4096,32768,8192 --steps 16 \
     --capture both --overlap both
   capped 120 hf.log python3 scripts/bench-hf-eager.py --shape 8b --contexts 1024,4096,8192 --steps 16
@@ -187,6 +190,7 @@ check)
     echo; echo "==== summary (full logs in \$OUT)"
     grep -hE '^== |PASSED|FAILED|same text|texts differ|^tokens|^engine|rows: largest|sums / prompt|window rows|Error|stopped at|skipped' \
       "$out/tests.log" || true
+    grep -hE '^host time|^\| [0-9]|stopped at|skipped|bench_controller_host:' "$out/host.log" || true
     grep -hE '^GPU|^## |^\||context [0-9]+:|nothing measured|stopped at|skipped|bench_cuda:' "$out/bench.log" || true
     grep -hE '^GPU|^model|^\||OOM|nothing measured|stopped at|skipped|Error' "$out/hf.log" || true
     grep -hE '^## |^\| [0-9]|nothing measured|stopped at|skipped|bench_cuda:' "$out/bench-bf16.log" || true
