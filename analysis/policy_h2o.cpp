@@ -103,15 +103,7 @@ class H2oPolicy : public Policy {
       scored.assign(held.begin(), held.begin() + n_cand);
       return;
     }
-    const std::vector<int> top = top_k_indices(w.cand, heavy_);
-    scored.resize(top.size());
-    w.keep.assign(n, 0);
-    int32_t* out = scored.data();  // raw pointers: stores to the uint8_t mask would otherwise
-    uint8_t* keep = w.keep.data();  // reload each vector's data pointer every iteration
-    for (size_t t = 0; t < top.size(); ++t) {
-      out[t] = held[top[t]];
-      keep[top[t]] = 1;
-    }
+    take_indices(held, top_k_indices(w.cand, heavy_), scored, w.keep);
     std::fill(w.keep.begin() + n_cand, w.keep.end(), 1);
   }
   void evict_chosen(int layer, KvSlots& kv) {

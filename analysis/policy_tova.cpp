@@ -118,16 +118,7 @@ class TovaPolicy : public Policy {
     const int n = (int)held.size();
     w.score.resize(n);
     for (int i = 0; i < n; ++i) w.score[i] = score_[held[i]];
-    const std::vector<int> top = top_k_indices(w.score, spec_.budget);
-    std::vector<int32_t>& scored = scored_[idx(layer, g)];
-    scored.resize(top.size());
-    w.keep.assign(n, 0);
-    int32_t* out = scored.data();  // raw pointers: stores to the uint8_t mask would otherwise
-    uint8_t* keep = w.keep.data();  // reload each vector's data pointer every iteration
-    for (size_t t = 0; t < top.size(); ++t) {
-      out[t] = held[top[t]];
-      keep[top[t]] = 1;
-    }
+    take_indices(held, top_k_indices(w.score, spec_.budget), scored_[idx(layer, g)], w.keep);
   }
   size_t idx(int l, int g) const { return (size_t)l * shape_.n_kv_heads + g; }
 

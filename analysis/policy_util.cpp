@@ -60,6 +60,18 @@ std::vector<uint8_t> top_k_mask(std::span<const float> scores, int k) {
   return keep;
 }
 
+void take_indices(std::span<const int32_t> held, std::span<const int> top, std::vector<int32_t>& positions,
+                  std::vector<uint8_t>& keep) {
+  positions.resize(top.size());
+  keep.assign(held.size(), 0);
+  int32_t* out = positions.data();  // raw pointers: stores to the uint8_t mask would otherwise
+  uint8_t* mask = keep.data();      // reload each vector's data pointer every iteration
+  for (size_t t = 0; t < top.size(); ++t) {
+    out[t] = held[top[t]];
+    mask[top[t]] = 1;
+  }
+}
+
 Pool parse_pool(const std::string& policy, const std::string& value) {
   if (value == "avg" || value == "avgpool") return Pool::Avg;
   if (value == "max" || value == "maxpool") return Pool::Max;

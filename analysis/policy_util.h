@@ -17,6 +17,11 @@ std::vector<int> top_k_indices(std::span<const float> scores, int k);
 // Keep mask [n] with 1 at top_k_indices(scores, k).
 std::vector<uint8_t> top_k_mask(std::span<const float> scores, int k);
 
+// For indices `top` (ascending) into held [n]: their positions into `positions` and a keep mask
+// [n] with 1 at them into `keep` (both resized; a policy reuses them every step).
+void take_indices(std::span<const int32_t> held, std::span<const int> top, std::vector<int32_t>& positions,
+                  std::vector<uint8_t>& keep);
+
 enum class Pool { Avg, Max };
 Pool parse_pool(const std::string& policy, const std::string& value);
 const char* pool_name(Pool p);
