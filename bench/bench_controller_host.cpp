@@ -101,7 +101,9 @@ double host_step(const std::string& spec, int T, int steps) {
   live.after_prefill(T, kv);
 
   const int cap = T + steps;
-  std::vector<float> probs(static_cast<std::size_t>(kHeads) * cap);  // [H, cap] a layer's rows
+  // Every layer's rows apart, as a step brings them: read from memory, not from a cache that
+  // one layer's reuse would keep them in.
+  std::vector<float> probs(static_cast<std::size_t>(kLayers) * kHeads * cap);  // [L, H, cap]
   for (float& v : probs) v = unit(rng) / static_cast<float>(T);
   const std::vector<float> lse(kHeads, 0.0f);                                   // [H]
   std::vector<int32_t> listed(static_cast<std::size_t>(2) * cap);               // [cap] rows, [cap] positions
@@ -145,7 +147,8 @@ double host_step(const std::string& spec, int T, int steps) {
       for (int h = 0; h < kHeads; ++h) {
         const std::span<const int32_t> held = kv.p.held(l, h / (kHeads / kKvHeads));
         blocks[h] = AttentionBlock::decode_row(l, h, pos, static_cast<int>(held.size()), held.data(),
-                                               probs.data() + static_cast<std::size_t>(h) * cap, lse.data() + h);
+                                               probs.data() + (static_cast<std::size_t>(l) * kHeads + h) * cap,
+                                               lse.data() + h);
       }
       live.after_attention(l, pos, blocks, kv);
     }
