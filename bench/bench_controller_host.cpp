@@ -209,7 +209,8 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("host time of a live policy's decode step, Llama-3-8B shape (32 layers, 32 heads over 8 KV heads), "
-              "budget = half the context, median of %d steps, OpenMP threads: %d\n\n", o.steps, omp_get_max_threads());
+              "budget = half the context, median of %d steps, OpenMP threads: %d\n\n",
+              o.steps, omp_get_max_threads());
   std::printf("| context | policy | host ms / step | GPU step at the limit, ms | host / GPU step (keep below 1) |\n"
               "|---|---|---|---|---|\n");
   for (int T : o.contexts) {

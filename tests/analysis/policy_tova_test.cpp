@@ -97,7 +97,8 @@ TEST(Tova, LongRowsMatchTheNaiveStepWhetherKvHeadsHoldTheSameOrNot) {
     pol->after_attention(l, q_pos, blocks, kv);
     for (int g = 0; g < 2; ++g) {
       std::vector<int32_t> want = held[g];
-      std::sort(want.begin(), want.end(), [&](int32_t a, int32_t b) { return score[a] != score[b] ? score[a] > score[b] : a > b; });
+      std::sort(want.begin(), want.end(),
+                [&](int32_t a, int32_t b) { return score[a] != score[b] ? score[a] > score[b] : a > b; });
       want.resize(B);
       std::sort(want.begin(), want.end());
       const std::span<const int32_t> got = kv.held(l, g);
