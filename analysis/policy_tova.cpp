@@ -10,6 +10,7 @@
 #include "analysis/policy_params.h"
 #include "analysis/policy_util.h"
 #include "inference/errors.h"
+#include "inference/kv_positions.h"
 
 namespace kvs {
 namespace {
@@ -73,7 +74,7 @@ class TovaPolicy : public Policy {
     const std::span<const int32_t> ha = kv.held(layer, ga), hb = kv.held(layer, gb);
     if (a.key_pos == ha.data() && (int)ha.size() == a.n_keys && b.key_pos == hb.data() && (int)hb.size() == b.n_keys)
       return chooser_[idx(layer, ga)] == chooser_[idx(layer, gb)];
-    return std::equal(a.key_pos, a.key_pos + a.n_keys, b.key_pos);
+    return same_positions({a.key_pos, static_cast<size_t>(a.n_keys)}, {b.key_pos, static_cast<size_t>(b.n_keys)});
   }
   // score_[key] += row / H for rows over the same keys, the rows in order: every position gets
   // the same sums, in the same order, as one row after another would give it. A chunk of keys
@@ -98,7 +99,7 @@ class TovaPolicy : public Policy {
     std::vector<uint8_t> same(Hkv, 0);  // [Hkv] holds what KV head g - 1 holds
     parallel_for(Hkv - 1, [&](int i) {
       const std::span<const int32_t> a = kv.held(layer, i), b = kv.held(layer, i + 1);
-      same[i + 1] = std::equal(a.begin(), a.end(), b.begin(), b.end());
+      same[i + 1] = same_positions(a, b);
     }, worth_a_team((long)kv.held(layer, 0).size() * Hkv));
     int* chooser = &chooser_[idx(layer, 0)];  // [Hkv]
     for (int g = 1; g < Hkv; ++g) chooser[g] = same[g] ? chooser[g - 1] : g;

@@ -157,15 +157,17 @@ bool KvPositions::same_entries(int layer, int a, int b) const {
          ((x.in_order && y.in_order) || same(x.rows(), y.rows()));
 }
 
+bool consecutive(std::span<const int32_t> positions) {
+  // Ascending and distinct: a list whose last position is its first plus its length - 1 holds
+  // every position in between.
+  return positions.empty() ||
+         static_cast<int64_t>(positions.back()) - positions.front() == static_cast<int64_t>(positions.size()) - 1;
+}
+
 bool same_positions(std::span<const int32_t> a, std::span<const int32_t> b) {
   if (a.size() != b.size()) return false;
   if (a.empty()) return true;
-  // Ascending and distinct: a list whose last position is its first plus its length - 1 holds
-  // every position in between.
-  const auto run = [](std::span<const int32_t> s) {
-    return static_cast<int64_t>(s.back()) - s.front() == static_cast<int64_t>(s.size()) - 1;
-  };
-  if (run(a) && run(b)) return a.front() == b.front();
+  if (consecutive(a) && consecutive(b)) return a.front() == b.front();
   return std::equal(a.begin(), a.end(), b.begin());
 }
 

@@ -13,6 +13,9 @@
 
 namespace kvs {
 
+// Whether ascending, distinct positions are consecutive: the last is the first plus the count
+// less one (true when empty). O(1).
+bool consecutive(std::span<const int32_t> positions);
 // Whether two heads hold the same positions (each list ascending, its positions distinct): O(1)
 // where both are runs of consecutive positions.
 bool same_positions(std::span<const int32_t> a, std::span<const int32_t> b);
