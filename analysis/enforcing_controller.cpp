@@ -1,6 +1,7 @@
 // The live run's controller: a policy driven inside the engine, its kept sets recorded.
 #include "analysis/enforcing_controller.h"
 
+#include "analysis/kept_row.h"
 #include "analysis/parallel_for.h"
 #include "analysis/policy_util.h"
 
@@ -27,23 +28,6 @@ void EnforcingController::before_attention(int layer, int q_pos, KvSlots& kv) {
     uint8_t* row = kept_.data() + ((static_cast<size_t>(step) * shape_.n_layers + layer) * Hkv + g) * T_;  // [T]
     mark_kept(held, act, row);
   }, worth_a_team(static_cast<long>(kv.held(layer, 0).size()) * Hkv));
-}
-
-void EnforcingController::mark_kept(std::span<const int32_t> held, std::span<const uint8_t> act, uint8_t* row) {
-  const size_t n = held.size();
-  if (n == 0) return;
-  // Ascending and distinct: the entries hold consecutive positions when the last is the first
-  // plus n - 1. Such a stretch is written as one row segment; others are halved down to short
-  // pieces written entry by entry (a window after a few sinks takes a handful of segments).
-  if (static_cast<size_t>(held[n - 1] - held[0]) == n - 1) {
-    uint8_t* seg = row + held[0];
-    for (size_t i = 0; i < n; ++i) seg[i] = act[i] ? 1 : 2;
-  } else if (n <= 64) {
-    for (size_t i = 0; i < n; ++i) row[held[i]] = act[i] ? 1 : 2;
-  } else {
-    mark_kept(held.first(n / 2), act.first(n / 2), row);
-    mark_kept(held.subspan(n / 2), act.subspan(n / 2), row);
-  }
 }
 
 void EnforcingController::after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) {

@@ -34,9 +34,6 @@ class EnforcingController : public CacheController {
   std::vector<uint8_t>& kept() { return kept_; }
 
  private:
-  // row[held[i]] = 1 where act[i], else 2.
-  static void mark_kept(std::span<const int32_t> held, std::span<const uint8_t> act, uint8_t* row);
-
   Policy& policy_;
   PrefillEvidence& evidence_;
   ModelShape shape_;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "analysis/head_stats.h"
+#include "analysis/kept_row.h"
 #include "analysis/metrics.h"
 #include "analysis/policy_duoattention.h"
 #include "analysis/policy_util.h"
@@ -134,11 +135,10 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
           auto held = lane.slots.held(l, g);
           auto act = std::as_const(lane.slots).active(l, g);
           uint8_t* kept = lane.run.kept.data() + (((size_t)s * L + l) * Hkv + g) * T;
+          mark_kept(held, act, kept);
           keys[g].clear();
-          for (size_t i = 0; i < held.size(); ++i) {
-            kept[held[i]] = act[i] ? 1 : 2;
+          for (size_t i = 0; i < held.size(); ++i)
             if (act[i]) keys[g].push_back(held[i]);
-          }
           if (lane.metrics) {
             for (int i = 0; i < G; ++i) group_rows[i] = rows.data() + ((size_t)l * H + g * G + i) * T;
             lane.metrics->record(s, l, g, q, group_rows, held, act, topk);
