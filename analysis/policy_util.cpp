@@ -159,17 +159,7 @@ float renormalize_row(std::span<const float> full_row, float full_lse,
 }
 
 float renormalize_kept(std::span<const float> kept, float full_lse, std::span<float> out) {
-  // The sum in 16 lanes, then the lanes pairwise: one add after another would wait on each
-  // (a row of 16K keys is 32 rows a layer on the 8B shape), and its rounding grows with n.
-  constexpr size_t kLanes = 16;
-  float lane[kLanes] = {};
-  const size_t n = kept.size(), body = n - n % kLanes;
-  for (size_t i = 0; i < body; i += kLanes)
-    for (size_t k = 0; k < kLanes; ++k) lane[k] += kept[i + k];
-  for (size_t i = body; i < n; ++i) lane[i - body] += kept[i];
-  for (size_t half = kLanes / 2; half > 0; half /= 2)
-    for (size_t k = 0; k < half; ++k) lane[k] += lane[k + half];
-  const float s = lane[0];
+  const float s = ops::lane_sum(kept.data(), static_cast<long>(kept.size()));
   if (!(s > 0.0f)) {
     const float u = kept.empty() ? 0.0f : 1.0f / (float)kept.size();
     for (size_t i = 0; i < kept.size(); ++i) out[i] = u;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "analysis/prefill_evidence.h"
+#include "kernels/group_rows.h"
 
 namespace kvs {
 
@@ -30,7 +31,8 @@ const char* pool_name(Pool p);
 // Avg divides by `kernel` everywhere (PyTorch count_include_pad=True); Max pads with -inf.
 std::vector<float> pool1d(std::span<const float> x, int kernel, Pool kind);
 
-enum class GqaReduce { Mean, Max, Sum };
+// The GQA reduction (--policy ...:gqa=mean|max|sum) is the one an engine reduces decode rows by.
+using GqaReduce = ops::GroupReduce;
 GqaReduce parse_gqa(const std::string& policy, const std::string& value);
 const char* gqa_name(GqaReduce g);
 
@@ -55,7 +57,8 @@ std::vector<float> group_window_scores(const PrefillEvidence& ev, int layer, int
 float renormalize_row(std::span<const float> full_row, float full_lse,
                       std::span<const int32_t> keys, std::span<float> out);
 // Same for a row already gathered at the kept keys (kept[i] = full_row[keys[i]]): the same
-// numbers, computed the same way. out may be kept itself.
+// numbers, computed the same way (S = ops::lane_sum, so that an engine's group rows,
+// ops::reduce_group_rows, hold them too). out may be kept itself.
 float renormalize_kept(std::span<const float> kept, float full_lse, std::span<float> out);
 
 }  // namespace kvs

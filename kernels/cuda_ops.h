@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "kernels/group_rows.h"
 #include "kernels/row_lists.h"
 
 namespace kvs::cuda {
@@ -177,5 +178,13 @@ void edit_row_lists(int32_t* dst, int32_t* slots, const int32_t* src, long strid
 // 1024 threads.
 void rank_keys(int32_t* out, const float* rows, long stride, const float* lse, int n_heads, int n, int k,
                uint32_t* scratch, cudaStream_t stream);
+
+// ---- group_rows.cu (twin: ops::reduce_group_rows, the same bits)
+// out[g * out_stride + j], j < n_keys[g]: KV head g's group query-head rows (rows h = g * group ..
+// g * group + group - 1, each over its first n_keys[g] entries) renormalized by ops::lane_sum and
+// reduced over the group. n_keys [n_kv] on the device; max_keys >= every n_keys[g] (a host value
+// that sizes the grid); sums: scratch of n_kv * group floats.
+void reduce_group_rows(float* out, long out_stride, const float* rows, long stride, const int32_t* n_keys,
+                       int n_kv, int group, int max_keys, ops::GroupReduce how, float* sums, cudaStream_t stream);
 
 }  // namespace kvs::cuda

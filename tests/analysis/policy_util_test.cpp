@@ -74,6 +74,31 @@ TEST(Renormalize, KeepsRawLogits) {
   for (int i = 0; i < 2; ++i) EXPECT_NEAR(std::log(out[i]) + lse2, std::log(row[keys[i]]) + lse, 1e-5);
 }
 
+// A policy's group rows (ops::reduce_group_rows, which the engines and the simulator make) are the
+// numbers its rows renormalized over their keys (renormalize_kept) and reduced over the group
+// (reduce_group) would give it, bit for bit: one renormalization in every driver.
+TEST(Renormalize, GroupRowsAreTheRenormalizedRowsReduced) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  for (int n : {1, 7, 300, 2049}) {
+    std::vector<std::vector<float>> rows(4, std::vector<float>(n));  // [G][n]
+    for (auto& r : rows)
+      for (float& v : r) v = unit(rng) * unit(rng);
+    std::vector<std::vector<float>> renormed(4, std::vector<float>(n));  // [G][n]
+    std::vector<const float*> raw, kept;
+    for (int i = 0; i < 4; ++i) {
+      renormalize_kept(rows[i], 0.0f, renormed[i]);
+      raw.push_back(rows[i].data());
+      kept.push_back(renormed[i].data());
+    }
+    for (GqaReduce how : {GqaReduce::Mean, GqaReduce::Max, GqaReduce::Sum}) {
+      std::vector<float> got(n);
+      ops::reduce_group_rows(raw.data(), 4, n, how, got.data());
+      EXPECT_EQ(got, reduce_group(kept, n, how)) << n << " keys, reduce " << gqa_name(how);
+    }
+  }
+}
+
 TEST(WindowScores, SumsTheLastRowsOverThePrefix) {
   const ModelShape shape = kvs::test::shape_of(1, 2, 1);
   PrefillEvidence ev;

@@ -101,6 +101,10 @@ inline unsigned __float_as_uint(float v) {
   __builtin_memcpy(&u, &v, sizeof u);
   return u;
 }
+// Operations rounded on their own: plain ones here, in files built without contraction (CMakeLists).
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
 // Loads through the read-only cache and streaming loads: plain loads on the host.
 template <class T>
 T __ldg(const T* p) { return *p; }
