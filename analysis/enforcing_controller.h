@@ -28,6 +28,11 @@ class EnforcingController : public CacheController {
   void on_key_ranking(int layer, int q_pos, std::span<const int32_t> positions) override {
     policy_.on_key_ranking(layer, q_pos, positions);
   }
+  // Likewise the group rows: the engine's reduction renormalizes each row as the simulator does.
+  std::optional<ops::GroupReduce> group_rows(int layer) const override { return policy_.group_rows(layer); }
+  void on_group_rows(int layer, int q_pos, std::span<const GroupRow> rows) override {
+    policy_.on_group_rows(layer, q_pos, rows);
+  }
   void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override;
 
   // [S, L, Hkv, T] per position: 1 held and active, 2 held but inactive, 0 not held.

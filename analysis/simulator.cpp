@@ -17,6 +17,7 @@
 #include "analysis/policy_util.h"
 #include "analysis/position_slots.h"
 #include "inference/errors.h"
+#include "inference/group_rows.h"
 #include "inference/key_ranking.h"
 
 namespace kvs {
@@ -119,7 +120,8 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
   std::vector<float> lse2(H);                       // [H] adjusted log-sum-exp
   std::vector<AttentionBlock> blocks(H);
   std::vector<std::vector<float>> recorded(H);      // [H][attended] the rows as recorded, for rankings
-  std::vector<AttentionBlock> recorded_blocks(H);
+  std::vector<AttentionBlock> recorded_blocks(H);   // and group rows
+  HostGroupRows reduced;                            // a policy's group rows, from the recorded rows
   std::vector<const float*> group_rows(G);
   TopKCache topk;
   for (int s = 0; s < S; ++s) {
@@ -145,7 +147,8 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
           }
         }
         const KeyRanking ranking = p.key_ranking(l);
-        for (int h = 0; h < H && ranking.k > 0; ++h) {
+        const std::optional<ops::GroupReduce> reduce = p.group_rows(l);
+        for (int h = 0; h < H && (ranking.k > 0 || reduce); ++h) {
           const std::vector<int32_t>& k = keys[h / G];
           const size_t r = (size_t)l * H + h;
           recorded[h].resize(k.size());
@@ -154,6 +157,7 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
               AttentionBlock::decode_row(l, h, q, (int)k.size(), k.data(), recorded[h].data(), &lse[r]);
         }
         if (ranking.k > 0) p.on_key_ranking(l, q, rank_keys(recorded_blocks, ranking));
+        if (reduce) p.on_group_rows(l, q, reduced.reduce(recorded_blocks, Hkv, *reduce));
         const bool reads_rows = p.needs_decode_rows(l);  // else no renormalization: it reads none
         for (int h = 0; h < H && reads_rows; ++h) {
           const std::vector<int32_t>& k = keys[h / G];

@@ -99,10 +99,12 @@ Impl<T>::~Impl() {
   cudaStreamSynchronize(copy_stream);
 }
 
-// Grows the decode row buffers to `needed` rows per head (the device ones always, the host ones
-// when a hook will read them); waits for both streams first, since the old buffers may be in use.
+// Grows the decode row buffers to `needed` rows per head: the device ones always, the host ones
+// when a hook will read them, the attended positions' lists also when a controller's group rows
+// are made (grouped), and the group rows' buffers then. Waits for both streams first where a
+// buffer in use may be replaced.
 template <class T>
-void Impl<T>::ensure_rows(int needed, bool to_host) {
+void Impl<T>::ensure_rows(int needed, bool to_host, bool grouped) {
   const std::size_t lh = static_cast<std::size_t>(c.n_layers) * c.n_heads;
   if (needed > rows_cap) {
     sync();
@@ -113,14 +115,26 @@ void Impl<T>::ensure_rows(int needed, bool to_host) {
   if (to_host && host_rows_cap < rows_cap) {
     cuda::check(cudaStreamSynchronize(copy_stream), "copy stream");
     probs_host = cuda::PinnedBuffer<float>(lh * rows_cap, "attention rows");
-    key_pos.resize(static_cast<std::size_t>(c.n_layers) * c.n_kv_heads * rows_cap);
     host_rows_cap = rows_cap;
+  }
+  if ((to_host || grouped) && key_pos_cap < rows_cap) {
+    key_pos.resize(static_cast<std::size_t>(c.n_layers) * c.n_kv_heads * rows_cap);
+    key_pos_cap = rows_cap;
+  }
+  if (grouped && group_cap < rows_cap) {
+    cuda::check(cudaStreamSynchronize(copy_stream), "copy stream");
+    const std::size_t size = static_cast<std::size_t>(c.n_kv_heads) * rows_cap;
+    group_sums = cuda::DeviceBuffer<float>(c.n_heads, "group rows");
+    group_dev = cuda::DeviceBuffer<float>(size, "group rows");
+    group_host = cuda::PinnedBuffer<float>(size, "group rows");
+    group_cap = rows_cap;
   }
 }
 
 // Hands layer `layer`'s decode rows (already on the host) to the observer, then gives the
-// controller the key ranking it asked for (ranked on the device, or here from the rows) and calls
-// its after_attention, with the rows when controller_rows (else they need not be on the host).
+// controller the key ranking it asked for (ranked on the device, or here from the rows) and the
+// group rows it asked for (reduced on the device), and calls its after_attention, with the rows
+// when controller_rows (else they need not be on the host).
 template <class T>
 void Impl<T>::deliver_rows(int layer, int q_pos, AttentionObserver* observer, CacheController* controller,
                            bool controller_rows) {
@@ -145,6 +159,14 @@ void Impl<T>::deliver_rows(int layer, int q_pos, AttentionObserver* observer, Ca
       for (int i = 0; i < device_ranked[layer]; ++i) positions[i] = held[ranked_host.get()[i]];
     }
     controller->on_key_ranking(layer, q_pos, positions);
+  }
+  if (controller && reductions[layer]) {
+    group_rows.resize(n_kv);
+    for (int g = 0; g < n_kv; ++g) {
+      const std::size_t lg = static_cast<std::size_t>(layer) * n_kv + g;
+      group_rows[g] = {g, layer_rows[lg], layer_key_pos[lg], group_host.get() + static_cast<std::size_t>(g) * max_rows};
+    }
+    controller->on_group_rows(layer, q_pos, group_rows);
   }
   if (controller)
     controller->after_attention(layer, q_pos, controller_rows ? std::span<const AttentionBlock>(blocks)
@@ -307,9 +329,9 @@ void Impl<T>::plan_attention(int l, bool to_host) {
     } else {  // the active keys from the window's first position on
       const std::span<const uint8_t> act = cache->active(l, g);
       const std::size_t j0 = window_start(held, first_pos);
-      // (each list has room for a head's every entry: the payload a seq_len, key_pos host_rows_cap)
+      // (each list has room for a head's every entry: the payload a seq_len, key_pos key_pos_cap)
       int32_t* rows = payload_h + payload;  // [n]
-      int32_t* kp = to_host ? key_pos.data() + lg * host_rows_cap : nullptr;
+      int32_t* kp = to_host ? key_pos.data() + lg * key_pos_cap : nullptr;
       n = list_attended(held, cache->rows(l, g), act, j0, rows, kp);
       int32_t* slots = options.rope_in_cache ? rows + n : nullptr;  // [n], after the rows are listed
       if (slots) list_attended_slots(act, j0, slots);
@@ -362,6 +384,17 @@ void Impl<T>::rank_on_device(int l, int n_keys) {
 }
 
 template <class T>
+void Impl<T>::reduce_on_device(int l) {
+  const int H = c.n_heads, n_kv = c.n_kv_heads, max_rows = layer_max_rows[l];
+  const float* probs_l = probs.get() + static_cast<std::size_t>(l) * H * rows_cap;  // [H, rows_cap]
+  cuda::reduce_group_rows(group_dev.get(), group_cap, probs_l, rows_cap, meta_at(l) + n_kv, n_kv, c.group(), max_rows,
+                          *reductions[l], group_sums.get(), copy_stream);
+  cuda::check(cudaMemcpy2DAsync(group_host.get(), max_rows * sizeof(float), group_dev.get(), group_cap * sizeof(float),
+                                max_rows * sizeof(float), n_kv, cudaMemcpyDeviceToHost, copy_stream),
+              "group rows copy");
+}
+
+template <class T>
 std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer,
                                                  CacheController* controller) {
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
@@ -375,17 +408,20 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
   controller_reads.assign(c.n_layers, 0);
   rows_to_host.assign(c.n_layers, observer_rows);
   rankings.assign(c.n_layers, {});
+  reductions.assign(c.n_layers, std::nullopt);
   std::fill(device_ranked.begin(), device_ranked.end(), -1);
-  bool any_rows = observer_rows;
+  bool any_rows = observer_rows, grouped = false;
   for (int l = 0; l < c.n_layers && controller; ++l) {
     controller_reads[l] = controller->needs_decode_rows(l);
     rows_to_host[l] = rows_to_host[l] || controller_reads[l];
     rankings[l] = controller->key_ranking(l);
+    reductions[l] = controller->group_rows(l);
     any_rows = any_rows || rows_to_host[l] || rankings[l].k > 0;
+    grouped = grouped || reductions[l].has_value();
   }
 
   if (observer) observer->on_token(pos_, token_id);
-  ensure_rows(pos_ + 1, any_rows);  // no head holds more than every position so far
+  ensure_rows(pos_ + 1, any_rows, grouped);  // no head holds more than every position so far
   token_host.get()[0] = token_id;
   cuda::check(cudaMemcpyAsync(token.get(), token_host.get(), sizeof(int32_t), cudaMemcpyHostToDevice, stream),
               "token upload");
@@ -430,7 +466,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
                       interleaved, m_dev, stream);
     if (per_layer_meta) {
       controller->before_attention(l, pos_, *cache);
-      plan_attention(l, rows_to_host[l] || rankings[l].k > 0);
+      plan_attention(l, rows_to_host[l] || rankings[l].k > 0 || reductions[l].has_value());
       copy_meta(l, n_kv, n_kv + H);
       copy_lists(l);
     }
@@ -456,9 +492,10 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     }
     float* probs_l = probs.get() + static_cast<std::size_t>(l) * H * rows_cap;  // [H, rows_cap]
     float* lse_l = lse.get() + static_cast<std::size_t>(l) * H;                 // [H]
-    // The rows are written only where a hook reads them or the device ranks them (at 32K keys on
-    // the 8B shape, 134 MB a step written and 268 MB normalized otherwise).
-    cuda::attend_decode(att.get(), rows_to_host[l] || rank_keys_n >= 0 ? probs_l : nullptr, rows_cap, lse_l, q,
+    // The rows are written only where a hook reads them or the device ranks or reduces them (at
+    // 32K keys on the 8B shape, 134 MB a step written and 268 MB normalized otherwise).
+    const bool on_device = rank_keys_n >= 0 || reductions[l].has_value();
+    cuda::attend_decode(att.get(), rows_to_host[l] || on_device ? probs_l : nullptr, rows_cap, lse_l, q,
                         cache->keys(l), cache->values(l), cache->head_stride(), rows_dev, rows_stride, m_dev + n_kv,
                         max_rows, H, n_kv, hd, scale, rope_in_cache ? rope_cos.get() : nullptr,
                         rope_in_cache ? rope_sin.get() : nullptr,
@@ -466,9 +503,9 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
                         att_scratch.get(), stream);
     cuda::check_launch("decode attention");
 
-    const bool to_copy_stream = rows_to_host[l] || rank_keys_n >= 0;
+    const bool to_copy_stream = rows_to_host[l] || on_device;
     if (to_copy_stream) {
-      // The rows (or their ranking) go to the host on the copy stream while the next layers
+      // The rows (or their ranking, or group rows) go to the host on the copy stream while the next layers
       // compute. A controller must see them before the next layer's attention (it may evict, or
       // mark keys of the next layer): it gets them below, once this layer's FFN is queued; an
       // observer alone gets every layer's rows after the token.
@@ -485,6 +522,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
                   "decode rows copy");
     }
     if (rank_keys_n >= 0) rank_on_device(l, rank_keys_n);
+    if (reductions[l]) reduce_on_device(l);
     if (to_copy_stream) cuda::check(cudaEventRecord(copied[l].get(), copy_stream), "decode rows event");
     cuda::matvec(x.get(), lw.wo.get(), att.get(), dim, qd, 1.0f, stream);
 

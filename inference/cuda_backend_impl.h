@@ -8,6 +8,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -191,6 +192,7 @@ struct Impl final : Forward {
   // held count); copied to pinned memory on copy_stream only when a hook listens.
   int rows_cap = 0;
   int host_rows_cap = 0;
+  int key_pos_cap = 0;
   cuda::DeviceBuffer<float> probs;         // [n_layers, n_heads, rows_cap]
   cuda::DeviceBuffer<float> lse;           // [n_layers, n_heads]
   cuda::DeviceBuffer<float> att_scratch;   // attend_decode's scratch at seq_len rows
@@ -208,7 +210,7 @@ struct Impl final : Forward {
   cuda::PinnedBuffer<float> probs_host;    // [n_layers, n_heads, host_rows_cap], layer l packed as
                                            // [n_heads, layer_max_rows[l]]
   cuda::PinnedBuffer<float> lse_host;      // [n_layers, n_heads]
-  std::vector<int32_t> key_pos;            // [n_layers, n_kv, host_rows_cap] attended positions when
+  std::vector<int32_t> key_pos;            // [n_layers, n_kv, key_pos_cap] attended positions when
                                            // some held keys are skipped
   std::vector<const int32_t*> layer_key_pos;  // [n_layers, n_kv] the attended positions: in key_pos,
                                               // or the cache's held list when every key is attended
@@ -230,6 +232,15 @@ struct Impl final : Forward {
   cuda::DeviceBuffer<uint32_t> rank_scratch;  // [seq_len] order keys of the head-maxed logits
   cuda::DeviceBuffer<int32_t> ranked;         // [seq_len] ranked key indices, ascending
   cuda::PinnedBuffer<int32_t> ranked_host;    // [seq_len]
+  // Group rows (CacheController::group_rows) a controller asks for: reduced on the device from the
+  // layer's rows, which then stay there (n_kv rows cross PCIe, not n_heads). One layer's at a
+  // time: the controller has them before the next layer's are made.
+  std::vector<std::optional<ops::GroupReduce>> reductions;  // [n_layers] this decode step's requests
+  int group_cap = 0;
+  cuda::DeviceBuffer<float> group_sums;    // [n_heads] each row's ops::lane_sum
+  cuda::DeviceBuffer<float> group_dev;     // [n_kv, group_cap]
+  cuda::PinnedBuffer<float> group_host;    // [n_kv, group_cap], packed as [n_kv, layer_max_rows[l]]
+  std::vector<GroupRow> group_rows;        // [n_kv]
   std::vector<AttentionBlock> blocks;      // [n_heads]
   std::vector<float> logits_out;           // [vocab]
 
@@ -271,7 +282,8 @@ struct Impl final : Forward {
   // Queues on copy_stream the device ranking of layer l's rows (already written on `stream`) and
   // the copy of its result; device_ranked[l] says how many keys it ranks.
   void rank_on_device(int layer, int n_keys);
-  void ensure_rows(int needed, bool to_host);
+  void ensure_rows(int needed, bool to_host, bool grouped);
+  void reduce_on_device(int layer);
   void deliver_rows(int layer, int q_pos, AttentionObserver* observer, CacheController* controller,
                     bool controller_rows);
 

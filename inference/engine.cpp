@@ -20,6 +20,7 @@
 #include "inference/cuda_backend.h"
 #include "inference/decode_team.h"
 #include "inference/errors.h"
+#include "inference/group_rows.h"
 #include "inference/key_ranking.h"
 #include "inference/kv_store.h"
 #include "kernels/attention.h"
@@ -206,6 +207,7 @@ struct Engine::State {
   std::vector<float> qrot;       // [n_heads, head_dim] queries rotated by slot (rope_in_cache)
   std::vector<float> krot;       // [n_kv_heads, cap, head_dim] keys rotated by slot (rope_in_cache)
   std::vector<AttentionBlock> blocks;  // [n_heads]
+  HostGroupRows group_rows;            // a controller's group rows, when it asks for them
 
   // Lists, per KV head of `layer`, the active entries at positions >= first_pos (head_rows: their
   // storage rows, head_pos, n_rows), growing the scratch buffers to the largest head. Where they
@@ -715,13 +717,17 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
           const bool observer_rows = s.observer && s.observer->needs_decode_rows();
           const bool controller_rows = s.controller && s.controller->needs_decode_rows(l);
           const KeyRanking ranking = s.controller ? s.controller->key_ranking(l) : KeyRanking{};
-          for (int h = 0; h < c.n_heads && (observer_rows || controller_rows || ranking.k > 0); ++h) {
+          const std::optional<ops::GroupReduce> reduce =
+              s.controller ? s.controller->group_rows(l) : std::nullopt;
+          const bool any = observer_rows || controller_rows || ranking.k > 0 || reduce;
+          for (int h = 0; h < c.n_heads && any; ++h) {
             const int g = h / group;
             s.blocks[h] = AttentionBlock::decode_row(l, h, pos, s.n_rows[g], s.head_pos[g],
                                                      s.probs.data() + static_cast<std::size_t>(h) * s.cap, &s.lse[h]);
             if (observer_rows) s.observer->on_attention(s.blocks[h]);
           }
           if (ranking.k > 0) s.controller->on_key_ranking(l, pos, rank_keys(s.blocks, ranking));
+          if (reduce) s.controller->on_group_rows(l, pos, s.group_rows.reduce(s.blocks, c.n_kv_heads, *reduce));
           if (s.controller)
             s.controller->after_attention(l, pos, controller_rows ? std::span<const AttentionBlock>(s.blocks)
                                                                   : std::span<const AttentionBlock>(), s.store);

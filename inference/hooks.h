@@ -8,8 +8,11 @@
 //   recorded trace through a KvSlots that holds positions only.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
+
+#include "kernels/group_rows.h"
 
 namespace kvs {
 
@@ -179,6 +182,17 @@ struct KeyRanking {
   int below = 0;
 };
 
+// One KV head's decode rows reduced over its query heads (CacheController::group_rows):
+// values[j] belongs to the key at key_pos[j], among the keys the KV head's query heads attended.
+struct GroupRow {
+  int kv_head = 0;
+  int n_keys = 0;
+  const int32_t* key_pos = nullptr;  // [n_keys] ascending positions; nullptr = 0..n_keys-1
+  const float* values = nullptr;     // [n_keys]
+
+  int key(int j) const { return key_pos ? key_pos[j] : j; }
+};
+
 class CacheController {
  public:
   virtual ~CacheController() = default;
@@ -202,6 +216,15 @@ class CacheController {
   // Decode: the positions key_ranking(layer) asked for, ascending (all of them when fewer than k
   // keys qualify).
   virtual void on_key_ranking(int layer, int q_pos, std::span<const int32_t> positions) {}
+  // The reduction of the decode rows wanted at `layer` (asked at each decode step; nullopt: none):
+  // per KV head, its query heads' rows, each renormalized over the keys it attended, reduced
+  // element-wise (ops::reduce_group_rows, kernels/group_rows.h). The engine makes it where the
+  // rows are (on the GPU for a CUDA run: n_kv rows then cross PCIe, not n_heads), then calls
+  // on_group_rows just before after_attention.
+  virtual std::optional<ops::GroupReduce> group_rows(int layer) const { return std::nullopt; }
+  // Decode: the rows group_rows(layer) asked for, one a KV head in order, valid until
+  // after_attention returns.
+  virtual void on_group_rows(int layer, int q_pos, std::span<const GroupRow> rows) {}
 };
 
 }  // namespace kvs

@@ -48,7 +48,8 @@ RunData run(const TraceReader& tr, const std::string& spec, int budget) {
 }
 
 // A policy that says it reads the rows at every layer, whatever the one it wraps says: driven so,
-// the wrapped policy gets rows where it claimed it needs none (and the key rankings it asks for).
+// the wrapped policy gets rows where it claimed it needs none (and the key rankings and group rows
+// it asks for).
 class RowsEverywhere : public Policy {
  public:
   explicit RowsEverywhere(std::unique_ptr<Policy> inner) : Policy(inner->spec()), inner_(std::move(inner)) {}
@@ -65,6 +66,10 @@ class RowsEverywhere : public Policy {
   KeyRanking key_ranking(int layer) const override { return inner_->key_ranking(layer); }
   void on_key_ranking(int layer, int q_pos, std::span<const int32_t> positions) override {
     inner_->on_key_ranking(layer, q_pos, positions);
+  }
+  std::optional<ops::GroupReduce> group_rows(int layer) const override { return inner_->group_rows(layer); }
+  void on_group_rows(int layer, int q_pos, std::span<const GroupRow> rows) override {
+    inner_->on_group_rows(layer, q_pos, rows);
   }
  private:
   std::unique_ptr<Policy> inner_;

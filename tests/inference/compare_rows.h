@@ -1,8 +1,8 @@
 // Test support for engine tests that run the same tokens two ways (CPU and GPU, batched and
 // step by step, reading decode rows or not): the captured attention rows compared row by row, a
 // controller that skips a range of positions before every attention (as KVzip's scoring skips the
-// context outside a chunk), hooks that read decode rows at some layers only, and a controller that
-// asks for key rankings and checks them against its rows.
+// context outside a chunk), hooks that read decode rows at some layers only, and controllers that
+// ask for key rankings or group rows and check them against their rows.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "capture.h"
+#include "inference/group_rows.h"
 #include "inference/hooks.h"
 
 namespace kvs::tiny {
@@ -170,6 +171,76 @@ class RankingSpy : public CacheController {
   float tol_;
   bool pending_ = false;
   std::pair<int, int> at_;
+};
+
+// Asks every layer for group rows reduced by `how` and forwards the rest to `inner` (which must
+// read no rows: it gets none). The group rows must arrive just before that layer's
+// after_attention, one a KV head in order; with read_rows, it gets the rows as well and checks
+// the group rows against the host's reduction of them (HostGroupRows): the same keys, values
+// within tol of them (0: the same bits).
+class GroupSpy : public CacheController {
+ public:
+  GroupSpy(CacheController& inner, ops::GroupReduce how, bool read_rows, float tol = 0.0f)
+      : inner_(inner), how_(how), read_rows_(read_rows), tol_(tol) {}
+  void after_prefill(int prompt_len, KvSlots& kv) override { inner_.after_prefill(prompt_len, kv); }
+  void before_attention(int layer, int q_pos, KvSlots& kv) override { inner_.before_attention(layer, q_pos, kv); }
+  bool needs_decode_rows(int) const override { return read_rows_; }
+  std::optional<ops::GroupReduce> group_rows(int) const override { return how_; }
+  void on_group_rows(int layer, int q_pos, std::span<const GroupRow> rows) override {
+    EXPECT_FALSE(pending_) << "two sets of group rows before an after_attention";
+    pending_ = true;
+    at_ = {layer, q_pos};
+    rows_ = rows;
+    std::vector<std::vector<int32_t>>& k = keys.emplace_back();
+    std::vector<std::vector<float>>& v = values.emplace_back();
+    for (const GroupRow& r : rows) {
+      std::vector<int32_t>& kg = k.emplace_back();
+      for (int j = 0; j < r.n_keys; ++j) kg.push_back(r.key(j));
+      v.emplace_back(r.values, r.values + r.n_keys);
+    }
+  }
+  void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
+    ASSERT_TRUE(pending_) << "no group rows before after_attention of layer " << layer;
+    EXPECT_EQ(at_, std::make_pair(layer, q_pos));
+    pending_ = false;
+    EXPECT_EQ(heads.empty(), !read_rows_);
+    const int n_kv = kv.n_kv_heads();
+    ASSERT_EQ(static_cast<int>(rows_.size()), n_kv);
+    for (int g = 0; g < n_kv; ++g) {
+      EXPECT_EQ(rows_[g].kv_head, g);
+      const std::span<const uint8_t> act = kv.active(layer, g);  // attended: the active entries
+      EXPECT_EQ(keys.back()[g].size(), static_cast<std::size_t>(std::count(act.begin(), act.end(), 1)))
+          << "layer " << layer << " KV head " << g;
+    }
+    if (read_rows_) {
+      HostGroupRows host;
+      const std::span<const GroupRow> want = host.reduce(heads, n_kv, how_);
+      for (int g = 0; g < n_kv; ++g) {
+        ASSERT_EQ(want[g].n_keys, rows_[g].n_keys);
+        for (int j = 0; j < want[g].n_keys; ++j) {
+          ASSERT_EQ(want[g].key(j), rows_[g].key(j));
+          if (tol_ == 0.0f) {
+            ASSERT_EQ(want[g].values[j], rows_[g].values[j]) << "layer " << layer << " KV head " << g << " key " << j;
+          } else {
+            ASSERT_NEAR(want[g].values[j], rows_[g].values[j], tol_) << "layer " << layer << " KV head " << g;
+          }
+        }
+      }
+    }
+    inner_.after_attention(layer, q_pos, {}, kv);
+  }
+  // Per (decode step, layer), in call order: [n_kv][keys] positions and values.
+  std::vector<std::vector<std::vector<int32_t>>> keys;
+  std::vector<std::vector<std::vector<float>>> values;
+
+ private:
+  CacheController& inner_;
+  ops::GroupReduce how_;
+  bool read_rows_;
+  float tol_;
+  bool pending_ = false;
+  std::pair<int, int> at_;
+  std::span<const GroupRow> rows_;
 };
 
 }  // namespace kvs::tiny

@@ -330,5 +330,34 @@ TEST(EngineController, KeyRankingsRankTheAttendedKeysBeforeAfterAttention) {
   }
 }
 
+// A controller's group rows arrive before each decode after_attention, one a KV head over the keys
+// it attended, the bits of the host's reduction of the rows the controller would get (GroupSpy),
+// and the same whether the controller reads the rows or not.
+TEST(EngineController, GroupRowsReduceTheAttendedRowsBeforeAfterAttention) {
+  const Model m = tiny::random_model(tiny::tiny_config(), 33);
+  for (ops::GroupReduce how : {ops::GroupReduce::Mean, ops::GroupReduce::Max, ops::GroupReduce::Sum}) {
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, reduce " + std::to_string(static_cast<int>(how)));
+      EngineOptions opt;
+      opt.n_threads = threads;
+      auto run = [&](CacheController& controller) {
+        Engine e(m, opt);
+        e.set_controller(&controller);
+        e.prefill(kPrompt);
+        for (int t : kDecoded) e.decode(t);
+      };
+      KeepEnds a(2, 4), b(2, 4);
+      tiny::GroupSpy reads(a, how, true), blind(b, how, false);
+      run(reads);
+      run(blind);
+      ASSERT_EQ(reads.values.size(), kDecoded.size() * m.config.n_layers);
+      EXPECT_EQ(reads.keys, blind.keys);
+      EXPECT_EQ(reads.values, blind.values);
+      // The last step attends the kept first two and last four, and its own key.
+      EXPECT_EQ(reads.keys.back()[1], (std::vector<int32_t>{0, 1, 8, 9, 10, 11, 12}));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvs

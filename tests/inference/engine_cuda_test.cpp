@@ -336,6 +336,43 @@ TEST(EngineCuda, KeyRankingsRankTheRowsOnTheDeviceOrTheHost) {
   EXPECT_GE(same, ranked * 95 / 100) << same << " of " << ranked << " ranked keys as on the CPU";
 }
 
+// Group rows (H2O and TOVA ask for them) are made on the device from the rows, which stay there
+// when no hook reads them; at odd layers SinkWindowController leaves keys inactive, so the rows
+// are over listed keys. They are the host's reduction of the rows the controller then reads, bit
+// for bit, for every reduction (GroupSpy); the same when it reads none; and within the rows'
+// tolerance of the CPU's on the same numbers (a sum over a group of two: twice it).
+TEST(EngineCuda, GroupRowsAreTheHostsReductionMadeOnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
+  const Model model = load_model(kModels + "stories260K.bin");
+  const std::vector<int> forced = greedy(model, on(Device::Cpu), kStoriesPrompt, 16);
+  for (ops::GroupReduce how : {ops::GroupReduce::Mean, ops::GroupReduce::Max}) {
+    SinkWindowController ctl(2, 8);
+    tiny::GroupSpy reads(ctl, how, true);
+    forced_run(model, on(Device::Cuda), kStoriesPrompt, forced, nullptr, &reads);
+    EXPECT_EQ(reads.values.size(), forced.size() * model.config.n_layers);
+  }
+  const ops::GroupReduce sum = ops::GroupReduce::Sum;
+  SinkWindowController a(2, 8), b(2, 8), c(2, 8);
+  tiny::GroupSpy reads(a, sum, true), blind(b, sum, false), cpu(c, sum, true);
+  tiny::CaptureWithoutDecodeRows with_rows, without_rows;
+  forced_run(model, on(Device::Cuda), kStoriesPrompt, forced, &with_rows, &reads);
+  forced_run(model, on(Device::Cuda), kStoriesPrompt, forced, &without_rows, &blind);
+  forced_run(as_stored(model), cpu_as_gpu(), kStoriesPrompt, forced, nullptr, &cpu);
+  ASSERT_EQ(reads.values.size(), forced.size() * model.config.n_layers);
+  EXPECT_EQ(blind.keys, reads.keys);
+  EXPECT_EQ(blind.values, reads.values);
+  EXPECT_EQ(with_rows.logits, without_rows.logits);
+  ASSERT_EQ(cpu.keys, reads.keys);
+  const float tol = kSameNumbersTol * model.config.group();
+  float worst = 0.0f;
+  for (std::size_t i = 0; i < cpu.values.size(); ++i)
+    for (std::size_t g = 0; g < cpu.values[i].size(); ++g)
+      for (std::size_t j = 0; j < cpu.values[i][g].size(); ++j)
+        worst = std::max(worst, std::fabs(cpu.values[i][g][j] - reads.values[i][g][j]));
+  EXPECT_LE(worst, tol) << "group rows vs the CPU's on the same numbers";
+}
+
 // The device cache starts at 256 rows per head and doubles as the sequence grows: a prompt of
 // 250 and a continuation past position 256 (a growth mid-decode) attend exactly as the CPU does
 // on the same numbers — also with a controller that keeps 256 entries per head, so every step
