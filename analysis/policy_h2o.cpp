@@ -1,9 +1,10 @@
 // H2O: acc[l,g][pos] starts from the prompt's column sums (query heads reduced to their KV head
-// with the selected GQA reduction) and adds every decode row; over budget, keep the top `heavy`
+// with the selected GQA reduction) and adds every decode step's rows, reduced the same way; over budget, keep the top `heavy`
 // candidates by acc (all but the last `recent` entries) plus the last `recent` entries.
 #include "analysis/policy_h2o.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "analysis/parallel_for.h"
@@ -57,29 +58,29 @@ class H2oPolicy : public Policy {
     }
   }
   void before_attention(int, int, KvSlots&) override {}
-  void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
-    const int G = shape_.group();
+  // A decode step adds each KV head's group row: its query heads' rows, renormalized, reduced by
+  // the GQA reduction (on the GPU in a CUDA run).
+  bool needs_decode_rows(int) const override { return false; }
+  std::optional<GqaReduce> group_rows(int) const override { return gqa_; }
+  void on_group_rows(int, int, std::span<const GroupRow> rows) override { rows_ = rows; }
+  void after_attention(int layer, int q_pos, std::span<const AttentionBlock>, KvSlots& kv) override {
+    if ((int)rows_.size() != shape_.n_kv_heads) throw std::logic_error("h2o: a decode step without its group rows");
     // Each KV head's sums and choice are its own, so the KV heads run side by side; the cache
     // is changed after, on this thread.
     parallel_for(shape_.n_kv_heads, [&](int g) {
       std::vector<float>& acc = acc_[idx(layer, g)];
       if ((int)acc.size() <= q_pos) acc.resize(q_pos + 1, 0.0f);
-      const AttentionBlock& first = heads[g * G];
-      std::vector<const float*> rows;  // G pointers to [n_keys]
-      for (int i = 0; i < G; ++i) rows.push_back(heads[g * G + i].probs);
-      std::vector<float>& red = work_[g].red;  // [n_keys]
-      red.resize(first.n_keys);
-      reduce_group(rows, gqa_, red);
-      for (int j = 0; j < first.n_keys; ++j) acc[first.key(j)] += red[j];
+      const GroupRow& r = rows_[g];
+      for (int j = 0; j < r.n_keys; ++j) acc[r.key(j)] += r.values[j];
       choose(layer, g, kv.held(layer, g));
     }, wide(q_pos));
+    rows_ = {};
     evict_chosen(layer, kv);
   }
 
  private:
   // Scratch of one KV head, reused every step.
   struct Work {
-    std::vector<float> red;     // [n_keys] the group's reduced row
     std::vector<float> cand;    // [n_cand] acc of the candidates
     std::vector<uint8_t> keep;  // [held] 1 = kept
     bool over = false;          // keep is to be applied
@@ -119,6 +120,7 @@ class H2oPolicy : public Policy {
   std::vector<std::vector<float>> acc_;       // [L * Hkv][positions seen] accumulated attention
   std::vector<std::vector<int32_t>> scored_;  // [L * Hkv][heavy] positions kept by score
   std::vector<Work> work_;                    // [Hkv]
+  std::span<const GroupRow> rows_;            // [Hkv] this step's group rows, until after_attention
 };
 
 }  // namespace

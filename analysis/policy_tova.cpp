@@ -1,9 +1,11 @@
 // TOVA (schwartz-lab-NLP/TOVA, TOVACache.reduce): keep the top-B positions of each layer by
 // mean_h A[l,h,last,j]; no sinks, no protected window. At prefill end the last prompt row (the
-// last row of the evidence window) is used.
+// last row of the evidence window) is used. A decode step's mean is summed per KV head first (the
+// engine's group rows, made on the GPU in a CUDA run), then over the KV heads.
 #include "analysis/policy_tova.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "analysis/parallel_for.h"
@@ -46,13 +48,18 @@ class TovaPolicy : public Policy {
     }
   }
   void before_attention(int, int, KvSlots&) override {}
-  void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
+  bool needs_decode_rows(int) const override { return false; }
+  std::optional<ops::GroupReduce> group_rows(int) const override { return ops::GroupReduce::Sum; }
+  void on_group_rows(int, int, std::span<const GroupRow> rows) override { rows_ = rows; }
+  void after_attention(int layer, int q_pos, std::span<const AttentionBlock>, KvSlots& kv) override {
+    if ((int)rows_.size() != shape_.n_kv_heads) throw std::logic_error("tova: a decode step without its group rows");
     find_choosers(layer, kv);
     score_.assign(q_pos + 1, 0.0f);
-    for (size_t r0 = 0, r1 = 0; r0 < heads.size(); r0 = r1) {
-      for (r1 = r0 + 1; r1 < heads.size() && same_keys(layer, kv, heads[r0], heads[r1]);) ++r1;
-      add_rows(heads.subspan(r0, r1 - r0));
+    for (size_t r0 = 0, r1 = 0; r0 < rows_.size(); r0 = r1) {
+      for (r1 = r0 + 1; r1 < rows_.size() && same_keys(layer, kv, rows_[r0], rows_[r1]);) ++r1;
+      add_rows(rows_.subspan(r0, r1 - r0));
     }
+    rows_ = {};
     trim(layer, kv);
   }
 
@@ -64,30 +71,29 @@ class TovaPolicy : public Policy {
     std::vector<uint8_t> keep;  // [held] 1 = kept
   };
 
-  // Whether two rows are over the same keys; rows over their KV heads' whole held lists are
-  // when the heads share a chooser.
-  bool same_keys(int layer, const KvSlots& kv, const AttentionBlock& a, const AttentionBlock& b) const {
+  // Whether two group rows are over the same keys; rows over their KV heads' whole held lists
+  // are when the heads share a chooser.
+  bool same_keys(int layer, const KvSlots& kv, const GroupRow& a, const GroupRow& b) const {
     if (a.n_keys != b.n_keys) return false;
     if (a.key_pos == b.key_pos) return true;
     if (!a.key_pos || !b.key_pos) return false;
-    const int G = shape_.group(), ga = a.head / G, gb = b.head / G;
-    const std::span<const int32_t> ha = kv.held(layer, ga), hb = kv.held(layer, gb);
+    const std::span<const int32_t> ha = kv.held(layer, a.kv_head), hb = kv.held(layer, b.kv_head);
     if (a.key_pos == ha.data() && (int)ha.size() == a.n_keys && b.key_pos == hb.data() && (int)hb.size() == b.n_keys)
-      return chooser_[idx(layer, ga)] == chooser_[idx(layer, gb)];
+      return chooser_[idx(layer, a.kv_head)] == chooser_[idx(layer, b.kv_head)];
     return same_positions({a.key_pos, static_cast<size_t>(a.n_keys)}, {b.key_pos, static_cast<size_t>(b.n_keys)});
   }
-  // score_[key] += row / H for rows over the same keys, the rows in order: every position gets
-  // the same sums, in the same order, as one row after another would give it. A chunk of keys
-  // is gathered once, the rows added to it as whole vectors, and put back.
-  void add_rows(std::span<const AttentionBlock> run) {
-    const AttentionBlock& first = run[0];
+  // score_[key] += row / H for group rows over the same keys, the rows in order: every position
+  // gets the same sums, in the same order, as one row after another would give it. A chunk of
+  // keys is gathered once, the rows added to it as whole vectors, and put back.
+  void add_rows(std::span<const GroupRow> run) {
+    const GroupRow& first = run[0];
     const int n_chunks = (first.n_keys + kChunk - 1) / kChunk;
     parallel_for(n_chunks, [&](int c) {
       const int j0 = c * kChunk, n = std::min(kChunk, first.n_keys - j0);
       float sum[kChunk];  // [n] score_ at keys j0..j0+n-1
       for (int j = 0; j < n; ++j) sum[j] = score_[first.key(j0 + j)];
-      for (const AttentionBlock& b : run)
-        for (int j = 0; j < n; ++j) sum[j] += b.probs[j0 + j] / (float)shape_.n_heads;
+      for (const GroupRow& r : run)
+        for (int j = 0; j < n; ++j) sum[j] += r.values[j0 + j] / (float)shape_.n_heads;
       for (int j = 0; j < n; ++j) score_[first.key(j0 + j)] = sum[j];
     }, worth_a_team((long)first.n_keys * (long)run.size()));
   }
@@ -129,6 +135,7 @@ class TovaPolicy : public Policy {
   std::vector<int> chooser_;                  // [L * Hkv] the KV head whose choice this one took
   std::vector<float> score_;                  // [positions] position score of the current layer
   std::vector<Work> work_;                    // [Hkv]
+  std::span<const GroupRow> rows_;            // [Hkv] this step's group rows, until after_attention
 };
 
 }  // namespace

@@ -133,25 +133,21 @@ TEST(H2o, LongPromptMatchesTheNaivePolicy) {
   }
 
   for (int g = 0; g < 2; ++g) kv.append(0, g, P);
-  std::vector<std::vector<float>> rows(8);  // [H][held of its KV head]
-  std::vector<AttentionBlock> blocks;
-  const float lse = 0.0f;
-  for (int h = 0; h < 8; ++h) {
-    const std::span<const int32_t> keys = kv.held(0, h / G);
-    for (size_t j = 0; j < keys.size(); ++j) rows[h].push_back(unit(rng));
-    blocks.push_back(AttentionBlock::decode_row(0, h, P, (int)keys.size(), keys.data(), rows[h].data(), &lse));
-  }
+  // The step's group rows: what the drivers reduce each KV head's query-head rows to.
+  std::vector<std::vector<float>> values(2);  // [Hkv][held of its KV head]
+  std::vector<GroupRow> group;
   for (int g = 0; g < 2; ++g) {
     const std::span<const int32_t> keys = kv.held(0, g);
-    for (size_t j = 0; j < keys.size(); ++j) {
-      float red = 0.0f;
-      for (int i = 0; i < G; ++i) red += rows[g * G + i][j];
-      acc[g][keys[j]] += red / (float)G;
-    }
+    for (size_t j = 0; j < keys.size(); ++j) values[g].push_back(unit(rng));
+    for (size_t j = 0; j < keys.size(); ++j) acc[g][keys[j]] += values[g][j];
+    group.push_back({g, (int)keys.size(), keys.data(), values[g].data()});
   }
   std::vector<std::vector<int32_t>> held_before(2);  // [Hkv][held] before the step's eviction
   for (int g = 0; g < 2; ++g) held_before[g].assign(kv.held(0, g).begin(), kv.held(0, g).end());
-  pol->after_attention(0, P, blocks, kv);
+  EXPECT_EQ(pol->group_rows(0), ops::GroupReduce::Mean);
+  EXPECT_FALSE(pol->needs_decode_rows(0));
+  pol->on_group_rows(0, P, group);
+  pol->after_attention(0, P, {}, kv);
   for (int g = 0; g < 2; ++g) {
     naive_trim(g, held_before[g]);
     const std::span<const int32_t> got = kv.held(0, g);

@@ -60,8 +60,8 @@ TEST(Tova, BudgetCoveringContextAndOneTokenPrompt) {
   EXPECT_EQ(kept_at(r1, one, 3, 1, 1).size(), 3u);
 }
 
-// The naive TOVA step over rows of thousands of keys (the row sum goes a chunk of keys at a
-// time): each head's row / H added at its keys, head after head, then each KV head's top B held
+// The naive TOVA step over group rows of thousands of keys (the sum goes a chunk of keys at a
+// time): each KV head's group row / H added at its keys, one after another, then each KV head's top B held
 // entries by a full sort of (score, position). KV heads that hold the same positions share a
 // choice: here they do not in layer 0 and do in layers 1 and 2. Rows point at the cache's held
 // lists in layers 0 and 1 (known equal by the choice) and at copies in layer 2 (compared).
@@ -80,21 +80,22 @@ TEST(Tova, LongRowsMatchTheNaiveStepWhetherKvHeadsHoldTheSameOrNot) {
   }
   auto pol = policy("tova", B, shape);
   pol->begin(PolicyContext{shape, 1, nullptr, {}, {}});
-  const float lse = 0.0f;
   for (int l = 0; l < 3; ++l) {
     std::vector<std::vector<int32_t>> held(2);  // [Hkv][held] before the step
     for (int g = 0; g < 2; ++g) held[g].assign(kv.held(l, g).begin(), kv.held(l, g).end());
-    std::vector<std::vector<float>> rows(4);  // [H][held of its KV head]
-    std::vector<AttentionBlock> blocks;
+    std::vector<std::vector<float>> values(2);  // [Hkv][held of its KV head] the group rows (sums of 2 heads)
+    std::vector<GroupRow> group;
     std::vector<float> score(q_pos + 1, 0.0f);  // [positions] the naive sum
-    for (int h = 0; h < 4; ++h) {
-      const std::vector<int32_t>& keys = held[h / 2];
-      for (size_t j = 0; j < keys.size(); ++j) rows[h].push_back(unit(rng));
-      for (size_t j = 0; j < keys.size(); ++j) score[keys[j]] += rows[h][j] / 4.0f;
-      const int32_t* key_pos = l < 2 ? kv.held(l, h / 2).data() : keys.data();
-      blocks.push_back(AttentionBlock::decode_row(l, h, q_pos, (int)keys.size(), key_pos, rows[h].data(), &lse));
+    for (int g = 0; g < 2; ++g) {
+      const std::vector<int32_t>& keys = held[g];
+      for (size_t j = 0; j < keys.size(); ++j) values[g].push_back(2.0f * unit(rng));
+      for (size_t j = 0; j < keys.size(); ++j) score[keys[j]] += values[g][j] / 4.0f;
+      const int32_t* key_pos = l < 2 ? kv.held(l, g).data() : keys.data();
+      group.push_back({g, (int)keys.size(), key_pos, values[g].data()});
     }
-    pol->after_attention(l, q_pos, blocks, kv);
+    EXPECT_EQ(pol->group_rows(l), ops::GroupReduce::Sum);
+    pol->on_group_rows(l, q_pos, group);
+    pol->after_attention(l, q_pos, {}, kv);
     for (int g = 0; g < 2; ++g) {
       std::vector<int32_t> want = held[g];
       std::sort(want.begin(), want.end(),
