@@ -2,18 +2,20 @@
 // heads over 8 KV heads) at long contexts: per layer, the new entry pushed into each KV head, the
 // live run's controller (analysis/enforcing_controller.h: the policy's before_attention and the
 // kept set recorded), the attended rows listed for each KV head that skips keys (as the engines
-// list them, inference/attended_rows.h), its key ranking handed over where it asks for one, and its
-// after_attention, with rows where it reads them (renormalized by the controller). On a GPU this
+// list them, inference/attended_rows.h), its key ranking and group rows handed over where it asks
+// for them (the device makes both), and its after_attention, with rows where it reads them
+// (renormalized by the controller). On a GPU this
 // runs between a layer's attention and the next one's, while the GPU computes the layer's output
 // product and FFN and the next layer's q/k/v product (inference/cuda_backend.cpp): every weight of
 // the layers but none of the K/V, which the attention reads before the rows are ready. So each
 // figure is printed against that window at the GPU's memory-bandwidth limit (the layers' fp16
 // weights ÷ 3.02 TB/s, the copy bandwidth bench_cuda measured on an H100); above 1 the GPU waits
 // for the host, whatever the kernels do. A policy that reads rows also waits for their copy to the
-// host within the same window (2 MB a layer at 32K keys), which this does not count. A policy may
+// host within the same window (4 MB a layer at 32K keys; group rows, one a KV head, 1 MB), which
+// this does not count. A policy may
 // spread a layer's work over the host's cores (OpenMP; OMP_NUM_THREADS=1 for one). No GPU or model
 // is needed: the cache is the positions the CUDA backend keeps beside its rows (KvPositions), the
-// rows random, the rankings random positions.
+// rows and group rows random, the rankings random positions.
 //
 //   bench_controller_host [--contexts 4096,32768] [--steps 16] [--policy SPEC]...
 // Policies default to streamingllm, h2o, tova and omnikv, each at a budget of half the context
@@ -106,10 +108,15 @@ double host_step(const std::string& spec, int T, int steps) {
 
   const int cap = T + steps;
   // Every layer's rows apart, as a step brings them: read from memory, not from a cache that
-  // one layer's reuse would keep them in.
-  std::vector<float> probs(static_cast<std::size_t>(kLayers) * kHeads * cap);  // [L, H, cap]
+  // one layer's reuse would keep them in. Made only for a policy that reads some.
+  bool reads_rows = false;
+  for (int l = 0; l < kLayers; ++l) reads_rows = reads_rows || live.needs_decode_rows(l);
+  std::vector<float> probs(reads_rows ? static_cast<std::size_t>(kLayers) * kHeads * cap : 0);  // [L, H, cap]
   for (float& v : probs) v = unit(rng) / static_cast<float>(T);
   const std::vector<float> lse(kHeads, 0.0f);                                   // [H]
+  std::vector<float> group_values(static_cast<std::size_t>(kLayers) * kKvHeads * cap);  // [L, Hkv, cap]
+  for (float& v : group_values) v = unit(rng) / static_cast<float>(T);
+  std::vector<kvs::GroupRow> group_rows(kKvHeads);                              // [Hkv]
   std::vector<int32_t> listed(static_cast<std::size_t>(2) * cap);               // [cap] rows, [cap] positions
   std::vector<int32_t> ranked(static_cast<std::size_t>(T));                     // [T] positions
   std::iota(ranked.begin(), ranked.end(), 0);
@@ -144,6 +151,14 @@ double host_step(const std::string& spec, int T, int steps) {
         prev_listed = skips;
       }
       if (!top[l].empty()) live.on_key_ranking(l, pos, top[l]);
+      if (live.group_rows(l)) {
+        for (int g = 0; g < kKvHeads; ++g) {
+          const std::span<const int32_t> held = kv.p.held(l, g);
+          group_rows[g] = {g, static_cast<int>(held.size()), held.data(),
+                           group_values.data() + (static_cast<std::size_t>(l) * kKvHeads + g) * cap};
+        }
+        live.on_group_rows(l, pos, group_rows);
+      }
       if (!live.needs_decode_rows(l)) {
         live.after_attention(l, pos, {}, kv);
         continue;
@@ -234,7 +249,7 @@ int main(int argc, char** argv) {
   }
   std::printf("\nThe GPU step is the hooks-off limit: (%.2f GB of weights + %.0f KB of K/V a position) / %.2f TB/s.\n"
               "The window is what the GPU computes meanwhile: the layers' %.2f GB of weights / %.2f TB/s;\n"
-              "a policy that reads rows also waits for their copy within it (not counted here).\n",
+              "a policy that reads rows or group rows also waits for their copy within it (not counted here).\n",
               kWeightBytes / 1e9, kKvBytesPerPosition / 1e3, kCopyBandwidth / 1e12, kLayerWeightBytes / 1e9,
               kCopyBandwidth / 1e12);
   return 0;
