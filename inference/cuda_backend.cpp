@@ -164,7 +164,8 @@ void Impl<T>::deliver_rows(int layer, int q_pos, AttentionObserver* observer, Ca
     group_rows.resize(n_kv);
     for (int g = 0; g < n_kv; ++g) {
       const std::size_t lg = static_cast<std::size_t>(layer) * n_kv + g;
-      group_rows[g] = {g, layer_rows[lg], layer_key_pos[lg], group_host.get() + static_cast<std::size_t>(g) * max_rows};
+      const float* values = group_host.get() + static_cast<std::size_t>(g) * max_rows;  // [layer_rows[lg]]
+      group_rows[g] = {g, layer_rows[lg], layer_key_pos[lg], values};
     }
     controller->on_group_rows(layer, q_pos, group_rows);
   }
@@ -389,8 +390,9 @@ void Impl<T>::reduce_on_device(int l) {
   const float* probs_l = probs.get() + static_cast<std::size_t>(l) * H * rows_cap;  // [H, rows_cap]
   cuda::reduce_group_rows(group_dev.get(), group_cap, probs_l, rows_cap, meta_at(l) + n_kv, n_kv, c.group(), max_rows,
                           *reductions[l], group_sums.get(), copy_stream);
-  cuda::check(cudaMemcpy2DAsync(group_host.get(), max_rows * sizeof(float), group_dev.get(), group_cap * sizeof(float),
-                                max_rows * sizeof(float), n_kv, cudaMemcpyDeviceToHost, copy_stream),
+  cuda::check(cudaMemcpy2DAsync(group_host.get(), max_rows * sizeof(float), group_dev.get(),
+                                group_cap * sizeof(float), max_rows * sizeof(float), n_kv, cudaMemcpyDeviceToHost,
+                                copy_stream),
               "group rows copy");
 }
 
