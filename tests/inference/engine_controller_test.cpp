@@ -302,6 +302,16 @@ TEST(EngineController, HooksGetDecodeRowsOnlyWhereTheyReadThem) {
   }
 }
 
+// Prefills kPrompt and decodes kDecoded on `threads` threads under `controller`.
+void run_controlled(const Model& m, int threads, CacheController& controller) {
+  EngineOptions opt;
+  opt.n_threads = threads;
+  Engine e(m, opt);
+  e.set_controller(&controller);
+  e.prefill(kPrompt);
+  for (int t : kDecoded) e.decode(t);
+}
+
 // A controller's key ranking arrives before each decode after_attention, ranks the keys each
 // layer attended below the prompt's end by their head-maxed logit (checked against sorting them:
 // RankingSpy), holds fewer than k once fewer such keys are left, and is the same whether the
@@ -311,18 +321,10 @@ TEST(EngineController, KeyRankingsRankTheAttendedKeysBeforeAfterAttention) {
   const int P = static_cast<int>(kPrompt.size());
   for (int threads : {1, 3}) {
     SCOPED_TRACE(std::to_string(threads) + " threads");
-    EngineOptions opt;
-    opt.n_threads = threads;
-    auto run = [&](CacheController& controller) {
-      Engine e(m, opt);
-      e.set_controller(&controller);
-      e.prefill(kPrompt);
-      for (int t : kDecoded) e.decode(t);
-    };
     KeepEnds a(2, 4), b(2, 4);
     tiny::RankingSpy reads(a, {3, P}, true), blind(b, {3, P}, false);
-    run(reads);
-    run(blind);
+    run_controlled(m, threads, reads);
+    run_controlled(m, threads, blind);
     ASSERT_EQ(reads.rankings.size(), kDecoded.size() * m.config.n_layers);
     EXPECT_EQ(reads.rankings, blind.rankings);
     EXPECT_EQ(reads.rankings.front().size(), 3u);  // 0, 1, 4..7 held below P
@@ -338,18 +340,10 @@ TEST(EngineController, GroupRowsReduceTheAttendedRowsBeforeAfterAttention) {
   for (ops::GroupReduce how : {ops::GroupReduce::Mean, ops::GroupReduce::Max, ops::GroupReduce::Sum}) {
     for (int threads : {1, 3}) {
       SCOPED_TRACE(std::to_string(threads) + " threads, reduce " + std::to_string(static_cast<int>(how)));
-      EngineOptions opt;
-      opt.n_threads = threads;
-      auto run = [&](CacheController& controller) {
-        Engine e(m, opt);
-        e.set_controller(&controller);
-        e.prefill(kPrompt);
-        for (int t : kDecoded) e.decode(t);
-      };
       KeepEnds a(2, 4), b(2, 4);
       tiny::GroupSpy reads(a, how, true), blind(b, how, false);
-      run(reads);
-      run(blind);
+      run_controlled(m, threads, reads);
+      run_controlled(m, threads, blind);
       ASSERT_EQ(reads.values.size(), kDecoded.size() * m.config.n_layers);
       EXPECT_EQ(reads.keys, blind.keys);
       EXPECT_EQ(reads.values, blind.values);
