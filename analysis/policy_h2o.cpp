@@ -5,13 +5,16 @@
 #include "analysis/policy_h2o.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "analysis/parallel_for.h"
 #include "analysis/policy_params.h"
 #include "analysis/policy_util.h"
 #include "inference/errors.h"
+#include "inference/kv_positions.h"
 
 namespace kvs {
 namespace {
@@ -52,8 +55,12 @@ class H2oPolicy : public Policy {
       parallel_for(shape_.n_kv_heads, [&](int g) {
         std::vector<const float*> rows;  // G pointers to [P]
         for (int i = 0; i < G; ++i) rows.push_back(ev->colsum_at(l, g * G + i));
-        acc_[idx(l, g)] = reduce_group(rows, P, gqa_);
-        choose(l, g, kv.held(l, g));
+        const std::vector<float> red = reduce_group(rows, P, gqa_);  // [P] by position
+        const std::span<const int32_t> held = kv.held(l, g);
+        std::vector<float>& acc = acc_[idx(l, g)];
+        acc.resize(held.size());
+        for (size_t i = 0; i < held.size(); ++i) acc[i] = red[held[i]];
+        choose(l, g, held);
       }, wide(P));
       evict_chosen(l, kv);
     }
@@ -69,11 +76,11 @@ class H2oPolicy : public Policy {
     // Each KV head's sums and choice are its own, so the KV heads run side by side; the cache
     // is changed after, on this thread.
     parallel_for(shape_.n_kv_heads, [&](int g) {
+      const std::span<const int32_t> held = kv.held(layer, g);
       std::vector<float>& acc = acc_[idx(layer, g)];
-      if ((int)acc.size() <= q_pos) acc.resize(q_pos + 1, 0.0f);
-      const GroupRow& r = rows_[g];
-      for (int j = 0; j < r.n_keys; ++j) acc[r.key(j)] += r.values[j];
-      choose(layer, g, kv.held(layer, g));
+      acc.resize(held.size(), 0.0f);  // the entries appended since the last step, at the end
+      add_row(rows_[g], held, acc);
+      choose(layer, g, held);
     }, wide(q_pos));
     rows_ = {};
     evict_chosen(layer, kv);
@@ -82,7 +89,6 @@ class H2oPolicy : public Policy {
  private:
   // Scratch of one KV head, reused every step.
   struct Work {
-    std::vector<float> cand;    // [n_cand] acc of the candidates
     std::vector<uint8_t> keep;  // [held] 1 = kept
     bool over = false;          // keep is to be applied
   };
@@ -91,26 +97,58 @@ class H2oPolicy : public Policy {
   // Worth a team of threads: a layer's rows over this many keys.
   bool wide(int n_keys) const { return worth_a_team((long)n_keys * shape_.n_heads); }
 
+  // acc[i] += the row's value at held[i], for the held entries the row attended (every one,
+  // unless an engine skipped some: then matched by position, both lists ascending).
+  static void add_row(const GroupRow& r, std::span<const int32_t> held, std::vector<float>& acc) {
+    const bool all = r.n_keys == (int)held.size() &&
+                     (r.key_pos == held.data() || !r.key_pos || same_positions(held, {r.key_pos, held.size()}));
+    if (all) {
+      for (int j = 0; j < r.n_keys; ++j) acc[j] += r.values[j];
+      return;
+    }
+    size_t i = 0;
+    for (int j = 0; j < r.n_keys; ++j) {
+      while (i < held.size() && held[i] < r.key(j)) ++i;
+      if (i == held.size() || held[i] != r.key(j))
+        throw std::logic_error("h2o: a group row over position " + std::to_string(r.key(j)) + ", which is not held");
+      acc[i] += r.values[j];
+    }
+  }
   // Sets (layer, g)'s scored set and, when it holds more than the budget, its keep mask.
   void choose(int layer, int g, std::span<const int32_t> held) {
     Work& w = work_[g];
     const int n = (int)held.size();
     const int n_cand = std::max(0, n - recent_);
-    const std::vector<float>& acc = acc_[idx(layer, g)];
-    w.cand.resize(n_cand);
-    for (int i = 0; i < n_cand; ++i) w.cand[i] = acc[held[i]];
+    const std::span<const float> cand(acc_[idx(layer, g)].data(), n_cand);  // acc is in held order
     w.over = n > heavy_ + recent_;
     std::vector<int32_t>& scored = scored_[idx(layer, g)];
     if (!w.over) {
       scored.assign(held.begin(), held.begin() + n_cand);
       return;
     }
-    take_indices(held, top_k_indices(w.cand, heavy_), scored, w.keep);
+    take_top_k(held, cand, heavy_, scored, w.keep);
     std::fill(w.keep.begin() + n_cand, w.keep.end(), 1);
   }
+  // Evicts what choose() left out, and drops those entries' scores.
   void evict_chosen(int layer, KvSlots& kv) {
-    for (int g = 0; g < shape_.n_kv_heads; ++g)
-      if (work_[g].over) kv.evict(layer, g, work_[g].keep);
+    for (int g = 0; g < shape_.n_kv_heads; ++g) {
+      const Work& w = work_[g];
+      if (!w.over) continue;
+      kv.evict(layer, g, w.keep);
+      // The stretches between left-out entries moved down (one a decode step: one memmove).
+      std::vector<float>& acc = acc_[idx(layer, g)];
+      const uint8_t* const keep = w.keep.data();
+      const uint8_t* const end = keep + acc.size();
+      size_t out = 0, from = 0;
+      for (const uint8_t* z = keep; z != end && (z = static_cast<const uint8_t*>(std::memchr(z, 0, end - z))); ++z) {
+        const size_t i = z - keep;
+        std::memmove(acc.data() + out, acc.data() + from, (i - from) * sizeof(float));
+        out += i - from;
+        from = i + 1;
+      }
+      std::memmove(acc.data() + out, acc.data() + from, (acc.size() - from) * sizeof(float));
+      acc.resize(out + acc.size() - from);
+    }
   }
 
   ModelShape shape_;
@@ -118,7 +156,7 @@ class H2oPolicy : public Policy {
   int heavy_ = 0, recent_ = 0;
   std::string cut_;  // given values the budget cut, for caveat()
   GqaReduce gqa_ = GqaReduce::Mean;
-  std::vector<std::vector<float>> acc_;       // [L * Hkv][positions seen] accumulated attention
+  std::vector<std::vector<float>> acc_;       // [L * Hkv][held] accumulated attention, in held order
   std::vector<std::vector<int32_t>> scored_;  // [L * Hkv][heavy] positions kept by score
   std::vector<Work> work_;                    // [Hkv]
   std::span<const GroupRow> rows_;            // [Hkv] this step's group rows, until after_attention

@@ -125,7 +125,7 @@ class TovaPolicy : public Policy {
     const int n = (int)held.size();
     w.score.resize(n);
     for (int i = 0; i < n; ++i) w.score[i] = score_[held[i]];
-    take_indices(held, top_k_indices(w.score, spec_.budget), scored_[idx(layer, g)], w.keep);
+    take_top_k(held, w.score, spec_.budget, scored_[idx(layer, g)], w.keep);
   }
   size_t idx(int l, int g) const { return (size_t)l * shape_.n_kv_heads + g; }
 

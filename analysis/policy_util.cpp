@@ -12,6 +12,18 @@
 
 namespace kvs {
 
+namespace {
+
+// Index of the first of the lowest scores (n >= 1).
+int first_minimum(std::span<const float> scores) {
+  int low = 0;
+  for (int i = 1; i < (int)scores.size(); ++i)
+    if (scores[i] < scores[low]) low = i;
+  return low;
+}
+
+}  // namespace
+
 std::vector<int> top_k_indices(std::span<const float> scores, int k) {
   const int n = (int)scores.size();
   k = std::clamp(k, 0, n);
@@ -25,9 +37,7 @@ std::vector<int> top_k_indices(std::span<const float> scores, int k) {
   if (k == n - 1) {
     // One to leave out (a cache one entry over its budget, every decode step): the oldest of
     // the lowest scores, found in one pass. The same answer as the general path below.
-    int low = 0;  // index of the first minimum
-    for (int i = 1; i < n; ++i)
-      if (scores[i] < scores[low]) low = i;
+    const int low = first_minimum(scores);
     idx.resize(n - 1);
     std::iota(idx.begin(), idx.begin() + low, 0);
     std::iota(idx.begin() + low, idx.end(), low + 1);
@@ -70,6 +80,23 @@ void take_indices(std::span<const int32_t> held, std::span<const int> top, std::
     out[t] = held[top[t]];
     mask[top[t]] = 1;
   }
+}
+
+void take_top_k(std::span<const int32_t> held, std::span<const float> scores, int k, std::vector<int32_t>& positions,
+                std::vector<uint8_t>& keep) {
+  const int n = (int)scores.size();
+  if (n == 0 || k != n - 1) {
+    take_indices(held, top_k_indices(scores, k), positions, keep);
+    return;
+  }
+  // One left out: the rest copied as two stretches, no index list.
+  const int low = first_minimum(scores);
+  positions.resize(n - 1);
+  std::copy(held.begin(), held.begin() + low, positions.begin());
+  std::copy(held.begin() + low + 1, held.begin() + n, positions.begin() + low);
+  keep.assign(held.size(), 0);
+  std::fill(keep.begin(), keep.begin() + n, 1);
+  keep[low] = 0;
 }
 
 Pool parse_pool(const std::string& policy, const std::string& value) {

@@ -22,6 +22,10 @@ std::vector<uint8_t> top_k_mask(std::span<const float> scores, int k);
 // [n] with 1 at them into `keep` (both resized; a policy reuses them every step).
 void take_indices(std::span<const int32_t> held, std::span<const int> top, std::vector<int32_t>& positions,
                   std::vector<uint8_t>& keep);
+// take_indices(held, top_k_indices(scores, k), positions, keep), scores being held's first
+// entries' (scores.size() <= held.size()); one pass and two copies where one is left out.
+void take_top_k(std::span<const int32_t> held, std::span<const float> scores, int k, std::vector<int32_t>& positions,
+                std::vector<uint8_t>& keep);
 
 enum class Pool { Avg, Max };
 Pool parse_pool(const std::string& policy, const std::string& value);

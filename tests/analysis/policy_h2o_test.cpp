@@ -94,6 +94,31 @@ TEST(H2o, OneTokenPrompt) {
 // each KV head's scores are its query heads' mean column sums, then the mean of their decode rows
 // added at the keys; it keeps the top `heavy` of the entries before the last `recent` by a full
 // sort of (score, position), and the last `recent`.
+// A group row over some of the held entries only (an engine attending a sliding window) adds to
+// those entries' scores, matched by position: P = 6, scores 6..1 by the prompt; heavy 2 + recent
+// 1 keep {0, 1, 5}; the step at 6 attends {5, 6} only with 10 and 0.5, so 5 (now 11) outranks 1.
+TEST(H2o, GroupRowsOverSomeHeldEntriesAddByPosition) {
+  const ModelShape shape = shape_of(1, 2, 1);
+  PrefillEvidence ev;
+  ev.shape = shape;
+  ev.prompt_len = 6;
+  ev.colsum = {7, 5, 3, 4, 1, 0,   // head 0
+               5, 5, 5, 2, 3, 2};  // head 1: means 6, 5, 4, 3, 2, 1
+  auto pol = policy("h2o:heavy=2,recent=1", 3, shape);
+  pol->begin(PolicyContext{shape, 6, &ev, {}, {}});
+  PositionSlots kv(1, 1);
+  kv.fill_prompt(6);
+  pol->after_prefill(6, kv);
+  ASSERT_EQ(std::vector<int32_t>(kv.held(0, 0).begin(), kv.held(0, 0).end()), (std::vector<int32_t>{0, 1, 5}));
+  kv.append(0, 0, 6);
+  const int32_t keys[] = {5, 6};
+  const float values[] = {10.0f, 0.5f};
+  const GroupRow row{0, 2, keys, values};
+  pol->on_group_rows(0, 6, {&row, 1});
+  pol->after_attention(0, 6, {}, kv);
+  EXPECT_EQ(std::vector<int32_t>(kv.held(0, 0).begin(), kv.held(0, 0).end()), (std::vector<int32_t>{0, 5, 6}));
+}
+
 TEST(H2o, LongPromptMatchesTheNaivePolicy) {
   const ModelShape shape = shape_of(1, 8, 2);
   const int P = 17000, heavy = 2000, recent = 1500, G = 4;

@@ -40,6 +40,27 @@ TEST(TopK, MatchesAFullSortForEveryK) {
   }
 }
 
+// take_top_k gives what take_indices of top_k_indices gives, for every k (its own path at k = n - 1),
+// over held lists longer than the scores (the entries past them are not kept).
+TEST(TopK, TakeTopKIsTheIndicesTaken) {
+  std::mt19937 rng(6);
+  for (int trial = 0; trial < 100; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 30);
+    std::vector<float> s(n);  // [n] few distinct values
+    for (float& v : s) v = static_cast<float>(rng() % 3);
+    std::vector<int32_t> held(n + 3);  // [n + 3] ascending, gapped
+    for (int i = 0; i < n + 3; ++i) held[i] = 2 * i + static_cast<int>(rng() % 2);
+    for (int k = 0; k <= n; ++k) {
+      std::vector<int32_t> want_pos, got_pos = {99};
+      std::vector<uint8_t> want_keep, got_keep = {7};
+      take_indices(held, top_k_indices(s, k), want_pos, want_keep);
+      take_top_k(held, s, k, got_pos, got_keep);
+      ASSERT_EQ(got_pos, want_pos) << "n " << n << " k " << k;
+      ASSERT_EQ(got_keep, want_keep) << "n " << n << " k " << k;
+    }
+  }
+}
+
 TEST(Pool, AvgCountsPaddingMaxPadsWithMinusInfinity) {
   const std::vector<float> x = {3, 0, 6, 3};
   const std::vector<float> a = pool1d(x, 3, Pool::Avg);
