@@ -1,7 +1,7 @@
-// H2O: acc[l,g][pos] starts from the prompt's column sums (query heads reduced to their KV head
-// with the selected GQA reduction) and adds every decode step's rows, reduced the same way; over
-// budget, keep the top `heavy` candidates by acc (all but the last `recent` entries) plus the last
-// `recent` entries.
+// H2O: acc[l,g], a score per held entry (in held order), starts from the prompt's column sums
+// (query heads reduced to their KV head with the selected GQA reduction) and adds every decode
+// step's rows, reduced the same way; over budget, keep the top `heavy` candidates by acc (all but
+// the last `recent` entries) plus the last `recent` entries.
 #include "analysis/policy_h2o.h"
 
 #include <algorithm>
