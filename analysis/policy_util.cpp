@@ -6,7 +6,6 @@
 #include <cmath>
 #include <functional>
 #include <limits>
-#include <numeric>
 
 #include "inference/errors.h"
 
@@ -34,15 +33,6 @@ std::vector<int> top_k_indices(std::span<const float> scores, int k) {
     return idx;
   }
   if (k == 0) return idx;
-  if (k == n - 1) {
-    // One to leave out (a cache one entry over its budget, every decode step): the oldest of
-    // the lowest scores, found in one pass. The same answer as the general path below.
-    const int low = first_minimum(scores);
-    idx.resize(n - 1);
-    std::iota(idx.begin(), idx.begin() + low, 0);
-    std::iota(idx.begin() + low, idx.end(), low + 1);
-    return idx;
-  }
   // The k-th largest value, then everything above it plus the newest of the ties at it.
   std::vector<float> v(scores.begin(), scores.end());  // [n] scratch copy
   std::nth_element(v.begin(), v.begin() + (k - 1), v.end(), std::greater<float>());
@@ -89,7 +79,8 @@ void take_top_k(std::span<const int32_t> held, std::span<const float> scores, in
     take_indices(held, top_k_indices(scores, k), positions, keep);
     return;
   }
-  // One left out: the rest copied as two stretches, no index list.
+  // One left out (a cache one entry over its budget, every decode step): the oldest of the
+  // lowest scores, found in one pass; the rest copied as two stretches, no index list.
   const int low = first_minimum(scores);
   positions.resize(n - 1);
   std::copy(held.begin(), held.begin() + low, positions.begin());

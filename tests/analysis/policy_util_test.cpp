@@ -21,14 +21,19 @@ TEST(TopK, TiesEvictTheOlderPosition) {
   EXPECT_EQ(top_k_mask(s, 1), (std::vector<uint8_t>{0, 0, 0, 0, 1}));
 }
 
-// Against a full sort by (score, index), both descending: every k, including n - 1 (one left
-// out, the case a cache one entry over its budget takes every step), on scores full of ties.
+// 1..max_n scores of `distinct` values: full of ties.
+static std::vector<float> tied_scores(std::mt19937& rng, int max_n, int distinct) {
+  std::vector<float> s(1 + rng() % max_n);  // [n]
+  for (float& v : s) v = static_cast<float>(rng() % distinct);
+  return s;
+}
+
+// Against a full sort by (score, index), both descending: every k, on scores full of ties.
 TEST(TopK, MatchesAFullSortForEveryK) {
   std::mt19937 rng(5);
   for (int trial = 0; trial < 200; ++trial) {
-    const int n = 1 + static_cast<int>(rng() % 40);
-    std::vector<float> s(n);  // [n] few distinct values
-    for (float& v : s) v = static_cast<float>(rng() % 4);
+    const std::vector<float> s = tied_scores(rng, 40, 4);
+    const int n = static_cast<int>(s.size());
     std::vector<int> order(n);  // [n] best first
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](int a, int b) { return s[a] != s[b] ? s[a] > s[b] : a > b; });
@@ -40,14 +45,14 @@ TEST(TopK, MatchesAFullSortForEveryK) {
   }
 }
 
-// take_top_k gives what take_indices of top_k_indices gives, for every k (its own path at k = n - 1),
-// over held lists longer than the scores (the entries past them are not kept).
+// take_top_k gives what take_indices of top_k_indices gives, for every k (its own path at k = n - 1,
+// the case a cache one entry over its budget takes every step), over held lists longer than the
+// scores (the entries past them are not kept).
 TEST(TopK, TakeTopKIsTheIndicesTaken) {
   std::mt19937 rng(6);
   for (int trial = 0; trial < 100; ++trial) {
-    const int n = 1 + static_cast<int>(rng() % 30);
-    std::vector<float> s(n);  // [n] few distinct values
-    for (float& v : s) v = static_cast<float>(rng() % 3);
+    const std::vector<float> s = tied_scores(rng, 30, 3);
+    const int n = static_cast<int>(s.size());
     std::vector<int32_t> held(n + 3);  // [n + 3] ascending, gapped
     for (int i = 0; i < n + 3; ++i) held[i] = 2 * i + static_cast<int>(rng() % 2);
     for (int k = 0; k <= n; ++k) {
