@@ -4,15 +4,14 @@
 // kept set recorded), the attended rows listed for each KV head that skips keys (as the engines
 // list them, inference/attended_rows.h), its key ranking and group rows handed over where it asks
 // for them (the device makes both), and its after_attention, with rows where it reads them
-// (renormalized by the controller). On a GPU this
-// runs between a layer's attention and the next one's, while the GPU computes the layer's output
-// product and FFN and the next layer's q/k/v product (inference/cuda_backend.cpp): every weight of
-// the layers but none of the K/V, which the attention reads before the rows are ready. So each
-// figure is printed against that window at the GPU's memory-bandwidth limit (the layers' fp16
-// weights ÷ 3.02 TB/s, the copy bandwidth bench_cuda measured on an H100); above 1 the GPU waits
-// for the host, whatever the kernels do. A policy that reads rows also waits for their copy to the
-// host within the same window (4 MB a layer at 32K keys; group rows, one a KV head, 1 MB), which
-// this does not count. A policy may
+// (renormalized by the controller). On a GPU this runs between a layer's attention and the next
+// one's, while the GPU computes the layer's output product and FFN and the next layer's q/k/v
+// product (inference/cuda_backend.cpp): every weight of the layers but none of the K/V, which the
+// attention reads before the rows are ready. So each figure is printed against that window at the
+// GPU's memory-bandwidth limit (the layers' fp16 weights ÷ 3.02 TB/s, the copy bandwidth
+// bench_cuda measured on an H100); above 1 the GPU waits for the host, whatever the kernels do. A
+// policy that reads rows also waits for their copy to the host within the same window (4 MB a
+// layer at 32K keys; group rows, one a KV head, 1 MB), which this does not count. A policy may
 // spread a layer's work over the host's cores (OpenMP; OMP_NUM_THREADS=1 for one). No GPU or model
 // is needed: the cache is the positions the CUDA backend keeps beside its rows (KvPositions), the
 // rows and group rows random, the rankings random positions.
@@ -107,15 +106,18 @@ double host_step(const std::string& spec, int T, int steps) {
   live.after_prefill(T, kv);
 
   const int cap = T + steps;
-  // Every layer's rows apart, as a step brings them: read from memory, not from a cache that
-  // one layer's reuse would keep them in. Made only for a policy that reads some.
-  bool reads_rows = false;
-  for (int l = 0; l < kLayers; ++l) reads_rows = reads_rows || live.needs_decode_rows(l);
+  // Every layer's rows (or group rows) apart, as a step brings them: read from memory, not from a
+  // cache that one layer's reuse would keep them in. Made only for a policy that reads some.
+  bool reads_rows = false, reads_groups = false;
+  for (int l = 0; l < kLayers; ++l) {
+    reads_rows = reads_rows || live.needs_decode_rows(l);
+    reads_groups = reads_groups || live.group_rows(l).has_value();
+  }
   std::vector<float> probs(reads_rows ? static_cast<std::size_t>(kLayers) * kHeads * cap : 0);  // [L, H, cap]
   for (float& v : probs) v = unit(rng) / static_cast<float>(T);
   const std::vector<float> lse(kHeads, 0.0f);                                   // [H]
-  std::vector<float> group_values(static_cast<std::size_t>(kLayers) * kKvHeads * cap);  // [L, Hkv, cap]
-  for (float& v : group_values) v = unit(rng) / static_cast<float>(T);
+  std::vector<float> group_values(reads_groups ? static_cast<std::size_t>(kLayers) * kKvHeads * cap : 0);
+  for (float& v : group_values) v = unit(rng) / static_cast<float>(T);          // [L, Hkv, cap]
   std::vector<kvs::GroupRow> group_rows(kKvHeads);                              // [Hkv]
   std::vector<int32_t> listed(static_cast<std::size_t>(2) * cap);               // [cap] rows, [cap] positions
   std::vector<int32_t> ranked(static_cast<std::size_t>(T));                     // [T] positions
