@@ -114,7 +114,8 @@ class H2oPolicy : public Policy {
       acc[i] += r.values[j];
     }
   }
-  // Sets (layer, g)'s scored set and, when it holds more than the budget, its keep mask.
+  // Sets (layer, g)'s scored set and, when it holds more than the budget, its keep mask, and drops
+  // the scores of the entries it leaves out.
   void choose(int layer, int g, std::span<const int32_t> held) {
     Work& w = work_[g];
     const int n = (int)held.size();
@@ -128,27 +129,28 @@ class H2oPolicy : public Policy {
     }
     take_top_k(held, cand, heavy_, scored, w.keep);
     std::fill(w.keep.begin() + n_cand, w.keep.end(), 1);
+    drop_left_out(w.keep, acc_[idx(layer, g)]);
   }
-  // Evicts what choose() left out, and drops those entries' scores.
-  void evict_chosen(int layer, KvSlots& kv) {
-    for (int g = 0; g < shape_.n_kv_heads; ++g) {
-      const Work& w = work_[g];
-      if (!w.over) continue;
-      kv.evict(layer, g, w.keep);
-      // The stretches between left-out entries moved down (one a decode step: one memmove).
-      std::vector<float>& acc = acc_[idx(layer, g)];
-      const uint8_t* const keep = w.keep.data();
-      const uint8_t* const end = keep + acc.size();
-      size_t out = 0, from = 0;
-      for (const uint8_t* z = keep; z != end && (z = static_cast<const uint8_t*>(std::memchr(z, 0, end - z))); ++z) {
-        const size_t i = z - keep;
-        std::memmove(acc.data() + out, acc.data() + from, (i - from) * sizeof(float));
-        out += i - from;
-        from = i + 1;
-      }
-      std::memmove(acc.data() + out, acc.data() + from, (acc.size() - from) * sizeof(float));
-      acc.resize(out + acc.size() - from);
+  // Drops the scores of the entries keep leaves out (the cache drops them in evict_chosen): the
+  // stretches between them move down, one memmove a decode step. Here, not in evict_chosen, so
+  // that the KV heads do it side by side.
+  static void drop_left_out(std::span<const uint8_t> keep, std::vector<float>& acc) {
+    const uint8_t* const end = keep.data() + acc.size();
+    size_t out = 0, from = 0;
+    for (const uint8_t* z = keep.data(); z != end && (z = static_cast<const uint8_t*>(std::memchr(z, 0, end - z)));
+         ++z) {
+      const size_t i = z - keep.data();
+      std::memmove(acc.data() + out, acc.data() + from, (i - from) * sizeof(float));
+      out += i - from;
+      from = i + 1;
     }
+    std::memmove(acc.data() + out, acc.data() + from, (acc.size() - from) * sizeof(float));
+    acc.resize(out + acc.size() - from);
+  }
+  // Evicts what choose() left out (their scores are gone already).
+  void evict_chosen(int layer, KvSlots& kv) {
+    for (int g = 0; g < shape_.n_kv_heads; ++g)
+      if (work_[g].over) kv.evict(layer, g, work_[g].keep);
   }
 
   ModelShape shape_;
