@@ -1,7 +1,6 @@
 // The live run's controller: a policy driven inside the engine, its kept sets recorded.
 #include "analysis/enforcing_controller.h"
 
-#include "analysis/kept_row.h"
 #include "analysis/parallel_for.h"
 #include "analysis/policy_util.h"
 
@@ -10,7 +9,7 @@ namespace kvs {
 EnforcingController::EnforcingController(Policy& policy, PrefillEvidence& evidence, const ModelShape& shape,
                                          int P, int S)
     : policy_(policy), evidence_(evidence), shape_(shape), P_(P), S_(S), T_(P + S),
-      kept_(static_cast<size_t>(S) * shape.n_layers * shape.n_kv_heads * T_, 0) {}
+      kept_(static_cast<size_t>(S) * shape.n_layers * shape.n_kv_heads * T_, 0), kept_rows_(shape.n_layers) {}
 
 void EnforcingController::after_prefill(int prompt_len, KvSlots& kv) {
   if (!key_scores.empty()) evidence_.key_scores = key_scores;
@@ -21,13 +20,8 @@ void EnforcingController::before_attention(int layer, int q_pos, KvSlots& kv) {
   policy_.before_attention(layer, q_pos, kv);
   const int step = q_pos - P_;
   if (step < 0 || step >= S_) return;
-  const int Hkv = shape_.n_kv_heads;
-  parallel_for(Hkv, [&](int g) {
-    const std::span<const int32_t> held = kv.held(layer, g);
-    const std::span<const uint8_t> act = kv.active(layer, g);
-    uint8_t* row = kept_.data() + ((static_cast<size_t>(step) * shape_.n_layers + layer) * Hkv + g) * T_;  // [T]
-    mark_kept(held, act, row);
-  }, worth_a_team(static_cast<long>(kv.held(layer, 0).size()) * Hkv));
+  uint8_t* rows = kept_.data() + (static_cast<size_t>(step) * shape_.n_layers + layer) * shape_.n_kv_heads * T_;
+  kept_rows_.write(kv, layer, rows, T_);  // [Hkv, T]
 }
 
 void EnforcingController::after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) {

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "analysis/kept_row.h"
 #include "analysis/policy.h"
 #include "analysis/prefill_evidence.h"
 #include "inference/hooks.h"
@@ -44,6 +45,7 @@ class EnforcingController : public CacheController {
   ModelShape shape_;
   int P_, S_, T_;
   std::vector<uint8_t> kept_;              // [S, L, Hkv, T]
+  LayerKeptRows kept_rows_;                // writes a step's layer of kept_
   std::vector<AttentionBlock> renormed_;   // [H] the rows handed to the policy
   std::vector<std::vector<float>> probs_;  // [H][n_keys]
   std::vector<float> lse_;                 // [H]

@@ -66,6 +66,53 @@ TEST(EnforcingController, RecordsHeldAndInactiveEntriesWhereverTheyLie) {
   }
 }
 
+// KV heads that hold what head 0 holds get a copy of its row once its row is scattered: each
+// step's rows must still be every head's own (heads alike, one flag apart, one position apart,
+// and head 0 scattered, then one run).
+TEST(EnforcingController, KeptRowsAreEachHeadsOwnWhereHeadsHoldAlike) {
+  const int Hkv = 4, P = 6000, S = 4;
+  const ModelShape shape = shape_of(2, Hkv, Hkv);
+  RowSpy spy;
+  PrefillEvidence ev;
+  EnforcingController live(spy, ev, shape, P, S);
+  PositionSlots kv(2, Hkv);
+  std::mt19937 rng(5);
+  for (int l = 0; l < 2; ++l)
+    for (int p = 0; p < P; ++p)
+      if (l == 1 || rng() % 2 == 0 || p == 7)  // layer 0 scattered, layer 1 one run
+        for (int g = 0; g < Hkv; ++g) kv.append(l, g, p);
+  for (int s = 0; s < S; ++s) {
+    const int q = P + s;
+    for (int l = 0; l < 2; ++l) {
+      for (int g = 0; g < Hkv; ++g) kv.append(l, g, q);
+      const auto held_of = [&](int g) { return kv.held(l, g); };
+      // Head 2: head 0's positions, one flag apart; head 3: one position apart (from step 1 on).
+      std::fill(kv.active(l, 2).begin(), kv.active(l, 2).end(), 1);
+      kv.active(l, 2)[held_of(2).size() / 2] = s % 2 == 0;
+      if (s == 1) {
+        std::vector<uint8_t> keep(held_of(3).size(), 1);
+        keep[held_of(3).size() / 3] = 0;
+        kv.evict(l, 3, keep);
+      }
+      if (s == 2 && l == 0) {  // head 0 (and 1) one run from here on: written, not copied
+        for (int g = 0; g < 2; ++g) {
+          std::vector<uint8_t> keep(held_of(g).size(), 0);
+          std::fill(keep.end() - 100, keep.end(), 1);
+          kv.evict(l, g, keep);
+        }
+      }
+      live.before_attention(l, q, kv);
+      for (int g = 0; g < Hkv; ++g) {
+        std::vector<uint8_t> want(P + S, 0);  // [T]
+        const std::span<const int32_t> held = held_of(g);
+        for (size_t i = 0; i < held.size(); ++i) want[held[i]] = kv.active(l, g)[i] ? 1 : 2;
+        const uint8_t* got = live.kept().data() + ((static_cast<size_t>(s) * 2 + l) * Hkv + g) * (P + S);
+        ASSERT_EQ(std::vector<uint8_t>(got, got + P + S), want) << "step " << s << " layer " << l << " KV head " << g;
+      }
+    }
+  }
+}
+
 TEST(EnforcingController, HandsThePolicyRowsRenormalizedAsTheSimulatorDoes) {
   const ModelShape shape = shape_of(1, 2, 1);
   const int P = 3000, S = 1;
