@@ -13,12 +13,26 @@ namespace kvs {
 
 namespace {
 
-// Index of the first of the lowest scores (n >= 1).
+// Index of the first of the lowest scores (n >= 1, no NaN): the lowest found in vector lanes,
+// then the first block of 32 holding it (one pass and a part; a scalar search carried each
+// index's comparison into the next, at 16K scores a KV head a decode step).
 int first_minimum(std::span<const float> scores) {
-  int low = 0;
-  for (int i = 1; i < (int)scores.size(); ++i)
-    if (scores[i] < scores[low]) low = i;
-  return low;
+  const int n = (int)scores.size();
+  const float* x = scores.data();  // [n]
+  float low = x[0];
+#pragma omp simd reduction(min : low)
+  for (int j = 0; j < n; ++j) low = x[j] < low ? x[j] : low;
+  constexpr int kBlock = 32;
+  int j = 0;
+  for (; j + kBlock <= n; j += kBlock) {
+    int hits = 0;
+#pragma omp simd reduction(+ : hits)
+    for (int l = 0; l < kBlock; ++l) hits += x[j + l] == low;
+    if (hits) break;
+  }
+  for (; j < n; ++j)
+    if (x[j] == low) return j;
+  return 0;  // (NaN among the scores)
 }
 
 }  // namespace

@@ -66,6 +66,27 @@ TEST(TopK, TakeTopKIsTheIndicesTaken) {
   }
 }
 
+// The one-left-out path over lists of many blocks of 32 scores: the lowest first found in any
+// block, or only in the part after the last whole block, ties before and after it.
+TEST(TopK, TakeTopKLeavesOutTheFirstLowestOfLongLists) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<float> s = tied_scores(rng, 300, 6);
+    const int n = static_cast<int>(s.size());
+    for (float& v : s) v += 1.0f;                 // one lowest, placed anywhere, or none (ties)
+    if (trial % 3 != 0) s[rng() % n] = 0.5f;
+    if (trial % 5 == 0) s[n - 1 - rng() % std::min(n, 31)] = 0.25f;  // past the whole blocks
+    std::vector<int32_t> held(n);  // [n]
+    std::iota(held.begin(), held.end(), 0);
+    std::vector<int32_t> want_pos, got_pos;
+    std::vector<uint8_t> want_keep, got_keep;
+    take_indices(held, top_k_indices(s, n - 1), want_pos, want_keep);
+    take_top_k(held, s, n - 1, got_pos, got_keep);
+    ASSERT_EQ(got_keep, want_keep) << "n " << n;
+    ASSERT_EQ(got_pos, want_pos) << "n " << n;
+  }
+}
+
 TEST(Pool, AvgCountsPaddingMaxPadsWithMinusInfinity) {
   const std::vector<float> x = {3, 0, 6, 3};
   const std::vector<float> a = pool1d(x, 3, Pool::Avg);
