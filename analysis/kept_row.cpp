@@ -1,4 +1,4 @@
-// A kept-set row written a stretch of consecutive positions at a time, and a layer's rows with
+// A kept-set row written a block of consecutive positions at a time, and a layer's rows with
 // the rows of KV heads that hold the same entries copied.
 #include "analysis/kept_row.h"
 
@@ -11,21 +11,37 @@
 namespace kvs {
 
 std::size_t mark_kept(std::span<const int32_t> held, std::span<const uint8_t> active, uint8_t* row) {
-  const size_t n = held.size();
-  if (n == 0) return 0;
-  // A stretch of consecutive positions is written as one row segment; others are halved down to
-  // short pieces written entry by entry (a window after a few sinks takes a handful of segments).
-  if (consecutive(held)) {
-    uint8_t* seg = row + held[0];
-    for (size_t i = 0; i < n; ++i) seg[i] = active[i] ? 1 : 2;
-    return 0;
+  // Blocks of 64 entries: a block of consecutive positions, with the blocks after it that go on
+  // consecutively (a window after a few sinks), is written as one row segment; any other block
+  // entry by entry. (Ascending, distinct: a stretch whose last position is its first plus its
+  // length - 1 holds every position in between.)
+  constexpr std::size_t kBlock = 64;
+  const std::size_t n = held.size();
+  const int32_t* pos = held.data();  // [n]
+  const auto run = [&](std::size_t from, std::size_t to) {  // entries from..to-1 consecutive
+    return static_cast<std::size_t>(pos[to - 1] - pos[from]) == to - 1 - from;
+  };
+  std::size_t singles = 0;
+  for (std::size_t b = 0; b < n;) {
+    std::size_t e = std::min(b + kBlock, n);
+    if (run(b, e)) {
+      // The stretch goes on to where it ends, found by doubling steps of blocks, then halving
+      // them (a handful of positions read, not one a block: held lists are long and cold).
+      std::size_t step = kBlock;
+      for (; e < n && run(b, std::min(e + step, n)); step *= 2) e = std::min(e + step, n);
+      while (step > kBlock) {
+        step /= 2;
+        if (e < n && run(b, std::min(e + step, n))) e = std::min(e + step, n);
+      }
+      uint8_t* seg = row + pos[b] - b;
+      for (std::size_t i = b; i < e; ++i) seg[i] = active[i] ? 1 : 2;
+    } else {
+      for (std::size_t i = b; i < e; ++i) row[pos[i]] = active[i] ? 1 : 2;
+      singles += e - b;
+    }
+    b = e;
   }
-  if (n <= 64) {
-    for (size_t i = 0; i < n; ++i) row[held[i]] = active[i] ? 1 : 2;
-    return n;
-  }
-  return mark_kept(held.first(n / 2), active.first(n / 2), row) +
-         mark_kept(held.subspan(n / 2), active.subspan(n / 2), row);
+  return singles;
 }
 
 void LayerKeptRows::write(KvSlots& kv, int layer, uint8_t* rows, std::size_t T) {
