@@ -46,10 +46,12 @@ class Policy : public CacheController {
   // Whether the policy needs KVzip-style key scores in PrefillEvidence::key_scores.
   virtual bool needs_key_scores() const { return false; }
   // Score-selected ("heavy hitter") sets: the positions of (layer, kv_head) that the last
-  // eviction kept by score rather than by a positional rule (sinks, recent window). Policies
-  // without such sets return false / empty; metrics use them for set turnover between steps.
+  // eviction kept by score rather than by a positional rule (sinks, recent window), read from
+  // what `kv` holds after it (a part of kv.held: nothing is stored for a run that reads none).
+  // Policies without such sets return false / empty; metrics use them for set turnover between
+  // steps.
   virtual bool has_scored_sets() const { return false; }
-  virtual std::span<const int32_t> scored_set(int layer, int kv_head) const { return {}; }
+  virtual std::span<const int32_t> scored_set(int layer, int kv_head, const KvSlots& kv) const { return {}; }
   // One line on what this policy's settings make of a prompt of `prompt_len` tokens when they are
   // not what they say (SnapKV's window covering the whole budget: a plain recent window; a given
   // value cut to fit the budget); empty when they are. The drivers' callers show it beside the run.

@@ -36,14 +36,16 @@ class H2oPolicy : public Policy {
     return JsonObject().add("heavy", heavy_).add("recent", recent_).add("gqa", gqa_name(gqa_)).str();
   }
   bool has_scored_sets() const override { return true; }
-  std::span<const int32_t> scored_set(int layer, int kv_head) const override {
-    return scored_[(size_t)layer * shape_.n_kv_heads + kv_head];
+  // The candidates kept: every held entry but the last `recent` (those before them were kept by
+  // score, or all were kept while under budget).
+  std::span<const int32_t> scored_set(int layer, int kv_head, const KvSlots& kv) const override {
+    const std::span<const int32_t> held = kv.held(layer, kv_head);
+    return held.first(held.size() - std::min<size_t>(held.size(), recent_));
   }
   void begin(const PolicyContext& ctx) override {
     ctx_ = ctx;
     const size_t n = (size_t)shape_.n_layers * shape_.n_kv_heads;
     acc_.assign(n, {});
-    scored_.assign(n, {});
     work_.assign(shape_.n_kv_heads, {});
   }
   void after_prefill(int P, KvSlots& kv) override {
@@ -60,7 +62,7 @@ class H2oPolicy : public Policy {
         std::vector<float>& acc = acc_[idx(l, g)];
         acc.resize(held.size());
         for (size_t i = 0; i < held.size(); ++i) acc[i] = red[held[i]];
-        choose(l, g, held);
+        choose(l, g, (int)held.size());
       }, wide(P));
       evict_chosen(l, kv);
     }
@@ -80,7 +82,7 @@ class H2oPolicy : public Policy {
       std::vector<float>& acc = acc_[idx(layer, g)];
       acc.resize(held.size(), 0.0f);  // the entries appended since the last step, at the end
       add_row(rows_[g], held, acc);
-      choose(layer, g, held);
+      choose(layer, g, (int)held.size());
     }, wide(q_pos));
     rows_ = {};
     evict_chosen(layer, kv);
@@ -114,20 +116,15 @@ class H2oPolicy : public Policy {
       acc[i] += r.values[j];
     }
   }
-  // Sets (layer, g)'s scored set and, when it holds more than the budget, its keep mask, and drops
-  // the scores of the entries it leaves out.
-  void choose(int layer, int g, std::span<const int32_t> held) {
+  // When (layer, g)'s n held entries are more than the budget: its keep mask, and the scores of
+  // the entries it leaves out dropped.
+  void choose(int layer, int g, int n) {
     Work& w = work_[g];
-    const int n = (int)held.size();
-    const int n_cand = std::max(0, n - recent_);
-    const std::span<const float> cand(acc_[idx(layer, g)].data(), n_cand);  // acc is in held order
     w.over = n > heavy_ + recent_;
-    std::vector<int32_t>& scored = scored_[idx(layer, g)];
-    if (!w.over) {
-      scored.assign(held.begin(), held.begin() + n_cand);
-      return;
-    }
-    take_top_k(held, cand, heavy_, scored, w.keep);
+    if (!w.over) return;
+    const int n_cand = n - recent_;
+    const std::span<const float> cand(acc_[idx(layer, g)].data(), n_cand);  // acc is in held order
+    top_k_keep(cand, heavy_, n, w.keep);
     std::fill(w.keep.begin() + n_cand, w.keep.end(), 1);
     drop_left_out(w.keep, acc_[idx(layer, g)]);
   }
@@ -159,7 +156,6 @@ class H2oPolicy : public Policy {
   std::string cut_;  // given values the budget cut, for caveat()
   GqaReduce gqa_ = GqaReduce::Mean;
   std::vector<std::vector<float>> acc_;       // [L * Hkv][held] accumulated attention, in held order
-  std::vector<std::vector<int32_t>> scored_;  // [L * Hkv][heavy] positions kept by score
   std::vector<Work> work_;                    // [Hkv]
   std::span<const GroupRow> rows_;            // [Hkv] this step's group rows, until after_attention
 };

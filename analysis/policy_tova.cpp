@@ -24,13 +24,13 @@ class TovaPolicy : public Policy {
   }
   std::string params_json() const override { return "{}"; }
   bool has_scored_sets() const override { return true; }
-  std::span<const int32_t> scored_set(int layer, int kv_head) const override {
-    return scored_[idx(layer, chooser_[idx(layer, kv_head)])];
+  // Everything held is kept by score.
+  std::span<const int32_t> scored_set(int layer, int kv_head, const KvSlots& kv) const override {
+    return kv.held(layer, kv_head);
   }
   void begin(const PolicyContext& ctx) override {
     ctx_ = ctx;
-    scored_.assign((size_t)shape_.n_layers * shape_.n_kv_heads, {});
-    chooser_.assign((size_t)shape_.n_layers * shape_.n_kv_heads, 0);
+    chooser_.assign(shape_.n_kv_heads, 0);
     work_.assign(shape_.n_kv_heads, {});
   }
   void after_prefill(int P, KvSlots& kv) override {
@@ -79,7 +79,7 @@ class TovaPolicy : public Policy {
     if (!a.key_pos || !b.key_pos) return false;
     const std::span<const int32_t> ha = kv.held(layer, a.kv_head), hb = kv.held(layer, b.kv_head);
     if (a.key_pos == ha.data() && (int)ha.size() == a.n_keys && b.key_pos == hb.data() && (int)hb.size() == b.n_keys)
-      return chooser_[idx(layer, a.kv_head)] == chooser_[idx(layer, b.kv_head)];
+      return chooser_[a.kv_head] == chooser_[b.kv_head];
     return same_positions({a.key_pos, static_cast<size_t>(a.n_keys)}, {b.key_pos, static_cast<size_t>(b.n_keys)});
   }
   // score_[key] += row / H for group rows over the same keys, the rows in order: every position
@@ -107,32 +107,28 @@ class TovaPolicy : public Policy {
       const std::span<const int32_t> a = kv.held(layer, i), b = kv.held(layer, i + 1);
       same[i + 1] = same_positions(a, b);
     }, worth_a_team((long)kv.held(layer, 0).size() * Hkv));
-    int* chooser = &chooser_[idx(layer, 0)];  // [Hkv]
-    for (int g = 1; g < Hkv; ++g) chooser[g] = same[g] ? chooser[g - 1] : g;
+    chooser_[0] = 0;
+    for (int g = 1; g < Hkv; ++g) chooser_[g] = same[g] ? chooser_[g - 1] : g;
   }
   // Keeps the top B held entries of each KV head by score_, chosen once for each chooser.
   void trim(int layer, KvSlots& kv) {
     const int Hkv = shape_.n_kv_heads;
-    const int* chooser = &chooser_[idx(layer, 0)];  // [Hkv]
     parallel_for(Hkv, [&](int g) {
-      if (chooser[g] == g) choose(layer, g, kv.held(layer, g));
+      if (chooser_[g] == g) choose(kv.held(layer, g), work_[g]);
     }, worth_a_team((long)kv.held(layer, 0).size() * Hkv));
     for (int g = 0; g < Hkv; ++g)
-      if ((int)kv.held(layer, g).size() > spec_.budget) kv.evict(layer, g, work_[chooser[g]].keep);
+      if ((int)kv.held(layer, g).size() > spec_.budget) kv.evict(layer, g, work_[chooser_[g]].keep);
   }
-  void choose(int layer, int g, std::span<const int32_t> held) {
-    Work& w = work_[g];
+  void choose(std::span<const int32_t> held, Work& w) {
     const int n = (int)held.size();
     w.score.resize(n);
     for (int i = 0; i < n; ++i) w.score[i] = score_[held[i]];
-    take_top_k(held, w.score, spec_.budget, scored_[idx(layer, g)], w.keep);
+    top_k_keep(w.score, spec_.budget, n, w.keep);
   }
-  size_t idx(int l, int g) const { return (size_t)l * shape_.n_kv_heads + g; }
 
   ModelShape shape_;
   PolicyContext ctx_;
-  std::vector<std::vector<int32_t>> scored_;  // [L * Hkv][<= B] kept positions, where chooser_ is itself
-  std::vector<int> chooser_;                  // [L * Hkv] the KV head whose choice this one took
+  std::vector<int> chooser_;                  // [Hkv] the KV head whose choice this one took, this layer
   std::vector<float> score_;                  // [positions] position score of the current layer
   std::vector<Work> work_;                    // [Hkv]
   std::span<const GroupRow> rows_;            // [Hkv] this step's group rows, until after_attention

@@ -68,40 +68,16 @@ std::vector<int> top_k_indices(std::span<const float> scores, int k) {
   return idx;
 }
 
-std::vector<uint8_t> top_k_mask(std::span<const float> scores, int k) {
-  std::vector<uint8_t> keep(scores.size(), 0);
-  for (int i : top_k_indices(scores, k)) keep[i] = 1;
-  return keep;
-}
-
-void take_indices(std::span<const int32_t> held, std::span<const int> top, std::vector<int32_t>& positions,
-                  std::vector<uint8_t>& keep) {
-  positions.resize(top.size());
-  keep.assign(held.size(), 0);
-  int32_t* out = positions.data();  // raw pointers: stores to the uint8_t mask would otherwise
-  uint8_t* mask = keep.data();      // reload each vector's data pointer every iteration
-  for (size_t t = 0; t < top.size(); ++t) {
-    out[t] = held[top[t]];
-    mask[top[t]] = 1;
-  }
-}
-
-void take_top_k(std::span<const int32_t> held, std::span<const float> scores, int k, std::vector<int32_t>& positions,
-                std::vector<uint8_t>& keep) {
+void top_k_keep(std::span<const float> scores, int k, std::size_t n_held, std::vector<uint8_t>& keep) {
   const int n = (int)scores.size();
-  if (n == 0 || k != n - 1) {
-    take_indices(held, top_k_indices(scores, k), positions, keep);
+  keep.assign(n_held, 0);
+  if (n > 0 && k == n - 1) {  // one left out: the oldest of the lowest scores, no index list
+    std::fill(keep.begin(), keep.begin() + n, 1);
+    keep[first_minimum(scores)] = 0;
     return;
   }
-  // One left out (a cache one entry over its budget, every decode step): the oldest of the
-  // lowest scores, found in one pass; the rest copied as two stretches, no index list.
-  const int low = first_minimum(scores);
-  positions.resize(n - 1);
-  std::copy(held.begin(), held.begin() + low, positions.begin());
-  std::copy(held.begin() + low + 1, held.begin() + n, positions.begin() + low);
-  keep.assign(held.size(), 0);
-  std::fill(keep.begin(), keep.begin() + n, 1);
-  keep[low] = 0;
+  uint8_t* mask = keep.data();  // (a raw pointer: stores to uint8_t would reload the vector's)
+  for (int i : top_k_indices(scores, k)) mask[i] = 1;
 }
 
 Pool parse_pool(const std::string& policy, const std::string& value) {

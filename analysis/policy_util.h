@@ -15,17 +15,10 @@ namespace kvs {
 // position) wins, so the older position is evicted first. k is clamped to [0, n].
 std::vector<int> top_k_indices(std::span<const float> scores, int k);
 
-// Keep mask [n] with 1 at top_k_indices(scores, k).
-std::vector<uint8_t> top_k_mask(std::span<const float> scores, int k);
-
-// For indices `top` (ascending) into held [n]: their positions into `positions` and a keep mask
-// [n] with 1 at them into `keep` (both resized; a policy reuses them every step).
-void take_indices(std::span<const int32_t> held, std::span<const int> top, std::vector<int32_t>& positions,
-                  std::vector<uint8_t>& keep);
-// take_indices(held, top_k_indices(scores, k), positions, keep), scores being held's first
-// entries' (scores.size() <= held.size()); one pass and two copies where one is left out.
-void take_top_k(std::span<const int32_t> held, std::span<const float> scores, int k, std::vector<int32_t>& positions,
-                std::vector<uint8_t>& keep);
+// Keep mask [n_held] with 1 at top_k_indices(scores, k) into `keep` (resized; a policy reuses it
+// every step), the scores being the first held entries' (n_held >= scores.size(); those past them
+// get 0): one pass where one is left out (a cache one entry over its budget, every decode step).
+void top_k_keep(std::span<const float> scores, int k, std::size_t n_held, std::vector<uint8_t>& keep);
 
 enum class Pool { Avg, Max };
 Pool parse_pool(const std::string& policy, const std::string& value);

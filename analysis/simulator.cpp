@@ -110,7 +110,7 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
       lane.metrics = std::make_unique<RunMetrics>(shape, S, T, p->spec().budget, opt.block_size, p->has_scored_sets());
     if (lane.metrics && p->has_scored_sets())
       for (int l = 0; l < L; ++l)
-        for (int g = 0; g < Hkv; ++g) lane.metrics->record_scored_set(-1, l, g, p->scored_set(l, g));
+        for (int g = 0; g < Hkv; ++g) lane.metrics->record_scored_set(-1, l, g, p->scored_set(l, g, lane.slots));
     lane.run.kept.assign((size_t)S * L * Hkv * T, 0);
   }
 
@@ -169,7 +169,7 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
         p.after_attention(l, q, reads_rows ? std::span<const AttentionBlock>(blocks) : std::span<const AttentionBlock>(),
                           lane.slots);
         if (lane.metrics && p.has_scored_sets())
-          for (int g = 0; g < Hkv; ++g) lane.metrics->record_scored_set(s, l, g, p.scored_set(l, g));
+          for (int g = 0; g < Hkv; ++g) lane.metrics->record_scored_set(s, l, g, p.scored_set(l, g, lane.slots));
       }
     }
     if (opt.on_step) opt.on_step(s, S);

@@ -177,7 +177,7 @@ TEST(H2o, LongPromptMatchesTheNaivePolicy) {
     naive_trim(g, held_before[g]);
     const std::span<const int32_t> got = kv.held(0, g);
     EXPECT_EQ(std::vector<int32_t>(got.begin(), got.end()), want[g]) << "decode, KV head " << g;
-    const std::span<const int32_t> scored = pol->scored_set(0, g);
+    const std::span<const int32_t> scored = pol->scored_set(0, g, kv);
     EXPECT_EQ(std::vector<int32_t>(scored.begin(), scored.end()),
               std::vector<int32_t>(want[g].begin(), want[g].begin() + heavy)) << "KV head " << g;
   }

@@ -104,7 +104,7 @@ TEST(Tova, LongRowsMatchTheNaiveStepWhetherKvHeadsHoldTheSameOrNot) {
       std::sort(want.begin(), want.end());
       const std::span<const int32_t> got = kv.held(l, g);
       EXPECT_EQ(std::vector<int32_t>(got.begin(), got.end()), want) << "layer " << l << " KV head " << g;
-      const std::span<const int32_t> scored = pol->scored_set(l, g);
+      const std::span<const int32_t> scored = pol->scored_set(l, g, kv);
       EXPECT_EQ(std::vector<int32_t>(scored.begin(), scored.end()), want) << "layer " << l << " KV head " << g;
     }
   }

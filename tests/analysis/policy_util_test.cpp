@@ -18,7 +18,9 @@ TEST(TopK, TiesEvictTheOlderPosition) {
   EXPECT_EQ(top_k_indices(s, 4), (std::vector<int>{0, 2, 3, 4}));
   EXPECT_EQ(top_k_indices(s, 9), (std::vector<int>{0, 1, 2, 3, 4}));
   EXPECT_TRUE(top_k_indices(s, 0).empty());
-  EXPECT_EQ(top_k_mask(s, 1), (std::vector<uint8_t>{0, 0, 0, 0, 1}));
+  std::vector<uint8_t> keep = {9};
+  top_k_keep(s, 1, 6, keep);
+  EXPECT_EQ(keep, (std::vector<uint8_t>{0, 0, 0, 0, 1, 0}));  // past the scores: not kept
 }
 
 // 1..max_n scores of `distinct` values: full of ties.
@@ -45,30 +47,26 @@ TEST(TopK, MatchesAFullSortForEveryK) {
   }
 }
 
-// take_top_k gives what take_indices of top_k_indices gives, for every k (its own path at k = n - 1,
-// the case a cache one entry over its budget takes every step), over held lists longer than the
-// scores (the entries past them are not kept).
-TEST(TopK, TakeTopKIsTheIndicesTaken) {
+// top_k_keep marks what top_k_indices chooses, for every k (its own path at k = n - 1, the case
+// a cache one entry over its budget takes every step), over held lists longer than the scores
+// (the entries past them are not kept).
+TEST(TopK, TopKKeepMarksTheIndicesChosen) {
   std::mt19937 rng(6);
   for (int trial = 0; trial < 100; ++trial) {
     const std::vector<float> s = tied_scores(rng, 30, 3);
     const int n = static_cast<int>(s.size());
-    std::vector<int32_t> held(n + 3);  // [n + 3] ascending, gapped
-    for (int i = 0; i < n + 3; ++i) held[i] = 2 * i + static_cast<int>(rng() % 2);
     for (int k = 0; k <= n; ++k) {
-      std::vector<int32_t> want_pos, got_pos = {99};
-      std::vector<uint8_t> want_keep, got_keep = {7};
-      take_indices(held, top_k_indices(s, k), want_pos, want_keep);
-      take_top_k(held, s, k, got_pos, got_keep);
-      ASSERT_EQ(got_pos, want_pos) << "n " << n << " k " << k;
-      ASSERT_EQ(got_keep, want_keep) << "n " << n << " k " << k;
+      std::vector<uint8_t> want(n + 3, 0), got = {7};
+      for (int i : top_k_indices(s, k)) want[i] = 1;
+      top_k_keep(s, k, n + 3, got);
+      ASSERT_EQ(got, want) << "n " << n << " k " << k;
     }
   }
 }
 
 // The one-left-out path over lists of many blocks of 32 scores: the lowest first found in any
 // block, or only in the part after the last whole block, ties before and after it.
-TEST(TopK, TakeTopKLeavesOutTheFirstLowestOfLongLists) {
+TEST(TopK, TopKKeepLeavesOutTheFirstLowestOfLongLists) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
     std::vector<float> s = tied_scores(rng, 300, 6);
@@ -76,14 +74,10 @@ TEST(TopK, TakeTopKLeavesOutTheFirstLowestOfLongLists) {
     for (float& v : s) v += 1.0f;                 // one lowest, placed anywhere, or none (ties)
     if (trial % 3 != 0) s[rng() % n] = 0.5f;
     if (trial % 5 == 0) s[n - 1 - rng() % std::min(n, 31)] = 0.25f;  // past the whole blocks
-    std::vector<int32_t> held(n);  // [n]
-    std::iota(held.begin(), held.end(), 0);
-    std::vector<int32_t> want_pos, got_pos;
-    std::vector<uint8_t> want_keep, got_keep;
-    take_indices(held, top_k_indices(s, n - 1), want_pos, want_keep);
-    take_top_k(held, s, n - 1, got_pos, got_keep);
-    ASSERT_EQ(got_keep, want_keep) << "n " << n;
-    ASSERT_EQ(got_pos, want_pos) << "n " << n;
+    std::vector<uint8_t> want(n, 0), got;
+    for (int i : top_k_indices(s, n - 1)) want[i] = 1;
+    top_k_keep(s, n - 1, n, got);
+    ASSERT_EQ(got, want) << "n " << n;
   }
 }
 

@@ -57,7 +57,9 @@ class RowsEverywhere : public Policy {
   void begin(const PolicyContext& context) override { inner_->begin(context); }
   bool needs_key_scores() const override { return inner_->needs_key_scores(); }
   bool has_scored_sets() const override { return inner_->has_scored_sets(); }
-  std::span<const int32_t> scored_set(int layer, int kv_head) const override { return inner_->scored_set(layer, kv_head); }
+  std::span<const int32_t> scored_set(int layer, int kv_head, const KvSlots& kv) const override {
+    return inner_->scored_set(layer, kv_head, kv);
+  }
   void after_prefill(int prompt_len, KvSlots& kv) override { inner_->after_prefill(prompt_len, kv); }
   void before_attention(int layer, int q_pos, KvSlots& kv) override { inner_->before_attention(layer, q_pos, kv); }
   void after_attention(int layer, int q_pos, std::span<const AttentionBlock> heads, KvSlots& kv) override {
