@@ -22,6 +22,7 @@
 
 #include "analysis/recorder.h"
 #include "bench/bandwidth_probe.h"
+#include "bench/bench_args.h"
 #include "bench/random_model.h"
 #include "inference/engine.h"
 #include "inference/errors.h"
@@ -172,12 +173,13 @@ int main(int argc, char** argv) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
     execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
   }
-  try {
+  return bench::run_main("bench_decode", [&] {
+    bench::at_most(argc, argv, 2, "bench_decode [model_path] [decode_steps]");
     const std::string path = argc > 1 ? argv[1] : "";
     // 16 chunks a prompt: single 16-step chunks scatter 0.83-1.09 of their limit on this host even
     // where the probes beside them agree, and the median of 8 (128 steps) fell under 0.9 in about
     // one fast-level run in twenty whose chunks centred near 0.94 (docs/performance.md).
-    const int steps = argc > 2 ? std::stoi(argv[2]) : 256;
+    const int steps = bench::count_arg(argc, argv, 2, "decode_steps", 256, 1, 1 << 20);
     auto t0 = Clock::now();
     const kvs::Model model = path.empty() ? kvs::bench::stories110m_shaped() : kvs::load_model(path);
     const kvs::ModelConfig& c = model.config;
@@ -226,8 +228,5 @@ int main(int argc, char** argv) {
       }
     }
     return 0;
-  } catch (const kvs::InputError& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 2;
-  }
+  });
 }

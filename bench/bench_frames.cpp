@@ -15,7 +15,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -25,9 +24,11 @@
 #include "analysis/similarity.h"
 #include "analysis/simulator.h"
 #include "analysis/trace.h"
+#include "app/cli/args.h"
 #include "app/gui/app_state.h"
 #include "app/gui/fonts.h"
 #include "app/views/view.h"
+#include "bench/bench_args.h"
 
 using namespace kvs;
 using Clock = std::chrono::steady_clock;
@@ -166,73 +167,74 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen
-  std::string path = "/tmp/kvscope_bench_smollm2.h5";
-  int frames = 60;
-  bool given = false;
-  BenchTrace shape;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--trace") && i + 1 < argc) path = argv[++i], given = true;
-    else if (!std::strcmp(argv[i], "--frames") && i + 1 < argc) frames = std::max(5, std::atoi(argv[++i]));
-    else if (!std::strcmp(argv[i], "--large")) shape = BenchTrace{600, "float32", true, false};
-  }
-  if (!given && shape.noise) path = "/tmp/kvscope_bench_large.h5";
-  if (!given && !std::filesystem::exists(path)) write_bench_trace(path, shape);
+  return bench::run_main("bench_frames", [&] {
+    const kvs::Args args(std::vector<std::string>(argv + 1, argv + argc), {"--trace", "--frames"}, {"--large"});
+    if (!args.positional().empty())
+      throw kvs::input_error(args.positional()[0],
+                             "unexpected (usage: bench_frames [--trace PATH] [--frames N] [--large])");
+    const bool given = args.has("--trace");
+    const int frames = args.integer("--frames", 60, 5, 100000);
+    const BenchTrace shape = args.has("--large") ? BenchTrace{600, "float32", true, false} : BenchTrace{};
+    const std::string path = given ? args.str("--trace")
+                             : shape.noise ? "/tmp/kvscope_bench_large.h5" : "/tmp/kvscope_bench_smollm2.h5";
+    if (!given && !std::filesystem::exists(path)) write_bench_trace(path, shape);
 
-  ImGui::CreateContext();
-  ImGui::GetIO().IniFilename = nullptr;
-  setup_fonts_and_style();
-  unsigned char* pixels = nullptr;
-  int tw = 0, th = 0;
-  ImGui::GetIO().Fonts->GetTexDataAsRGBA32(&pixels, &tw, &th);
+    ImGui::CreateContext();
+    ImGui::GetIO().IniFilename = nullptr;
+    setup_fonts_and_style();
+    unsigned char* pixels = nullptr;
+    int tw = 0, th = 0;
+    ImGui::GetIO().Fonts->GetTexDataAsRGBA32(&pixels, &tw, &th);
 
-  {
-    AppState app(true);
-    std::vector<std::unique_ptr<View>> views = make_views("");
-    // Open + first frame of every view (what the user waits for before seeing anything).
-    const auto t_open = Clock::now();
-    app.open_trace(path, false);
-    if (!app.trace) {
-      std::fprintf(stderr, "bench_frames: %s\n", app.last_open_error.c_str());
-      return 2;
-    }
-    const double open_ms = ms_since(t_open);
-    build_frame(app, views, nullptr);
-    const double first_frame_ms = ms_since(t_open);
-    const TraceMeta& m = app.trace->meta;
-    std::printf("trace %s: %.1f MB, %d layers x %d heads x %d tokens x %d steps, %zu runs\n", path.c_str(),
-                std::filesystem::file_size(path) / 1e6, m.shape.n_layers, m.shape.n_heads, m.total_len(), m.n_steps,
-                app.trace->runs.size());
-    std::printf("open (meta, tokens, stats, runs, last step): %.1f ms; first frame shown after %.1f ms (target 1000 ms, ratio %.2f)\n",
-                open_ms, first_frame_ms, first_frame_ms / 1000.0);
-    settle(app, views);
-
-    // Steps to cycle through, loaded beforehand so frame timings exclude file I/O.
-    std::vector<std::shared_ptr<const StepSnapshot>> steps;
-    for (int s = 0; s < std::min(8, app.n_steps()); ++s)
-      steps.push_back(load_step_snapshot(*app.reader, *app.trace, app.n_steps() - 1 - s));
-    std::printf("\n%-16s %12s %14s %10s\n", "view", "steady ms", "step-change ms", "vs 8 ms");
-    for (auto& v : views) {
-      std::vector<double> steady, changing;
-      for (int f = 0; f < frames; ++f) {
-        const auto t0 = Clock::now();
-        build_frame(app, views, v.get());
-        steady.push_back(ms_since(t0));
+    {
+      AppState app(true);
+      std::vector<std::unique_ptr<View>> views = make_views("");
+      // Open + first frame of every view (what the user waits for before seeing anything).
+      const auto t_open = Clock::now();
+      app.open_trace(path, false);
+      if (!app.trace) {
+        std::fprintf(stderr, "bench_frames: %s\n", app.last_open_error.c_str());
+        return 2;
       }
-      for (int f = 0; f < frames; ++f) {
-        const auto& s = steps[f % steps.size()];
-        app.step = s->step;
-        app.step_data = s;
-        const auto t0 = Clock::now();
-        build_frame(app, views, v.get());
-        changing.push_back(ms_since(t0));
+      const double open_ms = ms_since(t_open);
+      build_frame(app, views, nullptr);
+      const double first_frame_ms = ms_since(t_open);
+      const TraceMeta& m = app.trace->meta;
+      std::printf("trace %s: %.1f MB, %d layers x %d heads x %d tokens x %d steps, %zu runs\n", path.c_str(),
+                  std::filesystem::file_size(path) / 1e6, m.shape.n_layers, m.shape.n_heads, m.total_len(), m.n_steps,
+                  app.trace->runs.size());
+      std::printf("open (meta, tokens, stats, runs, last step): %.1f ms; first frame shown after %.1f ms (target 1000 ms, ratio %.2f)\n",
+                  open_ms, first_frame_ms, first_frame_ms / 1000.0);
+      settle(app, views);
+
+      // Steps to cycle through, loaded beforehand so frame timings exclude file I/O.
+      std::vector<std::shared_ptr<const StepSnapshot>> steps;
+      for (int s = 0; s < std::min(8, app.n_steps()); ++s)
+        steps.push_back(load_step_snapshot(*app.reader, *app.trace, app.n_steps() - 1 - s));
+      std::printf("\n%-16s %12s %14s %10s\n", "view", "steady ms", "step-change ms", "vs 8 ms");
+      for (auto& v : views) {
+        std::vector<double> steady, changing;
+        for (int f = 0; f < frames; ++f) {
+          const auto t0 = Clock::now();
+          build_frame(app, views, v.get());
+          steady.push_back(ms_since(t0));
+        }
+        for (int f = 0; f < frames; ++f) {
+          const auto& s = steps[f % steps.size()];
+          app.step = s->step;
+          app.step_data = s;
+          const auto t0 = Clock::now();
+          build_frame(app, views, v.get());
+          changing.push_back(ms_since(t0));
+        }
+        const double worst = std::max(median(steady), median(changing));
+        std::printf("%-16s %12.3f %14.3f %9.2fx%s\n", v->id(), median(steady), median(changing), worst / kTargetMs,
+                    worst <= kTargetMs ? "" : "  OVER TARGET");
       }
-      const double worst = std::max(median(steady), median(changing));
-      std::printf("%-16s %12.3f %14.3f %9.2fx%s\n", v->id(), median(steady), median(changing), worst / kTargetMs,
-                  worst <= kTargetMs ? "" : "  OVER TARGET");
+      app.io.wait_idle();
+      app.engine.wait_idle();
     }
-    app.io.wait_idle();
-    app.engine.wait_idle();
-  }
-  ImGui::DestroyContext();
-  return 0;
+    ImGui::DestroyContext();
+    return 0;
+  });
 }

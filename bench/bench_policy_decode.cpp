@@ -17,6 +17,7 @@
 
 #include "analysis/policy.h"
 #include "analysis/prefill_evidence.h"
+#include "bench/bench_args.h"
 #include "bench/random_model.h"
 #include "inference/engine.h"
 #include "inference/errors.h"
@@ -98,10 +99,11 @@ int main(int argc, char** argv) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
     execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
   }
-  try {
-    const int P = argc > 1 ? std::stoi(argv[1]) : 2048;
-    const int steps = argc > 2 ? std::stoi(argv[2]) : 64;
-    const int threads = argc > 3 ? std::stoi(argv[3]) : 0;
+  return bench::run_main("bench_policy_decode", [&] {
+    bench::at_most(argc, argv, 3, "bench_policy_decode [prompt_len] [decode_steps] [threads]");
+    const int P = bench::count_arg(argc, argv, 1, "prompt_len", 2048, 64, 8192);
+    const int steps = bench::count_arg(argc, argv, 2, "decode_steps", 64, 1, 8192);
+    const int threads = bench::count_arg(argc, argv, 3, "threads", 0, 0, 4096);
     auto t0 = Clock::now();
     const kvs::Model model = attention_heavy_model();
     const kvs::ModelConfig& c = model.config;
@@ -150,8 +152,5 @@ int main(int argc, char** argv) {
     }
     std::printf("(median over %d-step chunks; context at the end: %d positions)\n", kChunk, P + steps);
     return 0;
-  } catch (const kvs::InputError& e) {
-    std::fprintf(stderr, "bench_policy_decode: %s\n", e.what());
-    return 2;
-  }
+  });
 }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "analysis/prefill_evidence.h"
+#include "bench/bench_args.h"
 #include "inference/model.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
@@ -83,98 +84,98 @@ double best_seconds(F&& run) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  using namespace kvs;
-  std::vector<int> lengths;
-  for (int i = 1; i < argc; ++i) lengths.push_back(std::atoi(argv[i]));
-  if (lengths.empty()) lengths = {512, 2048, 4096};
-  constexpr int dim = 576, heads = 9, kv_heads = 3, hd = 64, hidden = 1536;
-  // As the engine: observer blocks of four groups, ops::causal_blocks_per_call of them per call.
-  constexpr int block = 4 * ops::kCausalGroupRows;
-  constexpr long qd = heads * hd, kvd = kv_heads * hd;
+  return bench::run_main("bench_prefill", [&] {
+    using namespace kvs;
+    std::vector<int> lengths;
+    for (int i = 1; i < argc; ++i) lengths.push_back(bench::parse_count("prompt length", argv[i], 1, 1 << 17));
+    if (lengths.empty()) lengths = {512, 2048, 4096};
+    constexpr int dim = 576, heads = 9, kv_heads = 3, hd = 64, hidden = 1536;
+    // As the engine: observer blocks of four groups, ops::causal_blocks_per_call of them per call.
+    constexpr int block = 4 * ops::kCausalGroupRows;
+    constexpr long qd = heads * hd, kvd = kv_heads * hd;
 
-  // Both kernels' tiles use 16-wide vectors where the compiler targets AVX-512: ratios are
-  // against the widest vectors the build uses.
-#ifdef __AVX512F__
-  const double peak = fma_peak<f32x16>();
-  std::printf("threads %d, fp32 FMA peak %.1f GFLOP/s with 16-wide vectors (8-wide: %.1f)\n\n",
-              omp_get_max_threads(), peak, fma_peak<f32x8>());
-#else
-  const double peak = fma_peak<f32x8>();
-  std::printf("threads %d, fp32 FMA peak %.1f GFLOP/s\n\n", omp_get_max_threads(), peak);
-#endif
-  std::printf("%7s | %-26s | %-26s | %s\n", "prompt", "attention GFLOP/s (peak)", "products GFLOP/s (peak)",
-              "capture ms (of attention)");
-  // The weights packed in panels (ops::pack_panels), as a loaded model holds them.
-  const auto packed = [](const std::vector<float>& w, int rows, int cols) {
-    std::vector<float> p(ops::packed_floats(rows, cols));
-    ops::pack_panels(p.data(), w.data(), rows, cols);
-    return p;
-  };
-  const auto w_qkvo = packed(random_vec((std::size_t)dim * dim, 1), dim, dim),
-             w_kv = packed(random_vec((std::size_t)kvd * dim, 2), kvd, dim),
-             w_ffn = packed(random_vec((std::size_t)hidden * dim, 3), hidden, dim),
-             w_down = packed(random_vec((std::size_t)hidden * dim, 3), dim, hidden);
-  for (const int P : lengths) {
-    if (P < 1) {
-      std::fprintf(stderr, "bench_prefill: prompt length '%d' must be positive\n", P);
-      return 2;
-    }
-    const auto q = random_vec((std::size_t)P * qd, 4), k = random_vec((std::size_t)P * kvd, 5),
-               x = random_vec((std::size_t)P * hidden, 6);
-    const std::size_t panel_floats = ops::key_panel_floats(P, hd);
-    std::vector<float> kp(kv_heads * panel_floats);     // [kv_heads, panels, hd, kPanelKeys]
-    const auto vh = random_vec((std::size_t)P * kvd, 7);  // [kv_heads, P, hd]
-    for (int g = 0; g < kv_heads; ++g) ops::pack_key_panels(kp.data() + g * panel_floats, k.data() + g * hd, kvd, P, hd);
-    const int call_rows = std::min(P, ops::causal_blocks_per_call(block, P, omp_get_max_threads()) * block);
-    std::vector<float> out((std::size_t)P * qd), probs((std::size_t)call_rows * P), lse(call_rows), y((std::size_t)P * hidden);
-
-    // Every head's attention; with a reducer, each block handed to it after its kernel call, the
-    // time in those calls added to *t_reduce.
-    const auto attention = [&](PrefillReducer* reducer, double* t_reduce) {
-      for (int h = 0; h < heads; ++h) {
-        const int g = h / (heads / kv_heads);
-        for (int q0 = 0; q0 < P; q0 += call_rows) {
-          const int nq = std::min(call_rows, P - q0);
-          const std::size_t row = (std::size_t)q0 * qd + h * hd;
-          ops::attend_causal_block(out.data() + row, qd, probs.data(), lse.data(), q.data() + row, qd,
-                                   kp.data() + g * panel_floats, vh.data() + (std::size_t)g * P * hd, hd, q0, nq, hd,
-                                   0, 0.125f, block);
-          if (!reducer) continue;
-          const auto t0 = std::chrono::steady_clock::now();
-          for (int b = 0; b * block < nq; ++b)
-            reducer->on_attention(AttentionBlock::prefill(0, h, q0 + b * block, std::min(block, nq - b * block),
-                                                          probs.data() + ops::causal_block_offset(q0, block, b),
-                                                          lse.data() + b * block));
-          *t_reduce += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        }
-      }
+    // Both kernels' tiles use 16-wide vectors where the compiler targets AVX-512: ratios are
+    // against the widest vectors the build uses.
+  #ifdef __AVX512F__
+    const double peak = fma_peak<f32x16>();
+    std::printf("threads %d, fp32 FMA peak %.1f GFLOP/s with 16-wide vectors (8-wide: %.1f)\n\n",
+                omp_get_max_threads(), peak, fma_peak<f32x8>());
+  #else
+    const double peak = fma_peak<f32x8>();
+    std::printf("threads %d, fp32 FMA peak %.1f GFLOP/s\n\n", omp_get_max_threads(), peak);
+  #endif
+    std::printf("%7s | %-26s | %-26s | %s\n", "prompt", "attention GFLOP/s (peak)", "products GFLOP/s (peak)",
+                "capture ms (of attention)");
+    // The weights packed in panels (ops::pack_panels), as a loaded model holds them.
+    const auto packed = [](const std::vector<float>& w, int rows, int cols) {
+      std::vector<float> p(ops::packed_floats(rows, cols));
+      ops::pack_panels(p.data(), w.data(), rows, cols);
+      return p;
     };
-    const double t_att = best_seconds([&] { attention(nullptr, nullptr); });
-    ModelConfig config;
-    config.n_layers = 1, config.n_heads = heads, config.n_kv_heads = kv_heads, config.head_dim = hd;
-    const std::vector<int> prompt(P, 1);
-    PrefillReducer reducer(ModelShape{1, heads, kv_heads, hd}, 64, pool_block_for(P, 30, heads, 64u << 20));
-    double t_cap = 1e30;
-    for (int rep = 0; rep < 3; ++rep) {
-      double t = 0.0;
-      reducer.on_begin(config, prompt);
-      attention(&reducer, &t);
-      t_cap = std::min(t_cap, t);
+    const auto w_qkvo = packed(random_vec((std::size_t)dim * dim, 1), dim, dim),
+               w_kv = packed(random_vec((std::size_t)kvd * dim, 2), kvd, dim),
+               w_ffn = packed(random_vec((std::size_t)hidden * dim, 3), hidden, dim),
+               w_down = packed(random_vec((std::size_t)hidden * dim, 3), dim, hidden);
+    for (const int P : lengths) {
+      const auto q = random_vec((std::size_t)P * qd, 4), k = random_vec((std::size_t)P * kvd, 5),
+                 x = random_vec((std::size_t)P * hidden, 6);
+      const std::size_t panel_floats = ops::key_panel_floats(P, hd);
+      std::vector<float> kp(kv_heads * panel_floats);     // [kv_heads, panels, hd, kPanelKeys]
+      const auto vh = random_vec((std::size_t)P * kvd, 7);  // [kv_heads, P, hd]
+      for (int g = 0; g < kv_heads; ++g)
+        ops::pack_key_panels(kp.data() + g * panel_floats, k.data() + g * hd, kvd, P, hd);
+      const int call_rows = std::min(P, ops::causal_blocks_per_call(block, P, omp_get_max_threads()) * block);
+      std::vector<float> out((std::size_t)P * qd), probs((std::size_t)call_rows * P), lse(call_rows),
+          y((std::size_t)P * hidden);
+
+      // Every head's attention; with a reducer, each block handed to it after its kernel call, the
+      // time in those calls added to *t_reduce.
+      const auto attention = [&](PrefillReducer* reducer, double* t_reduce) {
+        for (int h = 0; h < heads; ++h) {
+          const int g = h / (heads / kv_heads);
+          for (int q0 = 0; q0 < P; q0 += call_rows) {
+            const int nq = std::min(call_rows, P - q0);
+            const std::size_t row = (std::size_t)q0 * qd + h * hd;
+            ops::attend_causal_block(out.data() + row, qd, probs.data(), lse.data(), q.data() + row, qd,
+                                     kp.data() + g * panel_floats, vh.data() + (std::size_t)g * P * hd, hd, q0, nq, hd,
+                                     0, 0.125f, block);
+            if (!reducer) continue;
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int b = 0; b * block < nq; ++b)
+              reducer->on_attention(AttentionBlock::prefill(0, h, q0 + b * block, std::min(block, nq - b * block),
+                                                            probs.data() + ops::causal_block_offset(q0, block, b),
+                                                            lse.data() + b * block));
+            *t_reduce += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          }
+        }
+      };
+      const double t_att = best_seconds([&] { attention(nullptr, nullptr); });
+      ModelConfig config;
+      config.n_layers = 1, config.n_heads = heads, config.n_kv_heads = kv_heads, config.head_dim = hd;
+      const std::vector<int> prompt(P, 1);
+      PrefillReducer reducer(ModelShape{1, heads, kv_heads, hd}, 64, pool_block_for(P, 30, heads, 64u << 20));
+      double t_cap = 1e30;
+      for (int rep = 0; rep < 3; ++rep) {
+        double t = 0.0;
+        reducer.on_begin(config, prompt);
+        attention(&reducer, &t);
+        t_cap = std::min(t_cap, t);
+      }
+      const double t_mm = best_seconds([&] {
+        ops::matmul_packed(y.data(), x.data(), w_qkvo.data(), P, dim, dim);    // q
+        ops::matmul_packed(y.data(), x.data(), w_kv.data(), P, kvd, dim);      // k
+        ops::matmul_packed(y.data(), x.data(), w_kv.data(), P, kvd, dim);      // v
+        ops::matmul_packed(y.data(), x.data(), w_qkvo.data(), P, dim, dim);    // o
+        ops::matmul_packed(y.data(), x.data(), w_ffn.data(), P, hidden, dim);  // gate
+        ops::matmul_packed(y.data(), x.data(), w_ffn.data(), P, hidden, dim);  // up
+        ops::matmul_packed(y.data(), x.data(), w_down.data(), P, dim, hidden);  // down
+      });
+      const double att_flops = 4.0 * heads * hd * P * (P + 1.0) / 2.0;
+      const double mm_flops = 2.0 * P * (2.0 * dim * dim + 2.0 * kvd * dim + 3.0 * hidden * dim);
+      const double att = att_flops / t_att / 1e9, mm = mm_flops / t_mm / 1e9;
+      std::printf("%7d | %8.1f (%.2f) %7.1f ms | %8.1f (%.2f) %7.1f ms | %7.1f (%+.2f)\n", P, att, att / peak,
+                  t_att * 1e3, mm, mm / peak, t_mm * 1e3, t_cap * 1e3, t_cap / t_att);
     }
-    const double t_mm = best_seconds([&] {
-      ops::matmul_packed(y.data(), x.data(), w_qkvo.data(), P, dim, dim);    // q
-      ops::matmul_packed(y.data(), x.data(), w_kv.data(), P, kvd, dim);      // k
-      ops::matmul_packed(y.data(), x.data(), w_kv.data(), P, kvd, dim);      // v
-      ops::matmul_packed(y.data(), x.data(), w_qkvo.data(), P, dim, dim);    // o
-      ops::matmul_packed(y.data(), x.data(), w_ffn.data(), P, hidden, dim);  // gate
-      ops::matmul_packed(y.data(), x.data(), w_ffn.data(), P, hidden, dim);  // up
-      ops::matmul_packed(y.data(), x.data(), w_down.data(), P, dim, hidden);  // down
-    });
-    const double att_flops = 4.0 * heads * hd * P * (P + 1.0) / 2.0;
-    const double mm_flops = 2.0 * P * (2.0 * dim * dim + 2.0 * kvd * dim + 3.0 * hidden * dim);
-    const double att = att_flops / t_att / 1e9, mm = mm_flops / t_mm / 1e9;
-    std::printf("%7d | %8.1f (%.2f) %7.1f ms | %8.1f (%.2f) %7.1f ms | %7.1f (%+.2f)\n", P, att, att / peak,
-                t_att * 1e3, mm, mm / peak, t_mm * 1e3, t_cap * 1e3, t_cap / t_att);
-  }
-  return 0;
+    return 0;
+  });
 }

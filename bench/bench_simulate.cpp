@@ -14,6 +14,7 @@
 
 #include "analysis/policy.h"
 #include "analysis/simulator.h"
+#include "bench/bench_args.h"
 
 using namespace kvs;
 
@@ -115,14 +116,13 @@ double time_run(const std::vector<std::string>& specs, int budget, bool metrics)
   return thread_seconds() - t0 - src.gen_seconds;
 }
 
-}  // namespace
-
-// Usage: bench_simulate [policy ...] (default: every policy, then all of them in one pass).
-int main(int argc, char** argv) {
+// The table for `names` (every policy when empty, then all of them in one pass); a bad name
+// stops it before anything is printed.
+int run(std::vector<std::string> names) {
   const int budget = 256;
-  std::vector<std::string> names(argv + 1, argv + argc);
   const bool all_policies = names.empty();
   if (all_policies) names = policy_names();
+  for (const std::string& name : names) make_policy(parse_policy_spec(name, budget), bench_shape());
   std::printf("Simulation throughput: %d layers x %d heads (%d KV) x %d tokens x %d steps, budget %d\n",
               kLayers, kHeads, kKvHeads, kTokens, kSteps, budget);
   std::printf("(token.head.step updates = sum over steps of context x layers x query heads = %.3g)\n\n", updates());
@@ -136,7 +136,15 @@ int main(int argc, char** argv) {
   }
   if (all_policies) {
     const double all = time_run(names, budget, true);
-    std::printf("| all %zu in one pass | | | %.2f | %.3g |\n", names.size(), all, (double)names.size() * updates() / all);
+    std::printf("| all %zu in one pass | | | %.2f | %.3g |\n", names.size(), all,
+                (double)names.size() * updates() / all);
   }
   return 0;
+}
+
+}  // namespace
+
+// Usage: bench_simulate [policy ...] (default: every policy, then all of them in one pass).
+int main(int argc, char** argv) {
+  return bench::run_main("bench_simulate", [&] { return run(std::vector<std::string>(argv + 1, argv + argc)); });
 }

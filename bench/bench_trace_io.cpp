@@ -26,6 +26,9 @@
 #include "analysis/h5_util.h"
 #include "analysis/trace.h"
 #include "analysis/trace_schema.h"
+#include "app/cli/args.h"
+#include "bench/bench_args.h"
+#include "inference/errors.h"
 
 using namespace kvs;
 using Clock = std::chrono::steady_clock;
@@ -145,26 +148,8 @@ Timing run_hdf5(const Shape& sh, const std::string& dtype, const std::vector<std
   return t;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  int n_steps = 8;
-  std::string dir = "/tmp";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--steps" && i + 1 < argc) {
-      n_steps = std::atoi(argv[++i]);
-    } else if (a == "--dir" && i + 1 < argc) {
-      dir = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: bench_trace_io [--steps N] [--dir DIR]\n");
-      return 2;
-    }
-  }
-  if (n_steps < 1) {
-    std::fprintf(stderr, "bench_trace_io: --steps must be at least 1\n");
-    return 2;
-  }
+// The table: each shape's rows written and read n_steps steps, their files under `dir`.
+int run(int n_steps, const std::string& dir) {
   std::printf("trace I/O of decode rows, %d steps per shape, %d OpenMP threads\n\n", n_steps, omp_get_max_threads());
   std::printf("| shape | rows | MB of rows / step | | ms / step | MB/s | file MB | speed-up over HDF5 alone |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
@@ -193,4 +178,15 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return bench::run_main("bench_trace_io", [&] {
+    const kvs::Args args(std::vector<std::string>(argv + 1, argv + argc), {"--steps", "--dir"}, {});
+    if (!args.positional().empty())
+      throw kvs::input_error(args.positional()[0], "unexpected (usage: bench_trace_io [--steps N] [--dir DIR])");
+    return run(args.integer("--steps", 8, 1, 1000), args.str("--dir", "/tmp"));
+  });
 }
