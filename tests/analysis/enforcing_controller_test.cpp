@@ -1,7 +1,8 @@
 // The live run's controller: the kept set it records at each decode attention (held and active
 // = 1, held and inactive = 2) for caches holding runs of positions, scattered ones and a mix,
-// and the rows it hands the policy: the engine's rows renormalized exactly as the simulator
-// renormalizes recorded ones (renormalize_row).
+// each head's own where heads hold alike (their rows copied), and the rows it hands the policy:
+// the engine's rows renormalized exactly as the simulator renormalizes recorded ones
+// (renormalize_row).
 #include "analysis/enforcing_controller.h"
 
 #include <gtest/gtest.h>
