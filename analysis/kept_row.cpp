@@ -9,7 +9,11 @@
 #include "inference/kv_positions.h"
 
 namespace kvs {
+namespace {
 
+// row[held[i]] = 1 where active[i], else 2; row has a byte per position, zero where not held.
+// Returns how many entries were written one at a time (not within a stretch of consecutive
+// positions): the held list's scatter.
 std::size_t mark_kept(std::span<const int32_t> held, std::span<const uint8_t> active, uint8_t* row) {
   // Blocks of 64 entries: a block of consecutive positions, with the blocks after it that go on
   // consecutively (a window after a few sinks), is written as one row segment; any other block
@@ -43,6 +47,8 @@ std::size_t mark_kept(std::span<const int32_t> held, std::span<const uint8_t> ac
   }
   return singles;
 }
+
+}  // namespace
 
 void LayerKeptRows::write(KvSlots& kv, int layer, uint8_t* rows, std::size_t T) {
   const int Hkv = kv.n_kv_heads();

@@ -1,21 +1,16 @@
-// One (step, layer, KV head) row of a run's kept set (RunData::kept: 1 attended, 2 held but
-// inactive, 0 absent), written from what the cache holds; both drivers record it every layer.
+// A step's layer of a run's kept set (RunData::kept: per KV head, a row with a byte a position:
+// 1 attended, 2 held but inactive, 0 absent), written from what the cache holds; both drivers
+// record it every layer.
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "inference/hooks.h"
 
 namespace kvs {
 
-// row[held[i]] = 1 where active[i], else 2; row has a byte per position, zero where not held.
-// Returns how many entries were written one at a time (not within a stretch of consecutive
-// positions): the held list's scatter.
-std::size_t mark_kept(std::span<const int32_t> held, std::span<const uint8_t> active, uint8_t* row);
-
-// A layer's kept rows, the live run's controller writing one each KV head a decode step.
+// A layer's kept rows at a decode step, one each KV head, as both drivers record them.
 class LayerKeptRows {
  public:
   explicit LayerKeptRows(int n_layers) : scattered_(n_layers, 0) {}

@@ -49,6 +49,7 @@ struct Lane {
   PositionSlots slots;
   RunData run;
   std::unique_ptr<RunMetrics> metrics;
+  LayerKeptRows kept_rows;
 };
 
 std::vector<float> profile_alpha(StepSource& src, DuoWindow w) {
@@ -91,7 +92,7 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
   std::vector<Lane> lanes;
   lanes.reserve(policies.size());
   for (Policy* p : policies) {
-    lanes.push_back({p, PositionSlots(L, Hkv), RunData{}, nullptr});
+    lanes.push_back({p, PositionSlots(L, Hkv), RunData{}, nullptr, LayerKeptRows(L)});
     Lane& lane = lanes.back();
     PolicyContext ctx;
     ctx.shape = shape;
@@ -133,11 +134,10 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
         Policy& p = *lane.policy;
         for (int g = 0; g < Hkv; ++g) lane.slots.append(l, g, q);
         p.before_attention(l, q, lane.slots);
+        lane.kept_rows.write(lane.slots, l, lane.run.kept.data() + ((size_t)s * L + l) * Hkv * T, T);  // [Hkv, T]
         for (int g = 0; g < Hkv; ++g) {
           auto held = lane.slots.held(l, g);
           auto act = std::as_const(lane.slots).active(l, g);
-          uint8_t* kept = lane.run.kept.data() + (((size_t)s * L + l) * Hkv + g) * T;
-          mark_kept(held, act, kept);
           keys[g].clear();
           for (size_t i = 0; i < held.size(); ++i)
             if (act[i]) keys[g].push_back(held[i]);
