@@ -2,31 +2,19 @@
 // in its range, and a benchmark's main runs inside run_main, which prints a bad input as one line
 // naming it ("bench_x: steps: expected an integer, got 'abc'") and exits with code 2.
 #pragma once
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <string>
 
+#include "app/cli/args.h"
 #include "inference/errors.h"
 
 namespace bench {
 
-// `text` as an integer in [lo, hi]; InputError naming `name` otherwise.
-inline int parse_count(const std::string& name, const std::string& text, int lo, int hi) {
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE)
-    throw kvs::input_error(name, "expected an integer, got '" + text + "'");
-  if (v < lo || v > hi)
-    throw kvs::input_error(name, text + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return static_cast<int>(v);
-}
-
-// Positional argument i (argv[i]) as parse_count reads it, or `fallback` when there are fewer.
+// Positional argument i (argv[i]) as a whole integer in [lo, hi] (kvs::parse_integer, as kvscope
+// reads its flags), or `fallback` when there are fewer.
 inline int count_arg(int argc, char** argv, int i, const std::string& name, int fallback, int lo, int hi) {
-  return i < argc ? parse_count(name, argv[i], lo, hi) : fallback;
+  return i < argc ? kvs::parse_integer(name, argv[i], lo, hi) : fallback;
 }
 
 // InputError when argv holds more than n arguments (`usage` says which).

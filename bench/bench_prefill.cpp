@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   return bench::run_main("bench_prefill", [&] {
     using namespace kvs;
     std::vector<int> lengths;
-    for (int i = 1; i < argc; ++i) lengths.push_back(bench::parse_count("prompt length", argv[i], 1, 1 << 17));
+    for (int i = 1; i < argc; ++i) lengths.push_back(kvs::parse_integer("prompt length", argv[i], 1, 1 << 17));
     if (lengths.empty()) lengths = {512, 2048, 4096};
     constexpr int dim = 576, heads = 9, kv_heads = 3, hd = 64, hidden = 1536;
     // As the engine: observer blocks of four groups, ops::causal_blocks_per_call of them per call.

@@ -74,18 +74,20 @@ std::string Args::required(const std::string& flag) const {
   return str(flag);
 }
 
-int Args::integer(const std::string& flag, int fallback, int min_value, int max_value) const {
-  if (!has(flag)) return fallback;
-  const std::string s = str(flag);
+int parse_integer(const std::string& name, const std::string& s, int min_value, int max_value) {
   char* end = nullptr;
   errno = 0;
   long v = std::strtol(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0' || errno == ERANGE)
-    throw input_error(flag, "expected an integer, got '" + s + "'");
+    throw input_error(name, "expected an integer, got '" + s + "'");
   if (v < min_value || v > max_value)
-    throw input_error(flag, std::to_string(v) + " is outside [" + std::to_string(min_value) + ", " +
+    throw input_error(name, std::to_string(v) + " is outside [" + std::to_string(min_value) + ", " +
                                 std::to_string(max_value) + "]");
   return static_cast<int>(v);
+}
+
+int Args::integer(const std::string& flag, int fallback, int min_value, int max_value) const {
+  return has(flag) ? parse_integer(flag, str(flag), min_value, max_value) : fallback;
 }
 
 double Args::number(const std::string& flag, double fallback, double min_value, double max_value) const {

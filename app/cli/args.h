@@ -10,6 +10,9 @@
 
 namespace kvs {
 
+// `s` as a whole integer in [min_value, max_value]; InputError naming `name` otherwise.
+int parse_integer(const std::string& name, const std::string& s, int min_value, int max_value);
+
 class Args {
  public:
   // value_flags take a value; switch_flags do not. Anything else starting with "--" is an error,

@@ -1,5 +1,6 @@
-// The benchmarks' command lines (bench/bench_args.h): counts read strictly, extra arguments
-// refused, and a bad input printed as one line naming it with exit code 2.
+// The benchmarks' command lines (bench/bench_args.h): counts read strictly (kvs::parse_integer, as
+// kvscope's flags), extra arguments refused, and a bad input printed as one line naming it with
+// exit code 2.
 #include "bench/bench_args.h"
 
 #include <gtest/gtest.h>
@@ -23,13 +24,13 @@ std::string input_error_of(F&& f) {
 }  // namespace
 
 TEST(BenchArgs, CountsAreWholeIntegersInRange) {
-  EXPECT_EQ(bench::parse_count("steps", "12", 1, 100), 12);
-  EXPECT_EQ(bench::parse_count("steps", "100", 1, 100), 100);
-  EXPECT_EQ(input_error_of([] { bench::parse_count("steps", "12x", 1, 100); }),
+  EXPECT_EQ(kvs::parse_integer("steps", "12", 1, 100), 12);
+  EXPECT_EQ(kvs::parse_integer("steps", "100", 1, 100), 100);
+  EXPECT_EQ(input_error_of([] { kvs::parse_integer("steps", "12x", 1, 100); }),
             "steps: expected an integer, got '12x'");
-  EXPECT_EQ(input_error_of([] { bench::parse_count("steps", "", 1, 100); }), "steps: expected an integer, got ''");
-  EXPECT_EQ(input_error_of([] { bench::parse_count("steps", "0", 1, 100); }), "steps: 0 is outside [1, 100]");
-  EXPECT_EQ(input_error_of([] { bench::parse_count("steps", "99999999999999999999", 1, 100); }),
+  EXPECT_EQ(input_error_of([] { kvs::parse_integer("steps", "", 1, 100); }), "steps: expected an integer, got ''");
+  EXPECT_EQ(input_error_of([] { kvs::parse_integer("steps", "0", 1, 100); }), "steps: 0 is outside [1, 100]");
+  EXPECT_EQ(input_error_of([] { kvs::parse_integer("steps", "99999999999999999999", 1, 100); }),
             "steps: expected an integer, got '99999999999999999999'");
 }
 
