@@ -145,6 +145,10 @@ struct BlockRun {
   // (a fiber started with none gets a fresh mapping and its end unmaps it: with
   // detect_stack_use_after_return, that mmap/munmap per CUDA thread was most of a test's time)
   std::vector<void*> fake_stacks;
+  // Every fiber of the last block run on these stacks returned, so no frame is left poisoned
+  // (unpoisoning every CUDA thread's stack for every block was a tenth of an emulated test's time
+  // under ASan).
+  bool stacks_clean = true;
   std::vector<float> xchg[2];             // [n] each: shuffle values, alternating per shuffle
   std::vector<int> shuffles;              // [n] shuffles each thread has done
   void* scheduler_sp = nullptr;
@@ -156,7 +160,7 @@ struct BlockRun {
   std::vector<const void*> fresh;  // the __shared__ arrays fresh_shared has filled for this block
 };
 BlockRun g_run;
-constexpr std::size_t kFiberStack = 64 * 1024;
+constexpr std::size_t kFiberStack = 80 * 1024;  // 64 KB for a CUDA thread's frames, 16 KB for the offset below
 
 void yield_to_scheduler(Fiber::State state) {
   Fiber& f = g_run.fibers[g_run.current];
@@ -178,9 +182,13 @@ void yield_to_scheduler(Fiber::State state) {
 }
 
 // A fresh fiber's stack: six zero registers for the switch to pop, then fiber_main as the return
-// address, then a dummy slot so that fiber_main starts with the ABI's stack alignment.
-void* initial_stack(std::vector<char>& stack) {
-  auto top = reinterpret_cast<std::uintptr_t>(stack.data() + stack.size()) & ~std::uintptr_t{15};
+// address, then a dummy slot so that fiber_main starts with the ABI's stack alignment. Thread t's
+// stack starts 320·t bytes (mod 16 KB) below its top: with the stacks allocated 64 KB apart, the
+// frames of a block's threads, resumed in turn at every shuffle, fell in the same few cache sets
+// and evicted each other (an emulated test ran 22% longer).
+void* initial_stack(std::vector<char>& stack, int t) {
+  const std::size_t offset = static_cast<std::size_t>(t) * 320 % 16384;
+  auto top = reinterpret_cast<std::uintptr_t>(stack.data() + stack.size() - offset) & ~std::uintptr_t{15};
   auto* slot = reinterpret_cast<void**>(top);
   *--slot = nullptr;                                        // fiber_main's "return address"
   *--slot = reinterpret_cast<void*>(&fiber_main);           // popped by the switch's ret
@@ -216,13 +224,20 @@ bool run_block(int n, const std::function<void()>& body, dim3 block, Schedule or
   r.xchg[0].assign(n, 0.0f);
   r.xchg[1].assign(n, 0.0f);
   r.shuffles.assign(n, 0);
+  if (!r.stacks_clean)  // a block left unfinished (a barrier that could not complete) left frames poisoned
+    for (std::vector<char>& stack : r.stacks) unpoison_stack(stack);
+  r.stacks_clean = false;
   for (int t = 0; t < n; ++t) {
     r.stacks[t].resize(kFiberStack);
-    unpoison_stack(r.stacks[t]);  // a finished fiber may have left frames poisoned
-    r.fibers[t].sp = initial_stack(r.stacks[t]);
+    r.fibers[t].sp = initial_stack(r.stacks[t], t);
     r.fibers[t].idx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
   }
   const int n_warps = (n + 31) / 32;
+  // How many threads wait at each barrier or have returned, counted as they come back to the
+  // scheduler (scanning every thread after each round was a tenth of an emulated test's time
+  // under ASan).
+  std::vector<int> at_warp(n_warps, 0), done_in_warp(n_warps, 0);  // [n_warps]
+  int at_block = 0, done = 0;
   // Resumes every ready thread of warp w once; returns whether any ran.
   auto run_warp = [&](int w) {
     const int b = w * 32, e = std::min(n, b + 32);
@@ -235,6 +250,12 @@ bool run_block(int n, const std::function<void()>& body, dim3 block, Schedule or
       start_switch(&r.scheduler_fake_stack, r.stacks[t].data(), kFiberStack);
       cuda_emu_switch(&r.scheduler_sp, r.fibers[t].sp);
       finish_switch(r.scheduler_fake_stack, nullptr, nullptr);
+      switch (r.fibers[t].state) {
+        case Fiber::AtWarpBarrier: ++at_warp[w]; break;
+        case Fiber::AtBlockBarrier: ++at_block; break;
+        case Fiber::Done: ++done_in_warp[w], ++done; break;
+        case Fiber::Ready: break;  // a fiber leaves the scheduler only to wait or return
+      }
       ran = true;
     }
     return ran;
@@ -244,17 +265,10 @@ bool run_block(int n, const std::function<void()>& body, dim3 block, Schedule or
   // undefined on a GPU, and an error here.
   auto release_warp = [&](int w) {
     const int b = w * 32, e = std::min(n, b + 32);
-    bool all = true, any = false, returned = false;
-    for (int t = b; t < e; ++t) {
-      const auto st = r.fibers[t].state;
-      if (st == Fiber::AtWarpBarrier) any = true;
-      else if (st == Fiber::Done) returned = true;
-      else all = false;
-    }
-    if (!(any && all)) return false;
-    if (returned) throw std::runtime_error("cuda_emu: a warp shuffle after some lanes of the warp returned");
-    for (int t = b; t < e; ++t)
-      if (r.fibers[t].state == Fiber::AtWarpBarrier) r.fibers[t].state = Fiber::Ready;
+    if (at_warp[w] == 0 || at_warp[w] + done_in_warp[w] < e - b) return false;
+    if (done_in_warp[w] > 0) throw std::runtime_error("cuda_emu: a warp shuffle after some lanes of the warp returned");
+    for (int t = b; t < e; ++t) r.fibers[t].state = Fiber::Ready;
+    at_warp[w] = 0;
     return true;
   };
   while (true) {
@@ -269,22 +283,16 @@ bool run_block(int n, const std::function<void()>& body, dim3 block, Schedule or
       } while (order.warp_by_warp && moved);
     }
     // Release the block barrier every live thread has reached.
-    bool all = true, any = false;
-    for (const Fiber& f : r.fibers) {
-      if (f.state == Fiber::AtBlockBarrier) any = true;
-      else if (f.state != Fiber::Done) all = false;
-    }
-    if (any && all) {
+    if (at_block > 0 && at_block + done == n) {
       for (Fiber& f : r.fibers)
         if (f.state == Fiber::AtBlockBarrier) f.state = Fiber::Ready;
+      at_block = 0;
       progressed = true;
     }
-    bool done = true, waited = true;
-    for (const Fiber& f : r.fibers) {
-      done = done && f.state == Fiber::Done;
-      waited = waited && f.waited;
+    if (done == n) {
+      r.stacks_clean = true;
+      return std::all_of(r.fibers.begin(), r.fibers.end(), [](const Fiber& f) { return f.waited; });
     }
-    if (done) return waited;
     if (!progressed) throw std::runtime_error("cuda_emu: threads of a block wait at barriers that cannot complete");
   }
 }
