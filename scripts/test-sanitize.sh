@@ -40,8 +40,8 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # Each test program runs directly (ctest names tests by GoogleTest case, not by program); $jobs at a time.
 mkdir -p "$build/sanitize-logs"
 rm -f "$build/sanitize-logs/"*.log
-# The emulated engine test is by far the longest (fibers under ASan's stack-use-after-return
-# checks): it runs first, in two halves, so both cores share it. Entries PROGRAM@HALF select the
+# The emulated engine test is the longest (every kernel's threads as fibers): it runs first, in
+# two halves, so both cores share it. Entries PROGRAM@HALF select the
 # half by test name; everything not in half A is in half B, so no test is left out.
 runs=(emu_engine_cuda_test@A emu_engine_cuda_test@B)
 for t in "${targets[@]}"; do [ "$t" = emu_engine_cuda_test ] || runs+=("$t"); done

@@ -1,5 +1,6 @@
 // CUDA emulator (tests only): the runtime API, the kernel launch machinery and the cuBLAS
-// calls of include/*.h, on the CPU. See include/cuda_runtime_api.h.
+// calls of include/*.h, on the CPU (a block's threads: block_run.h). See
+// include/cuda_runtime_api.h.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "cublas_v2.h"
 #include "cuda_runtime.h"
 #include "kernels/quant.h"
+#include "tests/cuda_emu/block_run.h"
 
 // Streams. Work queued on a stream (kernels, asynchronous copies and memsets, cuBLAS calls, waits
 // for events) runs only when the host has to wait for it: a synchronize call, a synchronous copy
@@ -76,229 +78,6 @@ cudaError_t fail(cudaError_t err) {
   return err;
 }
 
-// The CUDA threads of the block being run, as fibers on the calling thread: each runs until it
-// reaches __syncthreads or a shuffle, or ends; the scheduler resumes them round-robin and
-// releases a barrier once every live thread of its block (or warp) waits at it. The switch is
-// the x86-64 System V one: callee-saved registers on the old stack, then the stack pointer.
-extern "C" void cuda_emu_switch(void** save_sp, void* load_sp);
-asm(R"(
-  .text
-  .globl cuda_emu_switch
-  .type cuda_emu_switch, @function
-cuda_emu_switch:
-  pushq %rbp
-  pushq %rbx
-  pushq %r12
-  pushq %r13
-  pushq %r14
-  pushq %r15
-  movq %rsp, (%rdi)
-  movq %rsi, %rsp
-  popq %r15
-  popq %r14
-  popq %r13
-  popq %r12
-  popq %rbx
-  popq %rbp
-  ret
-  .size cuda_emu_switch, .-cuda_emu_switch
-)");
-
-// Under AddressSanitizer every switch is announced, so that ASan knows which stack is live (the
-// sanitizer build runs the emulated tests too: out-of-bounds "device" accesses become ASan
-// reports, as compute-sanitizer's memcheck would give on a GPU).
-#if defined(__SANITIZE_ADDRESS__)
-#define CUDA_EMU_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CUDA_EMU_ASAN 1
-#endif
-#endif
-#ifdef CUDA_EMU_ASAN
-#include <sanitizer/asan_interface.h>
-#include <sanitizer/common_interface_defs.h>
-void start_switch(void** fake_stack_save, const void* bottom, std::size_t size) {
-  __sanitizer_start_switch_fiber(fake_stack_save, bottom, size);
-}
-void finish_switch(void* fake_stack_save, const void** bottom_old, std::size_t* size_old) {
-  __sanitizer_finish_switch_fiber(fake_stack_save, bottom_old, size_old);
-}
-void unpoison_stack(std::vector<char>& stack) { ASAN_UNPOISON_MEMORY_REGION(stack.data(), stack.size()); }
-#else
-void start_switch(void**, const void*, std::size_t) {}
-void finish_switch(void*, const void**, std::size_t*) {}
-void unpoison_stack(std::vector<char>&) {}
-#endif
-
-struct Fiber {
-  void* sp = nullptr;  // saved stack pointer while not running
-  void* fake_stack = nullptr;  // ASan's fake stack of this fiber while it is switched out
-  uint3 idx{};
-  enum State { Ready, AtBlockBarrier, AtWarpBarrier, Done } state = Ready;
-  bool waited = false;  // called cudaGridDependencySynchronize's twin (grid_dependency_wait)
-};
-struct BlockRun {
-  int n = 0;
-  std::vector<Fiber> fibers;              // [n]
-  std::vector<std::vector<char>> stacks;  // [n] fiber stacks, reused across blocks
-  // [n] ASan's fake stack of each stack slot, handed from a finished fiber to the next one there
-  // (a fiber started with none gets a fresh mapping and its end unmaps it: with
-  // detect_stack_use_after_return, that mmap/munmap per CUDA thread was most of a test's time)
-  std::vector<void*> fake_stacks;
-  // Every fiber of the last block run on these stacks returned, so no frame is left poisoned
-  // (unpoisoning every CUDA thread's stack for every block was a tenth of an emulated test's time
-  // under ASan).
-  bool stacks_clean = true;
-  std::vector<float> xchg[2];             // [n] each: shuffle values, alternating per shuffle
-  std::vector<int> shuffles;              // [n] shuffles each thread has done
-  void* scheduler_sp = nullptr;
-  void* scheduler_fake_stack = nullptr;  // ASan bookkeeping of the scheduler's stack
-  const void* scheduler_bottom = nullptr;
-  std::size_t scheduler_size = 0;
-  int current = -1;
-  const std::function<void()>* body = nullptr;
-  std::vector<const void*> fresh;  // the __shared__ arrays fresh_shared has filled for this block
-};
-BlockRun g_run;
-constexpr std::size_t kFiberStack = 80 * 1024;  // 64 KB for a CUDA thread's frames, 16 KB for the offset below
-
-void yield_to_scheduler(Fiber::State state) {
-  Fiber& f = g_run.fibers[g_run.current];
-  f.state = state;
-  start_switch(&f.fake_stack, g_run.scheduler_bottom, g_run.scheduler_size);
-  cuda_emu_switch(&f.sp, g_run.scheduler_sp);
-  finish_switch(f.fake_stack, &g_run.scheduler_bottom, &g_run.scheduler_size);
-}
-
-[[noreturn]] void fiber_main() {
-  finish_switch(g_run.fake_stacks[g_run.current], &g_run.scheduler_bottom, &g_run.scheduler_size);
-  (*g_run.body)();
-  Fiber& f = g_run.fibers[g_run.current];
-  f.state = Fiber::Done;
-  // Never resumed; its fake stack (all frames returned) is kept for the slot's next fiber.
-  start_switch(&g_run.fake_stacks[g_run.current], g_run.scheduler_bottom, g_run.scheduler_size);
-  cuda_emu_switch(&f.sp, g_run.scheduler_sp);
-  std::abort();
-}
-
-// A fresh fiber's stack: six zero registers for the switch to pop, then fiber_main as the return
-// address, then a dummy slot so that fiber_main starts with the ABI's stack alignment. Thread t's
-// stack starts 320·t bytes (mod 16 KB) below its top: with the stacks allocated 64 KB apart, the
-// frames of a block's threads, resumed in turn at every shuffle, fell in the same few cache sets
-// and evicted each other (an emulated test ran 22% longer).
-void* initial_stack(std::vector<char>& stack, int t) {
-  const std::size_t offset = static_cast<std::size_t>(t) * 320 % 16384;
-  auto top = reinterpret_cast<std::uintptr_t>(stack.data() + stack.size() - offset) & ~std::uintptr_t{15};
-  auto* slot = reinterpret_cast<void**>(top);
-  *--slot = nullptr;                                        // fiber_main's "return address"
-  *--slot = reinterpret_cast<void*>(&fiber_main);           // popped by the switch's ret
-  for (int r = 0; r < 6; ++r) *--slot = nullptr;            // rbp rbx r12 r13 r14 r15
-  return slot;
-}
-
-// The order in which the scheduler below resumes a block's threads. On a GPU the warps of a block
-// run in no set order between block barriers, and a thread that reads what another thread wrote
-// since the last barrier it passed races with it. Run one after another, such a race shows as a
-// wrong result in some orders only, so blocks take turns among four:
-//   round robin: every ready thread once (ascending or descending), then the barriers;
-//   warp by warp: each warp (ascending or descending) runs until all its threads wait at the
-//   block barrier or end, passing its warp barriers (shuffles) on its own, before the next warp
-//   starts — so one warp gets ahead of the others by whole reductions.
-struct Schedule {
-  bool descending = false;
-  bool warp_by_warp = false;
-};
-
-// Runs one block to completion. Throws on a barrier that can never be released. Returns whether
-// every thread called grid_dependency_wait.
-bool run_block(int n, const std::function<void()>& body, dim3 block, Schedule order) {
-  BlockRun& r = g_run;
-  r.n = n;
-  r.body = &body;
-  r.fibers.assign(n, Fiber{});
-  if (static_cast<int>(r.stacks.size()) < n) {
-    r.stacks.resize(n);
-    r.fake_stacks.resize(n, nullptr);
-  }
-  r.fresh.clear();
-  r.xchg[0].assign(n, 0.0f);
-  r.xchg[1].assign(n, 0.0f);
-  r.shuffles.assign(n, 0);
-  if (!r.stacks_clean)  // a block left unfinished (a barrier that could not complete) left frames poisoned
-    for (std::vector<char>& stack : r.stacks) unpoison_stack(stack);
-  r.stacks_clean = false;
-  for (int t = 0; t < n; ++t) {
-    r.stacks[t].resize(kFiberStack);
-    r.fibers[t].sp = initial_stack(r.stacks[t], t);
-    r.fibers[t].idx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-  }
-  const int n_warps = (n + 31) / 32;
-  // How many threads wait at each barrier or have returned, counted as they come back to the
-  // scheduler (scanning every thread after each round was a tenth of an emulated test's time
-  // under ASan).
-  std::vector<int> at_warp(n_warps, 0), done_in_warp(n_warps, 0);  // [n_warps]
-  int at_block = 0, done = 0;
-  // Resumes every ready thread of warp w once; returns whether any ran.
-  auto run_warp = [&](int w) {
-    const int b = w * 32, e = std::min(n, b + 32);
-    bool ran = false;
-    for (int i = b; i < e; ++i) {
-      const int t = order.descending ? b + e - 1 - i : i;
-      if (r.fibers[t].state != Fiber::Ready) continue;
-      r.current = t;
-      threadIdx = r.fibers[t].idx;
-      start_switch(&r.scheduler_fake_stack, r.stacks[t].data(), kFiberStack);
-      cuda_emu_switch(&r.scheduler_sp, r.fibers[t].sp);
-      finish_switch(r.scheduler_fake_stack, nullptr, nullptr);
-      switch (r.fibers[t].state) {
-        case Fiber::AtWarpBarrier: ++at_warp[w]; break;
-        case Fiber::AtBlockBarrier: ++at_block; break;
-        case Fiber::Done: ++done_in_warp[w], ++done; break;
-        case Fiber::Ready: break;  // a fiber leaves the scheduler only to wait or return
-      }
-      ran = true;
-    }
-    return ran;
-  };
-  // Releases warp w's barrier once every live thread of it waits there; returns whether it did.
-  // The shuffles name the whole warp (mask 0xffffffff): one that some lanes returned before is
-  // undefined on a GPU, and an error here.
-  auto release_warp = [&](int w) {
-    const int b = w * 32, e = std::min(n, b + 32);
-    if (at_warp[w] == 0 || at_warp[w] + done_in_warp[w] < e - b) return false;
-    if (done_in_warp[w] > 0) throw std::runtime_error("cuda_emu: a warp shuffle after some lanes of the warp returned");
-    for (int t = b; t < e; ++t) r.fibers[t].state = Fiber::Ready;
-    at_warp[w] = 0;
-    return true;
-  };
-  while (true) {
-    bool progressed = false;
-    for (int i = 0; i < n_warps; ++i) {
-      const int w = order.descending ? n_warps - 1 - i : i;
-      bool moved = false;
-      do {
-        moved = run_warp(w);
-        moved = release_warp(w) || moved;
-        progressed = progressed || moved;
-      } while (order.warp_by_warp && moved);
-    }
-    // Release the block barrier every live thread has reached.
-    if (at_block > 0 && at_block + done == n) {
-      for (Fiber& f : r.fibers)
-        if (f.state == Fiber::AtBlockBarrier) f.state = Fiber::Ready;
-      at_block = 0;
-      progressed = true;
-    }
-    if (done == n) {
-      r.stacks_clean = true;
-      return std::all_of(r.fibers.begin(), r.fibers.end(), [](const Fiber& f) { return f.waited; });
-    }
-    if (!progressed) throw std::runtime_error("cuda_emu: threads of a block wait at barriers that cannot complete");
-  }
-}
-
-int thread_rank() { return g_run.current; }
-
 }  // namespace
 
 __half __float2half_rn(float f) { return __half{kvs::fp32_to_fp16(f)}; }
@@ -309,30 +88,6 @@ float __bfloat162float(__nv_bfloat16 h) { return kvs::bf16_to_fp32(h.bits); }
 // ---- kernels
 
 namespace cuda_emu {
-
-void sync_block() { yield_to_scheduler(Fiber::AtBlockBarrier); }
-
-// One barrier per shuffle: successive shuffles use alternate buffers, and a lane cannot reach the
-// shuffle after next (which reuses this buffer) before every lane has passed the next barrier,
-// that is, has read this one.
-float shfl_xor(float v, int lane_mask) {
-  const int rank = thread_rank(), warp = rank / 32, lane = rank % 32;
-  std::vector<float>& buf = g_run.xchg[g_run.shuffles[rank]++ & 1];
-  buf[rank] = v;
-  yield_to_scheduler(Fiber::AtWarpBarrier);
-  return buf[warp * 32 + (lane ^ lane_mask)];
-}
-
-void grid_dependency_wait() { g_run.fibers[thread_rank()].waited = true; }
-
-// The first thread of the block to reach the array's declaration fills it: no thread can have
-// written it before then.
-void fresh_shared(void* array, std::size_t bytes) {
-  std::vector<const void*>& fresh = g_run.fresh;
-  if (std::find(fresh.begin(), fresh.end(), array) != fresh.end()) return;
-  fresh.push_back(array);
-  std::memset(array, 0xFF, bytes);  // NaN as float, fp16 and bf16; -1 as an integer
-}
 
 // Runs body over every block of the grid (queued work, see StreamQueue).
 void run_blocks(dim3 grid, dim3 block, const std::function<void()>& body, bool overlapped) {
@@ -368,7 +123,11 @@ void run_blocks(dim3 grid, dim3 block, const std::function<void()>& body, bool o
 namespace {
 
 std::recursive_mutex g_stream_mutex;  // the queues, and the emulated GPU that runs their work
-const std::shared_ptr<StreamQueue> g_legacy = std::make_shared<StreamQueue>(StreamQueue{true});
+const std::shared_ptr<StreamQueue> g_legacy = [] {
+  auto q = std::make_shared<StreamQueue>();
+  q->blocking = true;
+  return q;
+}();
 std::vector<std::shared_ptr<StreamQueue>> g_streams;  // the streams created and not destroyed
 
 std::shared_ptr<StreamQueue> queue_of(cudaStream_t s) { return s ? s->q : g_legacy; }
