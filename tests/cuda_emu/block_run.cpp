@@ -240,7 +240,8 @@ bool run_block(int n, const std::function<void()>& body, dim3 block, Schedule or
   auto release_warp = [&](int w) {
     const int b = w * 32, e = std::min(n, b + 32);
     if (r.at_warp[w] == 0 || r.at_warp[w] + r.done_in_warp[w] < e - b) return false;
-    if (r.done_in_warp[w] > 0) throw std::runtime_error("cuda_emu: a warp shuffle after some lanes of the warp returned");
+    if (r.done_in_warp[w] > 0)
+      throw std::runtime_error("cuda_emu: a warp shuffle after some lanes of the warp returned");
     for (int t = b; t < e; ++t) r.fibers[t].state = Fiber::Ready;
     r.at_warp[w] = 0;
     return true;
