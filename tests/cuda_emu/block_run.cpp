@@ -164,7 +164,8 @@ void leave(Fiber::State state, void** fake_save) {
   }
 }
 
-void yield_to_scheduler(Fiber::State state) {
+// The running thread waits at a barrier (state) until the scheduler releases it.
+void wait_at(Fiber::State state) {
   Fiber& f = g_run.fibers[g_run.current];
   leave(state, &f.fake_stack);
   resumed(f.fake_stack);
@@ -272,7 +273,7 @@ bool run_block(int n, const std::function<void()>& body, dim3 block, Schedule or
   }
 }
 
-void sync_block() { yield_to_scheduler(Fiber::AtBlockBarrier); }
+void sync_block() { wait_at(Fiber::AtBlockBarrier); }
 
 // One barrier per shuffle: successive shuffles use alternate buffers, and a lane cannot reach the
 // shuffle after next (which reuses this buffer) before every lane has passed the next barrier,
@@ -281,7 +282,7 @@ float shfl_xor(float v, int lane_mask) {
   const int rank = thread_rank(), warp = rank / 32, lane = rank % 32;
   std::vector<float>& buf = g_run.xchg[g_run.shuffles[rank]++ & 1];
   buf[rank] = v;
-  yield_to_scheduler(Fiber::AtWarpBarrier);
+  wait_at(Fiber::AtWarpBarrier);
   return buf[warp * 32 + (lane ^ lane_mask)];
 }
 
