@@ -15,9 +15,10 @@
 namespace {
 
 // The CUDA threads of the block being run, as fibers on the calling thread: each runs until it
-// reaches __syncthreads or a shuffle, or ends; the scheduler resumes them round-robin and
-// releases a barrier once every live thread of its block (or warp) waits at it. The switch is
-// the x86-64 System V one: callee-saved registers on the old stack, then the stack pointer.
+// reaches __syncthreads or a shuffle, or ends, then hands over to the next ready thread of its
+// warp; the scheduler starts each warp's turn in the block's Schedule and releases a barrier once
+// every live thread of its block (or warp) waits at it. The switch is the x86-64 System V one:
+// callee-saved registers on the old stack, then the stack pointer.
 extern "C" void cuda_emu_switch(void** save_sp, void* load_sp);
 asm(R"(
   .text
