@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "analysis/h5_util.h"
+#include "tests/test_paths.h"
 
 namespace kvs::h5 {
 namespace {
@@ -50,7 +51,7 @@ TEST(H5Isolation, SoundTraceMetadataParses) {
   const std::lock_guard<std::recursive_mutex> lock(mutex());
   init();
   Handle fapl = file_access();
-  const std::string path = KVSCOPE_SOURCE_DIR "/tests/fuzz/corpus/trace_bytes/with_runs.h5";
+  const std::string path = test::source_path("tests/fuzz/corpus/trace_bytes/with_runs.h5");
   Handle file = file_handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "open");
   EXPECT_NO_THROW(parse_all_metadata(file, 1u << 20));
 }

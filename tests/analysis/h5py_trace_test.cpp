@@ -7,6 +7,7 @@
 
 #include "analysis/recorder.h"
 #include "synthetic_engine.h"
+#include "tests/test_paths.h"
 #include "trace_test_util.h"
 #include "tests/run_command.h"
 
@@ -19,10 +20,8 @@ bool have_h5py() { return std::system("/usr/bin/python3 -c 'import h5py, numpy' 
 
 // Runs read_trace.py on `path`; returns its output.
 std::string read_with_h5py(const std::string& path) {
-  const std::string source = KVSCOPE_SOURCE_DIR;  // appended, not chained: GCC 12 warns (falsely) on
-                                                  // a chain of + on temporaries
-  std::string command = "/usr/bin/python3 " + source;
-  command += "/tests/python/read_trace.py '" + path + "' " + source + "/docs/trace-format.md";
+  std::string command = "/usr/bin/python3 " + test::source_path("tests/python/read_trace.py");
+  command += " '" + path + "' " + test::source_path("docs/trace-format.md");
   return test::run_command(command);
 }
 

@@ -10,6 +10,7 @@
 #include "analysis/kvzip_scores.h"
 #include "inference/errors.h"
 #include "inference/loader.h"
+#include "tests/test_paths.h"
 
 namespace kvs {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 class KvzipTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string dir = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/";
+    const std::string dir = test::shared_path("models/stories260K/");
     model_ = load_model(dir + "stories260K.bin");
     tok_ = load_tokenizer(model_, dir + "tok512.bin");
     context_ = tok_->encode(

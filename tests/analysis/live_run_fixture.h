@@ -14,6 +14,7 @@
 #include "analysis/policy.h"
 #include "inference/engine.h"
 #include "inference/loader.h"
+#include "tests/test_paths.h"
 
 namespace kvs::test {
 
@@ -25,7 +26,7 @@ struct Stories {
 // stories260K, or nullptr when the model files are absent.
 inline const Stories* stories() {
   static std::unique_ptr<Stories> s = [] {
-    const std::filesystem::path dir = std::filesystem::path(KVSCOPE_SHARED_DIR) / "models" / "stories260K";
+    const std::filesystem::path dir = std::filesystem::path(test::shared_path("models/stories260K"));
     if (!std::filesystem::exists(dir / "stories260K.bin")) return std::unique_ptr<Stories>();
     auto out = std::make_unique<Stories>();
     out->model = load_model((dir / "stories260K.bin").string());

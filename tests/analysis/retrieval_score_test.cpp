@@ -12,6 +12,7 @@
 #include "analysis/retrieval_score.h"
 #include "inference/errors.h"
 #include "inference/loader.h"
+#include "tests/test_paths.h"
 
 namespace kvs {
 namespace {
@@ -129,7 +130,7 @@ TEST(RetrievalScoreTest, ParserAcceptsPublishedLayoutAndRejectsBadFiles) {
 class NeedlePromptTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string dir = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/";
+    const std::string dir = test::shared_path("models/stories260K/");
     model_ = load_model(dir + "stories260K.bin");
     tok_ = load_tokenizer(model_, dir + "tok512.bin");
   }
@@ -174,7 +175,7 @@ TEST_F(NeedlePromptTest, SpansDecodeToTheirParts) {
 // onto the text, at every depth.
 TEST_F(NeedlePromptTest, SentencePieceModelThatRemovesExtraWhitespace) {
   const std::unique_ptr<Tokenizer> spm =
-      load_tokenizer(model_, std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/tok512.model");
+      load_tokenizer(model_, test::shared_path("models/stories260K/tok512.model"));
   NeedleOptions o;
   o.context_tokens = 150;
   o.needle = passkey_needle(48213);

@@ -12,6 +12,7 @@
 #include "analysis/trace.h"
 #include "app/cli/record.h"
 #include "inference/errors.h"
+#include "tests/test_paths.h"
 
 using namespace kvs;
 namespace fs = std::filesystem;
@@ -21,7 +22,7 @@ namespace {
 class StoriesTrace : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const fs::path dir = fs::path(KVSCOPE_SHARED_DIR) / "models" / "stories260K";
+    const fs::path dir = fs::path(test::shared_path("models/stories260K"));
     if (!fs::exists(dir / "stories260K.bin")) return;
     path_ = (fs::temp_directory_path() / ("kvs_sim_stories_" + std::to_string(::getpid()) + ".h5")).string();
     RecordRequest req;

@@ -19,6 +19,7 @@
 #include "tests/inference/gguf_writer.h"
 #include "inference/loader.h"
 #include "tests/run_command.h"
+#include "tests/test_paths.h"
 
 namespace kvs::cli_test {
 namespace {
@@ -142,7 +143,7 @@ TEST(CliRecord, TraceReadsWithH5pyByDocumentedNames) {
   write_bytes(dir.file("check.py"), kH5pyCheck);
   EXPECT_EQ(run_python(dir.file("check.py"), trace), "OK\n");
   // The project's documented-names reader (tests/python/read_trace.py) accepts it too.
-  const std::string out = run_python(std::string(KVSCOPE_SOURCE_DIR) + "/tests/python/read_trace.py", trace);
+  const std::string out = run_python(test::source_path("tests/python/read_trace.py"), trace);
   EXPECT_NE(out.find("OK"), std::string::npos) << out;
 }
 
@@ -155,7 +156,7 @@ TEST(CliRecord, CompareTracesPassesTheSameRunAndFailsAnother) {
   ASSERT_EQ(record_stories(dir.file("a.h5"), "Once upon a time", 12).code, 0);
   ASSERT_EQ(record_stories(dir.file("b.h5"), "Once upon a time", 12).code, 0);
   ASSERT_EQ(record_stories(dir.file("c.h5"), "Once upon a time there", 12).code, 0);
-  const std::string script = std::string(KVSCOPE_SOURCE_DIR) + "/tests/python/compare_traces.py";
+  const std::string script = test::source_path("tests/python/compare_traces.py");
   auto compare = [&](const std::string& x, const std::string& y) {
     return test::run_command("/usr/bin/python3 '" + script + "' '" + dir.file(x) + "' '" + dir.file(y) + "'");
   };
@@ -341,7 +342,8 @@ TEST_F(CliRecordBadInput, TraceAsModel) {
 
 TEST_F(CliRecordBadInput, PngAsModel) {
   const std::string model = in.file("picture.png");
-  std::string png("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10\0\0\0\x10\x08\x06\0\0\0", 33);
+  const char header[] = "\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10\0\0\0\x10\x08\x06\0\0\0";  // signature, IHDR
+  std::string png(header, sizeof header - 1);
   png += std::string(4000, '\x5a');
   write_bytes(model, png);
   const CliResult r = record_into_empty({"--model", model, "--tokenizer", tok512()});

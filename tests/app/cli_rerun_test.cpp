@@ -10,6 +10,7 @@
 #include "analysis/trace.h"
 #include "cli_util.h"
 #include "inference/loader.h"
+#include "tests/test_paths.h"
 
 using namespace kvs;
 using namespace kvs::cli_test;
@@ -285,7 +286,7 @@ TEST(CliRerunSmolLM2, FreeRunEndsAtEndOfText) {
   if (model.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct is not in the model cache";
   TempDir dir;
   const std::string trace = dir.file("sink.h5");
-  ASSERT_EQ(run_kvscope({"record", "--model", model, "--prompt-file", KVSCOPE_SOURCE_DIR "/assets/prompts/sink.txt",
+  ASSERT_EQ(run_kvscope({"record", "--model", model, "--prompt-file", test::source_path("assets/prompts/sink.txt"),
                          "--chat", "--steps", "40", "--out", trace, "--quiet"})
                 .code,
             0);

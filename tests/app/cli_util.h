@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_paths.h"
+
 extern char** environ;
 
 namespace kvs::cli_test {
@@ -71,7 +73,7 @@ struct CliResult {
   std::string err;   // stderr
 };
 
-// Runs KVSCOPE_BINARY with `args` (no shell), stdout and stderr captured through files.
+// Runs the kvscope binary with `args` (no shell), stdout and stderr captured through files.
 inline CliResult run_kvscope(const std::vector<std::string>& args) {
   TempDir io;
   const std::string out_path = io.file("stdout"), err_path = io.file("stderr");
@@ -80,15 +82,16 @@ inline CliResult run_kvscope(const std::vector<std::string>& args) {
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<std::string> argv_s{KVSCOPE_BINARY};
+  const std::string binary = test::kvscope_binary();
+  std::vector<std::string> argv_s{binary};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, KVSCOPE_BINARY, &actions, nullptr, argv.data(), environ);
+  const int rc = ::posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error(std::string("posix_spawn ") + KVSCOPE_BINARY + " failed");
+  if (rc != 0) throw std::runtime_error("posix_spawn " + binary + " failed");
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) throw std::runtime_error("waitpid failed");
@@ -101,7 +104,7 @@ inline CliResult run_kvscope(const std::vector<std::string>& args) {
 }
 
 // The shared test models (docs: /work/shared/models/SOURCES.md).
-inline std::string shared(const std::string& rel) { return std::string(KVSCOPE_SHARED_DIR) + "/models/" + rel; }
+inline std::string shared(const std::string& rel) { return test::shared_path("models/" + rel); }
 inline std::string stories_bin() { return shared("stories260K/stories260K.bin"); }
 inline std::string stories_gguf() { return shared("stories260K/stories260K.gguf"); }
 inline std::string tok512() { return shared("stories260K/tok512.bin"); }

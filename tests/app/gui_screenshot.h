@@ -21,13 +21,11 @@
 #endif
 
 #include "tests/app/gui_test_trace.h"
+#include "tests/test_paths.h"
 
 namespace kvs::gui_test {
 
-inline std::string binary() {
-  if (const char* b = std::getenv("KVSCOPE_BINARY"); b && *b) return b;
-  return KVSCOPE_BINARY;
-}
+inline std::string binary() { return test::kvscope_binary(); }
 
 inline bool have_xvfb() { return std::system("command -v xvfb-run >/dev/null 2>&1") == 0; }
 

@@ -16,6 +16,7 @@
 #include "analysis/trace.h"
 #include "inference/cuda_backend.h"
 #include "tests/app/gui_screenshot.h"
+#include "tests/test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace kvs::gui_test;
@@ -92,7 +93,7 @@ TEST_F(GuiScreenshot, PrefillMapShowsTheKeysARunEvicted) {
 // Then the head grid scores the retrieval heads on that model: stories260K copies none of the
 // needles, so that job fails with its reason (exit 2) and stores nothing.
 TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
-  const std::string model = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.bin";
+  const std::string model = kvs::test::shared_path("models/stories260K/stories260K.bin");
   if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
   const std::string out = (dir_ / "recorded.h5").string();
   // device cuda: the GPU where this machine has one (storing bf16), else a notice and the CPU.
@@ -119,7 +120,7 @@ TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
 
 // A scripted recording never replaces a file: not the open trace, not another one.
 TEST_F(GuiScreenshot, ScriptedRecordLeavesExistingFilesAlone) {
-  const std::string model = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.bin";
+  const std::string model = kvs::test::shared_path("models/stories260K/stories260K.bin");
   if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
   const std::string other = (dir_ / "other.h5").string();
   fs::copy_file(trace_, other);

@@ -19,6 +19,7 @@
 #include "app/gui/script.h"
 #include "inference/errors.h"
 #include "tests/app/gui_test_trace.h"
+#include "tests/test_paths.h"
 
 namespace fs = std::filesystem;
 
@@ -27,7 +28,7 @@ namespace {
 
 // A stories260K file of ../shared/models ("stories260K.bin", ".gguf").
 std::string stories_file(const std::string& name) {
-  return std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/" + name;
+  return test::shared_path("models/stories260K/" + name);
 }
 
 // The view of `id` among `views` (nullptr when none).

@@ -17,6 +17,7 @@
 
 #include "analysis/trace.h"
 #include "tests/app/gui_screenshot.h"
+#include "tests/test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace kvs::gui_test;
@@ -43,7 +44,7 @@ std::vector<Box> diff_bands(const Image& a, const Image& b) {
 class GuiTyping : public ScreenshotFixture {};
 
 TEST_F(GuiTyping, TypedRunSettingsAndRecordClickRecordAsTheirCommands) {
-  const std::string model = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/stories260K.bin";
+  const std::string model = kvs::test::shared_path("models/stories260K/stories260K.bin");
   if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
   const std::string size = "1000x700";
   // The model, prompt, steps and output boxes: where two settings of each differ.

@@ -19,13 +19,14 @@
 #include "app/cli/rerun.h"
 #include "inference/errors.h"
 #include "inference/loader.h"
+#include "tests/test_paths.h"
 
 namespace kvs {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kStories = fs::path(KVSCOPE_SHARED_DIR) / "models" / "stories260K";
+const fs::path kStories = fs::path(test::shared_path("models/stories260K"));
 
 RecordRequest stories_request(const fs::path& out, const std::string& policy) {
   RecordRequest req;

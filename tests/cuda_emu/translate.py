@@ -6,6 +6,7 @@ declaration is followed by `::cuda_emu::fresh_shared(name, sizeof name)`, which 
 NaN bytes once per block, as a block's shared memory holds no values of its own until it writes
 them; and the device header comes first, as nvcc includes it implicitly.
 Usage: translate.py IN.cu OUT.cpp"""
+import os
 import re
 import sys
 
@@ -16,6 +17,9 @@ out, n_shared = re.subn(r"(__shared__[^;(]*?\b([A-Za-z_]\w*)\s*(?:\[[^;\]]*\]\s*
 if "<<<" in out:
     sys.exit(f"{sys.argv[1]}: a kernel launch the translator does not understand")
 with open(sys.argv[2], "w") as f:
-    f.write(f"// Generated from {sys.argv[1]} by tests/cuda_emu/translate.py ({n} launches, {n_shared} shared arrays).\n")
+    # The source named relative to the checkout, so that the output is the same in every clone (ccache).
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    name = os.path.relpath(os.path.abspath(sys.argv[1]), root)
+    f.write(f"// Generated from {name} by tests/cuda_emu/translate.py ({n} launches, {n_shared} shared arrays).\n")
     f.write("#include <cuda_runtime.h>\n")
     f.write(out)

@@ -30,6 +30,7 @@
 #include "inference/sentencepiece_model.h"
 #include "inference/tokenizer_json.h"
 #include "tests/fuzz/fuzz_trace_edits.h"
+#include "tests/test_paths.h"
 
 namespace kvs::fuzz {
 
@@ -215,7 +216,7 @@ inline void trace_bytes(const uint8_t* data, size_t size) { read_whole_trace(scr
 // decode chunks as the writer packs them).
 inline void trace(const uint8_t* data, size_t size) {
   static const std::string seed = [] {
-    std::FILE* f = std::fopen(KVSCOPE_SOURCE_DIR "/tests/fuzz/corpus/trace_bytes/with_runs_packed.h5", "rb");
+    std::FILE* f = std::fopen(test::source_path("tests/fuzz/corpus/trace_bytes/with_runs_packed.h5").c_str(), "rb");
     if (!f) std::abort();
     std::string bytes;
     char buf[65536];

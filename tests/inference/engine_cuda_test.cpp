@@ -24,17 +24,12 @@
 #include "tests/inference/capture.h"
 #include "tests/inference/compare_rows.h"
 #include "tests/inference/tiny_model.h"
+#include "tests/test_paths.h"
 
 namespace kvs {
 namespace {
 
-// KVSCOPE_SHARED_DIR in the environment overrides the build's path (scripts/gpu-bundle.sh runs
-// this program on a machine where ../shared is elsewhere).
-std::string shared_dir() {
-  const char* env = std::getenv("KVSCOPE_SHARED_DIR");
-  return env && *env ? env : KVSCOPE_SHARED_DIR;
-}
-const std::string kModels = shared_dir() + "/models/stories260K/";
+const std::string kModels = test::shared_path("models/stories260K/");
 const std::vector<int> kPromptIds = {1, 403, 407, 261, 378};  // "Once upon a time"
 // Against the CPU on fp16-rounded weights and cache: the two sum in different orders, so a key
 // can round to the neighbouring fp16 value on one side, and peaked heads amplify that: two CPU

@@ -9,11 +9,12 @@
 #include "inference/engine.h"
 #include "inference/generate.h"
 #include "inference/loader.h"
+#include "tests/test_paths.h"
 
 namespace kvs {
 namespace {
 
-const std::string kModels = std::string(KVSCOPE_SHARED_DIR) + "/models/stories260K/";
+const std::string kModels = test::shared_path("models/stories260K/");
 const std::vector<int> kPromptIds = {1, 403, 407, 261, 378};
 const std::string kExpected =
     "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "

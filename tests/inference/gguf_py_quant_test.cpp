@@ -15,6 +15,7 @@
 #include "inference/gguf_file.h"
 #include "quant_blocks.h"
 #include "tests/run_command.h"
+#include "tests/test_paths.h"
 
 namespace kvs {
 namespace {
@@ -65,8 +66,8 @@ TEST(GgufPyQuant, DecodersMatchGgufPy) {
   const std::string out_dir = dir.file("py");
   fs::create_directory(out_dir);
   const std::string out =
-      test::run_command("PYTHONPATH='" + wheel + "' /usr/bin/python3 " + KVSCOPE_SOURCE_DIR +
-          "/tests/python/dequantize_gguf.py '" + path + "' '" + out_dir + "'");
+      test::run_command("PYTHONPATH='" + wheel + "' /usr/bin/python3 " +
+          test::source_path("tests/python/dequantize_gguf.py") + " '" + path + "' '" + out_dir + "'");
   ASSERT_NE(out.find("OK " + std::to_string(formats.size())), std::string::npos) << out;
 
   GgufFile g(path);

@@ -11,15 +11,11 @@
 #include <vector>
 
 #include "inference/errors.h"
+#include "tests/test_paths.h"
 
 namespace kvs::testing {
 
-inline std::string shared_model(const std::string& rel) {
-  std::string path = KVSCOPE_SHARED_DIR;  // appended, not `string + "..." + rel`: GCC 12 at -O1
-  path += "/models/";                     // warns of a memcpy out of bounds there (a false alarm)
-  path += rel;
-  return path;
-}
+inline std::string shared_model(const std::string& rel) { return test::shared_path("models/" + rel); }
 
 // A fresh folder under /tmp, removed with its contents at destruction.
 class TempDir {

@@ -17,7 +17,7 @@ std::vector<std::string> record_args(const std::string& out, const std::string& 
 }
 
 TEST(CaptureBudget, TinyBudgetKeepsReductionsAndSaysSo) {
-  if (!have_model()) GTEST_SKIP() << "stories260K not found under " << KVSCOPE_SHARED_DIR;
+  if (!have_model()) GTEST_SKIP() << "stories260K not found: " << kModel;
   ScratchDir dir("budget");
   const std::string out = dir.path + "/small.h5";
   ASSERT_EQ(run_kvscope(record_args(out, "0")), 0);

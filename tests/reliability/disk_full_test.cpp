@@ -32,7 +32,7 @@ class DiskFullTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::printf("[ seed     ] %u (kill/limit schedule)\n", seed_);
-    if (!have_model()) GTEST_SKIP() << "stories260K not found under " << KVSCOPE_SHARED_DIR;
+    if (!have_model()) GTEST_SKIP() << "stories260K not found: " << kModel;
   }
   ScratchDir dir_{"diskfull"};
   std::string err_;  // the child's stderr

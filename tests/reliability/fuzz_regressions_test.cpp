@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "tests/fuzz/fuzz_entries.h"
+#include "tests/test_paths.h"
 
 namespace kvs {
 namespace {
@@ -32,18 +33,18 @@ int replay_folder(const std::string& root) {
 }
 
 TEST(FuzzRegressions, CrashingInputsAreRejectedCleanly) {
-  const std::string root = KVSCOPE_SOURCE_DIR "/tests/fuzz/regressions";
+  const std::string root = test::source_path("tests/fuzz/regressions");
   if (replay_folder(root) == 0) GTEST_SKIP() << "no regression inputs in " << root;
 }
 
 TEST(FuzzRegressions, SeedCorporaParse) {
-  EXPECT_GT(replay_folder(KVSCOPE_SOURCE_DIR "/tests/fuzz/corpus"), 10);
+  EXPECT_GT(replay_folder(test::source_path("tests/fuzz/corpus")), 10);
 }
 
 // fuzz_trace_bytes: a run's "kept" dataset declaring chunks larger than its fixed extent made HDF5 read
 // past its chunk buffer; the reader now refuses it with InputError.
 TEST(FuzzRegressions, TraceChunkLargerThanDatasetIsAnInputError) {
-  const std::string path = KVSCOPE_SOURCE_DIR "/tests/fuzz/regressions/trace_bytes/chunk-larger-than-dataset.h5";
+  const std::string path = test::source_path("tests/fuzz/regressions/trace_bytes/chunk-larger-than-dataset.h5");
   TraceReader r(path);
   std::vector<uint8_t> kept;  // [L, Hkv, T]
   bool rejected = false;
@@ -61,7 +62,7 @@ TEST(FuzzRegressions, TraceChunkLargerThanDatasetIsAnInputError) {
 // fuzz_trace_bytes: a chunk index claiming a 4 GiB chunk made HDF5 allocate it while reading the
 // prefill column sums; the reader now refuses chunks larger than the file with InputError.
 TEST(FuzzRegressions, TraceChunkIndexLargerThanFileIsAnInputError) {
-  const std::string path = KVSCOPE_SOURCE_DIR "/tests/fuzz/regressions/trace_bytes/chunk-index-claims-4gb.h5";
+  const std::string path = test::source_path("tests/fuzz/regressions/trace_bytes/chunk-index-claims-4gb.h5");
   try {
     TraceReader r(path);
     (void)r.read_prefill();
@@ -86,7 +87,7 @@ TEST(FuzzRegressions, TraceCrashingLibhdf5IsAnInputError) {
   constexpr bool kOverReadsAreCaught = false;
 #endif
   for (const char* name : {"libhdf5-global-heap-attribute-a.h5", "libhdf5-global-heap-attribute-b.h5"}) {
-    const std::string path = std::string(KVSCOPE_SOURCE_DIR "/tests/fuzz/regressions/trace_bytes/") + name;
+    const std::string path = test::source_path("tests/fuzz/regressions/trace_bytes/") + name;
     try {
       TraceReader r(path);
       EXPECT_FALSE(kOverReadsAreCaught) << "opened " << path;
@@ -110,7 +111,7 @@ const int kShortProbeLimit = ::setenv("KVSCOPE_PROBE_TIMEOUT_S", "2", 1);
 
 TEST(FuzzRegressions, TraceKeepingLibhdf5BusyIsAnInputErrorAtTheProbeLimit) {
   ASSERT_EQ(kShortProbeLimit, 0);
-  const std::string path = KVSCOPE_SOURCE_DIR "/tests/fuzz/regressions/trace_bytes/libhdf5-busy-metadata.h5";
+  const std::string path = test::source_path("tests/fuzz/regressions/trace_bytes/libhdf5-busy-metadata.h5");
   try {
     TraceReader r(path);
     ADD_FAILURE() << "opened " << path;
@@ -124,7 +125,7 @@ TEST(FuzzRegressions, SoundTracesPassTheIsolatedParse) {
   // *_packed: decode chunks per (step, layer) packed by KVScope; the others: one chunk per step
   // packed by HDF5 (earlier writers). Both read the same rows.
   for (const char* name : {"with_runs.h5", "recorded_f16.h5", "with_runs_packed.h5", "recorded_f16_packed.h5"}) {
-    const std::string path = std::string(KVSCOPE_SOURCE_DIR "/tests/fuzz/corpus/trace_bytes/") + name;
+    const std::string path = test::source_path("tests/fuzz/corpus/trace_bytes/") + name;
     TraceReader r(path);
     EXPECT_GT(r.meta().n_steps, 0) << path;
     EXPECT_EQ(r.token_texts().size(), static_cast<std::size_t>(r.meta().total_len())) << path;
@@ -144,7 +145,7 @@ TEST(FuzzRegressions, SoundTracesPassTheIsolatedParse) {
 // Every target has an entry and a fuzz target source file.
 TEST(FuzzRegressions, EveryEntryHasATarget) {
   for (const auto& e : fuzz::all_entries())
-    EXPECT_TRUE(fs::exists(fs::path(KVSCOPE_SOURCE_DIR "/tests/fuzz") / ("fuzz_" + std::string(e.name) + ".cpp")))
+    EXPECT_TRUE(fs::exists(fs::path(test::source_path("tests/fuzz")) / ("fuzz_" + std::string(e.name) + ".cpp")))
         << e.name;
 }
 

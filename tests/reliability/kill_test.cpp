@@ -54,7 +54,7 @@ class KillTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::printf("[ seed     ] %u (kill/limit schedule)\n", seed_);
-    if (!have_model()) GTEST_SKIP() << "stories260K not found under " << KVSCOPE_SHARED_DIR;
+    if (!have_model()) GTEST_SKIP() << "stories260K not found: " << kModel;
     base_ = dir_.path + "/base.h5";
     ASSERT_EQ(run_kvscope(record_args(base_, kSteps)), 0);
   }

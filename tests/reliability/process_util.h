@@ -16,12 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_paths.h"
+
 namespace kvs::rel {
 
 namespace fs = std::filesystem;
 
-inline const std::string kModel = KVSCOPE_SHARED_DIR "/models/stories260K/stories260K.bin";
-inline const std::string kTokenizer = KVSCOPE_SHARED_DIR "/models/stories260K/tok512.bin";
+inline const std::string kModel = test::shared_path("models/stories260K/stories260K.bin");
+inline const std::string kTokenizer = test::shared_path("models/stories260K/tok512.bin");
 
 inline bool have_model() { return fs::exists(kModel) && fs::exists(kTokenizer); }
 
@@ -30,7 +32,7 @@ inline bool have_model() { return fs::exists(kModel) && fs::exists(kTokenizer); 
 // (terminate), as in a user's shell: kvscope must ignore it itself so that the write fails with
 // EFBIG, as on a full disk.
 inline pid_t spawn_kvscope(const std::vector<std::string>& args, int stderr_fd = -1, long fsize_limit = 0) {
-  std::vector<std::string> all = {KVSCOPE_BINARY};
+  std::vector<std::string> all = {test::kvscope_binary()};
   all.insert(all.end(), args.begin(), args.end());
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
