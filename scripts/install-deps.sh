@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libhdf5-dev libdeflate-dev libpcre2-dev libutf8proc-dev libgtest-dev googletest
       libbenchmark-dev libimgui-dev libglfw3-dev libstb-dev libgl-dev xvfb xauth
       python3 python3-h5py python3-numpy python3-yaml python3-pip clang libclang-rt-14-dev
-      libomp-dev unzip)
+      libomp-dev unzip ccache)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
