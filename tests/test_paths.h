@@ -8,6 +8,6 @@ namespace kvs::test {
 
 std::string source_path(const std::string& rel);  // <checkout>/rel
 std::string shared_path(const std::string& rel);  // <../shared>/rel; $KVSCOPE_SHARED_DIR overrides
-std::string kvscope_binary();                      // the command line built beside the test; $KVSCOPE_BINARY overrides
+std::string kvscope_binary();  // the command line built beside the test; $KVSCOPE_BINARY overrides
 
 }  // namespace kvs::test
