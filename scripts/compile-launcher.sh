@@ -16,19 +16,17 @@ export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1 CCACHE_PCH_EXTSUM=1
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 
 # ccache makes the checkout's paths relative itself, but not those passed through -Xclang (clang's
-# precompiled header is included so).
+# precompiled header is included so). `out`: the output file.
 args=()
 prev=""
+out=""
 for a in "$@"; do
   if [ "$prev" = -Xclang ] && [[ $a == "$root"/* ]]; then
     a=$(realpath -m --relative-to=. "$a")
   fi
+  [ "$prev" = -o ] && out=$a
   args+=("$a")
   prev=$a
-done
-out=""
-for ((i = 0; i < ${#args[@]} - 1; i++)); do
-  [ "${args[i]}" = -o ] && out=${args[i + 1]}
 done
 case $out in
   *.gch | *.pch) ;;
