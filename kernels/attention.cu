@@ -1,7 +1,7 @@
 // Attention on the device: one decode query row per head over listed cache rows (flash-decoding:
 // splits of keys scored and summed with their own max, then combined in a fixed order, each key
 // and value read once per KV head), and the causal softmax of prefill score blocks, which also
-// writes the probabilities as the 16-bit parts the P·V GEMMs read.
+// writes the probabilities as the parts of the stored type the P·V GEMMs read.
 // CPU twins: ops::attend_rows (decode) and the softmax inside ops::attend (prefill).
 #include <stdexcept>
 
@@ -24,10 +24,10 @@ constexpr int kSplitBlocks = 1024;
 constexpr int kRowLoads = 4;               // row elements a thread loads at once (softmax, combine)
 constexpr int kCombineKeys = kRowLoads * kThreads;  // probabilities normalized per combine block
 constexpr int kTileLoads = 4;                             // 16-byte loads per thread for one tile...
-constexpr int kTileValues = kTileLoads * kThreads * 8;    // ...so a tile has at most 8192 16-bit values of rows
-// The tile buffer holds one padded row per key lane group at head_dim 128 (64 keys, 17 KB), so that
-// a split of 64 keys or more is staged in whole tiles of 64.
-constexpr int kTileHalves = (kThreads / kKeyLanes) * (128 + 8);
+constexpr int kTileLoadBytes = kTileLoads * kThreads * 16;  // ...so a tile has at most 16 KB of rows
+// The tile buffer holds one padded 16-bit row per key lane group at head_dim 128 (64 keys, 17 KB),
+// so that a split of 64 keys or more is staged in whole tiles of 64 (of 32 with fp32 rows).
+constexpr int kTileBytes = (kThreads / kKeyLanes) * (128 + 8) * 2;
 constexpr int kOutPerThread = kBlockHeads * kMaxHeadDim / 2 / kThreads;  // (head, pair) sums
 
 // Keys per split of a decode launch: small splits for short contexts (enough blocks to fill the
@@ -95,15 +95,15 @@ __device__ float softmax_in_place(float* p, int n, float* red, const Put& put) {
 }
 
 // Copies the cache rows rs[t0 .. t0 + n) of one KV head (src [cap, head_dim]) into tile
-// [n, row_halves] (16-bit values) with 16-byte loads spread over the block: each thread issues all
+// [n, row_values] (values of T) with 16-byte loads spread over the block: each thread issues all
 // of its loads (at most kTileLoads) before it stores any, so a block has the whole tile in flight
 // (16 KB). A loop that stored each value before loading the next kept one load per thread in
 // flight (4 KB a block), which at long contexts left HBM mostly idle. Thread t's k-th load is unit
 // t + k·kThreads of the tile: row and column stepped from t's own without a division each.
 template <class T>
 __device__ void load_tile(uint4* tile, const T* src, const int32_t* rs, int t0, int n, int head_dim,
-                          int row_halves) {
-  const int per_row = head_dim / 8;  // uint4 per row; n * per_row <= kTileLoads * kThreads
+                          int row_values) {
+  const int per_row = head_dim / detail::kPerLoad<T>;  // uint4 per row; n * per_row <= kTileLoads * kThreads
   const int step_rows = kThreads / per_row, step_cols = kThreads % per_row;
   int j[kTileLoads], c[kTileLoads];  // row in the tile, uint4 in the row
   j[0] = threadIdx.x / per_row;
@@ -124,7 +124,7 @@ __device__ void load_tile(uint4* tile, const T* src, const int32_t* rs, int t0, 
   }
 #pragma unroll
   for (int s = 0; s < kTileLoads; ++s) {
-    if (j[s] < n) tile[j[s] * (row_halves / 8) + c[s]] = x[s];
+    if (j[s] < n) tile[j[s] * (row_values / detail::kPerLoad<T>) + c[s]] = x[s];
   }
 }
 
@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 4) decode_split_kernel(float* part, 
   __shared__ float4 e4[kBlockHeads * kMaxSplitKeys / 4];  // 16-byte aligned for the value pass
   float* e = reinterpret_cast<float*>(e4);                  // [nh, keys_per_split]
   __shared__ int32_t rs[kMaxSplitKeys];              // [keys_per_split] cache rows of the split
-  __shared__ uint4 tile[kTileHalves / 8];            // [keys, head_dim + 8] or [keys, head_dim] halves
+  __shared__ uint4 tile[kTileBytes / 16];            // [keys, head_dim + kPerLoad] or [keys, head_dim] of T
   const int g = blockIdx.x / head_blocks;
   const int h0 = g * group + static_cast<int>(blockIdx.x % head_blocks) * kBlockHeads;  // first head
   const int nh = min(kBlockHeads, (g + 1) * group - h0);
@@ -174,8 +174,11 @@ __global__ void __launch_bounds__(kThreads, 4) decode_split_kernel(float* part, 
   const int cnt = max(0, min(keys_per_split, n_rows[g] - j0));  // keys of this split
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int half = head_dim / 2;
-  const int k_row = head_dim + 8;  // halves per key row in the tile: 4 banks apart, no conflicts
-  const int k_tile_keys = min(min(kTileHalves / k_row, kThreads / kKeyLanes), kTileValues / head_dim);
+  constexpr int kTileValues = kTileLoadBytes / static_cast<int>(sizeof(T));  // values of T one tile loads
+  // values per key row in the tile, 16 bytes of padding: 4 banks apart, no conflicts
+  const int k_row = head_dim + detail::kPerLoad<T>;
+  const int k_tile_keys = min(min(kTileBytes / static_cast<int>(sizeof(T)) / k_row, kThreads / kKeyLanes),
+                              kTileValues / head_dim);
   int v_tile_keys = 1;  // a power of two, as the splits are: no part-filled tiles within a split
   while (2 * v_tile_keys * head_dim <= kTileValues) v_tile_keys *= 2;
   using S = detail::Store<T>;
@@ -386,7 +389,7 @@ __global__ void decode_combine_kernel(float* out,         // [n_heads, head_dim]
 
 // Block row r of scores and of parts (a block per row): the softmax of its keys lo..hi-1 in place,
 // zeros for its other keys 0..n_keys-1, entries at n_keys.. untouched; lse[r] its log-sum-exp;
-// the same values of keys 0..n_keys-1 as 16-bit parts (detail::store_split) for the P·V GEMMs.
+// the same values of keys 0..n_keys-1 as parts of T (detail::store_split) for the P·V GEMMs.
 template <class T>
 __device__ void softmax_row_keys(float* scores, float* lse, T* parts, long part_stride, int n_parts, long r, long ld,
                                  int lo, int hi, int n_keys) {
@@ -473,6 +476,9 @@ template void attend_decode(float*, float*, long, float*, const float*, const __
                             const __nv_bfloat16*, long, const int32_t*, long, const int32_t*, int, int,
                             int, int, float, const float*, const float*, const int32_t*, bool, float*,
                             cudaStream_t);
+template void attend_decode(float*, float*, long, float*, const float*, const float*, const float*, long,
+                            const int32_t*, long, const int32_t*, int, int, int, int, float, const float*,
+                            const float*, const int32_t*, bool, float*, cudaStream_t);
 
 template <class T>
 void softmax_causal(float* scores, float* lse, T* parts, long part_stride, int n_parts, int n_heads, int nq,
@@ -499,5 +505,8 @@ template void softmax_ranges(float*, float*, __half*, long, int, int, int, int, 
                              const int32_t*, cudaStream_t);
 template void softmax_ranges(float*, float*, __nv_bfloat16*, long, int, int, int, int, long, const int32_t*,
                              const int32_t*, cudaStream_t);
+template void softmax_causal(float*, float*, float*, long, int, int, int, int, long, int, int, cudaStream_t);
+template void softmax_ranges(float*, float*, float*, long, int, int, int, int, long, const int32_t*, const int32_t*,
+                             cudaStream_t);
 
 }  // namespace kvs::cuda

@@ -1,5 +1,5 @@
 // fp32 -> fp16 / bf16 conversion (plain, and split into 16-bit parts that sum to it) and the embedding
-// lookup of 16-bit table rows on the device.
+// lookup of stored table rows on the device (fp32 storage: a copy, one part).
 // CPU twins: kvs::fp32_to_fp16 / fp32_to_bf16 (kernels/quant.h) and the engine's embedding row copy.
 #include "kernels/cuda_launch.cuh"
 #include "kernels/cuda_ops.h"
@@ -72,5 +72,8 @@ template void split_store(__half*, long, int, const float*, long, cudaStream_t);
 template void split_store(__nv_bfloat16*, long, int, const float*, long, cudaStream_t);
 template void embed_rows(float*, const __half*, const int32_t*, int, int, cudaStream_t);
 template void embed_rows(float*, const __nv_bfloat16*, const int32_t*, int, int, cudaStream_t);
+template void to_store(float*, const float*, long, cudaStream_t);
+template void split_store(float*, long, int, const float*, long, cudaStream_t);
+template void embed_rows(float*, const float*, const int32_t*, int, int, cudaStream_t);
 
 }  // namespace kvs::cuda

@@ -1,9 +1,9 @@
 // Host-side launchers of the CUDA kernels (kernels/*.cu), one section per op family; each is the
 // device twin of the CPU op named in its section. Every pointer is device memory unless said
 // otherwise; every launch is asynchronous on `stream` and reports nothing itself (callers check
-// cudaGetLastError / the stream). fp32 accumulation and softmax throughout; the 16-bit type T of
-// weights and cache, __half (fp16) or __nv_bfloat16 (bf16), only stores (kernels/cuda_store.cuh).
-// The templates are instantiated for those two types in the .cu files.
+// cudaGetLastError / the stream). fp32 accumulation and softmax throughout; the type T of weights
+// and cache, __half (fp16), __nv_bfloat16 (bf16) or float, only stores (kernels/cuda_store.cuh).
+// The templates are instantiated for those three types in the .cu files.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -28,7 +28,8 @@ template <class T>
 void to_store(T* out, const float* x, long n, cudaStream_t stream);
 // x[n] as n_parts values of T whose sum carries x: part 0 = T(x), part p = T(x - the parts
 // before it), at parts + p * part_stride. Two fp16 parts carry about 22 bits of x, three bf16
-// parts 24; a GEMM of T weights by each part, summed in fp32, is then nearly a product by the fp32 x.
+// parts 24, one float all of it; a GEMM of T weights by each part, summed in fp32, is then nearly a
+// product by the fp32 x.
 template <class T>
 void split_store(T* parts, long part_stride, int n_parts, const float* x, long n, cudaStream_t stream);
 // X[n, dim] = table[tokens[i], :] as fp32; tokens [n], table [vocab, dim].

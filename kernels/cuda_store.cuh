@@ -1,7 +1,8 @@
-// The two 16-bit types the CUDA backend stores weights and the KV cache in — fp16 (__half) and
-// bf16 (__nv_bfloat16) — behind one interface for the kernels templated on them: a value or a
-// pair of values (4 bytes) widened to fp32, and fp32 rounded to the type (nearest even); and an fp32
-// value split into 16-bit parts for the prefill GEMMs. Everything is computed in fp32 either way.
+// The types the CUDA backend stores weights and the KV cache in — fp16 (__half), bf16
+// (__nv_bfloat16) and fp32 (float) — behind one interface for the kernels templated on them: a
+// value or a pair of values widened to fp32, fp32 rounded to the type (nearest even; fp32 as it
+// is), how many values one 16-byte load carries; and an fp32 value split into parts of the type
+// for the prefill GEMMs. Everything is computed in fp32 either way.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -11,6 +12,10 @@ namespace kvs::cuda::detail {
 
 template <class T>
 struct Store;
+
+// Values of T in one 16-byte load (a uint4): 8 of a 16-bit type, 4 floats.
+template <class T>
+constexpr int kPerLoad = 16 / static_cast<int>(sizeof(T));
 
 template <>
 struct Store<__half> {
@@ -26,6 +31,14 @@ struct Store<__nv_bfloat16> {
   static __device__ __forceinline__ float to_float(__nv_bfloat16 h) { return __bfloat162float(h); }
   static __device__ __forceinline__ float2 to_float2(__nv_bfloat162 p) { return __bfloat1622float2(p); }
   static __device__ __forceinline__ __nv_bfloat16 from_float(float f) { return __float2bfloat16_rn(f); }
+};
+
+template <>
+struct Store<float> {
+  using Pair = float2;
+  static __device__ __forceinline__ float to_float(float h) { return h; }
+  static __device__ __forceinline__ float2 to_float2(float2 p) { return p; }
+  static __device__ __forceinline__ float from_float(float f) { return f; }
 };
 
 // x as n_parts values of T at parts[0], parts[part_stride], ...: part 0 = T(x), part p = T(x - the

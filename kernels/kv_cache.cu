@@ -1,4 +1,4 @@
-// KV-cache rows on the device: appending fp32 key/value rows, rounded to the cache's 16-bit type,
+// KV-cache rows on the device: appending fp32 key/value rows, rounded to the cache's type,
 // at listed rows of each head (for decode, with the RoPE of the new query and key in the same
 // launch), and gathering listed cache rows (the extend pass's attended keys and values).
 // CPU twins: KvStore::append, ops::rope_apply.
@@ -115,5 +115,10 @@ template void rope_append(__nv_bfloat16*, __nv_bfloat16*, long, float*, int, int
                           const float*, const float*, bool, const int32_t*, cudaStream_t);
 template void gather_rows(__half*, const __half*, const int32_t*, int, int, cudaStream_t);
 template void gather_rows(__nv_bfloat16*, const __nv_bfloat16*, const int32_t*, int, int, cudaStream_t);
+template void kv_append(float*, float*, long, const float*, const float*, long, int, int, int, const int32_t*, long,
+                        cudaStream_t);
+template void rope_append(float*, float*, long, float*, int, int, int, const int32_t*, const float*, const float*,
+                          bool, const int32_t*, cudaStream_t);
+template void gather_rows(float*, const float*, const int32_t*, int, int, cudaStream_t);
 
 }  // namespace kvs::cuda

@@ -1,5 +1,5 @@
-// Decode projections on the device: y = W x with 16-bit weights (fp16 or bf16) and fp32 x, one
-// warp per weight row (or per pair of rows), 16-byte weight loads when the row length allows,
+// Decode projections on the device: y = W x with weights stored as fp16, bf16 or fp32 and fp32 x,
+// one warp per weight row (or per pair of rows), 16-byte weight loads when the row length allows,
 // eight of them in flight per lane (a decode step is bound by reading the weights once; one load
 // per lane at a time left HBM half idle). The small ops around a product ride in it, to save a
 // launch each: the RMSNorm of x before it (every warp reads all of x anyway), a bias after it,
@@ -20,31 +20,51 @@ constexpr int kWarps = 2;  // warps per block
 constexpr int kThreads = kWarps * 32;
 constexpr int kInFlight = 8;  // 16-byte weight loads issued per lane before their sums
 
-// The dot product of 8 16-bit weights with 8 fp32 inputs.
+// The inputs one 16-byte weight load multiplies: kPerLoad<T> floats, as float4s.
 template <class T>
-__device__ __forceinline__ float dot8(const uint4& packed, const float4& a, const float4& b) {
+struct Inputs {
+  float4 v[detail::kPerLoad<T> / 4];
+};
+
+// The dot product of the kPerLoad<T> weights of one load (8 fp16 or bf16, 4 fp32) with the inputs,
+// summed in order.
+template <class T>
+__device__ __forceinline__ float dot_load(const uint4& packed, const Inputs<T>& in) {
   using S = detail::Store<T>;
-  const T* h = reinterpret_cast<const T*>(&packed);  // [8]
-  return S::to_float(h[0]) * a.x + S::to_float(h[1]) * a.y + S::to_float(h[2]) * a.z +
-         S::to_float(h[3]) * a.w + S::to_float(h[4]) * b.x + S::to_float(h[5]) * b.y +
-         S::to_float(h[6]) * b.z + S::to_float(h[7]) * b.w;
+  const T* h = reinterpret_cast<const T*>(&packed);  // [kPerLoad]
+  float s = S::to_float(h[0]) * in.v[0].x;
+  s += S::to_float(h[1]) * in.v[0].y;
+  s += S::to_float(h[2]) * in.v[0].z;
+  s += S::to_float(h[3]) * in.v[0].w;
+#pragma unroll
+  for (int i = 1; i < detail::kPerLoad<T> / 4; ++i) {
+    s += S::to_float(h[4 * i]) * in.v[i].x;
+    s += S::to_float(h[4 * i + 1]) * in.v[i].y;
+    s += S::to_float(h[4 * i + 2]) * in.v[i].z;
+    s += S::to_float(h[4 * i + 3]) * in.v[i].w;
+  }
+  return s;
 }
 
-// Inputs c8*8 .. c8*8+7 of the product (read through the read-only cache: every warp of the
-// block reads the same x). kNormed: x times the norm weight g, with x's squares added to ss.
-template <bool kNormed>
-__device__ __forceinline__ void input8(float4& a, float4& b, const float* x, const float* g, int c8,
-                                       float& ss) {
-  const float4* x4 = reinterpret_cast<const float4*>(x) + 2 * c8;  // [2]
-  a = __ldg(x4);
-  b = __ldg(x4 + 1);
+// The inputs of load unit c (x[c * kPerLoad<T> ...], read through the read-only cache: every warp
+// of the block reads the same x). kNormed: x times the norm weight g, with x's squares added to ss.
+template <class T, bool kNormed>
+__device__ __forceinline__ Inputs<T> inputs(const float* x, const float* g, int c, float& ss) {
+  constexpr int kN4 = detail::kPerLoad<T> / 4;
+  Inputs<T> in;
+  const float4* x4 = reinterpret_cast<const float4*>(x) + kN4 * c;  // [kN4]
+#pragma unroll
+  for (int i = 0; i < kN4; ++i) in.v[i] = __ldg(x4 + i);
   if constexpr (kNormed) {
-    ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
-    const float4* g4 = reinterpret_cast<const float4*>(g) + 2 * c8;  // [2]
-    const float4 ga = __ldg(g4), gb = __ldg(g4 + 1);
-    a = make_float4(a.x * ga.x, a.y * ga.y, a.z * ga.z, a.w * ga.w);
-    b = make_float4(b.x * gb.x, b.y * gb.y, b.z * gb.z, b.w * gb.w);
+    const float4* g4 = reinterpret_cast<const float4*>(g) + kN4 * c;  // [kN4]
+#pragma unroll
+    for (int i = 0; i < kN4; ++i) {
+      const float4 a = in.v[i], ga = __ldg(g4 + i);
+      ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+      in.v[i] = make_float4(a.x * ga.x, a.y * ga.y, a.z * ga.z, a.w * ga.w);
+    }
   }
+  return in;
 }
 
 // kGated = false: warp r computes y[r] = W[r] · n(x) (+ bias[r]) (+ beta y[r]).
@@ -68,20 +88,22 @@ __global__ void matvec_kernel(float* y,           // [rows]
   for (int i = 0; i < kR; ++i) wr[i] = w + (r + static_cast<long>(i) * rows) * cols;
   // The weights do not depend on the kernels before this one: their first loads are asked of L2
   // before the wait, so that with the launch overlapped they arrive while those kernels finish.
-  const int n8 = cols % 8 == 0 ? cols / 8 : 0;  // 16-byte units per row; 0: the scalar path
+  constexpr int kPer = detail::kPerLoad<T>;
+  const int n_loads = cols % kPer == 0 ? cols / kPer : 0;  // 16-byte units per row; 0: the scalar path
 #pragma unroll
   for (int i = 0; i < kR; ++i)
 #pragma unroll
     for (int u = 0; u < kLoads; ++u)
-      if (r < rows && lane + 32 * u < n8) detail::prefetch_l2(reinterpret_cast<const uint4*>(wr[i]) + lane + 32 * u);
+      if (r < rows && lane + 32 * u < n_loads)
+        detail::prefetch_l2(reinterpret_cast<const uint4*>(wr[i]) + lane + 32 * u);
   detail::wait_for_previous_kernels();
   detail::let_next_kernel_start();
   if (r >= rows) return;  // the whole warp: no shuffle partner is lost
   float s[kR] = {};
   float ss = 0.0f;
-  if (n8 > 0) {  // rows start 16-byte aligned: 8 weights and 8 inputs per load pair
+  if (n_loads > 0) {  // rows start 16-byte aligned: kPer weights and kPer inputs per load
     int c = lane;
-    for (; c + 32 * (kLoads - 1) < n8; c += 32 * kLoads) {
+    for (; c + 32 * (kLoads - 1) < n_loads; c += 32 * kLoads) {
       uint4 p[kR][kLoads];
 #pragma unroll
       for (int i = 0; i < kR; ++i)
@@ -90,17 +112,15 @@ __global__ void matvec_kernel(float* y,           // [rows]
           p[i][u] = __ldcs(reinterpret_cast<const uint4*>(wr[i]) + c + 32 * u);
 #pragma unroll
       for (int u = 0; u < kLoads; ++u) {
-        float4 a, b;
-        input8<kNormed>(a, b, x, g, c + 32 * u, ss);
+        const Inputs<T> in = inputs<T, kNormed>(x, g, c + 32 * u, ss);
 #pragma unroll
-        for (int i = 0; i < kR; ++i) s[i] += dot8<T>(p[i][u], a, b);
+        for (int i = 0; i < kR; ++i) s[i] += dot_load<T>(p[i][u], in);
       }
     }
-    for (; c < n8; c += 32) {
-      float4 a, b;
-      input8<kNormed>(a, b, x, g, c, ss);
+    for (; c < n_loads; c += 32) {
+      const Inputs<T> in = inputs<T, kNormed>(x, g, c, ss);
 #pragma unroll
-      for (int i = 0; i < kR; ++i) s[i] += dot8<T>(__ldcs(reinterpret_cast<const uint4*>(wr[i]) + c), a, b);
+      for (int i = 0; i < kR; ++i) s[i] += dot_load<T>(__ldcs(reinterpret_cast<const uint4*>(wr[i]) + c), in);
     }
   } else {
     for (int c = lane; c < cols; c += 32) {
@@ -159,5 +179,7 @@ template void matvec(float*, const __half*, const float*, int, int, float, cudaS
 template void matvec(float*, const __nv_bfloat16*, const float*, int, int, float, cudaStream_t, Norm, const float*);
 template void matvec_swiglu(float*, const __half*, const float*, int, int, Norm, cudaStream_t);
 template void matvec_swiglu(float*, const __nv_bfloat16*, const float*, int, int, Norm, cudaStream_t);
+template void matvec(float*, const float*, const float*, int, int, float, cudaStream_t, Norm, const float*);
+template void matvec_swiglu(float*, const float*, const float*, int, int, Norm, cudaStream_t);
 
 }  // namespace kvs::cuda

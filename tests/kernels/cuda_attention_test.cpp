@@ -1,9 +1,9 @@
 // Device twins of kernels/attention.cu. attend_decode against ops::attend_rows over the cache
-// rounded to its storage type (fp16; bf16 for a subset of the cases; rotated by row index with
-// ops::rope_apply for the rope-by-slot path): GQA, head_dim 8..256 (80 among them), listed rows
+// rounded to its storage type (fp16; bf16 and fp32 for subsets of the cases; rotated by row index
+// with ops::rope_apply for the rope-by-slot path): GQA, head_dim 8..256 (80 among them), listed rows
 // that skip cache rows, different n_rows per KV head, up to 17,000 keys (several P·V splits, and
 // splits of several shared-memory tiles). softmax_causal and softmax_ranges against a
-// double-precision softmax per row, and the 16-bit parts they write beside it bit for bit.
+// double-precision softmax per row, and the parts of T they write beside it bit for bit.
 // Tolerances (only fp32 accumulation order differs): probs 2e-5 relative + 1e-8 absolute,
 // lse 1e-5 absolute, out 1e-5 relative + 1e-5 absolute.
 #include <gtest/gtest.h>
@@ -250,6 +250,30 @@ TEST(CudaAttendDecode, Bf16CacheRopeBySlotBothPairings) {
   run_decode<__nv_bfloat16>(b, 310);
 }
 
+// An fp32 cache through the same kernel, whose shared-memory tiles hold half the keys of a 16-bit
+// one (32 at head_dim 128, 16 at 256): splits of several tiles, both RoPE pairings, listed slots,
+// a head_dim that is not a power of two.
+TEST(CudaAttendDecode, Fp32CacheTilesOfItsOwnSize) {
+  KVS_REQUIRE_GPU();
+  DecodeCase a{8, 2, 128, 3800, {1000, 3000}};
+  a.rope = true;
+  a.pairing = ops::RopePairing::RotateHalf;
+  a.shuffled = true;
+  run_decode<float>(a, 800);
+  DecodeCase b{2, 1, 256, 700, {555}};
+  b.rope = true;
+  b.pairing = ops::RopePairing::RotateHalf;
+  run_decode<float>(b, 810);
+  DecodeCase c{6, 6, 8, 400, {250, 17, 1, 299, 128, 129}};
+  c.rope = true;
+  c.slotted = true;
+  c.pairing = ops::RopePairing::Interleaved;
+  run_decode<float>(c, 820);
+  DecodeCase d{8, 4, 80, 4000, {3100, 1000, 2900, 300}};
+  d.shuffled = true;
+  run_decode<float>(d, 830);
+}
+
 // Every row r (query i = r % nq) of probs [n_rows, ld] against a double-precision softmax of
 // scores' keys range(i) = [lo, hi): zeros for its other keys below n_keys, untouched past n_keys.
 template <class Range>
@@ -276,13 +300,13 @@ void expect_softmax_rows(const std::vector<float>& scores, const std::vector<flo
   }
 }
 
-// 16-bit parts of the probabilities, as the P·V GEMMs read them: for keys 0..n_keys-1 of every
-// row, the split of the row's fp32 probability (part p = T(the rest after parts 0..p-1)), bit for
+// Parts of T of the probabilities, as the P·V GEMMs read them (one fp32 part: the probability):
+// for keys 0..n_keys-1 of every row, the split of the row's fp32 probability (part p = T(the rest after parts 0..p-1)), bit for
 // bit; entries past n_keys untouched.
 template <class T>
 class PartsCheck {
  public:
-  static constexpr int kParts = std::is_same_v<T, __half> ? 2 : 3;  // as the backend splits
+  static constexpr int kParts = test::kSplitParts<T>;  // as the backend splits
   PartsCheck(long n_rows, long ld)
       : n_rows_(n_rows), ld_(ld), stride_(n_rows * ld + 11),
         dparts_(upload(std::vector<T>(kParts * stride_, test::from_float<T>(kSentinel)))) {}  // [kParts, stride]
@@ -290,7 +314,7 @@ class PartsCheck {
   long stride() const { return stride_; }
   void expect(const std::vector<float>& probs, int n_keys) const {
     const std::vector<T> parts = download(dparts_);
-    const uint16_t untouched = test::bits(test::from_float<T>(kSentinel));
+    const auto untouched = test::bits(test::from_float<T>(kSentinel));
     for (long r = 0; r < n_rows_; ++r) {
       for (long j = 0; j < ld_; ++j) {
         float rest = probs[r * ld_ + j];
@@ -378,6 +402,7 @@ TEST(CudaSoftmaxCausal, SlidingWindowMasksKeysBeforeIt) {
   run_softmax_causal(2, 0, 40, 900, 16);    // rows before and after the window fills
   run_softmax_causal(3, 1000, 30, 901, 300);
   run_softmax_causal<__nv_bfloat16>(2, 500, 20, 902, 100);  // three bf16 parts
+  run_softmax_causal<float>(2, 500, 20, 903, 100);          // one fp32 part
 }
 
 TEST(CudaSoftmaxRanges, EachRowKeepsItsRangeOfKeys) {
@@ -385,6 +410,7 @@ TEST(CudaSoftmaxRanges, EachRowKeepsItsRangeOfKeys) {
   run_softmax_ranges(4, 9, 37, 950);
   run_softmax_ranges(2, 40, 1200, 951);  // rows longer than a block's threads
   run_softmax_ranges<__nv_bfloat16>(3, 20, 300, 952);
+  run_softmax_ranges<float>(3, 20, 300, 953);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
-// Device twins of kernels/convert.cu, for fp16 and bf16: to_store and split_store (two fp16 or
-// three bf16 parts, as the prefill uses) against the
-// host's round-to-nearest-even conversions (kvs::fp32_to_fp16 / fp32_to_bf16), embed_rows
-// against kvs::fp16_to_fp32 / bf16_to_fp32 of the table rows. All exact.
+// Device twins of kernels/convert.cu, for fp16, bf16 and fp32: to_store and split_store (two fp16,
+// three bf16 parts or one fp32, as the prefill uses) against the host's round-to-nearest-even
+// conversions (kvs::fp32_to_fp16 / fp32_to_bf16; fp32 kept bit for bit), embed_rows against
+// kvs::fp16_to_fp32 / bf16_to_fp32 of the table rows. All exact.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,31 +19,38 @@ namespace {
 using test::download;
 using test::upload;
 
-// The host's own conversions (kernels/quant.h), independent of CUDA's headers.
+// The host's own conversions (kernels/quant.h), independent of CUDA's headers; fp32's bits as
+// they are.
 template <class T>
-uint16_t host_bits(float f) {
+test::Bits<T> host_bits(float f) {
   if constexpr (std::is_same_v<T, __half>) {
     return fp32_to_fp16(f);
+  } else if constexpr (std::is_same_v<T, float>) {
+    return test::bits(f);
   } else {
     return fp32_to_bf16(f);
   }
 }
 
 template <class T>
-float host_widen(uint16_t b) {
+float host_widen(test::Bits<T> b) {
   if constexpr (std::is_same_v<T, __half>) {
     return fp16_to_fp32(b);
+  } else if constexpr (std::is_same_v<T, float>) {
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    return f;
   } else {
     return bf16_to_fp32(b);
   }
 }
 
 // Parts the backend splits activations into, and the bits of x their sum keeps (away from
-// fp16's subnormals): two fp16 parts, three bf16 ones.
+// fp16's subnormals): two fp16 parts, three bf16 ones, one fp32 (all of x).
 template <class T>
-constexpr int kParts = std::is_same_v<T, __half> ? 2 : 3;
+constexpr int kParts = test::kSplitParts<T>;
 template <class T>
-constexpr int kSplitBits = std::is_same_v<T, __half> ? 21 : 23;
+constexpr int kSplitBits = std::is_same_v<T, __half> ? 21 : std::is_same_v<T, float> ? 24 : 23;
 
 template <class T>
 class CudaConvert : public ::testing::Test {};
@@ -89,7 +96,7 @@ TYPED_TEST(CudaConvert, SplitPartsAreTheRoundedValueAndItsRoundedRemainders) {
     float rest = x[i];
     double sum = 0;
     for (int p = 0; p < kParts<T>; ++p) {
-      const uint16_t want = host_bits<T>(rest);
+      const auto want = host_bits<T>(rest);
       ASSERT_EQ(test::bits(parts[p * stride + i]), want) << "part " << p << " of " << i;
       rest -= host_widen<T>(want);
       sum += host_widen<T>(want);

@@ -1,4 +1,4 @@
-// Device twins of kernels/kv_cache.cu against direct host loops, for fp16 and bf16 caches:
+// Device twins of kernels/kv_cache.cu against direct host loops, for fp16, bf16 and fp32 caches:
 // kv_append (fp32 rounded to the cache type at each head's listed rows, other rows untouched) and
 // gather_rows, exact; rope_append (decode's RoPE of q and k, then the append of k and v) against
 // ops::rope_apply and the same rounding, 1e-6 (the device may fuse the rotation's multiply-adds).

@@ -1,5 +1,5 @@
 // Device twin of kernels/matmul.cu: matvec against ops::matvec on the same weights rounded to the
-// storage type (fp16 and bf16), for row lengths that take the 16-byte path and ones that do not,
+// storage type (fp16, bf16 and fp32), for row lengths that take the 16-byte path and ones that do not,
 // row counts that leave a block part-full, and beta = 1 accumulation; the fused forms against the
 // CPU ops run one after another: ops::rmsnorm then ops::matvec then ops::add_bias, and
 // ops::rmsnorm then the gate and up products then ops::swiglu. Tolerance 1e-5 relative + 1e-5

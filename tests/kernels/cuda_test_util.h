@@ -1,6 +1,6 @@
 // Helpers of the device-twin tests (cuda_*_test.cpp): skip without a GPU, upload/download
-// vectors, random data, fp16/bf16 rounding on the host, the storage types for typed tests, and
-// a mixed relative/absolute comparison.
+// vectors, random data, fp16/bf16 rounding on the host, the storage types (fp16, bf16, fp32) for
+// typed tests, and a mixed relative/absolute comparison.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -51,11 +51,13 @@ inline void sync(const char* what) {
 
 using kvs::test::random_vec;
 
-// The backend's 16-bit storage types on the host: fp32 rounded to T (nearest even) and back.
+// The backend's storage types on the host: fp32 rounded to T (nearest even; fp32 as it is) and back.
 template <class T>
 T from_float(float f) {
   if constexpr (std::is_same_v<T, __half>) {
     return __float2half(f);
+  } else if constexpr (std::is_same_v<T, float>) {
+    return f;
   } else {
     return __float2bfloat16_rn(f);
   }
@@ -65,10 +67,17 @@ template <class T>
 float widen(T h) {
   if constexpr (std::is_same_v<T, __half>) {
     return __half2float(h);
+  } else if constexpr (std::is_same_v<T, float>) {
+    return h;
   } else {
     return __bfloat162float(h);
   }
 }
+
+// Parts of T the backend splits an fp32 activation into for its GEMMs (cuda::split_store): two
+// fp16, three bf16, one fp32.
+template <class T>
+constexpr int kSplitParts = std::is_same_v<T, __half> ? 2 : std::is_same_v<T, float> ? 1 : 3;
 
 template <class T>
 std::vector<T> to_store(const std::vector<float>& v) {
@@ -88,20 +97,26 @@ std::vector<float> to_float(const std::vector<T>& h) {
 template <class T>
 std::vector<float> round_store(const std::vector<float>& v) { return to_float(to_store<T>(v)); }
 
+// The bits of a stored value: 16 of fp16 or bf16, 32 of fp32.
 template <class T>
-uint16_t bits(T h) {
-  static_assert(sizeof(T) == 2);
-  uint16_t b;
+using Bits = std::conditional_t<sizeof(T) == 2, uint16_t, uint32_t>;
+
+template <class T>
+Bits<T> bits(T h) {
+  static_assert(sizeof(T) == sizeof(Bits<T>));
+  Bits<T> b;
   std::memcpy(&b, &h, sizeof b);
   return b;
 }
 
 // The storage types, for typed tests: TYPED_TEST_SUITE(Suite, StoreTypes, StoreNames) names the
-// instances fp16 and bf16.
-using StoreTypes = ::testing::Types<__half, __nv_bfloat16>;
+// instances fp16, bf16 and fp32.
+using StoreTypes = ::testing::Types<__half, __nv_bfloat16, float>;
 struct StoreNames {
   template <class T>
-  static std::string GetName(int) { return std::is_same_v<T, __half> ? "fp16" : "bf16"; }
+  static std::string GetName(int) {
+    return std::is_same_v<T, __half> ? "fp16" : std::is_same_v<T, float> ? "fp32" : "bf16";
+  }
 };
 
 // |a - b| <= atol + rtol * |b| (b the reference).
@@ -126,7 +141,7 @@ template <class A, class B>
                                        << ": " << got[first] << " vs " << want[first];
 }
 
-// Bitwise-equal 16-bit values.
+// Bitwise-equal stored values.
 template <class T>
 ::testing::AssertionResult same_bits(const std::vector<T>& got, const std::vector<T>& want) {
   if (got.size() != want.size()) {
