@@ -30,6 +30,5 @@ KvSlots& CudaBackend::slots() { throw std::runtime_error(kNoCuda); }
 std::size_t CudaBackend::kv_bytes() const { return 0; }
 std::size_t CudaBackend::peak_kv_bytes() const { return 0; }
 std::size_t CudaBackend::weight_bytes() const { return 0; }
-GpuDtype CudaBackend::dtype() const { return GpuDtype::Fp16; }
 
 }  // namespace kvs

@@ -1,7 +1,7 @@
 // CudaBackend: the Llama-family forward pass on the GPU — setup, weight upload and the decode
-// step (the prefill is in cuda_prefill.cpp). Weights and the KV cache are fp16 or bf16 on the
-// device (Impl<T>); activations, accumulation and softmax fp32. Decode projections are a matvec
-// kernel (16-bit weights read once, fp32 inputs); decode attention reads each KV head's active
+// step (the prefill is in cuda_prefill.cpp). Weights and the KV cache are fp16, bf16 or fp32 on
+// the device (Impl<T>); activations, accumulation and softmax fp32. Decode projections are a matvec
+// kernel (stored weights read once, fp32 inputs); decode attention reads each KV head's active
 // rows. Hooks get exactly what the CPU engine gives them.
 #include <algorithm>
 #include <cmath>
@@ -557,16 +557,18 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
 
 template struct Impl<__half>;
 template struct Impl<__nv_bfloat16>;
+template struct Impl<float>;
 
 }  // namespace cuda_backend_detail
 
 namespace {
 
 std::unique_ptr<cuda_backend_detail::Forward> make_forward(const Model& model, const EngineOptions& options) {
-  if (resolve_gpu_dtype(model, options.gpu_dtype) == GpuDtype::Bf16) {
-    return std::make_unique<cuda_backend_detail::Impl<__nv_bfloat16>>(model, options);
+  switch (resolve_gpu_dtype(model, options.gpu_dtype)) {
+    case GpuDtype::Bf16: return std::make_unique<cuda_backend_detail::Impl<__nv_bfloat16>>(model, options);
+    case GpuDtype::Fp32: return std::make_unique<cuda_backend_detail::Impl<float>>(model, options);
+    default: return std::make_unique<cuda_backend_detail::Impl<__half>>(model, options);
   }
-  return std::make_unique<cuda_backend_detail::Impl<__half>>(model, options);
 }
 
 }  // namespace
@@ -592,6 +594,5 @@ KvSlots& CudaBackend::slots() { return impl_->slots(); }
 std::size_t CudaBackend::kv_bytes() const { return impl_->kv_bytes(); }
 std::size_t CudaBackend::peak_kv_bytes() const { return impl_->peak_kv_bytes(); }
 std::size_t CudaBackend::weight_bytes() const { return impl_->weight_bytes(); }
-GpuDtype CudaBackend::dtype() const { return impl_->dtype(); }
 
 }  // namespace kvs

@@ -1,6 +1,6 @@
-// The forward pass on an NVIDIA GPU, behind Engine (EngineOptions::device = Device::Cuda): fp16
-// or bf16 weights and KV cache (EngineOptions::gpu_dtype), fp32 accumulation and softmax, cuBLAS for the projections and the
-// kernels of kernels/*.cu for the rest. Observers and controllers see what the CPU engine shows
+// The forward pass on an NVIDIA GPU, behind Engine (EngineOptions::device = Device::Cuda): fp16,
+// bf16 or fp32 weights and KV cache (EngineOptions::gpu_dtype), fp32 accumulation and softmax,
+// cuBLAS for the projections and the kernels of kernels/*.cu for the rest. Observers and controllers see what the CPU engine shows
 // them; only what they ask for crosses PCIe (decode rows, and for prefill either the rows or the
 // per-head reductions computed on the device). Without a CUDA build, cuda_absent.cpp stands in.
 #pragma once
@@ -43,10 +43,9 @@ class CudaBackend {
 
   int pos() const;
   KvSlots& slots();
-  std::size_t kv_bytes() const;       // K+V bytes held now (16-bit)
+  std::size_t kv_bytes() const;       // K+V bytes held now
   std::size_t peak_kv_bytes() const;
   std::size_t weight_bytes() const;   // device bytes of the weights
-  GpuDtype dtype() const;             // Fp16 or Bf16: what weights and cache are stored in
 
  private:
   std::unique_ptr<cuda_backend_detail::Forward> impl_;

@@ -1,4 +1,4 @@
-// The state of a CudaBackend (an Impl<T> for its storage type T, __half or __nv_bfloat16) and the
+// The state of a CudaBackend (an Impl<T> for its storage type T, __half, __nv_bfloat16 or float) and the
 // helpers its parts share: the setup, weights and decode step (cuda_backend.cpp), the prefill
 // (cuda_prefill.cpp) and the batched extend (cuda_extend.cpp). Internal to the backend.
 #pragma once
@@ -30,12 +30,14 @@ inline void blas_check(cublasStatus_t st, const char* what) {
 
 // cuBLAS's name of the storage type.
 template <class T>
-constexpr cudaDataType_t kBlasType = std::is_same_v<T, __half> ? CUDA_R_16F : CUDA_R_16BF;
+constexpr cudaDataType_t kBlasType = std::is_same_v<T, __half>   ? CUDA_R_16F
+                                     : std::is_same_v<T, float> ? CUDA_R_32F
+                                                                : CUDA_R_16BF;
 
 // Parts of T an fp32 activation is split into for the prefill GEMMs (cuda::split_store): two fp16
-// carry about 22 bits, two bf16 only 16, three bf16 24.
+// carry about 22 bits, two bf16 only 16, three bf16 24; fp32 is its own one part.
 template <class T>
-constexpr int kSplitParts = std::is_same_v<T, __half> ? 2 : 3;
+constexpr int kSplitParts = std::is_same_v<T, __half> ? 2 : std::is_same_v<T, float> ? 1 : 3;
 
 template <class T>
 struct DeviceLayer {
@@ -88,8 +90,8 @@ using StreamHandle = std::unique_ptr<CUstream_st, StreamDeleter>;
 using BlasHandle = std::unique_ptr<cublasContext, BlasDeleter>;
 using EventHandle = std::unique_ptr<CUevent_st, EventDeleter>;
 
-// The activations of a batched pass over n rows (prefill's prompt, extend's chunk); the 16-bit
-// buffers hold the kSplitParts<T> parts the GEMMs read (cuda::split_store).
+// The activations of a batched pass over n rows (prefill's prompt, extend's chunk); the buffers of T
+// hold the kSplitParts<T> parts the GEMMs read (cuda::split_store).
 template <class T>
 struct RowBuffers {
   RowBuffers(const ModelConfig& c, int n);
@@ -125,11 +127,10 @@ class Forward {
   virtual std::size_t kv_bytes() const = 0;
   virtual std::size_t peak_kv_bytes() const = 0;
   virtual std::size_t weight_bytes() const = 0;
-  virtual GpuDtype dtype() const = 0;
 };
 
 // The backend storing weights and cache as T. Members are defined in cuda_backend.cpp (prefill
-// in cuda_prefill.cpp) and instantiated there for __half and __nv_bfloat16.
+// in cuda_prefill.cpp) and instantiated there for __half, __nv_bfloat16 and float.
 template <class T>
 struct Impl final : Forward {
   Impl(const Model& m, const EngineOptions& o);
@@ -153,7 +154,6 @@ struct Impl final : Forward {
   std::size_t kv_bytes() const override { return cache->bytes(); }
   std::size_t peak_kv_bytes() const override { return cache->peak_bytes(); }
   std::size_t weight_bytes() const override { return weight_bytes_; }
-  GpuDtype dtype() const override { return std::is_same_v<T, __half> ? GpuDtype::Fp16 : GpuDtype::Bf16; }
 
   const Model& model;
   const ModelConfig& c;
@@ -252,8 +252,8 @@ struct Impl final : Forward {
   // b.X = the embedding rows of tokens (uploaded to b.ids first).
   void embed_tokens(std::span<const int> tokens, RowBuffers<T>& b);
   // Query rows per attention block of a batched pass over n rows whose scores take score_floats
-  // floats a row: within an eighth of the free GPU memory (256 MB to 1 GB) with their 16-bit
-  // parts (64 MB when the rows go to the host), at most EngineOptions::prefill_block when set.
+  // floats a row: within an eighth of the free GPU memory (256 MB to 1 GB) with their parts of T
+  // (64 MB when the rows go to the host), at most EngineOptions::prefill_block when set.
   long query_block(long score_floats, bool rows_to_host, int n) const;
   void upload_weights();
   void upload(float* dst, const WeightVector& src, const char* what);

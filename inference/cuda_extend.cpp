@@ -192,6 +192,7 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
 template std::span<const float> Impl<__half>::extend(std::span<const int>, AttentionObserver*, CacheController*);
 template std::span<const float> Impl<__nv_bfloat16>::extend(std::span<const int>, AttentionObserver*,
                                                             CacheController*);
+template std::span<const float> Impl<float>::extend(std::span<const int>, AttentionObserver*, CacheController*);
 
 }  // namespace cuda_backend_detail
 }  // namespace kvs

@@ -76,5 +76,6 @@ void CudaKvCache<T>::grow(int needed) {
 
 template class CudaKvCache<__half>;
 template class CudaKvCache<__nv_bfloat16>;
+template class CudaKvCache<float>;
 
 }  // namespace kvs

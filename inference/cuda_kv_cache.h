@@ -1,4 +1,4 @@
-// The KV cache of the CUDA backend: K/V on the device as T (__half or __nv_bfloat16),
+// The KV cache of the CUDA backend: K/V on the device as T (__half, __nv_bfloat16 or float),
 // [n_layers, n_kv_heads, rows, head_dim] each, and a host mirror of what every (layer, KV head)
 // holds (positions, active flags, the device row of each entry: KvPositions), which is the
 // KvSlots that controllers read and edit. Eviction moves no device row: it frees the evicted

@@ -1,6 +1,6 @@
 // CudaBackend's prefill: the prompt through every layer at once. Projections are cuBLAS GEMMs
-// (fp16 or bf16 inputs, fp32 output and compute) by the activations split into 16-bit parts
-// (kSplitParts: two fp16 or three bf16, about 22 or 24 bits of the fp32 activations);
+// (inputs of the stored type, fp32 output and compute) by the activations split into parts of it
+// (kSplitParts: two fp16 or three bf16, about 22 or 24 bits of the fp32 activations; one fp32);
 // attention is computed a block of query rows at a time (scores and P·V by strided-batched GEMMs,
 // one batch per GQA residue, a causal softmax kernel between), so memory stays bounded at any
 // prompt length. The rows go to the observers, or their reductions are made on the device
@@ -54,7 +54,7 @@ void Impl<T>::embed_tokens(std::span<const int> tokens, RowBuffers<T>& b) {
   cuda::embed_rows(b.X.get(), embedding.get(), b.ids.get(), static_cast<int>(ids.size()), c.dim, stream);
 }
 
-// Query rows per attention block: the scores (fp32 and their 16-bit parts) of every head within a
+// Query rows per attention block: the scores (fp32 and their parts of T) of every head within a
 // budget of an eighth of the free GPU memory, between 256 MB and 1 GB. Each block's GEMMs read
 // every key and value attended so far, so at 32K keys on the 8B shape 256 MB blocks (32 rows)
 // read as many bytes of the cache per layer as they wrote scores; 1 GB blocks read a quarter.
@@ -63,7 +63,8 @@ long Impl<T>::query_block(long score_floats, bool rows_to_host, int n) const {
   std::size_t free_b = 0, total_b = 0;
   cuda::check(cudaMemGetInfo(&free_b, &total_b), "GPU memory query");
   const long budget = std::clamp(static_cast<long>(free_b / 8), 256L << 20, 1L << 30);
-  long B = std::max(1L, budget / (score_floats * (4 + 2 * kSplitParts<T>)));  // S fp32 + its 16-bit parts
+  const long row_bytes = score_floats * static_cast<long>(4 + sizeof(T) * kSplitParts<T>);  // S fp32 + its parts
+  long B = std::max(1L, budget / row_bytes);
   if (rows_to_host) B = std::min(B, std::max(1L, (64L << 20) / (score_floats * 4)));
   if (options.prefill_block > 0) B = std::min<long>(B, options.prefill_block);
   return std::min<long>(B, n);
@@ -269,6 +270,12 @@ template void Impl<__nv_bfloat16>::output_and_ffn_rows(const DeviceLayer<__nv_bf
 template std::span<const float> Impl<__half>::prefill(std::span<const int>, AttentionObserver*, CacheController*);
 template std::span<const float> Impl<__nv_bfloat16>::prefill(std::span<const int>, AttentionObserver*,
                                                              CacheController*);
+template struct RowBuffers<float>;
+template void Impl<float>::qkv_rows(const DeviceLayer<float>&, RowBuffers<float>&, int);
+template void Impl<float>::embed_tokens(std::span<const int>, RowBuffers<float>&);
+template long Impl<float>::query_block(long, bool, int) const;
+template void Impl<float>::output_and_ffn_rows(const DeviceLayer<float>&, RowBuffers<float>&, int);
+template std::span<const float> Impl<float>::prefill(std::span<const int>, AttentionObserver*, CacheController*);
 
 }  // namespace cuda_backend_detail
 }  // namespace kvs

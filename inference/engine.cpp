@@ -154,12 +154,13 @@ const char* gpu_dtype_name(GpuDtype d) {
     case GpuDtype::Auto: return "auto";
     case GpuDtype::Fp16: return "fp16";
     case GpuDtype::Bf16: return "bf16";
+    case GpuDtype::Fp32: return "fp32";
   }
   return "?";
 }
 
 std::optional<GpuDtype> parse_gpu_dtype(std::string_view name) {
-  for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16})
+  for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16, GpuDtype::Fp32})
     if (name == gpu_dtype_name(d)) return d;
   return std::nullopt;
 }

@@ -16,13 +16,15 @@ namespace kvs {
 // Where the forward pass runs. Cuda needs a CUDA build and a GPU (see cuda_usable()).
 enum class Device { Cpu, Cuda };
 
-// The 16-bit type the CUDA backend stores weights and the KV cache in; it computes in fp32
-// either way. Auto: bf16 for checkpoints stored in bf16 (their weights exactly, and fp32's range
-// for keys and values that overflow fp16), fp16 otherwise (three more bits of mantissa).
-enum class GpuDtype { Auto, Fp16, Bf16 };
-// What `asked` means for `model`: Fp16 or Bf16 (Auto resolved by the model's weight_type).
+// The type the CUDA backend stores weights and the KV cache in; it computes in fp32 either way.
+// Auto: bf16 for checkpoints stored in bf16 (their weights exactly, and fp32's range for keys and
+// values that overflow fp16), fp16 otherwise (three more bits of mantissa). Fp32 stores them as
+// the CPU engine holds them, for attention rows that agree with the CPU's to accumulation order
+// (about 1e-5) at twice the bytes of weights and cache a token; Auto never picks it.
+enum class GpuDtype { Auto, Fp16, Bf16, Fp32 };
+// What `asked` means for `model`: Fp16, Bf16 or Fp32 (Auto resolved by the model's weight_type).
 GpuDtype resolve_gpu_dtype(const Model& model, GpuDtype asked);
-const char* gpu_dtype_name(GpuDtype d);  // "auto", "fp16", "bf16"
+const char* gpu_dtype_name(GpuDtype d);  // "auto", "fp16", "bf16", "fp32"
 // The GpuDtype named `name` (as gpu_dtype_name writes it), or nothing for any other text.
 std::optional<GpuDtype> parse_gpu_dtype(std::string_view name);
 
@@ -97,7 +99,7 @@ class Engine {
 
   int pos() const;                  // positions processed so far
   KvSlots& slots();
-  std::size_t kv_bytes() const;     // K+V bytes held now (fp32 on the CPU, 16-bit on the GPU)
+  std::size_t kv_bytes() const;     // K+V bytes held now (fp32 on the CPU, the storage type on the GPU)
   std::size_t peak_kv_bytes() const;
   const Model& model() const { return model_; }
   const EngineOptions& options() const { return options_; }

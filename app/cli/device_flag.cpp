@@ -25,7 +25,7 @@ Device device_flag(const Args& args) {
 GpuDtype gpu_dtype_flag(const Args& args) {
   const std::string value = args.str("--gpu-dtype", "auto");
   if (const auto d = parse_gpu_dtype(value)) return *d;
-  throw input_error("--gpu-dtype", "expected auto, fp16 or bf16, got '" + value + "'");
+  throw input_error("--gpu-dtype", "expected auto, fp16, bf16 or fp32, got '" + value + "'");
 }
 
 }  // namespace kvs

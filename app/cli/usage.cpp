@@ -50,8 +50,9 @@ const char* command_help(const std::string& command) {
        "                            above it: column sums, the last 64 rows and a pooled overview\n"
        "  --threads N               CPU threads (default: all cores)\n"
        "  --device cpu|cuda|auto    default auto: the GPU when this build and machine can use it\n"
-       "  --gpu-dtype auto|fp16|bf16  what the GPU stores weights and KV cache in (default auto:\n"
-       "                            bf16 for checkpoints stored in bf16, else fp16)\n"
+       "  --gpu-dtype auto|fp16|bf16|fp32  what the GPU stores weights and KV cache in (default auto:\n"
+       "                            bf16 for checkpoints stored in bf16, else fp16; fp32: the CPU's\n"
+       "                            attention rows to about 1e-5, twice the memory)\n"
        "  --quiet                   print nothing but errors\n"
        "Ctrl-C stops generating and keeps the steps done so far; during the prompt (or, with\n"
        "--policy, the full-cache reference run before it) it stops at the next layer or step and\n"
@@ -118,7 +119,7 @@ const char* command_help(const std::string& command) {
        "                     a run's are steps x layers x heads x tokens x 4 bytes, held until appended)\n"
        "  --threads N        CPU threads (default: all cores)\n"
        "  --device cpu|cuda|auto    default auto, as for record: the GPU when this build and machine can use it\n"
-       "  --gpu-dtype auto|fp16|bf16  the GPU's weights and KV cache (default auto, as for record)\n"
+       "  --gpu-dtype auto|fp16|bf16|fp32  the GPU's weights and KV cache (default auto, as for record)\n"
        "  --json             run summaries as JSON\n"
        "Ctrl-C stops at the next layer or step and leaves the trace as it was.\n"},
   };

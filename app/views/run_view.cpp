@@ -256,7 +256,7 @@ class RunView : public View {
     ImGui::BeginDisabled(device_ != Device::Cuda);
     ImGui::SetNextItemWidth(70);
     if (ImGui::BeginCombo("GPU dtype", gpu_dtype_name(gpu_dtype_))) {
-      for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16}) {
+      for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16, GpuDtype::Fp32}) {
         if (ImGui::Selectable(gpu_dtype_name(d), d == gpu_dtype_)) gpu_dtype_ = d;
       }
       ImGui::EndCombo();
@@ -264,14 +264,15 @@ class RunView : public View {
     ImGui::EndDisabled();
     if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
       ImGui::SetTooltip("GPU weights and KV cache: auto = bf16 for bf16 checkpoints (no overflow past 65504), fp16 "
-                        "otherwise (three more mantissa bits)");
+                        "otherwise (three more mantissa bits); fp32 = the CPU's attention to ~1e-5, "
+                        "twice the memory");
     }
   }
 
-  // Script command `gpu-dtype auto|fp16|bf16` (as --gpu-dtype).
+  // Script command `gpu-dtype auto|fp16|bf16|fp32` (as --gpu-dtype).
   void choose_gpu_dtype(const std::string& value) {
     const auto d = parse_gpu_dtype(value);
-    if (!d) throw input_error("--script", "'gpu-dtype " + value + "' expects auto, fp16 or bf16");
+    if (!d) throw input_error("--script", "'gpu-dtype " + value + "' expects auto, fp16, bf16 or fp32");
     gpu_dtype_ = *d;
   }
 

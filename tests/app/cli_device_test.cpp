@@ -1,7 +1,7 @@
 // --device on the commands that run the model: a bad value is one line and exit 2; cuda on a
 // machine or build that cannot run it falls back to the CPU with a one-line notice and records
 // the same trace; cpu never mentions CUDA. --gpu-dtype: a bad value likewise; the trace names the
-// storage type that ran.
+// storage type that ran; fp32 records the CPU's rows.
 #include <gtest/gtest.h>
 
 #include "analysis/trace.h"
@@ -25,7 +25,7 @@ TEST(CliDevice, UnknownGpuDtypeIsOneLineAndExitTwo) {
   const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
                                    "4", "--gpu-dtype", "fp8", "--out", out.file("t.h5")});
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "kvscope: --gpu-dtype: expected auto, fp16 or bf16, got 'fp8'\n");
+  EXPECT_EQ(r.err, "kvscope: --gpu-dtype: expected auto, fp16, bf16 or fp32, got 'fp8'\n");
   EXPECT_FALSE(std::filesystem::exists(out.file("t.h5")));
 }
 
@@ -68,6 +68,31 @@ TEST(CliDevice, TheTraceSaysWhichDeviceRanIt) {
                                    "2", "--gpu-dtype", "bf16", "--out", bf16});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(TraceReader(bf16).meta().device_dtype, cuda_usable() ? "bf16" : "fp32");
+}
+
+// --gpu-dtype fp32 on a GPU: the CPU's story, and its decode rows to accumulation order (1e-4;
+// 16-bit storage moves them by up to 1e-2). Without a GPU both runs are the CPU's.
+TEST(CliDevice, Fp32OnTheGpuRecordsTheCpusRows) {
+  TempDir out;
+  const std::string cpu = out.file("cpu.h5"), fp32 = out.file("fp32.h5");
+  const CliResult a = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                   "24", "--device", "cpu", "--out", cpu});
+  const CliResult b = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                   "24", "--gpu-dtype", "fp32", "--out", fp32});
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+  const TraceReader ra(cpu), rb(fp32);
+  EXPECT_EQ(rb.meta().device, cuda_usable() ? "cuda" : "cpu");
+  EXPECT_EQ(rb.meta().device_dtype, "fp32");
+  ASSERT_EQ(ra.token_ids(), rb.token_ids());
+  std::vector<float> rows_a, rows_b, lse;
+  for (int step = 0; step < ra.meta().n_steps; ++step) {
+    ra.read_decode_step(step, rows_a, lse);
+    rb.read_decode_step(step, rows_b, lse);
+    ASSERT_EQ(rows_a.size(), rows_b.size());
+    for (std::size_t i = 0; i < rows_a.size(); ++i) ASSERT_NEAR(rows_a[i], rows_b[i], 1e-4) << "step " << step;
+  }
 }
 
 }  // namespace

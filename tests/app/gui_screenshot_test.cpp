@@ -183,7 +183,7 @@ TEST_F(GuiScreenshot, UnknownViewOrScriptCommandExitsTwo) {
   EXPECT_EQ(gui("\"" + trace_ + "\" --screenshot \"" + png("y") + "\" --script \"frobnicate 3\""), 2);
   EXPECT_NE(err_.find("--script"), std::string::npos) << err_;
   EXPECT_EQ(gui("\"" + trace_ + "\" --screenshot \"" + png("z") + "\" --script \"gpu-dtype fp8\""), 2);
-  EXPECT_NE(err_.find("'gpu-dtype fp8' expects auto, fp16 or bf16"), std::string::npos) << err_;
+  EXPECT_NE(err_.find("'gpu-dtype fp8' expects auto, fp16, bf16 or fp32"), std::string::npos) << err_;
 }
 
 // --view chooses what a screenshot renders: without --screenshot it would be ignored, and the

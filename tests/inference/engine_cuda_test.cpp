@@ -3,8 +3,8 @@
 // weights rounded to fp16 as the GPU stores them, EngineOptions::cache_rounding), and within 1e-2 of
 // the plain fp32 CPU engine; the device-side prefill reductions against the CPU's rows; eviction
 // and inactive keys through a controller; the pos-shift cache; sliding-window attention; a cache
-// that grows. Without a GPU (or a CUDA build) these skip, except the fallback checks, which run
-// only there. They also run on the CPU emulation of CUDA (tests/cuda_emu) as emu:* tests.
+// that grows; fp32 storage against the plain CPU engine, to accumulation order. Without a GPU (or
+// a CUDA build) these skip, except the fallback checks, which run only there. They also run on the CPU emulation of CUDA (tests/cuda_emu) as emu:* tests.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,6 +39,9 @@ const std::vector<int> kPromptIds = {1, 403, 407, 261, 378};  // "Once upon a ti
 // rows by up to 1.2e-2).
 constexpr float kSameNumbersTol = 5e-3f;
 constexpr float kFp32Tol = 1e-2f;         // against the plain fp32 CPU engine
+// fp32 storage against the plain fp32 CPU engine: the same numbers, summed in other orders (the
+// emulation measures 6e-6 on stories260K).
+constexpr float kFp32StorageTol = 1e-4f;
 
 #define SKIP_WITHOUT_GPU()                                                 \
   do {                                                                     \
@@ -656,13 +659,14 @@ TEST(EngineCuda, AutoStoresBf16CheckpointsInBf16AndTheRestInFp16) {
   }
   m.weight_type = "F32";
   EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Bf16), GpuDtype::Bf16);
+  EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Fp32), GpuDtype::Fp32) << "fp32 only when asked";
   EXPECT_STREQ(gpu_dtype_name(GpuDtype::Bf16), "bf16");
 }
 
 TEST(EngineCuda, GpuDtypeNamesParseBack) {
-  for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16})
+  for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16, GpuDtype::Fp32})
     EXPECT_EQ(parse_gpu_dtype(gpu_dtype_name(d)), d) << gpu_dtype_name(d);
-  EXPECT_EQ(parse_gpu_dtype("fp32"), std::nullopt);
+  EXPECT_EQ(parse_gpu_dtype("fp8"), std::nullopt);
   EXPECT_EQ(parse_gpu_dtype("BF16"), std::nullopt) << "names are lower case, as --gpu-dtype takes them";
   EXPECT_EQ(parse_gpu_dtype(""), std::nullopt);
 }
@@ -697,6 +701,45 @@ TEST(EngineCuda, Bf16GqaRotateHalfAndEvictionMatchTheCpu) {
                                  prompt, forced, &cpu_ctl),
                      capture_run(model, on(Device::Cuda, rope_in_cache, GpuDtype::Bf16), prompt, forced, &gpu_ctl),
                      kSameNumbersTol);
+  }
+}
+
+// fp32 storage: the plain fp32 CPU engine's greedy tokens, and its rows to accumulation order, in
+// prefill and decode, with a controller that evicts and deactivates keys (both RoPE caches), on
+// stories260K and on GQA, rotate-half and biased models.
+TEST(EngineCuda, Fp32StorageMatchesThePlainCpuEngine) {
+  SKIP_WITHOUT_GPU();
+  if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
+  const Model model = load_model(kModels + "stories260K.bin");
+  const EngineOptions gpu = on(Device::Cuda, false, GpuDtype::Fp32);
+  const std::vector<int> forced = greedy(model, on(Device::Cpu), kPromptIds, 60);
+  EXPECT_EQ(forced, greedy(model, gpu, kPromptIds, 60));
+  {  // four bytes a value: twice fp16's cache for the same entries
+    Engine fp32(model, gpu), fp16(model, on(Device::Cuda, false, GpuDtype::Fp16));
+    fp32.prefill(kPromptIds);
+    fp16.prefill(kPromptIds);
+    EXPECT_EQ(fp32.kv_bytes(), 2 * fp16.kv_bytes());
+  }
+  expect_same_rows(capture_run(model, on(Device::Cpu), kPromptIds, forced),
+                   capture_run(model, gpu, kPromptIds, forced), kFp32StorageTol);
+  const std::vector<int> continued = greedy(model, on(Device::Cpu), kStoriesPrompt, 30);
+  for (bool rope_in_cache : {false, true}) {
+    SinkWindowController cpu_ctl(2, 8), gpu_ctl(2, 8);
+    SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
+    expect_same_rows(capture_run(model, on(Device::Cpu, rope_in_cache), kStoriesPrompt, continued, &cpu_ctl),
+                     capture_run(model, on(Device::Cuda, rope_in_cache, GpuDtype::Fp32), kStoriesPrompt, continued,
+                                 &gpu_ctl),
+                     kFp32StorageTol);
+  }
+  ModelConfig c = tiny::tiny_config();  // GQA
+  const Model rotate_half = tiny::to_rotate_half(tiny::random_model(c, 31));
+  c.qkv_bias = true;
+  const Model biased = tiny::to_rotate_half(tiny::random_model(c, 32));
+  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
+  const std::vector<int> tail = {3, 1, 4, 1, 5, 9, 2, 6};
+  for (const Model* m : {&rotate_half, &biased}) {
+    expect_same_rows(capture_run(*m, on(Device::Cpu), prompt, tail),
+                     capture_run(*m, on(Device::Cuda, false, GpuDtype::Fp32), prompt, tail), kFp32StorageTol);
   }
 }
 
