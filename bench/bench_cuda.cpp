@@ -6,11 +6,12 @@
 //
 // Usage: bench_cuda [--shape 8b|small|tiny] [--contexts 1024,4096,8192,32768] [--steps 32]
 //                   [--capture both|rows|trace|none] [--decode-dtype float32|float16]
-//                   [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops | --only-ops]
+//                   [--gpu-dtype fp16|bf16|fp32,...] [--overlap on|off|both] [--ops | --only-ops]
 //                   [--policy SPEC]...
 // --ops first times each decode kernel alone on the shape's sizes, as GB/s against the copy bandwidth;
 // --only-ops does that and stops (no model: a few seconds, for a profiler to watch the kernels).
-// --gpu-dtype fp16,bf16 measures both storage types on one model built once (an engine each).
+// --gpu-dtype fp16,bf16 (any list of fp16, bf16, fp32) measures each storage type on one model built
+// once (an engine each).
 // --overlap: the decode kernels launched to overlap the one before them (kernels/cuda_launch.cuh;
 // on by default), or not; both: hooks-off decode is run four times, on, off, on, off, and a
 // table compares the two.
@@ -113,7 +114,7 @@ const Shape* find_shape(const std::string& key) {
 constexpr const char* kUsage =
     "usage: bench_cuda [--shape 8b|small|tiny] [--contexts 1024,4096,8192,32768] [--steps 32]\n"
     "                  [--capture both|rows|trace|none] [--decode-dtype float32|float16]\n"
-    "                  [--gpu-dtype fp16|bf16|fp16,bf16] [--overlap on|off|both] [--ops | --only-ops]\n"
+    "                  [--gpu-dtype fp16|bf16|fp32,...] [--overlap on|off|both] [--ops | --only-ops]\n"
     "                  [--policy SPEC]...\n";
 
 // Parses argv; on a bad argument prints why and the usage and returns false.
@@ -162,11 +163,16 @@ bool parse_options(int argc, char** argv, Options& o) {
         if (v != "float32" && v != "float16") return fail("--decode-dtype: expected float32 or float16, got '" + v + "'");
         o.decode_dtype = v;
       } else if (a == "--gpu-dtype") {
-        if (v != "fp16" && v != "bf16" && v != "fp16,bf16")
-          return fail("--gpu-dtype: expected fp16, bf16 or fp16,bf16, got '" + v + "'");
         o.gpu_dtypes.clear();
-        if (v != "bf16") o.gpu_dtypes.push_back(kvs::GpuDtype::Fp16);
-        if (v != "fp16") o.gpu_dtypes.push_back(kvs::GpuDtype::Bf16);
+        bool all_known = true;
+        std::stringstream list(v);
+        for (std::string item; std::getline(list, item, ',');) {
+          const auto d = kvs::parse_gpu_dtype(item);
+          all_known = all_known && d && *d != kvs::GpuDtype::Auto;
+          if (all_known) o.gpu_dtypes.push_back(*d);
+        }
+        if (!all_known || o.gpu_dtypes.empty())
+          return fail("--gpu-dtype: expected fp16, bf16 or fp32 (or a comma list of them), got '" + v + "'");
       } else if (a == "--policy") {
         kvs::parse_policy_spec(v, 1);  // InputError: malformed (its parameters are checked on the model's shape)
         o.policies.push_back(v);
@@ -217,19 +223,22 @@ uint64_t parameter_count(const kvs::ModelConfig& c) {
   return V * d * (c.tied_classifier ? 1 : 2) + c.n_layers * per_layer + d;
 }
 
-// Bytes a decoded token reads from the weights in fp16 or bf16: every matrix and the classifier. The
+// Bytes of one stored value: 2 (fp16, bf16) or 4 (fp32).
+double stored_bytes(kvs::GpuDtype d) { return d == kvs::GpuDtype::Fp32 ? 4.0 : 2.0; }
+
+// Bytes a decoded token reads from the weights stored as d: every matrix and the classifier. The
 // embedding table (untied) is left out, since a token reads one row of it; norms are fp32 on the
 // device. (2 bytes x every parameter, the brief's first estimate, is printed beside it.)
-double weight_bytes_read(const kvs::ModelConfig& c) {
-  const double d = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim(), V = c.vocab_size;
-  const double matrices = c.n_layers * (q * d + 2 * kv * d + d * q + 3 * h * d) + V * d;
-  const double norms = (2.0 * c.n_layers + 1) * d;
-  return 2.0 * matrices + 4.0 * norms;
+double weight_bytes_read(const kvs::ModelConfig& c, kvs::GpuDtype d) {
+  const double dim = c.dim, h = c.hidden_dim, q = c.q_dim(), kv = c.kv_dim(), V = c.vocab_size;
+  const double matrices = c.n_layers * (q * dim + 2 * kv * dim + dim * q + 3 * h * dim) + V * dim;
+  const double norms = (2.0 * c.n_layers + 1) * dim;
+  return stored_bytes(d) * matrices + 4.0 * norms;
 }
 
-// K and V bytes of one position over all layers and KV heads, fp16 or bf16.
-double kv_entry_bytes(const kvs::ModelConfig& c) {
-  return 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * 2.0;
+// K and V bytes of one position over all layers and KV heads, stored as d.
+double kv_entry_bytes(const kvs::ModelConfig& c, kvs::GpuDtype d) {
+  return 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * stored_bytes(d);
 }
 
 // MemAvailable of /proc/meminfo in bytes, 0 when unknown.
@@ -426,7 +435,7 @@ double policy_decode(kvs::Engine& engine, const std::vector<int>& prompt, const 
   return step_s;
 }
 
-ContextResult run_context(kvs::Engine& engine, int T, const Options& o, double weight_bytes) {
+ContextResult run_context(kvs::Engine& engine, int T, const Options& o, kvs::GpuDtype dtype, double weight_bytes) {
   const kvs::ModelConfig& c = engine.model().config;
   ContextResult r;
   r.T = T;
@@ -453,7 +462,7 @@ ContextResult run_context(kvs::Engine& engine, int T, const Options& o, double w
     }
     r.off_step_s = median(off);
     // Step i reads the weights and T + i + 1 cached entries (its own included).
-    r.bytes_per_token = weight_bytes + kv_entry_bytes(c) * (T + 0.5 * (o.steps + 1));
+    r.bytes_per_token = weight_bytes + kv_entry_bytes(c, dtype) * (T + 0.5 * (o.steps + 1));
     r.row_floats_per_step = static_cast<double>(c.n_layers) * c.n_heads * (T + 0.5 * (o.steps + 1));
     // Second hooks-off prefill (the faster counts), then decode with rows copied out.
     r.prefill_s = std::min(r.prefill_s, timed_prefill(engine, prompt));
@@ -609,12 +618,12 @@ void measure(const kvs::Model& model, const Options& o, kvs::GpuDtype dtype, dou
     std::printf("bench_cuda: nothing measured as %s: %s\n", kvs::gpu_dtype_name(dtype), e.what());
     return;
   }
-  const double weight_bytes = weight_bytes_read(c);
+  const double weight_bytes = weight_bytes_read(c, dtype);
   std::printf("uploaded as %s in %.1f s; weights read per decoded token %.2f GB (2 bytes x every "
               "parameter: %.2f GB; the embedding table is read one row a token); K+V %.0f KiB per "
               "position (%s)\n",
               kvs::gpu_dtype_name(dtype), seconds_since(t0), weight_bytes / 1e9, 2.0 * params / 1e9,
-              kv_entry_bytes(c) / 1024.0, kvs::gpu_dtype_name(dtype));
+              kv_entry_bytes(c, dtype) / 1024.0, kvs::gpu_dtype_name(dtype));
   std::printf("limit per decoded token = (weight bytes + K/V bytes of the T + i + 1 cached positions) / "
               "bandwidth; decode: %d steps fed forced random tokens after a random T-token prompt, "
               "median step\n", o.steps);
@@ -635,7 +644,7 @@ void measure(const kvs::Model& model, const Options& o, kvs::GpuDtype dtype, dou
   std::vector<ContextResult> results;
   for (int T : o.contexts) {
     t0 = Clock::now();
-    results.push_back(run_context(*engine, T, o, weight_bytes));
+    results.push_back(run_context(*engine, T, o, dtype, weight_bytes));
     const ContextResult& r = results.back();
     if (!r.error.empty())
       std::printf("context %d: %s\n", T, r.error.c_str());

@@ -95,8 +95,8 @@ inline void random_fill(kvs::cuda::DeviceBuffer<U>& b, float scale, uint64_t see
 
 // --ops: each decode kernel alone on the shape's sizes (device buffers of its own, random data,
 // 20 timed launches after 3), as bytes it must read / time against the copy bandwidth, so that a
-// decode step below its limit can be traced to the op that falls short. Store: the 16-bit
-// storage type.
+// decode step below its limit can be traced to the op that falls short. Store: the storage type
+// (__half, __nv_bfloat16 or float).
 template <class Store>
 inline void print_op_table(const kvs::ModelConfig& c, const std::vector<int>& contexts, double bandwidth) {
   namespace cu = kvs::cuda;
@@ -153,7 +153,7 @@ inline void print_op_table(const kvs::ModelConfig& c, const std::vector<int>& co
       }
     });
     row(std::string(p.name) + " " + std::to_string(p.rows) + "x" + std::to_string(p.cols),
-        2.0 * p.rows * p.cols, ms);
+        static_cast<double>(sizeof(Store)) * p.rows * p.cols, ms);
   }
   const int H = c.n_heads, n_kv = c.n_kv_heads, hd = c.head_dim;
   for (int T : contexts) {
@@ -175,7 +175,7 @@ inline void print_op_table(const kvs::ModelConfig& c, const std::vector<int>& co
       cu::attend_decode(out.get(), probs.get(), T, lse.get(), q.get(), k.get(), v.get(), head_stride, rows.get(), 0,
                         n_dev.get(), T, H, n_kv, hd, 1.0f, nullptr, nullptr, nullptr, false, scratch.get(), stream);
     });
-    row("attention of one layer, " + std::to_string(T) + " keys (K+V)", 2.0 * 2.0 * kv, ms);
+    row("attention of one layer, " + std::to_string(T) + " keys (K+V)", 2.0 * sizeof(Store) * kv, ms);
   }
   cudaEventDestroy(stop);
   cudaEventDestroy(start);
@@ -186,6 +186,8 @@ inline void print_ops(const kvs::ModelConfig& c, const std::vector<int>& context
                       kvs::GpuDtype d) {
   if (d == kvs::GpuDtype::Bf16) {
     print_op_table<__nv_bfloat16>(c, contexts, bandwidth);
+  } else if (d == kvs::GpuDtype::Fp32) {
+    print_op_table<float>(c, contexts, bandwidth);
   } else {
     print_op_table<__half>(c, contexts, bandwidth);
   }

@@ -19,7 +19,8 @@
 #                                        (default 560); logs in $OUT, a summary last
 #   scripts/gpu-bundle.sh smollm         there, one call per further part: keeps it; once all are
 #                                        there, the SmolLM2 comparisons (greedy tokens, and traces
-#                                        recorded on both devices compared row by row)
+#                                        recorded on both devices compared row by row; fp32
+#                                        storage's every decode row within 1e-3)
 #   scripts/gpu-bundle.sh profile        there, if device time remains: ncu on one launch of each
 #                                        decode kernel (the products, attention at 32K keys)
 #   scripts/gpu-bundle.sh test           there: every CUDA test program, then `kvscope record` on both devices
@@ -230,6 +231,10 @@ smollm)
   "$bundle/bin/kvscope" record --model "$KVSCOPE_CACHE/$smollm" --chat --prompt "Tell me a short story about a robot." \
     --steps 40 --device cuda --gpu-dtype bf16 --out /tmp/kvscope-smollm2-bf16.h5 >/tmp/kvscope-smollm2-bf16.txt || status=1
   python3 tests/python/compare_traces.py /tmp/kvscope-smollm2-cpu.h5 /tmp/kvscope-smollm2-bf16.h5 || true
+  echo "== fp32 storage (the CPU's rows to accumulation order: every decode row within 1e-3)"
+  "$bundle/bin/kvscope" record --model "$KVSCOPE_CACHE/$smollm" --chat --prompt "Tell me a short story about a robot." \
+    --steps 40 --device cuda --gpu-dtype fp32 --out /tmp/kvscope-smollm2-fp32.h5 >/tmp/kvscope-smollm2-fp32.txt || status=1
+  python3 tests/python/compare_traces.py /tmp/kvscope-smollm2-cpu.h5 /tmp/kvscope-smollm2-fp32.h5 --tol 1e-3 || status=1
   exit $status
   ;;
 bench)
