@@ -527,7 +527,8 @@ TEST(EngineCuda, ExtendGivesTheCpusRowsAndLastLogits) {
   ASSERT_EQ(gpu.logits.size(), 1u);
   for (std::size_t i = 0; i < gpu.logits[0].size(); ++i) EXPECT_NEAR(gpu.logits[0][i], cpu.logits[0][i], 2e-2f);
   // fp32 storage: the plain CPU engine's rows and logits, to accumulation order.
-  const tiny::Capture plain = run(model, on(Device::Cpu)), exact = run(model, on(Device::Cuda, false, GpuDtype::Fp32));
+  const tiny::Capture plain = run(model, on(Device::Cpu));
+  const tiny::Capture exact = run(model, on(Device::Cuda, false, GpuDtype::Fp32));
   expect_same_rows(plain, exact, kFp32StorageTol);
   ASSERT_EQ(exact.logits.size(), 1u);
   for (std::size_t i = 0; i < exact.logits[0].size(); ++i) EXPECT_NEAR(exact.logits[0][i], plain.logits[0][i], 1e-4f);
