@@ -718,8 +718,8 @@ TEST(EngineCuda, Fp32StorageMatchesThePlainCpuEngine) {
   if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
   const Model model = load_model(kModels + "stories260K.bin");
   const EngineOptions gpu = on(Device::Cuda, false, GpuDtype::Fp32);
-  const std::vector<int> forced = greedy(model, on(Device::Cpu), kPromptIds, 60);
-  EXPECT_EQ(forced, greedy(model, gpu, kPromptIds, 60));
+  const std::vector<int> forced = greedy(model, on(Device::Cpu), kPromptIds, 40);
+  EXPECT_EQ(forced, greedy(model, gpu, kPromptIds, 40));
   {  // four bytes a value: twice fp16's cache for the same entries
     Engine fp32(model, gpu), fp16(model, on(Device::Cuda, false, GpuDtype::Fp16));
     fp32.prefill(kPromptIds);
@@ -728,7 +728,7 @@ TEST(EngineCuda, Fp32StorageMatchesThePlainCpuEngine) {
   }
   expect_same_rows(capture_run(model, on(Device::Cpu), kPromptIds, forced),
                    capture_run(model, gpu, kPromptIds, forced), kFp32StorageTol);
-  const std::vector<int> continued = greedy(model, on(Device::Cpu), kStoriesPrompt, 30);
+  const std::vector<int> continued = greedy(model, on(Device::Cpu), kStoriesPrompt, 20);
   for (bool rope_in_cache : {false, true}) {
     SinkWindowController cpu_ctl(2, 8), gpu_ctl(2, 8);
     SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
