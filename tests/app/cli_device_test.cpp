@@ -1,8 +1,10 @@
 // --device on the commands that run the model: a bad value is one line and exit 2; cuda on a
 // machine or build that cannot run it falls back to the CPU with a one-line notice and records
 // the same trace; cpu never mentions CUDA. --gpu-dtype: a bad value likewise; the trace names the
-// storage type that ran; fp32 records the CPU's rows.
+// storage type that ran; fp32 records the CPU's rows, and its live reruns keep the CPU's tokens.
 #include <gtest/gtest.h>
+
+#include <filesystem>
 
 #include "analysis/trace.h"
 #include "cli_util.h"
@@ -92,6 +94,33 @@ TEST(CliDevice, Fp32OnTheGpuRecordsTheCpusRows) {
     rb.read_decode_step(step, rows_b, lse);
     ASSERT_EQ(rows_a.size(), rows_b.size());
     for (std::size_t i = 0; i < rows_a.size(); ++i) ASSERT_NEAR(rows_a[i], rows_b[i], 1e-4) << "step " << step;
+  }
+}
+
+// A live rerun on the GPU in fp32 makes the CPU's decisions: H2O and StreamingLLM keep the same
+// tokens at every step, layer and head, and their runs' rows are the CPU's to 1e-4.
+TEST(CliDevice, Fp32RerunOnTheGpuKeepsTheCpusTokens) {
+  TempDir out;
+  const std::string cpu = out.file("cpu.h5"), fp32 = out.file("fp32.h5");
+  const CliResult rec = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                     "30", "--device", "cpu", "--out", cpu});
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  std::filesystem::copy_file(cpu, fp32);
+  const CliResult a = run_kvscope({"rerun", cpu, "--policy", "h2o", "--policy", "streamingllm", "--budget", "12",
+                                   "--device", "cpu"});
+  const CliResult b = run_kvscope({"rerun", fp32, "--policy", "h2o", "--policy", "streamingllm", "--budget", "12",
+                                   "--gpu-dtype", "fp32"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  const TraceReader ra(cpu), rb(fp32);
+  for (const char* name : {"h2o_b12_forced", "streamingllm_b12_forced"}) {
+    SCOPED_TRACE(name);
+    const RunData x = ra.read_run(name, true), y = rb.read_run(name, true);
+    EXPECT_EQ(x.kept, y.kept);
+    EXPECT_EQ(x.tokens, y.tokens);
+    ASSERT_EQ(x.attention.size(), y.attention.size());
+    ASSERT_FALSE(x.attention.empty());
+    for (std::size_t i = 0; i < x.attention.size(); ++i) ASSERT_NEAR(x.attention[i], y.attention[i], 1e-4) << i;
   }
 }
 
