@@ -1,6 +1,7 @@
 // Compare: two runs of the trace (or two traces) side by side — their lanes at the current step
 // with the difference highlighted, their metrics at the step, and their generated texts with
-// the first divergence marked.
+// the first divergence marked; for two traces also how far their attention rows are apart (the
+// same story recorded on two devices or storage types).
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
@@ -12,6 +13,7 @@
 #include "analysis/lanes.h"
 #include "analysis/metric_info.h"
 #include "analysis/sink_pair.h"
+#include "analysis/trace_row_diff.h"
 #include "app/gui/jobs.h"
 #include "app/gui/script.h"
 #include "app/gui/widgets.h"
@@ -375,6 +377,11 @@ class CompareView : public View {
       };
       row("file", a.path, b.path);
       row("model", a.meta.model, b.meta.model);
+      // Where each ran and in what (cpu, fp32 | cuda, fp16 ...): 16-bit storage moves the rows.
+      auto engine = [](const TraceMeta& m) {
+        return m.device_dtype.empty() ? m.device : m.device + ", " + m.device_dtype;
+      };
+      row("engine", engine(a.meta), engine(b.meta));
       row("prompt tokens", std::to_string(a.meta.prompt_len), std::to_string(b.meta.prompt_len));
       row("steps", std::to_string(a.n_steps()), std::to_string(b.n_steps()));
       auto number = [](double v) {  // 0 and 0.7, not 0.000000 and 0.700000
@@ -389,7 +396,56 @@ class CompareView : public View {
     const long tok = first_divergence(a.token_ids, b.token_ids);
     if (tok >= 0) ImGui::Text("token sequences first differ at position %ld", tok);
     else ImGui::Text("identical token sequences");
+    draw_row_diff(app);
     texts(a.generated_text, b.generated_text, "A", "B");
+  }
+
+  // The traces' decode rows compared (diff_decode_rows) in the background once per pair opened:
+  // the largest difference and where, the share of rows within 1e-3, and the largest a step.
+  void draw_row_diff(AppState& app) {
+    if (row_diff_->generation != app.generation) {
+      row_diff_->generation = app.generation;
+      row_diff_->diff.reset();
+      const int generation = app.generation;
+      auto slot = row_diff_;
+      auto ra = app.reader, rb = app.other_reader;
+      app.engine.submit("row-diff", "Comparing the traces' attention rows", [&app, slot, ra, rb, generation](JobContext&) {
+        try {
+          auto d = std::make_shared<const RowDiff>(diff_decode_rows(*ra, *rb));
+          app.engine.post([slot, d, generation] {
+            if (slot->generation == generation) slot->diff = d;
+          });
+        } catch (const std::exception& e) {
+          const std::string message = e.what();
+          app.engine.post([&app, message] { app.error(message); });
+        }
+      });
+      if (app.headless) {
+        app.engine.wait_idle();
+        app.engine.drain();
+      }
+    }
+    const RowDiff* d = row_diff_->diff.get();
+    if (!d) {
+      ImGui::TextDisabled("comparing the attention rows...");
+    } else if (!d->why_not.empty()) {
+      ImGui::TextDisabled("attention rows not compared: %s", d->why_not.c_str());
+    } else if (d->steps == 0) {
+      ImGui::TextDisabled("attention rows: no decode step with the same tokens in both");
+    } else {
+      ImGui::Text("attention rows, %d steps: largest difference %.2g (step %d, layer %d, head %d, key %d); "
+                  "%.2f%% of %ld rows within %g",
+                  d->steps, d->max, d->worst_step, d->worst_layer, d->worst_head, d->worst_key,
+                  100.0 * d->rows_within / d->rows, d->rows, d->tol);
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("Each decode step's rows of A against B's over the keys up to its query, while both\n"
+                          "traces fed the same tokens; a row counts as within when its largest difference is.\n"
+                          "fp16 or bf16 storage on a GPU moves rows by up to about 1e-2; fp32 by about 1e-5.");
+      if (d->steps > 1) {
+        ImGui::PlotLines("##stepmax", d->step_max.data(), d->steps, 0, "largest difference a step", 0.0f, d->max,
+                         ImVec2(ImGui::GetContentRegionAvail().x, 40));
+      }
+    }
   }
 
   // Both texts with the common prefix plain, the first differing character onwards highlighted.
@@ -424,6 +480,12 @@ class CompareView : public View {
   bool want_sink_pair_ = false;  // select the StreamingLLM pair once it is in the trace
   std::string other_path_;
   std::vector<uint8_t> diff_;  // [T] 1 only A, 2 only B, 3 both
+  // The row comparison of the open pair, filled by the engine worker; shared with its job.
+  struct RowDiffSlot {
+    int generation = -1;  // the app's generation it was asked for
+    std::shared_ptr<const RowDiff> diff;
+  };
+  std::shared_ptr<RowDiffSlot> row_diff_ = std::make_shared<RowDiffSlot>();
 };
 
 }  // namespace
