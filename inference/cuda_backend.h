@@ -1,8 +1,9 @@
 // The forward pass on an NVIDIA GPU, behind Engine (EngineOptions::device = Device::Cuda): fp16,
 // bf16 or fp32 weights and KV cache (EngineOptions::gpu_dtype), fp32 accumulation and softmax,
-// cuBLAS for the projections and the kernels of kernels/*.cu for the rest. Observers and controllers see what the CPU engine shows
-// them; only what they ask for crosses PCIe (decode rows, and for prefill either the rows or the
-// per-head reductions computed on the device). Without a CUDA build, cuda_absent.cpp stands in.
+// cuBLAS for the projections and the kernels of kernels/*.cu for the rest. Observers and
+// controllers see what the CPU engine shows them; only what they ask for crosses PCIe (decode
+// rows, and for prefill either the rows or the per-head reductions computed on the device).
+// Without a CUDA build, cuda_absent.cpp stands in.
 #pragma once
 #include <cstddef>
 #include <cstdint>

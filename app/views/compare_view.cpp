@@ -409,7 +409,7 @@ class CompareView : public View {
       const int generation = app.generation;
       auto slot = row_diff_;
       auto ra = app.reader, rb = app.other_reader;
-      app.engine.submit("row-diff", "Comparing the traces' attention rows", [&app, slot, ra, rb, generation](JobContext&) {
+      auto job = [&app, slot, ra, rb, generation](JobContext&) {
         try {
           auto d = std::make_shared<const RowDiff>(diff_decode_rows(*ra, *rb));
           app.engine.post([slot, d, generation] {
@@ -419,7 +419,8 @@ class CompareView : public View {
           const std::string message = e.what();
           app.engine.post([&app, message] { app.error(message); });
         }
-      });
+      };
+      app.engine.submit("row-diff", "Comparing the traces' attention rows", job);
       if (app.headless) {
         app.engine.wait_idle();
         app.engine.drain();

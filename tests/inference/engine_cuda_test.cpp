@@ -4,7 +4,8 @@
 // the plain fp32 CPU engine; the device-side prefill reductions against the CPU's rows; eviction
 // and inactive keys through a controller; the pos-shift cache; sliding-window attention; a cache
 // that grows; fp32 storage against the plain CPU engine, to accumulation order. Without a GPU (or
-// a CUDA build) these skip, except the fallback checks, which run only there. They also run on the CPU emulation of CUDA (tests/cuda_emu) as emu:* tests.
+// a CUDA build) these skip, except the fallback checks, which run only there. They also run on
+// the CPU emulation of CUDA (tests/cuda_emu) as emu:* tests.
 #include <gtest/gtest.h>
 
 #include <algorithm>

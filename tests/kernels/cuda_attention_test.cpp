@@ -301,8 +301,8 @@ void expect_softmax_rows(const std::vector<float>& scores, const std::vector<flo
 }
 
 // Parts of T of the probabilities, as the P·V GEMMs read them (one fp32 part: the probability):
-// for keys 0..n_keys-1 of every row, the split of the row's fp32 probability (part p = T(the rest after parts 0..p-1)), bit for
-// bit; entries past n_keys untouched.
+// for keys 0..n_keys-1 of every row, the split of the row's fp32 probability (part p = T(the rest
+// after parts 0..p-1)), bit for bit; entries past n_keys untouched.
 template <class T>
 class PartsCheck {
  public:
