@@ -410,15 +410,16 @@ class CompareView : public View {
       auto slot = row_diff_;
       auto ra = app.reader, rb = app.other_reader;
       auto job = [&app, slot, ra, rb, generation](JobContext&) {
+        RowDiff d;
         try {
-          auto d = std::make_shared<const RowDiff>(diff_decode_rows(*ra, *rb));
-          app.engine.post([slot, d, generation] {
-            if (slot->generation == generation) slot->diff = d;
-          });
-        } catch (const std::exception& e) {
-          const std::string message = e.what();
-          app.engine.post([&app, message] { app.error(message); });
+          d = diff_decode_rows(*ra, *rb);
+        } catch (const std::exception& e) {  // a damaged step: said where the result would be
+          d = RowDiff{};
+          d.why_not = e.what();
         }
+        app.engine.post([slot, diff = std::make_shared<const RowDiff>(std::move(d)), generation] {
+          if (slot->generation == generation) slot->diff = diff;
+        });
       };
       app.engine.submit("row-diff", "Comparing the traces' attention rows", job);
       if (app.headless) {

@@ -1,7 +1,7 @@
 // diff_decode_rows: a trace against itself (nothing apart), against a copy with one probability
 // moved (found at its step, layer, head and key, and only that row outside the tolerance), against
-// a trace whose tokens part after a few steps (compared up to there), and against traces of
-// another shape or prompt length (not compared, and why).
+// a trace whose tokens part after a few steps (compared up to there), against a damaged one (the
+// reader's error), and against traces of another shape or prompt length (not compared, and why).
 #include "analysis/trace_row_diff.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "analysis/trace.h"
+#include "inference/errors.h"
 #include "tests/analysis/decode_trace_fixture.h"
 #include "tests/analysis/trace_test_util.h"
 
@@ -92,6 +93,21 @@ TEST_F(TraceRowDiff, RowsAreComparedUntilTheTokensPart) {
   EXPECT_TRUE(d.why_not.empty());
   EXPECT_EQ(d.steps, 3);
   EXPECT_EQ(d.rows, 3 * 2);
+}
+
+// A damaged step is TraceReader's one-line error, naming the file, step and where.
+TEST_F(TraceRowDiff, ADamagedStepThrowsWhereItIs) {
+  const test::DecodeTrace t = test::write_decode_trace(file("a.h5"), 1, 2, 1, 5, 4, 7);
+  const std::string b = rewrite(t, "b.h5", [&](std::vector<float>& rows, std::vector<int32_t>&) {
+    rows[(2 * 2 + 1) * static_cast<std::size_t>(t.total_len()) + 3] = 5.0f;  // step 2, head 1, key 3
+  });
+  try {
+    diff_decode_rows(TraceReader(t.path), TraceReader(b));
+    FAIL() << "a value of 5 was read as a probability";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              b + ": /attention/decode step 2 layer 0 head 1 key 3 holds 5.000000, not a probability");
+  }
 }
 
 TEST_F(TraceRowDiff, AnotherShapeOrPromptLengthIsNotCompared) {
