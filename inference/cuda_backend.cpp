@@ -566,7 +566,12 @@ namespace {
 std::unique_ptr<cuda_backend_detail::Forward> make_forward(const Model& model, const EngineOptions& options) {
   switch (resolve_gpu_dtype(model, options.gpu_dtype)) {
     case GpuDtype::Bf16: return std::make_unique<cuda_backend_detail::Impl<__nv_bfloat16>>(model, options);
-    case GpuDtype::Fp32: return std::make_unique<cuda_backend_detail::Impl<float>>(model, options);
+    case GpuDtype::Fp32:
+      try {
+        return std::make_unique<cuda_backend_detail::Impl<float>>(model, options);
+      } catch (const cuda::OutOfMemory& e) {  // the one choice that doubles what the weights take
+        throw cuda::OutOfMemory(std::string(e.what()) + "; weights stored in fp32 (--gpu-dtype fp16 takes half)");
+      }
     default: return std::make_unique<cuda_backend_detail::Impl<__half>>(model, options);
   }
 }

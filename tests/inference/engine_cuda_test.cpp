@@ -793,6 +793,14 @@ TEST(EngineCuda, OutOfGpuMemoryNamesTheBytesAndTheCpuStillRuns) {
     EXPECT_NE(msg.find("bytes free"), std::string::npos) << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
+  try {  // in fp32, the way to half the weights' bytes is named
+    Engine engine(model, on(Device::Cuda, false, GpuDtype::Fp32));
+    FAIL() << "a cache of " << c.seq_len << " positions fit on the GPU";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("bytes free; weights stored in fp32 (--gpu-dtype fp16 takes half)"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
   Engine cpu(model, on(Device::Cpu));
   EXPECT_EQ(cpu.prefill(std::vector<int>{1, 2, 3}).size(), static_cast<std::size_t>(c.vocab_size));
 }
