@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "analysis/divergence.h"
 #include "analysis/trace.h"
 
 namespace kvs {
@@ -24,8 +25,8 @@ RowDiff diff_decode_rows(const TraceReader& a, const TraceReader& b, float tol) 
     return d;
   }
   const std::vector<int32_t> ids_a = a.token_ids(), ids_b = b.token_ids();  // [Ta], [Tb]
-  const std::size_t n_ids = std::min(ids_a.size(), ids_b.size());
-  const long same_ids = std::mismatch(ids_a.begin(), ids_a.begin() + n_ids, ids_b.begin()).first - ids_a.begin();
+  const long parted = first_divergence(ids_a, ids_b);
+  const long same_ids = parted < 0 ? static_cast<long>(ids_a.size()) : parted;  // leading ids both share
   const std::vector<int32_t> qa = a.decode_query_pos(), qb = b.decode_query_pos();  // [steps] each
   const int L = ma.shape.n_layers, H = ma.shape.n_heads;
   const long Ta = ma.total_len(), Tb = mb.total_len();

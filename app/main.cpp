@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
     if (cmd == "layers") return kvs::cmd_layers(rest);
     if (cmd == "heads") return kvs::cmd_heads(rest);
     if (cmd == "rerun") return kvs::cmd_rerun(rest);
+    if (cmd == "compare") return kvs::cmd_compare(rest);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       if (rest.empty()) {
         std::fputs(kvs::usage_summary(), stdout);

@@ -7,8 +7,8 @@
 #include "analysis/trace.h"
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/printable.h"
 #include "analysis/json_writer.h"
-#include "inference/bpe_merge.h"
 #include "inference/errors.h"
 #include "inference/loader.h"
 
@@ -25,15 +25,6 @@ bool is_hdf5(const std::string& path) {
   char sig[8] = {};
   f.read(sig, 8);
   return f.gcount() == 8 && std::string(sig, 8) == std::string("\x89HDF\r\n\x1a\n", 8);
-}
-
-// Text from a file as it may reach a terminal: control characters (a hostile trace could carry
-// escape sequences) become '?', bytes that are not UTF-8 "\xNN".
-std::string printable(const std::string& text) {
-  std::string out = escape_invalid_utf8(text);
-  for (char& c : out)
-    if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
-  return out;
 }
 
 std::string string_attr(const TraceReader& trace, const std::string& path, const std::string& attr) {

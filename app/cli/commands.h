@@ -14,5 +14,6 @@ int cmd_simulate(const ArgList& args);
 int cmd_layers(const ArgList& args);
 int cmd_heads(const ArgList& args);
 int cmd_rerun(const ArgList& args);
+int cmd_compare(const ArgList& args);
 
 }  // namespace kvs

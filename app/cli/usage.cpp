@@ -16,6 +16,7 @@ const char* usage_summary() {
          "       kvscope heads (trace.h5 | --model M [trace.h5]) [--alpha-out DIR] [--json]\n"
          "       kvscope rerun trace.h5 --policy SPEC [--policy ...] --budget N [--mode forced|free]\n"
          "                     [--device cpu|cuda|auto]\n"
+         "       kvscope compare A.h5 B.h5 [--tol T] [--json]\n"
          "Every flag of a command: kvscope help COMMAND (or kvscope COMMAND --help).\n";
 }
 
@@ -62,6 +63,14 @@ const char* command_help(const std::string& command) {
        "Describes a model (format, shape, weights, tokenizer) or a trace (model, shape, steps,\n"
        "capture, runs).\n"
        "  --tokenizer PATH   tokenizer for a model that does not carry its own\n"
+       "  --json             one JSON object instead of text\n"},
+      {"compare",
+       "usage: kvscope compare A.h5 B.h5 [--tol T] [--json]\n"
+       "Two traces of one model and prompt (recorded on the CPU and the GPU, in fp16 and fp32, before\n"
+       "and after a change): where each ran, whether their tokens agree, and how far their decode\n"
+       "attention rows are apart, step by step while both fed the same tokens: the largest\n"
+       "difference and where, and the share of rows within T.\n"
+       "  --tol T            a row is within when its largest difference is at most T (default 1e-3)\n"
        "  --json             one JSON object instead of text\n"},
       {"simulate",
        "usage: kvscope simulate trace.h5 --policy SPEC [--policy SPEC ...] --budget N [flags]\n"

@@ -434,6 +434,8 @@ class CompareView : public View {
       ImGui::TextDisabled("attention rows not compared: %s", d->why_not.c_str());
     } else if (d->steps == 0) {
       ImGui::TextDisabled("attention rows: no decode step with the same tokens in both");
+    } else if (d->max == 0.0f) {
+      ImGui::Text("attention rows, %d steps: identical", d->steps);
     } else {
       ImGui::Text("attention rows, %d steps: largest difference %.2g (step %d, layer %d, head %d, key %d); "
                   "%.2f%% of %ld rows within %g",

@@ -11,7 +11,7 @@
 namespace kvs::cli_test {
 namespace {
 
-const char* const kCommands[] = {"gui", "record", "info", "simulate", "layers", "heads", "rerun"};
+const char* const kCommands[] = {"gui", "record", "info", "simulate", "layers", "heads", "rerun", "compare"};
 
 std::set<std::string> flags_in(const std::string& text) {
   std::set<std::string> flags;
