@@ -53,8 +53,11 @@ int cmd_compare(const ArgList& argv) {
   }
   std::printf("A            %s: %s\n", printable(path_a).c_str(), describe(ra.meta()).c_str());
   std::printf("B            %s: %s\n", printable(path_b).c_str(), describe(rb.meta()).c_str());
-  if (parted < 0) std::printf("tokens       the same %zu\n", ids_a.size());
-  else std::printf("tokens       first differ at position %ld (of %zu and %zu)\n", parted, ids_a.size(), ids_b.size());
+  if (parted < 0) {
+    std::printf("tokens       the same %zu\n", ids_a.size());
+  } else {
+    std::printf("tokens       first differ at position %ld (of %zu and %zu)\n", parted, ids_a.size(), ids_b.size());
+  }
   if (d.steps == 0) {
     std::printf("decode rows  no step with the same tokens up to its query in both\n");
   } else if (d.max == 0.0f) {
