@@ -24,6 +24,7 @@
 #   scripts/gpu-bundle.sh profile        there, if device time remains: ncu on one launch of each
 #                                        decode kernel (the products, attention at 32K keys)
 #   scripts/gpu-bundle.sh test           there: every CUDA test program, then `kvscope record` on both devices
+#                                        (and in fp32: every decode row within 1e-3 of the CPU's)
 #   scripts/gpu-bundle.sh bench [ARGS]   there: bench_cuda ARGS
 #
 # The bundle is built against this machine's glibc, which must not be newer than the GPU
@@ -169,6 +170,11 @@ test)
   record_both stories260K --model "$m/stories260K.bin" --tokenizer "$m/tok512.bin" --prompt "Once upon a time" \
     --steps 60 || status=1
   "$bundle/bin/kvscope" info /tmp/kvscope-stories260K-cuda.h5 || status=1
+  echo "== stories260K with weights and cache in fp32: every decode row within 1e-3 of the CPU's"
+  "$bundle/bin/kvscope" record --model "$m/stories260K.bin" --tokenizer "$m/tok512.bin" --prompt "Once upon a time" \
+    --steps 60 --device cuda --gpu-dtype fp32 --out /tmp/kvscope-stories260K-fp32.h5 >/dev/null || status=1
+  python3 tests/python/compare_traces.py /tmp/kvscope-stories260K-cpu.h5 /tmp/kvscope-stories260K-fp32.h5 \
+    --tol 1e-3 || status=1
   exit $status
   ;;
 check)
