@@ -2,6 +2,7 @@
 // and in what, whether their tokens agree, and how far their decode attention rows are apart
 // (analysis/trace_row_diff.h): the same story recorded on the CPU and on the GPU, in fp16 and in
 // fp32, before and after a change. As the app's Compare view shows two traces.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -55,6 +56,8 @@ int cmd_compare(const ArgList& argv) {
   std::printf("B            %s: %s\n", printable(path_b).c_str(), describe(rb.meta()).c_str());
   if (parted < 0) {
     std::printf("tokens       the same %zu\n", ids_a.size());
+  } else if (parted == static_cast<long>(std::min(ids_a.size(), ids_b.size()))) {  // one goes on further
+    std::printf("tokens       the first %ld the same (of %zu and %zu)\n", parted, ids_a.size(), ids_b.size());
   } else {
     std::printf("tokens       first differ at position %ld (of %zu and %zu)\n", parted, ids_a.size(), ids_b.size());
   }

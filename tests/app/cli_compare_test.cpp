@@ -1,6 +1,7 @@
 // `kvscope compare A.h5 B.h5`: a recording against a copy of itself (identical rows), against the
 // same story with its rows stored in float16 (apart by the rounding, every row within 1e-3, and
-// not all within a tighter --tol), as JSON; a trace of another prompt (its tokens part in it);
+// not all within a tighter --tol), as JSON; a shorter recording of the same prompt (its steps
+// compared); a trace of another prompt (its tokens part in it);
 // bad input: one path, a file that is not a trace, traces of different prompt lengths — one line,
 // exit code 2.
 #include <gtest/gtest.h>
@@ -59,6 +60,17 @@ TEST_F(CliCompare, Float16RowsAreApartByTheirRounding) {
   const double largest = std::stod(json.out.substr(at + 21));
   EXPECT_GT(largest, 0.0);
   EXPECT_LE(largest, 2.5e-4);
+}
+
+// A shorter recording of the same prompt: its tokens are the longer one's first, and its steps
+// compare.
+TEST_F(CliCompare, AShorterRecordingComparesItsSteps) {
+  const std::string b = dir_.file("b.h5");
+  ASSERT_EQ(record_stories(b, "Once upon a time", 4).code, 0);
+  const CliResult r = run_kvscope({"compare", a_, b});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("tokens       the first 9 the same (of 17 and 9)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("decode rows  4 steps compared: identical (160 rows)\n"), std::string::npos) << r.out;
 }
 
 // A prompt of the same length whose last token differs: no decode step sees the same tokens in
