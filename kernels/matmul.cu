@@ -30,19 +30,11 @@ struct Inputs {
 // summed in order.
 template <class T>
 __device__ __forceinline__ float dot_load(const uint4& packed, const Inputs<T>& in) {
-  using S = detail::Store<T>;
   const T* h = reinterpret_cast<const T*>(&packed);  // [kPerLoad]
-  float s = S::to_float(h[0]) * in.v[0].x;
-  s += S::to_float(h[1]) * in.v[0].y;
-  s += S::to_float(h[2]) * in.v[0].z;
-  s += S::to_float(h[3]) * in.v[0].w;
+  const float* x = reinterpret_cast<const float*>(in.v);  // [kPerLoad]
+  float s = 0.0f;
 #pragma unroll
-  for (int i = 1; i < detail::kPerLoad<T> / 4; ++i) {
-    s += S::to_float(h[4 * i]) * in.v[i].x;
-    s += S::to_float(h[4 * i + 1]) * in.v[i].y;
-    s += S::to_float(h[4 * i + 2]) * in.v[i].z;
-    s += S::to_float(h[4 * i + 3]) * in.v[i].w;
-  }
+  for (int j = 0; j < detail::kPerLoad<T>; ++j) s += detail::Store<T>::to_float(h[j]) * x[j];
   return s;
 }
 
