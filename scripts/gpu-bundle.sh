@@ -124,7 +124,7 @@ bundle)
     echo "gpu-bundle.sh: this configuration has no CUDA backend (nvcc not found)" >&2
     exit 1
   fi
-  programs=(bench_cuda bench_controller_host inference_engine_cuda_test kvscope)
+  programs=(bench_cuda bench_controller_host inference_engine_cuda_test inference_engine_cuda_dtype_test kvscope)
   for src in tests/kernels/cuda_*_test.cpp; do programs+=("kernels_$(basename "$src" .cpp)"); done
   cmake --build build-gpu -j"$jobs" --target "${programs[@]}"
   rm -rf "$bundle" build-gpu/smollm.part-* build-gpu/stash build-gpu/cache

@@ -3,9 +3,9 @@
 // weights rounded to fp16 as the GPU stores them, EngineOptions::cache_rounding), and within 1e-2 of
 // the plain fp32 CPU engine; the device-side prefill reductions against the CPU's rows; eviction
 // and inactive keys through a controller; the pos-shift cache; sliding-window attention; a cache
-// that grows; fp32 storage against the plain CPU engine, to accumulation order. Without a GPU (or
-// a CUDA build) these skip, except the fallback checks, which run only there. They also run on
-// the CPU emulation of CUDA (tests/cuda_emu) as emu:* tests.
+// that grows; out of GPU memory (the storage types: engine_cuda_dtype_test.cpp). Without a GPU (or
+// a CUDA build) these skip, except the fallback checks, which run only there. They also run on the
+// CPU emulation of CUDA (tests/cuda_emu) as emu:* tests.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,103 +21,10 @@
 #include "inference/errors.h"
 #include "inference/generate.h"
 #include "inference/loader.h"
-#include "kernels/quant.h"
-#include "tests/inference/capture.h"
-#include "tests/inference/compare_rows.h"
-#include "tests/inference/tiny_model.h"
-#include "tests/test_paths.h"
+#include "tests/inference/engine_cuda_util.h"
 
-namespace kvs {
+namespace kvs::cuda_test {
 namespace {
-
-const std::string kModels = test::shared_path("models/stories260K/");
-const std::vector<int> kPromptIds = {1, 403, 407, 261, 378};  // "Once upon a time"
-// Against the CPU on fp16-rounded weights and cache: the two sum in different orders, so a key
-// can round to the neighbouring fp16 value on one side, and peaked heads amplify that: two CPU
-// runs whose keys differ by 1e-7 (relative) before the rounding differ by up to 1.6e-3 on
-// SmolLM2. Measured on the emulation, GPU against CPU: up to 2e-3 (fp16), 1e-3 (bf16, whose
-// prefill activations go to the GEMMs in three bf16 parts; two carried only 16 bits and moved
-// rows by up to 1.2e-2).
-constexpr float kSameNumbersTol = 5e-3f;
-constexpr float kFp32Tol = 1e-2f;         // against the plain fp32 CPU engine
-// fp32 storage against the plain fp32 CPU engine: the same numbers, summed in other orders (the
-// emulation measures 6e-6 on stories260K).
-constexpr float kFp32StorageTol = 1e-4f;
-
-#define SKIP_WITHOUT_GPU()                                                 \
-  do {                                                                     \
-    std::string why;                                                       \
-    if (!cuda_usable(&why)) GTEST_SKIP() << "CUDA backend not usable: " << why; \
-  } while (0)
-
-EngineOptions on(Device d, bool rope_in_cache = false, GpuDtype dtype = GpuDtype::Auto) {
-  EngineOptions o;
-  o.device = d;
-  o.rope_in_cache = rope_in_cache;
-  o.gpu_dtype = dtype;
-  return o;
-}
-
-// The CPU engine on the numbers the GPU computes with: weights rounded to fp16 (or bf16), the
-// cache likewise.
-EngineOptions cpu_as_gpu(bool rope_in_cache = false, GpuDtype d = GpuDtype::Fp16) {
-  EngineOptions o = on(Device::Cpu, rope_in_cache);
-  o.cache_rounding = d == GpuDtype::Bf16 ? CacheRounding::Bf16 : CacheRounding::Fp16;
-  return o;
-}
-
-// The model's weights as the GPU stores them in d (rounded to fp16 or bf16).
-Model as_stored(const Model& m, GpuDtype d = GpuDtype::Fp16) {
-  Model r = m;
-  auto round = [d](PackedMatrix& m) {  // the panels' padding is zero, which rounds to zero
-    const std::span<float> w = m.panels();
-    if (d == GpuDtype::Bf16) {
-      round_to_bf16(w.data(), w.size());
-    } else {
-      round_to_fp16(w.data(), w.size());
-    }
-  };
-  round(r.weights.token_embedding);
-  round(r.weights.classifier);
-  for (LayerWeights& l : r.weights.layers) {
-    for (PackedMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) round(*w);
-  }
-  return r;
-}
-
-std::vector<int> greedy(const Model& model, EngineOptions o, const std::vector<int>& prompt, int steps) {
-  Engine engine(model, o);
-  GenerateRequest req;
-  req.prompt = prompt;
-  req.steps = steps;
-  req.stop_at_eos = false;
-  return generate(engine, req);
-}
-
-using tiny::expect_same_rows;
-using tiny::SkipPositions;
-
-// Runs prompt + forced continuation with the hooks attached.
-void forced_run(const Model& model, EngineOptions o, const std::vector<int>& prompt, const std::vector<int>& forced,
-                AttentionObserver* observer, CacheController* controller) {
-  Engine engine(model, o);
-  engine.set_observer(observer);
-  engine.set_controller(controller);
-  GenerateRequest req;
-  req.prompt = prompt;
-  req.steps = static_cast<int>(forced.size());
-  req.forced = forced;
-  req.stop_at_eos = false;
-  generate(engine, req);
-}
-
-// Runs prompt + forced continuation with a Capture attached; returns it.
-tiny::Capture capture_run(const Model& model, EngineOptions o, const std::vector<int>& prompt,
-                          const std::vector<int>& forced, CacheController* controller = nullptr) {
-  tiny::Capture cap;
-  forced_run(model, o, prompt, forced, &cap, controller);
-  return cap;
-}
 
 // n token ids 1 + (i * stride) mod (vocab - 1): a long prompt or continuation for a random model.
 std::vector<int> stepped_tokens(int n, int stride, int vocab) {
@@ -132,51 +39,6 @@ Model roomy_tiny_model(uint64_t seed) {
   c.seq_len = 1024;
   return tiny::random_model(c, seed);
 }
-
-// A stories260K prompt of 12 tokens for the controller tests.
-const std::vector<int> kStoriesPrompt = {1, 403, 407, 261, 378, 11, 400, 300, 272, 345, 284, 262};
-
-// Keeps `sink` first entries and the `recent` newest per KV head (evicting after attention), and
-// leaves every third middle entry inactive in odd layers, so both the eviction and the
-// inactive-row paths of the backend run. With `halves`, a head's entries go in two evictions, the
-// older half first, so that rows freed by two evictions are taken by later appends.
-class SinkWindowController : public CacheController {
- public:
-  SinkWindowController(int sink, int recent, bool halves = false) : sink_(sink), recent_(recent), halves_(halves) {}
-  void after_prefill(int, KvSlots& kv) override { trim(kv); }
-  void before_attention(int layer, int, KvSlots& kv) override {
-    if (layer % 2 == 0) return;
-    for (int g = 0; g < kv.n_kv_heads(); ++g) {
-      const auto held = kv.held(layer, g);
-      const auto active = kv.active(layer, g);
-      for (std::size_t i = sink_; i + 1 < held.size(); ++i) active[i] = held[i] % 3 != 0;
-    }
-  }
-  void after_attention(int layer, int, std::span<const AttentionBlock>, KvSlots& kv) override {
-    for (int g = 0; g < kv.n_kv_heads(); ++g) trim_head(kv, layer, g);
-  }
-
- private:
-  void trim(KvSlots& kv) {
-    for (int l = 0; l < kv.n_layers(); ++l)
-      for (int g = 0; g < kv.n_kv_heads(); ++g) trim_head(kv, l, g);
-  }
-  void trim_head(KvSlots& kv, int l, int g) {
-    const int n = static_cast<int>(kv.held(l, g).size());
-    const int gone = n - sink_ - recent_;
-    if (gone <= 0) return;
-    if (halves_ && gone >= 2) evict_middle(kv, l, g, gone / 2);
-    evict_middle(kv, l, g, static_cast<int>(kv.held(l, g).size()) - sink_ - recent_);
-  }
-  // Evicts the `count` entries after the sink.
-  void evict_middle(KvSlots& kv, int l, int g, int count) const {
-    std::vector<uint8_t> keep(kv.held(l, g).size(), 1);
-    for (int i = sink_; i < sink_ + count; ++i) keep[i] = 0;
-    kv.evict(l, g, keep);
-  }
-  int sink_, recent_;
-  bool halves_;
-};
 
 TEST(EngineCuda, WithoutAGpuTheBackendRefusesWithTheReason) {
   std::string why;
@@ -653,127 +515,6 @@ TEST(EngineCuda, DeviceReductionsEqualTheRowsReducedOnTheHost) {
   for (std::size_t i = 0; i < x.pooled.size(); ++i) EXPECT_NEAR(x.pooled[i], y.pooled[i], 1e-5) << i;
 }
 
-TEST(EngineCuda, AutoStoresBf16CheckpointsInBf16AndTheRestInFp16) {
-  Model m = tiny::random_model(tiny::tiny_config(), 5);
-  for (const char* type : {"F32", "F16", "Q4_1 (mixed)", "Q8_0", ""}) {
-    m.weight_type = type;
-    EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Auto), GpuDtype::Fp16) << type;
-  }
-  for (const char* type : {"BF16", "BF16 (mixed)"}) {
-    m.weight_type = type;
-    EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Auto), GpuDtype::Bf16) << type;
-    EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Fp16), GpuDtype::Fp16) << "an explicit choice stands";
-  }
-  m.weight_type = "F32";
-  EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Bf16), GpuDtype::Bf16);
-  EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Fp32), GpuDtype::Fp32) << "fp32 only when asked";
-  EXPECT_STREQ(gpu_dtype_name(GpuDtype::Bf16), "bf16");
-}
-
-TEST(EngineCuda, GpuDtypeNamesParseBack) {
-  for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16, GpuDtype::Fp32})
-    EXPECT_EQ(parse_gpu_dtype(gpu_dtype_name(d)), d) << gpu_dtype_name(d);
-  EXPECT_EQ(parse_gpu_dtype("fp8"), std::nullopt);
-  EXPECT_EQ(parse_gpu_dtype("BF16"), std::nullopt) << "names are lower case, as --gpu-dtype takes them";
-  EXPECT_EQ(parse_gpu_dtype(""), std::nullopt);
-}
-
-// bf16 storage: the same greedy tokens and rows as the CPU on bf16-rounded weights and cache.
-TEST(EngineCuda, Bf16StorageMatchesTheCpuOnTheSameNumbers) {
-  SKIP_WITHOUT_GPU();
-  if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
-  Model model = load_model(kModels + "stories260K.bin");
-  const Model rounded = as_stored(model, GpuDtype::Bf16);
-  const EngineOptions cpu = cpu_as_gpu(false, GpuDtype::Bf16), gpu = on(Device::Cuda, false, GpuDtype::Bf16);
-  const std::vector<int> forced = greedy(rounded, cpu, kPromptIds, 40);
-  EXPECT_EQ(forced, greedy(model, gpu, kPromptIds, 40));
-  const tiny::Capture g = capture_run(model, gpu, kPromptIds, forced);
-  expect_same_rows(capture_run(rounded, cpu, kPromptIds, forced), g, kSameNumbersTol);
-  // A checkpoint stored in bf16 gets bf16 without being asked: the same bits as asked.
-  model.weight_type = "BF16";
-  const tiny::Capture automatic = capture_run(model, on(Device::Cuda), kPromptIds, forced);
-  ASSERT_EQ(automatic.rows.size(), g.rows.size());
-  for (std::size_t i = 0; i < g.rows.size(); ++i) ASSERT_EQ(automatic.rows[i].probs, g.rows[i].probs) << i;
-}
-
-TEST(EngineCuda, Bf16GqaRotateHalfAndEvictionMatchTheCpu) {
-  SKIP_WITHOUT_GPU();
-  const Model model = tiny::to_rotate_half(tiny::random_model(tiny::tiny_config(), 23));  // GQA
-  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14, 3, 17, 22, 9};
-  const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
-  for (bool rope_in_cache : {false, true}) {
-    SinkWindowController cpu_ctl(2, 6), gpu_ctl(2, 6);
-    SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
-    expect_same_rows(capture_run(as_stored(model, GpuDtype::Bf16), cpu_as_gpu(rope_in_cache, GpuDtype::Bf16),
-                                 prompt, forced, &cpu_ctl),
-                     capture_run(model, on(Device::Cuda, rope_in_cache, GpuDtype::Bf16), prompt, forced, &gpu_ctl),
-                     kSameNumbersTol);
-  }
-}
-
-// fp32 storage: the plain fp32 CPU engine's greedy tokens, and its rows to accumulation order, in
-// prefill and decode, with a controller that evicts and deactivates keys (both RoPE caches), on
-// stories260K and on GQA, rotate-half and biased models.
-TEST(EngineCuda, Fp32StorageMatchesThePlainCpuEngine) {
-  SKIP_WITHOUT_GPU();
-  if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
-  const Model model = load_model(kModels + "stories260K.bin");
-  const EngineOptions gpu = on(Device::Cuda, false, GpuDtype::Fp32);
-  const std::vector<int> forced = greedy(model, on(Device::Cpu), kPromptIds, 40);
-  EXPECT_EQ(forced, greedy(model, gpu, kPromptIds, 40));
-  {  // four bytes a value: twice fp16's cache for the same entries
-    Engine fp32(model, gpu), fp16(model, on(Device::Cuda, false, GpuDtype::Fp16));
-    fp32.prefill(kPromptIds);
-    fp16.prefill(kPromptIds);
-    EXPECT_EQ(fp32.kv_bytes(), 2 * fp16.kv_bytes());
-  }
-  expect_same_rows(capture_run(model, on(Device::Cpu), kPromptIds, forced),
-                   capture_run(model, gpu, kPromptIds, forced), kFp32StorageTol);
-  const std::vector<int> continued = greedy(model, on(Device::Cpu), kStoriesPrompt, 20);
-  for (bool rope_in_cache : {false, true}) {
-    SinkWindowController cpu_ctl(2, 8), gpu_ctl(2, 8);
-    SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
-    expect_same_rows(capture_run(model, on(Device::Cpu, rope_in_cache), kStoriesPrompt, continued, &cpu_ctl),
-                     capture_run(model, on(Device::Cuda, rope_in_cache, GpuDtype::Fp32), kStoriesPrompt, continued,
-                                 &gpu_ctl),
-                     kFp32StorageTol);
-  }
-  ModelConfig c = tiny::tiny_config();  // GQA
-  const Model rotate_half = tiny::to_rotate_half(tiny::random_model(c, 31));
-  c.qkv_bias = true;
-  const Model biased = tiny::to_rotate_half(tiny::random_model(c, 32));
-  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
-  const std::vector<int> tail = {3, 1, 4, 1, 5, 9, 2, 6};
-  for (const Model* m : {&rotate_half, &biased}) {
-    expect_same_rows(capture_run(*m, on(Device::Cpu), prompt, tail),
-                     capture_run(*m, on(Device::Cuda, false, GpuDtype::Fp32), prompt, tail), kFp32StorageTol);
-  }
-}
-
-// Values past fp16's range (65504), as some checkpoints produce: an fp16 cache turns them into
-// infinities and the rows into NaN; a bf16 cache keeps fp32's range and matches the CPU.
-TEST(EngineCuda, Bf16KeepsValuesThatOverflowFp16) {
-  SKIP_WITHOUT_GPU();
-  Model model = tiny::random_model(tiny::tiny_config(), 29);
-  for (LayerWeights& l : model.weights.layers) {
-    for (float& w : l.wv.panels()) w *= 2e5f;  // |w| < 4e4: representable in fp16, the values it makes are not
-  }
-  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4};
-  const std::vector<int> forced = {3, 1, 4, 1, 5};
-  auto all_finite = [](const tiny::Capture& c) {
-    for (const auto& l : c.logits)
-      for (float x : l)
-        if (!std::isfinite(x)) return false;
-    return true;
-  };
-  const tiny::Capture fp16 = capture_run(model, on(Device::Cuda, false, GpuDtype::Fp16), prompt, forced);
-  EXPECT_FALSE(all_finite(fp16)) << "the test model should overflow an fp16 cache";
-  const tiny::Capture bf16 = capture_run(model, on(Device::Cuda, false, GpuDtype::Bf16), prompt, forced);
-  EXPECT_TRUE(all_finite(bf16));
-  expect_same_rows(capture_run(as_stored(model, GpuDtype::Bf16), cpu_as_gpu(false, GpuDtype::Bf16), prompt, forced),
-                   bf16, kSameNumbersTol);
-}
-
 TEST(EngineCuda, OutOfGpuMemoryNamesTheBytesAndTheCpuStillRuns) {
   SKIP_WITHOUT_GPU();
   ModelConfig c = tiny::tiny_config();
@@ -806,4 +547,4 @@ TEST(EngineCuda, OutOfGpuMemoryNamesTheBytesAndTheCpuStillRuns) {
 }
 
 }  // namespace
-}  // namespace kvs
+}  // namespace kvs::cuda_test
