@@ -25,8 +25,8 @@ RowDiff diff_decode_rows(const TraceReader& a, const TraceReader& b, float tol) 
     return d;
   }
   const std::vector<int32_t> ids_a = a.token_ids(), ids_b = b.token_ids();  // [Ta], [Tb]
-  const long parted = first_divergence(ids_a, ids_b);
-  const long same_ids = parted < 0 ? static_cast<long>(ids_a.size()) : parted;  // leading ids both share
+  d.tokens_part = first_divergence(ids_a, ids_b);
+  const long same_ids = d.tokens_part < 0 ? static_cast<long>(ids_a.size()) : d.tokens_part;  // ids both share
   const std::vector<int32_t> qa = a.decode_query_pos(), qb = b.decode_query_pos();  // [steps] each
   const int L = ma.shape.n_layers, H = ma.shape.n_heads;
   const long Ta = ma.total_len(), Tb = mb.total_len();

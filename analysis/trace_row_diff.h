@@ -13,6 +13,7 @@ class TraceReader;
 
 struct RowDiff {
   std::string why_not;          // non-empty: the rows cannot be compared, and why
+  long tokens_part = -1;        // the first position where the token ids differ; -1: they do not
   int steps = 0;                // decode steps compared: while tokens 0..query agree in both
   std::vector<float> step_max;  // [steps] the largest difference at each step
   float max = 0.0f;             // the largest over the compared steps

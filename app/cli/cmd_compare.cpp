@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "analysis/divergence.h"
 #include "analysis/json_writer.h"
 #include "analysis/trace.h"
 #include "analysis/trace_row_diff.h"
@@ -37,8 +36,7 @@ int cmd_compare(const ArgList& argv) {
   const TraceReader ra(path_a), rb(path_b);
   const RowDiff d = diff_decode_rows(ra, rb, static_cast<float>(tol));
   if (!d.why_not.empty()) throw input_error(path_b, "not comparable with " + path_a + ": " + d.why_not);
-  const std::vector<int32_t> ids_a = ra.token_ids(), ids_b = rb.token_ids();  // [Ta], [Tb]
-  const long parted = first_divergence(ids_a, ids_b);                         // -1: the same ids
+  const long parted = d.tokens_part, n_a = ra.meta().total_len(), n_b = rb.meta().total_len();
   if (a.has("--json")) {
     JsonObject o;
     o.add("a", path_a).add("b", path_b).add("device_a", ra.meta().device).add("device_b", rb.meta().device)
@@ -55,11 +53,11 @@ int cmd_compare(const ArgList& argv) {
   std::printf("A            %s: %s\n", printable(path_a).c_str(), describe(ra.meta()).c_str());
   std::printf("B            %s: %s\n", printable(path_b).c_str(), describe(rb.meta()).c_str());
   if (parted < 0) {
-    std::printf("tokens       the same %zu\n", ids_a.size());
-  } else if (parted == static_cast<long>(std::min(ids_a.size(), ids_b.size()))) {  // one goes on further
-    std::printf("tokens       the first %ld the same (of %zu and %zu)\n", parted, ids_a.size(), ids_b.size());
+    std::printf("tokens       the same %ld\n", n_a);
+  } else if (parted == std::min(n_a, n_b)) {  // one goes on further
+    std::printf("tokens       the first %ld the same (of %ld and %ld)\n", parted, n_a, n_b);
   } else {
-    std::printf("tokens       first differ at position %ld (of %zu and %zu)\n", parted, ids_a.size(), ids_b.size());
+    std::printf("tokens       first differ at position %ld (of %ld and %ld)\n", parted, n_a, n_b);
   }
   if (d.steps == 0) {
     std::printf("decode rows  no step with the same tokens up to its query in both\n");

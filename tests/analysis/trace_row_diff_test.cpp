@@ -58,6 +58,7 @@ TEST_F(TraceRowDiff, ATraceAgainstItselfIsNothingApart) {
   const TraceReader r(t.path);
   const RowDiff d = diff_decode_rows(r, r);
   EXPECT_TRUE(d.why_not.empty());
+  EXPECT_EQ(d.tokens_part, -1);
   EXPECT_EQ(d.steps, 6);
   EXPECT_EQ(d.rows, 6 * 2 * 4);
   EXPECT_EQ(d.rows_within, d.rows);
@@ -91,6 +92,7 @@ TEST_F(TraceRowDiff, RowsAreComparedUntilTheTokensPart) {
   const std::string b = rewrite(t, "b.h5", [](std::vector<float>&, std::vector<int32_t>& ids) { ids[8] = 4; });
   const RowDiff d = diff_decode_rows(TraceReader(t.path), TraceReader(b));
   EXPECT_TRUE(d.why_not.empty());
+  EXPECT_EQ(d.tokens_part, 8);
   EXPECT_EQ(d.steps, 3);
   EXPECT_EQ(d.rows, 3 * 2);
 }
