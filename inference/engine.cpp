@@ -144,9 +144,13 @@ void ffn_rows(const LayerWeights& lw, const ModelConfig& c, float* X, float* XB,
 
 }  // namespace
 
+GpuDtype auto_gpu_dtype(std::string_view weight_type, std::size_t n_params) {
+  if (n_params <= kAutoFp32MaxBytes / sizeof(float)) return GpuDtype::Fp32;
+  return weight_type.starts_with("BF16") ? GpuDtype::Bf16 : GpuDtype::Fp16;
+}
+
 GpuDtype resolve_gpu_dtype(const Model& model, GpuDtype asked) {
-  if (asked != GpuDtype::Auto) return asked;
-  return model.weight_type.rfind("BF16", 0) == 0 ? GpuDtype::Bf16 : GpuDtype::Fp16;
+  return asked == GpuDtype::Auto ? auto_gpu_dtype(model.weight_type, model.parameter_count()) : asked;
 }
 
 const char* gpu_dtype_name(GpuDtype d) {

@@ -17,12 +17,20 @@ namespace kvs {
 enum class Device { Cpu, Cuda };
 
 // The type the CUDA backend stores weights and the KV cache in; it computes in fp32 either way.
-// Auto: bf16 for checkpoints stored in bf16 (their weights exactly, and fp32's range for keys and
-// values that overflow fp16), fp16 otherwise (three more bits of mantissa). Fp32 stores them as
-// the CPU engine holds them, for attention rows that agree with the CPU's to accumulation order
-// (about 1e-5) at twice the bytes of weights and cache a token; Auto never picks it.
+// Fp32 stores them as the CPU engine holds them, for attention rows that agree with the CPU's to
+// accumulation order (about 1e-5) at twice the bytes of weights and cache a token; Bf16 keeps
+// bf16 checkpoints' weights exactly and fp32's range for keys and values that overflow fp16; Fp16
+// has three more bits of mantissa than bf16. Auto: auto_gpu_dtype.
 enum class GpuDtype { Auto, Fp16, Bf16, Fp32 };
-// What `asked` means for `model`: Fp16, Bf16 or Fp32 (Auto resolved by the model's weight_type).
+// Models of at most this many bytes of fp32 weights (268M parameters: stories260K, SmolLM2-135M)
+// decode on a GPU at the pace of their kernel launches, not of their weights' bytes (SmolLM2-135M:
+// 0.54 GB read in ~0.16 ms at 3.35 TB/s against ~1.1 ms of launches a step), so fp32 storage costs
+// them little and gives the CPU's rows; Auto stores them in fp32.
+inline constexpr std::size_t kAutoFp32MaxBytes = std::size_t{1} << 30;
+// What Auto stores a model of `n_params` weights stored on disk as `weight_type` in: Fp32 up to
+// kAutoFp32MaxBytes, then Bf16 for bf16 checkpoints (weight_type "BF16..."), Fp16 for the rest.
+GpuDtype auto_gpu_dtype(std::string_view weight_type, std::size_t n_params);
+// What `asked` means for `model`: Fp16, Bf16 or Fp32 (Auto resolved by auto_gpu_dtype).
 GpuDtype resolve_gpu_dtype(const Model& model, GpuDtype asked);
 const char* gpu_dtype_name(GpuDtype d);  // "auto", "fp16", "bf16", "fp32"
 // The GpuDtype named `name` (as gpu_dtype_name writes it), or nothing for any other text.

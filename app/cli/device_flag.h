@@ -13,7 +13,7 @@ class Args;
 
 // Throws InputError("--device: ...") for a value other than cpu, cuda or auto.
 Device device_flag(const Args& args);
-// --gpu-dtype auto|fp16|bf16|fp32 (default auto: bf16 for bf16 checkpoints, else fp16). Throws
+// --gpu-dtype auto|fp16|bf16|fp32 (default auto: see auto_gpu_dtype). Throws
 // InputError("--gpu-dtype: ...") for another value.
 GpuDtype gpu_dtype_flag(const Args& args);
 

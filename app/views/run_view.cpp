@@ -251,7 +251,8 @@ class RunView : public View {
     ImGui::EndDisabled();
     if (!cuda_ok_ && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("%s", cuda_why_.c_str());
     device_ = device == 1 && cuda_ok_ ? Device::Cuda : Device::Cpu;
-    // What the GPU stores weights and cache in (as --gpu-dtype): auto = bf16 for bf16 checkpoints.
+    // What the GPU stores weights and cache in (as --gpu-dtype): auto = fp32 for small models, bf16
+    // for bf16 checkpoints, fp16 otherwise.
     same_line_if_fits(70 + style.ItemInnerSpacing.x + ImGui::CalcTextSize("GPU dtype").x);
     ImGui::BeginDisabled(device_ != Device::Cuda);
     ImGui::SetNextItemWidth(70);
@@ -263,9 +264,10 @@ class RunView : public View {
     }
     ImGui::EndDisabled();
     if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
-      ImGui::SetTooltip("GPU weights and KV cache: auto = bf16 for bf16 checkpoints (no overflow past 65504), fp16 "
-                        "otherwise (three more mantissa bits); fp32 = the CPU's attention to ~1e-5, "
-                        "twice the memory");
+      ImGui::SetTooltip("GPU weights and KV cache: fp32 = the CPU's attention to ~1e-5, twice the memory of fp16; "
+                        "auto = fp32 for models up to 268M weights (their decode waits on kernel launches, "
+                        "not on bytes), else bf16 for bf16 checkpoints (no overflow past 65504), fp16 for the "
+                        "rest (three more mantissa bits)");
     }
   }
 

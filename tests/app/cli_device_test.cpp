@@ -1,7 +1,8 @@
 // --device on the commands that run the model: a bad value is one line and exit 2; cuda on a
 // machine or build that cannot run it falls back to the CPU with a one-line notice and records
 // the same trace; cpu never mentions CUDA. --gpu-dtype: a bad value likewise; the trace names the
-// storage type that ran; fp32 records the CPU's rows, and its live reruns keep the CPU's tokens.
+// storage type that ran; fp32 (auto's choice for a model as small as stories260K) records the
+// CPU's rows, and its live reruns keep the CPU's tokens.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -63,37 +64,45 @@ TEST(CliDevice, TheTraceSaysWhichDeviceRanIt) {
     ASSERT_EQ(r.code, 0) << r.err;
     const bool gpu = std::string(device) == "auto" && cuda_usable();
     EXPECT_EQ(TraceReader(path).meta().device, gpu ? "cuda" : "cpu");
-    EXPECT_EQ(TraceReader(path).meta().device_dtype, gpu ? "fp16" : "fp32");  // stories260K is F32
+    EXPECT_EQ(TraceReader(path).meta().device_dtype, "fp32");  // auto stores a model as small as stories260K in fp32
   }
-  const std::string bf16 = out.file("bf16.h5");
-  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
-                                   "2", "--gpu-dtype", "bf16", "--out", bf16});
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(TraceReader(bf16).meta().device_dtype, cuda_usable() ? "bf16" : "fp32");
+  for (const std::string dtype : {"fp16", "bf16"}) {
+    const std::string path = out.file(dtype + ".h5");
+    const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                     "2", "--gpu-dtype", dtype, "--out", path});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(TraceReader(path).meta().device_dtype, cuda_usable() ? dtype : "fp32");
+  }
 }
 
-// --gpu-dtype fp32 on a GPU: the CPU's story, and its decode rows to accumulation order (1e-4;
-// 16-bit storage moves them by up to 1e-2). Without a GPU both runs are the CPU's.
-TEST(CliDevice, Fp32OnTheGpuRecordsTheCpusRows) {
+// --gpu-dtype fp32 on a GPU, and auto, which stores a model as small as stories260K in fp32: the
+// CPU's story, and its decode rows to accumulation order (1e-4; 16-bit storage moves them by up
+// to 1e-2). Without a GPU every run is the CPU's.
+TEST(CliDevice, Fp32AndAutoOnTheGpuRecordTheCpusRows) {
   TempDir out;
-  const std::string cpu = out.file("cpu.h5"), fp32 = out.file("fp32.h5");
+  const std::string cpu = out.file("cpu.h5");
   const CliResult a = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
                                    "24", "--device", "cpu", "--out", cpu});
-  const CliResult b = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
-                                   "24", "--gpu-dtype", "fp32", "--out", fp32});
   ASSERT_EQ(a.code, 0) << a.err;
-  ASSERT_EQ(b.code, 0) << b.err;
-  EXPECT_EQ(a.out, b.out);
-  const TraceReader ra(cpu), rb(fp32);
-  EXPECT_EQ(rb.meta().device, cuda_usable() ? "cuda" : "cpu");
-  EXPECT_EQ(rb.meta().device_dtype, "fp32");
-  ASSERT_EQ(ra.token_ids(), rb.token_ids());
-  std::vector<float> rows_a, rows_b, lse;
-  for (int step = 0; step < ra.meta().n_steps; ++step) {
-    ra.read_decode_step(step, rows_a, lse);
-    rb.read_decode_step(step, rows_b, lse);
-    ASSERT_EQ(rows_a.size(), rows_b.size());
-    for (std::size_t i = 0; i < rows_a.size(); ++i) ASSERT_NEAR(rows_a[i], rows_b[i], 1e-4) << "step " << step;
+  const TraceReader ra(cpu);
+  for (const std::string dtype : {"fp32", "auto"}) {
+    SCOPED_TRACE(dtype);
+    const std::string gpu = out.file(dtype + ".h5");
+    const CliResult b = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                     "24", "--gpu-dtype", dtype, "--out", gpu});
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_EQ(a.out, b.out);
+    const TraceReader rb(gpu);
+    EXPECT_EQ(rb.meta().device, cuda_usable() ? "cuda" : "cpu");
+    EXPECT_EQ(rb.meta().device_dtype, "fp32");
+    ASSERT_EQ(ra.token_ids(), rb.token_ids());
+    std::vector<float> rows_a, rows_b, lse;
+    for (int step = 0; step < ra.meta().n_steps; ++step) {
+      ra.read_decode_step(step, rows_a, lse);
+      rb.read_decode_step(step, rows_b, lse);
+      ASSERT_EQ(rows_a.size(), rows_b.size());
+      for (std::size_t i = 0; i < rows_a.size(); ++i) ASSERT_NEAR(rows_a[i], rows_b[i], 1e-4) << "step " << step;
+    }
   }
 }
 

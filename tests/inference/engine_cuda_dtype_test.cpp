@@ -1,4 +1,4 @@
-// The CUDA backend's storage types against the CPU engine: auto's choice and the names; bf16
+// The CUDA backend's storage types against the CPU engine: auto's choice (by size, then type) and the names; bf16
 // storage against the CPU on bf16-rounded weights and cache (greedy tokens, rows, eviction, values
 // past fp16's range); fp32 storage against the plain CPU engine, to accumulation order. Without a
 // GPU they skip; they also run on the CPU emulation of CUDA (tests/cuda_emu) as emu:* tests.
@@ -14,20 +14,25 @@
 namespace kvs::cuda_test {
 namespace {
 
-TEST(EngineCuda, AutoStoresBf16CheckpointsInBf16AndTheRestInFp16) {
-  Model m = tiny::random_model(tiny::tiny_config(), 5);
+TEST(EngineCuda, AutoStoresSmallModelsInFp32Bf16CheckpointsInBf16AndTheRestInFp16) {
+  const std::size_t small = kAutoFp32MaxBytes / sizeof(float), large = small + 1;  // 268M weights
+  for (const char* type : {"F32", "F16", "Q4_1 (mixed)", "Q8_0", "", "BF16", "BF16 (mixed)"}) {
+    EXPECT_EQ(auto_gpu_dtype(type, small), GpuDtype::Fp32) << type;
+    EXPECT_EQ(auto_gpu_dtype(type, 135'000'000), GpuDtype::Fp32) << type << ": SmolLM2-135M's size";
+  }
   for (const char* type : {"F32", "F16", "Q4_1 (mixed)", "Q8_0", ""}) {
-    m.weight_type = type;
-    EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Auto), GpuDtype::Fp16) << type;
+    EXPECT_EQ(auto_gpu_dtype(type, large), GpuDtype::Fp16) << type;
+    EXPECT_EQ(auto_gpu_dtype(type, 8'030'000'000), GpuDtype::Fp16) << type;
   }
-  for (const char* type : {"BF16", "BF16 (mixed)"}) {
+  for (const char* type : {"BF16", "BF16 (mixed)"}) EXPECT_EQ(auto_gpu_dtype(type, large), GpuDtype::Bf16) << type;
+
+  Model m = tiny::random_model(tiny::tiny_config(), 5);  // a model resolves by its own size and type
+  for (const char* type : {"F32", "BF16"}) {
     m.weight_type = type;
-    EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Auto), GpuDtype::Bf16) << type;
-    EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Fp16), GpuDtype::Fp16) << "an explicit choice stands";
+    EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Auto), GpuDtype::Fp32) << type;
+    for (GpuDtype d : {GpuDtype::Fp16, GpuDtype::Bf16, GpuDtype::Fp32})
+      EXPECT_EQ(resolve_gpu_dtype(m, d), d) << "an explicit choice stands";
   }
-  m.weight_type = "F32";
-  EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Bf16), GpuDtype::Bf16);
-  EXPECT_EQ(resolve_gpu_dtype(m, GpuDtype::Fp32), GpuDtype::Fp32) << "fp32 only when asked";
   EXPECT_STREQ(gpu_dtype_name(GpuDtype::Bf16), "bf16");
 }
 
@@ -43,18 +48,13 @@ TEST(EngineCuda, GpuDtypeNamesParseBack) {
 TEST(EngineCuda, Bf16StorageMatchesTheCpuOnTheSameNumbers) {
   SKIP_WITHOUT_GPU();
   if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
-  Model model = load_model(kModels + "stories260K.bin");
+  const Model model = load_model(kModels + "stories260K.bin");
   const Model rounded = as_stored(model, GpuDtype::Bf16);
   const EngineOptions cpu = cpu_as_gpu(false, GpuDtype::Bf16), gpu = on(Device::Cuda, false, GpuDtype::Bf16);
   const std::vector<int> forced = greedy(rounded, cpu, kPromptIds, 40);
   EXPECT_EQ(forced, greedy(model, gpu, kPromptIds, 40));
-  const tiny::Capture g = capture_run(model, gpu, kPromptIds, forced);
-  expect_same_rows(capture_run(rounded, cpu, kPromptIds, forced), g, kSameNumbersTol);
-  // A checkpoint stored in bf16 gets bf16 without being asked: the same bits as asked.
-  model.weight_type = "BF16";
-  const tiny::Capture automatic = capture_run(model, on(Device::Cuda), kPromptIds, forced);
-  ASSERT_EQ(automatic.rows.size(), g.rows.size());
-  for (std::size_t i = 0; i < g.rows.size(); ++i) ASSERT_EQ(automatic.rows[i].probs, g.rows[i].probs) << i;
+  expect_same_rows(capture_run(rounded, cpu, kPromptIds, forced), capture_run(model, gpu, kPromptIds, forced),
+                   kSameNumbersTol);
 }
 
 TEST(EngineCuda, Bf16GqaRotateHalfAndEvictionMatchTheCpu) {
@@ -88,8 +88,16 @@ TEST(EngineCuda, Fp32StorageMatchesThePlainCpuEngine) {
     fp16.prefill(kPromptIds);
     EXPECT_EQ(fp32.kv_bytes(), 2 * fp16.kv_bytes());
   }
-  expect_same_rows(capture_run(model, on(Device::Cpu), kPromptIds, forced),
-                   capture_run(model, gpu, kPromptIds, forced), kFp32StorageTol);
+  const tiny::Capture g = capture_run(model, gpu, kPromptIds, forced);
+  expect_same_rows(capture_run(model, on(Device::Cpu), kPromptIds, forced), g, kFp32StorageTol);
+  // Auto stores a model this small in fp32 (a bf16 checkpoint too): the same bits as asked.
+  for (const char* type : {"F32", "BF16"}) {
+    Model typed = model;
+    typed.weight_type = type;
+    const tiny::Capture automatic = capture_run(typed, on(Device::Cuda, false, GpuDtype::Auto), kPromptIds, forced);
+    ASSERT_EQ(automatic.rows.size(), g.rows.size());
+    for (std::size_t i = 0; i < g.rows.size(); ++i) ASSERT_EQ(automatic.rows[i].probs, g.rows[i].probs) << type << i;
+  }
   const std::vector<int> continued = greedy(model, on(Device::Cpu), kStoriesPrompt, 20);
   for (bool rope_in_cache : {false, true}) {
     SinkWindowController cpu_ctl(2, 8), gpu_ctl(2, 8);

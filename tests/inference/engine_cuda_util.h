@@ -40,7 +40,8 @@ inline constexpr float kFp32StorageTol = 1e-4f;
     if (!cuda_usable(&why)) GTEST_SKIP() << "CUDA backend not usable: " << why; \
   } while (0)
 
-inline EngineOptions on(Device d, bool rope_in_cache = false, GpuDtype dtype = GpuDtype::Auto) {
+// On device d; the GPU in fp16 unless asked otherwise (auto would store these small models in fp32).
+inline EngineOptions on(Device d, bool rope_in_cache = false, GpuDtype dtype = GpuDtype::Fp16) {
   EngineOptions o;
   o.device = d;
   o.rope_in_cache = rope_in_cache;
