@@ -4,14 +4,16 @@
 // scripts/bench-hf-eager.py measures HF transformers (eager attention, output_attentions=True) on
 // the same shapes and prints the same first columns, for the side-by-side in README.
 //
-// Usage: bench_cuda [--shape 8b|small|tiny] [--contexts 1024,4096,8192,32768] [--steps 32]
+// Usage: bench_cuda [--shape 8b|small|135m|tiny] [--contexts 1024,4096,8192,32768] [--steps 32]
 //                   [--capture both|rows|trace|none] [--decode-dtype float32|float16]
 //                   [--gpu-dtype fp16|bf16|fp32,...] [--overlap on|off|both] [--ops | --only-ops]
 //                   [--policy SPEC]...
 // --ops first times each decode kernel alone on the shape's sizes, as GB/s against the copy bandwidth;
 // --only-ops does that and stops (no model: a few seconds, for a profiler to watch the kernels).
 // --gpu-dtype fp16,bf16 (any list of fp16, bf16, fp32) measures each storage type on one model built
-// once (an engine each).
+// once (an engine each). --shape 135m is SmolLM2-135M's, a model whose decode waits on kernel
+// launches rather than bytes: `--gpu-dtype fp16,fp32` there says what fp32 storage, auto's choice
+// for such models, costs.
 // --overlap: the decode kernels launched to overlap the one before them (kernels/cuda_launch.cuh;
 // on by default), or not; both: hooks-off decode is run four times, on, off, on, off, and a
 // table compares the two.
@@ -102,6 +104,7 @@ struct Shape {
 constexpr Shape kShapes[] = {
     {"8b", "random Llama-3-8B-shaped", 4096, 14336, 32, 32, 8, 128, 128256},
     {"small", "random small Llama-shaped", 1024, 3584, 8, 8, 2, 128, 32000},  // the same proportions, a quick run
+    {"135m", "random SmolLM2-135M-shaped", 576, 1536, 30, 9, 3, 64, 49152},   // launch-bound: fp16 against fp32
     {"tiny", "random tiny Llama-shaped", 64, 128, 2, 4, 2, 16, 256},          // the harness's own check
 };
 
@@ -112,7 +115,7 @@ const Shape* find_shape(const std::string& key) {
 }
 
 constexpr const char* kUsage =
-    "usage: bench_cuda [--shape 8b|small|tiny] [--contexts 1024,4096,8192,32768] [--steps 32]\n"
+    "usage: bench_cuda [--shape 8b|small|135m|tiny] [--contexts 1024,4096,8192,32768] [--steps 32]\n"
     "                  [--capture both|rows|trace|none] [--decode-dtype float32|float16]\n"
     "                  [--gpu-dtype fp16|bf16|fp32,...] [--overlap on|off|both] [--ops | --only-ops]\n"
     "                  [--policy SPEC]...\n";
@@ -138,7 +141,7 @@ bool parse_options(int argc, char** argv, Options& o) {
     const std::string v = argv[++i];
     try {
       if (a == "--shape") {
-        if (!find_shape(v)) return fail("--shape: expected 8b, small or tiny, got '" + v + "'");
+        if (!find_shape(v)) return fail("--shape: expected 8b, small, 135m or tiny, got '" + v + "'");
         o.shape = v;
       } else if (a == "--contexts") {
         o.contexts.clear();

@@ -3,7 +3,7 @@
 shape (random fp16 weights on the GPU, attn_implementation="eager") with output_attentions=True,
 at the same contexts, in the same table layout (context, prefill tok/s, decode tok/s first).
 
-Usage: python3 scripts/bench-hf-eager.py [--shape 8b|small|tiny] [--contexts 1024,4096,8192,32768]
+Usage: python3 scripts/bench-hf-eager.py [--shape 8b|small|135m|tiny] [--contexts 1024,4096,8192,32768]
                                          [--steps 32] [--no-to-host]
 
 Per context T: one forward pass over T random tokens with output_attentions=True and
@@ -40,6 +40,8 @@ SHAPES = {
                num_key_value_heads=8, head_dim=128, vocab_size=128256),
     "small": dict(hidden_size=1024, intermediate_size=3584, num_hidden_layers=8, num_attention_heads=8,
                   num_key_value_heads=2, head_dim=128, vocab_size=32000),
+    "135m": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                 num_key_value_heads=3, head_dim=64, vocab_size=49152),
     "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, head_dim=16, vocab_size=256),
 }
