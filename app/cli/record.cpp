@@ -270,6 +270,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   res.n_steps = rec.steps_written();
   res.out_path = r.out_path;
   res.note = rec.capture_note();
+  res.engine = meta.device == "cuda" ? meta.device + ", " + meta.device_dtype : meta.device;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (r.policy.empty() && res.n_steps > 0) {
     res.prefill_seconds = std::chrono::duration<double>(first_token - start).count();
@@ -279,7 +280,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
 }
 
 std::string timing_summary(const RecordResult& res) {
-  char text[160];
+  char text[200];
   // The first step's token comes from the prefill's logits: the decode time covers the others.
   if (res.prefill_seconds > 0 && res.decode_seconds > 0 && res.n_steps > 1)
     std::snprintf(text, sizeof text, "%d prompt tokens in %.2f s (%.0f tok/s) + %d steps at %.1f tok/s, %.2f s in all",
@@ -287,6 +288,7 @@ std::string timing_summary(const RecordResult& res) {
                   (res.n_steps - 1) / res.decode_seconds, res.seconds);
   else
     std::snprintf(text, sizeof text, "%d prompt tokens + %d steps in %.2f s", res.prompt_len, res.n_steps, res.seconds);
+  if (!res.engine.empty()) return text + (" on " + res.engine);
   return text;
 }
 

@@ -43,6 +43,7 @@ struct RecordResult {
   std::string out_path;         // "" when cancelled before a step was recorded: no trace written
   std::string cancelled_during; // then what ran: "prefill", "reference run" or "KVzip scoring"
   std::string note;             // capture notes (e.g. prefill map reduced)
+  std::string engine;           // where it ran and in what: "cpu", "cuda, fp32", "cuda, fp16", ...
   // Under a live policy, the stored run's mode and scalars (perplexity beside the full cache's,
   // first divergence, KV bytes); empty without one, or when it was cancelled.
   std::string run_mode;
@@ -63,9 +64,9 @@ struct RecordCallbacks {
   PassReport on_pass;
 };
 
-// "P prompt tokens in A s (R tok/s) + N steps at D tok/s, T s in all": prefill and decode rates
-// apart, since a long prompt's prefill would otherwise read as slow decoding; the total alone when
-// the run was not split.
+// "P prompt tokens in A s (R tok/s) + N steps at D tok/s, T s in all on cuda, fp32": prefill and
+// decode rates apart, since a long prompt's prefill would otherwise read as slow decoding (the
+// total alone when the run was not split), and where it ran.
 std::string timing_summary(const RecordResult& result);
 
 // Throws InputError on bad input. On cancellation the trace holds the steps done so far, or,

@@ -1,8 +1,8 @@
 // --device on the commands that run the model: a bad value is one line and exit 2; cuda on a
 // machine or build that cannot run it falls back to the CPU with a one-line notice and records
-// the same trace; cpu never mentions CUDA. --gpu-dtype: a bad value likewise; the trace names the
-// storage type that ran; fp32 (auto's choice for a model as small as stories260K) records the
-// CPU's rows, and its live reruns keep the CPU's tokens.
+// the same trace; cpu never mentions CUDA. --gpu-dtype: a bad value likewise; the trace and the
+// closing line name the device and storage type that ran; fp32 (auto's choice for a model as
+// small as stories260K) records the CPU's rows, and its live reruns keep the CPU's tokens.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -65,6 +65,9 @@ TEST(CliDevice, TheTraceSaysWhichDeviceRanIt) {
     const bool gpu = std::string(device) == "auto" && cuda_usable();
     EXPECT_EQ(TraceReader(path).meta().device, gpu ? "cuda" : "cpu");
     EXPECT_EQ(TraceReader(path).meta().device_dtype, "fp32");  // auto stores a model as small as stories260K in fp32
+    // The closing line says so too.
+    const std::string ran = std::string(" in all on ") + (gpu ? "cuda, fp32" : "cpu") + "; trace ";
+    EXPECT_NE(r.err.find(ran), std::string::npos) << r.err;
   }
   for (const std::string dtype : {"fp16", "bf16"}) {
     const std::string path = out.file(dtype + ".h5");
@@ -72,6 +75,7 @@ TEST(CliDevice, TheTraceSaysWhichDeviceRanIt) {
                                      "2", "--gpu-dtype", dtype, "--out", path});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(TraceReader(path).meta().device_dtype, cuda_usable() ? dtype : "fp32");
+    EXPECT_NE(r.err.find(cuda_usable() ? " on cuda, " + dtype + ";" : " on cpu;"), std::string::npos) << r.err;
   }
 }
 
