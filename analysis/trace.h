@@ -62,6 +62,9 @@ struct RunData {
   std::string params_json;
   std::string eviction = "simulated";  // simulated | real
   std::string mode;                    // live runs: forced | free
+  // Live runs: where the model ran ("cpu" | "cuda") and what it stored weights and cache in
+  // ("fp32", "fp16", "bf16"); empty for simulated runs and live runs written before they existed.
+  std::string device, device_dtype;
   int budget = 0;
   std::vector<uint8_t> kept;           // [n_steps, L, Hkv, T]: 1 attended, 2 inactive, 0 absent
   std::vector<NamedArray> metrics;     // per-step metrics, written under /runs/<name>/metrics

@@ -12,7 +12,8 @@ namespace kvs::trace_schema {
 namespace {
 
 const std::set<std::string>& reserved_run_attrs() {
-  static const std::set<std::string> names = {"policy", "params", "budget", "eviction", "mode", "text", "n_steps"};
+  static const std::set<std::string> names = {"policy", "params",  "budget", "eviction",    "mode",
+                                              "text",   "n_steps", "device", "device_dtype"};
   return names;
 }
 
@@ -70,6 +71,10 @@ void write_run(hid_t file, const RunData& run, const TraceMeta& m) {
   h5::write_attr_int(group, "budget", run.budget);
   h5::write_attr(group, "eviction", run.eviction);
   h5::write_attr(group, "mode", run.mode);
+  if (!run.device.empty()) {
+    h5::write_attr(group, "device", run.device);
+    h5::write_attr(group, "device_dtype", run.device_dtype);
+  }
   h5::write_attr(group, "text", run.text);
   h5::write_attr_int(group, "n_steps", (int64_t)n);
   for (const auto& [key, value] : run.scalars) h5::write_attr_double(group, key, value);
@@ -120,6 +125,8 @@ RunData read_run(hid_t file, const std::string& name, bool with_bulk, const Trac
   run.params_json = text("params");
   run.eviction = text("eviction");
   run.mode = text("mode");
+  run.device = text("device");
+  run.device_dtype = text("device_dtype");
   run.text = text("text");
   if (h5::has_attr(group, "budget")) run.budget = (int)h5::read_attr_int(group, "budget");
   for (const std::string& attr : h5::attr_names(group)) {

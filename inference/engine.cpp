@@ -163,6 +163,10 @@ const char* gpu_dtype_name(GpuDtype d) {
   return "?";
 }
 
+const char* Engine::storage_name() const {
+  return options_.device == Device::Cuda ? gpu_dtype_name(resolve_gpu_dtype(model_, options_.gpu_dtype)) : "fp32";
+}
+
 std::optional<GpuDtype> parse_gpu_dtype(std::string_view name) {
   for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16, GpuDtype::Fp32})
     if (name == gpu_dtype_name(d)) return d;

@@ -111,6 +111,8 @@ class Engine {
   std::size_t peak_kv_bytes() const;
   const Model& model() const { return model_; }
   const EngineOptions& options() const { return options_; }
+  // What weights and cache are stored in: "fp32" on the CPU, the GPU's type (Auto resolved) on one.
+  const char* storage_name() const;
 
  private:
   struct State;

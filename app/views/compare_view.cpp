@@ -259,8 +259,9 @@ class CompareView : public View {
     ImGui::EndTable();
   }
 
-  // The runs' whole-run numbers (a live run's scalars: perplexity beside the full cache's, first
-  // divergence, KV memory), "-" where a run has none; nothing when neither has any.
+  // The runs' whole-run numbers (where a live run ran and in what, then its scalars: perplexity
+  // beside the full cache's, first divergence, KV memory), "-" where a run has none; nothing when
+  // neither has any.
   static void run_totals(const RunData& a, const RunData& b) {
     const std::vector<std::string>& order = live_run_scalar_names();  // unknown ones after these
     std::vector<std::string> names;  // union of both runs'; block_size is a setting
@@ -269,11 +270,25 @@ class CompareView : public View {
         if (k != "block_size" && std::find(names.begin(), names.end(), k) == names.end()) names.push_back(k);
     auto rank = [&order](const std::string& n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
     std::stable_sort(names.begin(), names.end(), [&](const std::string& x, const std::string& y) { return rank(x) < rank(y); });
-    if (names.empty() || !ImGui::BeginTable("totals", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) return;
+    const bool engines = !a.device.empty() || !b.device.empty();
+    if ((names.empty() && !engines) ||
+        !ImGui::BeginTable("totals", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg))
+      return;
     ImGui::TableSetupColumn("whole run");
     ImGui::TableSetupColumn(a.name.c_str());
     ImGui::TableSetupColumn(b.name.c_str());
     ImGui::TableHeadersRow();
+    if (engines) {  // a live run's numbers depend on them: fp16 storage moves rows, and so choices
+      auto engine = [](const RunData& r) { return r.device.empty() ? std::string("-") : r.device + ", " + r.device_dtype; };
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted("engine");
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("where the live run ran and what it stored weights and cache in");
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(engine(a).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(engine(b).c_str());
+    }
     auto value = [](const RunData& r, const std::string& name) {
       for (const auto& [k, v] : r.scalars)
         if (k == name) return run_scalar_text(k, v);

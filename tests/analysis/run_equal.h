@@ -18,6 +18,8 @@ inline void expect_same_run(const RunData& got, const RunData& want, bool with_b
   EXPECT_EQ(got.budget, want.budget);
   EXPECT_EQ(got.eviction, want.eviction);
   EXPECT_EQ(got.mode, want.mode);
+  EXPECT_EQ(got.device, want.device);
+  EXPECT_EQ(got.device_dtype, want.device_dtype);
   EXPECT_EQ(got.text, want.text);
   EXPECT_EQ(got.tokens, want.tokens);
   ASSERT_EQ(got.metrics.size(), want.metrics.size());

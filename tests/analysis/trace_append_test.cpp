@@ -56,6 +56,8 @@ RunData make_run(const TraceMeta& m, const std::string& name, int budget, int st
   if (live) {
     r.eviction = "real";
     r.mode = "free";
+    r.device = "cuda";
+    r.device_dtype = "bf16";
     r.tokens = testing::token_ids(T);
     r.text = "and then \xC3\xA9";
     for (int i = 0; i < steps * L * H * T; ++i) r.attention.push_back(0.001f * i);

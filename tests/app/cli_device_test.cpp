@@ -129,6 +129,8 @@ TEST(CliDevice, Fp32RerunOnTheGpuKeepsTheCpusTokens) {
   for (const char* name : {"h2o_b12_forced", "streamingllm_b12_forced"}) {
     SCOPED_TRACE(name);
     const RunData x = ra.read_run(name, true), y = rb.read_run(name, true);
+    EXPECT_EQ(x.device + ", " + x.device_dtype, "cpu, fp32");
+    EXPECT_EQ(y.device + ", " + y.device_dtype, cuda_usable() ? "cuda, fp32" : "cpu, fp32");
     EXPECT_EQ(x.kept, y.kept);
     EXPECT_EQ(x.tokens, y.tokens);
     ASSERT_EQ(x.attention.size(), y.attention.size());

@@ -9,6 +9,7 @@
 #include "analysis/policy.h"
 #include "analysis/trace.h"
 #include "cli_util.h"
+#include "inference/cuda_backend.h"
 #include "inference/loader.h"
 #include "tests/test_paths.h"
 
@@ -44,6 +45,8 @@ class CliRerun : public ::testing::Test {
     const RunData r = tr.read_run(name, true);
     EXPECT_EQ(r.eviction, "real");
     EXPECT_EQ(r.mode, mode);
+    EXPECT_EQ(r.device, cuda_usable() ? "cuda" : "cpu");  // --device auto
+    EXPECT_EQ(r.device_dtype, "fp32");                     // the CPU's, or auto's for a model this small
     EXPECT_EQ(r.budget, budget);
     const size_t S = m.n_steps, L = m.shape.n_layers, H = m.shape.n_heads, Hkv = m.shape.n_kv_heads, T = m.total_len();
     EXPECT_EQ(S, static_cast<size_t>(kSteps));
