@@ -124,6 +124,7 @@ void print_run_summaries(const std::vector<RunData>& runs, bool json) {
       o.add("name", r.name).add("policy", r.policy).add("budget", r.budget).add("eviction", r.eviction)
           .add_raw("params", r.params_json.empty() ? "{}" : r.params_json);
       if (!r.mode.empty()) o.add("mode", r.mode);
+      if (!r.device.empty()) o.add("device", r.device).add("device_dtype", r.device_dtype);
       for (const auto& m : r.metrics) o.add("mean_" + m.name, mean_of(m));
       for (const auto& [k, v] : r.scalars) o.add(k, v);
       if (!r.text.empty()) o.add("text", r.text);

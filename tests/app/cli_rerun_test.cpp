@@ -10,6 +10,7 @@
 #include "analysis/trace.h"
 #include "cli_util.h"
 #include "inference/cuda_backend.h"
+#include "inference/json.h"
 #include "inference/loader.h"
 #include "tests/test_paths.h"
 
@@ -122,6 +123,17 @@ TEST_F(CliRerun, ForcedAndFreeRunsAreAppendedWithRealEviction) {
 
 // A free run's line mixes two kinds of means: its comparisons with the trace (recall, kl, ...)
 // stop where its text leaves the trace's, its counts cover all its steps. The heading says which.
+// --json names where each live run ran and what it stored weights and cache in, as the trace does.
+TEST_F(CliRerun, JsonNamesTheEngine) {
+  const CliResult r = rerun({"--policy", "window", "--budget", "8", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out, "kvscope rerun --json");
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j.items()[0].get_string("device", ""), cuda_usable() ? "cuda" : "cpu");
+  EXPECT_EQ(j.items()[0].get_string("device_dtype", ""), "fp32");
+}
+
 TEST_F(CliRerun, FreeRunHeadingNamesTheMetricsMeanOverComparedStepsOnly) {
   const CliResult r = rerun({"--policy", "streamingllm", "--budget", "4", "--mode", "free"});
   ASSERT_EQ(r.code, 0) << r.err;
