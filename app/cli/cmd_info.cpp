@@ -102,7 +102,8 @@ int info_trace(const std::string& path, bool json) {
   std::printf("runs       %zu\n", runs.size());
   for (const auto& name : runs) {
     RunData r = trace.read_run(name, false);
-    const std::string engine = r.device.empty() ? "" : " engine=" + printable(r.device) + "/" + printable(r.device_dtype);
+    const std::string engine =
+        r.device.empty() ? "" : " engine=" + printable(r.device) + "/" + printable(r.device_dtype);
     std::printf("  %-28s policy=%s budget=%d eviction=%s%s%s%s params=%s\n", printable(name).c_str(),
                 printable(r.policy).c_str(), r.budget, printable(r.eviction).c_str(), r.mode.empty() ? "" : " mode=",
                 printable(r.mode).c_str(), engine.c_str(), printable(r.params_json).c_str());

@@ -279,7 +279,9 @@ class CompareView : public View {
     ImGui::TableSetupColumn(b.name.c_str());
     ImGui::TableHeadersRow();
     if (engines) {  // a live run's numbers depend on them: fp16 storage moves rows, and so choices
-      auto engine = [](const RunData& r) { return r.device.empty() ? std::string("-") : r.device + ", " + r.device_dtype; };
+      auto engine = [](const RunData& r) {
+        return r.device.empty() ? std::string("-") : r.device + ", " + r.device_dtype;
+      };
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::TextUnformatted("engine");
