@@ -186,8 +186,9 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   run.params_json = policy.params_json();
   run.eviction = "real";
   run.mode = options.mode;
-  run.device = engine.options().device == Device::Cuda ? "cuda" : "cpu";
-  run.device_dtype = engine.storage_name();
+  const EngineOptions& eo = engine.options();
+  run.device = device_name(eo.device);
+  run.device_dtype = storage_name(engine.model(), eo.device, eo.gpu_dtype);
   run.budget = policy.spec().budget;
   run.kept = std::move(controller.kept());
   const uint64_t L = shape.n_layers, H = shape.n_heads, Hkv = shape.n_kv_heads, T = P + S;

@@ -163,8 +163,10 @@ const char* gpu_dtype_name(GpuDtype d) {
   return "?";
 }
 
-const char* Engine::storage_name() const {
-  return options_.device == Device::Cuda ? gpu_dtype_name(resolve_gpu_dtype(model_, options_.gpu_dtype)) : "fp32";
+const char* device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
+
+const char* storage_name(const Model& model, Device device, GpuDtype asked) {
+  return device == Device::Cuda ? gpu_dtype_name(resolve_gpu_dtype(model, asked)) : "fp32";
 }
 
 std::optional<GpuDtype> parse_gpu_dtype(std::string_view name) {

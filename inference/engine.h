@@ -33,6 +33,10 @@ GpuDtype auto_gpu_dtype(std::string_view weight_type, std::size_t n_params);
 // What `asked` means for `model`: Fp16, Bf16 or Fp32 (Auto resolved by auto_gpu_dtype).
 GpuDtype resolve_gpu_dtype(const Model& model, GpuDtype asked);
 const char* gpu_dtype_name(GpuDtype d);  // "auto", "fp16", "bf16", "fp32"
+const char* device_name(Device d);       // "cpu", "cuda"
+// What `model` on `device` stores weights and cache in: "fp32" on the CPU, on a GPU the name of
+// resolve_gpu_dtype(model, asked).
+const char* storage_name(const Model& model, Device device, GpuDtype asked);
 // The GpuDtype named `name` (as gpu_dtype_name writes it), or nothing for any other text.
 std::optional<GpuDtype> parse_gpu_dtype(std::string_view name);
 
@@ -111,8 +115,6 @@ class Engine {
   std::size_t peak_kv_bytes() const;
   const Model& model() const { return model_; }
   const EngineOptions& options() const { return options_; }
-  // What weights and cache are stored in: "fp32" on the CPU, the GPU's type (Auto resolved) on one.
-  const char* storage_name() const;
 
  private:
   struct State;

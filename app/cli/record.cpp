@@ -128,8 +128,8 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   meta.top_p = r.sampling.top_p;
   meta.seed = r.sampling.seed;
   meta.decode_dtype = r.decode_dtype;
-  meta.device = r.device == Device::Cuda ? "cuda" : "cpu";
-  meta.device_dtype = r.device == Device::Cuda ? gpu_dtype_name(resolve_gpu_dtype(model, r.gpu_dtype)) : "fp32";
+  meta.device = device_name(r.device);
+  meta.device_dtype = storage_name(model, r.device, r.gpu_dtype);
 
   StepAnalyses analyses(shape, meta.prompt_len);  // may be fed on rec's writing thread: outlives rec
   TraceRecorder rec(r.out_path, meta, r.steps, r.capture_budget_bytes);

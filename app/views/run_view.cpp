@@ -493,7 +493,7 @@ class RunView : public View {
       return;
     }
     ArgList args = {app.trace->path, "--mode", rerun_mode_ ? "free" : "forced",
-                    "--device", device_ == Device::Cuda ? "cuda" : "cpu", "--gpu-dtype", gpu_dtype_name(gpu_dtype_)};
+                    "--device", device_name(device_), "--gpu-dtype", gpu_dtype_name(gpu_dtype_)};
     for (const std::string& s : specs) args.insert(args.end(), {"--policy", s});
     // The budget box, for the policies that take it (full keeps everything; OmniKV's frac=F and a
     // spec's budget=N are their own): rerun refuses a --budget nothing uses.
