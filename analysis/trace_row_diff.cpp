@@ -62,7 +62,6 @@ RowDiff diff_decode_rows(const TraceReader& a, const TraceReader& b, float tol) 
       }
     }
     d.step_max.push_back(step_max);
-    ++d.steps;
   }
   return d;
 }

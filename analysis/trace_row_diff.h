@@ -14,13 +14,15 @@ class TraceReader;
 struct RowDiff {
   std::string why_not;          // non-empty: the rows cannot be compared, and why
   long tokens_part = -1;        // the first position where the token ids differ; -1: they do not
-  int steps = 0;                // decode steps compared: while tokens 0..query agree in both
-  std::vector<float> step_max;  // [steps] the largest difference at each step
+  std::vector<float> step_max;  // [steps()] the largest difference at each decode step compared
+                                // (while tokens 0..query agree in both)
   float max = 0.0f;             // the largest over the compared steps
   int worst_step = -1, worst_layer = -1, worst_head = -1, worst_key = -1;  // where it is
   long rows = 0;                // (step, layer, head) rows compared
   long rows_within = 0;         // those whose largest difference is at most tol
   float tol = 0.0f;
+
+  int steps() const { return static_cast<int>(step_max.size()); }  // decode steps compared
 };
 
 // Compares the decode rows of a and b over each row's keys 0..query, from step 0 until the first

@@ -43,7 +43,7 @@ int cmd_compare(const ArgList& argv) {
         .add("device_dtype_a", ra.meta().device_dtype).add("device_dtype_b", rb.meta().device_dtype);
     if (parted < 0) o.add_null("tokens_differ_at");
     else o.add("tokens_differ_at", static_cast<int>(parted));
-    o.add("steps_compared", d.steps).add("largest_difference", static_cast<double>(d.max))
+    o.add("steps_compared", d.steps()).add("largest_difference", static_cast<double>(d.max))
         .add("worst", std::vector<int>{d.worst_step, d.worst_layer, d.worst_head, d.worst_key})
         .add("rows", static_cast<double>(d.rows)).add("rows_within", static_cast<double>(d.rows_within))
         .add("tol", tol);
@@ -59,14 +59,14 @@ int cmd_compare(const ArgList& argv) {
   } else {
     std::printf("tokens       first differ at position %ld (of %ld and %ld)\n", parted, n_a, n_b);
   }
-  if (d.steps == 0) {
+  if (d.steps() == 0) {
     std::printf("decode rows  no step with the same tokens up to its query in both\n");
   } else if (d.max == 0.0f) {
-    std::printf("decode rows  %d steps compared: identical (%ld rows)\n", d.steps, d.rows);
+    std::printf("decode rows  %d steps compared: identical (%ld rows)\n", d.steps(), d.rows);
   } else {
     std::printf("decode rows  %d steps compared: largest difference %.3g (step %d, layer %d, head %d, key %d); "
                 "%.2f%% of %ld rows within %g\n",
-                d.steps, d.max, d.worst_step, d.worst_layer, d.worst_head, d.worst_key,
+                d.steps(), d.max, d.worst_step, d.worst_layer, d.worst_head, d.worst_key,
                 100.0 * d.rows_within / d.rows, d.rows, tol);
   }
   return 0;

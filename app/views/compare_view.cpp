@@ -259,6 +259,13 @@ class CompareView : public View {
     ImGui::EndTable();
   }
 
+  // "cuda, fp16": where a recording or live run ran and what it stored weights and cache in; the
+  // device alone where the storage type is not recorded, "-" where neither is.
+  static std::string engine_text(const std::string& device, const std::string& dtype) {
+    if (device.empty()) return "-";
+    return dtype.empty() ? device : device + ", " + dtype;
+  }
+
   // The runs' whole-run numbers (where a live run ran and in what, then its scalars: perplexity
   // beside the full cache's, first divergence, KV memory), "-" where a run has none; nothing when
   // neither has any.
@@ -279,17 +286,14 @@ class CompareView : public View {
     ImGui::TableSetupColumn(b.name.c_str());
     ImGui::TableHeadersRow();
     if (engines) {  // a live run's numbers depend on them: fp16 storage moves rows, and so choices
-      auto engine = [](const RunData& r) {
-        return r.device.empty() ? std::string("-") : r.device + ", " + r.device_dtype;
-      };
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::TextUnformatted("engine");
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("where the live run ran and what it stored weights and cache in");
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(engine(a).c_str());
+      ImGui::TextUnformatted(engine_text(a.device, a.device_dtype).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(engine(b).c_str());
+      ImGui::TextUnformatted(engine_text(b.device, b.device_dtype).c_str());
     }
     auto value = [](const RunData& r, const std::string& name) {
       for (const auto& [k, v] : r.scalars)
@@ -395,10 +399,7 @@ class CompareView : public View {
       row("file", a.path, b.path);
       row("model", a.meta.model, b.meta.model);
       // Where each ran and in what (cpu, fp32 | cuda, fp16 ...): 16-bit storage moves the rows.
-      auto engine = [](const TraceMeta& m) {
-        return m.device_dtype.empty() ? m.device : m.device + ", " + m.device_dtype;
-      };
-      row("engine", engine(a.meta), engine(b.meta));
+      row("engine", engine_text(a.meta.device, a.meta.device_dtype), engine_text(b.meta.device, b.meta.device_dtype));
       row("prompt tokens", std::to_string(a.meta.prompt_len), std::to_string(b.meta.prompt_len));
       row("steps", std::to_string(a.n_steps()), std::to_string(b.n_steps()));
       auto number = [](double v) {  // 0 and 0.7, not 0.000000 and 0.700000
@@ -449,21 +450,21 @@ class CompareView : public View {
       ImGui::TextDisabled("comparing the attention rows...");
     } else if (!d->why_not.empty()) {
       ImGui::TextDisabled("attention rows not compared: %s", d->why_not.c_str());
-    } else if (d->steps == 0) {
+    } else if (d->steps() == 0) {
       ImGui::TextDisabled("attention rows: no decode step with the same tokens in both");
     } else if (d->max == 0.0f) {
-      ImGui::Text("attention rows, %d steps: identical", d->steps);
+      ImGui::Text("attention rows, %d steps: identical", d->steps());
     } else {
       ImGui::Text("attention rows, %d steps: largest difference %.2g (step %d, layer %d, head %d, key %d); "
                   "%.2f%% of %ld rows within %g",
-                  d->steps, d->max, d->worst_step, d->worst_layer, d->worst_head, d->worst_key,
+                  d->steps(), d->max, d->worst_step, d->worst_layer, d->worst_head, d->worst_key,
                   100.0 * d->rows_within / d->rows, d->rows, d->tol);
       if (ImGui::IsItemHovered())
         ImGui::SetTooltip("Each decode step's rows of A against B's over the keys up to its query, while both\n"
                           "traces fed the same tokens; a row counts as within when its largest difference is.\n"
                           "fp16 or bf16 storage on a GPU moves rows by up to about 1e-2; fp32 by about 1e-5.");
-      if (d->steps > 1) {
-        ImGui::PlotLines("##stepmax", d->step_max.data(), d->steps, 0, "largest difference a step", 0.0f, d->max,
+      if (d->steps() > 1) {
+        ImGui::PlotLines("##stepmax", d->step_max.data(), d->steps(), 0, "largest difference a step", 0.0f, d->max,
                          ImVec2(ImGui::GetContentRegionAvail().x, 40));
       }
     }

@@ -59,7 +59,7 @@ TEST_F(TraceRowDiff, ATraceAgainstItselfIsNothingApart) {
   const RowDiff d = diff_decode_rows(r, r);
   EXPECT_TRUE(d.why_not.empty());
   EXPECT_EQ(d.tokens_part, -1);
-  EXPECT_EQ(d.steps, 6);
+  EXPECT_EQ(d.steps(), 6);
   EXPECT_EQ(d.rows, 6 * 2 * 4);
   EXPECT_EQ(d.rows_within, d.rows);
   EXPECT_EQ(d.max, 0.0f);
@@ -74,7 +74,7 @@ TEST_F(TraceRowDiff, OneMovedProbabilityIsFoundWhereItIs) {
   const std::string b =
       rewrite(t, "b.h5", [&](std::vector<float>& rows, std::vector<int32_t>&) { rows[at] += moved; });
   const RowDiff d = diff_decode_rows(TraceReader(t.path), TraceReader(b), 1e-3f);
-  EXPECT_EQ(d.steps, 6);
+  EXPECT_EQ(d.steps(), 6);
   EXPECT_NEAR(d.max, 2e-2f, 1e-6f);
   EXPECT_EQ(d.worst_step, s);
   EXPECT_EQ(d.worst_layer, l);
@@ -93,7 +93,7 @@ TEST_F(TraceRowDiff, RowsAreComparedUntilTheTokensPart) {
   const RowDiff d = diff_decode_rows(TraceReader(t.path), TraceReader(b));
   EXPECT_TRUE(d.why_not.empty());
   EXPECT_EQ(d.tokens_part, 8);
-  EXPECT_EQ(d.steps, 3);
+  EXPECT_EQ(d.steps(), 3);
   EXPECT_EQ(d.rows, 3 * 2);
 }
 
@@ -118,7 +118,7 @@ TEST_F(TraceRowDiff, AnotherShapeOrPromptLengthIsNotCompared) {
   const test::DecodeTrace prompt = test::write_decode_trace(file("c.h5"), 2, 4, 2, 6, 3, 6);
   const RowDiff x = diff_decode_rows(TraceReader(t.path), TraceReader(heads.path));
   EXPECT_EQ(x.why_not, "the traces' models differ in shape (2 layers x 4 heads against 2 x 2)");
-  EXPECT_EQ(x.steps, 0);
+  EXPECT_EQ(x.steps(), 0);
   const RowDiff y = diff_decode_rows(TraceReader(t.path), TraceReader(prompt.path));
   EXPECT_EQ(y.why_not, "the prompts differ in length (5 and 6 tokens)");
 }
