@@ -583,6 +583,8 @@ CudaBackend::~CudaBackend() = default;
 
 void CudaBackend::reset() { impl_->reset(); }
 void CudaBackend::rewind(int n) { impl_->rewind(n); }
+std::unique_ptr<CudaBackend::Snapshot> CudaBackend::snapshot() { return impl_->snapshot(); }
+void CudaBackend::restore(const Snapshot& s, CacheController* controller) { impl_->restore(s, controller); }
 std::span<const float> CudaBackend::prefill(std::span<const int> tokens, AttentionObserver* observer,
                                             CacheController* controller) {
   return impl_->prefill(tokens, observer, controller);
@@ -595,6 +597,7 @@ std::span<const float> CudaBackend::extend(std::span<const int> tokens, Attentio
   return impl_->extend(tokens, observer, controller);
 }
 int CudaBackend::pos() const { return impl_->pos(); }
+std::span<const float> CudaBackend::last_logits() const { return impl_->last_logits(); }
 KvSlots& CudaBackend::slots() { return impl_->slots(); }
 std::size_t CudaBackend::kv_bytes() const { return impl_->kv_bytes(); }
 std::size_t CudaBackend::peak_kv_bytes() const { return impl_->peak_kv_bytes(); }

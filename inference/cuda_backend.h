@@ -34,6 +34,17 @@ class CudaBackend {
 
   void reset();
   void rewind(int n);  // as Engine::rewind (n already checked)
+  // The prompt's K and V, copied on the device by snapshot() (Engine::snapshot_prefill).
+  struct Snapshot {
+    virtual ~Snapshot() = default;
+  };
+  // After a prefill no controller compressed (checked by Engine): a copy of every entry's K and V
+  // in device memory, or nullptr unless three times its size is free (the copy, and the cache
+  // doubling beside it as runs decode).
+  std::unique_ptr<Snapshot> snapshot();
+  // Puts the cache back as `s` copied it (pos() its prompt's length), then calls the controller's
+  // after_prefill.
+  void restore(const Snapshot& s, CacheController* controller);
   // As Engine::prefill / Engine::decode (inputs already checked by Engine).
   std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
                                  CacheController* controller);
@@ -43,6 +54,7 @@ class CudaBackend {
                                 CacheController* controller);
 
   int pos() const;
+  std::span<const float> last_logits() const;  // [vocab] those the last prefill, decode or extend returned
   KvSlots& slots();
   std::size_t kv_bytes() const;       // K+V bytes held now
   std::size_t peak_kv_bytes() const;

@@ -116,6 +116,8 @@ class Forward {
   virtual ~Forward() = default;
   virtual void reset() = 0;
   virtual void rewind(int n) = 0;
+  virtual std::unique_ptr<CudaBackend::Snapshot> snapshot() = 0;
+  virtual void restore(const CudaBackend::Snapshot& s, CacheController* controller) = 0;
   virtual std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
                                          CacheController* controller) = 0;
   virtual std::span<const float> decode(int token, AttentionObserver* observer,
@@ -123,6 +125,7 @@ class Forward {
   virtual std::span<const float> extend(std::span<const int> tokens, AttentionObserver* observer,
                                         CacheController* controller) = 0;
   virtual int pos() const = 0;
+  virtual std::span<const float> last_logits() const = 0;
   virtual KvSlots& slots() = 0;
   virtual std::size_t kv_bytes() const = 0;
   virtual std::size_t peak_kv_bytes() const = 0;
@@ -144,12 +147,15 @@ struct Impl final : Forward {
     cache->truncate(n);
     pos_ = n;
   }
+  std::unique_ptr<CudaBackend::Snapshot> snapshot() override;
+  void restore(const CudaBackend::Snapshot& s, CacheController* controller) override;
   std::span<const float> prefill(std::span<const int> tokens, AttentionObserver* observer,
                                  CacheController* controller) override;
   std::span<const float> decode(int token, AttentionObserver* observer, CacheController* controller) override;
   std::span<const float> extend(std::span<const int> tokens, AttentionObserver* observer,
                                 CacheController* controller) override;
   int pos() const override { return pos_; }
+  std::span<const float> last_logits() const override { return logits_out; }
   KvSlots& slots() override { return *cache; }
   std::size_t kv_bytes() const override { return cache->bytes(); }
   std::size_t peak_kv_bytes() const override { return cache->peak_bytes(); }

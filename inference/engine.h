@@ -63,6 +63,8 @@ struct EngineOptions {
 };
 
 class KvStore;      // per-(layer, KV head) K/V storage; see kv_store.h
+// The state a prefill left an engine in (Engine::snapshot_prefill); defined in engine.cpp.
+struct PrefillSnapshot;
 class DecodeTeam;   // the threads of one decode step; see decode_team.h
 class CudaBackend;  // the forward pass on a GPU; see cuda_backend.h
 
@@ -108,6 +110,18 @@ class Engine {
   // that keeps per-position state of its own is the caller's to replace. Lets one prefill serve
   // several continuations of a prompt. Throws std::logic_error unless 0 <= n <= pos().
   void rewind(int n);
+  // A copy of what prefill() left, for restore_prefill() to start more runs from the same prompt
+  // without processing it again: every prompt entry's K and V (on the GPU, a second copy in device
+  // memory) and the next-token logits. Call it while the cache holds every position fed, none
+  // evicted or inactive (after a prefill() that no controller compressed); throws
+  // std::logic_error otherwise. nullptr when memory for the copy cannot be had, on the GPU unless
+  // three times its size is free (the caller prefills again instead).
+  std::shared_ptr<const PrefillSnapshot> snapshot_prefill() const;
+  // Puts this engine where the prefill that `snapshot` copied left it, then lets the controller
+  // compress the cache as prefill() does; returns the next-token logits [vocab]. Observers are
+  // told nothing: those that want the prompt watched that prefill. Throws std::logic_error for a
+  // snapshot of another engine.
+  std::span<const float> restore_prefill(const PrefillSnapshot& snapshot);
 
   int pos() const;                  // positions processed so far
   KvSlots& slots();

@@ -33,11 +33,16 @@ struct GenerateRequest {
   bool stop_at_eos = true;  // stop at eos_id, or at bos_id: a generated BOS begins another text
   int eos_id = -1;          // (llama2.c's run.c stops there: stories260K emits one between stories)
   int bos_id = -1;
+  // When set, the prompt is not processed: the engine is put back where its prefill of `prompt`
+  // left it (Engine::restore_prefill).
+  const PrefillSnapshot* from = nullptr;
 };
 
 struct GenerateCallbacks {
   // Called for each generated token (step 0..steps-1) after it is chosen, before it is fed.
   std::function<void(int step, int token, std::span<const float> logits)> on_token;
+  // Called once the prompt is processed (or restored), before the first token is chosen.
+  std::function<void()> after_prefill;
   // Polled between steps; returning true stops generation early.
   std::function<bool()> cancelled;
 };

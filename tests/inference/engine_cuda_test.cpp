@@ -13,7 +13,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "analysis/prefill_evidence.h"
 #include "inference/cuda_backend.h"
@@ -322,6 +325,48 @@ TEST(EngineCuda, RewindForgetsTheLaterPositions) {
   const std::span<const float> got = rewound.decode(3);
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << "logit " << i;
+}
+
+// A run started from a snapshot of the prompt's prefill (its K and V copied on the device), its
+// controller compressing the restored cache, computes what a run that prefilled the prompt does,
+// in every storage type and with rope_in_cache; also after a run in between grew the cache past
+// the prompt's rows and evicted from it.
+TEST(EngineCuda, ARunFromAPrefillSnapshotEqualsOneThatPrefilled) {
+  SKIP_WITHOUT_GPU();
+  const Model model = roomy_tiny_model(23);
+  const int vocab = model.config.vocab_size;
+  const std::vector<int> prompt = stepped_tokens(200, 5, vocab), forced = stepped_tokens(60, 3, vocab);
+  // The logits each forced token was chosen from, under a sink-and-window controller.
+  auto run = [&](Engine& engine, const PrefillSnapshot* from) {
+    SinkWindowController controller(4, 150);
+    std::vector<float> logits;  // [steps, vocab]
+    GenerateRequest req;
+    req.prompt = prompt;
+    req.steps = static_cast<int>(forced.size());
+    req.forced = forced;
+    req.stop_at_eos = false;
+    req.from = from;
+    GenerateCallbacks cb;
+    cb.on_token = [&](int, int, std::span<const float> l) { logits.insert(logits.end(), l.begin(), l.end()); };
+    const EngineAttachment attached(engine, nullptr, &controller);
+    generate(engine, req, cb);
+    return logits;
+  };
+  for (const auto& [dtype, rope_in_cache] : {std::pair{GpuDtype::Fp16, false}, std::pair{GpuDtype::Fp16, true},
+                                             std::pair{GpuDtype::Bf16, false}, std::pair{GpuDtype::Fp32, false}}) {
+    SCOPED_TRACE(std::string(gpu_dtype_name(dtype)) + (rope_in_cache ? ", rope_in_cache" : ""));
+    Engine fresh(model, on(Device::Cuda, rope_in_cache, dtype)), shared(model, on(Device::Cuda, rope_in_cache, dtype));
+    const std::vector<float> want = run(fresh, nullptr);
+    shared.prefill(prompt);
+    const std::shared_ptr<const PrefillSnapshot> snap = shared.snapshot_prefill();
+    ASSERT_TRUE(snap);
+    EXPECT_EQ(run(shared, snap.get()).size(), want.size());  // rows grow past 256, entries evicted
+    const std::vector<float> got = run(shared, snap.get());
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6f) << "logit " << i;
+    EXPECT_EQ(shared.peak_kv_bytes(), fresh.peak_kv_bytes());
+    EXPECT_EQ(shared.kv_bytes(), fresh.kv_bytes());
+  }
 }
 
 // Two GPU engines prefill an 8-token prompt; the second runs `fail` (each of its feeds must throw)
