@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <optional>
 
 #include "analysis/enforcing_controller.h"
 #include "inference/errors.h"
@@ -78,15 +80,18 @@ class RowCapture : public AttentionObserver {
 
 ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int steps,
                            const std::vector<int>& forced, const SamplingOptions& sampling,
-                           const RunProgress& progress) {
+                           const RunProgress& progress, int share_window) {
   const int vocab = engine.model().config.vocab_size;
   ReferenceRun ref;
   ref.prompt = prompt;
   LogitsCapture capture(static_cast<int>(prompt.size()));
   PrefillProgress prefill(progress.on_prefill_layer, progress.cancelled);
+  std::optional<PrefillReducer> reducer;  // the policy runs' evidence, when the prefill is shared
   ObserverFanout fan;
   fan.add(&capture);
   fan.add(&prefill);
+  if (share_window > 0) fan.add(&reducer.emplace(shape_of(engine.model().config), share_window));
+  std::shared_ptr<const PrefillSnapshot> snapshot;
   GenerateRequest req;
   req.prompt = prompt;
   req.steps = steps;
@@ -99,6 +104,7 @@ ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int s
     if (progress.on_step) progress.on_step(step, steps);
   };
   cb.cancelled = progress.cancelled;
+  if (reducer) cb.after_prefill = [&] { snapshot = engine.snapshot_prefill(); };
   {
     const EngineAttachment attached(engine, &fan, nullptr);
     engine.reset();
@@ -106,6 +112,12 @@ ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int s
     ref.kv_bytes.push_back(engine.kv_bytes());
   }
   if (static_cast<int>(ref.tokens.size()) < steps) throw RunCancelled{};
+  if (snapshot) {
+    ref.prefill = std::make_shared<SharedPrefill>();
+    ref.prefill->snapshot = std::move(snapshot);
+    ref.prefill->evidence = std::move(reducer->evidence());
+    ref.prefill->window = share_window;
+  }
   ref.logits = capture.take();
   ref.peak_kv_bytes = engine.peak_kv_bytes();
   Sampler sampler(sampling);
@@ -127,11 +139,17 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   const int S = static_cast<int>(reference.tokens.size());
   const int vocab = cfg.vocab_size;
 
+  // The reference's prefill, when it was shared for this window and no observer wants the prompt.
+  SharedPrefill* const shared = reference.prefill && reference.prefill->window == options.window_request &&
+                                        !options.observer
+                                    ? reference.prefill.get()
+                                    : nullptr;
   PrefillReducer reducer(shape, options.window_request);
+  PrefillEvidence& evidence = shared ? shared->evidence : reducer.evidence();
   RowCapture rows(shape, P, S, options.keep_attention);
   LogitsCapture logits(P);
   ObserverFanout fan;
-  fan.add(&reducer);
+  if (!shared) fan.add(&reducer);
   fan.add(&rows);
   fan.add(&logits);
   fan.add(options.observer);
@@ -140,9 +158,9 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
 
   context.shape = shape;
   context.prompt_len = P;
-  context.prefill = &reducer.evidence();
+  context.prefill = &evidence;
   policy.begin(context);
-  EnforcingController controller(policy, reducer.evidence(), shape, P, S);
+  EnforcingController controller(policy, evidence, shape, P, S);
   if (policy.needs_key_scores()) {
     if (options.key_scores.size() != static_cast<size_t>(shape.n_layers) * shape.n_kv_heads * P)
       throw input_error(policy.spec().name, "needs the repeat-pass scores for this prompt");
@@ -160,14 +178,23 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   req.eos_id = tokenizer.eos_id();
   req.bos_id = tokenizer.bos_id();
   if (options.mode == "forced") req.forced = reference.tokens;
+  if (shared) req.from = shared->snapshot.get();
   GenerateCallbacks cb;
   cb.on_token = [&](int step, int, std::span<const float>) {
     if (step > 0) kv_bytes.push_back(engine.kv_bytes());
     if (options.progress.on_step) options.progress.on_step(step, S);
   };
   cb.cancelled = options.progress.cancelled;
+  // A restored prompt is through at once.
+  if (shared && options.progress.on_prefill_layer)
+    cb.after_prefill = [&] { options.progress.on_prefill_layer(shape.n_layers, shape.n_layers); };
   std::vector<int> generated;
   {
+    // The KVzip scores the controller puts into shared evidence are this run's alone.
+    struct ScoresReturned {
+      PrefillEvidence& ev;
+      ~ScoresReturned() { ev.key_scores.clear(); }
+    } returned{evidence};
     const EngineAttachment attached(engine, &fan, &controller);
     engine.reset();
     generated = generate(engine, req, cb);

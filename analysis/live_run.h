@@ -3,10 +3,12 @@
 #pragma once
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "analysis/policy.h"
+#include "analysis/prefill_evidence.h"
 #include "analysis/run_progress.h"
 #include "analysis/trace.h"
 #include "inference/engine.h"
@@ -14,6 +16,14 @@
 #include "inference/tokenizer.h"
 
 namespace kvs {
+
+// A prompt processed once for all the runs that start from it: the engine's state after the
+// reference run's prefill, and what the prompt's attention tells policies.
+struct SharedPrefill {
+  std::shared_ptr<const PrefillSnapshot> snapshot;  // Engine::snapshot_prefill of the reference's engine
+  PrefillEvidence evidence;  // reduced with `window` rows; a run lends it its KVzip scores
+  int window = 0;
+};
 
 // The full-cache run the policy runs are measured against.
 struct ReferenceRun {
@@ -23,6 +33,9 @@ struct ReferenceRun {
   std::vector<int> next;       // [S] token the reference chooses from logits of step s
   std::size_t peak_kv_bytes = 0;
   std::vector<std::size_t> kv_bytes;  // [S] bytes the full cache holds after each decode step
+  // Set when run_reference shared its prefill: live_run on the same engine starts from it instead
+  // of processing the prompt again.
+  std::shared_ptr<SharedPrefill> prefill;
 };
 
 struct LiveRunOptions {
@@ -36,14 +49,19 @@ struct LiveRunOptions {
 };
 
 // Runs the model with a full cache: prefill `prompt`, then `steps` decode steps fed either the
-// given `forced` tokens or sampled ones, reporting to `progress`. Throws InputError on bad input,
-// RunCancelled when progress.cancelled stopped it.
+// given `forced` tokens or sampled ones, reporting to `progress`. With share_window > 0 it also
+// reduces the prompt's attention for policies (LiveRunOptions::window_request = share_window) and
+// keeps a snapshot of the engine after the prefill in ReferenceRun::prefill, unless memory for it
+// cannot be had. Throws InputError on bad input, RunCancelled when progress.cancelled stopped it.
 ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int steps,
                            const std::vector<int>& forced, const SamplingOptions& sampling,
-                           const RunProgress& progress = {});
+                           const RunProgress& progress = {}, int share_window = 0);
 
 // Enforces `policy` live (the engine's options decide RoPE positions: original, or inside the
 // cache with EngineOptions::rope_in_cache). `context` carries alpha / shape; its prefill evidence is filled here.
+// The run starts from the reference's shared prefill when there is one for options.window_request
+// and no options.observer watches (it would miss the prompt); else it prefills the prompt itself.
+// Either way it gives the same numbers.
 // Returns /runs/<name> data with eviction="real": kept [S, L, Hkv, T], the run's tokens, text,
 // own attention and metrics (kl, top1_agree, ref_logprob [S]; kv_bytes [S, L, Hkv] from the kept
 // sets, as the simulator counts them) and scalars: perplexity of the reference continuation

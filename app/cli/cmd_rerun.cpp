@@ -105,8 +105,9 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
         lo.key_scores = score ? kvzip_scores_for_trace(model, *tok, trace, eo, next_pass("KVzip scoring"))
                               : std::move(evidence->key_scores);
       Engine engine(model, eo);
+      // The policy runs start from the reference's prefill instead of processing the prompt again.
       const ReferenceRun ref = run_reference(engine, prompt, static_cast<int>(decoded.size()), decoded, lo.sampling,
-                                             next_pass("reference run"));
+                                             next_pass("reference run"), lo.window_request);
       for (auto& p : policies) {
         PolicyContext ctx;
         if (auto w = duo_profile_window(*p)) {

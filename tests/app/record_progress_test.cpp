@@ -159,12 +159,13 @@ TEST(RerunProgress, ReportsEachRunsLayersThenStepsInTurn) {
   RerunCallbacks cb;
   cb.on_progress = [&](const PassProgress& p) { seen.push_back(p); };
   rerun_trace({trace.string(), "--policy", "h2o", "--policy", "streamingllm", "--budget", "16", "--threads", "1"}, cb);
-  // Per run: layers 0..L-1 begun, the prompt through (L of L), then steps 1..8 of 8.
+  // The reference run: layers 0..L-1 begun, the prompt through (L of L), then steps 1..8 of 8.
+  // Each policy run starts from the reference's prefill: the prompt through at once, then its steps.
   const std::vector<std::string> names = {"reference run", "h2o_b16", "streamingllm_b16"};
-  ASSERT_EQ(seen.size(), names.size() * (L + 1 + 8));
+  ASSERT_EQ(seen.size(), (L + 1 + 8) + 2 * (1 + 8));
   size_t i = 0;
   for (int run = 0; run < 3; ++run) {
-    for (int k = 0; k < L + 1 + 8; ++k, ++i) {
+    for (int k = run == 0 ? 0 : L; k < L + 1 + 8; ++k, ++i) {
       const PassProgress& p = seen[i];
       SCOPED_TRACE("report " + std::to_string(i));
       EXPECT_EQ(p.pass, names[run]);
@@ -178,7 +179,7 @@ TEST(RerunProgress, ReportsEachRunsLayersThenStepsInTurn) {
   fs::remove_all(dir);
 }
 
-TEST(RerunProgress, StoppingInAPolicyRunsPrefillAppendsNothing) {
+TEST(RerunProgress, StoppingInAPolicyRunAppendsNothing) {
   if (!fs::exists(kStories / "stories260K.bin")) GTEST_SKIP() << "stories260K model files absent";
   const fs::path dir = fs::temp_directory_path() / ("kvs_rerun_stop_" + std::to_string(::getpid()));
   const fs::path trace = recorded_trace(dir);
@@ -188,7 +189,7 @@ TEST(RerunProgress, StoppingInAPolicyRunsPrefillAppendsNothing) {
   RerunCallbacks cb;
   cb.on_progress = [&](const PassProgress& p) {
     last_index = p.index;
-    stop = stop || (p.index == 1 && !p.decode && p.done == 1);  // during the policy run's layer 1
+    stop = stop || (p.index == 1 && p.decode && p.done == 1);  // after the policy run's first step
   };
   cb.cancelled = [&] { return stop; };
   try {

@@ -1,0 +1,89 @@
+// Live runs started from the reference run's prefill (run_reference with a share window: the
+// engine's state after the prompt, and the prompt's evidence for policies) give every policy the
+// run, bit for bit, it has when it prefills the prompt itself — forced and free, evicting — and
+// leave the shared evidence as they found it; a run whose observer watches the prompt, or that
+// asks for another window, prefills itself.
+#include <gtest/gtest.h>
+
+#include "live_run_fixture.h"
+#include "run_equal.h"
+
+using namespace kvs;
+using namespace kvs::test;
+
+namespace {
+
+constexpr int kSteps = 12, kBudget = 10;
+
+class SharedPrefillRuns : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    st_ = stories();
+    if (!st_) GTEST_SKIP() << "stories260K model files absent";
+    prompt_ = st_->tok->encode("Once upon a time, there was a little girl named Lily. She loved to play.", true);
+  }
+  const Stories* st_ = nullptr;
+  std::vector<int> prompt_;
+};
+
+TEST_F(SharedPrefillRuns, EveryPolicyGetsTheRunItsOwnPrefillGivesBitwise) {
+  Engine engine(st_->model, single_thread());
+  const ReferenceRun own = run_reference(engine, prompt_, kSteps, {}, {});
+  EXPECT_FALSE(own.prefill);
+  const ReferenceRun shared = run_reference(engine, prompt_, kSteps, {}, {}, {}, LiveRunOptions{}.window_request);
+  ASSERT_TRUE(shared.prefill);
+  ASSERT_TRUE(shared.prefill->snapshot);
+  EXPECT_EQ(shared.prefill->window, LiveRunOptions{}.window_request);
+  EXPECT_EQ(shared.prefill->evidence.prompt_len, static_cast<int>(prompt_.size()));
+  EXPECT_EQ(shared.tokens, own.tokens);
+  EXPECT_EQ(shared.logits, own.logits);
+
+  for (const std::string mode : {"forced", "free"}) {
+    auto alone = all_policies(*st_, prompt_, kBudget), from_shared = all_policies(*st_, prompt_, kBudget);
+    ASSERT_EQ(alone.size(), 12u);
+    for (std::size_t i = 0; i < alone.size(); ++i) {
+      SCOPED_TRACE(alone[i].name + ", " + mode);
+      LiveRunOptions o;
+      o.mode = mode;
+      o.key_scores = alone[i].key_scores;
+      const RunData want = live_run(engine, *alone[i].policy, alone[i].context, own, *st_->tok, o);
+      const RunData got = live_run(engine, *from_shared[i].policy, from_shared[i].context, shared, *st_->tok, o);
+      kvs::testing::expect_same_run(got, want, true);
+      const bool evicts = alone[i].name != "full" && alone[i].name != "omnikv";  // those two evict nothing
+      EXPECT_EQ(scalar(got, "mean_kv_ratio") < 1.0, evicts);
+      EXPECT_TRUE(shared.prefill->evidence.key_scores.empty()) << "a run's KVzip scores stayed in the shared evidence";
+    }
+  }
+}
+
+// With an observer (record --policy's recorder, which records the prompt) or another window, a
+// run prefills the prompt itself: its observer sees the prompt's tokens.
+TEST_F(SharedPrefillRuns, ARunThatWatchesThePromptOrWantsAnotherWindowPrefillsItself) {
+  Engine engine(st_->model, single_thread());
+  const ReferenceRun shared = run_reference(engine, prompt_, kSteps, {}, {}, {}, LiveRunOptions{}.window_request);
+  ASSERT_TRUE(shared.prefill);
+  class PromptTokens : public AttentionObserver {
+   public:
+    void on_token(int pos, int) override { seen += pos < prompt_len; }
+    int prompt_len = 0, seen = 0;
+  };
+  for (const bool other_window : {false, true}) {
+    SCOPED_TRACE(other_window ? "another window" : "an observer");
+    PromptTokens watcher;
+    watcher.prompt_len = static_cast<int>(prompt_.size());
+    const auto policy = make_policy(parse_policy_spec("snapkv", kBudget), shape_of(st_->model));
+    LiveRunOptions o;
+    if (other_window) {
+      o.window_request = 8;
+    } else {
+      o.observer = &watcher;
+    }
+    int layers = 0;
+    o.progress.on_prefill_layer = [&](int layer, int n) { layers += layer < n; };
+    live_run(engine, *policy, {}, shared, *st_->tok, o);
+    EXPECT_EQ(layers, st_->model.config.n_layers) << "the prompt was not processed layer by layer";
+    EXPECT_EQ(watcher.seen, other_window ? 0 : watcher.prompt_len);
+  }
+}
+
+}  // namespace
