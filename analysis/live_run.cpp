@@ -76,11 +76,46 @@ class RowCapture : public AttentionObserver {
   bool keep_;
 };
 
+// Hands an observer one part of a run: the prompt's prefill (its tokens and attention), or what
+// comes after it.
+class OnePart : public AttentionObserver {
+ public:
+  OnePart(AttentionObserver* to, int prompt_len, bool prompt) : to_(to), P_(prompt_len), prompt_(prompt) {}
+  void on_begin(const ModelConfig& c, std::span<const int> p) override {
+    if (prompt_) to_->on_begin(c, p);
+  }
+  void on_attention(const AttentionBlock& b) override {
+    if (b.decode != prompt_) to_->on_attention(b);
+  }
+  void on_attention_heads(std::span<const AttentionBlock> heads) override {
+    if (!heads.empty() && heads[0].decode != prompt_) to_->on_attention_heads(heads);
+  }
+  PrefillNeed prefill_need() const override { return prompt_ ? to_->prefill_need() : PrefillNeed{false, 0, 0}; }
+  bool needs_decode_rows() const override { return !prompt_ && to_->needs_decode_rows(); }
+  void on_prefill_summary(const PrefillSummary& s) override {
+    if (prompt_) to_->on_prefill_summary(s);
+  }
+  void on_prefill_end(int n) override {
+    if (prompt_) to_->on_prefill_end(n);
+  }
+  void on_logits(int pos, std::span<const float> l) override {
+    if (!prompt_ && pos >= P_) to_->on_logits(pos, l);
+  }
+  void on_token(int pos, int t) override {
+    if ((pos < P_) == prompt_) to_->on_token(pos, t);
+  }
+
+ private:
+  AttentionObserver* to_;
+  int P_;
+  bool prompt_;
+};
+
 }  // namespace
 
 ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int steps,
                            const std::vector<int>& forced, const SamplingOptions& sampling,
-                           const RunProgress& progress, int share_window) {
+                           const RunProgress& progress, int share_window, AttentionObserver* prompt_observer) {
   const int vocab = engine.model().config.vocab_size;
   ReferenceRun ref;
   ref.prompt = prompt;
@@ -90,7 +125,11 @@ ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int s
   ObserverFanout fan;
   fan.add(&capture);
   fan.add(&prefill);
-  if (share_window > 0) fan.add(&reducer.emplace(shape_of(engine.model().config), share_window));
+  std::optional<OnePart> watcher;  // prompt_observer, shown the prefill alone
+  if (share_window > 0) {
+    fan.add(&reducer.emplace(shape_of(engine.model().config), share_window));
+    if (prompt_observer) fan.add(&watcher.emplace(prompt_observer, static_cast<int>(prompt.size()), true));
+  }
   std::shared_ptr<const PrefillSnapshot> snapshot;
   GenerateRequest req;
   req.prompt = prompt;
@@ -112,11 +151,12 @@ ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int s
     ref.kv_bytes.push_back(engine.kv_bytes());
   }
   if (static_cast<int>(ref.tokens.size()) < steps) throw RunCancelled{};
-  if (snapshot) {
+  if (reducer) {
     ref.prefill = std::make_shared<SharedPrefill>();
     ref.prefill->snapshot = std::move(snapshot);
     ref.prefill->evidence = std::move(reducer->evidence());
     ref.prefill->window = share_window;
+    ref.prefill->watched_by = prompt_observer;
   }
   ref.logits = capture.take();
   ref.peak_kv_bytes = engine.peak_kv_bytes();
@@ -139,11 +179,13 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   const int S = static_cast<int>(reference.tokens.size());
   const int vocab = cfg.vocab_size;
 
-  // The reference's prefill, when it was shared for this window and no observer wants the prompt.
-  SharedPrefill* const shared = reference.prefill && reference.prefill->window == options.window_request &&
-                                        !options.observer
-                                    ? reference.prefill.get()
-                                    : nullptr;
+  // The observer saw the prompt in the reference's prefill: it is shown this run's decode alone.
+  SharedPrefill* const sp = reference.prefill.get();
+  const bool watched = sp && options.observer && options.observer == sp->watched_by;
+  OnePart after_prompt(options.observer, P, false);
+  // The reference's prefill, when it was kept for this window and the observer (if any) saw it.
+  SharedPrefill* const shared =
+      sp && sp->snapshot && sp->window == options.window_request && (!options.observer || watched) ? sp : nullptr;
   PrefillReducer reducer(shape, options.window_request);
   PrefillEvidence& evidence = shared ? shared->evidence : reducer.evidence();
   RowCapture rows(shape, P, S, options.keep_attention);
@@ -152,7 +194,7 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   if (!shared) fan.add(&reducer);
   fan.add(&rows);
   fan.add(&logits);
-  fan.add(options.observer);
+  fan.add(watched ? &after_prompt : options.observer);
   PrefillProgress prefill(options.progress.on_prefill_layer, options.progress.cancelled);
   fan.add(&prefill);
 

@@ -20,9 +20,11 @@ namespace kvs {
 // A prompt processed once for all the runs that start from it: the engine's state after the
 // reference run's prefill, and what the prompt's attention tells policies.
 struct SharedPrefill {
-  std::shared_ptr<const PrefillSnapshot> snapshot;  // Engine::snapshot_prefill of the reference's engine
+  // Engine::snapshot_prefill of the reference's engine; null when memory for it could not be had
+  std::shared_ptr<const PrefillSnapshot> snapshot;
   PrefillEvidence evidence;  // reduced with `window` rows; a run lends it its KVzip scores
   int window = 0;
+  AttentionObserver* watched_by = nullptr;  // an observer that saw this prefill (run_reference's prompt_observer)
 };
 
 // The full-cache run the policy runs are measured against.
@@ -34,7 +36,7 @@ struct ReferenceRun {
   std::size_t peak_kv_bytes = 0;
   std::vector<std::size_t> kv_bytes;  // [S] bytes the full cache holds after each decode step
   // Set when run_reference shared its prefill: live_run on the same engine starts from it instead
-  // of processing the prompt again.
+  // of processing the prompt again (where it has a snapshot).
   std::shared_ptr<SharedPrefill> prefill;
 };
 
@@ -52,16 +54,20 @@ struct LiveRunOptions {
 // given `forced` tokens or sampled ones, reporting to `progress`. With share_window > 0 it also
 // reduces the prompt's attention for policies (LiveRunOptions::window_request = share_window) and
 // keeps a snapshot of the engine after the prefill in ReferenceRun::prefill, unless memory for it
-// cannot be had. Throws InputError on bad input, RunCancelled when progress.cancelled stopped it.
+// cannot be had; then `prompt_observer`, when given, watches that prefill (the prompt's tokens and
+// attention, not the reference's decode) for the live run it will watch (LiveRunOptions::observer),
+// which then shows it the run's decode alone. Throws InputError on bad input, RunCancelled when
+// progress.cancelled stopped it.
 ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int steps,
                            const std::vector<int>& forced, const SamplingOptions& sampling,
-                           const RunProgress& progress = {}, int share_window = 0);
+                           const RunProgress& progress = {}, int share_window = 0,
+                           AttentionObserver* prompt_observer = nullptr);
 
 // Enforces `policy` live (the engine's options decide RoPE positions: original, or inside the
 // cache with EngineOptions::rope_in_cache). `context` carries alpha / shape; its prefill evidence is filled here.
-// The run starts from the reference's shared prefill when there is one for options.window_request
-// and no options.observer watches (it would miss the prompt); else it prefills the prompt itself.
-// Either way it gives the same numbers.
+// The run starts from the reference's shared prefill when there is a snapshot of one for
+// options.window_request and options.observer, if any, saw it (SharedPrefill::watched_by); else it
+// prefills the prompt itself. Either way it gives the same numbers.
 // Returns /runs/<name> data with eviction="real": kept [S, L, Hkv, T], the run's tokens, text,
 // own attention and metrics (kl, top1_agree, ref_logprob [S]; kv_bytes [S, L, Hkv] from the kept
 // sets, as the simulator counts them) and scalars: perplexity of the reference continuation

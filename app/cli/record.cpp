@@ -184,15 +184,17 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
     } else {
       // Recorded under a policy from the start: the trace's attention is the policy run's own.
       const int count = policy->needs_key_scores() ? 3 : 2;  // the recorded run last
-      stage = "reference run";
-      ReferenceRun ref = run_reference(engine, prompt, r.steps, {}, r.sampling,
-                                       pass_progress(cb.on_pass, stage, 0, count, cb.cancelled));
       LiveRunOptions lo;
       lo.mode = "free";
       lo.sampling = r.sampling;
       lo.keep_attention = false;
       lo.observer = &rec;
       lo.progress = {cb.on_prefill_layer, nullptr, cb.cancelled};
+      // The recorder records the reference's prefill, which the policy run then starts from.
+      stage = "reference run";
+      ReferenceRun ref = run_reference(engine, prompt, r.steps, {}, r.sampling,
+                                       pass_progress(cb.on_pass, stage, 0, count, cb.cancelled), lo.window_request,
+                                       &rec);
       if (policy->needs_key_scores()) {
         KvzipOptions ko;
         ko.engine.n_threads = r.threads;
@@ -202,7 +204,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
         ko.progress = pass_progress(cb.on_pass, stage, 1, count, cb.cancelled);
         lo.key_scores = kvzip_key_scores(model, *tok, prompt, ko);
       }
-      stage = "prefill";
+      stage = ref.prefill->snapshot ? "policy run" : "prefill";
       std::string& note = rec.meta().capture_note;
       note += note.empty() ? "" : "; ";
       try {

@@ -1,8 +1,8 @@
 // Live runs started from the reference run's prefill (run_reference with a share window: the
 // engine's state after the prompt, and the prompt's evidence for policies) give every policy the
 // run, bit for bit, it has when it prefills the prompt itself — forced and free, evicting — and
-// leave the shared evidence as they found it; a run whose observer watches the prompt, or that
-// asks for another window, prefills itself.
+// leave the shared evidence as they found it; a run whose observer did not watch that prefill, or
+// that asks for another window, prefills itself.
 #include <gtest/gtest.h>
 
 #include "live_run_fixture.h"
@@ -56,34 +56,40 @@ TEST_F(SharedPrefillRuns, EveryPolicyGetsTheRunItsOwnPrefillGivesBitwise) {
   }
 }
 
-// With an observer (record --policy's recorder, which records the prompt) or another window, a
-// run prefills the prompt itself: its observer sees the prompt's tokens.
-TEST_F(SharedPrefillRuns, ARunThatWatchesThePromptOrWantsAnotherWindowPrefillsItself) {
-  Engine engine(st_->model, single_thread());
-  const ReferenceRun shared = run_reference(engine, prompt_, kSteps, {}, {}, {}, LiveRunOptions{}.window_request);
-  ASSERT_TRUE(shared.prefill);
-  class PromptTokens : public AttentionObserver {
+// Which runs start from the shared prefill: not one whose observer did not watch it (it would miss
+// the prompt), nor one that wants another window; those prefill the prompt themselves (layer by
+// layer). An observer that watched the shared prefill (record --policy's recorder) sees the prompt
+// once, from it, and the run's decode after, whether the run starts from the prefill or not.
+TEST_F(SharedPrefillRuns, ARunStartsFromTheSharedPrefillOnlyWhereItsObserverSawIt) {
+  class Tokens : public AttentionObserver {
    public:
-    void on_token(int pos, int) override { seen += pos < prompt_len; }
-    int prompt_len = 0, seen = 0;
+    void on_token(int pos, int) override { (pos < prompt_len ? prompt : decoded) += 1; }
+    int prompt_len = 0, prompt = 0, decoded = 0;
   };
-  for (const bool other_window : {false, true}) {
-    SCOPED_TRACE(other_window ? "another window" : "an observer");
-    PromptTokens watcher;
-    watcher.prompt_len = static_cast<int>(prompt_.size());
-    const auto policy = make_policy(parse_policy_spec("snapkv", kBudget), shape_of(st_->model));
-    LiveRunOptions o;
-    if (other_window) {
-      o.window_request = 8;
-    } else {
-      o.observer = &watcher;
+  const int P = static_cast<int>(prompt_.size()), L = st_->model.config.n_layers;
+  for (const bool watched : {false, true})
+    for (const bool other_window : {false, true}) {
+      SCOPED_TRACE(std::string(watched ? "watched" : "not watched") + (other_window ? ", another window" : ""));
+      Engine engine(st_->model, single_thread());
+      Tokens observer;
+      observer.prompt_len = P;
+      const ReferenceRun shared = run_reference(engine, prompt_, kSteps, {}, {}, {}, LiveRunOptions{}.window_request,
+                                                watched ? &observer : nullptr);
+      ASSERT_TRUE(shared.prefill);
+      EXPECT_EQ(observer.prompt, watched ? P : 0);
+      EXPECT_EQ(observer.decoded, 0) << "the observer saw the reference's decode";
+      const auto policy = make_policy(parse_policy_spec("snapkv", kBudget), shape_of(st_->model));
+      LiveRunOptions o;
+      o.mode = "forced";
+      o.observer = &observer;
+      if (other_window) o.window_request = 8;
+      int layers = 0;
+      o.progress.on_prefill_layer = [&](int layer, int n) { layers += layer < n; };
+      live_run(engine, *policy, {}, shared, *st_->tok, o);
+      EXPECT_EQ(layers, watched && !other_window ? 0 : L) << "prefilled or not";
+      EXPECT_EQ(observer.prompt, P);
+      EXPECT_EQ(observer.decoded, kSteps);
     }
-    int layers = 0;
-    o.progress.on_prefill_layer = [&](int layer, int n) { layers += layer < n; };
-    live_run(engine, *policy, {}, shared, *st_->tok, o);
-    EXPECT_EQ(layers, st_->model.config.n_layers) << "the prompt was not processed layer by layer";
-    EXPECT_EQ(watcher.seen, other_window ? 0 : watcher.prompt_len);
-  }
 }
 
 }  // namespace

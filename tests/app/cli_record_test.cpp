@@ -198,7 +198,9 @@ TEST(CliRecord, TokenTextsJoinToTheGeneratedText) {
 }
 
 // A recording under a policy names it in the trace, and the commands that measure against its
-// rows say they are that run's, not a full cache's; a full recording names none.
+// rows say they are that run's, not a full cache's; a full recording names none. Its prompt's
+// attention, which the recorder took from the reference run's prefill (the policy run starts from
+// it), is the full recording's bit for bit.
 TEST(CliRecord, RecordedUnderAPolicyIsNamedAndNoted) {
   TempDir dir;
   const std::string full = dir.file("full.h5"), under = dir.file("under.h5");
@@ -208,6 +210,11 @@ TEST(CliRecord, RecordedUnderAPolicyIsNamedAndNoted) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(TraceReader(full).meta().recorded_under, "");
   EXPECT_EQ(TraceReader(under).meta().recorded_under, "streamingllm_b4_free");
+  const PrefillEvidence full_prompt = TraceReader(full).read_prefill(), under_prompt = TraceReader(under).read_prefill();
+  EXPECT_EQ(under_prompt.colsum, full_prompt.colsum);
+  EXPECT_EQ(under_prompt.window_rows, full_prompt.window_rows);
+  EXPECT_EQ(under_prompt.window_lse, full_prompt.window_lse);
+  ASSERT_FALSE(under_prompt.colsum.empty());
   // The run's counts and bytes as a re-run has them; no recall (no full-cache rows to measure).
   const RunData run = TraceReader(under).read_run("streamingllm_b4_free", false);
   std::map<std::string, const NamedArray*> metric;

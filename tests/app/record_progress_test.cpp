@@ -1,9 +1,10 @@
 // record_trace's prefill progress (RecordCallbacks::on_prefill_layer), which `kvscope record` and
 // the Run view show while a long prompt is processed: every layer once, in order, then the end,
-// with the full cache and under a policy enforced live (whose full-cache reference run reports
-// its own layers and steps first); and stopping during the prefill or the reference run, which
-// ends the recording at the next layer or step and leaves no file behind. Also rerun_trace's
-// progress over its runs, and stopping it, which leaves the trace as it was.
+// with the full cache; under a policy enforced live, the full-cache reference run reports its own
+// layers and steps first and the policy run, which starts from that prefill, the prompt through
+// at once; and stopping during the prefill or the reference run, which ends the recording at the
+// next layer or step and leaves no file behind. Also rerun_trace's progress over its runs, and
+// stopping it, which leaves the trace as it was.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -45,6 +46,7 @@ TEST(RecordProgress, ReportsEveryPrefillLayerInOrderThenTheEnd) {
   const int n_layers = load_model((kStories / "stories260K.bin").string()).config.n_layers;
   std::vector<std::pair<int, int>> want;  // (layer, n_layers) for every layer, then (n, n)
   for (int l = 0; l <= n_layers; ++l) want.emplace_back(l, n_layers);
+  const std::vector<std::pair<int, int>> through = {{n_layers, n_layers}};  // the prompt restored
 
   for (const std::string policy : {"", "streamingllm"}) {
     SCOPED_TRACE(policy.empty() ? "full cache" : policy);
@@ -72,7 +74,7 @@ TEST(RecordProgress, ReportsEveryPrefillLayerInOrderThenTheEnd) {
     cb.on_token = [&](int, int, const std::string&) { ++tokens; };
     record_trace(req, cb);
     fs::remove(out);
-    EXPECT_EQ(seen, want);
+    EXPECT_EQ(seen, policy.empty() ? want : through);
     EXPECT_EQ(tokens, 8);
     // Only a recording under a policy runs the full-cache reference first.
     const std::vector<std::pair<int, int>> none;
@@ -81,32 +83,31 @@ TEST(RecordProgress, ReportsEveryPrefillLayerInOrderThenTheEnd) {
   }
 }
 
+// The full cache's recording; under a policy the prompt is the reference run's to process, and the
+// next test stops that.
 TEST(RecordProgress, StoppingDuringThePrefillEndsAtTheNextLayerAndWritesNothing) {
   if (!fs::exists(kStories / "stories260K.bin")) GTEST_SKIP() << "stories260K model files absent";
-  for (const std::string policy : {"", "streamingllm"}) {
-    SCOPED_TRACE(policy.empty() ? "full cache" : policy);
-    const fs::path dir = fs::temp_directory_path() / ("kvs_progress_stop_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    std::vector<int> layers;
-    bool stop = false;
-    int tokens = 0;
-    RecordCallbacks cb;
-    cb.on_prefill_layer = [&](int layer, int) {
-      layers.push_back(layer);
-      stop = layer == 1;  // the user stops while layer 1 runs
-    };
-    cb.cancelled = [&] { return stop; };
-    cb.on_token = [&](int, int, const std::string&) { ++tokens; };
-    const RecordResult r = record_trace(stories_request(dir / "t.h5", policy), cb);
-    EXPECT_EQ(layers, (std::vector<int>{0, 1}));
-    EXPECT_EQ(tokens, 0);
-    EXPECT_TRUE(r.out_path.empty());
-    EXPECT_EQ(r.n_steps, 0);
-    EXPECT_EQ(r.cancelled_during, "prefill");
-    EXPECT_NE(r.note.find("no trace written"), std::string::npos) << r.note;
-    EXPECT_TRUE(fs::is_empty(dir)) << "the trace or its temporary file was left behind";
-    fs::remove_all(dir);
-  }
+  const fs::path dir = fs::temp_directory_path() / ("kvs_progress_stop_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<int> layers;
+  bool stop = false;
+  int tokens = 0;
+  RecordCallbacks cb;
+  cb.on_prefill_layer = [&](int layer, int) {
+    layers.push_back(layer);
+    stop = layer == 1;  // the user stops while layer 1 runs
+  };
+  cb.cancelled = [&] { return stop; };
+  cb.on_token = [&](int, int, const std::string&) { ++tokens; };
+  const RecordResult r = record_trace(stories_request(dir / "t.h5", ""), cb);
+  EXPECT_EQ(layers, (std::vector<int>{0, 1}));
+  EXPECT_EQ(tokens, 0);
+  EXPECT_TRUE(r.out_path.empty());
+  EXPECT_EQ(r.n_steps, 0);
+  EXPECT_EQ(r.cancelled_during, "prefill");
+  EXPECT_NE(r.note.find("no trace written"), std::string::npos) << r.note;
+  EXPECT_TRUE(fs::is_empty(dir)) << "the trace or its temporary file was left behind";
+  fs::remove_all(dir);
 }
 
 TEST(RecordProgress, StoppingDuringThePolicyRecordingsReferenceRunWritesNothing) {
