@@ -5,6 +5,7 @@
 #include "analysis/kvzip_scores.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "inference/errors.h"
 #include "inference/tokenizer.h"
@@ -73,10 +74,15 @@ std::vector<float> kvzip_key_scores(const Model& model, const Tokenizer& tokeniz
   }
 
   const RunProgress& progress = options.progress;
-  Engine engine(model, options.engine);
+  std::optional<Engine> own;  // unless the caller's engine serves
+  Engine& engine = options.on ? *options.on : own.emplace(model, options.engine);
   KvzipScoreObserver observer(c.n_layers, c.n_heads, c.n_kv_heads, P);
   PrefillProgress prefill(progress.on_prefill_layer, progress.cancelled);
-  {
+  if (options.on && options.from) {
+    const EngineAttachment detached(engine, nullptr, nullptr);
+    engine.restore_prefill(*options.from);
+    if (progress.on_prefill_layer) progress.on_prefill_layer(c.n_layers, c.n_layers);
+  } else {
     const EngineAttachment attached(engine, &prefill, nullptr);
     engine.prefill(context);
   }
@@ -98,6 +104,7 @@ std::vector<float> kvzip_key_scores(const Model& model, const Tokenizer& tokeniz
     }
     engine.rewind(P);  // the next pass sees the context alone again
   }
+  if (progress.cancelled && progress.cancelled()) throw RunCancelled{};  // stopped during the last piece
   std::vector<float>& scores = observer.scores();  // [L, Hkv, P]
   for (size_t row = 0; row < scores.size() / P; ++row) {
     std::fill_n(scores.begin() + row * P, std::min(options.sinks, P), 1.0f);

@@ -23,8 +23,13 @@ struct KvzipOptions {
   std::string repeat_text = "Repeat the previous context exactly.";
   std::string continue_text = "Repeat the part of the previous context exactly, starting with";
   EngineOptions engine;
-  // The context's prefill by layer, then the repeat tokens fed (`step` of `total`, counted over
-  // all passes); stopping it throws RunCancelled.
+  // When set, the scoring runs on this engine (an engine of the model; `engine` is then unused),
+  // which `from`, when also set, puts back where its prefill of the context left it
+  // (Engine::snapshot_prefill), instead of processing the context again.
+  Engine* on = nullptr;
+  const PrefillSnapshot* from = nullptr;
+  // The context's prefill by layer (restored: through at once), then the repeat tokens fed (`step`
+  // of `total`, counted over all passes); stopping it throws RunCancelled.
   RunProgress progress;
 };
 

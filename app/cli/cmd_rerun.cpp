@@ -71,8 +71,8 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     const std::vector<int> prompt(ids.begin(), ids.begin() + m.prompt_len);
     const std::vector<int> decoded(ids.begin() + m.prompt_len, ids.end());
 
-    // The passes: KVzip's scoring when a kvzip policy needs scores the trace lacks, the
-    // full-cache reference, then each policy's run.
+    // The passes: the full-cache reference, KVzip's scoring when a kvzip policy needs scores the
+    // trace lacks, then each policy's run; the last two start from the reference's prefill.
     LiveRunOptions lo;
     lo.mode = mode;
     lo.sampling = {m.temperature, m.top_p, m.seed};
@@ -101,13 +101,13 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     eo.device = device_flag(a);
     eo.gpu_dtype = gpu_dtype_flag(a);
     try {
-      if (evidence)
-        lo.key_scores = score ? kvzip_scores_for_trace(model, *tok, trace, eo, next_pass("KVzip scoring"))
-                              : std::move(evidence->key_scores);
       Engine engine(model, eo);
-      // The policy runs start from the reference's prefill instead of processing the prompt again.
       const ReferenceRun ref = run_reference(engine, prompt, static_cast<int>(decoded.size()), decoded, lo.sampling,
                                              next_pass("reference run"), lo.window_request);
+      if (evidence)
+        lo.key_scores = score ? kvzip_scores_for_trace(model, *tok, trace, eo, next_pass("KVzip scoring"), &engine,
+                                                       ref.prefill->snapshot.get())
+                              : std::move(evidence->key_scores);
       for (auto& p : policies) {
         PolicyContext ctx;
         if (auto w = duo_profile_window(*p)) {

@@ -99,12 +99,15 @@ void choose_duo_gates(PolicySpec& spec, const TraceReader& trace, const std::str
 }
 
 std::vector<float> kvzip_scores_for_trace(const Model& model, const Tokenizer& tokenizer, const TraceReader& trace,
-                                          const EngineOptions& engine, const RunProgress& progress) {
+                                          const EngineOptions& engine, const RunProgress& progress, Engine* on,
+                                          const PrefillSnapshot* from) {
   const auto ids = trace.token_ids();
   const std::vector<int> context(ids.begin(), ids.begin() + trace.meta().prompt_len);
   KvzipOptions o;
   o.engine = engine;
   o.progress = progress;
+  o.on = on;
+  o.from = from;
   return kvzip_key_scores(model, tokenizer, context, o);
 }
 

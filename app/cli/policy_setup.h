@@ -51,9 +51,11 @@ DuoGates trace_duo_gates(const TraceReader& trace);
 
 // KVzip key scores [L, Hkv, P] for the trace's prompt, computed on `model` (the trace's, already
 // loaded and checked by the caller) with an engine made from `engine`, reporting to `progress`
-// (and stopped by it: RunCancelled).
+// (and stopped by it: RunCancelled). With `on`: on that engine instead, from `from`, the snapshot
+// of its prefill of the prompt, when given (KvzipOptions).
 std::vector<float> kvzip_scores_for_trace(const Model& model, const Tokenizer& tokenizer, const TraceReader& trace,
-                                          const EngineOptions& engine, const RunProgress& progress = {});
+                                          const EngineOptions& engine, const RunProgress& progress = {},
+                                          Engine* on = nullptr, const PrefillSnapshot* from = nullptr);
 // The same on the model file `model_path`, loaded here and checked against the trace's shape,
 // with `tokenizer_path` ("" = the model's own tokenizer).
 std::vector<float> kvzip_scores_for_trace(const std::string& model_path, const std::string& tokenizer_path,

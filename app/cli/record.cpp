@@ -197,9 +197,8 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
                                        &rec);
       if (policy->needs_key_scores()) {
         KvzipOptions ko;
-        ko.engine.n_threads = r.threads;
-        ko.engine.device = r.device;
-        ko.engine.gpu_dtype = r.gpu_dtype;
+        ko.on = &engine;  // from the reference's prefill of the prompt
+        ko.from = ref.prefill->snapshot.get();
         stage = "KVzip scoring";
         ko.progress = pass_progress(cb.on_pass, stage, 1, count, cb.cancelled);
         lo.key_scores = kvzip_key_scores(model, *tok, prompt, ko);

@@ -2,7 +2,7 @@
 // engine's state after the prompt, and the prompt's evidence for policies) give every policy the
 // run, bit for bit, it has when it prefills the prompt itself — forced and free, evicting — and
 // leave the shared evidence as they found it; a run whose observer did not watch that prefill, or
-// that asks for another window, prefills itself.
+// that asks for another window, prefills itself. KVzip's scoring starts from it too.
 #include <gtest/gtest.h>
 
 #include "live_run_fixture.h"
@@ -54,6 +54,26 @@ TEST_F(SharedPrefillRuns, EveryPolicyGetsTheRunItsOwnPrefillGivesBitwise) {
       EXPECT_TRUE(shared.prefill->evidence.key_scores.empty()) << "a run's KVzip scores stayed in the shared evidence";
     }
   }
+}
+
+// KVzip's scoring pass on the reference's engine, from its prefill, scores what a pass of its own
+// scores, bit for bit.
+TEST_F(SharedPrefillRuns, KvzipScoringFromTheSharedPrefillEqualsItsOwn) {
+  Engine engine(st_->model, single_thread());
+  const ReferenceRun shared = run_reference(engine, prompt_, kSteps, {}, {}, {}, LiveRunOptions{}.window_request);
+  ASSERT_TRUE(shared.prefill && shared.prefill->snapshot);
+  KvzipOptions own;
+  own.engine = single_thread();
+  own.chunk = 7;  // several repeat passes, each rewinding to the prompt
+  KvzipOptions restored = own;
+  restored.on = &engine;
+  restored.from = shared.prefill->snapshot.get();
+  int layers = 0;
+  restored.progress.on_prefill_layer = [&](int layer, int n) { layers += layer < n; };
+  const std::vector<float> want = kvzip_key_scores(st_->model, *st_->tok, prompt_, own);
+  EXPECT_EQ(kvzip_key_scores(st_->model, *st_->tok, prompt_, restored), want);
+  EXPECT_EQ(layers, 0) << "the prompt was processed again";
+  ASSERT_FALSE(want.empty());
 }
 
 // Which runs start from the shared prefill: not one whose observer did not watch it (it would miss
