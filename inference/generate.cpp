@@ -85,7 +85,8 @@ std::vector<int> generate(Engine& engine, const GenerateRequest& request,
   }
   Sampler sampler(request.sampling);
   std::vector<int> out;
-  std::span<const float> logits = request.from ? engine.restore_prefill(*request.from) : engine.prefill(request.prompt);
+  std::span<const float> logits =
+      request.from ? engine.restore_prefill(*request.from) : engine.prefill(request.prompt);
   if (callbacks.after_prefill) callbacks.after_prefill();
   const int seq_len = engine.model().config.seq_len;
   for (int step = 0; step < request.steps; ++step) {

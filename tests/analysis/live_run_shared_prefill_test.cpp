@@ -51,7 +51,8 @@ TEST_F(SharedPrefillRuns, EveryPolicyGetsTheRunItsOwnPrefillGivesBitwise) {
       kvs::testing::expect_same_run(got, want, true);
       const bool evicts = alone[i].name != "full" && alone[i].name != "omnikv";  // those two evict nothing
       EXPECT_EQ(scalar(got, "mean_kv_ratio") < 1.0, evicts);
-      EXPECT_TRUE(shared.prefill->evidence.key_scores.empty()) << "a run's KVzip scores stayed in the shared evidence";
+      EXPECT_TRUE(shared.prefill->evidence.key_scores.empty())
+          << "a run's KVzip scores stayed in the shared evidence";
     }
   }
 }

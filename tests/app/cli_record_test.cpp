@@ -210,7 +210,8 @@ TEST(CliRecord, RecordedUnderAPolicyIsNamedAndNoted) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(TraceReader(full).meta().recorded_under, "");
   EXPECT_EQ(TraceReader(under).meta().recorded_under, "streamingllm_b4_free");
-  const PrefillEvidence full_prompt = TraceReader(full).read_prefill(), under_prompt = TraceReader(under).read_prefill();
+  const PrefillEvidence full_prompt = TraceReader(full).read_prefill();
+  const PrefillEvidence under_prompt = TraceReader(under).read_prefill();
   EXPECT_EQ(under_prompt.colsum, full_prompt.colsum);
   EXPECT_EQ(under_prompt.window_rows, full_prompt.window_rows);
   EXPECT_EQ(under_prompt.window_lse, full_prompt.window_lse);

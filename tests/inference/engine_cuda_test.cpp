@@ -25,6 +25,7 @@
 #include "inference/generate.h"
 #include "inference/loader.h"
 #include "tests/inference/engine_cuda_util.h"
+#include "tests/inference/forced_logits.h"
 
 namespace kvs::cuda_test {
 namespace {
@@ -339,23 +340,13 @@ TEST(EngineCuda, ARunFromAPrefillSnapshotEqualsOneThatPrefilled) {
   // The logits each forced token was chosen from, under a sink-and-window controller.
   auto run = [&](Engine& engine, const PrefillSnapshot* from) {
     SinkWindowController controller(4, 150);
-    std::vector<float> logits;  // [steps, vocab]
-    GenerateRequest req;
-    req.prompt = prompt;
-    req.steps = static_cast<int>(forced.size());
-    req.forced = forced;
-    req.stop_at_eos = false;
-    req.from = from;
-    GenerateCallbacks cb;
-    cb.on_token = [&](int, int, std::span<const float> l) { logits.insert(logits.end(), l.begin(), l.end()); };
-    const EngineAttachment attached(engine, nullptr, &controller);
-    generate(engine, req, cb);
-    return logits;
+    return test::forced_logits(engine, prompt, forced, &controller, from).logits;
   };
   for (const auto& [dtype, rope_in_cache] : {std::pair{GpuDtype::Fp16, false}, std::pair{GpuDtype::Fp16, true},
                                              std::pair{GpuDtype::Bf16, false}, std::pair{GpuDtype::Fp32, false}}) {
     SCOPED_TRACE(std::string(gpu_dtype_name(dtype)) + (rope_in_cache ? ", rope_in_cache" : ""));
-    Engine fresh(model, on(Device::Cuda, rope_in_cache, dtype)), shared(model, on(Device::Cuda, rope_in_cache, dtype));
+    const EngineOptions o = on(Device::Cuda, rope_in_cache, dtype);
+    Engine fresh(model, o), shared(model, o);
     const std::vector<float> want = run(fresh, nullptr);
     shared.prefill(prompt);
     const std::shared_ptr<const PrefillSnapshot> snap = shared.snapshot_prefill();

@@ -8,8 +8,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "forced_logits.h"
 #include "inference/engine.h"
-#include "inference/generate.h"
 #include "tiny_model.h"
 
 namespace kvs {
@@ -44,32 +44,6 @@ class Trims : public CacheController {
   }
 };
 
-struct Recorded {
-  std::vector<float> logits;  // [steps, vocab] the logits each step's token was chosen from
-  std::vector<std::size_t> kv_bytes;  // [steps]
-  std::size_t peak = 0;
-};
-
-// kForced fed after the prompt under `controller`: prefilled, or restored from `from`.
-Recorded forced_run(Engine& engine, CacheController& controller, const PrefillSnapshot* from) {
-  Recorded r;
-  GenerateRequest req;
-  req.prompt = kPrompt;
-  req.steps = static_cast<int>(kForced.size());
-  req.forced = kForced;
-  req.stop_at_eos = false;
-  req.from = from;
-  GenerateCallbacks cb;
-  cb.on_token = [&](int, int, std::span<const float> logits) {
-    r.logits.insert(r.logits.end(), logits.begin(), logits.end());
-    r.kv_bytes.push_back(engine.kv_bytes());
-  };
-  const EngineAttachment attached(engine, nullptr, &controller);
-  generate(engine, req, cb);
-  r.peak = engine.peak_kv_bytes();
-  return r;
-}
-
 TEST(EngineSnapshot, ARunFromTheSnapshotEqualsOneThatPrefilledBitwise) {
   const Model model = tiny::random_model(tiny::tiny_config(), 5);
   for (int variant = 0; variant < 3; ++variant) {
@@ -80,20 +54,20 @@ TEST(EngineSnapshot, ARunFromTheSnapshotEqualsOneThatPrefilledBitwise) {
     o.cache_rounding = variant == 2 ? CacheRounding::Fp16 : CacheRounding::None;
     Engine fresh(model, o), shared(model, o);
     Trims fresh_ctl, shared_ctl;
-    const Recorded want = forced_run(fresh, fresh_ctl, nullptr);
+    const test::ForcedRun want = test::forced_logits(fresh, kPrompt, kForced, &fresh_ctl);
 
     shared.prefill(kPrompt);
     const std::shared_ptr<const PrefillSnapshot> snap = shared.snapshot_prefill();
     ASSERT_TRUE(snap);
     for (int t : kForced) shared.decode(t);  // another run in between: the cache moves on
-    const Recorded got = forced_run(shared, shared_ctl, snap.get());
+    const test::ForcedRun got = test::forced_logits(shared, kPrompt, kForced, &shared_ctl, snap.get());
     EXPECT_EQ(got.logits, want.logits);
     EXPECT_EQ(got.kv_bytes, want.kv_bytes);
-    EXPECT_EQ(got.peak, want.peak);
+    EXPECT_EQ(shared.peak_kv_bytes(), fresh.peak_kv_bytes());
     EXPECT_EQ(shared_ctl.prompt_lens, std::vector<int>{static_cast<int>(kPrompt.size())});
     // The snapshot serves again, after a run that evicted.
     Trims again_ctl;
-    EXPECT_EQ(forced_run(shared, again_ctl, snap.get()).logits, want.logits);
+    EXPECT_EQ(test::forced_logits(shared, kPrompt, kForced, &again_ctl, snap.get()).logits, want.logits);
   }
 }
 
