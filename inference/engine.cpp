@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <new>
 #include <numeric>
 #include <span>
 #include <stdexcept>
@@ -18,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "inference/attended_rows.h"
 #include "inference/cuda_backend.h"
 #include "inference/decode_team.h"
+#include "inference/engine_state.h"
 #include "inference/errors.h"
 #include "inference/group_rows.h"
 #include "inference/key_ranking.h"
@@ -177,121 +176,6 @@ std::optional<GpuDtype> parse_gpu_dtype(std::string_view name) {
   return std::nullopt;
 }
 
-struct Engine::State {
-  State(const Model& m, bool rope_in_cache)
-      : store(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, m.config.seq_len),
-        rope(rope_inv_freq(m)), rope_in_cache(rope_in_cache),
-        ranges_left(std::make_unique<std::atomic<int>[]>(m.config.n_kv_heads)) {}
-
-  KvStore store;
-  ops::RopeTable rope;
-  const bool rope_in_cache;  // EngineOptions::rope_in_cache
-  AttentionObserver* observer = nullptr;
-  CacheController* controller = nullptr;
-  DecodeTeam team;
-  int pos = 0;
-
-  // Decode activations.
-  std::vector<float> x;       // [dim] residual stream
-  std::vector<float> xb;      // [dim] normalised input / projection output
-  std::vector<float> q;       // [q_dim]
-  std::vector<float> k;       // [kv_dim]
-  std::vector<float> v;       // [kv_dim]
-  std::vector<float> att;     // [q_dim] attention output of every head
-  std::vector<float> gate;    // [hidden_dim]
-  std::vector<float> up;      // [hidden_dim]
-  std::vector<float> logits;  // [vocab]
-  // Decode attention scratch, sized to the largest head's storage rows `cap` (>= its entries).
-  int cap = 0;
-  std::vector<int32_t> rows;     // [n_kv_heads, cap] storage rows of active entries, where they are not a run
-  std::vector<int32_t> key_pos;  // [n_kv_heads, cap] their positions, where copied
-  std::vector<int> n_rows;       // [n_kv_heads]
-  std::vector<int> head_first;   // [n_kv_heads] the first entry at or after the window's start
-  std::vector<const int32_t*> head_rows;  // [n_kv_heads] -> [n_rows[g]] storage rows, in `rows` or the store
-  std::vector<const int32_t*> head_pos;   // [n_kv_heads] -> [n_rows[g]] positions, in `key_pos` or the store
-  std::vector<float> probs;      // [n_heads, cap]
-  std::vector<float> lse;        // [n_heads]
-  // Decode attention split into ranges of kRangeKeys keys per KV head (see decode_token).
-  std::vector<std::pair<int, int>> ranges;  // [n_ranges] (KV head, range) pairs of the layer
-  std::vector<float> part_out;   // [n_heads, max_ranges, head_dim] unnormalized value mixes
-  std::vector<float> part_m;     // [n_heads, max_ranges] largest scaled score of each range
-  std::vector<float> part_l;     // [n_heads, max_ranges] sum of exps of each range
-  std::unique_ptr<std::atomic<int>[]> ranges_left;  // [n_kv_heads] ranges of the layer not yet done
-  std::vector<float> qrot;       // [n_heads, head_dim] queries rotated by slot (rope_in_cache)
-  std::vector<float> krot;       // [n_kv_heads, cap, head_dim] keys rotated by slot (rope_in_cache)
-  std::vector<AttentionBlock> blocks;  // [n_heads]
-  HostGroupRows group_rows;            // a controller's group rows, when it asks for them
-
-  // Lists, per KV head of `layer`, the active entries at positions >= first_pos (head_rows: their
-  // storage rows, head_pos, n_rows), growing the scratch buffers to the largest head. Where they
-  // are one run of entries (no controller, or one that left every entry active), the rows and
-  // positions point into the store's own lists, unless a controller is set: it may evict while it
-  // reads the positions, so they are copied then (the rows are read before it runs).
-  void gather_active(int layer, int first_pos) {
-    const int n_kv = store.n_kv_heads(), n_heads = static_cast<int>(lse.size());
-    int largest = 0;
-    for (int g = 0; g < n_kv; ++g) largest = std::max(largest, store.rows_used(layer, g));
-    if (largest > cap) {
-      cap = largest;
-      rows.resize(static_cast<std::size_t>(n_kv) * cap);
-      key_pos.resize(static_cast<std::size_t>(n_kv) * cap);
-      probs.resize(static_cast<std::size_t>(n_heads) * cap);
-      if (rope_in_cache) krot.resize(static_cast<std::size_t>(n_kv) * cap * store.head_dim());
-    }
-    for (int g = 0; g < n_kv; ++g) {
-      const std::span<const int32_t> held = store.held(layer, g);
-      const std::span<const int32_t> held_rows = store.rows(layer, g);
-      const std::span<uint8_t> active = store.active(layer, g);
-      int32_t* r = rows.data() + static_cast<std::size_t>(g) * cap;
-      int32_t* kp = key_pos.data() + static_cast<std::size_t>(g) * cap;
-      const std::size_t j0 = window_start(held, first_pos);
-      int n = 0;
-      if (!std::memchr(active.data() + j0, 0, active.size() - j0)) {  // all active: a run
-        n = static_cast<int>(held.size() - j0);
-        head_rows[g] = held_rows.data() + j0;
-        if (controller) std::copy(held.begin() + j0, held.end(), kp);
-        head_pos[g] = controller ? kp : held.data() + j0;
-      } else {
-        n = list_attended(held, held_rows, active, j0, r, kp);
-        head_rows[g] = r;
-        head_pos[g] = kp;
-      }
-      if (n == 0) {
-        throw std::logic_error("cache controller left layer " + std::to_string(layer) +
-                               " KV head " + std::to_string(g) + " with no active key");
-      }
-      n_rows[g] = n;
-      head_first[g] = static_cast<int>(j0);
-    }
-  }
-
-  // rope_in_cache: rotates every attended (pre-RoPE) key of `layer` by its slot in the cache (its
-  // index among the head's entries) into krot, at its storage row, and each query (from q) by its
-  // KV head's last slot into qrot.
-  void rotate_by_slot(int layer, ops::RopePairing pairing) {
-    const int hd = store.head_dim(), n_heads = static_cast<int>(lse.size());
-    const int group = n_heads / store.n_kv_heads();
-    for (int g = 0; g < store.n_kv_heads(); ++g) {
-      const float* kg = store.keys(layer, g);
-      float* kr = krot.data() + static_cast<std::size_t>(g) * cap * hd;
-      const std::span<const int32_t> held_rows = store.rows(layer, g);
-      const std::span<uint8_t> active = store.active(layer, g);
-      for (int j = head_first[g]; j < static_cast<int>(held_rows.size()); ++j) {
-        if (!active[j]) continue;
-        const std::size_t row = static_cast<std::size_t>(held_rows[j]);
-        std::copy_n(kg + row * hd, hd, kr + row * hd);
-        ops::rope_apply(kr + row * hd, 1, hd, rope.cos(j), rope.sin(j), pairing);
-      }
-    }
-    for (int h = 0; h < n_heads; ++h) {
-      const int last = store.size(layer, h / group) - 1;
-      float* qh = qrot.data() + static_cast<std::size_t>(h) * hd;
-      std::copy_n(q.data() + static_cast<std::size_t>(h) * hd, hd, qh);
-      ops::rope_apply(qh, 1, hd, rope.cos(last), rope.sin(last), pairing);
-    }
-  }
-};
-
 Engine::Engine(const Model& model, EngineOptions options) : model_(model), options_(options) {
   check_config(model);
   state_ = std::make_unique<State>(model, options_.rope_in_cache);
@@ -337,74 +221,6 @@ void Engine::rewind(int n) {
   if (cuda_) return cuda_->rewind(n);
   state_->store.truncate(n);
   state_->pos = n;
-}
-
-struct PrefillSnapshot {
-  const Engine* engine = nullptr;  // the engine it was taken from, the only one it restores
-  int prompt_len = 0;
-  std::vector<float> logits;                         // [vocab]
-  std::vector<float> kv;                             // CPU: [n_layers, n_kv_heads, 2 (K, V), prompt_len, head_dim]
-  std::unique_ptr<CudaBackend::Snapshot> device;     // CUDA
-};
-
-std::shared_ptr<const PrefillSnapshot> Engine::snapshot_prefill() const {
-  const ModelConfig& c = model_.config;
-  const int P = pos();
-  KvSlots& kv = cuda_ ? cuda_->slots() : state_->store;
-  // A prefill on a cleared cache holds positions 0..P-1, all active, entry i in row i of each head.
-  bool whole = P > 0;
-  for (int l = 0; l < c.n_layers && whole; ++l)
-    for (int g = 0; g < c.n_kv_heads && whole; ++g) {
-      const std::span<const int32_t> held = kv.held(l, g);
-      const std::span<const uint8_t> active = kv.active(l, g);
-      whole = static_cast<int>(held.size()) == P && held.back() == P - 1 &&
-              !std::memchr(active.data(), 0, active.size()) && (cuda_ || state_->store.rows_in_order(l, g));
-    }
-  if (!whole) throw std::logic_error("Engine::snapshot_prefill: the cache is not what a prefill left");
-  auto snap = std::make_shared<PrefillSnapshot>();
-  snap->engine = this;
-  snap->prompt_len = P;
-  try {
-    if (cuda_) {
-      const std::span<const float> logits = cuda_->last_logits();
-      snap->logits.assign(logits.begin(), logits.end());
-      snap->device = cuda_->snapshot();
-      if (!snap->device) return nullptr;
-    } else {
-      snap->logits = state_->logits;
-      const std::size_t head = static_cast<std::size_t>(P) * c.head_dim;  // floats of K (or V) a head
-      snap->kv.resize(static_cast<std::size_t>(c.n_layers) * c.n_kv_heads * 2 * head);
-      float* out = snap->kv.data();
-      for (int l = 0; l < c.n_layers; ++l)
-        for (int g = 0; g < c.n_kv_heads; ++g, out += 2 * head) {
-          std::copy_n(state_->store.keys(l, g), head, out);
-          std::copy_n(state_->store.values(l, g), head, out + head);
-        }
-    }
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
-  return snap;
-}
-
-std::span<const float> Engine::restore_prefill(const PrefillSnapshot& snap) {
-  if (snap.engine != this) throw std::logic_error("Engine::restore_prefill: a snapshot of another engine");
-  State& s = *state_;
-  if (cuda_) {
-    cuda_->restore(*snap.device, s.controller);
-    return snap.logits;
-  }
-  const ModelConfig& c = model_.config;
-  const int P = snap.prompt_len, hd = c.head_dim;
-  const std::size_t head = static_cast<std::size_t>(P) * hd;
-  reset();
-  const float* in = snap.kv.data();
-  for (int l = 0; l < c.n_layers; ++l)
-    for (int g = 0; g < c.n_kv_heads; ++g, in += 2 * head) s.store.append(l, g, 0, P, in, in + head, hd);
-  s.pos = P;
-  s.logits = snap.logits;
-  if (s.controller) s.controller->after_prefill(P, s.store);
-  return s.logits;
 }
 
 int Engine::pos() const { return cuda_ ? cuda_->pos() : state_->pos; }

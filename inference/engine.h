@@ -63,7 +63,7 @@ struct EngineOptions {
 };
 
 class KvStore;      // per-(layer, KV head) K/V storage; see kv_store.h
-// The state a prefill left an engine in (Engine::snapshot_prefill); defined in engine.cpp.
+// The state a prefill left an engine in (Engine::snapshot_prefill); defined in engine_snapshot.cpp.
 struct PrefillSnapshot;
 class DecodeTeam;   // the threads of one decode step; see decode_team.h
 class CudaBackend;  // the forward pass on a GPU; see cuda_backend.h
