@@ -41,7 +41,7 @@ struct RecordResult {
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;
   std::string out_path;         // "" when cancelled before a step was recorded: no trace written
-  std::string cancelled_during; // then what ran: "prefill", "reference run" or "KVzip scoring"
+  std::string cancelled_during; // then what ran: "prefill", "reference run", "KVzip scoring" or "policy run"
   std::string note;             // capture notes (e.g. prefill map reduced)
   std::string engine;           // where it ran and in what: "cpu", "cuda, fp32", "cuda, fp16", ...
   // Under a live policy, the stored run's mode and scalars (perplexity beside the full cache's,
