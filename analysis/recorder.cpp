@@ -60,10 +60,18 @@ TraceRecorder::TraceRecorder(const std::string& out_path, const TraceMeta& meta,
   pipe_ = std::make_unique<SerialWorker>(kQueuedSteps);
 }
 
-TraceRecorder::~TraceRecorder() { pipe_.reset(); }
+TraceRecorder::~TraceRecorder() {
+  on_step_pipe_.reset();
+  pipe_.reset();
+}
+
+void TraceRecorder::drain() {
+  pipe_->drain();
+  if (on_step_pipe_) on_step_pipe_->drain();
+}
 
 TraceWriter& TraceRecorder::writer() {
-  pipe_->drain();
+  drain();
   writer_->settle();
   return *writer_;
 }
@@ -193,14 +201,22 @@ void TraceRecorder::RowPool::give(std::vector<float>&& rows) {
 }
 
 void TraceRecorder::write_step() {
-  if (on_step && !on_step_on_writer) on_step(step_, step_q_pos_, step_rows_, step_lse_);
-  const auto* cb = on_step && on_step_on_writer ? &on_step : nullptr;
-  pipe_->submit([w = writer_.get(), pool = &row_pool_, cb, step = step_, q = step_q_pos_,
-                 rows = std::move(step_rows_), lse = std::move(step_lse_)]() mutable {
-    w->write_decode_step(step, q, rows, lse);
-    if (cb) (*cb)(step, q, rows, lse);
-    pool->give(std::move(rows));
-  });
+  if (on_step && !on_step_in_background) on_step(step_, step_q_pos_, step_rows_, step_lse_);
+  // The step's rows go back to the pool once both the writing and the background on_step are done.
+  struct Step {
+    int step, q_pos;
+    std::vector<float> rows, lse;  // [L, H, W], [L, H]
+  };
+  const std::shared_ptr<const Step> done(new Step{step_, step_q_pos_, std::move(step_rows_), std::move(step_lse_)},
+                                         [pool = &row_pool_](Step* s) {
+                                           pool->give(std::move(s->rows));
+                                           delete s;
+                                         });
+  if (on_step && on_step_in_background) {
+    if (!on_step_pipe_) on_step_pipe_ = std::make_unique<SerialWorker>(kQueuedSteps, "kvs-step-stats");
+    on_step_pipe_->submit([cb = &on_step, done] { (*cb)(done->step, done->q_pos, done->rows, done->lse); });
+  }
+  pipe_->submit([w = writer_.get(), done] { w->write_decode_step(done->step, done->q_pos, done->rows, done->lse); });
   step_rows_.clear();
   step_lse_.clear();
   ++steps_written_;
@@ -223,7 +239,7 @@ void TraceRecorder::on_token(int pos, int token) {
 }
 
 void TraceRecorder::finish(const std::vector<std::string>& texts) {
-  pipe_->drain();
+  drain();
   step_ = -1;  // a step cut short by cancellation is dropped
   const size_t T = (size_t)meta_.prompt_len + steps_written_;
   if (ids_.size() < T || texts.size() < T)

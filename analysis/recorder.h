@@ -52,14 +52,15 @@ class TraceRecorder : public AttentionObserver {
 
   // Called with each completed step, in step order: rows [L, H, W] (W = rows.size() / (L·H) >
   // q_pos: the writer's decode_row_width(); zeros where a key was not attended and past q_pos),
-  // lse [L, H]. By default on the engine's thread before the step is
-  // written; with on_step_on_writer, on the writing thread after it is written, so that per-step
-  // analyses overlap the engine where a core is free for them (a GPU run; on a CPU run whose
-  // decode threads fill every core, the writing thread only gets them late and holds the engine
-  // up through its queue). Set both before recording starts; what on_step throws on the writing
-  // thread surfaces as a write error does. writer() and finish() wait for calls still pending.
+  // lse [L, H]. By default on the engine's thread before the step is written; with
+  // on_step_in_background, on a thread of its own while the writing thread writes the step, so
+  // that per-step analyses overlap both the engine and the writing where cores are free for them
+  // (a GPU run; on a CPU run whose decode threads fill every core, a background thread only gets
+  // them late and holds the engine up through its queue). Set both before recording starts; what
+  // on_step throws in the background surfaces as a write error does. writer() and finish() wait
+  // for calls still pending.
   std::function<void(int step, int q_pos, std::span<const float> rows, std::span<const float> lse)> on_step;
-  bool on_step_on_writer = false;
+  bool on_step_in_background = false;
   // on_attention_heads copies a layer's rows on several threads when they have this many keys
   // or more (32 KB rows; below, waking threads costs more than the copy).
   static constexpr int kDefaultParallelRowKeys = 8192;
@@ -77,6 +78,7 @@ class TraceRecorder : public AttentionObserver {
 
  private:
   void write_step();
+  void drain();  // waits for the writing and the background on_step calls
   // A decode row in three parts, so that a layer's rows can be copied in parallel: its place in
   // the step being assembled (starting the step; checks that it belongs there), the copy of its
   // probabilities (scattered by key position when not every key was attended; touches only that
@@ -113,7 +115,10 @@ class TraceRecorder : public AttentionObserver {
   std::vector<float*> heads_rows_;   // [heads] on_attention_heads: each block's row in step_rows_
   int step_count_ = 0;               // rows arrived for this step
   int steps_written_ = 0;
-  std::unique_ptr<SerialWorker> pipe_;  // writing thread; declared last, so stopped before writer_ goes
+  // Writing thread, and on_step's in the background (started with the first step); declared
+  // last, so stopped before writer_ and row_pool_ go.
+  std::unique_ptr<SerialWorker> pipe_;
+  std::unique_ptr<SerialWorker> on_step_pipe_;
 };
 
 }  // namespace kvs

@@ -8,8 +8,8 @@
 
 namespace kvs {
 
-SerialWorker::SerialWorker(std::size_t max_queued)
-    : max_queued_(max_queued ? max_queued : 1), thread_([this] { run(); }) {}
+SerialWorker::SerialWorker(std::size_t max_queued, const char* name)
+    : max_queued_(max_queued ? max_queued : 1), name_(name), thread_([this] { run(); }) {}
 
 SerialWorker::~SerialWorker() {
   {
@@ -37,7 +37,7 @@ void SerialWorker::drain() {
 
 void SerialWorker::run() {
   setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);  // see the header; may fail: harmless
-  pthread_setname_np(pthread_self(), "kvs-writer");  // as top and perf show it
+  pthread_setname_np(pthread_self(), name_);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return closing_ || !jobs_.empty(); });

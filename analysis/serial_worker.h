@@ -18,7 +18,8 @@ namespace kvs {
 
 class SerialWorker {
  public:
-  explicit SerialWorker(std::size_t max_queued);
+  // `name` is the thread's, as top and perf show it (15 characters at most).
+  explicit SerialWorker(std::size_t max_queued, const char* name = "kvs-writer");
   ~SerialWorker();  // drops jobs not yet started, waits for the running one
   SerialWorker(const SerialWorker&) = delete;
   SerialWorker& operator=(const SerialWorker&) = delete;
@@ -38,6 +39,7 @@ class SerialWorker {
   bool busy_ = false;
   bool closing_ = false;
   std::exception_ptr error_;
+  const char* name_;
   std::thread thread_;  // last: started once everything above exists
 };
 

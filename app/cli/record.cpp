@@ -8,14 +8,13 @@
 #include <ctime>
 #include <filesystem>
 
-#include "analysis/head_stats.h"
 #include "analysis/kvzip_scores.h"
 #include "analysis/live_run.h"
 #include "analysis/policy_omnikv.h"
 #include "analysis/recorder.h"
 #include "analysis/run_progress.h"
-#include "analysis/similarity.h"
 #include "analysis/simulator.h"
+#include "analysis/step_analyses.h"
 #include "inference/bpe_merge.h"
 #include "inference/chat_template.h"
 #include "inference/errors.h"
@@ -31,38 +30,6 @@ std::string utc_now() {
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
 }
-
-// Per-step analyses fed by the recorder's assembled decode rows (TraceRecorder::on_step).
-struct StepAnalyses {
-  StepAnalyses(const ModelShape& shape, int prompt_len)
-      : shape(shape), P(prompt_len), k(default_similarity_k(prompt_len)), heads(shape, {}),
-        sim_sum(static_cast<size_t>(shape.n_layers) * shape.n_layers, 0.0) {}
-  void add(int q_pos, std::span<const float> rows, std::span<const float> lse) {
-    const int row_len = (int)(rows.size() / ((size_t)shape.n_layers * shape.n_heads));  // > q_pos, zeros after it
-    heads.add_step(rows, row_len, q_pos);
-    const auto s = step_similarity(rows, lse, shape.n_layers, shape.n_heads, row_len, P, k);
-    for (size_t i = 0; i < s.size(); ++i) sim_sum[i] += s[i];
-    ++steps;
-  }
-  void write(TraceWriter& w) const {
-    if (steps == 0) return;
-    const uint64_t L = shape.n_layers, H = shape.n_heads;
-    const HeadStats st = heads.finish();
-    w.write_array("/heads/sink_mass", {"sink_mass", {L, H}, st.sink_mass}, {{"definition", "mean decode-row mass on keys [0, 4)"}});
-    w.write_array("/heads/locality", {"locality", {L, H}, st.locality}, {{"definition", "mean decode-row mass on the last 32 keys"}});
-    w.write_array("/heads/entropy", {"entropy", {L, H}, st.entropy}, {{"definition", "mean decode-row entropy, nats"}});
-    NamedArray sim{"similarity", {L, L}, std::vector<float>(sim_sum.size())};
-    for (size_t i = 0; i < sim_sum.size(); ++i) sim.data[i] = static_cast<float>(sim_sum[i] / steps);
-    w.write_array("/layers/similarity", sim,
-                  {{"definition", "OmniKV inter-layer similarity (docs/analyses.md), mean over decode steps"},
-                   {"k", std::to_string(k)}});
-  }
-  ModelShape shape;
-  int P, k;
-  HeadStatsAccumulator heads;
-  std::vector<double> sim_sum;  // [L, L]
-  int steps = 0;
-};
 
 // A run whose model ended the text early (end-of-text) holds kept sets [n, L, Hkv, P + steps]
 // over the positions requested; the trace it goes into ends at its own tokens, P + n.
@@ -131,15 +98,15 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   meta.device = device_name(r.device);
   meta.device_dtype = storage_name(model, r.device, r.gpu_dtype);
 
-  StepAnalyses analyses(shape, meta.prompt_len);  // may be fed on rec's writing thread: outlives rec
+  StepAnalyses analyses(shape, meta.prompt_len);  // may be fed on a thread of rec's: outlives rec
   TraceRecorder rec(r.out_path, meta, r.steps, r.capture_budget_bytes);
   rec.on_step = [&](int, int q_pos, std::span<const float> rows, std::span<const float> lse) {
     analyses.add(q_pos, rows, lse);
   };
-  // Beside a GPU the host's cores are free: the analyses overlap the next steps. A CPU decode
-  // fills every core (measured on 2 cores: 25.7 ms a step with them on the engine's thread,
-  // 29.5 ms on the writing thread, SmolLM2 at 3K keys).
-  rec.on_step_on_writer = r.device == Device::Cuda;
+  // Beside a GPU the host's cores are free: the analyses overlap the next steps and the writing.
+  // A CPU decode fills every core (measured on 2 cores: 25.7 ms a step with them on the engine's
+  // thread, 29.5 ms on the writing thread, SmolLM2 at 3K keys).
+  rec.on_step_in_background = r.device == Device::Cuda;
   // The prompt as fed: a chat prompt with its format's markers (decoding drops special tokens).
   const std::string prompt_text = r.chat ? text : tok->decode(prompt);
   if (cb.on_prompt) cb.on_prompt(prompt_text);

@@ -7,7 +7,9 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <thread>
@@ -83,26 +85,57 @@ TEST(PrefillReducer, ColumnSumsWindowRowsAndLse) {
   EXPECT_EQ(wide.evidence().window, kP) << "W = min(request, P)";
 }
 
-TEST(TraceRecorder, OnStepCanRunOnTheWritingThread) {
+TEST(TraceRecorder, OnStepCanRunInTheBackground) {
   TempDir dir;
+  const std::string path = dir.file("rec.h5");
   std::mt19937 rng(3);
   const Prompt p = make_prompt(rng);
-  const int steps = 4;
-  TraceRecorder rec(dir.file("rec.h5"), tiny_meta(), steps, kDefaultCaptureBudget, 4);
-  std::vector<std::vector<float>> seen;
-  std::vector<std::thread::id> threads;
-  rec.on_step_on_writer = true;
-  rec.on_step = [&](int step, int q_pos, std::span<const float> r, std::span<const float>) {
-    EXPECT_EQ(step, (int)seen.size()) << "in step order";
-    seen.push_back(dense_rows(r, q_pos));
-    threads.push_back(std::this_thread::get_id());
-  };
-  const auto rows = record_synthetic(rec, rng, p, steps);
-  rec.writer();  // waits for the calls still pending
-  EXPECT_EQ(seen, rows);
-  ASSERT_EQ(threads.size(), (size_t)steps);
-  for (const auto& t : threads) EXPECT_NE(t, std::this_thread::get_id());
-  rec.finish(text_of);
+  const int steps = 8;  // twice the queue: the writing recycles step buffers while on_step runs behind
+  std::vector<std::vector<float>> rows;
+  {
+    TraceRecorder rec(path, tiny_meta(), steps, kDefaultCaptureBudget, 4);
+    std::vector<std::vector<float>> seen;
+    std::vector<std::thread::id> threads;
+    rec.on_step_in_background = true;
+    rec.on_step = [&](int step, int q_pos, std::span<const float> r, std::span<const float>) {
+      EXPECT_EQ(step, (int)seen.size()) << "in step order";
+      // The first call waits while the writing runs ahead and the next steps take buffers from the
+      // pool; its rows, read after the wait, must still be its own.
+      if (step == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      seen.push_back(dense_rows(r, q_pos));
+      threads.push_back(std::this_thread::get_id());
+    };
+    rows = record_synthetic(rec, rng, p, steps);
+    rec.writer();  // waits for the calls still pending
+    EXPECT_EQ(seen, rows);
+    ASSERT_EQ(threads.size(), (size_t)steps);
+    for (const auto& t : threads) EXPECT_NE(t, std::this_thread::get_id());
+    rec.finish(text_of);
+  }
+  TraceReader r(path);
+  expect_decode_rows(r, rows, 0.0f);
+}
+
+TEST(TraceRecorder, AFailureOfOnStepInTheBackgroundSurfacesAndNothingIsWritten) {
+  TempDir dir;
+  const std::string path = dir.file("rec.h5");
+  std::mt19937 rng(4);
+  const Prompt p = make_prompt(rng);
+  {
+    TraceRecorder rec(path, tiny_meta(), 3, kDefaultCaptureBudget, 4);
+    rec.on_step_in_background = true;
+    rec.on_step = [](int step, int, std::span<const float>, std::span<const float>) {
+      if (step == 1) throw InputError("analyses: out of memory");
+    };
+    try {
+      record_synthetic(rec, rng, p, 3);
+      rec.finish(text_of);
+      FAIL() << "the failure of on_step was lost";
+    } catch (const InputError& e) {
+      EXPECT_STREQ(e.what(), "analyses: out of memory");
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(path)) << "no trace from a recording whose analyses failed";
 }
 
 TEST(TraceRecorder, RecordsPrefillDecodeRowsAndTokens) {
