@@ -36,6 +36,7 @@
 #include "analysis/enforcing_controller.h"
 #include "analysis/policy.h"
 #include "analysis/prefill_evidence.h"
+#include "bench/llama8b_limit.h"
 #include "inference/attended_rows.h"
 #include "inference/errors.h"
 #include "inference/hooks.h"
@@ -46,11 +47,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using kvs::AttentionBlock;
 
-constexpr int kLayers = 32, kHeads = 32, kKvHeads = 8, kHeadDim = 128;
-constexpr double kWeightBytes = 2.0 * 7.505e9;                           // fp16 Llama-3-8B, classifier included
-constexpr double kLayerWeightBytes = 2.0 * 6.979e9;                      // fp16, the 32 layers' own
-constexpr double kKvBytesPerPosition = 2.0 * 2 * kLayers * kKvHeads * kHeadDim;  // fp16 K and V
-constexpr double kCopyBandwidth = 3.02e12;                               // bytes/s, H100 (bench_cuda)
+constexpr int kLayers = bench::kLayers8b, kHeads = bench::kHeads8b, kKvHeads = bench::kKvHeads8b,
+              kHeadDim = bench::kHeadDim8b;
+using bench::kCopyBandwidth;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -235,8 +234,8 @@ int main(int argc, char** argv) {
   std::printf("| context | policy | host ms / step | GPU step at the limit, ms | window, ms "
               "| host / window (keep below 1) |\n|---|---|---|---|---|---|\n");
   for (int T : o.contexts) {
-    const double gpu_step = (kWeightBytes + kKvBytesPerPosition * T) / kCopyBandwidth;
-    const double window = kLayerWeightBytes / kCopyBandwidth;
+    const double gpu_step = bench::gpu_step_at_limit(T);
+    const double window = bench::kLayerWeightBytes8b / kCopyBandwidth;
     for (const std::string& spec : o.policies) {
       double s = 0.0;
       try {
@@ -252,7 +251,8 @@ int main(int argc, char** argv) {
   std::printf("\nThe GPU step is the hooks-off limit: (%.2f GB of weights + %.0f KB of K/V a position) / %.2f TB/s.\n"
               "The window is what the GPU computes meanwhile: the layers' %.2f GB of weights / %.2f TB/s;\n"
               "a policy that reads rows or group rows also waits for their copy within it (not counted here).\n",
-              kWeightBytes / 1e9, kKvBytesPerPosition / 1e3, kCopyBandwidth / 1e12, kLayerWeightBytes / 1e9,
+              bench::kWeightBytes8b / 1e9, bench::kKvBytesPerPosition8b / 1e3, kCopyBandwidth / 1e12,
+              bench::kLayerWeightBytes8b / 1e9,
               kCopyBandwidth / 1e12);
   return 0;
 }

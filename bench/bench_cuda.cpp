@@ -28,8 +28,9 @@
 // --steps decode steps fed fixed random tokens (forced, so every mode does the same work):
 // the first with hooks off, the second with an observer that copies every decode row into a
 // dense host buffer ("rows": the engine's own capture cost). Then, with --capture trace or both,
-// a third prefill + decode with a TraceRecorder writing an HDF5 trace under /tmp, timed
-// including the wait for its writing thread, and the file removed afterwards.
+// a third prefill + decode with a TraceRecorder writing an HDF5 trace under /tmp and the per-step
+// analyses in the background (as kvscope record on a GPU), timed including the wait for both
+// threads, and the file removed afterwards.
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,6 +52,7 @@
 #include "analysis/policy.h"
 #include "analysis/prefill_evidence.h"
 #include "analysis/recorder.h"
+#include "analysis/step_analyses.h"
 #include "analysis/trace.h"
 #include "bench/cuda_probe.h"
 #include "bench/random_model.h"
@@ -363,7 +365,12 @@ TraceRun record_trace(kvs::Engine& engine, const std::vector<int>& prompt, const
       std::filesystem::remove(path, ec);
     }
   } remove_file{path};
+  kvs::StepAnalyses analyses(meta.shape, meta.prompt_len);  // as kvscope record beside a GPU: in the background
   kvs::TraceRecorder rec(path, meta, static_cast<int>(forced.size()));
+  rec.on_step = [&](int, int q_pos, std::span<const float> rows, std::span<const float> lse) {
+    analyses.add(q_pos, rows, lse);
+  };
+  rec.on_step_in_background = true;
   engine.reset();
   engine.set_observer(&rec);
   try {
@@ -539,9 +546,10 @@ void print_tables(const std::vector<ContextResult>& results, const Options& o, d
     std::printf("| %d | %.0f | %.1f | %.2f | %s | %s | %s |\n", r.T, r.T / r.prefill_s, off_tps, fraction,
                 cap_tps.c_str(), cap_over.c_str(), targets.c_str());
   }
-  std::printf("\ncapture on = a TraceRecorder writing the HDF5 trace (decode rows %s) under /tmp, as "
-              "`kvscope record` does: decode tok/s = steps / (their time + the wait for the writing "
-              "thread after the last one); overhead against the hooks-off median step.\n",
+  std::printf("\ncapture on = a TraceRecorder writing the HDF5 trace (decode rows %s) under /tmp, with the "
+              "head statistics and layer similarity beside it, as `kvscope record` does: decode tok/s = steps / "
+              "(their time + the wait for the writing and analysis threads after the last one); overhead "
+              "against the hooks-off median step.\n",
               o.decode_dtype.c_str());
 
   std::printf("\nDetails:\n\n| context | MB read/token (weights + KV) | limit tok/s | decode tok/s, rows to host "

@@ -16,7 +16,8 @@
 #                                        in fp16 and fp32 on SmolLM2-135M's shape, then on the
 #                                        Llama-3-8B shape (fp16, overlapped launches on and
 #                                        off), HF eager beside it, bench_cuda in bf16 (and H2O
-#                                        live), each under a time cap so that all ends within SECS
+#                                        live), bench_record_host on the host's cores and disk,
+#                                        each under a time cap so that all ends within SECS
 #                                        (default 560); logs in $OUT, a summary last
 #   scripts/gpu-bundle.sh smollm         there, one call per further part: keeps it; once all are
 #                                        there, the SmolLM2 comparisons (greedy tokens, and traces
@@ -134,7 +135,8 @@ bundle)
     echo "gpu-bundle.sh: this configuration has no CUDA backend (nvcc not found)" >&2
     exit 1
   fi
-  programs=(bench_cuda bench_controller_host inference_engine_cuda_test inference_engine_cuda_dtype_test kvscope)
+  programs=(bench_cuda bench_controller_host bench_record_host inference_engine_cuda_test
+            inference_engine_cuda_dtype_test kvscope)
   for src in tests/kernels/cuda_*_test.cpp; do programs+=("kernels_$(basename "$src" .cpp)"); done
   cmake --build build-gpu -j"$jobs" --target "${programs[@]}"
   rm -rf "$bundle" build-gpu/smollm.part-* build-gpu/stash build-gpu/cache
@@ -201,6 +203,9 @@ check)
   capped 100 hf.log python3 scripts/bench-hf-eager.py --shape 8b --contexts 1024,4096,8192 --steps 16
   capped 90 bench-bf16.log "$bundle/bin/bench_cuda" --shape 8b --contexts 1024,4096 --steps 16 --capture none \
     --gpu-dtype bf16 --policy h2o --policy streamingllm --policy omnikv
+  # The host's side of a recorded step: rows into a trace on this machine's disk, the analyses
+  # beside them (no GPU used; ~2 GB written at 32K).
+  capped 40 host-record.log "$bundle/bin/bench_record_host" --contexts 4096,32768 --steps 8
   {
     echo; echo "==== summary (full logs in \$OUT)"
     grep -hE '^== |PASSED|FAILED|same text|texts differ|^tokens|^engine|rows: largest|sums / prompt|window rows|Error|stopped at|skipped' \
@@ -210,6 +215,7 @@ check)
     grep -hE '^GPU|^## |^\||context [0-9]+:|nothing measured|stopped at|skipped|bench_cuda:' "$out/bench.log" || true
     grep -hE '^GPU|^model|^\||OOM|nothing measured|stopped at|skipped|Error' "$out/hf.log" || true
     grep -hE '^## |^\| [0-9]|nothing measured|stopped at|skipped|bench_cuda:' "$out/bench-bf16.log" || true
+    grep -hE '^host time|^\| [0-9]|stopped at|skipped|bench_record_host:' "$out/host-record.log" || true
   } | tee "$out/summary.txt"
   ;;
 profile)
