@@ -27,7 +27,9 @@ class TraceRecorder : public AttentionObserver {
   // `meta` must carry the model shape and prompt_len (the caller has tokenized the prompt), plus
   // whatever descriptive fields it knows (model, paths, prompt text, sampling, decode_dtype).
   // Creates the temporary trace file now, so an unwritable output fails before any compute:
-  // throws InputError("<out_path>: cannot create trace (...)").
+  // throws InputError("<out_path>: cannot create trace (...)"). A recording the host has too
+  // little memory for (its prefill evidence and decode rows) is refused first, with nothing made:
+  // InputError("prompt (N tokens): needs ... of host memory for ...").
   TraceRecorder(const std::string& out_path, const TraceMeta& meta, int max_steps,
                 std::size_t capture_budget_bytes = kDefaultCaptureBudget, int window = kDefaultPrefillWindow);
   ~TraceRecorder() override;  // without finish(): stops writing and removes the temporary file

@@ -14,6 +14,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/usage.h"
 #include "inference/errors.h"
+#include "inference/host_memory.h"
 #ifdef KVSCOPE_GUI
 #include "app/gui/gui.h"
 #endif
@@ -106,6 +107,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const kvs::InputError& e) {
     std::fprintf(stderr, "kvscope: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc& e) {  // what the checks before large allocations did not foresee
+    std::fprintf(stderr, "kvscope: %s\n", kvs::error_text(e).c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvscope: internal error: %s\n", e.what());

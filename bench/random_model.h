@@ -54,7 +54,7 @@ inline Model random_model(const ModelConfig& c, float scale, float down_scale, f
     matrix(w.w_down, d, h, down_scale);
   }
   m.weights.final_norm.assign(d, 1.0f);
-  packs.pack();
+  packs.pack("random model");
   return m;
 }
 

@@ -22,6 +22,7 @@
 #include "inference/engine_state.h"
 #include "inference/errors.h"
 #include "inference/group_rows.h"
+#include "inference/host_memory.h"
 #include "inference/key_ranking.h"
 #include "inference/kv_store.h"
 #include "kernels/attention.h"
@@ -239,10 +240,18 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   check_tokens(tokens, c.vocab_size, "prompt");
   if (cuda_) return cuda_->prefill(tokens, state_->observer, state_->controller);
   ThreadScope threads(options_.n_threads);
+  const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
+  const std::size_t panel_floats = ops::key_panel_floats(P, hd);  // one KV head's keys in panels
+  // Query rows per attention block handed to observers: by default four of the attention
+  // kernel's groups, two per thread on two (64 rows were groups of 18, 18, 18 and 10: one thread
+  // did 36 rows, the other 28), whatever the thread count, so observers see the same blocks.
+  // Each kernel call takes several blocks (ops::causal_blocks_per_call).
+  const int B = std::min(options_.prefill_block > 0 ? options_.prefill_block : 4 * ops::kCausalGroupRows, P);
+  const int per_call = ops::causal_blocks_per_call(B, P, omp_get_max_threads());
+  const int CB = std::min(per_call * B, P);                     // query rows per kernel call
   reset();
   State& s = *state_;
   const ModelWeights& w = model_.weights;
-  const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
   const int group = c.group();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const auto pairing = c.rope_style == RopeStyle::Interleaved ? ops::RopePairing::Interleaved
@@ -252,6 +261,14 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
     for (int i = 0; i < P; ++i) s.observer->on_token(i, tokens[i]);
   }
   s.rope.reserve(P);
+  // Refused here rather than by std::bad_alloc, or by the out-of-memory killer partway through:
+  // the activations below, a call's probabilities and the prompt's K and V in the cache, once
+  // the observers have taken what they keep of the prompt.
+  const uint64_t activations = static_cast<uint64_t>(P) * (3 * dim + 2 * qd + 5 * kvd + 2 * hid) +
+                               static_cast<uint64_t>(c.n_kv_heads) * panel_floats + static_cast<uint64_t>(CB) * (P + 1);
+  require_host_memory("prompt (" + std::to_string(P) + " tokens)",
+                      4 * (activations + static_cast<uint64_t>(c.n_layers) * 2 * kvd * P),
+                      "the prefill's activations and cache on this model");
 
   std::vector<float> X(static_cast<std::size_t>(P) * dim);    // [P, dim] residual stream
   std::vector<float> XB(static_cast<std::size_t>(P) * dim);   // [P, dim]
@@ -259,19 +276,11 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   std::vector<float> K(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
   std::vector<float> V(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
   std::vector<float> KH;                                      // [P, kv_dim] cache_rounding: rounded K
-  const std::size_t panel_floats = ops::key_panel_floats(P, hd);  // one KV head's keys in panels
   std::vector<float> KP(c.n_kv_heads * panel_floats);         // [n_kv_heads, panels, head_dim, kPanelKeys]
   std::vector<float> VH(static_cast<std::size_t>(P) * kvd);   // [n_kv_heads, P, head_dim] V by head
   std::vector<float> ATT(static_cast<std::size_t>(P) * qd);   // [P, q_dim]
   std::vector<float> G(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
   std::vector<float> U(static_cast<std::size_t>(P) * hid);    // [P, hidden_dim]
-  // Query rows per attention block handed to observers: by default four of the attention
-  // kernel's groups, two per thread on two (64 rows were groups of 18, 18, 18 and 10: one thread
-  // did 36 rows, the other 28), whatever the thread count, so observers see the same blocks.
-  // Each kernel call takes several blocks (ops::causal_blocks_per_call).
-  const int B = std::min(options_.prefill_block > 0 ? options_.prefill_block : 4 * ops::kCausalGroupRows, P);
-  const int per_call = ops::causal_blocks_per_call(B, P, omp_get_max_threads());
-  const int CB = std::min(per_call * B, P);                     // query rows per kernel call
   std::vector<float> probs(static_cast<std::size_t>(CB) * P);  // a call's blocks, [n_s, q0 + ...] each
   std::vector<float> lse(CB);                                   // [CB]
 

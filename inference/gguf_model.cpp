@@ -47,7 +47,7 @@ class TensorSource {
     for (const Pending& p : pending_) reads.push_back({p.tensor, p.dst->data()});
     g_.read_f32_into(reads);
     pending_.clear();
-    packs_.pack();
+    packs_.pack(g_.path());
   }
 
   // The tensor `name`, checked to have shape [ne0, ne1] (ne1 = 0 for a vector).

@@ -83,7 +83,7 @@ bool flag(const Json* v, const std::string& path, const std::string& name, bool 
 // The tensors of a checkpoint, wherever they are stored (one file or several shards).
 class TensorSet {
  public:
-  explicit TensorSet(const fs::path& folder) {
+  explicit TensorSet(const fs::path& folder) : folder_(folder.string()) {
     const fs::path single = folder / "model.safetensors";
     const fs::path index = folder / "model.safetensors.index.json";
     if (path_kind(index.string()) != PathKind::Missing) {
@@ -143,7 +143,7 @@ class TensorSet {
     for (int64_t i = 0; i < n; ++i) pending_[i].dst->resize(pending_[i].tensor->elements());
     for (const Pending& p : pending_) p.file->read_f32(*p.tensor, p.dst->data());
     pending_.clear();
-    packs_.pack();
+    packs_.pack(folder_);
   }
 
   // Dtype of most weights, "(mixed)" when several occur.
@@ -191,6 +191,7 @@ class TensorSet {
   };
   std::vector<Pending> pending_;
   PackQueue packs_;
+  std::string folder_;   // the model's folder
   std::string listing_;  // the file that lists the tensors: the index or the single file
   std::map<std::string, std::shared_ptr<SafetensorsFile>> files_;  // path -> file
   std::map<std::string, const SafetensorsFile*> owner_;            // tensor -> file holding it

@@ -126,7 +126,7 @@ Model load_llama2c_model(const std::string& path) {
   w.final_norm = r.take(D, "rms_final_weight");
   r.skip(rope_tables);  // freq_cis_real, freq_cis_imag [seq_len, head_dim/2] each
   if (!shared) r.take_matrix(packs, w.classifier, V, D, "wcls");
-  packs.pack();
+  packs.pack(m.path);
   return m;
 }
 

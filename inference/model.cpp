@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "inference/errors.h"
+#include "inference/host_memory.h"
 #include "kernels/matmul.h"
 #include "kernels/rope.h"
 
@@ -42,7 +43,7 @@ PackedMatrix PackedMatrix::pack(const float* w, int rows, int cols) {
   PackedMatrix m;
   PackQueue one;
   one.add(m, rows, cols, w);
-  one.pack();
+  one.pack("matrix");
   return m;
 }
 
@@ -76,7 +77,7 @@ void PackQueue::add(PackedMatrix& dst, int rows, int cols, const float* rows_maj
   entries_.push_back({&dst, rows, cols, {}, rows_major});
 }
 
-void PackQueue::pack() {
+void PackQueue::pack(const std::string& model) {
   if (entries_.empty()) return;
   // Floats an entry takes in the store: its panels, rounded so each matrix starts on a 64-byte line.
   const auto span_of = [](const Entry& e) { return (ops::packed_floats(e.rows, e.cols) + 15) / 16 * 16; };
@@ -85,8 +86,18 @@ void PackQueue::pack() {
     total += span_of(e);
     if (e.fill) largest = std::max(largest, static_cast<std::size_t>(e.rows) * e.cols);
   }
-  auto store = std::make_shared<WeightVector>(total);
-  WeightVector scratch(largest);  // [rows, cols] of the matrix being filled
+  // Refused here rather than by std::bad_alloc, or by the out-of-memory killer partway through.
+  const uint64_t bytes = (total + largest) * sizeof(float);
+  const std::string purpose = "its weights as fp32 (" + std::to_string(entries_.size()) + " matrices)";
+  require_host_memory(model, bytes, purpose);
+  std::shared_ptr<WeightVector> store;
+  WeightVector scratch;  // [rows, cols] of the matrix being filled
+  try {
+    store = std::make_shared<WeightVector>(total);
+    scratch.resize(largest);
+  } catch (const std::bad_alloc&) {
+    throw host_memory_error(model, bytes, purpose, host_memory_available());
+  }
   std::size_t offset = 0;
   for (Entry& e : entries_) {
     if (e.fill) e.fill(scratch.data());

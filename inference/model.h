@@ -91,7 +91,8 @@ class PackQueue {
   void add(PackedMatrix& dst, int rows, int cols, Fill fill);
   // W[rows, cols] row-major at `rows_major`, which must stay valid until pack().
   void add(PackedMatrix& dst, int rows, int cols, const float* rows_major);
-  void pack();
+  // Throws InputError naming `model` (its path) when the host has too little memory for them.
+  void pack(const std::string& model);
 
  private:
   struct Entry {

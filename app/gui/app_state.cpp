@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "inference/errors.h"
+#include "inference/host_memory.h"
 
 namespace kvs {
 
@@ -40,7 +41,7 @@ void AppState::open_trace(const std::string& path, bool for_compare) {
       std::shared_ptr<const TraceSnapshot> t = load_trace_snapshot(*r);
       io.post([this, r, t, for_compare] { install(r, t, for_compare); });
     } catch (const std::exception& e) {
-      const std::string message = e.what();
+      const std::string message = error_text(e);
       io.post([this, message] {
         status_after_reload_.clear();
         last_open_error = message;
@@ -164,7 +165,7 @@ void AppState::set_step(int s) {
         if (unreadable_step == d->step) unreadable_step = -1;
       });
     } catch (const std::exception& e) {
-      const std::string message = e.what();
+      const std::string message = error_text(e);
       io.post([this, t, wanted, message] {
         if (trace == t) unreadable_step = wanted, unreadable_message = message;
         error(message);

@@ -12,6 +12,7 @@
 #include "analysis/simulator.h"
 #include "app/cli/policy_setup.h"
 #include "inference/errors.h"
+#include "inference/host_memory.h"
 
 namespace kvs {
 
@@ -95,7 +96,7 @@ void submit_simulation(AppState& app, const std::vector<std::string>& specs, int
     } catch (const RunCancelled&) {
       app.engine.post([&app] { app.info("Simulation cancelled; nothing appended"); });
     } catch (const std::exception& e) {
-      const std::string message = e.what();
+      const std::string message = error_text(e);
       app.engine.post([&app, message] { app.error(message); });
     }
   };

@@ -3,6 +3,8 @@
 
 #include <exception>
 
+#include "inference/host_memory.h"
+
 namespace kvs {
 
 Worker::Worker() : thread_([this] { loop(); }) {}
@@ -85,7 +87,7 @@ void Worker::loop() {
       item.job(ctx);
     } catch (const std::exception& e) {
       // Jobs report expected errors themselves; anything else reaches the error handler.
-      post([this, what = std::string(e.what())] {
+      post([this, what = error_text(e)] {
         if (error_handler_) error_handler_(what);
       });
     }

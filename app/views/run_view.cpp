@@ -27,6 +27,7 @@
 #include "inference/chat_template.h"
 #include "inference/cuda_backend.h"
 #include "inference/errors.h"
+#include "inference/host_memory.h"
 #include "inference/loader.h"
 
 namespace kvs {
@@ -471,7 +472,7 @@ class RunView : public View {
           app.open_trace(r.out_path, false);
         });
       } catch (const std::exception& e) {
-        const std::string message = e.what();
+        const std::string message = error_text(e);
         app.engine.post([&app, message] { app.error(message); });
       }
     });
@@ -526,7 +527,7 @@ class RunView : public View {
           app.engine.post([&app] { app.info("Re-run cancelled; nothing appended to the trace"); });
           return;
         }
-        const std::string message = e.what();
+        const std::string message = error_text(e);
         app.engine.post([&app, message] { app.error(message); });
       }
     });

@@ -357,6 +357,23 @@ TEST(TraceRecorder, UnwritableOutputFailsBeforeAnyCompute) {
   EXPECT_TRUE(dir.entries().empty());
 }
 
+TEST(TraceRecorder, ARecordingTooLargeForTheHostIsRefusedBeforeAnyFileOrCompute) {
+  TempDir dir;
+  TraceMeta m = tiny_meta();
+  m.shape = ModelShape{32, 32, 8, 128};
+  m.prompt_len = 2'000'000;  // the last 64 rows of every head over every key: 524 GB
+  try {
+    TraceRecorder rec(dir.file("t.h5"), m, 4);
+    FAIL() << "a recording no host holds was accepted";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("prompt (2000000 tokens): needs ", 0), 0u) << what;
+    EXPECT_NE(what.find(" GiB of host memory for the recording's prefill evidence and decode rows"), std::string::npos)
+        << what;
+  }
+  EXPECT_TRUE(dir.entries().empty());
+}
+
 TEST(TraceRecorder, UnfinishedRecordingLeavesNoFile) {
   TempDir dir;
   std::mt19937 rng(6);

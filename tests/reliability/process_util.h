@@ -1,5 +1,5 @@
 // Helpers for the reliability tests: run the kvscope binary as a child (optionally under a
-// file-size limit), kill it, and inspect the folder it wrote into.
+// file-size or memory limit), kill it, and inspect the folder it wrote into.
 #pragma once
 #include <fcntl.h>
 #include <signal.h>
@@ -30,8 +30,9 @@ inline bool have_model() { return fs::exists(kModel) && fs::exists(kTokenizer); 
 // Starts `kvscope args...` with stdout to /dev/null and stderr to `stderr_fd` (-1 = /dev/null).
 // fsize_limit > 0 caps the size of files the child may write. SIGXFSZ keeps its default action
 // (terminate), as in a user's shell: kvscope must ignore it itself so that the write fails with
-// EFBIG, as on a full disk.
-inline pid_t spawn_kvscope(const std::vector<std::string>& args, int stderr_fd = -1, long fsize_limit = 0) {
+// EFBIG, as on a full disk. data_limit > 0 caps the memory it may allocate (RLIMIT_DATA).
+inline pid_t spawn_kvscope(const std::vector<std::string>& args, int stderr_fd = -1, long fsize_limit = 0,
+                           long data_limit = 0) {
   std::vector<std::string> all = {test::kvscope_binary()};
   all.insert(all.end(), args.begin(), args.end());
   const pid_t pid = ::fork();
@@ -43,6 +44,10 @@ inline pid_t spawn_kvscope(const std::vector<std::string>& args, int stderr_fd =
     ::signal(SIGXFSZ, SIG_DFL);
     struct rlimit rl = {(rlim_t)fsize_limit, (rlim_t)fsize_limit};
     ::setrlimit(RLIMIT_FSIZE, &rl);
+  }
+  if (data_limit > 0) {
+    struct rlimit rl = {(rlim_t)data_limit, (rlim_t)data_limit};
+    ::setrlimit(RLIMIT_DATA, &rl);
   }
   std::vector<char*> argv;
   for (auto& a : all) argv.push_back(a.data());
@@ -62,10 +67,11 @@ inline int wait_child(pid_t pid) {
 
 // Runs `kvscope args...` to completion; its stderr goes to *err when given (through a pipe, so
 // a file-size limit does not cut it).
-inline int run_kvscope(const std::vector<std::string>& args, std::string* err = nullptr, long fsize_limit = 0) {
+inline int run_kvscope(const std::vector<std::string>& args, std::string* err = nullptr, long fsize_limit = 0,
+                       long data_limit = 0) {
   int fds[2] = {-1, -1};
   if (err && ::pipe(fds) != 0) return -1;
-  const pid_t pid = spawn_kvscope(args, fds[1], fsize_limit);
+  const pid_t pid = spawn_kvscope(args, fds[1], fsize_limit, data_limit);
   if (err) {
     ::close(fds[1]);
     err->clear();

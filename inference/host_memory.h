@@ -1,0 +1,43 @@
+// Host memory a large allocation may still take, and the one-line error when it cannot: a model
+// whose fp32 weights, or a recording whose prefill evidence, would not fit is refused before the
+// allocation, which would otherwise end in std::bad_alloc ("internal error") or, with the
+// kernel's overcommit, in the out-of-memory killer's SIGKILL partway through. The GPU's own
+// counterpart is cuda::OutOfMemory.
+#pragma once
+#include <cstdint>
+#include <exception>
+#include <string>
+
+#include "inference/errors.h"
+
+namespace kvs {
+
+// Bytes this process may still allocate: the least of the machine's available memory
+// (/proc/meminfo MemAvailable + SwapFree), its memory cgroup's room (v2 memory.max, v1
+// memory.limit_in_bytes, less the usage) and its address-space and data limits (RLIMIT_AS less
+// VmSize, RLIMIT_DATA less VmData). UINT64_MAX when none of them can be read.
+uint64_t host_memory_available();
+
+// "1.5 GiB", "538.0 MiB", "12.0 KiB".
+std::string memory_size_text(uint64_t bytes);
+
+// "<what>: needs 8.6 GiB of host memory for <purpose>; 5.2 GiB available"
+InputError host_memory_error(const std::string& what, uint64_t bytes, const std::string& purpose,
+                             uint64_t available);
+
+// Throws host_memory_error when `bytes` is more than host_memory_available().
+void require_host_memory(const std::string& what, uint64_t bytes, const std::string& purpose);
+
+// The one line to show for an error caught at the top of a command or a UI job: e.what(), or for
+// an allocation that failed anyway (std::bad_alloc, whose what() says only that),
+// "out of host memory (an allocation failed; 1.2 GiB available)".
+std::string error_text(const std::exception& e);
+
+// The parts of host_memory_available(), from the files' text (tests feed their own).
+namespace host_memory_detail {
+uint64_t meminfo_room(const std::string& meminfo);                         // MemAvailable + SwapFree, bytes
+uint64_t cgroup_room(const std::string& limit, const std::string& usage);  // limit - usage; "max": UINT64_MAX
+uint64_t status_kib(const std::string& status, const std::string& field);  // "VmSize:  1234 kB" -> 1234 * 1024
+}  // namespace host_memory_detail
+
+}  // namespace kvs

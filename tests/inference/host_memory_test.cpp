@@ -1,0 +1,65 @@
+// host_memory: what is left to allocate (parsed from meminfo, the memory cgroup and the process's
+// status), the one-line error, and the text shown for a std::bad_alloc.
+#include "inference/host_memory.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <new>
+#include <stdexcept>
+
+namespace kvs {
+namespace {
+
+using namespace host_memory_detail;
+constexpr uint64_t kUnknown = std::numeric_limits<uint64_t>::max();
+
+TEST(HostMemory, MeminfoRoomIsAvailablePlusFreeSwap) {
+  const std::string meminfo =
+      "MemTotal:       24683656 kB\nMemFree:  100 kB\nMemAvailable:    1000 kB\nSwapTotal: 50 kB\nSwapFree:    24 kB\n";
+  EXPECT_EQ(meminfo_room(meminfo), 1024u * 1024u);
+  EXPECT_EQ(meminfo_room("MemAvailable: 2 kB\n"), 2048u) << "no swap line";
+  EXPECT_EQ(meminfo_room("MemTotal: 2 kB\n"), kUnknown) << "a kernel without MemAvailable";
+  EXPECT_EQ(meminfo_room(""), kUnknown);
+}
+
+TEST(HostMemory, CgroupRoomIsTheLimitLessTheUsage) {
+  EXPECT_EQ(cgroup_room("1000\n", "400\n"), 600u);
+  EXPECT_EQ(cgroup_room("400\n", "1000\n"), 0u) << "over the limit already";
+  EXPECT_EQ(cgroup_room("max\n", "400\n"), kUnknown) << "v2: no limit";
+  EXPECT_EQ(cgroup_room("9223372036854771712\n", "400\n"), kUnknown) << "v1: no limit";
+  EXPECT_EQ(cgroup_room("", ""), kUnknown) << "no such cgroup file";
+}
+
+TEST(HostMemory, StatusFieldsAreKibibytes) {
+  const std::string status = "Name:\tkvscope\nVmPeak:\t  900 kB\nVmSize:\t  800 kB\nVmData:\t  300 kB\n";
+  EXPECT_EQ(status_kib(status, "VmSize"), 800u * 1024u);
+  EXPECT_EQ(status_kib(status, "VmData"), 300u * 1024u);
+  EXPECT_EQ(status_kib(status, "VmSwap"), kUnknown);
+  EXPECT_EQ(status_kib("XVmData: 5 kB\n", "VmData"), kUnknown) << "a field's name starts its line";
+}
+
+TEST(HostMemory, ThisProcessHasSomeAndNotUnlimitedMemory) {
+  const uint64_t available = host_memory_available();
+  EXPECT_GT(available, 1u << 20);
+  EXPECT_LT(available, kUnknown) << "/proc/meminfo is readable on Linux";
+}
+
+TEST(HostMemory, TheErrorNamesTheThingTheNeedAndWhatIsLeft) {
+  EXPECT_EQ(host_memory_error("model.gguf", 3ull << 30, "its weights", 512ull << 20).what(),
+            std::string("model.gguf: needs 3.0 GiB of host memory for its weights; 512.0 MiB available"));
+  EXPECT_EQ(memory_size_text(12 * 1024), "12.0 KiB");
+  EXPECT_EQ(memory_size_text(1536ull << 20), "1.5 GiB");
+  EXPECT_THROW(require_host_memory("prompt", kUnknown - 1, "everything"), InputError);
+  EXPECT_NO_THROW(require_host_memory("prompt", 1, "a byte"));
+}
+
+TEST(HostMemory, ABadAllocReadsAsOutOfHostMemory) {
+  const std::string text = error_text(std::bad_alloc());
+  EXPECT_EQ(text.rfind("out of host memory (an allocation failed; ", 0), 0u) << text;
+  EXPECT_NE(text.find(" available)"), std::string::npos) << text;
+  EXPECT_EQ(error_text(std::runtime_error("trace.h5: not a trace")), "trace.h5: not a trace");
+}
+
+}  // namespace
+}  // namespace kvs
