@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "inference/errors.h"
+#include "inference/host_memory.h"
 
 namespace kvs {
 
@@ -83,12 +84,21 @@ std::vector<int> generate(Engine& engine, const GenerateRequest& request,
                                            " tokens given for " + std::to_string(request.steps) +
                                            " steps");
   }
+  const ModelConfig& c = engine.model().config;
+  const int seq_len = c.seq_len;
+  if (engine.options().device == Device::Cpu) {
+    // The CPU cache takes its pages as positions fill: a run whose cache will not fit is refused
+    // before its prefill, rather than by the out-of-memory killer partway through its steps.
+    const int64_t positions = std::min<int64_t>(seq_len, static_cast<int64_t>(request.prompt.size()) + request.steps);
+    require_host_memory("--steps (" + std::to_string(request.steps) + ")",
+                        static_cast<uint64_t>(positions) * c.n_layers * c.kv_dim() * 2 * sizeof(float),
+                        "the cache of the prompt and the steps on this model");
+  }
   Sampler sampler(request.sampling);
   std::vector<int> out;
   std::span<const float> logits =
       request.from ? engine.restore_prefill(*request.from) : engine.prefill(request.prompt);
   if (callbacks.after_prefill) callbacks.after_prefill();
-  const int seq_len = engine.model().config.seq_len;
   for (int step = 0; step < request.steps; ++step) {
     if (callbacks.cancelled && callbacks.cancelled()) break;
     const int token = forced ? request.forced[step] : sampler.sample(logits);
