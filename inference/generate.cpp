@@ -90,9 +90,10 @@ std::vector<int> generate(Engine& engine, const GenerateRequest& request,
     // The CPU cache takes its pages as positions fill: a run whose cache will not fit is refused
     // before its prefill, rather than by the out-of-memory killer partway through its steps.
     const int64_t positions = std::min<int64_t>(seq_len, static_cast<int64_t>(request.prompt.size()) + request.steps);
-    require_host_memory("--steps (" + std::to_string(request.steps) + ")",
+    require_host_memory("prompt (" + std::to_string(request.prompt.size()) + " tokens) + " +
+                            std::to_string(request.steps) + " steps",
                         static_cast<uint64_t>(positions) * c.n_layers * c.kv_dim() * 2 * sizeof(float),
-                        "the cache of the prompt and the steps on this model");
+                        "their cache on this model");
   }
   Sampler sampler(request.sampling);
   std::vector<int> out;
