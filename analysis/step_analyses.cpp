@@ -25,8 +25,10 @@ void StepAnalyses::write(TraceWriter& w) const {
   if (steps_ == 0) return;
   const uint64_t L = shape_.n_layers, H = shape_.n_heads;
   const HeadStats st = heads_.finish();
-  w.write_array("/heads/sink_mass", {"sink_mass", {L, H}, st.sink_mass}, {{"definition", "mean decode-row mass on keys [0, 4)"}});
-  w.write_array("/heads/locality", {"locality", {L, H}, st.locality}, {{"definition", "mean decode-row mass on the last 32 keys"}});
+  w.write_array("/heads/sink_mass", {"sink_mass", {L, H}, st.sink_mass},
+                {{"definition", "mean decode-row mass on keys [0, 4)"}});
+  w.write_array("/heads/locality", {"locality", {L, H}, st.locality},
+                {{"definition", "mean decode-row mass on the last 32 keys"}});
   w.write_array("/heads/entropy", {"entropy", {L, H}, st.entropy}, {{"definition", "mean decode-row entropy, nats"}});
   NamedArray sim{"similarity", {L, L}, std::vector<float>(sim_sum_.size())};
   for (size_t i = 0; i < sim_sum_.size(); ++i) sim.data[i] = static_cast<float>(sim_sum_[i] / steps_);

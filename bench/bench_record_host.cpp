@@ -165,7 +165,8 @@ int run(int argc, char** argv) {
   std::printf("host time of a recorded decode step beside a GPU, Llama-3-8B shape (32 layers x 32 heads), float32 "
               "rows, %d steps, OpenMP threads: %d, trace in %s\n\n",
               o.steps, omp_get_max_threads(), o.dir.c_str());
-  std::printf("| context | MB of rows / step | GPU step at the limit, ms | rows written: ms / step, MB/s, ÷ GPU step "
+  std::printf("| context | MB of rows / step | GPU step at the limit, ms "
+              "| rows written: ms / step, MB/s, ÷ GPU step "
               "| + analyses: ms / step, ÷ GPU step (keep below 1) | analyses alone, ms / step |\n"
               "|---|---|---|---|---|---|\n");
   for (int T : o.contexts) {
@@ -174,9 +175,9 @@ int run(int argc, char** argv) {
     const Result full = record(o, T, rows, true);
     const double gpu = bench::gpu_step_at_limit(T + o.steps / 2);
     const double mb = 4.0 * L * H * (T + o.steps / 2) / 1e6;
-    std::printf("| %d | %.1f | %.2f | %.2f, %.0f, %.2f | %.2f, %.2f | %.2f |\n", T, mb, 1e3 * gpu, 1e3 * plain.sustained_s,
-                mb / plain.sustained_s, plain.sustained_s / gpu, 1e3 * full.sustained_s, full.sustained_s / gpu,
-                1e3 * full.analyses_s);
+    std::printf("| %d | %.1f | %.2f | %.2f, %.0f, %.2f | %.2f, %.2f | %.2f |\n", T, mb, 1e3 * gpu,
+                1e3 * plain.sustained_s, mb / plain.sustained_s, plain.sustained_s / gpu, 1e3 * full.sustained_s,
+                full.sustained_s / gpu, 1e3 * full.analyses_s);
     std::fflush(stdout);
   }
   std::printf("\nThe GPU step is the hooks-off limit: (%.2f GB of weights + %.0f KB of K/V a position) / %.2f TB/s.\n"

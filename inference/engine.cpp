@@ -265,7 +265,8 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   // the activations below, a call's probabilities and the prompt's K and V in the cache, once
   // the observers have taken what they keep of the prompt.
   const uint64_t activations = static_cast<uint64_t>(P) * (3 * dim + 2 * qd + 5 * kvd + 2 * hid) +
-                               static_cast<uint64_t>(c.n_kv_heads) * panel_floats + static_cast<uint64_t>(CB) * (P + 1);
+                               static_cast<uint64_t>(c.n_kv_heads) * panel_floats +
+                               static_cast<uint64_t>(CB) * (P + 1);
   require_host_memory("prompt (" + std::to_string(P) + " tokens)",
                       4 * (activations + static_cast<uint64_t>(c.n_layers) * 2 * kvd * P),
                       "the prefill's activations and cache on this model");

@@ -111,9 +111,9 @@ void require_host_memory(const std::string& what, uint64_t bytes, const std::str
 std::string error_text(const std::exception& e) {
   if (!dynamic_cast<const std::bad_alloc*>(&e)) return e.what();
   const uint64_t available = host_memory_available();
-  return "out of host memory (an allocation failed; " +
-         (available == kUnknown ? std::string("the memory left is unknown") : memory_size_text(available) + " available") +
-         ")";
+  const std::string left =
+      available == kUnknown ? std::string("the memory left is unknown") : memory_size_text(available) + " available";
+  return "out of host memory (an allocation failed; " + left + ")";
 }
 
 }  // namespace kvs
