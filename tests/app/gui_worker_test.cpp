@@ -1,12 +1,14 @@
 // App plumbing without a window: the background worker (a newer request supersedes a queued one,
-// cancellation, results back on the UI thread), --script parsing (the mouse's points included),
-// colormaps and value scaling, the head grid's defaults and placement.
+// cancellation, results and errors back on the UI thread, a failed allocation as out of memory),
+// --script parsing (the mouse's points included), colormaps and value scaling, the head grid's
+// defaults and placement.
 #include <gtest/gtest.h>
 
 #ifdef KVSCOPE_GUI
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -69,6 +71,16 @@ TEST(Worker, ResultsAndErrorsReachTheUiThreadOnDrain) {
   w.drain();
   EXPECT_EQ(result, 42);
   EXPECT_EQ(error, "trace.h5: truncated");
+}
+
+TEST(Worker, AFailedAllocationReadsAsOutOfHostMemory) {
+  Worker w;
+  std::string error;
+  w.set_error_handler([&](const std::string& m) { error = m; });
+  w.submit("x", "load", [](JobContext&) { throw std::bad_alloc(); });
+  w.wait_idle();
+  w.drain();
+  EXPECT_EQ(error.rfind("out of host memory (an allocation failed; ", 0), 0u) << error;
 }
 
 TEST(Script, ParsesStepsSelectionAndViewCommands) {
