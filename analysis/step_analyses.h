@@ -20,7 +20,6 @@ class StepAnalyses {
   // /heads/{sink_mass,locality,entropy} and /layers/similarity, means over the steps added;
   // nothing when no step was.
   void write(TraceWriter& w) const;
-  int steps() const { return steps_; }
 
  private:
   ModelShape shape_;
