@@ -268,7 +268,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
                                static_cast<uint64_t>(c.n_kv_heads) * panel_floats +
                                static_cast<uint64_t>(CB) * (P + 1);
   require_host_memory("prompt (" + std::to_string(P) + " tokens)",
-                      4 * (activations + static_cast<uint64_t>(c.n_layers) * 2 * kvd * P),
+                      4 * activations + KvStore::bytes_for(c.n_layers, c.n_kv_heads, hd, P),
                       "the prefill's activations and cache on this model");
 
   std::vector<float> X(static_cast<std::size_t>(P) * dim);    // [P, dim] residual stream

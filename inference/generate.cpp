@@ -7,6 +7,7 @@
 
 #include "inference/errors.h"
 #include "inference/host_memory.h"
+#include "inference/kv_store.h"
 
 namespace kvs {
 
@@ -92,7 +93,7 @@ std::vector<int> generate(Engine& engine, const GenerateRequest& request,
     const int64_t positions = std::min<int64_t>(seq_len, static_cast<int64_t>(request.prompt.size()) + request.steps);
     require_host_memory("prompt (" + std::to_string(request.prompt.size()) + " tokens) + " +
                             std::to_string(request.steps) + " steps",
-                        static_cast<uint64_t>(positions) * c.n_layers * c.kv_dim() * 2 * sizeof(float),
+                        KvStore::bytes_for(c.n_layers, c.n_kv_heads, c.head_dim, positions),
                         "their cache on this model");
   }
   Sampler sampler(request.sampling);

@@ -54,13 +54,17 @@ class KvStore : public KvSlots {
 
   std::size_t bytes() const { return positions_.held_entries() * entry_bytes(); }  // K+V bytes of held entries
   std::size_t peak_bytes() const { return positions_.peak_entries() * entry_bytes(); }
+  // K+V bytes a store of this shape takes to hold `positions` entries in every (layer, KV head).
+  static uint64_t bytes_for(int n_layers, int n_kv_heads, int head_dim, uint64_t positions) {
+    return positions * n_layers * n_kv_heads * 2 * static_cast<uint64_t>(head_dim) * sizeof(float);
+  }
 
  private:
   // Slab `which` (0 = K, 1 = V) of a head: [max_len, head_dim].
   float* slab(int layer, int kv_head, int which) const {
     return arena_ + ((static_cast<std::size_t>(layer) * n_kv_heads() + kv_head) * 2 + which) * slab_floats_;
   }
-  std::size_t entry_bytes() const { return 2 * static_cast<std::size_t>(head_dim_) * sizeof(float); }
+  std::size_t entry_bytes() const { return bytes_for(1, 1, head_dim_, 1); }
   // Huge pages for the 2 MiB ranges of a large arena's slab that rows first..last-1 filled past
   // their middle (see the constructor).
   void collapse_filled(float* slab, std::size_t first, std::size_t last) const;
