@@ -52,6 +52,13 @@ void PrefillReducer::on_begin(const ModelConfig& config, std::span<const int> pr
   size_pooled(pool_block_request_);
 }
 
+uint64_t PrefillReducer::bytes_for(int prompt_len) const {
+  const uint64_t LH = static_cast<uint64_t>(ev_.shape.n_layers) * ev_.shape.n_heads, P = prompt_len;
+  const uint64_t W = std::min(window_request_, prompt_len);
+  const uint64_t nb = pool_block_request_ > 0 ? (P + pool_block_request_ - 1) / pool_block_request_ : 0;
+  return LH * (P + W * P + W + nb * nb) * sizeof(float);  // colsum, window_rows, window_lse, pooled
+}
+
 void PrefillReducer::on_prefill_summary(const PrefillSummary& s) {
   const int H = ev_.shape.n_heads, P = ev_.prompt_len, W = ev_.window;
   if (s.layer < 0 || s.layer >= ev_.shape.n_layers || s.head < 0 || s.head >= H)

@@ -5,6 +5,7 @@
 // live by PrefillReducer (an AttentionObserver) or read back from a trace.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "analysis/shape.h"
@@ -50,6 +51,9 @@ class PrefillReducer : public AttentionObserver {
   void on_prefill_summary(const PrefillSummary& summary) override;
   const PrefillEvidence& evidence() const { return ev_; }
   PrefillEvidence& evidence() { return ev_; }
+  // Bytes of the evidence on_begin sizes for a prompt of `prompt_len` tokens (before a summary
+  // brings a coarser pooled map).
+  uint64_t bytes_for(int prompt_len) const;
  private:
   void size_pooled(int pool_block);
 

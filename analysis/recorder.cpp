@@ -42,13 +42,10 @@ int overview_block(const TraceMeta& m, std::size_t budget) {
 // Host memory a recording holds at its peak: the prompt's evidence (column sums, the last W rows,
 // the pooled overview), the full map when it fits the budget, and the decode step buffers (one
 // being assembled, those queued for the writing and the background on_step, one running in each).
-uint64_t recording_host_bytes(const TraceMeta& m, int max_steps, bool full_map, const PrefillNeed& need) {
-  const uint64_t L = m.shape.n_layers, H = m.shape.n_heads, P = m.prompt_len;
-  const uint64_t W = std::min<uint64_t>(need.window, P);
-  const uint64_t nb = need.pool_block > 0 ? (P + need.pool_block - 1) / need.pool_block : 0;
-  const uint64_t evidence = L * H * (P + W * P + W + nb * nb) * 4;
-  const uint64_t step = L * H * (P + std::max(max_steps, 1)) * 4;
-  return evidence + (full_map ? prefill_map_bytes(m) : 0) + (2 * kQueuedSteps + 3) * step;
+uint64_t recording_host_bytes(const TraceMeta& m, int max_steps, bool full_map, const PrefillReducer& reducer) {
+  const uint64_t step = static_cast<uint64_t>(m.shape.n_layers) * m.shape.n_heads *
+                        TraceWriter::decode_row_width(m.prompt_len, max_steps) * sizeof(float);
+  return reducer.bytes_for(m.prompt_len) + (full_map ? prefill_map_bytes(m) : 0) + (2 * kQueuedSteps + 3) * step;
 }
 
 constexpr const char* kRecordingPurpose = "the recording's prefill evidence and decode rows on this model";
@@ -73,7 +70,7 @@ TraceRecorder::TraceRecorder(const std::string& out_path, const TraceMeta& meta,
                          " blocks";
   }
   // Refused before the file is made, rather than by the out-of-memory killer partway through.
-  require_host_memory(prompt_text(meta), recording_host_bytes(meta, max_steps, capture_map_, reducer_.prefill_need()),
+  require_host_memory(prompt_text(meta), recording_host_bytes(meta, max_steps, capture_map_, reducer_),
                       kRecordingPurpose);
   writer_ = std::make_unique<TraceWriter>(out_path, meta_, max_steps);
   row_width_ = writer_->decode_row_width();
@@ -108,7 +105,7 @@ void TraceRecorder::on_begin(const ModelConfig& config, std::span<const int> pro
       prefill_map_.assign((size_t)s.n_layers * s.n_heads * meta_.prompt_len * meta_.prompt_len, 0.0f);
   } catch (const std::bad_alloc&) {  // memory taken since the constructor's check
     throw host_memory_error(prompt_text(meta_),
-                            recording_host_bytes(meta_, max_steps_, capture_map_, reducer_.prefill_need()),
+                            recording_host_bytes(meta_, max_steps_, capture_map_, reducer_),
                             kRecordingPurpose, host_memory_available());
   }
 }

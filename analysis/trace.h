@@ -1,6 +1,7 @@
 // HDF5 trace files (docs/trace-format.md): writing a recording step by step under a temporary
 // name, reading it back lazily, and appending runs atomically.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -94,6 +95,8 @@ class TraceWriter {
   void write_decode_step(int step, int q_pos, std::span<const float> rows, std::span<const float> lse);
   // The widest row write_decode_step takes: prompt_len + max_steps (its chunks' width).
   int decode_row_width() const;
+  // The same for a trace of that prompt length and steps, before a writer exists.
+  static int decode_row_width(int prompt_len, int max_steps) { return prompt_len + std::max(max_steps, 1); }
   // Waits until everything written so far is in the temporary file.
   void settle();
   // Reductions always; `full_map` [L, H, P, P] or empty when over the size limit.

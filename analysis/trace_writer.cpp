@@ -183,7 +183,7 @@ TraceWriter::TraceWriter(const std::string& final_path, const TraceMeta& meta, i
   w.L = s.n_layers;
   w.H = s.n_heads;
   w.P = meta.prompt_len;
-  w.T_alloc = w.P + (hsize_t)std::max(max_steps, 1);
+  w.T_alloc = (hsize_t)decode_row_width(meta.prompt_len, max_steps);
 
   std::lock_guard<std::recursive_mutex> lock(h5::mutex());
   h5::init();
