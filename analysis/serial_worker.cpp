@@ -6,6 +6,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "inference/thread_team.h"
+
 namespace kvs {
 
 SerialWorker::SerialWorker(std::size_t max_queued, const char* name)
@@ -38,6 +40,7 @@ void SerialWorker::drain() {
 void SerialWorker::run() {
   setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);  // see the header; may fail: harmless
   pthread_setname_np(pthread_self(), name_);
+  start_thread_team();  // the jobs' parallel regions' team, while memory has room for it
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return closing_ || !jobs_.empty(); });

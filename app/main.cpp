@@ -15,6 +15,7 @@
 #include "app/cli/usage.h"
 #include "inference/errors.h"
 #include "inference/host_memory.h"
+#include "inference/thread_team.h"
 #ifdef KVSCOPE_GUI
 #include "app/gui/gui.h"
 #endif
@@ -69,6 +70,9 @@ int main(int argc, char** argv) {
   // process with no message and leaves the temporary trace behind. Ignored, the write fails with
   // EFBIG and the writer reports it as one line, as a full disk.
   std::signal(SIGXFSZ, SIG_IGN);
+  // This thread's OpenMP team, before any large allocation (inference/thread_team.h): under a
+  // tight memory limit libgomp would otherwise end the process at the first parallel region.
+  kvs::start_thread_team();
   std::vector<std::string> args(argv + 1, argv + argc);
   const std::string cmd = args.empty() ? "gui" : args[0];
   std::vector<std::string> rest = args.empty() ? args : std::vector<std::string>(args.begin() + 1, args.end());
@@ -108,10 +112,11 @@ int main(int argc, char** argv) {
   } catch (const kvs::InputError& e) {
     std::fprintf(stderr, "kvscope: %s\n", e.what());
     return 2;
-  } catch (const std::bad_alloc& e) {  // what the checks before large allocations did not foresee
-    std::fprintf(stderr, "kvscope: %s\n", kvs::error_text(e).c_str());
-    return 2;
   } catch (const std::exception& e) {
+    if (kvs::out_of_host_memory(e)) {  // what the checks before large allocations did not foresee
+      std::fprintf(stderr, "kvscope: %s\n", kvs::error_text(e).c_str());
+      return 2;
+    }
     std::fprintf(stderr, "kvscope: internal error: %s\n", e.what());
     return 1;
   }

@@ -25,6 +25,7 @@
 #include "inference/host_memory.h"
 #include "inference/key_ranking.h"
 #include "inference/kv_store.h"
+#include "inference/thread_team.h"
 #include "kernels/attention.h"
 #include "kernels/attention_gathered.h"
 #include "kernels/matmul.h"
@@ -50,10 +51,13 @@ void check_config(const Model& model) {
   if (c.head_dim % 2 != 0) throw input_error(what, "head_dim must be even for RoPE");
 }
 
-// Uses options.n_threads for the OpenMP regions started by this thread, restoring it afterwards.
+// Uses options.n_threads for the OpenMP regions started by this thread, restoring it afterwards;
+// fewer where the threads beyond the running team would not have room for their stacks.
 class ThreadScope {
  public:
-  explicit ThreadScope(int n) : saved_(omp_get_max_threads()) { if (n > 0) omp_set_num_threads(n); }
+  explicit ThreadScope(int n) : saved_(omp_get_max_threads()) {
+    if (n > 0) omp_set_num_threads(n > saved_ ? threads_that_fit(n) : n);
+  }
   ~ThreadScope() { omp_set_num_threads(saved_); }
  private:
   int saved_;

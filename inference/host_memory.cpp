@@ -10,6 +10,7 @@
 #include <limits>
 #include <new>
 #include <sstream>
+#include <system_error>
 
 namespace kvs {
 
@@ -108,12 +109,20 @@ void require_host_memory(const std::string& what, uint64_t bytes, const std::str
   if (bytes > available) throw host_memory_error(what, bytes, purpose, available);
 }
 
+bool out_of_host_memory(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e)) return true;
+  const auto* failed = dynamic_cast<const std::system_error*>(&e);
+  return failed && failed->code() == std::errc::resource_unavailable_try_again;
+}
+
 std::string error_text(const std::exception& e) {
-  if (!dynamic_cast<const std::bad_alloc*>(&e)) return e.what();
+  if (!out_of_host_memory(e)) return e.what();
   const uint64_t available = host_memory_available();
   const std::string left =
       available == kUnknown ? std::string("the memory left is unknown") : memory_size_text(available) + " available";
-  return "out of host memory (an allocation failed; " + left + ")";
+  const bool thread = !dynamic_cast<const std::bad_alloc*>(&e);
+  return std::string("out of host memory (") + (thread ? "a thread could not start" : "an allocation failed") + "; " +
+         left + ")";
 }
 
 }  // namespace kvs

@@ -28,9 +28,13 @@ InputError host_memory_error(const std::string& what, uint64_t bytes, const std:
 // Throws host_memory_error when `bytes` is more than host_memory_available().
 void require_host_memory(const std::string& what, uint64_t bytes, const std::string& purpose);
 
-// The one line to show for an error caught at the top of a command or a UI job: e.what(), or for
-// an allocation that failed anyway (std::bad_alloc, whose what() says only that),
-// "out of host memory (an allocation failed; 1.2 GiB available)".
+// Whether `e` says the host had no memory for what was asked: an allocation that failed
+// (std::bad_alloc) or a thread that could not start (std::system_error, EAGAIN).
+bool out_of_host_memory(const std::exception& e);
+
+// The one line to show for an error caught at the top of a command or a UI job: e.what(), or,
+// where out_of_host_memory(e) (whose what() says little), "out of host memory (an allocation
+// failed; 1.2 GiB available)" or "(a thread could not start; …)".
 std::string error_text(const std::exception& e);
 
 // The parts of host_memory_available(), from the files' text (tests feed their own).

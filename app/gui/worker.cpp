@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "inference/host_memory.h"
+#include "inference/thread_team.h"
 
 namespace kvs {
 
@@ -69,6 +70,7 @@ void Worker::drain() {
 }
 
 void Worker::loop() {
+  start_thread_team();  // the jobs' parallel regions' team, while memory has room for it
   for (;;) {
     Item item;
     {

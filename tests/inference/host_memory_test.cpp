@@ -1,5 +1,6 @@
 // host_memory: what is left to allocate (parsed from meminfo, the memory cgroup and the process's
-// status), the one-line error, and the text shown for a std::bad_alloc.
+// status), the one-line error, and the text shown for a std::bad_alloc or a thread that could not
+// start.
 #include "inference/host_memory.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <limits>
 #include <new>
 #include <stdexcept>
+#include <system_error>
 
 namespace kvs {
 namespace {
@@ -59,6 +61,20 @@ TEST(HostMemory, ABadAllocReadsAsOutOfHostMemory) {
   EXPECT_EQ(text.rfind("out of host memory (an allocation failed; ", 0), 0u) << text;
   EXPECT_NE(text.find(" available)"), std::string::npos) << text;
   EXPECT_EQ(error_text(std::runtime_error("trace.h5: not a trace")), "trace.h5: not a trace");
+}
+
+TEST(HostMemory, AThreadThatCouldNotStartReadsAsOutOfHostMemory) {
+  // What std::thread throws when pthread_create fails (EAGAIN: no memory for its stack, or the
+  // process's thread limit).
+  const std::system_error failed(std::make_error_code(std::errc::resource_unavailable_try_again));
+  EXPECT_TRUE(out_of_host_memory(failed));
+  const std::string text = error_text(failed);
+  EXPECT_EQ(text.rfind("out of host memory (a thread could not start; ", 0), 0u) << text;
+  const std::system_error other(std::make_error_code(std::errc::invalid_argument), "pthread_create");
+  EXPECT_FALSE(out_of_host_memory(other));
+  EXPECT_EQ(error_text(other), other.what());
+  EXPECT_TRUE(out_of_host_memory(std::bad_alloc()));
+  EXPECT_FALSE(out_of_host_memory(std::runtime_error("x")));
 }
 
 }  // namespace

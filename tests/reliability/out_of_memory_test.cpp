@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <thread>
+#include <vector>
 
 #include "inference/loader.h"
+#include "inference/thread_team.h"
 #include "tests/reliability/process_util.h"
 
 namespace kvs {
@@ -63,6 +66,49 @@ TEST(OutOfMemory, EveryLimitEndsInATraceOrOneLine) {
     }
   }
   EXPECT_GE(refused, 1) << "400 MiB holds neither the weights nor the cache";
+}
+
+TEST(OutOfMemory, LimitsAroundTheThreadsStacksEndInATraceOrOneLine) {
+  // Each thread takes a stack (8 MiB by default) of the memory the model and the cache take:
+  // where a limit left room for them but not for a team's stacks, libgomp ended the process
+  // (`libgomp: Thread creation failed`, exit 1). The teams now start first, with the threads that
+  // fit (inference/thread_team.h). Swept from the least limit a one-thread run records under to
+  // where every thread of the run's teams has its stack.
+  const std::string model = default_model_path();
+  if (model.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct is not in the model cache";
+  ScratchDir dir("oom-threads");
+  const std::string out = dir.path + "/t.h5";
+  const auto record = [&](long limit, bool one_thread, std::string* err) {
+    std::vector<std::string> args = {"record", "--model", model, "--prompt", "Hello there", "--steps", "2",
+                                     "--out", out, "--quiet"};
+    if (one_thread) args.insert(args.end(), {"--threads", "1"});
+    const int code = run_kvscope(args, err, 0, limit);
+    if (code == 0) fs::remove(out);
+    return code;
+  };
+  std::string err;
+  long lo = 400L << 20, hi = 2000L << 20;  // refused, recorded (EveryLimitEndsInATraceOrOneLine)
+  ASSERT_EQ(record(hi, true, &err), 0) << err;
+  while (hi - lo > (8L << 20)) {
+    const long mid = (lo + hi) / 2;
+    (record(mid, true, &err) == 0 ? hi : lo) = mid;
+  }
+  const long threads = std::max(2u, std::thread::hardware_concurrency());
+  // Four teams: the main thread's, the trace writer's and the analyses' (OpenMP), the decode's.
+  const long span = 4 * threads * static_cast<long>(thread_stack_bytes()) + (32L << 20);
+  const long step = std::max(2L << 20, span / 24);
+  for (long limit = hi - (16L << 20); limit <= hi + span; limit += step) {
+    const int code = record(limit, false, &err);
+    SCOPED_TRACE(std::to_string(limit >> 20) + " MiB: " + err);
+    EXPECT_EQ(err.find("libgomp"), std::string::npos);
+    if (code != 0) {
+      EXPECT_EQ(code, 2);
+      EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1);
+      EXPECT_EQ(err.rfind("kvscope: ", 0), 0u);
+      EXPECT_TRUE(fs::is_empty(dir.path)) << "nothing written";
+    }
+  }
+  EXPECT_EQ(record(hi + span, false, &err), 0) << "room for every stack: " << err;
 }
 
 }  // namespace

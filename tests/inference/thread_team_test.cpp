@@ -1,0 +1,108 @@
+// thread_team: OMP_STACKSIZE read as libgomp reads it, the threads whose stacks fit, and a team
+// started under a memory limit with as many threads as fit, where libgomp alone ends the process.
+// The limits are set in forked children (RLIMIT_DATA), so this process runs no parallel region
+// before forking: libgomp's threads do not survive a fork.
+#include "inference/thread_team.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fcntl.h>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "inference/host_memory.h"
+
+namespace kvs {
+namespace {
+
+using thread_team_detail::parse_stacksize;
+
+// Runs `body` in a child whose data limit leaves `room` bytes above what it holds now (its
+// stderr to /dev/null); returns its exit code, or 128 + the signal that ended it.
+int in_child_with_room(uint64_t room, const std::function<int()>& body) {
+  std::fflush(nullptr);  // (what stdio holds is not written twice)
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null_fd = ::open("/dev/null", O_WRONLY);
+    ::dup2(null_fd, 2);
+    std::ifstream f("/proc/self/status");
+    std::stringstream status;
+    status << f.rdbuf();
+    const uint64_t used = host_memory_detail::status_kib(status.str(), "VmData");
+    const rlimit limit = {static_cast<rlim_t>(used + room), static_cast<rlim_t>(used + room)};
+    if (::setrlimit(RLIMIT_DATA, &limit) != 0) ::_exit(100);
+    ::_exit(body());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Eight threads asked of libgomp alone: the team's size, if it does not end the process.
+int libgomp_team_of_eight() {
+  int started = 0;
+  omp_set_num_threads(8);
+#pragma omp parallel
+  {
+#pragma omp single
+    started = omp_get_num_threads();
+  }
+  return started;
+}
+
+// Eight threads asked through start_thread_team.
+int started_team_of_eight() {
+  omp_set_num_threads(8);
+  return start_thread_team();
+}
+
+TEST(ThreadTeam, ATeamStartsWithTheThreadsWhoseStacksFitWhereLibgompAloneEndsTheProcess) {
+  const uint64_t room = thread_stack_bytes() * 5 / 2;  // two stacks and a half
+  EXPECT_EQ(in_child_with_room(room, libgomp_team_of_eight), 1) << "the third stack does not fit: exit(1)";
+  EXPECT_EQ(in_child_with_room(room, started_team_of_eight), 3) << "the calling thread and two more";
+  EXPECT_EQ(in_child_with_room(thread_stack_bytes() * 10, started_team_of_eight), 8) << "room for all";
+}
+
+TEST(ThreadTeam, AsManyThreadsAsAskedFitWhereMemoryIsPlentiful) {
+  EXPECT_EQ(threads_that_fit(4), 4);
+  EXPECT_EQ(threads_that_fit(1), 1);
+  EXPECT_EQ(threads_that_fit(0), 1) << "the calling thread always runs";
+  EXPECT_EQ(in_child_with_room(thread_stack_bytes() / 2, [] { return threads_that_fit(8); }), 1)
+      << "no room for another stack";
+}
+
+TEST(ThreadTeam, StackSizeIsReadAsLibgompReadsIt) {
+  EXPECT_EQ(parse_stacksize("512"), 512u << 10) << "kilobytes without a unit";
+  EXPECT_EQ(parse_stacksize("2M"), 2u << 20);
+  EXPECT_EQ(parse_stacksize(" 16 k "), 16u << 10);
+  EXPECT_EQ(parse_stacksize("100B"), 100u);
+  EXPECT_EQ(parse_stacksize("1g"), 1ull << 30);
+  EXPECT_EQ(parse_stacksize(""), std::nullopt);
+  EXPECT_EQ(parse_stacksize("M"), std::nullopt);
+  EXPECT_EQ(parse_stacksize("2MB"), std::nullopt);
+  EXPECT_EQ(parse_stacksize("-1"), std::nullopt);
+  EXPECT_EQ(parse_stacksize("99999999999999999999"), std::nullopt);
+  EXPECT_EQ(parse_stacksize("17179869184G"), std::nullopt) << "past 64 bits once scaled";
+}
+
+TEST(ThreadTeam, OmpStacksizeSetsTheStackCounted) {
+  const uint64_t by_default = thread_stack_bytes();
+  EXPECT_GE(by_default, 16u << 10);
+  ::setenv("OMP_STACKSIZE", "2M", 1);
+  const uint64_t set = thread_stack_bytes();
+  ::setenv("OMP_STACKSIZE", "two megabytes", 1);
+  const uint64_t malformed = thread_stack_bytes();
+  ::unsetenv("OMP_STACKSIZE");
+  EXPECT_GE(set, 2u << 20);
+  EXPECT_LT(set, (2u << 20) + (1u << 20)) << "2 MiB and a guard page";
+  EXPECT_EQ(malformed, by_default) << "ignored, as libgomp ignores it";
+}
+
+}  // namespace
+}  // namespace kvs
