@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "analysis/h5_util.h"
+#include "inference/host_memory.h"
 
 // Present when built with a sanitizer: lets the child drop libFuzzer's crash reporting.
 extern "C" void __sanitizer_set_death_callback(void (*)(void)) __attribute__((weak));
@@ -25,6 +26,7 @@ namespace kvs::h5 {
 namespace {
 
 constexpr int kOutOfMemoryExit = 3;  // the child's exit code when its memory bound was reached
+constexpr int kExitCalledExit = 4;   // the child's exit code when the probe called exit()
 
 // One field of /proc/self/status in bytes ("VmSize", "VmPeak"), 0 when unreadable.
 uint64_t vm_bytes(const char* field) {
@@ -43,12 +45,33 @@ uint64_t vm_bytes(const char* field) {
   return kb * 1024;
 }
 
+uint64_t child_limit = 0, child_bound = 0;  // in the child: its address-space limit, and the growth allowed
+
+// Whether the child ran out of memory: the last call failed for it, or its peak came near its
+// limit. (vm_bytes reads 0 where not even a FILE could be allocated.)
+bool child_out_of_memory() {
+  return errno == ENOMEM || vm_bytes("VmPeak") + (child_bound >> 4) >= child_limit;
+}
+
+// A crash in the child right after an allocation failed (libhdf5 does not check every one) is
+// the memory's fault, not the file's: the out-of-memory code; any other crash ends it as before.
+void crash_in_child(int sig) {
+  if (errno == ENOMEM) ::_exit(kOutOfMemoryExit);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+// Runs first when the child calls exit() (libhdf5 does on some failures, a failed allocation among
+// them) and ends it at once, so that no other exit handler runs here: libhdf5's own would close,
+// and so flush, the files the parent holds open.
+void exit_in_child() { ::_exit(child_out_of_memory() ? kOutOfMemoryExit : kExitCalledExit); }
+
 [[noreturn]] void child_main(const std::function<void()>& probe, unsigned timeout_s, uint64_t memory_bytes) {
   // The forking thread held h5::mutex(); here its owner is a thread that does not exist, so the
   // (single-threaded) child starts from a fresh, unlocked one.
   new (&mutex()) std::recursive_mutex();
-  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGINT, SIGTERM, SIGALRM})
-    std::signal(sig, SIG_DFL);
+  for (int sig : {SIGINT, SIGTERM, SIGALRM}) std::signal(sig, SIG_DFL);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) std::signal(sig, crash_in_child);
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(nullptr);
   const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (devnull >= 0) ::dup2(devnull, STDERR_FILENO);
@@ -57,9 +80,11 @@ uint64_t vm_bytes(const char* field) {
   // the address space may grow by memory_bytes, and reaching that bound (a failed allocation, or
   // a peak at the bound) is this child's own exit code. Under a sanitizer the address space is
   // already reserved, so the bound holds only for its own failures.
-  const uint64_t limit = vm_bytes("VmSize") + memory_bytes;
-  const rlimit as{limit, limit};
+  child_bound = memory_bytes;
+  child_limit = vm_bytes("VmSize") + memory_bytes;
+  const rlimit as{child_limit, child_limit};
   ::setrlimit(RLIMIT_AS, &as);
+  std::atexit(exit_in_child);
   errno = 0;
   try {
     probe();
@@ -68,8 +93,7 @@ uint64_t vm_bytes(const char* field) {
   } catch (...) {
     // A clean error: the parent meets it again in-process and reports it with its context.
   }
-  if (errno == ENOMEM || vm_bytes("VmPeak") + (memory_bytes >> 4) >= limit) ::_exit(kOutOfMemoryExit);
-  ::_exit(0);  // no atexit handlers: HDF5 must not flush the parent's open files from here
+  ::_exit(child_out_of_memory() ? kOutOfMemoryExit : 0);  // no exit handlers (above)
 }
 
 std::string signal_name(int sig) {
@@ -175,26 +199,37 @@ herr_t visit_object(hid_t root, const char* name, const H5O_info_t* info, void* 
 
 }  // namespace
 
-std::string run_isolated(const std::function<void()>& probe, unsigned timeout_s, uint64_t memory_bytes) {
+ProbeFailure run_isolated(const std::function<void()>& probe, unsigned timeout_s, uint64_t memory_bytes) {
   const pid_t pid = ::fork();
-  if (pid < 0) return "";
+  if (pid < 0) return {};
   if (pid == 0) child_main(probe, timeout_s, memory_bytes);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return "";
+    if (errno != EINTR) return {};
   }
   if (WIFEXITED(status)) {
-    if (WEXITSTATUS(status) == 0) return "";
-    if (WEXITSTATUS(status) == kOutOfMemoryExit)
-      return "reading its HDF5 metadata needed more than " + std::to_string(memory_bytes >> 20) + " MB of memory";
-    return "the HDF5 library failed reading it (memory error, exit code " + std::to_string(WEXITSTATUS(status)) + ")";
+    switch (WEXITSTATUS(status)) {
+      case 0: return {};
+      case kOutOfMemoryExit: {
+        // Where the host had less than the child's bound, the host ran out first.
+        const uint64_t available = host_memory_available();
+        if (available < memory_bytes)
+          return {"reading its HDF5 metadata ran out of host memory (" + memory_size_text(available) + " available)",
+                  true};
+        return {"reading its HDF5 metadata needed more than " + std::to_string(memory_bytes >> 20) + " MB of memory"};
+      }
+      case kExitCalledExit: return {"the HDF5 library gave up reading it (it called exit)"};
+      default:
+        return {"the HDF5 library failed reading it (memory error, exit code " + std::to_string(WEXITSTATUS(status)) +
+                ")"};
+    }
   }
   if (WIFSIGNALED(status)) {
     if (WTERMSIG(status) == SIGALRM)
-      return "reading its HDF5 metadata did not finish within " + std::to_string(timeout_s) + " s";
-    return "the HDF5 library crashed reading it (" + signal_name(WTERMSIG(status)) + ")";
+      return {"reading its HDF5 metadata did not finish within " + std::to_string(timeout_s) + " s"};
+    return {"the HDF5 library crashed reading it (" + signal_name(WTERMSIG(status)) + ")"};
   }
-  return "";
+  return {};
 }
 
 void parse_all_metadata(hid_t file, uint64_t max_bytes) {

@@ -14,28 +14,36 @@ namespace kvs::h5 {
 
 namespace {
 
+struct StackWalk {
+  std::vector<std::string> descs;  // API call first, innermost last
+  bool out_of_memory = false;      // an entry says an allocation failed
+};
+
 herr_t collect_desc(unsigned, const H5E_error2_t* err, void* data) {
-  static_cast<std::vector<std::string>*>(data)->push_back(err && err->desc ? err->desc : "");
+  auto* walk = static_cast<StackWalk*>(data);
+  walk->descs.push_back(err && err->desc ? err->desc : "");
+  if (err && err->maj_num == H5E_RESOURCE && (err->min_num == H5E_NOSPACE || err->min_num == H5E_CANTALLOC))
+    walk->out_of_memory = true;
   return 0;
 }
 
 // The most useful reason on the current error stack, prefixed with `what`; or only the OS
 // message a file driver quotes ("error message = 'No space left on device'") when there is one.
-std::string stack_reason(const std::string& what) {
-  std::vector<std::string> descs;  // API call first, innermost last
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_desc, &descs);
+Error stack_error(const std::string& what) {
+  StackWalk walk;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_desc, &walk);
   H5Eclear2(H5E_DEFAULT);
   static const std::string key = "error message = '";
-  for (const std::string& d : descs) {
+  for (const std::string& d : walk.descs) {
     const size_t p = d.find(key);
     if (p == std::string::npos) continue;
     const size_t b = p + key.size();
     const size_t e = d.find('\'', b);
-    return d.substr(b, e == std::string::npos ? std::string::npos : e - b);
+    return Error(d.substr(b, e == std::string::npos ? std::string::npos : e - b));
   }
-  for (auto it = descs.rbegin(); it != descs.rend(); ++it)
-    if (!it->empty()) return what + ": " + *it;
-  return what + ": HDF5 call failed";
+  for (auto it = walk.descs.rbegin(); it != walk.descs.rend(); ++it)
+    if (!it->empty()) return Error(what + ": " + *it, walk.out_of_memory);
+  return Error(what + ": HDF5 call failed", walk.out_of_memory);
 }
 
 std::vector<std::string> split_path(const std::string& path) {
@@ -91,12 +99,12 @@ std::recursive_mutex& mutex() {
 }
 
 hid_t check(hid_t id, const std::string& what) {
-  if (id < 0) throw Error(stack_reason(what));
+  if (id < 0) throw stack_error(what);
   return id;
 }
 
 herr_t check(herr_t status, const std::string& what) {
-  if (status < 0) throw Error(stack_reason(what));
+  if (status < 0) throw stack_error(what);
   return status;
 }
 

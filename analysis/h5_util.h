@@ -16,7 +16,9 @@ namespace kvs::h5 {
 
 // An HDF5 or OS call failed. what() is a short reason, e.g. "No space left on device".
 struct Error : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& reason, bool no_memory = false)
+      : std::runtime_error(reason), out_of_memory(no_memory) {}
+  bool out_of_memory;  // libhdf5 could not allocate memory for the call (H5E_RESOURCE: NOSPACE or CANTALLOC)
 };
 
 // Silences HDF5's automatic error printing for the calling thread (the setting is per thread in

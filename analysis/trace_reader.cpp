@@ -20,6 +20,7 @@
 #include "analysis/trace.h"
 #include "analysis/trace_schema.h"
 #include "inference/errors.h"
+#include "inference/host_memory.h"
 
 namespace kvs {
 
@@ -48,6 +49,9 @@ struct TraceReader::Impl {
     try {
       return body();
     } catch (const h5::Error& e) {
+      if (e.out_of_memory)  // the host's fault, not the file's
+        throw input_error(path, std::string("out of host memory reading it (") + e.what() + "; " +
+                                    memory_size_text(host_memory_available()) + " available)");
       throw input_error(path, std::string("unreadable trace (") + e.what() + ")");
     }
   }
@@ -446,7 +450,7 @@ void TraceReader::read_run_attention_step(const std::string& name, int step, std
 // and reads the first and last element of every numeric dataset (its chunk index at both ends).
 // Bulk data is left to the parent: a probe must stay a small part of opening a large trace.
 void TraceReader::Impl::probe_in_child() const {
-  const std::string why = h5::run_isolated([this] {
+  const h5::ProbeFailure failed = h5::run_isolated([this] {
     const TraceReader r(path, false);
     (void)r.token_ids();
     (void)r.token_texts();
@@ -461,7 +465,8 @@ void TraceReader::Impl::probe_in_child() const {
     }
     h5::parse_all_metadata(r.impl_->file, r.impl_->guard.file_size);
   }, probe_timeout_s(), probe_memory_bytes(guard.file_size));
-  if (!why.empty()) throw input_error(path, "corrupt HDF5 file: " + why);
+  if (failed.host_out_of_memory) throw input_error(path, failed.why);
+  if (!failed.why.empty()) throw input_error(path, "corrupt HDF5 file: " + failed.why);
 }
 
 }  // namespace kvs

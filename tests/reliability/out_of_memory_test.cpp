@@ -1,6 +1,7 @@
-// A machine with too little memory for the model or the recording: kvscope says so in one line
-// (what, how much it needs, how much is left), exits with code 2 and writes nothing, instead of
-// "internal error: std::bad_alloc" or the out-of-memory killer. The child's memory is capped with
+// A machine with too little memory for the model, the recording, its threads or reading a trace:
+// kvscope says so in one line (what, how much it needs, how much is left), exits with code 2 and
+// writes nothing, instead of "internal error: std::bad_alloc", libgomp's exit, the out-of-memory
+// killer or blaming the trace file. The child's memory is capped with
 // RLIMIT_DATA, which host_memory_available() counts in.
 #include <gtest/gtest.h>
 
@@ -109,6 +110,41 @@ TEST(OutOfMemory, LimitsAroundTheThreadsStacksEndInATraceOrOneLine) {
     }
   }
   EXPECT_EQ(record(hi + span, false, &err), 0) << "room for every stack: " << err;
+}
+
+TEST(OutOfMemory, ATraceReadUnderTooLittleMemoryIsNeverCalledCorrupt) {
+  // Reading a trace with almost no memory left used to read "corrupt HDF5 file: the HDF5 library
+  // failed reading it (memory error, exit code 255)" or "unreadable trace (read: memory allocation
+  // failed for raw data chunk)": the file was blamed for the host. Swept up from the least limit
+  // kvscope starts under, past where simulate succeeds; the trace stays as it was when refused.
+  if (!have_model()) GTEST_SKIP() << "stories260K not found: " << kModel;
+  ScratchDir dir("oom-read");
+  const std::string pristine = dir.path + "/recorded.h5", path = dir.path + "/t.h5";
+  ASSERT_EQ(run_kvscope({"record", "--model", kModel, "--tokenizer", kTokenizer, "--prompt", "Once upon a time",
+                         "--steps", "12", "--out", pristine, "--quiet"}),
+            0);
+  const std::string old_bytes = read_bytes(pristine);
+  long least = 1L << 20;  // the least limit (to 1 MiB) kvscope starts under
+  while (least < (64L << 20) && run_kvscope({"--version"}, nullptr, 0, least) != 0) least += 1L << 20;
+  int read = 0;
+  for (long limit = least; limit <= least + (24L << 20); limit += 1L << 20) {
+    fs::copy_file(pristine, path, fs::copy_options::overwrite_existing);
+    std::string err;
+    const int code = run_kvscope({"simulate", path, "--budget", "8", "--policy", "h2o", "--policy", "streamingllm"},
+                                 &err, 0, limit);
+    SCOPED_TRACE(std::to_string(limit >> 20) + " MiB: " + err);
+    if (code == 0) {
+      ++read;
+      continue;
+    }
+    EXPECT_EQ(code, 2);
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1);
+    EXPECT_EQ(err.rfind("kvscope: " + path + ": ", 0), 0u);
+    EXPECT_EQ(err.find("corrupt"), std::string::npos);
+    EXPECT_EQ(err.find("unreadable"), std::string::npos);
+    EXPECT_TRUE(read_bytes(path) == old_bytes) << "the trace changed";
+  }
+  EXPECT_GE(read, 1) << "no limit in the sweep read the trace";
 }
 
 }  // namespace
