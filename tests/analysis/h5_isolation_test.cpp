@@ -103,10 +103,9 @@ int probe_beyond_the_hosts_memory() {
     std::vector<char> big(std::size_t{64} << 20);
     big[0] = 1;
   }, 10, kBound);
-  return failed.host_out_of_memory && failed.why.rfind("reading its HDF5 metadata ran out of host memory (", 0) == 0 &&
-                 failed.why.find(" available)") != std::string::npos
-             ? 0
-             : 1;
+  const bool said = failed.why.rfind("reading its HDF5 metadata ran out of host memory (", 0) == 0 &&
+                    failed.why.find(" available)") != std::string::npos;
+  return failed.host_out_of_memory && said ? 0 : 1;
 }
 
 TEST(H5Isolation, AChildOutOfTheHostsMemoryBlamesTheHostNotTheFile) {
