@@ -73,15 +73,53 @@ uint64_t status_kib(const std::string& status, const std::string& field) {
   return v < 0 ? kUnknown : static_cast<uint64_t>(v) * 1024;
 }
 
+std::vector<std::string> cgroup_dirs(const std::string& proc_cgroup, const std::string& controller,
+                                     const std::string& mount) {
+  std::string path;
+  std::istringstream lines(proc_cgroup);
+  for (std::string line; std::getline(lines, line);) {
+    // "hierarchy:controllers:path"; cgroup v2's one line has no controllers ("0::/user.slice").
+    const std::size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    std::istringstream names(line.substr(a + 1, b - a - 1));
+    bool match = controller.empty() && a + 1 == b;
+    for (std::string name; !match && std::getline(names, name, ',');) match = name == controller;
+    if (match) path = line.substr(b + 1);
+  }
+  std::vector<std::string> dirs;
+  while (!path.empty() && path != "/") {
+    dirs.push_back(mount + path);
+    path.erase(path.rfind('/'));
+  }
+  dirs.push_back(mount);
+  return dirs;
+}
+
 }  // namespace host_memory_detail
+
+namespace {
+
+// The least room under the memory limits of this process's cgroup and of each one above it
+// (each limits all below it): the files of cgroup v2 (`controller` "") or v1's memory hierarchy.
+uint64_t cgroup_tree_room(const std::string& proc_cgroup, const std::string& controller, const std::string& mount,
+                          const char* limit_file, const char* usage_file) {
+  uint64_t room = kUnknown;
+  for (const std::string& dir : host_memory_detail::cgroup_dirs(proc_cgroup, controller, mount)) {
+    room = std::min(room, host_memory_detail::cgroup_room(read_text((dir + "/" + limit_file).c_str()),
+                                                          read_text((dir + "/" + usage_file).c_str())));
+  }
+  return room;
+}
+
+}  // namespace
 
 uint64_t host_memory_available() {
   using namespace host_memory_detail;
-  const std::string status = read_text("/proc/self/status");
+  const std::string status = read_text("/proc/self/status"), cgroup = read_text("/proc/self/cgroup");
   return std::min({meminfo_room(read_text("/proc/meminfo")),
-                   cgroup_room(read_text("/sys/fs/cgroup/memory.max"), read_text("/sys/fs/cgroup/memory.current")),
-                   cgroup_room(read_text("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
-                               read_text("/sys/fs/cgroup/memory/memory.usage_in_bytes")),
+                   cgroup_tree_room(cgroup, "", "/sys/fs/cgroup", "memory.max", "memory.current"),
+                   cgroup_tree_room(cgroup, "memory", "/sys/fs/cgroup/memory", "memory.limit_in_bytes",
+                                    "memory.usage_in_bytes"),
                    rlimit_room(RLIMIT_AS, status, "VmSize"), rlimit_room(RLIMIT_DATA, status, "VmData")});
 }
 

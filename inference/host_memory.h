@@ -7,15 +7,17 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "inference/errors.h"
 
 namespace kvs {
 
 // Bytes this process may still allocate: the least of the machine's available memory
-// (/proc/meminfo MemAvailable + SwapFree), its memory cgroup's room (v2 memory.max, v1
-// memory.limit_in_bytes, less the usage) and its address-space and data limits (RLIMIT_AS less
-// VmSize, RLIMIT_DATA less VmData). UINT64_MAX when none of them can be read.
+// (/proc/meminfo MemAvailable + SwapFree), the room of its memory cgroup and of each cgroup above
+// it (v2 memory.max, v1 memory.limit_in_bytes, less the usage: a systemd scope's, a Slurm job's,
+// a container's) and its address-space and data limits (RLIMIT_AS less VmSize, RLIMIT_DATA less
+// VmData). UINT64_MAX when none of them can be read.
 uint64_t host_memory_available();
 
 // "1.5 GiB", "538.0 MiB", "12.0 KiB".
@@ -42,6 +44,12 @@ namespace host_memory_detail {
 uint64_t meminfo_room(const std::string& meminfo);                         // MemAvailable + SwapFree, bytes
 uint64_t cgroup_room(const std::string& limit, const std::string& usage);  // limit - usage; "max": UINT64_MAX
 uint64_t status_kib(const std::string& status, const std::string& field);  // "VmSize:  1234 kB" -> 1234 * 1024
+// The folders under `mount` of the cgroup that /proc/self/cgroup's text puts this process in for
+// `controller` ("" for cgroup v2's single hierarchy, "memory" for v1's), then of each one above
+// it, `mount` itself last (where that path is not mounted, as in a container that sees only its
+// own cgroup, the folders that do not exist read as no limit, and `mount` is the container's).
+std::vector<std::string> cgroup_dirs(const std::string& proc_cgroup, const std::string& controller,
+                                     const std::string& mount);
 }  // namespace host_memory_detail
 
 }  // namespace kvs

@@ -9,6 +9,7 @@
 #include <new>
 #include <stdexcept>
 #include <system_error>
+#include <vector>
 
 namespace kvs {
 namespace {
@@ -31,6 +32,23 @@ TEST(HostMemory, CgroupRoomIsTheLimitLessTheUsage) {
   EXPECT_EQ(cgroup_room("max\n", "400\n"), kUnknown) << "v2: no limit";
   EXPECT_EQ(cgroup_room("9223372036854771712\n", "400\n"), kUnknown) << "v1: no limit";
   EXPECT_EQ(cgroup_room("", ""), kUnknown) << "no such cgroup file";
+}
+
+TEST(HostMemory, TheCgroupsThatLimitAProcessAreItsOwnAndEachAboveIt) {
+  using Dirs = std::vector<std::string>;
+  // cgroup v2: a systemd scope, and a container that sees its own cgroup as the root.
+  EXPECT_EQ(cgroup_dirs("0::/user.slice/run-r1.scope\n", "", "/sys/fs/cgroup"),
+            (Dirs{"/sys/fs/cgroup/user.slice/run-r1.scope", "/sys/fs/cgroup/user.slice", "/sys/fs/cgroup"}));
+  EXPECT_EQ(cgroup_dirs("0::/\n", "", "/sys/fs/cgroup"), Dirs{"/sys/fs/cgroup"});
+  // cgroup v1: a Slurm job, its memory controller among others; the v2 line of a hybrid system
+  // is not the memory hierarchy.
+  const std::string v1 = "12:cpu,cpuacct:/slurm\n4:freezer,memory:/slurm/uid_0/job_7\n0::/init.scope\n";
+  EXPECT_EQ(cgroup_dirs(v1, "memory", "/sys/fs/cgroup/memory"),
+            (Dirs{"/sys/fs/cgroup/memory/slurm/uid_0/job_7", "/sys/fs/cgroup/memory/slurm/uid_0",
+                  "/sys/fs/cgroup/memory/slurm", "/sys/fs/cgroup/memory"}));
+  EXPECT_EQ(cgroup_dirs(v1, "", "/sys/fs/cgroup"), (Dirs{"/sys/fs/cgroup/init.scope", "/sys/fs/cgroup"}));
+  EXPECT_EQ(cgroup_dirs("", "memory", "/m"), Dirs{"/m"}) << "unreadable: the mount alone";
+  EXPECT_EQ(cgroup_dirs("4:memory:/a\n", "", "/m"), Dirs{"/m"}) << "no v2 line";
 }
 
 TEST(HostMemory, StatusFieldsAreKibibytes) {

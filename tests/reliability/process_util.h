@@ -30,9 +30,10 @@ inline bool have_model() { return fs::exists(kModel) && fs::exists(kTokenizer); 
 // Starts `kvscope args...` with stdout to /dev/null and stderr to `stderr_fd` (-1 = /dev/null).
 // fsize_limit > 0 caps the size of files the child may write. SIGXFSZ keeps its default action
 // (terminate), as in a user's shell: kvscope must ignore it itself so that the write fails with
-// EFBIG, as on a full disk. data_limit > 0 caps the memory it may allocate (RLIMIT_DATA).
+// EFBIG, as on a full disk. data_limit > 0 caps the memory it may allocate (RLIMIT_DATA). A
+// non-empty `cgroup` is the folder of a cgroup the child joins first (through its cgroup.procs).
 inline pid_t spawn_kvscope(const std::vector<std::string>& args, int stderr_fd = -1, long fsize_limit = 0,
-                           long data_limit = 0) {
+                           long data_limit = 0, const std::string& cgroup = "") {
   std::vector<std::string> all = {test::kvscope_binary()};
   all.insert(all.end(), args.begin(), args.end());
   const pid_t pid = ::fork();
@@ -49,6 +50,7 @@ inline pid_t spawn_kvscope(const std::vector<std::string>& args, int stderr_fd =
     struct rlimit rl = {(rlim_t)data_limit, (rlim_t)data_limit};
     ::setrlimit(RLIMIT_DATA, &rl);
   }
+  if (!cgroup.empty() && !(std::ofstream(cgroup + "/cgroup.procs") << ::getpid())) ::_exit(126);
   std::vector<char*> argv;
   for (auto& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -68,10 +70,10 @@ inline int wait_child(pid_t pid) {
 // Runs `kvscope args...` to completion; its stderr goes to *err when given (through a pipe, so
 // a file-size limit does not cut it).
 inline int run_kvscope(const std::vector<std::string>& args, std::string* err = nullptr, long fsize_limit = 0,
-                       long data_limit = 0) {
+                       long data_limit = 0, const std::string& cgroup = "") {
   int fds[2] = {-1, -1};
   if (err && ::pipe(fds) != 0) return -1;
-  const pid_t pid = spawn_kvscope(args, fds[1], fsize_limit, data_limit);
+  const pid_t pid = spawn_kvscope(args, fds[1], fsize_limit, data_limit, cgroup);
   if (err) {
     ::close(fds[1]);
     err->clear();
