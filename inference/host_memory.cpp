@@ -95,31 +95,24 @@ std::vector<std::string> cgroup_dirs(const std::string& proc_cgroup, const std::
   return dirs;
 }
 
-}  // namespace host_memory_detail
-
-namespace {
-
-// The least room under the memory limits of this process's cgroup and of each one above it
-// (each limits all below it): the files of cgroup v2 (`controller` "") or v1's memory hierarchy.
-uint64_t cgroup_tree_room(const std::string& proc_cgroup, const std::string& controller, const std::string& mount,
-                          const char* limit_file, const char* usage_file) {
+uint64_t cgroup_tree_room(const std::string& controller, const std::string& mount, const char* limit_file,
+                          const char* usage_file) {
+  const std::string proc_cgroup = read_text("/proc/self/cgroup");
   uint64_t room = kUnknown;
-  for (const std::string& dir : host_memory_detail::cgroup_dirs(proc_cgroup, controller, mount)) {
-    room = std::min(room, host_memory_detail::cgroup_room(read_text((dir + "/" + limit_file).c_str()),
-                                                          read_text((dir + "/" + usage_file).c_str())));
-  }
+  for (const std::string& dir : cgroup_dirs(proc_cgroup, controller, mount))
+    room = std::min(room, cgroup_room(read_text((dir + "/" + limit_file).c_str()),
+                                      read_text((dir + "/" + usage_file).c_str())));
   return room;
 }
 
-}  // namespace
+}  // namespace host_memory_detail
 
 uint64_t host_memory_available() {
   using namespace host_memory_detail;
-  const std::string status = read_text("/proc/self/status"), cgroup = read_text("/proc/self/cgroup");
+  const std::string status = read_text("/proc/self/status");
   return std::min({meminfo_room(read_text("/proc/meminfo")),
-                   cgroup_tree_room(cgroup, "", "/sys/fs/cgroup", "memory.max", "memory.current"),
-                   cgroup_tree_room(cgroup, "memory", "/sys/fs/cgroup/memory", "memory.limit_in_bytes",
-                                    "memory.usage_in_bytes"),
+                   cgroup_tree_room("", "/sys/fs/cgroup", "memory.max", "memory.current"),
+                   cgroup_tree_room("memory", "/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes"),
                    rlimit_room(RLIMIT_AS, status, "VmSize"), rlimit_room(RLIMIT_DATA, status, "VmData")});
 }
 

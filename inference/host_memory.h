@@ -50,6 +50,11 @@ uint64_t status_kib(const std::string& status, const std::string& field);  // "V
 // own cgroup, the folders that do not exist read as no limit, and `mount` is the container's).
 std::vector<std::string> cgroup_dirs(const std::string& proc_cgroup, const std::string& controller,
                                      const std::string& mount);
+// The least room (limit file less usage file, cgroup_room) over this process's cgroup and each
+// one above it (each limits all below it), for `controller` under `mount` (cgroup_dirs): memory
+// here, the number of tasks in thread_team.h.
+uint64_t cgroup_tree_room(const std::string& controller, const std::string& mount, const char* limit_file,
+                          const char* usage_file);
 }  // namespace host_memory_detail
 
 }  // namespace kvs

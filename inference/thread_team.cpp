@@ -63,12 +63,21 @@ uint64_t thread_stack_bytes() {
   return static_cast<uint64_t>(stack) + guard;
 }
 
+uint64_t task_room() {
+  using host_memory_detail::cgroup_tree_room;
+  return std::min(cgroup_tree_room("", "/sys/fs/cgroup", "pids.max", "pids.current"),
+                  cgroup_tree_room("pids", "/sys/fs/cgroup/pids", "pids.max", "pids.current"));
+}
+
 int threads_that_fit(int wanted) {
   wanted = std::max(wanted, 1);
+  if (wanted == 1) return 1;
   const uint64_t available = host_memory_available();
-  if (wanted == 1 || available == std::numeric_limits<uint64_t>::max()) return wanted;
-  const uint64_t others = available / std::max<uint64_t>(thread_stack_bytes(), 1);  // stacks with room
-  return static_cast<int>(std::min<uint64_t>(others, static_cast<uint64_t>(wanted) - 1) + 1);
+  const uint64_t stacks = available == std::numeric_limits<uint64_t>::max()
+                              ? available
+                              : available / std::max<uint64_t>(thread_stack_bytes(), 1);  // stacks with room
+  const uint64_t others = std::min({stacks, task_room(), static_cast<uint64_t>(wanted) - 1});
+  return static_cast<int>(others + 1);
 }
 
 int start_thread_team() {

@@ -1,7 +1,8 @@
 // thread_team: OMP_STACKSIZE read as libgomp reads it, the threads whose stacks fit, and a team
-// started under a memory limit with as many threads as fit, where libgomp alone ends the process.
-// The limits are set in forked children (RLIMIT_DATA), so this process runs no parallel region
-// before forking: libgomp's threads do not survive a fork.
+// started under a memory limit or a pids cgroup's with as many threads as fit, where libgomp
+// alone ends the process. The limits are set in forked children (RLIMIT_DATA, a cgroup they
+// join), so this process runs no parallel region before forking: libgomp's threads do not
+// survive a fork.
 #include "inference/thread_team.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <fcntl.h>
 #include <fstream>
@@ -67,6 +71,55 @@ TEST(ThreadTeam, ATeamStartsWithTheThreadsWhoseStacksFitWhereLibgompAloneEndsThe
   EXPECT_EQ(in_child_with_room(room, libgomp_team_of_eight), 1) << "the third stack does not fit: exit(1)";
   EXPECT_EQ(in_child_with_room(room, started_team_of_eight), 3) << "the calling thread and two more";
   EXPECT_EQ(in_child_with_room(thread_stack_bytes() * 10, started_team_of_eight), 8) << "room for all";
+}
+
+// A pids cgroup (v1) below this process's own allowing `tasks` tasks, removed by the destructor;
+// `path` stays empty where one cannot be made (no v1 pids hierarchy, or not allowed).
+struct PidsCgroup {
+  std::string path;
+  explicit PidsCgroup(int tasks) {
+    std::ifstream f("/proc/self/cgroup");
+    std::string own;
+    for (std::string line; std::getline(f, line);) {
+      const std::size_t a = line.find(':'), b = line.find(':', a + 1);
+      if (b != std::string::npos && ("," + line.substr(a + 1, b - a - 1) + ",").find(",pids,") != std::string::npos)
+        own = line.substr(b + 1);
+    }
+    const std::string dir = "/sys/fs/cgroup/pids" + (own == "/" ? "" : own) + "/kvscope-threads-" +
+                            std::to_string(::getpid());
+    if (own.empty() || ::mkdir(dir.c_str(), 0755) != 0) return;
+    if (std::ofstream(dir + "/pids.max") << tasks) path = dir;
+    else ::rmdir(dir.c_str());
+  }
+  ~PidsCgroup() {
+    if (!path.empty()) ::rmdir(path.c_str());
+  }
+};
+
+// Runs `body` in a child that joins the cgroup at `dir` first (its stderr to /dev/null); returns
+// its exit code, or 128 + the signal that ended it.
+int in_child_in_cgroup(const std::string& dir, const std::function<int()>& body) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null_fd = ::open("/dev/null", O_WRONLY);
+    ::dup2(null_fd, 2);
+    if (!(std::ofstream(dir + "/cgroup.procs") << ::getpid())) ::_exit(100);
+    ::_exit(body());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(ThreadTeam, ATeamStartsWithTheThreadsAPidsLimitAllows) {
+  // A container's task limit below the machine's cores: the third thread cannot start.
+  const PidsCgroup cgroup(3);
+  if (cgroup.path.empty()) GTEST_SKIP() << "no pids cgroup can be made here (cgroup v1, as root)";
+  EXPECT_EQ(in_child_in_cgroup(cgroup.path, libgomp_team_of_eight), 1) << "libgomp alone: exit(1)";
+  EXPECT_EQ(in_child_in_cgroup(cgroup.path, [] { return static_cast<int>(std::min<uint64_t>(task_room(), 99)); }), 2)
+      << "the child is one task of three";
+  EXPECT_EQ(in_child_in_cgroup(cgroup.path, started_team_of_eight), 3);
 }
 
 TEST(ThreadTeam, AsManyThreadsAsAskedFitWhereMemoryIsPlentiful) {
