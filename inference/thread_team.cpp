@@ -72,10 +72,7 @@ uint64_t task_room() {
 int threads_that_fit(int wanted) {
   wanted = std::max(wanted, 1);
   if (wanted == 1) return 1;
-  const uint64_t available = host_memory_available();
-  const uint64_t stacks = available == std::numeric_limits<uint64_t>::max()
-                              ? available
-                              : available / std::max<uint64_t>(thread_stack_bytes(), 1);  // stacks with room
+  const uint64_t stacks = host_memory_available() / std::max<uint64_t>(thread_stack_bytes(), 1);  // with room
   const uint64_t others = std::min({stacks, task_room(), static_cast<uint64_t>(wanted) - 1});
   return static_cast<int>(others + 1);
 }
