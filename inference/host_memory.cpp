@@ -112,7 +112,8 @@ uint64_t host_memory_available() {
   const std::string status = read_text("/proc/self/status");
   return std::min({meminfo_room(read_text("/proc/meminfo")),
                    cgroup_tree_room("", "/sys/fs/cgroup", "memory.max", "memory.current"),
-                   cgroup_tree_room("memory", "/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes"),
+                   cgroup_tree_room("memory", "/sys/fs/cgroup/memory", "memory.limit_in_bytes",
+                                    "memory.usage_in_bytes"),
                    rlimit_room(RLIMIT_AS, status, "VmSize"), rlimit_room(RLIMIT_DATA, status, "VmData")});
 }
 

@@ -11,8 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <fcntl.h>
@@ -21,6 +19,7 @@
 #include <sstream>
 
 #include "inference/host_memory.h"
+#include "tests/scratch_cgroup.h"
 
 namespace kvs {
 namespace {
@@ -73,29 +72,6 @@ TEST(ThreadTeam, ATeamStartsWithTheThreadsWhoseStacksFitWhereLibgompAloneEndsThe
   EXPECT_EQ(in_child_with_room(thread_stack_bytes() * 10, started_team_of_eight), 8) << "room for all";
 }
 
-// A pids cgroup (v1) below this process's own allowing `tasks` tasks, removed by the destructor;
-// `path` stays empty where one cannot be made (no v1 pids hierarchy, or not allowed).
-struct PidsCgroup {
-  std::string path;
-  explicit PidsCgroup(int tasks) {
-    std::ifstream f("/proc/self/cgroup");
-    std::string own;
-    for (std::string line; std::getline(f, line);) {
-      const std::size_t a = line.find(':'), b = line.find(':', a + 1);
-      if (b != std::string::npos && ("," + line.substr(a + 1, b - a - 1) + ",").find(",pids,") != std::string::npos)
-        own = line.substr(b + 1);
-    }
-    const std::string dir = "/sys/fs/cgroup/pids" + (own == "/" ? "" : own) + "/kvscope-threads-" +
-                            std::to_string(::getpid());
-    if (own.empty() || ::mkdir(dir.c_str(), 0755) != 0) return;
-    if (std::ofstream(dir + "/pids.max") << tasks) path = dir;
-    else ::rmdir(dir.c_str());
-  }
-  ~PidsCgroup() {
-    if (!path.empty()) ::rmdir(path.c_str());
-  }
-};
-
 // Runs `body` in a child that joins the cgroup at `dir` first (its stderr to /dev/null); returns
 // its exit code, or 128 + the signal that ended it.
 int in_child_in_cgroup(const std::string& dir, const std::function<int()>& body) {
@@ -114,7 +90,7 @@ int in_child_in_cgroup(const std::string& dir, const std::function<int()>& body)
 
 TEST(ThreadTeam, ATeamStartsWithTheThreadsAPidsLimitAllows) {
   // A container's task limit below the machine's cores: the third thread cannot start.
-  const PidsCgroup cgroup(3);
+  const test::ScratchCgroup cgroup("pids", "pids.max", "3");
   if (cgroup.path.empty()) GTEST_SKIP() << "no pids cgroup can be made here (cgroup v1, as root)";
   EXPECT_EQ(in_child_in_cgroup(cgroup.path, libgomp_team_of_eight), 1) << "libgomp alone: exit(1)";
   EXPECT_EQ(in_child_in_cgroup(cgroup.path, [] { return static_cast<int>(std::min<uint64_t>(task_room(), 99)); }), 2)

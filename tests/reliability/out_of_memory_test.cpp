@@ -5,15 +5,13 @@
 // RLIMIT_DATA, which host_memory_available() counts in.
 #include <gtest/gtest.h>
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <fstream>
 #include <thread>
 #include <vector>
 
 #include "inference/loader.h"
 #include "inference/thread_team.h"
+#include "tests/scratch_cgroup.h"
 #include "tests/reliability/process_util.h"
 
 namespace kvs {
@@ -43,35 +41,12 @@ TEST(OutOfMemory, AModelWhoseWeightsDoNotFitIsRefusedInOneLine) {
   EXPECT_TRUE(fs::is_empty(dir.path)) << "nothing written";
 }
 
-// A memory cgroup (v1) below this process's own, limited to `bytes`, removed by the destructor;
-// `path` stays empty where one cannot be made (no v1 memory hierarchy, or not allowed).
-struct MemoryCgroup {
-  std::string path;
-  explicit MemoryCgroup(uint64_t bytes) {
-    std::ifstream f("/proc/self/cgroup");
-    std::string own;
-    for (std::string line; std::getline(f, line);) {
-      const std::size_t a = line.find(':'), b = line.find(':', a + 1);
-      if (b != std::string::npos && ("," + line.substr(a + 1, b - a - 1) + ",").find(",memory,") != std::string::npos)
-        own = line.substr(b + 1);
-    }
-    const std::string dir = "/sys/fs/cgroup/memory" + (own == "/" ? "" : own) + "/kvscope-oom-" +
-                            std::to_string(::getpid());
-    if (own.empty() || ::mkdir(dir.c_str(), 0755) != 0) return;
-    if (std::ofstream(dir + "/memory.limit_in_bytes") << bytes) path = dir;
-    else ::rmdir(dir.c_str());
-  }
-  ~MemoryCgroup() {
-    if (!path.empty()) ::rmdir(path.c_str());
-  }
-};
-
 TEST(OutOfMemory, AMemoryCgroupsLimitIsSeen) {
   // A limit on the process's own cgroup (a systemd scope, a Slurm job), not the mount's root: the
   // checks read only the root's, and the weights of SmolLM2 met the out-of-memory killer (exit 137).
   const std::string model = default_model_path();
   if (model.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct is not in the model cache";
-  const MemoryCgroup cgroup(500ull << 20);
+  const test::ScratchCgroup cgroup("memory", "memory.limit_in_bytes", std::to_string(500ull << 20));
   if (cgroup.path.empty()) GTEST_SKIP() << "no memory cgroup can be made here (cgroup v1, as root)";
   ScratchDir dir("oom-cgroup");
   std::string err;
