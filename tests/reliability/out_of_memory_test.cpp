@@ -158,7 +158,8 @@ TEST(OutOfMemory, ATraceReadUnderTooLittleMemoryIsNeverCalledCorrupt) {
     }
     EXPECT_EQ(code, 2);
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1);
-    EXPECT_EQ(err.rfind("kvscope: " + path + ": ", 0), 0u);
+    // The trace named, or an allocation of the simulation's own (no file to name).
+    EXPECT_TRUE(err.rfind("kvscope: " + path + ": ", 0) == 0 || err.rfind("kvscope: out of host memory (", 0) == 0);
     EXPECT_EQ(err.find("corrupt"), std::string::npos);
     EXPECT_EQ(err.find("unreadable"), std::string::npos);
     EXPECT_TRUE(read_bytes(path) == old_bytes) << "the trace changed";
