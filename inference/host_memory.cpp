@@ -95,14 +95,19 @@ std::vector<std::string> cgroup_dirs(const std::string& proc_cgroup, const std::
   return dirs;
 }
 
-uint64_t cgroup_tree_room(const std::string& controller, const std::string& mount, const char* limit_file,
-                          const char* usage_file) {
+uint64_t cgroup_tree_room(const std::string& controller, const char* v2_limit, const char* v2_usage,
+                          const char* v1_limit, const char* v1_usage) {
   const std::string proc_cgroup = read_text("/proc/self/cgroup");
-  uint64_t room = kUnknown;
-  for (const std::string& dir : cgroup_dirs(proc_cgroup, controller, mount))
-    room = std::min(room, cgroup_room(read_text((dir + "/" + limit_file).c_str()),
-                                      read_text((dir + "/" + usage_file).c_str())));
-  return room;
+  const auto room_under = [&](const std::string& version, const std::string& mount, const char* limit,
+                              const char* usage) {
+    uint64_t room = kUnknown;
+    for (const std::string& dir : cgroup_dirs(proc_cgroup, version, mount))
+      room = std::min(room, cgroup_room(read_text((dir + "/" + limit).c_str()),
+                                        read_text((dir + "/" + usage).c_str())));
+    return room;
+  };
+  return std::min(room_under("", "/sys/fs/cgroup", v2_limit, v2_usage),
+                  room_under(controller, "/sys/fs/cgroup/" + controller, v1_limit, v1_usage));
 }
 
 }  // namespace host_memory_detail
@@ -111,8 +116,7 @@ uint64_t host_memory_available() {
   using namespace host_memory_detail;
   const std::string status = read_text("/proc/self/status");
   return std::min({meminfo_room(read_text("/proc/meminfo")),
-                   cgroup_tree_room("", "/sys/fs/cgroup", "memory.max", "memory.current"),
-                   cgroup_tree_room("memory", "/sys/fs/cgroup/memory", "memory.limit_in_bytes",
+                   cgroup_tree_room("memory", "memory.max", "memory.current", "memory.limit_in_bytes",
                                     "memory.usage_in_bytes"),
                    rlimit_room(RLIMIT_AS, status, "VmSize"), rlimit_room(RLIMIT_DATA, status, "VmData")});
 }

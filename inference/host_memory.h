@@ -51,10 +51,11 @@ uint64_t status_kib(const std::string& status, const std::string& field);  // "V
 std::vector<std::string> cgroup_dirs(const std::string& proc_cgroup, const std::string& controller,
                                      const std::string& mount);
 // The least room (limit file less usage file, cgroup_room) over this process's cgroup and each
-// one above it (each limits all below it), for `controller` under `mount` (cgroup_dirs): memory
-// here, the number of tasks in thread_team.h.
-uint64_t cgroup_tree_room(const std::string& controller, const std::string& mount, const char* limit_file,
-                          const char* usage_file);
+// one above it (each limits all below it; cgroup_dirs), in cgroup v2 (the v2 files under
+// /sys/fs/cgroup) and in v1's `controller` hierarchy (the v1 files under /sys/fs/cgroup/<controller>):
+// memory here, the number of tasks in thread_team.h.
+uint64_t cgroup_tree_room(const std::string& controller, const char* v2_limit, const char* v2_usage,
+                          const char* v1_limit, const char* v1_usage);
 }  // namespace host_memory_detail
 
 }  // namespace kvs

@@ -64,9 +64,7 @@ uint64_t thread_stack_bytes() {
 }
 
 uint64_t task_room() {
-  using host_memory_detail::cgroup_tree_room;
-  return std::min(cgroup_tree_room("", "/sys/fs/cgroup", "pids.max", "pids.current"),
-                  cgroup_tree_room("pids", "/sys/fs/cgroup/pids", "pids.max", "pids.current"));
+  return host_memory_detail::cgroup_tree_room("pids", "pids.max", "pids.current", "pids.max", "pids.current");
 }
 
 int threads_that_fit(int wanted) {
