@@ -26,25 +26,36 @@ namespace {
 
 using thread_team_detail::parse_stacksize;
 
-// Runs `body` in a child whose data limit leaves `room` bytes above what it holds now (its
-// stderr to /dev/null); returns its exit code, or 128 + the signal that ended it.
-int in_child_with_room(uint64_t room, const std::function<int()>& body) {
+// Runs `body` in a child (its stderr to /dev/null) once `confine` has limited it; returns the
+// child's exit code (100 where `confine` failed), or 128 + the signal that ended it.
+int in_child(const std::function<bool()>& confine, const std::function<int()>& body) {
   std::fflush(nullptr);  // (what stdio holds is not written twice)
   const pid_t pid = ::fork();
   if (pid == 0) {
     const int null_fd = ::open("/dev/null", O_WRONLY);
     ::dup2(null_fd, 2);
+    ::_exit(confine() ? body() : 100);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// In a child whose data limit leaves `room` bytes above what it holds now.
+int in_child_with_room(uint64_t room, const std::function<int()>& body) {
+  return in_child([room] {
     std::ifstream f("/proc/self/status");
     std::stringstream status;
     status << f.rdbuf();
     const uint64_t used = host_memory_detail::status_kib(status.str(), "VmData");
     const rlimit limit = {static_cast<rlim_t>(used + room), static_cast<rlim_t>(used + room)};
-    if (::setrlimit(RLIMIT_DATA, &limit) != 0) ::_exit(100);
-    ::_exit(body());
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return ::setrlimit(RLIMIT_DATA, &limit) == 0;
+  }, body);
+}
+
+// In a child that joins the cgroup at `dir` first.
+int in_child_in_cgroup(const std::string& dir, const std::function<int()>& body) {
+  return in_child([&dir] { return static_cast<bool>(std::ofstream(dir + "/cgroup.procs") << ::getpid()); }, body);
 }
 
 // Eight threads asked of libgomp alone: the team's size, if it does not end the process.
@@ -70,22 +81,6 @@ TEST(ThreadTeam, ATeamStartsWithTheThreadsWhoseStacksFitWhereLibgompAloneEndsThe
   EXPECT_EQ(in_child_with_room(room, libgomp_team_of_eight), 1) << "the third stack does not fit: exit(1)";
   EXPECT_EQ(in_child_with_room(room, started_team_of_eight), 3) << "the calling thread and two more";
   EXPECT_EQ(in_child_with_room(thread_stack_bytes() * 10, started_team_of_eight), 8) << "room for all";
-}
-
-// Runs `body` in a child that joins the cgroup at `dir` first (its stderr to /dev/null); returns
-// its exit code, or 128 + the signal that ended it.
-int in_child_in_cgroup(const std::string& dir, const std::function<int()>& body) {
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int null_fd = ::open("/dev/null", O_WRONLY);
-    ::dup2(null_fd, 2);
-    if (!(std::ofstream(dir + "/cgroup.procs") << ::getpid())) ::_exit(100);
-    ::_exit(body());
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 TEST(ThreadTeam, ATeamStartsWithTheThreadsAPidsLimitAllows) {
