@@ -26,19 +26,26 @@ void expect_one_line(const std::string& err, const std::string& starts) {
   EXPECT_NE(err.find(" available"), std::string::npos) << err;
 }
 
-TEST(OutOfMemory, AModelWhoseWeightsDoNotFitIsRefusedInOneLine) {
-  const std::string model = default_model_path();  // SmolLM2: 538 MB of fp32 weights
-  if (model.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct is not in the model cache";
+// `record` of SmolLM2 (538 MB of fp32 weights) under a data limit or in a cgroup: its weights
+// refused in one line naming the model, nothing written.
+void expect_weights_refused(const std::string& model, const std::vector<std::string>& extra, long data_limit,
+                            const std::string& cgroup) {
   ScratchDir dir("oom");
-  const std::string out = dir.path + "/t.h5";
+  std::vector<std::string> args = {"record", "--model", model, "--prompt", "Hello", "--steps", "2",
+                                   "--out", dir.path + "/t.h5", "--quiet"};
+  args.insert(args.end(), extra.begin(), extra.end());
   std::string err;
-  const int code = run_kvscope({"record", "--model", model, "--prompt", "Hello", "--steps", "2", "--out", out,
-                                "--quiet", "--threads", "1"},
-                               &err, 0, 300L << 20);
+  const int code = run_kvscope(args, &err, 0, data_limit, cgroup);
   EXPECT_EQ(code, 2) << err;
   expect_one_line(err, "kvscope: " + model + ": needs ");
   EXPECT_NE(err.find("of host memory for its weights as fp32"), std::string::npos) << err;
   EXPECT_TRUE(fs::is_empty(dir.path)) << "nothing written";
+}
+
+TEST(OutOfMemory, AModelWhoseWeightsDoNotFitIsRefusedInOneLine) {
+  const std::string model = default_model_path();
+  if (model.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct is not in the model cache";
+  expect_weights_refused(model, {"--threads", "1"}, 300L << 20, "");
 }
 
 TEST(OutOfMemory, AMemoryCgroupsLimitIsSeen) {
@@ -48,15 +55,7 @@ TEST(OutOfMemory, AMemoryCgroupsLimitIsSeen) {
   if (model.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct is not in the model cache";
   const test::ScratchCgroup cgroup("memory", "memory.limit_in_bytes", std::to_string(500ull << 20));
   if (cgroup.path.empty()) GTEST_SKIP() << "no memory cgroup can be made here (cgroup v1, as root)";
-  ScratchDir dir("oom-cgroup");
-  std::string err;
-  const int code = run_kvscope({"record", "--model", model, "--prompt", "Hello", "--steps", "2", "--out",
-                                dir.path + "/t.h5", "--quiet"},
-                               &err, 0, 0, cgroup.path);
-  EXPECT_EQ(code, 2) << err;
-  expect_one_line(err, "kvscope: " + model + ": needs ");
-  EXPECT_NE(err.find("of host memory for its weights as fp32"), std::string::npos) << err;
-  EXPECT_TRUE(fs::is_empty(dir.path)) << "nothing written";
+  expect_weights_refused(model, {}, 0, cgroup.path);
 }
 
 TEST(OutOfMemory, EveryLimitEndsInATraceOrOneLine) {
