@@ -7,7 +7,6 @@
 #include <functional>
 #include <tuple>
 
-#include "analysis/policy_params.h"
 #include "analysis/policy_snapkv.h"
 
 namespace kvs {
@@ -57,59 +56,43 @@ bool parse_bool(const ParamReader& p, const std::string& key, bool fallback) {
   throw p.error("parameter '" + key + "' must be true or false (got '" + v + "')");
 }
 
-class AdaKvPolicy : public Policy {
+class AdaKvPolicy : public WindowScorePolicy {
  public:
-  AdaKvPolicy(const PolicySpec& spec, const ModelShape& shape) : Policy(spec), shape_(shape) {
-    ParamReader p(spec, {"window", "kernel", "pool", "gqa", "floor", "normalize"});
-    window_ = p.get_int("window", 32);
-    kernel_ = p.get_int("kernel", 7);
-    floor_ = p.get_double("floor", 0.2);
-    if (window_ < 1) throw p.error("window must be >= 1");
-    if (kernel_ < 1 || kernel_ % 2 == 0) throw p.error("kernel must be a positive odd number");
-    if (floor_ < 0.0 || floor_ > 1.0) throw p.error("floor must be in [0, 1]");
-    pool_ = parse_pool(spec.name, p.get_string("pool", "max"));
-    gqa_ = parse_gqa(spec.name, p.get_string("gqa", "max"));
-    normalize_ = parse_bool(p, "normalize", true);
-  }
-  std::string caveat(int prompt_len) const override { return window_caveat(window_, spec_.budget, prompt_len); }
+  AdaKvPolicy(const PolicySpec& spec, const ModelShape& shape)
+      : AdaKvPolicy(spec, shape, ParamReader(spec, {"window", "kernel", "pool", "gqa", "floor", "normalize"})) {}
   std::string params_json() const override {
     JsonObject j;
-    j.add("window", window_).add("kernel", kernel_).add("pool", pool_name(pool_))
-        .add("gqa", gqa_name(gqa_)).add("floor", floor_).add_bool("normalize", normalize_);
+    add_settings(j).add("floor", floor_).add_bool("normalize", normalize_);
     if (!head_budgets_.empty()) j.add("head_budgets", head_budgets_);
     return j.str();
   }
   void begin(const PolicyContext& ctx) override {
-    ctx_ = ctx;
+    WindowScorePolicy::begin(ctx);
     head_budgets_.clear();
   }
   void after_prefill(int P, KvSlots& kv) override {
-    if (P <= spec_.budget) return;  // nothing to compress
-    require_window_rows(ctx_.prefill, spec_.name, P);
-    const PrefillEvidence& ev = *ctx_.prefill;
-    const int w = effective_window(ev, window_, spec_.budget);
+    const std::optional<int> w = cut_window(P);
+    if (!w) return;
     for (int l = 0; l < shape_.n_layers; ++l) {
       std::vector<std::vector<float>> s(shape_.n_kv_heads);  // [Hkv][P - w]
-      for (int g = 0; g < shape_.n_kv_heads; ++g) s[g] = snap_scores(ev, l, g, w, kernel_, pool_, gqa_, true);
-      const std::vector<int> b = adakv_allocate(s, spec_.budget - w, floor_, normalize_);
+      for (int g = 0; g < shape_.n_kv_heads; ++g) s[g] = scores(l, g, *w, true);
+      const std::vector<int> b = adakv_allocate(s, spec_.budget - *w, floor_, normalize_);
       for (int g = 0; g < shape_.n_kv_heads; ++g) {
-        head_budgets_.push_back(b[g] + w);
-        keep_prefix_and_window(kv, l, g, P, w, top_k_indices(s[g], b[g]));
+        head_budgets_.push_back(b[g] + *w);
+        keep_prefix_and_window(kv, l, g, P, *w, top_k_indices(s[g], b[g]));
       }
     }
   }
-  void before_attention(int, int, KvSlots&) override {}
-  void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
-  bool needs_decode_rows(int) const override { return false; }
 
  private:
-  ModelShape shape_;
-  PolicyContext ctx_;
-  int window_ = 32, kernel_ = 7;
-  double floor_ = 0.2;
-  Pool pool_ = Pool::Max;
-  GqaReduce gqa_ = GqaReduce::Max;
-  bool normalize_ = true;
+  AdaKvPolicy(const PolicySpec& spec, const ModelShape& shape, const ParamReader& p)
+      : WindowScorePolicy(spec, shape, p, {.window = 32, .kernel = 7, .pool = Pool::Max, .gqa = GqaReduce::Max}),
+        floor_(p.get_double("floor", 0.2)), normalize_(parse_bool(p, "normalize", true)) {
+    if (floor_ < 0.0 || floor_ > 1.0) throw p.error("floor must be in [0, 1]");
+  }
+
+  double floor_;
+  bool normalize_;
   std::vector<int> head_budgets_;  // [L * Hkv] tokens kept per head after prefill (window included)
 };
 

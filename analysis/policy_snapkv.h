@@ -1,36 +1,62 @@
 // SnapKV (POLICIES.md §4): prefill-once, per KV head, top (B - w) prefix positions by the pooled
-// observation-window score plus the w window tokens. The scoring helpers are shared with
-// PyramidKV and Ada-KV.
+// observation-window score plus the w window tokens. Its family (PyramidKV, Ada-KV) derives from
+// WindowScorePolicy, which holds what the three share: the window settings, their scores and the
+// cut of the prompt.
 #pragma once
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "analysis/json_writer.h"
 #include "analysis/policy.h"
+#include "analysis/policy_params.h"
 #include "analysis/policy_util.h"
 
 namespace kvs {
 
-// Throws InputError("--policy NAME: ...") unless the evidence holds window rows for prompt P.
-void require_window_rows(const PrefillEvidence* ev, const std::string& policy, int P);
+// The observation-window settings of the SnapKV family: window w, pooling kernel and kind, GQA
+// reduction of a KV head's query heads.
+struct WindowSettings {
+  int window = 32, kernel = 5;
+  Pool pool = Pool::Avg;
+  GqaReduce gqa = GqaReduce::Mean;
+};
 
-// Effective observation window: the request capped to the recorded window, to P and to B.
-int effective_window(const PrefillEvidence& ev, int requested, int budget);
+// A policy that cuts the prompt once, at prefill end, by the observation-window score, and keeps
+// every decode token.
+class WindowScorePolicy : public Policy {
+ public:
+  // Reads window, kernel, pool and gqa from p (`defaults` where absent); throws p.error on a bad one.
+  WindowScorePolicy(const PolicySpec& spec, const ModelShape& shape, const ParamReader& p, WindowSettings defaults);
+  // With a window of at least the budget (and a prompt longer than it) no prompt position is
+  // chosen by score.
+  std::string caveat(int prompt_len) const override;
+  void begin(const PolicyContext& ctx) override { ctx_ = ctx; }
+  void before_attention(int, int, KvSlots&) override {}
+  void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
+  bool needs_decode_rows(int) const override { return false; }
 
-// Policy::caveat of the SnapKV family: with a window of at least the budget (and a prompt longer
-// than it) no prompt position is chosen by score.
-std::string window_caveat(int window, int budget, int prompt_len);
+ protected:
+  // window, kernel, pool and gqa added to j.
+  JsonObject& add_settings(JsonObject& j) const;
+  // The window w to cut a P-token prompt with: the setting capped to the recorded window, to P
+  // and to B; none when P fits the budget (nothing to cut). Throws InputError("--policy NAME:
+  // ...") when the evidence holds no window rows for the prompt.
+  std::optional<int> cut_window(int P) const;
+  // Pooled window score of KV head (layer, g): [P - w]. Rows are summed (mean_rows = false) or
+  // averaged, the group reduced, then pooled (reduce first, then pool).
+  std::vector<float> scores(int layer, int kv_head, int w, bool mean_rows) const;
+  // Keeps, in (layer, g), the prefix positions (< P - w) at `keep_prefix` indices into the
+  // prefix, every position >= P - w, and evicts the other prefix positions.
+  static void keep_prefix_and_window(KvSlots& kv, int layer, int kv_head, int P, int w,
+                                     std::span<const int> keep_prefix);
 
-// Pooled window score of KV head (layer, g): [P - w]. Rows are summed (mean_rows = false) or
-// averaged, the group is reduced with `gqa`, then pooled (reduce first, then pool).
-std::vector<float> snap_scores(const PrefillEvidence& ev, int layer, int kv_head, int w, int kernel,
-                               Pool pool, GqaReduce gqa, bool mean_rows);
-
-// Keeps, in (layer, g), the prefix positions (< P - w) at `keep_prefix` indices into the prefix,
-// every position >= P - w, and evicts the other prefix positions.
-void keep_prefix_and_window(KvSlots& kv, int layer, int kv_head, int P, int w,
-                            std::span<const int> keep_prefix);
+  ModelShape shape_;
+  PolicyContext ctx_;
+  WindowSettings settings_;
+};
 
 std::unique_ptr<Policy> make_snapkv_policy(const PolicySpec& spec, const ModelShape& shape);
 
