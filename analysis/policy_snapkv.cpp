@@ -38,7 +38,8 @@ std::optional<int> WindowScorePolicy::cut_window(int P) const {
   const PrefillEvidence* ev = ctx_.prefill;
   if (!ev || ev->window < 1 || ev->prompt_len != P ||
       ev->window_rows.size() != (size_t)ev->shape.n_layers * ev->shape.n_heads * ev->window * P)
-    throw input_error("--policy " + spec_.name, "needs the prompt's observation-window rows (absent from the evidence)");
+    throw input_error("--policy " + spec_.name,
+                      "needs the prompt's observation-window rows (absent from the evidence)");
   return std::max(0, std::min({settings_.window, ev->window, ev->prompt_len, spec_.budget}));
 }
 
