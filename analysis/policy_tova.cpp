@@ -54,6 +54,17 @@ class TovaPolicy : public Policy {
   void after_attention(int layer, int q_pos, std::span<const AttentionBlock>, KvSlots& kv) override {
     if ((int)rows_.size() != shape_.n_kv_heads) throw std::logic_error("tova: a decode step without its group rows");
     find_choosers(layer, kv);
+    if (one_held_list(layer, kv)) {
+      // Every KV head holds the same entries and every row is over them: the scores are the
+      // rows' sums in held order, with no position map to fill and read back.
+      Work& w = work_[0];
+      w.score.resize(rows_[0].n_keys);
+      add_rows(rows_, w.score.data());
+      rows_ = {};
+      top_k_keep(w.score, spec_.budget, w.score.size(), w.keep);
+      evict_chosen(layer, kv);
+      return;
+    }
     score_.assign(q_pos + 1, 0.0f);
     for (size_t r0 = 0, r1 = 0; r0 < rows_.size(); r0 = r1) {
       for (r1 = r0 + 1; r1 < rows_.size() && same_keys(layer, kv, rows_[r0], rows_[r1]);) ++r1;
@@ -80,23 +91,49 @@ class TovaPolicy : public Policy {
     const std::span<const int32_t> ha = kv.held(layer, a.kv_head), hb = kv.held(layer, b.kv_head);
     if (a.key_pos == ha.data() && (int)ha.size() == a.n_keys && b.key_pos == hb.data() && (int)hb.size() == b.n_keys)
       return chooser_[a.kv_head] == chooser_[b.kv_head];
-    return same_positions({a.key_pos, static_cast<size_t>(a.n_keys)}, {b.key_pos, static_cast<size_t>(b.n_keys)});
+    return same_positions(keys_of(a), keys_of(b));
   }
   // score_[key] += row / H for group rows over the same keys, the rows in order: every position
   // gets the same sums, in the same order, as one row after another would give it. A chunk of
-  // keys is gathered once, the rows added to it as whole vectors, and put back.
-  void add_rows(std::span<const GroupRow> run) {
+  // keys is gathered once, the rows added to it as whole vectors, and put back. With `by_key`
+  // ([n_keys]) the sums start from zero and go there instead, by the rows' key index: the
+  // same numbers score_ would get from zero.
+  void add_rows(std::span<const GroupRow> run, float* by_key = nullptr) {
     const GroupRow& first = run[0];
     const int n_chunks = (first.n_keys + kChunk - 1) / kChunk;
     parallel_for(n_chunks, [&](int c) {
       const int j0 = c * kChunk, n = std::min(kChunk, first.n_keys - j0);
-      float sum[kChunk];  // [n] score_ at keys j0..j0+n-1
-      for (int j = 0; j < n; ++j) sum[j] = score_[first.key(j0 + j)];
-      for (const GroupRow& r : run)
-        for (int j = 0; j < n; ++j) sum[j] += r.values[j0 + j] / (float)shape_.n_heads;
-      for (int j = 0; j < n; ++j) score_[first.key(j0 + j)] = sum[j];
+      float sum[kChunk];  // [n] the sums at keys j0..j0+n-1
+      if (by_key)
+        std::fill_n(sum, n, 0.0f);
+      else
+        for (int j = 0; j < n; ++j) sum[j] = score_[first.key(j0 + j)];
+      for (const GroupRow& r : run) add_scaled(sum, r.values + j0, n, (float)shape_.n_heads);
+      if (by_key)
+        std::copy_n(sum, n, by_key + j0);
+      else
+        for (int j = 0; j < n; ++j) score_[first.key(j0 + j)] = sum[j];
     }, worth_a_team((long)first.n_keys * (long)run.size()));
   }
+  // sum[j] += v[j] / H for j < n. Not inlined: inlined beside the zeroing and the copy of
+  // add_rows' fast path, GCC added the rows into by_key in place, one key at a time.
+  [[gnu::noinline]] static void add_scaled(float* __restrict sum, const float* __restrict v, int n, float H) {
+    for (int j = 0; j < n; ++j) sum[j] += v[j] / H;
+  }
+  // Whether every KV head took KV head 0's choice (holds what it holds) and every group row is
+  // over its head's whole held list (the list itself, in a CUDA run; a copy, on the CPU).
+  bool one_held_list(int layer, const KvSlots& kv) const {
+    for (const GroupRow& r : rows_) {
+      const std::span<const int32_t> held = kv.held(layer, r.kv_head);
+      if (chooser_[r.kv_head] != 0 || r.n_keys != (int)held.size()) return false;
+      if (r.key_pos == held.data()) continue;
+      if (r.key_pos ? !same_positions(held, keys_of(r)) : !(held.empty() || (held[0] == 0 && consecutive(held))))
+        return false;
+    }
+    return true;
+  }
+  // A group row's key positions (key_pos non-null).
+  static std::span<const int32_t> keys_of(const GroupRow& r) { return {r.key_pos, static_cast<size_t>(r.n_keys)}; }
 
   // The KV heads all hold the same positions unless an engine put them there otherwise, so a
   // head that holds what the one before it holds takes that one's choice: its chooser.
@@ -116,14 +153,18 @@ class TovaPolicy : public Policy {
     parallel_for(Hkv, [&](int g) {
       if (chooser_[g] == g) choose(kv.held(layer, g), work_[g]);
     }, worth_a_team((long)kv.held(layer, 0).size() * Hkv));
-    for (int g = 0; g < Hkv; ++g)
-      if ((int)kv.held(layer, g).size() > spec_.budget) kv.evict(layer, g, work_[chooser_[g]].keep);
+    evict_chosen(layer, kv);
   }
   void choose(std::span<const int32_t> held, Work& w) {
     const int n = (int)held.size();
     w.score.resize(n);
     for (int i = 0; i < n; ++i) w.score[i] = score_[held[i]];
     top_k_keep(w.score, spec_.budget, n, w.keep);
+  }
+  // Evicts from each KV head what its chooser's keep leaves out, where it holds more than B.
+  void evict_chosen(int layer, KvSlots& kv) {
+    for (int g = 0; g < shape_.n_kv_heads; ++g)
+      if ((int)kv.held(layer, g).size() > spec_.budget) kv.evict(layer, g, work_[chooser_[g]].keep);
   }
 
   ModelShape shape_;
