@@ -18,14 +18,6 @@ namespace {
 
 constexpr uint64_t kUnknown = std::numeric_limits<uint64_t>::max();
 
-std::string read_text(const char* path) {
-  std::ifstream f(path);
-  if (!f) return {};
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // The number after `key` at the start of a line ("MemAvailable:  123 kB"), or -1.
 long long field_value(const std::string& text, const std::string& key) {
   std::size_t at = 0;
@@ -52,6 +44,14 @@ uint64_t rlimit_room(int resource, const std::string& status, const char* field)
 }  // namespace
 
 namespace host_memory_detail {
+
+std::string read_text(const char* path) {
+  std::ifstream f(path);
+  if (!f) return {};
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
 
 uint64_t meminfo_room(const std::string& meminfo) {
   const long long available = field_value(meminfo, "MemAvailable:");

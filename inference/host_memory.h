@@ -41,6 +41,7 @@ std::string error_text(const std::exception& e);
 
 // The parts of host_memory_available(), from the files' text (tests feed their own).
 namespace host_memory_detail {
+std::string read_text(const char* path);  // a file's whole text ("" where unreadable)
 uint64_t meminfo_room(const std::string& meminfo);                         // MemAvailable + SwapFree, bytes
 uint64_t cgroup_room(const std::string& limit, const std::string& usage);  // limit - usage; "max": UINT64_MAX
 uint64_t status_kib(const std::string& status, const std::string& field);  // "VmSize:  1234 kB" -> 1234 * 1024

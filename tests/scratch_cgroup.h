@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "inference/host_memory.h"
@@ -20,10 +19,8 @@ struct ScratchCgroup {
     const std::string mount = "/sys/fs/cgroup/" + controller;
     struct stat st;
     if (::stat(mount.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;  // no v1 hierarchy of it here
-    std::ifstream f("/proc/self/cgroup");
-    std::stringstream proc_cgroup;
-    proc_cgroup << f.rdbuf();
-    const std::string own = host_memory_detail::cgroup_dirs(proc_cgroup.str(), controller, mount).front();
+    const std::string proc_cgroup = host_memory_detail::read_text("/proc/self/cgroup");
+    const std::string own = host_memory_detail::cgroup_dirs(proc_cgroup, controller, mount).front();
     const std::string dir = own + "/kvscope-test-" + std::to_string(::getpid());
     if (::mkdir(dir.c_str(), 0755) != 0) return;
     if (std::ofstream(dir + "/" + limit_file) << value) path = dir;

@@ -5,7 +5,6 @@
 #include "analysis/h5_isolation.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,13 +13,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <vector>
 
 #include "analysis/h5_util.h"
-#include "inference/host_memory.h"
+#include "tests/data_room.h"
 #include "tests/test_paths.h"
 
 namespace kvs::h5 {
@@ -93,12 +90,7 @@ TEST(H5Isolation, ChildCallingExitEndsWithoutTheParentsExitHandlers) {
 // asks for 64 MiB (its bound is 256 MiB, so the host runs out first). Exit code 0 when the reason
 // says so and blames the host's memory, not the file.
 int probe_beyond_the_hosts_memory() {
-  std::ifstream f("/proc/self/status");
-  std::stringstream status;
-  status << f.rdbuf();
-  const uint64_t limit = host_memory_detail::status_kib(status.str(), "VmData") + (32u << 20);
-  const rlimit data{limit, limit};
-  if (::setrlimit(RLIMIT_DATA, &data) != 0) return 2;
+  if (!test::limit_data_room(32u << 20)) return 2;
   const ProbeFailure failed = run_isolated([] {
     std::vector<char> big(std::size_t{64} << 20);
     big[0] = 1;

@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 #include <omp.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,9 +15,8 @@
 #include <fcntl.h>
 #include <fstream>
 #include <functional>
-#include <sstream>
 
-#include "inference/host_memory.h"
+#include "tests/data_room.h"
 #include "tests/scratch_cgroup.h"
 
 namespace kvs {
@@ -43,14 +41,7 @@ int in_child(const std::function<bool()>& confine, const std::function<int()>& b
 
 // In a child whose data limit leaves `room` bytes above what it holds now.
 int in_child_with_room(uint64_t room, const std::function<int()>& body) {
-  return in_child([room] {
-    std::ifstream f("/proc/self/status");
-    std::stringstream status;
-    status << f.rdbuf();
-    const uint64_t used = host_memory_detail::status_kib(status.str(), "VmData");
-    const rlimit limit = {static_cast<rlim_t>(used + room), static_cast<rlim_t>(used + room)};
-    return ::setrlimit(RLIMIT_DATA, &limit) == 0;
-  }, body);
+  return in_child([room] { return test::limit_data_room(room); }, body);
 }
 
 // In a child that joins the cgroup at `dir` first.
