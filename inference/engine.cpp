@@ -56,7 +56,7 @@ void check_config(const Model& model) {
 class ThreadScope {
  public:
   explicit ThreadScope(int n) : saved_(omp_get_max_threads()) {
-    if (n > 0) omp_set_num_threads(n > saved_ ? threads_that_fit(n) : n);
+    if (n > 0) omp_set_num_threads(team_size_for(n));
   }
   ~ThreadScope() { omp_set_num_threads(saved_); }
  private:

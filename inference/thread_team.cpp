@@ -75,6 +75,14 @@ int threads_that_fit(int wanted) {
   return static_cast<int>(others + 1);
 }
 
+int team_size_for(int wanted) {
+  thread_local int granted = 0;  // the largest team granted whole on this thread
+  if (wanted <= std::max(granted, omp_get_max_threads())) return wanted;
+  const int fit = threads_that_fit(wanted);
+  if (fit == wanted) granted = wanted;
+  return fit;
+}
+
 int start_thread_team() {
   omp_set_num_threads(threads_that_fit(omp_get_max_threads()));
   int started = 1;

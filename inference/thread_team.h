@@ -29,6 +29,12 @@ uint64_t task_room();
 // stacks already: a count on the safe side).
 int threads_that_fit(int wanted);
 
+// The threads a parallel region of the calling thread may take of `wanted`: all of them where the
+// thread's team already has that many (the running team, or one granted whole before: their
+// stacks are taken), else threads_that_fit(wanted). Asked before every region that sets its own
+// count (a decode step's), it reads the memory left only where the team would grow.
+int team_size_for(int wanted);
+
 // Limits the calling thread's OpenMP team to threads_that_fit(its size) and starts it now (a
 // parallel region); returns how many threads it has. Each of KVScope's threads that runs parallel
 // regions calls it first.

@@ -92,6 +92,21 @@ TEST(ThreadTeam, AsManyThreadsAsAskedFitWhereMemoryIsPlentiful) {
       << "no room for another stack";
 }
 
+TEST(ThreadTeam, ATeamGrantedWholeIsNotWeighedAgainstMemory) {
+  // Exit code: 0 when a team granted whole stays granted with no room left, and a larger one is
+  // cut to the calling thread.
+  const int code = in_child([] { return true; }, [] {
+    const int asked = omp_get_max_threads() + 2;
+    if (team_size_for(asked) != asked) return 1;
+    if (!test::limit_data_room(thread_stack_bytes() / 2)) return 2;
+    if (threads_that_fit(asked) != 1) return 3;
+    if (team_size_for(asked) != asked) return 4;  // its stacks are taken already
+    if (team_size_for(omp_get_max_threads()) != omp_get_max_threads()) return 5;  // the running team
+    return team_size_for(asked + 1) == 1 ? 0 : 6;  // it would grow: weighed
+  });
+  EXPECT_EQ(code, 0);
+}
+
 TEST(ThreadTeam, StackSizeIsReadAsLibgompReadsIt) {
   EXPECT_EQ(parse_stacksize("512"), 512u << 10) << "kilobytes without a unit";
   EXPECT_EQ(parse_stacksize("2M"), 2u << 20);
