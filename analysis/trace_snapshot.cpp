@@ -21,12 +21,6 @@ const RunData* TraceSnapshot::run(const std::string& name) const {
   return nullptr;
 }
 
-const NamedArray* TraceSnapshot::head_stat(const std::string& name) const {
-  for (const NamedArray& a : head_stats)
-    if (a.name == name) return &a;
-  return nullptr;
-}
-
 int TraceSnapshot::q_pos(int step) const {
   if (step >= 0 && step < (int)query_pos.size()) return query_pos[step];
   return meta.prompt_len + step;

@@ -30,7 +30,6 @@ struct TraceSnapshot {
   int total_len() const { return (int)token_ids.size(); }
   int n_steps() const { return meta.n_steps; }
   const RunData* run(const std::string& name) const;
-  const NamedArray* head_stat(const std::string& name) const;
   // Position of step s's query (prompt_len + s when the trace lacks the dataset).
   int q_pos(int step) const;
 };

@@ -316,11 +316,6 @@ int64_t GgufFile::get_int(const std::string& key, int64_t fallback) const {
   return v && scalar_size(v->type) > 0 ? v->integer : fallback;
 }
 
-double GgufFile::get_float(const std::string& key, double fallback) const {
-  const GgufValue* v = find(key);
-  return v && scalar_size(v->type) > 0 ? v->number : fallback;
-}
-
 bool GgufFile::get_bool(const std::string& key, bool fallback) const {
   const GgufValue* v = find(key);
   return v && scalar_size(v->type) > 0 ? v->integer != 0 : fallback;

@@ -89,7 +89,6 @@ class GgufFile {
   const GgufTensorInfo* find_tensor(const std::string& name) const;
   std::string get_string(const std::string& key, const std::string& fallback) const;
   int64_t get_int(const std::string& key, int64_t fallback) const;
-  double get_float(const std::string& key, double fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;
 
   // Converts a tensor to fp32 [elements]; throws InputError for unsupported types or data that

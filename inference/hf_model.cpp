@@ -284,11 +284,6 @@ ModelConfig read_config(const std::string& path, const Json& j) {
 
 }  // namespace
 
-bool is_hf_folder(const std::string& path) {
-  std::error_code ec;
-  return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec);
-}
-
 Model load_hf_model(const std::string& folder) {
   const fs::path dir(folder);
   const std::string config_path = (dir / "config.json").string();

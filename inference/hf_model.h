@@ -13,7 +13,4 @@ namespace kvs {
 // unsupported architecture or dtype, or a header that lies about offsets.
 Model load_hf_model(const std::string& folder);
 
-// Whether `path` is a folder holding a config.json.
-bool is_hf_folder(const std::string& path);
-
 }  // namespace kvs

@@ -9,19 +9,6 @@
 
 namespace kvs {
 
-// Okabe-Ito's eight colour-blind-safe colours (the blue lightened to read on the dark theme),
-// then four more, for series that are not runs (runs: run_color).
-ImU32 category_color(int i) {
-  static const ImU32 palette[] = {IM_COL32(86, 180, 233, 255),  IM_COL32(230, 159, 0, 255),
-                                  IM_COL32(0, 158, 115, 255),   IM_COL32(240, 228, 66, 255),
-                                  IM_COL32(204, 121, 167, 255), IM_COL32(213, 94, 0, 255),
-                                  IM_COL32(60, 140, 230, 255),  IM_COL32(200, 200, 200, 255),
-                                  IM_COL32(160, 120, 220, 255), IM_COL32(170, 110, 70, 255),
-                                  IM_COL32(40, 210, 200, 255),  IM_COL32(170, 200, 60, 255)};
-  constexpr int n = sizeof palette / sizeof palette[0];
-  return palette[(i % n + n) % n];
-}
-
 namespace {
 
 struct Rgb {

@@ -47,8 +47,6 @@ inline const ImVec4 kErrorTextColor(1.0f, 0.45f, 0.4f, 1.0f);
 // In place of a view's data: the selected step could not be read, and why.
 void unreadable_step_notice(int step, const std::string& why);
 
-ImU32 category_color(int i);           // distinct colours for series that are not runs
-
 // A run's colour, from its name and policy alone (not its index: adding a run changes no other
 // run's colour). Each policy has a hue of its own, none of them a lane state's colour
 // (cell_state_color); parameters other than the policy's defaults are a lighter shade
