@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <tuple>
 
 namespace kvs {
 
@@ -93,9 +94,93 @@ float button_width(const char* label, bool small) {
   return ImGui::CalcTextSize(label).x + 2 * (small ? 0.0f : ImGui::GetStyle().FramePadding.x);
 }
 
-bool legend_toggle(const char* label, ImU32 color, bool shown, bool dashed) {
+namespace {
+
+// A value for an axis label or the hover: 3 or 5 significant digits and the unit.
+std::string value_text(float v, const char* format, const char* unit) {
+  if (std::isnan(v)) return "not compared";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  std::string out = buf;
+  if (unit && *unit) out += std::string(" ") + unit;
+  return out;
+}
+
+// A dashed line from p to q (6 px drawn, 4 px gap), the pattern carried on from `phase` (pixels
+// into it); returns the phase at q.
+float dashed_line(ImDrawList* dl, ImVec2 p, ImVec2 q, ImU32 color, float phase) {
+  const float on = 6.0f, period = 10.0f;
+  const float len = std::hypot(q.x - p.x, q.y - p.y);
+  if (len <= 0) return phase;
+  float t = 0.0f;
+  while (t < len) {
+    const float in = std::fmod(phase + t, period);
+    const float step = std::min(len - t, in < on ? on - in : period - in);
+    if (in < on) {
+      const float t0 = t / len, t1 = (t + step) / len;
+      dl->AddLine(ImVec2(p.x + (q.x - p.x) * t0, p.y + (q.y - p.y) * t0), ImVec2(p.x + (q.x - p.x) * t1, p.y + (q.y - p.y) * t1),
+                  color, 1.5f);
+    }
+    t += step;
+  }
+  return std::fmod(phase + len, period);
+}
+
+}  // namespace
+
+std::vector<int> run_marks(const std::vector<RunData>& runs) {
+  std::vector<size_t> order(runs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::tie(runs[a].budget, runs[a].name) < std::tie(runs[b].budget, runs[b].name);
+  });
+  std::vector<int> marks(runs.size(), 0);
+  std::vector<bool> done(runs.size(), false);
+  for (size_t i : order) {
+    if (done[i]) continue;
+    const ImU32 color = run_color(runs[i]);
+    const bool dashed = run_dashed(runs[i]);
+    std::vector<size_t> alike;  // [runs drawn as run i] in order of budget
+    for (size_t j : order)
+      if (!done[j] && run_color(runs[j]) == color && run_dashed(runs[j]) == dashed) alike.push_back(j);
+    for (size_t k = 0; k < alike.size(); ++k) {
+      done[alike[k]] = true;
+      if (alike.size() > 1) marks[alike[k]] = 1 + (int)(k % kMarkShapes);
+    }
+  }
+  return marks;
+}
+
+void draw_mark(ImDrawList* dl, ImVec2 c, float r, int mark, ImU32 color, bool filled) {
+  auto poly = [&](std::initializer_list<ImVec2> pts) {
+    std::vector<ImVec2> v(pts);
+    if (filled) dl->AddConvexPolyFilled(v.data(), (int)v.size(), color);
+    else dl->AddPolyline(v.data(), (int)v.size(), color, ImDrawFlags_Closed, 1.0f);
+  };
+  switch ((mark - 1) % kMarkShapes + 1) {
+    case 1:
+      if (filled) dl->AddCircleFilled(c, r, color);
+      else dl->AddCircle(c, r, color);
+      break;
+    case 2: {
+      const float h = r * 0.85f;
+      poly({{c.x - h, c.y - h}, {c.x + h, c.y - h}, {c.x + h, c.y + h}, {c.x - h, c.y + h}});
+      break;
+    }
+    case 3: poly({{c.x, c.y - r}, {c.x + r, c.y + r * 0.8f}, {c.x - r, c.y + r * 0.8f}}); break;
+    case 4: poly({{c.x, c.y - r * 1.2f}, {c.x + r, c.y}, {c.x, c.y + r * 1.2f}, {c.x - r, c.y}}); break;
+    case 5: poly({{c.x - r, c.y - r * 0.8f}, {c.x + r, c.y - r * 0.8f}, {c.x, c.y + r}}); break;
+    default:
+      dl->AddLine(ImVec2(c.x - r, c.y - r), ImVec2(c.x + r, c.y + r), color, 2.0f);
+      dl->AddLine(ImVec2(c.x - r, c.y + r), ImVec2(c.x + r, c.y - r), color, 2.0f);
+      break;
+  }
+}
+
+bool legend_toggle(const char* label, ImU32 color, bool shown, bool dashed, int mark) {
   const float h = ImGui::GetTextLineHeight(), gap = ImGui::GetStyle().ItemInnerSpacing.x;
-  const ImVec2 size(h + gap + ImGui::CalcTextSize(label).x, h);
+  const float swatch_w = mark > 0 ? 1.6f * h : h;  // a marked run's swatch: a line with its mark
+  const ImVec2 size(swatch_w + gap + ImGui::CalcTextSize(label).x, h);
   ImGui::PushID(label);
   const bool clicked = ImGui::InvisibleButton("##toggle", size);
   ImGui::PopID();
@@ -105,19 +190,29 @@ bool legend_toggle(const char* label, ImU32 color, bool shown, bool dashed) {
     dl->AddRectFilled(p, ImGui::GetItemRectMax(), ImGui::GetColorU32(ImGuiCol_HeaderHovered));
     ImGui::SetTooltip("%s: click to %s", label, shown ? "hide" : "show");
   }
-  const ImVec2 a(p.x + 2, p.y + 2), b(p.x + h - 2, p.y + h - 2);
-  auto swatch = [&](ImVec2 x, ImVec2 y) {
-    if (shown) dl->AddRectFilled(x, y, color);
-    else dl->AddRect(x, y, color);
-  };
-  if (dashed) {
-    const float third = (b.x - a.x) / 3;
-    swatch(a, ImVec2(a.x + third, b.y));
-    swatch(ImVec2(b.x - third, a.y), b);
+  const ImVec2 a(p.x + 2, p.y + 2), b(p.x + swatch_w - 2, p.y + h - 2);
+  if (mark > 0) {
+    const float y = (a.y + b.y) * 0.5f;
+    if (dashed) {
+      dashed_line(dl, ImVec2(a.x, y), ImVec2(b.x, y), color, 0.0f);
+    } else {
+      dl->AddLine(ImVec2(a.x, y), ImVec2(b.x, y), color, 1.5f);
+    }
+    draw_mark(dl, ImVec2((a.x + b.x) * 0.5f, y), h * 0.28f, mark, color, shown);
   } else {
-    swatch(a, b);
+    auto swatch = [&](ImVec2 x, ImVec2 y) {
+      if (shown) dl->AddRectFilled(x, y, color);
+      else dl->AddRect(x, y, color);
+    };
+    if (dashed) {
+      const float third = (b.x - a.x) / 3;
+      swatch(a, ImVec2(a.x + third, b.y));
+      swatch(ImVec2(b.x - third, a.y), b);
+    } else {
+      swatch(a, b);
+    }
   }
-  dl->AddText(ImVec2(p.x + h + gap, p.y), ImGui::GetColorU32(shown ? ImGuiCol_Text : ImGuiCol_TextDisabled), label);
+  dl->AddText(ImVec2(p.x + swatch_w + gap, p.y), ImGui::GetColorU32(shown ? ImGuiCol_Text : ImGuiCol_TextDisabled), label);
   return clicked;
 }
 
@@ -199,39 +294,6 @@ std::vector<size_t> isolated_points(const std::vector<float>& y, size_t stride) 
   return out;
 }
 
-namespace {
-
-// A value for an axis label or the hover: 3 or 5 significant digits and the unit.
-std::string value_text(float v, const char* format, const char* unit) {
-  if (std::isnan(v)) return "not compared";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  std::string out = buf;
-  if (unit && *unit) out += std::string(" ") + unit;
-  return out;
-}
-
-// A dashed line from p to q (6 px drawn, 4 px gap), the pattern carried on from `phase` (pixels
-// into it); returns the phase at q.
-float dashed_line(ImDrawList* dl, ImVec2 p, ImVec2 q, ImU32 color, float phase) {
-  const float on = 6.0f, period = 10.0f;
-  const float len = std::hypot(q.x - p.x, q.y - p.y);
-  if (len <= 0) return phase;
-  float t = 0.0f;
-  while (t < len) {
-    const float in = std::fmod(phase + t, period);
-    const float step = std::min(len - t, in < on ? on - in : period - in);
-    if (in < on) {
-      const float t0 = t / len, t1 = (t + step) / len;
-      dl->AddLine(ImVec2(p.x + (q.x - p.x) * t0, p.y + (q.y - p.y) * t0), ImVec2(p.x + (q.x - p.x) * t1, p.y + (q.y - p.y) * t1),
-                  color, 1.5f);
-    }
-    t += step;
-  }
-  return std::fmod(phase + len, period);
-}
-
-}  // namespace
 
 int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, int marker, const char* y_label,
               const PlotAxis& axis) {
@@ -309,7 +371,18 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
       prev = q;
       have = true;
     }
-    for (size_t i : isolated_points(s.y, stride)) dl->AddCircleFilled(ImVec2(X(i), Y(std::clamp(s.y[i], lo, hi))), 3.5f, s.color);
+    for (size_t i : isolated_points(s.y, stride)) {
+      const ImVec2 c(X(i), Y(std::clamp(s.y[i], lo, hi)));
+      if (s.mark > 0) draw_mark(dl, c, 4.0f, s.mark, s.color);
+      else dl->AddCircleFilled(c, 3.5f, s.color);
+    }
+    // The run's mark every kMarkSpacing pixels on its line, each mark's series starting at its own
+    // offset so that the marks of overlapping lines do not cover one another.
+    constexpr float kMarkSpacing = 56.0f;
+    for (float x = 6.0f + 9.0f * (float)((s.mark - 1) % kMarkShapes); s.mark > 0 && x <= w; x += kMarkSpacing) {
+      const size_t i = n > 1 ? (size_t)std::lround(x / w * (float)(n - 1)) : 0;
+      if (i < s.y.size() && std::isfinite(s.y[i])) draw_mark(dl, ImVec2(X(i), Y(std::clamp(s.y[i], lo, hi))), 4.0f, s.mark, s.color);
+    }
   }
   if (marker >= 0 && (size_t)marker < n) dl->AddLine(ImVec2(X(marker), a.y), ImVec2(X(marker), b.y), IM_COL32(255, 255, 255, 110));
   dl->PopClipRect();

@@ -18,6 +18,7 @@ struct Series {
   ImU32 color = 0;
   std::vector<float> y;  // [n] one value per x = 0..n-1
   bool dashed = false;   // a live run (run_dashed)
+  int mark = 0;          // a shape drawn along the line (run_marks); 0 = none
 };
 
 // The y axis of a line plot: a fixed range (lo and hi both finite; fractions use 0..1 so that
@@ -55,10 +56,20 @@ void unreadable_step_notice(int step, const std::string& why);
 ImU32 run_color(const RunData& run);
 ImU32 run_color(const std::string& name, const std::string& policy, bool live);
 inline bool run_dashed(const RunData& run) { return run.eviction == "real"; }
+// The shapes that tell apart runs drawn alike (same colour, both live or both simulated): one
+// parameter set at several budgets (h2o_b16, h2o_b32), or two parameter sets sharing their
+// policy's lighter shade. Each such run gets a mark 1..kMarkShapes, in order of budget, then name
+// (shapes repeat past kMarkShapes runs); a run drawn unlike every other gets 0, a plain line.
+constexpr int kMarkShapes = 6;
+std::vector<int> run_marks(const std::vector<RunData>& runs);  // [runs]
+// Draws mark `mark` (1..kMarkShapes: circle, square, triangle, diamond, inverted triangle, cross)
+// centred at `c`, `r` pixels from its centre to its edge; outlined when not `filled`.
+void draw_mark(ImDrawList* dl, ImVec2 c, float r, int mark, ImU32 color, bool filled = true);
 // A legend entry: a swatch of `color` (filled when shown, outlined when hidden) and the label in
-// the text colour (dimmed when hidden); `dashed`: the swatch in two parts, as a dashed line.
+// the text colour (dimmed when hidden); `dashed`: the swatch in two parts, as a dashed line;
+// `mark` > 0: a line through the swatch with the mark on it, as the plots draw the run.
 // Returns true when clicked.
-bool legend_toggle(const char* label, ImU32 color, bool shown, bool dashed = false);
+bool legend_toggle(const char* label, ImU32 color, bool shown, bool dashed = false, int mark = 0);
 ImU32 cell_state_color(CellState s);   // lane palette
 // Legend chips for the lane states.
 void lane_legend();

@@ -31,16 +31,18 @@ class MetricsView : public View {
       return;
     }
     const TraceSnapshot& t = *app.trace;
-    // Legend: one colour per run, wrapped to the window; click to hide/show.
+    // Legend: one colour per run (runs drawn in one colour carry marks), wrapped to the window;
+    // click to hide/show.
     const float right = ImGui::GetWindowContentRegionMax().x;
     for (size_t r = 0; r < t.runs.size(); ++r) {
-      const float w = ImGui::GetTextLineHeight() + ImGui::GetStyle().ItemInnerSpacing.x +
+      const float w = ImGui::GetTextLineHeight() * (marks_[r] > 0 ? 1.6f : 1.0f) + ImGui::GetStyle().ItemInnerSpacing.x +
                       ImGui::CalcTextSize(t.runs[r].name.c_str()).x;
       if (r > 0) {
         ImGui::SameLine(0, 14);
         if (ImGui::GetCursorPosX() + w > right) ImGui::NewLine();
       }
-      if (legend_toggle(t.runs[r].name.c_str(), run_color(t.runs[r]), !hidden_[r], run_dashed(t.runs[r]))) hidden_[r] = !hidden_[r];
+      if (legend_toggle(t.runs[r].name.c_str(), run_color(t.runs[r]), !hidden_[r], run_dashed(t.runs[r]), marks_[r]))
+        hidden_[r] = !hidden_[r];
     }
     const int cols = ImGui::GetContentRegionAvail().x > 700 ? 2 : 1;
     const int rows = ((int)names_.size() + cols - 1) / cols;
@@ -56,7 +58,7 @@ class MetricsView : public View {
       std::vector<Series> series;
       for (size_t r = 0; r < t.runs.size(); ++r)
         if (!hidden_[r] && !values_[r][i].empty()) {
-          Series s{t.runs[r].name, run_color(t.runs[r]), values_[r][i], run_dashed(t.runs[r])};
+          Series s{t.runs[r].name, run_color(t.runs[r]), values_[r][i], run_dashed(t.runs[r]), marks_[r]};
           for (float& v : s.y) v = (float)(v / scales_[i].divisor);
           series.push_back(std::move(s));
         }
@@ -108,6 +110,7 @@ class MetricsView : public View {
     sort_metric_names(names_);
     values_.assign(t.runs.size(), std::vector<std::vector<float>>(names_.size()));
     hidden_.assign(t.runs.size(), false);
+    marks_ = run_marks(t.runs);
     per_head_.assign(names_.size(), false);
     std::vector<double> max_abs(names_.size(), 0.0);
     for (size_t r = 0; r < t.runs.size(); ++r)
@@ -126,6 +129,7 @@ class MetricsView : public View {
   std::vector<std::string> names_;                       // metric names, union over runs
   std::vector<std::vector<std::vector<float>>> values_;  // [runs][metrics][n_steps]
   std::vector<bool> hidden_;                             // [runs]
+  std::vector<int> marks_;                               // [runs] run_marks: runs drawn alike told apart
   std::vector<bool> per_head_;                           // [metrics] stored per (layer, KV head)
   std::vector<ValueScale> scales_;                       // [metrics] unit the plot shows
 };

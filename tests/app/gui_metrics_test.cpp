@@ -156,6 +156,35 @@ TEST(RunColor, DependsOnTheRunAloneAndShadesItsParameterSet) {
   EXPECT_NE(run_color("omnikv_filters1_frac0.2_b11", "omnikv", false), omnikv);
 }
 
+// Runs drawn in one colour and style get marks in order of budget; a run drawn unlike every
+// other gets none (a budget sweep of one policy was three lines of one colour).
+TEST(RunMarks, RunsDrawnAlikeGetDistinctMarksInOrderOfBudget) {
+  auto run = [](std::string name, std::string policy, int budget, bool live = false) {
+    RunData r;
+    r.name = std::move(name);
+    r.policy = std::move(policy);
+    r.budget = budget;
+    if (live) r.eviction = "real";
+    return r;
+  };
+  const std::vector<RunData> runs = {run("h2o_b32", "h2o", 32),
+                                     run("h2o_b16", "h2o", 16),
+                                     run("tova_b16", "tova", 16),
+                                     run("h2o_b16_forced", "h2o", 16, true),
+                                     run("streamingllm_sinks0_b32", "streamingllm", 32),
+                                     run("streamingllm_sinks2_b16", "streamingllm", 16),
+                                     run("h2o_b64", "h2o", 64)};
+  EXPECT_EQ(run_marks(runs), (std::vector<int>{2, 1, 0, 0, 2, 1, 3}));
+  EXPECT_EQ(run_marks({}), std::vector<int>{});
+  // Past kMarkShapes runs drawn alike the shapes repeat.
+  std::vector<RunData> sweep;
+  for (int b = 1; b <= kMarkShapes + 1; ++b) sweep.push_back(run("window_b" + std::to_string(b), "window", b));
+  const std::vector<int> marks = run_marks(sweep);
+  EXPECT_EQ(marks.front(), 1);
+  EXPECT_EQ(marks[kMarkShapes - 1], kMarkShapes);
+  EXPECT_EQ(marks.back(), 1);
+}
+
 TEST(RunColor, PoliciesAreClearlyApartAndNotLaneStateColours) {
   // In CIEDE2000, on the dark plot background: streamingllm's magenta and duoattention's pink were
   // 16 apart and looked alike on a projector.
