@@ -160,7 +160,6 @@ ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int s
   }
   ref.logits = capture.take();
   ref.peak_kv_bytes = engine.peak_kv_bytes();
-  Sampler sampler(sampling);
   const int S = static_cast<int>(ref.logits.size() / vocab);
   for (int s = 0; s < S; ++s) {
     std::span<const float> l(ref.logits.data() + static_cast<size_t>(s) * vocab, vocab);
@@ -326,17 +325,25 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   // step forced mode names when its top-1 differs). Token 0 comes from the prompt's logits,
   // which eviction after the prompt does not change: it differs only under sampling.
   if (options.mode == "free") first_div = free_div < 0 ? -1 : std::max(0, free_div - 1);
+  // The last step's choice is fed to neither run: taken as each one's top-1 (the reference's
+  // next token there is its top-1 too), it differs where the step's top-1 does.
+  if (options.mode == "free" && free_div < 0 && n == S && n > 0 &&
+      argmax(std::span<const float>(own.data() + static_cast<size_t>(n - 1) * vocab, vocab)) != reference.next[n - 1])
+    first_div = n - 1;
   run.metrics = {kl, top1, ref_lp, bytes};
   const double none = std::nan("");  // no compared step (a free run whose first token differs)
+  // The full cache's peak over the steps this run holds: a free run that ended early is held
+  // against the full cache at its last step (which never evicts, so holds then its most).
+  const double full_peak = static_cast<double>(
+      ended && n > 0 ? reference.kv_bytes[std::min<size_t>(n - 1, reference.kv_bytes.size() - 1)]
+                     : reference.peak_kv_bytes);
   run.scalars = {{"perplexity", compared ? std::exp(nll / compared) : none},
                  {"full_perplexity", compared ? std::exp(full_nll / compared) : none},
                  {"compared_steps", static_cast<double>(compared)},
                  {"first_divergence", static_cast<double>(first_div)},
                  {"peak_kv_bytes", static_cast<double>(engine.peak_kv_bytes())},
-                 {"full_peak_kv_bytes", static_cast<double>(reference.peak_kv_bytes)},
-                 {"peak_kv_ratio", reference.peak_kv_bytes
-                                       ? static_cast<double>(engine.peak_kv_bytes()) / reference.peak_kv_bytes
-                                       : 0.0},
+                 {"full_peak_kv_bytes", full_peak},
+                 {"peak_kv_ratio", full_peak > 0 ? static_cast<double>(engine.peak_kv_bytes()) / full_peak : 0.0},
                  {"mean_kv_ratio", n > 0 ? ratio_sum / n : 0.0}};
   return run;
 }

@@ -22,10 +22,15 @@ WindowScorePolicy::WindowScorePolicy(const PolicySpec& spec, const ModelShape& s
 
 std::string WindowScorePolicy::caveat(int prompt_len) const {
   const int window = settings_.window, budget = spec_.budget;
-  if (prompt_len <= budget || window < budget) return {};
-  return "its window (" + std::to_string(window) + ") covers the whole budget (" + std::to_string(budget) +
-         "): no prompt position is chosen by score, the last " + std::to_string(budget) +
-         " prompt tokens are kept (give window=N below the budget)";
+  if (prompt_len <= budget) return {};
+  if (window >= budget)
+    return "its window (" + std::to_string(window) + ") covers the whole budget (" + std::to_string(budget) +
+           "): no prompt position is chosen by score, the last " + std::to_string(budget) +
+           " prompt tokens are kept (give window=N below the budget)";
+  if (rows_held_ > 0)
+    return "its window (" + std::to_string(window) + ") is longer than the " + std::to_string(rows_held_) +
+           " observation rows the prompt's evidence holds: it scored with the last " + std::to_string(rows_held_);
+  return {};
 }
 
 JsonObject& WindowScorePolicy::add_settings(JsonObject& j) const {
@@ -33,13 +38,14 @@ JsonObject& WindowScorePolicy::add_settings(JsonObject& j) const {
       .add("gqa", gqa_name(settings_.gqa));
 }
 
-std::optional<int> WindowScorePolicy::cut_window(int P) const {
+std::optional<int> WindowScorePolicy::cut_window(int P) {
   if (P <= spec_.budget) return std::nullopt;
   const PrefillEvidence* ev = ctx_.prefill;
   if (!ev || ev->window < 1 || ev->prompt_len != P ||
       ev->window_rows.size() != (size_t)ev->shape.n_layers * ev->shape.n_heads * ev->window * P)
     throw input_error("--policy " + spec_.name,
                       "needs the prompt's observation-window rows (absent from the evidence)");
+  if (ev->window < std::min({settings_.window, P, spec_.budget})) rows_held_ = ev->window;
   return std::max(0, std::min({settings_.window, ev->window, ev->prompt_len, spec_.budget}));
 }
 

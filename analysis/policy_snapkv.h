@@ -31,7 +31,8 @@ class WindowScorePolicy : public Policy {
   // Reads window, kernel, pool and gqa from p (`defaults` where absent); throws p.error on a bad one.
   WindowScorePolicy(const PolicySpec& spec, const ModelShape& shape, const ParamReader& p, WindowSettings defaults);
   // With a window of at least the budget (and a prompt longer than it) no prompt position is
-  // chosen by score.
+  // chosen by score; a window longer than the observation rows the evidence held (64 in
+  // KVScope's traces and live runs) was cut to them (known once the prompt was cut).
   std::string caveat(int prompt_len) const override;
   void begin(const PolicyContext& ctx) override { ctx_ = ctx; }
   void before_attention(int, int, KvSlots&) override {}
@@ -43,8 +44,9 @@ class WindowScorePolicy : public Policy {
   JsonObject& add_settings(JsonObject& j) const;
   // The window w to cut a P-token prompt with: the setting capped to the recorded window, to P
   // and to B; none when P fits the budget (nothing to cut). Throws InputError("--policy NAME:
-  // ...") when the evidence holds no window rows for the prompt.
-  std::optional<int> cut_window(int P) const;
+  // ...") when the evidence holds no window rows for the prompt. Notes a cap to the recorded
+  // window for caveat().
+  std::optional<int> cut_window(int P);
   // Pooled window score of KV head (layer, g): [P - w]. Rows are summed (mean_rows = false) or
   // averaged, the group reduced, then pooled (reduce first, then pool).
   std::vector<float> scores(int layer, int kv_head, int w, bool mean_rows) const;
@@ -56,6 +58,7 @@ class WindowScorePolicy : public Policy {
   ModelShape shape_;
   PolicyContext ctx_;
   WindowSettings settings_;
+  int rows_held_ = 0;  // observation rows the evidence held, where they cut the window (cut_window)
 };
 
 std::unique_ptr<Policy> make_snapkv_policy(const PolicySpec& spec, const ModelShape& shape);

@@ -95,6 +95,8 @@ void append_runs(const std::string& path, std::span<const RunData> runs) {
         for (const RunData& run : runs) {
           ts::validate_run(run, meta, path);
           if (!names.insert(run.name).second) throw input_error(path, "run '" + run.name + "' given twice");
+          if (run.name == meta.recorded_under)
+            throw input_error(path, "run '" + run.name + "' would replace the run this trace was recorded under");
         }
       },
       [&](hid_t file, const TraceMeta& meta) {

@@ -57,12 +57,16 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
   {
     TraceReader trace(path);
     check_appendable(path);  // before the live runs, which take minutes on a large model
-    if (const std::string recorded = recorded_under_caveat(trace.meta()); callbacks.on_caveat && !recorded.empty())
-      callbacks.on_caveat(recorded);
     const TraceMeta& m = trace.meta();
+    if (const std::string recorded = recorded_under_caveat(m); callbacks.on_caveat && !recorded.empty())
+      callbacks.on_caveat(recorded + "; the reference is the full cache fed that run's tokens, so a free run's "
+                          "divergence is from that run's text");
     auto policies = build_policies(a, trace);
-    if (callbacks.on_caveat)
-      for (const std::string& c : policy_caveats(policies, m.prompt_len)) callbacks.on_caveat(c);
+    for (const auto& p : policies)
+      if (const std::string name = p->spec().run_name() + "_" + mode; name == m.recorded_under)
+        throw input_error("--policy " + p->spec().name,
+                          "would replace " + name + ", the run this trace was recorded under (give another budget or "
+                          "--mode)");
     const DuoGates gates = trace_duo_gates(trace);  // for gates=estimated
     Model model = load_model(model_path_for(a, m, "rerun"));
     check_model_matches(model, m);
@@ -122,6 +126,8 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
         if (eo.rope_in_cache) mark_rerotated(runs.back());
       }
       if (callbacks.cancelled && callbacks.cancelled()) throw RunCancelled{};  // after the last step
+      if (callbacks.on_caveat)  // after the runs: a window longer than the rows at hand is known then
+        for (const std::string& c : policy_caveats(policies, m.prompt_len)) callbacks.on_caveat(c);
     } catch (const RunCancelled&) {
       throw input_error("rerun", "cancelled; nothing appended");
     }

@@ -182,6 +182,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
         generated.assign(run.tokens.begin() + meta.prompt_len, run.tokens.end());
         note += "recorded under policy " + run.name +
                 (policy->spec().name == "full" ? " (the full cache: nothing evicted)" : " (real eviction)");
+        if (const std::string caveat = policy->caveat(meta.prompt_len); !caveat.empty()) note += "; note: " + caveat;
         rec.meta().recorded_under = run.name;
         rec.writer().write_run(run);
         res.run_mode = run.mode;

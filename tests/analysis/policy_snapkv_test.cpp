@@ -40,9 +40,20 @@ TEST(SnapKv, MaxPooling) {
 
 TEST(SnapKv, WindowCappedToRecordedWindowAndBudget) {
   const SimInput in = hand_input();  // recorded window 2
+  for (const char* name : {"snapkv", "pyramidkv", "adakv"}) {
+    auto p = policy(std::string(name) + ":window=4,kernel=1", 5, in.shape);  // asks 4 of 2 rows
+    EXPECT_EQ(p->caveat(8), "") << name << ": not known before the prompt is cut";
+    run_one(in, *p);
+    EXPECT_EQ(p->caveat(8), "its window (4) is longer than the 2 observation rows the prompt's evidence holds: it "
+                            "scored with the last 2")
+        << name;
+  }
   auto p = policy("snapkv:kernel=1", 5, in.shape);  // asks 32
   const RunData r = run_one(in, *p);
   EXPECT_EQ(kept_at(r, in, 0, 0, 0), (std::vector<int>{0, 3, 5, 6, 7, 8}));
+  auto fits = policy("snapkv:window=2,kernel=1", 5, in.shape);
+  run_one(in, *fits);
+  EXPECT_EQ(fits->caveat(8), "") << "the rows held cover the window";
   auto tiny = policy("snapkv:window=2,kernel=1", 1, in.shape);  // B below the window
   EXPECT_EQ(kept_at(run_one(in, *tiny), in, 0, 0, 0), (std::vector<int>{7, 8}));
 }

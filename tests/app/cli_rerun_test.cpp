@@ -319,6 +319,75 @@ TEST(CliRerunSmolLM2, FreeRunEndsAtEndOfText) {
   for (const NamedArray& m : run.metrics) EXPECT_EQ(m.dims[0], static_cast<uint64_t>(n)) << m.name;
 }
 
+// A greedy free run's first divergence is the first step whose top-1 differs from the full
+// cache's: the step that chose the first differing token, or the last step, whose choice neither
+// run feeds (window_b8 on 16 steps of this story differs there alone: it was reported as never).
+TEST_F(CliRerun, FreeRunsFirstDivergenceIsTheFirstStepWhoseTop1Differs) {
+  const std::string trace = dir_.file("16.h5");
+  ASSERT_EQ(run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps", "16", "--out",
+                         trace, "--quiet", "--threads", "1"})
+                .code,
+            0);
+  const CliResult r = run_kvscope({"rerun", trace, "--threads", "1", "--budget", "8", "--mode", "free", "--policy",
+                                   "window", "--policy", "streamingllm", "--policy", "h2o", "--no-attention"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  TraceReader tr(trace);
+  for (const std::string name : {"window_b8_free", "streamingllm_b8_free", "h2o_b8_free"}) {
+    const RunData run = tr.read_run(name, false);
+    const auto top1 = std::find_if(run.metrics.begin(), run.metrics.end(),
+                                   [](const NamedArray& m) { return m.name == "top1_agree"; });
+    ASSERT_NE(top1, run.metrics.end()) << name;
+    double first = -1;
+    for (size_t s = 0; s < top1->data.size() && first < 0; ++s)
+      if (top1->data[s] == 0.0f) first = static_cast<double>(s);
+    const std::map<std::string, double> sc(run.scalars.begin(), run.scalars.end());
+    EXPECT_EQ(sc.at("first_divergence"), first) << name;
+    if (name == "window_b8_free") EXPECT_EQ(first, 15.0) << "the case this test was written for";
+  }
+}
+
+// A free run that ends early is held against the full cache over its own steps: its peak beside
+// the full cache's at its last step, not at the recording's end (10 KiB against 432 KiB read as
+// a ratio of 0.024 when the run held 72 of the recording's 341 steps; here 72 of 100).
+TEST_F(CliRerun, AFreeRunThatEndsEarlyComparesItsPeakOverItsOwnSteps) {
+  const std::string trace = dir_.file("long.h5");
+  ASSERT_EQ(run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps", "100",
+                         "--out", trace, "--quiet", "--threads", "1"})
+                .code,
+            0);
+  ASSERT_EQ(run_kvscope({"rerun", trace, "--threads", "1", "--budget", "8", "--mode", "free", "--policy", "window",
+                         "--no-attention"})
+                .code,
+            0);
+  TraceReader tr(trace);
+  const TraceMeta& m = tr.meta();
+  const RunData run = tr.read_run("window_b8_free", false);
+  const int P = m.prompt_len, n = static_cast<int>(run.tokens.size()) - P;
+  ASSERT_LT(n, m.n_steps) << "the window run no longer ends early: " << run.text;
+  const std::map<std::string, double> sc(run.scalars.begin(), run.scalars.end());
+  const double per_token = static_cast<double>(m.shape.kv_bytes_per_entry()) * m.shape.n_layers * m.shape.n_kv_heads;
+  EXPECT_EQ(sc.at("full_peak_kv_bytes"), per_token * (P + n));
+  EXPECT_DOUBLE_EQ(sc.at("peak_kv_ratio"), sc.at("peak_kv_bytes") / sc.at("full_peak_kv_bytes"));
+}
+
+// A trace recorded under a policy keeps that run; a re-run of the same name and mode would have
+// replaced it (and the trace's note would name a run that was no longer the recording's).
+TEST_F(CliRerun, ARerunDoesNotReplaceTheRunATraceWasRecordedUnder) {
+  const std::string out = dir_.file("p.h5");
+  ASSERT_EQ(run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps", "8", "--out",
+                         out, "--quiet", "--threads", "1", "--policy", "h2o", "--budget", "8"})
+                .code,
+            0);
+  const std::string before = read_bytes(out);
+  const CliResult r = run_kvscope({"rerun", out, "--policy", "h2o", "--budget", "8", "--mode", "free"});
+  EXPECT_TRUE(is_input_error(r, "--policy h2o", "the run this trace was recorded under"));
+  EXPECT_EQ(read_bytes(out), before);
+  const CliResult forced = run_kvscope({"rerun", out, "--policy", "h2o", "--budget", "8", "--threads", "1"});
+  ASSERT_EQ(forced.code, 0) << forced.err;
+  EXPECT_NE(forced.err.find("a free run's divergence is from that run's text"), std::string::npos) << forced.err;
+  EXPECT_TRUE(has(TraceReader(out).run_names(), "h2o_b8_free"));
+}
+
 TEST_F(CliRerun, BadModeIsAOneLineError) {
   const std::string before = read_bytes(trace_);
   const CliResult r = rerun({"--policy", "h2o", "--budget", "8", "--mode", "sideways"});
