@@ -36,6 +36,12 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
       if (value_flags.count(name)) {
         if (!inline_value) {
           if (i + 1 >= argv.size()) throw input_error(name, "expects a value");
+          // "--prompt --steps 3": the value was left out, and the next flag is not it.
+          const std::string& next = argv[i + 1];
+          const std::string next_name = next.substr(0, next.find('='));
+          if (value_flags.count(next_name) || switch_flags.count(next_name))
+            throw input_error(name, "expects a value, got the flag " + next_name + " (for a value that starts with "
+                                    "--, write " + name + "=VALUE)");
           value = argv[++i];
         }
         if (values_.count(name) && !repeatable.count(name)) {

@@ -606,10 +606,35 @@ TEST_F(CliRecordBadInput, PromptsThatAreNotText) {
   };
   const std::string nul = in.file("nul.txt");
   write_bytes(nul, std::string("a\0b", 3));
-  EXPECT_TRUE(is_input_error(from_file(nul), "prompt", "contains a NUL byte"));
+  EXPECT_TRUE(is_input_error(from_file(nul), nul, "prompt file contains a NUL byte"));
+  const std::string latin1 = in.file("latin1.txt");
+  write_bytes(latin1, "caf\xE9");
+  EXPECT_TRUE(is_input_error(from_file(latin1), latin1, "prompt file is not valid UTF-8 text"));
   EXPECT_TRUE(is_input_error(from_file(in.path()), in.path(), "is a directory, not a prompt file"));
   EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin()}, "caf\xE9"), "prompt",
                              "is not valid UTF-8 text"));
+  EXPECT_TRUE(out.entries().empty());
+}
+
+// A prompt file that starts with a UTF-8 byte-order mark is the text after it (the mark was
+// tokenized: 11 tokens instead of 5, and the trace's prompt began with U+FEFF).
+TEST_F(CliRecordBadInput, AByteOrderMarkIsNotPartOfThePrompt) {
+  const std::string bom = in.file("bom.txt");
+  write_bytes(bom, "\xEF\xBB\xBFOnce upon a time\n");
+  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt-file", bom, "--steps", "2", "--quiet",
+                                   "--out", out.file("bom.h5")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(TraceReader(out.file("bom.h5")).meta().prompt, "Once upon a time");
+}
+
+// A value flag followed by another flag was given no value: "--prompt --steps 3" took "--steps"
+// as the prompt and then called 3 an unexpected argument.
+TEST_F(CliRecordBadInput, AFlagWhereAValueShouldBe) {
+  EXPECT_TRUE(is_input_error(run_kvscope({"record", "--model", stories_bin(), "--prompt", "--steps", "3", "--out",
+                                          out.file("x.h5")}),
+                             "--prompt", "expects a value, got the flag --steps"));
+  EXPECT_TRUE(is_input_error(run_kvscope({"simulate", "x.h5", "--policy", "--budget=8"}), "--policy",
+                             "expects a value, got the flag --budget"));
   EXPECT_TRUE(out.entries().empty());
 }
 
