@@ -165,7 +165,9 @@ int cmd_info(const ArgList& argv) {
   Args a(argv, {"--tokenizer"}, {"--json"});
   if (a.positional().size() != 1) throw input_error("info", "expects one model or trace path");
   const std::string& path = a.positional()[0];
-  if (is_hdf5(path)) {
+  // A .h5 name that is not HDF5 is a damaged or mistaken trace, not a model of some other format.
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (is_hdf5(path) || ext == ".h5" || ext == ".hdf5") {
     if (a.has("--tokenizer")) throw input_error("--tokenizer", "applies to a model, and " + path + " is a trace");
     return info_trace(path, a.has("--json"));
   }

@@ -69,7 +69,7 @@ int cmd_record(const ArgList& argv) {
     if (!a.has("--budget") && takes_budget_flag(r.policy))
       throw input_error("--budget", "is required (tokens kept per head) for --policy " + r.policy);
     if (a.has("--budget") && !takes_budget_flag(r.policy))
-      throw input_error("--budget", "--policy " + r.policy + " does not use it (full keeps every token; budget=N or OmniKV's frac=F is the spec's own)");
+      throw input_error("--budget", "--policy " + r.policy + " does not use it (" + own_budget(r.policy) + ")");
   }
   r.decode_dtype = a.str("--decode-dtype", "float32");
   if (r.decode_dtype != "float32" && r.decode_dtype != "float16")

@@ -15,9 +15,14 @@
 
 namespace kvs {
 
-bool takes_budget_flag(const std::string& policy_text) {
+bool takes_budget_flag(const std::string& policy_text) { return own_budget(policy_text).empty(); }
+
+std::string own_budget(const std::string& policy_text) {
   const PolicySpec own = parse_policy_spec(policy_text, 0);
-  return own.name != "full" && own.budget <= 0 && !omnikv_budget_from_frac(own);
+  if (own.name == "full") return "full keeps every token";
+  if (own.budget > 0) return "its spec gives budget=" + std::to_string(own.budget);
+  if (omnikv_budget_from_frac(own)) return "OmniKV's frac= sets its budget from the prompt";
+  return {};
 }
 
 std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const TraceReader& trace) {

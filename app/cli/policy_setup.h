@@ -24,6 +24,9 @@ std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const Trac
 // token), no budget=N of its own and no OmniKV frac=F. A --budget no policy takes is refused, not
 // ignored.
 bool takes_budget_flag(const std::string& policy_text);
+// Why a policy takes no --budget ("full keeps every token", "its spec gives budget=8", ...); ""
+// when it takes one.
+std::string own_budget(const std::string& policy_text);
 
 // --model, else the model path recorded in the trace; --tokenizer likewise.
 std::string model_path_for(const Args& args, const TraceMeta& meta, const std::string& why);

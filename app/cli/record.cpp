@@ -77,8 +77,9 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   // DuoAttention's gates come from a pattern folder or are profiled from a trace's decode rows,
   // which a recording does not have yet.
   if (policy && policy->spec().name == "duoattention" && !policy->spec().params.count("pattern"))
-    throw input_error("--policy duoattention", "a recording has no trace to profile gates from: give pattern=DIR "
-                                               "(e.g. one written by kvscope heads --alpha-out)");
+    throw input_error("--policy duoattention", "a recording has no trace to take gates from (profiled from its rows, "
+                                               "or estimated by kvscope heads --model): give pattern=DIR (e.g. "
+                                               "one written by kvscope heads --alpha-out)");
   TraceMeta meta;
   meta.writer_version = KVSCOPE_VERSION;
   meta.created = utc_now();

@@ -227,6 +227,9 @@ TEST(CliInfoBadInput, EmptyFileAndATokenizerForATrace) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(is_input_error(run_kvscope({"info", d.file("t.h5"), "--tokenizer", tok512()}), "--tokenizer",
                              "applies to a model"));
+  // A trace's name on a file that is not one: said as such, not as a llama2.c checkpoint too short.
+  write_bytes(d.file("text.h5"), "hello\n");
+  EXPECT_TRUE(is_input_error(run_kvscope({"info", d.file("text.h5")}), d.file("text.h5"), "not an HDF5 file"));
 }
 
 // Without a tokenizer beside it, a llama2.c checkpoint is still described.

@@ -587,7 +587,10 @@ TEST_F(CliRecordBadInput, BudgetThePolicyDoesNotUse) {
   EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "h2o:budget=5", "--budget", "8"}),
                              "--budget", "--policy h2o:budget=5 does not use it"));
   EXPECT_TRUE(is_input_error(record_into_empty({"--model", stories_bin(), "--policy", "full", "--budget", "8"}),
-                             "--budget", "--policy full does not use it"));
+                             "--budget", "--policy full does not use it (full keeps every token)"));
+  EXPECT_TRUE(is_input_error(
+      record_into_empty({"--model", stories_bin(), "--policy", "omnikv:frac=0.1", "--budget", "8"}), "--budget",
+      "--policy omnikv:frac=0.1 does not use it (OmniKV's frac= sets its budget from the prompt)"));
 }
 
 TEST_F(CliRecordBadInput, EmptyValuesAndABudgetWithoutAPolicy) {
