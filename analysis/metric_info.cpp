@@ -17,10 +17,10 @@ MetricInfo metric_info(const std::string& name) {
   if (name == "top1_agree") return {3, U::kFraction, "1 when the run's top-1 token is the full cache's"};
   if (name == "ref_logprob") return {4, U::kNats, "log-prob of the recorded next token under the run"};
   if (name == "hh_turnover") return {5, U::kFraction, "Jaccard distance of consecutive heavy-hitter sets"};
-  if (name == "kept") return {6, U::kCount, "entries held"};
+  if (name == "kept") return {6, U::kCount, "entries held at attention, the new token's included: budget + 1"};
   if (name == "evicted") return {7, U::kCount, "context entries not held"};
   if (name == "inactive") return {8, U::kCount, "entries held but not attended"};
-  if (name == "kv_bytes") return {9, U::kBytes, "bytes of K and V held"};
+  if (name == "kv_bytes") return {9, U::kBytes, "bytes of K and V held at attention (kept x bytes an entry)"};
   if (name == "paged_bytes_freed") return {10, U::kBytes, "bytes freed under paged allocation"};
   if (name.size() > 6 && name.compare(name.size() - 6, 6, "_ratio") == 0) return {100, U::kFraction, ""};
   return {};
@@ -92,12 +92,26 @@ const char* run_scalar_description(const std::string& name) {
   if (name == "compared_steps") return "steps whose logits compare with the full cache's (free runs: until the texts part)";
   if (name == "first_divergence")
     return "first step whose choice of the next token differs from the full cache's (forced: top-1; free: the token generated)";
-  if (name == "peak_kv_bytes") return "the engine's peak KV-cache bytes (the prompt held whole during prefill included)";
-  if (name == "full_peak_kv_bytes") return "the full cache's peak KV-cache bytes on the same tokens";
+  if (name == "peak_kv_bytes")
+    return "the engine's peak KV-cache bytes, every layer and KV head together (the prompt held whole during prefill "
+           "included)";
+  if (name == "full_peak_kv_bytes") return "the full cache's peak KV-cache bytes over the same steps, every layer and KV head";
   if (name == "peak_kv_ratio") return "peak_kv_bytes over the full cache's";
   if (name == "mean_kv_ratio") return "bytes held after each decode step over the full cache's, averaged over the steps";
   if (name == "block_size") return "the paged-allocation block of paged_bytes_freed, in tokens";
   return "";
+}
+
+std::string run_scalar_label(const std::string& name) {
+  if (name == "perplexity") return "perplexity";
+  if (name == "full_perplexity") return "full cache's perplexity";
+  if (name == "compared_steps") return "compared steps";
+  if (name == "first_divergence") return "first divergence";
+  if (name == "peak_kv_bytes") return "peak KV memory, whole cache";
+  if (name == "full_peak_kv_bytes") return "full cache's peak, whole cache";
+  if (name == "peak_kv_ratio") return "peak / full cache's";
+  if (name == "mean_kv_ratio") return "held / full cache's, mean";
+  return name;
 }
 
 }  // namespace kvs

@@ -57,5 +57,7 @@ std::string run_scalar_text(const std::string& name, double value);
 const std::vector<std::string>& live_run_scalar_names();
 // One line on what a run scalar is ("" when unknown).
 const char* run_scalar_description(const std::string& name);
+// A run scalar's name for a table row ("peak KV memory, whole cache"); the name itself when unknown.
+std::string run_scalar_label(const std::string& name);
 
 }  // namespace kvs

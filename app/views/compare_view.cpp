@@ -303,8 +303,9 @@ class CompareView : public View {
     for (const std::string& name : names) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(name.c_str());
-      if (ImGui::IsItemHovered() && *run_scalar_description(name)) ImGui::SetTooltip("%s", run_scalar_description(name));
+      ImGui::TextUnformatted(run_scalar_label(name).c_str());
+      if (ImGui::IsItemHovered() && *run_scalar_description(name))
+        ImGui::SetTooltip("%s: %s", name.c_str(), run_scalar_description(name));
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(value(a, name).c_str());
       ImGui::TableNextColumn();
@@ -322,6 +323,11 @@ class CompareView : public View {
   // A metric's value at `step` in `scale`'s unit; NaN (a free run's comparison after its text
   // left the recording's) as a greyed "not compared".
   static void value_cell(const std::vector<float>& v, int step, const ValueScale& scale) {
+    if (v.empty()) {  // a metric the run has none of (a simulated run's kl), as the whole-run table writes it
+      ImGui::TextDisabled("-");
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("This run has no such metric (simulated runs have no logits).");
+      return;
+    }
     if (step >= (int)v.size()) return;
     if (std::isnan(v[step])) {
       ImGui::TextDisabled("not compared");
