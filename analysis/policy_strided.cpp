@@ -27,7 +27,9 @@ class StridedPolicy : public PositionalPolicy {
     recent_ = p.get_int("recent", std::max(1, spec.budget / 4));
     if (recent_ < 1) throw p.error("recent must be >= 1");
     recent_ = std::min(recent_, spec.budget);
+    cut_ = p.budget_cut({{"recent", recent_}});
   }
+  std::string caveat(int) const override { return cut_; }
   std::string params_json() const override { return JsonObject().add("recent", recent_).str(); }
 
  private:
@@ -53,6 +55,7 @@ class StridedPolicy : public PositionalPolicy {
     }
   }
   int recent_ = 1;
+  std::string cut_;  // a given recent the budget cut, for caveat()
 };
 
 }  // namespace

@@ -81,6 +81,8 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     lo.mode = mode;
     lo.sampling = {m.temperature, m.top_p, m.seed};
     lo.keep_attention = !a.has("--no-attention");
+    if (a.has("--no-attention") && a.has("--attention-budget-mb"))
+      throw input_error("--attention-budget-mb", "is not used: --no-attention keeps no rows");
     // Long contexts and generations make the rows outgrow memory (4K prompt + 2K steps of
     // SmolLM2: 13.6 GB a run), so past the budget they are left out, as with --no-attention.
     const std::size_t rows_budget = static_cast<std::size_t>(a.integer("--attention-budget-mb", 1024, 0, 1 << 20)) << 20;

@@ -24,6 +24,8 @@ Device device_flag(const Args& args) {
 
 GpuDtype gpu_dtype_flag(const Args& args) {
   const std::string value = args.str("--gpu-dtype", "auto");
+  if (args.has("--gpu-dtype") && args.str("--device", "auto") == "cpu")
+    throw input_error("--gpu-dtype", "is not used: --device cpu runs the model in fp32 on the CPU");
   if (const auto d = parse_gpu_dtype(value)) return *d;
   throw input_error("--gpu-dtype", "expected auto, fp16, bf16 or fp32, got '" + value + "'");
 }

@@ -34,6 +34,7 @@ std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const Trac
   std::vector<std::unique_ptr<Policy>> out;
   std::set<std::string> names;
   bool budget_used = false;  // by a policy that has a budget and gives none of its own
+  bool alpha_used = false;   // by a duoattention spec that gives no gates of its own
   for (const auto& text : specs) {
     budget_used |= takes_budget_flag(text);
     PolicySpec spec = parse_policy_spec(text, budget);
@@ -41,6 +42,7 @@ std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const Trac
     if (!args.has("--budget") && takes_budget_flag(text))
       throw input_error("--budget", "is required (tokens kept per head) for --policy " + text);
     resolve_omnikv_spec(spec, trace);
+    alpha_used |= spec.name == "duoattention" && !spec.params.count("pattern") && !spec.params.count("gates");
     choose_duo_gates(spec, trace, args.str("--alpha", ""));
     auto p = make_policy(spec, shape);
     if (!names.insert(spec.run_name()).second)
@@ -51,6 +53,8 @@ std::vector<std::unique_ptr<Policy>> build_policies(const Args& args, const Trac
     throw input_error("--budget", "no --policy uses it (full keeps every token; budget=N or OmniKV's frac=F in a spec is that policy's own)");
   if (args.has("--alpha") && std::none_of(out.begin(), out.end(), [](const auto& p) { return p->spec().name == "duoattention"; }))
     throw input_error("--alpha", "gives DuoAttention's gates, and no --policy duoattention is given");
+  if (args.has("--alpha") && !alpha_used)
+    throw input_error("--alpha", "is not used: every --policy duoattention gives its own gates (pattern= or gates=)");
   return out;
 }
 

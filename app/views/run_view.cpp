@@ -493,8 +493,8 @@ class RunView : public View {
       app.error("Re-run: check at least one policy");
       return;
     }
-    ArgList args = {app.trace->path, "--mode", rerun_mode_ ? "free" : "forced",
-                    "--device", device_name(device_), "--gpu-dtype", gpu_dtype_name(gpu_dtype_)};
+    ArgList args = {app.trace->path, "--mode", rerun_mode_ ? "free" : "forced", "--device", device_name(device_)};
+    if (device_ != Device::Cpu) args.insert(args.end(), {"--gpu-dtype", gpu_dtype_name(gpu_dtype_)});  // cpu refuses it
     for (const std::string& s : specs) args.insert(args.end(), {"--policy", s});
     // The budget box, for the policies that take it (full keeps everything; OmniKV's frac=F and a
     // spec's budget=N are their own): rerun refuses a --budget nothing uses.

@@ -115,6 +115,9 @@ TEST(PolicyCaveat, GivenValuesCutToTheBudget) {
             "sinks=40 does not fit the budget of 32: the run keeps sinks 32, recent 0");
   EXPECT_EQ(policy("streamingllm:recent=8", 6, shape)->caveat(56),
             "recent=8 does not fit the budget of 6: the run keeps sinks 4, recent 2");
+  EXPECT_EQ(policy("strided:recent=100", 32, shape)->caveat(56),
+            "recent=100 does not fit the budget of 32: the run keeps recent 32");
+  EXPECT_EQ(policy("strided:recent=8", 32, shape)->caveat(56), "");
   EXPECT_EQ(policy("h2o:heavy=8,recent=8", 32, shape)->caveat(56), "");
   EXPECT_EQ(policy("streamingllm", 2, shape)->caveat(56), "") << "defaults fit themselves to the budget";
   EXPECT_EQ(policy("duoattention:sink=10", 4, shape)->caveat(56),

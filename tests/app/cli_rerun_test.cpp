@@ -227,6 +227,16 @@ TEST_F(CliRerun, RowsPastTheAttentionBudgetAreNotKept) {
   }
 }
 
+// A flag that would be ignored is refused, as --budget nothing uses is: the trace is unchanged.
+TEST_F(CliRerun, FlagsThatWouldBeIgnoredAreRefused) {
+  const std::string before = read_bytes(trace_);
+  EXPECT_TRUE(is_input_error(rerun({"--policy", "h2o", "--budget", "8", "--no-attention", "--attention-budget-mb", "5"}),
+                             "--attention-budget-mb", "is not used: --no-attention keeps no rows"));
+  EXPECT_TRUE(is_input_error(rerun({"--policy", "h2o", "--budget", "8", "--device", "cpu", "--gpu-dtype", "fp16"}),
+                             "--gpu-dtype", "is not used: --device cpu runs the model in fp32 on the CPU"));
+  EXPECT_EQ(read_bytes(trace_), before);
+}
+
 TEST_F(CliRerun, RopeInCacheRunIsNamedAndMarked) {
   const CliResult r = rerun({"--policy", "streamingllm", "--budget", "8", "--rope-in-cache"});
   ASSERT_EQ(r.code, 0) << r.err;
