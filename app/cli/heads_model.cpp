@@ -79,9 +79,10 @@ int heads_from_model(const std::string& model_path, const std::string& tokenizer
     JsonObject o;
     o.add("n_layers", c.n_layers).add("n_heads", c.n_heads).add("n_kv_heads", c.n_kv_heads)
         .add("alpha", std::vector<double>(est.alpha.begin(), est.alpha.end()))
-        .add("alpha_source", est.source())
-        .add("retrieval_score", std::vector<double>(retrieval.begin(), retrieval.end()))
-        .add("retrieval_trials", rs.n_trials).add("retrieval_trials_kept", rs.n_kept());
+        .add("alpha_source", est.source());
+    if (scored) o.add("retrieval_score", std::vector<double>(retrieval.begin(), retrieval.end()));
+    else o.add_null("retrieval_score");  // no trial kept: no score, not a score of 0
+    o.add("retrieval_trials", rs.n_trials).add("retrieval_trials_kept", rs.n_kept());
     std::printf("%s\n", o.str().c_str());
     return 0;
   }

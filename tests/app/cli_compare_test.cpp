@@ -54,6 +54,9 @@ TEST_F(CliCompare, Float16RowsAreApartByTheirRounding) {
   EXPECT_NE(json.out.find("\"steps_compared\":12"), std::string::npos) << json.out;
   EXPECT_NE(json.out.find("\"rows\":480"), std::string::npos) << json.out;
   EXPECT_NE(json.out.find("\"device_dtype_a\":\"fp32\""), std::string::npos) << json.out;
+  // The rows' storage is said: both ran on the CPU in fp32, and B's rows were rounded after.
+  EXPECT_NE(json.out.find("\"decode_dtype_b\":\"float16\""), std::string::npos) << json.out;
+  EXPECT_NE(r.out.find("12 steps, rows stored in float16\n"), std::string::npos) << r.out;
   // float16 keeps 11 bits: a probability moves by at most 2^-12 of itself.
   const std::size_t at = json.out.find("\"largest_difference\":");
   ASSERT_NE(at, std::string::npos);
@@ -83,6 +86,11 @@ TEST_F(CliCompare, AnotherPromptPartsBeforeTheFirstStep) {
   EXPECT_NE(r.out.find("tokens       first differ at position 4 (of 17 and 17)\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("decode rows  no step with the same tokens up to its query in both\n"), std::string::npos)
       << r.out;
+  // Nothing compared is no difference to give, not a difference of 0.
+  const CliResult json = run_kvscope({"compare", a_, b, "--json"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"steps_compared\":0,\"largest_difference\":null,\"worst\":null"), std::string::npos)
+      << json.out;
 }
 
 TEST_F(CliCompare, BadInputIsOneLineAndExitTwo) {

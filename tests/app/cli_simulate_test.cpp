@@ -390,6 +390,8 @@ TEST_F(CliSimulate, HeadsOnTheModelStoreAlphaInTheTrace) {
   const std::string t = fresh_trace();
   const Json j = parse_json(run_kvscope({"heads", t, "--model", stories_bin(), "--json"}));
   EXPECT_EQ(j.get_number("retrieval_trials_kept", -1), 0);
+  ASSERT_NE(j.find("retrieval_score"), nullptr);
+  EXPECT_TRUE(j.find("retrieval_score")->is_null()) << "no trial kept: no score, not zeros";
   const TraceReader reader(t);
   EXPECT_FALSE(reader.has_array("/heads/retrieval_score"));
   const CliResult text = run_kvscope({"heads", fresh_trace("text.h5"), "--model", stories_bin()});
