@@ -1,6 +1,7 @@
 // Policy specs ("name:key=value,...") and the registry that builds every policy by CLI name.
 #include "analysis/policy.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -117,6 +118,23 @@ PolicySpec parse_policy_spec(const std::string& text, int budget) {
   if (spec.name.empty()) throw fail("missing policy name");
   if (colon != std::string::npos) parse_params(text.substr(colon + 1), spec, fail);
   if (spec.name == "full") spec.budget = 0;  // holds everything: a budget given beside it is not its
+  // OmniKV's filter layers are a set: filters=4,2 is filters=2,4's run, and named as it is.
+  if (auto f = spec.params.find("filters"); spec.name == "omnikv" && f != spec.params.end()) {
+    std::vector<long> layers;
+    for (size_t start = 0; start <= f->second.size();) {
+      const size_t comma = std::min(f->second.find(',', start), f->second.size());
+      const std::string item = f->second.substr(start, comma - start);
+      char* end = nullptr;
+      const long v = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0') return spec;  // not a list of layers: the policy says what is wrong
+      layers.push_back(v);
+      start = comma + 1;
+    }
+    std::sort(layers.begin(), layers.end());
+    std::string sorted;
+    for (long v : layers) sorted += (sorted.empty() ? "" : ",") + std::to_string(v);
+    f->second = sorted;
+  }
   return spec;
 }
 
