@@ -48,13 +48,22 @@ float jaccard_distance(std::span<const int32_t> a, std::span<const int32_t> b) {
   return uni == 0 ? 0.0f : 1.0f - (float)both / (float)uni;
 }
 
-const std::vector<int32_t>& TopKCache::get(int layer, int head, int k, std::span<const float> row) {
+const std::vector<int32_t>& FullRowCache::top_k(int layer, int head, int k, std::span<const float> row) {
   const uint64_t key = ((uint64_t)layer << 48) ^ ((uint64_t)head << 32) ^ (uint32_t)k;
-  auto it = cache_.find(key);
-  if (it != cache_.end()) return it->second;
-  std::vector<int32_t>& out = cache_[key];
+  auto it = top_k_.find(key);
+  if (it != top_k_.end()) return it->second;
+  std::vector<int32_t>& out = top_k_[key];
   for (int i : top_k_indices(row, k)) out.push_back(i);
   return out;
+}
+
+float FullRowCache::mass(int layer, int head, std::span<const float> row) {
+  const uint64_t key = ((uint64_t)layer << 32) ^ (uint32_t)head;
+  auto it = mass_.find(key);
+  if (it != mass_.end()) return it->second;
+  double sum = 0.0;
+  for (float p : row) sum += p;
+  return mass_[key] = (float)sum;
 }
 
 RunMetrics::RunMetrics(const ModelShape& shape, int n_steps, int T, int budget, int block_size, bool turnover)
@@ -68,7 +77,7 @@ RunMetrics::RunMetrics(const ModelShape& shape, int n_steps, int T, int budget, 
 }
 
 void RunMetrics::record(int step, int layer, int kv_head, int q_pos, std::span<const float* const> full_rows,
-                        std::span<const int32_t> held, std::span<const uint8_t> active, TopKCache& topk) {
+                        std::span<const int32_t> held, std::span<const uint8_t> active, FullRowCache& rows) {
   keys_.clear();
   for (size_t i = 0; i < held.size(); ++i)
     if (active[i]) keys_.push_back(held[i]);
@@ -79,8 +88,10 @@ void RunMetrics::record(int step, int layer, int kv_head, int q_pos, std::span<c
   float mass = 0.0f, miss = 0.0f;
   for (int i = 0; i < G; ++i) {
     std::span<const float> row(full_rows[i], ctx);
-    mass += retained_mass(row, keys_);
-    miss += topk_miss_fraction(topk.get(layer, kv_head * G + i, k, row), attended_);
+    // The share of the row's mass: a float16 row's rounding put full's recall at 1.0002.
+    const float total = rows.mass(layer, kv_head * G + i, row);
+    mass += total > 0.0f ? retained_mass(row, keys_) / total : 0.0f;
+    miss += topk_miss_fraction(rows.top_k(layer, kv_head * G + i, k, row), attended_);
   }
   for (int32_t p : keys_) attended_[p] = 0;
   const size_t a = at(step, layer, kv_head);

@@ -26,15 +26,22 @@ int64_t paged_bytes_freed(std::span<const int32_t> held, int q_pos, int block_si
 // 1 - |a ∩ b| / |a ∪ b| for ascending position lists (0 when both are empty).
 float jaccard_distance(std::span<const int32_t> a, std::span<const int32_t> b);
 
-// Top-k key positions of full rows, computed once per (layer, head, k) and shared by every
-// policy of a step. Ties keep the newer position, as in the policies.
-class TopKCache {
+// What every run's metrics read from a step's full rows, computed once per (layer, head) and
+// shared by every policy of the step: the top-k key positions (per k; ties keep the newer
+// position, as in the policies) and the row's total mass (1 within float32's rounding; float16
+// rows, stored rounded, sum to 1 only within theirs).
+class FullRowCache {
  public:
-  void clear() { cache_.clear(); }
-  const std::vector<int32_t>& get(int layer, int head, int k, std::span<const float> row);
+  void clear() {
+    top_k_.clear();
+    mass_.clear();
+  }
+  const std::vector<int32_t>& top_k(int layer, int head, int k, std::span<const float> row);
+  float mass(int layer, int head, std::span<const float> row);
 
  private:
-  std::unordered_map<uint64_t, std::vector<int32_t>> cache_;
+  std::unordered_map<uint64_t, std::vector<int32_t>> top_k_;
+  std::unordered_map<uint64_t, float> mass_;
 };
 
 class RunMetrics {
@@ -46,7 +53,7 @@ class RunMetrics {
   // the group's G recorded rows (each [>= q_pos + 1], heads kv_head*G ...), or none (recall and
   // topk_miss NaN); held / active: the KV head's entries.
   void record(int step, int layer, int kv_head, int q_pos, std::span<const float* const> full_rows,
-              std::span<const int32_t> held, std::span<const uint8_t> active, TopKCache& topk);
+              std::span<const int32_t> held, std::span<const uint8_t> active, FullRowCache& rows);
   // Score-selected set of (layer, kv_head) after the eviction of `step` (step -1: after prefill).
   void record_scored_set(int step, int layer, int kv_head, std::span<const int32_t> set);
   // recall, topk_miss, kept, evicted, inactive, kv_bytes, paged_bytes_freed (+ hh_turnover),

@@ -124,10 +124,10 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
   std::vector<AttentionBlock> recorded_blocks(H);   // and group rows
   HostGroupRows reduced;                            // a policy's group rows, from the recorded rows
   std::vector<const float*> group_rows(G);
-  TopKCache topk;
+  FullRowCache full_rows;
   for (int s = 0; s < S; ++s) {
     src.read_step(s, rows, lse);
-    topk.clear();
+    full_rows.clear();
     const int q = src.query_pos(s);
     for (int l = 0; l < L; ++l) {
       for (Lane& lane : lanes) {
@@ -143,7 +143,7 @@ std::vector<RunData> simulate(StepSource& src, std::span<Policy* const> policies
             if (act[i]) keys[g].push_back(held[i]);
           if (lane.metrics) {
             for (int i = 0; i < G; ++i) group_rows[i] = rows.data() + ((size_t)l * H + g * G + i) * T;
-            lane.metrics->record(s, l, g, q, group_rows, held, act, topk);
+            lane.metrics->record(s, l, g, q, group_rows, held, act, full_rows);
           }
         }
         const KeyRanking ranking = p.key_ranking(l);
@@ -211,10 +211,10 @@ void add_kept_set_metrics(StepSource& src, std::span<RunData> runs, std::span<co
   std::vector<int32_t> held;     // a (layer, KV head)'s held positions, ascending
   std::vector<uint8_t> active;   // [held]
   std::vector<const float*> group_rows(G);
-  TopKCache topk;
+  FullRowCache full_rows;
   for (int s = 0; s < S; ++s) {
     src.read_step(s, rows, lse);
-    topk.clear();
+    full_rows.clear();
     const int q = src.query_pos(s);
     for (size_t i = 0; i < runs.size(); ++i) {
       if (s >= steps[i]) continue;
@@ -230,7 +230,7 @@ void add_kept_set_metrics(StepSource& src, std::span<RunData> runs, std::span<co
             }
           for (int j = 0; j < G; ++j) group_rows[j] = rows.data() + ((size_t)l * H + g * G + j) * T;
           const std::span<const float* const> full = rows.empty() ? std::span<const float* const>{} : group_rows;
-          metrics[i]->record(s, l, g, q, full, held, active, topk);
+          metrics[i]->record(s, l, g, q, full, held, active, full_rows);
         }
     }
   }

@@ -27,8 +27,23 @@ TEST(Metrics, MassMissAndTurnover) {
   EXPECT_FLOAT_EQ(topk_miss_fraction(std::vector<int32_t>{1, 3}, attended), 0.5f);
   EXPECT_FLOAT_EQ(jaccard_distance(std::vector<int32_t>{1, 2, 3}, std::vector<int32_t>{2, 3, 4}), 0.5f);
   EXPECT_FLOAT_EQ(jaccard_distance(std::vector<int32_t>{}, std::vector<int32_t>{}), 0.0f);
-  TopKCache cache;
-  EXPECT_EQ(cache.get(0, 0, 2, row), (std::vector<int32_t>{1, 3}));
+  FullRowCache cache;
+  EXPECT_EQ(cache.top_k(0, 0, 2, row), (std::vector<int32_t>{1, 3}));
+  EXPECT_FLOAT_EQ(cache.mass(0, 0, row), 1.0f);
+}
+
+// Recall is the share of the row's own mass: rows stored in float16 sum to 1 only within their
+// rounding (up to ~1e-3), and full's recall read 1.0002 on such a trace.
+TEST(Metrics, RecallIsAShareOfTheRowsMass) {
+  const ModelShape shape = shape_of(2, 4, 2);
+  SimInput in = random_input(shape, 20, 5, 4, 82);
+  for (float& p : in.rows) p *= 1.0004f;  // as a rounding that lost nothing but the sum
+  auto full = policy("full", 0, shape);
+  const RunData r = run_one(in, *full);
+  for (float v : metric(r, "recall")->data) {
+    EXPECT_NEAR(v, 1.0f, 1e-6);
+    EXPECT_LE(v, 1.0f + 1e-6f);
+  }
 }
 
 TEST(Metrics, FullRecallIsOneAndCountsAreExact) {
