@@ -41,13 +41,17 @@ class LayersView : public View {
     }
     if (!plan_valid_) optimize();
     // In a short panel (the tiled layout at 1280x720) the matrix below the controls got cells of
-    // under 3 px and overflowed: it then takes the panel's height, the controls, legend and plan a
-    // narrower column beside it, where that column still has its width and the cells 3 px.
+    // under 3 px and overflowed: where it would be small there, it takes the panel's height, the
+    // controls, legend and plan a narrower column beside it, where that column still has its width
+    // and the cells 3 px.
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float frame_h = ImGui::GetFrameHeightWithSpacing(), text_h = ImGui::GetTextLineHeightWithSpacing();
     const float below = matrix_cell(ImVec2(avail.x - kColumnWidth, avail.y - 2 * frame_h - text_h));
     const float beside = matrix_cell(ImVec2(avail.x - kBesideColumnWidth - kGap, avail.y));
-    if (below < 4.0f && beside > below && beside >= 3.0f) {
+    // Small when its cells fall under 4 px, or, for a model of few layers (stories260K's 5), when
+    // the whole matrix does under 120 px (it was 22 px at 1024x768).
+    const bool small_below = below < 4.0f || below * (float)n_layers_ < 120.0f;
+    if (small_below && beside > below && beside >= 3.0f) {
       ImGui::BeginGroup();
       draw_matrix(app, std::min(beside, 40.0f));
       ImGui::EndGroup();
@@ -240,8 +244,13 @@ class LayersView : public View {
     ImGui::Text("filters %s", layers.c_str());
     ImGui::Text("retained %.3f over %d sparse layers", p.retained, p.n_sparse);
     ImGui::Text("lost %.3f (mean %.3f per sparse layer)", p.lost, p.n_sparse ? p.lost / p.n_sparse : 0.0);
-    for (size_t s = 0; s < p.filters.size(); ++s)
-      ImGui::TextDisabled("  layer %d -> %d layers, %.3f", p.filters[s], p.segment_layers[s], p.segment_retained[s]);
+    for (size_t s = 0; s < p.filters.size(); ++s) {
+      ImGui::TextDisabled("  filter %d selects for %d sparse layer%s: retained %.3f", p.filters[s], p.segment_layers[s],
+                          p.segment_layers[s] == 1 ? "" : "s", p.segment_retained[s]);
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("The sparse layers after filter layer %d (up to the next filter) attend the keys it\n"
+                          "selects; retained: the sum of their similarity to it.", p.filters[s]);
+    }
     const std::string idle = idle_filters_note(p);
     if (!idle.empty()) ImGui::TextWrapped("%s", idle.c_str());
   }
@@ -259,9 +268,13 @@ class LayersView : public View {
     // Labels far enough apart not to touch: the widest (the last layer's) plus a gap, and a line.
     const float label_gap = std::max(ImGui::CalcTextSize(std::to_string(L - 1).c_str()).x + 6.0f, ImGui::GetTextLineHeight());
     const int every = std::max(1, (int)std::ceil(label_gap / cell));
-    for (int i = 0; i < L; i += every) {
-      dl->AddText(ImVec2(o.x + cell * i, p.y + 2), IM_COL32(150, 150, 150, 255), std::to_string(i).c_str());
-      dl->AddText(ImVec2(p.x, o.y + cell * i), IM_COL32(150, 150, 150, 255), std::to_string(i).c_str());
+    for (int i = 0; i < L; i += every) {  // centred on their cells where the cells are wider than them
+      const std::string n = std::to_string(i);
+      const ImVec2 size = ImGui::CalcTextSize(n.c_str());
+      dl->AddText(ImVec2(o.x + cell * i + std::max(0.0f, (cell - size.x) * 0.5f), p.y + 2), IM_COL32(150, 150, 150, 255),
+                  n.c_str());
+      dl->AddText(ImVec2(p.x, o.y + cell * i + std::max(0.0f, (cell - size.y) * 0.5f)), IM_COL32(150, 150, 150, 255),
+                  n.c_str());
     }
     for (int a = 0; a < L; ++a)
       for (int b = 0; b < L; ++b) {
