@@ -23,6 +23,11 @@ namespace {
 // Cells past a row's query position: no attention can fall there.
 const ImU32 kFutureColor = IM_COL32(38, 38, 44, 255);
 
+// The tint of keys a run holds but does not attend (OmniKV's sparse layers), `share` of them
+// (0..1): a white haze, which no colormap's low end resembles (a violet one read as low attention
+// on viridis).
+ImU32 inactive_tint(float share) { return IM_COL32(255, 255, 255, (int)(120 * share + 0.5f)); }
+
 class AttentionView : public View {
  public:
   const char* id() const override { return "attention"; }
@@ -116,8 +121,12 @@ class AttentionView : public View {
     ImGui::Combo("##cmap", &cm, "viridis\0magma\0");
     cmap_ = (Colormap)cm;
     if (!t.runs.empty()) {
-      same_line_if_fits(150 + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("evicted by").x);
-      ImGui::SetNextItemWidth(150);
+      // As wide as the chosen run's name (omnikv_filters0-3-12_b48 was cut at 150 px), within the panel.
+      const float name_w = ImGui::CalcTextSize(overlay_run_.empty() ? "(none)" : overlay_run_.c_str()).x;
+      const float combo_w = std::clamp(name_w + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x, 150.0f,
+                                       std::max(150.0f, ImGui::GetContentRegionAvail().x * 0.6f));
+      same_line_if_fits(combo_w + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("evicted by").x);
+      ImGui::SetNextItemWidth(combo_w);
       if (ImGui::BeginCombo("evicted by", overlay_run_.empty() ? "(none)" : overlay_run_.c_str())) {
         if (ImGui::Selectable("(none)", overlay_run_.empty())) overlay_run_.clear();
         for (const RunData& r : t.runs) {
@@ -274,10 +283,10 @@ class AttentionView : public View {
           const std::vector<float> in = spread_share(overlay_.data(), rows, cols, spread_.first, spread_.second, 2);
           for (size_t i = 0; i < overlay_.size(); ++i)
             rgba[i] = e[i] >= in[i] ? IM_COL32(255, 30, 30, (int)(95 * e[i] + 0.5f))
-                                    : IM_COL32(170, 110, 255, (int)(95 * in[i] + 0.5f));
+                                    : inactive_tint(in[i]);
         } else {
           for (size_t i = 0; i < overlay_.size(); ++i)
-            rgba[i] = overlay_[i] == 1 ? IM_COL32(255, 30, 30, 95) : overlay_[i] == 2 ? IM_COL32(170, 110, 255, 95) : 0;
+            rgba[i] = overlay_[i] == 1 ? IM_COL32(255, 30, 30, 95) : overlay_[i] == 2 ? inactive_tint(1.0f) : 0;
         }
         overlay_tex_.upload(rgba.data(), cols, rows);
         tints_inactive_ = std::find(overlay_.begin(), overlay_.end(), 2) != overlay_.end();
@@ -290,7 +299,7 @@ class AttentionView : public View {
         std::vector<uint32_t> rgba((size_t)rows * cols, 0);  // [rows, cols] RGBA: a tint per key column, causal cells only
         for (int c = 0; c < cols; ++c) {
           const float e = fate_.evicted[c], i = fate_.inactive[c];
-          const uint32_t tint = e >= i ? IM_COL32(255, 30, 30, (int)(95 * e + 0.5f)) : IM_COL32(170, 110, 255, (int)(95 * i + 0.5f));
+          const uint32_t tint = e >= i ? IM_COL32(255, 30, 30, (int)(95 * e + 0.5f)) : inactive_tint(i);
           for (int r = 0; r < rows; ++r)
             if (c < first_future(r)) rgba[(size_t)r * cols + c] = tint;
         }
@@ -360,11 +369,10 @@ class AttentionView : public View {
       const std::string red = "red tint: evicted by " + overlay_run_ + (decode_ ? "" : " when decoding began");
       same_line_if_fits(ImGui::CalcTextSize(red.c_str()).x, 20);
       ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "%s", red.c_str());
-      // Only where the run has inactive keys here (OmniKV's sparse layers): the map's own dark
-      // violet could be read as that tint.
+      // Only where the run has inactive keys here (OmniKV's sparse layers): said where it applies.
       if (tints_inactive_) {
-        same_line_if_fits(ImGui::CalcTextSize("violet: inactive").x);
-        ImGui::TextColored(ImVec4(0.75f, 0.6f, 1.0f, 1.0f), "violet: inactive");
+        same_line_if_fits(ImGui::CalcTextSize("white haze: inactive").x);
+        ImGui::TextColored(ImVec4(0.9f, 0.9f, 0.9f, 1.0f), "white haze: inactive");
       }
     }
     // The map, with tick labels left (rows) and below (key positions) and the axes' titles.
