@@ -230,36 +230,28 @@ ImU32 cell_state_color(CellState s) {
   }
 }
 
-void lane_legend() {
+void legend_chip(const char* name, ImU32 color, bool first, bool outlined) {
+  // Chip and name together, on the next row when they no longer fit (a narrow panel cut
+  // "inactive" off at its edge).
   const float h = ImGui::GetTextLineHeight();
-  for (int s = 1; s < (int)CellState::kCount; ++s) {
-    // Chip and name together, on the next row when they no longer fit (a narrow panel cut
-    // "inactive" off at its edge).
-    const char* name = cell_state_name((CellState)s);
-    const float chip_w = h + ImGui::GetStyle().ItemSpacing.x + ImGui::CalcTextSize(name).x;
-    if (s > 1) same_line_if_fits(chip_w, 14);
-    ImGui::BeginGroup();
-    const ImVec2 p = ImGui::GetCursorScreenPos();
-    ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + h, p.y + h), cell_state_color((CellState)s));
-    ImGui::Dummy(ImVec2(h, h));
-    ImGui::SameLine();
-    ImGui::TextUnformatted(name);
-    ImGui::EndGroup();
-  }
+  if (!first) same_line_if_fits(h + ImGui::GetStyle().ItemSpacing.x + ImGui::CalcTextSize(name).x, 14);
+  ImGui::BeginGroup();
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + h, p.y + h), color);
+  if (outlined) ImGui::GetWindowDrawList()->AddRect(p, ImVec2(p.x + h, p.y + h), IM_COL32(90, 90, 96, 255));
+  ImGui::Dummy(ImVec2(h, h));
+  ImGui::SameLine();
+  ImGui::TextUnformatted(name);
+  ImGui::EndGroup();
+}
+
+void lane_legend() {
+  for (int s = 1; s < (int)CellState::kCount; ++s)
+    legend_chip(cell_state_name((CellState)s), cell_state_color((CellState)s), s == 1);
 }
 
 void future_legend_chip() {
-  const float h = ImGui::GetTextLineHeight();
-  const char* future = "not generated yet at this step";
-  same_line_if_fits(h + ImGui::GetStyle().ItemSpacing.x + ImGui::CalcTextSize(future).x, 14);
-  ImGui::BeginGroup();
-  const ImVec2 p = ImGui::GetCursorScreenPos();
-  ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + h, p.y + h), cell_state_color(CellState::kFuture));
-  ImGui::GetWindowDrawList()->AddRect(p, ImVec2(p.x + h, p.y + h), IM_COL32(90, 90, 96, 255));
-  ImGui::Dummy(ImVec2(h, h));
-  ImGui::SameLine();
-  ImGui::TextUnformatted(future);
-  ImGui::EndGroup();
+  legend_chip("not generated yet at this step", cell_state_color(CellState::kFuture), false, true);
 }
 
 void color_bar(Colormap map, const char* lo, const char* hi, float width) {

@@ -71,6 +71,9 @@ void draw_mark(ImDrawList* dl, ImVec2 c, float r, int mark, ImU32 color, bool fi
 // Returns true when clicked.
 bool legend_toggle(const char* label, ImU32 color, bool shown, bool dashed = false, int mark = 0);
 ImU32 cell_state_color(CellState s);   // lane palette
+// A legend entry: a square of `color` and its name, continuing the row where it fits (first: it
+// starts where the cursor is); outlined: framed, for a colour near the background.
+void legend_chip(const char* name, ImU32 color, bool first, bool outlined = false);
 // Legend chips for the lane states.
 void lane_legend();
 // The chip of positions not generated yet at the step (outlined: its colour is near the

@@ -193,6 +193,14 @@ class CompareView : public View {
       strip("A", la, nullptr, w, app, a_ended, &a);
       strip("B", lb, nullptr, w, app, b_ended, &b);
       strip("A vs B", la, &diff_, w, app, a_ended || b_ended, nullptr);
+      if (!a_ended && !b_ended) {  // the difference strip's own colours
+        ImGui::TextDisabled("A vs B:");
+        ImGui::SameLine();
+        legend_chip("only in A", kOnlyA, true);
+        legend_chip("only in B", kOnlyB, false);
+        legend_chip("in both", kBoth, false);
+        legend_chip("in neither", kNeither, false, true);
+      }
       metrics_at_step(t, app.step, a, b);
       run_totals(a, b);
     } else {
