@@ -86,4 +86,18 @@ void scale_values(const float* v, size_t n, bool log_scale, float vmax, float fl
   }
 }
 
+float log_floor(const float* v, size_t n) {
+  std::vector<float> positive;  // [values > 0]
+  float vmax = 0.0f;
+  for (size_t i = 0; i < n; ++i)
+    if (v[i] > 0.0f) {
+      positive.push_back(v[i]);
+      vmax = std::max(vmax, v[i]);
+    }
+  if (positive.empty()) return 1e-4f;
+  const auto p5 = positive.begin() + positive.size() / 20;
+  std::nth_element(positive.begin(), p5, positive.end());
+  return std::clamp(*p5 / vmax, 1e-8f, 1e-4f);
+}
+
 }  // namespace kvs

@@ -262,12 +262,18 @@ class AttentionView : public View {
       const std::vector<float> spread_data =  // [rows, cols], each pixel's peak where cells outnumber pixels
           spread ? spread_max(data, rows, cols, spread_.first, spread_.second) : std::vector<float>{};
       std::vector<float> scaled((size_t)rows * cols);  // [rows, cols] in [0, 1]
-      scale_values(spread ? spread_data.data() : data, scaled.size(), log_, 0.0f, 1e-4f, scaled.data());
+      const float* shown = spread ? spread_data.data() : data;
+      image_floor_ = log_floor(shown, scaled.size());
+      scale_values(shown, scaled.size(), log_, 0.0f, image_floor_, scaled.data());
       std::vector<uint32_t> rgba = colorize(scaled, colormap_table(cmap_));  // [rows, cols]
       for (int r = 0; r < rows; ++r)  // the causal future in the background colour, not the scale's 0
         for (int c = std::max(first_future(r), 0); c < cols; ++c) rgba[(size_t)r * cols + c] = kFutureColor;
       image_.upload(rgba.data(), cols, rows);
       image_max_ = *std::max_element(data, data + (size_t)rows * cols);
+      size_t cells = 0, zeros = 0;  // over the cells a query could attend
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < std::min(first_future(r), cols); ++c, ++cells) zeros += data[(size_t)r * cols + c] == 0.0f;
+      image_zero_share_ = cells ? (float)zeros / (float)cells : 0.0f;
     }
     const bool shown = decode_ && !overlay_key_.empty() &&
                        overlay_key_ == overlay_run_ + "/" + std::to_string(app.layer) + "/" + std::to_string(app.kv_head());
@@ -361,10 +367,18 @@ class AttentionView : public View {
     // take a short panel's map.
     const char* hint = "wheel: zoom, drag: pan, double-click: reset";
     if (same_line_if_fits(ImGui::CalcTextSize(hint).x)) ImGui::TextDisabled("%s", hint);
-    char lo[32], hi[32];  // the log scale spans four decades below the largest value
-    std::snprintf(lo, sizeof lo, log_ ? "%.2g" : "0", image_max_ * 1e-4f);
+    char lo[32], hi[32];  // the log scale spans from the image's floor (four decades or more) to its largest value
+    std::snprintf(lo, sizeof lo, log_ ? "%.2g" : "0", image_max_ * image_floor_);
     std::snprintf(hi, sizeof hi, "%.3g", image_max_);
     color_bar(cmap_, lo, hi, 120);
+    if (image_zero_share_ > 0.5f) {  // a map that reads flat is one of zeros, not of a scale that hides them
+      const bool f16 = decode_ && app.trace->meta.decode_dtype == "float16";
+      const std::string zeros = std::to_string((int)std::lround(100 * image_zero_share_)) + "% of the cells are 0" +
+                                (f16 ? " as stored (float16 rows keep nothing below 6e-8)" : "") +
+                                ": the head's attention is on the others";
+      same_line_if_fits(ImGui::CalcTextSize(zeros.c_str()).x, 20);
+      ImGui::TextDisabled("%s", zeros.c_str());
+    }
     if (!overlay_tex_key_.empty() || !fate_tex_key_.empty()) {
       const std::string red = "red tint: evicted by " + overlay_run_ + (decode_ ? "" : " when decoding began");
       same_line_if_fits(ImGui::CalcTextSize(red.c_str()).x, 20);
@@ -545,6 +559,8 @@ class AttentionView : public View {
   std::string image_key_;
   std::pair<int, int> spread_{0, 0};  // columns and rows each way the image is spread (half a pixel's span)
   float image_max_ = 0.0f;  // the largest value in the image (the colour bar's top)
+  float image_floor_ = 1e-4f;  // its log scale's floor over image_max_ (log_floor)
+  float image_zero_share_ = 0.0f;  // the share of its attendable cells that hold 0
   Texture image_, overlay_tex_, fate_tex_;
 };
 

@@ -274,6 +274,22 @@ TEST(Colormap, LinearAndLogScaling) {
   EXPECT_FLOAT_EQ(out[4], 0.0f);     // below the floor
 }
 
+// The log scale's floor follows the values: a head with all but a millionth of its mass on one key
+// gets decades enough to show the rest (a fixed 1e-4 made its map flat), never fewer than four.
+TEST(Colormap, LogFloorFollowsTheValues) {
+  std::vector<float> sink(100, 1e-6f);
+  sink[0] = 1.0f;
+  EXPECT_FLOAT_EQ(log_floor(sink.data(), sink.size()), 1e-6f);
+  std::vector<float> spread(100);
+  for (int i = 0; i < 100; ++i) spread[i] = 0.01f * (float)(i + 1);
+  EXPECT_FLOAT_EQ(log_floor(spread.data(), spread.size()), 1e-4f) << "at least four decades";
+  std::vector<float> tiny(100, 1e-12f);
+  tiny[0] = 1.0f;
+  EXPECT_FLOAT_EQ(log_floor(tiny.data(), tiny.size()), 1e-8f) << "at most eight";
+  const std::vector<float> zeros(10, 0.0f);
+  EXPECT_FLOAT_EQ(log_floor(zeros.data(), zeros.size()), 1e-4f);
+}
+
 }  // namespace
 }  // namespace kvs
 
