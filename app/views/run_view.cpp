@@ -387,6 +387,10 @@ class RunView : public View {
     ImGui::BeginDisabled(!app.trace);
     same_line_if_fits(button_width("Simulate on open trace"));  // a narrow panel wraps the row
     if (ImGui::Button("Simulate on open trace")) simulate_on_trace(app);
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+      ImGui::SetTooltip("Replay the checked policies over the open trace's recorded attention (as kvscope simulate)\n"
+                        "and append them as runs to the trace file itself (rewritten whole, then renamed over it;\n"
+                        "a run of the same name is replaced).");
     same_line_if_fits(button_width("Re-run live") + ImGui::GetStyle().ItemSpacing.x + kModeComboWidth);
     if (ImGui::Button("Re-run live")) rerun_live(app);
     if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
@@ -537,7 +541,19 @@ class RunView : public View {
     }
   }
 
-  void simulate_on_trace(AppState& app) { submit_simulation(app, chosen_specs(), budget_, {}, model_path_); }
+  // The output says what runs and where they go, as a re-run's does (the status line alone did).
+  void simulate_on_trace(AppState& app) {
+    const auto specs = chosen_specs();
+    if (app.trace && !specs.empty()) {
+      std::string names;
+      for (const std::string& s : specs) names += (names.empty() ? "" : ", ") + s;
+      output_ = "Simulating " + names + " (budget " + std::to_string(budget_) + ") on the open trace\n";
+      submit_simulation(app, specs, budget_, [this] { output_ += "Appended to its file: see Metrics, Lanes and Compare\n"; },
+                        model_path_);
+      return;
+    }
+    submit_simulation(app, specs, budget_, {}, model_path_);  // it says what is missing
+  }
 
   void drain_stream() {
     std::lock_guard<std::mutex> lock(stream_mu_);
