@@ -30,7 +30,7 @@ namespace {
 
 struct HeadGrid {
   std::string name;
-  std::string source;      // "trace: <its source attribute>" or "computed from decode rows"
+  std::string source;      // "Stored in the trace[: <its source attribute>]" or "Computed from the decode rows"
   int rows = 0, cols = 0;  // layers x (query or KV) heads
   std::vector<float> v;    // [rows, cols]
 };
@@ -155,7 +155,8 @@ class HeadsView : public View {
       const int cols = (int)a.dims[1];
       if ((int)a.dims[0] != m.n_layers || (cols != m.n_heads && cols != m.n_kv_heads)) continue;
       const std::string& source = t.head_stat_sources[i];
-      grids_.push_back(HeadGrid{a.name, source.empty() ? "trace" : "trace: " + source, (int)a.dims[0], cols, a.data});
+      grids_.push_back(HeadGrid{a.name, source.empty() ? "Stored in the trace" : "Stored in the trace: " + source,
+                                (int)a.dims[0], cols, a.data});
     }
     if (t.n_steps() == 0 || !app.reader) return;
     // Compute what the trace lacks from its decode rows, in the background.
@@ -167,9 +168,9 @@ class HeadsView : public View {
       try {
         const HeadStats s = head_stats(*reader);
         ctx.progress(0.6f);
-        extra.push_back(HeadGrid{"sink_mass", "computed from decode rows", m.n_layers, m.n_heads, s.sink_mass});
-        extra.push_back(HeadGrid{"locality", "computed from decode rows", m.n_layers, m.n_heads, s.locality});
-        extra.push_back(HeadGrid{"entropy", "computed from decode rows", m.n_layers, m.n_heads, s.entropy});
+        extra.push_back(HeadGrid{"sink_mass", "Computed from the decode rows", m.n_layers, m.n_heads, s.sink_mass});
+        extra.push_back(HeadGrid{"locality", "Computed from the decode rows", m.n_layers, m.n_heads, s.locality});
+        extra.push_back(HeadGrid{"entropy", "Computed from the decode rows", m.n_layers, m.n_heads, s.entropy});
         if (!ctx.cancelled())
           extra.push_back(HeadGrid{"alpha", "profiled: mass outside 4 sinks + 32 recent", m.n_layers, m.n_kv_heads,
                                    profile_alpha(*reader, 4, 32)});
@@ -252,9 +253,9 @@ class HeadsView : public View {
     for (float x : g.v) above += x >= tau;
     const bool gate = g.name == "alpha" || g.name == "retrieval_score";  // tau splits retrieval/streaming
     char buf[160];  // the counts; the source (a model's path among them) follows whole
-    std::snprintf(buf, sizeof buf, "%d of %d heads >= tau %s, %d below %s  |  ", above, (int)g.v.size(),
+    std::snprintf(buf, sizeof buf, "%d of %d heads >= tau %s, %d below%s. ", above, (int)g.v.size(),
                   gate ? "(retrieval: full cache, marked red)" : "(marked red)", (int)g.v.size() - above,
-                  gate ? "(streaming: sinks + recent)" : "");
+                  gate ? " (streaming: sinks + recent)" : "");
     return buf + g.source;
   }
 
@@ -353,14 +354,19 @@ class HeadsView : public View {
         dl->AddRectFilled(a, b, colormap_color(Colormap::kViridis, t));
         if (v < tau) continue;
         // At or above tau: outlined, or in cells too small for an outline, a bar on their left.
-        if (cw >= 8 && ch >= 8) dl->AddRect(ImVec2(a.x + 1, a.y + 1), ImVec2(b.x - 1, b.y - 1), kTauColor, 0, 0, 1.5f);
+        // (2.5 px where the cells have room: 1.5 px was hard to see on a projector).
+        if (cw >= 14 && ch >= 14) dl->AddRect(ImVec2(a.x + 1.5f, a.y + 1.5f), ImVec2(b.x - 1.5f, b.y - 1.5f), kTauColor, 0, 0, 2.5f);
+        else if (cw >= 8 && ch >= 8) dl->AddRect(ImVec2(a.x + 1, a.y + 1), ImVec2(b.x - 1, b.y - 1), kTauColor, 0, 0, 1.5f);
         else dl->AddRectFilled(a, ImVec2(a.x + std::max(2.0f, cw * 0.25f), b.y), kTauColor);
       }
     }
     const bool per_kv = g.cols == m.n_kv_heads && m.n_kv_heads != m.n_heads;
     const int sel_col = per_kv ? app.kv_head() : app.head;
+    // The selected cell framed around it, the frame kept within the grid (it ran past the last column).
     const ImVec2 sa(o.x + cw * sel_col - 1, o.y + ch * app.layer - 1);
+    dl->PushClipRect(o, ImVec2(o.x + cw * g.cols, o.y + ch * g.rows), true);
     dl->AddRect(sa, ImVec2(sa.x + cw + 1, sa.y + ch + 1), IM_COL32(255, 255, 255, 255), 0, 0, 2.5f);
+    dl->PopClipRect();
     if (!hovered) return;
     const ImVec2 mp = mouse_pixel_center();
     const int l = (int)std::floor((mp.y - o.y) / ch), h = (int)std::floor((mp.x - o.x) / cw);
