@@ -8,6 +8,8 @@
 #include <functional>
 #include <tuple>
 
+#include "app/gui/axis_ticks.h"
+
 namespace kvs {
 
 namespace {
@@ -340,10 +342,21 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
   dl->AddText(ImVec2(a.x - 4 - ImGui::CalcTextSize(lo_text.c_str()).x, std::max(b.y - text_h, a.y + text_h)), label_color,
               lo_text.c_str());
   if (y_label) dl->AddText(ImVec2(p0.x, a.y + h * 0.5f - text_h * 0.5f), IM_COL32(130, 130, 130, 255), y_label);
+  // The x axis: "step N" at its end, round steps between (as far apart as the widest label needs),
+  // each with a tick; those that would touch "step N" left out.
   char buf[64];
   std::snprintf(buf, sizeof buf, "step %zu", n - 1);
-  dl->AddText(ImVec2(b.x - ImGui::CalcTextSize(buf).x, b.y + 1), IM_COL32(150, 150, 150, 255), buf);
-  dl->AddText(ImVec2(a.x, b.y + 1), IM_COL32(150, 150, 150, 255), "0");
+  const float last_w = ImGui::CalcTextSize(buf).x;
+  dl->AddText(ImVec2(b.x - last_w, b.y + 1), IM_COL32(150, 150, 150, 255), buf);
+  const float step_w = ImGui::CalcTextSize(std::to_string(n - 1).c_str()).x + 24.0f;
+  for (int s : axis_ticks(0, (double)(n - 1), std::max(1, (int)(w / step_w)))) {
+    const std::string text = std::to_string(s);
+    const float x = X((size_t)s), tw = ImGui::CalcTextSize(text.c_str()).x;
+    const float left = s == 0 ? x : x - tw * 0.5f;
+    if (s > 0 && left + tw + 8.0f > b.x - last_w) continue;
+    dl->AddLine(ImVec2(x, b.y), ImVec2(x, b.y + 3), IM_COL32(90, 90, 96, 255));
+    dl->AddText(ImVec2(left, b.y + 1), IM_COL32(150, 150, 150, 255), text.c_str());
+  }
   // A dot at the first or last step sits on the frame: clip a little outside it.
   dl->PushClipRect(ImVec2(a.x - 4, a.y), ImVec2(b.x + 4, b.y), true);
   // Decimate to at most ~2 points per pixel column so long series stay cheap.

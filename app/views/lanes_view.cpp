@@ -236,7 +236,9 @@ class LanesView : public View {
     const float scroll = ImGui::GetScrollX();
     const float visible_w = ImGui::GetWindowWidth();
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    draw_ruler(dl, origin, cw, T, scroll, visible_w, ruler_h);
+    const float qx = origin.x + cw * ((float)app.step_data->q_pos + 0.5f);  // the current query's line
+    const float bx = origin.x + cw * (float)t.meta.prompt_len;               // the prompt / decode boundary
+    draw_ruler(dl, origin, cw, T, scroll, visible_w, ruler_h, {qx, bx});
     const float y_att = origin.y + ruler_h;
     // Positions past the step's query are not generated yet: blank (the lanes' "future" colour),
     // not the colormap's lowest colour, which would read as "no attention".
@@ -265,16 +267,17 @@ class LanesView : public View {
       }, [&](int i) { return (float)state_priority((CellState)lane.state[i]); });
     }
     // Current query position.
-    const float qx = origin.x + cw * ((float)app.step_data->q_pos + 0.5f);
     dl->AddLine(ImVec2(qx, origin.y), ImVec2(qx, y_att + lane_h * (lanes_.size() + 1)), IM_COL32(255, 255, 255, 140));
     // The prompt / decode boundary: between the prompt's last token and the first generated one.
-    const float bx = origin.x + cw * (float)t.meta.prompt_len;
     dl->AddLine(ImVec2(bx, origin.y + 2), ImVec2(bx, y_att + lane_h * (lanes_.size() + 1)), kBoundaryColor, 2.0f);
     hover(app, t, origin, cw, y_att, lane_h);
     ImGui::EndChild();
   }
 
-  void draw_ruler(ImDrawList* dl, ImVec2 origin, float cw, int T, float scroll, float visible_w, float h) {
+  // Position labels at round steps; a label that would lie over one of the `lines` (the query's and
+  // the boundary's, which reach up into the ruler) goes to the other side of its tick, or is left out.
+  void draw_ruler(ImDrawList* dl, ImVec2 origin, float cw, int T, float scroll, float visible_w, float h,
+                  std::initializer_list<float> lines) {
     const float min_gap = 70.0f;  // pixels between labels
     int step = 1;
     for (int base = 1; step * cw < min_gap && base < 10000000; base *= 10)
@@ -289,8 +292,13 @@ class LanesView : public View {
       // Right of its tick, or left of it where it would run past the visible edge (the last one).
       const std::string label = std::to_string(i);
       const float w = ImGui::CalcTextSize(label.c_str()).x;
-      const float lx = x + 2 + w <= origin.x + scroll + visible_w ? x + 2 : x - 2 - w;
-      dl->AddText(ImVec2(lx, origin.y), IM_COL32(150, 150, 150, 255), label.c_str());
+      const auto clear = [&](float left) {
+        return std::none_of(lines.begin(), lines.end(), [&](float l) { return l > left - 3 && l < left + w + 3; });
+      };
+      const float right = x + 2, left = x - 2 - w;
+      const bool right_fits = right + w <= origin.x + scroll + visible_w;
+      if (right_fits && clear(right)) dl->AddText(ImVec2(right, origin.y), IM_COL32(150, 150, 150, 255), label.c_str());
+      else if (clear(left)) dl->AddText(ImVec2(left, origin.y), IM_COL32(150, 150, 150, 255), label.c_str());
     }
   }
 
