@@ -351,33 +351,41 @@ class AttentionView : public View {
     else if (prefill_.full) std::snprintf(what, sizeof what, "prefill map");
     else if (block > 1) std::snprintf(what, sizeof what, "prefill map pooled in %d x %d blocks (full map not stored)", block, block);
     else std::snprintf(what, sizeof what, "prefill last-window rows (full map not stored)");
+    // A short panel (the tiled layout at 1280x720) keeps the lines above the map to the shape and
+    // the colour bar: the axes' meaning is in their titles, the mouse's uses in F1's help.
+    const bool short_panel = ImGui::GetContentRegionAvail().y < 260.0f;
     ImGui::TextDisabled("%s: %d x %d", what, rows, cols);
-    // The axes' meaning where the line has room (the map's axis titles say it too).
-    const std::string axes = std::string("(x: key position, y: ") + (decode_ ? "decode step)" : "query position)");
-    if (same_line_if_fits(ImGui::CalcTextSize(axes.c_str()).x)) ImGui::TextDisabled("%s", axes.c_str());
-    // The colour of the cells past each row's query, beside the map's shape (on a row of its own
-    // in a narrow panel).
-    same_line_if_fits(12 + 4 + ImGui::CalcTextSize("past the query").x, 12);
-    ImGui::BeginGroup();
-    ImGui::ColorButton("##future", ImGui::ColorConvertU32ToFloat4(kFutureColor), ImGuiColorEditFlags_NoTooltip, ImVec2(12, 12));
-    ImGui::SameLine(0, 4);
-    ImGui::TextDisabled("past the query");
-    ImGui::EndGroup();
-    // The mouse's uses where the line has room (F1's help lists them too): a row of its own would
-    // take a short panel's map.
-    const char* hint = "wheel: zoom, drag: pan, double-click: reset";
-    if (same_line_if_fits(ImGui::CalcTextSize(hint).x)) ImGui::TextDisabled("%s", hint);
+    if (!short_panel) {
+      // The axes' meaning where the line has room (the map's axis titles say it too).
+      const std::string axes = std::string("(x: key position, y: ") + (decode_ ? "decode step)" : "query position)");
+      if (same_line_if_fits(ImGui::CalcTextSize(axes.c_str()).x)) ImGui::TextDisabled("%s", axes.c_str());
+      // The colour of the cells past each row's query, beside the map's shape (on a row of its
+      // own in a narrow panel).
+      same_line_if_fits(12 + 4 + ImGui::CalcTextSize("past the query").x, 12);
+      ImGui::BeginGroup();
+      ImGui::ColorButton("##future", ImGui::ColorConvertU32ToFloat4(kFutureColor), ImGuiColorEditFlags_NoTooltip, ImVec2(12, 12));
+      ImGui::SameLine(0, 4);
+      ImGui::TextDisabled("past the query");
+      ImGui::EndGroup();
+      // The mouse's uses where the line has room: a row of its own would take the map's.
+      const char* hint = "wheel: zoom, drag: pan, double-click: reset";
+      if (same_line_if_fits(ImGui::CalcTextSize(hint).x)) ImGui::TextDisabled("%s", hint);
+    }
     char lo[32], hi[32];  // the log scale spans from the image's floor (four decades or more) to its largest value
     std::snprintf(lo, sizeof lo, log_ ? "%.2g" : "0", image_max_ * image_floor_);
     std::snprintf(hi, sizeof hi, "%.3g", image_max_);
+    if (short_panel)
+      same_line_if_fits(ImGui::CalcTextSize(lo).x + ImGui::CalcTextSize(hi).x + 120 + 4 * ImGui::GetStyle().ItemSpacing.x, 16);
     color_bar(cmap_, lo, hi, 120);
     if (image_zero_share_ > 0.5f) {  // a map that reads flat is one of zeros, not of a scale that hides them
-      const bool f16 = decode_ && app.trace->meta.decode_dtype == "float16";
-      const std::string zeros = std::to_string((int)std::lround(100 * image_zero_share_)) + "% of the cells are 0" +
-                                (f16 ? " as stored (float16 rows keep nothing below 6e-8)" : "") +
-                                ": the head's attention is on the others";
-      same_line_if_fits(ImGui::CalcTextSize(zeros.c_str()).x, 20);
+      const std::string zeros = std::to_string((int)std::lround(100 * image_zero_share_)) + "% of the cells are 0";
+      same_line_if_fits(ImGui::CalcTextSize(zeros.c_str()).x, 16);
       ImGui::TextDisabled("%s", zeros.c_str());
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s", decode_ && app.trace->meta.decode_dtype == "float16"
+                                    ? "As stored: float16 rows keep nothing below 6e-8. The head's attention is on\n"
+                                      "the other cells (a sink head's, on its first tokens)."
+                                    : "The head's attention is on the other cells (a sink head's, on its first tokens).");
     }
     if (!overlay_tex_key_.empty() || !fate_tex_key_.empty()) {
       const std::string red = "red tint: evicted by " + overlay_run_ + (decode_ ? "" : " when decoding began");
