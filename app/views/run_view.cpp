@@ -81,12 +81,16 @@ class RunView : public View {
     const float footer_h = actions_h_ + ImGui::GetTextLineHeightWithSpacing() + output_min;
     const float panel_h = ImGui::GetContentRegionAvail().y;
     const float room = std::max(panel_h - footer_h, 2 * line);
-    ImGui::BeginChild("##settings", ImVec2(0, std::min(settings_h_, room)));
+    ImGui::BeginChild("##settings", ImVec2(0, settings_region_h(room)));
+    row_ends_now_.clear();
     model_picker(app);
+    row_end();
     prompt_editor();
     sampling_and_device();
+    row_end();
     policy_table(app, panel_h);
     settings_h_ = ImGui::GetCursorPosY();
+    row_ends_.swap(row_ends_now_);
     ImGui::EndChild();
     const float actions_top = ImGui::GetCursorPosY();
     actions(app);
@@ -193,7 +197,9 @@ class RunView : public View {
     if (ImGui::Checkbox(chat_family_.empty() ? "chat format" : ("chat format (" + chat_family_ + ")").c_str(), &chat))
       chat_choice_ = chat;
     ImGui::EndDisabled();
-    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    const bool chat_hovered = ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled);
+    row_end();
+    if (chat_hovered)
       ImGui::SetTooltip("%s", chat_family_.empty()
                                   ? "This model has no chat format (a base model): the prompt is given as it is."
                                   : "Wrap the prompt in the model's chat format (on by default for a model that has "
@@ -217,6 +223,24 @@ class RunView : public View {
       ImGui::PopStyleColor();
       if (clicked) editing_prompt_ = focus_prompt_ = true;
     }
+    row_end();
+  }
+
+  // Where a row of the settings ends (the next one's top), for settings_region_h.
+  void row_end() { row_ends_now_.push_back(ImGui::GetCursorPosY()); }
+
+  // The settings region's height: all of them where they fit in `room`, else `room`, less the
+  // row it cuts where under 60% of that row would show (a row's top pixels under the prompt box,
+  // cut mid-widget, looked broken), from last frame's rows.
+  float settings_region_h(float room) const {
+    if (settings_h_ <= room) return settings_h_;
+    float start = 0.0f, next = settings_h_;  // the row `room` cuts: from start to next
+    for (float end : row_ends_) {
+      if (end <= room) start = std::max(start, end);
+      else next = std::min(next, end);
+    }
+    const bool sliver = room - start < 0.6f * (next - start);
+    return sliver && start >= 2 * ImGui::GetFrameHeightWithSpacing() ? start : room;
   }
 
   // The chat format's default follows the model: on when its file names a chat format.
@@ -310,6 +334,7 @@ class RunView : public View {
     const char* live_label = "enforce first checked policy live when recording";
     same_line_if_fits(radio_width(live_label));  // a checkbox is as wide as a radio button
     ImGui::Checkbox(live_label, &record_live_);
+    row_end();
     // Every row when the window is tall enough, else as many as half the space left (the output
     // below takes the rest), at least a few.
     const float rows_h = ImGui::GetFrameHeightWithSpacing() * (policies_.size() + 1.2f);
@@ -595,6 +620,7 @@ class RunView : public View {
   std::mutex stream_mu_;
   std::string stream_;  // pieces decoded by the worker, not yet shown
   float settings_h_ = FLT_MAX;  // height of the settings when last drawn (their region's height if they fit)
+  std::vector<float> row_ends_, row_ends_now_;  // where their rows ended, last frame's and this one's
   float actions_h_ = 0;         // height of the action rows when last drawn
 };
 
