@@ -74,8 +74,9 @@ ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int s
 // under the run and (full_perplexity) under the full cache over the same steps,
 // first_divergence (the first step whose choice of the next token differs: forced, its top-1;
 // free, the token it generated, at the last step its top-1; -1 = none), peak_kv_bytes (the prompt
-// held whole during prefill included) and its ratio to full's over the same steps, mean_kv_ratio (bytes held after each step over the full
-// cache's, averaged over the steps). Free mode compares logits only while the run's text agrees
+// held whole during prefill included) and its ratio to full's over the same steps,
+// mean_kv_ratio (bytes held after each step over the full cache's, averaged over the steps).
+// Free mode compares logits only while the run's text agrees
 // with the reference (steps 0..first_divergence, whose logits come after the same tokens): later
 // kl / top1_agree / ref_logprob are NaN, and perplexity and the scalar compared_steps cover the
 // compared steps.

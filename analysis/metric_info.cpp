@@ -95,7 +95,8 @@ const char* run_scalar_description(const std::string& name) {
   if (name == "peak_kv_bytes")
     return "the engine's peak KV-cache bytes, every layer and KV head together (the prompt held whole during prefill "
            "included)";
-  if (name == "full_peak_kv_bytes") return "the full cache's peak KV-cache bytes over the same steps, every layer and KV head";
+  if (name == "full_peak_kv_bytes")
+    return "the full cache's peak KV-cache bytes over the same steps, every layer and KV head";
   if (name == "peak_kv_ratio") return "peak_kv_bytes over the full cache's";
   if (name == "mean_kv_ratio") return "bytes held after each decode step over the full cache's, averaged over the steps";
   if (name == "block_size") return "the paged-allocation block of paged_bytes_freed, in tokens";

@@ -120,8 +120,8 @@ float dashed_line(ImDrawList* dl, ImVec2 p, ImVec2 q, ImU32 color, float phase) 
     const float step = std::min(len - t, in < on ? on - in : period - in);
     if (in < on) {
       const float t0 = t / len, t1 = (t + step) / len;
-      dl->AddLine(ImVec2(p.x + (q.x - p.x) * t0, p.y + (q.y - p.y) * t0), ImVec2(p.x + (q.x - p.x) * t1, p.y + (q.y - p.y) * t1),
-                  color, 1.5f);
+      dl->AddLine(ImVec2(p.x + (q.x - p.x) * t0, p.y + (q.y - p.y) * t0),
+                  ImVec2(p.x + (q.x - p.x) * t1, p.y + (q.y - p.y) * t1), color, 1.5f);
     }
     t += step;
   }
@@ -214,7 +214,8 @@ bool legend_toggle(const char* label, ImU32 color, bool shown, bool dashed, int 
       swatch(a, b);
     }
   }
-  dl->AddText(ImVec2(p.x + swatch_w + gap, p.y), ImGui::GetColorU32(shown ? ImGuiCol_Text : ImGuiCol_TextDisabled), label);
+  dl->AddText(ImVec2(p.x + swatch_w + gap, p.y), ImGui::GetColorU32(shown ? ImGuiCol_Text : ImGuiCol_TextDisabled),
+              label);
   return clicked;
 }
 
@@ -386,7 +387,8 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
     constexpr float kMarkSpacing = 56.0f;
     for (float x = 6.0f + 9.0f * (float)((s.mark - 1) % kMarkShapes); s.mark > 0 && x <= w; x += kMarkSpacing) {
       const size_t i = n > 1 ? (size_t)std::lround(x / w * (float)(n - 1)) : 0;
-      if (i < s.y.size() && std::isfinite(s.y[i])) draw_mark(dl, ImVec2(X(i), Y(std::clamp(s.y[i], lo, hi))), 4.0f, s.mark, s.color);
+      if (i < s.y.size() && std::isfinite(s.y[i]))
+        draw_mark(dl, ImVec2(X(i), Y(std::clamp(s.y[i], lo, hi))), 4.0f, s.mark, s.color);
     }
   }
   if (marker >= 0 && (size_t)marker < n) dl->AddLine(ImVec2(X(marker), a.y), ImVec2(X(marker), b.y), IM_COL32(255, 255, 255, 110));

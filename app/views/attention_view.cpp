@@ -123,8 +123,9 @@ class AttentionView : public View {
     if (!t.runs.empty()) {
       // As wide as the chosen run's name (omnikv_filters0-3-12_b48 was cut at 150 px), within the panel.
       const float name_w = ImGui::CalcTextSize(overlay_run_.empty() ? "(none)" : overlay_run_.c_str()).x;
-      const float combo_w = std::clamp(name_w + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x, 150.0f,
-                                       std::max(150.0f, ImGui::GetContentRegionAvail().x * 0.6f));
+      const float combo_w =
+          std::clamp(name_w + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x, 150.0f,
+                     std::max(150.0f, ImGui::GetContentRegionAvail().x * 0.6f));
       same_line_if_fits(combo_w + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("evicted by").x);
       ImGui::SetNextItemWidth(combo_w);
       if (ImGui::BeginCombo("evicted by", overlay_run_.empty() ? "(none)" : overlay_run_.c_str())) {
@@ -272,7 +273,8 @@ class AttentionView : public View {
       image_max_ = *std::max_element(data, data + (size_t)rows * cols);
       size_t cells = 0, zeros = 0;  // over the cells a query could attend
       for (int r = 0; r < rows; ++r)
-        for (int c = 0; c < std::min(first_future(r), cols); ++c, ++cells) zeros += data[(size_t)r * cols + c] == 0.0f;
+        for (int c = 0; c < std::min(first_future(r), cols); ++c, ++cells)
+          zeros += data[(size_t)r * cols + c] == 0.0f;
       image_zero_share_ = cells ? (float)zeros / (float)cells : 0.0f;
     }
     const bool shown = decode_ && !overlay_key_.empty() &&
@@ -363,7 +365,8 @@ class AttentionView : public View {
       // own in a narrow panel).
       same_line_if_fits(12 + 4 + ImGui::CalcTextSize("past the query").x, 12);
       ImGui::BeginGroup();
-      ImGui::ColorButton("##future", ImGui::ColorConvertU32ToFloat4(kFutureColor), ImGuiColorEditFlags_NoTooltip, ImVec2(12, 12));
+      ImGui::ColorButton("##future", ImGui::ColorConvertU32ToFloat4(kFutureColor), ImGuiColorEditFlags_NoTooltip,
+                         ImVec2(12, 12));
       ImGui::SameLine(0, 4);
       ImGui::TextDisabled("past the query");
       ImGui::EndGroup();
@@ -375,7 +378,8 @@ class AttentionView : public View {
     std::snprintf(lo, sizeof lo, log_ ? "%.2g" : "0", image_max_ * image_floor_);
     std::snprintf(hi, sizeof hi, "%.3g", image_max_);
     if (short_panel)
-      same_line_if_fits(ImGui::CalcTextSize(lo).x + ImGui::CalcTextSize(hi).x + 120 + 4 * ImGui::GetStyle().ItemSpacing.x, 16);
+      same_line_if_fits(
+          ImGui::CalcTextSize(lo).x + ImGui::CalcTextSize(hi).x + 120 + 4 * ImGui::GetStyle().ItemSpacing.x, 16);
     color_bar(cmap_, lo, hi, 120);
     if (image_zero_share_ > 0.5f) {  // a map that reads flat is one of zeros, not of a scale that hides them
       const std::string zeros = std::to_string((int)std::lround(100 * image_zero_share_)) + "% of the cells are 0";
@@ -385,7 +389,8 @@ class AttentionView : public View {
         ImGui::SetTooltip("%s", decode_ && app.trace->meta.decode_dtype == "float16"
                                     ? "As stored: float16 rows keep nothing below 6e-8. The head's attention is on\n"
                                       "the other cells (a sink head's, on its first tokens)."
-                                    : "The head's attention is on the other cells (a sink head's, on its first tokens).");
+                                    : "The head's attention is on the other cells (a sink head's, on its first "
+                                      "tokens).");
     }
     if (!overlay_tex_key_.empty() || !fate_tex_key_.empty()) {
       const std::string red = "red tint: evicted by " + overlay_run_ + (decode_ ? "" : " when decoding began");

@@ -355,8 +355,10 @@ class HeadsView : public View {
         if (v < tau) continue;
         // At or above tau: outlined, or in cells too small for an outline, a bar on their left.
         // (2.5 px where the cells have room: 1.5 px was hard to see on a projector).
-        if (cw >= 14 && ch >= 14) dl->AddRect(ImVec2(a.x + 1.5f, a.y + 1.5f), ImVec2(b.x - 1.5f, b.y - 1.5f), kTauColor, 0, 0, 2.5f);
-        else if (cw >= 8 && ch >= 8) dl->AddRect(ImVec2(a.x + 1, a.y + 1), ImVec2(b.x - 1, b.y - 1), kTauColor, 0, 0, 1.5f);
+        if (cw >= 14 && ch >= 14)
+          dl->AddRect(ImVec2(a.x + 1.5f, a.y + 1.5f), ImVec2(b.x - 1.5f, b.y - 1.5f), kTauColor, 0, 0, 2.5f);
+        else if (cw >= 8 && ch >= 8)
+          dl->AddRect(ImVec2(a.x + 1, a.y + 1), ImVec2(b.x - 1, b.y - 1), kTauColor, 0, 0, 1.5f);
         else dl->AddRectFilled(a, ImVec2(a.x + std::max(2.0f, cw * 0.25f), b.y), kTauColor);
       }
     }

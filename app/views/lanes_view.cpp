@@ -297,8 +297,9 @@ class LanesView : public View {
       };
       const float right = x + 2, left = x - 2 - w;
       const bool right_fits = right + w <= origin.x + scroll + visible_w;
-      if (right_fits && clear(right)) dl->AddText(ImVec2(right, origin.y), IM_COL32(150, 150, 150, 255), label.c_str());
-      else if (clear(left)) dl->AddText(ImVec2(left, origin.y), IM_COL32(150, 150, 150, 255), label.c_str());
+      const ImU32 color = IM_COL32(150, 150, 150, 255);
+      if (right_fits && clear(right)) dl->AddText(ImVec2(right, origin.y), color, label.c_str());
+      else if (clear(left)) dl->AddText(ImVec2(left, origin.y), color, label.c_str());
     }
   }
 

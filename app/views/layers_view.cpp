@@ -245,8 +245,8 @@ class LayersView : public View {
     ImGui::Text("retained %.3f over %d sparse layers", p.retained, p.n_sparse);
     ImGui::Text("lost %.3f (mean %.3f per sparse layer)", p.lost, p.n_sparse ? p.lost / p.n_sparse : 0.0);
     for (size_t s = 0; s < p.filters.size(); ++s) {
-      ImGui::TextDisabled("  filter %d selects for %d sparse layer%s: retained %.3f", p.filters[s], p.segment_layers[s],
-                          p.segment_layers[s] == 1 ? "" : "s", p.segment_retained[s]);
+      ImGui::TextDisabled("  filter %d selects for %d sparse layer%s: retained %.3f", p.filters[s],
+                          p.segment_layers[s], p.segment_layers[s] == 1 ? "" : "s", p.segment_retained[s]);
       if (ImGui::IsItemHovered())
         ImGui::SetTooltip("The sparse layers after filter layer %d (up to the next filter) attend the keys it\n"
                           "selects; retained: the sum of their similarity to it.", p.filters[s]);
@@ -271,10 +271,9 @@ class LayersView : public View {
     for (int i = 0; i < L; i += every) {  // centred on their cells where the cells are wider than them
       const std::string n = std::to_string(i);
       const ImVec2 size = ImGui::CalcTextSize(n.c_str());
-      dl->AddText(ImVec2(o.x + cell * i + std::max(0.0f, (cell - size.x) * 0.5f), p.y + 2), IM_COL32(150, 150, 150, 255),
-                  n.c_str());
-      dl->AddText(ImVec2(p.x, o.y + cell * i + std::max(0.0f, (cell - size.y) * 0.5f)), IM_COL32(150, 150, 150, 255),
-                  n.c_str());
+      const ImU32 color = IM_COL32(150, 150, 150, 255);
+      dl->AddText(ImVec2(o.x + cell * i + std::max(0.0f, (cell - size.x) * 0.5f), p.y + 2), color, n.c_str());
+      dl->AddText(ImVec2(p.x, o.y + cell * i + std::max(0.0f, (cell - size.y) * 0.5f)), color, n.c_str());
     }
     for (int a = 0; a < L; ++a)
       for (int b = 0; b < L; ++b) {

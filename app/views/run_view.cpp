@@ -523,7 +523,8 @@ class RunView : public View {
       return;
     }
     ArgList args = {app.trace->path, "--mode", rerun_mode_ ? "free" : "forced", "--device", device_name(device_)};
-    if (device_ != Device::Cpu) args.insert(args.end(), {"--gpu-dtype", gpu_dtype_name(gpu_dtype_)});  // cpu refuses it
+    if (device_ != Device::Cpu)  // --device cpu refuses a --gpu-dtype
+      args.insert(args.end(), {"--gpu-dtype", gpu_dtype_name(gpu_dtype_)});
     for (const std::string& s : specs) args.insert(args.end(), {"--policy", s});
     // The budget box, for the policies that take it (full keeps everything; OmniKV's frac=F and a
     // spec's budget=N are their own): rerun refuses a --budget nothing uses.
@@ -573,8 +574,8 @@ class RunView : public View {
       std::string names;
       for (const std::string& s : specs) names += (names.empty() ? "" : ", ") + s;
       output_ = "Simulating " + names + " (budget " + std::to_string(budget_) + ") on the open trace\n";
-      submit_simulation(app, specs, budget_, [this] { output_ += "Appended to its file: see Metrics, Lanes and Compare\n"; },
-                        model_path_);
+      const auto done = [this] { output_ += "Appended to its file: see Metrics, Lanes and Compare\n"; };
+      submit_simulation(app, specs, budget_, done, model_path_);
       return;
     }
     submit_simulation(app, specs, budget_, {}, model_path_);  // it says what is missing

@@ -39,7 +39,7 @@ TEST(PolicySpec, RunNames) {
   // The filter layers are a set: given in another order, the same run under the same name.
   EXPECT_EQ(parse_policy_spec("omnikv:filters=3,1", 8).run_name(), "omnikv_filters1-3_b8");
   EXPECT_EQ(parse_policy_spec("omnikv:filters=12,3,0,wait=2", 8).params.at("filters"), "0,3,12");
-  EXPECT_EQ(parse_policy_spec("omnikv:filters=3,x", 8).params.at("filters"), "3,x") << "left for the policy to refuse";
+  EXPECT_EQ(parse_policy_spec("omnikv:filters=3,x", 8).params.at("filters"), "3,x") << "for the policy to refuse";
 }
 
 TEST(PolicySpec, MalformedSpecsAreInputErrors) {

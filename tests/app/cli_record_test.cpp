@@ -624,8 +624,8 @@ TEST_F(CliRecordBadInput, PromptsThatAreNotText) {
 TEST_F(CliRecordBadInput, AByteOrderMarkIsNotPartOfThePrompt) {
   const std::string bom = in.file("bom.txt");
   write_bytes(bom, "\xEF\xBB\xBFOnce upon a time\n");
-  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt-file", bom, "--steps", "2", "--quiet",
-                                   "--out", out.file("bom.h5")});
+  const CliResult r = run_kvscope({"record", "--model", stories_bin(), "--prompt-file", bom, "--steps", "2",
+                                   "--quiet", "--out", out.file("bom.h5")});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(TraceReader(out.file("bom.h5")).meta().prompt, "Once upon a time");
 }

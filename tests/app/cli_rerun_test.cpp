@@ -230,8 +230,9 @@ TEST_F(CliRerun, RowsPastTheAttentionBudgetAreNotKept) {
 // A flag that would be ignored is refused, as --budget nothing uses is: the trace is unchanged.
 TEST_F(CliRerun, FlagsThatWouldBeIgnoredAreRefused) {
   const std::string before = read_bytes(trace_);
-  EXPECT_TRUE(is_input_error(rerun({"--policy", "h2o", "--budget", "8", "--no-attention", "--attention-budget-mb", "5"}),
-                             "--attention-budget-mb", "is not used: --no-attention keeps no rows"));
+  EXPECT_TRUE(
+      is_input_error(rerun({"--policy", "h2o", "--budget", "8", "--no-attention", "--attention-budget-mb", "5"}),
+                     "--attention-budget-mb", "is not used: --no-attention keeps no rows"));
   EXPECT_TRUE(is_input_error(rerun({"--policy", "h2o", "--budget", "8", "--device", "cpu", "--gpu-dtype", "fp16"}),
                              "--gpu-dtype", "is not used: --device cpu runs the model in fp32 on the CPU"));
   EXPECT_EQ(read_bytes(trace_), before);
@@ -352,7 +353,9 @@ TEST_F(CliRerun, FreeRunsFirstDivergenceIsTheFirstStepWhoseTop1Differs) {
       if (top1->data[s] == 0.0f) first = static_cast<double>(s);
     const std::map<std::string, double> sc(run.scalars.begin(), run.scalars.end());
     EXPECT_EQ(sc.at("first_divergence"), first) << name;
-    if (name == "window_b8_free") EXPECT_EQ(first, 15.0) << "the case this test was written for";
+    if (name == "window_b8_free") {
+      EXPECT_EQ(first, 15.0) << "the case this test was written for";
+    }
   }
 }
 
