@@ -132,7 +132,10 @@ PolicySpec parse_policy_spec(const std::string& text, int budget) {
     }
     std::sort(layers.begin(), layers.end());
     std::string sorted;
-    for (long v : layers) sorted += (sorted.empty() ? "" : ",") + std::to_string(v);
+    for (long v : layers) {
+      if (!sorted.empty()) sorted += ',';
+      sorted += std::to_string(v);
+    }
     f->second = sorted;
   }
   return spec;

@@ -51,7 +51,8 @@ class H2oPolicy : public Policy {
   void after_prefill(int P, KvSlots& kv) override {
     const PrefillEvidence* ev = ctx_.prefill;
     if (!ev || ev->colsum.size() != (size_t)shape_.n_layers * shape_.n_heads * P)
-      throw input_error("--policy h2o", "needs the prompt's attention column sums (absent from the evidence)");
+      throw input_error("--policy h2o",
+                        "needs the prompt's attention column sums (the trace holds no prefill reductions)");
     const int G = shape_.group();
     for (int l = 0; l < shape_.n_layers; ++l) {
       parallel_for(shape_.n_kv_heads, [&](int g) {

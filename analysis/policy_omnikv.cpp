@@ -270,7 +270,8 @@ class OmniKvPolicy : public Policy {
     const int P = prompt_len_;
     if (!ev || ev->window < 1 || ev->prompt_len != P ||
         ev->window_rows.size() != (size_t)shape_.n_layers * shape_.n_heads * ev->window * P)
-      throw input_error(who, why + " (the prompt's window rows are absent from the evidence)");
+      throw input_error(who, why + " (the prompt's window rows are absent: the trace holds no prefill "
+                                   "reductions)");
     if (i < P - ev->window)
       throw input_error(who, why + ", but the prefill evidence holds the rows of positions " +
                                  std::to_string(P - ev->window) + ".." + std::to_string(P - 1) + " only (" +

@@ -44,7 +44,7 @@ std::optional<int> WindowScorePolicy::cut_window(int P) {
   if (!ev || ev->window < 1 || ev->prompt_len != P ||
       ev->window_rows.size() != (size_t)ev->shape.n_layers * ev->shape.n_heads * ev->window * P)
     throw input_error("--policy " + spec_.name,
-                      "needs the prompt's observation-window rows (absent from the evidence)");
+                      "needs the prompt's observation-window rows (the trace holds no prefill reductions)");
   if (ev->window < std::min({settings_.window, P, spec_.budget})) rows_held_ = ev->window;
   return std::max(0, std::min({settings_.window, ev->window, ev->prompt_len, spec_.budget}));
 }

@@ -36,7 +36,8 @@ class TovaPolicy : public Policy {
   void after_prefill(int P, KvSlots& kv) override {
     const PrefillEvidence* ev = ctx_.prefill;
     if (!ev || ev->window < 1 || ev->window_rows.empty())
-      throw input_error("--policy tova", "needs the prompt's last attention rows (absent from the evidence)");
+      throw input_error("--policy tova",
+                        "needs the prompt's last attention rows (the trace holds no prefill reductions)");
     for (int l = 0; l < shape_.n_layers; ++l) {
       score_.assign(P, 0.0f);
       for (int h = 0; h < shape_.n_heads; ++h) {

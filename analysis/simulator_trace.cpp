@@ -6,10 +6,20 @@
 namespace kvs {
 namespace {
 
+// A trace without the prompt's reductions (an external writer's) gives an empty evidence: the
+// policies that read it say so, the others (full, window, StreamingLLM, ...) run.
+PrefillEvidence prefill_of(const TraceReader& t) {
+  if (t.has_prefill_evidence()) return t.read_prefill();
+  PrefillEvidence none;
+  none.shape = t.meta().shape;
+  none.prompt_len = t.meta().prompt_len;
+  return none;
+}
+
 class TraceStepSource : public StepSource {
  public:
   explicit TraceStepSource(const TraceReader& t)
-      : trace_(t), meta_(t.meta()), q_pos_(t.decode_query_pos()), prefill_(t.read_prefill()) {}
+      : trace_(t), meta_(t.meta()), q_pos_(t.decode_query_pos()), prefill_(prefill_of(t)) {}
   ModelShape shape() const override { return meta_.shape; }
   int prompt_len() const override { return meta_.prompt_len; }
   int n_steps() const override { return meta_.n_steps; }

@@ -129,7 +129,11 @@ class TraceReader {
   std::vector<int32_t> decode_query_pos() const;   // [n_steps]
   // Decode rows of one step: rows [L, H, T], lse [L, H]. Reads only that step.
   void read_decode_step(int step, std::vector<float>& rows, std::vector<float>& lse) const;
+  // The prompt's reductions policies read (/attention/prefill_colsum, prefill_window and its
+  // prefill_window_lse; prefill_key_scores where present). Throws InputError where they are absent
+  // (has_prefill_evidence: an external writer may leave them out).
   PrefillEvidence read_prefill() const;
+  bool has_prefill_evidence() const;
   // Full prefill map of one (layer, head), [P, P]; empty when the trace kept only reductions.
   std::vector<float> read_prefill_map(int layer, int head) const;
   // Pooled prefill overview of one (layer, head) (/attention/prefill_pooled); block 0 when absent.

@@ -291,24 +291,42 @@ void TraceReader::read_decode_step(int step, std::vector<float>& rows, std::vect
   impl_->check_decode_step(step, rows, lse);
 }
 
-// Policies and metrics read these values as probabilities: a NaN or a value outside [0, 1] (a
-// damaged or hand-edited trace) is refused here, naming where it is, not carried into results.
+// Policies and metrics read these rows as distributions: a NaN or a value outside [0, 1], or a
+// row that does not sum to 1 within float16's rounding (a damaged, hand-edited or hand-written
+// trace: a row scaled by 3 gave full's recall 1), is refused here, naming where it is, not
+// carried into results.
 void TraceReader::Impl::check_decode_step(int step, std::span<const float> rows, std::span<const float> lse) const {
   const size_t H = meta.shape.n_heads, T = meta.total_len(), L = meta.shape.n_layers;
   const auto outside = [](float v) { return !(v >= 0.0f && v <= 1.0f + 1e-3f); };  // NaN included
-  std::vector<uint8_t> bad_layer(L, 0);  // [L]
+  const auto row_sum = [&](size_t lh) {
+    const float* x = rows.data() + lh * T;  // [T]
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (size_t i = 0; i < T; ++i) sum += x[i];
+    return sum;
+  };
+  constexpr float kSumTolerance = 1e-2f;
+  std::vector<uint8_t> bad_layer(L, 0);  // [L] 1: a value outside [0, 1], 2: a row's sum
   parallel_for((int)L, [&](int l) {
     const float* x = rows.data() + l * H * T;  // [H, T]
     int bad = 0;
 #pragma omp simd reduction(| : bad)
     for (size_t i = 0; i < H * T; ++i) bad |= outside(x[i]);
+    for (size_t h = 0; h < H && !bad; ++h) bad = std::fabs(row_sum(l * H + h) - 1.0f) > kSumTolerance ? 2 : 0;
     bad_layer[l] = (uint8_t)bad;
   }, rows.size() >= (1u << 18));
+  const std::string where = std::string(ts::kDecode) + " step " + std::to_string(step) + " layer ";
   if (std::find(bad_layer.begin(), bad_layer.end(), 1) != bad_layer.end()) {
     const size_t i = std::find_if(rows.begin(), rows.end(), outside) - rows.begin();
-    throw input_error(path, std::string(ts::kDecode) + " step " + std::to_string(step) + " layer " +
-                                std::to_string(i / (H * T)) + " head " + std::to_string(i / T % H) + " key " +
+    throw input_error(path, where + std::to_string(i / (H * T)) + " head " + std::to_string(i / T % H) + " key " +
                                 std::to_string(i % T) + " holds " + std::to_string(rows[i]) + ", not a probability");
+  }
+  if (const auto l = std::find(bad_layer.begin(), bad_layer.end(), 2); l != bad_layer.end()) {
+    const size_t layer = l - bad_layer.begin();
+    for (size_t h = 0; h < H; ++h)
+      if (const float sum = row_sum(layer * H + h); std::fabs(sum - 1.0f) > kSumTolerance)
+        throw input_error(path, where + std::to_string(layer) + " head " + std::to_string(h) + " sums to " +
+                                    std::to_string(sum) + ", not 1 (not an attention row)");
   }
   for (size_t i = 0; i < lse.size(); ++i)
     if (!std::isfinite(lse[i]))
@@ -316,10 +334,13 @@ void TraceReader::Impl::check_decode_step(int step, std::span<const float> rows,
                                   std::to_string(i / H) + " head " + std::to_string(i % H) + " is not finite");
 }
 
+bool TraceReader::has_prefill_evidence() const { return impl_->has_colsum && impl_->window > 0; }
+
 PrefillEvidence TraceReader::read_prefill() const {
   const Impl& r = *impl_;
-  if (!r.has_colsum || r.window == 0)
-    throw input_error(r.path, "trace has no prefill evidence (/attention/prefill_colsum and prefill_window)");
+  if (!has_prefill_evidence())
+    throw input_error(r.path, "trace has no prefill evidence (/attention/prefill_colsum, prefill_window and "
+                              "prefill_window_lse)");
   return r.guarded([&] {
     const TraceMeta& m = r.meta;
     const uint64_t L = m.shape.n_layers, H = m.shape.n_heads, P = m.prompt_len, W = r.window;

@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     if (cmd == "rerun") return kvs::cmd_rerun(rest);
     if (cmd == "compare") return kvs::cmd_compare(rest);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-      if (rest.empty()) {
+      if (rest.empty() || rest[0] == "help") {
         std::fputs(kvs::usage_summary(), stdout);
         return 0;
       }

@@ -81,17 +81,28 @@ int info_trace(const std::string& path, bool json) {
     std::printf("%s\n", o.str().c_str());
     return 0;
   }
-  std::printf("trace      %s (schema %d, written by kvscope %s, %s)\n", printable(path).c_str(), m.schema_version,
-              printable(m.writer_version).c_str(), printable(m.created).c_str());
-  std::printf("model      %s (%s) from %s\n", printable(m.model).c_str(), printable(m.arch).c_str(), printable(m.model_path).c_str());
+  // An external writer may leave the provenance out: said so, not printed as blanks.
+  const auto known = [](const std::string& v) { return v.empty() ? std::string("not recorded") : printable(v); };
+  std::printf("trace      %s (schema %d, ", printable(path).c_str(), m.schema_version);
+  if (m.writer_version.empty()) std::printf("writer not recorded)\n");
+  else std::printf("written by kvscope %s, %s)\n", printable(m.writer_version).c_str(), known(m.created).c_str());
+  if (m.model.empty() && m.model_path.empty()) {
+    std::printf("model      not recorded\n");
+  } else {
+    std::printf("model      %s", known(m.model).c_str());
+    if (!m.arch.empty()) std::printf(" (%s)", printable(m.arch).c_str());
+    std::printf(" from %s\n", known(m.model_path).c_str());
+  }
   if (!m.device.empty())
     std::printf("engine     %s%s%s\n", printable(m.device).c_str(), m.device_dtype.empty() ? "" : ", weights and cache in ",
                 printable(m.device_dtype).c_str());
-  std::printf("shape      %d layers, %d query heads, %d KV heads, head_dim %d\n", m.shape.n_layers,
-              m.shape.n_heads, m.shape.n_kv_heads, m.shape.head_dim);
+  std::printf("shape      %d layer%s, %d query heads, %d KV heads, head_dim %d\n", m.shape.n_layers,
+              m.shape.n_layers == 1 ? "" : "s", m.shape.n_heads, m.shape.n_kv_heads, m.shape.head_dim);
   std::printf("tokens     %d prompt + %d decode steps = %d\n", m.prompt_len, m.n_steps, m.total_len());
   std::printf("capture    decode rows %s; prefill %s%s%s\n", m.decode_dtype.c_str(),
-              m.has_prefill_map ? "full map + reductions" : "reductions only",
+              m.has_prefill_map ? "full map + reductions"
+              : trace.has_prefill_evidence() ? "reductions only"
+                                             : "none (no column sums or window rows)",
               m.capture_note.empty() ? "" : " — ", printable(m.capture_note).c_str());
   if (has_alpha)
     std::printf("alpha      stored (%s): a plain duoattention run on this trace takes these gates\n",
@@ -143,8 +154,9 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
   std::printf("model      %s\n", path.c_str());
   std::printf("name       %s (%s, format %s, weights %s)\n", c.name.c_str(), c.arch.c_str(),
               model.format.c_str(), model.weight_type.c_str());
-  std::printf("shape      dim %d, ffn %d, %d layers, %d query heads, %d KV heads (GQA %d), head_dim %d\n",
-              c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.group(), c.head_dim);
+  std::printf("shape      dim %d, ffn %d, %d layer%s, %d query heads, %d KV heads (GQA %d), head_dim %d\n",
+              c.dim, c.hidden_dim, c.n_layers, c.n_layers == 1 ? "" : "s", c.n_heads, c.n_kv_heads, c.group(),
+              c.head_dim);
   const std::string window = c.sliding_window > 0 ? " (sliding window " + std::to_string(c.sliding_window) + ")" : "";
   std::printf("vocab      %d; context %d%s; rope theta %g (%s%s%s); rms eps %g\n", c.vocab_size, c.seq_len,
               window.c_str(), c.rope_theta, c.rope_style == RopeStyle::Interleaved ? "interleaved pairs" : "rotate-half",

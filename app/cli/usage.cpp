@@ -6,7 +6,8 @@
 namespace kvs {
 
 const char* usage_summary() {
-  return "usage: kvscope [gui [trace.h5] [--screenshot out.png --view NAME --step N --size WxH --script S]]\n"
+  return "usage: kvscope [gui [trace.h5] [--model PATH] [--screenshot out.png --view NAME --step N --size WxH\n"
+         "                      --script S]]\n"
          "       kvscope record --model PATH [--tokenizer PATH] (--prompt TEXT | --prompt-file F)\n"
          "                      [--steps N --temperature T --top-p P --seed S] [--chat]\n"
          "                      [--policy SPEC --budget N] [--device cpu|cuda|auto] --out trace.h5\n"

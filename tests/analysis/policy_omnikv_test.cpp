@@ -342,7 +342,7 @@ TEST(OmniKv, WindowedSelectorsReportMissingEvidence) {
   SimInput no_rows = in;
   no_rows.prefill.window_rows.clear();
   EXPECT_NE(run_error(no_rows, "omnikv:filters=1,selector=uniform,window=3", 4)
-                .find("position 6 (the prompt's window rows are absent from the evidence)"),
+                .find("position 6 (the prompt's window rows are absent: the trace holds no prefill"),
             std::string::npos);
   EXPECT_EQ(run_error(no_rows, "omnikv:filters=1,selector=uniform,window=1", 4), "");  // none needed
   EXPECT_EQ(run_error(no_rows, "omnikv:filters=1", 4), "");

@@ -16,6 +16,7 @@
 #include "analysis/simulator.h"
 #include "analysis/trace.h"
 #include "inference/errors.h"
+#include "decode_trace_fixture.h"
 #include "trace_test_util.h"
 
 namespace kvs {
@@ -385,9 +386,37 @@ TEST(TraceReaderRejects, DecodeValuesThatAreNotProbabilities) {
   write_trace(path, 2);
   set_value("/attention/decode", {0, 0, 0, 0}, -0.5f);
   EXPECT_EQ(step_error(0), path + ": /attention/decode step 0 layer 0 head 0 key 0 holds -0.500000, not a probability");
+  // Values that are each a probability but a row that is no distribution: key 0 set to 1 (the
+  // row's other keys hold more than 1e-2, so it sums to more than 1.01).
+  write_trace(path, 2);
+  set_value("/attention/decode", {1, 0, 1, 0}, 1.0f);
+  const std::string sum_error = step_error(1);
+  EXPECT_NE(sum_error.find(path + ": /attention/decode step 1 layer 0 head 1 sums to "), std::string::npos) << sum_error;
+  EXPECT_NE(sum_error.find(", not 1 (not an attention row)"), std::string::npos) << sum_error;
   write_trace(path, 2);
   set_value("/attention/decode_lse", {1, 0, 3}, INFINITY);
   EXPECT_EQ(step_error(1), path + ": /attention/decode_lse step 1 layer 0 head 3 is not finite");
+}
+
+// A trace without the prompt's reductions (an external writer may leave them out) still runs the
+// policies that read none; one that reads them says what it lacks.
+TEST(TraceReaderRejects, OnlyPoliciesThatReadThePromptNeedItsReductions) {
+  TempDir dir;
+  const test::DecodeTrace t = test::write_decode_trace(dir.file("t.h5"), 2, 4, 2, 6, 4, 5);
+  const TraceReader trace(t.path);
+  ASSERT_FALSE(trace.has_prefill_evidence());
+  for (const char* spec : {"full", "window", "streamingllm", "strided"}) {
+    auto policy = make_policy(parse_policy_spec(spec, 4), trace.meta().shape);
+    EXPECT_EQ(simulate(trace, *policy, {}).kept.size(), (size_t)4 * 2 * 2 * 10) << spec;
+  }
+  auto h2o = make_policy(parse_policy_spec("h2o", 4), trace.meta().shape);
+  try {
+    simulate(trace, *h2o, {});
+    FAIL() << "h2o ran without the prompt's column sums";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--policy h2o: needs the prompt's attention column sums (the trace holds no prefill reductions)");
+  }
 }
 
 // With no decode step there is nothing to measure a policy on.

@@ -70,12 +70,13 @@ TEST_F(TraceRowDiff, OneMovedProbabilityIsFoundWhereItIs) {
   const test::DecodeTrace t = test::write_decode_trace(file("a.h5"), 2, 4, 2, 5, 6, 2);
   const int L = 2, H = 4, T = t.total_len(), s = 3, l = 1, h = 2, key = 4;
   const std::size_t at = ((static_cast<std::size_t>(s) * L + l) * H + h) * T + key;
-  const float moved = t.rows[at] > 0.5f ? -2e-2f : 2e-2f;
+  // Within the 1e-2 a row's sum may stray from 1 (a trace reader refuses more), above the 1e-3 compared.
+  const float moved = t.rows[at] > 0.5f ? -5e-3f : 5e-3f;
   const std::string b =
       rewrite(t, "b.h5", [&](std::vector<float>& rows, std::vector<int32_t>&) { rows[at] += moved; });
   const RowDiff d = diff_decode_rows(TraceReader(t.path), TraceReader(b), 1e-3f);
   EXPECT_EQ(d.steps(), 6);
-  EXPECT_NEAR(d.max, 2e-2f, 1e-6f);
+  EXPECT_NEAR(d.max, 5e-3f, 1e-6f);
   EXPECT_EQ(d.worst_step, s);
   EXPECT_EQ(d.worst_layer, l);
   EXPECT_EQ(d.worst_head, h);

@@ -7,6 +7,7 @@
 #include "analysis/trace.h"
 #include "cli_util.h"
 #include "inference/json.h"
+#include "tests/analysis/decode_trace_fixture.h"
 
 namespace kvs::cli_test {
 namespace {
@@ -230,6 +231,20 @@ TEST(CliInfoBadInput, EmptyFileAndATokenizerForATrace) {
   // A trace's name on a file that is not one: said as such, not as a llama2.c checkpoint too short.
   write_bytes(d.file("text.h5"), "hello\n");
   EXPECT_TRUE(is_input_error(run_kvscope({"info", d.file("text.h5")}), d.file("text.h5"), "not an HDF5 file"));
+}
+
+// A trace written by another program with the required datasets alone: what it leaves out is
+// said to be absent, not printed as blanks ("written by kvscope , )").
+TEST(CliInfo, ATraceWithoutProvenanceOrPrefillReductionsSaysSo) {
+  TempDir d;
+  const test::DecodeTrace t = test::write_decode_trace(d.file("ext.h5"), 2, 4, 2, 6, 4, 5);
+  const CliResult r = run_kvscope({"info", t.path});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("capture    decode rows float32; prefill none (no column sums or window rows)\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find(" , )"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("()"), std::string::npos) << r.out;
 }
 
 // Without a tokenizer beside it, a llama2.c checkpoint is still described.

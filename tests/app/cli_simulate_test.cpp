@@ -362,7 +362,7 @@ TEST_F(CliSimulate, HeadsJsonAndAlphaFolder) {
   EXPECT_TRUE(is_input_error(run_kvscope({"simulate", t, "--policy", "h2o", "--budget", "8", "--alpha", alpha_dir}),
                              "--alpha", "no --policy duoattention is given"));
   // A duoattention spec that gives its own gates takes none from --alpha: refused, not ignored.
-  for (const std::string spec : {"duoattention:pattern=" + alpha_dir, std::string("duoattention:gates=profiled")})
+  for (const std::string& spec : {"duoattention:pattern=" + alpha_dir, std::string("duoattention:gates=profiled")})
     EXPECT_TRUE(is_input_error(run_kvscope({"simulate", t, "--policy", spec, "--budget", "8", "--alpha", alpha_dir}),
                                "--alpha", "is not used: every --policy duoattention gives its own gates"))
         << spec;
