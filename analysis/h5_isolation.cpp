@@ -46,11 +46,15 @@ uint64_t vm_bytes(const char* field) {
 }
 
 uint64_t child_limit = 0, child_bound = 0;  // in the child: its address-space limit, and the growth allowed
+uint64_t child_failures_at_start = 0;       // in the child: allocation_failures() when it began
 
-// Whether the child ran out of memory: the last call failed for it, or its peak came near its
-// limit. (vm_bytes reads 0 where not even a FILE could be allocated.)
+// Whether the child ran out of memory: the last call failed for it, a libhdf5 call failed for it
+// on the way (a malloc of 2.2 GB for a corrupt global-heap string returned null under the bound,
+// the error went on as a clean one, and the parent, unbounded, then made that allocation), or
+// its peak came near its limit. (vm_bytes reads 0 where not even a FILE could be allocated.)
 bool child_out_of_memory() {
-  return errno == ENOMEM || vm_bytes("VmPeak") + (child_bound >> 4) >= child_limit;
+  return errno == ENOMEM || allocation_failures() != child_failures_at_start ||
+         vm_bytes("VmPeak") + (child_bound >> 4) >= child_limit;
 }
 
 // A crash in the child right after an allocation failed (libhdf5 does not check every one) is
@@ -81,6 +85,7 @@ void exit_in_child() { ::_exit(child_out_of_memory() ? kOutOfMemoryExit : kExitC
   // a peak at the bound) is this child's own exit code. Under a sanitizer the address space is
   // already reserved, so the bound holds only for its own failures.
   child_bound = memory_bytes;
+  child_failures_at_start = allocation_failures();
   child_limit = vm_bytes("VmSize") + memory_bytes;
   const rlimit as{child_limit, child_limit};
   ::setrlimit(RLIMIT_AS, &as);

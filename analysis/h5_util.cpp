@@ -7,12 +7,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
 namespace kvs::h5 {
 
 namespace {
+
+std::atomic<uint64_t> g_allocation_failures{0};
 
 struct StackWalk {
   std::vector<std::string> descs;  // API call first, innermost last
@@ -33,6 +36,7 @@ Error stack_error(const std::string& what) {
   StackWalk walk;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_desc, &walk);
   H5Eclear2(H5E_DEFAULT);
+  if (walk.out_of_memory) ++g_allocation_failures;
   static const std::string key = "error message = '";
   for (const std::string& d : walk.descs) {
     const size_t p = d.find(key);
@@ -81,6 +85,8 @@ Handle open_single_attr(hid_t obj, const std::string& name) {
 }
 
 }  // namespace
+
+uint64_t allocation_failures() { return g_allocation_failures.load(); }
 
 void init() {
   static std::once_flag once;

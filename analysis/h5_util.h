@@ -21,6 +21,12 @@ struct Error : std::runtime_error {
   bool out_of_memory;  // libhdf5 could not allocate memory for the call (H5E_RESOURCE: NOSPACE or CANTALLOC)
 };
 
+// How many libhdf5 calls this process has seen fail for want of memory (H5E_RESOURCE: NOSPACE or
+// CANTALLOC on the error stack check() reads). A probe child compares it before and after: under
+// its memory bound such a failure, whatever the error becomes on its way out (the errno of the
+// failed allocation long overwritten), means the file asked for more memory than it may have.
+uint64_t allocation_failures();
+
 // Silences HDF5's automatic error printing for the calling thread (the setting is per thread in
 // thread-safe HDF5 builds); every trace entry point calls it.
 void init();

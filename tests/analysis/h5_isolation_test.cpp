@@ -114,6 +114,34 @@ TEST(H5Isolation, HangingChildIsStoppedByItsAlarm) {
             "reading its HDF5 metadata did not finish within 1 s");
 }
 
+// A libhdf5 allocation that fails under the child's bound and comes out as a clean error, the
+// failed allocation's errno overwritten on the way (as a fuzzed trace's 2.2 GB global-heap string
+// did): the file asked for more memory than it may have. The child used to finish "cleanly", and
+// the parent, unbounded, then made the allocation.
+TEST(H5Isolation, AFailedLibhdf5AllocationEndedAsACleanErrorIsTheBound) {
+  const std::string path = ::testing::TempDir() + "h5_isolation_big_string.h5";
+  {
+    const std::lock_guard<std::recursive_mutex> lock(mutex());
+    init();
+    Handle file = file_handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "create");
+    write_attr(file, "big", std::string(std::size_t{64} << 20, 'x'));  // a 64 MiB string
+  }
+  constexpr uint64_t kSmallBound = uint64_t{16} << 20;
+  const ProbeFailure failed = run_isolated([&] {
+    Handle file = file_handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "open");
+    try {
+      (void)read_attr_string(file, "big");
+    } catch (const Error&) {
+      errno = 0;  // what later calls leave of the failed allocation's ENOMEM
+    }
+  }, 10, kSmallBound);
+  std::filesystem::remove(path);
+  // The bound's own message; under a sanitizer its allocator may report the failure itself and
+  // exit with its code ("memory error, exit code N").
+  EXPECT_NE(failed.why.find("memory"), std::string::npos) << failed.why;
+  EXPECT_FALSE(failed.host_out_of_memory);
+}
+
 TEST(H5Isolation, SoundTraceMetadataParses) {
   const std::lock_guard<std::recursive_mutex> lock(mutex());
   init();
