@@ -391,7 +391,8 @@ TEST(TraceReaderRejects, DecodeValuesThatAreNotProbabilities) {
   write_trace(path, 2);
   set_value("/attention/decode", {1, 0, 1, 0}, 1.0f);
   const std::string sum_error = step_error(1);
-  EXPECT_NE(sum_error.find(path + ": /attention/decode step 1 layer 0 head 1 sums to "), std::string::npos) << sum_error;
+  EXPECT_NE(sum_error.find(path + ": /attention/decode step 1 layer 0 head 1 sums to "), std::string::npos)
+      << sum_error;
   EXPECT_NE(sum_error.find(", not 1 (not an attention row)"), std::string::npos) << sum_error;
   write_trace(path, 2);
   set_value("/attention/decode_lse", {1, 0, 3}, INFINITY);
