@@ -34,7 +34,10 @@ class WindowScorePolicy : public Policy {
   // chosen by score; a window longer than the observation rows the evidence held (64 in
   // KVScope's traces and live runs) was cut to them (known once the prompt was cut).
   std::string caveat(int prompt_len) const override;
-  void begin(const PolicyContext& ctx) override { ctx_ = ctx; }
+  void begin(const PolicyContext& ctx) override {
+    ctx_ = ctx;
+    rows_held_ = 0;
+  }
   void before_attention(int, int, KvSlots&) override {}
   void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
   bool needs_decode_rows(int) const override { return false; }

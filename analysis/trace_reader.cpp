@@ -298,21 +298,22 @@ void TraceReader::read_decode_step(int step, std::vector<float>& rows, std::vect
 void TraceReader::Impl::check_decode_step(int step, std::span<const float> rows, std::span<const float> lse) const {
   const size_t H = meta.shape.n_heads, T = meta.total_len(), L = meta.shape.n_layers;
   const auto outside = [](float v) { return !(v >= 0.0f && v <= 1.0f + 1e-3f); };  // NaN included
-  const auto row_sum = [&](size_t lh) {
-    const float* x = rows.data() + lh * T;  // [T]
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (size_t i = 0; i < T; ++i) sum += x[i];
-    return sum;
-  };
   constexpr float kSumTolerance = 1e-2f;
   std::vector<uint8_t> bad_layer(L, 0);  // [L] 1: a value outside [0, 1], 2: a row's sum
+  std::vector<float> sums(L * H);        // [L, H] each row's sum, from the same pass as the values' check
   parallel_for((int)L, [&](int l) {
-    const float* x = rows.data() + l * H * T;  // [H, T]
     int bad = 0;
-#pragma omp simd reduction(| : bad)
-    for (size_t i = 0; i < H * T; ++i) bad |= outside(x[i]);
-    for (size_t h = 0; h < H && !bad; ++h) bad = std::fabs(row_sum(l * H + h) - 1.0f) > kSumTolerance ? 2 : 0;
+    for (size_t h = 0; h < H; ++h) {
+      const float* x = rows.data() + (l * H + h) * T;  // [T]
+      float sum = 0.0f;
+#pragma omp simd reduction(| : bad) reduction(+ : sum)
+      for (size_t i = 0; i < T; ++i) {
+        bad |= outside(x[i]);
+        sum += x[i];
+      }
+      sums[l * H + h] = sum;
+    }
+    for (size_t h = 0; h < H && !bad; ++h) bad = std::fabs(sums[l * H + h] - 1.0f) > kSumTolerance ? 2 : 0;
     bad_layer[l] = (uint8_t)bad;
   }, rows.size() >= (1u << 18));
   const std::string where = std::string(ts::kDecode) + " step " + std::to_string(step) + " layer ";
@@ -324,7 +325,7 @@ void TraceReader::Impl::check_decode_step(int step, std::span<const float> rows,
   if (const auto l = std::find(bad_layer.begin(), bad_layer.end(), 2); l != bad_layer.end()) {
     const size_t layer = l - bad_layer.begin();
     for (size_t h = 0; h < H; ++h)
-      if (const float sum = row_sum(layer * H + h); std::fabs(sum - 1.0f) > kSumTolerance)
+      if (const float sum = sums[layer * H + h]; std::fabs(sum - 1.0f) > kSumTolerance)
         throw input_error(path, where + std::to_string(layer) + " head " + std::to_string(h) + " sums to " +
                                     std::to_string(sum) + ", not 1 (not an attention row)");
   }

@@ -14,7 +14,6 @@
 #include "app/cli/record.h"
 #include "app/cli/run_summary.h"
 #include "app/cli/stop_signals.h"
-#include "inference/bpe_merge.h"
 #include "inference/errors.h"
 
 namespace kvs {
@@ -32,8 +31,7 @@ std::string read_prompt_file(const std::string& path) {
   if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);  // a UTF-8 byte-order mark (Windows editors) is no text
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   if (text.empty()) throw input_error(path, "prompt file is empty");
-  if (text.find('\0') != std::string::npos) throw input_error(path, "prompt file contains a NUL byte (not text)");
-  if (escape_invalid_utf8(text) != text) throw input_error(path, "prompt file is not valid UTF-8 text");
+  require_prompt_text(text, path, "prompt file ");
   return text;
 }
 

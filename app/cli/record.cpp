@@ -44,13 +44,17 @@ void fit_positions(RunData& run, int requested_T) {
 
 }  // namespace
 
+void require_prompt_text(const std::string& text, const std::string& name, const std::string& what) {
+  if (text.find('\0') != std::string::npos) throw input_error(name, what + "contains a NUL byte (not text)");
+  if (escape_invalid_utf8(text) != text) throw input_error(name, what + "is not valid UTF-8 text");
+}
+
 RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   const auto t0 = std::chrono::steady_clock::now();
   if (r.model_path.empty()) throw input_error("--model", "no model path given");
   if (r.out_path.empty()) throw input_error("--out", "no trace path given");
   if (r.prompt.empty()) throw input_error("prompt", "is empty");
-  if (r.prompt.find('\0') != std::string::npos) throw input_error("prompt", "contains a NUL byte (not text)");
-  if (escape_invalid_utf8(r.prompt) != r.prompt) throw input_error("prompt", "is not valid UTF-8 text");
+  require_prompt_text(r.prompt, "prompt", "");
   Model model = load_model(r.model_path);
   auto tok = load_tokenizer(model, r.tokenizer_path);
   const ModelConfig& c = model.config;

@@ -69,6 +69,11 @@ struct RecordCallbacks {
 // total alone when the run was not split), and where it ran.
 std::string timing_summary(const RecordResult& result);
 
+// Throws InputError(name, what + "contains a NUL byte (not text)" or "is not valid UTF-8 text")
+// unless `text` is text a tokenizer can take: record_trace's check of the prompt ("prompt", ""),
+// and a prompt file's as it is read (its path, "prompt file ").
+void require_prompt_text(const std::string& text, const std::string& name, const std::string& what);
+
 // Throws InputError on bad input. On cancellation the trace holds the steps done so far, or,
 // cancelled before the first recorded step, none is written (out_path empty).
 RecordResult record_trace(const RecordRequest& request, const RecordCallbacks& callbacks = {});
