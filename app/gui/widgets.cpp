@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <tuple>
 
 #include "app/gui/axis_ticks.h"
@@ -128,28 +129,25 @@ float dashed_line(ImDrawList* dl, ImVec2 p, ImVec2 q, ImU32 color, float phase) 
   return std::fmod(phase + len, period);
 }
 
+// The width of legend_toggle's swatch: a square, or for a marked run a line with its mark.
+float swatch_width(int mark) { return ImGui::GetTextLineHeight() * (mark > 0 ? 1.6f : 1.0f); }
+
 }  // namespace
 
 std::vector<int> run_marks(const std::vector<RunData>& runs) {
+  using Look = std::pair<ImU32, bool>;  // how a run is drawn: colour, dashed
+  std::vector<Look> look(runs.size());
+  std::map<Look, int> drawn_alike;  // runs per look
+  for (size_t i = 0; i < runs.size(); ++i) ++drawn_alike[look[i] = {run_color(runs[i]), run_dashed(runs[i])}];
   std::vector<size_t> order(runs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return std::tie(runs[a].budget, runs[a].name) < std::tie(runs[b].budget, runs[b].name);
   });
   std::vector<int> marks(runs.size(), 0);
-  std::vector<bool> done(runs.size(), false);
-  for (size_t i : order) {
-    if (done[i]) continue;
-    const ImU32 color = run_color(runs[i]);
-    const bool dashed = run_dashed(runs[i]);
-    std::vector<size_t> alike;  // [runs drawn as run i] in order of budget
-    for (size_t j : order)
-      if (!done[j] && run_color(runs[j]) == color && run_dashed(runs[j]) == dashed) alike.push_back(j);
-    for (size_t k = 0; k < alike.size(); ++k) {
-      done[alike[k]] = true;
-      if (alike.size() > 1) marks[alike[k]] = 1 + (int)(k % kMarkShapes);
-    }
-  }
+  std::map<Look, int> marked;  // runs of each look marked so far, in order of budget
+  for (size_t i : order)
+    if (drawn_alike[look[i]] > 1) marks[i] = 1 + marked[look[i]]++ % kMarkShapes;
   return marks;
 }
 
@@ -179,10 +177,14 @@ void draw_mark(ImDrawList* dl, ImVec2 c, float r, int mark, ImU32 color, bool fi
   }
 }
 
+float legend_toggle_width(const char* label, int mark) {
+  return swatch_width(mark) + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x;
+}
+
 bool legend_toggle(const char* label, ImU32 color, bool shown, bool dashed, int mark) {
   const float h = ImGui::GetTextLineHeight(), gap = ImGui::GetStyle().ItemInnerSpacing.x;
-  const float swatch_w = mark > 0 ? 1.6f * h : h;  // a marked run's swatch: a line with its mark
-  const ImVec2 size(swatch_w + gap + ImGui::CalcTextSize(label).x, h);
+  const float swatch_w = swatch_width(mark);
+  const ImVec2 size(legend_toggle_width(label, mark), h);
   ImGui::PushID(label);
   const bool clicked = ImGui::InvisibleButton("##toggle", size);
   ImGui::PopID();
@@ -288,7 +290,6 @@ std::vector<size_t> isolated_points(const std::vector<float>& y, size_t stride) 
     if (i % stride == 0 ? alone(i, stride) : alone(i, 1)) out.push_back(i);
   return out;
 }
-
 
 int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, int marker, const char* y_label,
               const PlotAxis& axis) {

@@ -70,6 +70,7 @@ void draw_mark(ImDrawList* dl, ImVec2 c, float r, int mark, ImU32 color, bool fi
 // `mark` > 0: a line through the swatch with the mark on it, as the plots draw the run.
 // Returns true when clicked.
 bool legend_toggle(const char* label, ImU32 color, bool shown, bool dashed = false, int mark = 0);
+float legend_toggle_width(const char* label, int mark = 0);  // the width legend_toggle takes
 ImU32 cell_state_color(CellState s);   // lane palette
 // A legend entry: a square of `color` and its name, continuing the row where it fits (first: it
 // starts where the cursor is); outlined: framed, for a colour near the background.

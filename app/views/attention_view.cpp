@@ -264,7 +264,7 @@ class AttentionView : public View {
           spread ? spread_max(data, rows, cols, spread_.first, spread_.second) : std::vector<float>{};
       std::vector<float> scaled((size_t)rows * cols);  // [rows, cols] in [0, 1]
       const float* shown = spread ? spread_data.data() : data;
-      image_floor_ = log_floor(shown, scaled.size());
+      image_floor_ = log_ ? log_floor(shown, scaled.size()) : 1e-4f;
       scale_values(shown, scaled.size(), log_, 0.0f, image_floor_, scaled.data());
       std::vector<uint32_t> rgba = colorize(scaled, colormap_table(cmap_));  // [rows, cols]
       for (int r = 0; r < rows; ++r)  // the causal future in the background colour, not the scale's 0

@@ -35,8 +35,7 @@ class MetricsView : public View {
     // click to hide/show.
     const float right = ImGui::GetWindowContentRegionMax().x;
     for (size_t r = 0; r < t.runs.size(); ++r) {
-      const float swatch = ImGui::GetTextLineHeight() * (marks_[r] > 0 ? 1.6f : 1.0f);  // as legend_toggle's
-      const float w = swatch + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(t.runs[r].name.c_str()).x;
+      const float w = legend_toggle_width(t.runs[r].name.c_str(), marks_[r]);
       if (r > 0) {
         ImGui::SameLine(0, 14);
         if (ImGui::GetCursorPosX() + w > right) ImGui::NewLine();

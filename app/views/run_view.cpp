@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -570,15 +571,14 @@ class RunView : public View {
   // The output says what runs and where they go, as a re-run's does (the status line alone did).
   void simulate_on_trace(AppState& app) {
     const auto specs = chosen_specs();
+    std::function<void()> done;  // none where a trace or a policy is missing: submit_simulation says so
     if (app.trace && !specs.empty()) {
       std::string names;
       for (const std::string& s : specs) names += (names.empty() ? "" : ", ") + s;
       output_ = "Simulating " + names + " (budget " + std::to_string(budget_) + ") on the open trace\n";
-      const auto done = [this] { output_ += "Appended to its file: see Metrics, Lanes and Compare\n"; };
-      submit_simulation(app, specs, budget_, done, model_path_);
-      return;
+      done = [this] { output_ += "Appended to its file: see Metrics, Lanes and Compare\n"; };
     }
-    submit_simulation(app, specs, budget_, {}, model_path_);  // it says what is missing
+    submit_simulation(app, specs, budget_, done, model_path_);
   }
 
   void drain_stream() {

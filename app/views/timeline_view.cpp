@@ -126,11 +126,13 @@ class TimelineView : public View {
       }
     }
     ImGui::PopTextWrapPos();
-    ImGui::SetScrollHereY(1.0f);  // the current token in view
+    if (q != scrolled_to_) ImGui::SetScrollHereY(1.0f);  // a new current token in view; else the reader's scroll
+    scrolled_to_ = q;
     ImGui::EndChild();
   }
 
   static inline const ImVec4 kCurrentColor{1.0f, 0.85f, 0.3f, 1.0f};  // the current token
+  int scrolled_to_ = -1;  // the query position the text block was last scrolled to
 };
 
 }  // namespace
