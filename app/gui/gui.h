@@ -11,7 +11,8 @@ struct GuiOptions {
   std::string view;             // view to show/capture: run, timeline, lanes, attention, heads,
                                 // layers, metrics, compare, or "all" / "" (all views tiled)
   int step = -1;                // decode step to show (-1 = last)
-  int width = 1600, height = 1000;
+  int width = 0, height = 0;     // window size; 0 x 0: the last session's within the screen (the
+                                // app) or 1600 x 1000 (a screenshot)
   std::string script;           // scripted interaction, e.g. "step+1;select 2 3" (see script.h)
   std::string model_path;       // model preselected in the Run view
 };

@@ -1,5 +1,6 @@
-// Where each view's window goes: the default tiled layout of all views, or one view filling the
-// work area (screenshots of a single view).
+// Where each view's window goes: the work area a window leaves the views, the default tiled layout
+// of all views, one view alone below the timeline, and a layout kept as fractions of the work area
+// so that it follows the window when the window is resized.
 #pragma once
 #include <string>
 
@@ -7,9 +8,24 @@ namespace kvs {
 
 struct Rect {
   float x = 0, y = 0, w = 0, h = 0;
+  bool operator==(const Rect&) const = default;
 };
 
-// Rectangle of view `id` in the tiled layout of a work area.
+// The area between the menu bar (bar px high) and the status bar (bar + 8) of a display_w x
+// display_h window.
+Rect work_area(float display_w, float display_h, float bar);
+// Whether views can be laid out in `work` (not in a minimized window's 0 x 0).
+bool can_lay_out(const Rect& work);
+
+// Rectangle of view `id` in the tiled layout of a work area, in whole pixels.
 Rect tiled_rect(const std::string& id, const Rect& work);
+// The rectangle of a view shown alone with the timeline: the work area below the timeline's.
+Rect alone_rect(const Rect& work);
+
+// A rectangle as fractions of `work` (0..1 across it), and back in whole pixels. Each edge maps on
+// its own, so windows that touch still touch after a resize, and a rectangle of whole pixels
+// comes back the same from its fractions of the same work area.
+Rect to_fractions(const Rect& r, const Rect& work);
+Rect from_fractions(const Rect& f, const Rect& work);
 
 }  // namespace kvs

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "analysis/atomic_file.h"
 #include "app/gui/app_state.h"
@@ -23,6 +24,7 @@
 #include "app/gui/settings.h"
 #include "app/gui/texture.h"
 #include "app/gui/widgets.h"
+#include "app/gui/window_memory.h"
 #include "app/views/view.h"
 #include "inference/errors.h"
 
@@ -55,15 +57,28 @@ const char* kHelp =
     "  Drop a .h5 trace on the window to open it\n"
     "\nFiles\n"
     "  File > Export writes the chosen view as PNG and its data as CSV\n"
+    "\nLayout\n"
+    "  The views follow the window when it is resized\n"
+    "  View > Tile all views: the default layout, every view shown\n"
+    "  View > Alone with the timeline: one view below the timeline\n"
     "  The window layout is saved in ~/.config/kvscope/imgui.ini\n";
 
 class Shell {
  public:
-  Shell(AppState& app, std::vector<std::unique_ptr<View>>& views, GLFWwindow* window)
-      : app_(app), views_(views), window_(window), headless_(app.headless), visible_(views.size(), true) {}
+  // saved_display: the window size the loaded layout was saved at.
+  Shell(AppState& app, std::vector<std::unique_ptr<View>>& views, GLFWwindow* window, Extent saved_display)
+      : app_(app),
+        views_(views),
+        window_(window),
+        headless_(app.headless),
+        saved_display_(saved_display),
+        visible_(views.size(), true),
+        fractions_(views.size()),
+        placed_(views.size()) {}
 
-  // single_view: id of the one view filling the window ("" = all views tiled).
-  void frame(double dt, const std::string& single_view, bool force_layout) {
+  // single_view: id of the one view filling the window ("" = all views, each where the layout
+  // puts it).
+  void frame(double dt, const std::string& single_view) {
     app_.tick(dt);
     handle_drops();
     ImGui_ImplOpenGL3_NewFrame();
@@ -79,22 +94,23 @@ class Shell {
     ImGui::NewFrame();
     handle_keys();
     const ImGuiIO& io = ImGui::GetIO();
+    const float bar = ImGui::GetFrameHeight();
     Rect work{0, 0, io.DisplaySize.x, io.DisplaySize.y};
     if (single_view.empty()) {
-      draw_menu();
-      const float bar = ImGui::GetFrameHeight();
-      work.y = bar;
-      work.h -= 2 * bar + 8;
+      work = work_area(io.DisplaySize.x, io.DisplaySize.y, bar);
+      draw_menu(work);
       draw_status(Rect{0, io.DisplaySize.y - bar - 8, io.DisplaySize.x, bar + 8});
+    }
+    if (single_view.empty() && !layout_request_.empty()) {
+      layout_request_ == "tile" ? tile_all(work) : show_alone(layout_request_, work);
+      layout_request_.clear();
     }
     rects_.assign(views_.size(), Rect{});
     for (size_t i = 0; i < views_.size(); ++i) {
       View& v = *views_[i];
       if (!single_view.empty() ? single_view != v.id() : !visible_[i]) continue;
-      const Rect r = single_view.empty() ? tiled_rect(v.id(), work) : work;
-      const ImGuiCond cond = force_layout ? ImGuiCond_Always : ImGuiCond_FirstUseEver;
-      ImGui::SetNextWindowPos(ImVec2(r.x, r.y), cond);
-      ImGui::SetNextWindowSize(ImVec2(r.w, r.h), cond);
+      if (!single_view.empty()) place_window(work);
+      else if (can_lay_out(work)) lay_out(i, work, bar);  // a minimized window leaves the layout as it is
       bool open = true;
       if (ImGui::Begin(v.title(), single_view.empty() ? &open : nullptr, ImGuiWindowFlags_NoCollapse)) {
         v.draw(app_);
@@ -103,6 +119,11 @@ class Shell {
       rects_[i] = Rect{p.x, p.y, s.x, s.y};
       ImGui::End();
       if (!open) visible_[i] = false;
+      // Moved or resized by the user: the layout keeps the window where they left it.
+      if (single_view.empty() && can_lay_out(work) && placed_[i] != rects_[i]) {
+        fractions_[i] = to_fractions(rects_[i], work);
+        placed_[i] = rects_[i];
+      }
     }
     draw_dialogs();
     ImGui::Render();
@@ -121,7 +142,7 @@ class Shell {
   // the mouse then hovers is hidden for a frame while it sizes itself.
   void settle(const std::string& single_view) {
     for (int f = 0; f < 40; ++f) {
-      frame(kScreenshotFrame, single_view, true);
+      frame(kScreenshotFrame, single_view);
       const bool busy = app_.io.busy() || app_.engine.busy();
       app_.io.wait_idle();
       app_.engine.wait_idle();
@@ -135,6 +156,14 @@ class Shell {
   // first the commands before them take effect (the frames settle), then one frame for each of
   // the command's states (script_input.h); the mouse stays where the last one left it.
   void run_script_command(const ScriptCommand& c, const std::string& single_view) {
+    if (c.verb == "resize") {  // as a user or the window manager would: the layout follows
+      const Extent size = script_size(c);
+      settle(single_view);  // the commands before take effect at the size before
+      glfwSetWindowSize(window_, size.w, size.h);
+      settle(single_view);
+      return;
+    }
+    if (layout_command(c)) return;
     if (is_key_command(c)) {
       play(single_view, key_command_frames(c), [&](const KeyFrame& f) { input_.set_keys(f); });
       return;
@@ -153,15 +182,86 @@ class Shell {
     play(single_view, frames, [&](const MouseFrame& f) { input_.set(f); });
   }
 
+  // The script's `tile` and `alone VIEW` (View's layouts), applied at the next frame; false for
+  // any other command.
+  bool layout_command(const ScriptCommand& c) {
+    if (c.verb == "tile") {
+      if (!c.arg.empty()) throw script_error(c.verb, c.arg, "takes no value");
+      layout_request_ = "tile";
+      return true;
+    }
+    if (c.verb != "alone") return false;
+    std::string ids;
+    for (const auto& v : views_) {
+      const std::string id = v->id();
+      if (id == "timeline") continue;
+      if (id == c.arg) {
+        layout_request_ = c.arg;
+        return true;
+      }
+      ids += (ids.empty() ? "" : ", ") + id;
+    }
+    throw script_error(c.verb, c.arg, "expects a view other than the timeline: " + ids);
+  }
+
  private:
+  // `resize WxH`'s size, as --size takes it.
+  static Extent script_size(const ScriptCommand& c) {
+    Extent e;
+    char x = 0, rest = 0;
+    if (std::sscanf(c.arg.c_str(), "%d%c%d%c", &e.w, &x, &e.h, &rest) != 3 || x != 'x' || e.w < 64 || e.h < 64 ||
+        e.w > 8192 || e.h > 8192)
+      throw script_error(c.verb, c.arg, "expects WxH between 64x64 and 8192x8192");
+    return e;
+  }
+
   // Settles the frames, then draws one frame per state, set(f) before each.
   template <class Frame, class Set>
   void play(const std::string& single_view, const std::vector<Frame>& frames, Set set) {
     settle(single_view);
     for (const Frame& f : frames) {
       set(f);
-      frame(kScreenshotFrame, single_view, true);
+      frame(kScreenshotFrame, single_view);
       glfwSwapBuffers(window_);
+    }
+  }
+
+  static void place_window(const Rect& r) {
+    ImGui::SetNextWindowPos(ImVec2(r.x, r.y), ImGuiCond_Always);
+    ImGui::SetNextWindowSize(ImVec2(r.w, r.h), ImGuiCond_Always);
+  }
+
+  // Places view i's window at its share of `work`, when that is not where it already is. A view
+  // seen for the first time takes its share from where the loaded layout put it (in the window it
+  // was saved at), else from the tiled layout.
+  void lay_out(size_t i, const Rect& work, float bar) {
+    if (!fractions_[i]) {
+      const std::optional<Rect> saved = window_rect(views_[i]->title());
+      fractions_[i] = saved ? to_fractions(*saved, work_area((float)saved_display_.w, (float)saved_display_.h, bar))
+                            : to_fractions(tiled_rect(views_[i]->id(), work), work);
+    }
+    const Rect target = from_fractions(*fractions_[i], work);
+    if (placed_[i] == target) return;
+    place_window(target);
+    placed_[i] = target;
+  }
+
+  // View > Tile all views: every view shown, in the default tiled layout.
+  void tile_all(const Rect& work) {
+    for (size_t i = 0; i < views_.size(); ++i) {
+      visible_[i] = true;
+      fractions_[i] = to_fractions(tiled_rect(views_[i]->id(), work), work);
+    }
+  }
+
+  // View > Alone with the timeline: view `id` filling the work area below the timeline, the
+  // others hidden (View shows them again where they were).
+  void show_alone(const std::string& id, const Rect& work) {
+    for (size_t i = 0; i < views_.size(); ++i) {
+      const std::string vid = views_[i]->id();
+      visible_[i] = vid == id || vid == "timeline";
+      if (vid == "timeline") fractions_[i] = to_fractions(tiled_rect(vid, work), work);
+      if (vid == id) fractions_[i] = to_fractions(alone_rect(work), work);
     }
   }
 
@@ -188,7 +288,8 @@ class Shell {
     return std::string("kvscope-") + v.id() + "-step" + std::to_string(app_.step) + ext;
   }
 
-  void draw_menu() {
+  // work: the views' area, where View's layouts place them.
+  void draw_menu(const Rect& work) {
     if (!ImGui::BeginMainMenuBar()) return;
     if (ImGui::BeginMenu("File")) {
       if (ImGui::MenuItem("Open trace...", "Ctrl+O")) open_dialog_ = true;
@@ -224,6 +325,13 @@ class Shell {
       for (size_t i = 0; i < views_.size(); ++i) {
         bool on = visible_[i];
         if (ImGui::MenuItem(views_[i]->title(), nullptr, &on)) visible_[i] = on;
+      }
+      ImGui::Separator();
+      if (ImGui::MenuItem("Tile all views")) tile_all(work);
+      if (ImGui::BeginMenu("Alone with the timeline")) {
+        for (const auto& v : views_)
+          if (std::string(v->id()) != "timeline" && ImGui::MenuItem(v->title())) show_alone(v->id(), work);
+        ImGui::EndMenu();
       }
       ImGui::EndMenu();
     }
@@ -381,8 +489,12 @@ class Shell {
   std::vector<std::unique_ptr<View>>& views_;
   GLFWwindow* window_;
   const bool headless_;
-  std::vector<bool> visible_;  // [views]
-  std::vector<Rect> rects_;    // [views] window rectangles of the last frame
+  const Extent saved_display_;                  // the window size the loaded layout was saved at
+  std::vector<bool> visible_;                   // [views]
+  std::vector<std::optional<Rect>> fractions_;  // [views] each window's share of the work area (layout.h)
+  std::vector<std::optional<Rect>> placed_;     // [views] where the shell last placed each window, px
+  std::vector<Rect> rects_;                     // [views] window rectangles of the last frame
+  std::string layout_request_;                  // the script's "tile" or a view to show alone
   bool show_help_ = false, open_dialog_ = false, save_dialog_ = false;
   std::string open_path_, save_path_, modal_text_;
   ReplaceConfirm save_replace_;  // asks before "Save as" replaces an existing file
@@ -394,6 +506,15 @@ class Shell {
 bool known_view(const std::vector<std::unique_ptr<View>>& views, const std::string& id) {
   if (id.empty() || id == "all") return true;
   return std::any_of(views.begin(), views.end(), [&](const auto& v) { return id == v->id(); });
+}
+
+// The primary monitor's work area (the screen less panels and docks); 0 x 0 where GLFW cannot
+// tell.
+Extent screen_work_area() {
+  GLFWmonitor* monitor = glfwGetPrimaryMonitor();
+  Extent e;
+  if (monitor) glfwGetMonitorWorkarea(monitor, nullptr, nullptr, &e.w, &e.h);
+  return e;
 }
 
 // Writes ImGui's window layout to `ini` whole (temp + rename); nothing where there is no config
@@ -452,9 +573,25 @@ int run_gui(const GuiOptions& options) {
     }
   }
 
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  // The window layout: the user's, else the shipped default, and the window size it was saved at
+  // (the app opens at that size). KVScope saves it itself (ImGui would rewrite the file in place,
+  // and a crash mid-write would leave half a layout).
+  Extent saved_display = kDefaultWindow;
+  register_display_setting(&saved_display);
+  const std::string ini = headless ? "" : layout_ini_path();
+  io.IniFilename = nullptr;
+  if (!ini.empty()) {
+    const std::string from = std::filesystem::exists(ini) ? ini : default_layout_ini_path();
+    if (std::filesystem::exists(from)) ImGui::LoadIniSettingsFromDisk(from.c_str());
+  }
+
   glfwSetErrorCallback(on_glfw_error);
   if (!glfwInit()) {
     std::fprintf(stderr, "kvscope: cannot open a window (no display? headless: run under xvfb-run)\n");
+    ImGui::DestroyContext();
     return 1;
   }
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
@@ -462,9 +599,12 @@ int run_gui(const GuiOptions& options) {
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
   glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
   if (headless) glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
-  GLFWwindow* window = glfwCreateWindow(options.width, options.height, "KVScope", nullptr, nullptr);
+  Extent size{options.width, options.height};
+  if (size.w <= 0 || size.h <= 0) size = headless ? kDefaultWindow : opening_size(saved_display, screen_work_area());
+  GLFWwindow* window = glfwCreateWindow(size.w, size.h, "KVScope", nullptr, nullptr);
   if (!window) {
     std::fprintf(stderr, "kvscope: cannot create an OpenGL 3.3 window\n");
+    ImGui::DestroyContext();
     glfwTerminate();
     return 1;
   }
@@ -472,17 +612,6 @@ int run_gui(const GuiOptions& options) {
   glfwSwapInterval(headless ? 0 : 1);
   glfwSetDropCallback(window, on_drop);
 
-  IMGUI_CHECKVERSION();
-  ImGui::CreateContext();
-  ImGuiIO& io = ImGui::GetIO();
-  // The window layout: the user's, else the shipped default. KVScope saves it itself (ImGui would
-  // rewrite the file in place, and a crash mid-write would leave half a layout).
-  const std::string ini = headless ? "" : layout_ini_path();
-  io.IniFilename = nullptr;
-  if (!ini.empty()) {
-    const std::string from = std::filesystem::exists(ini) ? ini : default_layout_ini_path();
-    if (std::filesystem::exists(from)) ImGui::LoadIniSettingsFromDisk(from.c_str());
-  }
   setup_fonts_and_style();
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
@@ -490,7 +619,7 @@ int run_gui(const GuiOptions& options) {
 
   int rc = 0;
   {
-    Shell shell(app, views, window);
+    Shell shell(app, views, window, saved_display);
     if (headless) {
       const std::string single = options.view == "all" ? "" : options.view;
       try {
@@ -514,7 +643,8 @@ int run_gui(const GuiOptions& options) {
         try {
           if (is_mouse_command(c)) throw script_error(c.verb, c.arg, "works in screenshots only: in a window the mouse is yours");
           if (is_key_command(c)) throw script_error(c.verb, c.arg, "works in screenshots only: in a window the keyboard is yours");
-          apply_script_command(app, views, c);
+          if (c.verb == "resize") throw script_error(c.verb, c.arg, "works in screenshots only: a window's size is yours");
+          if (!shell.layout_command(c)) apply_script_command(app, views, c);
         } catch (const InputError& e) {
           app.error(e.what());
         }
@@ -527,7 +657,7 @@ int run_gui(const GuiOptions& options) {
         const auto now = std::chrono::steady_clock::now();
         const double dt = std::chrono::duration<double>(now - last).count();
         last = now;
-        shell.frame(dt, "", false);
+        shell.frame(dt, "");
         glfwSwapBuffers(window);
         if (io.WantSaveIniSettings) save_layout(ini);
       }

@@ -1,0 +1,33 @@
+// What imgui.ini remembers besides ImGui's own windows: the size of the app's window when the
+// layout was saved ("[KVScope][Display]", read and written through an ImGui settings handler),
+// so that the next start opens at that size and lays the saved windows out in proportion; and a
+// view window's last rectangle, from ImGui's window or, before its first frame, from the ini.
+#pragma once
+#include <optional>
+
+#include "app/gui/layout.h"
+
+namespace kvs {
+
+struct Extent {
+  int w = 0, h = 0;
+  bool operator==(const Extent&) const = default;
+};
+
+// The size the shipped layout (assets/imgui.ini) was made for, and what a layout saved before
+// the ini recorded a size was laid out in: the app always opened at it.
+constexpr Extent kDefaultWindow{1600, 1000};
+
+// Registers "[KVScope][Display]" with the current ImGui context: loading an ini sets *saved to its
+// "Size=W,H" (left as it is where the ini has none); saving writes the display size at the time.
+// `saved` must outlive the context.
+void register_display_setting(Extent* saved);
+
+// The window size to open at: `wanted` within `screen` (a monitor's work area; 0 x 0 = unknown).
+Extent opening_size(Extent wanted, Extent screen);
+
+// The rectangle of the ImGui window titled `title`: where it is, else where the loaded ini put
+// it; nothing for a window neither knows.
+std::optional<Rect> window_rect(const char* title);
+
+}  // namespace kvs

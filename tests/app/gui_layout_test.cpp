@@ -1,0 +1,121 @@
+// The layout's geometry without a window: the tiled layout covers the work area, a layout kept as
+// fractions comes back to the same pixels and keeps touching windows touching at another size,
+// the window size the app opens at, and the "[KVScope][Display]" entry of imgui.ini.
+#include <gtest/gtest.h>
+
+#ifdef KVSCOPE_GUI
+#include <imgui.h>
+
+#include <string>
+#include <vector>
+
+#include "app/gui/layout.h"
+#include "app/gui/window_memory.h"
+
+namespace kvs {
+namespace {
+
+const std::vector<std::string> kViewIds = {"timeline", "run", "lanes", "attention", "heads", "layers", "metrics",
+                                           "compare"};
+
+bool overlap(const Rect& a, const Rect& b) {
+  return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+}
+
+bool whole_pixels(const Rect& r) {
+  return r.x == (float)(int)r.x && r.y == (float)(int)r.y && r.w == (float)(int)r.w && r.h == (float)(int)r.h;
+}
+
+// Every pixel of the work area belongs to exactly one view, whatever the size (odd ones too).
+TEST(Layout, TiledViewsCoverTheWorkAreaInWholePixels) {
+  for (const auto& [w, h] : std::vector<std::pair<float, float>>{{1600, 1000}, {1280, 720}, {1023, 767}, {801, 599}}) {
+    const Rect work = work_area(w, h, 21);
+    EXPECT_EQ(work.y, 21);
+    EXPECT_EQ(work.h, h - 2 * 21 - 8);  // the menu bar above, the status bar (bar + 8) below
+    double area = 0;
+    for (size_t i = 0; i < kViewIds.size(); ++i) {
+      const Rect r = tiled_rect(kViewIds[i], work);
+      EXPECT_TRUE(whole_pixels(r)) << kViewIds[i];
+      EXPECT_GE(r.x, work.x);
+      EXPECT_GE(r.y, work.y);
+      EXPECT_LE(r.x + r.w, work.x + work.w);
+      EXPECT_LE(r.y + r.h, work.y + work.h);
+      area += (double)r.w * r.h;
+      for (size_t j = 0; j < i; ++j) EXPECT_FALSE(overlap(r, tiled_rect(kViewIds[j], work))) << kViewIds[i];
+    }
+    EXPECT_EQ(area, (double)work.w * work.h) << w << "x" << h;
+  }
+  const Rect work = work_area(1280, 720, 21), alone = alone_rect(work);
+  EXPECT_EQ(alone.y, tiled_rect("timeline", work).y + tiled_rect("timeline", work).h);
+  EXPECT_EQ(alone.y + alone.h, work.y + work.h);
+  EXPECT_EQ(alone.w, work.w);
+}
+
+// The tiled layout at 1600x1000 carried to 1024x768 and back: every window where it was, and
+// windows that touched before touch at 1024x768 too.
+TEST(Layout, FractionsComeBackToTheSamePixelsAndKeepWindowsTouching) {
+  const Rect big = work_area(1600, 1000, 21), small = work_area(1024, 768, 21);
+  for (const std::string& id : kViewIds) {
+    const Rect r = tiled_rect(id, big), f = to_fractions(r, big);
+    EXPECT_EQ(from_fractions(f, big), r) << id;
+    const Rect there = from_fractions(f, small);
+    EXPECT_TRUE(whole_pixels(there)) << id;
+    EXPECT_EQ(from_fractions(to_fractions(there, small), small), there) << id;
+  }
+  const Rect run = from_fractions(to_fractions(tiled_rect("run", big), big), small);
+  const Rect lanes = from_fractions(to_fractions(tiled_rect("lanes", big), big), small);
+  const Rect attention = from_fractions(to_fractions(tiled_rect("attention", big), big), small);
+  EXPECT_EQ(run.x + run.w, lanes.x);
+  EXPECT_EQ(run.y + run.h, attention.y);
+  EXPECT_EQ(lanes.x + lanes.w, small.x + small.w);
+  EXPECT_TRUE(can_lay_out(small));
+  EXPECT_FALSE(can_lay_out(work_area(0, 0, 21)));  // a minimized window
+}
+
+TEST(Layout, OpensAtTheSavedSizeWithinTheScreen) {
+  EXPECT_EQ(opening_size({1600, 1000}, {1920, 1050}), (Extent{1600, 1000}));
+  EXPECT_EQ(opening_size({1600, 1000}, {1366, 738}), (Extent{1366, 738}));
+  EXPECT_EQ(opening_size({1280, 720}, {0, 0}), (Extent{1280, 720}));  // no monitor to ask
+}
+
+// A fresh context per test: the handler's entry is read from and written to the ini's text.
+class DisplaySetting : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ImGui::CreateContext();
+    ImGui::GetIO().IniFilename = nullptr;
+    register_display_setting(&saved_);
+  }
+  void TearDown() override { ImGui::DestroyContext(); }
+  Extent saved_ = kDefaultWindow;
+};
+
+TEST_F(DisplaySetting, ReadsTheSavedSizeAndKeepsTheDefaultWithoutOne) {
+  ImGui::LoadIniSettingsFromMemory("[Window][Run]\nPos=0,117\nSize=533,285\n");
+  EXPECT_EQ(saved_, kDefaultWindow);  // a layout saved before the entry existed: 1600 x 1000
+  ImGui::LoadIniSettingsFromMemory("[KVScope][Display]\nSize=abc\n");
+  EXPECT_EQ(saved_, kDefaultWindow);
+  ImGui::LoadIniSettingsFromMemory("[KVScope][Display]\nSize=1280,720\n");
+  EXPECT_EQ(saved_, (Extent{1280, 720}));
+}
+
+TEST_F(DisplaySetting, WritesTheDisplaySizeOfTheTime) {
+  ImGui::GetIO().DisplaySize = ImVec2(1024, 768);
+  const std::string ini = ImGui::SaveIniSettingsToMemory();
+  EXPECT_NE(ini.find("[KVScope][Display]\nSize=1024,768\n"), std::string::npos) << ini;
+  ImGui::GetIO().DisplaySize = ImVec2(0, 0);  // minimized: nothing said
+  EXPECT_EQ(std::string(ImGui::SaveIniSettingsToMemory()).find("[KVScope]"), std::string::npos);
+}
+
+TEST_F(DisplaySetting, WindowRectFromTheIniBeforeTheWindowExists) {
+  ImGui::LoadIniSettingsFromMemory("[Window][Run]\nPos=10,20\nSize=300,200\n");
+  EXPECT_EQ(window_rect("Run"), (Rect{10, 20, 300, 200}));
+  EXPECT_FALSE(window_rect("Compare").has_value());
+}
+
+}  // namespace
+}  // namespace kvs
+
+#else
+TEST(GuiLayout, SkippedWithoutTheDesktopApp) { GTEST_SKIP() << "built without the desktop app"; }
+#endif
