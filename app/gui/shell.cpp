@@ -643,7 +643,8 @@ int run_gui(const GuiOptions& options) {
         try {
           if (is_mouse_command(c)) throw script_error(c.verb, c.arg, "works in screenshots only: in a window the mouse is yours");
           if (is_key_command(c)) throw script_error(c.verb, c.arg, "works in screenshots only: in a window the keyboard is yours");
-          if (c.verb == "resize") throw script_error(c.verb, c.arg, "works in screenshots only: a window's size is yours");
+          if (c.verb == "resize")
+            throw script_error(c.verb, c.arg, "works in screenshots only: a window's size is yours");
           if (!shell.layout_command(c)) apply_script_command(app, views, c);
         } catch (const InputError& e) {
           app.error(e.what());

@@ -28,7 +28,8 @@ bool whole_pixels(const Rect& r) {
 
 // Every pixel of the work area belongs to exactly one view, whatever the size (odd ones too).
 TEST(Layout, TiledViewsCoverTheWorkAreaInWholePixels) {
-  for (const auto& [w, h] : std::vector<std::pair<float, float>>{{1600, 1000}, {1280, 720}, {1023, 767}, {801, 599}}) {
+  const std::vector<std::pair<float, float>> sizes = {{1600, 1000}, {1280, 720}, {1023, 767}, {801, 599}};
+  for (const auto& [w, h] : sizes) {
     const Rect work = work_area(w, h, 21);
     EXPECT_EQ(work.y, 21);
     EXPECT_EQ(work.h, h - 2 * 21 - 8);  // the menu bar above, the status bar (bar + 8) below

@@ -36,7 +36,8 @@ TEST_F(GuiWindow, TheViewsFollowTheWindowBothWays) {
   ASSERT_EQ(grown.size(), 1u);
   ASSERT_EQ(grown[0].w, 1600);
   EXPECT_LT(bare_share(grown[0], 1100, 700, 1590, 950), 0.01);  // Compare's corner, past 1024x768
-  const std::vector<Image> round = shots("all", "1600x1000", {{"plain", ""}, {"round", "resize 800x600;resize 1600x1000"}});
+  const std::vector<Image> round =
+      shots("all", "1600x1000", {{"plain", ""}, {"round", "resize 800x600;resize 1600x1000"}});
   ASSERT_EQ(round.size(), 2u);
   EXPECT_EQ(differing_pixels(round[0], round[1]), 0u);
 }
@@ -64,7 +65,8 @@ TEST_F(GuiWindow, BadLayoutCommandsExitTwoWithOneLine) {
     runs.push_back("\"" + trace_ + "\" --screenshot \"" + png("bad" + std::to_string(i)) + "\" --script \"" +
                    cases[i].first + "\"");
   EXPECT_EQ(gui_batch(runs), std::vector<int>(cases.size(), 2));
-  for (const auto& [script, message] : cases) EXPECT_NE(err_.find(message), std::string::npos) << script << "\n" << err_;
+  for (const auto& [script, message] : cases)
+    EXPECT_NE(err_.find(message), std::string::npos) << script << "\n" << err_;
 }
 
 }  // namespace
