@@ -10,6 +10,7 @@
 
 #include "analysis/enforcing_controller.h"
 #include "inference/errors.h"
+#include "inference/loader.h"
 #include "inference/model.h"
 
 namespace kvs {
@@ -216,8 +217,7 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   // Free mode writes its own text, which ends where the model ends it (as record's does); forced
   // mode feeds the reference's tokens.
   req.stop_at_eos = options.mode == "free";
-  req.eos_id = tokenizer.eos_id();
-  req.bos_id = tokenizer.bos_id();
+  req.end_ids = text_end_ids(engine.model(), tokenizer);
   if (options.mode == "forced") req.forced = reference.tokens;
   if (shared) req.from = shared->snapshot.get();
   GenerateCallbacks cb;

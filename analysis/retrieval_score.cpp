@@ -2,6 +2,7 @@
 // public API, and the {"<layer>-<head>": [...]} JSON file (read with inference/json.h).
 #include "analysis/retrieval_score.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "inference/errors.h"
 #include "inference/generate.h"
 #include "inference/json.h"
+#include "inference/loader.h"
 #include "inference/tokenizer.h"
 
 namespace kvs {
@@ -75,10 +77,11 @@ std::vector<float> retrieval_trial(Engine& engine, const Tokenizer& tokenizer,
   const EngineAttachment attached(engine, &argmax, nullptr);
   answer.clear();
   int token = prompt.tokens[n - 1];
+  const std::vector<int> ends = text_end_ids(engine.model(), tokenizer);
   for (int step = 0; step < steps; ++step) {
     const int emitted = greedy.sample(engine.decode(token));
     tally.add_step(argmax.argmax(), emitted);
-    if (emitted == tokenizer.eos_id() || emitted == tokenizer.bos_id()) break;  // the text ended
+    if (std::find(ends.begin(), ends.end(), emitted) != ends.end()) break;  // the text ended
     answer.push_back(emitted);
     if (tokenizer.decode_piece(token, emitted).find('\n') != std::string::npos) break;
     token = emitted;

@@ -104,7 +104,8 @@ std::vector<int> generate(Engine& engine, const GenerateRequest& request,
   for (int step = 0; step < request.steps; ++step) {
     if (callbacks.cancelled && callbacks.cancelled()) break;
     const int token = forced ? request.forced[step] : sampler.sample(logits);
-    if (request.stop_at_eos && (token == request.eos_id || token == request.bos_id)) break;
+    const bool ends = std::find(request.end_ids.begin(), request.end_ids.end(), token) != request.end_ids.end();
+    if (request.stop_at_eos && ends) break;
     if (engine.pos() >= seq_len) break;  // the context is full: nothing more can be fed
     if (callbacks.on_token) callbacks.on_token(step, token, logits);
     out.push_back(token);

@@ -30,9 +30,8 @@ struct GenerateRequest {
   int steps = 0;                // tokens to generate; each one is fed back (steps decode passes)
   SamplingOptions sampling;
   std::vector<int> forced;      // when non-empty: feed these tokens instead of sampling (forced mode)
-  bool stop_at_eos = true;  // stop at eos_id, or at bos_id: a generated BOS begins another text
-  int eos_id = -1;          // (llama2.c's run.c stops there: stories260K emits one between stories)
-  int bos_id = -1;
+  bool stop_at_eos = true;   // stop at a token of end_ids, which is not fed
+  std::vector<int> end_ids;  // tokens that end the text: text_end_ids (loader.h)
   // When set, the prompt is not processed: the engine is put back where its prefill of `prompt`
   // left it (Engine::restore_prefill).
   const PrefillSnapshot* from = nullptr;

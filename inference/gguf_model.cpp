@@ -259,6 +259,10 @@ Model load_gguf_model(const std::string& path) {
   c.vocab_size = static_cast<int>(embd.dims[1]);
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
   c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
+  // End-of-turn and end-of-message tokens end a text too, as llama.cpp counts them; an id past the
+  // vocabulary (converters write 0xFFFFFFFF for "none") is none.
+  for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
+    if (const int64_t id = g.get_int(key, -1); id >= 0 && id < c.vocab_size) c.end_ids.push_back((int)id);
   if (g.find_tensor("rope_freqs.weight") != nullptr) {
     WeightVector divisors;    // [head_dim/2]
     src.read(divisors, "rope_freqs.weight", c.head_dim / 2);

@@ -24,14 +24,15 @@ struct Architecture {
   const char* hf_name;
   const char* arch;
   bool qkv_bias;
+  int default_context;  // max_position_embeddings where config.json has none (transformers' default)
 };
 
 const AttentionKeys kHfAttentionKeys{"hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim"};
 
 const Architecture kArchitectures[] = {
-    {"LlamaForCausalLM", "llama", false},
-    {"MistralForCausalLM", "mistral", false},
-    {"Qwen2ForCausalLM", "qwen2", true},
+    {"LlamaForCausalLM", "llama", false, 2048},
+    {"MistralForCausalLM", "mistral", false, 4096 * 32},
+    {"Qwen2ForCausalLM", "qwen2", true, 32768},
 };
 
 // "a string", "a boolean", ...: how errors name a JSON value that is not a number.
@@ -197,6 +198,59 @@ class TensorSet {
   std::map<std::string, const SafetensorsFile*> owner_;            // tensor -> file holding it
 };
 
+// RoPE's base and scaling: config.json's rope_theta and rope_scaling, or, as transformers 5 writes
+// them, both in one rope_parameters object ({"rope_type", "rope_theta", "factor", ...}), which
+// wins where both are given.
+void read_rope(const std::string& path, const Json& j, ModelConfig& c) {
+  const Json* params = j.find("rope_parameters");
+  const bool v5 = params != nullptr && !params->is_null();
+  const std::string key = v5 ? "rope_parameters" : "rope_scaling";
+  const Json* rs = v5 ? params : j.find("rope_scaling");
+  const bool given = rs != nullptr && !rs->is_null();
+  if (given && !rs->is_object()) throw input_error(path, key + " is not an object");
+  for (std::size_t i = 0; v5 && i < rs->size(); ++i)
+    if (rs->items()[i].is_object())  // keyed by layer type ("full_attention", "sliding_attention")
+      throw input_error(path, "rope_parameters per layer type (\"" + rs->keys()[i] + "\") is not supported");
+  const Json* theta = v5 ? rs->find("rope_theta") : nullptr;
+  c.rope_theta = theta != nullptr && !theta->is_null()
+                     ? positive_float(theta, path, "rope_parameters.rope_theta", 10000.0f)
+                     : positive_float(j.find("rope_theta"), path, "rope_theta", 10000.0f);
+  if (!given) return;
+  const std::string type = rs->get_string("rope_type", rs->get_string("type", ""));
+  if (type == "llama3") {
+    RopeScaling& r = c.rope_scaling;
+    r.type = "llama3";
+    r.factor = positive_float(rs->find("factor"), path, key + ".factor", 8.0f);
+    r.low_freq_factor = positive_float(rs->find("low_freq_factor"), path, key + ".low_freq_factor", 1.0f);
+    r.high_freq_factor = positive_float(rs->find("high_freq_factor"), path, key + ".high_freq_factor", 4.0f);
+    if (r.high_freq_factor <= r.low_freq_factor)
+      throw input_error(path, key + ".high_freq_factor is not above low_freq_factor");
+    r.original_max_position = positive_int(rs->find("original_max_position_embeddings"), path,
+                                           key + ".original_max_position_embeddings", 8192, kMaxContext);
+  } else if (type == "linear") {
+    c.rope_scaling.type = "linear";
+    c.rope_scaling.factor = positive_float(rs->find("factor"), path, key + ".factor", 1.0f);
+  } else if (type != "default" && !type.empty()) {
+    throw input_error(path, "unsupported " + key + " type \"" + type + "\" (supported: llama3, linear)");
+  }
+}
+
+// The eos_token_id of a config.json or generation_config.json (a token id or a list of them; null
+// or absent: none) added to `ids`; each must be a token of the vocabulary.
+void add_end_ids(const std::string& path, const Json& j, int vocab, std::vector<int>& ids) {
+  const Json* e = j.find("eos_token_id");
+  if (e == nullptr || e->is_null()) return;
+  const std::vector<Json> given = e->is_array() ? e->items() : std::vector<Json>{*e};
+  for (const Json& v : given) {
+    const double id = v.is_number() ? v.as_number() : -1;
+    if (!(id >= 0 && id < vocab) || id != std::floor(id)) {
+      throw input_error(path, "eos_token_id holds " + (v.is_number() ? number_text(id) : type_phrase(v)) +
+                                  ", not a token id (0.." + std::to_string(vocab - 1) + ")");
+    }
+    ids.push_back(static_cast<int>(id));
+  }
+}
+
 ModelConfig read_config(const std::string& path, const Json& j) {
   const Json* archs = j.find("architectures");
   const std::string hf_arch =
@@ -229,9 +283,8 @@ ModelConfig read_config(const std::string& path, const Json& j) {
   check_attention_width(c.n_heads, c.head_dim, path);
   c.vocab_size = positive_int(j.find("vocab_size"), path, "vocab_size", -1, kMaxVocab);
   c.seq_len = positive_int(j.find("max_position_embeddings"), path, "max_position_embeddings",
-                           2048, kMaxContext);
+                           arch->default_context, kMaxContext);
   c.rms_eps = positive_float(j.find("rms_norm_eps"), path, "rms_norm_eps", 1e-6f);
-  c.rope_theta = positive_float(j.find("rope_theta"), path, "rope_theta", 10000.0f);
   c.rope_style = RopeStyle::RotateHalf;
   c.qkv_bias = arch->qkv_bias || flag(j.find("attention_bias"), path, "attention_bias", false);
   c.tied_classifier = flag(j.find("tie_word_embeddings"), path, "tie_word_embeddings", false);
@@ -254,31 +307,7 @@ ModelConfig read_config(const std::string& path, const Json& j) {
       if (c.sliding_window >= c.seq_len) c.sliding_window = 0;  // never shorter than the context
     }
   }
-  if (const Json* rs = j.find("rope_scaling"); rs != nullptr && !rs->is_null()) {
-    if (!rs->is_object()) throw input_error(path, "rope_scaling is not an object");
-    const std::string type = rs->get_string("rope_type", rs->get_string("type", ""));
-    if (type == "llama3") {
-      RopeScaling& r = c.rope_scaling;
-      r.type = "llama3";
-      r.factor = positive_float(rs->find("factor"), path, "rope_scaling.factor", 8.0f);
-      r.low_freq_factor =
-          positive_float(rs->find("low_freq_factor"), path, "rope_scaling.low_freq_factor", 1.0f);
-      r.high_freq_factor =
-          positive_float(rs->find("high_freq_factor"), path, "rope_scaling.high_freq_factor", 4.0f);
-      if (r.high_freq_factor <= r.low_freq_factor) {
-        throw input_error(path, "rope_scaling.high_freq_factor is not above low_freq_factor");
-      }
-      r.original_max_position =
-          positive_int(rs->find("original_max_position_embeddings"), path,
-                       "rope_scaling.original_max_position_embeddings", 8192, kMaxContext);
-    } else if (type == "linear") {
-      c.rope_scaling.type = "linear";
-      c.rope_scaling.factor = positive_float(rs->find("factor"), path, "rope_scaling.factor", 1.0f);
-    } else if (type != "default" && !type.empty()) {
-      throw input_error(
-          path, "unsupported rope_scaling type \"" + type + "\" (supported: llama3, linear)");
-    }
-  }
+  read_rope(path, j, c);
   return c;
 }
 
@@ -289,10 +318,18 @@ Model load_hf_model(const std::string& folder) {
   const std::string config_path = (dir / "config.json").string();
   if (path_kind(config_path) == PathKind::Missing)
     throw input_error(folder, "not a model folder (no config.json)");
-  ModelConfig c = read_config(config_path, Json::parse_file(config_path));
+  const Json config = Json::parse_file(config_path);
+  ModelConfig c = read_config(config_path, config);
+  add_end_ids(config_path, config, c.vocab_size, c.end_ids);
+  if (const std::string gen = (dir / "generation_config.json").string(); path_kind(gen) != PathKind::Missing)
+    add_end_ids(gen, Json::parse_file(gen), c.vocab_size, c.end_ids);
   c.name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
   TensorSet tensors(dir);
   check_layer_count(c.n_layers, tensors.names(), "model.layers.", config_path, "num_hidden_layers");
+  // A classifier the checkpoint holds is the one it runs, tie_word_embeddings or not, as
+  // transformers 5 does ("both are present ... we will NOT tie them"). A tied model saved by
+  // transformers has none: the shared tensor is written once, as the embedding.
+  if (tensors.has("lm_head.weight")) c.tied_classifier = false;
   if (!c.tied_classifier && !tensors.has("lm_head.weight")) {
     throw input_error(config_path,
                       "tie_word_embeddings is false or absent but the checkpoint has no "

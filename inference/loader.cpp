@@ -2,6 +2,7 @@
 // default model location.
 #include "inference/loader.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -151,6 +152,15 @@ std::unique_ptr<Tokenizer> load_tokenizer(const Model& model, const std::string&
                                   std::to_string(model.config.vocab_size));
   }
   return tok;
+}
+
+std::vector<int> text_end_ids(const Model& model, const Tokenizer& tokenizer) {
+  std::vector<int> ids = model.config.end_ids;
+  for (int id : {tokenizer.eos_id(), tokenizer.bos_id()})
+    if (id >= 0) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
 }
 
 std::string default_model_path() {

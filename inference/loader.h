@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "inference/model.h"
 #include "inference/tokenizer.h"
@@ -18,6 +19,11 @@ Model load_model(const std::string& path);
 // tokenizer beside the .bin (tokenizer.bin / tok<vocab>.bin). Checks that its vocabulary size
 // matches `model` and throws InputError naming the tokenizer file otherwise.
 std::unique_ptr<Tokenizer> load_tokenizer(const Model& model, const std::string& tokenizer_path);
+
+// The tokens that end a generated text: the tokenizer's EOS, its BOS (a generated BOS begins
+// another text; llama2.c's run.c stops there, and stories260K emits one between stories) and the
+// model's own end tokens (ModelConfig::end_ids), sorted, without repeats.
+std::vector<int> text_end_ids(const Model& model, const Tokenizer& tokenizer);
 
 // Locates the default model (SmolLM2-135M-Instruct GGUF) in the cache folder
 // ($KVSCOPE_CACHE or ~/.cache/kvscope/models). Returns "" when absent.

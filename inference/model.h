@@ -44,6 +44,9 @@ struct ModelConfig {
   // Sliding-window attention (Mistral-7B-v0.1): the query at q attends keys k > q - sliding_window
   // only; 0 = none.
   int sliding_window = 0;
+  // Tokens that end a text besides the tokenizer's EOS and BOS: an HF folder's eos_token_id lists
+  // (config.json, generation_config.json), a GGUF file's end-of-turn and end-of-message tokens.
+  std::vector<int> end_ids;
 
   // The loaders bound n_heads * head_dim (check_attention_width), so these fit an int.
   int q_dim() const { return n_heads * head_dim; }

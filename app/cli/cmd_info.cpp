@@ -146,7 +146,7 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add("rope_theta", static_cast<double>(c.rope_theta))
         .add("rope_style", c.rope_style == RopeStyle::Interleaved ? "interleaved" : "rotate_half")
         .add_bool("tied_classifier", c.tied_classifier).add("parameters", params);
-    if (tok) o.add("tokenizer", tok->kind());
+    if (tok) o.add("tokenizer", tok->kind()).add("end_ids", text_end_ids(model, *tok));
     else o.add_null("tokenizer").add("tokenizer_problem", tok_problem);
     std::printf("%s\n", o.str().c_str());
     return 0;
@@ -163,9 +163,12 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
               c.rope_scaling.type.empty() ? "" : ", scaling ", c.rope_scaling.type.c_str(), c.rms_eps);
   std::printf("params     %.1f M (%s classifier%s)\n", params / 1e6, c.tied_classifier ? "tied" : "separate",
               c.qkv_bias ? ", q/k/v biases" : "");
-  if (tok)
-    std::printf("tokenizer  %s, %d tokens, bos %d, eos %d\n", tok->kind().c_str(), tok->vocab_size(),
-                tok->bos_id(), tok->eos_id());
+  if (tok) {
+    std::string ends;  // every token that ends a generated text
+    for (int id : text_end_ids(model, *tok)) ends += (ends.empty() ? "" : ", ") + std::to_string(id);
+    std::printf("tokenizer  %s, %d tokens, bos %d, eos %d; the text ends at %s\n", tok->kind().c_str(),
+                tok->vocab_size(), tok->bos_id(), tok->eos_id(), ends.c_str());
+  }
   else
     std::printf("tokenizer  none: %s\n", tok_problem.c_str());
   return 0;

@@ -142,8 +142,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
       req.prompt = prompt;
       req.steps = r.steps;
       req.sampling = r.sampling;
-      req.eos_id = tok->eos_id();
-      req.bos_id = tok->bos_id();
+      req.end_ids = text_end_ids(model, *tok);
       GenerateCallbacks gcb;
       gcb.on_token = [&](int step, int token, std::span<const float>) {
         last_token = std::chrono::steady_clock::now();

@@ -123,7 +123,7 @@ TEST(Generate, StopsBeforeFeedingEosAndWhenCancelled) {
   r.prompt = {1, 2};
   r.steps = 5;
   r.forced = {4, 6, 0, 8, 9};
-  r.eos_id = 0;
+  r.end_ids = {0};
   EXPECT_EQ(generate(e, r), (std::vector<int>{4, 6}));
   EXPECT_EQ(e.pos(), 4);
   r.stop_at_eos = false;

@@ -38,7 +38,7 @@ void expect_reference_story(const std::string& model_path, const std::string& to
   GenerateRequest req;
   req.prompt = kPromptIds;
   req.steps = 60;
-  req.eos_id = tok->eos_id();
+  req.end_ids = text_end_ids(model, *tok);
   const std::vector<int> out = generate(engine, req);
   ASSERT_EQ(out.size(), 60u);
   std::vector<int> all = kPromptIds;
@@ -67,7 +67,7 @@ TEST(GenerateStories, SmolLM2AnswersAChatQuestionWhenPresent) {
       "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
       tok->add_bos());
   req.steps = 12;
-  req.eos_id = tok->eos_id();
+  req.end_ids = text_end_ids(model, *tok);
   const std::string text = tok->decode(generate(engine, req));
   EXPECT_NE(text.find("Paris"), std::string::npos) << "generated: " << text;
 }

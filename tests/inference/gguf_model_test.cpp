@@ -237,6 +237,20 @@ TEST(GgufModel, BlockCountMustMatchTheLayerTensors) {
   EXPECT_EQ(load_model(with_count(2)).weights.layers.size(), 2u);
 }
 
+// End-of-turn and end-of-message tokens end a text too (llama.cpp stops there; a Llama-3 Instruct
+// file's EOS is <|end_of_text|>, its turns end with <|eot_id|>); 0xFFFFFFFF, as converters write
+// "none", is none.
+TEST(GgufModel, EndOfTurnTokensEndTheText) {
+  TempDir dir;
+  const std::string path = write_llama(dir, "eot.gguf", 1, {}, [](testing::GgufWriter& w) {
+    w.add_u32("tokenizer.ggml.eot_token_id", 2);
+    w.add_u32("tokenizer.ggml.eom_token_id", 0xFFFFFFFFu);
+  });
+  EXPECT_EQ(load_model(path).config.end_ids, (std::vector<int>{2}));
+  const std::string none = write_llama(dir, "none.gguf", 1, {}, [](testing::GgufWriter&) {});
+  EXPECT_TRUE(load_model(none).config.end_ids.empty());
+}
+
 // Integer hyper-parameters are range-checked as read, before narrowing to int (a context_length
 // of 2^32 + 16 became 16), and n_heads * head_dim in 64 bits (8 heads of key_length 2^30 + 8
 // wrapped to a q width of 64 and passed every shape check).
