@@ -43,6 +43,8 @@ void on_glfw_error(int code, const char* description) {
   std::fprintf(stderr, "kvscope: GLFW error %d: %s\n", code, description);
 }
 
+const std::string kIdleStatus = "Drop a trace here or use File > Open (F1: help)";
+
 const char* kHelp =
     "Keyboard\n"
     "  Left / Right    previous / next decode step\n"
@@ -374,11 +376,13 @@ class Shell {
       ImGui::PopID();
       ImGui::SameLine();
     }
-    if (app_.status_error) ImGui::TextColored(kErrorTextColor, "%s", app_.status.c_str());
-    else ImGui::TextUnformatted(app_.status.empty() ? "Drop a trace here or use File > Open (F1: help)" : app_.status.c_str());
-    // A long message (a simulation's caveats) runs past the window: all of it, wrapped, on hover.
-    if (!app_.status.empty() && ImGui::IsItemHovered() &&
-        ImGui::GetItemRectMax().x > ImGui::GetWindowPos().x + ImGui::GetWindowWidth()) {
+    const std::string& text = app_.status.empty() ? kIdleStatus : app_.status;
+    // A long message (a simulation's caveats) is cut to the bar, "..." at its end: all of it,
+    // wrapped, on hover.
+    const std::string shown = elide(text, ImGui::GetContentRegionAvail().x);
+    if (app_.status_error) ImGui::TextColored(kErrorTextColor, "%s", shown.c_str());
+    else ImGui::TextUnformatted(shown.c_str());
+    if (shown != text && ImGui::IsItemHovered()) {
       ImGui::BeginTooltip();
       ImGui::PushTextWrapPos(ImGui::GetFontSize() * 50.0f);
       ImGui::TextUnformatted(app_.status.c_str());

@@ -275,6 +275,19 @@ void color_bar(Colormap map, const char* lo, const char* hi, float width) {
   ImGui::TextUnformatted(hi);
 }
 
+std::string elide(const std::string& text, float width) {
+  if (ImGui::CalcTextSize(text.c_str()).x <= width) return text;
+  // The longest start that fits beside the "...": widths grow with the length, so a bisection.
+  const float room = width - ImGui::CalcTextSize("...").x;
+  size_t fits = 0, over = text.size();
+  while (over - fits > 1) {
+    const size_t mid = (fits + over) / 2;
+    (ImGui::CalcTextSize(text.data(), text.data() + mid).x <= room ? fits : over) = mid;
+  }
+  while (fits > 0 && ((unsigned char)text[fits] & 0xC0) == 0x80) --fits;  // whole characters
+  return text.substr(0, fits) + "...";
+}
+
 void unreadable_step_notice(int step, const std::string& why) {
   ImGui::TextColored(kErrorTextColor, "Step %d could not be read: %s", step, why.c_str());
 }

@@ -43,6 +43,9 @@ std::vector<size_t> isolated_points(const std::vector<float>& y, size_t stride);
 // Horizontal colour bar of a colormap with min/max labels.
 void color_bar(Colormap map, const char* lo, const char* hi, float width);
 
+// `text` cut to fit `width` pixels, in whole UTF-8 characters, ending in "..." when cut.
+std::string elide(const std::string& text, float width);
+
 // Text of a problem shown in place (the status bar's error colour).
 inline const ImVec4 kErrorTextColor(1.0f, 0.45f, 0.4f, 1.0f);
 // In place of a view's data: the selected step could not be read, and why.

@@ -22,17 +22,6 @@ const ImVec4 kCaveatColor(1.0f, 0.78f, 0.3f, 1.0f);
 // The line between the prompt's last token and the first generated one.
 const ImU32 kBoundaryColor = IM_COL32(255, 170, 60, 200);
 
-// `text` cut to fit `width` pixels, ending in "..." when cut.
-std::string elide(const std::string& text, float width) {
-  if (ImGui::CalcTextSize(text.c_str()).x <= width) return text;
-  std::string cut = text;
-  while (!cut.empty() && ImGui::CalcTextSize((cut + "...").c_str()).x > width) {
-    cut.pop_back();
-    while (!cut.empty() && ((unsigned char)cut.back() & 0xC0) == 0x80) cut.pop_back();  // whole characters
-  }
-  return cut + "...";
-}
-
 // Which state wins when several tokens share one pixel column.
 int state_priority(CellState s) {
   switch (s) {

@@ -1,6 +1,7 @@
 // The layout's geometry without a window: the tiled layout covers the work area, a layout kept as
 // fractions comes back to the same pixels and keeps touching windows touching at another size,
-// the window size the app opens at, and the "[KVScope][Display]" entry of imgui.ini.
+// the window size the app opens at, the "[KVScope][Display]" entry of imgui.ini, and text cut to
+// the width it has (the status bar, lane names).
 #include <gtest/gtest.h>
 
 #ifdef KVSCOPE_GUI
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "app/gui/layout.h"
+#include "app/gui/widgets.h"
 #include "app/gui/window_memory.h"
 
 namespace kvs {
@@ -112,6 +114,42 @@ TEST_F(DisplaySetting, WindowRectFromTheIniBeforeTheWindowExists) {
   ImGui::LoadIniSettingsFromMemory("[Window][Run]\nPos=10,20\nSize=300,200\n");
   EXPECT_EQ(window_rect("Run"), (Rect{10, 20, 300, 200}));
   EXPECT_FALSE(window_rect("Compare").has_value());
+}
+
+// ImGui's default font, as the app measures text between NewFrame and Render.
+class TextWidth : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    io.DisplaySize = ImVec2(800, 600);
+    unsigned char* pixels = nullptr;
+    int w = 0, h = 0;
+    io.Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);
+    ImGui::NewFrame();
+  }
+  void TearDown() override {
+    ImGui::EndFrame();
+    ImGui::DestroyContext();
+  }
+  static float width(const std::string& s) { return ImGui::CalcTextSize(s.c_str()).x; }
+};
+
+TEST_F(TextWidth, ElideKeepsWhatFitsAndCutsTheRestInWholeCharacters) {
+  EXPECT_EQ(elide("short", 200), "short");
+  const std::string long_text = "prefill map of 31.5 MiB exceeds the capture budget of 8.0 MiB; kept column sums";
+  const std::string cut = elide(long_text, 150);
+  ASSERT_GE(cut.size(), 4u);
+  EXPECT_EQ(cut.substr(cut.size() - 3), "...");
+  EXPECT_LE(width(cut), 150.0f);
+  const std::string kept = cut.substr(0, cut.size() - 3);
+  EXPECT_EQ(long_text.rfind(kept, 0), 0u);                        // the text's start
+  EXPECT_GT(width(long_text.substr(0, kept.size() + 1) + "..."), 150.0f);  // and no more of it fits
+  const std::string accents = "\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9";
+  const std::string cut_accents = elide(accents, width(accents) / 2);
+  EXPECT_EQ((cut_accents.size() - 3) % 2, 0u);  // two-byte characters, none halved
+  EXPECT_EQ(elide(long_text, 1), "...");       // no room at all
 }
 
 }  // namespace
