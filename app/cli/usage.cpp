@@ -40,6 +40,8 @@ const char* command_help(const std::string& command) {
        "  --tokenizer PATH          tokenizer.bin (llama2.c), tokenizer.json or a SentencePiece .model;\n"
        "                            default: the model's own\n"
        "  --prompt TEXT | --prompt-file F\n"
+       "                            the prompt, or a UTF-8 file holding it (its byte-order mark and\n"
+       "                            line breaks at the end are not part of it, as a shell's $(cat F))\n"
        "  --chat                    wrap the prompt in the model family's chat format\n"
        "  --steps N                 tokens to generate (default 64)\n"
        "  --temperature T           0 = greedy (default 0)\n"
