@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Optional cross-check of KVScope's Hugging Face loading and forward pass against HF transformers
+# (not part of scripts/test.sh): scripts/check_transformers.py writes tiny random Llama / Qwen2 /
+# Mistral checkpoints, records each with `kvscope record --device cpu` and compares the greedy
+# tokens, the decode attention rows, decode_lse and the prefill window with transformers' float64
+# eager attention; also ../shared/models/stories260K-hf. One line per variant, then a summary;
+# exit status 1 when any variant disagrees. About 15 s on 2 idle cores (plus the first install).
+#   scripts/check-transformers.sh [VARIANT...]      (default: all variants)
+# Builds nothing: it needs build/kvscope (or $KVSCOPE) and ../shared/models/stories260K-hf.
+# Python: $KVSCOPE_TRANSFORMERS_PYTHON when set (a python with torch, transformers >= 5,
+# safetensors, numpy and h5py); otherwise a venv it creates once at
+# ${KVSCOPE_TRANSFORMERS_VENV:-$HOME/.cache/kvscope/transformers-venv} with
+# `pip install torch 'transformers>=5' safetensors numpy h5py` from PyPI: a download of several GB
+# (torch with its CUDA libraries), network needed the first time only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+die() { echo "check-transformers: $*" >&2; exit 2; }
+
+kvscope=${KVSCOPE:-./build/kvscope}
+[ -x "$kvscope" ] || die "no kvscope binary at $kvscope (build it first: scripts/build.sh, or set KVSCOPE)"
+kvscope=$(realpath "$kvscope")
+stories=../shared/models/stories260K-hf
+[ -f "$stories/config.json" ] || die "no model at $stories (the stories260K-hf checkpoint beside the checkout)"
+
+modules="import torch, transformers, safetensors, numpy, h5py"
+if [ -n "${KVSCOPE_TRANSFORMERS_PYTHON:-}" ]; then
+  py=$KVSCOPE_TRANSFORMERS_PYTHON
+  [ -x "$py" ] || die "KVSCOPE_TRANSFORMERS_PYTHON=$py is not an executable"
+else
+  venv=${KVSCOPE_TRANSFORMERS_VENV:-$HOME/.cache/kvscope/transformers-venv}
+  py=$venv/bin/python
+  if ! [ -x "$py" ] || ! "$py" -c "$modules" 2>/dev/null; then
+    echo "check-transformers: installing torch, transformers, safetensors, numpy, h5py into $venv" \
+      "(several GB, once)" >&2
+    [ -x "$py" ] || python3 -m venv "$venv" || die "could not create a venv at $venv (python3-venv missing?)"
+    "$py" -m pip install --quiet --disable-pip-version-check torch 'transformers>=5' safetensors numpy h5py >&2 \
+      || die "pip install into $venv failed"
+  fi
+fi
+"$py" -c "$modules" 2>/dev/null || die "$py lacks one of torch, transformers, safetensors, numpy, h5py"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$py" scripts/check_transformers.py --kvscope "$kvscope" --stories "$stories" --work "$work" "$@"

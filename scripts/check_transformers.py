@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""Cross-check of KVScope's Hugging Face loader and CPU forward pass against HF transformers.
+
+Writes tiny random Llama / Qwen2 / Mistral checkpoints (its own safetensors writer: F32, F16,
+BF16, sharded), records each with `kvscope record --device cpu`, and compares the trace with
+transformers' eager attention in float64 (output_attentions=True): the greedy tokens (teacher-
+forced argmax and HF's greedy generate), every decode attention row, decode_lse and the
+prefill_window rows. Also the real checkpoint stories260K-hf. One line per variant, then a
+summary; exit status 1 when any variant disagrees. Run it through scripts/check-transformers.sh.
+
+usage: check_transformers.py --kvscope BIN --stories DIR --work DIR [VARIANT...]
+"""
+import argparse
+import importlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM
+
+PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play"
+STEPS = 40
+STORIES_PROMPT, STORIES_STEPS = "Once upon a time", 120
+# KVScope computes in float32, the reference in float64. On stories260K-hf the differences are
+# <= 3e-6 (attention) and <= 3e-5 (lse); a wrong RoPE theta gives ~1 and ~7.
+ATTN_TOL = 1e-5  # absolute, attention probabilities (decode rows, prefill window)
+LSE_TOL = 1e-4   # relative to max(1, |lse|)
+
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 64}
+# name -> write_checkpoint() arguments. The prompt is 21 tokens, so 61 positions in all: longer
+# than the sliding windows (16, 12), which HF applies through its attention mask.
+VARIANTS = {
+    "llama_f32_untied": dict(),
+    "llama_f32_tied": dict(tied=True, seed=1),
+    "llama_f16": dict(dtype="F16", seed=2),
+    "llama_bf16": dict(dtype="BF16", seed=30),
+    "llama_sharded3": dict(shards=3, seed=4),
+    "llama_mha": dict(kv_heads=6, seed=5),
+    "llama_attn_bias": dict(bias=True, seed=6),  # q/k/v biases; HF also has o_proj.bias (zero)
+    "llama_head_dim32": dict(seed=9, dim=64, heads=4, kv_heads=2, head_dim=32),  # not dim / heads
+    "llama_rope_linear": dict(seed=7, extra={"rope_scaling": {"type": "linear", "factor": 4.0}}),
+    "llama_rope_llama3": dict(seed=8, extra={"rope_theta": 500000.0, "rope_scaling": LLAMA3}),
+    "qwen2_bias_tied": dict(arch="qwen2", bias=True, tied=True, seed=10),
+    "qwen2_bias_bf16": dict(arch="qwen2", bias=True, dtype="BF16", seed=11),
+    # Qwen2 configs carry a sliding_window that applies only with use_sliding_window
+    "qwen2_sw_unused": dict(arch="qwen2", bias=True, seed=12,
+                            extra={"sliding_window": 8, "use_sliding_window": False, "max_window_layers": 2}),
+    "mistral_sw16": dict(arch="mistral", seed=13, extra={"sliding_window": 16}),
+    "mistral_sw_null": dict(arch="mistral", seed=14, extra={"sliding_window": None}),
+    "mistral_mqa_hd24_sw12": dict(arch="mistral", seed=15, dim=64, heads=4, kv_heads=1, head_dim=24,
+                                  extra={"sliding_window": 12}),
+    # the end tokens of generation_config.json: 245 is the 4th greedy token of these weights
+    # (llama_f32_untied's), so the text must end there
+    "eos_list_genconfig": dict(gen_eos=[2, 245], must_stop=True),
+    # tie_word_embeddings true but the checkpoint has its own lm_head: transformers 5 uses it
+    "tied_own_lm_head": dict(tied=True, lm_head=True, seed=21),
+}
+# config.json re-saved by transformers 5: RoPE settings move into rope_parameters
+RESAVED = {"t5cfg_llama_rope_linear": "llama_rope_linear", "t5cfg_llama_rope_llama3": "llama_rope_llama3",
+           "t5cfg_mistral_sw16": "mistral_sw16"}
+
+
+def to_bytes(a, dtype):
+    """The float32 array `a` as little-endian F32, F16 or BF16 (round to nearest even) bytes."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if dtype == "F32":
+        return a.tobytes()
+    if dtype == "F16":
+        return a.astype(np.float16).tobytes()
+    u = a.view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16).tobytes()
+
+
+def write_safetensors(path, tensors, dtype):
+    header, blobs, off = {}, [], 0
+    for name, a in tensors.items():
+        b = to_bytes(a, dtype)
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    header["__metadata__"] = {"format": "pt"}
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=3, heads=6, kv_heads=2,
+                     head_dim=None, vocab=512, tied=False, lm_head=None, bias=False, dtype="F32", shards=1,
+                     seed=0, extra=None, gen_eos=None):
+    """A random checkpoint in folder d with stories260K-hf's tokenizer (vocab 512). q/k weights are
+    scaled up so that attention is far from uniform. lm_head: write lm_head.weight (default: when
+    untied). gen_eos: eos_token_id of a generation_config.json."""
+    rng = np.random.default_rng(seed)
+    hd = head_dim or dim // heads
+    Q, KV = heads * hd, kv_heads * hd
+    a = 1 / np.sqrt(dim)
+
+    def U(shape, s):
+        return rng.uniform(-s, s, size=shape).astype(np.float32)
+
+    def norm():
+        return rng.uniform(0.8, 1.2, dim).astype(np.float32)
+
+    t = {"model.embed_tokens.weight": U((vocab, dim), 1.0)}
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        t[p + "input_layernorm.weight"] = norm()
+        t[p + "self_attn.q_proj.weight"] = U((Q, dim), 3 * a)
+        t[p + "self_attn.k_proj.weight"] = U((KV, dim), 3 * a)
+        t[p + "self_attn.v_proj.weight"] = U((KV, dim), a)
+        t[p + "self_attn.o_proj.weight"] = U((dim, Q), 1 / np.sqrt(Q))
+        if bias:
+            t[p + "self_attn.q_proj.bias"] = U((Q,), 0.5)
+            t[p + "self_attn.k_proj.bias"] = U((KV,), 0.5)
+            t[p + "self_attn.v_proj.bias"] = U((KV,), 0.5)
+        t[p + "post_attention_layernorm.weight"] = norm()
+        t[p + "mlp.gate_proj.weight"] = U((hidden, dim), a)
+        t[p + "mlp.up_proj.weight"] = U((hidden, dim), a)
+        t[p + "mlp.down_proj.weight"] = U((dim, hidden), 1 / np.sqrt(hidden))
+    t["model.norm.weight"] = norm()
+    if lm_head if lm_head is not None else not tied:
+        t["lm_head.weight"] = U((vocab, dim), 3 * a)
+    cfg = {"architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                              "mistral": "MistralForCausalLM"}[arch]],
+           "model_type": arch, "hidden_size": dim, "intermediate_size": hidden, "num_hidden_layers": layers,
+           "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
+           "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
+           "tie_word_embeddings": tied, "bos_token_id": 1, "eos_token_id": 2,
+           "torch_dtype": {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[dtype]}
+    if arch == "llama":
+        cfg["attention_bias"] = bias
+    if head_dim:
+        cfg["head_dim"] = head_dim
+    cfg.update(extra or {})
+    os.makedirs(d)
+    write_json(os.path.join(d, "config.json"), cfg)
+    if gen_eos is not None:
+        write_json(os.path.join(d, "generation_config.json"), {"bos_token_id": 1, "eos_token_id": gen_eos})
+    for fn in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(os.path.join(tokenizer_dir, fn), d)
+    if shards == 1:
+        write_safetensors(os.path.join(d, "model.safetensors"), t, dtype)
+        return
+    weight_map = {}
+    for s in range(shards):
+        fn = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        part = list(t)[s::shards]
+        write_safetensors(os.path.join(d, fn), {n: t[n] for n in part}, dtype)
+        weight_map.update(dict.fromkeys(part, fn))
+    write_json(os.path.join(d, "model.safetensors.index.json"), {"metadata": {}, "weight_map": weight_map})
+
+
+def write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1)
+
+
+def resave_config(src, dst):
+    """Copies checkpoint src to dst with its config.json re-saved by this transformers."""
+    shutil.copytree(src, dst)
+    os.remove(os.path.join(dst, "config.json"))
+    AutoConfig.from_pretrained(src).save_pretrained(dst)
+    with open(os.path.join(dst, "config.json")) as f:
+        if "rope_parameters" not in json.load(f):
+            raise RuntimeError("the re-saved config.json has no rope_parameters")
+
+
+def install_lse_capture():
+    """Wraps the eager attention function of HF's Llama, Mistral and Qwen2 so that each call also
+    appends the log-sum-exp of its masked, scaled scores ([batch, heads, queries]) to the list
+    returned."""
+    captured = []
+    for name in ("llama", "mistral", "qwen2"):
+        mod = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+
+        def wrapped(module, query, key, value, attention_mask, scaling, dropout=0.0,
+                    _orig=mod.eager_attention_forward, _mod=mod, **kw):
+            keys = _mod.repeat_kv(key, module.num_key_value_groups)
+            scores = torch.matmul(query, keys.transpose(2, 3)) * scaling
+            if attention_mask is not None:
+                scores = scores + attention_mask
+            captured.append(torch.logsumexp(scores.double(), dim=-1).detach())
+            return _orig(module, query, key, value, attention_mask, scaling, dropout, **kw)
+        mod.eager_attention_forward = wrapped
+    return captured
+
+
+LSE = install_lse_capture()
+
+
+def load_hf(d):
+    """The checkpoint in float64 with eager attention. HF Llama's attention_bias also adds an o_proj
+    bias, which these checkpoints lack (KVScope refuses one): it is zero on both sides."""
+    model, info = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float64, attn_implementation="eager",
+                                                       output_loading_info=True)
+    missing = set(info["missing_keys"])
+    o_bias = {k for k in missing if k.endswith("self_attn.o_proj.bias")}
+    if missing - o_bias or info["unexpected_keys"]:
+        raise RuntimeError(f"transformers: missing {sorted(missing - o_bias)}, "
+                           f"unexpected {sorted(info['unexpected_keys'])}")
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for k in o_bias:
+            params[k].zero_()
+    return model.eval()
+
+
+def end_tokens(model):
+    """The tokens that end a text for KVScope: the eos_token_id(s) of config.json and
+    generation_config.json and the BOS (the tokenizer's, here the same as the config's)."""
+    ends = {model.config.bos_token_id, model.config.eos_token_id}
+    gen_eos = model.generation_config.eos_token_id
+    ends.update(gen_eos if isinstance(gen_eos, list) else [gen_eos])
+    return ends - {None}
+
+
+def compare(d, kvscope, trace, prompt, steps, must_stop=False):
+    """Records folder d with KVScope and compares against transformers. Returns (tokens text,
+    max attention diff, max lse diff relative, max prefill window diff, list of failures)."""
+    r = subprocess.run([kvscope, "record", "--model", d, "--prompt", prompt, "--steps", str(steps),
+                        "--out", trace, "--device", "cpu", "--quiet"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return "-", None, None, None, [f"kvscope exited {r.returncode}: {r.stderr.strip()[-300:]}"]
+    with h5py.File(trace, "r") as f:
+        ids = f["tokens/ids"][...].tolist()
+        P = int(f.attrs["prompt_len"])
+        dec = f["attention/decode"][...].astype(np.float64)         # [n, L, H, T]
+        dec_lse = f["attention/decode_lse"][...].astype(np.float64)  # [n, L, H]
+        qpos = f["attention/decode_query_pos"][...]
+        pw = f["attention/prefill_window"][...].astype(np.float64)   # [L, H, W, P]
+        pw_lse = f["attention/prefill_window_lse"][...].astype(np.float64)
+    n, L, _, T = dec.shape
+    fails = []
+    if T != len(ids) or len(ids) != P + n or list(qpos) != list(range(P, P + n)):
+        fails.append(f"trace layout: {len(ids)} tokens, prompt {P}, {n} decode rows of {T}, query_pos {qpos}")
+        return "-", None, None, None, fails
+
+    model = load_hf(d)
+    LSE.clear()
+    with torch.no_grad():
+        out = model(torch.tensor([ids]), output_attentions=True, use_cache=False)
+    logits = out.logits[0].numpy()
+    att = [x[0].numpy() for x in out.attentions]  # L x [H, T, T]
+    lse = [x[0].numpy() for x in LSE]             # L x [H, T]
+    if len(att) != L or len(lse) != L:
+        raise RuntimeError(f"{len(att)} attention maps and {len(lse)} lse captures for {L} layers")
+
+    def rel(a, b):
+        return float((np.abs(a - b) / np.maximum(1.0, np.abs(b))).max())
+    d_attn = max(float(np.abs(dec[s, l] - att[l][:, q]).max()) for s, q in enumerate(qpos) for l in range(L))
+    d_lse = max(rel(dec_lse[s, l], lse[l][:, q]) for s, q in enumerate(qpos) for l in range(L))
+    W = pw.shape[2]
+    d_pw = max(float(np.abs(pw[l] - att[l][:, P - W:P, :P]).max()) for l in range(L))
+    d_lse = max([d_lse] + [rel(pw_lse[l], lse[l][:, P - W:P]) for l in range(L)])
+    if d_attn > ATTN_TOL:
+        fails.append(f"decode attention rows differ by {d_attn:.2e} > {ATTN_TOL:g}")
+    if d_lse > LSE_TOL:
+        fails.append(f"lse differs by {d_lse:.2e} (relative) > {LSE_TOL:g}")
+    if d_pw > ATTN_TOL:
+        fails.append(f"prefill window differs by {d_pw:.2e} > {ATTN_TOL:g}")
+
+    # KVScope stops before an end token (not recorded); HF's generate includes its eos in the output.
+    ends = end_tokens(model)
+    gen = ids[P:]
+    stopped = n < steps
+    if must_stop and not stopped:
+        fails.append(f"generated all {steps} tokens; expected an end token ({sorted(ends)}) first")
+    argmax = logits.argmax(axis=-1)
+    tf_diff = [t for t in range(P, T) if argmax[t - 1] != ids[t]]
+    if tf_diff:
+        t = tf_diff[0]
+        fails.append(f"teacher-forced argmax differs at position {t}: kvscope {ids[t]}, transformers {argmax[t - 1]}")
+    if stopped and argmax[T - 1] not in ends:
+        fails.append(f"kvscope stopped after {n} tokens; transformers' next token {argmax[T - 1]} ends nothing")
+    with torch.no_grad():
+        hf = model.generate(torch.tensor([ids[:P]]), max_new_tokens=steps, do_sample=False,
+                            pad_token_id=0)[0, P:].tolist()
+    LSE.clear()
+    gen_ok = hf[:n] == gen and (len(hf) > n and hf[n] in ends if stopped else len(hf) == n)
+    if not gen_ok:
+        k = next((i for i, (x, y) in enumerate(zip(hf, gen)) if x != y), min(len(hf), n))
+        fails.append(f"HF generate differs from token {k}: kvscope {gen[k:k + 5]}, transformers {hf[k:k + 5]}")
+    ok = not tf_diff and gen_ok
+    tokens = f"{'equal' if ok else 'DIFFER'} {n}{'+end' if stopped else ''}"
+    return tokens, d_attn, d_lse, d_pw, fails
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kvscope", required=True, help="the kvscope binary")
+    ap.add_argument("--stories", required=True, help="the stories260K-hf folder (also the tokenizer)")
+    ap.add_argument("--work", required=True, help="an empty folder for checkpoints and traces")
+    ap.add_argument("variants", nargs="*", help="run only these (default: all)")
+    a = ap.parse_args()
+    if int(transformers.__version__.split(".")[0]) < 5:
+        ap.error(f"needs transformers >= 5 (this is {transformers.__version__})")
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+    names = list(VARIANTS) + list(RESAVED) + ["stories260K-hf"]
+    unknown = [v for v in a.variants if v not in names]
+    if unknown:
+        ap.error(f"unknown variant(s) {', '.join(unknown)} (known: {', '.join(names)})")
+    print(f"KVScope vs transformers {transformers.__version__} (torch {torch.__version__}, float64 eager); "
+          f"tolerances: attention {ATTN_TOL:g}, lse {LSE_TOL:g} relative", flush=True)
+    failed = []
+    for name in a.variants or names:
+        prompt, steps, must_stop = PROMPT, STEPS, False
+        try:
+            if name == "stories260K-hf":
+                d, prompt, steps = a.stories, STORIES_PROMPT, STORIES_STEPS
+            else:
+                d = os.path.join(a.work, name)
+                src = RESAVED.get(name, name)  # the variant whose checkpoint this is
+                spec = dict(VARIANTS[src])
+                must_stop = spec.pop("must_stop", False)
+                base = os.path.join(a.work, src)
+                if not os.path.isdir(base):
+                    write_checkpoint(base, a.stories, **spec)
+                if name in RESAVED:
+                    resave_config(base, d)
+            tokens, da, dl, dp, fails = compare(d, a.kvscope, os.path.join(a.work, name + ".h5"), prompt, steps,
+                                                must_stop)
+        except Exception as e:  # a failure of this variant's setup or of transformers: report, go on
+            tokens, da, dl, dp, fails = "-", None, None, None, [f"{type(e).__name__}: {e}"]
+        diffs = "  ".join(f"{k} {'-' if v is None else f'{v:.1e}':>7}"
+                          for k, v in (("attn", da), ("lse", dl), ("prefill", dp)))
+        print(f"{name:24} tokens {tokens:13} {diffs}  {'FAIL' if fails else 'PASS'}", flush=True)
+        for msg in fails:
+            print(f"    {msg}", flush=True)
+        if fails:
+            failed.append(name)
+    total = len(a.variants or names)
+    if failed:
+        print(f"check-transformers: FAIL: {len(failed)} of {total} variants disagree: {', '.join(failed)}")
+        return 1
+    print(f"check-transformers: PASS: all {total} variants agree with transformers")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
