@@ -63,6 +63,7 @@ const char* kHelp =
     "  The views follow the window when it is resized\n"
     "  View > Tile all views: the default layout, every view shown\n"
     "  View > Alone with the timeline: one view below the timeline\n"
+    "  Double-click a view's title bar: that view alone; again: back\n"
     "  The window layout is saved in ~/.config/kvscope/imgui.ini\n";
 
 class Shell {
@@ -103,10 +104,7 @@ class Shell {
       draw_menu(work);
       draw_status(Rect{0, io.DisplaySize.y - bar - 8, io.DisplaySize.x, bar + 8});
     }
-    if (single_view.empty() && !layout_request_.empty()) {
-      layout_request_ == "tile" ? tile_all(work) : show_alone(layout_request_, work);
-      layout_request_.clear();
-    }
+    if (single_view.empty()) apply_layout_request(work);
     rects_.assign(views_.size(), Rect{});
     for (size_t i = 0; i < views_.size(); ++i) {
       View& v = *views_[i];
@@ -119,6 +117,11 @@ class Shell {
       }
       const ImVec2 p = ImGui::GetWindowPos(), s = ImGui::GetWindowSize();
       rects_[i] = Rect{p.x, p.y, s.x, s.y};
+      // A double-click on a view's title bar shows it alone with the timeline, and a second one
+      // brings back the layout from before.
+      if (single_view.empty() && std::string(v.id()) != "timeline" && ImGui::IsMouseDoubleClicked(0) &&
+          ImGui::IsWindowHovered() && ImGui::GetIO().MousePos.y < p.y + ImGui::GetFrameHeight())
+        layout_request_ = {LayoutRequest::Toggle, v.id()};
       ImGui::End();
       if (!open) visible_[i] = false;
       // Moved or resized by the user: the layout keeps the window where they left it.
@@ -189,7 +192,7 @@ class Shell {
   bool layout_command(const ScriptCommand& c) {
     if (c.verb == "tile") {
       if (!c.arg.empty()) throw script_error(c.verb, c.arg, "takes no value");
-      layout_request_ = "tile";
+      layout_request_ = {LayoutRequest::Tile, ""};
       return true;
     }
     if (c.verb != "alone") return false;
@@ -198,7 +201,7 @@ class Shell {
       const std::string id = v->id();
       if (id == "timeline") continue;
       if (id == c.arg) {
-        layout_request_ = c.arg;
+        layout_request_ = {LayoutRequest::Alone, id};
         return true;
       }
       ids += (ids.empty() ? "" : ", ") + id;
@@ -248,8 +251,21 @@ class Shell {
     placed_[i] = target;
   }
 
+  void apply_layout_request(const Rect& work) {
+    const LayoutRequest r = layout_request_;
+    layout_request_ = {};
+    if (r.kind == LayoutRequest::Tile) tile_all(work);
+    if (r.kind == LayoutRequest::Alone) show_alone(r.view, work);
+    if (r.kind != LayoutRequest::Toggle) return;
+    if (!before_alone_ || alone_ != r.view) return show_alone(r.view, work);
+    visible_ = before_alone_->visible;
+    fractions_ = before_alone_->fractions;
+    before_alone_.reset();
+  }
+
   // View > Tile all views: every view shown, in the default tiled layout.
   void tile_all(const Rect& work) {
+    before_alone_.reset();
     for (size_t i = 0; i < views_.size(); ++i) {
       visible_[i] = true;
       fractions_[i] = to_fractions(tiled_rect(views_[i]->id(), work), work);
@@ -259,6 +275,8 @@ class Shell {
   // View > Alone with the timeline: view `id` filling the work area below the timeline, the
   // others hidden (View shows them again where they were).
   void show_alone(const std::string& id, const Rect& work) {
+    if (!before_alone_) before_alone_ = Arrangement{visible_, fractions_};
+    alone_ = id;
     for (size_t i = 0; i < views_.size(); ++i) {
       const std::string vid = views_[i]->id();
       visible_[i] = vid == id || vid == "timeline";
@@ -498,7 +516,18 @@ class Shell {
   std::vector<std::optional<Rect>> fractions_;  // [views] each window's share of the work area (layout.h)
   std::vector<std::optional<Rect>> placed_;     // [views] where the shell last placed each window, px
   std::vector<Rect> rects_;                     // [views] window rectangles of the last frame
-  std::string layout_request_;                  // the script's "tile" or a view to show alone
+  // A change of layout for the next frame: the script's `tile` and `alone VIEW`, a double-click
+  // on a view's title bar (Toggle: alone, or back to the layout before).
+  struct LayoutRequest {
+    enum Kind { None, Tile, Alone, Toggle } kind = None;
+    std::string view;
+  } layout_request_;
+  struct Arrangement {
+    std::vector<bool> visible;                   // [views]
+    std::vector<std::optional<Rect>> fractions;  // [views]
+  };
+  std::optional<Arrangement> before_alone_;  // the layout before a view was shown alone
+  std::string alone_;                        // the view shown alone (while before_alone_ is set)
   bool show_help_ = false, open_dialog_ = false, save_dialog_ = false;
   std::string open_path_, save_path_, modal_text_;
   ReplaceConfirm save_replace_;  // asks before "Save as" replaces an existing file

@@ -1,7 +1,7 @@
 // The layout follows the app's window under Xvfb: a window grown or shrunk keeps every view at its
 // share of the window (back at the first size, pixel for pixel the same picture), View's "Tile
-// all views" and "Alone with the timeline" as the script's `tile` and `alone VIEW`, and their bad
-// input. Skips when the app or xvfb-run is not available.
+// all views" and "Alone with the timeline" as the script's `tile` and `alone VIEW`, a double-click
+// on a title bar, and bad input. Skips when the app or xvfb-run is not available.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -50,6 +50,21 @@ TEST_F(GuiWindow, AloneShowsOneViewAndTileBringsBackEveryView) {
   ASSERT_EQ(pics.size(), 3u);
   EXPECT_GT(differing_pixels(pics[0], pics[1]), (size_t)(1280 * 720 / 4));
   EXPECT_EQ(differing_pixels(pics[0], pics[2]), 0u);
+}
+
+// A double-click on the attention map's title bar (tiled at 1280x720: y 308..329) shows it alone,
+// as `alone attention` does; a double-click on its title bar there (y 117) brings back the layout
+// from before. The mouse stays where it clicked, so each picture is compared with one hovering
+// the same point.
+TEST_F(GuiWindow, ADoubleClickOnATitleBarShowsTheViewAloneAndASecondBringsBackTheLayout) {
+  const std::vector<Image> pics = shots("all", "1280x720", {{"dclick", "dclick 100 318"},
+                                                             {"alone", "alone attention;hover 100 318"},
+                                                             {"back", "dclick 100 318;dclick 100 127"},
+                                                             {"plain", "hover 100 127"}});
+  ASSERT_EQ(pics.size(), 4u);
+  EXPECT_EQ(differing_pixels(pics[0], pics[1]), 0u);
+  EXPECT_EQ(differing_pixels(pics[2], pics[3]), 0u);
+  EXPECT_GT(differing_pixels(pics[0], pics[3]), (size_t)(1280 * 720 / 4));
 }
 
 TEST_F(GuiWindow, BadLayoutCommandsExitTwoWithOneLine) {
