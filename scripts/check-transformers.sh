@@ -3,15 +3,20 @@
 # (not part of scripts/test.sh): scripts/check_transformers.py writes tiny random Llama / Qwen2 /
 # Mistral checkpoints, records each with `kvscope record --device cpu` and compares the greedy
 # tokens, the decode attention rows, decode_lse and the prefill window with transformers' float64
-# eager attention; also ../shared/models/stories260K-hf. One line per variant, then a summary;
-# exit status 1 when any variant disagrees. About 15 s on 2 idle cores (plus the first install).
+# eager attention; also ../shared/models/stories260K-hf. Variant smollm2: KVScope's default model,
+# SmolLM2-135M-Instruct.Q4_1.gguf, against transformers loading the same GGUF file: the prompt
+# tokens of six prompts and of two --chat prompts (ids and chat template), then a --chat trace of
+# assets/prompts/sink.txt as above; skipped (SKIP, not a failure) when the model is not where
+# scripts/fetch-model.sh puts it, ${KVSCOPE_CACHE:-$HOME/.cache/kvscope/models} (this script
+# downloads no model). One line per variant, then a summary; exit status 1 when any variant
+# disagrees. About 15 s on 2 idle cores, plus about 1 min for smollm2 (plus the first install).
 #   scripts/check-transformers.sh [VARIANT...]      (default: all variants)
 # Builds nothing: it needs build/kvscope (or $KVSCOPE) and ../shared/models/stories260K-hf.
 # Python: $KVSCOPE_TRANSFORMERS_PYTHON when set (a python with torch, transformers >= 5,
-# safetensors, numpy and h5py); otherwise a venv it creates once at
-# ${KVSCOPE_TRANSFORMERS_VENV:-$HOME/.cache/kvscope/transformers-venv} with
-# `pip install torch 'transformers>=5' safetensors numpy h5py` from PyPI: a download of several GB
-# (torch with its CUDA libraries), network needed the first time only.
+# safetensors, numpy, h5py, gguf and accelerate, the last two for transformers' GGUF loader);
+# otherwise a venv it creates once at ${KVSCOPE_TRANSFORMERS_VENV:-$HOME/.cache/kvscope/transformers-venv}
+# with `pip install torch 'transformers>=5' safetensors numpy h5py gguf accelerate` from PyPI: a
+# download of several GB (torch with its CUDA libraries), network needed the first time only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 die() { echo "check-transformers: $*" >&2; exit 2; }
@@ -21,8 +26,9 @@ kvscope=${KVSCOPE:-./build/kvscope}
 kvscope=$(realpath "$kvscope")
 stories=../shared/models/stories260K-hf
 [ -f "$stories/config.json" ] || die "no model at $stories (the stories260K-hf checkpoint beside the checkout)"
+smollm2=${KVSCOPE_CACHE:-$HOME/.cache/kvscope/models}/SmolLM2-135M-Instruct.Q4_1.gguf  # as scripts/fetch-model.sh
 
-modules="import torch, transformers, safetensors, numpy, h5py"
+modules="import torch, transformers, safetensors, numpy, h5py, gguf, accelerate"
 if [ -n "${KVSCOPE_TRANSFORMERS_PYTHON:-}" ]; then
   py=$KVSCOPE_TRANSFORMERS_PYTHON
   [ -x "$py" ] || die "KVSCOPE_TRANSFORMERS_PYTHON=$py is not an executable"
@@ -30,15 +36,16 @@ else
   venv=${KVSCOPE_TRANSFORMERS_VENV:-$HOME/.cache/kvscope/transformers-venv}
   py=$venv/bin/python
   if ! [ -x "$py" ] || ! "$py" -c "$modules" 2>/dev/null; then
-    echo "check-transformers: installing torch, transformers, safetensors, numpy, h5py into $venv" \
-      "(several GB, once)" >&2
+    echo "check-transformers: installing torch, transformers, safetensors, numpy, h5py, gguf, accelerate" \
+      "into $venv (several GB, once)" >&2
     [ -x "$py" ] || python3 -m venv "$venv" || die "could not create a venv at $venv (python3-venv missing?)"
-    "$py" -m pip install --quiet --disable-pip-version-check torch 'transformers>=5' safetensors numpy h5py >&2 \
+    "$py" -m pip install --quiet --disable-pip-version-check torch 'transformers>=5' safetensors numpy h5py \
+      gguf accelerate >&2 \
       || die "pip install into $venv failed"
   fi
 fi
-"$py" -c "$modules" 2>/dev/null || die "$py lacks one of torch, transformers, safetensors, numpy, h5py"
+"$py" -c "$modules" 2>/dev/null || die "$py lacks one of ${modules#import }"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$py" scripts/check_transformers.py --kvscope "$kvscope" --stories "$stories" --work "$work" "$@"
+"$py" scripts/check_transformers.py --kvscope "$kvscope" --stories "$stories" --smollm2 "$smollm2" --work "$work" "$@"

@@ -5,10 +5,15 @@ Writes tiny random Llama / Qwen2 / Mistral checkpoints (its own safetensors writ
 BF16, sharded), records each with `kvscope record --device cpu`, and compares the trace with
 transformers' eager attention in float64 (output_attentions=True): the greedy tokens (teacher-
 forced argmax and HF's greedy generate), every decode attention row, decode_lse and the
-prefill_window rows. Also the real checkpoint stories260K-hf. One line per variant, then a
-summary; exit status 1 when any variant disagrees. Run it through scripts/check-transformers.sh.
+prefill_window rows. Also the real checkpoint stories260K-hf, and (variant smollm2) KVScope's
+default model, the GGUF file SmolLM2-135M-Instruct.Q4_1.gguf, against transformers loading the same
+file (dequantized; needs the packages gguf and accelerate): the prompt tokens of a few prompts and
+of --chat against the GGUF-built tokenizer and its chat template, then a --chat trace as above
+(teacher-forced argmax, HF's greedy generate, decode rows, decode_lse, prefill window). smollm2 is
+skipped when the model file is absent. One line per variant, then a summary; exit status 1 when
+any variant disagrees. Run it through scripts/check-transformers.sh.
 
-usage: check_transformers.py --kvscope BIN --stories DIR --work DIR [VARIANT...]
+usage: check_transformers.py --kvscope BIN --stories DIR --smollm2 GGUF --work DIR [VARIANT...]
 """
 import argparse
 import importlib
@@ -19,11 +24,12 @@ import struct
 import subprocess
 import sys
 
+os.environ.setdefault("TQDM_DISABLE", "1")  # before tqdm's import: transformers' GGUF loader draws a progress bar
 import h5py
 import numpy as np
 import torch
 import transformers
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play"
 STEPS = 40
@@ -31,7 +37,20 @@ STORIES_PROMPT, STORIES_STEPS = "Once upon a time", 120
 # KVScope computes in float32, the reference in float64. On stories260K-hf the differences are
 # <= 3e-6 (attention) and <= 3e-5 (lse); a wrong RoPE theta gives ~1 and ~7.
 ATTN_TOL = 1e-5  # absolute, attention probabilities (decode rows, prefill window)
+F16_TOL = 5e-4   # the same, stored as float16 (--decode-dtype float16): one float16 step near 1
 LSE_TOL = 1e-4   # relative to max(1, |lse|)
+# smollm2: prompts for the tokenizer, without digits (transformers' GGUF-built tokenizer lacks
+# SmolLM2's digit-splitting pre-tokenizer, which KVScope has, as llama.cpp's 'smollm' has), then
+# the forward check on sink.txt with --chat. KVScope's float32 rows are within 7e-6 there.
+SMOL_PROMPTS = ["The quick brown fox jumps over the lazy dog.",
+                "Line one.\nLine two.\n\n\nLine five.\r\n\tTabbed",
+                "café naïve Ünïcödé 日本語 🙂 👍🏽",
+                "   three leading spaces, two trailing  ",
+                "def square(x):\n    return x * x  # power\n\nfor i in range(n):\n    print(square(i))",
+                "a <|im_end|> b <|endoftext|>"]
+SMOL_CHAT = "Write a haiku.\nAbout snow, café 🙂"
+SMOL_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "assets", "prompts", "sink.txt")
+SMOL_STEPS = 32
 
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 64}
@@ -197,11 +216,12 @@ def install_lse_capture():
 LSE = install_lse_capture()
 
 
-def load_hf(d):
-    """The checkpoint in float64 with eager attention. HF Llama's attention_bias also adds an o_proj
-    bias, which these checkpoints lack (KVScope refuses one): it is zero on both sides."""
+def load_hf(d, **kw):
+    """The checkpoint in float64 with eager attention (kw: gguf_file, a GGUF file in folder d, which
+    transformers dequantizes to float32 values). HF Llama's attention_bias also adds an o_proj bias,
+    which these checkpoints lack (KVScope refuses one): it is zero on both sides."""
     model, info = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float64, attn_implementation="eager",
-                                                       output_loading_info=True)
+                                                       output_loading_info=True, **kw)
     missing = set(info["missing_keys"])
     o_bias = {k for k in missing if k.endswith("self_attn.o_proj.bias")}
     if missing - o_bias or info["unexpected_keys"]:
@@ -223,13 +243,22 @@ def end_tokens(model):
     return ends - {None}
 
 
-def compare(d, kvscope, trace, prompt, steps, must_stop=False):
-    """Records folder d with KVScope and compares against transformers. Returns (tokens text,
-    max attention diff, max lse diff relative, max prefill window diff, list of failures)."""
-    r = subprocess.run([kvscope, "record", "--model", d, "--prompt", prompt, "--steps", str(steps),
-                        "--out", trace, "--device", "cpu", "--quiet"], capture_output=True, text=True)
+def record(kvscope, model, trace, steps, *flags):
+    """`kvscope record --device cpu` of `model` into `trace`; flags: the prompt's and others."""
+    r = subprocess.run([kvscope, "record", "--model", model, "--steps", str(steps), "--out", trace,
+                        "--device", "cpu", "--quiet", *flags], capture_output=True, text=True)
     if r.returncode != 0:
-        return "-", None, None, None, [f"kvscope exited {r.returncode}: {r.stderr.strip()[-300:]}"]
+        raise RuntimeError(f"kvscope exited {r.returncode}: {r.stderr.strip()[-300:]}")
+
+
+def first_difference(kv, ref):
+    k = next((i for i, (x, y) in enumerate(zip(kv, ref)) if x != y), min(len(kv), len(ref)))
+    return f"from token {k}: kvscope {kv[k:k + 5]}, transformers {ref[k:k + 5]}"
+
+
+def compare(model, trace, steps, must_stop=False):
+    """Compares a trace of `steps` steps with the float64 model. Returns (tokens text, max attention
+    diff, max lse diff relative, max prefill window diff, list of failures)."""
     with h5py.File(trace, "r") as f:
         ids = f["tokens/ids"][...].tolist()
         P = int(f.attrs["prompt_len"])
@@ -238,13 +267,14 @@ def compare(d, kvscope, trace, prompt, steps, must_stop=False):
         qpos = f["attention/decode_query_pos"][...]
         pw = f["attention/prefill_window"][...].astype(np.float64)   # [L, H, W, P]
         pw_lse = f["attention/prefill_window_lse"][...].astype(np.float64)
+        dec_tol, pw_tol = (F16_TOL if f[k].dtype == np.float16 else ATTN_TOL
+                           for k in ("attention/decode", "attention/prefill_window"))
     n, L, _, T = dec.shape
     fails = []
     if T != len(ids) or len(ids) != P + n or list(qpos) != list(range(P, P + n)):
         fails.append(f"trace layout: {len(ids)} tokens, prompt {P}, {n} decode rows of {T}, query_pos {qpos}")
         return "-", None, None, None, fails
 
-    model = load_hf(d)
     LSE.clear()
     with torch.no_grad():
         out = model(torch.tensor([ids]), output_attentions=True, use_cache=False)
@@ -261,12 +291,12 @@ def compare(d, kvscope, trace, prompt, steps, must_stop=False):
     W = pw.shape[2]
     d_pw = max(float(np.abs(pw[l] - att[l][:, P - W:P, :P]).max()) for l in range(L))
     d_lse = max([d_lse] + [rel(pw_lse[l], lse[l][:, P - W:P]) for l in range(L)])
-    if d_attn > ATTN_TOL:
-        fails.append(f"decode attention rows differ by {d_attn:.2e} > {ATTN_TOL:g}")
+    if d_attn > dec_tol:
+        fails.append(f"decode attention rows differ by {d_attn:.2e} > {dec_tol:g}")
     if d_lse > LSE_TOL:
         fails.append(f"lse differs by {d_lse:.2e} (relative) > {LSE_TOL:g}")
-    if d_pw > ATTN_TOL:
-        fails.append(f"prefill window differs by {d_pw:.2e} > {ATTN_TOL:g}")
+    if d_pw > pw_tol:
+        fails.append(f"prefill window differs by {d_pw:.2e} > {pw_tol:g}")
 
     # KVScope stops before an end token (not recorded); HF's generate includes its eos in the output.
     ends = end_tokens(model)
@@ -287,17 +317,76 @@ def compare(d, kvscope, trace, prompt, steps, must_stop=False):
     LSE.clear()
     gen_ok = hf[:n] == gen and (len(hf) > n and hf[n] in ends if stopped else len(hf) == n)
     if not gen_ok:
-        k = next((i for i, (x, y) in enumerate(zip(hf, gen)) if x != y), min(len(hf), n))
-        fails.append(f"HF generate differs from token {k}: kvscope {gen[k:k + 5]}, transformers {hf[k:k + 5]}")
+        fails.append(f"HF generate differs {first_difference(gen, hf)}")
     ok = not tf_diff and gen_ok
     tokens = f"{'equal' if ok else 'DIFFER'} {n}{'+end' if stopped else ''}"
     return tokens, d_attn, d_lse, d_pw, fails
+
+
+def prompt_ids(trace):
+    """The prompt's token ids of a trace and the prompt (with --chat: in its chat format)."""
+    with h5py.File(trace, "r") as f:
+        return f["tokens/ids"][:int(f.attrs["prompt_len"])].tolist(), f.attrs["prompt"]
+
+
+def check_smollm2(gguf, kvscope, work):
+    """KVScope's default model against transformers loading the same GGUF file: the prompt tokens of
+    SMOL_PROMPTS, of SMOL_CHAT and SMOL_FILE with --chat (ids and chat-formatted text), then
+    compare() on SMOL_FILE's trace. Returns what compare() does."""
+    folder, name = os.path.split(gguf)
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    fails = []
+    for i, p in enumerate(SMOL_PROMPTS):
+        trace = os.path.join(work, f"smollm2_prompt{i}.h5")
+        record(kvscope, gguf, trace, 1, "--prompt", p)
+        ids, ref = prompt_ids(trace)[0], tok(p)["input_ids"]
+        if ids != ref:
+            fails.append(f"prompt {p!r} tokenized {first_difference(ids, ref)}")
+    sink = os.path.join(work, "smollm2.h5")
+    record(kvscope, gguf, os.path.join(work, "smollm2_chat.h5"), 1, "--prompt", SMOL_CHAT, "--chat")
+    record(kvscope, gguf, sink, SMOL_STEPS, "--prompt-file", SMOL_FILE, "--chat")
+    with open(SMOL_FILE, encoding="utf-8-sig") as f:
+        sink_text = f.read().rstrip("\r\n")  # as KVScope reads --prompt-file
+    for p, trace in ((SMOL_CHAT, "smollm2_chat.h5"), (sink_text, "smollm2.h5")):
+        ids, text = prompt_ids(os.path.join(work, trace))
+        msgs = [{"role": "user", "content": p}]
+        ref_text = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+        ref = tok.apply_chat_template(msgs, add_generation_prompt=True, return_dict=True)["input_ids"]
+        if text != ref_text:
+            fails.append(f"--chat of {p[:40]!r} is {text!r}; transformers' chat template: {ref_text!r}")
+        if ids != ref:
+            fails.append(f"--chat of {p[:40]!r} tokenized {first_difference(ids, ref)}")
+    tokens, da, dl, dp, more = compare(load_hf(folder, gguf_file=name), sink, SMOL_STEPS)
+    return tokens, da, dl, dp, fails + more
+
+
+def check(name, a):
+    """Runs variant `name`; returns what compare() does."""
+    if name == "smollm2":
+        return check_smollm2(a.smollm2, a.kvscope, a.work)
+    prompt, steps, must_stop = PROMPT, STEPS, False
+    if name == "stories260K-hf":
+        d, prompt, steps = a.stories, STORIES_PROMPT, STORIES_STEPS
+    else:
+        d = os.path.join(a.work, name)
+        src = RESAVED.get(name, name)  # the variant whose checkpoint this is
+        spec = dict(VARIANTS[src])
+        must_stop = spec.pop("must_stop", False)
+        base = os.path.join(a.work, src)
+        if not os.path.isdir(base):
+            write_checkpoint(base, a.stories, **spec)
+        if name in RESAVED:
+            resave_config(base, d)
+    trace = os.path.join(a.work, name + ".h5")
+    record(a.kvscope, d, trace, steps, "--prompt", prompt)
+    return compare(load_hf(d), trace, steps, must_stop)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kvscope", required=True, help="the kvscope binary")
     ap.add_argument("--stories", required=True, help="the stories260K-hf folder (also the tokenizer)")
+    ap.add_argument("--smollm2", required=True, help="SmolLM2-135M-Instruct.Q4_1.gguf (smollm2: skipped if absent)")
     ap.add_argument("--work", required=True, help="an empty folder for checkpoints and traces")
     ap.add_argument("variants", nargs="*", help="run only these (default: all)")
     a = ap.parse_args()
@@ -306,31 +395,21 @@ def main():
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
 
-    names = list(VARIANTS) + list(RESAVED) + ["stories260K-hf"]
+    names = list(VARIANTS) + list(RESAVED) + ["stories260K-hf", "smollm2"]
     unknown = [v for v in a.variants if v not in names]
     if unknown:
         ap.error(f"unknown variant(s) {', '.join(unknown)} (known: {', '.join(names)})")
     print(f"KVScope vs transformers {transformers.__version__} (torch {torch.__version__}, float64 eager); "
-          f"tolerances: attention {ATTN_TOL:g}, lse {LSE_TOL:g} relative", flush=True)
-    failed = []
+          f"tolerances: attention {ATTN_TOL:g} ({F16_TOL:g} float16), lse {LSE_TOL:g} relative", flush=True)
+    failed, skipped = [], []
     for name in a.variants or names:
-        prompt, steps, must_stop = PROMPT, STEPS, False
+        if name == "smollm2" and not (os.path.isfile(a.smollm2) and os.path.getsize(a.smollm2)):
+            print(f"{name:24} SKIP  no model at {a.smollm2} (scripts/fetch-model.sh fetches it)", flush=True)
+            skipped.append(name)
+            continue
         try:
-            if name == "stories260K-hf":
-                d, prompt, steps = a.stories, STORIES_PROMPT, STORIES_STEPS
-            else:
-                d = os.path.join(a.work, name)
-                src = RESAVED.get(name, name)  # the variant whose checkpoint this is
-                spec = dict(VARIANTS[src])
-                must_stop = spec.pop("must_stop", False)
-                base = os.path.join(a.work, src)
-                if not os.path.isdir(base):
-                    write_checkpoint(base, a.stories, **spec)
-                if name in RESAVED:
-                    resave_config(base, d)
-            tokens, da, dl, dp, fails = compare(d, a.kvscope, os.path.join(a.work, name + ".h5"), prompt, steps,
-                                                must_stop)
-        except Exception as e:  # a failure of this variant's setup or of transformers: report, go on
+            tokens, da, dl, dp, fails = check(name, a)
+        except Exception as e:  # a failure of kvscope, of this variant's setup or of transformers: report, go on
             tokens, da, dl, dp, fails = "-", None, None, None, [f"{type(e).__name__}: {e}"]
         diffs = "  ".join(f"{k} {'-' if v is None else f'{v:.1e}':>7}"
                           for k, v in (("attn", da), ("lse", dl), ("prefill", dp)))
@@ -339,11 +418,12 @@ def main():
             print(f"    {msg}", flush=True)
         if fails:
             failed.append(name)
-    total = len(a.variants or names)
+    ran = len(a.variants or names) - len(skipped)
+    skip = f" ({len(skipped)} skipped: {', '.join(skipped)})" if skipped else ""
     if failed:
-        print(f"check-transformers: FAIL: {len(failed)} of {total} variants disagree: {', '.join(failed)}")
+        print(f"check-transformers: FAIL: {len(failed)} of {ran} variants disagree: {', '.join(failed)}{skip}")
         return 1
-    print(f"check-transformers: PASS: all {total} variants agree with transformers")
+    print(f"check-transformers: PASS: all {ran} variants agree with transformers{skip}")
     return 0
 
 

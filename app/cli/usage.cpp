@@ -75,7 +75,9 @@ const char* command_help(const std::string& command) {
        "attention rows are apart, step by step while both fed the same tokens: the largest\n"
        "difference and where, and the share of rows within T.\n"
        "  --tol T            a row is within when its largest difference is at most T (default 1e-3)\n"
-       "  --json             one JSON object instead of text\n"},
+       "  --json             one JSON object instead of text (tokens_differ_at: the first position\n"
+       "                     whose tokens differ, the shorter trace's length where the longer one\n"
+       "                     continues it, null where they are the same)\n"},
       {"simulate",
        "usage: kvscope simulate trace.h5 --policy SPEC [--policy SPEC ...] --budget N [flags]\n"
        "Replays each policy over the trace's recorded attention and adds its run to the trace.\n"
@@ -100,7 +102,7 @@ const char* command_help(const std::string& command) {
        "  --k N              top-k prompt keys per layer for the similarity, at most the prompt\n"
        "                     (default or 0: 6.7% of the prompt)\n"
        "  --recompute        recompute the similarity even when the trace stores it\n"
-       "  --json             the matrix and plans as JSON\n"},
+       "  --json             the matrix (a flat list of L x L values, row by row) and plans as JSON\n"},
       {"heads",
        "usage: kvscope heads (trace.h5 | --model PATH [trace.h5]) [flags]\n"
        "Per-head sink mass, locality, entropy and DuoAttention alpha: from a trace, or estimated on\n"
@@ -114,7 +116,8 @@ const char* command_help(const std::string& command) {
        "                     the mass on the last 32 keys)\n"
        "  --alpha-out DIR    write a DuoAttention pattern folder\n"
        "  --threads N        CPU threads (default: all cores)\n"
-       "  --json             per-head statistics as JSON\n"},
+       "  --json             per-head statistics as JSON (each a flat list of L x H values, layer by\n"
+       "                     layer; KV heads for per-KV-head ones)\n"},
       {"rerun",
        "usage: kvscope rerun trace.h5 --policy SPEC [--policy SPEC ...] --budget N [flags]\n"
        "Runs the model again with each policy evicting for real and adds the runs to the trace.\n"
