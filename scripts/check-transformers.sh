@@ -9,7 +9,7 @@
 # assets/prompts/sink.txt as above; skipped (SKIP, not a failure) when the model is not where
 # scripts/fetch-model.sh puts it, ${KVSCOPE_CACHE:-$HOME/.cache/kvscope/models} (this script
 # downloads no model). One line per variant, then a summary; exit status 1 when any variant
-# disagrees. About 15 s on 2 idle cores, plus about 1 min for smollm2 (plus the first install).
+# disagrees. About 15 s on 2 idle cores, plus 40-50 s for smollm2 (plus the first install).
 #   scripts/check-transformers.sh [VARIANT...]      (default: all variants)
 # Builds nothing: it needs build/kvscope (or $KVSCOPE) and ../shared/models/stories260K-hf.
 # Python: $KVSCOPE_TRANSFORMERS_PYTHON when set (a python with torch, transformers >= 5,

@@ -252,8 +252,9 @@ def record(kvscope, model, trace, steps, *flags):
 
 
 def first_difference(kv, ref):
+    """Where two token lists (or texts) first differ, and the next few items of each there."""
     k = next((i for i, (x, y) in enumerate(zip(kv, ref)) if x != y), min(len(kv), len(ref)))
-    return f"from token {k}: kvscope {kv[k:k + 5]}, transformers {ref[k:k + 5]}"
+    return f"at {k}: kvscope {kv[k:k + 5]!r}, transformers {ref[k:k + 5]!r}"
 
 
 def compare(model, trace, steps, must_stop=False):
@@ -317,7 +318,7 @@ def compare(model, trace, steps, must_stop=False):
     LSE.clear()
     gen_ok = hf[:n] == gen and (len(hf) > n and hf[n] in ends if stopped else len(hf) == n)
     if not gen_ok:
-        fails.append(f"HF generate differs {first_difference(gen, hf)}")
+        fails.append(f"HF generate's tokens differ {first_difference(gen, hf)}")
     ok = not tf_diff and gen_ok
     tokens = f"{'equal' if ok else 'DIFFER'} {n}{'+end' if stopped else ''}"
     return tokens, d_attn, d_lse, d_pw, fails
@@ -341,7 +342,7 @@ def check_smollm2(gguf, kvscope, work):
         record(kvscope, gguf, trace, 1, "--prompt", p)
         ids, ref = prompt_ids(trace)[0], tok(p)["input_ids"]
         if ids != ref:
-            fails.append(f"prompt {p!r} tokenized {first_difference(ids, ref)}")
+            fails.append(f"prompt {p!r}: ids differ {first_difference(ids, ref)}")
     sink = os.path.join(work, "smollm2.h5")
     record(kvscope, gguf, os.path.join(work, "smollm2_chat.h5"), 1, "--prompt", SMOL_CHAT, "--chat")
     record(kvscope, gguf, sink, SMOL_STEPS, "--prompt-file", SMOL_FILE, "--chat")
@@ -353,9 +354,9 @@ def check_smollm2(gguf, kvscope, work):
         ref_text = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
         ref = tok.apply_chat_template(msgs, add_generation_prompt=True, return_dict=True)["input_ids"]
         if text != ref_text:
-            fails.append(f"--chat of {p[:40]!r} is {text!r}; transformers' chat template: {ref_text!r}")
+            fails.append(f"--chat of {p[:40]!r}: text differs {first_difference(text, ref_text)}")
         if ids != ref:
-            fails.append(f"--chat of {p[:40]!r} tokenized {first_difference(ids, ref)}")
+            fails.append(f"--chat of {p[:40]!r}: ids differ {first_difference(ids, ref)}")
     tokens, da, dl, dp, more = compare(load_hf(folder, gguf_file=name), sink, SMOL_STEPS)
     return tokens, da, dl, dp, fails + more
 
