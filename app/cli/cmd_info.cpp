@@ -168,9 +168,9 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
     for (int id : text_end_ids(model, *tok)) ends += (ends.empty() ? "" : ", ") + std::to_string(id);
     std::printf("tokenizer  %s, %d tokens, bos %d, eos %d; the text ends at %s\n", tok->kind().c_str(),
                 tok->vocab_size(), tok->bos_id(), tok->eos_id(), ends.c_str());
-  }
-  else
+  } else {
     std::printf("tokenizer  none: %s\n", tok_problem.c_str());
+  }
   return 0;
 }
 

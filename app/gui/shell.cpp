@@ -403,7 +403,7 @@ class Shell {
     if (shown != text && ImGui::IsItemHovered()) {
       ImGui::BeginTooltip();
       ImGui::PushTextWrapPos(ImGui::GetFontSize() * 50.0f);
-      ImGui::TextUnformatted(app_.status.c_str());
+      ImGui::TextUnformatted(text.c_str());
       ImGui::PopTextWrapPos();
       ImGui::EndTooltip();
     }
