@@ -15,23 +15,24 @@ struct ChatFormat {
   const char* family;
   const char* prefix;  // text before the user message
   const char* suffix;  // text after it, ending where the assistant's reply begins
+  const char* turn_end;  // what ends a turn, the assistant's reply included
 };
 
 const ChatFormat kFormats[] = {
     {"smollm2",
      "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
      "Face<|im_end|>\n<|im_start|>user\n",
-     "<|im_end|>\n<|im_start|>assistant\n"},
+     "<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>"},
     {"chatml", "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n",
-     "<|im_end|>\n<|im_start|>assistant\n"},
+     "<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>"},
     {"qwen2.5",
      "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
      "<|im_start|>user\n",
-     "<|im_end|>\n<|im_start|>assistant\n"},
-    {"llama2", "[INST] ", " [/INST]"},
+     "<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>"},
+    {"llama2", "[INST] ", " [/INST]", "</s>"},
     {"llama3", "<|start_header_id|>user<|end_header_id|>\n\n",
-     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
-    {"mistral", "[INST] ", " [/INST]"},
+     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"},
+    {"mistral", "[INST] ", " [/INST]", "</s>"},
 };
 
 bool contains(const std::string& s, const char* needle) {
@@ -102,6 +103,13 @@ std::string format_chat(const std::string& family, const std::string& user_messa
     if (family == f.family) return f.prefix + user_message + f.suffix;
   }
   throw input_error("chat format", "unknown family \"" + family + "\"");
+}
+
+std::string chat_turn_end(const std::string& family) {
+  for (const ChatFormat& f : kFormats) {
+    if (family == f.family) return f.turn_end;
+  }
+  return "";
 }
 
 }  // namespace kvs

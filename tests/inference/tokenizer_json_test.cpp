@@ -145,8 +145,9 @@ class ByteLevelJson {
   int id(const std::string& token) const { return ids_.at(token); }
   int im_start_id() const { return static_cast<int>(ids_.size()); }  // first added token
 
+  // extra_special: a third special token (id im_start_id() + 2) when not empty.
   std::string write(const TempDir& dir, const std::string& pre_tokenizer, bool with_bos,
-                    const std::string& normalizer = "null") const {
+                    const std::string& normalizer = "null", const std::string& extra_special = "") const {
     const int n = static_cast<int>(ids_.size());
     std::string vocab;
     for (const auto& [token, id] : ids_) {
@@ -163,7 +164,10 @@ class ByteLevelJson {
     const std::string text =
         "{\"version\": \"1.0\", \"added_tokens\": [{\"id\": " + std::to_string(n) +
         ", \"content\": \"<|im_start|>\", \"special\": true}, {\"id\": " + std::to_string(n + 1) +
-        ", \"content\": \"<|begin_of_text|>\", \"special\": true}], \"normalizer\": " + normalizer + ", "
+        ", \"content\": \"<|begin_of_text|>\", \"special\": true}" +
+        (extra_special.empty() ? "" : ", {\"id\": " + std::to_string(n + 2) + ", \"content\": \"" + extra_special +
+                                          "\", \"special\": true}") +
+        "], \"normalizer\": " + normalizer + ", "
         "\"pre_tokenizer\": " +
         pre_tokenizer + ", \"post_processor\": " + post +
         ", \"decoder\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {" +
@@ -238,6 +242,20 @@ TEST(TokenizerJson, ByteLevelFamilies) {
       EXPECT_EQ(tok->encode("1", true).front(), tok->bos_id());
     }
   }
+}
+
+// The end of a chat turn ends a text where the vocabulary holds it as one token (a Llama-3 GGUF
+// converted before its end-of-turn token was recorded ran past "<|eot_id|>"); spelled in bytes,
+// as "<|im_end|>" is in this vocabulary, it is no token of its own.
+TEST(TokenizerJson, AChatTurnsEndMarkerEndsTheText) {
+  const ByteLevelJson v;
+  TempDir dir;
+  const auto tok = load_tokenizer_json(v.write(dir, split_pre(kLlama3Pattern), true, "null", "<|eot_id|>"));
+  const int bos = tok->bos_id(), eot = v.im_start_id() + 2;
+  EXPECT_EQ(tok->encode("<|eot_id|>", false), std::vector<int>{eot});
+  EXPECT_EQ(text_end_ids({}, *tok, "llama3"), (std::vector<int>{bos, eot}));
+  EXPECT_EQ(text_end_ids({}, *tok, "chatml"), std::vector<int>{bos});
+  EXPECT_EQ(text_end_ids({7, 7}, *tok, ""), (std::vector<int>{7, bos}));
 }
 
 // Qwen2's {"type": "NFC"} (and the other forms): text between special tokens is normalized before
