@@ -8,9 +8,14 @@
 # tokens of six prompts and of two --chat prompts (ids and chat template), then a --chat trace of
 # assets/prompts/sink.txt as above; skipped (SKIP, not a failure) when the model is not where
 # scripts/fetch-model.sh puts it, ${KVSCOPE_CACHE:-$HOME/.cache/kvscope/models} (this script
-# downloads no model). One line per variant, then a summary; exit status 1 when any variant
-# disagrees. About 15 s on 2 idle cores, plus 40-50 s for smollm2 (plus the first install).
-#   scripts/check-transformers.sh [VARIANT...]      (default: all variants)
+# downloads no model). One line per variant, then a summary. Then (variant live-eviction)
+# scripts/check_live_eviction.py checks KVScope's live eviction: `kvscope rerun` of a stories260K-hf
+# trace with full, streamingllm, h2o and snapkv:window=4 at budget 16, --mode forced and free,
+# replayed in transformers with each run's kept sets as attention masks (rows, lse, the free runs'
+# tokens, top1_agree, kl, ref_logprob; and a negative control that must fail). One line per run,
+# then a summary. Exit status 1 when anything disagrees. About 15 s on 2 idle cores, plus 40-50 s
+# for smollm2 and about 10 s for live-eviction (plus the first install).
+#   scripts/check-transformers.sh [VARIANT...]      (default: all variants and live-eviction)
 # Builds nothing: it needs build/kvscope (or $KVSCOPE) and ../shared/models/stories260K-hf.
 # Python: $KVSCOPE_TRANSFORMERS_PYTHON when set (a python with torch, transformers >= 5,
 # safetensors, numpy, h5py, gguf and accelerate, the last two for transformers' GGUF loader);
@@ -48,4 +53,17 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$py" scripts/check_transformers.py --kvscope "$kvscope" --stories "$stories" --smollm2 "$smollm2" --work "$work" "$@"
+variants=() live=$(($# == 0))
+for v in "$@"; do
+  if [ "$v" = live-eviction ]; then live=1; else variants+=("$v"); fi
+done
+rc=0
+if [ $# -eq 0 ] || [ ${#variants[@]} -gt 0 ]; then
+  "$py" scripts/check_transformers.py --kvscope "$kvscope" --stories "$stories" --smollm2 "$smollm2" --work "$work" \
+    "${variants[@]}" || rc=$?
+fi
+if [ $live = 1 ]; then
+  mkdir "$work/live"
+  "$py" scripts/check_live_eviction.py --kvscope "$kvscope" --stories "$stories" --work "$work/live" || rc=$?
+fi
+exit $rc
