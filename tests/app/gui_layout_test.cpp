@@ -13,6 +13,7 @@
 #include "app/gui/layout.h"
 #include "app/gui/widgets.h"
 #include "app/gui/window_memory.h"
+#include "tests/app/headless_imgui.h"
 
 namespace kvs {
 namespace {
@@ -120,13 +121,7 @@ TEST_F(DisplaySetting, WindowRectFromTheIniBeforeTheWindowExists) {
 class TextWidth : public ::testing::Test {
  protected:
   void SetUp() override {
-    ImGui::CreateContext();
-    ImGuiIO& io = ImGui::GetIO();
-    io.IniFilename = nullptr;
-    io.DisplaySize = ImVec2(800, 600);
-    unsigned char* pixels = nullptr;
-    int w = 0, h = 0;
-    io.Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);
+    gui_test::headless_imgui(800, 600);
     ImGui::NewFrame();
   }
   void TearDown() override {

@@ -19,6 +19,7 @@
 #include "app/gui/script.h"
 #include "inference/errors.h"
 #include "tests/app/gui_test_trace.h"
+#include "tests/app/headless_imgui.h"
 #include "tests/test_paths.h"
 
 namespace fs = std::filesystem;
@@ -177,13 +178,7 @@ TEST(GuiRunView, ChatFormatFollowsTheModelAndTheScriptSetsIt) {
 TEST_F(GuiState, RecordedTextIsShownOnce) {
   const std::string model = stories_file("stories260K.bin");
   if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
-  ImGuiContext* context = ImGui::CreateContext();
-  ImGuiIO& io = ImGui::GetIO();
-  io.IniFilename = nullptr;
-  io.DisplaySize = ImVec2(1280, 720);
-  unsigned char* pixels = nullptr;
-  int tw = 0, th = 0;
-  io.Fonts->GetTexDataAsRGBA32(&pixels, &tw, &th);
+  ImGuiContext* context = gui_test::headless_imgui(1280, 720);
   AppState app(true);
   std::vector<std::unique_ptr<View>> views = make_views(model);
   View* run = view_of(views, "run");
