@@ -15,24 +15,23 @@ struct ChatFormat {
   const char* family;
   const char* prefix;  // text before the user message
   const char* suffix;  // text after it, ending where the assistant's reply begins
-  const char* turn_end;  // what ends a turn, the assistant's reply included
 };
 
 const ChatFormat kFormats[] = {
     {"smollm2",
      "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
      "Face<|im_end|>\n<|im_start|>user\n",
-     "<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>"},
+     "<|im_end|>\n<|im_start|>assistant\n"},
     {"chatml", "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n",
-     "<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>"},
+     "<|im_end|>\n<|im_start|>assistant\n"},
     {"qwen2.5",
      "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
      "<|im_start|>user\n",
-     "<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>"},
-    {"llama2", "[INST] ", " [/INST]", "</s>"},
+     "<|im_end|>\n<|im_start|>assistant\n"},
+    {"llama2", "[INST] ", " [/INST]"},
     {"llama3", "<|start_header_id|>user<|end_header_id|>\n\n",
-     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"},
-    {"mistral", "[INST] ", " [/INST]", "</s>"},
+     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+    {"mistral", "[INST] ", " [/INST]"},
 };
 
 bool contains(const std::string& s, const char* needle) {
@@ -103,13 +102,6 @@ std::string format_chat(const std::string& family, const std::string& user_messa
     if (family == f.family) return f.prefix + user_message + f.suffix;
   }
   throw input_error("chat format", "unknown family \"" + family + "\"");
-}
-
-std::string chat_turn_end(const std::string& family) {
-  for (const ChatFormat& f : kFormats) {
-    if (family == f.family) return f.turn_end;
-  }
-  return "";
 }
 
 }  // namespace kvs

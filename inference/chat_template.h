@@ -31,8 +31,4 @@ std::string chat_family_for_path(const std::string& model_path);
 // unknown family.
 std::string format_chat(const std::string& family, const std::string& user_message);
 
-// The text that ends a turn of the family's format ("<|im_end|>", "<|eot_id|>", "</s>"); "" for
-// no family.
-std::string chat_turn_end(const std::string& family);
-
 }  // namespace kvs

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "inference/chat_template.h"
 #include "inference/errors.h"
 #include "inference/gguf_file.h"
 #include "inference/gguf_model.h"
@@ -156,17 +155,18 @@ std::unique_ptr<Tokenizer> load_tokenizer(const Model& model, const std::string&
 }
 
 std::vector<int> text_end_ids(const Model& model, const Tokenizer& tokenizer) {
-  return text_end_ids(model.config.end_ids, tokenizer, chat_family_for_model(model));
+  return text_end_ids(model.config.end_ids, tokenizer);
 }
 
-std::vector<int> text_end_ids(const std::vector<int>& model_end_ids, const Tokenizer& tokenizer,
-                              const std::string& chat_family) {
+std::vector<int> text_end_ids(const std::vector<int>& model_end_ids, const Tokenizer& tokenizer) {
   std::vector<int> ids = model_end_ids;
   for (int id : {tokenizer.eos_id(), tokenizer.bos_id()})
     if (id >= 0) ids.push_back(id);
-  if (const std::string turn_end = chat_turn_end(chat_family); !turn_end.empty()) {
-    const std::vector<int> marker = tokenizer.encode(turn_end, false);
-    if (marker.size() == 1) ids.push_back(marker[0]);
+  // A marker that is a token of its own is a special token: text spells it in several pieces.
+  for (const char* marker : {"<|endoftext|>", "<|end_of_text|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>",
+                             "<|end|>", "<end_of_turn>", "<|EOT|>"}) {
+    const std::vector<int> one = tokenizer.encode(marker, false);
+    if (one.size() == 1) ids.push_back(one[0]);
   }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());

@@ -22,13 +22,13 @@ std::unique_ptr<Tokenizer> load_tokenizer(const Model& model, const std::string&
 
 // The tokens that end a generated text: the tokenizer's EOS, its BOS (a generated BOS begins
 // another text; llama2.c's run.c stops there, and stories260K emits one between stories), the
-// model's own end tokens (ModelConfig::end_ids) and the end of a turn of its chat format when the
-// vocabulary holds it as one token (a GGUF file converted before its end-of-turn token was
-// recorded ran past "<|eot_id|>"), sorted, without repeats.
+// model's own end tokens (ModelConfig::end_ids), and the end-of-text and end-of-turn markers
+// llama.cpp also stops at ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<end_of_turn>", ...)
+// where the vocabulary holds one as a token of its own (a GGUF file converted before its
+// end-of-turn id was recorded ran past "<|eot_id|>"); sorted, without repeats.
 std::vector<int> text_end_ids(const Model& model, const Tokenizer& tokenizer);
-// The same from the model's end tokens and chat family (chat_template.h).
-std::vector<int> text_end_ids(const std::vector<int>& model_end_ids, const Tokenizer& tokenizer,
-                              const std::string& chat_family);
+// The same from the model's end tokens.
+std::vector<int> text_end_ids(const std::vector<int>& model_end_ids, const Tokenizer& tokenizer);
 
 // Locates the default model (SmolLM2-135M-Instruct GGUF) in the cache folder
 // ($KVSCOPE_CACHE or ~/.cache/kvscope/models). Returns "" when absent.

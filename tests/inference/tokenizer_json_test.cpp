@@ -244,18 +244,20 @@ TEST(TokenizerJson, ByteLevelFamilies) {
   }
 }
 
-// The end of a chat turn ends a text where the vocabulary holds it as one token (a Llama-3 GGUF
-// converted before its end-of-turn token was recorded ran past "<|eot_id|>"); spelled in bytes,
+// An end-of-turn marker ends a text where the vocabulary holds it as a token of its own (a Llama-3
+// GGUF converted before its end-of-turn id was recorded ran past "<|eot_id|>"); spelled in bytes,
 // as "<|im_end|>" is in this vocabulary, it is no token of its own.
-TEST(TokenizerJson, AChatTurnsEndMarkerEndsTheText) {
+TEST(TokenizerJson, AnEndOfTurnMarkerEndsTheText) {
   const ByteLevelJson v;
   TempDir dir;
   const auto tok = load_tokenizer_json(v.write(dir, split_pre(kLlama3Pattern), true, "null", "<|eot_id|>"));
   const int bos = tok->bos_id(), eot = v.im_start_id() + 2;
   EXPECT_EQ(tok->encode("<|eot_id|>", false), std::vector<int>{eot});
-  EXPECT_EQ(text_end_ids({}, *tok, "llama3"), (std::vector<int>{bos, eot}));
-  EXPECT_EQ(text_end_ids({}, *tok, "chatml"), std::vector<int>{bos});
-  EXPECT_EQ(text_end_ids({7, 7}, *tok, ""), (std::vector<int>{7, bos}));
+  EXPECT_EQ(tok->encode("<|im_end|>", false).size(), 10u);
+  EXPECT_EQ(text_end_ids(std::vector<int>{}, *tok), (std::vector<int>{bos, eot}));
+  EXPECT_EQ(text_end_ids(std::vector<int>{7, 7}, *tok), (std::vector<int>{7, bos, eot}));
+  const auto plain = load_tokenizer_json(v.write(dir, split_pre(kLlama3Pattern), true));
+  EXPECT_EQ(text_end_ids(std::vector<int>{}, *plain), std::vector<int>{bos});
 }
 
 // Qwen2's {"type": "NFC"} (and the other forms): text between special tokens is normalized before
