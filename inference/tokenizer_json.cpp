@@ -159,13 +159,12 @@ Parsed parse_common(const std::string& path, const Json& j, const Json& model) {
     if (const int eos = lookup("eos_token"); eos >= 0) p.eos_id = eos;
     p.add_bos = c.get_bool("add_bos_token", p.add_bos) && p.bos_id >= 0;
   }
-  if (p.eos_id < 0) {
-    for (const char* name : {"</s>", "<|endoftext|>", "<|end_of_text|>", "<|im_end|>"}) {
-      if (auto it = p.ids.find(name); it != p.ids.end()) {
-        p.eos_id = it->second;
-        break;
-      }
-    }
+  // Without a config naming it, EOS by its usual names among the added tokens: an ordinary
+  // vocabulary entry spelled "</s>" (Qwen2's 128247) is no end of text.
+  for (const char* name : {"</s>", "<|endoftext|>", "<|end_of_text|>", "<|im_end|>"}) {
+    if (p.eos_id >= 0) break;
+    for (const AddedToken& a : p.added)
+      if (a.content == name) p.eos_id = a.id;
   }
   return p;
 }
@@ -272,10 +271,13 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
   if (byte_level) {
     BpeVocab v;
     v.source = path;
-    if (const Json* n = j.find("normalizer"); n && !n->is_null()) {
+    const Json* n = j.find("normalizer");
+    const bool sequence = n && !n->is_null() && n->get_string("type", "") == "Sequence";
+    // DeepSeek's files give an empty Sequence: no normalization.
+    if (sequence && list_of(*n, "normalizers").empty()) n = nullptr;
+    if (n && !n->is_null()) {
       const Json* form = n;  // a Unicode form, alone or as the only step of a Sequence
-      if (n->get_string("type", "") == "Sequence" && list_of(*n, "normalizers").size() == 1)
-        form = &list_of(*n, "normalizers").front();
+      if (sequence && list_of(*n, "normalizers").size() == 1) form = &list_of(*n, "normalizers").front();
       if (!unicode_form_named(form->get_string("type", ""), v.normalization))
         throw input_error(path, "unsupported normalizer \"" + form->get_string("type", "") +
                                     "\" for byte-level BPE (supported: NFC, NFD, NFKC, NFKD)");

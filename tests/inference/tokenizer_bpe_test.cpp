@@ -7,6 +7,8 @@
 
 #include <chrono>
 
+#include "gguf_writer.h"
+#include "inference/gguf_tokenizer.h"
 #include "inference/loader.h"
 #include "inference/pretokenizer.h"
 #include "inference/tokenizer_spm.h"
@@ -162,6 +164,31 @@ TEST_F(SmolLM2, EncodesDigitsIndividually) {
        {"  spaced   out  ", "caf\xC3\xA9 \xF0\x9F\x90\xB6\xF0\x9F\x8E\x89 \xE6\x97\xA5\xE6\x9C\xAC",
         "x = f(42) + 3.14159;\n\ttabs\r\n", "I'm sure they'll say 'no'."}) {
     EXPECT_EQ(tok->decode(tok->encode(t, false)), t) << t;
+  }
+}
+
+// A GGUF "gpt2" vocabulary whose pre-tokenizer is qwen2 composes text to NFC first, as Qwen2's
+// tokenizer.json does (GGUF's metadata does not record it): "e" + U+0301 is the one token "é",
+// found by comparing with HF tokenizers on llama.cpp's ggml-vocab-qwen2.gguf.
+TEST(ByteLevelBpe, GgufQwen2ComposesToNfc) {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(byte_to_unicode(static_cast<unsigned char>(b)));
+  const std::string e_acute = byte_to_unicode(0xC3) + byte_to_unicode(0xA9);  // "é" in UTF-8
+  tokens.push_back(e_acute);
+  const int e_acute_id = 256;
+  for (const std::string pre : {"qwen2", "gpt2"}) {
+    testing::TempDir dir;
+    testing::GgufWriter w;
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string("tokenizer.ggml.pre", pre);
+    w.add_strings("tokenizer.ggml.tokens", tokens);
+    w.add_strings("tokenizer.ggml.merges", {byte_to_unicode(0xC3) + " " + byte_to_unicode(0xA9)});
+    const std::string path = dir.file("vocab.gguf");
+    w.write(path);
+    const auto tok = load_gguf_tokenizer(path);
+    const std::vector<int> ids = tok->encode("e\xCC\x81", false);  // "e" + combining acute
+    if (pre == "qwen2") EXPECT_EQ(ids, std::vector<int>{e_acute_id});
+    else EXPECT_EQ(ids.size(), 3u);  // "e", then the two bytes of U+0301
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 
 #include "inference/llama2c_tokenizer.h"
@@ -258,6 +259,32 @@ TEST(TokenizerJson, AnEndOfTurnMarkerEndsTheText) {
   EXPECT_EQ(text_end_ids(std::vector<int>{7, 7}, *tok), (std::vector<int>{7, bos, eot}));
   const auto plain = load_tokenizer_json(v.write(dir, split_pre(kLlama3Pattern), true));
   EXPECT_EQ(text_end_ids(std::vector<int>{}, *plain), std::vector<int>{bos});
+}
+
+// DeepSeek's tokenizer.json gives its normalizer as an empty Sequence: no normalization.
+TEST(TokenizerJson, AnEmptyNormalizerSequenceIsNone) {
+  const ByteLevelJson v;
+  TempDir a, b;
+  const auto none = load_tokenizer_json(v.write(a, kGpt2Pre, false));
+  const auto empty =
+      load_tokenizer_json(v.write(b, kGpt2Pre, false, "{\"type\": \"Sequence\", \"normalizers\": []}"));
+  for (const std::string t : {"caf\xC3\xA9 e\xCC\x81 12345", "a  \n\nb"})
+    EXPECT_EQ(empty->encode(t, false), none->encode(t, false));
+}
+
+// Without a tokenizer_config.json, EOS is guessed by name among the added tokens only: Qwen2's
+// vocabulary holds an ordinary "</s>" (128247), which was taken for the end of text.
+TEST(TokenizerJson, EosIsGuessedAmongTheAddedTokensOnly) {
+  const ByteLevelJson v;
+  TempDir dir;
+  const std::string path = v.write(dir, kGpt2Pre, false, "null", "<|endoftext|>");
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  // "</s>" as an ordinary vocabulary entry, at the id past the added tokens.
+  const std::string vocab_key = "\"vocab\": {";
+  text.insert(text.find(vocab_key) + vocab_key.size(), "\"</s>\": " + std::to_string(v.im_start_id() + 3) + ", ");
+  write_bytes(path, text.data(), text.size());
+  EXPECT_EQ(load_tokenizer_json(path)->eos_id(), v.im_start_id() + 2);
 }
 
 // Qwen2's {"type": "NFC"} (and the other forms): text between special tokens is normalized before
