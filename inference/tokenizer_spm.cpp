@@ -88,7 +88,11 @@ void SpmTokenizer::encode_fragment(std::string_view text, bool prefix,
     plain = collapse_spaces(plain);
     if (plain.empty()) return;
   }
-  const std::string normalized = (prefix ? kSpace : std::string()) + replace_all(plain, " ", kSpace);
+  std::string normalized = (prefix ? kSpace : std::string()) + replace_all(plain, " ", kSpace);
+  // sentencepiece trims the escaped text's end: a "▁" typed at the end goes too.
+  while (vocab_.collapse_whitespace && normalized.ends_with(kSpace))
+    normalized.resize(normalized.size() - kSpace.size());
+  if (normalized.empty()) return;
   PairPriority priority;
   if (vocab_.merges.empty() && !vocab_.merges_only) {
     priority = [this](std::string_view a, std::string_view b) -> std::optional<double> {

@@ -46,6 +46,9 @@ TEST(TokenizerSentencePiece, EncodesAsTheSentencePieceLibrary) {
     EXPECT_EQ(tok->encode("a\tb\nc", false), (std::vector<int>{261, 12, 430, 13, 429}));
     EXPECT_EQ(tok->encode("Once upon a time", true), (std::vector<int>{1, 403, 407, 261, 378}));
     EXPECT_TRUE(tok->encode("   ", false).empty());
+    // A "▁" (U+2581) typed at the end is trimmed with the spaces, as sentencepiece trims it.
+    EXPECT_TRUE(tok->encode("\xE2\x96\x81", false).empty());
+    EXPECT_EQ(tok->encode("x\xE2\x96\x81 ", false), tok->encode("x", false));
     // Control tokens' text is characters, not BOS / EOS (nor is the unknown token's).
     EXPECT_EQ(tok->encode("<s> literal bos </s>", true),
               (std::vector<int>{1, 410, 504, 419, 505, 278, 275, 285, 412, 421, 268, 414, 419, 410, 504, 492, 419, 505}));
