@@ -14,7 +14,9 @@
 namespace kvs {
 namespace {
 
+using testing::config_with;
 using testing::copy_side_files;
+using testing::copy_with_weights;
 using testing::hf_config;
 using testing::input_error_of;
 using testing::RawTensor;
@@ -23,17 +25,6 @@ using testing::shared_model;
 using testing::TempDir;
 using testing::write_bytes;
 using testing::write_safetensors;
-
-// config.json with `key`'s value replaced by `value` (the key must be present).
-std::string with(std::string config, const std::string& key, const std::string& value) {
-  const std::size_t at = config.find("\"" + key + "\":");
-  const std::size_t start = config.find(':', at) + 1;
-  const std::size_t first = config.find_first_not_of(" \n", start);
-  const std::size_t end =
-      config[first] == '[' ? config.find(']', first) + 1 : config.find_first_of(",\n}", start);
-  config.replace(start, end - start, " " + value);
-  return config;
-}
 
 RawTensor f32_tensor(const std::string& name, std::vector<uint64_t> shape, float base) {
   uint64_t n = 1;
@@ -48,8 +39,8 @@ RawTensor f32_tensor(const std::string& name, std::vector<uint64_t> shape, float
 
 TEST(HfConfig, Qwen2WithBiasesAndLlama3RopeScaling) {
   TempDir dir;
-  std::string config = with(hf_config(), "architectures", "[\"Qwen2ForCausalLM\"]");
-  config = with(config, "model_type",
+  std::string config = config_with(hf_config(), "architectures", "[\"Qwen2ForCausalLM\"]");
+  config = config_with(config, "model_type",
                 "\"qwen2\", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
                 "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
                 "\"original_max_position_embeddings\": 256}");
@@ -83,9 +74,9 @@ TEST(HfConfig, Qwen2WithBiasesAndLlama3RopeScaling) {
 
 TEST(HfConfig, MistralLinearScalingAndUntiedHead) {
   TempDir dir;
-  std::string config = with(hf_config(), "architectures", "[\"MistralForCausalLM\"]");
-  config = with(config, "tie_word_embeddings", "false");
-  config = with(config, "model_type",
+  std::string config = config_with(hf_config(), "architectures", "[\"MistralForCausalLM\"]");
+  config = config_with(config, "tie_word_embeddings", "false");
+  config = config_with(config, "model_type",
                 "\"mistral\", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}");
   copy_side_files(dir, config);
   std::vector<RawTensor> all = read_raw(shared_model("stories260K-hf/model.safetensors"));
@@ -101,7 +92,7 @@ TEST(HfConfig, MistralLinearScalingAndUntiedHead) {
   // An unknown scaling type is refused, naming config.json.
   TempDir dir2;
   copy_side_files(dir2,
-                  with(hf_config(), "model_type",
+                  config_with(hf_config(), "model_type",
                        "\"llama\", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}"));
   std::filesystem::copy_file(shared_model("stories260K-hf/model.safetensors"),
                              dir2.file("model.safetensors"));
@@ -114,8 +105,8 @@ TEST(HfConfig, MistralLinearScalingAndUntiedHead) {
 // use_sliding_window (a window on some layers only) is refused, naming config.json.
 TEST(HfConfig, SlidingWindow) {
   const auto load_with = [](const TempDir& dir, const std::string& arch, const std::string& extra) {
-    std::string config = with(hf_config(), "architectures", "[\"" + arch + "\"]");
-    copy_side_files(dir, with(config, "model_type", extra));
+    std::string config = config_with(hf_config(), "architectures", "[\"" + arch + "\"]");
+    copy_side_files(dir, config_with(config, "model_type", extra));
     std::filesystem::copy_file(shared_model("stories260K-hf/model.safetensors"), dir.file("model.safetensors"));
     return load_model(dir.file(""));
   };
@@ -131,7 +122,7 @@ TEST(HfConfig, SlidingWindow) {
 
 TEST(HfConfig, MissingFieldsAndFiles) {
   TempDir dir;
-  copy_side_files(dir, with(hf_config(), "num_hidden_layers", "null"));
+  copy_side_files(dir, config_with(hf_config(), "num_hidden_layers", "null"));
   EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }),
             dir.file("config.json") + ": missing num_hidden_layers");
   TempDir empty;
@@ -143,20 +134,13 @@ TEST(HfConfig, MissingFieldsAndFiles) {
             no_weights.file("") + ": no model.safetensors or model.safetensors.index.json");
 }
 
-// config.json with `config` beside stories260K-hf's weights, in `dir`.
-void copy_with_weights(const TempDir& dir, const std::string& config) {
-  copy_side_files(dir, config);
-  std::filesystem::copy_file(shared_model("stories260K-hf/model.safetensors"),
-                             dir.file("model.safetensors"));
-}
-
 // num_hidden_layers must match the model.layers.N tensors (5 in stories260K-hf), checked before
 // anything is sized from it: 2^24 used to allocate 4.7 GB of empty layers (counts above 2^16 are
 // now refused as read), and 4 loaded 4 of the 5 layers as a different model.
 TEST(HfConfig, LayerCountMustMatchTheLayerTensors) {
   for (const char* count : {"65536", "4"}) {
     TempDir dir;
-    copy_with_weights(dir, with(hf_config(), "num_hidden_layers", count));
+    copy_with_weights(dir, config_with(hf_config(), "num_hidden_layers", count));
     EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }),
               dir.file("config.json") + ": num_hidden_layers " + count +
                   " does not match the checkpoint, which holds tensors for 5 layers "
@@ -168,15 +152,15 @@ TEST(HfConfig, LayerCountMustMatchTheLayerTensors) {
 // of 174422 wrapped to a q width of 64 and passed every shape check.
 TEST(HfConfig, IntegerHyperParametersAreRangeChecked) {
   TempDir a, b, c;
-  copy_with_weights(a, with(with(hf_config(), "num_attention_heads", "49248"), "head_dim", "174422"));
+  copy_with_weights(a, config_with(config_with(hf_config(), "num_attention_heads", "49248"), "head_dim", "174422"));
   EXPECT_EQ(input_error_of([&] { load_model(a.file("")); }),
             a.file("config.json") + ": 49248 heads of head_dim 174422 make 8589934656 query "
                                     "features, more than the 1048576 supported");
-  copy_with_weights(b, with(hf_config(), "max_position_embeddings", "4294967312"));
+  copy_with_weights(b, config_with(hf_config(), "max_position_embeddings", "4294967312"));
   EXPECT_EQ(input_error_of([&] { load_model(b.file("")); }),
             b.file("config.json") + ": max_position_embeddings has an invalid value 4294967312 (expected "
                                     "an integer from 1 to 16777216)");
-  copy_with_weights(c, with(hf_config(), "hidden_size", "\"64\""));
+  copy_with_weights(c, config_with(hf_config(), "hidden_size", "\"64\""));
   EXPECT_EQ(input_error_of([&] { load_model(c.file("")); }),
             c.file("config.json") + ": hidden_size is a string, expected an integer");
 }
@@ -186,12 +170,13 @@ TEST(HfConfig, IntegerHyperParametersAreRangeChecked) {
 TEST(HfConfig, AttentionLayoutProblemsAreNamed) {
   const std::string odd = " is odd (rotary embeddings rotate pairs of features)";
   const std::pair<std::string, std::string> cases[] = {
-      {with(with(hf_config(), "num_attention_heads", "7"), "head_dim", "null"),
+      {config_with(config_with(hf_config(), "num_attention_heads", "7"), "head_dim", "null"),
        "hidden_size 64 is not a multiple of num_attention_heads 7 (with no head_dim, each head gets "
        "hidden_size / num_attention_heads features)"},
-      {with(hf_config(), "num_attention_heads", "7"), "num_attention_heads 7 is not a multiple of num_key_value_heads 4"},
-      {with(hf_config(), "head_dim", "9"), "head_dim 9" + odd},
-      {with(with(hf_config(), "hidden_size", "72"), "head_dim", "null"),
+      {config_with(hf_config(), "num_attention_heads", "7"),
+       "num_attention_heads 7 is not a multiple of num_key_value_heads 4"},
+      {config_with(hf_config(), "head_dim", "9"), "head_dim 9" + odd},
+      {config_with(config_with(hf_config(), "hidden_size", "72"), "head_dim", "null"),
        "head_dim 9 (hidden_size / num_attention_heads)" + odd},
   };
   for (const auto& [config, problem] : cases) {
@@ -206,13 +191,13 @@ TEST(HfConfig, AttentionLayoutProblemsAreNamed) {
 TEST(HfConfig, FloatHyperParametersMustBePositiveNumbers) {
   const std::string positive = " (expected a positive number)";
   const std::pair<std::string, std::string> cases[] = {
-      {with(hf_config(), "rms_norm_eps", "-1e-05"), "rms_norm_eps has an invalid value -1e-05" + positive},
-      {with(hf_config(), "rope_theta", "0"), "rope_theta has an invalid value 0" + positive},
-      {with(hf_config(), "rope_theta", "\"abc\""), "rope_theta is a string, expected a number"},
-      {with(hf_config(), "model_type",
+      {config_with(hf_config(), "rms_norm_eps", "-1e-05"), "rms_norm_eps has an invalid value -1e-05" + positive},
+      {config_with(hf_config(), "rope_theta", "0"), "rope_theta has an invalid value 0" + positive},
+      {config_with(hf_config(), "rope_theta", "\"abc\""), "rope_theta is a string, expected a number"},
+      {config_with(hf_config(), "model_type",
             "\"llama\", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 0}"),
        "rope_scaling.factor has an invalid value 0" + positive},
-      {with(hf_config(), "tie_word_embeddings", "\"true\""),
+      {config_with(hf_config(), "tie_word_embeddings", "\"true\""),
        "tie_word_embeddings is not true or false"},
   };
   for (const auto& [config, problem] : cases) {
@@ -226,14 +211,14 @@ TEST(HfConfig, FloatHyperParametersMustBePositiveNumbers) {
 // Config settings and tensors the engine does not implement are refused instead of ignored.
 TEST(HfConfig, UnimplementedSettingsAreRefused) {
   const std::pair<std::string, std::string> cases[] = {
-      {with(hf_config(), "mlp_bias", "true"),
+      {config_with(hf_config(), "mlp_bias", "true"),
        "mlp_bias (biases on the MLP projections) is not supported"},
-      {with(hf_config(), "hidden_act", "\"gelu\""),
+      {config_with(hf_config(), "hidden_act", "\"gelu\""),
        "hidden_act \"gelu\" is not supported (supported: silu)"},
       // An untied head the checkpoint lacks was silently tied to the embedding.
-      {with(hf_config(), "tie_word_embeddings", "false"),
+      {config_with(hf_config(), "tie_word_embeddings", "false"),
        "tie_word_embeddings is false or absent but the checkpoint has no lm_head.weight"},
-      {with(hf_config(), "tie_word_embeddings", "null"),
+      {config_with(hf_config(), "tie_word_embeddings", "null"),
        "tie_word_embeddings is false or absent but the checkpoint has no lm_head.weight"},
   };
   for (const auto& [config, problem] : cases) {
@@ -244,7 +229,7 @@ TEST(HfConfig, UnimplementedSettingsAreRefused) {
   }
   // HF Llama adds an o_proj bias under attention_bias; the engine has none to add.
   TempDir dir;
-  copy_side_files(dir, with(hf_config(), "attention_bias", "true"));
+  copy_side_files(dir, config_with(hf_config(), "attention_bias", "true"));
   std::vector<RawTensor> all = read_raw(shared_model("stories260K-hf/model.safetensors"));
   all.push_back(f32_tensor("model.layers.3.self_attn.o_proj.bias", {64}, 1.0f));
   write_safetensors(dir.file("model.safetensors"), all);

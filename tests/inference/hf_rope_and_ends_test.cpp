@@ -18,7 +18,9 @@
 namespace kvs {
 namespace {
 
+using testing::config_with;
 using testing::copy_side_files;
+using testing::copy_with_weights;
 using testing::hf_config;
 using testing::input_error_of;
 using testing::RawTensor;
@@ -31,24 +33,10 @@ using testing::write_safetensors;
 // config.json with `text` inserted after its opening brace.
 std::string with_keys(const std::string& text) { return "{" + text + "," + hf_config().substr(1); }
 
-// config.json with its eos_token_id (2) replaced by `value`.
-std::string with_eos(const std::string& value) {
-  std::string config = hf_config();
-  const std::string key = "\"eos_token_id\": 2";
-  config.replace(config.find(key), key.size(), "\"eos_token_id\": " + value);
-  return config;
-}
-
-// A model folder: stories260K-hf's weights and tokenizer under `config`.
-void model_folder(const TempDir& dir, const std::string& config) {
-  copy_side_files(dir, config);
-  std::filesystem::copy_file(shared_model("stories260K-hf/model.safetensors"), dir.file("model.safetensors"));
-}
-
 TEST(HfRopeParameters, ThetaAndScalingComeFromTheOneObject) {
   {  // llama3 scaling and theta 500000, over the file's top-level rope_theta 10000
     TempDir dir;
-    model_folder(dir, with_keys("\"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 500000.0, "
+    copy_with_weights(dir, with_keys("\"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 500000.0, "
                                 "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
                                 "\"original_max_position_embeddings\": 256}"));
     const Model m = load_model(dir.file(""));
@@ -59,14 +47,14 @@ TEST(HfRopeParameters, ThetaAndScalingComeFromTheOneObject) {
   }
   {  // the default type: theta alone
     TempDir dir;
-    model_folder(dir, with_keys("\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1000000.0}"));
+    copy_with_weights(dir, with_keys("\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1000000.0}"));
     const Model m = load_model(dir.file(""));
     EXPECT_EQ(m.config.rope_theta, 1000000.0f);
     EXPECT_EQ(m.config.rope_scaling.type, "");
   }
   {  // linear scaling without a theta of its own: the top-level one
     TempDir dir;
-    model_folder(dir, with_keys("\"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2.0}"));
+    copy_with_weights(dir, with_keys("\"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2.0}"));
     const Model m = load_model(dir.file(""));
     EXPECT_EQ(m.config.rope_theta, 10000.0f);
     EXPECT_EQ(m.config.rope_scaling.type, "linear");
@@ -86,7 +74,7 @@ TEST(HfRopeParameters, WhatTheEngineCannotRunIsRefused) {
   };
   for (const auto& [keys, problem] : cases) {
     TempDir dir;
-    model_folder(dir, with_keys(keys));
+    copy_with_weights(dir, with_keys(keys));
     const std::string error = input_error_of([&] { load_model(dir.file("")); });
     EXPECT_EQ(error.rfind(dir.file("config.json") + ": " + problem, 0), 0u) << error;
   }
@@ -96,7 +84,7 @@ TEST(HfRopeParameters, WhatTheEngineCannotRunIsRefused) {
 // lists it, at the second when generation_config.json lists that one.
 TEST(HfEndTokens, EosTokenListsEndTheText) {
   TempDir plain;
-  model_folder(plain, "");
+  copy_with_weights(plain, "");
   const Model m = load_model(plain.file(""));
   const auto tok = load_tokenizer(m, "");
   Engine engine(m);
@@ -109,7 +97,7 @@ TEST(HfEndTokens, EosTokenListsEndTheText) {
   ASSERT_EQ(free_text.size(), 8u);
 
   TempDir dir;
-  model_folder(dir, with_eos("[2, " + std::to_string(free_text[3]) + "]"));
+  copy_with_weights(dir, config_with(hf_config(), "eos_token_id", "[2, " + std::to_string(free_text[3]) + "]"));
   const std::string gen = "{\"eos_token_id\": " + std::to_string(free_text[1]) + "}";
   const Model listed = load_model(dir.file(""));
   EXPECT_EQ(text_end_ids(listed, *tok), (std::vector<int>{1, 2, free_text[3]}));
@@ -130,11 +118,11 @@ TEST(HfEndTokens, AnIdOutsideTheVocabularyIsRefusedNamingItsFile) {
            {"\"</s>\"", "eos_token_id holds a string, not a token id (0..511)"},
            {"[2.5]", "eos_token_id holds 2.5, not a token id (0..511)"}}) {
     TempDir dir;
-    model_folder(dir, with_eos(value));
+    copy_with_weights(dir, config_with(hf_config(), "eos_token_id", value));
     EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }), dir.file("config.json") + ": " + problem);
   }
   TempDir dir;
-  model_folder(dir, "");
+  copy_with_weights(dir, "");
   const std::string gen = "{\"eos_token_id\": -3}";
   write_bytes(dir.file("generation_config.json"), gen.data(), gen.size());
   EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }),
@@ -162,11 +150,8 @@ TEST(HfContext, DefaultsFollowTheArchitecture) {
   const std::pair<std::string, int> cases[] = {
       {"LlamaForCausalLM", 2048}, {"MistralForCausalLM", 131072}, {"Qwen2ForCausalLM", 32768}};
   for (const auto& [arch, context] : cases) {
-    std::string config = hf_config();
-    const size_t at = config.find("\"max_position_embeddings\": 512");
-    ASSERT_NE(at, std::string::npos);
-    config.replace(at, 30, "\"max_position_embeddings\": null");
-    config.replace(config.find("LlamaForCausalLM"), 16, arch);
+    const std::string config = config_with(config_with(hf_config(), "max_position_embeddings", "null"),
+                                           "architectures", "[\"" + arch + "\"]");
     TempDir dir;
     copy_side_files(dir, config);
     std::vector<RawTensor> all = read_raw(shared_model("stories260K-hf/model.safetensors"));

@@ -1,5 +1,6 @@
 // Test helper: reads and writes .safetensors files tensor by tensor, and copies the small files
-// of stories260K-hf into a test folder, for the Hugging Face loader tests.
+// of stories260K-hf (a config.json of the test's own) into a test folder, for the Hugging Face
+// loader tests.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -76,6 +77,23 @@ inline void copy_side_files(const TempDir& dir, const std::string& config = "") 
 inline std::string hf_config() {
   const std::vector<char> c = read_bytes(shared_model("stories260K-hf/config.json"));
   return std::string(c.begin(), c.end());
+}
+
+// config.json with `key`'s value replaced by `value` (the key must be present).
+inline std::string config_with(std::string config, const std::string& key, const std::string& value) {
+  const std::size_t at = config.find("\"" + key + "\":");
+  const std::size_t start = config.find(':', at) + 1;
+  const std::size_t first = config.find_first_not_of(" \n", start);
+  const std::size_t end =
+      config[first] == '[' ? config.find(']', first) + 1 : config.find_first_of(",\n}", start);
+  config.replace(start, end - start, " " + value);
+  return config;
+}
+
+// A model folder in `dir`: stories260K-hf's weights and small files, `config` as its config.json.
+inline void copy_with_weights(const TempDir& dir, const std::string& config) {
+  copy_side_files(dir, config);
+  std::filesystem::copy_file(shared_model("stories260K-hf/model.safetensors"), dir.file("model.safetensors"));
 }
 
 }  // namespace kvs::testing
