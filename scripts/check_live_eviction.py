@@ -30,7 +30,6 @@ usage: check_live_eviction.py --kvscope BIN --stories DIR --work DIR
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 
 import h5py
@@ -42,7 +41,7 @@ from transformers.models.llama.modeling_llama import repeat_kv
 
 sys.dont_write_bytecode = True  # no __pycache__ in scripts/ from this import
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_transformers import ATTN_TOL, LSE_TOL, first_difference, load_hf, record  # noqa: E402
+from check_transformers import ATTN_TOL, LSE_TOL, first_difference, load_hf, record, run_kvscope  # noqa: E402
 
 PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play outside"  # 26 tokens
 STEPS, BUDGET = 60, 16
@@ -160,7 +159,7 @@ def check_run(model, f, name, full_lp):
     return tokens, top1_text, d_attn, d_lse, d_kl, d_lp, d_ctl, fails
 
 
-def run_kvscope(a):
+def record_and_rerun(a):
     """Records the trace and reruns a copy per mode. Returns the two traces' paths."""
     base = os.path.join(a.work, "live.h5")
     record(a.kvscope, a.stories, base, STEPS, "--prompt", PROMPT)
@@ -169,10 +168,7 @@ def run_kvscope(a):
         trace = os.path.join(a.work, f"live_{mode}.h5")
         shutil.copy(base, trace)
         policies = [x for p in POLICIES for x in ("--policy", p)]
-        r = subprocess.run([a.kvscope, "rerun", trace, *policies, "--budget", str(BUDGET), "--mode", mode,
-                            "--device", "cpu"], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"kvscope rerun exited {r.returncode}: {r.stderr.strip()[-300:]}")
+        run_kvscope(a.kvscope, "rerun", trace, *policies, "--budget", str(BUDGET), "--mode", mode, "--device", "cpu")
         traces.append(trace)
     return traces
 
@@ -189,7 +185,7 @@ def main():
           f"(float64, the kept sets as masks); tolerances: attention {ATTN_TOL:g}, lse {LSE_TOL:g} relative, "
           f"kl and ref_logprob {METRIC_TOL:g}", flush=True)
     try:
-        traces = run_kvscope(a)
+        traces = record_and_rerun(a)
     except Exception as e:
         print(f"check-live-eviction: FAIL: {type(e).__name__}: {e}")
         return 1

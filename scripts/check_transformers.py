@@ -243,12 +243,17 @@ def end_tokens(model):
     return ends - {None}
 
 
+def run_kvscope(kvscope, command, *args):
+    """`kvscope COMMAND ARGS...`; a RuntimeError with the end of its stderr when it fails."""
+    r = subprocess.run([kvscope, command, *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"kvscope {command} exited {r.returncode}: {r.stderr.strip()[-300:]}")
+
+
 def record(kvscope, model, trace, steps, *flags):
     """`kvscope record --device cpu` of `model` into `trace`; flags: the prompt's and others."""
-    r = subprocess.run([kvscope, "record", "--model", model, "--steps", str(steps), "--out", trace,
-                        "--device", "cpu", "--quiet", *flags], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"kvscope exited {r.returncode}: {r.stderr.strip()[-300:]}")
+    run_kvscope(kvscope, "record", "--model", model, "--steps", str(steps), "--out", trace, "--device", "cpu",
+                "--quiet", *flags)
 
 
 def first_difference(kv, ref):

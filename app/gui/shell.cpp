@@ -103,8 +103,8 @@ class Shell {
       work = work_area(io.DisplaySize.x, io.DisplaySize.y, bar);
       draw_menu(work);
       draw_status(Rect{0, io.DisplaySize.y - bar - 8, io.DisplaySize.x, bar + 8});
+      apply_layout_request(work);
     }
-    if (single_view.empty()) apply_layout_request(work);
     rects_.assign(views_.size(), Rect{});
     for (size_t i = 0; i < views_.size(); ++i) {
       View& v = *views_[i];
