@@ -190,7 +190,7 @@ RopeScaling llama3_scaling(const std::string& path, const WeightVector& divisors
 
 }  // namespace
 
-Model load_gguf_model(const std::string& path) {
+Model load_gguf_model(const std::string& path, ModelParts parts) {
   GgufFile g(path);
   const std::string arch = g.get_string("general.architecture", "");
   if (arch != "llama" && arch != "qwen2") {
@@ -275,6 +275,7 @@ Model load_gguf_model(const std::string& path) {
   m.path = path;
   m.format = "gguf";
   m.weight_type = describe_weight_type(g);
+  if (parts == ModelParts::ConfigOnly) return m;
   const uint64_t D = c.dim, H = c.hidden_dim, Q = c.q_dim(), KV = c.kv_dim(), V = c.vocab_size;
   ModelWeights& w = m.weights;
   src.read(w.token_embedding, "token_embd.weight", D, V);

@@ -10,6 +10,6 @@ namespace kvs {
 // output tensors (output absent = tied classifier). Throws InputError naming the file (and key or
 // tensor) for hyper-parameters of the wrong type or out of range, missing tensors, wrong shapes,
 // unsupported tensor types or truncated data.
-Model load_gguf_model(const std::string& path);
+Model load_gguf_model(const std::string& path, ModelParts parts = ModelParts::All);
 
 }  // namespace kvs

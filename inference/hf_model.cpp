@@ -313,7 +313,7 @@ ModelConfig read_config(const std::string& path, const Json& j) {
 
 }  // namespace
 
-Model load_hf_model(const std::string& folder) {
+Model load_hf_model(const std::string& folder, ModelParts parts) {
   const fs::path dir(folder);
   const std::string config_path = (dir / "config.json").string();
   if (path_kind(config_path) == PathKind::Missing)
@@ -349,6 +349,7 @@ Model load_hf_model(const std::string& folder) {
   m.path = folder;
   m.format = "hf";
   m.weight_type = tensors.weight_type();
+  if (parts == ModelParts::ConfigOnly) return m;
   const uint64_t D = c.dim, H = c.hidden_dim, Q = c.q_dim(), KV = c.kv_dim(), V = c.vocab_size;
   ModelWeights& w = m.weights;
   tensors.read(w.token_embedding, "model.embed_tokens.weight", {V, D});

@@ -11,6 +11,6 @@ namespace kvs {
 // (RopeStyle::RotateHalf). Throws InputError naming the file (and tensor) for a config value of
 // the wrong type or out of range, a missing shard, a shape that disagrees with config.json, an
 // unsupported architecture or dtype, or a header that lies about offsets.
-Model load_hf_model(const std::string& folder);
+Model load_hf_model(const std::string& folder, ModelParts parts = ModelParts::All);
 
 }  // namespace kvs

@@ -43,7 +43,7 @@ class FloatReader {
 
 }  // namespace
 
-Model load_llama2c_model(const std::string& path) {
+Model load_llama2c_model(const std::string& path, ModelParts parts) {
   MappedFile file(path);
   if (file.size() < kHeaderBytes) {
     throw input_error(path, "not a llama2.c checkpoint (file of " + std::to_string(file.size()) +
@@ -109,6 +109,7 @@ Model load_llama2c_model(const std::string& path) {
   m.path = path;
   m.format = "llama2c";
   m.weight_type = "F32";
+  if (parts == ModelParts::ConfigOnly) return m;
   ModelWeights& w = m.weights;
   w.layers.resize(c.n_layers);
   FloatReader r(file, kHeaderBytes);

@@ -9,6 +9,6 @@ namespace kvs {
 // Reads a llama2.c checkpoint. A negative vocab_size in the header means the classifier is
 // stored separately after the RoPE tables. Throws InputError for a truncated file or a file
 // whose header is not a plausible llama2.c header.
-Model load_llama2c_model(const std::string& path);
+Model load_llama2c_model(const std::string& path, ModelParts parts = ModelParts::All);
 
 }  // namespace kvs

@@ -29,9 +29,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Opens an explicitly named tokenizer by its format: tokenizer.json (or a folder holding one),
-// a SentencePiece .model, a GGUF file's metadata, or a llama2.c tokenizer.bin.
-std::unique_ptr<Tokenizer> open_tokenizer_file(const std::string& path) {
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path) {
   // Told before anything is opened: the format sniffing would block on a FIFO.
   switch (path_kind(path)) {
     case PathKind::Missing:
@@ -54,6 +54,8 @@ std::unique_ptr<Tokenizer> open_tokenizer_file(const std::string& path) {
   return load_llama2c_tokenizer(path);
 }
 
+namespace {
+
 // llama2.c tokenizer beside a .bin: tokenizer.bin, then tok<vocab>.bin.
 std::string llama2c_tokenizer_beside(const Model& model) {
   const fs::path dir = fs::path(model.path).parent_path();
@@ -74,7 +76,7 @@ bool is_hdf5_file(const std::string& path) {
 
 }  // namespace
 
-Model load_model(const std::string& path) {
+Model load_model(const std::string& path, ModelParts parts) {
   // Told before anything is opened: the format sniffing would block on a FIFO.
   switch (path_kind(path)) {
     case PathKind::Missing:
@@ -82,7 +84,7 @@ Model load_model(const std::string& path) {
     case PathKind::Other:
       throw input_error(path, "not a regular file");
     case PathKind::Folder:
-      return load_hf_model(path);
+      return load_hf_model(path, parts);
     case PathKind::RegularFile:
       break;
   }
@@ -90,12 +92,12 @@ Model load_model(const std::string& path) {
   if (fs::file_size(path, ec) == 0) throw input_error(path, "is empty (0 bytes)");
   // A file inside a Hugging Face folder stands for the folder.
   if (ends_with(path, ".safetensors") || ends_with(path, "config.json")) {
-    return load_hf_model(fs::path(path).parent_path().string());
+    return load_hf_model(fs::path(path).parent_path().string(), parts);
   }
-  if (is_gguf_file(path)) return load_gguf_model(path);
+  if (is_gguf_file(path)) return load_gguf_model(path, parts);
   if (is_hdf5_file(path)) throw input_error(path, "is an HDF5 file (a KVScope trace?), not a model");
   try {
-    return load_llama2c_model(path);
+    return load_llama2c_model(path, parts);
   } catch (const InputError&) {
     // A tokenizer given as the model is the likely slip: say so.
     auto opens_as = [&](auto load) {
@@ -119,7 +121,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const Model& model, const std::string&
   bool own_folder =
       false;  // the HF folder's own tokenizer may cover fewer ids than padded embeddings
   if (!tokenizer_path.empty()) {
-    tok = open_tokenizer_file(tokenizer_path);
+    tok = load_tokenizer_file(tokenizer_path);
   } else if (model.format == "gguf") {
     source = model.path;
     tok = load_gguf_tokenizer(model.path);

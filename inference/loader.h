@@ -10,8 +10,14 @@
 namespace kvs {
 
 // Loads a model from a llama2.c .bin, a GGUF file, or a Hugging Face folder. Quantized weights are
-// dequantized to fp32. Throws InputError ("<path>: <problem>") on bad input.
-Model load_model(const std::string& path);
+// dequantized to fp32. Throws InputError ("<path>: <problem>") on bad input. ConfigOnly: the same
+// checks of the file and its configuration, no weights read (ModelParts).
+Model load_model(const std::string& path, ModelParts parts = ModelParts::All);
+
+// A tokenizer file alone, by its format: tokenizer.json (or a folder holding one), a
+// SentencePiece .model, a GGUF file's metadata (a vocab-only GGUF included), else a llama2.c
+// tokenizer.bin. Throws InputError naming the file.
+std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path);
 
 // Loads the tokenizer for a model: `tokenizer_path` when given (llama2.c tokenizer.bin,
 // tokenizer.json or a SentencePiece .model), else the GGUF metadata, the HF folder's

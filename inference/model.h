@@ -129,6 +129,11 @@ struct ModelWeights {
   PackedMatrix classifier;           // [vocab_size, dim]; empty when tied to token_embedding
 };
 
+// What a loader reads: the whole model, or its configuration alone (ModelWeights left empty),
+// checked as for a whole load: what a tokenizer and the chat format need (`kvscope tokenize`),
+// without the time and memory the weights take.
+enum class ModelParts { All, ConfigOnly };
+
 struct Model {
   ModelConfig config;
   ModelWeights weights;
