@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
     if (cmd == "heads") return kvs::cmd_heads(rest);
     if (cmd == "rerun") return kvs::cmd_rerun(rest);
     if (cmd == "compare") return kvs::cmd_compare(rest);
+    if (cmd == "tokenize") return kvs::cmd_tokenize(rest);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       if (rest.empty() || rest[0] == "help") {
         std::fputs(kvs::usage_summary(), stdout);

@@ -2,9 +2,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "analysis/policy.h"
 #include "app/cli/args.h"
@@ -17,25 +14,6 @@
 #include "inference/errors.h"
 
 namespace kvs {
-
-namespace {
-
-std::string read_prompt_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw input_error(path, "is a directory, not a prompt file");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw input_error(path, "cannot read prompt file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  std::string text = ss.str();
-  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);  // a UTF-8 byte-order mark (Windows editors) is no text
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  if (text.empty()) throw input_error(path, "prompt file is empty");
-  require_prompt_text(text, path, "prompt file ");
-  return text;
-}
-
-}  // namespace
 
 int cmd_record(const ArgList& argv) {
   Args a(argv,

@@ -15,5 +15,6 @@ int cmd_layers(const ArgList& args);
 int cmd_heads(const ArgList& args);
 int cmd_rerun(const ArgList& args);
 int cmd_compare(const ArgList& args);
+int cmd_tokenize(const ArgList& args);
 
 }  // namespace kvs

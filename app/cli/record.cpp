@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "analysis/kvzip_scores.h"
 #include "analysis/live_run.h"
@@ -47,6 +49,21 @@ void fit_positions(RunData& run, int requested_T) {
 void require_prompt_text(const std::string& text, const std::string& name, const std::string& what) {
   if (text.find('\0') != std::string::npos) throw input_error(name, what + "contains a NUL byte (not text)");
   if (escape_invalid_utf8(text) != text) throw input_error(name, what + "is not valid UTF-8 text");
+}
+
+std::string read_prompt_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw input_error(path, "is a directory, not a " + what);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw input_error(path, "cannot read " + what);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  std::string text = ss.str();
+  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);  // a UTF-8 byte-order mark (Windows editors) is no text
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (text.empty()) throw input_error(path, what + " is empty");
+  require_prompt_text(text, path, what + " ");
+  return text;
 }
 
 RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {

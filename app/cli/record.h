@@ -74,6 +74,11 @@ std::string timing_summary(const RecordResult& result);
 // and a prompt file's as it is read (its path, "prompt file ").
 void require_prompt_text(const std::string& text, const std::string& name, const std::string& what);
 
+// A prompt file's text as `record --prompt-file` takes it: without a UTF-8 byte-order mark and
+// the line breaks at its end. Throws InputError naming the file when it cannot be read, is empty
+// then, or is not text (`what`: "prompt file", "text file").
+std::string read_prompt_file(const std::string& path, const std::string& what = "prompt file");
+
 // Throws InputError on bad input. On cancellation the trace holds the steps done so far, or,
 // cancelled before the first recorded step, none is written (out_path empty).
 RecordResult record_trace(const RecordRequest& request, const RecordCallbacks& callbacks = {});

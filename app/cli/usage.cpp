@@ -18,6 +18,8 @@ const char* usage_summary() {
          "       kvscope rerun trace.h5 --policy SPEC [--policy ...] --budget N [--mode forced|free]\n"
          "                     [--device cpu|cuda|auto]\n"
          "       kvscope compare A.h5 B.h5 [--tol T] [--json]\n"
+         "       kvscope tokenize (MODEL [--tokenizer PATH] | --tokenizer PATH) (--text TEXT | --text-file F)\n"
+         "                        [--chat] [--no-bos] [--json]\n"
          "Every flag of a command: kvscope help COMMAND (or kvscope COMMAND --help).\n";
 }
 
@@ -138,6 +140,28 @@ const char* command_help(const std::string& command) {
        "  --gpu-dtype auto|fp16|bf16|fp32  the GPU's weights and KV cache (default auto, as for record)\n"
        "  --json             run summaries as JSON\n"
        "Ctrl-C stops at the next layer or step and leaves the trace as it was.\n"},
+      {"tokenize",
+       "usage: kvscope tokenize (MODEL [--tokenizer PATH] | --tokenizer PATH) (--text TEXT | --text-file F)\n"
+       "                        [flags]\n"
+       "A text's tokens, one line each: position, id and text (quoted, with \\n, \\t, \\xNN escapes;\n"
+       "unquoted: a special token, e.g. <s>, which decodes to no text), then their count. With a model,\n"
+       "the tokens a recording of that prompt starts with (the trace's /tokens/ids): the tokenizer\n"
+       "record chooses, BOS where it adds one, the same chat format; its weights are not read.\n"
+       "  MODEL              llama2.c .bin, GGUF, or a Hugging Face folder\n"
+       "  --tokenizer PATH   with MODEL: as for record; alone: that tokenizer file only (tokenizer.json\n"
+       "                     or a folder holding one, a SentencePiece .model, a GGUF file, a vocab-only\n"
+       "                     one included, or a llama2.c tokenizer.bin)\n"
+       "  --text TEXT | --text-file F\n"
+       "                     the text, or a UTF-8 file holding it (read as record reads a prompt file:\n"
+       "                     its byte-order mark and line breaks at the end are not part of it);\n"
+       "                     --text again for more texts, each encoded on its own, in turn\n"
+       "  --chat             wrap the text in the chat format (the model's; a tokenizer alone: its\n"
+       "                     GGUF's chat template, or tokenizer_config.json beside tokenizer.json)\n"
+       "  --no-bos           leave out the BOS the tokenizer adds (record always adds it)\n"
+       "  --json             one JSON object a text, each on one line: tokenizer (its kind), vocab_size,\n"
+       "                     bos_added, chat (the family, or null), text (as encoded, chat format\n"
+       "                     included), n_tokens, ids, pieces (each token's text as a trace's\n"
+       "                     /tokens/text holds it) and special (true for a special token)\n"},
   };
   const auto it = kHelp.find(command);
   return it == kHelp.end() ? nullptr : it->second;

@@ -11,7 +11,8 @@
 namespace kvs::cli_test {
 namespace {
 
-const char* const kCommands[] = {"gui", "record", "info", "simulate", "layers", "heads", "rerun", "compare"};
+const char* const kCommands[] = {"gui",   "record", "info",    "simulate", "layers",
+                                 "heads", "rerun",  "compare", "tokenize"};
 
 std::set<std::string> flags_in(const std::string& text) {
   std::set<std::string> flags;

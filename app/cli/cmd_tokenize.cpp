@@ -1,0 +1,144 @@
+// `kvscope tokenize`: a text's tokens as `record` would feed them (the model's tokenizer, BOS where
+// it adds one, --chat's format), or as a tokenizer file alone encodes it, without the weights.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "analysis/json_writer.h"
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "app/cli/printable.h"
+#include "app/cli/record.h"
+#include "inference/bpe_merge.h"
+#include "inference/chat_template.h"
+#include "inference/errors.h"
+#include "inference/loader.h"
+
+namespace kvs {
+
+namespace {
+
+// A special token (BOS, "<|im_start|>", ...) decodes to nothing; every other token to its bytes.
+bool is_special(const Tokenizer& tok, int id) { return tok.decode_piece(id, id).empty(); }
+
+// A token's bytes as a quoted C-style string a terminal shows whole: '"', '\' and control bytes
+// escaped ("\n", "\t", "\r", else "\xNN"), and so are bytes that are not UTF-8 (half a character
+// split across byte tokens).
+std::string quoted(const std::string& bytes) {
+  std::string slashed;  // backslashes doubled first: escape_invalid_utf8's "\xNN" are escapes
+  for (char c : bytes) slashed += c == '\\' ? std::string("\\\\") : std::string(1, c);
+  std::string out = "\"";
+  char hex[8];
+  for (char c : escape_invalid_utf8(slashed)) {
+    if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if ((unsigned char)c < 0x20 || c == 0x7f) {
+      std::snprintf(hex, sizeof hex, "\\x%02X", (unsigned char)c);
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// The chat family for --chat with a tokenizer file alone: a GGUF file's chat template, or the
+// tokenizer_config.json of the Hugging Face folder the tokenizer is (or is in).
+std::string chat_family_of_tokenizer(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec) && std::filesystem::path(path).extension() == ".json")
+    return chat_family_for_path(std::filesystem::path(path).parent_path().string());
+  return chat_family_for_path(path);
+}
+
+std::string json_list(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ',';
+    out += json_quote(items[i]);
+  }
+  return out + "]";
+}
+
+// One text's tokens: a JSON object on one line, or a line per token and the count.
+void print_tokens(const Tokenizer& tok, const std::string& text, const std::vector<int>& ids, bool bos,
+                  const std::string& family, bool json) {
+  if (json) {
+    std::vector<std::string> pieces;
+    std::string special = "[";
+    for (size_t i = 0; i < ids.size(); ++i) {
+      pieces.push_back(tok.token_text(ids[i]));
+      if (i) special += ',';
+      special += is_special(tok, ids[i]) ? "true" : "false";
+    }
+    JsonObject o;
+    o.add("tokenizer", tok.kind()).add("vocab_size", tok.vocab_size()).add_bool("bos_added", bos);
+    if (family.empty()) o.add_null("chat");
+    else o.add("chat", family);
+    o.add("text", text).add("n_tokens", static_cast<int>(ids.size())).add("ids", ids)
+        .add_raw("pieces", json_list(pieces)).add_raw("special", special + "]");
+    std::printf("%s\n", o.str().c_str());
+    return;
+  }
+  const int pos_width = static_cast<int>(std::to_string(ids.empty() ? 0 : ids.size() - 1).size());
+  const int id_width = static_cast<int>(std::to_string(tok.vocab_size()).size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int id = ids[i];
+    const std::string shown = is_special(tok, id) ? printable(tok.token_text(id)) : quoted(tok.decode_piece(id, id));
+    std::printf("%*zu  %*d  %s\n", pos_width, i, id_width, id, shown.c_str());
+  }
+  std::printf("%zu token%s (%s, %d in its vocabulary%s%s%s)\n", ids.size(), ids.size() == 1 ? "" : "s",
+              tok.kind().c_str(), tok.vocab_size(), bos ? ", BOS added" : "", family.empty() ? "" : ", chat format ",
+              family.c_str());
+}
+
+}  // namespace
+
+int cmd_tokenize(const ArgList& argv) {
+  Args a(argv, {"--tokenizer", "--text", "--text-file"}, {"--chat", "--no-bos", "--json"}, {"--text"});
+  if (a.positional().size() > 1)
+    throw input_error(a.positional()[1], "unexpected argument (tokenize takes one model)");
+  for (const char* flag : {"--tokenizer", "--text-file"})
+    if (a.has(flag) && a.str(flag).empty()) throw input_error(flag, "is empty");
+  if (a.positional().empty() && !a.has("--tokenizer"))
+    throw input_error("tokenize", "expects a model path or --tokenizer PATH");
+  if (a.has("--text") == a.has("--text-file"))
+    throw input_error("--text", "give --text TEXT (once or more) or --text-file F");
+  // The texts first, as record checks its prompt before it loads the model.
+  std::vector<std::string> texts;
+  if (a.has("--text-file")) {
+    texts.push_back(read_prompt_file(a.str("--text-file"), "text file"));
+  } else {
+    texts = a.all("--text");
+    for (const std::string& text : texts) {
+      if (text.empty()) throw input_error("--text", "is empty");
+      require_prompt_text(text, "--text", "");
+    }
+  }
+
+  std::unique_ptr<Tokenizer> tok;
+  std::string family, source;
+  if (!a.positional().empty()) {  // what record would use: the model's tokenizer, or --tokenizer checked against it
+    source = a.positional()[0];
+    const Model model = load_model(source, ModelParts::ConfigOnly);
+    tok = load_tokenizer(model, a.str("--tokenizer"));
+    if (a.has("--chat")) family = chat_family_for_model(model);
+  } else {
+    source = a.str("--tokenizer");
+    tok = load_tokenizer_file(source);
+    if (a.has("--chat")) family = chat_family_of_tokenizer(source);
+  }
+  if (a.has("--chat") && family.empty())
+    throw input_error("--chat", source + " has no chat format (a base model, or no chat template in or beside it)");
+  const bool bos = tok->add_bos() && !a.has("--no-bos");
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (i && !a.has("--json")) std::printf("\n");
+    const std::string text = format_chat(family, texts[i]);  // unchanged without --chat
+    print_tokens(*tok, text, tok->encode(text, bos), bos, family, a.has("--json"));
+  }
+  return 0;
+}
+
+}  // namespace kvs
