@@ -23,6 +23,9 @@ namespace {
 // Cells past a row's query position: no attention can fall there.
 const ImU32 kFutureColor = IM_COL32(38, 38, 44, 255);
 
+// A panel shorter than this (its content, controls included) is short: the settings fold.
+constexpr float kShortPanel = 330.0f;
+
 // The tint of keys a run holds but does not attend (OmniKV's sparse layers), `share` of them
 // (0..1): a white haze, which no colormap's low end resembles (a violet one read as low attention
 // on viridis).
@@ -55,10 +58,13 @@ class AttentionView : public View {
       image_key_.clear();
       if (app.trace->n_steps() == 0) decode_ = false;
     }
-    controls(app);
+    // A short panel (the tiled layout at 1280x720 and 1600x1000) keeps what is above the map
+    // short: the display settings in a popup, one line over the map.
+    const bool short_panel = ImGui::GetContentRegionAvail().y < kShortPanel;
+    controls(app, short_panel);
     request_data(app);
     rebuild_textures(app);
-    draw_image(app);
+    draw_image(app, short_panel);
   }
 
   CsvTable csv(const AppState& app) const override {
@@ -103,8 +109,9 @@ class AttentionView : public View {
 
  private:
   // One row, continued on the next where the panel is narrow (at 1024x768 the colormap, the run
-  // overlay and "reset view" were cut off past the panel's edge, out of reach).
-  void controls(AppState& app) {
+  // overlay and "reset view" were cut off past the panel's edge, out of reach); in a short panel
+  // the log scale, the colormap and "reset view" in the popup of a "display" button after them.
+  void controls(AppState& app, bool short_panel) {
     const TraceSnapshot& t = *app.trace;
     ImGui::Text("layer %d head %d", app.layer, app.head);
     same_line_if_fits(radio_width("prefill"));
@@ -113,13 +120,7 @@ class AttentionView : public View {
     same_line_if_fits(radio_width("decode steps"));
     ImGui::RadioButton("decode steps", &mode, 1);
     decode_ = mode == 1 && t.n_steps() > 0;
-    same_line_if_fits(radio_width("log"));
-    ImGui::Checkbox("log", &log_);
-    same_line_if_fits(90);
-    int cm = (int)cmap_;
-    ImGui::SetNextItemWidth(90);
-    ImGui::Combo("##cmap", &cm, "viridis\0magma\0");
-    cmap_ = (Colormap)cm;
+    if (!short_panel) display_settings(true);
     if (!t.runs.empty()) {
       // As wide as the chosen run's name (omnikv_filters0-3-12_b48 was cut at 150 px), within the panel.
       const float name_w = ImGui::CalcTextSize(overlay_run_.empty() ? "(none)" : overlay_run_.c_str()).x;
@@ -144,8 +145,30 @@ class AttentionView : public View {
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("Note: %s", caveat.c_str());
       }
     }
-    same_line_if_fits(button_width("reset view", true));
-    if (ImGui::SmallButton("reset view")) zoom_ = 1.0f, pan_ = ImVec2(0, 0);
+    if (!short_panel) {
+      same_line_if_fits(button_width("reset view", true));
+      if (ImGui::SmallButton("reset view")) zoom_ = 1.0f, pan_ = ImVec2(0, 0);
+      return;
+    }
+    same_line_if_fits(button_width("display", true));
+    if (ImGui::SmallButton("display")) ImGui::OpenPopup("display");
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("log scale, colormap, reset zoom");
+    if (ImGui::BeginPopup("display")) {
+      display_settings(false);
+      if (ImGui::SmallButton("reset view")) zoom_ = 1.0f, pan_ = ImVec2(0, 0);
+      ImGui::EndPopup();
+    }
+  }
+
+  // The log scale and the colormap, continuing the row of the items before them or starting one.
+  void display_settings(bool after_items) {
+    if (after_items) same_line_if_fits(radio_width("log"));
+    ImGui::Checkbox("log", &log_);
+    same_line_if_fits(90);
+    int cm = (int)cmap_;
+    ImGui::SetNextItemWidth(90);
+    ImGui::Combo("##cmap", &cm, "viridis\0magma\0");
+    cmap_ = (Colormap)cm;
   }
 
   void request_data(AppState& app) {
@@ -334,7 +357,7 @@ class AttentionView : public View {
            std::to_string(prefill_.block);
   }
 
-  void draw_image(AppState& app) {
+  void draw_image(AppState& app, bool short_panel) {
     const bool ready = decode_ ? stack_.layer == app.layer : prefill_key_ == std::make_pair(app.layer, app.head);
     if (!ready || !image_.valid()) {
       if (!decode_ && prefill_key_ == std::make_pair(app.layer, app.head) && prefill_.data.empty())
@@ -353,10 +376,15 @@ class AttentionView : public View {
     else if (prefill_.full) std::snprintf(what, sizeof what, "prefill map");
     else if (block > 1) std::snprintf(what, sizeof what, "prefill map pooled in %d x %d blocks (full map not stored)", block, block);
     else std::snprintf(what, sizeof what, "prefill last-window rows (full map not stored)");
-    // A short panel (the tiled layout at 1280x720) keeps the lines above the map to the shape and
-    // the colour bar: the axes' meaning is in their titles, the mouse's uses in F1's help.
-    const bool short_panel = ImGui::GetContentRegionAvail().y < 260.0f;
-    ImGui::TextDisabled("%s: %d x %d", what, rows, cols);
+    // A short panel keeps one line above the map: the shape, the colour bar and the notes in
+    // short, each whole in its hover; the axes' meaning is in their titles, the mouse's uses in
+    // F1's help.
+    if (short_panel) {
+      ImGui::TextDisabled("%d x %d", rows, cols);
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s: %d x %d", what, rows, cols);
+    } else {
+      ImGui::TextDisabled("%s: %d x %d", what, rows, cols);
+    }
     if (!short_panel) {
       // The axes' meaning where the line has room (the map's axis titles say it too).
       const std::string axes = std::string("(x: key position, y: ") + (decode_ ? "decode step)" : "query position)");
@@ -382,7 +410,8 @@ class AttentionView : public View {
           ImGui::CalcTextSize(lo).x + ImGui::CalcTextSize(hi).x + 120 + 4 * ImGui::GetStyle().ItemSpacing.x, 16);
     color_bar(cmap_, lo, hi, 120);
     if (image_zero_share_ > 0.5f) {  // a map that reads flat is one of zeros, not of a scale that hides them
-      const std::string zeros = std::to_string((int)std::lround(100 * image_zero_share_)) + "% of the cells are 0";
+      const std::string zeros = std::to_string((int)std::lround(100 * image_zero_share_)) +
+                                (short_panel ? "% zeros" : "% of the cells are 0");
       same_line_if_fits(ImGui::CalcTextSize(zeros.c_str()).x, 16);
       ImGui::TextDisabled("%s", zeros.c_str());
       if (ImGui::IsItemHovered())
@@ -394,17 +423,23 @@ class AttentionView : public View {
     }
     if (!overlay_tex_key_.empty() || !fate_tex_key_.empty()) {
       const std::string red = "red tint: evicted by " + overlay_run_ + (decode_ ? "" : " when decoding began");
-      same_line_if_fits(ImGui::CalcTextSize(red.c_str()).x, 20);
-      ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "%s", red.c_str());
+      const std::string shown = short_panel ? "red: evicted" : red;
+      same_line_if_fits(ImGui::CalcTextSize(shown.c_str()).x, short_panel ? 12 : 20);
+      ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "%s", shown.c_str());
+      if (short_panel && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", red.c_str());
       // Only where the run has inactive keys here (OmniKV's sparse layers): said where it applies.
       if (tints_inactive_) {
-        same_line_if_fits(ImGui::CalcTextSize("white haze: inactive").x);
-        ImGui::TextColored(ImVec4(0.9f, 0.9f, 0.9f, 1.0f), "white haze: inactive");
+        const char* haze = short_panel ? "haze: inactive" : "white haze: inactive";
+        same_line_if_fits(ImGui::CalcTextSize(haze).x);
+        ImGui::TextColored(ImVec4(0.9f, 0.9f, 0.9f, 1.0f), "%s", haze);
       }
     }
     // The map, with tick labels left (rows) and below (key positions) and the axes' titles.
     const float text_h = ImGui::GetTextLineHeight();
-    const float left = ImGui::CalcTextSize("00000").x + 8, bottom = 2 * text_h + 8;
+    // Below the map: the tick labels and, on a line of their own, the axes' titles; in a short
+    // panel one line holds both (draw_axes).
+    const float left = ImGui::CalcTextSize("00000").x + 8;
+    const float bottom = short_panel ? text_h + 6 : 2 * text_h + 8;
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const ImVec2 p(origin.x + left, origin.y);
@@ -466,7 +501,7 @@ class AttentionView : public View {
       dl->AddRect(ImVec2(p.x, y0), ImVec2(q.x, std::max(y1, y0 + 1)), IM_COL32(255, 255, 255, 180));
       dl->PopClipRect();
     }
-    draw_axes(dl, p, size, uv0, uv1, rows, cols, block);
+    draw_axes(dl, p, size, uv0, uv1, rows, cols, block, short_panel);
     if (!hovered) return;
     const ImVec2 m = mouse_pixel_center();  // the texel that pixel shows
     const float u = uv0.x + (m.x - p.x) / size.x / zoom_, v = uv0.y + (m.y - p.y) / size.y / zoom_;
@@ -512,12 +547,18 @@ class AttentionView : public View {
   }
 
   // Tick labels of the visible window [uv0, uv1] of a rows x cols image of block x block cells:
-  // key positions below, decode steps (or query positions) on the left, and the axes' titles.
-  void draw_axes(ImDrawList* dl, ImVec2 p, ImVec2 size, ImVec2 uv0, ImVec2 uv1, int rows, int cols, int block) const {
+  // key positions below, decode steps (or query positions) on the left, and the axes' titles on
+  // the line below them, or, on `one_line`, beside them: the key axis's at the right end of its
+  // labels, the rows' in short under theirs.
+  void draw_axes(ImDrawList* dl, ImVec2 p, ImVec2 size, ImVec2 uv0, ImVec2 uv1, int rows, int cols, int block,
+                 bool one_line) const {
     const ImU32 tick = IM_COL32(150, 150, 150, 255), label = IM_COL32(185, 185, 185, 255);
     const float text_h = ImGui::GetTextLineHeight();
     const double xn = (double)cols * block, yn = (double)rows * block;  // positions the image spans
     const int first_row = decode_ ? 0 : prefill_.first_query;          // position of row 0
+    const char* x_title = "key position";
+    const float x_title_w = ImGui::CalcTextSize(x_title).x;
+    const float labels_end = one_line ? p.x + size.x - x_title_w - 8 : p.x + size.x;  // where tick labels stop
     char buf[32];
     // Key positions: a tick at the middle of the position's cell.
     for (int k : axis_ticks(uv0.x * xn, uv1.x * xn - 1, std::max((int)(size.x / 70), 2))) {
@@ -525,7 +566,8 @@ class AttentionView : public View {
       dl->AddLine(ImVec2(x, p.y + size.y), ImVec2(x, p.y + size.y + 4), tick);
       std::snprintf(buf, sizeof buf, "%d", k);
       const float w = ImGui::CalcTextSize(buf).x;
-      dl->AddText(ImVec2(std::clamp(x - w / 2, p.x - 4, p.x + size.x - w), p.y + size.y + 4), label, buf);
+      const float at = std::clamp(x - w / 2, p.x - 4, p.x + size.x - w);
+      if (at + w <= labels_end) dl->AddText(ImVec2(at, p.y + size.y + 4), label, buf);
     }
     for (int r : axis_ticks(uv0.y * yn, uv1.y * yn - 1, std::max((int)(size.y / (text_h * 2.5f)), 2))) {
       const float y = p.y + (float)(((r + 0.5) / yn - uv0.y) * zoom_ * size.y);
@@ -534,11 +576,17 @@ class AttentionView : public View {
       const ImVec2 ts = ImGui::CalcTextSize(buf);
       dl->AddText(ImVec2(p.x - 6 - ts.x, std::clamp(y - ts.y / 2, p.y, p.y + size.y - ts.y)), label, buf);
     }
-    const char* x_title = "key position";
+    const float left = p.x - ImGui::CalcTextSize("00000").x - 8;  // the panel's edge
+    if (one_line) {
+      const float ty = p.y + size.y + 4;
+      dl->AddText(ImVec2(p.x + size.x - x_title_w, ty), label, x_title);
+      dl->AddText(ImVec2(left, ty), label, decode_ ? "step" : "query");
+      return;
+    }
     const char* y_title = decode_ ? "rows: decode step" : "rows: query position";
     const float ty = p.y + size.y + text_h + 6;
-    dl->AddText(ImVec2(p.x + (size.x - ImGui::CalcTextSize(x_title).x) / 2, ty), label, x_title);
-    dl->AddText(ImVec2(p.x - ImGui::CalcTextSize("00000").x - 8, ty), label, y_title);
+    dl->AddText(ImVec2(p.x + (size.x - x_title_w) / 2, ty), label, x_title);
+    dl->AddText(ImVec2(left, ty), label, y_title);
   }
 
   void fate_tooltip(int col) const {

@@ -42,11 +42,13 @@ std::pair<float, float> value_range(const HeadGrid& g) {
   return {lo, hi};
 }
 
-// Width of the statistic combo and, in a column beside the grid, of every control; the gap
-// between the grid and that column. Stacked above the grid: the tau slider's and the colour
-// scale's widths, the gap between the scale and the counts.
+// Width of the statistic combo and, in a column beside the grid, of every control (their labels
+// inside them or in their hovers); the gap between the grid and that column. Stacked above the
+// grid: the tau slider's and the colour scale's widths, the gap between the scale and the counts,
+// and the least room beside the scale for them (narrower, they go below it: wrapped in a narrow
+// strip they took nine lines at 1024x768 and pushed the grid out of the panel).
 constexpr float kControlsWidth = 150.0f, kColumnGap = 12.0f;
-constexpr float kTauWidth = 140.0f, kScaleWidth = 160.0f, kCountsGap = 12.0f;
+constexpr float kTauWidth = 140.0f, kScaleWidth = 160.0f, kCountsGap = 12.0f, kCountsMinWidth = 200.0f;
 
 // The width of a framed item `width` wide with its label on its right.
 float labelled_width(float width, const char* label) {
@@ -76,7 +78,7 @@ class HeadsView : public View {
     stat_ = std::clamp(stat_, 0, (int)grids_.size() - 1);
     const HeadGrid& g = grids_[stat_];
     const float label_w = std::max(28.0f, ImGui::CalcTextSize("layer").x + 6), header_h = 2 * ImGui::GetTextLineHeight() + 4;
-    const float controls_w = kColumnGap + labelled_width(kControlsWidth, "statistic");
+    const float controls_w = kColumnGap + column_width(g);
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     // The controls' height stacked above the grid: as measured when last drawn so at this width,
     // else as estimated.
@@ -190,24 +192,28 @@ class HeadsView : public View {
   }
 
   // The statistic, its tau, the retrieval button, the colour scale with the counts and the
-  // statistic's description. In a column (beside the grid) each takes its own row.
+  // statistic's description. In a column (beside the grid) each takes its own row, column_width
+  // wide: the combo's label in its hover, tau's in the slider.
   void draw_controls(AppState& app, const HeadGrid& g, bool column) {
-    ImGui::SetNextItemWidth(kControlsWidth);
-    if (ImGui::BeginCombo("statistic", g.name.c_str())) {
+    ImGui::SetNextItemWidth(column ? column_width(g) : kControlsWidth);
+    if (ImGui::BeginCombo(column ? "##statistic" : "statistic", g.name.c_str())) {
       for (int i = 0; i < (int)grids_.size(); ++i)
         if (ImGui::Selectable(grids_[i].name.c_str(), i == stat_)) stat_ = i;
       ImGui::EndCombo();
     }
     const std::string description = head_stat_description(g.name);
-    if (!description.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", description.c_str());
+    if (ImGui::IsItemHovered() && (column || !description.empty()))
+      ImGui::SetTooltip("%s%s", column ? "statistic: " : "",
+                        description.empty() ? g.name.c_str() : description.c_str());
     const auto [lo, hi] = value_range(g);
     const std::string unit = head_stat_unit(g.name);
     float& tau = tau_for(g);
-    if (!column) ImGui::SameLine();
-    ImGui::SetNextItemWidth(column ? kControlsWidth : kTauWidth);
+    if (!column) same_line_if_fits(labelled_width(kTauWidth, "tau"));
+    ImGui::SetNextItemWidth(column ? column_width(g) : kTauWidth);
     // tau lives on [0, 1] for alpha and scores; other statistics (entropy in nats) get their range.
     // Each statistic keeps its own (one shared 0.5 outlined nearly every head on entropy).
-    ImGui::SliderFloat("tau", &tau, std::min(0.0f, lo), std::max(1.0f, hi), unit.empty() ? "%.3g" : ("%.3g " + unit).c_str());
+    const std::string format = std::string(column ? "tau " : "") + (unit.empty() ? "%.3g" : "%.3g " + unit);
+    ImGui::SliderFloat(column ? "##tau" : "tau", &tau, std::min(0.0f, lo), std::max(1.0f, hi), format.c_str());
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip("Heads at or above tau are marked red (outlined, or in small cells a bar on their left);\n"
                         "each statistic has its own (default %.3g).",
@@ -215,17 +221,31 @@ class HeadsView : public View {
     retrieval_button(app, column);  // after the slider: the row's last item may run past a narrow window
     const auto [lo_s, hi_s] = scale_labels(g);
     const float spacing = ImGui::GetStyle().ItemSpacing.x;
-    const float bar_w = column ? kControlsWidth - ImGui::CalcTextSize(lo_s.c_str()).x - ImGui::CalcTextSize(hi_s.c_str()).x - 2 * spacing
+    const float bar_w = column ? column_width(g) - ImGui::CalcTextSize(lo_s.c_str()).x -
+                                     ImGui::CalcTextSize(hi_s.c_str()).x - 2 * spacing
                                : kScaleWidth;
     color_bar(Colormap::kViridis, lo_s.c_str(), hi_s.c_str(), std::max(bar_w, 40.0f));
-    if (!column) ImGui::SameLine(0, kCountsGap);  // the counts beside the scale, wrapped rather than cut at the window's edge
+    // The counts beside the scale, wrapped rather than cut at the window's edge, or below it where
+    // the room beside is narrow.
+    if (!column) same_line_if_fits(kCountsMinWidth, kCountsGap);
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    ImGui::TextWrapped("%s", counts_text(g, tau).c_str());
-    // The description (also the statistic's tooltip) only where the grid still fits below it: in a
-    // short panel the cells come first.
+    const std::string counts = counts_text(g, tau);
+    const float wrap_w = ImGui::GetContentRegionAvail().x;
+    if (column && ImGui::CalcTextSize(counts.c_str(), nullptr, false, wrap_w).y > ImGui::GetContentRegionAvail().y) {
+      // A column shorter than the counts wrapped: how many heads are marked, the whole in its hover.
+      ImGui::Text("%d of %d heads >= tau", heads_at_or_above(g, tau), (int)g.v.size());
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", counts.c_str());
+    } else {
+      ImGui::TextWrapped("%s", counts.c_str());
+    }
+    // The description (also the statistic's tooltip) only where the grid still fits below it, or
+    // in a column where the panel holds it whole: in a short panel the cells come first.
     const float text_h = ImGui::GetTextLineHeightWithSpacing();
     const float grid_min_h = column ? 0.0f : 3 * text_h + kMinCellBelow * g.rows;
-    if (!description.empty() && ImGui::GetContentRegionAvail().y >= grid_min_h + 2 * text_h)
+    const float description_h = column ? ImGui::CalcTextSize(description.c_str(), nullptr, false,
+                                                             ImGui::GetContentRegionAvail().x).y
+                                       : text_h;
+    if (!description.empty() && ImGui::GetContentRegionAvail().y >= grid_min_h + description_h + text_h)
       ImGui::TextWrapped("%s", description.c_str());
     ImGui::PopStyleColor();
   }
@@ -238,25 +258,32 @@ class HeadsView : public View {
     const float text_h = ImGui::GetTextLineHeight();
     float h = ImGui::GetFrameHeightWithSpacing();
     const float row = labelled_width(kControlsWidth, "statistic") + style.ItemSpacing.x + labelled_width(kTauWidth, "tau");
+    if (row > avail_w) h += ImGui::GetFrameHeightWithSpacing();  // tau on a row of its own
     if (!has_retrieval_scores() && row + style.ItemSpacing.x + button_width("score retrieval heads", true) > avail_w)
       h += text_h + style.ItemSpacing.y;
     const auto [lo_s, hi_s] = scale_labels(g);
     const float scale_w = ImGui::CalcTextSize(lo_s.c_str()).x + kScaleWidth + ImGui::CalcTextSize(hi_s.c_str()).x +
                           2 * style.ItemSpacing.x + kCountsGap;
-    const float counts_h = ImGui::CalcTextSize(counts_text(g, tau_for(g)).c_str(), nullptr, false, std::max(avail_w - scale_w, 1.0f)).y;
-    return h + std::max(text_h, counts_h) + style.ItemSpacing.y;
+    const bool counts_below = avail_w - scale_w < kCountsMinWidth;
+    const float counts_h = ImGui::CalcTextSize(counts_text(g, tau_for(g)).c_str(), nullptr, false,
+                                               std::max(counts_below ? avail_w : avail_w - scale_w, 1.0f)).y;
+    const float counts_rows = counts_below ? text_h + style.ItemSpacing.y + counts_h : std::max(text_h, counts_h);
+    return h + counts_rows + style.ItemSpacing.y;
   }
 
   // How many heads tau splits off, as the line beside the colour scale says it.
   static std::string counts_text(const HeadGrid& g, float tau) {
-    int above = 0;
-    for (float x : g.v) above += x >= tau;
+    const int above = heads_at_or_above(g, tau);
     const bool gate = g.name == "alpha" || g.name == "retrieval_score";  // tau splits retrieval/streaming
     char buf[160];  // the counts; the source (a model's path among them) follows whole
     std::snprintf(buf, sizeof buf, "%d of %d heads >= tau %s, %d below%s. ", above, (int)g.v.size(),
                   gate ? "(retrieval: full cache, marked red)" : "(marked red)", (int)g.v.size() - above,
                   gate ? " (streaming: sinks + recent)" : "");
     return buf + g.source;
+  }
+
+  static int heads_at_or_above(const HeadGrid& g, float tau) {
+    return (int)std::count_if(g.v.begin(), g.v.end(), [tau](float x) { return x >= tau; });
   }
 
   // The ends of the colour scale with the statistic's unit.
@@ -267,6 +294,14 @@ class HeadsView : public View {
     std::snprintf(lo_s, sizeof lo_s, "%.3g%s", lo, unit.empty() ? "" : (" " + unit).c_str());
     std::snprintf(hi_s, sizeof hi_s, "%.3g%s", hi, unit.empty() ? "" : (" " + unit).c_str());
     return {lo_s, hi_s};
+  }
+
+  // The column beside the grid: kControlsWidth, or what the colour scale takes with a bar of
+  // 40 px between its ends' labels (stories260K's "2.86e-06 ... 0.0747" ran 10 px past it).
+  static float column_width(const HeadGrid& g) {
+    const auto [lo_s, hi_s] = scale_labels(g);
+    return std::max(kControlsWidth, ImGui::CalcTextSize(lo_s.c_str()).x + ImGui::CalcTextSize(hi_s.c_str()).x +
+                                        2 * ImGui::GetStyle().ItemSpacing.x + 40.0f);
   }
 
   bool has_retrieval_scores() const {

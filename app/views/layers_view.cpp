@@ -21,8 +21,10 @@ namespace kvs {
 namespace {
 
 // The column beside the matrix (legend, plan), at least 220 px in a short panel where it takes
-// the controls too, and the matrix's room for its layer numbers.
-constexpr float kColumnWidth = 260.0f, kBesideColumnWidth = 220.0f, kMatrixLabel = 22.0f, kGap = 12.0f;
+// the controls too, 170 px where it takes them compact, and the matrix's room for its layer
+// numbers.
+constexpr float kColumnWidth = 260.0f, kBesideColumnWidth = 220.0f, kCompactColumnWidth = 170.0f;
+constexpr float kMatrixLabel = 22.0f, kGap = 12.0f;
 
 class LayersView : public View {
  public:
@@ -47,30 +49,51 @@ class LayersView : public View {
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float frame_h = ImGui::GetFrameHeightWithSpacing(), text_h = ImGui::GetTextLineHeightWithSpacing();
     const float below = matrix_cell(ImVec2(avail.x - kColumnWidth, avail.y - 2 * frame_h - text_h));
-    const float beside = matrix_cell(ImVec2(avail.x - kBesideColumnWidth - kGap, avail.y));
+    // Where the whole column would scroll (the tiled layout at 1280x720: its plan fell below the
+    // panel's edge), the compact one: the results right under the controls, what they and the
+    // colours mean in hovers.
+    const bool compact = avail.y < 4 * frame_h + (float)(1 + column_lines()) * text_h;
+    const float column_w = compact ? kCompactColumnWidth : kBesideColumnWidth;
+    const float beside = matrix_cell(ImVec2(avail.x - column_w - kGap, avail.y));
     // Small when its cells fall under 4 px, or, for a model of few layers (stories260K's 5), when
     // the whole matrix does under 120 px (it was 22 px at 1024x768).
+    // Beside also where that makes the cells a quarter larger or more (the tiled layout at
+    // 1600x1000: 7.3 px rather than 5.2).
     const bool small_below = below < 4.0f || below * (float)n_layers_ < 120.0f;
-    if (small_below && beside > below && beside >= 3.0f) {
+    if ((small_below || beside >= 1.25f * below) && beside > below && beside >= 3.0f) {
       ImGui::BeginGroup();
       draw_matrix(app, std::min(beside, 40.0f));
       ImGui::EndGroup();
       ImGui::SameLine(0, kGap);
       ImGui::BeginGroup();
-      controls();
-      legend();
-      plans();
+      if (compact) {
+        compact_controls();
+        compact_plans();
+        compact_legend();
+      } else {
+        controls();
+        legend();
+        plans();
+      }
       ImGui::EndGroup();
       return;
     }
     controls();
+    const float room = ImGui::GetContentRegionAvail().y;
     ImGui::BeginGroup();
-    draw_matrix(app, std::clamp(matrix_cell(ImVec2(avail.x - kColumnWidth, ImGui::GetContentRegionAvail().y)), 3.0f, 40.0f));
+    draw_matrix(app, std::clamp(matrix_cell(ImVec2(avail.x - kColumnWidth, room)), 3.0f, 40.0f));
     ImGui::EndGroup();
     ImGui::SameLine();
     ImGui::BeginGroup();
-    legend();
-    plans();
+    // The plan first, in short, where the legend and the plans in full would run past the panel's
+    // edge (the tiled layout at 1600x1000 cut the plan's per-filter lines).
+    if (room < (float)column_lines() * text_h) {
+      compact_plans();
+      compact_legend();
+    } else {
+      legend();
+      plans();
+    }
     ImGui::EndGroup();
   }
 
@@ -125,12 +148,86 @@ class LayersView : public View {
     ImGui::TextDisabled("%s", source_.c_str());
   }
 
+  // The controls in three rows of a column kCompactColumnWidth wide, their names inside them
+  // (what they mean in hovers): k and wait, the optimizer's button, the typed choice.
+  void compact_controls() {
+    const int L = n_layers_;
+    const float spacing = ImGui::GetStyle().ItemSpacing.x, half = (kCompactColumnWidth - spacing) / 2;
+    ImGui::SetNextItemWidth(half);
+    if (ImGui::SliderInt("##k", &k_, 1, std::max(L, 1), "filters %d", ImGuiSliderFlags_AlwaysClamp))
+      plan_valid_ = false;
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("filter layers k: the layers that select the keys of the sparse layers after them");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(half);
+    if (ImGui::SliderInt("##wait", &wait_, 0, std::max(L - 1, 0), "wait %d", ImGuiSliderFlags_AlwaysClamp))
+      plan_valid_ = false;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("wait: the first layers, kept dense before any filter");
+    if (ImGui::Button("Choose filter layers")) optimize();
+    ImGui::SetNextItemWidth(kCompactColumnWidth - button_width("Evaluate") - spacing);
+    if (ImGui::InputTextWithHint("##given", "given: 2,8,18", &given_text_, ImGuiInputTextFlags_EnterReturnsTrue))
+      evaluate_given();
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("given: filter layers of your own, evaluated beside the optimizer's");
+    ImGui::SameLine();
+    if (ImGui::Button("Evaluate")) evaluate_given();
+  }
+
+  // Each plan on one line (its layers and retained mass), the rest of it in its hover; a refused
+  // choice's reason elided to the column, whole in its hover.
+  void compact_plans() {
+    if (!plan_valid_) optimize();  // k or wait changed in this frame's controls
+    compact_plan("optimizer", plan_, true);
+    if (!given_error_.empty()) {
+      ImGui::TextColored(kErrorTextColor, "%s", elide(given_error_, ImGui::GetContentRegionAvail().x).c_str());
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", given_error_.c_str());
+    } else if (!given_.filters.empty()) {
+      compact_plan("given", given_, false);
+    }
+  }
+
+  // Two lines: the plan's layers, and the mass they retain.
+  void compact_plan(const char* label, const FilterPlan& p, bool primary) {
+    const float width = ImGui::GetContentRegionAvail().x;
+    char retained[96];
+    std::snprintf(retained, sizeof retained, "retained %.3f over %d layers", p.retained, p.n_sparse);
+    ImGui::BeginGroup();
+    ImGui::TextColored(plan_color(primary), "%s", elide(std::string(label) + " " + layer_list(p), width).c_str());
+    ImGui::TextUnformatted(elide(retained, width).c_str());
+    ImGui::EndGroup();
+    if (!ImGui::IsItemHovered()) return;
+    ImGui::BeginTooltip();
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 35);
+    plan_details(p);
+    ImGui::PopTextWrapPos();
+    ImGui::EndTooltip();
+  }
+
+  // The colour bar; what a cell means, where the similarity comes from and the roles' colours in
+  // its hover.
+  void compact_legend() const {
+    color_bar_of_matrix();
+    if (!ImGui::IsItemHovered()) return;
+    ImGui::BeginTooltip();
+    ImGui::TextUnformatted("row i, column j: the share of layer j's attention held by the keys layer i selects");
+    ImGui::TextDisabled("%s", source_.c_str());
+    role_legend();
+    ImGui::EndTooltip();
+  }
+
   // The optimizer's plan, and the typed choice's (or why it was refused).
   void plans() {
     if (!plan_valid_) optimize();  // k or wait changed in this frame's controls
     show_plan("optimizer", plan_, true);
     if (!given_error_.empty()) ImGui::TextColored(kErrorTextColor, "%s", given_error_.c_str());
     else if (!given_.filters.empty()) show_plan("given", given_, false);
+  }
+
+  // The lines the legend and the plans take in full: the colour bar, what a cell means, the roles'
+  // colours, and per plan its name, layers, mass, loss, a line per filter and a note.
+  int column_lines() const {
+    const int given = given_.filters.empty() ? (given_error_.empty() ? 0 : 2) : 5 + (int)given_.filters.size();
+    return 6 + 5 + k_ + given;
   }
 
   // The cell in pixels of the matrix (a square with its labels) filling a space of `avail`.
@@ -199,17 +296,30 @@ class LayersView : public View {
 
   // What a cell, its colour and the strip under the matrix mean.
   void legend() const {
+    color_bar_of_matrix();
+    // Wrapped at 250 px, or at the window's edge when the column beside the matrix is narrower.
+    ImGui::PushTextWrapPos(std::min(ImGui::GetCursorPosX() + 250, ImGui::GetWindowContentRegionMax().x));
+    ImGui::TextDisabled("row i, column j: the share of layer j's attention held by the keys layer i selects");
+    ImGui::PopTextWrapPos();
+    role_legend();
+    ImGui::Spacing();
+  }
+
+  // The matrix's colour bar, from its lowest to its highest similarity (one item, for hovers).
+  void color_bar_of_matrix() const {
     const auto [lo, hi] = std::minmax_element(sim_.begin(), sim_.end());
     char lo_text[32], hi_text[32];
     std::snprintf(lo_text, sizeof lo_text, "%.3g", *lo);
     std::snprintf(hi_text, sizeof hi_text, "%.3g", *hi);
     // 120 px, less where the column is narrower (the high end's label was cut at 1024x768).
     const float labels = ImGui::CalcTextSize(lo_text).x + ImGui::CalcTextSize(hi_text).x + 2 * ImGui::GetStyle().ItemSpacing.x;
+    ImGui::BeginGroup();
     color_bar(Colormap::kMagma, lo_text, hi_text, std::clamp(ImGui::GetContentRegionAvail().x - labels, 40.0f, 120.0f));
-    // Wrapped at 250 px, or at the window's edge when the column beside the matrix is narrower.
-    ImGui::PushTextWrapPos(std::min(ImGui::GetCursorPosX() + 250, ImGui::GetWindowContentRegionMax().x));
-    ImGui::TextDisabled("row i, column j: the share of layer j's attention held by the keys layer i selects");
-    ImGui::PopTextWrapPos();
+    ImGui::EndGroup();
+  }
+
+  // The colours of the strip under the matrix: filter, wait, sparse and dense layers.
+  static void role_legend() {
     const float h = ImGui::GetTextLineHeight();
     for (const LayerRole r : {LayerRole::Filter, LayerRole::Wait, LayerRole::Sparse, LayerRole::Dense}) {
       const char* name = layer_role_name(r);
@@ -222,7 +332,6 @@ class LayersView : public View {
       ImGui::TextUnformatted(name);
       ImGui::EndGroup();
     }
-    ImGui::Spacing();
   }
 
   static ImU32 role_color(LayerRole r) {
@@ -234,14 +343,26 @@ class LayersView : public View {
     }
   }
 
-  void show_plan(const char* label, const FilterPlan& p, bool primary) {
-    ImGui::TextColored(primary ? ImVec4(1, 0.85f, 0.3f, 1) : ImVec4(0.5f, 0.8f, 1, 1), "%s", label);
+  // The optimizer's plan in yellow, a typed choice in blue, as their rows in the matrix.
+  static ImVec4 plan_color(bool primary) { return primary ? ImVec4(1, 0.85f, 0.3f, 1) : ImVec4(0.5f, 0.8f, 1, 1); }
+
+  static std::string layer_list(const FilterPlan& p) {
     std::string layers;
     for (int f : p.filters) {
       if (!layers.empty()) layers += ',';
       layers += std::to_string(f);
     }
-    ImGui::Text("filters %s", layers.c_str());
+    return layers;
+  }
+
+  void show_plan(const char* label, const FilterPlan& p, bool primary) {
+    ImGui::TextColored(plan_color(primary), "%s", label);
+    ImGui::Text("filters %s", layer_list(p).c_str());
+    plan_details(p);
+  }
+
+  // A plan's mass, per filter, and the filters that select for no layer.
+  static void plan_details(const FilterPlan& p) {
     ImGui::Text("retained %.3f over %d sparse layers", p.retained, p.n_sparse);
     ImGui::Text("lost %.3f (mean %.3f per sparse layer)", p.lost, p.n_sparse ? p.lost / p.n_sparse : 0.0);
     for (size_t s = 0; s < p.filters.size(); ++s) {

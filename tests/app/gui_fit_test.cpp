@@ -1,0 +1,100 @@
+// The views that must show whole in their panels of the tiled layout, at the sizes a projector
+// or a laptop gives (1024x768, 1280x720, 1366x768) and the app's first 1600x1000: drawn headless
+// with the app's font and style on the sample traces, the attention map, the head grid and the
+// layer similarity leave nothing to scroll to (the optimizer's plan and the map's axis titles
+// fell below the panel's edge at 1280x720, the head grid's cells at 1024x768).
+#include <gtest/gtest.h>
+
+#ifdef KVSCOPE_GUI
+#include <imgui.h>
+#include <imgui_internal.h>  // ImGuiWindow::ScrollMax
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/gui/app_state.h"
+#include "app/gui/fonts.h"
+#include "app/gui/layout.h"
+#include "app/views/view.h"
+#include "tests/test_paths.h"
+
+namespace kvs {
+namespace {
+
+struct Fit {
+  ImVec2 scroll_max;   // what the view's window has to scroll, in px
+  size_t csv_rows = 0;  // what it shows (0: still loading or empty)
+};
+
+// Draws view `id` in its tiled panel of a display_w x display_h window for a few frames (the
+// data it reads in the background arriving in between) and measures its last frame.
+Fit draw_tiled(AppState& app, View& view, float display_w, float display_h) {
+  ImGuiIO& io = ImGui::GetIO();
+  io.DisplaySize = ImVec2(display_w, display_h);
+  Fit fit;
+  for (int frame = 0; frame < 6; ++frame) {
+    io.DeltaTime = 1.0f / 60;
+    ImGui::NewFrame();
+    const Rect r = tiled_rect(view.id(), work_area(display_w, display_h, ImGui::GetFrameHeight()));
+    ImGui::SetNextWindowPos(ImVec2(r.x, r.y));
+    ImGui::SetNextWindowSize(ImVec2(r.w, r.h));
+    ImGui::Begin(view.title(), nullptr, ImGuiWindowFlags_NoCollapse);
+    view.draw(app);
+    fit.scroll_max = ImGui::GetCurrentWindow()->ScrollMax;
+    ImGui::End();
+    ImGui::EndFrame();
+    for (int i = 0; i < 2; ++i) {  // a job's result can start the next (the similarity after the trace)
+      app.io.wait_idle();
+      app.io.drain();
+      app.engine.wait_idle();
+      app.engine.drain();
+    }
+  }
+  fit.csv_rows = view.csv(app).rows.size();
+  return fit;
+}
+
+class GuiFit : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GuiFit, TiledViewsShowWholeAtProjectorAndLaptopSizes) {
+  const std::string trace = test::source_path("sample_traces/" + GetParam());
+  if (!std::filesystem::exists(trace)) GTEST_SKIP() << "sample trace missing: " << trace;
+  ImGuiContext* context = ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;
+  setup_fonts_and_style();
+  unsigned char* pixels = nullptr;
+  int w = 0, h = 0;
+  ImGui::GetIO().Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);
+  AppState app(true);
+  app.open_trace(trace);
+  app.io.wait_idle();
+  app.io.drain();
+  ASSERT_TRUE(app.trace) << app.status;
+  const std::vector<std::unique_ptr<View>> views = make_views("");
+  for (const auto& [dw, dh] : std::vector<std::pair<float, float>>{{1024, 768}, {1280, 720}, {1366, 768}, {1600, 1000}})
+    for (const auto& view : views) {
+      const std::string id = view->id();
+      if (id != "attention" && id != "heads" && id != "layers") continue;
+      const Fit fit = draw_tiled(app, *view, dw, dh);
+      SCOPED_TRACE(id + " at " + std::to_string((int)dw) + "x" + std::to_string((int)dh));
+      EXPECT_GT(fit.csv_rows, 0u) << "the view showed no data";
+      EXPECT_EQ(fit.scroll_max.y, 0.0f) << "its panel scrolls by " << fit.scroll_max.y << " px";
+      EXPECT_EQ(fit.scroll_max.x, 0.0f) << "its panel scrolls sideways by " << fit.scroll_max.x << " px";
+    }
+  app.io.wait_idle();
+  app.engine.wait_idle();
+  ImGui::DestroyContext(context);
+}
+
+// SmolLM2's 30 layers x 9 heads, and stories260K's 5 x 8 with a longer decode.
+INSTANTIATE_TEST_SUITE_P(SampleTraces, GuiFit, ::testing::Values("smollm2-sink.h5", "stories260K-story.h5"),
+                         [](const auto& info) { return info.param.substr(0, info.param.find('-')); });
+
+}  // namespace
+}  // namespace kvs
+
+#else
+TEST(GuiFit, SkippedWithoutTheDesktopApp) { GTEST_SKIP() << "built without the desktop app"; }
+#endif
