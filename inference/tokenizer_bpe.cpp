@@ -98,11 +98,12 @@ void ByteLevelBpeTokenizer::encode_word(std::string_view word, std::vector<int>&
       out.push_back(id);
       continue;
     }
-    for (const std::string& ch : utf8_chars(sym)) {  // a merge result missing from the vocabulary
-      const int id = token_id(ch);
-      if (id < 0)
-        throw input_error(vocab_.source, "byte symbol \"" + ch + "\" is not in the vocabulary");
-      out.push_back(id);
+    // A merge result missing from the vocabulary: its bytes one by one. A byte whose symbol the
+    // vocabulary lacks is left out, as llama.cpp and HF tokenizers leave it out: StarCoder's has
+    // none for 0xF1 (which leads U+40000-U+7FFFF), SmolLM2's none for 0xF1, 0xF2 and six control
+    // bytes (0x04, 0x06, 0x13, 0x14, 0x16, 0x1D).
+    for (const std::string& ch : utf8_chars(sym)) {
+      if (const int id = token_id(ch); id >= 0) out.push_back(id);
     }
   }
 }

@@ -114,6 +114,23 @@ TEST(ByteLevelBpe, MergesByRank) {
   EXPECT_EQ(tok.kind(), "byte-level-bpe/gpt2");
 }
 
+// A vocabulary without some byte symbols (StarCoder's lacks 0xF1, which leads U+40000-U+7FFFF;
+// SmolLM2's also 0xF2 and six control bytes): a text with such a byte encodes without it, as
+// llama.cpp and HF tokenizers encode it (found by comparing with both on ggml-vocab-starcoder.gguf
+// and SmolLM2's GGUF; it was an error naming the vocabulary file, and `record` refused the prompt).
+TEST(ByteLevelBpe, ByteMissingFromTheVocabularyIsLeftOut) {
+  BpeVocab v;
+  for (int b = 0; b < 256; ++b)
+    if (b != 0xF1 && b != 0x04) v.tokens.push_back(byte_to_unicode(static_cast<unsigned char>(b)));
+  v.pre_patterns = pretokenizer_patterns("gpt2");
+  v.pre_name = "gpt2";
+  const ByteLevelBpeTokenizer tok(std::move(v));
+  const int id_80 = tok.token_id(byte_to_unicode(0x80));
+  // "a" U+40000 (F1 80 80 80) "b", then a Ctrl-D between letters
+  EXPECT_EQ(tok.encode("a\xF1\x80\x80\x80" "b", false), (std::vector<int>{'a' - 1, id_80, id_80, id_80, 'b' - 1}));
+  EXPECT_EQ(tok.encode("x\x04y", false), (std::vector<int>{'x' - 1, 'y' - 1}));
+}
+
 class SmolLM2 : public ::testing::Test {
  protected:
   void SetUp() override {
