@@ -2,7 +2,7 @@
 // `hover`; docs/gui.md): the wheel zooms about the mouse, keeping the cell under it (the first
 // pixel of a cell too) and scrolling no short panel; a drag pans (a short one too); a
 // double-click resets (one begun on a list over the map does not); a right-click shows a row's
-// step.
+// step; in a short panel the "display" popup's log box turns the log scale off.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -187,6 +187,42 @@ TEST_F(GuiMouse, RightClickOnADecodeRowShowsItsStep) {
   ASSERT_EQ(matches.size(), 1u);
   EXPECT_NE(matches[0], 15);
   EXPECT_LT(matches[0], 8);  // a row in the map's upper half
+}
+
+// In a short panel (the view alone at 700x300, as tiled at 1280x720) the log scale, the colormap
+// and "reset view" are in the popup of a "display" button: its log box turns the log scale off,
+// as `log off` does. The button is the widest stretch of ImGui's button colour above the map (the
+// combos' arrow squares are narrower); the box, the check mark the popup brought.
+TEST_F(GuiMouse, ShortPanelsDisplayPopupTurnsTheLogScaleOff) {
+  const std::string size = "700x300";
+  const auto plain = shots("attention", size, {{"plain", ""}});
+  ASSERT_EQ(plain.size(), 1u);
+  const Image& img = plain[0];
+  const unsigned char button[3] = {35, 69, 109}, check[3] = {66, 150, 250};
+  const auto is = [](const Image& im, int x, int y, const unsigned char* c) {
+    return std::equal(c, c + 3, im.at(x, y));
+  };
+  Box display;
+  for (int y = 0; y < 100; ++y)
+    for (int x = 0, run = 0; x < img.w; ++x) {
+      run = is(img, x, y, button) ? run + 1 : 0;
+      if (run < 40) continue;
+      display.x0 = std::min(display.x0, x - run + 1), display.x1 = std::max(display.x1, x);
+      display.y0 = std::min(display.y0, y), display.y1 = std::max(display.y1, y);
+    }
+  ASSERT_FALSE(display.empty()) << "no display button above the map";
+  const auto open = shots("attention", size, {{"open", "click " + at(display.center())}});
+  ASSERT_EQ(open.size(), 1u);
+  const Box log_box =
+      box_of(open[0], [&](int x, int y) { return is(open[0], x, y, check) && !is(img, x, y, check); });
+  ASSERT_FALSE(log_box.empty()) << "the popup shows no checked log box";
+  EXPECT_GT(log_box.y0, display.y1);  // below the button
+  const std::string click_display = "click " + at(display.center());
+  const auto got = shots("attention", size, {{"toggled", click_display + ";click " + at(log_box.center())},
+                                             {"off", "log off;" + click_display + ";hover " + at(log_box.center())}});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(differing_pixels(got[0], got[1]), 0u);  // the box's click is `log off`, the popup still open
+  EXPECT_GT(differing_pixels(got[0], open[0]), 5000u);  // the map's colours changed
 }
 
 }  // namespace
