@@ -12,8 +12,24 @@
 #include "app/cli/run_summary.h"
 #include "app/cli/stop_signals.h"
 #include "inference/errors.h"
+#include "inference/loader.h"
 
 namespace kvs {
+namespace {
+
+// --model, or without it the default model (SmolLM2-135M-Instruct, the app's Run view's first
+// model) where scripts/fetch-model.sh put it in the model cache, said on stderr.
+std::string model_flag(const Args& a, bool quiet) {
+  if (a.has("--model")) return a.str("--model");
+  const std::string def = default_model_path();
+  if (def.empty())
+    throw input_error("--model", "is required (the default, SmolLM2-135M-Instruct, is not in the model cache: "
+                                 "bash scripts/fetch-model.sh fetches it)");
+  if (!quiet) std::fprintf(stderr, "kvscope: no --model given: the default, %s\n", def.c_str());
+  return def;
+}
+
+}  // namespace
 
 int cmd_record(const ArgList& argv) {
   Args a(argv,
@@ -27,7 +43,7 @@ int cmd_record(const ArgList& argv) {
   if (a.has("--budget") && !a.has("--policy"))
     throw input_error("--budget", "applies to the policy of --policy, and none is given");
   RecordRequest r;
-  r.model_path = a.required("--model");
+  r.model_path = model_flag(a, a.has("--quiet"));
   r.tokenizer_path = a.str("--tokenizer");
   if (a.has("--prompt") == a.has("--prompt-file"))
     throw input_error("--prompt", "give exactly one of --prompt TEXT or --prompt-file F");

@@ -8,7 +8,7 @@ namespace kvs {
 const char* usage_summary() {
   return "usage: kvscope [gui [trace.h5] [--model PATH] [--screenshot out.png --view NAME --step N --size WxH\n"
          "                      --script S]]\n"
-         "       kvscope record --model PATH [--tokenizer PATH] (--prompt TEXT | --prompt-file F)\n"
+         "       kvscope record [--model PATH] [--tokenizer PATH] (--prompt TEXT | --prompt-file F)\n"
          "                      [--steps N --temperature T --top-p P --seed S] [--chat]\n"
          "                      [--policy SPEC --budget N] [--device cpu|cuda|auto] --out trace.h5\n"
          "       kvscope info (MODEL [--tokenizer PATH] | trace.h5) [--json]\n"
@@ -35,10 +35,11 @@ const char* command_help(const std::string& command) {
        "  --script S             commands run before the picture, separated by ';' (docs/gui.md)\n"
        "  --model PATH           model for the Run view (default: SmolLM2 when fetched, else a test model in ../shared/models)\n"},
       {"record",
-       "usage: kvscope record --model PATH (--prompt TEXT | --prompt-file F) --out trace.h5 [flags]\n"
+       "usage: kvscope record [--model PATH] (--prompt TEXT | --prompt-file F) --out trace.h5 [flags]\n"
        "Generates from a prompt and records its attention into an HDF5 trace; prints the prompt\n"
        "and the generated text.\n"
-       "  --model PATH              llama2.c .bin, GGUF, or a Hugging Face folder\n"
+       "  --model PATH              llama2.c .bin, GGUF, or a Hugging Face folder (default:\n"
+       "                            SmolLM2-135M-Instruct, once scripts/fetch-model.sh fetched it)\n"
        "  --tokenizer PATH          tokenizer.bin (llama2.c), tokenizer.json or a SentencePiece .model;\n"
        "                            default: the model's own\n"
        "  --prompt TEXT | --prompt-file F\n"

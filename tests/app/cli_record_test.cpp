@@ -67,6 +67,40 @@ TEST(CliRecord, GreedyStoryFromGguf) {
   expect_story(r, out);
 }
 
+// $KVSCOPE_CACHE set to `dir` for the scope (the model cache default_model_path() looks in).
+class ModelCacheAt {
+ public:
+  explicit ModelCacheAt(const std::string& dir) {
+    if (const char* old = std::getenv("KVSCOPE_CACHE")) saved_ = old;
+    had_ = std::getenv("KVSCOPE_CACHE") != nullptr;
+    ::setenv("KVSCOPE_CACHE", dir.c_str(), 1);
+  }
+  ~ModelCacheAt() {
+    if (had_) ::setenv("KVSCOPE_CACHE", saved_.c_str(), 1);
+    else ::unsetenv("KVSCOPE_CACHE");
+  }
+
+ private:
+  std::string saved_;
+  bool had_ = false;
+};
+
+// Without --model, record takes the default model from the model cache, says so on stderr, and
+// records what --model naming it would (stories260K's GGUF under the default's name here).
+TEST(CliRecord, WithoutModelTheDefaultFromTheCache) {
+  TempDir cache, out;
+  const std::string def = cache.file("SmolLM2-135M-Instruct.Q4_1.gguf");
+  fs::create_symlink(stories_gguf(), def);
+  const ModelCacheAt at(cache.path());
+  const CliResult r = run_kvscope({"record", "--prompt", "Once upon a time", "--steps", "60", "--out",
+                                   out.file("story.h5")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.rfind("kvscope: no --model given: the default, " + def + "\n", 0), 0u) << r.err;
+  EXPECT_EQ(r.out.rfind(kStory.substr(0, 120), 0), 0u) << r.out;
+  EXPECT_EQ(run_kvscope({"record", "--prompt", "Once upon a time", "--steps", "2", "--quiet", "--out",
+                         out.file("quiet.h5")}).err, "");  // --quiet: nothing said
+}
+
 // Recording over an earlier trace keeps that file's permissions (a private trace stays private);
 // a trace whose owner has no write bit is refused, as appends refuse it, even for root.
 TEST(CliRecord, ReplacingATraceKeepsItsModeAndAReadOnlyOneIsRefused) {
@@ -543,8 +577,12 @@ TEST_F(CliRecordBadInput, SamplingOutOfRange) {
 }
 
 TEST_F(CliRecordBadInput, MissingRequiredFlags) {
-  EXPECT_TRUE(is_input_error(run_kvscope({"record", "--prompt", "x", "--out", out.file("o.h5")}), "--model",
-                             "is required"));
+  {
+    const ModelCacheAt empty(in.path());  // no default model fetched
+    EXPECT_TRUE(is_input_error(run_kvscope({"record", "--prompt", "x", "--out", out.file("o.h5")}), "--model",
+                               "is required (the default, SmolLM2-135M-Instruct, is not in the model cache: "
+                               "bash scripts/fetch-model.sh fetches it)"));
+  }
   EXPECT_TRUE(is_input_error(run_kvscope({"record", "--model", stories_bin(), "--prompt", "x"}), "--out",
                              "is required"));
   EXPECT_TRUE(is_input_error(run_kvscope({"record", "--model", stories_bin(), "--out", out.file("o.h5")}),
