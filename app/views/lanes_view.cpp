@@ -173,13 +173,15 @@ class LanesView : public View {
     const float avail_w = ImGui::GetContentRegionAvail().x;
     const float label_w = std::clamp(longest + 12.0f, 120.0f, std::max(avail_w * 0.4f, 120.0f));
     // Lanes share the height, but never get lower than a label: with many runs the view scrolls
-    // rather than letting the labels overlap or drift from their lanes. The ruler above them is
-    // a label's height, so its numbers never reach the first row.
+    // rather than letting the labels overlap or drift from their lanes; up to 64 px (the view
+    // alone on a projector: the bars' heights, the share of heads holding a token, read from the
+    // back of the room). The ruler above them is a label's height, so its numbers never reach
+    // the first row.
     const float text_h = ImGui::GetTextLineHeight();
     const float ruler_h = text_h + 6.0f;
     const float scrollbar = ImGui::GetStyle().ScrollbarSize;
     const float lane_h = std::clamp((ImGui::GetContentRegionAvail().y - ruler_h - scrollbar - 8) / (float)(lanes_.size() + 1),
-                                    text_h + 3.0f, 34.0f);
+                                    text_h + 3.0f, 64.0f);
     const float rows_h = ruler_h + lane_h * (float)(lanes_.size() + 1);
     const float view_w = std::max(avail_w - label_w, 50.0f);
     const float cw = view_w / (float)std::max(T, 1) * zoom_;  // cell width, may be < 1 pixel
