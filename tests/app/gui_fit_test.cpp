@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "app/gui/app_state.h"
-#include "app/gui/fonts.h"
 #include "app/gui/layout.h"
 #include "app/views/view.h"
+#include "tests/app/headless_imgui.h"
 #include "tests/test_paths.h"
 
 namespace kvs {
@@ -61,12 +61,7 @@ class GuiFit : public ::testing::TestWithParam<std::string> {};
 TEST_P(GuiFit, TiledViewsShowWholeAtProjectorAndLaptopSizes) {
   const std::string trace = test::source_path("sample_traces/" + GetParam());
   if (!std::filesystem::exists(trace)) GTEST_SKIP() << "sample trace missing: " << trace;
-  ImGuiContext* context = ImGui::CreateContext();
-  ImGui::GetIO().IniFilename = nullptr;
-  setup_fonts_and_style();
-  unsigned char* pixels = nullptr;
-  int w = 0, h = 0;
-  ImGui::GetIO().Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);
+  ImGuiContext* context = gui_test::headless_imgui(1600, 1000, true);
   AppState app(true);
   app.open_trace(trace);
   app.io.wait_idle();
