@@ -68,7 +68,8 @@ TEST_P(GuiFit, TiledViewsShowWholeAtProjectorAndLaptopSizes) {
   app.io.drain();
   ASSERT_TRUE(app.trace) << app.status;
   const std::vector<std::unique_ptr<View>> views = make_views("");
-  for (const auto& [dw, dh] : std::vector<std::pair<float, float>>{{1024, 768}, {1280, 720}, {1366, 768}, {1600, 1000}})
+  const std::vector<std::pair<float, float>> sizes = {{1024, 768}, {1280, 720}, {1366, 768}, {1600, 1000}};
+  for (const auto& [dw, dh] : sizes)
     for (const auto& view : views) {
       const std::string id = view->id();
       if (id != "attention" && id != "heads" && id != "layers") continue;
