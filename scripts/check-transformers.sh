@@ -13,9 +13,13 @@
 # trace with full, streamingllm, h2o and snapkv:window=4 at budget 16, --mode forced and free,
 # replayed in transformers with each run's kept sets as attention masks (rows, lse, the free runs'
 # tokens, top1_agree, kl, ref_logprob; and a negative control that must fail). One line per run,
+# then a summary. Then (variant export) scripts/check_export.py checks scripts/hf_record.py, the exporter
+# for models KVScope cannot run: its traces of stories260K-hf and of random Llama / Qwen2 / Mistral
+# checkpoints against `kvscope record --device cpu` of the same prompts (tokens, rows, lse, prefill
+# evidence, and `kvscope simulate`'s runs on both), and its refusals of bad input. One line per case,
 # then a summary. Exit status 1 when anything disagrees. About 15 s on 2 idle cores, plus 40-50 s
-# for smollm2 and about 10 s for live-eviction (plus the first install).
-#   scripts/check-transformers.sh [VARIANT...]      (default: all variants and live-eviction)
+# for smollm2, about 10 s for live-eviction and 100 s for export (plus the first install).
+#   scripts/check-transformers.sh [VARIANT...]      (default: all variants, live-eviction and export)
 # Builds nothing: it needs build/kvscope (or $KVSCOPE) and ../shared/models/stories260K-hf.
 # Python: $KVSCOPE_TRANSFORMERS_PYTHON when set (a python with torch, transformers >= 5,
 # safetensors, numpy, h5py, gguf and accelerate, the last two for transformers' GGUF loader);
@@ -53,9 +57,13 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-variants=() live=$(($# == 0))
+variants=() live=$(($# == 0)) export=$(($# == 0))
 for v in "$@"; do
-  if [ "$v" = live-eviction ]; then live=1; else variants+=("$v"); fi
+  case $v in
+    live-eviction) live=1 ;;
+    export) export=1 ;;
+    *) variants+=("$v") ;;
+  esac
 done
 rc=0
 if [ $# -eq 0 ] || [ ${#variants[@]} -gt 0 ]; then
@@ -65,5 +73,9 @@ fi
 if [ $live = 1 ]; then
   mkdir "$work/live"
   "$py" scripts/check_live_eviction.py --kvscope "$kvscope" --stories "$stories" --work "$work/live" || rc=$?
+fi
+if [ $export = 1 ]; then
+  mkdir "$work/export"
+  "$py" scripts/check_export.py --kvscope "$kvscope" --stories "$stories" --work "$work/export" || rc=$?
 fi
 exit $rc

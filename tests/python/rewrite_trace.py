@@ -23,7 +23,7 @@ def rewrite(src, dst):
     with h5py.File(src, "r") as f:
         a = f.attrs
         meta = {k: (v if isinstance(v, str) else v.item()) for k, v in a.items() if k not in DERIVED}
-        n, P = int(a["n_steps"]), int(a["prompt_len"])
+        n = int(a["n_steps"])
         att = f["attention"]
         with kvscope_trace.TraceWriter(dst, n, **meta) as w:
             window = att["prefill_window"]
