@@ -13,12 +13,14 @@
 # trace with full, streamingllm, h2o and snapkv:window=4 at budget 16, --mode forced and free,
 # replayed in transformers with each run's kept sets as attention masks (rows, lse, the free runs'
 # tokens, top1_agree, kl, ref_logprob; and a negative control that must fail). One line per run,
-# then a summary. Then (variant export) scripts/check_export.py checks scripts/hf_record.py, the exporter
-# for models KVScope cannot run: its traces of stories260K-hf and of random Llama / Qwen2 / Mistral
-# checkpoints against `kvscope record --device cpu` of the same prompts (tokens, rows, lse, prefill
-# evidence, and `kvscope simulate`'s runs on both), and its refusals of bad input. One line per case,
-# then a summary. Exit status 1 when anything disagrees. About 15 s on 2 idle cores, plus 40-50 s
-# for smollm2, about 10 s for live-eviction and 100 s for export (plus the first install).
+# then a summary. Then (variant export) scripts/check_export.py checks scripts/hf_record.py, the
+# exporter for models KVScope cannot run: its traces of stories260K-hf and of random Llama / Qwen2 /
+# Mistral checkpoints against `kvscope record --device cpu` of the same prompts (tokens, rows, lse,
+# prefill evidence, and `kvscope simulate`'s runs on both), its rows of five architectures KVScope
+# does not run against transformers' eager attention, and its refusals of bad input. One line per
+# case, then a summary. Exit status 1 when anything disagrees. About 15 s on 2 idle cores, plus
+# 40-50 s for smollm2, about 10 s for live-eviction and about 130 s for export (plus the first
+# install).
 #   scripts/check-transformers.sh [VARIANT...]      (default: all variants, live-eviction and export)
 # Builds nothing: it needs build/kvscope (or $KVSCOPE) and ../shared/models/stories260K-hf.
 # Python: $KVSCOPE_TRANSFORMERS_PYTHON when set (a python with torch, transformers >= 5,

@@ -9,10 +9,13 @@ the prefill column sums, the full map (float16: one float16 step) or the pooled 
 of h2o, snapkv, tova and streamingllm at budget 16 on each must keep the same positions at every step and give
 the same mean metrics (within 1e-4 relative). Cases: stories260K-hf; stories260K-hf on a 341-token prompt with
 a 1 MiB capture budget (pooled map, float16 rows, prefill in blocks of 9 queries); check_transformers.py's
-random Llama, Qwen2 (q/k/v biases), Mistral (sliding windows, MQA, head_dim 24) checkpoints and one whose
-generation_config.json ends the text early. Then the exporter's refusals of bad input (one line, exit 2, no
-file). One line per case, then a summary; exit status 1 when anything disagrees. Run it through
-scripts/check-transformers.sh export.
+random Llama (F32, BF16), Qwen2 (q/k/v biases), Mistral (sliding windows, MQA, head_dim 24) checkpoints, one
+whose generation_config.json ends the text early and a byte-level BPE one recorded with --chat (ChatML's special
+tokens, characters split into byte tokens). Then architectures KVScope does not run (Gemma 2, Qwen3, GPT-NeoX,
+GPT-2, DeepSeek-V3), tiny random models whose rows must match transformers' own eager attention within 1e-5;
+and the exporter's refusals of bad input and of architectures it cannot record (Bloom, gpt-oss, Falcon, Jamba):
+one line, exit 2, no file. One line per case, then a summary; exit status 1 when anything disagrees. Run it
+through scripts/check-transformers.sh export.
 
 usage: check_export.py --kvscope BIN --stories DIR --work DIR
 """
@@ -23,8 +26,12 @@ import shutil
 import subprocess
 import sys
 
+os.environ.setdefault("TQDM_DISABLE", "1")  # before tqdm's import: transformers' loading and saving bars
 import h5py
 import numpy as np
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM
 
 sys.dont_write_bytecode = True  # no __pycache__ in scripts/ from this import
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -67,6 +74,78 @@ CASES = {
     # split characters (byte tokens: \xNN texts), special tokens of the chat format
     "chatml_byte_level": ("byte_level", ["--prompt", "Lily said: café 日本語 🙂", "--chat"], STEPS, [], {}),
 }
+
+
+# Architectures KVScope does not run, each a tiny random model from its config class: hf_record.py's rows against
+# transformers' own eager attention (output_attentions=True over the recorded tokens).
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            vocab_size=512, max_position_embeddings=512, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+ARCHS = {
+    "gemma2": dict(TINY, head_dim=16, sliding_window=8),  # logit soft-capping; sliding windows every other layer
+    "qwen3": dict(TINY, head_dim=16),                     # RMSNorm on q and k
+    "gpt_neox": dict(TINY, num_key_value_heads=4),        # partial rotary embedding, multi-head attention
+    "gpt2": dict(TINY, num_key_value_heads=4),            # learned absolute positions
+    "deepseek_v3": dict(TINY, num_key_value_heads=4, q_lora_rank=None, kv_lora_rank=16, qk_nope_head_dim=16,
+                        qk_rope_head_dim=8, v_head_dim=16, n_routed_experts=4, num_experts_per_tok=2,
+                        moe_intermediate_size=32, first_k_dense_replace=1, n_group=1, topk_group=1),  # MLA, MoE
+}
+# Architectures it refuses, with the reason it gives.
+REFUSED_ARCHS = {
+    "bloom": (dict(TINY, n_layer=2, n_head=4), "did not compute their attention through"),     # ALiBi, own code
+    "gpt_oss": (dict(TINY, head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=8),
+                "sink logits"),                                                                # rows sum below 1
+    "falcon": (dict(TINY, new_decoder_architecture=True, num_kv_heads=2), "attention classes of its own"),
+    "jamba": (dict(TINY, num_experts=2, attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2,
+                   expert_layer_offset=1, mamba_d_state=4), "1 of 2 layers"),                   # Mamba layers
+}
+
+
+def write_tiny(d, model_type, config, stories):
+    """A random model of `model_type` (seeded) with stories260K-hf's tokenizer files."""
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **config)).save_pretrained(d)
+    for fn in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(os.path.join(stories, fn), d)
+
+
+def check_architecture(model_type, a):
+    """hf_record.py on a tiny random model against eager attention: (largest decode row and window row
+    differences, failures)."""
+    d, out = os.path.join(a.work, model_type), os.path.join(a.work, model_type + ".h5")
+    write_tiny(d, model_type, ARCHS[model_type], a.stories)
+    r = hf_record(d, out, 12, ["--prompt", PROMPT, "--tokenizer", os.path.join(d, "tokenizer.json"), "--dtype",
+                               "float32", "--quiet"])
+    if r.returncode != 0:
+        return None, None, [f"hf_record.py exited {r.returncode}: {r.stderr.strip()[-300:]}"]
+    with h5py.File(out, "r") as f:
+        ids, P = f["tokens/ids"][...], int(f.attrs["prompt_len"])
+        dec, win = f["attention/decode"][...], f["attention/prefill_window"][...]
+    model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
+    with torch.no_grad():
+        out = model(torch.from_numpy(ids[None].astype(np.int64)), output_attentions=True, use_cache=False)
+    att = [x[0].numpy() for x in out.attentions]
+    n, L, W = dec.shape[0], dec.shape[1], win.shape[2]
+    if len(att) != L:
+        return None, None, [f"{len(att)} eager attention maps for {L} layers"]
+    d_rows = max(absdiff(dec[s, l], att[l][:, P + s]) for s in range(n) for l in range(L))
+    d_win = max(absdiff(win[l], att[l][:, P - W:P, :P]) for l in range(L))
+    fails = [f"{what} differ from eager by {v:.2e} > {ATTN_TOL:g}" for what, v in (("rows", d_rows),
+                                                                                  ("window rows", d_win))
+             if v > ATTN_TOL]
+    return d_rows, d_win, fails
+
+
+def check_refused_architectures(a):
+    """Each of REFUSED_ARCHS gives its reason in one line, exit status 2, and no file."""
+    fails = []
+    for model_type, (config, reason) in REFUSED_ARCHS.items():
+        d, out = os.path.join(a.work, model_type), os.path.join(a.work, model_type + ".h5")
+        write_tiny(d, model_type, config, a.stories)
+        r = hf_record(d, out, 4, ["--prompt", PROMPT, "--tokenizer", os.path.join(d, "tokenizer.json")])
+        lines = r.stderr.strip().splitlines()
+        if r.returncode != 2 or len(lines) != 1 or reason not in lines[0] or os.path.exists(out):
+            fails.append(f"{model_type}: exit {r.returncode}, stderr {r.stderr.strip()[-200:]!r}")
+    return fails
 
 
 def write_byte_level_checkpoint(d):
@@ -235,6 +314,7 @@ def main():
     ap.add_argument("--stories", required=True, help="the stories260K-hf folder (also the tokenizer)")
     ap.add_argument("--work", required=True, help="an empty folder for checkpoints and traces")
     a = ap.parse_args()
+    transformers.logging.set_verbosity_error()
     print(f"hf_record.py vs kvscope record --device cpu; tolerances: attention {ATTN_TOL:g} ({F16_TOL:g} float16), "
           f"lse {LSE_TOL:g} relative; simulate {', '.join(POLICIES)} at budget {BUDGET}", flush=True)
     failed = []
@@ -250,16 +330,31 @@ def main():
             print(f"    {msg}", flush=True)
         if fails:
             failed.append(name)
+    for model_type in ARCHS:
+        try:
+            d_rows, d_win, fails = check_architecture(model_type, a)
+        except Exception as e:  # transformers' setup of this architecture, or its eager pass
+            d_rows, d_win, fails = None, None, [f"{type(e).__name__}: {e}"]
+        shown = "  ".join(f"{k} {'-' if v is None else f'{v:.1e}'}" for k, v in (("rows", d_rows), ("window", d_win)))
+        print(f"export_arch_{model_type:21} vs transformers' eager attention: {shown}  {'FAIL' if fails else 'PASS'}",
+              flush=True)
+        for msg in fails:
+            print(f"    {msg}", flush=True)
+        if fails:
+            failed.append(model_type)
     count, fails = check_refusals(a)
-    print(f"export_{'refusals':26} {count} bad inputs: one line, exit 2, no file  {'FAIL' if fails else 'PASS'}")
+    fails += check_refused_architectures(a)
+    print(f"export_{'refusals':26} {count} bad inputs and {len(REFUSED_ARCHS)} architectures "
+          f"({', '.join(REFUSED_ARCHS)}): one line, exit 2, no file  {'FAIL' if fails else 'PASS'}")
     for msg in fails:
         print(f"    {msg}")
     if fails:
         failed.append("refusals")
+    total = len(CASES) + len(ARCHS) + 1
     if failed:
-        print(f"check-export: FAIL: {len(failed)} of {len(CASES) + 1} cases disagree: {', '.join(failed)}")
+        print(f"check-export: FAIL: {len(failed)} of {total} cases disagree: {', '.join(failed)}")
         return 1
-    print(f"check-export: PASS: all {len(CASES) + 1} cases agree with kvscope record")
+    print(f"check-export: PASS: all {total} cases agree with kvscope record or transformers")
     return 0
 
 

@@ -367,7 +367,12 @@ def load(a):
             raise RecordError(f"--tokenizer {a.tokenizer}: expected a tokenizer.json file")
         model = AutoModelForCausalLM.from_pretrained(a.model, dtype=dtype, device_map=a.device_map,
                                                      attn_implementation="kvscope")
-    except (OSError, ValueError, KeyError, ImportError) as e:
+    except KeyError as e:
+        if e.args == ("kvscope",):  # an architecture that looks its attention classes up by name (Falcon)
+            raise RecordError(f"{a.model}: its architecture picks attention classes of its own, not through "
+                              "transformers' AttentionInterface: not supported") from None
+        raise RecordError(f"{a.model}: cannot load (KeyError {e})") from None
+    except (OSError, ValueError, ImportError) as e:
         raise RecordError(f"{a.model}: cannot load ({str(e).strip().splitlines()[0]})") from None
     if model.config._attn_implementation != "kvscope":
         raise RecordError(f"{a.model}: transformers chose attention {model.config._attn_implementation!r}, "
