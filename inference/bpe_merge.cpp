@@ -144,17 +144,38 @@ std::vector<TextPart> split_special(std::string_view text,
   return parts;
 }
 
+namespace {
+
+// The length of the well-formed UTF-8 character at bytes[i] (Unicode's table 3-7: no overlong
+// forms, no surrogates, nothing past U+10FFFF), 0 where none starts there.
+std::size_t scalar_length(std::string_view bytes, std::size_t i) {
+  const auto at = [&](std::size_t k) { return static_cast<unsigned char>(bytes[i + k]); };
+  const unsigned char lead = at(0);
+  if (lead < 0x80) return 1;
+  std::size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range
+  if (lead >= 0xc2 && lead <= 0xdf) len = 2;
+  else if (lead >= 0xe0 && lead <= 0xef) len = 3, lo = lead == 0xe0 ? 0xa0 : 0x80, hi = lead == 0xed ? 0x9f : 0xbf;
+  else if (lead >= 0xf0 && lead <= 0xf4) len = 4, lo = lead == 0xf0 ? 0x90 : 0x80, hi = lead == 0xf4 ? 0x8f : 0xbf;
+  if (len == 0 || i + len > bytes.size() || at(1) < lo || at(1) > hi) return 0;
+  for (std::size_t k = 2; k < len; ++k)
+    if ((at(k) & 0xc0) != 0x80) return 0;
+  return len;
+}
+
+}  // namespace
+
 std::string escape_invalid_utf8(std::string_view bytes) {
   std::string out;
-  for (const std::string& ch : utf8_chars(bytes)) {
-    const unsigned char lead = static_cast<unsigned char>(ch[0]);
-    if (ch.size() == 1 && (lead >= 0x80 || utf8_length(lead) != 1)) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", lead);
-      out += buf;
-    } else {
-      out += ch;
+  for (std::size_t i = 0; i < bytes.size();) {
+    if (const std::size_t len = scalar_length(bytes, i)) {
+      out.append(bytes.substr(i, len));
+      i += len;
+      continue;
     }
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned char>(bytes[i++]));
+    out += buf;
   }
   return out;
 }

@@ -51,7 +51,9 @@ struct TextPart {
 std::vector<TextPart> split_special(std::string_view text,
                                     const std::vector<std::pair<std::string, int>>& specials);
 
-// Replaces bytes that are not valid UTF-8 with "\xNN" escapes.
+// Replaces bytes that are not valid UTF-8 with "\xNN" escapes, one a byte: those of a truncated
+// character, stray continuation bytes, overlong forms (C0 80 for NUL), UTF-16 surrogates
+// (ED A0 80) and anything past U+10FFFF, which a strict decoder (Python's, h5py's asstr()) refuses.
 std::string escape_invalid_utf8(std::string_view bytes);
 
 }  // namespace kvs

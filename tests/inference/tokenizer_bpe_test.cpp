@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "gguf_writer.h"
+#include "inference/bpe_merge.h"
 #include "inference/gguf_tokenizer.h"
 #include "inference/loader.h"
 #include "inference/pretokenizer.h"
@@ -81,6 +82,23 @@ ByteLevelBpeTokenizer tiny_tokenizer() {
   v.pre_name = "gpt2";
   v.bos_id = 260;
   return ByteLevelBpeTokenizer(std::move(v));
+}
+
+// What a token's text and a prompt are checked with: well-formed UTF-8 kept, every byte of an
+// ill-formed sequence escaped on its own (a trace's /tokens/text must decode in Python: overlong
+// forms and surrogates passed through raw before, and h5py's asstr() failed on them).
+TEST(Utf8, IllFormedBytesAreEscapedOneByOne) {
+  EXPECT_EQ(escape_invalid_utf8("a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x99\x82"), "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x99\x82");
+  EXPECT_EQ(escape_invalid_utf8("\xEF\xBF\xBF\xF4\x8F\xBF\xBF"), "\xEF\xBF\xBF\xF4\x8F\xBF\xBF");  // U+FFFF, U+10FFFF
+  EXPECT_EQ(escape_invalid_utf8("\xC3"), "\\xC3");                          // truncated
+  EXPECT_EQ(escape_invalid_utf8("\x80x"), "\\x80x");                        // stray continuation
+  EXPECT_EQ(escape_invalid_utf8("\xC0\x80"), "\\xC0\\x80");                 // overlong NUL
+  EXPECT_EQ(escape_invalid_utf8("\xE0\x80\xAF"), "\\xE0\\x80\\xAF");        // overlong '/'
+  EXPECT_EQ(escape_invalid_utf8("\xF0\x8F\xBF\xBF"), "\\xF0\\x8F\\xBF\\xBF");  // overlong U+FFFF
+  EXPECT_EQ(escape_invalid_utf8("\xED\xA0\x80"), "\\xED\\xA0\\x80");        // surrogate U+D800
+  EXPECT_EQ(escape_invalid_utf8("\xF4\x90\x80\x80"), "\\xF4\\x90\\x80\\x80");  // past U+10FFFF
+  EXPECT_EQ(escape_invalid_utf8("\xF5\x80\x80\x80z"), "\\xF5\\x80\\x80\\x80z");
+  EXPECT_EQ(escape_invalid_utf8("\xE2\x82x"), "\\xE2\\x82x");              // cut short by an ASCII byte
 }
 
 TEST(ByteLevelBpe, ByteAlphabet) {
