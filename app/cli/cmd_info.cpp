@@ -1,5 +1,6 @@
 // `kvscope info FILE`: describes a model (llama2.c .bin, GGUF, HF folder) or a trace.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -85,7 +86,9 @@ int info_trace(const std::string& path, bool json) {
   const auto known = [](const std::string& v) { return v.empty() ? std::string("not recorded") : printable(v); };
   std::printf("trace      %s (schema %d, ", printable(path).c_str(), m.schema_version);
   if (m.writer_version.empty()) std::printf("writer not recorded)\n");
-  else std::printf("written by kvscope %s, %s)\n", printable(m.writer_version).c_str(), known(m.created).c_str());
+  else  // KVScope's version ("0.1.0"), or another writer's name ("hf_record.py 1 (transformers ...)")
+    std::printf("written by %s%s, %s)\n", std::isdigit((unsigned char)m.writer_version[0]) ? "kvscope " : "",
+                printable(m.writer_version).c_str(), known(m.created).c_str());
   if (m.model.empty() && m.model_path.empty()) {
     std::printf("model      not recorded\n");
   } else {

@@ -21,8 +21,9 @@ struct DecodeTrace {
   int total_len() const { return prompt_len + n_steps; }
 };
 
+// writer_version: the trace's ("" as a program that records none).
 inline DecodeTrace write_decode_trace(const std::string& path, int L, int H, int Hkv, int P, int S,
-                                      unsigned seed) {
+                                      unsigned seed, const std::string& writer_version = "") {
   DecodeTrace t;
   t.path = path;
   t.shape.n_layers = L;
@@ -37,6 +38,7 @@ inline DecodeTrace write_decode_trace(const std::string& path, int L, int H, int
   meta.shape = t.shape;
   meta.vocab_size = 32;
   meta.prompt_len = P;
+  meta.writer_version = writer_version;
   TraceWriter writer(path, meta, S);
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 2.0f);

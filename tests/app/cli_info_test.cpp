@@ -247,6 +247,17 @@ TEST(CliInfo, ATraceWithoutProvenanceOrPrefillReductionsSaysSo) {
   EXPECT_EQ(r.out.find("()"), std::string::npos) << r.out;
 }
 
+// Who wrote a trace: KVScope's traces hold its version, another writer's its own name.
+TEST(CliInfo, TheWriterIsNamedAsTheTraceNamesIt) {
+  TempDir d;
+  const std::string ours = test::write_decode_trace(d.file("ours.h5"), 1, 2, 1, 4, 2, 5, "0.1.0").path;
+  const std::string theirs =
+      test::write_decode_trace(d.file("theirs.h5"), 1, 2, 1, 4, 2, 5, "hf_record.py 1 (transformers 5.24.0)").path;
+  EXPECT_NE(run_kvscope({"info", ours}).out.find("(schema 1, written by kvscope 0.1.0, "), std::string::npos);
+  EXPECT_NE(run_kvscope({"info", theirs}).out.find("(schema 1, written by hf_record.py 1 (transformers 5.24.0), "),
+            std::string::npos);
+}
+
 // Without a tokenizer beside it, a llama2.c checkpoint is still described.
 TEST(CliInfo, LlamaCBinWithoutATokenizer) {
   TempDir d;
