@@ -177,23 +177,30 @@ class LayersView : public View {
   // choice's reason elided to the column, whole in its hover.
   void compact_plans() {
     if (!plan_valid_) optimize();  // k or wait changed in this frame's controls
-    compact_plan("optimizer", plan_, true);
+    // Two lines a plan, or one where two plans and the colour bar below them would not fit (a
+    // typed choice at 1280x720).
+    const bool given = !given_.filters.empty() && given_error_.empty();
+    const float line = ImGui::GetTextLineHeightWithSpacing();
+    const bool one_line = ImGui::GetContentRegionAvail().y < (given ? 5 : 3) * line;
+    compact_plan("optimizer", plan_, true, one_line);
     if (!given_error_.empty()) {
       ImGui::TextColored(kErrorTextColor, "%s", elide(given_error_, ImGui::GetContentRegionAvail().x).c_str());
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", given_error_.c_str());
-    } else if (!given_.filters.empty()) {
-      compact_plan("given", given_, false);
+    } else if (given) {
+      compact_plan("given", given_, false, one_line);
     }
   }
 
-  // Two lines: the plan's layers, and the mass they retain.
-  void compact_plan(const char* label, const FilterPlan& p, bool primary) {
+  // The plan's layers, and on the next line (or after them) the mass they retain.
+  void compact_plan(const char* label, const FilterPlan& p, bool primary, bool one_line) {
     const float width = ImGui::GetContentRegionAvail().x;
+    const std::string layers = std::string(label) + " " + layer_list(p) + (one_line ? ":" : "");
     char retained[96];
     std::snprintf(retained, sizeof retained, "retained %.3f over %d layers", p.retained, p.n_sparse);
     ImGui::BeginGroup();
-    ImGui::TextColored(plan_color(primary), "%s", elide(std::string(label) + " " + layer_list(p), width).c_str());
-    ImGui::TextUnformatted(elide(retained, width).c_str());
+    ImGui::TextColored(plan_color(primary), "%s", elide(layers, width).c_str());
+    if (one_line) ImGui::SameLine();
+    ImGui::TextUnformatted(elide(retained, ImGui::GetContentRegionAvail().x).c_str());
     ImGui::EndGroup();
     if (!ImGui::IsItemHovered()) return;
     ImGui::BeginTooltip();

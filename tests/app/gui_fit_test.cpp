@@ -69,16 +69,21 @@ TEST_P(GuiFit, TiledViewsShowWholeAtProjectorAndLaptopSizes) {
   ASSERT_TRUE(app.trace) << app.status;
   const std::vector<std::unique_ptr<View>> views = make_views("");
   const std::vector<std::pair<float, float>> sizes = {{1024, 768}, {1280, 720}, {1366, 768}, {1600, 1000}};
-  for (const auto& [dw, dh] : sizes)
-    for (const auto& view : views) {
-      const std::string id = view->id();
-      if (id != "attention" && id != "heads" && id != "layers") continue;
-      const Fit fit = draw_tiled(app, *view, dw, dh);
-      SCOPED_TRACE(id + " at " + std::to_string((int)dw) + "x" + std::to_string((int)dh));
-      EXPECT_GT(fit.csv_rows, 0u) << "the view showed no data";
-      EXPECT_EQ(fit.scroll_max.y, 0.0f) << "its panel scrolls by " << fit.scroll_max.y << " px";
-      EXPECT_EQ(fit.scroll_max.x, 0.0f) << "its panel scrolls sideways by " << fit.scroll_max.x << " px";
-    }
+  // Each size twice: as the trace opens, then with a choice of filter layers typed beside the
+  // optimizer's (a second plan in the layer similarity's column).
+  for (const std::string given : {"", "1,3"})
+    for (const auto& [dw, dh] : sizes)
+      for (const auto& view : views) {
+        const std::string id = view->id();
+        if (id != "attention" && id != "heads" && id != "layers") continue;
+        if (!given.empty() && id == "layers") view->command(app, "given", given);
+        const Fit fit = draw_tiled(app, *view, dw, dh);
+        SCOPED_TRACE(id + " at " + std::to_string((int)dw) + "x" + std::to_string((int)dh) +
+                     (given.empty() ? "" : ", given " + given));
+        EXPECT_GT(fit.csv_rows, 0u) << "the view showed no data";
+        EXPECT_EQ(fit.scroll_max.y, 0.0f) << "its panel scrolls by " << fit.scroll_max.y << " px";
+        EXPECT_EQ(fit.scroll_max.x, 0.0f) << "its panel scrolls sideways by " << fit.scroll_max.x << " px";
+      }
   app.io.wait_idle();
   app.engine.wait_idle();
   ImGui::DestroyContext(context);
