@@ -9,6 +9,7 @@
 #include <imgui.h>
 #include <imgui_internal.h>  // ImGuiWindow::ScrollMax
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -69,17 +70,23 @@ TEST_P(GuiFit, TiledViewsShowWholeAtProjectorAndLaptopSizes) {
   ASSERT_TRUE(app.trace) << app.status;
   const std::vector<std::unique_ptr<View>> views = make_views("");
   const std::vector<std::pair<float, float>> sizes = {{1024, 768}, {1280, 720}, {1366, 768}, {1600, 1000}};
+  // An OmniKV run overlaid on the attention map: its legend ("red: evicted", "haze: inactive")
+  // joins the line above the map.
+  const auto omnikv = std::find_if(app.trace->runs.begin(), app.trace->runs.end(),
+                                   [](const RunData& r) { return r.policy == "omnikv"; });
+  ASSERT_NE(omnikv, app.trace->runs.end());
   // Each size twice: as the trace opens, then with a choice of filter layers typed beside the
-  // optimizer's (a second plan in the layer similarity's column).
+  // optimizer's (a second plan in the layer similarity's column) and the OmniKV run overlaid.
   for (const std::string given : {"", "1,3"})
     for (const auto& [dw, dh] : sizes)
       for (const auto& view : views) {
         const std::string id = view->id();
         if (id != "attention" && id != "heads" && id != "layers") continue;
         if (!given.empty() && id == "layers") view->command(app, "given", given);
+        if (!given.empty() && id == "attention") view->command(app, "overlay", omnikv->name);
         const Fit fit = draw_tiled(app, *view, dw, dh);
         SCOPED_TRACE(id + " at " + std::to_string((int)dw) + "x" + std::to_string((int)dh) +
-                     (given.empty() ? "" : ", given " + given));
+                     (given.empty() ? "" : ", given " + given + " and overlay " + omnikv->name));
         EXPECT_GT(fit.csv_rows, 0u) << "the view showed no data";
         EXPECT_EQ(fit.scroll_max.y, 0.0f) << "its panel scrolls by " << fit.scroll_max.y << " px";
         EXPECT_EQ(fit.scroll_max.x, 0.0f) << "its panel scrolls sideways by " << fit.scroll_max.x << " px";
