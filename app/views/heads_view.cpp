@@ -381,7 +381,10 @@ class HeadsView : public View {
     for (int h = 0; h < g.cols; h += col_every)
       dl->AddText(ImVec2(o.x + cw * h + 1, p.y + text_h + 2), IM_COL32(150, 150, 150, 255), std::to_string(h).c_str());
     for (int l = 0; l < g.rows; ++l) {
-      if (l % row_every == 0) dl->AddText(ImVec2(p.x, o.y + ch * l), IM_COL32(150, 150, 150, 255), std::to_string(l).c_str());
+      // Each on its row's top, where it ends within the grid (in rows of 5 px the last one's ran
+      // past the panel's edge).
+      if (l % row_every == 0 && ch * l + text_h <= ch * g.rows + 1)
+        dl->AddText(ImVec2(p.x, o.y + ch * l), IM_COL32(150, 150, 150, 255), std::to_string(l).c_str());
       for (int h = 0; h < g.cols; ++h) {
         const float v = g.v[(size_t)l * g.cols + h];
         const float t = hi > lo ? (v - lo) / (hi - lo) : 0.5f;
