@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "analysis/json_writer.h"
+#include "analysis/trace_snapshot.h"
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/printable.h"
@@ -21,27 +22,18 @@ namespace {
 // A special token (BOS, "<|im_start|>", ...) decodes to nothing; every other token to its bytes.
 bool is_special(const Tokenizer& tok, int id) { return tok.decode_piece(id, id).empty(); }
 
-// A token's bytes as a quoted C-style string a terminal shows whole: '"', '\' and control bytes
-// escaped ("\n", "\t", "\r", else "\xNN"), and so are bytes that are not UTF-8 (half a character
-// split across byte tokens).
+// A token's bytes as a quoted C-style string a terminal shows whole: '"' and '\' escaped, then
+// bytes that are not UTF-8 (half a character split across byte tokens) and control bytes as the
+// app labels tokens ("\n", "\t", "\r", else "\xNN").
 std::string quoted(const std::string& bytes) {
-  std::string slashed;  // backslashes doubled first: escape_invalid_utf8's "\xNN" are escapes
-  for (char c : bytes) slashed += c == '\\' ? std::string("\\\\") : std::string(1, c);
-  std::string out = "\"";
-  char hex[8];
-  for (char c : escape_invalid_utf8(slashed)) {
-    if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\r') out += "\\r";
-    else if ((unsigned char)c < 0x20 || c == 0x7f) {
-      std::snprintf(hex, sizeof hex, "\\x%02X", (unsigned char)c);
-      out += hex;
-    } else {
-      out += c;
-    }
+  std::string slashed;  // first: the escapes that follow start with '\'
+  for (char c : bytes) {
+    if (c == '\\' || c == '"') slashed += '\\';
+    slashed += c;
   }
-  return out + "\"";
+  std::string out = "\"";
+  out += token_label(escape_invalid_utf8(slashed));
+  return out += '"';
 }
 
 // The chat family for --chat with a tokenizer file alone: a GGUF file's chat template, or the
