@@ -71,26 +71,32 @@ JsonObject& JsonObject::add_null(const std::string& k) {
   return *this;
 }
 
-JsonObject& JsonObject::add(const std::string& k, const std::vector<int>& v) {
+template <class T, class Item>
+JsonObject& JsonObject::array(const std::string& k, const std::vector<T>& v, Item item) {
   key(k);
   body_ += "[";
   for (size_t i = 0; i < v.size(); ++i) {
     if (i) body_ += ',';
-    body_ += std::to_string(v[i]);
+    body_ += item(v[i]);
   }
   body_ += "]";
   return *this;
 }
 
+JsonObject& JsonObject::add(const std::string& k, const std::vector<int>& v) {
+  return array(k, v, [](int x) { return std::to_string(x); });
+}
+
 JsonObject& JsonObject::add(const std::string& k, const std::vector<double>& v) {
-  key(k);
-  body_ += "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) body_ += ',';
-    body_ += number(v[i]);
-  }
-  body_ += "]";
-  return *this;
+  return array(k, v, [](double x) { return number(x); });
+}
+
+JsonObject& JsonObject::add(const std::string& k, const std::vector<std::string>& v) {
+  return array(k, v, [](const std::string& x) { return json_quote(x); });
+}
+
+JsonObject& JsonObject::add(const std::string& k, const std::vector<bool>& v) {
+  return array(k, v, [](bool x) { return std::string(x ? "true" : "false"); });
 }
 
 JsonObject& JsonObject::add_raw(const std::string& k, const std::string& json) {

@@ -1,4 +1,4 @@
-// Small JSON writer: one flat object of numbers, strings, booleans and number arrays, built in
+// Small JSON writer: one flat object of numbers, strings, booleans and their arrays, built in
 // insertion order. Used for run parameters stored in traces and for the CLI's --json output.
 #pragma once
 #include <string>
@@ -19,11 +19,16 @@ class JsonObject {
   JsonObject& add_null(const std::string& key);
   JsonObject& add(const std::string& key, const std::vector<int>& v);
   JsonObject& add(const std::string& key, const std::vector<double>& v);
+  JsonObject& add(const std::string& key, const std::vector<std::string>& v);
+  JsonObject& add(const std::string& key, const std::vector<bool>& v);
   JsonObject& add_raw(const std::string& key, const std::string& json);  // an already-encoded value
   std::string str() const { return "{" + body_ + "}"; }
 
  private:
   void key(const std::string& k);
+  // "key":[item(v[0]),item(v[1]),...]
+  template <class T, class Item>
+  JsonObject& array(const std::string& k, const std::vector<T>& v, Item item);
   std::string body_;
 };
 

@@ -73,12 +73,7 @@ int info_trace(const std::string& path, bool json) {
         .add("capture_note", m.capture_note);
     if (has_alpha) o.add("alpha_source", alpha_source);
     if (has_retrieval) o.add("retrieval_trials_kept", trials_kept);
-    std::string r = "[";
-    for (size_t i = 0; i < runs.size(); ++i) {
-      if (i) r += ',';
-      r += json_quote(runs[i]);
-    }
-    o.add_raw("runs", r + "]");
+    o.add("runs", runs);
     std::printf("%s\n", o.str().c_str());
     return 0;
   }

@@ -22,12 +22,9 @@ JsonObject plan_json(const FilterPlan& p) {
   std::vector<double> seg(p.segment_retained.begin(), p.segment_retained.end());
   o.add("filters", p.filters).add("wait", p.wait).add("retained", p.retained).add("lost", p.lost)
       .add("sparse_layers", p.n_sparse).add("segment_retained", seg).add("segment_layers", p.segment_layers);
-  std::string roles = "[";
-  for (size_t l = 0; l < p.roles.size(); ++l) {
-    if (l) roles += ',';
-    roles += json_quote(layer_role_name(p.roles[l]));
-  }
-  o.add_raw("roles", roles + "]");
+  std::vector<std::string> roles;
+  for (const LayerRole r : p.roles) roles.push_back(layer_role_name(r));
+  o.add("roles", roles);
   return o;
 }
 

@@ -45,32 +45,22 @@ std::string chat_family_of_tokenizer(const std::string& path) {
   return chat_family_for_path(path);
 }
 
-std::string json_list(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i) out += ',';
-    out += json_quote(items[i]);
-  }
-  return out + "]";
-}
-
 // One text's tokens: a JSON object on one line, or a line per token and the count.
 void print_tokens(const Tokenizer& tok, const std::string& text, const std::vector<int>& ids, bool bos,
                   const std::string& family, bool json) {
   if (json) {
     std::vector<std::string> pieces;
-    std::string special = "[";
-    for (size_t i = 0; i < ids.size(); ++i) {
-      pieces.push_back(tok.token_text(ids[i]));
-      if (i) special += ',';
-      special += is_special(tok, ids[i]) ? "true" : "false";
+    std::vector<bool> special;
+    for (const int id : ids) {
+      pieces.push_back(tok.token_text(id));
+      special.push_back(is_special(tok, id));
     }
     JsonObject o;
     o.add("tokenizer", tok.kind()).add("vocab_size", tok.vocab_size()).add_bool("bos_added", bos);
     if (family.empty()) o.add_null("chat");
     else o.add("chat", family);
     o.add("text", text).add("n_tokens", static_cast<int>(ids.size())).add("ids", ids)
-        .add_raw("pieces", json_list(pieces)).add_raw("special", special + "]");
+        .add("pieces", pieces).add("special", special);
     std::printf("%s\n", o.str().c_str());
     return;
   }
