@@ -26,6 +26,10 @@ namespace {
 constexpr float kColumnWidth = 260.0f, kBesideColumnWidth = 220.0f, kCompactColumnWidth = 170.0f;
 constexpr float kMatrixLabel = 22.0f, kGap = 12.0f;
 
+// What a cell of the matrix means, in the legend (or in the colour bar's hover).
+constexpr const char* kCellMeaning =
+    "row i, column j: the share of layer j's attention held by the keys layer i selects";
+
 class LayersView : public View {
  public:
   const char* id() const override { return "layers"; }
@@ -173,7 +177,7 @@ class LayersView : public View {
     if (ImGui::Button("Evaluate")) evaluate_given();
   }
 
-  // Each plan on one line (its layers and retained mass), the rest of it in its hover; a refused
+  // Each plan in short (its layers and retained mass), the rest of it in its hover; a refused
   // choice's reason elided to the column, whole in its hover.
   void compact_plans() {
     if (!plan_valid_) optimize();  // k or wait changed in this frame's controls
@@ -216,7 +220,7 @@ class LayersView : public View {
     color_bar_of_matrix();
     if (!ImGui::IsItemHovered()) return;
     ImGui::BeginTooltip();
-    ImGui::TextUnformatted("row i, column j: the share of layer j's attention held by the keys layer i selects");
+    ImGui::TextUnformatted(kCellMeaning);
     ImGui::TextDisabled("%s", source_.c_str());
     role_legend();
     ImGui::EndTooltip();
@@ -306,7 +310,7 @@ class LayersView : public View {
     color_bar_of_matrix();
     // Wrapped at 250 px, or at the window's edge when the column beside the matrix is narrower.
     ImGui::PushTextWrapPos(std::min(ImGui::GetCursorPosX() + 250, ImGui::GetWindowContentRegionMax().x));
-    ImGui::TextDisabled("row i, column j: the share of layer j's attention held by the keys layer i selects");
+    ImGui::TextDisabled("%s", kCellMeaning);
     ImGui::PopTextWrapPos();
     role_legend();
     ImGui::Spacing();
