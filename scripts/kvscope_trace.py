@@ -14,6 +14,7 @@ The file is written under a temporary sibling name and renamed over the final na
 killed export never leaves a half trace there; leaving the `with` block without commit() (an exception)
 removes it. Decode steps are written as they are appended (nothing is held between steps).
 """
+import codecs
 import os
 import secrets
 import time
@@ -87,38 +88,19 @@ def capture_plan(L, H, P, budget_bytes=DEFAULT_CAPTURE_BUDGET, window=DEFAULT_WI
     return CapturePlan(W, False, block, note)
 
 
-def _utf8_length(lead):
-    if lead < 0x80:
-        return 1
-    if lead & 0xE0 == 0xC0:
-        return 2
-    if lead & 0xF0 == 0xE0:
-        return 3
-    if lead & 0xF8 == 0xF0:
-        return 4
-    return 1
+def _hex_escapes(err):
+    """A codecs error handler: each byte of an ill-formed stretch as the 4-character text \\xNN."""
+    return "".join(f"\\x{b:02X}" for b in err.object[err.start:err.end]), err.end
+
+
+codecs.register_error("kvscope_hex", _hex_escapes)
 
 
 def token_text(data):
-    """A token's bytes as /tokens/text holds them: characters where the bytes are valid UTF-8, the 4-character
-    escape text \\xNN (hex in capitals) for each byte that is not valid UTF-8 on its own and for NUL."""
-    out, i = [], 0
-    while i < len(data):
-        n = _utf8_length(data[i])
-        char = None
-        if n > 1 and i + n <= len(data) and all(b & 0xC0 == 0x80 for b in data[i + 1:i + n]):
-            try:
-                char = data[i:i + n].decode("utf-8")
-            except UnicodeDecodeError:  # overlong form or surrogate: no character, escaped byte by byte
-                pass
-        if char is not None:
-            out.append(char)
-            i += n
-        else:
-            b = data[i]
-            out.append(chr(b) if 0 < b < 0x80 else f"\\x{b:02X}")
-            i += 1
-    return "".join(out)
+    """A token's bytes as /tokens/text holds them: characters where the bytes are valid UTF-8 (Python's strict
+    decoder: no overlong forms or surrogates), the 4-character escape text \\xNN (hex in capitals) for each
+    byte that is not and for NUL."""
+    return data.decode("utf-8", "kvscope_hex").replace("\0", "\\x00")
 
 
 def _shuffle_deflate(raw, elem):

@@ -232,7 +232,8 @@ TEST(H5pyWriterRewrite, TokenTextIsKVScopes) {
   if (!have_h5py()) GTEST_SKIP() << "/usr/bin/python3 lacks h5py";
   const std::vector<std::string> tokens = {
       "a", " the", "\n", "\t\r", "\xE2\x96\x81h\xC3\xA9llo", "\xE2\x96", "\x96\x81", "\x80", "\xC3", "\xFF", "\xF8",
-      std::string("\0x", 2), "\xF0\x9F\x99\x82", "\xF0\x9F", "a\xE6\x97\xA5\xE6", "<|im_end|>", "\x7F"};
+      std::string("\0x", 2), "\xF0\x9F\x99\x82", "\xF0\x9F", "a\xE6\x97\xA5\xE6", "<|im_end|>", "\x7F",
+      "\xC0\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xE2\x82x"};  // overlong, surrogate, past U+10FFFF, cut
   std::string args, want;
   for (const std::string& t : tokens) {
     args += " " + hex(t);
