@@ -18,13 +18,14 @@
 #include "inference/thread_team.h"
 #ifdef KVSCOPE_GUI
 #include "app/gui/gui.h"
+#include "app/gui/text_size.h"
 #endif
 
 namespace {
 
 int run_gui_command(const std::vector<std::string>& args) {
 #ifdef KVSCOPE_GUI
-  kvs::Args a(args, {"--screenshot", "--view", "--step", "--size", "--script", "--model"}, {});
+  kvs::Args a(args, {"--screenshot", "--view", "--step", "--size", "--script", "--model", "--text-size"}, {});
   kvs::GuiOptions o;
   if (a.positional().size() > 1) throw kvs::input_error("gui", "expects at most one trace file");
   if (!a.positional().empty()) o.trace_path = a.positional()[0];
@@ -35,6 +36,7 @@ int run_gui_command(const std::vector<std::string>& args) {
   o.step = a.integer("--step", -1, 0, 1 << 30);  // -1: where the app opens
   o.script = a.str("--script");
   o.model_path = a.str("--model");
+  if (a.has("--text-size")) o.text_size = kvs::parse_text_size("--text-size", a.str("--text-size"));
   if (a.has("--size")) {
     const std::string s = a.str("--size");
     int w = 0, h = 0;

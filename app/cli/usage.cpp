@@ -7,7 +7,7 @@ namespace kvs {
 
 const char* usage_summary() {
   return "usage: kvscope [gui [trace.h5] [--model PATH] [--screenshot out.png --view NAME --step N --size WxH\n"
-         "                      --script S]]\n"
+         "                      --script S --text-size PX]]\n"
          "       kvscope record [--model PATH] [--tokenizer PATH] (--prompt TEXT | --prompt-file F)\n"
          "                      [--steps N --temperature T --top-p P --seed S] [--chat]\n"
          "                      [--policy SPEC --budget N] [--device cpu|cuda|auto] --out trace.h5\n"
@@ -33,6 +33,8 @@ const char* command_help(const std::string& command) {
        "  --step N               decode step to show, from 0 (default: where the app opens)\n"
        "  --size WxH             window size, 64x64 .. 8192x8192 (default 1600x1000)\n"
        "  --script S             commands run before the picture, separated by ';' (docs/gui.md)\n"
+       "  --text-size PX         text size in pixels, 10 .. 40 (default: the last one chosen in\n"
+       "                         View > Text size, else 15 times the monitor's scale; 15 in a picture)\n"
        "  --model PATH           model for the Run view (default: SmolLM2 when fetched, else a test model in ../shared/models)\n"},
       {"record",
        "usage: kvscope record [--model PATH] (--prompt TEXT | --prompt-file F) --out trace.h5 [flags]\n"

@@ -1,8 +1,10 @@
-// Font loading (assets/fonts/DejaVuSans.ttf, ImGui's built-in font as fallback) and style.
+// Font loading (assets/fonts/DejaVuSans.ttf, ImGui's built-in font as fallback) and style, at a
+// text size.
 #include "app/gui/fonts.h"
 
 #include <imgui.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -18,16 +20,27 @@ const ImWchar kGlyphRanges[] = {0x0020, 0x024F, 0x2000, 0x206F, 0x2190, 0x21FF,
 
 }  // namespace
 
-void setup_fonts_and_style() {
+void setup_fonts_and_style(float text_px) {
+  text_px = std::clamp(text_px, kMinTextSize, kMaxTextSize);
   ImGuiIO& io = ImGui::GetIO();
+  io.Fonts->Clear();
   const std::string font = assets_dir() + "/fonts/DejaVuSans.ttf";
-  if (std::filesystem::exists(font)) io.Fonts->AddFontFromFileTTF(font.c_str(), 15.0f, nullptr, kGlyphRanges);
-  else io.Fonts->AddFontDefault();
-  ImGui::StyleColorsDark();
+  if (std::filesystem::exists(font)) {
+    io.Fonts->AddFontFromFileTTF(font.c_str(), text_px, nullptr, kGlyphRanges);
+  } else {
+    ImFontConfig config;
+    config.SizePixels = text_px;  // ImGui's bitmap font, scaled: blurry above 13 px, but sized right
+    io.Fonts->AddFontDefault(&config);
+  }
   ImGuiStyle& style = ImGui::GetStyle();
+  style = ImGuiStyle();
+  ImGui::StyleColorsDark(&style);
   style.WindowRounding = 3.0f;
   style.FrameRounding = 2.0f;
   style.WindowPadding = ImVec2(6, 6);
+  style.ScaleAllSizes(text_px / kDefaultTextSize);
 }
+
+float ui_px(float px_at_default) { return px_at_default * ImGui::GetFontSize() / kDefaultTextSize; }
 
 }  // namespace kvs

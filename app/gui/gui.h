@@ -15,6 +15,8 @@ struct GuiOptions {
                                 // app) or 1600 x 1000 (a screenshot)
   std::string script;           // scripted interaction, e.g. "step+1;select 2 3" (see script.h)
   std::string model_path;       // model preselected in the Run view
+  float text_size = 0;          // text size in pixels (text_size.h); 0: the saved one, else the
+                                // monitor's (the app) or 15 (a screenshot)
 };
 
 // Returns 0; 2 with a one-line message on stderr for bad input in screenshot mode (trace cannot

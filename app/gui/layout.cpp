@@ -1,13 +1,15 @@
 // The default tiled layout: timeline across the top; run + lanes; attention, heads, layers;
-// metrics + compare. And the mapping of a layout to and from fractions of the work area.
+// metrics + compare. The mapping of a layout to and from fractions of the work area, and how a
+// layout follows a change of text size.
 #include "app/gui/layout.h"
 
 #include <cmath>
+#include <cstdlib>
 
 namespace kvs {
 namespace {
 
-constexpr float kTimelineHeight = 96.0f;
+constexpr float kTimelineHeight = 96.0f;  // at the default text size
 
 // The rectangle between two pixel edges, each rounded to a whole pixel.
 Rect between(float x0, float y0, float x1, float y1) {
@@ -21,8 +23,8 @@ Rect work_area(float display_w, float display_h, float bar) { return {0, bar, di
 
 bool can_lay_out(const Rect& work) { return work.w >= 200 && work.h >= 150; }
 
-Rect tiled_rect(const std::string& id, const Rect& work) {
-  const float top = work.y + kTimelineHeight, bottom = work.y + work.h, right = work.x + work.w;
+Rect tiled_rect(const std::string& id, const Rect& work, float text_scale) {
+  const float top = work.y + kTimelineHeight * text_scale, bottom = work.y + work.h, right = work.x + work.w;
   const float row = (bottom - top) / 3.0f, third = work.w / 3.0f, half = work.w / 2.0f;
   const float col1 = work.x + third, col2 = work.x + 2 * third, mid = work.x + half;
   if (id == "timeline") return between(work.x, work.y, right, top);
@@ -35,8 +37,8 @@ Rect tiled_rect(const std::string& id, const Rect& work) {
   return between(mid, top + 2 * row, right, bottom);  // compare
 }
 
-Rect alone_rect(const Rect& work) {
-  return between(work.x, work.y + kTimelineHeight, work.x + work.w, work.y + work.h);
+Rect alone_rect(const Rect& work, float text_scale) {
+  return between(work.x, work.y + kTimelineHeight * text_scale, work.x + work.w, work.y + work.h);
 }
 
 Rect to_fractions(const Rect& r, const Rect& work) {
@@ -46,6 +48,33 @@ Rect to_fractions(const Rect& r, const Rect& work) {
 Rect from_fractions(const Rect& f, const Rect& work) {
   return between(work.x + f.x * work.w, work.y + f.y * work.h, work.x + (f.x + f.w) * work.w,
                  work.y + (f.y + f.h) * work.h);
+}
+
+void follow_text_size(const std::vector<std::string>& ids, const std::vector<bool>& visible,
+                      std::vector<std::optional<Rect>>& fractions, const Rect& old_work, float old_scale,
+                      const Rect& work, float scale) {
+  bool tiled = true;
+  for (size_t i = 0; i < ids.size() && tiled; ++i)
+    tiled = visible[i] && fractions[i] &&
+            from_fractions(*fractions[i], old_work) == tiled_rect(ids[i], old_work, old_scale);
+  if (tiled) {
+    for (size_t i = 0; i < ids.size(); ++i) fractions[i] = to_fractions(tiled_rect(ids[i], work, scale), work);
+    return;
+  }
+  size_t t = 0;
+  while (t < ids.size() && ids[t] != "timeline") ++t;
+  const Rect old_timeline = tiled_rect("timeline", old_work, old_scale);
+  if (t == ids.size() || !fractions[t] || from_fractions(*fractions[t], old_work) != old_timeline) return;
+  const Rect old_f = to_fractions(old_timeline, old_work);
+  const Rect new_f = to_fractions(tiled_rect("timeline", work, scale), work);
+  const float old_edge = old_f.y + old_f.h, edge = new_f.y + new_f.h, near = 1.5f / old_work.h;  // within 1.5 px
+  for (std::optional<Rect>& f : fractions) {
+    if (!f) continue;
+    float top = f->y, bottom = f->y + f->h;
+    if (std::abs(top - old_edge) < near) top = edge;
+    if (std::abs(bottom - old_edge) < near) bottom = edge;
+    f = Rect{f->x, top, f->w, bottom - top};
+  }
 }
 
 }  // namespace kvs

@@ -2,7 +2,9 @@
 // of all views, one view alone below the timeline, and a layout kept as fractions of the work area
 // so that it follows the window when the window is resized.
 #pragma once
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace kvs {
 
@@ -17,15 +19,26 @@ Rect work_area(float display_w, float display_h, float bar);
 // Whether views can be laid out in `work` (not in a minimized window's 0 x 0).
 bool can_lay_out(const Rect& work);
 
-// Rectangle of view `id` in the tiled layout of a work area, in whole pixels.
-Rect tiled_rect(const std::string& id, const Rect& work);
+// Rectangle of view `id` in the tiled layout of a work area, in whole pixels. The timeline is as
+// high as its rows of text: text_scale is the text size over the default (text_size.h).
+Rect tiled_rect(const std::string& id, const Rect& work, float text_scale);
 // The rectangle of a view shown alone with the timeline: the work area below the timeline's.
-Rect alone_rect(const Rect& work);
+Rect alone_rect(const Rect& work, float text_scale);
 
 // A rectangle as fractions of `work` (0..1 across it), and back in whole pixels. Each edge maps on
 // its own, so windows that touch still touch after a resize, and a rectangle of whole pixels
 // comes back the same from its fractions of the same work area.
 Rect to_fractions(const Rect& r, const Rect& work);
 Rect from_fractions(const Rect& f, const Rect& work);
+
+// A layout after the text size changed (text_scale old_scale to scale, the work area old_work to
+// work, the menu bar's height with the text): fractions[i] of the window of view ids[i], shown
+// where visible[i] (nullopt: not placed yet). The tiled layout (every view shown, each where
+// tiled_rect put it) is tiled again; in another, where the timeline is where the tiled layout put
+// it (a view alone with it), the edges of windows on the timeline's bottom, its own included, move
+// to its new bottom; every other edge keeps its fraction.
+void follow_text_size(const std::vector<std::string>& ids, const std::vector<bool>& visible,
+                      std::vector<std::optional<Rect>>& fractions, const Rect& old_work, float old_scale,
+                      const Rect& work, float scale);
 
 }  // namespace kvs

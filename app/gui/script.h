@@ -10,6 +10,7 @@
 //   drag X1 Y1 X2 Y2            away from the user), drag moves with the left button down;
 //   key NAME | type TEXT        a key pressed and released, text typed (script_input.h, shell.cpp)
 //   tile | alone VIEW           View's layouts (shell.cpp)  resize WxH  screenshots only: the window
+//   text-size PX                View > Text size (shell.cpp)
 // Other verbs go to the views (e.g. "log on" for the attention map, "stat entropy", "tau 0.5",
 // "filters 3"); an unknown verb, or a value out of range or not among the choices, is an
 // InputError naming --script and the command.

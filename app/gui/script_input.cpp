@@ -35,7 +35,8 @@ constexpr NamedKey kKeys[] = {{"left", GLFW_KEY_LEFT},   {"right", GLFW_KEY_RIGH
                               {"down", GLFW_KEY_DOWN},   {"home", GLFW_KEY_HOME},     {"end", GLFW_KEY_END},
                               {"space", GLFW_KEY_SPACE}, {"enter", GLFW_KEY_ENTER},   {"escape", GLFW_KEY_ESCAPE},
                               {"tab", GLFW_KEY_TAB},     {"backspace", GLFW_KEY_BACKSPACE}, {"delete", GLFW_KEY_DELETE},
-                              {"f1", GLFW_KEY_F1}};
+                              {"f1", GLFW_KEY_F1},       {"=", GLFW_KEY_EQUAL},       {"-", GLFW_KEY_MINUS},
+                              {"0", GLFW_KEY_0}};
 
 }  // namespace
 

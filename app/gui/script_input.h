@@ -62,7 +62,7 @@ struct KeyFrame {
 
 // The frames a keyboard command plays, in order:
 //   key NAME   the key down, then up (NAME: left, right, up, down, home, end, space, enter,
-//              escape, tab, backspace, delete, f1)
+//              escape, tab, backspace, delete, f1, =, -, 0)
 //   key ctrl+NAME  the same with Ctrl held on both frames (NAME also a letter a-z: ctrl+o)
 //   type TEXT  the characters of TEXT typed on one frame
 // An unknown key or no text is an InputError naming --script and the command.

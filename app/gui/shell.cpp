@@ -4,10 +4,12 @@
 #include <imgui.h>
 #include <imgui_impl_glfw.h>
 #include <imgui_impl_opengl3.h>
+#include <imgui_internal.h>  // MarkIniSettingsDirty
 #include <imgui_stdlib.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -22,6 +24,7 @@
 #include "app/gui/script.h"
 #include "app/gui/script_input.h"
 #include "app/gui/settings.h"
+#include "app/gui/text_size.h"
 #include "app/gui/texture.h"
 #include "app/gui/widgets.h"
 #include "app/gui/window_memory.h"
@@ -51,6 +54,7 @@ const char* kHelp =
     "  Space           play / pause\n"
     "  Home / End      first / last step\n"
     "  Ctrl+O          open a trace\n"
+    "  Ctrl+= / Ctrl+- larger / smaller text; Ctrl+0: the monitor's size\n"
     "  F1              this help\n"
     "\nMouse\n"
     "  Head grid: click a cell to select that (layer, head) in every view\n"
@@ -68,13 +72,18 @@ const char* kHelp =
 
 class Shell {
  public:
-  // saved_display: the window size the loaded layout was saved at.
-  Shell(AppState& app, std::vector<std::unique_ptr<View>>& views, GLFWwindow* window, Extent saved_display)
+  // display: the window size the loaded layout was saved at and the text size chosen;
+  // text_size: the size the fonts were set up at; monitor_text_size: the monitor's (text_size.h).
+  Shell(AppState& app, std::vector<std::unique_ptr<View>>& views, GLFWwindow* window, DisplaySettings& display,
+        float text_size, float monitor_text_size)
       : app_(app),
         views_(views),
         window_(window),
         headless_(app.headless),
-        saved_display_(saved_display),
+        saved_display_(display.size),
+        display_(display),
+        text_size_(text_size),
+        monitor_text_size_(monitor_text_size),
         visible_(views.size(), true),
         fractions_(views.size()),
         placed_(views.size()) {}
@@ -84,6 +93,7 @@ class Shell {
   void frame(double dt, const std::string& single_view) {
     app_.tick(dt);
     handle_drops();
+    apply_text_size();
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     if (headless_) {
@@ -168,7 +178,7 @@ class Shell {
       settle(single_view);
       return;
     }
-    if (layout_command(c)) return;
+    if (shell_command(c)) return;
     if (is_key_command(c)) {
       play(single_view, key_command_frames(c), [&](const KeyFrame& f) { input_.set_keys(f); });
       return;
@@ -187,9 +197,13 @@ class Shell {
     play(single_view, frames, [&](const MouseFrame& f) { input_.set(f); });
   }
 
-  // The script's `tile` and `alone VIEW` (View's layouts), applied at the next frame; false for
-  // any other command.
-  bool layout_command(const ScriptCommand& c) {
+  // The script's `tile` and `alone VIEW` (View's layouts) and `text-size PX`, applied at the next
+  // frame; false for any other command.
+  bool shell_command(const ScriptCommand& c) {
+    if (c.verb == "text-size") {
+      text_size_asked_ = script_number(c.verb, c.arg, kMinTextSize, kMaxTextSize);
+      return true;
+    }
     if (c.verb == "tile") {
       if (!c.arg.empty()) throw script_error(c.verb, c.arg, "takes no value");
       layout_request_ = {LayoutRequest::Tile, ""};
@@ -243,7 +257,7 @@ class Shell {
     if (!fractions_[i]) {
       const std::optional<Rect> saved = window_rect(views_[i]->title());
       fractions_[i] = saved ? to_fractions(*saved, work_area((float)saved_display_.w, (float)saved_display_.h, bar))
-                            : to_fractions(tiled_rect(views_[i]->id(), work), work);
+                            : to_fractions(tiled_rect(views_[i]->id(), work, ui_px(1)), work);
     }
     const Rect target = from_fractions(*fractions_[i], work);
     if (placed_[i] == target) return;
@@ -268,7 +282,7 @@ class Shell {
     before_alone_.reset();
     for (size_t i = 0; i < views_.size(); ++i) {
       visible_[i] = true;
-      fractions_[i] = to_fractions(tiled_rect(views_[i]->id(), work), work);
+      fractions_[i] = to_fractions(tiled_rect(views_[i]->id(), work, ui_px(1)), work);
     }
   }
 
@@ -280,8 +294,8 @@ class Shell {
     for (size_t i = 0; i < views_.size(); ++i) {
       const std::string vid = views_[i]->id();
       visible_[i] = vid == id || vid == "timeline";
-      if (vid == "timeline") fractions_[i] = to_fractions(tiled_rect(vid, work), work);
-      if (vid == id) fractions_[i] = to_fractions(alone_rect(work), work);
+      if (vid == "timeline") fractions_[i] = to_fractions(tiled_rect(vid, work, ui_px(1)), work);
+      if (vid == id) fractions_[i] = to_fractions(alone_rect(work, ui_px(1)), work);
     }
   }
 
@@ -296,6 +310,7 @@ class Shell {
     ImGuiIO& io = ImGui::GetIO();
     if (ImGui::IsKeyPressed(GLFW_KEY_F1)) show_help_ = !show_help_;
     if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O)) open_dialog_ = true;
+    if (const float px = text_size_shortcut(text_size_, monitor_text_size_)) text_size_asked_ = px;
     if (io.WantTextInput || !app_.trace) return;
     if (ImGui::IsKeyPressed(GLFW_KEY_LEFT)) app_.set_step(app_.step - 1);
     if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT)) app_.set_step(app_.step + 1);
@@ -353,6 +368,11 @@ class Shell {
           if (std::string(v->id()) != "timeline" && ImGui::MenuItem(v->title())) show_alone(v->id(), work);
         ImGui::EndMenu();
       }
+      ImGui::Separator();
+      if (ImGui::BeginMenu("Text size")) {
+        if (const float px = text_size_menu(text_size_, monitor_text_size_)) text_size_asked_ = px;
+        ImGui::EndMenu();
+      }
       ImGui::EndMenu();
     }
     if (ImGui::BeginMenu("Help")) {
@@ -375,6 +395,40 @@ class Shell {
     ImGui::EndMainMenuBar();
   }
 
+  // A text size asked for in the frame before: the fonts and style at that size, the renderer's
+  // font texture made again, and the choice kept in imgui.ini (none when it is the monitor's, so
+  // that another monitor gets its own).
+  void apply_text_size() {
+    if (text_size_asked_ == 0) return;
+    if (text_size_asked_ != text_size_) {
+      const float old_scale = text_size_ / kDefaultTextSize, old_bar = bar_height();
+      text_size_ = text_size_asked_;
+      setup_fonts_and_style(text_size_);
+      ImGui_ImplOpenGL3_DestroyFontsTexture();
+      ImGui_ImplOpenGL3_CreateFontsTexture();
+      fit_timeline_to_text(old_scale, old_bar);
+    }
+    display_.text_size = text_size_ == monitor_text_size_ ? 0 : text_size_;
+    ImGui::MarkIniSettingsDirty();
+    text_size_asked_ = 0;
+  }
+
+  // The menu bar's height at the current text size, between frames.
+  float bar_height() const { return text_size_ + 2 * ImGui::GetStyle().FramePadding.y; }
+
+  // After a change of text size: the layout follows the timeline's new height (layout.h).
+  void fit_timeline_to_text(float old_scale, float old_bar) {
+    const ImVec2 d = ImGui::GetIO().DisplaySize;
+    const Rect old_work = work_area(d.x, d.y, old_bar), work = work_area(d.x, d.y, bar_height());
+    if (!can_lay_out(old_work) || !can_lay_out(work)) return;
+    std::vector<std::string> ids;
+    for (const auto& v : views_) ids.push_back(v->id());
+    follow_text_size(ids, visible_, fractions_, old_work, old_scale, work, text_size_ / kDefaultTextSize);
+    if (before_alone_)
+      follow_text_size(ids, before_alone_->visible, before_alone_->fractions, old_work, old_scale, work,
+                       text_size_ / kDefaultTextSize);
+  }
+
   void draw_status(const Rect& r) {
     ImGui::SetNextWindowPos(ImVec2(r.x, r.y));
     ImGui::SetNextWindowSize(ImVec2(r.w, r.h));
@@ -385,7 +439,7 @@ class Shell {
     for (Worker* w : {&app_.io, &app_.engine}) {
       const std::string label = w->running_label();
       if (label.empty()) continue;
-      ImGui::ProgressBar(w->progress(), ImVec2(160, 0));
+      ImGui::ProgressBar(w->progress(), ImVec2(ui_px(160), 0));
       ImGui::SameLine();
       ImGui::TextUnformatted(label.c_str());
       ImGui::SameLine();
@@ -428,7 +482,7 @@ class Shell {
     const ImVec2 center = ImGui::GetMainViewport()->GetCenter();
     ImGui::SetNextWindowPos(center, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
     if (ImGui::BeginPopupModal("Open trace", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
-      ImGui::SetNextItemWidth(520);
+      ImGui::SetNextItemWidth(ui_px(520));
       ImGui::InputText("path", &open_path_);
       if (ImGui::Button("Open") && !open_path_.empty()) {
         app_.open_trace(open_path_, false);
@@ -448,7 +502,7 @@ class Shell {
     }
     ImGui::SetNextWindowPos(center, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
     if (ImGui::BeginPopupModal("Save trace as", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
-      ImGui::SetNextItemWidth(520);
+      ImGui::SetNextItemWidth(ui_px(520));
       ImGui::InputText("path", &save_path_);
       if (ImGui::Button("Save") && app_.trace && !save_path_.empty()) {
         std::error_code ec;
@@ -512,6 +566,10 @@ class Shell {
   GLFWwindow* window_;
   const bool headless_;
   const Extent saved_display_;                  // the window size the loaded layout was saved at
+  DisplaySettings& display_;                    // what imgui.ini keeps of the display
+  float text_size_;                             // the fonts' size, px
+  const float monitor_text_size_;               // the monitor's text size (Ctrl+0), px
+  float text_size_asked_ = 0;                   // a size asked for, applied before the next frame (0: none)
   std::vector<bool> visible_;                   // [views]
   std::vector<std::optional<Rect>> fractions_;  // [views] each window's share of the work area (layout.h)
   std::vector<std::optional<Rect>> placed_;     // [views] where the shell last placed each window, px
@@ -612,8 +670,8 @@ int run_gui(const GuiOptions& options) {
   // The window layout: the user's, else the shipped default, and the window size it was saved at
   // (the app opens at that size). KVScope saves it itself (ImGui would rewrite the file in place,
   // and a crash mid-write would leave half a layout).
-  Extent saved_display = kDefaultWindow;
-  register_display_setting(&saved_display);
+  DisplaySettings display;
+  register_display_settings(&display);
   const std::string ini = headless ? "" : layout_ini_path();
   io.IniFilename = nullptr;
   if (!ini.empty()) {
@@ -633,7 +691,7 @@ int run_gui(const GuiOptions& options) {
   glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
   if (headless) glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
   Extent size{options.width, options.height};
-  if (size.w <= 0 || size.h <= 0) size = headless ? kDefaultWindow : opening_size(saved_display, screen_work_area());
+  if (size.w <= 0 || size.h <= 0) size = headless ? kDefaultWindow : opening_size(display.size, screen_work_area());
   GLFWwindow* window = glfwCreateWindow(size.w, size.h, "KVScope", nullptr, nullptr);
   if (!window) {
     std::fprintf(stderr, "kvscope: cannot create an OpenGL 3.3 window\n");
@@ -645,14 +703,23 @@ int run_gui(const GuiOptions& options) {
   glfwSwapInterval(headless ? 0 : 1);
   glfwSetDropCallback(window, on_drop);
 
-  setup_fonts_and_style();
+  // The text: as asked, else as chosen before, else as large as the monitor's scale asks (a
+  // screenshot: the default, whatever the screen).
+  float content_scale = 1;
+  if (!headless) glfwGetWindowContentScale(window, &content_scale, nullptr);
+  const float monitor_px = monitor_text_size(content_scale);
+  const float text_px = options.text_size > 0 ? options.text_size
+                        : headless           ? kDefaultTextSize
+                        : display.text_size > 0 ? display.text_size
+                                                : monitor_px;
+  setup_fonts_and_style(text_px);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
   set_gl_textures_enabled(true);
 
   int rc = 0;
   {
-    Shell shell(app, views, window, saved_display);
+    Shell shell(app, views, window, display, text_px, monitor_px);
     if (headless) {
       const std::string single = options.view == "all" ? "" : options.view;
       try {
@@ -678,7 +745,7 @@ int run_gui(const GuiOptions& options) {
           if (is_key_command(c)) throw script_error(c.verb, c.arg, "works in screenshots only: in a window the keyboard is yours");
           if (c.verb == "resize")
             throw script_error(c.verb, c.arg, "works in screenshots only: a window's size is yours");
-          if (!shell.layout_command(c)) apply_script_command(app, views, c);
+          if (!shell.shell_command(c)) apply_script_command(app, views, c);
         } catch (const InputError& e) {
           app.error(e.what());
         }

@@ -1,4 +1,5 @@
 // Line plots, colour bars and palettes drawn with ImDrawList.
+#include "app/gui/fonts.h"
 #include "app/gui/widgets.h"
 
 #include <algorithm>
@@ -93,9 +94,7 @@ float radio_width(const char* label) {
   return ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x;
 }
 
-float button_width(const char* label, bool small) {
-  return ImGui::CalcTextSize(label).x + 2 * (small ? 0.0f : ImGui::GetStyle().FramePadding.x);
-}
+float button_width(const char* label) { return ImGui::CalcTextSize(label).x + 2 * ImGui::GetStyle().FramePadding.x; }
 
 namespace {
 
@@ -363,7 +362,7 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
   std::snprintf(buf, sizeof buf, "step %zu", n - 1);
   const float last_w = ImGui::CalcTextSize(buf).x;
   dl->AddText(ImVec2(b.x - last_w, b.y + 1), IM_COL32(150, 150, 150, 255), buf);
-  const float step_w = ImGui::CalcTextSize(std::to_string(n - 1).c_str()).x + 24.0f;
+  const float step_w = ImGui::CalcTextSize(std::to_string(n - 1).c_str()).x + ui_px(24);
   for (int s : axis_ticks(0, (double)(n - 1), std::max(1, (int)(w / step_w)))) {
     const std::string text = std::to_string(s);
     const float x = X((size_t)s), tw = ImGui::CalcTextSize(text.c_str()).x;
@@ -399,10 +398,10 @@ int line_plot(const char* id, const std::vector<Series>& series, ImVec2 size, in
     // The run's mark every kMarkSpacing pixels on its line, each mark's series starting at its own
     // offset so that the marks of overlapping lines do not cover one another.
     constexpr float kMarkSpacing = 56.0f;
-    for (float x = 6.0f + 9.0f * (float)((s.mark - 1) % kMarkShapes); s.mark > 0 && x <= w; x += kMarkSpacing) {
+    for (float x = 6.0f + 9.0f * (float)((s.mark - 1) % kMarkShapes); s.mark > 0 && x <= w; x += ui_px(kMarkSpacing)) {
       const size_t i = n > 1 ? (size_t)std::lround(x / w * (float)(n - 1)) : 0;
       if (i < s.y.size() && std::isfinite(s.y[i]))
-        draw_mark(dl, ImVec2(X(i), Y(std::clamp(s.y[i], lo, hi))), 4.0f, s.mark, s.color);
+        draw_mark(dl, ImVec2(X(i), Y(std::clamp(s.y[i], lo, hi))), ui_px(4), s.mark, s.color);
     }
   }
   if (marker >= 0 && (size_t)marker < n) dl->AddLine(ImVec2(X(marker), a.y), ImVec2(X(marker), b.y), IM_COL32(255, 255, 255, 110));

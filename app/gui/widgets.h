@@ -90,7 +90,7 @@ void future_legend_chip();
 bool same_line_if_fits(float width, float spacing = -1.0f);
 // Widths of the items that follow, for same_line_if_fits.
 float radio_width(const char* label);
-float button_width(const char* label, bool small = false);
+float button_width(const char* label);  // a Button's or a SmallButton's (same side padding)
 
 // The centre of the pixel under the mouse (ImGui's coordinates), for naming the cell under it.
 // ImGui's mouse position is the pixel's top-left corner, while a filled rectangle or a texture

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <string_view>
 
+#include "app/gui/fonts.h"
+
 namespace kvs {
 namespace {
 
@@ -18,26 +20,32 @@ void* open_entry(ImGuiContext*, ImGuiSettingsHandler* handler, const char* name)
 }
 
 void read_line(ImGuiContext*, ImGuiSettingsHandler*, void* entry, const char* line) {
+  auto* settings = static_cast<DisplaySettings*>(entry);
   int w = 0, h = 0;
-  if (std::sscanf(line, "Size=%d,%d", &w, &h) == 2 && w > 0 && h > 0) *static_cast<Extent*>(entry) = {w, h};
+  float px = 0;
+  if (std::sscanf(line, "Size=%d,%d", &w, &h) == 2 && w > 0 && h > 0) settings->size = {w, h};
+  if (std::sscanf(line, "TextSize=%f", &px) == 1 && px >= kMinTextSize && px <= kMaxTextSize) settings->text_size = px;
 }
 
 void write_all(ImGuiContext*, ImGuiSettingsHandler* handler, ImGuiTextBuffer* out) {
   const ImVec2 display = ImGui::GetIO().DisplaySize;
   if (display.x <= 0 || display.y <= 0) return;  // a minimized window says nothing of the layout
-  out->appendf("[%s][Display]\nSize=%d,%d\n\n", handler->TypeName, (int)display.x, (int)display.y);
+  out->appendf("[%s][Display]\nSize=%d,%d\n", handler->TypeName, (int)display.x, (int)display.y);
+  const float text_size = static_cast<DisplaySettings*>(handler->UserData)->text_size;
+  if (text_size > 0) out->appendf("TextSize=%g\n", text_size);
+  out->append("\n");
 }
 
 }  // namespace
 
-void register_display_setting(Extent* saved) {
+void register_display_settings(DisplaySettings* settings) {
   ImGuiSettingsHandler handler;
   handler.TypeName = "KVScope";
   handler.TypeHash = ImHashStr("KVScope");
   handler.ReadOpenFn = open_entry;
   handler.ReadLineFn = read_line;
   handler.WriteAllFn = write_all;
-  handler.UserData = saved;
+  handler.UserData = settings;
   ImGui::GetCurrentContext()->SettingsHandlers.push_back(handler);
 }
 

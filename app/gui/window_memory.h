@@ -1,7 +1,8 @@
 // What imgui.ini remembers besides ImGui's own windows: the size of the app's window when the
-// layout was saved ("[KVScope][Display]", read and written through an ImGui settings handler),
-// so that the next start opens at that size and lays the saved windows out in proportion; and a
-// view window's last rectangle, from ImGui's window or, before its first frame, from the ini.
+// layout was saved and the text size ("[KVScope][Display]", read and written through an ImGui
+// settings handler), so that the next start opens at that size, lays the saved windows out in
+// proportion and draws the text as large as before; and a view window's last rectangle, from
+// ImGui's window or, before its first frame, from the ini.
 #pragma once
 #include <optional>
 
@@ -18,10 +19,17 @@ struct Extent {
 // the ini recorded a size was laid out in: the app always opened at it.
 constexpr Extent kDefaultWindow{1600, 1000};
 
-// Registers "[KVScope][Display]" with the current ImGui context: loading an ini sets *saved to its
-// "Size=W,H" (left as it is where the ini has none); saving writes the display size at the time.
-// `saved` must outlive the context.
-void register_display_setting(Extent* saved);
+// The "[KVScope][Display]" entry.
+struct DisplaySettings {
+  Extent size = kDefaultWindow;  // the window's size when the layout was saved
+  float text_size = 0;           // the text's size in pixels (0: never chosen)
+};
+
+// Registers "[KVScope][Display]" with the current ImGui context: loading an ini sets
+// settings->size to its "Size=W,H" and settings->text_size to its "TextSize=PX" (each left as it
+// is where the ini has none or a value out of range); saving writes the display size at the time
+// and settings->text_size. `settings` must outlive the context.
+void register_display_settings(DisplaySettings* settings);
 
 // The window size to open at: `wanted` within `screen` (a monitor's work area; 0 x 0 = unknown).
 Extent opening_size(Extent wanted, Extent screen);

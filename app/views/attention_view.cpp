@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "analysis/attention_image.h"
+#include "app/gui/fonts.h"
 #include "app/gui/axis_ticks.h"
 #include "app/gui/colormap.h"
 #include "app/gui/script.h"
@@ -23,7 +24,8 @@ namespace {
 // Cells past a row's query position: no attention can fall there.
 const ImU32 kFutureColor = IM_COL32(38, 38, 44, 255);
 
-// A panel shorter than this (its content, controls included) is short: the settings fold.
+// A panel shorter than this (its content, controls included) is short: the settings fold. Pixels
+// at the default text size (ui_px), as every size below.
 constexpr float kShortPanel = 330.0f;
 
 // The tint of keys a run holds but does not attend (OmniKV's sparse layers), `share` of them
@@ -60,7 +62,7 @@ class AttentionView : public View {
     }
     // A short panel (the tiled layout at 1280x720 and 1600x1000) keeps what is above the map
     // short: the display settings in a popup, one line over the map.
-    const bool short_panel = ImGui::GetContentRegionAvail().y < kShortPanel;
+    const bool short_panel = ImGui::GetContentRegionAvail().y < ui_px(kShortPanel);
     controls(app, short_panel);
     request_data(app);
     rebuild_textures(app);
@@ -125,8 +127,8 @@ class AttentionView : public View {
       // As wide as the chosen run's name (omnikv_filters0-3-12_b48 was cut at 150 px), within the panel.
       const float name_w = ImGui::CalcTextSize(overlay_run_.empty() ? "(none)" : overlay_run_.c_str()).x;
       const float combo_w =
-          std::clamp(name_w + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x, 150.0f,
-                     std::max(150.0f, ImGui::GetContentRegionAvail().x * 0.6f));
+          std::clamp(name_w + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x, ui_px(150),
+                     std::max(ui_px(150), ImGui::GetContentRegionAvail().x * 0.6f));
       same_line_if_fits(combo_w + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("evicted by").x);
       ImGui::SetNextItemWidth(combo_w);
       if (ImGui::BeginCombo("evicted by", overlay_run_.empty() ? "(none)" : overlay_run_.c_str())) {
@@ -140,17 +142,17 @@ class AttentionView : public View {
         ImGui::EndCombo();
       }
       if (const std::string caveat = app.run_caveat(overlay_run_); !caveat.empty()) {
-        ImGui::SameLine(0, 4);
+        ImGui::SameLine(0, ui_px(4));
         ImGui::TextColored(ImVec4(1.0f, 0.78f, 0.3f, 1.0f), "(!)");
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("Note: %s", caveat.c_str());
       }
     }
     if (!short_panel) {
-      same_line_if_fits(button_width("reset view", true));
+      same_line_if_fits(button_width("reset view"));
       if (ImGui::SmallButton("reset view")) zoom_ = 1.0f, pan_ = ImVec2(0, 0);
       return;
     }
-    same_line_if_fits(button_width("display", true));
+    same_line_if_fits(button_width("display"));
     if (ImGui::SmallButton("display")) ImGui::OpenPopup("display");
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("log scale, colormap, reset zoom");
     if (ImGui::BeginPopup("display")) {
@@ -164,9 +166,9 @@ class AttentionView : public View {
   void display_settings(bool after_items) {
     if (after_items) same_line_if_fits(radio_width("log"));
     ImGui::Checkbox("log", &log_);
-    same_line_if_fits(90);
+    same_line_if_fits(ui_px(90));
     int cm = (int)cmap_;
-    ImGui::SetNextItemWidth(90);
+    ImGui::SetNextItemWidth(ui_px(90));
     ImGui::Combo("##cmap", &cm, "viridis\0magma\0");
     cmap_ = (Colormap)cm;
   }
@@ -391,10 +393,10 @@ class AttentionView : public View {
       if (same_line_if_fits(ImGui::CalcTextSize(axes.c_str()).x)) ImGui::TextDisabled("%s", axes.c_str());
       // The colour of the cells past each row's query, beside the map's shape (on a row of its
       // own in a narrow panel).
-      same_line_if_fits(12 + 4 + ImGui::CalcTextSize("past the query").x, 12);
+      same_line_if_fits(ui_px(12 + 4) + ImGui::CalcTextSize("past the query").x, ui_px(12));
       ImGui::BeginGroup();
       ImGui::ColorButton("##future", ImGui::ColorConvertU32ToFloat4(kFutureColor), ImGuiColorEditFlags_NoTooltip,
-                         ImVec2(12, 12));
+                         ImVec2(ui_px(12), ui_px(12)));
       ImGui::SameLine(0, 4);
       ImGui::TextDisabled("past the query");
       ImGui::EndGroup();
@@ -407,8 +409,9 @@ class AttentionView : public View {
     std::snprintf(hi, sizeof hi, "%.3g", image_max_);
     if (short_panel)
       same_line_if_fits(
-          ImGui::CalcTextSize(lo).x + ImGui::CalcTextSize(hi).x + 120 + 4 * ImGui::GetStyle().ItemSpacing.x, 16);
-    color_bar(cmap_, lo, hi, 120);
+          ImGui::CalcTextSize(lo).x + ImGui::CalcTextSize(hi).x + ui_px(120) + 4 * ImGui::GetStyle().ItemSpacing.x,
+          ui_px(16));
+    color_bar(cmap_, lo, hi, ui_px(120));
     if (image_zero_share_ > 0.5f) {  // a map that reads flat is one of zeros, not of a scale that hides them
       const std::string zeros = std::to_string((int)std::lround(100 * image_zero_share_)) +
                                 (short_panel ? "% zeros" : "% of the cells are 0");

@@ -14,6 +14,7 @@
 #include "analysis/metric_info.h"
 #include "analysis/sink_pair.h"
 #include "analysis/trace_row_diff.h"
+#include "app/gui/fonts.h"
 #include "app/gui/jobs.h"
 #include "app/gui/script.h"
 #include "app/gui/widgets.h"
@@ -353,9 +354,9 @@ class CompareView : public View {
   void strip(const char* label, const LaneCells& lane, const std::vector<uint8_t>* diff, float width, const AppState& app,
              bool ended, const RunData* run) {
     ImGui::TextUnformatted(label);
-    ImGui::SameLine(60);
+    ImGui::SameLine(ui_px(60));
     const ImVec2 p = ImGui::GetCursorScreenPos();
-    const float w = std::max(width - 64, 50.0f), h = 14.0f;
+    const float w = std::max(width - ui_px(64), ui_px(50)), h = ui_px(14);
     ImGui::InvisibleButton(label, ImVec2(w, h));
     ImDrawList* dl = ImGui::GetWindowDrawList();
     if (ended) {
@@ -384,7 +385,7 @@ class CompareView : public View {
     // A second trace opened elsewhere (File menu, a script's `compare PATH`) shows its path here.
     if (app.other_trace && other_path_.empty()) other_path_ = app.other_trace->path;
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(std::max(ImGui::GetContentRegionAvail().x - 70, 100.0f));
+    ImGui::SetNextItemWidth(std::max(ImGui::GetContentRegionAvail().x - ui_px(70), ui_px(100)));
     ImGui::InputText("##other", &other_path_);
     ImGui::SameLine();
     if (ImGui::Button("Open") && !other_path_.empty()) app.open_trace(other_path_, true);
@@ -479,7 +480,7 @@ class CompareView : public View {
                           "fp16 or bf16 storage on a GPU moves rows by up to about 1e-2; fp32 by about 1e-5.");
       if (d->steps() > 1) {
         ImGui::PlotLines("##stepmax", d->step_max.data(), d->steps(), 0, "largest difference a step", 0.0f, d->max,
-                         ImVec2(ImGui::GetContentRegionAvail().x, 40));
+                         ImVec2(ImGui::GetContentRegionAvail().x, ui_px(40)));
       }
     }
   }

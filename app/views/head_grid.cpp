@@ -39,20 +39,24 @@ std::string head_stat_description(const std::string& stat) {
   return "";
 }
 
-float head_cell_height(float grid_h, int rows) { return std::clamp(grid_h / (float)std::max(rows, 1), 3.0f, 48.0f); }
+float head_cell_height(float grid_h, int rows, float text_scale) {
+  return std::clamp(grid_h / (float)std::max(rows, 1), 3.0f * text_scale, 48.0f * text_scale);
+}
 
 HeadGridLayout head_grid_layout(float avail_w, float avail_h, int rows, int cols, float controls_w, float controls_h,
-                                float header_h, float label_w) {
+                                float header_h, float label_w, float text_scale) {
+  const float s = text_scale;
   cols = std::max(cols, 1);
   // Cells fill the space (wider than tall when there are more layers than heads), within limits;
   // beside the controls no wider than 40 px, leaving the controls what the panel has to spare.
   const float below_h = avail_h - controls_h - header_h;
-  const HeadGridLayout below{false, std::clamp((avail_w - label_w) / (float)cols, 4.0f, 64.0f), head_cell_height(below_h, rows)};
+  const HeadGridLayout below{false, std::clamp((avail_w - label_w) / (float)cols, 4.0f * s, 64.0f * s),
+                             head_cell_height(below_h, rows, s)};
   const float beside_w = (avail_w - label_w - controls_w) / (float)cols;
-  if (beside_w < 8.0f) return below;
-  const HeadGridLayout beside{true, std::min(beside_w, 40.0f), head_cell_height(avail_h - header_h, rows)};
+  if (beside_w < 8.0f * s) return below;
+  const HeadGridLayout beside{true, std::min(beside_w, 40.0f * s), head_cell_height(avail_h - header_h, rows, s)};
   // The larger cells, but never below the controls in cells under kMinCellBelow px tall.
-  const bool below_fits = below_h / (float)std::max(rows, 1) >= kMinCellBelow;
+  const bool below_fits = below_h / (float)std::max(rows, 1) >= kMinCellBelow * s;
   return below_fits && below.cell_w * below.cell_h >= beside.cell_w * beside.cell_h ? below : beside;
 }
 

@@ -23,14 +23,16 @@ std::string head_stat_description(const std::string& stat);
 // height, whichever gives the larger cells; never below them in cells under kMinCellBelow px
 // tall. header_h: the axis titles above the cells; label_w: the layer numbers on their left. A
 // panel too narrow for the column still gets the grid below, its cells shrunk (it scrolls).
+// Every size in pixels is at the default text size times text_scale (the text size over the
+// default): the grid is laid out alike at any text size in a panel as much larger.
 struct HeadGridLayout {
   bool beside = false;
   float cell_w = 0, cell_h = 0;
 };
 inline constexpr float kMinCellBelow = 6.0f;
-// The height of a cell when the rows share grid_h pixels: 3 to 48 px.
-float head_cell_height(float grid_h, int rows);
+// The height of a cell when the rows share grid_h pixels: 3 to 48 px (times text_scale).
+float head_cell_height(float grid_h, int rows, float text_scale);
 HeadGridLayout head_grid_layout(float avail_w, float avail_h, int rows, int cols, float controls_w, float controls_h,
-                                float header_h, float label_w);
+                                float header_h, float label_w, float text_scale);
 
 }  // namespace kvs

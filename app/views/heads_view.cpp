@@ -19,6 +19,7 @@
 #include "app/cli/heads_model.h"
 #include "app/cli/policy_setup.h"
 #include "inference/loader.h"
+#include "app/gui/fonts.h"
 #include "app/gui/colormap.h"
 #include "app/gui/script.h"
 #include "app/gui/widgets.h"
@@ -46,7 +47,8 @@ std::pair<float, float> value_range(const HeadGrid& g) {
 // inside them or in their hovers); the gap between the grid and that column. Stacked above the
 // grid: the tau slider's and the colour scale's widths, the gap between the scale and the counts,
 // and the least room beside the scale for them (narrower, they go below it: wrapped in a narrow
-// strip they took nine lines at 1024x768 and pushed the grid out of the panel).
+// strip they took nine lines at 1024x768 and pushed the grid out of the panel). Pixels at the
+// default text size (ui_px).
 constexpr float kControlsWidth = 150.0f, kColumnGap = 12.0f;
 constexpr float kTauWidth = 140.0f, kScaleWidth = 160.0f, kCountsGap = 12.0f, kCountsMinWidth = 200.0f;
 
@@ -77,20 +79,22 @@ class HeadsView : public View {
       if (grids_[i].name == want_stat_) stat_ = i, want_stat_.clear();
     stat_ = std::clamp(stat_, 0, (int)grids_.size() - 1);
     const HeadGrid& g = grids_[stat_];
-    const float label_w = std::max(28.0f, ImGui::CalcTextSize("layer").x + 6), header_h = 2 * ImGui::GetTextLineHeight() + 4;
-    const float controls_w = kColumnGap + column_width(g);
+    const float label_w = std::max(ui_px(28), ImGui::CalcTextSize("layer").x + ui_px(6));
+    const float header_h = 2 * ImGui::GetTextLineHeight() + ui_px(4);
+    const float controls_w = ui_px(kColumnGap) + column_width(g);
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     // The controls' height stacked above the grid: as measured when last drawn so at this width,
     // else as estimated.
     const bool measured = stacked_.width == avail.x && stacked_.stat == g.name;
     const float controls_h = measured ? stacked_.height : stacked_controls_height(g, avail.x);
-    HeadGridLayout layout = head_grid_layout(avail.x, avail.y, g.rows, g.cols, controls_w, controls_h, header_h, label_w);
+    HeadGridLayout layout = head_grid_layout(avail.x, avail.y, g.rows, g.cols, controls_w, controls_h, header_h, label_w,
+                                               ui_px(1));
     if (!layout.beside) {
       const float y0 = ImGui::GetCursorPosY();
       draw_controls(app, g, false);
       stacked_ = {avail.x, g.name, ImGui::GetCursorPosY() - y0};
       // The cells take the height the controls left (the estimate above only placed the grid).
-      layout.cell_h = head_cell_height(ImGui::GetContentRegionAvail().y - header_h, g.rows);
+      layout.cell_h = head_cell_height(ImGui::GetContentRegionAvail().y - header_h, g.rows, ui_px(1));
       draw_grid(app, g, layout, label_w, header_h);
       return;
     }
@@ -98,7 +102,7 @@ class HeadsView : public View {
     ImGui::BeginGroup();
     draw_grid(app, g, layout, label_w, header_h);
     ImGui::EndGroup();
-    ImGui::SameLine(0, kColumnGap);
+    ImGui::SameLine(0, ui_px(kColumnGap));
     ImGui::BeginGroup();
     draw_controls(app, g, true);
     ImGui::EndGroup();
@@ -195,7 +199,7 @@ class HeadsView : public View {
   // statistic's description. In a column (beside the grid) each takes its own row, column_width
   // wide: the combo's label in its hover, tau's in the slider.
   void draw_controls(AppState& app, const HeadGrid& g, bool column) {
-    ImGui::SetNextItemWidth(column ? column_width(g) : kControlsWidth);
+    ImGui::SetNextItemWidth(column ? column_width(g) : ui_px(kControlsWidth));
     if (ImGui::BeginCombo(column ? "##statistic" : "statistic", g.name.c_str())) {
       for (int i = 0; i < (int)grids_.size(); ++i)
         if (ImGui::Selectable(grids_[i].name.c_str(), i == stat_)) stat_ = i;
@@ -208,8 +212,8 @@ class HeadsView : public View {
     const auto [lo, hi] = value_range(g);
     const std::string unit = head_stat_unit(g.name);
     float& tau = tau_for(g);
-    if (!column) same_line_if_fits(labelled_width(kTauWidth, "tau"));
-    ImGui::SetNextItemWidth(column ? column_width(g) : kTauWidth);
+    if (!column) same_line_if_fits(labelled_width(ui_px(kTauWidth), "tau"));
+    ImGui::SetNextItemWidth(column ? column_width(g) : ui_px(kTauWidth));
     // tau lives on [0, 1] for alpha and scores; other statistics (entropy in nats) get their range.
     // Each statistic keeps its own (one shared 0.5 outlined nearly every head on entropy).
     const std::string format = std::string(column ? "tau " : "") + (unit.empty() ? "%.3g" : "%.3g " + unit);
@@ -223,11 +227,11 @@ class HeadsView : public View {
     const float spacing = ImGui::GetStyle().ItemSpacing.x;
     const float bar_w = column ? column_width(g) - ImGui::CalcTextSize(lo_s.c_str()).x -
                                      ImGui::CalcTextSize(hi_s.c_str()).x - 2 * spacing
-                               : kScaleWidth;
-    color_bar(Colormap::kViridis, lo_s.c_str(), hi_s.c_str(), std::max(bar_w, 40.0f));
+                               : ui_px(kScaleWidth);
+    color_bar(Colormap::kViridis, lo_s.c_str(), hi_s.c_str(), std::max(bar_w, ui_px(40)));
     // The counts beside the scale, wrapped rather than cut at the window's edge, or below it where
     // the room beside is narrow.
-    if (!column) same_line_if_fits(kCountsMinWidth, kCountsGap);
+    if (!column) same_line_if_fits(ui_px(kCountsMinWidth), ui_px(kCountsGap));
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     const std::string counts = counts_text(g, tau);
     const float wrap_w = ImGui::GetContentRegionAvail().x;
@@ -257,14 +261,15 @@ class HeadsView : public View {
     const ImGuiStyle& style = ImGui::GetStyle();
     const float text_h = ImGui::GetTextLineHeight();
     float h = ImGui::GetFrameHeightWithSpacing();
-    const float row = labelled_width(kControlsWidth, "statistic") + style.ItemSpacing.x + labelled_width(kTauWidth, "tau");
+    const float row = labelled_width(ui_px(kControlsWidth), "statistic") + style.ItemSpacing.x +
+                      labelled_width(ui_px(kTauWidth), "tau");
     if (row > avail_w) h += ImGui::GetFrameHeightWithSpacing();  // tau on a row of its own
-    if (!has_retrieval_scores() && row + style.ItemSpacing.x + button_width("score retrieval heads", true) > avail_w)
+    if (!has_retrieval_scores() && row + style.ItemSpacing.x + button_width("score retrieval heads") > avail_w)
       h += text_h + style.ItemSpacing.y;
     const auto [lo_s, hi_s] = scale_labels(g);
-    const float scale_w = ImGui::CalcTextSize(lo_s.c_str()).x + kScaleWidth + ImGui::CalcTextSize(hi_s.c_str()).x +
-                          2 * style.ItemSpacing.x + kCountsGap;
-    const bool counts_below = avail_w - scale_w < kCountsMinWidth;
+    const float scale_w = ImGui::CalcTextSize(lo_s.c_str()).x + ui_px(kScaleWidth) + ImGui::CalcTextSize(hi_s.c_str()).x +
+                          2 * style.ItemSpacing.x + ui_px(kCountsGap);
+    const bool counts_below = avail_w - scale_w < ui_px(kCountsMinWidth);
     const float counts_h = ImGui::CalcTextSize(counts_text(g, tau_for(g)).c_str(), nullptr, false,
                                                std::max(counts_below ? avail_w : avail_w - scale_w, 1.0f)).y;
     const float counts_rows = counts_below ? text_h + style.ItemSpacing.y + counts_h : std::max(text_h, counts_h);
@@ -300,8 +305,8 @@ class HeadsView : public View {
   // 40 px between its ends' labels (stories260K's "2.86e-06 ... 0.0747" ran 10 px past it).
   static float column_width(const HeadGrid& g) {
     const auto [lo_s, hi_s] = scale_labels(g);
-    return std::max(kControlsWidth, ImGui::CalcTextSize(lo_s.c_str()).x + ImGui::CalcTextSize(hi_s.c_str()).x +
-                                        2 * ImGui::GetStyle().ItemSpacing.x + 40.0f);
+    return std::max(ui_px(kControlsWidth), ImGui::CalcTextSize(lo_s.c_str()).x + ImGui::CalcTextSize(hi_s.c_str()).x +
+                                        2 * ImGui::GetStyle().ItemSpacing.x + ui_px(40));
   }
 
   bool has_retrieval_scores() const {
@@ -311,7 +316,7 @@ class HeadsView : public View {
   // Without retrieval scores in the trace: a button that scores the heads on the trace's model.
   void retrieval_button(AppState& app, bool column) {
     if (has_retrieval_scores()) return;
-    if (!column) same_line_if_fits(button_width("score retrieval heads", true));
+    if (!column) same_line_if_fits(button_width("score retrieval heads"));
     ImGui::BeginDisabled(app.engine.busy());
     if (ImGui::SmallButton("score retrieval heads")) score_retrieval(app);
     ImGui::EndDisabled();

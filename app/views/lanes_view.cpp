@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "analysis/lanes.h"
+#include "app/gui/fonts.h"
 #include "app/gui/colormap.h"
 #include "app/gui/script.h"
 #include "app/gui/widgets.h"
@@ -55,15 +56,15 @@ class LanesView : public View {
     // The row continues on the next where the panel is narrow (at 1024x768 "all (layer, KV
     // head)s" ran past its edge); what the lanes aggregate, which the checkbox says too, only
     // where the row has room, not at the cost of a lane.
-    same_line_if_fits(120 + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("zoom").x);
-    ImGui::SetNextItemWidth(120);
+    same_line_if_fits(ui_px(120) + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("zoom").x);
+    ImGui::SetNextItemWidth(ui_px(120));
     // A value typed in (Ctrl+click) is kept in range too: a zoom of 0 left no lanes to see.
     ImGui::SliderFloat("zoom", &zoom_, 1.0f, 64.0f, "x%.1f", ImGuiSliderFlags_Logarithmic | ImGuiSliderFlags_AlwaysClamp);
     // Which step this is (an exported picture of the lanes alone says it too).
     if (t.n_steps() > 0) {
       char step[96];
       std::snprintf(step, sizeof step, "step %d of 0..%d (query position %d)", app.step, t.n_steps() - 1, t.q_pos(app.step));
-      same_line_if_fits(ImGui::CalcTextSize(step).x, 16);
+      same_line_if_fits(ImGui::CalcTextSize(step).x, ui_px(16));
       ImGui::TextUnformatted(step);
       const char* over = app.per_head_lanes ? "selected head" : "all (layer, KV head)s";
       if (same_line_if_fits(ImGui::CalcTextSize(over).x, 8)) ImGui::TextDisabled("%s", over);
@@ -73,7 +74,7 @@ class LanesView : public View {
     // The boundary line: a further chip of the legend, on its last row where it fits.
     const float sh = ImGui::GetTextLineHeight(), gap = ImGui::GetStyle().ItemSpacing.x;
     const char* boundary = "prompt | decode boundary";
-    same_line_if_fits(sh + gap + ImGui::CalcTextSize(boundary).x, 14);
+    same_line_if_fits(sh + gap + ImGui::CalcTextSize(boundary).x, ui_px(14));
     ImGui::BeginGroup();
     const ImVec2 bp = ImGui::GetCursorScreenPos();
     ImGui::GetWindowDrawList()->AddLine(ImVec2(bp.x + sh * 0.5f, bp.y), ImVec2(bp.x + sh * 0.5f, bp.y + sh), kBoundaryColor, 2.0f);
@@ -181,7 +182,7 @@ class LanesView : public View {
     const float ruler_h = text_h + 6.0f;
     const float scrollbar = ImGui::GetStyle().ScrollbarSize;
     const float lane_h = std::clamp((ImGui::GetContentRegionAvail().y - ruler_h - scrollbar - 8) / (float)(lanes_.size() + 1),
-                                    text_h + 3.0f, 64.0f);
+                                    text_h + 3.0f, ui_px(64));
     const float rows_h = ruler_h + lane_h * (float)(lanes_.size() + 1);
     const float view_w = std::max(avail_w - label_w, 50.0f);
     const float cw = view_w / (float)std::max(T, 1) * zoom_;  // cell width, may be < 1 pixel
@@ -269,7 +270,7 @@ class LanesView : public View {
   // the boundary's, which reach up into the ruler) goes to the other side of its tick, or is left out.
   void draw_ruler(ImDrawList* dl, ImVec2 origin, float cw, int T, float scroll, float visible_w, float h,
                   std::initializer_list<float> lines) {
-    const float min_gap = 70.0f;  // pixels between labels
+    const float min_gap = ui_px(70);  // pixels between labels
     int step = 1;
     for (int base = 1; step * cw < min_gap && base < 10000000; base *= 10)
       for (int mult : {1, 2, 5}) {

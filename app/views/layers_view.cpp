@@ -11,6 +11,7 @@
 
 #include "analysis/filter_layers.h"
 #include "analysis/similarity.h"
+#include "app/gui/fonts.h"
 #include "app/gui/colormap.h"
 #include "app/gui/script.h"
 #include "app/gui/widgets.h"
@@ -22,7 +23,7 @@ namespace {
 
 // The column beside the matrix (legend, plan), at least 220 px in a short panel where it takes
 // the controls too, 170 px where it takes them compact, and the matrix's room for its layer
-// numbers.
+// numbers. Pixels at the default text size (ui_px).
 constexpr float kColumnWidth = 260.0f, kBesideColumnWidth = 220.0f, kCompactColumnWidth = 170.0f;
 constexpr float kMatrixLabel = 22.0f, kGap = 12.0f;
 
@@ -52,23 +53,23 @@ class LayersView : public View {
     // and the cells 3 px.
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float frame_h = ImGui::GetFrameHeightWithSpacing(), text_h = ImGui::GetTextLineHeightWithSpacing();
-    const float below = matrix_cell(ImVec2(avail.x - kColumnWidth, avail.y - 2 * frame_h - text_h));
+    const float below = matrix_cell(ImVec2(avail.x - ui_px(kColumnWidth), avail.y - 2 * frame_h - text_h));
     // Where the whole column would scroll (the tiled layout at 1280x720: its plan fell below the
     // panel's edge), the compact one: the results right under the controls, what they and the
     // colours mean in hovers.
     const bool compact = avail.y < 4 * frame_h + (float)(1 + column_lines()) * text_h;
-    const float column_w = compact ? kCompactColumnWidth : kBesideColumnWidth;
-    const float beside = matrix_cell(ImVec2(avail.x - column_w - kGap, avail.y));
+    const float column_w = compact ? ui_px(kCompactColumnWidth) : ui_px(kBesideColumnWidth);
+    const float beside = matrix_cell(ImVec2(avail.x - column_w - ui_px(kGap), avail.y));
     // Small when its cells fall under 4 px, or, for a model of few layers (stories260K's 5), when
     // the whole matrix does under 120 px (it was 22 px at 1024x768).
     // Beside also where that makes the cells a quarter larger or more (the tiled layout at
     // 1600x1000: 7.3 px rather than 5.2).
-    const bool small_below = below < 4.0f || below * (float)n_layers_ < 120.0f;
+    const bool small_below = below < 4.0f || below * (float)n_layers_ < ui_px(120);
     if ((small_below || beside >= 1.25f * below) && beside > below && beside >= 3.0f) {
       ImGui::BeginGroup();
       draw_matrix(app, std::min(beside, 40.0f));
       ImGui::EndGroup();
-      ImGui::SameLine(0, kGap);
+      ImGui::SameLine(0, ui_px(kGap));
       ImGui::BeginGroup();
       if (compact) {
         compact_controls();
@@ -85,7 +86,7 @@ class LayersView : public View {
     controls();
     const float room = ImGui::GetContentRegionAvail().y;
     ImGui::BeginGroup();
-    draw_matrix(app, std::clamp(matrix_cell(ImVec2(avail.x - kColumnWidth, room)), 3.0f, 40.0f));
+    draw_matrix(app, std::clamp(matrix_cell(ImVec2(avail.x - ui_px(kColumnWidth), room)), 3.0f, 40.0f));
     ImGui::EndGroup();
     ImGui::SameLine();
     ImGui::BeginGroup();
@@ -133,19 +134,19 @@ class LayersView : public View {
   // comes from; a row continues on the next where the panel is narrow.
   void controls() {
     const int L = n_layers_;
-    ImGui::SetNextItemWidth(120);
+    ImGui::SetNextItemWidth(ui_px(120));
     // 1..L as `kvscope layers --filters` and the script's `filters` take it; a typed value too.
     if (ImGui::SliderInt("filter layers k", &k_, 1, std::max(L, 1), "%d", ImGuiSliderFlags_AlwaysClamp)) plan_valid_ = false;
-    same_line_if_fits(60 + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("wait").x);
-    ImGui::SetNextItemWidth(60);
+    same_line_if_fits(ui_px(60) + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("wait").x);
+    ImGui::SetNextItemWidth(ui_px(60));
     if (ImGui::InputInt("wait", &wait_, 0)) plan_valid_ = false;
     wait_ = std::clamp(wait_, 0, std::max(L - 1, 0));
     same_line_if_fits(button_width("Choose filter layers"));
     if (ImGui::Button("Choose filter layers")) optimize();
     // A row of its own when the panel is narrow: the layers typed, and their evaluation.
-    same_line_if_fits(110 + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("given").x +
+    same_line_if_fits(ui_px(110) + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("given").x +
                       ImGui::GetStyle().ItemSpacing.x + button_width("Evaluate"));
-    ImGui::SetNextItemWidth(110);
+    ImGui::SetNextItemWidth(ui_px(110));
     if (ImGui::InputText("given", &given_text_, ImGuiInputTextFlags_EnterReturnsTrue)) evaluate_given();
     ImGui::SameLine();
     if (ImGui::Button("Evaluate")) evaluate_given();
@@ -156,7 +157,7 @@ class LayersView : public View {
   // (what they mean in hovers): k and wait, the optimizer's button, the typed choice.
   void compact_controls() {
     const int L = n_layers_;
-    const float spacing = ImGui::GetStyle().ItemSpacing.x, half = (kCompactColumnWidth - spacing) / 2;
+    const float spacing = ImGui::GetStyle().ItemSpacing.x, half = (ui_px(kCompactColumnWidth) - spacing) / 2;
     ImGui::SetNextItemWidth(half);
     if (ImGui::SliderInt("##k", &k_, 1, std::max(L, 1), "filters %d", ImGuiSliderFlags_AlwaysClamp))
       plan_valid_ = false;
@@ -168,7 +169,7 @@ class LayersView : public View {
       plan_valid_ = false;
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("wait: the first layers, kept dense before any filter");
     if (ImGui::Button("Choose filter layers")) optimize();
-    ImGui::SetNextItemWidth(kCompactColumnWidth - button_width("Evaluate") - spacing);
+    ImGui::SetNextItemWidth(ui_px(kCompactColumnWidth) - button_width("Evaluate") - spacing);
     if (ImGui::InputTextWithHint("##given", "given: 2,8,18", &given_text_, ImGuiInputTextFlags_EnterReturnsTrue))
       evaluate_given();
     if (ImGui::IsItemHovered())
@@ -243,7 +244,7 @@ class LayersView : public View {
 
   // The cell in pixels of the matrix (a square with its labels) filling a space of `avail`.
   float matrix_cell(ImVec2 avail) const {
-    return (std::min(avail.x, avail.y) - kMatrixLabel - 12) / (float)std::max(n_layers_, 1);
+    return (std::min(avail.x, avail.y) - ui_px(kMatrixLabel) - ui_px(12)) / (float)std::max(n_layers_, 1);
   }
 
   void refresh(AppState& app) {
@@ -308,8 +309,8 @@ class LayersView : public View {
   // What a cell, its colour and the strip under the matrix mean.
   void legend() const {
     color_bar_of_matrix();
-    // Wrapped at 250 px, or at the window's edge when the column beside the matrix is narrower.
-    ImGui::PushTextWrapPos(std::min(ImGui::GetCursorPosX() + 250, ImGui::GetWindowContentRegionMax().x));
+    // Wrapped at 250 px (ui_px), or at the window's edge when the column beside the matrix is narrower.
+    ImGui::PushTextWrapPos(std::min(ImGui::GetCursorPosX() + ui_px(250), ImGui::GetWindowContentRegionMax().x));
     ImGui::TextDisabled("%s", kCellMeaning);
     ImGui::PopTextWrapPos();
     role_legend();
@@ -325,7 +326,8 @@ class LayersView : public View {
     // 120 px, less where the column is narrower (the high end's label was cut at 1024x768).
     const float labels = ImGui::CalcTextSize(lo_text).x + ImGui::CalcTextSize(hi_text).x + 2 * ImGui::GetStyle().ItemSpacing.x;
     ImGui::BeginGroup();
-    color_bar(Colormap::kMagma, lo_text, hi_text, std::clamp(ImGui::GetContentRegionAvail().x - labels, 40.0f, 120.0f));
+    color_bar(Colormap::kMagma, lo_text, hi_text,
+              std::clamp(ImGui::GetContentRegionAvail().x - labels, ui_px(40), ui_px(120)));
     ImGui::EndGroup();
   }
 
@@ -389,9 +391,9 @@ class LayersView : public View {
 
   void draw_matrix(AppState& app, float cell) {
     const int L = n_layers_;
-    const float label = kMatrixLabel;
+    const float label = ui_px(kMatrixLabel);
     const ImVec2 p = ImGui::GetCursorScreenPos();
-    ImGui::InvisibleButton("matrix", ImVec2(label + cell * L + 12, label + cell * L + 12));
+    ImGui::InvisibleButton("matrix", ImVec2(label + cell * L + ui_px(12), label + cell * L + ui_px(12)));
     const bool hovered = ImGui::IsItemHovered();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 o(p.x + label, p.y + label);
@@ -423,7 +425,8 @@ class LayersView : public View {
     // Role strip under the matrix: filter / wait / sparse / dense.
     if (plan_valid_)
       for (int l = 0; l < L && l < (int)plan_.roles.size(); ++l) {
-        dl->AddRectFilled(ImVec2(o.x + cell * l, o.y + cell * L + 3), ImVec2(o.x + cell * (l + 1) - 1, o.y + cell * L + 10),
+        dl->AddRectFilled(ImVec2(o.x + cell * l, o.y + cell * L + ui_px(3)),
+                          ImVec2(o.x + cell * (l + 1) - 1, o.y + cell * L + ui_px(10)),
                           role_color(plan_.roles[l]));
       }
     if (app.layer < L)

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "analysis/metric_info.h"
+#include "app/gui/fonts.h"
 #include "app/gui/widgets.h"
 #include "app/views/view.h"
 
@@ -37,15 +38,17 @@ class MetricsView : public View {
     for (size_t r = 0; r < t.runs.size(); ++r) {
       const float w = legend_toggle_width(t.runs[r].name.c_str(), marks_[r]);
       if (r > 0) {
-        ImGui::SameLine(0, 14);
+        ImGui::SameLine(0, ui_px(14));
         if (ImGui::GetCursorPosX() + w > right) ImGui::NewLine();
       }
       if (legend_toggle(t.runs[r].name.c_str(), run_color(t.runs[r]), !hidden_[r], run_dashed(t.runs[r]), marks_[r]))
         hidden_[r] = !hidden_[r];
     }
-    const int cols = ImGui::GetContentRegionAvail().x > 700 ? 2 : 1;
+    const int cols = ImGui::GetContentRegionAvail().x > ui_px(700) ? 2 : 1;
     const int rows = ((int)names_.size() + cols - 1) / cols;
-    const float plot_h = std::max(70.0f, (ImGui::GetContentRegionAvail().y - rows * ImGui::GetTextLineHeightWithSpacing()) / rows - 6);
+    const float plot_h =
+        std::max(ui_px(70), (ImGui::GetContentRegionAvail().y - rows * ImGui::GetTextLineHeightWithSpacing()) / rows -
+                                ui_px(6));
     const float plot_w = ImGui::GetContentRegionAvail().x / cols - 8;
     for (size_t i = 0; i < names_.size(); ++i) {
       if (i % cols) ImGui::SameLine();

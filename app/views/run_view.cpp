@@ -20,6 +20,7 @@
 #include "app/cli/policy_setup.h"
 #include "app/cli/rerun.h"
 #include "app/cli/record.h"
+#include "app/gui/fonts.h"
 #include "app/gui/jobs.h"
 #include "app/gui/replace_confirm.h"
 #include "app/gui/script.h"
@@ -49,8 +50,8 @@ std::string read_file(const std::filesystem::path& p) {
   return text;
 }
 
-constexpr float kMinOutBox = 200.0f;       // narrowest output-path box beside the buttons, pixels
-constexpr float kModeComboWidth = 80.0f;  // Re-run's forced / free
+constexpr float kMinOutBox = 200.0f;       // narrowest output-path box beside the buttons (ui_px)
+constexpr float kModeComboWidth = 80.0f;  // Re-run's forced / free (ui_px)
 
 class RunView : public View {
  public:
@@ -168,7 +169,7 @@ class RunView : public View {
   }
 
   void model_picker(AppState& app) {
-    ImGui::SetNextItemWidth(std::max(ImGui::GetContentRegionAvail().x - 90, 100.0f));
+    ImGui::SetNextItemWidth(std::max(ImGui::GetContentRegionAvail().x - ui_px(90), ui_px(100)));
     ImGui::InputText("##model", &model_path_);
     ImGui::SameLine();
     if (ImGui::BeginCombo("model", "", ImGuiComboFlags_NoPreview)) {
@@ -186,7 +187,7 @@ class RunView : public View {
   }
 
   void prompt_editor() {
-    ImGui::SetNextItemWidth(170);
+    ImGui::SetNextItemWidth(ui_px(170));
     if (ImGui::BeginCombo("##demo", "demo prompt...")) {
       for (auto& [name, text] : demos_)
         if (ImGui::Selectable(name.c_str())) prompt_ = text;
@@ -253,19 +254,19 @@ class RunView : public View {
   bool chat_on() const { return chat_choice_.value_or(!chat_family_.empty()); }
 
   void sampling_and_device() {
-    ImGui::SetNextItemWidth(80);
+    ImGui::SetNextItemWidth(ui_px(80));
     ImGui::InputInt("steps", &steps_, 0);
     steps_ = std::clamp(steps_, 1, 1 << 16);
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(70);
+    ImGui::SetNextItemWidth(ui_px(70));
     // Values typed in (double-click) stay in range too: out of it, Record failed on --temperature or
     // --top-p, flags the Run view does not show.
     ImGui::DragFloat("temp", &temperature_, 0.01f, 0.0f, 2.0f, "%.2f", ImGuiSliderFlags_AlwaysClamp);
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(70);
+    ImGui::SetNextItemWidth(ui_px(70));
     ImGui::DragFloat("top-p", &top_p_, 0.01f, 0.01f, 1.0f, "%.2f", ImGuiSliderFlags_AlwaysClamp);
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(70);
+    ImGui::SetNextItemWidth(ui_px(70));
     ImGui::InputInt("seed", &seed_, 0);
     const ImGuiStyle& style = ImGui::GetStyle();
     same_line_if_fits(radio_width("CPU") + style.ItemSpacing.x + radio_width("CUDA"));
@@ -279,9 +280,9 @@ class RunView : public View {
     device_ = device == 1 && cuda_ok_ ? Device::Cuda : Device::Cpu;
     // What the GPU stores weights and cache in (as --gpu-dtype): auto = fp32 for small models, bf16
     // for bf16 checkpoints, fp16 otherwise.
-    same_line_if_fits(70 + style.ItemInnerSpacing.x + ImGui::CalcTextSize("GPU dtype").x);
+    same_line_if_fits(ui_px(70) + style.ItemInnerSpacing.x + ImGui::CalcTextSize("GPU dtype").x);
     ImGui::BeginDisabled(device_ != Device::Cuda);
-    ImGui::SetNextItemWidth(70);
+    ImGui::SetNextItemWidth(ui_px(70));
     if (ImGui::BeginCombo("GPU dtype", gpu_dtype_name(gpu_dtype_))) {
       for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16, GpuDtype::Fp32}) {
         if (ImGui::Selectable(gpu_dtype_name(d), d == gpu_dtype_)) gpu_dtype_ = d;
@@ -329,7 +330,7 @@ class RunView : public View {
 
   // panel_h: the panel's height below its top, of which the settings above took GetCursorPosY().
   void policy_table(const AppState& app, float panel_h) {
-    ImGui::SetNextItemWidth(80);
+    ImGui::SetNextItemWidth(ui_px(80));
     ImGui::InputInt("budget (tokens per head)", &budget_, 0);
     budget_ = std::max(budget_, 1);
     const char* live_label = "enforce first checked policy live when recording";
@@ -417,23 +418,23 @@ class RunView : public View {
       ImGui::SetTooltip("Replay the checked policies over the open trace's recorded attention (as kvscope simulate)\n"
                         "and append them as runs to the trace file itself (rewritten whole, then renamed over it;\n"
                         "a run of the same name is replaced).");
-    same_line_if_fits(button_width("Re-run live") + ImGui::GetStyle().ItemSpacing.x + kModeComboWidth);
+    same_line_if_fits(button_width("Re-run live") + ImGui::GetStyle().ItemSpacing.x + ui_px(kModeComboWidth));
     if (ImGui::Button("Re-run live")) rerun_live(app);
     if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
       ImGui::SetTooltip("Enforce the checked policies inside the engine on the open trace's model and prompt\n"
                         "(real eviction), appended as runs with their own text and KL to the full cache.");
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(kModeComboWidth);
+    ImGui::SetNextItemWidth(ui_px(kModeComboWidth));
     ImGui::Combo("##mode", &rerun_mode_, "forced\0free\0");
     ImGui::EndDisabled();
     ImGui::EndDisabled();
     // The output path beside the buttons when a readable box fits there, else on a row of its own.
     const float label_w = ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("out").x;
-    same_line_if_fits(kMinOutBox + label_w);
+    same_line_if_fits(ui_px(kMinOutBox) + label_w);
     ImGui::SetNextItemWidth(std::max(ImGui::GetContentRegionAvail().x - label_w, 80.0f));
     ImGui::InputText("out", &out_path_);
     if (busy) {
-      ImGui::ProgressBar(app.engine.progress(), ImVec2(std::max(ImGui::GetContentRegionAvail().x - 70, 50.0f), 0),
+      ImGui::ProgressBar(app.engine.progress(), ImVec2(std::max(ImGui::GetContentRegionAvail().x - ui_px(70), ui_px(50)), 0),
                          app.engine.running_label().c_str());
       ImGui::SameLine();
       if (ImGui::Button("Cancel")) app.engine.cancel_all();

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "app/gui/fonts.h"
 #include "app/gui/widgets.h"
 #include "app/views/view.h"
 
@@ -29,18 +30,18 @@ class TimelineView : public View {
     ImGui::SameLine();
     if (ImGui::Button("<")) app.set_step(app.step - 1);
     ImGui::SameLine();
-    if (ImGui::Button(app.playing ? "Pause" : "Play", ImVec2(52, 0))) app.toggle_play();
+    if (ImGui::Button(app.playing ? "Pause" : "Play", ImVec2(ui_px(52), 0))) app.toggle_play();
     ImGui::SameLine();
     if (ImGui::Button(">")) app.set_step(app.step + 1);
     ImGui::SameLine();
     if (ImGui::Button(">|")) app.set_step(n - 1);
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(120);
+    ImGui::SetNextItemWidth(ui_px(120));
     // A speed typed in (Ctrl+click) is kept in range too: at 0 or below, Play never moved.
     ImGui::SliderFloat("steps/s", &app.speed, 0.5f, 60.0f, "%.1f", ImGuiSliderFlags_Logarithmic | ImGuiSliderFlags_AlwaysClamp);
     ImGui::SameLine();
     int s = app.step;
-    ImGui::SetNextItemWidth(std::max(120.0f, ImGui::GetContentRegionAvail().x - 260));
+    ImGui::SetNextItemWidth(std::max(ui_px(120), ImGui::GetContentRegionAvail().x - ui_px(260)));
     if (ImGui::SliderInt("##step", &s, 0, n - 1, "step %d")) app.set_step(s);
     ImGui::SameLine();
     const int q = t.q_pos(app.step);
@@ -72,7 +73,7 @@ class TimelineView : public View {
   void draw_text_strip(const TraceSnapshot& t, int q) {
     const int P = t.meta.prompt_len;
     const std::string cur = q >= 0 && q < t.total_len() ? token_label(t.token_texts[q]) : "";
-    const float avail = ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize(cur.c_str()).x - 20;
+    const float avail = ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize(cur.c_str()).x - ui_px(20);
     std::vector<std::string> pieces;  // newest first, as token_label shows them on one line
     float width = ImGui::CalcTextSize("...").x;  // room for the mark of text cut off on the left
     int i = std::min(q, t.total_len()) - 1;

@@ -7,6 +7,7 @@
 #ifdef KVSCOPE_GUI
 #include <imgui.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,19 +39,19 @@ TEST(Layout, TiledViewsCoverTheWorkAreaInWholePixels) {
     EXPECT_EQ(work.h, h - 2 * 21 - 8);  // the menu bar above, the status bar (bar + 8) below
     double area = 0;
     for (size_t i = 0; i < kViewIds.size(); ++i) {
-      const Rect r = tiled_rect(kViewIds[i], work);
+      const Rect r = tiled_rect(kViewIds[i], work, 1);
       EXPECT_TRUE(whole_pixels(r)) << kViewIds[i];
       EXPECT_GE(r.x, work.x);
       EXPECT_GE(r.y, work.y);
       EXPECT_LE(r.x + r.w, work.x + work.w);
       EXPECT_LE(r.y + r.h, work.y + work.h);
       area += (double)r.w * r.h;
-      for (size_t j = 0; j < i; ++j) EXPECT_FALSE(overlap(r, tiled_rect(kViewIds[j], work))) << kViewIds[i];
+      for (size_t j = 0; j < i; ++j) EXPECT_FALSE(overlap(r, tiled_rect(kViewIds[j], work, 1))) << kViewIds[i];
     }
     EXPECT_EQ(area, (double)work.w * work.h) << w << "x" << h;
   }
-  const Rect work = work_area(1280, 720, 21), alone = alone_rect(work);
-  EXPECT_EQ(alone.y, tiled_rect("timeline", work).y + tiled_rect("timeline", work).h);
+  const Rect work = work_area(1280, 720, 21), alone = alone_rect(work, 1);
+  EXPECT_EQ(alone.y, tiled_rect("timeline", work, 1).y + tiled_rect("timeline", work, 1).h);
   EXPECT_EQ(alone.y + alone.h, work.y + work.h);
   EXPECT_EQ(alone.w, work.w);
 }
@@ -60,20 +61,60 @@ TEST(Layout, TiledViewsCoverTheWorkAreaInWholePixels) {
 TEST(Layout, FractionsComeBackToTheSamePixelsAndKeepWindowsTouching) {
   const Rect big = work_area(1600, 1000, 21), small = work_area(1024, 768, 21);
   for (const std::string& id : kViewIds) {
-    const Rect r = tiled_rect(id, big), f = to_fractions(r, big);
+    const Rect r = tiled_rect(id, big, 1), f = to_fractions(r, big);
     EXPECT_EQ(from_fractions(f, big), r) << id;
     const Rect there = from_fractions(f, small);
     EXPECT_TRUE(whole_pixels(there)) << id;
     EXPECT_EQ(from_fractions(to_fractions(there, small), small), there) << id;
   }
-  const Rect run = from_fractions(to_fractions(tiled_rect("run", big), big), small);
-  const Rect lanes = from_fractions(to_fractions(tiled_rect("lanes", big), big), small);
-  const Rect attention = from_fractions(to_fractions(tiled_rect("attention", big), big), small);
+  const Rect run = from_fractions(to_fractions(tiled_rect("run", big, 1), big), small);
+  const Rect lanes = from_fractions(to_fractions(tiled_rect("lanes", big, 1), big), small);
+  const Rect attention = from_fractions(to_fractions(tiled_rect("attention", big, 1), big), small);
   EXPECT_EQ(run.x + run.w, lanes.x);
   EXPECT_EQ(run.y + run.h, attention.y);
   EXPECT_EQ(lanes.x + lanes.w, small.x + small.w);
   EXPECT_TRUE(can_lay_out(small));
   EXPECT_FALSE(can_lay_out(work_area(0, 0, 21)));  // a minimized window
+}
+
+// The tiled layout of `work` at text_scale `scale`, as fractions of it.
+std::vector<std::optional<Rect>> tiled_fractions(const Rect& work, float scale) {
+  std::vector<std::optional<Rect>> f;
+  for (const std::string& id : kViewIds) f.push_back(to_fractions(tiled_rect(id, work, scale), work));
+  return f;
+}
+
+// Text 2x larger (bar 21 -> 42 px): the tiled layout is the tiled layout of the new size, its
+// timeline twice as high.
+TEST(Layout, TheTiledLayoutIsTiledAgainAtANewTextSize) {
+  const Rect old_work = work_area(1600, 1000, 21), work = work_area(1600, 1000, 42);
+  std::vector<std::optional<Rect>> f = tiled_fractions(old_work, 1);
+  follow_text_size(kViewIds, std::vector<bool>(kViewIds.size(), true), f, old_work, 1, work, 2);
+  for (size_t i = 0; i < kViewIds.size(); ++i)
+    EXPECT_EQ(from_fractions(*f[i], work), tiled_rect(kViewIds[i], work, 2)) << kViewIds[i];
+  EXPECT_EQ(from_fractions(*f[0], work).h, 192);
+}
+
+// One view alone with the timeline: the timeline takes the new height, the view's top follows it
+// and its bottom stays at the work area's bottom. A layout whose timeline was moved by hand keeps
+// every window's fractions.
+TEST(Layout, WindowsOnTheTimelinesEdgeFollowItElseStay) {
+  const Rect old_work = work_area(1600, 1000, 21), work = work_area(1600, 1000, 42);
+  std::vector<std::optional<Rect>> f(kViewIds.size());
+  std::vector<bool> visible(kViewIds.size(), false);
+  visible[0] = visible[3] = true;  // timeline, attention
+  f[0] = to_fractions(tiled_rect("timeline", old_work, 1), old_work);
+  f[3] = to_fractions(alone_rect(old_work, 1), old_work);
+  follow_text_size(kViewIds, visible, f, old_work, 1, work, 2);
+  EXPECT_EQ(from_fractions(*f[0], work), tiled_rect("timeline", work, 2));
+  EXPECT_EQ(from_fractions(*f[3], work), alone_rect(work, 2));
+  EXPECT_FALSE(f[1].has_value());  // never placed: placed later, at the new size
+
+  std::vector<std::optional<Rect>> moved = tiled_fractions(old_work, 1);
+  moved[0] = Rect{0, 0.5f, 1, 0.1f};  // the timeline dragged down by hand
+  const std::vector<std::optional<Rect>> before = moved;
+  follow_text_size(kViewIds, std::vector<bool>(kViewIds.size(), true), moved, old_work, 1, work, 2);
+  EXPECT_EQ(moved, before);
 }
 
 TEST(Layout, OpensAtTheSavedSizeWithinTheScreen) {
@@ -88,19 +129,41 @@ class DisplaySetting : public ::testing::Test {
   void SetUp() override {
     ImGui::CreateContext();
     ImGui::GetIO().IniFilename = nullptr;
-    register_display_setting(&saved_);
+    register_display_settings(&saved_);
   }
   void TearDown() override { ImGui::DestroyContext(); }
-  Extent saved_ = kDefaultWindow;
+  DisplaySettings saved_;
 };
 
 TEST_F(DisplaySetting, ReadsTheSavedSizeAndKeepsTheDefaultWithoutOne) {
   ImGui::LoadIniSettingsFromMemory("[Window][Run]\nPos=0,117\nSize=533,285\n");
-  EXPECT_EQ(saved_, kDefaultWindow);  // a layout saved before the entry existed: 1600 x 1000
+  EXPECT_EQ(saved_.size, kDefaultWindow);  // a layout saved before the entry existed: 1600 x 1000
   ImGui::LoadIniSettingsFromMemory("[KVScope][Display]\nSize=abc\n");
-  EXPECT_EQ(saved_, kDefaultWindow);
+  EXPECT_EQ(saved_.size, kDefaultWindow);
   ImGui::LoadIniSettingsFromMemory("[KVScope][Display]\nSize=1280,720\n");
-  EXPECT_EQ(saved_, (Extent{1280, 720}));
+  EXPECT_EQ(saved_.size, (Extent{1280, 720}));
+  EXPECT_EQ(saved_.text_size, 0.0f);  // never chosen: the monitor's
+}
+
+TEST_F(DisplaySetting, ReadsTheTextSizeWithinItsRange) {
+  ImGui::LoadIniSettingsFromMemory("[KVScope][Display]\nSize=1280,720\nTextSize=21\n");
+  EXPECT_EQ(saved_.text_size, 21.0f);
+  for (const char* bad : {"TextSize=9", "TextSize=41", "TextSize=big", "TextSize=nan"}) {
+    ImGui::LoadIniSettingsFromMemory(("[KVScope][Display]\n" + std::string(bad) + "\n").c_str());
+    EXPECT_EQ(saved_.text_size, 21.0f) << bad;
+  }
+}
+
+TEST_F(DisplaySetting, WritesTheTextSizeOnlyOnceChosen) {
+  ImGui::GetIO().DisplaySize = ImVec2(1024, 768);
+  EXPECT_EQ(std::string(ImGui::SaveIniSettingsToMemory()).find("TextSize"), std::string::npos);
+  saved_.text_size = 24;
+  const std::string ini = ImGui::SaveIniSettingsToMemory();
+  EXPECT_NE(ini.find("[KVScope][Display]\nSize=1024,768\nTextSize=24\n"), std::string::npos) << ini;
+  saved_ = DisplaySettings{};
+  ImGui::LoadIniSettingsFromMemory(ini.c_str());
+  EXPECT_EQ(saved_.size, (Extent{1024, 768}));
+  EXPECT_EQ(saved_.text_size, 24.0f);
 }
 
 TEST_F(DisplaySetting, WritesTheDisplaySizeOfTheTime) {

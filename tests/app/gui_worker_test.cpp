@@ -9,7 +9,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <new>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <GLFW/glfw3.h>
@@ -179,7 +181,9 @@ TEST(Script, KeyCommandsPlayTheFramesAHandWould) {
   };
   EXPECT_EQ(message("key", "pgup"),
             "--script: 'key pgup' expects one of left, right, up, down, home, end, space, enter, escape, tab, backspace, "
-            "delete, f1, each also as ctrl+NAME, or ctrl+ a letter");
+            "delete, f1, =, -, 0, each also as ctrl+NAME, or ctrl+ a letter");
+  EXPECT_EQ(key_command_frames(ScriptCommand{"key", "ctrl+="}),  // View > Text size's Larger
+            (std::vector<KeyFrame>{{GLFW_KEY_EQUAL, "", true}, {-1, "", true}}));
   EXPECT_NE(message("key", "o"), "(accepted)");  // a letter alone is typed, not pressed
   EXPECT_NE(message("key", "ctrl+"), "(accepted)");
   EXPECT_NE(message("key", "ctrl+oo"), "(accepted)");
@@ -216,7 +220,7 @@ TEST(HeadGrid, EachStatisticHasItsOwnTauAndUnit) {
 }
 
 // SmolLM2's 30 x 9 grid (controls 220 x 94 px, axis titles 36 px, layer numbers 34 px).
-HeadGridLayout smollm2_grid(float w, float h) { return head_grid_layout(w, h, 30, 9, 220, 94, 36, 34); }
+HeadGridLayout smollm2_grid(float w, float h) { return head_grid_layout(w, h, 30, 9, 220, 94, 36, 34, 1); }
 
 // In the tiled layout at 1200x700 the grid's panel has about 385 x 150 px: below the controls the
 // cells did not fit (only layer 0 showed without scrolling); beside them the whole grid does.
@@ -239,13 +243,25 @@ TEST(HeadGrid, BelowOrBesideItsControlsWhicheverGivesLargerCells) {
   EXPECT_FALSE(smollm2_grid(1184, 650).beside);
   // stories260K's 5 x 8 grid in the same panel would fit below in 6 px rows; beside, its cells are
   // larger (20 x 25 px rather than 47 x 6).
-  const HeadGridLayout few = head_grid_layout(414, 158, 5, 8, 217, 93, 34, 39);
+  const HeadGridLayout few = head_grid_layout(414, 158, 5, 8, 217, 93, 34, 39, 1);
   EXPECT_TRUE(few.beside);
   EXPECT_GT(few.cell_h, 20.0f);
   // Too narrow to put anything beside: below, cells shrunk to 3 px (the window scrolls).
   const HeadGridLayout tiny = smollm2_grid(200, 100);
   EXPECT_FALSE(tiny.beside);
   EXPECT_FLOAT_EQ(tiny.cell_h, 3.0f);
+}
+
+// Text twice as large (View > Text size) in a panel twice as large: the same choice, cells twice
+// the size (the limits on cells follow the text, or a large panel of large text would cap them).
+TEST(HeadGrid, LaidOutAlikeAtTwiceTheTextInAPanelTwiceAsLarge) {
+  for (const auto& [w, h] : {std::pair{385.0f, 150.0f}, {640.0f, 260.0f}, {1584.0f, 950.0f}, {200.0f, 100.0f}}) {
+    const HeadGridLayout one = smollm2_grid(w, h), two = head_grid_layout(2 * w, 2 * h, 30, 9, 440, 188, 72, 68, 2);
+    SCOPED_TRACE(std::to_string((int)w) + "x" + std::to_string((int)h));
+    EXPECT_EQ(two.beside, one.beside);
+    EXPECT_FLOAT_EQ(two.cell_w, 2 * one.cell_w);
+    EXPECT_FLOAT_EQ(two.cell_h, 2 * one.cell_h);
+  }
 }
 
 TEST(Colormap, ViridisAndMagmaEndpoints) {

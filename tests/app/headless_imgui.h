@@ -7,6 +7,14 @@
 
 namespace kvs::gui_test {
 
+// Builds the current context's font atlas, as a renderer would before drawing (after
+// setup_fonts_and_style changed the fonts).
+inline void build_font_atlas() {
+  unsigned char* pixels = nullptr;
+  int w = 0, h = 0;
+  ImGui::GetIO().Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);
+}
+
 // app_look: the app's font and style (setup_fonts_and_style), for tests that measure where its
 // views' contents fall; else ImGui's own.
 inline ImGuiContext* headless_imgui(float display_w, float display_h, bool app_look = false) {
@@ -15,9 +23,7 @@ inline ImGuiContext* headless_imgui(float display_w, float display_h, bool app_l
   io.IniFilename = nullptr;
   io.DisplaySize = ImVec2(display_w, display_h);
   if (app_look) setup_fonts_and_style();
-  unsigned char* pixels = nullptr;
-  int w = 0, h = 0;
-  io.Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);
+  build_font_atlas();
   return context;
 }
 
