@@ -75,8 +75,10 @@ std::unique_ptr<Tokenizer> bpe_from_gguf(const GgufFile& g,
   }
   v.ignore_merges = v.pre_name == "llama3" || v.pre_name == "llama-bpe" || v.pre_name == "llama-v3";
   // Qwen2's tokenizer.json composes text to NFC before splitting it, which GGUF's metadata does not
-  // record: "e" + U+0301 is one token there, "é".
-  if (v.pre_name == "qwen2" || v.pre_name == "deepseek-r1-qwen") v.normalization = UnicodeForm::NFC;
+  // record: "e" + U+0301 is one token there, "é". So do GPT-NeoX's (MPT's) and Command-R's; Qwen3.5's
+  // does not (its split keeps a combining mark with its letter: "e" + U+0301 stays two tokens).
+  if (v.pre_name == "qwen2" || v.pre_name == "deepseek-r1-qwen" || v.pre_name == "mpt" || v.pre_name == "command-r")
+    v.normalization = UnicodeForm::NFC;
   v.bos_id = static_cast<int>(g.get_int("tokenizer.ggml.bos_token_id", -1));
   v.eos_id = static_cast<int>(g.get_int("tokenizer.ggml.eos_token_id", -1));
   v.add_bos = g.get_bool("tokenizer.ggml.add_bos_token", false) && v.bos_id >= 0;

@@ -1,6 +1,6 @@
-// Regex pre-tokenizers of byte-level BPE vocabularies (GPT-2, Llama-3, Qwen2, SmolLM), run with
-// PCRE2 in UTF + UCP mode. Each pattern splits every piece further; both the matches and the text
-// between them become pieces (Hugging Face's "Isolated" split behaviour).
+// Regex pre-tokenizers of byte-level BPE vocabularies (GPT-2, Llama-3, Qwen2, SmolLM, DeepSeek,
+// Falcon, ...), run with PCRE2 in UTF + UCP mode. Each pattern splits every piece further; both the
+// matches and the text between them become pieces (Hugging Face's "Isolated" split behaviour).
 #pragma once
 #include <memory>
 #include <string>
@@ -31,7 +31,8 @@ class PreTokenizer {
 };
 
 // Patterns for a GGUF tokenizer.ggml.pre name ("gpt2"/"default", "llama3"/"llama-bpe",
-// "qwen2", "smollm", ...); empty when the name is unknown.
+// "qwen2", "qwen35", "smollm", "deepseek-llm", "deepseek-coder", "falcon", "mpt", "command-r", ...);
+// empty when the name is unknown.
 std::vector<std::string> pretokenizer_patterns(const std::string& name);
 
 }  // namespace kvs

