@@ -190,6 +190,20 @@ class ScreenshotFixture : public ::testing::Test {
 
   std::string png(const std::string& name) const { return (dir_ / (name + ".png")).string(); }
 
+  // `kvscope gui TRACE --screenshot bad.png ARGS` for each (ARGS, message), under one Xvfb: each
+  // exits 2 with the one line "kvscope: <message>", and no PNG is written.
+  void expect_refused(const std::vector<std::pair<std::string, std::string>>& cases) {
+    std::vector<std::string> runs;
+    std::string want;
+    for (const auto& [args, message] : cases) {
+      runs.push_back("\"" + trace_ + "\" --screenshot \"" + png("bad") + "\" " + args);
+      want += "kvscope: " + message + "\n";
+    }
+    ASSERT_EQ(gui_batch(runs), std::vector<int>(runs.size(), 2)) << err_;
+    EXPECT_EQ(err_, want);
+    EXPECT_FALSE(std::filesystem::exists(png("bad")));
+  }
+
   std::filesystem::path dir_;
   std::string trace_, err_;
 };

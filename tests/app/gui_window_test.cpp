@@ -68,20 +68,14 @@ TEST_F(GuiWindow, ADoubleClickOnATitleBarShowsTheViewAloneAndASecondBringsBackTh
 }
 
 TEST_F(GuiWindow, BadLayoutCommandsExitTwoWithOneLine) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"alone timeline", "'alone timeline' expects a view other than the timeline: run, lanes"},
-      {"alone nosuch", "'alone nosuch' expects a view other than the timeline"},
-      {"tile now", "'tile now' takes no value"},
-      {"resize 10x10", "'resize 10x10' expects WxH between 64x64 and 8192x8192"},
-      {"resize 800x600x2", "'resize 800x600x2' expects WxH"},
-  };
-  std::vector<std::string> runs;
-  for (size_t i = 0; i < cases.size(); ++i)
-    runs.push_back("\"" + trace_ + "\" --screenshot \"" + png("bad" + std::to_string(i)) + "\" --script \"" +
-                   cases[i].first + "\"");
-  EXPECT_EQ(gui_batch(runs), std::vector<int>(cases.size(), 2));
-  for (const auto& [script, message] : cases)
-    EXPECT_NE(err_.find(message), std::string::npos) << script << "\n" << err_;
+  const std::string views = "run, lanes, attention, heads, layers, metrics, compare";
+  expect_refused({
+      {"--script \"alone timeline\"", "--script: 'alone timeline' expects a view other than the timeline: " + views},
+      {"--script \"alone nosuch\"", "--script: 'alone nosuch' expects a view other than the timeline: " + views},
+      {"--script \"tile now\"", "--script: 'tile now' takes no value"},
+      {"--script \"resize 10x10\"", "--script: 'resize 10x10' expects WxH between 64x64 and 8192x8192"},
+      {"--script \"resize 800x600x2\"", "--script: 'resize 800x600x2' expects WxH between 64x64 and 8192x8192"},
+  });
 }
 
 }  // namespace
