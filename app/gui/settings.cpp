@@ -34,8 +34,6 @@ std::string assets_dir() {
 #endif
 }
 
-std::string default_layout_ini_path() { return assets_dir() + "/imgui.ini"; }
-
 RecentList::RecentList(std::string name) {
   const std::string dir = config_dir();
   if (dir.empty()) return;

@@ -8,7 +8,6 @@ namespace kvs {
 
 std::string config_dir();                 // created on demand; "" when no home folder
 std::string layout_ini_path();            // config_dir()/imgui.ini
-std::string default_layout_ini_path();    // assets/imgui.ini shipped with the app
 std::string assets_dir();                 // $KVSCOPE_ASSETS or the build-time assets folder
 
 // A most-recent-first list of paths kept in config_dir()/<name>.txt (at most 10).

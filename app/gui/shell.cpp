@@ -667,17 +667,14 @@ int run_gui(const GuiOptions& options) {
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
   ImGuiIO& io = ImGui::GetIO();
-  // The window layout: the user's, else the shipped default, and the window size it was saved at
-  // (the app opens at that size). KVScope saves it itself (ImGui would rewrite the file in place,
-  // and a crash mid-write would leave half a layout).
+  // The window layout: the user's and the window size it was saved at (the app opens at that
+  // size); without one, the views tiled at the text size of the start. KVScope saves it itself
+  // (ImGui would rewrite the file in place, and a crash mid-write would leave half a layout).
   DisplaySettings display;
   register_display_settings(&display);
   const std::string ini = headless ? "" : layout_ini_path();
   io.IniFilename = nullptr;
-  if (!ini.empty()) {
-    const std::string from = std::filesystem::exists(ini) ? ini : default_layout_ini_path();
-    if (std::filesystem::exists(from)) ImGui::LoadIniSettingsFromDisk(from.c_str());
-  }
+  if (!ini.empty() && std::filesystem::exists(ini)) ImGui::LoadIniSettingsFromDisk(ini.c_str());
 
   glfwSetErrorCallback(on_glfw_error);
   if (!glfwInit()) {

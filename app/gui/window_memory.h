@@ -15,8 +15,8 @@ struct Extent {
   bool operator==(const Extent&) const = default;
 };
 
-// The size the shipped layout (assets/imgui.ini) was made for, and what a layout saved before
-// the ini recorded a size was laid out in: the app always opened at it.
+// The size the app first opens at (within the screen), and what a layout saved before the ini
+// recorded a size was laid out in: the app always opened at it.
 constexpr Extent kDefaultWindow{1600, 1000};
 
 // The "[KVScope][Display]" entry.
