@@ -28,6 +28,7 @@ const ChatFormat kFormats[] = {
      "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
      "<|im_start|>user\n",
      "<|im_end|>\n<|im_start|>assistant\n"},
+    {"qwen3", "<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"},
     {"llama2", "[INST] ", " [/INST]"},
     {"llama3", "<|start_header_id|>user<|end_header_id|>\n\n",
      "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
@@ -49,6 +50,7 @@ std::vector<std::string> chat_families() {
 std::string detect_chat_family(const std::string& t) {
   if (contains(t, "<|im_start|>")) {
     if (contains(t, "SmolLM")) return "smollm2";
+    if (contains(t, "<think>")) return "qwen3";  // reasoning turns; no default system prompt
     return contains(t, "You are Qwen, created by Alibaba Cloud") ? "qwen2.5" : "chatml";
   }
   if (contains(t, "<|start_header_id|>")) return "llama3";

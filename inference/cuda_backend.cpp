@@ -237,6 +237,8 @@ void Impl<T>::upload_weights() {
       if (!lw.bk.empty()) d.bk = d.bqkv.get() + c.q_dim();
       if (!lw.bv.empty()) d.bv = d.bqkv.get() + c.q_dim() + c.kv_dim();
     }
+    if (!lw.q_norm.empty()) d.q_norm = floats(lw.q_norm, "a norm weight");
+    if (!lw.k_norm.empty()) d.k_norm = floats(lw.k_norm, "a norm weight");
     d.wqkv = upload_store({&lw.wq, &lw.wk, &lw.wv}, "an attention weight");
     d.wq = d.wqkv.get();
     d.wk = d.wq + lw.wq.size();
@@ -453,8 +455,9 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     int32_t* m_dev = meta_at(l);
     if (!per_layer_meta && l == 1) plan_layers(1, c.n_layers);
 
-    // Seven launches a layer: the attention norm, the q/k/v product and its biases in one; RoPE
-    // and the append of the new key and value to the end of each KV head's rows in one; the
+    // Seven launches a layer: the attention norm, the q/k/v product and its biases in one; the
+    // QK-norm (Qwen3), RoPE and the append of the new key and value to the end of each KV head's
+    // rows in one; the
     // attention (two); the output product with the residual; the FFN norm, gate/up product and
     // SwiGLU in one; the down product with the residual.
     cuda::matvec(q, lw.wqkv.get(), x.get(), qd + 2 * kvd, dim, 0.0f, stream, {lw.attn_norm.get(), c.rms_eps},
@@ -465,7 +468,9 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     }
     cuda::rope_append(cache->keys(l), cache->values(l), cache->head_stride(), q, H, n_kv, hd, iota.get() + pos_,
                       rope_in_cache ? nullptr : rope_cos.get(), rope_in_cache ? nullptr : rope_sin.get(),
-                      interleaved, m_dev, stream);
+                      interleaved, m_dev, stream,
+                      {lw.q_norm.size() ? lw.q_norm.get() : nullptr, lw.k_norm.size() ? lw.k_norm.get() : nullptr,
+                       c.rms_eps});
     if (per_layer_meta) {
       controller->before_attention(l, pos_, *cache);
       plan_attention(l, rows_to_host[l] || rankings[l].k > 0 || reductions[l].has_value());

@@ -19,6 +19,8 @@
 #include "inference/cuda_blas.h"
 #include "inference/cuda_device.h"
 #include "inference/cuda_kv_cache.h"
+#include "inference/model.h"
+#include "kernels/cuda_ops.h"
 
 namespace kvs {
 namespace cuda_backend_detail {
@@ -44,6 +46,7 @@ struct DeviceLayer {
   cuda::DeviceBuffer<float> attn_norm, ffn_norm;  // [dim]
   // [q_dim + 2 kv_dim]: bq, bk, bv (zeros for one the model lacks); empty without biases
   cuda::DeviceBuffer<float> bqkv;
+  cuda::DeviceBuffer<float> q_norm, k_norm;       // [head_dim] each; empty without QK-norm (Qwen3)
   // The products that read the same input are stacked, so that decode reads each stack in one
   // launch (a 1024-row wk alone filled under one block per SM).
   cuda::DeviceBuffer<T> wqkv;                     // [q_dim + 2 kv_dim, dim]: wq, wk, wv
@@ -61,6 +64,16 @@ struct DeviceLayer {
 };
 
 inline long round_up(long n, long m) { return (n + m - 1) / m * m; }
+
+// Qwen3's QK-norm of prefill and extend rows on the device (twin of the CPU engine's norm_heads;
+// decode's rides in rope_append): every query head of q [n, q_dim] and key head of k [n, kv_dim]
+// RMS-normalised in place; nothing without the weights.
+template <class T>
+inline void norm_heads(const DeviceLayer<T>& lw, const ModelConfig& c, float* q, float* k, int n,
+                       cudaStream_t stream) {
+  if (lw.q_norm.size()) cuda::rmsnorm_rows(q, q, lw.q_norm.get(), n * c.n_heads, c.head_dim, c.rms_eps, stream);
+  if (lw.k_norm.size()) cuda::rmsnorm_rows(k, k, lw.k_norm.get(), n * c.n_kv_heads, c.head_dim, c.rms_eps, stream);
+}
 
 // Y[n, rows] (+)= X[n, cols] · W[rows, cols]^T, row-major, with X given as its kSplitParts<T>
 // parts [n, cols] each, n * cols apart (cuda::split_store); beta 0 overwrites, 1 accumulates.

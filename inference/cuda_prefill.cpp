@@ -44,6 +44,7 @@ void Impl<T>::qkv_rows(const DeviceLayer<T>& lw, RowBuffers<T>& b, int n) {
   if (lw.bq) cuda::add_bias(b.Q.get(), lw.bq, n, qd, stream);
   if (lw.bk) cuda::add_bias(b.K.get(), lw.bk, n, kvd, stream);
   if (lw.bv) cuda::add_bias(b.V.get(), lw.bv, n, kvd, stream);
+  norm_heads(lw, c, b.Q.get(), b.K.get(), n, stream);
 }
 
 template <class T>

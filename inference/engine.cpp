@@ -123,7 +123,15 @@ void rope_rows(float* Q, float* K, int n, int pos0, const ModelConfig& c, const 
   }
 }
 
-// Q, K, V [n, q_dim / kv_dim] of n normalised rows XB [n, dim] (biases added, no RoPE).
+// Qwen3's QK-norm: every query head of Q [n, q_dim] and key head of K [n, kv_dim] RMS-normalised
+// in place by the layer's q_norm / k_norm [head_dim]; nothing for models without them.
+void norm_heads(const LayerWeights& lw, const ModelConfig& c, float* Q, float* K, int n) {
+  if (!lw.q_norm.empty()) ops::rmsnorm_rows(Q, Q, lw.q_norm.data(), n * c.n_heads, c.head_dim, c.rms_eps);
+  if (!lw.k_norm.empty()) ops::rmsnorm_rows(K, K, lw.k_norm.data(), n * c.n_kv_heads, c.head_dim, c.rms_eps);
+}
+
+// Q, K, V [n, q_dim / kv_dim] of n normalised rows XB [n, dim] (biases added, heads normalised
+// where the model says, no RoPE).
 void qkv_rows(const LayerWeights& lw, const ModelConfig& c, const float* XB, float* Q, float* K, float* V, int n) {
   const int dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim();
   ops::matmul_packed(Q, XB, lw.wq.data(), n, qd, dim);
@@ -132,6 +140,7 @@ void qkv_rows(const LayerWeights& lw, const ModelConfig& c, const float* XB, flo
   if (!lw.bq.empty()) ops::add_bias(Q, lw.bq.data(), n, qd);
   if (!lw.bk.empty()) ops::add_bias(K, lw.bk.data(), n, kvd);
   if (!lw.bv.empty()) ops::add_bias(V, lw.bv.data(), n, kvd);
+  norm_heads(lw, c, Q, K, n);
 }
 
 // The feed-forward block of n rows of the residual stream: X += W_down swiglu(W_gate x, W_up x)
@@ -553,6 +562,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
     if (!lw.bq.empty()) ops::add_bias(s.q.data(), lw.bq.data(), 1, qd);
     if (!lw.bk.empty()) ops::add_bias(s.k.data(), lw.bk.data(), 1, kvd);
     if (!lw.bv.empty()) ops::add_bias(s.v.data(), lw.bv.data(), 1, kvd);
+    norm_heads(lw, c, s.q.data(), s.k.data(), 1);
     if (!options_.rope_in_cache) {
       ops::rope_apply(s.q.data(), c.n_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
       ops::rope_apply(s.k.data(), c.n_kv_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);

@@ -1,6 +1,6 @@
 // GGUF -> Model. GGUF dims are [ne0 = in, ne1 = out], stored row-major as out x in, which is the
 // Model's layout. llama.cpp's converter permutes llama q/k into interleaved-pair RoPE order;
-// qwen2 keeps Hugging Face's rotate-half order.
+// qwen2 and qwen3 keep Hugging Face's rotate-half order.
 #include "inference/gguf_model.h"
 
 #include <cmath>
@@ -193,8 +193,8 @@ RopeScaling llama3_scaling(const std::string& path, const WeightVector& divisors
 Model load_gguf_model(const std::string& path, ModelParts parts) {
   GgufFile g(path);
   const std::string arch = g.get_string("general.architecture", "");
-  if (arch != "llama" && arch != "qwen2") {
-    throw input_error(path, "unsupported architecture \"" + arch + "\" (supported: llama, qwen2)");
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
+    throw input_error(path, "unsupported architecture \"" + arch + "\" (supported: llama, qwen2, qwen3)");
   }
   // Every tensor type is checked before anything large is allocated.
   for (const GgufTensorInfo& t : g.tensors()) {
@@ -225,7 +225,7 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   c.seq_len = int_param(g, k + "context_length", 2048, kMaxContext);
   c.rope_theta = positive_float(g, k + "rope.freq_base", 10000.0f);
   c.rms_eps = positive_float(g, k + "attention.layer_norm_rms_epsilon", 1e-5f);
-  c.rope_style = arch == "qwen2" ? RopeStyle::RotateHalf : RopeStyle::Interleaved;
+  c.rope_style = arch == "llama" ? RopeStyle::Interleaved : RopeStyle::RotateHalf;
   std::string scaling = "none";
   if (const GgufValue* v = g.find(k + "rope.scaling.type")) {
     if (v->type != GgufType::String)
@@ -259,6 +259,7 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   c.vocab_size = static_cast<int>(embd.dims[1]);
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
   c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
+  c.qk_norm = arch == "qwen3";
   // End-of-turn and end-of-message tokens end a text too, as llama.cpp counts them; an id past the
   // vocabulary (converters write 0xFFFFFFFF for "none") is none.
   for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
@@ -292,6 +293,10 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
       src.read(l.bq, b + "attn_q.bias", Q);
       src.read(l.bk, b + "attn_k.bias", KV);
       src.read(l.bv, b + "attn_v.bias", KV);
+    }
+    if (c.qk_norm) {
+      src.read(l.q_norm, b + "attn_q_norm.weight", c.head_dim);
+      src.read(l.k_norm, b + "attn_k_norm.weight", c.head_dim);
     }
     src.read(l.ffn_norm, b + "ffn_norm.weight", D);
     src.read(l.w_gate, b + "ffn_gate.weight", D, H);

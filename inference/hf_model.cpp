@@ -24,20 +24,28 @@ struct Architecture {
   const char* hf_name;
   const char* arch;
   bool qkv_bias;
-  int default_context;  // max_position_embeddings where config.json has none (transformers' default)
+  bool qk_norm;          // q_norm / k_norm on every head (Qwen3)
+  int default_context;   // max_position_embeddings where config.json has none (transformers' default)
+  int default_head_dim;  // head_dim where config.json has none (transformers'); 0: hidden_size / heads
 };
 
 const AttentionKeys kHfAttentionKeys{"hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim"};
 
 const Architecture kArchitectures[] = {
-    {"LlamaForCausalLM", "llama", false, 2048},
-    {"MistralForCausalLM", "mistral", false, 4096 * 32},
-    {"Qwen2ForCausalLM", "qwen2", true, 32768},
+    {"LlamaForCausalLM", "llama", false, false, 2048, 0},
+    {"MistralForCausalLM", "mistral", false, false, 4096 * 32, 0},
+    {"Qwen2ForCausalLM", "qwen2", true, false, 32768, 0},
+    {"Qwen3ForCausalLM", "qwen3", false, true, 32768, 128},
 };
 
-// "a string", "a boolean", ...: how errors name a JSON value that is not a number.
+// "a string", "a boolean", ...: how errors name a JSON value's type.
 std::string type_phrase(const Json& v) {
-  return v.is_string() ? "a string" : v.is_bool() ? "a boolean" : v.is_array() ? "an array" : "an object";
+  return v.is_number() ? "a number"
+         : v.is_string() ? "a string"
+         : v.is_bool()   ? "a boolean"
+         : v.is_array()  ? "an array"
+         : v.is_null()   ? "null"
+                         : "an object";
 }
 
 // A JSON number as config.json shows it: 4294967312, 2.5, -1e-05.
@@ -264,7 +272,8 @@ ModelConfig read_config(const std::string& path, const Json& j) {
   if (arch == nullptr) {
     throw input_error(path,
                       "unsupported architecture \"" + hf_arch +
-                          "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)");
+                          "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                          "Qwen3ForCausalLM)");
   }
   ModelConfig c;
   c.arch = arch->arch;
@@ -278,8 +287,11 @@ ModelConfig read_config(const std::string& path, const Json& j) {
                               c.n_heads, kMaxHeads);
   const Json* head_dim = j.find("head_dim");
   const bool head_dim_given = head_dim != nullptr && !head_dim->is_null();
-  c.head_dim = head_dim_given ? positive_int(head_dim, path, "head_dim", -1, kMaxModelDim) : c.dim / c.n_heads;
-  check_attention_layout(c.dim, c.n_heads, c.n_kv_heads, c.head_dim, head_dim_given, kHfAttentionKeys, path);
+  c.head_dim = head_dim_given              ? positive_int(head_dim, path, "head_dim", -1, kMaxModelDim)
+               : arch->default_head_dim > 0 ? arch->default_head_dim
+                                            : c.dim / c.n_heads;
+  check_attention_layout(c.dim, c.n_heads, c.n_kv_heads, c.head_dim, head_dim_given || arch->default_head_dim > 0,
+                         kHfAttentionKeys, path);
   check_attention_width(c.n_heads, c.head_dim, path);
   c.vocab_size = positive_int(j.find("vocab_size"), path, "vocab_size", -1, kMaxVocab);
   c.seq_len = positive_int(j.find("max_position_embeddings"), path, "max_position_embeddings",
@@ -287,6 +299,7 @@ ModelConfig read_config(const std::string& path, const Json& j) {
   c.rms_eps = positive_float(j.find("rms_norm_eps"), path, "rms_norm_eps", 1e-6f);
   c.rope_style = RopeStyle::RotateHalf;
   c.qkv_bias = arch->qkv_bias || flag(j.find("attention_bias"), path, "attention_bias", false);
+  c.qk_norm = arch->qk_norm;
   c.tied_classifier = flag(j.find("tie_word_embeddings"), path, "tie_word_embeddings", false);
   // Llama's mlp_bias and other activations change the MLP, which the engine runs as SwiGLU.
   if (flag(j.find("mlp_bias"), path, "mlp_bias", false))
@@ -297,14 +310,26 @@ ModelConfig read_config(const std::string& path, const Json& j) {
                                 (act->is_string() ? "\"" + act->as_string() + "\"" : "of another type") +
                                 " is not supported (supported: silu)");
   }
-  // Sliding-window attention: Mistral's sliding_window (null from v0.2 on); Qwen2 configs carry a
-  // sliding_window that applies only with use_sliding_window, and then to some layers only.
+  // Sliding-window attention: Mistral's sliding_window (null from v0.2 on); Qwen2 and Qwen3
+  // configs carry a sliding_window that applies only with use_sliding_window, and then to some
+  // layers only.
   if (const Json* sw = j.find("sliding_window"); sw != nullptr && !sw->is_null()) {
-    const bool qwen2 = c.arch == "qwen2";
-    if (!qwen2 || flag(j.find("use_sliding_window"), path, "use_sliding_window", false)) {
-      if (qwen2) throw input_error(path, "use_sliding_window (Qwen2's per-layer sliding window) is not supported");
+    const bool qwen = c.arch == "qwen2" || c.arch == "qwen3";
+    if (!qwen || flag(j.find("use_sliding_window"), path, "use_sliding_window", false)) {
+      if (qwen) throw input_error(path, "use_sliding_window (Qwen's per-layer sliding window) is not supported");
       c.sliding_window = positive_int(sw, path, "sliding_window", -1, kMaxContext);
       if (c.sliding_window >= c.seq_len) c.sliding_window = 0;  // never shorter than the context
+    }
+  }
+  // transformers writes each layer's attention kind (Qwen2, Qwen3); all must be full attention.
+  if (const Json* kinds = j.find("layer_types"); kinds != nullptr && !kinds->is_null()) {
+    if (!kinds->is_array()) throw input_error(path, "layer_types is " + type_phrase(*kinds) + ", expected an array");
+    for (const Json& kind : kinds->items()) {
+      if (!kind.is_string() || kind.as_string() != "full_attention") {
+        throw input_error(path, "layer_types holds " +
+                                    (kind.is_string() ? "\"" + kind.as_string() + "\"" : type_phrase(kind)) +
+                                    " (only full_attention layers are supported)");
+      }
     }
   }
   read_rope(path, j, c);
@@ -366,6 +391,10 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
       tensors.read(l.bq, p + "self_attn.q_proj.bias", {Q});
       tensors.read(l.bk, p + "self_attn.k_proj.bias", {KV});
       tensors.read(l.bv, p + "self_attn.v_proj.bias", {KV});
+    }
+    if (c.qk_norm) {
+      tensors.read(l.q_norm, p + "self_attn.q_norm.weight", {static_cast<uint64_t>(c.head_dim)});
+      tensors.read(l.k_norm, p + "self_attn.k_norm.weight", {static_cast<uint64_t>(c.head_dim)});
     }
     tensors.read(l.ffn_norm, p + "post_attention_layernorm.weight", {D});
     tensors.read(l.w_gate, p + "mlp.gate_proj.weight", {H, D});

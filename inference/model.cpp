@@ -120,7 +120,7 @@ std::size_t layer_floats(const std::vector<LayerWeights>& layers, bool packed) {
   std::size_t n = 0;
   for (const LayerWeights& l : layers) {
     n += l.attn_norm.size() + m(l.wq) + m(l.wk) + m(l.wv) + m(l.wo) + l.bq.size() + l.bk.size() +
-         l.bv.size() + l.ffn_norm.size() + m(l.w_gate) + m(l.w_up) + m(l.w_down);
+         l.bv.size() + l.q_norm.size() + l.k_norm.size() + l.ffn_norm.size() + m(l.w_gate) + m(l.w_up) + m(l.w_down);
   }
   return n;
 }

@@ -25,7 +25,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch = "llama";  // llama | mistral | qwen2
+  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3
   std::string name;            // human-readable model name
   int dim = 0;                 // hidden size
   int hidden_dim = 0;          // FFN inner size
@@ -40,6 +40,7 @@ struct ModelConfig {
   RopeStyle rope_style = RopeStyle::Interleaved;
   RopeScaling rope_scaling;
   bool qkv_bias = false;       // Qwen2
+  bool qk_norm = false;        // Qwen3: each query and key head RMS-normalised before RoPE
   bool tied_classifier = true; // classifier shares the token embedding
   // Sliding-window attention (Mistral-7B-v0.1): the query at q attends keys k > q - sliding_window
   // only; 0 = none.
@@ -116,6 +117,8 @@ struct LayerWeights {
   WeightVector bq;         // [n_heads*head_dim] or empty
   WeightVector bk;         // [n_kv_heads*head_dim] or empty
   WeightVector bv;         // [n_kv_heads*head_dim] or empty
+  WeightVector q_norm;     // [head_dim] or empty: the RMSNorm weight of every query head (Qwen3)
+  WeightVector k_norm;     // [head_dim] or empty: the same for every key head
   WeightVector ffn_norm;   // [dim]
   PackedMatrix w_gate;     // [hidden_dim, dim]  (llama2.c w1)
   PackedMatrix w_up;       // [hidden_dim, dim]  (llama2.c w3)

@@ -138,7 +138,7 @@ void window_rows(float* window, float* window_lse, const float* probs, const flo
 void pool_add(float* pooled, const float* probs, int n_heads, int nq, int n_keys, long ld, int q0,
               int P, int block, cudaStream_t stream);
 
-// ---- kv_cache.cu (twins: KvStore::append, ops::rope_apply)
+// ---- kv_cache.cu (twins: KvStore::append, ops::rope_apply, ops::rmsnorm_rows)
 //
 // Appends n rows per KV head: row t of KV head g goes to cache row r = rows[g * rows_stride + t]
 // (k_cache + g * head_stride + r * head_dim), rounded to T, from k_src + t * src_stride +
@@ -147,15 +147,23 @@ template <class T>
 void kv_append(T* k_cache, T* v_cache, long head_stride, const float* k_src,
                const float* v_src, long src_stride, int n, int n_kv_heads, int head_dim,
                const int32_t* rows, long rows_stride, cudaStream_t stream);
+// Qwen3's QK-norm: the RMSNorm weights [head_dim] of every query head (q) and key head (k), each
+// null for none, and the norm's epsilon.
+struct HeadNorms {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  float eps = 0.0f;
+};
 // Decode's RoPE and append in one launch. qkv [n_heads + 2 n_kv_heads, head_dim] holds the new
-// token's q, k and v heads. With cos/sin given ([n_pos, head_dim/2]), q's and k's heads are rotated
-// in place by the angles of position pos[0] (pos [1], as rope_rows); then KV head g's key and
-// value go, rounded to T, to cache row slot0[g] (as kv_append with n = 1). cos/sin null: no
-// rotation (keys cached before RoPE).
+// token's q, k and v heads. With norms given, q's (k's) heads are first RMS-normalised in place
+// (as ops::rmsnorm_rows over head_dim). With cos/sin given ([n_pos, head_dim/2]), q's and k's
+// heads are rotated in place by the angles of position pos[0] (pos [1], as rope_rows); then KV
+// head g's key and value go, rounded to T, to cache row slot0[g] (as kv_append with n = 1).
+// cos/sin null: no rotation (keys cached before RoPE).
 template <class T>
 void rope_append(T* k_cache, T* v_cache, long head_stride, float* qkv, int n_heads, int n_kv_heads,
                  int head_dim, const int32_t* pos, const float* cos, const float* sin, bool interleaved,
-                 const int32_t* slot0, cudaStream_t stream);
+                 const int32_t* slot0, cudaStream_t stream, HeadNorms norms = {});
 // dst row i = src row idx[i] for i < n, rows of head_dim values. dst and src must not overlap.
 template <class T>
 void gather_rows(T* dst, const T* src, const int32_t* idx, int n, int head_dim,

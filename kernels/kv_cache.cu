@@ -1,9 +1,10 @@
 // KV-cache rows on the device: appending fp32 key/value rows, rounded to the cache's type,
 // at listed rows of each head (for decode, with the RoPE of the new query and key in the same
-// launch), and gathering listed cache rows (the extend pass's attended keys and values).
-// CPU twins: KvStore::append, ops::rope_apply.
+// launch, and Qwen3's QK-norm before it), and gathering listed cache rows (the extend pass's
+// attended keys and values). CPU twins: KvStore::append, ops::rope_apply, ops::rmsnorm_rows.
 #include "kernels/cuda_launch.cuh"
 #include "kernels/cuda_ops.h"
+#include "kernels/cuda_reduce.cuh"
 #include "kernels/cuda_rope.cuh"
 #include "kernels/cuda_store.cuh"
 
@@ -34,7 +35,8 @@ __global__ void kv_append_kernel(T* k_cache,           // [n_kv_heads, head_stri
 }
 
 // Block b < n_heads rotates query head b; block n_heads + g rotates key head g, then writes key
-// and value head g to cache row slot0[g]. cos_tab null: no rotation.
+// and value head g to cache row slot0[g]. cos_tab null: no rotation. Where norms gives the head's
+// weights, the head is RMS-normalised first (Qwen3's QK-norm).
 template <class T>
 __global__ void rope_append_kernel(T* k_cache,             // [n_kv_heads, head_stride]
                                    T* v_cache,             // [n_kv_heads, head_stride]
@@ -45,12 +47,21 @@ __global__ void rope_append_kernel(T* k_cache,             // [n_kv_heads, head_
                                    const float* cos_tab,   // [n_pos, head_dim/2] or null
                                    const float* sin_tab,   // [n_pos, head_dim/2] or null
                                    bool interleaved,
-                                   const int32_t* slot0) {  // [n_kv_heads]
+                                   const int32_t* slot0,    // [n_kv_heads]
+                                   HeadNorms norms) {
   detail::wait_for_previous_kernels();  // (launched overlapped: cuda_launch.cuh)
   detail::let_next_kernel_start();
   using S = detail::Store<T>;
   const int b = blockIdx.x, half = head_dim / 2;
   float* head = qkv + static_cast<long>(b) * head_dim;  // [head_dim]
+  if (const float* w = b < n_heads ? norms.q : norms.k) {  // [head_dim]; the same branch for the whole block
+    __shared__ float red[32];
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) ss += head[i] * head[i];
+    const float scale = 1.0f / sqrtf(detail::block_sum(ss, red) / static_cast<float>(head_dim) + norms.eps);
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) head[i] = w[i] * (scale * head[i]);
+    __syncthreads();  // a rotated pair may be another thread's
+  }
   if (cos_tab) {
     const float* c = cos_tab + static_cast<long>(pos[0]) * half;  // [head_dim/2]
     const float* s = sin_tab + static_cast<long>(pos[0]) * half;  // [head_dim/2]
@@ -93,10 +104,11 @@ void kv_append(T* k_cache, T* v_cache, long head_stride, const float* k_src, con
 template <class T>
 void rope_append(T* k_cache, T* v_cache, long head_stride, float* qkv, int n_heads, int n_kv_heads, int head_dim,
                  const int32_t* pos, const float* cos, const float* sin, bool interleaved, const int32_t* slot0,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, HeadNorms norms) {
   if (n_heads <= 0 || n_kv_heads <= 0 || head_dim < 2) return;
   detail::launch_overlapped(rope_append_kernel<T>, n_heads + n_kv_heads, kThreads, stream, k_cache, v_cache,
-                            head_stride, qkv, n_heads, n_kv_heads, head_dim, pos, cos, sin, interleaved, slot0);
+                            head_stride, qkv, n_heads, n_kv_heads, head_dim, pos, cos, sin, interleaved, slot0,
+                            norms);
 }
 
 template <class T>
@@ -110,15 +122,15 @@ template void kv_append(__half*, __half*, long, const float*, const float*, long
 template void kv_append(__nv_bfloat16*, __nv_bfloat16*, long, const float*, const float*, long, int,
                         int, int, const int32_t*, long, cudaStream_t);
 template void rope_append(__half*, __half*, long, float*, int, int, int, const int32_t*, const float*,
-                          const float*, bool, const int32_t*, cudaStream_t);
+                          const float*, bool, const int32_t*, cudaStream_t, HeadNorms);
 template void rope_append(__nv_bfloat16*, __nv_bfloat16*, long, float*, int, int, int, const int32_t*,
-                          const float*, const float*, bool, const int32_t*, cudaStream_t);
+                          const float*, const float*, bool, const int32_t*, cudaStream_t, HeadNorms);
 template void gather_rows(__half*, const __half*, const int32_t*, int, int, cudaStream_t);
 template void gather_rows(__nv_bfloat16*, const __nv_bfloat16*, const int32_t*, int, int, cudaStream_t);
 template void kv_append(float*, float*, long, const float*, const float*, long, int, int, int, const int32_t*, long,
                         cudaStream_t);
 template void rope_append(float*, float*, long, float*, int, int, int, const int32_t*, const float*, const float*,
-                          bool, const int32_t*, cudaStream_t);
+                          bool, const int32_t*, cudaStream_t, HeadNorms);
 template void gather_rows(float*, const float*, const int32_t*, int, int, cudaStream_t);
 
 }  // namespace kvs::cuda

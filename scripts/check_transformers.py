@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cross-check of KVScope's Hugging Face loader and CPU forward pass against HF transformers.
 
-Writes tiny random Llama / Qwen2 / Mistral checkpoints (its own safetensors writer: F32, F16,
+Writes tiny random Llama / Qwen2 / Qwen3 / Mistral checkpoints (its own safetensors writer: F32, F16,
 BF16, sharded), records each with `kvscope record --device cpu`, and compares the trace with
 transformers' eager attention in float64 (output_attentions=True): the greedy tokens (teacher-
 forced argmax and HF's greedy generate), every decode attention row, decode_lse and the
@@ -72,6 +72,13 @@ VARIANTS = {
     # Qwen2 configs carry a sliding_window that applies only with use_sliding_window
     "qwen2_sw_unused": dict(arch="qwen2", bias=True, seed=12,
                             extra={"sliding_window": 8, "use_sliding_window": False, "max_window_layers": 2}),
+    # Qwen3: RMSNorm of every q and k head before RoPE (q_norm, k_norm), heads wider than dim / heads
+    "qwen3_tied_hd32": dict(arch="qwen3", tied=True, seed=16, dim=64, heads=4, kv_heads=2, head_dim=32,
+                            extra={"rope_theta": 1000000.0, "rms_norm_eps": 1e-6}),
+    # no head_dim in config.json: 128 (Qwen3Config's default), not hidden_size / heads
+    "qwen3_bf16_sw_unused": dict(arch="qwen3", dtype="BF16", seed=17,
+                                 extra={"sliding_window": None, "use_sliding_window": False,
+                                        "layer_types": ["full_attention"] * 3}),
     "mistral_sw16": dict(arch="mistral", seed=13, extra={"sliding_window": 16}),
     "mistral_sw_null": dict(arch="mistral", seed=14, extra={"sliding_window": None}),
     "mistral_mqa_hd24_sw12": dict(arch="mistral", seed=15, dim=64, heads=4, kv_heads=1, head_dim=24,
@@ -119,7 +126,7 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
     scaled up so that attention is far from uniform. lm_head: write lm_head.weight (default: when
     untied). gen_eos: eos_token_id of a generation_config.json."""
     rng = np.random.default_rng(seed)
-    hd = head_dim or dim // heads
+    hd = head_dim or (128 if arch == "qwen3" else dim // heads)  # transformers' defaults
     Q, KV = heads * hd, kv_heads * hd
     a = 1 / np.sqrt(dim)
 
@@ -141,6 +148,9 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
             t[p + "self_attn.q_proj.bias"] = U((Q,), 0.5)
             t[p + "self_attn.k_proj.bias"] = U((KV,), 0.5)
             t[p + "self_attn.v_proj.bias"] = U((KV,), 0.5)
+        if arch == "qwen3":
+            t[p + "self_attn.q_norm.weight"] = rng.uniform(0.5, 2.0, hd).astype(np.float32)
+            t[p + "self_attn.k_norm.weight"] = rng.uniform(0.5, 2.0, hd).astype(np.float32)
         t[p + "post_attention_layernorm.weight"] = norm()
         t[p + "mlp.gate_proj.weight"] = U((hidden, dim), a)
         t[p + "mlp.up_proj.weight"] = U((hidden, dim), a)
@@ -149,13 +159,13 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
     if lm_head if lm_head is not None else not tied:
         t["lm_head.weight"] = U((vocab, dim), 3 * a)
     cfg = {"architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                              "mistral": "MistralForCausalLM"}[arch]],
+                              "qwen3": "Qwen3ForCausalLM", "mistral": "MistralForCausalLM"}[arch]],
            "model_type": arch, "hidden_size": dim, "intermediate_size": hidden, "num_hidden_layers": layers,
            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
            "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
            "tie_word_embeddings": tied, "bos_token_id": 1, "eos_token_id": 2,
            "torch_dtype": {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[dtype]}
-    if arch == "llama":
+    if arch in ("llama", "qwen3"):
         cfg["attention_bias"] = bias
     if head_dim:
         cfg["head_dim"] = head_dim
@@ -194,11 +204,11 @@ def resave_config(src, dst):
 
 
 def install_lse_capture():
-    """Wraps the eager attention function of HF's Llama, Mistral and Qwen2 so that each call also
+    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2 and Qwen3 so that each call also
     appends the log-sum-exp of its masked, scaled scores ([batch, heads, queries]) to the list
     returned."""
     captured = []
-    for name in ("llama", "mistral", "qwen2"):
+    for name in ("llama", "mistral", "qwen2", "qwen3"):
         mod = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
 
         def wrapped(module, query, key, value, attention_mask, scaling, dropout=0.0,

@@ -143,7 +143,8 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add("seq_len", c.seq_len).add("sliding_window", c.sliding_window)
         .add("rope_theta", static_cast<double>(c.rope_theta))
         .add("rope_style", c.rope_style == RopeStyle::Interleaved ? "interleaved" : "rotate_half")
-        .add_bool("tied_classifier", c.tied_classifier).add("parameters", params);
+        .add_bool("tied_classifier", c.tied_classifier).add_bool("qkv_bias", c.qkv_bias)
+        .add_bool("qk_norm", c.qk_norm).add("parameters", params);
     if (tok) o.add("tokenizer", tok->kind()).add("end_ids", text_end_ids(model, *tok));
     else o.add_null("tokenizer").add("tokenizer_problem", tok_problem);
     std::printf("%s\n", o.str().c_str());
@@ -159,8 +160,8 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
   std::printf("vocab      %d; context %d%s; rope theta %g (%s%s%s); rms eps %g\n", c.vocab_size, c.seq_len,
               window.c_str(), c.rope_theta, c.rope_style == RopeStyle::Interleaved ? "interleaved pairs" : "rotate-half",
               c.rope_scaling.type.empty() ? "" : ", scaling ", c.rope_scaling.type.c_str(), c.rms_eps);
-  std::printf("params     %.1f M (%s classifier%s)\n", params / 1e6, c.tied_classifier ? "tied" : "separate",
-              c.qkv_bias ? ", q/k/v biases" : "");
+  std::printf("params     %.1f M (%s classifier%s%s)\n", params / 1e6, c.tied_classifier ? "tied" : "separate",
+              c.qkv_bias ? ", q/k/v biases" : "", c.qk_norm ? ", q/k heads RMS-normed" : "");
   if (tok) {
     std::string ends;  // every token that ends a generated text
     for (int id : text_end_ids(model, *tok)) ends += (ends.empty() ? "" : ", ") + std::to_string(id);

@@ -57,6 +57,8 @@ TEST(CliInfo, LlamaCBinJson) {
   EXPECT_EQ(j.get_string("path", ""), stories_bin());
   EXPECT_EQ(j.get_number("seq_len", 0), 512);
   EXPECT_TRUE(j.get_bool("tied_classifier", false));
+  EXPECT_FALSE(j.get_bool("qkv_bias", true));
+  EXPECT_FALSE(j.get_bool("qk_norm", true));
   EXPECT_EQ(j.get_number("parameters", 0), kStoriesTiedParams);
   EXPECT_EQ(j.get_string("rope_style", ""), "interleaved");
 }

@@ -209,6 +209,20 @@ TEST(EngineAttention, GqaBiasAndRotateHalfModelsMatchNaiveForward) {
   expect_rows_match(m, r.cap, tiny::reference_forward(m, all_tokens()));
 }
 
+// Qwen3: every query and key head RMS-normalised before RoPE, on prefill rows and decode steps.
+TEST(EngineAttention, QkNormModelsMatchNaiveForward) {
+  ModelConfig c = tiny::tiny_config();
+  c.qk_norm = true;
+  for (const Model& m : {tiny::random_model(c, 23), tiny::to_rotate_half(tiny::random_model(c, 24))}) {
+    EngineRun r;
+    run(m, {}, r);
+    const tiny::Reference ref = tiny::reference_forward(m, all_tokens());
+    expect_rows_match(m, r.cap, ref);
+    const std::size_t last = static_cast<std::size_t>(ref.T - 1) * c.vocab_size;
+    for (int i = 0; i < c.vocab_size; ++i) EXPECT_NEAR(r.last_logits[i], ref.logits[last + i], 1e-4);
+  }
+}
+
 // Large enough that the matvecs, the prefill row blocks and the decode heads run in parallel.
 ModelConfig parallel_config() {
   ModelConfig c = tiny::tiny_config();

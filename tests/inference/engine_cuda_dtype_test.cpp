@@ -111,9 +111,12 @@ TEST(EngineCuda, Fp32StorageMatchesThePlainCpuEngine) {
   const Model rotate_half = tiny::to_rotate_half(tiny::random_model(c, 31));
   c.qkv_bias = true;
   const Model biased = tiny::to_rotate_half(tiny::random_model(c, 32));
+  c.qkv_bias = false;
+  c.qk_norm = true;
+  const Model qk_normed = tiny::to_rotate_half(tiny::random_model(c, 33));
   const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
   const std::vector<int> tail = {3, 1, 4, 1, 5, 9, 2, 6};
-  for (const Model* m : {&rotate_half, &biased}) {
+  for (const Model* m : {&rotate_half, &biased, &qk_normed}) {
     expect_same_rows(capture_run(*m, on(Device::Cpu), prompt, tail),
                      capture_run(*m, on(Device::Cuda, false, GpuDtype::Fp32), prompt, tail), kFp32StorageTol);
   }

@@ -93,16 +93,19 @@ TEST(EngineCuda, AttentionRowsMatchTheCpusInPrefillAndDecode) {
   EXPECT_EQ(gpu.prefill_end, static_cast<int>(kPromptIds.size()));
 }
 
-TEST(EngineCuda, GqaRotateHalfAndBiasedModelsMatchTheCpu) {
+TEST(EngineCuda, GqaRotateHalfBiasedAndQkNormedModelsMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   ModelConfig c = tiny::tiny_config();  // GQA
   const Model interleaved = tiny::random_model(c, 11);
   const Model rotate_half = tiny::to_rotate_half(interleaved);
   c.qkv_bias = true;  // Qwen2's q/k/v biases, added inside the decode product
   const Model biased = tiny::to_rotate_half(tiny::random_model(c, 12));
+  c.qkv_bias = false;
+  c.qk_norm = true;  // Qwen3's per-head norms of q and k, after the decode product
+  const Model qk_normed = tiny::to_rotate_half(tiny::random_model(c, 13));
   const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
   const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6};
-  for (const Model* m : {&interleaved, &rotate_half, &biased}) {
+  for (const Model* m : {&interleaved, &rotate_half, &biased, &qk_normed}) {
     expect_same_rows(capture_run(as_stored(*m), cpu_as_gpu(), prompt, forced),
                      capture_run(*m, on(Device::Cuda), prompt, forced), kSameNumbersTol);
   }

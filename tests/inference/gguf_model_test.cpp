@@ -1,7 +1,7 @@
 // GGUF model loading: stories260K.gguf equals the llama2.c .bin bit for bit, the tiny-random F16
-// fixture with its Llama-2 vocabulary, a K-quant model (weights as decoded, logits as the naive
-// forward pass), and bad inputs (unknown tensor type, K-quant rows shorter
-// than a super-block, truncation, magic, a block count the layer tensors do not match).
+// fixture with its Llama-2 vocabulary, a random qwen3 model (QK-norm) and a K-quant model (weights
+// as decoded, logits as the naive forward pass), and bad inputs (unknown tensor type, K-quant rows
+// shorter than a super-block, truncation, magic, a block count the layer tensors do not match).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -189,7 +189,7 @@ TEST(GgufModel, ShapeAndArchitectureChecks) {
   const std::string path = dir.file("arch.gguf");
   w.write(path);
   EXPECT_EQ(input_error_of([&] { load_model(path); }),
-            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2)");
+            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3)");
 
   testing::GgufWriter v;
   v.add_string("general.architecture", "llama");
@@ -204,6 +204,81 @@ TEST(GgufModel, ShapeAndArchitectureChecks) {
   v.write(shape_path);
   EXPECT_EQ(input_error_of([&] { load_model(shape_path); }),
             shape_path + ": tensor blk.0.attn_q.weight has shape [4, 5], expected [4, 4]");
+}
+
+// A qwen3 GGUF as llama.cpp's converter writes one: q/k in Hugging Face's rotate-half order,
+// attn_q_norm / attn_k_norm [head_dim] per layer, key_length wider than dim / head_count (as in
+// Qwen3-0.6B: 1024 / 16 heads of 128). The weights load as written and the engine's attention
+// rows and logits are the naive forward pass's.
+TEST(GgufModel, Qwen3WithQkNormAndWideHeads) {
+  ModelConfig c = tiny::tiny_config();
+  c.head_dim = 16;  // q width 64 from a dim of 32
+  c.qk_norm = true;
+  c.tied_classifier = true;
+  c.rope_theta = 1000000.0f;
+  c.rms_eps = 1e-6f;
+  const Model want = tiny::to_rotate_half(tiny::random_model(c, 41));
+  const auto write = [&](const std::string& path, const std::set<std::string>& omit) {
+    testing::GgufWriter w;
+    w.add_string("general.architecture", "qwen3");
+    w.add_u32("qwen3.embedding_length", c.dim);
+    w.add_u32("qwen3.feed_forward_length", c.hidden_dim);
+    w.add_u32("qwen3.block_count", c.n_layers);
+    w.add_u32("qwen3.attention.head_count", c.n_heads);
+    w.add_u32("qwen3.attention.head_count_kv", c.n_kv_heads);
+    w.add_u32("qwen3.attention.key_length", c.head_dim);
+    w.add_u32("qwen3.context_length", c.seq_len);
+    w.add_f32("qwen3.rope.freq_base", c.rope_theta);
+    w.add_f32("qwen3.attention.layer_norm_rms_epsilon", c.rms_eps);
+    const auto matrix = [&](const std::string& name, const PackedMatrix& m, uint64_t rows, uint64_t cols) {
+      const WeightVector v = m.unpacked();
+      w.add_f32_tensor(name, {cols, rows}, std::vector<float>(v.begin(), v.end()));
+    };
+    const auto vec = [&](const std::string& name, const WeightVector& v) {
+      if (!omit.count(name)) w.add_f32_tensor(name, {v.size()}, std::vector<float>(v.begin(), v.end()));
+    };
+    matrix("token_embd.weight", want.weights.token_embedding, c.vocab_size, c.dim);
+    vec("output_norm.weight", want.weights.final_norm);
+    for (int l = 0; l < c.n_layers; ++l) {
+      const LayerWeights& lw = want.weights.layers[l];
+      const std::string b = "blk." + std::to_string(l) + ".";
+      vec(b + "attn_norm.weight", lw.attn_norm);
+      matrix(b + "attn_q.weight", lw.wq, c.q_dim(), c.dim);
+      matrix(b + "attn_k.weight", lw.wk, c.kv_dim(), c.dim);
+      matrix(b + "attn_v.weight", lw.wv, c.kv_dim(), c.dim);
+      matrix(b + "attn_output.weight", lw.wo, c.dim, c.q_dim());
+      vec(b + "attn_q_norm.weight", lw.q_norm);
+      vec(b + "attn_k_norm.weight", lw.k_norm);
+      vec(b + "ffn_norm.weight", lw.ffn_norm);
+      matrix(b + "ffn_gate.weight", lw.w_gate, c.hidden_dim, c.dim);
+      matrix(b + "ffn_up.weight", lw.w_up, c.hidden_dim, c.dim);
+      matrix(b + "ffn_down.weight", lw.w_down, c.dim, c.hidden_dim);
+    }
+    w.write(path);
+  };
+  TempDir dir;
+  const std::string path = dir.file("qwen3.gguf");
+  write(path, {});
+  const Model m = load_model(path);
+  EXPECT_EQ(m.config.arch, "qwen3");
+  EXPECT_TRUE(m.config.qk_norm);
+  EXPECT_EQ(m.config.head_dim, 16);
+  EXPECT_EQ(m.config.rope_style, RopeStyle::RotateHalf);
+  for (int l = 0; l < c.n_layers; ++l) {
+    EXPECT_EQ(m.weights.layers[l].q_norm, want.weights.layers[l].q_norm) << l;
+    EXPECT_EQ(m.weights.layers[l].k_norm, want.weights.layers[l].k_norm) << l;
+    EXPECT_EQ(m.weights.layers[l].wq.unpacked(), want.weights.layers[l].wq.unpacked()) << l;
+  }
+  const std::vector<int> tokens = {1, 5, 9, 3, 14, 7, 22, 30};
+  Engine e(m);
+  const std::span<const float> logits = e.prefill(tokens);
+  const tiny::Reference ref = tiny::reference_forward(want, tokens);
+  const std::size_t last = (tokens.size() - 1) * c.vocab_size;
+  for (int i = 0; i < c.vocab_size; ++i) EXPECT_NEAR(logits[i], ref.logits[last + i], 1e-4) << i;
+
+  const std::string missing = dir.file("no-k-norm.gguf");
+  write(missing, {"blk.1.attn_k_norm.weight"});
+  EXPECT_EQ(input_error_of([&] { load_model(missing); }), missing + ": missing tensor blk.1.attn_k_norm.weight");
 }
 
 // Writes dir/`name`: testing::tiny_llama_writer(layers, omit), then what `extra` adds.

@@ -1,6 +1,7 @@
-// Hugging Face config.json variants on stories260K-hf's weights: Qwen2 (q/k/v biases), Mistral,
-// rope_scaling llama3 / linear / unsupported, untied lm_head; bad or unsupported settings (layer
-// count, ranges, types, mlp_bias, hidden_act, a missing lm_head, an o_proj bias); and
+// Hugging Face config.json variants on stories260K-hf's weights: Qwen2 (q/k/v biases), Qwen3
+// (QK-norm, layer_types), Mistral, rope_scaling llama3 / linear / unsupported, untied lm_head; bad
+// or unsupported settings (layer count, ranges, types, mlp_bias, hidden_act, a missing lm_head, an
+// o_proj bias); and
 // default_model_path().
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -72,6 +73,55 @@ TEST(HfConfig, Qwen2WithBiasesAndLlama3RopeScaling) {
   EXPECT_EQ(m.config.rope_scaling.original_max_position, 256);
 }
 
+// Qwen3: q_norm / k_norm [head_dim] on every layer, no biases, head_dim 128 where config.json gives
+// none (transformers' Qwen3Config default); layer_types other than full_attention are refused,
+// naming config.json.
+TEST(HfConfig, Qwen3QkNormsAndLayerTypes) {
+  const std::string no_head_dim =
+      config_with(config_with(hf_config(), "architectures", "[\"Qwen3ForCausalLM\"]"), "head_dim", "null");
+  TempDir wide;
+  copy_with_weights(wide, no_head_dim);
+  EXPECT_EQ(input_error_of([&] { load_model(wide.file("")); }),
+            wide.file("model.safetensors") +
+                ": tensor model.layers.0.self_attn.q_proj.weight has shape [64, 64], config.json implies [1024, 64]");
+  const std::string qwen3 = config_with(no_head_dim, "head_dim", "8");
+  TempDir dir;
+  copy_side_files(dir, config_with(qwen3, "model_type", "\"qwen3\""));
+  std::vector<RawTensor> all = read_raw(shared_model("stories260K-hf/model.safetensors"));
+  for (int l = 0; l < 5; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
+    all.push_back(f32_tensor(p + "q_norm.weight", {8}, 10.0f * l));
+    if (l != 3) all.push_back(f32_tensor(p + "k_norm.weight", {8}, -3.0f));
+  }
+  write_safetensors(dir.file("model.safetensors"), all);
+  EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }),
+            dir.file("model.safetensors") + ": missing tensor model.layers.3.self_attn.k_norm.weight");
+  all.push_back(f32_tensor("model.layers.3.self_attn.k_norm.weight", {8}, -3.0f));
+  write_safetensors(dir.file("model.safetensors"), all);
+  const Model m = load_model(dir.file(""));
+  EXPECT_EQ(m.config.arch, "qwen3");
+  EXPECT_TRUE(m.config.qk_norm);
+  EXPECT_FALSE(m.config.qkv_bias);
+  EXPECT_EQ(m.config.rope_style, RopeStyle::RotateHalf);
+  EXPECT_EQ(m.weights.layers[2].q_norm, (WeightVector{20, 21, 22, 23, 24, 25, 26, 27}));
+  EXPECT_EQ(m.weights.layers[4].k_norm[7], 4.0f);
+  EXPECT_TRUE(m.weights.layers[0].bq.empty());
+
+  const std::string five = "[\"full_attention\", \"full_attention\", \"full_attention\", \"full_attention\", ";
+  TempDir full, sliding, odd;
+  copy_side_files(full, config_with(qwen3, "model_type", "\"qwen3\", \"layer_types\": " + five + "\"full_attention\"]"));
+  std::filesystem::copy_file(dir.file("model.safetensors"), full.file("model.safetensors"));
+  EXPECT_EQ(load_model(full.file("")).config.n_layers, 5);
+  copy_side_files(sliding,
+                  config_with(qwen3, "model_type", "\"qwen3\", \"layer_types\": " + five + "\"sliding_attention\"]"));
+  EXPECT_EQ(input_error_of([&] { load_model(sliding.file("")); }),
+            sliding.file("config.json") +
+                ": layer_types holds \"sliding_attention\" (only full_attention layers are supported)");
+  copy_side_files(odd, config_with(qwen3, "model_type", "\"qwen3\", \"layer_types\": " + five + "7]"));
+  EXPECT_EQ(input_error_of([&] { load_model(odd.file("")); }),
+            odd.file("config.json") + ": layer_types holds a number (only full_attention layers are supported)");
+}
+
 TEST(HfConfig, MistralLinearScalingAndUntiedHead) {
   TempDir dir;
   std::string config = config_with(hf_config(), "architectures", "[\"MistralForCausalLM\"]");
@@ -117,7 +167,7 @@ TEST(HfConfig, SlidingWindow) {
   EXPECT_EQ(input_error_of([&] {
               load_with(d, "Qwen2ForCausalLM", "\"qwen2\", \"sliding_window\": 64, \"use_sliding_window\": true");
             }),
-            d.file("config.json") + ": use_sliding_window (Qwen2's per-layer sliding window) is not supported");
+            d.file("config.json") + ": use_sliding_window (Qwen's per-layer sliding window) is not supported");
 }
 
 TEST(HfConfig, MissingFieldsAndFiles) {

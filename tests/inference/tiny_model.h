@@ -1,6 +1,7 @@
-// Test support: small random-weight Llama models built in code, the HF q/k row permutation, and
-// an independent naive forward pass (double precision, no KV cache, no kernels/ code) that gives
-// every attention row and every position's logits.
+// Test support: small random-weight Llama models built in code (Qwen2's biases and Qwen3's QK-norm
+// where the config asks), the HF q/k row permutation, and an independent naive forward pass
+// (double precision, no KV cache, no kernels/ code) that gives every attention row and every
+// position's logits.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -61,6 +62,10 @@ inline Model random_model(const ModelConfig& c, uint64_t seed) {
       w.bk = random_vec(rng, kvd, -0.5f, 0.5f);
       w.bv = random_vec(rng, kvd, -0.5f, 0.5f);
     }
+    if (c.qk_norm) {
+      w.q_norm = random_vec(rng, c.head_dim, 0.5f, 2.0f);
+      w.k_norm = random_vec(rng, c.head_dim, 0.5f, 2.0f);
+    }
     w.ffn_norm = random_vec(rng, dim, 0.8f, 1.2f);
     w.w_gate = matrix(hid, dim, -a, a);
     w.w_up = matrix(hid, dim, -a, a);
@@ -103,6 +108,8 @@ inline Model to_rotate_half(const Model& m) {
     w.wk = PackedMatrix::pack(permute_rows(w.wk.unpacked(), c.n_kv_heads, c.head_dim, c.dim), c.kv_dim(), c.dim);
     w.bq = permute_bias(w.bq, c.n_heads, c.head_dim);
     w.bk = permute_bias(w.bk, c.n_kv_heads, c.head_dim);
+    w.q_norm = permute_bias(w.q_norm, 1, c.head_dim);
+    w.k_norm = permute_bias(w.k_norm, 1, c.head_dim);
   }
   return r;
 }
@@ -153,6 +160,14 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
     for (std::size_t i = 0; i < x.size(); ++i) y[i] = x[i] * s * w[i];
     return y;
   };
+  // Each head_dim slice of x normalised on its own, scaled by w [head_dim].
+  auto norm_heads = [&](std::vector<double>& x, const WeightVector& w) {
+    for (std::size_t h = 0; h < x.size(); h += hd) {
+      const std::vector<double> head(x.begin() + h, x.begin() + h + hd);
+      const std::vector<double> y = rmsnorm(head, w);
+      std::copy(y.begin(), y.end(), x.begin() + h);
+    }
+  };
   // Rotates one head vector by position p, pairing as the model stores q/k.
   auto rotate = [&](const double* in, double* out, double p) {
     const int half = hd / 2;
@@ -183,6 +198,10 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
       q[t] = linear(wq, w.bq, xn, qd);
       k[t] = linear(wk, w.bk, xn, kvd);
       v[t] = linear(wv, w.bv, xn, kvd);
+      if (c.qk_norm) {  // each head RMS-normalised by its own sum of squares
+        norm_heads(q[t], w.q_norm);
+        norm_heads(k[t], w.k_norm);
+      }
       for (int h = 0; h < c.n_heads; ++h) {
         rotate(&q[t][h * hd], &ref.queries[(static_cast<std::size_t>(l) * T + t) * qd + h * hd], t);
       }

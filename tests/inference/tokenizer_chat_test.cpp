@@ -28,7 +28,8 @@ TEST(ChatTemplate, FormatsEachFamily) {
   EXPECT_EQ(format_chat("qwen2.5", "Hi"),
             "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(chat_families().size(), 6u);
+  EXPECT_EQ(format_chat("qwen3", "Hi"), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(chat_families().size(), 7u);
 }
 
 TEST(ChatTemplate, DetectsFamilies) {
@@ -37,6 +38,11 @@ TEST(ChatTemplate, DetectsFamilies) {
   EXPECT_EQ(detect_chat_family("{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
                                "assistant.<|im_end|>\\n' }}{{ '<|im_start|>' + message['role'] }}"),
             "qwen2.5");
+  // Qwen3's template (its generation prompt, abridged): no system turn unless the messages hold one.
+  EXPECT_EQ(detect_chat_family("{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- if "
+                               "enable_thinking is defined and enable_thinking is false %}{{- "
+                               "'<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}"),
+            "qwen3");
   EXPECT_EQ(detect_chat_family("<|im_start|>system\nYou are a helpful AI assistant named SmolLM"),
             "smollm2");
   EXPECT_EQ(

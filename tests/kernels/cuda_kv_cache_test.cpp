@@ -1,12 +1,14 @@
 // Device twins of kernels/kv_cache.cu against direct host loops, for fp16, bf16 and fp32 caches:
 // kv_append (fp32 rounded to the cache type at each head's listed rows, other rows untouched) and
 // gather_rows, exact; rope_append (decode's RoPE of q and k, then the append of k and v) against
-// ops::rope_apply and the same rounding, 1e-6 (the device may fuse the rotation's multiply-adds).
+// ops::rope_apply and the same rounding, 1e-6 (the device may fuse the rotation's multiply-adds),
+// with Qwen3's QK-norm first against ops::rmsnorm_rows, 1e-5.
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "kernels/cuda_ops.h"
+#include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "tests/kernels/cuda_test_util.h"
 
@@ -56,10 +58,11 @@ TYPED_TEST(CudaKvCache, AppendWritesRoundedRowsAtEachHeadsListedRows) {
   check_append<TypeParam>({0, 1, 2, 3, 4, 99}, 0, 82);  // one list for every head
 }
 
-// H query heads and n_kv KV heads of head_dim hd at position pos, rotated with `pairing` (or not
-// at all), appended at slot0.
+// H query heads and n_kv KV heads of head_dim hd at position pos, RMS-normalised first where
+// qk_norm (Qwen3), rotated with `pairing` (or not at all), appended at slot0.
 template <class T>
-void check_rope_append(int H, int n_kv, int hd, bool rotate, ops::RopePairing pairing, uint64_t seed) {
+void check_rope_append(int H, int n_kv, int hd, bool rotate, ops::RopePairing pairing, uint64_t seed,
+                       bool qk_norm = false) {
   const int pos = 9, cap = 12;
   const long head_stride = static_cast<long>(cap) * hd;
   std::vector<int32_t> slot0(n_kv);  // [n_kv]
@@ -68,6 +71,12 @@ void check_rope_append(int H, int n_kv, int hd, bool rotate, ops::RopePairing pa
   ops::RopeTable table(ops::rope_inv_freq(hd, 10000.0f));
   table.reserve(pos + 1);
   std::vector<float> want_qkv = qkv;
+  const auto q_norm = test::random_vec(hd, seed + 7, 0.5f, 2.0f), k_norm = test::random_vec(hd, seed + 8, 0.5f, 2.0f);
+  const float eps = 1e-6f;
+  if (qk_norm) {
+    ops::rmsnorm_rows(want_qkv.data(), want_qkv.data(), q_norm.data(), H, hd, eps);
+    ops::rmsnorm_rows(want_qkv.data() + H * hd, want_qkv.data() + H * hd, k_norm.data(), n_kv, hd, eps);
+  }
   if (rotate) ops::rope_apply(want_qkv.data(), H + n_kv, hd, table.cos(pos), table.sin(pos), pairing);
   const std::vector<T> init(n_kv * head_stride, test::from_float<T>(-5.0f));  // [n_kv, head_stride]
   std::vector<T> want_k = init, want_v = init;
@@ -85,12 +94,16 @@ void check_rope_append(int H, int n_kv, int hd, bool rotate, ops::RopePairing pa
   const int half = hd / 2;
   auto dcos = upload(std::vector<float>(table.cos(0), table.cos(0) + (pos + 1) * half));
   auto dsin = upload(std::vector<float>(table.sin(0), table.sin(0) + (pos + 1) * half));
+  auto dq_norm = upload(q_norm), dk_norm = upload(k_norm);
+  const HeadNorms norms = qk_norm ? HeadNorms{dq_norm.get(), dk_norm.get(), eps} : HeadNorms{};
   rope_append(dk.get(), dv.get(), head_stride, dqkv.get(), H, n_kv, hd, dpos.get(), rotate ? dcos.get() : nullptr,
-              rotate ? dsin.get() : nullptr, pairing == ops::RopePairing::Interleaved, dslot.get(), nullptr);
+              rotate ? dsin.get() : nullptr, pairing == ops::RopePairing::Interleaved, dslot.get(), nullptr, norms);
   test::sync("rope_append");
   const std::vector<float> got_qkv = download(dqkv);
+  // The norm's sum of squares is reduced in another order on the device: a few float steps.
+  const double tol = qk_norm ? 1e-5 : 1e-6;
   for (std::size_t i = 0; i < qkv.size(); ++i) {
-    ASSERT_TRUE(test::near(got_qkv[i], want_qkv[i], 1e-6, 1e-6)) << "qkv[" << i << "]";
+    ASSERT_TRUE(test::near(got_qkv[i], want_qkv[i], tol, tol)) << "qkv[" << i << "]";
   }
   const std::vector<T> got_k = download(dk), got_v = download(dv);
   for (std::size_t i = 0; i < got_k.size(); ++i) {
@@ -105,6 +118,8 @@ TYPED_TEST(CudaKvCache, RopeAppendRotatesQAndKThenAppendsKAndV) {
   check_rope_append<TypeParam>(6, 6, 8, true, ops::RopePairing::Interleaved, 101);   // stories260K
   check_rope_append<TypeParam>(4, 1, 256, true, ops::RopePairing::Interleaved, 102);  // more pairs than threads
   check_rope_append<TypeParam>(8, 2, 64, false, ops::RopePairing::RotateHalf, 103);   // keys cached before RoPE
+  check_rope_append<TypeParam>(8, 2, 128, true, ops::RopePairing::RotateHalf, 104, true);  // Qwen3's QK-norm
+  check_rope_append<TypeParam>(4, 1, 256, false, ops::RopePairing::RotateHalf, 105, true);  // QK-norm, no RoPE
 }
 
 TYPED_TEST(CudaKvCache, GatherRowsCopiesListedRows) {
