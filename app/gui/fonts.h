@@ -15,6 +15,10 @@ constexpr float kMaxTextSize = 40.0f;
 // roundings scaled by text_px / kDefaultTextSize. A renderer must rebuild its font texture after.
 void setup_fonts_and_style(float text_px = kDefaultTextSize);
 
+// The menu bar's height (ImGui's frame height) at text size text_px, as setup_fonts_and_style
+// sets the style up: the text and the frame padding above and below it. Needs no context.
+float menu_bar_height(float text_px);
+
 // A view's size in pixels given at the default text size (a panel width, a gap), at the current
 // font's size: a layout that fits the default text fits larger text in a window larger by as much.
 float ui_px(float px_at_default);

@@ -77,4 +77,17 @@ void follow_text_size(const std::vector<std::string>& ids, const std::vector<boo
   }
 }
 
+std::vector<std::optional<Rect>> opening_fractions(const std::vector<std::string>& ids,
+                                                   const std::vector<std::optional<Rect>>& saved,
+                                                   const std::vector<bool>& visible, const Rect& saved_work,
+                                                   float saved_scale, const Rect& work, float scale) {
+  std::vector<std::optional<Rect>> fractions(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (saved[i]) fractions[i] = to_fractions(*saved[i], saved_work);
+  if (saved_scale != scale) follow_text_size(ids, visible, fractions, saved_work, saved_scale, work, scale);
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (!fractions[i]) fractions[i] = to_fractions(tiled_rect(ids[i], work, scale), work);
+  return fractions;
+}
+
 }  // namespace kvs

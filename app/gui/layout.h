@@ -41,4 +41,14 @@ void follow_text_size(const std::vector<std::string>& ids, const std::vector<boo
                       std::vector<std::optional<Rect>>& fractions, const Rect& old_work, float old_scale,
                       const Rect& work, float scale);
 
+// The layout a start opens with, as fractions of its work area `work` at text scale `scale`:
+// view ids[i]'s window where the loaded layout saved it (saved[i], px of the work area saved_work
+// the layout was saved in, at text scale saved_scale), then moved as follow_text_size moves a
+// layout when the text changes from saved_scale to scale; a view the layout does not hold takes
+// its place in the tiled layout.
+std::vector<std::optional<Rect>> opening_fractions(const std::vector<std::string>& ids,
+                                                   const std::vector<std::optional<Rect>>& saved,
+                                                   const std::vector<bool>& visible, const Rect& saved_work,
+                                                   float saved_scale, const Rect& work, float scale);
+
 }  // namespace kvs

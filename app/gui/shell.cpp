@@ -72,7 +72,7 @@ const char* kHelp =
 
 class Shell {
  public:
-  // display: the window size the loaded layout was saved at and the text size chosen;
+  // display: the window and text sizes the loaded layout was saved at and the text size chosen;
   // text_size: the size the fonts were set up at; monitor_text_size: the monitor's (text_size.h).
   Shell(AppState& app, std::vector<std::unique_ptr<View>>& views, GLFWwindow* window, DisplaySettings& display,
         float text_size, float monitor_text_size)
@@ -81,12 +81,15 @@ class Shell {
         window_(window),
         headless_(app.headless),
         saved_display_(display.size),
+        saved_text_size_(display.layout_text_size),
         display_(display),
         text_size_(text_size),
         monitor_text_size_(monitor_text_size),
         visible_(views.size(), true),
         fractions_(views.size()),
-        placed_(views.size()) {}
+        placed_(views.size()) {
+    display_.layout_text_size = text_size;
+  }
 
   // single_view: id of the one view filling the window ("" = all views, each where the layout
   // puts it).
@@ -113,6 +116,7 @@ class Shell {
       work = work_area(io.DisplaySize.x, io.DisplaySize.y, bar);
       draw_menu(work);
       draw_status(Rect{0, io.DisplaySize.y - bar - 8, io.DisplaySize.x, bar + 8});
+      if (!opened_ && can_lay_out(work)) open_layout(work);
       apply_layout_request(work);
     }
     rects_.assign(views_.size(), Rect{});
@@ -120,7 +124,7 @@ class Shell {
       View& v = *views_[i];
       if (!single_view.empty() ? single_view != v.id() : !visible_[i]) continue;
       if (!single_view.empty()) place_window(work);
-      else if (can_lay_out(work)) lay_out(i, work, bar);  // a minimized window leaves the layout as it is
+      else if (can_lay_out(work)) lay_out(i, work);  // a minimized window leaves the layout as it is
       bool open = true;
       if (ImGui::Begin(v.title(), single_view.empty() ? &open : nullptr, ImGuiWindowFlags_NoCollapse)) {
         v.draw(app_);
@@ -250,15 +254,25 @@ class Shell {
     ImGui::SetNextWindowSize(ImVec2(r.w, r.h), ImGuiCond_Always);
   }
 
-  // Places view i's window at its share of `work`, when that is not where it already is. A view
-  // seen for the first time takes its share from where the loaded layout put it (in the window it
-  // was saved at), else from the tiled layout.
-  void lay_out(size_t i, const Rect& work, float bar) {
-    if (!fractions_[i]) {
-      const std::optional<Rect> saved = window_rect(views_[i]->title());
-      fractions_[i] = saved ? to_fractions(*saved, work_area((float)saved_display_.w, (float)saved_display_.h, bar))
-                            : to_fractions(tiled_rect(views_[i]->id(), work, ui_px(1)), work);
+  // The first frame with room for the views: each view's share of `work` from where the loaded
+  // layout put its window (in the window and at the text size it was saved at, refit where the
+  // text is now another size), else from the tiled layout (layout.h).
+  void open_layout(const Rect& work) {
+    opened_ = true;
+    std::vector<std::string> ids;
+    std::vector<std::optional<Rect>> saved;
+    for (const auto& v : views_) {
+      ids.push_back(v->id());
+      saved.push_back(window_rect(v->title()));
     }
+    const float saved_px = saved_text_size_ > 0 ? saved_text_size_ : text_size_;  // unknown: taken as now
+    const Rect saved_work = work_area((float)saved_display_.w, (float)saved_display_.h, menu_bar_height(saved_px));
+    fractions_ = opening_fractions(ids, saved, visible_, saved_work, saved_px / kDefaultTextSize, work,
+                                   text_size_ / kDefaultTextSize);
+  }
+
+  // Places view i's window at its share of `work`, when that is not where it already is.
+  void lay_out(size_t i, const Rect& work) {
     const Rect target = from_fractions(*fractions_[i], work);
     if (placed_[i] == target) return;
     place_window(target);
@@ -409,12 +423,13 @@ class Shell {
       fit_timeline_to_text(old_scale, old_bar);
     }
     display_.text_size = text_size_ == monitor_text_size_ ? 0 : text_size_;
+    display_.layout_text_size = text_size_;
     ImGui::MarkIniSettingsDirty();
     text_size_asked_ = 0;
   }
 
   // The menu bar's height at the current text size, between frames.
-  float bar_height() const { return text_size_ + 2 * ImGui::GetStyle().FramePadding.y; }
+  float bar_height() const { return menu_bar_height(text_size_); }
 
   // After a change of text size: the layout follows the timeline's new height (layout.h).
   void fit_timeline_to_text(float old_scale, float old_bar) {
@@ -566,6 +581,8 @@ class Shell {
   GLFWwindow* window_;
   const bool headless_;
   const Extent saved_display_;                  // the window size the loaded layout was saved at
+  const float saved_text_size_;                 // the text size it was saved at, px (0: unknown)
+  bool opened_ = false;                         // whether the views have their opening layout
   DisplaySettings& display_;                    // what imgui.ini keeps of the display
   float text_size_;                             // the fonts' size, px
   const float monitor_text_size_;               // the monitor's text size (Ctrl+0), px

@@ -25,14 +25,17 @@ void read_line(ImGuiContext*, ImGuiSettingsHandler*, void* entry, const char* li
   float px = 0;
   if (std::sscanf(line, "Size=%d,%d", &w, &h) == 2 && w > 0 && h > 0) settings->size = {w, h};
   if (std::sscanf(line, "TextSize=%f", &px) == 1 && px >= kMinTextSize && px <= kMaxTextSize) settings->text_size = px;
+  if (std::sscanf(line, "LayoutTextSize=%f", &px) == 1 && px >= kMinTextSize && px <= kMaxTextSize)
+    settings->layout_text_size = px;
 }
 
 void write_all(ImGuiContext*, ImGuiSettingsHandler* handler, ImGuiTextBuffer* out) {
   const ImVec2 display = ImGui::GetIO().DisplaySize;
   if (display.x <= 0 || display.y <= 0) return;  // a minimized window says nothing of the layout
   out->appendf("[%s][Display]\nSize=%d,%d\n", handler->TypeName, (int)display.x, (int)display.y);
-  const float text_size = static_cast<DisplaySettings*>(handler->UserData)->text_size;
-  if (text_size > 0) out->appendf("TextSize=%g\n", text_size);
+  const DisplaySettings& settings = *static_cast<DisplaySettings*>(handler->UserData);
+  if (settings.text_size > 0) out->appendf("TextSize=%g\n", settings.text_size);
+  if (settings.layout_text_size > 0) out->appendf("LayoutTextSize=%g\n", settings.layout_text_size);
   out->append("\n");
 }
 

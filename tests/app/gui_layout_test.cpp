@@ -1,6 +1,6 @@
 // The layout's geometry without a window: the tiled layout covers the work area, a layout kept as
 // fractions comes back to the same pixels and keeps touching windows touching at another size,
-// the window size the app opens at, the "[KVScope][Display]" entry of imgui.ini, and text cut to
+// a saved layout refit to the text size a start has, the window size the app opens at, the "[KVScope][Display]" entry of imgui.ini, and text cut to
 // the width it has (the status bar, lane names).
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "app/gui/fonts.h"
 #include "app/gui/layout.h"
 #include "app/gui/widgets.h"
 #include "app/gui/window_memory.h"
@@ -117,6 +118,34 @@ TEST(Layout, WindowsOnTheTimelinesEdgeFollowItElseStay) {
   EXPECT_EQ(moved, before);
 }
 
+// A start opens the loaded layout (rectangles in px of the window it was saved in) at the text
+// size it has now: the tiled layout saved at 15 px is the tiled layout at 30 px, whatever the
+// window; a view alone with the timeline keeps its top on the timeline's new bottom; at the same
+// text size every saved window comes back to its pixels; a view the layout lacks is tiled.
+TEST(Layout, OpeningRefitsALayoutSavedAtAnotherTextSize) {
+  const Rect saved_work = work_area(1600, 1000, 21), work = work_area(1280, 720, 42);
+  std::vector<std::optional<Rect>> saved;
+  for (const std::string& id : kViewIds) saved.push_back(tiled_rect(id, saved_work, 1));
+  const std::vector<bool> all(kViewIds.size(), true);
+  std::vector<std::optional<Rect>> f = opening_fractions(kViewIds, saved, all, saved_work, 1, work, 2);
+  for (size_t i = 0; i < kViewIds.size(); ++i)
+    EXPECT_EQ(from_fractions(*f[i], work), tiled_rect(kViewIds[i], work, 2)) << kViewIds[i];
+
+  std::vector<std::optional<Rect>> alone(kViewIds.size());
+  std::vector<bool> visible(kViewIds.size(), false);
+  visible[0] = visible[3] = true;  // timeline, attention
+  alone[0] = tiled_rect("timeline", saved_work, 1);
+  alone[3] = alone_rect(saved_work, 1);
+  f = opening_fractions(kViewIds, alone, visible, saved_work, 1, work, 2);
+  EXPECT_EQ(from_fractions(*f[3], work), alone_rect(work, 2));
+  EXPECT_EQ(from_fractions(*f[1], work), tiled_rect("run", work, 2));  // not in the layout: tiled
+
+  std::vector<std::optional<Rect>> hand = saved;
+  hand[3] = Rect{100, 300, 640, 400};  // moved by hand
+  f = opening_fractions(kViewIds, hand, all, saved_work, 1, saved_work, 1);
+  for (size_t i = 0; i < kViewIds.size(); ++i) EXPECT_EQ(from_fractions(*f[i], saved_work), *hand[i]) << kViewIds[i];
+}
+
 TEST(Layout, OpensAtTheSavedSizeWithinTheScreen) {
   EXPECT_EQ(opening_size({1600, 1000}, {1920, 1050}), (Extent{1600, 1000}));
   EXPECT_EQ(opening_size({1600, 1000}, {1366, 738}), (Extent{1366, 738}));
@@ -164,6 +193,33 @@ TEST_F(DisplaySetting, WritesTheTextSizeOnlyOnceChosen) {
   ImGui::LoadIniSettingsFromMemory(ini.c_str());
   EXPECT_EQ(saved_.size, (Extent{1024, 768}));
   EXPECT_EQ(saved_.text_size, 24.0f);
+}
+
+// The text size the layout was saved at, known or not: an ini from before it was kept has none.
+TEST_F(DisplaySetting, KeepsTheLayoutsTextSize) {
+  ImGui::GetIO().DisplaySize = ImVec2(1024, 768);
+  EXPECT_EQ(std::string(ImGui::SaveIniSettingsToMemory()).find("LayoutTextSize"), std::string::npos);
+  saved_.layout_text_size = 23;
+  const std::string ini = ImGui::SaveIniSettingsToMemory();
+  EXPECT_NE(ini.find("[KVScope][Display]\nSize=1024,768\nLayoutTextSize=23\n"), std::string::npos) << ini;
+  saved_ = DisplaySettings{};
+  ImGui::LoadIniSettingsFromMemory(ini.c_str());
+  EXPECT_EQ(saved_.layout_text_size, 23.0f);
+  EXPECT_EQ(saved_.text_size, 0.0f);
+  ImGui::LoadIniSettingsFromMemory("[KVScope][Display]\nLayoutTextSize=99\n");
+  EXPECT_EQ(saved_.layout_text_size, 23.0f);  // out of range: not a size the app draws
+}
+
+// The menu bar's height without fonts, as the app's frame height is once they are set up.
+TEST_F(DisplaySetting, MenuBarHeightIsTheFrameHeightAtThatTextSize) {
+  for (float px : {10.0f, 15.0f, 17.0f, 23.0f, 40.0f}) {
+    setup_fonts_and_style(px);
+    ImGui::GetIO().Fonts->Build();
+    ImGui::GetIO().DisplaySize = ImVec2(800, 600);
+    ImGui::NewFrame();
+    EXPECT_EQ(menu_bar_height(px), ImGui::GetFrameHeight()) << px;
+    ImGui::EndFrame();
+  }
 }
 
 TEST_F(DisplaySetting, WritesTheDisplaySizeOfTheTime) {
