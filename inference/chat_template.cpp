@@ -33,6 +33,7 @@ const ChatFormat kFormats[] = {
     {"llama3", "<|start_header_id|>user<|end_header_id|>\n\n",
      "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
     {"mistral", "[INST] ", " [/INST]"},
+    {"gemma", "<start_of_turn>user\n", "<end_of_turn>\n<start_of_turn>model\n"},
 };
 
 bool contains(const std::string& s, const char* needle) {
@@ -54,6 +55,7 @@ std::string detect_chat_family(const std::string& t) {
     return contains(t, "You are Qwen, created by Alibaba Cloud") ? "qwen2.5" : "chatml";
   }
   if (contains(t, "<|start_header_id|>")) return "llama3";
+  if (contains(t, "<start_of_turn>")) return "gemma";
   if (contains(t, "[INST]")) return contains(t, "<<SYS>>") ? "llama2" : "mistral";
   return "";
 }

@@ -11,7 +11,8 @@ namespace kvs {
 // Families: "smollm2" (ChatML with SmolLM2's default system prompt), "qwen2.5" (ChatML with
 // Qwen2.5's), "chatml" (Qwen2's ChatML with its default system prompt), "qwen3" (ChatML without a
 // system turn, the reply left to open its <think> block), "llama2" ([INST] ... [/INST]), "llama3"
-// (header ids), "mistral" ([INST] ... [/INST] without a system block). "" = base model, no template.
+// (header ids), "mistral" ([INST] ... [/INST] without a system block), "gemma" (<start_of_turn>
+// user ... <end_of_turn>, then the model's turn). "" = base model, no template.
 std::vector<std::string> chat_families();
 
 // Family of a Jinja chat template string (GGUF tokenizer.chat_template, tokenizer_config.json's

@@ -109,7 +109,13 @@ void check_tokens(std::span<const int> tokens, int vocab_size, const char* what)
 // X [n, dim] <- the embedding rows of tokens[n].
 void embed_rows(float* X, const Model& m, std::span<const int> tokens) {
   const int dim = m.config.dim;
-  for (std::size_t i = 0; i < tokens.size(); ++i) m.weights.token_embedding.row(tokens[i], X + i * dim);
+  const float scale = m.config.embed_scale;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    float* x = X + i * dim;
+    m.weights.token_embedding.row(tokens[i], x);
+    if (scale != 1.0f)
+      for (int e = 0; e < dim; ++e) x[e] *= scale;
+  }
 }
 
 // RoPE on n rows of Q [n, q_dim] and K [n, kv_dim] at positions pos0..pos0+n-1.
@@ -143,7 +149,28 @@ void qkv_rows(const LayerWeights& lw, const ModelConfig& c, const float* XB, flo
   norm_heads(lw, c, Q, K, n);
 }
 
-// The feed-forward block of n rows of the residual stream: X += W_down swiglu(W_gate x, W_up x)
+// The gated activation of one row: gate[hid] <- act(gate) * up[hid].
+void gate_row(const ModelConfig& c, float* gate, const float* up, int hid) {
+  if (c.activation == Activation::GeluTanh) ops::geglu_tanh(gate, up, hid);
+  else ops::swiglu(gate, up, hid);
+}
+
+// A block's output out [n, dim] added to the residual X [n, dim], normalised first by `post`
+// [dim] where the layer has that norm (Gemma's post-attention and post-FFN norms).
+void add_block_output(const WeightVector& post, const ModelConfig& c, float* X, float* out, int n) {
+  if (!post.empty()) ops::rmsnorm_rows(out, out, post.data(), n, c.dim, c.rms_eps);
+  add_into(X, out, static_cast<long>(n) * c.dim);
+}
+
+// The attention block's output: X += post(W_o ATT).
+//   X [n, dim], XB [n, dim] scratch, ATT [n, q_dim]
+void attention_output_rows(const LayerWeights& lw, const ModelConfig& c, float* X, float* XB, const float* ATT,
+                           int n) {
+  ops::matmul_packed(XB, ATT, lw.wo.data(), n, c.dim, c.q_dim());
+  add_block_output(lw.post_attn_norm, c, X, XB, n);
+}
+
+// The feed-forward block of n rows of the residual stream: X += post(W_down act(W_gate x, W_up x))
 // with x = the rows normalised.
 //   X [n, dim], XB [n, dim] scratch, G and U [n, hidden_dim] scratch
 void ffn_rows(const LayerWeights& lw, const ModelConfig& c, float* X, float* XB, float* G, float* U, int n) {
@@ -152,9 +179,9 @@ void ffn_rows(const LayerWeights& lw, const ModelConfig& c, float* X, float* XB,
   ops::matmul_packed(G, XB, lw.w_gate.data(), n, hid, dim);
   ops::matmul_packed(U, XB, lw.w_up.data(), n, hid, dim);
 #pragma omp parallel for schedule(static) if (static_cast<long>(n) * hid >= (1L << 16))
-  for (int t = 0; t < n; ++t) ops::swiglu(G + static_cast<std::size_t>(t) * hid, U + static_cast<std::size_t>(t) * hid, hid);
+  for (int t = 0; t < n; ++t) gate_row(c, G + static_cast<std::size_t>(t) * hid, U + static_cast<std::size_t>(t) * hid, hid);
   ops::matmul_packed(XB, G, lw.w_down.data(), n, dim, hid);
-  add_into(X, XB, static_cast<long>(n) * dim);
+  add_block_output(lw.post_ffn_norm, c, X, XB, n);
 }
 
 }  // namespace
@@ -190,8 +217,27 @@ std::optional<GpuDtype> parse_gpu_dtype(std::string_view name) {
   return std::nullopt;
 }
 
+Device device_for(const Model& model, Device asked, std::string* why) {
+  if (asked != Device::Cuda) return asked;
+  const ModelConfig& c = model.config;
+  std::string lacks;
+  auto lack = [&lacks](const char* feature) { lacks += (lacks.empty() ? "" : ", ") + std::string(feature); };
+  if (!c.local_layers.empty()) lack("local and global layers");
+  if (c.activation != Activation::Silu) lack("GeGLU");
+  if (c.embed_scale != 1.0f) lack("scaled embeddings");
+  for (const LayerWeights& l : model.weights.layers) {
+    if (l.post_attn_norm.empty() && l.post_ffn_norm.empty()) continue;
+    lack("post-block norms");
+    break;
+  }
+  if (lacks.empty()) return asked;
+  if (why) *why = "the CUDA backend lacks " + c.arch + "'s " + lacks;
+  return Device::Cpu;
+}
+
 Engine::Engine(const Model& model, EngineOptions options) : model_(model), options_(options) {
   check_config(model);
+  options_.device = device_for(model, options_.device);
   state_ = std::make_unique<State>(model, options_.rope_in_cache);
   if (options_.device == Device::Cuda) {
     cuda_ = std::make_unique<CudaBackend>(model, options_);
@@ -273,7 +319,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
     s.observer->on_begin(c, tokens);
     for (int i = 0; i < P; ++i) s.observer->on_token(i, tokens[i]);
   }
-  s.rope.reserve(P);
+  s.reserve_rope(P);
   // Refused here rather than by std::bad_alloc, or by the out-of-memory killer partway through:
   // the activations below, a call's probabilities and the prompt's K and V in the cache, once
   // the observers have taken what they keep of the prompt.
@@ -318,7 +364,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
       }
     };
     if (options_.rope_in_cache) cache_kv();
-    rope_rows(Q.data(), K.data(), P, 0, c, s.rope, pairing);
+    rope_rows(Q.data(), K.data(), P, 0, c, s.rope_of(l), pairing);
     round_cache(options_.cache_rounding, K.data(), K.size());  // attention reads rotated rounded keys
     if (!options_.rope_in_cache) cache_kv();
 
@@ -335,7 +381,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
         const std::size_t row = static_cast<std::size_t>(q0) * qd + h * hd;
         ops::attend_causal_block(ATT.data() + row, qd, probs.data(), lse.data(), Q.data() + row, qd,
                                  KP.data() + g * panel_floats, VH.data() + static_cast<std::size_t>(g) * P * hd, hd,
-                                 q0, nq, hd, c.sliding_window, scale, B);
+                                 q0, nq, hd, c.window(l), scale, B);
         if (!s.observer) continue;
         for (int b = 0; b * B < nq; ++b)
           s.observer->on_attention(AttentionBlock::prefill(l, h, q0 + b * B, std::min(B, nq - b * B),
@@ -343,8 +389,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
                                                            lse.data() + b * B));
       }
     }
-    ops::matmul_packed(XB.data(), ATT.data(), lw.wo.data(), P, dim, qd);
-    add_into(X.data(), XB.data(), static_cast<long>(P) * dim);
+    attention_output_rows(lw, c, X.data(), XB.data(), ATT.data(), P);
     ffn_rows(lw, c, X.data(), XB.data(), G.data(), U.data(), P);
   }
   s.pos = P;
@@ -380,8 +425,8 @@ std::span<const float> Engine::decode(int token) {
   }
   const int pos = s.pos;
   if (s.observer) s.observer->on_token(pos, token);
-  s.rope.reserve(pos + 1);
-  model_.weights.token_embedding.row(token, s.x.data());
+  s.reserve_rope(pos + 1);
+  embed_rows(s.x.data(), model_, {&token, 1});
   // Unless told otherwise, a model this small decodes on one thread: its whole token takes less
   // time than waking a second thread.
   constexpr std::size_t kParallelMinBytes = std::size_t{4} << 20;
@@ -446,13 +491,13 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
   ThreadScope threads(options_.n_threads);
   const ModelWeights& w = model_.weights;
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
-  const int group = c.group(), window = c.sliding_window;
+  const int group = c.group();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const auto pairing = c.rope_style == RopeStyle::Interleaved ? ops::RopePairing::Interleaved
                                                                : ops::RopePairing::RotateHalf;
   if (s.observer)
     for (int i = 0; i < n; ++i) s.observer->on_token(pos0 + i, tokens[i]);
-  s.rope.reserve(pos0 + n);
+  s.reserve_rope(pos0 + n);
 
   // Queries per attention call: bounds probs to kQueryBlock rows of the longest head's keys.
   constexpr int kQueryBlock = 256;
@@ -474,9 +519,10 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
     const LayerWeights& lw = w.layers[l];
     ops::rmsnorm_rows(XB.data(), X.data(), lw.attn_norm.data(), n, dim, c.rms_eps);
     qkv_rows(lw, c, XB.data(), Q.data(), K.data(), V.data(), n);
-    rope_rows(Q.data(), K.data(), n, pos0, c, s.rope, pairing);
+    rope_rows(Q.data(), K.data(), n, pos0, c, s.rope_of(l), pairing);
     round_cache(options_.cache_rounding, K.data(), K.size());
     round_cache(options_.cache_rounding, V.data(), V.size());
+    const int window = c.window(l);
     for (int g = 0; g < c.n_kv_heads; ++g) s.store.append(l, g, pos0, n, K.data() + g * hd, V.data() + g * hd, kvd);
     if (s.controller) s.controller->before_attention(l, pos0, s.store);
     s.gather_active(l, window > 0 ? pos0 - window + 1 : 0);
@@ -514,8 +560,7 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
         }
       }
     }
-    ops::matmul_packed(XB.data(), ATT.data(), lw.wo.data(), n, dim, qd);
-    add_into(X.data(), XB.data(), static_cast<long>(n) * dim);
+    attention_output_rows(lw, c, X.data(), XB.data(), ATT.data(), n);
     ffn_rows(lw, c, X.data(), XB.data(), G.data(), U.data(), n);
   }
   s.pos = pos0 + n;
@@ -542,14 +587,20 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
   auto product = [&](std::span<const ops::MatvecJob> jobs, const float* x, int cols) {
     team.parallel(ops::panel_count(jobs), kPanels, [&](long b, long e) { ops::matvec_panels(jobs, x, cols, b, e); });
   };
-  // A team chunk of the residual update x[dim] += W · in[cols] (W one of the layer's [dim, cols]
-  // matrices, its product staged in xb): panels [b, e), then their rows added into x.
-  auto residual_chunk = [&](const ops::MatvecJob* job, const float* in, int cols) {
-    return [&s, job, in, cols, dim](long b, long e) {
+  // A team chunk of the residual update x[dim] += post(W · in[cols]) (W one of the layer's [dim,
+  // cols] matrices, its product staged in xb): panels [b, e), then their rows added into x; where
+  // the block has a post norm [dim], which reads the whole product, finish_residual adds it.
+  auto residual_chunk = [&](const ops::MatvecJob* job, const float* in, int cols, const WeightVector& post) {
+    return [&s, job, in, cols, dim, add = post.empty()](long b, long e) {
       ops::matvec_panels({job, 1}, in, cols, b, e);
       const long r0 = b * ops::kPanelRows, r1 = std::min<long>(e * ops::kPanelRows, dim);
-      add_into(s.x.data() + r0, s.xb.data() + r0, r1 - r0);
+      if (add) add_into(s.x.data() + r0, s.xb.data() + r0, r1 - r0);
     };
+  };
+  auto finish_residual = [&](const WeightVector& post) {
+    if (post.empty()) return;
+    ops::rmsnorm(s.xb.data(), s.xb.data(), post.data(), dim, c.rms_eps);
+    add_into(s.x.data(), s.xb.data(), dim);
   };
 
   for (int l = 0; l < c.n_layers; ++l) {
@@ -564,8 +615,9 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
     if (!lw.bv.empty()) ops::add_bias(s.v.data(), lw.bv.data(), 1, kvd);
     norm_heads(lw, c, s.q.data(), s.k.data(), 1);
     if (!options_.rope_in_cache) {
-      ops::rope_apply(s.q.data(), c.n_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
-      ops::rope_apply(s.k.data(), c.n_kv_heads, hd, s.rope.cos(pos), s.rope.sin(pos), pairing);
+      const ops::RopeTable& rope = s.rope_of(l);
+      ops::rope_apply(s.q.data(), c.n_heads, hd, rope.cos(pos), rope.sin(pos), pairing);
+      ops::rope_apply(s.k.data(), c.n_kv_heads, hd, rope.cos(pos), rope.sin(pos), pairing);
     }
     round_cache(options_.cache_rounding, s.k.data(), s.k.size());
     round_cache(options_.cache_rounding, s.v.data(), s.v.size());
@@ -573,7 +625,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
       s.store.append(l, g, pos, 1, s.k.data() + g * hd, s.v.data() + g * hd, hd);
     }
     if (s.controller) s.controller->before_attention(l, pos, s.store);
-    s.gather_active(l, c.sliding_window > 0 ? pos - c.sliding_window + 1 : 0);
+    s.gather_active(l, c.window(l) > 0 ? pos - c.window(l) + 1 : 0);
     if (options_.rope_in_cache) s.rotate_by_slot(l, pairing);
 
     // Attention in (KV head, key range) pieces: a KV head's query heads share each range's keys
@@ -633,7 +685,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
     // the probabilities nor the cache.
     const ops::MatvecJob wo{s.xb.data(), lw.wo.data(), dim};
     team.parallel(
-        ops::panel_count(dim), kPanels, residual_chunk(&wo, s.att.data(), qd),
+        ops::panel_count(dim), kPanels, residual_chunk(&wo, s.att.data(), qd, lw.post_attn_norm),
         [&] {
           const bool observer_rows = s.observer && s.observer->needs_decode_rows();
           const bool controller_rows = s.controller && s.controller->needs_decode_rows(l);
@@ -653,14 +705,16 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
             s.controller->after_attention(l, pos, controller_rows ? std::span<const AttentionBlock>(s.blocks)
                                                                   : std::span<const AttentionBlock>(), s.store);
         });
+    finish_residual(lw.post_attn_norm);
 
     ops::rmsnorm(s.xb.data(), s.x.data(), lw.ffn_norm.data(), dim, c.rms_eps);
     // Gate and up rows stacked: each thread streams one matrix part, not two in turns.
     const ops::MatvecJob gate_up[] = {{s.gate.data(), lw.w_gate.data(), hid}, {s.up.data(), lw.w_up.data(), hid}};
     product(gate_up, s.xb.data(), dim);
-    ops::swiglu(s.gate.data(), s.up.data(), hid);
+    gate_row(c, s.gate.data(), s.up.data(), hid);
     const ops::MatvecJob down{s.xb.data(), lw.w_down.data(), dim};
-    team.parallel(ops::panel_count(dim), kPanels, residual_chunk(&down, s.gate.data(), hid));
+    team.parallel(ops::panel_count(dim), kPanels, residual_chunk(&down, s.gate.data(), hid, lw.post_ffn_norm));
+    finish_residual(lw.post_ffn_norm);
   }
 
   ops::rmsnorm(s.xb.data(), s.x.data(), w.final_norm.data(), dim, c.rms_eps);

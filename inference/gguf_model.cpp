@@ -193,8 +193,8 @@ RopeScaling llama3_scaling(const std::string& path, const WeightVector& divisors
 Model load_gguf_model(const std::string& path, ModelParts parts) {
   GgufFile g(path);
   const std::string arch = g.get_string("general.architecture", "");
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
-    throw input_error(path, "unsupported architecture \"" + arch + "\" (supported: llama, qwen2, qwen3)");
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma3") {
+    throw input_error(path, "unsupported architecture \"" + arch + "\" (supported: llama, qwen2, qwen3, gemma3)");
   }
   // Every tensor type is checked before anything large is allocated.
   for (const GgufTensorInfo& t : g.tensors()) {
@@ -259,7 +259,24 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   c.vocab_size = static_cast<int>(embd.dims[1]);
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
   c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
-  c.qk_norm = arch == "qwen3";
+  c.qk_norm = arch == "qwen3" || arch == "gemma3";
+  const bool gemma = arch == "gemma3";
+  float query_scale = 1.0f;
+  if (gemma) {
+    // As llama.cpp runs gemma3: every 6th layer global, the others local, within
+    // attention.sliding_window, rotated with base 10000; GeGLU; embeddings scaled by sqrt(dim);
+    // the norm weights already 1 + HF's (the converter adds it). Scores scale by head_dim^-1/2,
+    // but in the 27B model (62 layers) by (dim / heads)^-1/2.
+    for (const char* cap : {"final_logit_softcapping", "attn_logit_softcapping"})
+      if (g.find(k + cap)) throw input_error(path, k + cap + " (soft-capping) is not supported");
+    c.activation = Activation::GeluTanh;
+    c.embed_scale = std::sqrt(static_cast<float>(c.dim));
+    c.sliding_window = int_param(g, k + "attention.sliding_window", 4096, kMaxContext);
+    c.local_layers.assign(c.n_layers, 0);
+    for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = (l + 1) % 6 != 0;
+    c.rope_local_theta = 10000.0f;
+    if (c.n_layers == 62) query_scale = std::sqrt(static_cast<float>(c.head_dim) / (c.dim / c.n_heads));
+  }
   // End-of-turn and end-of-message tokens end a text too, as llama.cpp counts them; an id past the
   // vocabulary (converters write 0xFFFFFFFF for "none") is none.
   for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
@@ -298,6 +315,10 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
       src.read(l.q_norm, b + "attn_q_norm.weight", c.head_dim);
       src.read(l.k_norm, b + "attn_k_norm.weight", c.head_dim);
     }
+    if (gemma) {
+      src.read(l.post_attn_norm, b + "post_attention_norm.weight", D);
+      src.read(l.post_ffn_norm, b + "post_ffw_norm.weight", D);
+    }
     src.read(l.ffn_norm, b + "ffn_norm.weight", D);
     src.read(l.w_gate, b + "ffn_gate.weight", D, H);
     src.read(l.w_up, b + "ffn_up.weight", D, H);
@@ -306,6 +327,9 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   src.read(w.final_norm, "output_norm.weight", D);
   if (!c.tied_classifier) src.read(w.classifier, "output.weight", D, V);
   src.finish();
+  if (query_scale != 1.0f)
+    for (LayerWeights& l : w.layers)
+      for (float& x : l.q_norm) x *= query_scale;
   return m;
 }
 

@@ -36,6 +36,7 @@ const Architecture kArchitectures[] = {
     {"MistralForCausalLM", "mistral", false, false, 4096 * 32, 0},
     {"Qwen2ForCausalLM", "qwen2", true, false, 32768, 0},
     {"Qwen3ForCausalLM", "qwen3", false, true, 32768, 128},
+    {"Gemma3ForCausalLM", "gemma3", false, true, 131072, 256},
 };
 
 // "a string", "a boolean", ...: how errors name a JSON value's type.
@@ -206,41 +207,67 @@ class TensorSet {
   std::map<std::string, const SafetensorsFile*> owner_;            // tensor -> file holding it
 };
 
-// RoPE's base and scaling: config.json's rope_theta and rope_scaling, or, as transformers 5 writes
-// them, both in one rope_parameters object ({"rope_type", "rope_theta", "factor", ...}), which
-// wins where both are given.
-void read_rope(const std::string& path, const Json& j, ModelConfig& c) {
-  const Json* params = j.find("rope_parameters");
-  const bool v5 = params != nullptr && !params->is_null();
-  const std::string key = v5 ? "rope_parameters" : "rope_scaling";
-  const Json* rs = v5 ? params : j.find("rope_scaling");
-  const bool given = rs != nullptr && !rs->is_null();
-  if (given && !rs->is_object()) throw input_error(path, key + " is not an object");
-  for (std::size_t i = 0; v5 && i < rs->size(); ++i)
-    if (rs->items()[i].is_object())  // keyed by layer type ("full_attention", "sliding_attention")
-      throw input_error(path, "rope_parameters per layer type (\"" + rs->keys()[i] + "\") is not supported");
-  const Json* theta = v5 ? rs->find("rope_theta") : nullptr;
-  c.rope_theta = theta != nullptr && !theta->is_null()
-                     ? positive_float(theta, path, "rope_parameters.rope_theta", 10000.0f)
-                     : positive_float(j.find("rope_theta"), path, "rope_theta", 10000.0f);
-  if (!given) return;
-  const std::string type = rs->get_string("rope_type", rs->get_string("type", ""));
+// The scaling in `rs` (rope_scaling, or one rope_parameters object, named `key` in errors) into
+// c.rope_scaling.
+void read_scaling(const std::string& path, const std::string& key, const Json& rs, ModelConfig& c) {
+  const std::string type = rs.get_string("rope_type", rs.get_string("type", ""));
   if (type == "llama3") {
     RopeScaling& r = c.rope_scaling;
     r.type = "llama3";
-    r.factor = positive_float(rs->find("factor"), path, key + ".factor", 8.0f);
-    r.low_freq_factor = positive_float(rs->find("low_freq_factor"), path, key + ".low_freq_factor", 1.0f);
-    r.high_freq_factor = positive_float(rs->find("high_freq_factor"), path, key + ".high_freq_factor", 4.0f);
+    r.factor = positive_float(rs.find("factor"), path, key + ".factor", 8.0f);
+    r.low_freq_factor = positive_float(rs.find("low_freq_factor"), path, key + ".low_freq_factor", 1.0f);
+    r.high_freq_factor = positive_float(rs.find("high_freq_factor"), path, key + ".high_freq_factor", 4.0f);
     if (r.high_freq_factor <= r.low_freq_factor)
       throw input_error(path, key + ".high_freq_factor is not above low_freq_factor");
-    r.original_max_position = positive_int(rs->find("original_max_position_embeddings"), path,
+    r.original_max_position = positive_int(rs.find("original_max_position_embeddings"), path,
                                            key + ".original_max_position_embeddings", 8192, kMaxContext);
   } else if (type == "linear") {
     c.rope_scaling.type = "linear";
-    c.rope_scaling.factor = positive_float(rs->find("factor"), path, key + ".factor", 1.0f);
+    c.rope_scaling.factor = positive_float(rs.find("factor"), path, key + ".factor", 1.0f);
   } else if (type != "default" && !type.empty()) {
     throw input_error(path, "unsupported " + key + " type \"" + type + "\" (supported: llama3, linear)");
   }
+}
+
+// RoPE's base and scaling: config.json's rope_theta and rope_scaling, or, as transformers 5 writes
+// them, both in one rope_parameters object ({"rope_type", "rope_theta", "factor", ...}), which
+// wins where both are given. A model with local layers (Gemma 3) has a base of their own
+// (rope_local_base_freq, unscaled), or, in transformers 5, rope_parameters keyed by layer type
+// ("full_attention": the global layers', "sliding_attention": the local layers'). default_theta:
+// the base where none is given.
+void read_rope(const std::string& path, const Json& j, ModelConfig& c, float default_theta) {
+  const Json* params = j.find("rope_parameters");
+  const bool v5 = params != nullptr && !params->is_null();
+  if (v5 && !params->is_object()) throw input_error(path, "rope_parameters is not an object");
+  const bool by_type =
+      v5 && !c.local_layers.empty() && (params->find("full_attention") || params->find("sliding_attention"));
+  for (std::size_t i = 0; v5 && !by_type && i < params->size(); ++i)
+    if (params->items()[i].is_object())
+      throw input_error(path, "rope_parameters per layer type (\"" + params->keys()[i] + "\") is not supported");
+  if (!c.local_layers.empty()) {
+    c.rope_local_theta = positive_float(j.find("rope_local_base_freq"), path, "rope_local_base_freq", 10000.0f);
+    if (const Json* local = by_type ? params->find("sliding_attention") : nullptr; local && !local->is_null()) {
+      if (!local->is_object()) throw input_error(path, "rope_parameters.sliding_attention is not an object");
+      const std::string type = local->get_string("rope_type", "default");
+      if (type != "default")
+        throw input_error(path, "rope_parameters.sliding_attention type \"" + type + "\" is not supported (supported: default)");
+      c.rope_local_theta = positive_float(local->find("rope_theta"), path, "rope_parameters.sliding_attention.rope_theta",
+                                          c.rope_local_theta);
+    }
+  }
+  std::string key = v5 ? "rope_parameters" : "rope_scaling";
+  const Json* rs = v5 ? params : j.find("rope_scaling");
+  if (by_type) {
+    key = "rope_parameters.full_attention";
+    rs = params->find("full_attention");
+  }
+  const bool given = rs != nullptr && !rs->is_null();
+  if (given && !rs->is_object()) throw input_error(path, key + " is not an object");
+  const Json* theta = v5 && given ? rs->find("rope_theta") : nullptr;
+  c.rope_theta = theta != nullptr && !theta->is_null()
+                     ? positive_float(theta, path, key + ".rope_theta", default_theta)
+                     : positive_float(j.find("rope_theta"), path, "rope_theta", default_theta);
+  if (given) read_scaling(path, key, *rs, c);
 }
 
 // The eos_token_id of a config.json or generation_config.json (a token id or a list of them; null
@@ -259,6 +286,60 @@ void add_end_ids(const std::string& path, const Json& j, int vocab, std::vector<
   }
 }
 
+// Gemma 3 (text): GeGLU (hidden_activation), embeddings scaled by sqrt(hidden_size), a tied
+// classifier unless told otherwise, and local layers (layer_types, else all but every
+// sliding_window_pattern-th) attending within sliding_window; Gemma 2's soft-capping and the
+// bidirectional variant are refused.
+void read_gemma3(const std::string& path, const Json& j, ModelConfig& c) {
+  for (const char* key : {"hidden_activation", "hidden_act"}) {
+    const Json* act = j.find(key);
+    if (act != nullptr && !act->is_null() && !(act->is_string() && act->as_string() == "gelu_pytorch_tanh")) {
+      throw input_error(path, std::string(key) + " " +
+                                  (act->is_string() ? "\"" + act->as_string() + "\"" : type_phrase(*act)) +
+                                  " is not supported (supported: gelu_pytorch_tanh)");
+    }
+  }
+  c.activation = Activation::GeluTanh;
+  c.embed_scale = std::sqrt(static_cast<float>(c.dim));
+  c.tied_classifier = flag(j.find("tie_word_embeddings"), path, "tie_word_embeddings", true);
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
+    if (const Json* cap = j.find(key); cap != nullptr && !cap->is_null())
+      throw input_error(path, std::string(key) + " (soft-capping) is not supported");
+  if (flag(j.find("use_bidirectional_attention"), path, "use_bidirectional_attention", false))
+    throw input_error(path, "use_bidirectional_attention is not supported (causal attention only)");
+  c.sliding_window = positive_int(j.find("sliding_window"), path, "sliding_window", 4096, kMaxContext);
+  c.local_layers.assign(c.n_layers, 0);
+  if (const Json* kinds = j.find("layer_types"); kinds != nullptr && !kinds->is_null()) {
+    if (!kinds->is_array() || kinds->size() != static_cast<std::size_t>(c.n_layers))
+      throw input_error(path, "layer_types is not a list of num_hidden_layers (" + std::to_string(c.n_layers) +
+                                  ") layer kinds");
+    for (int l = 0; l < c.n_layers; ++l) {
+      const Json& kind = kinds->items()[l];
+      const std::string name = kind.is_string() ? kind.as_string() : "";
+      if (name != "sliding_attention" && name != "full_attention")
+        throw input_error(path, "layer_types holds " + (kind.is_string() ? "\"" + name + "\"" : type_phrase(kind)) +
+                                    " (supported: sliding_attention, full_attention)");
+      c.local_layers[l] = name == "sliding_attention";
+    }
+  } else {
+    const int pattern = positive_int(j.find("sliding_window_pattern"), path, "sliding_window_pattern", 6, kMaxLayers);
+    for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = (l + 1) % pattern != 0;
+  }
+}
+
+// Gemma's RMSNorms scale by 1 + weight (Gemma3RMSNorm): the weights become those factors, as
+// llama.cpp's converter writes them, the queries' scaled by query_scale as well.
+void gemma_norm_weights(ModelWeights& w, float query_scale) {
+  auto add_one = [](WeightVector& v, float scale) {
+    for (float& x : v) x = (1.0f + x) * scale;
+  };
+  for (LayerWeights& l : w.layers) {
+    for (WeightVector* v : {&l.attn_norm, &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm, &l.k_norm}) add_one(*v, 1.0f);
+    add_one(l.q_norm, query_scale);
+  }
+  add_one(w.final_norm, 1.0f);
+}
+
 ModelConfig read_config(const std::string& path, const Json& j) {
   const Json* archs = j.find("architectures");
   const std::string hf_arch =
@@ -273,7 +354,7 @@ ModelConfig read_config(const std::string& path, const Json& j) {
     throw input_error(path,
                       "unsupported architecture \"" + hf_arch +
                           "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                          "Qwen3ForCausalLM)");
+                          "Qwen3ForCausalLM, Gemma3ForCausalLM)");
   }
   ModelConfig c;
   c.arch = arch->arch;
@@ -304,6 +385,11 @@ ModelConfig read_config(const std::string& path, const Json& j) {
   // Llama's mlp_bias and other activations change the MLP, which the engine runs as SwiGLU.
   if (flag(j.find("mlp_bias"), path, "mlp_bias", false))
     throw input_error(path, "mlp_bias (biases on the MLP projections) is not supported");
+  if (c.arch == "gemma3") {
+    read_gemma3(path, j, c);
+    read_rope(path, j, c, 1000000.0f);
+    return c;
+  }
   if (const Json* act = j.find("hidden_act");
       act != nullptr && !act->is_null() && !(act->is_string() && act->as_string() == "silu")) {
     throw input_error(path, "hidden_act " +
@@ -332,7 +418,7 @@ ModelConfig read_config(const std::string& path, const Json& j) {
       }
     }
   }
-  read_rope(path, j, c);
+  read_rope(path, j, c, 10000.0f);
   return c;
 }
 
@@ -369,6 +455,14 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
     }
   }
 
+  const bool gemma = c.arch == "gemma3";
+  // Gemma scales the scores by query_pre_attn_scalar^-1/2, the engine by head_dim^-1/2: the
+  // queries take the difference, in q_norm.
+  const float query_scale =
+      gemma ? std::sqrt(c.head_dim / positive_float(config.find("query_pre_attn_scalar"), config_path,
+                                                    "query_pre_attn_scalar", 256.0f))
+            : 1.0f;
+
   Model m;
   m.config = c;
   m.path = folder;
@@ -396,7 +490,13 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
       tensors.read(l.q_norm, p + "self_attn.q_norm.weight", {static_cast<uint64_t>(c.head_dim)});
       tensors.read(l.k_norm, p + "self_attn.k_norm.weight", {static_cast<uint64_t>(c.head_dim)});
     }
-    tensors.read(l.ffn_norm, p + "post_attention_layernorm.weight", {D});
+    if (gemma) {  // Gemma's post_attention_layernorm normalises the attention's output
+      tensors.read(l.post_attn_norm, p + "post_attention_layernorm.weight", {D});
+      tensors.read(l.ffn_norm, p + "pre_feedforward_layernorm.weight", {D});
+      tensors.read(l.post_ffn_norm, p + "post_feedforward_layernorm.weight", {D});
+    } else {
+      tensors.read(l.ffn_norm, p + "post_attention_layernorm.weight", {D});
+    }
     tensors.read(l.w_gate, p + "mlp.gate_proj.weight", {H, D});
     tensors.read(l.w_up, p + "mlp.up_proj.weight", {H, D});
     tensors.read(l.w_down, p + "mlp.down_proj.weight", {D, H});
@@ -404,6 +504,7 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
   tensors.read(w.final_norm, "model.norm.weight", {D});
   if (!c.tied_classifier) tensors.read(w.classifier, "lm_head.weight", {V, D});
   tensors.finish();
+  if (gemma) gemma_norm_weights(w, query_scale);
   return m;
 }
 

@@ -30,6 +30,10 @@ std::vector<float> rope_inv_freq(const Model& model) {
   return inv_freq;
 }
 
+std::vector<float> rope_local_inv_freq(const Model& model) {
+  return ops::rope_inv_freq(model.config.head_dim, model.config.rope_local_theta);  // [head_dim/2]
+}
+
 PackedMatrix::PackedMatrix(const PackedMatrix& other) : rows(other.rows), cols(other.cols) {
   if (other.store) store = std::make_shared<WeightVector>(other.data(), other.data() + other.panel_floats());
 }
@@ -120,7 +124,8 @@ std::size_t layer_floats(const std::vector<LayerWeights>& layers, bool packed) {
   std::size_t n = 0;
   for (const LayerWeights& l : layers) {
     n += l.attn_norm.size() + m(l.wq) + m(l.wk) + m(l.wv) + m(l.wo) + l.bq.size() + l.bk.size() +
-         l.bv.size() + l.q_norm.size() + l.k_norm.size() + l.ffn_norm.size() + m(l.w_gate) + m(l.w_up) + m(l.w_down);
+         l.bv.size() + l.q_norm.size() + l.k_norm.size() + l.post_attn_norm.size() + l.post_ffn_norm.size() +
+         l.ffn_norm.size() + m(l.w_gate) + m(l.w_up) + m(l.w_down);
   }
   return n;
 }

@@ -16,6 +16,10 @@ namespace kvs {
 // (x[2i], x[2i+1]); HF checkpoints pair x[i] with x[i + head_dim/2] ("rotate_half").
 enum class RopeStyle { Interleaved, RotateHalf };
 
+// The FFN's gated activation: SwiGLU, silu(gate) * up (Llama, Qwen, Mistral), or GeGLU with
+// GELU's tanh approximation, gelu_tanh(gate) * up (Gemma).
+enum class Activation { Silu, GeluTanh };
+
 struct RopeScaling {
   std::string type;                  // "" (none), "linear" or "llama3"
   float factor = 1.0f;
@@ -25,7 +29,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3
+  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 | gemma3
   std::string name;            // human-readable model name
   int dim = 0;                 // hidden size
   int hidden_dim = 0;          // FFN inner size
@@ -40,11 +44,18 @@ struct ModelConfig {
   RopeStyle rope_style = RopeStyle::Interleaved;
   RopeScaling rope_scaling;
   bool qkv_bias = false;       // Qwen2
-  bool qk_norm = false;        // Qwen3: each query and key head RMS-normalised before RoPE
+  bool qk_norm = false;        // Qwen3, Gemma 3: each query and key head RMS-normalised before RoPE
+  Activation activation = Activation::Silu;
+  float embed_scale = 1.0f;    // token embeddings multiplied by this (Gemma: sqrt(dim))
   bool tied_classifier = true; // classifier shares the token embedding
   // Sliding-window attention (Mistral-7B-v0.1): the query at q attends keys k > q - sliding_window
   // only; 0 = none.
   int sliding_window = 0;
+  // Layers of two kinds (Gemma 3): [n_layers], 1 where the layer is local (attends within
+  // sliding_window, rotates with rope_local_theta, unscaled), 0 where it is global (every key,
+  // rope_theta with rope_scaling). Empty: every layer alike, windowed where sliding_window > 0.
+  std::vector<uint8_t> local_layers;
+  float rope_local_theta = 10000.0f;
   // Tokens that end a text besides the tokenizer's EOS and BOS: an HF folder's eos_token_id lists
   // (config.json, generation_config.json), a GGUF file's end-of-turn and end-of-message tokens.
   std::vector<int> end_ids;
@@ -53,6 +64,9 @@ struct ModelConfig {
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
   int group() const { return n_heads / n_kv_heads; }
+  bool local(int layer) const { return !local_layers.empty() && local_layers[layer] != 0; }
+  // Layer `layer`'s sliding window (0: none).
+  int window(int layer) const { return local_layers.empty() || local(layer) ? sliding_window : 0; }
 };
 
 // A weight matrix W[rows, cols] kept packed in panels (kernels/matmul.h), the layout the CPU
@@ -119,6 +133,8 @@ struct LayerWeights {
   WeightVector bv;         // [n_kv_heads*head_dim] or empty
   WeightVector q_norm;     // [head_dim] or empty: the RMSNorm weight of every query head (Qwen3)
   WeightVector k_norm;     // [head_dim] or empty: the same for every key head
+  WeightVector post_attn_norm;  // [dim] or empty: the attention's output normalised before the residual add (Gemma)
+  WeightVector post_ffn_norm;   // [dim] or empty: the same for the FFN's output
   WeightVector ffn_norm;   // [dim]
   PackedMatrix w_gate;     // [hidden_dim, dim]  (llama2.c w1)
   PackedMatrix w_up;       // [hidden_dim, dim]  (llama2.c w3)
@@ -158,5 +174,8 @@ struct Model {
 // RoPE inverse frequencies [head_dim/2] with the model's scaling applied. Throws InputError for
 // a scaling type it does not know.
 std::vector<float> rope_inv_freq(const Model& model);
+// The same for the local layers of a model that has them (ModelConfig::local_layers):
+// rope_local_theta, no scaling.
+std::vector<float> rope_local_inv_freq(const Model& model);
 
 }  // namespace kvs

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Optional cross-check of KVScope's Hugging Face loading and forward pass against HF transformers
-# (not part of scripts/test.sh): scripts/check_transformers.py writes tiny random Llama / Qwen2 / Qwen3 /
-# Mistral checkpoints, records each with `kvscope record --device cpu` and compares the greedy
+# (not part of scripts/test.sh): scripts/check_transformers.py writes tiny random Llama / Qwen2 /
+# Qwen3 / Gemma 3 / Mistral checkpoints, records each with `kvscope record --device cpu` and compares the greedy
 # tokens, the decode attention rows, decode_lse and the prefill window with transformers' float64
 # eager attention; also ../shared/models/stories260K-hf. Variant smollm2: KVScope's default model,
 # SmolLM2-135M-Instruct.Q4_1.gguf, against transformers loading the same GGUF file: the prompt

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Cross-check of KVScope's Hugging Face loader and CPU forward pass against HF transformers.
 
-Writes tiny random Llama / Qwen2 / Qwen3 / Mistral checkpoints (its own safetensors writer: F32, F16,
-BF16, sharded), records each with `kvscope record --device cpu`, and compares the trace with
+Writes tiny random Llama / Qwen2 / Qwen3 / Gemma 3 / Mistral checkpoints (its own safetensors writer:
+F32, F16, BF16, sharded), records each with `kvscope record --device cpu`, and compares the trace with
 transformers' eager attention in float64 (output_attentions=True): the greedy tokens (teacher-
 forced argmax and HF's greedy generate), every decode attention row, decode_lse and the
 prefill_window rows. Also the real checkpoint stories260K-hf, and (variant smollm2) KVScope's
@@ -79,6 +79,18 @@ VARIANTS = {
     "qwen3_bf16_sw_unused": dict(arch="qwen3", dtype="BF16", seed=17,
                                  extra={"sliding_window": None, "use_sliding_window": False,
                                         "layer_types": ["full_attention"] * 3}),
+    # Gemma 3: local layers (a window, their own RoPE base) and global ones, post-block norms, GeGLU,
+    # embeddings scaled by sqrt(hidden_size), norms of 1 + weight; query_pre_attn_scalar apart from
+    # head_dim, linear scaling of the global layers' RoPE
+    "gemma3_pattern2_tied": dict(arch="gemma3", tied=True, seed=18, dim=64, heads=4, kv_heads=1, head_dim=32,
+                                 layers=4, extra={"sliding_window": 8, "sliding_window_pattern": 2,
+                                                  "query_pre_attn_scalar": 32, "rope_theta": 1000000.0,
+                                                  "rope_local_base_freq": 10000.0}),
+    "gemma3_layer_types_qpas": dict(arch="gemma3", seed=19, dim=64, heads=4, kv_heads=2, head_dim=16,
+                                    extra={"sliding_window": 12, "query_pre_attn_scalar": 24,
+                                           "layer_types": ["sliding_attention", "full_attention",
+                                                           "sliding_attention"],
+                                           "rope_scaling": {"rope_type": "linear", "factor": 4.0}}),
     "mistral_sw16": dict(arch="mistral", seed=13, extra={"sliding_window": 16}),
     "mistral_sw_null": dict(arch="mistral", seed=14, extra={"sliding_window": None}),
     "mistral_mqa_hd24_sw12": dict(arch="mistral", seed=15, dim=64, heads=4, kv_heads=1, head_dim=24,
@@ -126,17 +138,21 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
     scaled up so that attention is far from uniform. lm_head: write lm_head.weight (default: when
     untied). gen_eos: eos_token_id of a generation_config.json."""
     rng = np.random.default_rng(seed)
-    hd = head_dim or (128 if arch == "qwen3" else dim // heads)  # transformers' defaults
+    hd = head_dim or {"qwen3": 128, "gemma3": 256}.get(arch, dim // heads)  # transformers' defaults
     Q, KV = heads * hd, kv_heads * hd
     a = 1 / np.sqrt(dim)
 
     def U(shape, s):
         return rng.uniform(-s, s, size=shape).astype(np.float32)
 
-    def norm():
-        return rng.uniform(0.8, 1.2, dim).astype(np.float32)
+    # Gemma's norms scale by 1 + weight: its weights are drawn around 0, so that every variant's
+    # norms scale by about 1 (and its q/k norms by 0.5 to 2)
+    shift = 1.0 if arch == "gemma3" else 0.0
 
-    t = {"model.embed_tokens.weight": U((vocab, dim), 1.0)}
+    def norm():
+        return rng.uniform(0.8 - shift, 1.2 - shift, dim).astype(np.float32)
+
+    t = {"model.embed_tokens.weight": U((vocab, dim), 1.0 if arch != "gemma3" else 1 / np.sqrt(dim))}
     for i in range(layers):
         p = f"model.layers.{i}."
         t[p + "input_layernorm.weight"] = norm()
@@ -148,10 +164,13 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
             t[p + "self_attn.q_proj.bias"] = U((Q,), 0.5)
             t[p + "self_attn.k_proj.bias"] = U((KV,), 0.5)
             t[p + "self_attn.v_proj.bias"] = U((KV,), 0.5)
-        if arch == "qwen3":
-            t[p + "self_attn.q_norm.weight"] = rng.uniform(0.5, 2.0, hd).astype(np.float32)
-            t[p + "self_attn.k_norm.weight"] = rng.uniform(0.5, 2.0, hd).astype(np.float32)
+        if arch in ("qwen3", "gemma3"):
+            t[p + "self_attn.q_norm.weight"] = rng.uniform(0.5 - shift, 2.0 - shift, hd).astype(np.float32)
+            t[p + "self_attn.k_norm.weight"] = rng.uniform(0.5 - shift, 2.0 - shift, hd).astype(np.float32)
         t[p + "post_attention_layernorm.weight"] = norm()
+        if arch == "gemma3":
+            t[p + "pre_feedforward_layernorm.weight"] = norm()
+            t[p + "post_feedforward_layernorm.weight"] = norm()
         t[p + "mlp.gate_proj.weight"] = U((hidden, dim), a)
         t[p + "mlp.up_proj.weight"] = U((hidden, dim), a)
         t[p + "mlp.down_proj.weight"] = U((dim, hidden), 1 / np.sqrt(hidden))
@@ -159,14 +178,18 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
     if lm_head if lm_head is not None else not tied:
         t["lm_head.weight"] = U((vocab, dim), 3 * a)
     cfg = {"architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                              "qwen3": "Qwen3ForCausalLM", "mistral": "MistralForCausalLM"}[arch]],
-           "model_type": arch, "hidden_size": dim, "intermediate_size": hidden, "num_hidden_layers": layers,
+                              "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
+                              "mistral": "MistralForCausalLM"}[arch]],
+           "model_type": arch if arch != "gemma3" else "gemma3_text", "hidden_size": dim, "intermediate_size": hidden, "num_hidden_layers": layers,
            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
            "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
            "tie_word_embeddings": tied, "bos_token_id": 1, "eos_token_id": 2,
            "torch_dtype": {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[dtype]}
     if arch in ("llama", "qwen3"):
         cfg["attention_bias"] = bias
+    if arch == "gemma3":
+        del cfg["hidden_act"]
+        cfg["hidden_activation"] = "gelu_pytorch_tanh"
     if head_dim:
         cfg["head_dim"] = head_dim
     cfg.update(extra or {})
@@ -204,11 +227,11 @@ def resave_config(src, dst):
 
 
 def install_lse_capture():
-    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2 and Qwen3 so that each call also
-    appends the log-sum-exp of its masked, scaled scores ([batch, heads, queries]) to the list
+    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2, Qwen3 and Gemma 3 so that each
+    call also appends the log-sum-exp of its masked, scaled scores ([batch, heads, queries]) to the list
     returned."""
     captured = []
-    for name in ("llama", "mistral", "qwen2", "qwen3"):
+    for name in ("llama", "mistral", "qwen2", "qwen3", "gemma3"):
         mod = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
 
         def wrapped(module, query, key, value, attention_mask, scaling, dropout=0.0,
@@ -218,7 +241,7 @@ def install_lse_capture():
             if attention_mask is not None:
                 scores = scores + attention_mask
             captured.append(torch.logsumexp(scores.double(), dim=-1).detach())
-            return _orig(module, query, key, value, attention_mask, scaling, dropout, **kw)
+            return _orig(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kw)
         mod.eager_attention_forward = wrapped
     return captured
 

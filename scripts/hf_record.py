@@ -41,6 +41,8 @@ except ImportError as e:
     sys.exit(2)
 
 VERSION = "hf_record.py 1"
+# transformers' model_type -> the arch KVScope writes for the same model (its GGUF name), where they differ
+ARCH_NAMES = {"gemma3_text": "gemma3"}
 # float32 probabilities of one block of prefill queries (all heads of a layer); the environment variable
 # KVSCOPE_QUERY_BLOCK_BYTES sets it lower (scripts/check_export.py: many blocks on a tiny model).
 QUERY_BLOCK_BYTES = int(os.environ.get("KVSCOPE_QUERY_BLOCK_BYTES", 256 << 20))
@@ -464,7 +466,7 @@ def record(a):
                 a.out, a.steps, writer_version=f"{VERSION} (transformers {transformers.__version__}, "
                 f"torch {torch.__version__})", model=os.path.basename(os.path.normpath(a.model)),
                 model_path=model_path, tokenizer_path=os.path.realpath(a.tokenizer) if a.tokenizer else "",
-                arch=cfg.model_type, device=device, device_dtype=dtype_name,
+                arch=ARCH_NAMES.get(cfg.model_type, cfg.model_type), device=device, device_dtype=dtype_name,
                 n_layers=L, n_heads=H, n_kv_heads=rec.Hkv, head_dim=rec.head_dim, vocab_size=cfg.vocab_size,
                 prompt_len=P, prompt=text, decode_dtype=a.decode_dtype, capture_note=plan.note)
             writer.write_prefill(**evidence)

@@ -144,7 +144,10 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add("rope_theta", static_cast<double>(c.rope_theta))
         .add("rope_style", c.rope_style == RopeStyle::Interleaved ? "interleaved" : "rotate_half")
         .add_bool("tied_classifier", c.tied_classifier).add_bool("qkv_bias", c.qkv_bias)
-        .add_bool("qk_norm", c.qk_norm).add("parameters", params);
+        .add_bool("qk_norm", c.qk_norm)
+        .add("activation", c.activation == Activation::GeluTanh ? "gelu_tanh" : "silu")
+        .add("local_layers", static_cast<int>(std::count(c.local_layers.begin(), c.local_layers.end(), 1)))
+        .add("parameters", params);
     if (tok) o.add("tokenizer", tok->kind()).add("end_ids", text_end_ids(model, *tok));
     else o.add_null("tokenizer").add("tokenizer_problem", tok_problem);
     std::printf("%s\n", o.str().c_str());
@@ -156,12 +159,21 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
   std::printf("shape      dim %d, ffn %d, %d layer%s, %d query heads, %d KV heads (GQA %d), head_dim %d\n",
               c.dim, c.hidden_dim, c.n_layers, c.n_layers == 1 ? "" : "s", c.n_heads, c.n_kv_heads, c.group(),
               c.head_dim);
-  const std::string window = c.sliding_window > 0 ? " (sliding window " + std::to_string(c.sliding_window) + ")" : "";
+  std::string window = c.sliding_window > 0 ? " (sliding window " + std::to_string(c.sliding_window) : "";
+  if (!c.local_layers.empty()) {
+    int local = 0;
+    for (uint8_t l : c.local_layers) local += l;
+    char base[64];
+    std::snprintf(base, sizeof base, "%g", c.rope_local_theta);
+    window += " on " + std::to_string(local) + " of " + std::to_string(c.n_layers) + " layers, local rope theta " + base;
+  }
+  if (!window.empty()) window += ")";
   std::printf("vocab      %d; context %d%s; rope theta %g (%s%s%s); rms eps %g\n", c.vocab_size, c.seq_len,
               window.c_str(), c.rope_theta, c.rope_style == RopeStyle::Interleaved ? "interleaved pairs" : "rotate-half",
               c.rope_scaling.type.empty() ? "" : ", scaling ", c.rope_scaling.type.c_str(), c.rms_eps);
-  std::printf("params     %.1f M (%s classifier%s%s)\n", params / 1e6, c.tied_classifier ? "tied" : "separate",
-              c.qkv_bias ? ", q/k/v biases" : "", c.qk_norm ? ", q/k heads RMS-normed" : "");
+  std::printf("params     %.1f M (%s classifier%s%s%s)\n", params / 1e6, c.tied_classifier ? "tied" : "separate",
+              c.qkv_bias ? ", q/k/v biases" : "", c.qk_norm ? ", q/k heads RMS-normed" : "",
+              c.activation == Activation::GeluTanh ? ", GeGLU" : "");
   if (tok) {
     std::string ends;  // every token that ends a generated text
     for (int id : text_end_ids(model, *tok)) ends += (ends.empty() ? "" : ", ") + std::to_string(id);

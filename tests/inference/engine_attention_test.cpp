@@ -168,6 +168,55 @@ TEST(EngineAttention, SlidingWindowRowsMatchNaiveForwardOverTheWindow) {
     EXPECT_NEAR(r.last_logits[i], ref.logits[static_cast<std::size_t>(T - 1) * c.vocab_size + i], 1e-4);
 }
 
+// Gemma 3: local layers read only their window's keys and rotate with their own base, the global
+// layer reads every key; post-block norms, GeGLU and scaled embeddings. Prefill rows, decode rows
+// and the logits are the naive forward pass's; batched extend gives the same rows as decode.
+TEST(EngineAttention, Gemma3LocalAndGlobalLayersMatchNaiveForward) {
+  const ModelConfig c = tiny::gemma3_config();
+  const Model m = tiny::random_model(c, 29);
+  EngineOptions opt;
+  opt.prefill_block = 4;
+  EngineRun r;
+  run(m, opt, r);
+  const tiny::Reference ref = tiny::reference_forward(m, all_tokens());
+  const int W = c.sliding_window;
+  int n_decode = 0;
+  for (const CapturedRow& row : r.cap.rows) {
+    double sum = 0;
+    for (std::size_t j = 0; j < row.keys.size(); ++j) {
+      sum += row.probs[j];
+      EXPECT_NEAR(row.probs[j], ref.a(c, row.layer, row.head, row.q_pos, row.keys[j]), 1e-5)
+          << "layer " << row.layer << " head " << row.head << " q " << row.q_pos << " key " << row.keys[j];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+    if (!row.decode) continue;
+    ++n_decode;
+    const int want = c.local(row.layer) ? W : row.q_pos + 1;  // a window, or every key
+    ASSERT_EQ(static_cast<int>(row.keys.size()), want) << "layer " << row.layer;
+    EXPECT_EQ(row.keys.front(), row.q_pos + 1 - want);
+  }
+  EXPECT_EQ(n_decode, c.n_layers * c.n_heads * static_cast<int>(kDecoded.size()));
+  const std::size_t last = static_cast<std::size_t>(ref.T - 1) * c.vocab_size;
+  for (int i = 0; i < c.vocab_size; ++i) EXPECT_NEAR(r.last_logits[i], ref.logits[last + i], 1e-4);
+}
+
+// The CUDA backend lacks Gemma 3's layers: a model with them runs on the CPU, the reason named; a
+// Llama model runs where asked.
+TEST(EngineAttention, Gemma3RunsOnTheCpuWhereCudaIsAsked) {
+  const Model gemma = tiny::random_model(tiny::gemma3_config(), 30);
+  std::string why;
+  EXPECT_EQ(device_for(gemma, Device::Cuda, &why), Device::Cpu);
+  EXPECT_EQ(why, "the CUDA backend lacks gemma3's local and global layers, GeGLU, scaled embeddings, post-block norms");
+  EXPECT_EQ(device_for(gemma, Device::Cpu), Device::Cpu);
+  const Model llama = tiny::random_model(tiny::tiny_config(), 30);
+  why.clear();
+  EXPECT_EQ(device_for(llama, Device::Cuda, &why), Device::Cuda);
+  EXPECT_EQ(why, "");
+  EngineOptions cuda;
+  cuda.device = Device::Cuda;
+  EXPECT_EQ(Engine(gemma, cuda).options().device, Device::Cpu);
+}
+
 TEST(EngineAttention, BlocksArriveInLayerHeadBlockOrder) {
   const Model m = tiny::random_model(tiny::tiny_config(), 3);
   EngineOptions opt;

@@ -110,6 +110,16 @@ TEST(EngineConsistency, RopeInCacheWithFullCacheChangesNothing) {
   for (int t : {3, 9, 27}) expect_close(copy(a.decode(t)), copy(b.decode(t)), 1e-5f);
 }
 
+// Gemma 3's local layers rotate their keys with their own base when RoPE is applied in the cache.
+TEST(EngineConsistency, RopeInCacheOnGemma3LayersChangesNothing) {
+  const Model m = tiny::random_model(tiny::gemma3_config(), 8);
+  EngineOptions shifted;
+  shifted.rope_in_cache = true;
+  Engine a(m), b(m, shifted);
+  expect_close(copy(a.prefill(kTokens)), copy(b.prefill(kTokens)), 1e-5f);
+  for (int t : {3, 9, 27}) expect_close(copy(a.decode(t)), copy(b.decode(t)), 1e-5f);
+}
+
 TEST(EngineConsistency, LinearRopeScalingMatchesNaiveForward) {
   ModelConfig c = tiny::tiny_config();
   c.rope_scaling.type = "linear";

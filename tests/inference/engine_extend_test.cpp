@@ -97,6 +97,17 @@ TEST(EngineExtend, EqualsDecodeStepsWithASlidingWindow) {
   expect_same(feed(m, {}, false, nullptr), feed(m, {}, true, nullptr), 1e-5f);
 }
 
+// Gemma 3's local layers (a window of 4, their own RoPE base) beside a global one, post-block norms
+// and GeGLU: the batched chunk gives the decode steps' rows and logits; with RoPE applied in the
+// cache too.
+TEST(EngineExtend, EqualsDecodeStepsOnGemma3Layers) {
+  const Model m = tiny::random_model(tiny::gemma3_config(), 38);
+  expect_same(feed(m, {}, false, nullptr), feed(m, {}, true, nullptr), 1e-5f);
+  EngineOptions o;
+  o.rope_in_cache = true;
+  expect_same(feed(m, o, false, nullptr), feed(m, o, true, nullptr), 0.0f);
+}
+
 TEST(EngineExtend, EqualsDecodeStepsAfterARewind) {
   const Model m = tiny::random_model(tiny::tiny_config(), 34);
   const int P = static_cast<int>(kPrompt.size());

@@ -1,7 +1,8 @@
 // GGUF model loading: stories260K.gguf equals the llama2.c .bin bit for bit, the tiny-random F16
-// fixture with its Llama-2 vocabulary, a random qwen3 model (QK-norm) and a K-quant model (weights
-// as decoded, logits as the naive forward pass), and bad inputs (unknown tensor type, K-quant rows
-// shorter than a super-block, truncation, magic, a block count the layer tensors do not match).
+// fixture with its Llama-2 vocabulary, random qwen3 (QK-norm) and gemma3 (local layers) models and
+// a K-quant model (weights as decoded, logits as the naive forward pass), and bad inputs (unknown
+// tensor type, K-quant rows shorter than a super-block, truncation, magic, a block count the layer
+// tensors do not match).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -189,7 +190,7 @@ TEST(GgufModel, ShapeAndArchitectureChecks) {
   const std::string path = dir.file("arch.gguf");
   w.write(path);
   EXPECT_EQ(input_error_of([&] { load_model(path); }),
-            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3)");
+            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3, gemma3)");
 
   testing::GgufWriter v;
   v.add_string("general.architecture", "llama");
@@ -279,6 +280,81 @@ TEST(GgufModel, Qwen3WithQkNormAndWideHeads) {
   const std::string missing = dir.file("no-k-norm.gguf");
   write(missing, {"blk.1.attn_k_norm.weight"});
   EXPECT_EQ(input_error_of([&] { load_model(missing); }), missing + ": missing tensor blk.1.attn_k_norm.weight");
+}
+
+// A gemma3 GGUF as llama.cpp's converter writes one (its norms already 1 + HF's weights): every
+// 6th layer global, the others local within attention.sliding_window with RoPE base 10000,
+// post-block norms, GeGLU and embeddings scaled by sqrt(dim), as the naive forward pass runs them;
+// soft-capping refused.
+TEST(GgufModel, Gemma3LocalAndGlobalLayers) {
+  ModelConfig c = tiny::gemma3_config();
+  c.n_layers = 6;
+  c.local_layers = {1, 1, 1, 1, 1, 0};
+  c.rope_local_theta = 10000.0f;
+  c.tied_classifier = true;
+  const Model want = tiny::random_model(c, 43);
+  const auto write = [&](const std::string& path, bool softcap) {
+    testing::GgufWriter w;
+    w.add_string("general.architecture", "gemma3");
+    w.add_u32("gemma3.embedding_length", c.dim);
+    w.add_u32("gemma3.feed_forward_length", c.hidden_dim);
+    w.add_u32("gemma3.block_count", c.n_layers);
+    w.add_u32("gemma3.attention.head_count", c.n_heads);
+    w.add_u32("gemma3.attention.head_count_kv", c.n_kv_heads);
+    w.add_u32("gemma3.attention.key_length", c.head_dim);
+    w.add_u32("gemma3.attention.sliding_window", c.sliding_window);
+    w.add_f32("gemma3.rope.freq_base", c.rope_theta);
+    w.add_f32("gemma3.attention.layer_norm_rms_epsilon", c.rms_eps);
+    if (softcap) w.add_f32("gemma3.final_logit_softcapping", 30.0f);
+    const auto matrix = [&](const std::string& name, const PackedMatrix& m, uint64_t rows, uint64_t cols) {
+      const WeightVector v = m.unpacked();
+      w.add_f32_tensor(name, {cols, rows}, std::vector<float>(v.begin(), v.end()));
+    };
+    const auto vec = [&](const std::string& name, const WeightVector& v) {
+      w.add_f32_tensor(name, {v.size()}, std::vector<float>(v.begin(), v.end()));
+    };
+    matrix("token_embd.weight", want.weights.token_embedding, c.vocab_size, c.dim);
+    vec("output_norm.weight", want.weights.final_norm);
+    for (int l = 0; l < c.n_layers; ++l) {
+      const LayerWeights& lw = want.weights.layers[l];
+      const std::string b = "blk." + std::to_string(l) + ".";
+      vec(b + "attn_norm.weight", lw.attn_norm);
+      matrix(b + "attn_q.weight", lw.wq, c.q_dim(), c.dim);
+      matrix(b + "attn_k.weight", lw.wk, c.kv_dim(), c.dim);
+      matrix(b + "attn_v.weight", lw.wv, c.kv_dim(), c.dim);
+      matrix(b + "attn_output.weight", lw.wo, c.dim, c.q_dim());
+      vec(b + "attn_q_norm.weight", lw.q_norm);
+      vec(b + "attn_k_norm.weight", lw.k_norm);
+      vec(b + "post_attention_norm.weight", lw.post_attn_norm);
+      vec(b + "ffn_norm.weight", lw.ffn_norm);
+      vec(b + "post_ffw_norm.weight", lw.post_ffn_norm);
+      matrix(b + "ffn_gate.weight", lw.w_gate, c.hidden_dim, c.dim);
+      matrix(b + "ffn_up.weight", lw.w_up, c.hidden_dim, c.dim);
+      matrix(b + "ffn_down.weight", lw.w_down, c.dim, c.hidden_dim);
+    }
+    w.write(path);
+  };
+  TempDir dir;
+  const std::string path = dir.file("gemma3.gguf");
+  write(path, false);
+  const Model m = load_model(path);
+  EXPECT_EQ(m.config.local_layers, c.local_layers);
+  EXPECT_EQ(m.config.sliding_window, c.sliding_window);
+  EXPECT_EQ(m.config.window(5), 0);
+  EXPECT_EQ(m.config.activation, Activation::GeluTanh);
+  EXPECT_EQ(m.config.embed_scale, std::sqrt(32.0f));
+  EXPECT_EQ(m.weights.layers[3].post_ffn_norm, want.weights.layers[3].post_ffn_norm);
+  const std::vector<int> tokens = {1, 5, 9, 3, 14, 7, 22, 30, 2, 11};  // longer than the window
+  Engine e(m);
+  const std::span<const float> logits = e.prefill(tokens);
+  const tiny::Reference ref = tiny::reference_forward(want, tokens);
+  const std::size_t last = (tokens.size() - 1) * c.vocab_size;
+  for (int i = 0; i < c.vocab_size; ++i) EXPECT_NEAR(logits[i], ref.logits[last + i], 1e-4) << i;
+
+  const std::string capped = dir.file("softcap.gguf");
+  write(capped, true);
+  EXPECT_EQ(input_error_of([&] { load_model(capped); }),
+            capped + ": gemma3.final_logit_softcapping (soft-capping) is not supported");
 }
 
 // Writes dir/`name`: testing::tiny_llama_writer(layers, omit), then what `extra` adds.

@@ -122,6 +122,72 @@ TEST(HfConfig, Qwen3QkNormsAndLayerTypes) {
             odd.file("config.json") + ": layer_types holds a number (only full_attention layers are supported)");
 }
 
+// Gemma 3: norms of 1 + weight (pre_feedforward_layernorm the FFN's, post_attention_layernorm
+// the attention output's), q_norm scaled by sqrt(head_dim / query_pre_attn_scalar), local layers
+// from layer_types or sliding_window_pattern, the local RoPE base from rope_local_base_freq or
+// transformers 5's rope_parameters by layer type; soft-capping, other activations and malformed
+// layer kinds refused.
+TEST(HfConfig, Gemma3LayersNormsAndRope) {
+  std::string gemma = config_with(hf_config(), "architectures", "[\"Gemma3ForCausalLM\"]");
+  gemma = config_with(gemma, "hidden_act", "\"gelu_pytorch_tanh\"");
+  gemma = config_with(gemma, "model_type", "\"gemma3_text\", \"query_pre_attn_scalar\": 32, \"sliding_window\": 16");
+  std::vector<RawTensor> all = read_raw(shared_model("stories260K-hf/model.safetensors"));
+  for (int l = 0; l < 5; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    all.push_back(f32_tensor(p + "self_attn.q_norm.weight", {8}, 1.0f));
+    all.push_back(f32_tensor(p + "self_attn.k_norm.weight", {8}, 0.0f));
+    all.push_back(f32_tensor(p + "pre_feedforward_layernorm.weight", {64}, -0.5f));
+    all.push_back(f32_tensor(p + "post_feedforward_layernorm.weight", {64}, 0.0f));
+  }
+  const auto load_with = [&](const TempDir& dir, const std::string& config) {
+    copy_side_files(dir, config);
+    write_safetensors(dir.file("model.safetensors"), all);
+    return load_model(dir.file(""));
+  };
+  TempDir a;
+  const Model m = load_with(a, gemma);
+  EXPECT_EQ(m.config.arch, "gemma3");
+  EXPECT_EQ(m.config.local_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1}));  // pattern 6: the 6th would be global
+  EXPECT_EQ(m.config.sliding_window, 16);
+  EXPECT_EQ(m.config.rope_theta, 10000.0f);  // as stories260K-hf's config.json gives it
+  EXPECT_EQ(m.config.rope_local_theta, 10000.0f);
+  EXPECT_EQ(m.config.embed_scale, 8.0f);
+  EXPECT_EQ(m.weights.layers[1].q_norm[2], (1.0f + 3.0f) * 0.5f);  // sqrt(8 / 32)
+  EXPECT_EQ(m.weights.layers[1].k_norm[2], 1.0f + 2.0f);
+  EXPECT_EQ(m.weights.layers[0].ffn_norm[0], 0.5f);
+  EXPECT_EQ(m.weights.layers[0].post_ffn_norm[63], 64.0f);
+  EXPECT_FALSE(m.weights.layers[0].post_attn_norm.empty());
+
+  TempDir b;
+  const std::string typed = config_with(
+      gemma, "rope_theta",
+      "null, \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0, \"rope_theta\": "
+      "500000.0}, \"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 20000.0}}, \"layer_types\": "
+      "[\"full_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"sliding_attention\"]");
+  const Model t = load_with(b, typed);
+  EXPECT_EQ(t.config.local_layers, (std::vector<uint8_t>{0, 1, 0, 1, 1}));
+  EXPECT_EQ(t.config.rope_theta, 500000.0f);
+  EXPECT_EQ(t.config.rope_scaling.type, "linear");
+  EXPECT_EQ(t.config.rope_local_theta, 20000.0f);
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {config_with(gemma, "rms_norm_eps", "1e-5, \"final_logit_softcapping\": 30.0"),
+       "final_logit_softcapping (soft-capping) is not supported"},
+      {config_with(gemma, "hidden_act", "\"gelu\""), "hidden_act \"gelu\" is not supported (supported: gelu_pytorch_tanh)"},
+      {config_with(gemma, "rms_norm_eps", "1e-5, \"layer_types\": [\"full_attention\"]"),
+       "layer_types is not a list of num_hidden_layers (5) layer kinds"},
+      {config_with(gemma, "rms_norm_eps",
+                   "1e-5, \"layer_types\": [\"full_attention\", \"x\", \"full_attention\", \"full_attention\", "
+                   "\"full_attention\"]"),
+       "layer_types holds \"x\" (supported: sliding_attention, full_attention)"},
+  };
+  for (const auto& [config, problem] : bad) {
+    TempDir d;
+    copy_side_files(d, config);
+    EXPECT_EQ(input_error_of([&] { load_model(d.file("")); }), d.file("config.json") + ": " + problem);
+  }
+}
+
 TEST(HfConfig, MistralLinearScalingAndUntiedHead) {
   TempDir dir;
   std::string config = config_with(hf_config(), "architectures", "[\"MistralForCausalLM\"]");

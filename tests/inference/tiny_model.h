@@ -1,7 +1,7 @@
-// Test support: small random-weight Llama models built in code (Qwen2's biases and Qwen3's QK-norm
-// where the config asks), the HF q/k row permutation, and an independent naive forward pass
-// (double precision, no KV cache, no kernels/ code) that gives every attention row and every
-// position's logits.
+// Test support: small random-weight Llama models built in code (Qwen2's biases, Qwen3's QK-norm and
+// Gemma 3's local layers, post-block norms, GeGLU and scaled embeddings where the config asks),
+// the HF q/k row permutation, and an independent naive forward pass (double precision, no KV
+// cache, no kernels/ code) that gives every attention row and every position's logits.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -26,6 +26,24 @@ inline ModelConfig tiny_config() {
   c.head_dim = 8;
   c.vocab_size = 40;
   c.seq_len = 64;
+  return c;
+}
+
+// tiny_config() as Gemma 3 lays a model out: QK-norm, GeGLU, embeddings scaled by sqrt(dim), the
+// post-block norms (random_model gives a gemma3 config them), layers 0, 1 and 3 local with a window
+// of 4 and their own RoPE base, layer 2 global, rotate-half pairs.
+inline ModelConfig gemma3_config() {
+  ModelConfig c = tiny_config();
+  c.arch = "gemma3";
+  c.n_layers = 4;
+  c.qk_norm = true;
+  c.activation = Activation::GeluTanh;
+  c.embed_scale = std::sqrt(static_cast<float>(c.dim));
+  c.sliding_window = 4;
+  c.local_layers = {1, 1, 0, 1};
+  c.rope_theta = 1000000.0f;
+  c.rope_local_theta = 100.0f;
+  c.rope_style = RopeStyle::RotateHalf;
   return c;
 }
 
@@ -65,6 +83,10 @@ inline Model random_model(const ModelConfig& c, uint64_t seed) {
     if (c.qk_norm) {
       w.q_norm = random_vec(rng, c.head_dim, 0.5f, 2.0f);
       w.k_norm = random_vec(rng, c.head_dim, 0.5f, 2.0f);
+    }
+    if (c.arch == "gemma3") {
+      w.post_attn_norm = random_vec(rng, dim, 0.5f, 1.5f);
+      w.post_ffn_norm = random_vec(rng, dim, 0.5f, 1.5f);
     }
     w.ffn_norm = random_vec(rng, dim, 0.8f, 1.2f);
     w.w_gate = matrix(hid, dim, -a, a);
@@ -169,11 +191,14 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
     }
   };
   // Rotates one head vector by position p, pairing as the model stores q/k.
-  auto rotate = [&](const double* in, double* out, double p) {
+  // Rotates one head vector of layer l by position p: a local layer's own base, unscaled.
+  auto rotate = [&](int l, const double* in, double* out, double p) {
     const int half = hd / 2;
+    const bool local = c.local(l);
     for (int i = 0; i < half; ++i) {
-      const double scaled = c.rope_scaling.type == "linear" ? p / c.rope_scaling.factor : p;
-      const double angle = scaled * std::pow(static_cast<double>(c.rope_theta), -2.0 * i / hd);
+      const double scaled = c.rope_scaling.type == "linear" && !local ? p / c.rope_scaling.factor : p;
+      const double theta = local ? c.rope_local_theta : c.rope_theta;
+      const double angle = scaled * std::pow(theta, -2.0 * i / hd);
       const int i0 = c.rope_style == RopeStyle::Interleaved ? 2 * i : i;
       const int i1 = c.rope_style == RopeStyle::Interleaved ? 2 * i + 1 : i + half;
       out[i0] = in[i0] * std::cos(angle) - in[i1] * std::sin(angle);
@@ -186,6 +211,7 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
     std::vector<float> row(dim);
     m.weights.token_embedding.row(tokens[t], row.data());
     x[t].assign(row.begin(), row.end());
+    for (double& e : x[t]) e *= c.embed_scale;
   }
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = m.weights.layers[l];
@@ -203,10 +229,10 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
         norm_heads(k[t], w.k_norm);
       }
       for (int h = 0; h < c.n_heads; ++h) {
-        rotate(&q[t][h * hd], &ref.queries[(static_cast<std::size_t>(l) * T + t) * qd + h * hd], t);
+        rotate(l, &q[t][h * hd], &ref.queries[(static_cast<std::size_t>(l) * T + t) * qd + h * hd], t);
       }
       for (int g = 0; g < c.n_kv_heads; ++g) {
-        rotate(&k[t][g * hd], &ref.keys[(static_cast<std::size_t>(l) * T + t) * kvd + g * hd], t);
+        rotate(l, &k[t][g * hd], &ref.keys[(static_cast<std::size_t>(l) * T + t) * kvd + g * hd], t);
       }
     }
     std::vector<std::vector<double>> out(T, std::vector<double>(qd, 0.0));  // [T][q_dim]
@@ -215,14 +241,15 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
       for (int i = 0; i < T; ++i) {
         std::vector<int> keys;  // attended positions, ascending
         for (int j = 0; j <= i; ++j) {
+          if (c.window(l) > 0 && j <= i - c.window(l)) continue;  // before a sliding window
           if (!attends || attends(l, g, i, j)) keys.push_back(j);
         }
         const int n = static_cast<int>(keys.size());
         std::vector<double> qr(hd), kr(hd), s(n);
-        rotate(&q[i][h * hd], qr.data(), rope_by_slot ? n - 1 : i);
+        rotate(l, &q[i][h * hd], qr.data(), rope_by_slot ? n - 1 : i);
         double mx = -1e300;
         for (int jj = 0; jj < n; ++jj) {
-          rotate(&k[keys[jj]][g * hd], kr.data(), rope_by_slot ? jj : keys[jj]);
+          rotate(l, &k[keys[jj]][g * hd], kr.data(), rope_by_slot ? jj : keys[jj]);
           double d = 0;
           for (int e = 0; e < hd; ++e) d += qr[e] * kr[e];
           s[jj] = d / std::sqrt(static_cast<double>(hd));
@@ -238,13 +265,21 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
       }
     }
     for (int t = 0; t < T; ++t) {
-      const std::vector<double> o = linear(wo, {}, out[t], dim);
+      std::vector<double> o = linear(wo, {}, out[t], dim);
+      if (!w.post_attn_norm.empty()) o = rmsnorm(o, w.post_attn_norm);
       for (int e = 0; e < dim; ++e) x[t][e] += o[e];
       const std::vector<double> xn = rmsnorm(x[t], w.ffn_norm);
       std::vector<double> gate = linear(w_gate, {}, xn, hid);
       const std::vector<double> up = linear(w_up, {}, xn, hid);
-      for (int e = 0; e < hid; ++e) gate[e] = gate[e] / (1.0 + std::exp(-gate[e])) * up[e];
-      const std::vector<double> d = linear(w_down, {}, gate, dim);
+      for (int e = 0; e < hid; ++e) {
+        const double a = gate[e];
+        const double act = c.activation == Activation::GeluTanh
+                               ? 0.5 * a * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (a + 0.044715 * a * a * a)))
+                               : a / (1.0 + std::exp(-a));
+        gate[e] = act * up[e];
+      }
+      std::vector<double> d = linear(w_down, {}, gate, dim);
+      if (!w.post_ffn_norm.empty()) d = rmsnorm(d, w.post_ffn_norm);
       for (int e = 0; e < dim; ++e) x[t][e] += d[e];
     }
   }

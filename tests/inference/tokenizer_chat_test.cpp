@@ -29,7 +29,8 @@ TEST(ChatTemplate, FormatsEachFamily) {
             "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(format_chat("qwen3", "Hi"), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(chat_families().size(), 7u);
+  EXPECT_EQ(format_chat("gemma", "Hi"), "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(chat_families().size(), 8u);
 }
 
 TEST(ChatTemplate, DetectsFamilies) {
@@ -50,6 +51,8 @@ TEST(ChatTemplate, DetectsFamilies) {
       "llama3");
   EXPECT_EQ(detect_chat_family("{{ bos_token + '[INST] <<SYS>>\\n' }}"), "llama2");
   EXPECT_EQ(detect_chat_family("{{ '[INST] ' + message['content'] + ' [/INST]' }}"), "mistral");
+  EXPECT_EQ(detect_chat_family("{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}"),
+            "gemma");
 }
 
 TEST(ChatTemplate, TestModels) {

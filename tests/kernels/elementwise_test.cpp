@@ -149,5 +149,20 @@ TEST(Elementwise, SwigluIsSiluTimesUp) {
   }
 }
 
+// PyTorch's gelu(approximate="tanh") in double, times up; large |x| (exp8's clamped range) too.
+TEST(Elementwise, GegluIsTanhGeluTimesUp) {
+  auto g = random_vec(1000, 6, -12, 12);
+  const auto u = random_vec(1000, 7, -2, 2);
+  g[0] = -100.0f;
+  g[1] = 100.0f;
+  const auto g0 = g;
+  geglu_tanh(g.data(), u.data(), static_cast<long>(g.size()));
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const double x = g0[i];
+    const double gelu = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    EXPECT_NEAR(g[i], gelu * u[i], 1e-5 * std::max(1.0, std::fabs(gelu * u[i]))) << x;
+  }
+}
+
 }  // namespace
 }  // namespace kvs::ops
