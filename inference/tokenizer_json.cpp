@@ -182,9 +182,10 @@ std::vector<int> token_types(const Parsed& p) {
 }
 
 // Applies the SentencePiece-style normalizer (Prepend "▁", Replace " " -> "▁") or Metaspace
-// pre-tokenizer settings to `v`.
+// pre-tokenizer settings to `v`; a Split at " " after that Replace (Gemma's files) splits nothing.
 void spm_settings(const std::string& path, const Json& j, SpmVocab& v) {
   v.add_space_prefix = false;
+  bool spaces_replaced = false;  // the normalizer turns " " into "▁"
   std::vector<const Json*> steps;
   if (const Json* n = j.find("normalizer"); n && !n->is_null()) {
     if (n->get_string("type", "") == "Sequence") {
@@ -202,12 +203,17 @@ void spm_settings(const std::string& path, const Json& j, SpmVocab& v) {
     } else if (type == "Replace" && s->find("pattern") &&
                s->find("pattern")->get_string("String", "") == " " &&
                s->get_string("content", "") == kSpace) {
-      // spaces become "▁": what SpmTokenizer does anyway
+      spaces_replaced = true;  // spaces become "▁": what SpmTokenizer does anyway
     } else {
       throw input_error(path, "unsupported normalizer step \"" + type + "\"");
     }
   }
   if (const Json* pre = j.find("pre_tokenizer"); pre && !pre->is_null()) {
+    const Json* pattern = pre->find("pattern");
+    if (pre->get_string("type", "") == "Split" && spaces_replaced && pattern && pattern->is_object() &&
+        pattern->get_string("String", "") == " ") {
+      return;  // Gemma's split at literal spaces, after the normalizer left none: nothing to split
+    }
     if (pre->get_string("type", "") != "Metaspace") {
       throw input_error(path, "unsupported pre-tokenizer \"" + pre->get_string("type", "") +
                                   "\" for a byte-fallback BPE model");

@@ -1,5 +1,5 @@
 // tokenizer.json: stories260K-hf's SentencePiece-style BPE agrees with tok512.bin (normalizer and
-// Metaspace variants), and hand-built byte-level files for the GPT-2, Llama-3, Qwen2 and SmolLM
+// Metaspace variants; Gemma's Split at spaces), and hand-built byte-level files for the GPT-2, Llama-3, Qwen2 and SmolLM
 // pre-tokenizers split digits, contractions and whitespace runs as each family does.
 #include "inference/tokenizer_json.h"
 
@@ -102,6 +102,41 @@ TEST(TokenizerJson, MetaspaceVariantMatches) {
   for (const std::string& t : kTexts)
     EXPECT_EQ(split->encode(t, false), bin->encode(t, false)) << t;
   EXPECT_EQ(split->encode("</s>Once", false), (std::vector<int>{2, 403}));
+}
+
+// Gemma's tokenizer.json: spaces replaced by "▁" without a prepended one, then a Split at literal
+// spaces (merged with the previous piece), which finds none left: the same ids as without it. A
+// Split at anything else, or at spaces the normalizer keeps, is refused.
+TEST(TokenizerJson, GemmaSplitAtSpacesAfterTheReplaceSplitsNothing) {
+  const std::vector<char> raw = testing::read_bytes(shared_model("stories260K-hf/tokenizer.json"));
+  std::string text(raw.begin(), raw.end());
+  const std::size_t start = text.find("{", text.find("\"normalizer\""));
+  std::size_t end = start;
+  for (int depth = 0; end < text.size(); ++end) {
+    depth += text[end] == '{' ? 1 : text[end] == '}' ? -1 : 0;
+    if (depth == 0) break;
+  }
+  const std::string replace_only =
+      "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\xE2\x96\x81\"}";
+  text.replace(start, end + 1 - start, replace_only);
+  TempDir dir;
+  write_bytes(dir.file("plain.json"), text.data(), text.size());
+  const std::string pre = "\"pre_tokenizer\": null";
+  const std::size_t at = text.find(pre);
+  const auto with_split = [&](const std::string& split) {
+    std::string t = text;
+    t.replace(at, pre.size(), "\"pre_tokenizer\": " + split);
+    write_bytes(dir.file("split.json"), t.data(), t.size());
+    return dir.file("split.json");
+  };
+  const auto plain = load_tokenizer_json(dir.file("plain.json"));
+  const auto gemma = load_tokenizer_json(with_split(
+      "{\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, \"behavior\": \"MergedWithPrevious\", \"invert\": false}"));
+  for (const std::string& t : kTexts) EXPECT_EQ(gemma->encode(t, true), plain->encode(t, true)) << t;
+  EXPECT_NE(plain->encode("Once upon", false).front(), 403);  // no "▁" prepended: not "▁Once"
+  const std::string other = with_split("{\"type\": \"Split\", \"pattern\": {\"String\": \"-\"}, \"behavior\": \"Isolated\"}");
+  EXPECT_EQ(input_error_of([&] { load_tokenizer_json(other); }),
+            other + ": unsupported pre-tokenizer \"Split\" for a byte-fallback BPE model");
 }
 
 TEST(TokenizerJson, FoundInTheModelFolder) {
