@@ -58,6 +58,16 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
   table.reserve(c.seq_len);
   cuda::check(cudaMemcpy(rope_cos.get(), table.cos(0), rope_cos.bytes(), cudaMemcpyHostToDevice), "RoPE upload");
   cuda::check(cudaMemcpy(rope_sin.get(), table.sin(0), rope_sin.bytes(), cudaMemcpyHostToDevice), "RoPE upload");
+  if (!c.local_layers.empty()) {
+    rope_local_cos = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE cos table");
+    rope_local_sin = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE sin table");
+    ops::RopeTable local(rope_local_inv_freq(m));
+    local.reserve(c.seq_len);
+    cuda::check(cudaMemcpy(rope_local_cos.get(), local.cos(0), rope_local_cos.bytes(), cudaMemcpyHostToDevice),
+                "RoPE upload");
+    cuda::check(cudaMemcpy(rope_local_sin.get(), local.sin(0), rope_local_sin.bytes(), cudaMemcpyHostToDevice),
+                "RoPE upload");
+  }
   std::vector<int32_t> counting(c.seq_len);
   std::iota(counting.begin(), counting.end(), 0);
   cuda::check(cudaMemcpy(iota.get(), counting.data(), iota.bytes(), cudaMemcpyHostToDevice), "position upload");
@@ -67,6 +77,7 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
   q = qkv.get();
   att = cuda::DeviceBuffer<float>(c.q_dim(), "activations");
   ffn = cuda::DeviceBuffer<float>(c.hidden_dim, "activations");
+  if (!layers.empty() && layers[0].post_attn_norm.size()) block_out = cuda::DeviceBuffer<float>(c.dim, "activations");
   logits = cuda::DeviceBuffer<float>(c.vocab_size, "logits");
   lse = cuda::DeviceBuffer<float>(static_cast<std::size_t>(L) * H, "attention rows");
   att_scratch = cuda::DeviceBuffer<float>(cuda::attend_decode_scratch_floats(H, c.seq_len, c.head_dim),
@@ -239,6 +250,8 @@ void Impl<T>::upload_weights() {
     }
     if (!lw.q_norm.empty()) d.q_norm = floats(lw.q_norm, "a norm weight");
     if (!lw.k_norm.empty()) d.k_norm = floats(lw.k_norm, "a norm weight");
+    if (!lw.post_attn_norm.empty()) d.post_attn_norm = floats(lw.post_attn_norm, "a norm weight");
+    if (!lw.post_ffn_norm.empty()) d.post_ffn_norm = floats(lw.post_ffn_norm, "a norm weight");
     d.wqkv = upload_store({&lw.wq, &lw.wk, &lw.wv}, "an attention weight");
     d.wq = d.wqkv.get();
     d.wk = d.wq + lw.wq.size();
@@ -283,6 +296,15 @@ void Impl<T>::push_token(int l) {
   }
 }
 
+// The product added in place (beta 1), or, where the layer has a norm after the block (Gemma 3),
+// made in block_out and added through that norm.
+template <class T>
+void Impl<T>::add_product(const T* w, const float* in, int cols, const cuda::DeviceBuffer<float>& post) {
+  if (!post.size()) return cuda::matvec(x.get(), w, in, c.dim, cols, 1.0f, stream);
+  cuda::matvec(block_out.get(), w, in, c.dim, cols, 0.0f, stream);
+  cuda::add_rmsnorm_rows(x.get(), block_out.get(), post.get(), 1, c.dim, c.rms_eps, stream);
+}
+
 // The device rows each KV head of layer l attends: all of them (the shared 0..n-1 list) when every
 // head's held entries are active, in row order and, with a sliding window, not before its first
 // position; otherwise each head's list, staged for the cache's device copy: a head attending every
@@ -299,7 +321,7 @@ void Impl<T>::plan_attention(int l, bool to_host) {
   int32_t* qslot_h = m_host + 2 * n_kv;                                       // [H]
   auto* edits_h = reinterpret_cast<ops::RowListEdit*>(m_host + 2 * n_kv + H);  // [n_kv]
   int32_t* payload_h = m_host + 2 * n_kv + H + ops::kRowListEditInts * n_kv;  // the heads' payloads, packed
-  const int first_pos = c.sliding_window > 0 ? pos_ - c.sliding_window + 1 : 0;
+  const int first_pos = c.window(l) > 0 ? pos_ - c.window(l) + 1 : 0;
   int max_rows = 0;
   bool all_active = true;
   for (int g = 0; g < n_kv; ++g) {
@@ -429,7 +451,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
   token_host.get()[0] = token_id;
   cuda::check(cudaMemcpyAsync(token.get(), token_host.get(), sizeof(int32_t), cudaMemcpyHostToDevice, stream),
               "token upload");
-  cuda::embed_rows(x.get(), embedding.get(), token.get(), 1, dim, stream);
+  cuda::embed_rows(x.get(), embedding.get(), token.get(), 1, dim, stream, c.embed_scale);
 
   // Step metadata per layer: slot0 (where the new key goes), the rows each KV head attends, the
   // query's slot. A controller may change what is held between layers, so with one the metadata
@@ -467,7 +489,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
       copy_meta(l, 0, n_kv);
     }
     cuda::rope_append(cache->keys(l), cache->values(l), cache->head_stride(), q, H, n_kv, hd, iota.get() + pos_,
-                      rope_in_cache ? nullptr : rope_cos.get(), rope_in_cache ? nullptr : rope_sin.get(),
+                      rope_in_cache ? nullptr : rope_cos_of(l), rope_in_cache ? nullptr : rope_sin_of(l),
                       interleaved, m_dev, stream,
                       {lw.q_norm.size() ? lw.q_norm.get() : nullptr, lw.k_norm.size() ? lw.k_norm.get() : nullptr,
                        c.rms_eps});
@@ -495,7 +517,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     }
     if (rope_in_cache) {
       // The query goes to its KV head's last slot; keys are rotated by slot inside the attention.
-      cuda::rope_rows(q, hd, H, 1, hd, m_dev + 2 * n_kv, rope_cos.get(), rope_sin.get(), interleaved, stream);
+      cuda::rope_rows(q, hd, H, 1, hd, m_dev + 2 * n_kv, rope_cos_of(l), rope_sin_of(l), interleaved, stream);
     }
     float* probs_l = probs.get() + static_cast<std::size_t>(l) * H * rows_cap;  // [H, rows_cap]
     float* lse_l = lse.get() + static_cast<std::size_t>(l) * H;                 // [H]
@@ -504,8 +526,8 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     const bool on_device = rank_keys_n >= 0 || reductions[l].has_value();
     cuda::attend_decode(att.get(), rows_to_host[l] || on_device ? probs_l : nullptr, rows_cap, lse_l, q,
                         cache->keys(l), cache->values(l), cache->head_stride(), rows_dev, rows_stride, m_dev + n_kv,
-                        max_rows, H, n_kv, hd, scale, rope_in_cache ? rope_cos.get() : nullptr,
-                        rope_in_cache ? rope_sin.get() : nullptr,
+                        max_rows, H, n_kv, hd, scale, rope_in_cache ? rope_cos_of(l) : nullptr,
+                        rope_in_cache ? rope_sin_of(l) : nullptr,
                         rope_in_cache && rows_stride > 0 ? cache->list_slots(l) : nullptr, interleaved,
                         att_scratch.get(), stream);
     cuda::check_launch("decode attention");
@@ -531,10 +553,11 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     if (rank_keys_n >= 0) rank_on_device(l, rank_keys_n);
     if (reductions[l]) reduce_on_device(l);
     if (to_copy_stream) cuda::check(cudaEventRecord(copied[l].get(), copy_stream), "decode rows event");
-    cuda::matvec(x.get(), lw.wo.get(), att.get(), dim, qd, 1.0f, stream);
+    add_product(lw.wo.get(), att.get(), qd, lw.post_attn_norm);
 
-    cuda::matvec_swiglu(ffn.get(), lw.w_gate_up.get(), x.get(), hid, dim, {lw.ffn_norm.get(), c.rms_eps}, stream);
-    cuda::matvec(x.get(), lw.w_down.get(), ffn.get(), dim, hid, 1.0f, stream);
+    cuda::matvec_swiglu(ffn.get(), lw.w_gate_up.get(), x.get(), hid, dim, {lw.ffn_norm.get(), c.rms_eps}, stream,
+                        c.activation == Activation::GeluTanh);
+    add_product(lw.w_down.get(), ffn.get(), hid, lw.post_ffn_norm);
     if (controller) {
       // The GPU computes this layer's output and FFN while the controller decides: what it evicts
       // is this layer's cache, which they do not read (the rows it frees are written by the next

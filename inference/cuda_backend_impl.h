@@ -46,7 +46,8 @@ struct DeviceLayer {
   cuda::DeviceBuffer<float> attn_norm, ffn_norm;  // [dim]
   // [q_dim + 2 kv_dim]: bq, bk, bv (zeros for one the model lacks); empty without biases
   cuda::DeviceBuffer<float> bqkv;
-  cuda::DeviceBuffer<float> q_norm, k_norm;       // [head_dim] each; empty without QK-norm (Qwen3)
+  cuda::DeviceBuffer<float> q_norm, k_norm;       // [head_dim] each; empty without QK-norm (Qwen3, Gemma 3)
+  cuda::DeviceBuffer<float> post_attn_norm, post_ffn_norm;  // [dim] each; empty without (Gemma 3)
   // The products that read the same input are stacked, so that decode reads each stack in one
   // launch (a 1024-row wk alone filled under one block per SM).
   cuda::DeviceBuffer<T> wqkv;                     // [q_dim + 2 kv_dim, dim]: wq, wk, wv
@@ -194,6 +195,10 @@ struct Impl final : Forward {
   cuda::DeviceBuffer<float> final_norm;   // [dim]
   std::vector<DeviceLayer<T>> layers;     // [n_layers]
   cuda::DeviceBuffer<float> rope_cos, rope_sin;  // [seq_len, head_dim/2]
+  // The local layers' own tables (ModelConfig::local_layers), [seq_len, head_dim/2]; empty without.
+  cuda::DeviceBuffer<float> rope_local_cos, rope_local_sin;
+  const float* rope_cos_of(int l) const { return c.local(l) ? rope_local_cos.get() : rope_cos.get(); }
+  const float* rope_sin_of(int l) const { return c.local(l) ? rope_local_sin.get() : rope_sin.get(); }
   cuda::DeviceBuffer<int32_t> iota;              // [seq_len] 0, 1, 2, ...
 
   std::unique_ptr<CudaKvCache<T>> cache;
@@ -205,6 +210,7 @@ struct Impl final : Forward {
                                            // ([n_heads + 2 n_kv_heads, head_dim])
   cuda::DeviceBuffer<float> att;           // [q_dim]
   cuda::DeviceBuffer<float> ffn;           // [hidden_dim]: silu(gate) * up
+  cuda::DeviceBuffer<float> block_out;     // [dim] a block's output before its post norm; empty without
   float* q = nullptr;                      // [q_dim] in qkv
   cuda::DeviceBuffer<float> logits;        // [vocab]
   // Decode attention rows of every layer, grown with the context (rows_cap >= every head's
@@ -295,6 +301,8 @@ struct Impl final : Forward {
   void finish_logits();                      // waits for the stream; logits_out
   void push_token(int layer);
   void plan_attention(int layer, bool to_host);
+  // Decode: x[dim] += post(W[dim, cols] · in[cols]), W one of a layer's products into the residual.
+  void add_product(const T* w, const float* in, int cols, const cuda::DeviceBuffer<float>& post);
   // Keys below `below` that every KV head of the layer attends, the same ones: their count, or -1
   // where the heads attend different keys (after plan_attention of the layer).
   int shared_keys_below(int layer, int below) const;

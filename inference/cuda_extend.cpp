@@ -24,7 +24,7 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
                                        CacheController* controller) {
   const int n = static_cast<int>(tokens.size()), pos0 = pos_;
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim();
-  const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group(), L = c.n_layers, window = c.sliding_window;
+  const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group(), L = c.n_layers;
   const int parts = kSplitParts<T>;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const bool interleaved = c.rope_style == RopeStyle::Interleaved;
@@ -83,9 +83,10 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
   for (int l = 0; l < L; ++l) {
     const DeviceLayer<T>& lw = layers[l];
     qkv_rows(lw, b, n);
-    cuda::rope_rows(b.Q.get(), qd, n, H, hd, iota.get() + pos0, rope_cos.get(), rope_sin.get(), interleaved, stream);
-    cuda::rope_rows(b.K.get(), kvd, n, n_kv, hd, iota.get() + pos0, rope_cos.get(), rope_sin.get(), interleaved,
+    cuda::rope_rows(b.Q.get(), qd, n, H, hd, iota.get() + pos0, rope_cos_of(l), rope_sin_of(l), interleaved, stream);
+    cuda::rope_rows(b.K.get(), kvd, n, n_kv, hd, iota.get() + pos0, rope_cos_of(l), rope_sin_of(l), interleaved,
                     stream);
+    const int window = c.window(l);
     int32_t* st = stage.get() + (l % 2) * stage_ints;  // [stage_ints] this layer's lists
     if (l >= 2) cuda::check(cudaEventSynchronize(staged[l % 2].get()), "extend lists");  // layer l - 2's copied
     for (int g = 0; g < n_kv; ++g) {  // the rows the chunk's entries go to (freed ones first)

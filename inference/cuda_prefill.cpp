@@ -52,7 +52,8 @@ void Impl<T>::embed_tokens(std::span<const int> tokens, RowBuffers<T>& b) {
   const std::vector<int32_t> ids(tokens.begin(), tokens.end());  // (pageable: read when the copy returns)
   cuda::check(cudaMemcpyAsync(b.ids.get(), ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
               "token upload");
-  cuda::embed_rows(b.X.get(), embedding.get(), b.ids.get(), static_cast<int>(ids.size()), c.dim, stream);
+  cuda::embed_rows(b.X.get(), embedding.get(), b.ids.get(), static_cast<int>(ids.size()), c.dim, stream,
+                   c.embed_scale);
 }
 
 // Query rows per attention block: the scores (fp32 and their parts of T) of every head within a
@@ -75,15 +76,23 @@ template <class T>
 void Impl<T>::output_and_ffn_rows(const DeviceLayer<T>& lw, RowBuffers<T>& b, int n) {
   const int dim = c.dim, qd = c.q_dim(), hid = c.hidden_dim, parts = kSplitParts<T>;
   const std::size_t nz = n;
+  // A block's product W · in added into X in place, or made in XB and added through the norm
+  // after the block where the layer has one (Gemma 3).
+  auto add_product = [&](const T* w, const T* in_parts, int cols, const cuda::DeviceBuffer<float>& post) {
+    if (!post.size()) return gemm(blas, b.X.get(), in_parts, w, n, dim, cols, 1.0f);
+    gemm(blas, b.XB.get(), in_parts, w, n, dim, cols, 0.0f);
+    cuda::add_rmsnorm_rows(b.X.get(), b.XB.get(), post.get(), n, dim, c.rms_eps, stream);
+  };
   cuda::split_store(b.ATTp.get(), nz * qd, parts, b.ATT.get(), static_cast<long>(nz * qd), stream);
-  gemm(blas, b.X.get(), b.ATTp.get(), lw.wo.get(), n, dim, qd, 1.0f);
+  add_product(lw.wo.get(), b.ATTp.get(), qd, lw.post_attn_norm);
   cuda::rmsnorm_rows(b.XB.get(), b.X.get(), lw.ffn_norm.get(), n, dim, c.rms_eps, stream);
   cuda::split_store(b.XBp.get(), nz * dim, parts, b.XB.get(), static_cast<long>(nz * dim), stream);
   gemm(blas, b.G.get(), b.XBp.get(), lw.w_gate, n, hid, dim, 0.0f);
   gemm(blas, b.U.get(), b.XBp.get(), lw.w_up, n, hid, dim, 0.0f);
-  cuda::swiglu(b.G.get(), b.U.get(), static_cast<long>(nz * hid), stream);
+  if (c.activation == Activation::GeluTanh) cuda::geglu_tanh(b.G.get(), b.U.get(), static_cast<long>(nz * hid), stream);
+  else cuda::swiglu(b.G.get(), b.U.get(), static_cast<long>(nz * hid), stream);
   cuda::split_store(b.Gp.get(), nz * hid, parts, b.G.get(), static_cast<long>(nz * hid), stream);
-  gemm(blas, b.X.get(), b.Gp.get(), lw.w_down.get(), n, dim, hid, 1.0f);
+  add_product(lw.w_down.get(), b.Gp.get(), hid, lw.post_ffn_norm);
 }
 
 template <class T>
@@ -154,8 +163,8 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
                       n_kv, hd, iota.get(), 0, stream);
     };
     if (options.rope_in_cache) cache_kv();
-    cuda::rope_rows(b.Q.get(), qd, P, H, hd, iota.get(), rope_cos.get(), rope_sin.get(), interleaved, stream);
-    cuda::rope_rows(b.K.get(), kvd, P, n_kv, hd, iota.get(), rope_cos.get(), rope_sin.get(), interleaved, stream);
+    cuda::rope_rows(b.Q.get(), qd, P, H, hd, iota.get(), rope_cos_of(l), rope_sin_of(l), interleaved, stream);
+    cuda::rope_rows(b.K.get(), kvd, P, n_kv, hd, iota.get(), rope_cos_of(l), rope_sin_of(l), interleaved, stream);
     if (!options.rope_in_cache) cache_kv();
     cuda::split_store(b.Qp.get(), Pz * qd, parts, b.Q.get(), static_cast<long>(Pz * qd), stream);
     cuda::to_store(K16.get(), b.K.get(), static_cast<long>(Pz * kvd), stream);  // as the cache holds them
@@ -180,7 +189,7 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
         }
       }
       cuda::softmax_causal(S.get(), S_lse.get(), Sp.get(), H * head_block, parts, H, nq, n_keys, ld, q0,
-                           c.sliding_window, stream);
+                           c.window(l), stream);
       for (int r = 0; r < group; ++r) {
         // ATT_h[nq, hd] = P_h[nq, n_keys] · V_g[n_keys, hd], P part by part
         for (int p = 0; p < parts; ++p) {

@@ -217,27 +217,8 @@ std::optional<GpuDtype> parse_gpu_dtype(std::string_view name) {
   return std::nullopt;
 }
 
-Device device_for(const Model& model, Device asked, std::string* why) {
-  if (asked != Device::Cuda) return asked;
-  const ModelConfig& c = model.config;
-  std::string lacks;
-  auto lack = [&lacks](const char* feature) { lacks += (lacks.empty() ? "" : ", ") + std::string(feature); };
-  if (!c.local_layers.empty()) lack("local and global layers");
-  if (c.activation != Activation::Silu) lack("GeGLU");
-  if (c.embed_scale != 1.0f) lack("scaled embeddings");
-  for (const LayerWeights& l : model.weights.layers) {
-    if (l.post_attn_norm.empty() && l.post_ffn_norm.empty()) continue;
-    lack("post-block norms");
-    break;
-  }
-  if (lacks.empty()) return asked;
-  if (why) *why = "the CUDA backend lacks " + c.arch + "'s " + lacks;
-  return Device::Cpu;
-}
-
 Engine::Engine(const Model& model, EngineOptions options) : model_(model), options_(options) {
   check_config(model);
-  options_.device = device_for(model, options_.device);
   state_ = std::make_unique<State>(model, options_.rope_in_cache);
   if (options_.device == Device::Cuda) {
     cuda_ = std::make_unique<CudaBackend>(model, options_);

@@ -34,10 +34,6 @@ GpuDtype auto_gpu_dtype(std::string_view weight_type, std::size_t n_params);
 GpuDtype resolve_gpu_dtype(const Model& model, GpuDtype asked);
 const char* gpu_dtype_name(GpuDtype d);  // "auto", "fp16", "bf16", "fp32"
 const char* device_name(Device d);       // "cpu", "cuda"
-// The device `model` runs on when `asked` is asked for: the CPU where the CUDA backend lacks a
-// feature of the model (Gemma 3's local layers, post-block norms, GeGLU, scaled embeddings), with
-// `why` (when given) naming them for a notice; else `asked`. Engine falls back the same way.
-Device device_for(const Model& model, Device asked, std::string* why = nullptr);
 // What `model` on `device` stores weights and cache in: "fp32" on the CPU, on a GPU the name of
 // resolve_gpu_dtype(model, asked).
 const char* storage_name(const Model& model, Device device, GpuDtype asked);

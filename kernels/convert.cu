@@ -37,13 +37,13 @@ template <class T>
 __global__ void embed_rows_kernel(float* x,               // [n, dim]
                                   const T* table,         // [vocab, dim]
                                   const int32_t* tokens,  // [n]
-                                  int dim) {
+                                  int dim, float scale) {
   detail::wait_for_previous_kernels();  // (launched overlapped: cuda_launch.cuh)
   detail::let_next_kernel_start();
   const long t = blockIdx.x;
   const T* src = table + static_cast<long>(tokens[t]) * dim;
   float* dst = x + t * dim;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = detail::Store<T>::to_float(src[i]);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = detail::Store<T>::to_float(src[i]) * scale;
 }
 
 }  // namespace
@@ -61,19 +61,19 @@ void split_store(T* parts, long part_stride, int n_parts, const float* x, long n
 }
 
 template <class T>
-void embed_rows(float* x, const T* table, const int32_t* tokens, int n, int dim, cudaStream_t stream) {
+void embed_rows(float* x, const T* table, const int32_t* tokens, int n, int dim, cudaStream_t stream, float scale) {
   if (n <= 0 || dim <= 0) return;
-  detail::launch_overlapped(embed_rows_kernel<T>, n, kThreads, stream, x, table, tokens, dim);
+  detail::launch_overlapped(embed_rows_kernel<T>, n, kThreads, stream, x, table, tokens, dim, scale);
 }
 
 template void to_store(__half*, const float*, long, cudaStream_t);
 template void to_store(__nv_bfloat16*, const float*, long, cudaStream_t);
 template void split_store(__half*, long, int, const float*, long, cudaStream_t);
 template void split_store(__nv_bfloat16*, long, int, const float*, long, cudaStream_t);
-template void embed_rows(float*, const __half*, const int32_t*, int, int, cudaStream_t);
-template void embed_rows(float*, const __nv_bfloat16*, const int32_t*, int, int, cudaStream_t);
+template void embed_rows(float*, const __half*, const int32_t*, int, int, cudaStream_t, float);
+template void embed_rows(float*, const __nv_bfloat16*, const int32_t*, int, int, cudaStream_t, float);
 template void to_store(float*, const float*, long, cudaStream_t);
 template void split_store(float*, long, int, const float*, long, cudaStream_t);
-template void embed_rows(float*, const float*, const int32_t*, int, int, cudaStream_t);
+template void embed_rows(float*, const float*, const int32_t*, int, int, cudaStream_t, float);
 
 }  // namespace kvs::cuda

@@ -32,10 +32,11 @@ void to_store(T* out, const float* x, long n, cudaStream_t stream);
 // product by the fp32 x.
 template <class T>
 void split_store(T* parts, long part_stride, int n_parts, const float* x, long n, cudaStream_t stream);
-// X[n, dim] = table[tokens[i], :] as fp32; tokens [n], table [vocab, dim].
+// X[n, dim] = table[tokens[i], :] as fp32, times scale (Gemma's sqrt(dim)); tokens [n], table
+// [vocab, dim].
 template <class T>
 void embed_rows(float* x, const T* table, const int32_t* tokens, int n, int dim,
-                cudaStream_t stream);
+                cudaStream_t stream, float scale = 1.0f);
 
 // ---- matmul.cu (twins: ops::matvec, with ops::rmsnorm before and ops::add_bias /
 // ops::swiglu after)
@@ -52,15 +53,19 @@ template <class T>
 void matvec(float* y, const T* w, const float* x, int rows, int cols, float beta, cudaStream_t stream,
             Norm norm = {}, const float* bias = nullptr);
 // The FFN's gate/up product and its SwiGLU in one launch: h[rows] = silu(G · n(x)) * (U · n(x)),
-// w_gate_up = [G; U] stacked, [2 rows, cols] (one warp reads a row of each).
+// w_gate_up = [G; U] stacked, [2 rows, cols] (one warp reads a row of each); gelu: GeGLU instead,
+// gelu_tanh(G · n(x)) * (U · n(x)) (Gemma).
 template <class T>
 void matvec_swiglu(float* h, const T* w_gate_up, const float* x, int rows, int cols, Norm norm,
-                   cudaStream_t stream);
+                   cudaStream_t stream, bool gelu = false);
 
-// ---- rmsnorm.cu (twin: ops::rmsnorm_rows)
+// ---- rmsnorm.cu (twin: ops::rmsnorm_rows, then an add for add_rmsnorm_rows)
 // out[n, dim] = x / sqrt(mean(x^2) + eps) * w[dim]. One block per row. out may alias x.
 void rmsnorm_rows(float* out, const float* x, const float* w, int n, int dim, float eps,
                   cudaStream_t stream);
+// x[n, dim] += rmsnorm(y)[n, dim] with weight w[dim]: a block's output added to the residual
+// through a norm after it (Gemma's post-attention and post-FFN norms). y must not overlap x.
+void add_rmsnorm_rows(float* x, const float* y, const float* w, int n, int dim, float eps, cudaStream_t stream);
 
 // ---- rope.cu (twin: ops::rope_apply)
 // Row i of x starts at x + i * row_stride and holds n_heads heads of head_dim floats; every head
@@ -70,9 +75,11 @@ void rmsnorm_rows(float* out, const float* x, const float* w, int n, int dim, fl
 void rope_rows(float* x, long row_stride, int n, int n_heads, int head_dim, const int32_t* pos,
                const float* cos, const float* sin, bool interleaved, cudaStream_t stream);
 
-// ---- swiglu.cu (twin: ops::swiglu)
+// ---- swiglu.cu (twins: ops::swiglu, ops::geglu_tanh)
 // gate[n] = silu(gate) * up[n].
 void swiglu(float* gate, const float* up, long n, cudaStream_t stream);
+// gate[n] = gelu_tanh(gate) * up[n] (GeGLU, Gemma).
+void geglu_tanh(float* gate, const float* up, long n, cudaStream_t stream);
 
 // ---- bias.cu (twin: ops::add_bias)
 // y[i, :] += b[dim] for every row of Y[n, dim].

@@ -3,8 +3,9 @@
 // eight of them in flight per lane (a decode step is bound by reading the weights once; one load
 // per lane at a time left HBM half idle). The small ops around a product ride in it, to save a
 // launch each: the RMSNorm of x before it (every warp reads all of x anyway), a bias after it,
-// and for the FFN's stacked gate/up product the SwiGLU of the two rows a warp computes.
-// CPU twins: ops::rmsnorm, ops::matvec, ops::add_bias, ops::swiglu.
+// and for the FFN's stacked gate/up product the SwiGLU (or GeGLU) of the two rows a warp computes.
+// CPU twins: ops::rmsnorm, ops::matvec, ops::add_bias, ops::swiglu, ops::geglu_tanh.
+#include "kernels/cuda_gate.cuh"
 #include "kernels/cuda_launch.cuh"
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_reduce.cuh"
@@ -61,7 +62,7 @@ __device__ __forceinline__ Inputs<T> inputs(const float* x, const float* g, int 
 
 // kGated = false: warp r computes y[r] = W[r] · n(x) (+ bias[r]) (+ beta y[r]).
 // kGated = true: W stacks gate rows [rows] over up rows [rows]; warp r computes both rows r and
-// rows + r and writes y[r] = silu(gate) * up.
+// rows + r and writes y[r] = silu(gate) * up, or gelu_tanh(gate) * up where gelu.
 // n(x) = x / sqrt(mean(x^2) + eps) * g when kNormed (g [cols]), x otherwise. The scale is one
 // number per product, so it multiplies the finished sums: Σ w (g x) · scale.
 template <class T, bool kNormed, bool kGated>
@@ -70,7 +71,7 @@ __global__ void matvec_kernel(float* y,           // [rows]
                               const float* x,     // [cols]
                               const float* g,     // [cols] when kNormed
                               const float* bias,  // [rows] or null
-                              int rows, int cols, float eps, float beta) {
+                              int rows, int cols, float eps, float beta, bool gelu) {
   constexpr int kR = kGated ? 2 : 1;                 // rows per warp
   constexpr int kLoads = kInFlight / kR;             // loads in flight per row
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -132,7 +133,7 @@ __global__ void matvec_kernel(float* y,           // [rows]
   for (int i = 0; i < kR; ++i) s[i] = detail::warp_sum(s[i]) * scale;
   if (lane != 0) return;
   if constexpr (kGated) {
-    y[r] = s[0] / (1.0f + expf(-s[0])) * s[1];
+    y[r] = (gelu ? detail::gelu_tanh(s[0]) : detail::silu(s[0])) * s[1];
   } else {
     const float v = bias ? s[0] + bias[r] : s[0];
     y[r] = beta == 0.0f ? v : v + beta * y[r];
@@ -141,15 +142,15 @@ __global__ void matvec_kernel(float* y,           // [rows]
 
 template <class T, bool kGated>
 void launch(float* y, const T* w, const float* x, const float* bias, int rows, int cols, float beta,
-            Norm norm, cudaStream_t stream) {
+            Norm norm, bool gelu, cudaStream_t stream) {
   if (rows <= 0) return;
   const int blocks = (rows + kWarps - 1) / kWarps;
   if (norm.w) {
     detail::launch_overlapped(matvec_kernel<T, true, kGated>, blocks, kThreads, stream, y, w, x, norm.w, bias, rows,
-                              cols, norm.eps, beta);
+                              cols, norm.eps, beta, gelu);
   } else {
     detail::launch_overlapped(matvec_kernel<T, false, kGated>, blocks, kThreads, stream, y, w, x, nullptr, bias,
-                              rows, cols, 0.0f, beta);
+                              rows, cols, 0.0f, beta, gelu);
   }
 }
 
@@ -158,20 +159,20 @@ void launch(float* y, const T* w, const float* x, const float* bias, int rows, i
 template <class T>
 void matvec(float* y, const T* w, const float* x, int rows, int cols, float beta, cudaStream_t stream, Norm norm,
             const float* bias) {
-  launch<T, false>(y, w, x, bias, rows, cols, beta, norm, stream);
+  launch<T, false>(y, w, x, bias, rows, cols, beta, norm, false, stream);
 }
 
 template <class T>
 void matvec_swiglu(float* h, const T* w_gate_up, const float* x, int rows, int cols, Norm norm,
-                   cudaStream_t stream) {
-  launch<T, true>(h, w_gate_up, x, nullptr, rows, cols, 0.0f, norm, stream);
+                   cudaStream_t stream, bool gelu) {
+  launch<T, true>(h, w_gate_up, x, nullptr, rows, cols, 0.0f, norm, gelu, stream);
 }
 
 template void matvec(float*, const __half*, const float*, int, int, float, cudaStream_t, Norm, const float*);
 template void matvec(float*, const __nv_bfloat16*, const float*, int, int, float, cudaStream_t, Norm, const float*);
-template void matvec_swiglu(float*, const __half*, const float*, int, int, Norm, cudaStream_t);
-template void matvec_swiglu(float*, const __nv_bfloat16*, const float*, int, int, Norm, cudaStream_t);
+template void matvec_swiglu(float*, const __half*, const float*, int, int, Norm, cudaStream_t, bool);
+template void matvec_swiglu(float*, const __nv_bfloat16*, const float*, int, int, Norm, cudaStream_t, bool);
 template void matvec(float*, const float*, const float*, int, int, float, cudaStream_t, Norm, const float*);
-template void matvec_swiglu(float*, const float*, const float*, int, int, Norm, cudaStream_t);
+template void matvec_swiglu(float*, const float*, const float*, int, int, Norm, cudaStream_t, bool);
 
 }  // namespace kvs::cuda

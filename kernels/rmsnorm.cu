@@ -1,4 +1,5 @@
-// RMSNorm of rows on the device, one block per row, sum of squares reduced in fp32.
+// RMSNorm of rows on the device, one block per row, sum of squares reduced in fp32; and the same
+// norm of a block's output added into the residual (Gemma's post-block norms).
 // CPU twin: ops::rmsnorm_rows (kernels/rmsnorm.h), same formula w * (x / sqrt(mean(x^2) + eps)).
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_reduce.cuh"
@@ -28,7 +29,28 @@ __global__ void rmsnorm_kernel(float* out,      // [n, dim]
   }
 }
 
+// x += w * (y / sqrt(mean(y^2) + eps)), row by row.
+__global__ void add_rmsnorm_kernel(float* x,        // [n, dim]
+                                   const float* y,  // [n, dim]
+                                   const float* w,  // [dim]
+                                   int dim, float eps) {
+  __shared__ float red[32];
+  const long base = static_cast<long>(blockIdx.x) * dim;
+  const float* yr = y + base;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += yr[i] * yr[i];
+  ss = detail::block_sum(ss, red);
+  const float scale = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
+  float* xr = x + base;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) xr[i] += w[i] * (scale * yr[i]);
+}
+
 }  // namespace
+
+void add_rmsnorm_rows(float* x, const float* y, const float* w, int n, int dim, float eps, cudaStream_t stream) {
+  if (n <= 0 || dim <= 0) return;
+  add_rmsnorm_kernel<<<n, kThreads, 0, stream>>>(x, y, w, dim, eps);
+}
 
 void rmsnorm_rows(float* out, const float* x, const float* w, int n, int dim, float eps,
                   cudaStream_t stream) {

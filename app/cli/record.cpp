@@ -117,10 +117,8 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   meta.top_p = r.sampling.top_p;
   meta.seed = r.sampling.seed;
   meta.decode_dtype = r.decode_dtype;
-  std::string gpu_lacks;  // why a model the CUDA backend cannot run runs on the CPU
-  const Device device = device_for(model, r.device, &gpu_lacks);
-  meta.device = device_name(device);
-  meta.device_dtype = storage_name(model, device, r.gpu_dtype);
+  meta.device = device_name(r.device);
+  meta.device_dtype = storage_name(model, r.device, r.gpu_dtype);
 
   StepAnalyses analyses(shape, meta.prompt_len);  // may be fed on a thread of rec's: outlives rec
   TraceRecorder rec(r.out_path, meta, r.steps, r.capture_budget_bytes);
@@ -130,14 +128,14 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   // Beside a GPU the host's cores are free: the analyses overlap the next steps and the writing.
   // A CPU decode fills every core (measured on 2 cores: 25.7 ms a step with them on the engine's
   // thread, 29.5 ms on the writing thread, SmolLM2 at 3K keys).
-  rec.on_step_in_background = device == Device::Cuda;
+  rec.on_step_in_background = r.device == Device::Cuda;
   // The prompt as fed: a chat prompt with its format's markers (decoding drops special tokens).
   const std::string prompt_text = r.chat ? text : tok->decode(prompt);
   if (cb.on_prompt) cb.on_prompt(prompt_text);
 
   EngineOptions eo;
   eo.n_threads = r.threads;
-  eo.device = device;
+  eo.device = r.device;
   eo.gpu_dtype = r.gpu_dtype;
   Engine engine(model, eo);
   RecordResult res;
@@ -262,7 +260,6 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   res.n_steps = rec.steps_written();
   res.out_path = r.out_path;
   res.note = rec.capture_note();
-  if (!gpu_lacks.empty()) res.note = gpu_lacks + ": ran on the CPU" + (res.note.empty() ? "" : "; " + res.note);
   res.engine = meta.device == "cuda" ? meta.device + ", " + meta.device_dtype : meta.device;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (r.policy.empty() && res.n_steps > 0) {

@@ -200,23 +200,6 @@ TEST(EngineAttention, Gemma3LocalAndGlobalLayersMatchNaiveForward) {
   for (int i = 0; i < c.vocab_size; ++i) EXPECT_NEAR(r.last_logits[i], ref.logits[last + i], 1e-4);
 }
 
-// The CUDA backend lacks Gemma 3's layers: a model with them runs on the CPU, the reason named; a
-// Llama model runs where asked.
-TEST(EngineAttention, Gemma3RunsOnTheCpuWhereCudaIsAsked) {
-  const Model gemma = tiny::random_model(tiny::gemma3_config(), 30);
-  std::string why;
-  EXPECT_EQ(device_for(gemma, Device::Cuda, &why), Device::Cpu);
-  EXPECT_EQ(why, "the CUDA backend lacks gemma3's local and global layers, GeGLU, scaled embeddings, post-block norms");
-  EXPECT_EQ(device_for(gemma, Device::Cpu), Device::Cpu);
-  const Model llama = tiny::random_model(tiny::tiny_config(), 30);
-  why.clear();
-  EXPECT_EQ(device_for(llama, Device::Cuda, &why), Device::Cuda);
-  EXPECT_EQ(why, "");
-  EngineOptions cuda;
-  cuda.device = Device::Cuda;
-  EXPECT_EQ(Engine(gemma, cuda).options().device, Device::Cpu);
-}
-
 TEST(EngineAttention, BlocksArriveInLayerHeadBlockOrder) {
   const Model m = tiny::random_model(tiny::tiny_config(), 3);
   EngineOptions opt;

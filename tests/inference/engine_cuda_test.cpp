@@ -111,6 +111,24 @@ TEST(EngineCuda, GqaRotateHalfBiasedAndQkNormedModelsMatchTheCpu) {
   }
 }
 
+// Gemma 3: local layers (a window of 4, their own RoPE tables) beside a global one, the norms
+// after each block, GeGLU and scaled embeddings, in prefill, decode and a batched extend, and
+// with RoPE applied in the cache (the batched extend: ExtendGivesTheCpusRowsAndLastLogits).
+TEST(EngineCuda, Gemma3LocalAndGlobalLayersMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const Model model = tiny::random_model(tiny::gemma3_config(), 39);
+  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
+  const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6};
+  for (bool rope_in_cache : {false, true}) {
+    SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
+    EngineOptions cpu = cpu_as_gpu();
+    cpu.prefill_block = 12;  // the prompt's rows in one block, as the GPU sends them
+    cpu.rope_in_cache = rope_in_cache;
+    expect_same_rows(capture_run(as_stored(model), cpu, prompt, forced),
+                     capture_run(model, on(Device::Cuda, rope_in_cache), prompt, forced), kSameNumbersTol);
+  }
+}
+
 TEST(EngineCuda, SlidingWindowMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   ModelConfig c = tiny::tiny_config();
@@ -406,10 +424,8 @@ TEST(EngineCuda, AHookThatThrowsLeavesTheStepUnfed) {
 }
 
 // Engine::extend on the GPU (a batched pass too) gives observers what the CPU's batched pass
-// gives: the chunk's rows over the same keys, then the last token's logits only.
-TEST(EngineCuda, ExtendGivesTheCpusRowsAndLastLogits) {
-  SKIP_WITHOUT_GPU();
-  const Model model = tiny::random_model(tiny::tiny_config(), 23);
+// gives: the chunk's rows over the same keys (some skipped), then the last token's logits only.
+void check_extend(const Model& model) {
   const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4}, chunk = {3, 1, 4, 1, 5, 9, 2, 6};
   auto run = [&](const Model& m, EngineOptions o) {
     tiny::Capture cap;
@@ -434,6 +450,13 @@ TEST(EngineCuda, ExtendGivesTheCpusRowsAndLastLogits) {
   expect_same_rows(plain, exact, kFp32StorageTol);
   ASSERT_EQ(exact.logits.size(), 1u);
   for (std::size_t i = 0; i < exact.logits[0].size(); ++i) EXPECT_NEAR(exact.logits[0][i], plain.logits[0][i], 1e-4f);
+}
+
+// On a Llama model and on Gemma 3's local and global layers.
+TEST(EngineCuda, ExtendGivesTheCpusRowsAndLastLogits) {
+  SKIP_WITHOUT_GPU();
+  check_extend(tiny::random_model(tiny::tiny_config(), 23));
+  check_extend(tiny::random_model(tiny::gemma3_config(), 24));
 }
 
 // Marks per KV head and layer before each attention: position p inactive when (p + g + layer) % 3

@@ -1,7 +1,7 @@
 // Device twins of kernels/convert.cu, for fp16, bf16 and fp32: to_store and split_store (two fp16,
 // three bf16 parts or one fp32, as the prefill uses) against the host's round-to-nearest-even
 // conversions (kvs::fp32_to_fp16 / fp32_to_bf16; fp32 kept bit for bit), embed_rows against
-// kvs::fp16_to_fp32 / bf16_to_fp32 of the table rows. All exact.
+// kvs::fp16_to_fp32 / bf16_to_fp32 of the table rows (times a scale). All exact.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -120,15 +120,18 @@ TYPED_TEST(CudaConvert, EmbedRowsWidensExactly) {
   auto dtable = upload(table);
   auto dtokens = upload(tokens);
   DeviceBuffer<float> dx(static_cast<std::size_t>(n) * dim, "x");  // [n, dim]
-  embed_rows(dx.get(), dtable.get(), dtokens.get(), n, dim, nullptr);
-  test::sync("embed_rows");
-  const std::vector<float> x = download(dx);
-  for (int i = 0; i < n; ++i) {
-    for (int c = 0; c < dim; ++c) {
-      const float want = host_widen<T>(test::bits(table[static_cast<long>(tokens[i]) * dim + c]));
-      const float got = x[static_cast<long>(i) * dim + c];
-      ASSERT_EQ(std::signbit(got), std::signbit(want)) << i << "," << c;
-      ASSERT_EQ(got, want) << "row " << i << " col " << c;
+  // Plain, and scaled as Gemma scales its embeddings (the CPU's row times the same float).
+  for (const float scale : {1.0f, std::sqrt(640.0f)}) {
+    embed_rows(dx.get(), dtable.get(), dtokens.get(), n, dim, nullptr, scale);
+    test::sync("embed_rows");
+    const std::vector<float> x = download(dx);
+    for (int i = 0; i < n; ++i) {
+      for (int c = 0; c < dim; ++c) {
+        const float want = host_widen<T>(test::bits(table[static_cast<long>(tokens[i]) * dim + c])) * scale;
+        const float got = x[static_cast<long>(i) * dim + c];
+        ASSERT_EQ(std::signbit(got), std::signbit(want)) << i << "," << c;
+        ASSERT_EQ(got, want) << "row " << i << " col " << c << " scale " << scale;
+      }
     }
   }
 }

@@ -43,9 +43,10 @@ void check_matvec(int rows, int cols, float beta, uint64_t seed) {
 }
 
 // matvec with the RMSNorm of x (weight g) before it and a bias after it, or matvec_swiglu over
-// gate/up stacked [2 rows, cols]. x is scaled up so that the norm's scale is far from 1.
+// gate/up stacked [2 rows, cols] (GeGLU where gelu). x is scaled up so that the norm's scale is far
+// from 1.
 template <class T>
-void check_fused(int rows, int cols, bool swiglu, bool bias, uint64_t seed) {
+void check_fused(int rows, int cols, bool swiglu, bool bias, uint64_t seed, bool gelu = false) {
   const int w_rows = swiglu ? 2 * rows : rows;
   const auto w = test::random_vec(static_cast<std::size_t>(w_rows) * cols, seed, -0.5f, 0.5f);  // [w_rows, cols]
   const auto x = test::random_vec(cols, seed + 1, -20.0f, 20.0f);                                // [cols]
@@ -56,7 +57,8 @@ void check_fused(int rows, int cols, bool swiglu, bool bias, uint64_t seed) {
   std::vector<float> xn(cols), want(w_rows);  // [cols], [w_rows]
   ops::rmsnorm(xn.data(), x.data(), g.data(), cols, eps);
   ops::matvec(want.data(), test::to_float(w16).data(), xn.data(), w_rows, cols);
-  if (swiglu) ops::swiglu(want.data(), want.data() + rows, rows);
+  if (swiglu && gelu) ops::geglu_tanh(want.data(), want.data() + rows, rows);
+  else if (swiglu) ops::swiglu(want.data(), want.data() + rows, rows);
   if (bias) ops::add_bias(want.data(), b.data(), 1, rows);
   auto dw = test::upload(w16);
   auto dx = test::upload(x);
@@ -64,7 +66,7 @@ void check_fused(int rows, int cols, bool swiglu, bool bias, uint64_t seed) {
   auto db = test::upload(b);
   auto dy = test::upload(std::vector<float>(rows, 7.0f));
   if (swiglu) {
-    matvec_swiglu(dy.get(), dw.get(), dx.get(), rows, cols, {dg.get(), eps}, nullptr);
+    matvec_swiglu(dy.get(), dw.get(), dx.get(), rows, cols, {dg.get(), eps}, nullptr, gelu);
   } else {
     matvec(dy.get(), dw.get(), dx.get(), rows, cols, 0.0f, nullptr, {dg.get(), eps}, bias ? db.get() : nullptr);
   }
@@ -116,6 +118,8 @@ TYPED_TEST(CudaMatvec, GateUpWithSwigluMatchesTheCpuOps) {
   check_fused<TypeParam>(77, 2304, true, false, 14);   // four loads in flight per row, then more
   check_fused<TypeParam>(172, 64, true, false, 15);    // stories260K's FFN (one load per lane)
   check_fused<TypeParam>(9, 36, true, false, 16);      // the scalar path
+  check_fused<TypeParam>(1536, 640, true, false, 17, true);  // GeGLU (Gemma)
+  check_fused<TypeParam>(9, 36, true, false, 18, true);      // GeGLU, the scalar path
 }
 
 // A decode step's products read the outputs of the kernels before them and overwrite what those

@@ -1,5 +1,6 @@
-// Device twin of kernels/rmsnorm.cu against ops::rmsnorm_rows. Only the order of the fp32 sum of
-// squares differs: tolerance 1e-5 relative + 1e-6 absolute.
+// Device twin of kernels/rmsnorm.cu against ops::rmsnorm_rows (and, for add_rmsnorm_rows, an add
+// after it). Only the order of the fp32 sum of squares differs: tolerance 1e-5 relative + 1e-6
+// absolute.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -38,6 +39,27 @@ TEST(CudaRmsnorm, MatchesCpuTwinForSeveralWidths) {
     rmsnorm_rows(dx.get(), dx.get(), dw.get(), n, dim, eps, nullptr);
     test::sync("rmsnorm_rows in place");
     EXPECT_EQ(download(dx), got);
+  }
+}
+
+// A block's output y added to the residual x through its norm: x + rmsnorm(y) from the CPU ops.
+TEST(CudaRmsnorm, AddRmsnormRowsAddsTheNormedRows) {
+  KVS_REQUIRE_GPU();
+  for (const int dim : {8, 640, 2304}) {
+    SCOPED_TRACE(dim);
+    const int n = 3;
+    const float eps = 1e-6f;
+    const auto x = test::random_vec(static_cast<std::size_t>(n) * dim, 30 + dim, -2.0f, 2.0f);  // [n, dim]
+    const auto y = test::random_vec(static_cast<std::size_t>(n) * dim, 40 + dim, -9.0f, 9.0f);  // [n, dim]
+    const auto w = test::random_vec(dim, 50 + dim, 0.5f, 1.5f);                                  // [dim]
+    std::vector<float> want(x.size());
+    ops::rmsnorm_rows(want.data(), y.data(), w.data(), n, dim, eps);
+    for (std::size_t i = 0; i < want.size(); ++i) want[i] += x[i];
+
+    auto dx = upload(x), dy = upload(y), dw = upload(w);
+    add_rmsnorm_rows(dx.get(), dy.get(), dw.get(), n, dim, eps, nullptr);
+    test::sync("add_rmsnorm_rows");
+    EXPECT_TRUE(test::all_close(download(dx), want, kRtol, kAtol));
   }
 }
 
