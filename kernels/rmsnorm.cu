@@ -9,8 +9,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// out may alias x: every thread reads x[i] before it writes out[i], for its own i only, after
-// the reduction has finished.
+// out = w * (x / sqrt(mean(x^2) + eps)), row by row, or with kAdd out += that (a block's output
+// x added to the residual out through its norm). Without kAdd out may alias x: every thread reads
+// x[i] before it writes out[i], for its own i only, after the reduction has finished.
+template <bool kAdd>
 __global__ void rmsnorm_kernel(float* out,      // [n, dim]
                                const float* x,  // [n, dim]
                                const float* w,  // [dim]
@@ -25,37 +27,21 @@ __global__ void rmsnorm_kernel(float* out,      // [n, dim]
   float* outr = out + base;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) {
     const float y = w[i] * (scale * xr[i]);
-    outr[i] = y;
+    outr[i] = kAdd ? outr[i] + y : y;
   }
-}
-
-// x += w * (y / sqrt(mean(y^2) + eps)), row by row.
-__global__ void add_rmsnorm_kernel(float* x,        // [n, dim]
-                                   const float* y,  // [n, dim]
-                                   const float* w,  // [dim]
-                                   int dim, float eps) {
-  __shared__ float red[32];
-  const long base = static_cast<long>(blockIdx.x) * dim;
-  const float* yr = y + base;
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += yr[i] * yr[i];
-  ss = detail::block_sum(ss, red);
-  const float scale = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
-  float* xr = x + base;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) xr[i] += w[i] * (scale * yr[i]);
 }
 
 }  // namespace
 
 void add_rmsnorm_rows(float* x, const float* y, const float* w, int n, int dim, float eps, cudaStream_t stream) {
   if (n <= 0 || dim <= 0) return;
-  add_rmsnorm_kernel<<<n, kThreads, 0, stream>>>(x, y, w, dim, eps);
+  rmsnorm_kernel<true><<<n, kThreads, 0, stream>>>(x, y, w, dim, eps);
 }
 
 void rmsnorm_rows(float* out, const float* x, const float* w, int n, int dim, float eps,
                   cudaStream_t stream) {
   if (n <= 0 || dim <= 0) return;
-  rmsnorm_kernel<<<n, kThreads, 0, stream>>>(out, x, w, dim, eps);
+  rmsnorm_kernel<false><<<n, kThreads, 0, stream>>>(out, x, w, dim, eps);
 }
 
 }  // namespace kvs::cuda

@@ -133,53 +133,17 @@ TEST(EngineAttention, RowsRecomputedFromCachedKeysAndNaiveQueries) {
   EXPECT_GT(max_p, 0.5f);  // the random model attends sharply somewhere: rows are not all uniform
 }
 
-// Sliding-window attention (Mistral-7B-v0.1's sliding_window): every query reads only the keys
-// k > q - W, in prefill (rows zero before the window) and decode (the window's keys only); rows
-// and logits agree with the naive forward restricted to the same keys.
-TEST(EngineAttention, SlidingWindowRowsMatchNaiveForwardOverTheWindow) {
-  ModelConfig c = tiny::tiny_config();
-  c.sliding_window = 5;
-  const Model m = tiny::random_model(c, 17);
-  EngineOptions opt;
-  opt.prefill_block = 4;
-  EngineRun r;
-  run(m, opt, r);
-  const int W = c.sliding_window;
-  const tiny::Reference ref =
-      tiny::reference_forward(m, all_tokens(), [W](int, int, int q, int k) { return k > q - W; });
-  int n_decode = 0;
-  for (const CapturedRow& row : r.cap.rows) {
-    double sum = 0;
-    for (std::size_t j = 0; j < row.keys.size(); ++j) {
-      sum += row.probs[j];
-      EXPECT_NEAR(row.probs[j], ref.a(c, row.layer, row.head, row.q_pos, row.keys[j]), 1e-5)
-          << "layer " << row.layer << " head " << row.head << " q " << row.q_pos << " key " << row.keys[j];
-    }
-    EXPECT_NEAR(sum, 1.0, 1e-5);
-    if (row.decode) {
-      ++n_decode;
-      ASSERT_EQ(static_cast<int>(row.keys.size()), W);  // q - W + 1 .. q
-      EXPECT_EQ(row.keys.front(), row.q_pos - W + 1);
-    }
-  }
-  EXPECT_EQ(n_decode, c.n_layers * c.n_heads * static_cast<int>(kDecoded.size()));
-  const int T = ref.T;
-  for (int i = 0; i < c.vocab_size; ++i)
-    EXPECT_NEAR(r.last_logits[i], ref.logits[static_cast<std::size_t>(T - 1) * c.vocab_size + i], 1e-4);
-}
-
-// Gemma 3: local layers read only their window's keys and rotate with their own base, the global
-// layer reads every key; post-block norms, GeGLU and scaled embeddings. Prefill rows, decode rows
-// and the logits are the naive forward pass's; batched extend gives the same rows as decode.
-TEST(EngineAttention, Gemma3LocalAndGlobalLayersMatchNaiveForward) {
-  const ModelConfig c = tiny::gemma3_config();
-  const Model m = tiny::random_model(c, 29);
+// A model run over the prompt (prefill blocks of 4) and the decoded steps: every row sums to 1 and
+// agrees with the naive forward pass (which reads a layer's window as the engine does), a decode
+// row reads the keys from its window's start (c.window(layer) keys; without a window, every key),
+// and the last logits agree.
+void expect_windowed_rows_match(const Model& m) {
+  const ModelConfig& c = m.config;
   EngineOptions opt;
   opt.prefill_block = 4;
   EngineRun r;
   run(m, opt, r);
   const tiny::Reference ref = tiny::reference_forward(m, all_tokens());
-  const int W = c.sliding_window;
   int n_decode = 0;
   for (const CapturedRow& row : r.cap.rows) {
     double sum = 0;
@@ -191,13 +155,27 @@ TEST(EngineAttention, Gemma3LocalAndGlobalLayersMatchNaiveForward) {
     EXPECT_NEAR(sum, 1.0, 1e-5);
     if (!row.decode) continue;
     ++n_decode;
-    const int want = c.local(row.layer) ? W : row.q_pos + 1;  // a window, or every key
-    ASSERT_EQ(static_cast<int>(row.keys.size()), want) << "layer " << row.layer;
+    const int want = c.window(row.layer) > 0 ? c.window(row.layer) : row.q_pos + 1;
+    ASSERT_EQ(static_cast<int>(row.keys.size()), want) << "layer " << row.layer;  // q - want + 1 .. q
     EXPECT_EQ(row.keys.front(), row.q_pos + 1 - want);
   }
   EXPECT_EQ(n_decode, c.n_layers * c.n_heads * static_cast<int>(kDecoded.size()));
   const std::size_t last = static_cast<std::size_t>(ref.T - 1) * c.vocab_size;
   for (int i = 0; i < c.vocab_size; ++i) EXPECT_NEAR(r.last_logits[i], ref.logits[last + i], 1e-4);
+}
+
+// Sliding-window attention (Mistral-7B-v0.1's sliding_window): every query reads only the keys
+// k > q - W, in prefill (rows zero before the window) and decode (the window's keys only).
+TEST(EngineAttention, SlidingWindowRowsMatchNaiveForwardOverTheWindow) {
+  ModelConfig c = tiny::tiny_config();
+  c.sliding_window = 5;
+  expect_windowed_rows_match(tiny::random_model(c, 17));
+}
+
+// Gemma 3: local layers read only their window's keys and rotate with their own base, the global
+// layer reads every key; post-block norms, GeGLU and scaled embeddings.
+TEST(EngineAttention, Gemma3LocalAndGlobalLayersMatchNaiveForward) {
+  expect_windowed_rows_match(tiny::random_model(tiny::gemma3_config(), 29));
 }
 
 TEST(EngineAttention, BlocksArriveInLayerHeadBlockOrder) {

@@ -207,59 +207,78 @@ TEST(GgufModel, ShapeAndArchitectureChecks) {
             shape_path + ": tensor blk.0.attn_q.weight has shape [4, 5], expected [4, 4]");
 }
 
-// A qwen3 GGUF as llama.cpp's converter writes one: q/k in Hugging Face's rotate-half order,
-// attn_q_norm / attn_k_norm [head_dim] per layer, key_length wider than dim / head_count (as in
-// Qwen3-0.6B: 1024 / 16 heads of 128). The weights load as written and the engine's attention
-// rows and logits are the naive forward pass's.
+// `m` as a GGUF file of architecture `arch`, laid out as llama.cpp's converter writes a model with
+// Hugging Face's rotate-half q/k rows: its hyper-parameters under "<arch>.", every tensor it holds
+// but those named in `omit`; `extra` adds metadata.
+void write_model_gguf(const std::string& path, const std::string& arch, const Model& m,
+                      const std::set<std::string>& omit = {},
+                      const std::function<void(testing::GgufWriter&)>& extra = {}) {
+  const ModelConfig& c = m.config;
+  testing::GgufWriter w;
+  const std::string k = arch + ".";
+  w.add_string("general.architecture", arch);
+  w.add_u32(k + "embedding_length", c.dim);
+  w.add_u32(k + "feed_forward_length", c.hidden_dim);
+  w.add_u32(k + "block_count", c.n_layers);
+  w.add_u32(k + "attention.head_count", c.n_heads);
+  w.add_u32(k + "attention.head_count_kv", c.n_kv_heads);
+  w.add_u32(k + "attention.key_length", c.head_dim);
+  w.add_u32(k + "context_length", c.seq_len);
+  w.add_f32(k + "rope.freq_base", c.rope_theta);
+  w.add_f32(k + "attention.layer_norm_rms_epsilon", c.rms_eps);
+  if (extra) extra(w);
+  const auto matrix = [&](const std::string& name, const PackedMatrix& mat, uint64_t rows, uint64_t cols) {
+    const WeightVector v = mat.unpacked();
+    w.add_f32_tensor(name, {cols, rows}, std::vector<float>(v.begin(), v.end()));
+  };
+  const auto vec = [&](const std::string& name, const WeightVector& v) {
+    if (!v.empty() && !omit.count(name)) w.add_f32_tensor(name, {v.size()}, std::vector<float>(v.begin(), v.end()));
+  };
+  matrix("token_embd.weight", m.weights.token_embedding, c.vocab_size, c.dim);
+  vec("output_norm.weight", m.weights.final_norm);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = m.weights.layers[l];
+    const std::string b = "blk." + std::to_string(l) + ".";
+    vec(b + "attn_norm.weight", lw.attn_norm);
+    matrix(b + "attn_q.weight", lw.wq, c.q_dim(), c.dim);
+    matrix(b + "attn_k.weight", lw.wk, c.kv_dim(), c.dim);
+    matrix(b + "attn_v.weight", lw.wv, c.kv_dim(), c.dim);
+    matrix(b + "attn_output.weight", lw.wo, c.dim, c.q_dim());
+    vec(b + "attn_q_norm.weight", lw.q_norm);
+    vec(b + "attn_k_norm.weight", lw.k_norm);
+    vec(b + "post_attention_norm.weight", lw.post_attn_norm);
+    vec(b + "ffn_norm.weight", lw.ffn_norm);
+    vec(b + "post_ffw_norm.weight", lw.post_ffn_norm);
+    matrix(b + "ffn_gate.weight", lw.w_gate, c.hidden_dim, c.dim);
+    matrix(b + "ffn_up.weight", lw.w_up, c.hidden_dim, c.dim);
+    matrix(b + "ffn_down.weight", lw.w_down, c.dim, c.hidden_dim);
+  }
+  w.write(path);
+}
+
+// The last position's logits of `tokens` through `m` are those of the naive forward pass of
+// `want` (the model it was written from).
+void expect_naive_logits(const Model& m, const Model& want, const std::vector<int>& tokens) {
+  Engine e(m);
+  const std::span<const float> logits = e.prefill(tokens);
+  const tiny::Reference ref = tiny::reference_forward(want, tokens);
+  const std::size_t last = (tokens.size() - 1) * want.config.vocab_size;
+  for (int i = 0; i < want.config.vocab_size; ++i) EXPECT_NEAR(logits[i], ref.logits[last + i], 1e-4) << i;
+}
+
+// A qwen3 GGUF: q/k in Hugging Face's rotate-half order, attn_q_norm / attn_k_norm [head_dim] per
+// layer, key_length wider than dim / head_count (as in Qwen3-0.6B: 1024 / 16 heads of 128). The
+// weights load as written and the engine's logits are the naive forward pass's.
 TEST(GgufModel, Qwen3WithQkNormAndWideHeads) {
   ModelConfig c = tiny::tiny_config();
   c.head_dim = 16;  // q width 64 from a dim of 32
   c.qk_norm = true;
-  c.tied_classifier = true;
   c.rope_theta = 1000000.0f;
   c.rms_eps = 1e-6f;
   const Model want = tiny::to_rotate_half(tiny::random_model(c, 41));
-  const auto write = [&](const std::string& path, const std::set<std::string>& omit) {
-    testing::GgufWriter w;
-    w.add_string("general.architecture", "qwen3");
-    w.add_u32("qwen3.embedding_length", c.dim);
-    w.add_u32("qwen3.feed_forward_length", c.hidden_dim);
-    w.add_u32("qwen3.block_count", c.n_layers);
-    w.add_u32("qwen3.attention.head_count", c.n_heads);
-    w.add_u32("qwen3.attention.head_count_kv", c.n_kv_heads);
-    w.add_u32("qwen3.attention.key_length", c.head_dim);
-    w.add_u32("qwen3.context_length", c.seq_len);
-    w.add_f32("qwen3.rope.freq_base", c.rope_theta);
-    w.add_f32("qwen3.attention.layer_norm_rms_epsilon", c.rms_eps);
-    const auto matrix = [&](const std::string& name, const PackedMatrix& m, uint64_t rows, uint64_t cols) {
-      const WeightVector v = m.unpacked();
-      w.add_f32_tensor(name, {cols, rows}, std::vector<float>(v.begin(), v.end()));
-    };
-    const auto vec = [&](const std::string& name, const WeightVector& v) {
-      if (!omit.count(name)) w.add_f32_tensor(name, {v.size()}, std::vector<float>(v.begin(), v.end()));
-    };
-    matrix("token_embd.weight", want.weights.token_embedding, c.vocab_size, c.dim);
-    vec("output_norm.weight", want.weights.final_norm);
-    for (int l = 0; l < c.n_layers; ++l) {
-      const LayerWeights& lw = want.weights.layers[l];
-      const std::string b = "blk." + std::to_string(l) + ".";
-      vec(b + "attn_norm.weight", lw.attn_norm);
-      matrix(b + "attn_q.weight", lw.wq, c.q_dim(), c.dim);
-      matrix(b + "attn_k.weight", lw.wk, c.kv_dim(), c.dim);
-      matrix(b + "attn_v.weight", lw.wv, c.kv_dim(), c.dim);
-      matrix(b + "attn_output.weight", lw.wo, c.dim, c.q_dim());
-      vec(b + "attn_q_norm.weight", lw.q_norm);
-      vec(b + "attn_k_norm.weight", lw.k_norm);
-      vec(b + "ffn_norm.weight", lw.ffn_norm);
-      matrix(b + "ffn_gate.weight", lw.w_gate, c.hidden_dim, c.dim);
-      matrix(b + "ffn_up.weight", lw.w_up, c.hidden_dim, c.dim);
-      matrix(b + "ffn_down.weight", lw.w_down, c.dim, c.hidden_dim);
-    }
-    w.write(path);
-  };
   TempDir dir;
   const std::string path = dir.file("qwen3.gguf");
-  write(path, {});
+  write_model_gguf(path, "qwen3", want);
   const Model m = load_model(path);
   EXPECT_EQ(m.config.arch, "qwen3");
   EXPECT_TRUE(m.config.qk_norm);
@@ -270,73 +289,27 @@ TEST(GgufModel, Qwen3WithQkNormAndWideHeads) {
     EXPECT_EQ(m.weights.layers[l].k_norm, want.weights.layers[l].k_norm) << l;
     EXPECT_EQ(m.weights.layers[l].wq.unpacked(), want.weights.layers[l].wq.unpacked()) << l;
   }
-  const std::vector<int> tokens = {1, 5, 9, 3, 14, 7, 22, 30};
-  Engine e(m);
-  const std::span<const float> logits = e.prefill(tokens);
-  const tiny::Reference ref = tiny::reference_forward(want, tokens);
-  const std::size_t last = (tokens.size() - 1) * c.vocab_size;
-  for (int i = 0; i < c.vocab_size; ++i) EXPECT_NEAR(logits[i], ref.logits[last + i], 1e-4) << i;
+  expect_naive_logits(m, want, {1, 5, 9, 3, 14, 7, 22, 30});
 
   const std::string missing = dir.file("no-k-norm.gguf");
-  write(missing, {"blk.1.attn_k_norm.weight"});
+  write_model_gguf(missing, "qwen3", want, {"blk.1.attn_k_norm.weight"});
   EXPECT_EQ(input_error_of([&] { load_model(missing); }), missing + ": missing tensor blk.1.attn_k_norm.weight");
 }
 
-// A gemma3 GGUF as llama.cpp's converter writes one (its norms already 1 + HF's weights): every
-// 6th layer global, the others local within attention.sliding_window with RoPE base 10000,
-// post-block norms, GeGLU and embeddings scaled by sqrt(dim), as the naive forward pass runs them;
+// A gemma3 GGUF (its norms already 1 + HF's weights, as the converter writes them): every 6th layer
+// global, the others local within attention.sliding_window with RoPE base 10000, post-block
+// norms, GeGLU and embeddings scaled by sqrt(dim), as the naive forward pass runs them;
 // soft-capping refused.
 TEST(GgufModel, Gemma3LocalAndGlobalLayers) {
   ModelConfig c = tiny::gemma3_config();
   c.n_layers = 6;
   c.local_layers = {1, 1, 1, 1, 1, 0};
   c.rope_local_theta = 10000.0f;
-  c.tied_classifier = true;
   const Model want = tiny::random_model(c, 43);
-  const auto write = [&](const std::string& path, bool softcap) {
-    testing::GgufWriter w;
-    w.add_string("general.architecture", "gemma3");
-    w.add_u32("gemma3.embedding_length", c.dim);
-    w.add_u32("gemma3.feed_forward_length", c.hidden_dim);
-    w.add_u32("gemma3.block_count", c.n_layers);
-    w.add_u32("gemma3.attention.head_count", c.n_heads);
-    w.add_u32("gemma3.attention.head_count_kv", c.n_kv_heads);
-    w.add_u32("gemma3.attention.key_length", c.head_dim);
-    w.add_u32("gemma3.attention.sliding_window", c.sliding_window);
-    w.add_f32("gemma3.rope.freq_base", c.rope_theta);
-    w.add_f32("gemma3.attention.layer_norm_rms_epsilon", c.rms_eps);
-    if (softcap) w.add_f32("gemma3.final_logit_softcapping", 30.0f);
-    const auto matrix = [&](const std::string& name, const PackedMatrix& m, uint64_t rows, uint64_t cols) {
-      const WeightVector v = m.unpacked();
-      w.add_f32_tensor(name, {cols, rows}, std::vector<float>(v.begin(), v.end()));
-    };
-    const auto vec = [&](const std::string& name, const WeightVector& v) {
-      w.add_f32_tensor(name, {v.size()}, std::vector<float>(v.begin(), v.end()));
-    };
-    matrix("token_embd.weight", want.weights.token_embedding, c.vocab_size, c.dim);
-    vec("output_norm.weight", want.weights.final_norm);
-    for (int l = 0; l < c.n_layers; ++l) {
-      const LayerWeights& lw = want.weights.layers[l];
-      const std::string b = "blk." + std::to_string(l) + ".";
-      vec(b + "attn_norm.weight", lw.attn_norm);
-      matrix(b + "attn_q.weight", lw.wq, c.q_dim(), c.dim);
-      matrix(b + "attn_k.weight", lw.wk, c.kv_dim(), c.dim);
-      matrix(b + "attn_v.weight", lw.wv, c.kv_dim(), c.dim);
-      matrix(b + "attn_output.weight", lw.wo, c.dim, c.q_dim());
-      vec(b + "attn_q_norm.weight", lw.q_norm);
-      vec(b + "attn_k_norm.weight", lw.k_norm);
-      vec(b + "post_attention_norm.weight", lw.post_attn_norm);
-      vec(b + "ffn_norm.weight", lw.ffn_norm);
-      vec(b + "post_ffw_norm.weight", lw.post_ffn_norm);
-      matrix(b + "ffn_gate.weight", lw.w_gate, c.hidden_dim, c.dim);
-      matrix(b + "ffn_up.weight", lw.w_up, c.hidden_dim, c.dim);
-      matrix(b + "ffn_down.weight", lw.w_down, c.dim, c.hidden_dim);
-    }
-    w.write(path);
-  };
+  const auto window = [&](testing::GgufWriter& w) { w.add_u32("gemma3.attention.sliding_window", c.sliding_window); };
   TempDir dir;
   const std::string path = dir.file("gemma3.gguf");
-  write(path, false);
+  write_model_gguf(path, "gemma3", want, {}, window);
   const Model m = load_model(path);
   EXPECT_EQ(m.config.local_layers, c.local_layers);
   EXPECT_EQ(m.config.sliding_window, c.sliding_window);
@@ -344,15 +317,13 @@ TEST(GgufModel, Gemma3LocalAndGlobalLayers) {
   EXPECT_EQ(m.config.activation, Activation::GeluTanh);
   EXPECT_EQ(m.config.embed_scale, std::sqrt(32.0f));
   EXPECT_EQ(m.weights.layers[3].post_ffn_norm, want.weights.layers[3].post_ffn_norm);
-  const std::vector<int> tokens = {1, 5, 9, 3, 14, 7, 22, 30, 2, 11};  // longer than the window
-  Engine e(m);
-  const std::span<const float> logits = e.prefill(tokens);
-  const tiny::Reference ref = tiny::reference_forward(want, tokens);
-  const std::size_t last = (tokens.size() - 1) * c.vocab_size;
-  for (int i = 0; i < c.vocab_size; ++i) EXPECT_NEAR(logits[i], ref.logits[last + i], 1e-4) << i;
+  expect_naive_logits(m, want, {1, 5, 9, 3, 14, 7, 22, 30, 2, 11});  // longer than the window
 
   const std::string capped = dir.file("softcap.gguf");
-  write(capped, true);
+  write_model_gguf(capped, "gemma3", want, {}, [&](testing::GgufWriter& w) {
+    window(w);
+    w.add_f32("gemma3.final_logit_softcapping", 30.0f);
+  });
   EXPECT_EQ(input_error_of([&] { load_model(capped); }),
             capped + ": gemma3.final_logit_softcapping (soft-capping) is not supported");
 }

@@ -35,6 +35,17 @@ const std::vector<std::string> kTexts = {
     "ZZZ qqq xyzzy",
 };
 
+// A tokenizer.json's text with its normalizer object replaced by `normalizer` (JSON text).
+std::string with_normalizer(std::string text, const std::string& normalizer) {
+  const std::size_t start = text.find("{", text.find("\"normalizer\""));
+  std::size_t end = start;
+  for (int depth = 0; end < text.size(); ++end) {
+    depth += text[end] == '{' ? 1 : text[end] == '}' ? -1 : 0;
+    if (depth == 0) break;
+  }
+  return text.replace(start, end + 1 - start, normalizer);
+}
+
 TEST(TokenizerJson, Stories260KMatchesTok512) {
   const std::string path = shared_model("stories260K-hf/tokenizer.json");
   const auto json = load_tokenizer_json(path);
@@ -72,13 +83,7 @@ TEST(TokenizerJson, MetaspaceVariantMatches) {
   const std::vector<char> raw = testing::read_bytes(shared_model("stories260K-hf/tokenizer.json"));
   std::string text(raw.begin(), raw.end());
   // Replace the normalizer object by null and the pre-tokenizer by Metaspace.
-  const std::size_t start = text.find("{", text.find("\"normalizer\""));
-  std::size_t end = start;
-  for (int depth = 0; end < text.size(); ++end) {
-    depth += text[end] == '{' ? 1 : text[end] == '}' ? -1 : 0;
-    if (depth == 0) break;
-  }
-  text.replace(start, end + 1 - start, "null");
+  text = with_normalizer(text, "null");
   const std::string pre = "\"pre_tokenizer\": null";
   text.replace(text.find(pre), pre.size(),
                "\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\xE2\x96\x81\", "
@@ -110,15 +115,8 @@ TEST(TokenizerJson, MetaspaceVariantMatches) {
 TEST(TokenizerJson, GemmaSplitAtSpacesAfterTheReplaceSplitsNothing) {
   const std::vector<char> raw = testing::read_bytes(shared_model("stories260K-hf/tokenizer.json"));
   std::string text(raw.begin(), raw.end());
-  const std::size_t start = text.find("{", text.find("\"normalizer\""));
-  std::size_t end = start;
-  for (int depth = 0; end < text.size(); ++end) {
-    depth += text[end] == '{' ? 1 : text[end] == '}' ? -1 : 0;
-    if (depth == 0) break;
-  }
-  const std::string replace_only =
-      "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\xE2\x96\x81\"}";
-  text.replace(start, end + 1 - start, replace_only);
+  text = with_normalizer(
+      text, "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\xE2\x96\x81\"}");
   TempDir dir;
   write_bytes(dir.file("plain.json"), text.data(), text.size());
   const std::string pre = "\"pre_tokenizer\": null";

@@ -14,32 +14,22 @@ namespace {
 using test::download;
 using test::upload;
 
-TEST(CudaSwiglu, MatchesCpuTwin) {
+TEST(CudaSwiglu, MatchesCpuTwins) {
   KVS_REQUIRE_GPU();
   const long n = 100003;
   const auto gate = test::random_vec(n, 40, -12.0f, 12.0f);  // [n]
   const auto up = test::random_vec(n, 41, -2.0f, 2.0f);      // [n]
-  std::vector<float> want = gate;
-  ops::swiglu(want.data(), up.data(), n);
-
-  auto dgate = upload(gate), dup = upload(up);
-  swiglu(dgate.get(), dup.get(), n, nullptr);
-  test::sync("swiglu");
-  EXPECT_TRUE(test::all_close(download(dgate), want, 1e-5, 1e-6));
-}
-
-TEST(CudaSwiglu, GegluMatchesCpuTwin) {
-  KVS_REQUIRE_GPU();
-  const long n = 100003;
-  const auto gate = test::random_vec(n, 42, -12.0f, 12.0f);  // [n]
-  const auto up = test::random_vec(n, 43, -2.0f, 2.0f);      // [n]
-  std::vector<float> want = gate;
-  ops::geglu_tanh(want.data(), up.data(), n);
-
-  auto dgate = upload(gate), dup = upload(up);
-  geglu_tanh(dgate.get(), dup.get(), n, nullptr);
-  test::sync("geglu_tanh");
-  EXPECT_TRUE(test::all_close(download(dgate), want, 1e-5, 1e-6));
+  for (const bool gelu : {false, true}) {
+    SCOPED_TRACE(gelu ? "geglu_tanh" : "swiglu");
+    std::vector<float> want = gate;
+    if (gelu) ops::geglu_tanh(want.data(), up.data(), n);
+    else ops::swiglu(want.data(), up.data(), n);
+    auto dgate = upload(gate), dup = upload(up);
+    if (gelu) geglu_tanh(dgate.get(), dup.get(), n, nullptr);
+    else swiglu(dgate.get(), dup.get(), n, nullptr);
+    test::sync("gate");
+    EXPECT_TRUE(test::all_close(download(dgate), want, 1e-5, 1e-6));
+  }
 }
 
 }  // namespace
