@@ -77,7 +77,9 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
   q = qkv.get();
   att = cuda::DeviceBuffer<float>(c.q_dim(), "activations");
   ffn = cuda::DeviceBuffer<float>(c.hidden_dim, "activations");
-  if (!layers.empty() && layers[0].post_attn_norm.size()) block_out = cuda::DeviceBuffer<float>(c.dim, "activations");
+  // add_product's staging, for a model with norms after its blocks (every layer alike)
+  if (!layers.empty() && (layers[0].post_attn_norm.size() || layers[0].post_ffn_norm.size()))
+    block_out = cuda::DeviceBuffer<float>(c.dim, "activations");
   logits = cuda::DeviceBuffer<float>(c.vocab_size, "logits");
   lse = cuda::DeviceBuffer<float>(static_cast<std::size_t>(L) * H, "attention rows");
   att_scratch = cuda::DeviceBuffer<float>(cuda::attend_decode_scratch_floats(H, c.seq_len, c.head_dim),
@@ -479,9 +481,9 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
 
     // Seven launches a layer: the attention norm, the q/k/v product and its biases in one; the
     // QK-norm (Qwen3), RoPE and the append of the new key and value to the end of each KV head's
-    // rows in one; the
-    // attention (two); the output product with the residual; the FFN norm, gate/up product and
-    // SwiGLU in one; the down product with the residual.
+    // rows in one; the attention (two); the output product with the residual; the FFN norm,
+    // gate/up product and SwiGLU in one; the down product with the residual. A model with norms
+    // after its blocks (Gemma 3) adds one launch to each residual add.
     cuda::matvec(q, lw.wqkv.get(), x.get(), qd + 2 * kvd, dim, 0.0f, stream, {lw.attn_norm.get(), c.rms_eps},
                  lw.bqkv.size() ? lw.bqkv.get() : nullptr);  // q, k, v
     if (per_layer_meta) {

@@ -26,15 +26,14 @@ namespace kvs {
 struct Engine::State {
   State(const Model& m, bool rope_in_cache)
       : store(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, m.config.seq_len),
-        rope(rope_inv_freq(m)), rope_local(rope_local_inv_freq(m)), has_local(!m.config.local_layers.empty()),
-        local_layers(m.config.local_layers), rope_in_cache(rope_in_cache),
+        rope(rope_inv_freq(m)), rope_local(rope_local_inv_freq(m)), local_layers(m.config.local_layers),
+        rope_in_cache(rope_in_cache),
         ranges_left(std::make_unique<std::atomic<int>[]>(m.config.n_kv_heads)) {}
 
   KvStore store;
   ops::RopeTable rope;        // the global layers' (every layer's, without local ones)
   ops::RopeTable rope_local;  // the local layers' (ModelConfig::local_layers)
-  const bool has_local;
-  const std::vector<uint8_t> local_layers;  // [n_layers] or empty
+  const std::vector<uint8_t> local_layers;  // [n_layers] or empty (ModelConfig::local_layers)
   const bool rope_in_cache;  // EngineOptions::rope_in_cache
   AttentionObserver* observer = nullptr;
   CacheController* controller = nullptr;
@@ -118,10 +117,10 @@ struct Engine::State {
   // Positions 0..n_pos-1 in the tables the layers use.
   void reserve_rope(int n_pos) {
     rope.reserve(n_pos);
-    if (has_local) rope_local.reserve(n_pos);
+    if (!local_layers.empty()) rope_local.reserve(n_pos);
   }
   const ops::RopeTable& rope_of(int layer) const {
-    return has_local && local_layers[layer] ? rope_local : rope;
+    return !local_layers.empty() && local_layers[layer] ? rope_local : rope;
   }
 
   // rope_in_cache: rotates every attended (pre-RoPE) key of `layer` by its slot in the cache (its

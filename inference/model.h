@@ -131,10 +131,12 @@ struct LayerWeights {
   WeightVector bq;         // [n_heads*head_dim] or empty
   WeightVector bk;         // [n_kv_heads*head_dim] or empty
   WeightVector bv;         // [n_kv_heads*head_dim] or empty
-  WeightVector q_norm;     // [head_dim] or empty: the RMSNorm weight of every query head (Qwen3)
+  WeightVector q_norm;     // [head_dim] or empty: every query head's RMSNorm weight (Qwen3, Gemma 3)
   WeightVector k_norm;     // [head_dim] or empty: the same for every key head
-  WeightVector post_attn_norm;  // [dim] or empty: the attention's output normalised before the residual add (Gemma)
-  WeightVector post_ffn_norm;   // [dim] or empty: the same for the FFN's output
+  // [dim] each or empty: the attention's and the FFN's outputs normalised before the residual add
+  // (Gemma 3)
+  WeightVector post_attn_norm;
+  WeightVector post_ffn_norm;
   WeightVector ffn_norm;   // [dim]
   PackedMatrix w_gate;     // [hidden_dim, dim]  (llama2.c w1)
   PackedMatrix w_up;       // [hidden_dim, dim]  (llama2.c w3)

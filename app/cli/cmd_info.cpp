@@ -134,6 +134,7 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
   }
   const ModelConfig& c = model.config;
   const double params = static_cast<double>(model.parameter_count());
+  const int local_layers = static_cast<int>(std::count(c.local_layers.begin(), c.local_layers.end(), 1));
   if (json) {
     JsonObject o;
     o.add("kind", "model").add("path", path).add("format", model.format).add("arch", c.arch)
@@ -146,7 +147,7 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add_bool("tied_classifier", c.tied_classifier).add_bool("qkv_bias", c.qkv_bias)
         .add_bool("qk_norm", c.qk_norm)
         .add("activation", c.activation == Activation::GeluTanh ? "gelu_tanh" : "silu")
-        .add("local_layers", static_cast<int>(std::count(c.local_layers.begin(), c.local_layers.end(), 1)))
+        .add("local_layers", local_layers)
         .add("parameters", params);
     if (tok) o.add("tokenizer", tok->kind()).add("end_ids", text_end_ids(model, *tok));
     else o.add_null("tokenizer").add("tokenizer_problem", tok_problem);
@@ -160,12 +161,11 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
               c.dim, c.hidden_dim, c.n_layers, c.n_layers == 1 ? "" : "s", c.n_heads, c.n_kv_heads, c.group(),
               c.head_dim);
   std::string window = c.sliding_window > 0 ? " (sliding window " + std::to_string(c.sliding_window) : "";
-  if (!c.local_layers.empty()) {
-    int local = 0;
-    for (uint8_t l : c.local_layers) local += l;
+  if (local_layers > 0) {
     char base[64];
     std::snprintf(base, sizeof base, "%g", c.rope_local_theta);
-    window += " on " + std::to_string(local) + " of " + std::to_string(c.n_layers) + " layers, local rope theta " + base;
+    window += " on " + std::to_string(local_layers) + " of " + std::to_string(c.n_layers) +
+              " layers, local rope theta " + base;
   }
   if (!window.empty()) window += ")";
   std::printf("vocab      %d; context %d%s; rope theta %g (%s%s%s); rms eps %g\n", c.vocab_size, c.seq_len,
