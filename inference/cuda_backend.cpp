@@ -277,6 +277,7 @@ template <class T>
 void Impl<T>::enqueue_logits(const float* x_last) {
   cuda::matvec(logits.get(), c.tied_classifier ? embedding.get() : classifier.get(), x_last, c.vocab_size,
                c.dim, 0.0f, stream, {final_norm.get(), c.rms_eps});
+  cuda::softcap(logits.get(), c.vocab_size, c.final_softcap, stream);
   cuda::check(cudaMemcpyAsync(logits_host.get(), logits.get(), logits.bytes(), cudaMemcpyDeviceToHost, stream),
               "logits copy");
 }
@@ -427,7 +428,6 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
                                                  CacheController* controller) {
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
   const int H = c.n_heads, n_kv = c.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const bool interleaved = c.rope_style == RopeStyle::Interleaved;
   const bool rope_in_cache = options.rope_in_cache;
   // Which layers' rows go to the host: those the observer or the controller reads.
@@ -528,7 +528,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     const bool on_device = rank_keys_n >= 0 || reductions[l].has_value();
     cuda::attend_decode(att.get(), rows_to_host[l] || on_device ? probs_l : nullptr, rows_cap, lse_l, q,
                         cache->keys(l), cache->values(l), cache->head_stride(), rows_dev, rows_stride, m_dev + n_kv,
-                        max_rows, H, n_kv, hd, scale, rope_in_cache ? rope_cos_of(l) : nullptr,
+                        max_rows, H, n_kv, hd, c.scoring(), rope_in_cache ? rope_cos_of(l) : nullptr,
                         rope_in_cache ? rope_sin_of(l) : nullptr,
                         rope_in_cache && rows_stride > 0 ? cache->list_slots(l) : nullptr, interleaved,
                         att_scratch.get(), stream);

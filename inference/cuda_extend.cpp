@@ -26,7 +26,7 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim();
   const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group(), L = c.n_layers;
   const int parts = kSplitParts<T>;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = c.scoring().scale;  // the GEMMs scale the scores; the softmax soft-caps them
   const bool interleaved = c.rope_style == RopeStyle::Interleaved;
   const std::size_t nz = n;
   if (observer) {
@@ -150,7 +150,7 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
                      "extend scores");
         }
         cuda::softmax_ranges(S.get(), S_lse.get(), Sp.get(), group * head_block, parts, group, nq, m, ld,
-                             range_dev.get() + i0, range_dev.get() + nz + i0, stream);
+                             range_dev.get() + i0, range_dev.get() + nz + i0, c.attn_softcap, stream);
         // ATT_h[nq, hd] = P_r[nq, m] · VG[m, hd], P part by part
         for (int p = 0; p < parts; ++p) {
           blas_check(cuda::blas().gemm_strided_batched_ex(

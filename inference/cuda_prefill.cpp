@@ -101,7 +101,7 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
   const int P = static_cast<int>(tokens.size());
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim();
   const int H = c.n_heads, n_kv = c.n_kv_heads, group = c.group();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = c.scoring().scale;  // the GEMMs scale the scores; the softmax soft-caps them
   const bool interleaved = c.rope_style == RopeStyle::Interleaved;
   cache->clear();
   pos_ = 0;
@@ -189,7 +189,7 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
         }
       }
       cuda::softmax_causal(S.get(), S_lse.get(), Sp.get(), H * head_block, parts, H, nq, n_keys, ld, q0,
-                           c.window(l), stream);
+                           c.window(l), c.attn_softcap, stream);
       for (int r = 0; r < group; ++r) {
         // ATT_h[nq, hd] = P_h[nq, n_keys] · V_g[n_keys, hd], P part by part
         for (int p = 0; p < parts; ++p) {

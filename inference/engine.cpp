@@ -32,6 +32,7 @@
 #include "kernels/quant.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "kernels/softcap.h"
 #include "kernels/swiglu.h"
 
 namespace kvs {
@@ -116,6 +117,15 @@ void embed_rows(float* X, const Model& m, std::span<const int> tokens) {
     if (scale != 1.0f)
       for (int e = 0; e < dim; ++e) x[e] *= scale;
   }
+}
+
+// logits [vocab] <- the classifier's logits of the residual row x [dim], through the final norm
+// (in xb [dim]) and the model's soft cap.
+void row_logits(float* logits, float* xb, const float* x, const Model& m) {
+  const ModelConfig& c = m.config;
+  ops::rmsnorm(xb, x, m.weights.final_norm.data(), c.dim, c.rms_eps);
+  ops::matvec_packed(logits, m.classifier().data(), xb, c.vocab_size, c.dim);
+  ops::softcap(logits, c.vocab_size, c.final_softcap);
 }
 
 // RoPE on n rows of Q [n, q_dim] and K [n, kv_dim] at positions pos0..pos0+n-1.
@@ -293,7 +303,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   State& s = *state_;
   const ModelWeights& w = model_.weights;
   const int group = c.group();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const ops::Scoring score = c.scoring();
   const auto pairing = c.rope_style == RopeStyle::Interleaved ? ops::RopePairing::Interleaved
                                                                : ops::RopePairing::RotateHalf;
   if (s.observer) {
@@ -362,7 +372,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
         const std::size_t row = static_cast<std::size_t>(q0) * qd + h * hd;
         ops::attend_causal_block(ATT.data() + row, qd, probs.data(), lse.data(), Q.data() + row, qd,
                                  KP.data() + g * panel_floats, VH.data() + static_cast<std::size_t>(g) * P * hd, hd,
-                                 q0, nq, hd, c.window(l), scale, B);
+                                 q0, nq, hd, c.window(l), score, B);
         if (!s.observer) continue;
         for (int b = 0; b * B < nq; ++b)
           s.observer->on_attention(AttentionBlock::prefill(l, h, q0 + b * B, std::min(B, nq - b * B),
@@ -375,9 +385,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   }
   s.pos = P;
 
-  ops::rmsnorm(s.xb.data(), X.data() + static_cast<std::size_t>(P - 1) * dim, w.final_norm.data(),
-               dim, c.rms_eps);
-  ops::matvec_packed(s.logits.data(), model_.classifier().data(), s.xb.data(), c.vocab_size, dim);
+  row_logits(s.logits.data(), s.xb.data(), X.data() + static_cast<std::size_t>(P - 1) * dim, model_);
   if (s.observer) s.observer->on_prefill_end(P);
   if (s.controller) s.controller->after_prefill(P, s.store);
   if (s.observer) s.observer->on_logits(P - 1, s.logits);
@@ -473,7 +481,7 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
   const ModelWeights& w = model_.weights;
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
   const int group = c.group();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const ops::Scoring score = c.scoring();
   const auto pairing = c.rope_style == RopeStyle::Interleaved ? ops::RopePairing::Interleaved
                                                                : ops::RopePairing::RotateHalf;
   if (s.observer)
@@ -526,7 +534,7 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
           const std::size_t at = static_cast<std::size_t>(i0) * qd + static_cast<std::size_t>(h) * hd;
           try {
             ops::attend_gathered_block(ATT.data() + at, qd, probs.data(), lse.data(), Q.data() + at, qd, nq, pos0 + i0,
-                                       KG.data(), VT.data(), key_pos, m, hd, window, scale);
+                                       KG.data(), VT.data(), key_pos, m, hd, window, score);
           } catch (const std::logic_error& e) {  // a controller left a query nothing: say where
             throw std::logic_error("layer " + std::to_string(l) + " KV head " + std::to_string(g) + ": " + e.what());
           }
@@ -545,8 +553,7 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
     ffn_rows(lw, c, X.data(), XB.data(), G.data(), U.data(), n);
   }
   s.pos = pos0 + n;
-  ops::rmsnorm(s.xb.data(), X.data() + static_cast<std::size_t>(n - 1) * dim, w.final_norm.data(), dim, c.rms_eps);
-  ops::matvec_packed(s.logits.data(), model_.classifier().data(), s.xb.data(), c.vocab_size, dim);
+  row_logits(s.logits.data(), s.xb.data(), X.data() + static_cast<std::size_t>(n - 1) * dim, model_);
   if (s.observer) s.observer->on_logits(pos0 + n - 1, s.logits);
   return s.logits;
 }
@@ -559,7 +566,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
   const ModelWeights& w = model_.weights;
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
   const int group = c.group();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const ops::Scoring score = c.scoring();
   const auto pairing = c.rope_style == RopeStyle::Interleaved ? ops::RopePairing::Interleaved
                                                                : ops::RopePairing::RotateHalf;
   // Weight panels per dealt chunk: 32 rows (96 KiB at dim 768), a short tail at the join.
@@ -655,7 +662,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
                               s.probs.data() + static_cast<std::size_t>(h0) * s.cap, s.cap, s.part_m.data() + at,
                               s.part_l.data() + at, max_ranges, queries + static_cast<std::size_t>(h0) * hd, group,
                               keys, s.store.values(l, g), s.head_rows[g],
-                              r * kRangeKeys, std::min(s.n_rows[g], (r + 1) * kRangeKeys), hd, scale, next_keys);
+                              r * kRangeKeys, std::min(s.n_rows[g], (r + 1) * kRangeKeys), hd, score, next_keys);
         // acq_rel: the last range's thread sees the other ranges' parts before merging them.
         if (s.ranges_left[g].fetch_sub(1, std::memory_order_acq_rel) == 1)
           for (int h = h0; h < h0 + group; ++h) merge(h);
@@ -701,6 +708,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
   ops::rmsnorm(s.xb.data(), s.x.data(), w.final_norm.data(), dim, c.rms_eps);
   const ops::MatvecJob classifier[] = {{s.logits.data(), model_.classifier().data(), c.vocab_size}};
   product(classifier, s.xb.data(), dim);
+  ops::softcap(s.logits.data(), c.vocab_size, c.final_softcap);
 }
 
 }  // namespace kvs

@@ -1,6 +1,7 @@
 // Llama-family model description: hyper-parameters and fp32 weights, whatever file they came from.
 // Loaders (llama2.c .bin, GGUF, HF safetensors) fill a Model; the engine only reads it.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "inference/huge_pages.h"
+#include "kernels/softcap.h"
 
 namespace kvs {
 
@@ -29,7 +31,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 | gemma3
+  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 | gemma2 | gemma3
   std::string name;            // human-readable model name
   int dim = 0;                 // hidden size
   int hidden_dim = 0;          // FFN inner size
@@ -51,7 +53,11 @@ struct ModelConfig {
   // Sliding-window attention (Mistral-7B-v0.1): the query at q attends keys k > q - sliding_window
   // only; 0 = none.
   int sliding_window = 0;
-  // Layers of two kinds (Gemma 3): [n_layers], 1 where the layer is local (attends within
+  // Soft caps (Gemma 2; 0: none): each attention score becomes attn_softcap * tanh(score /
+  // attn_softcap) before its softmax, each logit final_softcap * tanh(logit / final_softcap).
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
+  // Layers of two kinds (Gemma 2 and 3): [n_layers], 1 where the layer is local (attends within
   // sliding_window, rotates with rope_local_theta, unscaled), 0 where it is global (every key,
   // rope_theta with rope_scaling). Empty: every layer alike, windowed where sliding_window > 0.
   std::vector<uint8_t> local_layers;

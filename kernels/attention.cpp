@@ -140,14 +140,14 @@ void mix_values(float* out, long out_stride, const float* probs, long probs_stri
     }
 }
 
-// probs[i * probs_stride + j] = scale * q_i . key(j) for NQ heads (q_i = q + i * head_dim) and
+// probs[i * probs_stride + j] = score.scale * q_i . key(j) for NQ heads (q_i = q + i * head_dim) and
 // j0 <= j < j1 (head_dim = HD when HD is not 0), one key at a time, its row read front to back
 // for each head (the heads after the first find it in L1). Four keys at a time, their rows
 // interleaved in 8-float steps and each step loaded once for all heads, read stories110M's cache
 // slower on the 2026-11-28 host: decode 0.963 -> 0.972 of the limit after 512 tokens at ~33 GB/s,
 // 0.856 -> 0.903 at ~55 (in-process A/B; docs/performance.md).
 template <int NQ, int HD, class KeyRow, class ValueRow>
-void score_keys(float* probs, long probs_stride, const float* q, int j0, int j1, int head_dim, float scale,
+void score_keys(float* probs, long probs_stride, const float* q, int j0, int j1, int head_dim, Scoring score,
                 KeyRow key, ValueRow value) {
   if (HD) head_dim = HD;
   const int hd16 = head_dim / 16 * 16, hd8 = head_dim / 8 * 8;  // whole 8-wide vectors, in pairs
@@ -168,7 +168,7 @@ void score_keys(float* probs, long probs_stride, const float* q, int j0, int j1,
       if (d < hd8) even += load_as<f32x8>(qi + d) * load_as<f32x8>(k + d);
       float s = lane_sum(even + odd);
       for (d = hd8; d < head_dim; ++d) s += qi[d] * k[d];
-      probs[i * probs_stride + j] = scale * s;
+      probs[i * probs_stride + j] = score.scale * s;
     }
   }
 }
@@ -221,14 +221,16 @@ void mix_tile(float* const* out, const float* sc, long ld, int n, int nr, int he
 template <int HD, class KeyRow, class ValueRow>
 void attend_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
                  long stat_stride, const float* q_all, int n_q, KeyRow key, ValueRow value, int j0, int j1,
-                 int head_dim, float scale, const float* next_keys) {
+                 int head_dim, Scoring score, const float* next_keys) {
   if (HD) head_dim = HD;
   for (int i0 = 0; i0 < n_q; i0 += kHeadGroup) {
     auto heads = [&]<int NQ>() {
       score_keys<NQ, HD>(probs + i0 * probs_stride, probs_stride, q_all + static_cast<long>(i0) * head_dim, j0, j1,
-                         head_dim, scale, key, value);
-      for (int i = i0; i < i0 + NQ; ++i)
+                         head_dim, score, key, value);
+      for (int i = i0; i < i0 + NQ; ++i) {
+        softcap(probs + i * probs_stride + j0, j1 - j0, score.softcap);
         l[i * stat_stride] = exp_shifted(probs + i * probs_stride + j0, j1 - j0, &m[i * stat_stride]);
+      }
       // The last group's values end the range: then the next range's keys are read.
       mix_values<NQ, HD>(part_out + i0 * out_stride, out_stride, probs + i0 * probs_stride, probs_stride, j0, j1,
                          head_dim, value, i0 + NQ >= n_q ? next_keys : nullptr);
@@ -255,14 +257,14 @@ void attend_part(float* part_out, long out_stride, float* probs, long probs_stri
 // ms a token.
 void attend_rows_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
                       long stat_stride, const float* q_all, int n_q, const float* keys, const float* values,
-                      const int32_t* rows, int j0, int j1, int head_dim, float scale, const float* next_keys) {
+                      const int32_t* rows, int j0, int j1, int head_dim, Scoring score, const float* next_keys) {
   // A range of consecutive rows (a cache nothing was evicted from) is addressed without the list.
   bool run = true;
   for (int j = j0; j < j1; ++j) run &= rows[j] == rows[j0] + (j - j0);
   const long first = run && j1 > j0 ? rows[j0] - j0 : 0;  // a run's row of key j: first + j
   auto part = [&]<int HD>(auto key, auto value) {
     attend_part<HD>(part_out, out_stride, probs, probs_stride, m, l, stat_stride, q_all, n_q, key, value, j0, j1,
-                    head_dim, scale, next_keys);
+                    head_dim, score, next_keys);
   };
   // Common head sizes compiled as constants: their loops unrolled, a run read ~1.5x faster.
   auto sized = [&](auto key, auto value) {
@@ -299,11 +301,11 @@ float attend_rows_merge(float* out, float* probs, int n_keys, int seg_keys, cons
 }
 
 float attend_rows(float* out, float* probs, const float* q, const float* keys,
-                  const float* values, const int32_t* rows, int n_keys, int head_dim, float scale) {
+                  const float* values, const int32_t* rows, int n_keys, int head_dim, Scoring score) {
   thread_local std::vector<float> part;  // [head_dim] the unnormalized value mix
   part.resize(head_dim);
   float m = 0.0f, l = 0.0f;
-  attend_rows_part(part.data(), 0, probs, 0, &m, &l, 0, q, 1, keys, values, rows, 0, n_keys, head_dim, scale);
+  attend_rows_part(part.data(), 0, probs, 0, &m, &l, 0, q, 1, keys, values, rows, 0, n_keys, head_dim, score);
   return attend_rows_merge(out, probs, n_keys, n_keys, part.data(), &m, &l, 1, head_dim);
 }
 
@@ -320,7 +322,7 @@ void pack_key_panels(float* keys_p, const float* keys, long k_stride, int n, int
 
 void attend_causal_block(float* out, long out_stride, float* probs, float* lse, const float* q, long q_stride,
                          const float* keys_p, const float* values, long v_stride, int q0, int nq, int head_dim,
-                         int window, float scale, int block) {
+                         int window, Scoring score, int block) {
   if (block <= 0 || block > nq) block = nq;
   const int groups = (nq + kGroupRows - 1) / kGroupRows;
   auto lo_of = [window](int pos) { return window > 0 ? std::max(0, pos - window + 1) : 0; };
@@ -348,7 +350,7 @@ void attend_causal_block(float* out, long out_stride, float* probs, float* lse, 
     for (int r = 0; r < ng; ++r) {
       const int pos = q0 + g0 + r, lo = lo_of(pos);
       float* row = sc.data() + (long)r * ns;  // row[j - jb] for key j
-      for (int j = lo; j <= pos; ++j) row[j - jb] *= scale;
+      score.apply(row + (lo - jb), pos - lo + 1);
       lse[g0 + r] = softmax(row + (lo - jb), pos - lo + 1);
       std::fill(row, row + (lo - jb), 0.0f);
       std::fill(row + (pos + 1 - jb), row + n, 0.0f);

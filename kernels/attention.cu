@@ -8,6 +8,7 @@
 #include "kernels/cuda_launch.cuh"
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_reduce.cuh"
+#include "kernels/cuda_softcap.cuh"
 #include "kernels/cuda_store.cuh"
 
 namespace kvs::cuda {
@@ -41,14 +42,14 @@ int split_keys(int kv_blocks, int max_rows) {
 }
 
 // One round of a block's pass over p[j0 + i·kThreads] (i < kRowLoads; those below n): every load
-// issued before any store, then each value x becomes exp(x - m) · inv, written back and handed
-// to put(j, value).
+// issued before any store, then each value x, soft-capped by cap (0: as it is), becomes
+// exp(x - m) · inv, written back and handed to put(j, value).
 template <class Put>
-__device__ void exp_scale_round(float* p, int j0, int n, float m, float inv, const Put& put) {
+__device__ void exp_scale_round(float* p, int j0, int n, float m, float inv, float cap, const Put& put) {
   float x[kRowLoads];
 #pragma unroll
   for (int i = 0; i < kRowLoads; ++i) {
-    if (j0 + i * kThreads < n) x[i] = p[j0 + i * kThreads];
+    if (j0 + i * kThreads < n) x[i] = detail::soft_capped(p[j0 + i * kThreads], cap);
   }
 #pragma unroll
   for (int i = 0; i < kRowLoads; ++i) {
@@ -61,20 +62,22 @@ __device__ void exp_scale_round(float* p, int j0, int n, float m, float inv, con
   }
 }
 
-// Softmax of p[0..n) in place by the whole block; returns the log-sum-exp. Two passes over p (a
-// prefill row block is far larger than L2, so each pass is a trip to HBM): the first reads it,
-// each thread keeping the max of its elements and the sum of their exp(s - max), rescaled when the
-// max grows, then the block combines them; the second writes exp(s - max) / sum. Each thread has
+// Softmax of p[0..n), each value soft-capped by cap (0: none) as it is read, in place by the whole
+// block; returns the log-sum-exp. Two passes over p (a prefill row block is far larger than L2, so
+// each pass is a trip to HBM): the first reads it, each thread keeping the max of its elements and
+// the sum of their exp(s - max), rescaled when the max grows, then the block combines them; the
+// second writes exp(s - max) / sum. Each thread has
 // kRowLoads loads in flight (a loop that stored each element before loading the next kept one,
 // and the three passes of max, exp and scale read the row three times and wrote it twice). The
 // second pass also hands each probability to put(j, value). red: __shared__ float[32].
 template <class Put>
-__device__ float softmax_in_place(float* p, int n, float* red, const Put& put) {
+__device__ float softmax_in_place(float* p, int n, float cap, float* red, const Put& put) {
   float m = -INFINITY, sum = 0.0f;
   for (int j0 = threadIdx.x; j0 < n; j0 += kRowLoads * kThreads) {
     float x[kRowLoads];
 #pragma unroll
-    for (int i = 0; i < kRowLoads; ++i) x[i] = j0 + i * kThreads < n ? p[j0 + i * kThreads] : -INFINITY;
+    for (int i = 0; i < kRowLoads; ++i)
+      x[i] = j0 + i * kThreads < n ? detail::soft_capped(p[j0 + i * kThreads], cap) : -INFINITY;
     float mx = m;
 #pragma unroll
     for (int i = 0; i < kRowLoads; ++i) mx = fmaxf(mx, x[i]);
@@ -89,7 +92,7 @@ __device__ float softmax_in_place(float* p, int n, float* red, const Put& put) {
   const float row_sum = detail::block_sum(m == -INFINITY ? 0.0f : sum * expf(m - row_max), red);
   const float inv = 1.0f / row_sum;
   for (int j0 = threadIdx.x; j0 < n; j0 += kRowLoads * kThreads) {
-    exp_scale_round(p, j0, n, row_max, inv, put);
+    exp_scale_round(p, j0, n, row_max, inv, cap, put);
   }
   return row_max + logf(row_sum);
 }
@@ -134,8 +137,8 @@ __device__ void load_tile(uint4* tile, const T* src, const int32_t* rs, int t0, 
 // Grid (n_kv_heads * head_blocks, n_splits).
 //  - scores: kKeyLanes lanes per key of the tile, over the rotation pairs (the key rotated by
 //    its slot, or its cache row without slots, when rope_cos is given) for every query head of
-//    the block; the scaled logits go to probs (normalized by pass 2; unless probs is null: no
-//    hook reads the rows) and to e;
+//    the block; the scores (scaled, soft-capped: ops::Scoring) go to probs (normalized by pass 2;
+//    unless probs is null: no hook reads the rows) and to e;
 //  - per head, the split's max m and sum l of exp(logit - m);
 //  - per head and output dimension, sum over the split of exp(logit - m) * value.
 // part [n_heads, n_splits, head_dim + 2] gets the sums, then m, then l (m = -inf, l = 0 and
@@ -153,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, 4) decode_split_kernel(float* part, 
                                     long rows_stride,
                                     const int32_t* n_rows,  // [n_kv_heads]
                                     int group, int head_blocks, int keys_per_split, int head_dim,
-                                    float scale,
+                                    ops::Scoring score,
                                     const float* rope_cos,  // [n_pos, head_dim/2] or null
                                     const float* rope_sin,  // [n_pos, head_dim/2] or null
                                     const int32_t* slots,   // [n_kv_heads, rows_stride] or null
@@ -240,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, 4) decode_split_kernel(float* part, 
       float d = dot[r];
       for (int o = 1; o < kKeyLanes; o <<= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
       if (valid && sub == 0) {
-        d *= scale;
+        d = detail::soft_capped(d * score.scale, score.softcap);
         e[r * keys_per_split + t0 + jt] = d;
         if (probs) probs[static_cast<long>(h0 + r) * probs_stride + j0 + t0 + jt] = d;
       }
@@ -347,7 +350,7 @@ __global__ void decode_combine_kernel(float* out,         // [n_heads, head_dim]
   const float inv = 1.0f / l;
   if (probs) {
     float* p = probs + static_cast<long>(h) * probs_stride;  // [n]
-    exp_scale_round(p, static_cast<int>(blockIdx.y) * kCombineKeys + threadIdx.x, n, m, inv, [](int, float) {});
+    exp_scale_round(p, static_cast<int>(blockIdx.y) * kCombineKeys + threadIdx.x, n, m, inv, 0.0f, [](int, float) {});
   }
   if (blockIdx.y != 0) return;
   // The output row: warp w sums the splits w, w + kWarps, ..., each lane its dimension pairs lane,
@@ -387,17 +390,18 @@ __global__ void decode_combine_kernel(float* out,         // [n_heads, head_dim]
   if (threadIdx.x == 0) lse[h] = m + logf(l);
 }
 
-// Block row r of scores and of parts (a block per row): the softmax of its keys lo..hi-1 in place,
-// zeros for its other keys 0..n_keys-1, entries at n_keys.. untouched; lse[r] its log-sum-exp;
-// the same values of keys 0..n_keys-1 as parts of T (detail::store_split) for the P·V GEMMs.
+// Block row r of scores and of parts (a block per row): the softmax of its keys lo..hi-1 (soft-capped
+// by cap) in place, zeros for its other keys 0..n_keys-1, entries at n_keys.. untouched; lse[r] its
+// log-sum-exp; the same values of keys 0..n_keys-1 as parts of T (detail::store_split) for the P·V
+// GEMMs.
 template <class T>
 __device__ void softmax_row_keys(float* scores, float* lse, T* parts, long part_stride, int n_parts, long r, long ld,
-                                 int lo, int hi, int n_keys) {
+                                 int lo, int hi, int n_keys, float cap) {
   __shared__ float red[32];
   float* s = scores + r * ld;   // [n_keys]
   T* sp = parts + r * ld;       // [n_parts, part_stride] from the row's key 0
   const auto put = [&](int j, float v) { detail::store_split(sp + j, part_stride, n_parts, v); };
-  const float row_lse = softmax_in_place(s + lo, hi - lo, red, [&](int j, float v) { put(lo + j, v); });
+  const float row_lse = softmax_in_place(s + lo, hi - lo, cap, red, [&](int j, float v) { put(lo + j, v); });
   for (int j = threadIdx.x; j < lo; j += blockDim.x) {
     s[j] = 0.0f;
     put(j, 0.0f);
@@ -416,10 +420,11 @@ __global__ void softmax_causal_kernel(float* scores,  // [n_heads, nq, ld]
                                       float* lse,     // [n_heads, nq]
                                       T* parts,       // [n_parts, part_stride] indexed as scores
                                       long part_stride, int n_parts, int nq, int n_keys, long ld, int q0,
-                                      int window) {
+                                      int window, float cap) {
   const long r = blockIdx.x;  // h * nq + i
   const int n = q0 + static_cast<int>(r % nq) + 1;  // causal keys of this row (<= n_keys)
-  softmax_row_keys(scores, lse, parts, part_stride, n_parts, r, ld, window > 0 ? max(0, n - window) : 0, n, n_keys);
+  softmax_row_keys(scores, lse, parts, part_stride, n_parts, r, ld, window > 0 ? max(0, n - window) : 0, n, n_keys,
+                   cap);
 }
 
 // One block per (head, query row): softmax of the row's keys begin[i]..end[i]-1 (begin/end shared
@@ -430,10 +435,11 @@ __global__ void softmax_ranges_kernel(float* scores,        // [n_heads, nq, ld]
                                       T* parts,             // [n_parts, part_stride] indexed as scores
                                       long part_stride, int n_parts, int nq, int n_keys, long ld,
                                       const int32_t* begin,  // [nq]
-                                      const int32_t* end) {  // [nq]
+                                      const int32_t* end,    // [nq]
+                                      float cap) {
   const long r = blockIdx.x;  // h * nq + i
   const int i = static_cast<int>(r % nq);
-  softmax_row_keys(scores, lse, parts, part_stride, n_parts, r, ld, begin[i], end[i], n_keys);
+  softmax_row_keys(scores, lse, parts, part_stride, n_parts, r, ld, begin[i], end[i], n_keys, cap);
 }
 
 }  // namespace
@@ -447,7 +453,7 @@ template <class T>
 void attend_decode(float* out, float* probs, long probs_stride, float* lse,
                    const float* q, const T* k, const T* v, long head_stride,
                    const int32_t* rows, long rows_stride, const int32_t* n_rows, int max_rows,
-                   int n_heads, int n_kv_heads, int head_dim, float scale, const float* rope_cos,
+                   int n_heads, int n_kv_heads, int head_dim, ops::Scoring score, const float* rope_cos,
                    const float* rope_sin, const int32_t* slots, bool interleaved, float* scratch,
                    cudaStream_t stream) {
   if (n_heads <= 0 || max_rows <= 0) return;
@@ -463,50 +469,52 @@ void attend_decode(float* out, float* probs, long probs_stride, float* lse,
   const int splits = (max_rows + keys - 1) / keys;
   detail::launch_overlapped(decode_split_kernel<T>, dim3(n_kv_heads * head_blocks, splits), kThreads, stream,
                             scratch, probs, probs_stride, q, k, v, head_stride, rows, rows_stride, n_rows, group,
-                            head_blocks, keys, head_dim, scale, rope_cos, rope_sin, slots, interleaved);
+                            head_blocks, keys, head_dim, score, rope_cos, rope_sin, slots, interleaved);
   const int combine_blocks = probs ? (max_rows + kCombineKeys - 1) / kCombineKeys : 1;
   detail::launch_overlapped(decode_combine_kernel, dim3(n_heads, combine_blocks), kThreads, stream, out, probs,
                             probs_stride, lse, scratch, n_rows, group, splits, head_dim);
 }
 
 template void attend_decode(float*, float*, long, float*, const float*, const __half*, const __half*,
-                            long, const int32_t*, long, const int32_t*, int, int, int, int, float,
+                            long, const int32_t*, long, const int32_t*, int, int, int, int, ops::Scoring,
                             const float*, const float*, const int32_t*, bool, float*, cudaStream_t);
 template void attend_decode(float*, float*, long, float*, const float*, const __nv_bfloat16*,
                             const __nv_bfloat16*, long, const int32_t*, long, const int32_t*, int, int,
-                            int, int, float, const float*, const float*, const int32_t*, bool, float*,
+                            int, int, ops::Scoring, const float*, const float*, const int32_t*, bool, float*,
                             cudaStream_t);
 template void attend_decode(float*, float*, long, float*, const float*, const float*, const float*, long,
-                            const int32_t*, long, const int32_t*, int, int, int, int, float, const float*,
+                            const int32_t*, long, const int32_t*, int, int, int, int, ops::Scoring, const float*,
                             const float*, const int32_t*, bool, float*, cudaStream_t);
 
 template <class T>
 void softmax_causal(float* scores, float* lse, T* parts, long part_stride, int n_parts, int n_heads, int nq,
-                    int n_keys, long ld, int q0, int window, cudaStream_t stream) {
+                    int n_keys, long ld, int q0, int window, float softcap, cudaStream_t stream) {
   if (n_heads <= 0 || nq <= 0) return;
   const long blocks = static_cast<long>(n_heads) * nq;
   softmax_causal_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      scores, lse, parts, part_stride, n_parts, nq, n_keys, ld, q0, window);
+      scores, lse, parts, part_stride, n_parts, nq, n_keys, ld, q0, window, softcap);
 }
 
 template <class T>
 void softmax_ranges(float* scores, float* lse, T* parts, long part_stride, int n_parts, int n_heads, int nq,
-                    int n_keys, long ld, const int32_t* begin, const int32_t* end, cudaStream_t stream) {
+                    int n_keys, long ld, const int32_t* begin, const int32_t* end, float softcap,
+                    cudaStream_t stream) {
   const long blocks = static_cast<long>(n_heads) * nq;
   if (blocks <= 0) return;
   softmax_ranges_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      scores, lse, parts, part_stride, n_parts, nq, n_keys, ld, begin, end);
+      scores, lse, parts, part_stride, n_parts, nq, n_keys, ld, begin, end, softcap);
 }
 
-template void softmax_causal(float*, float*, __half*, long, int, int, int, int, long, int, int, cudaStream_t);
-template void softmax_causal(float*, float*, __nv_bfloat16*, long, int, int, int, int, long, int, int,
+template void softmax_causal(float*, float*, __half*, long, int, int, int, int, long, int, int, float,
+                             cudaStream_t);
+template void softmax_causal(float*, float*, __nv_bfloat16*, long, int, int, int, int, long, int, int, float,
                              cudaStream_t);
 template void softmax_ranges(float*, float*, __half*, long, int, int, int, int, long, const int32_t*,
-                             const int32_t*, cudaStream_t);
+                             const int32_t*, float, cudaStream_t);
 template void softmax_ranges(float*, float*, __nv_bfloat16*, long, int, int, int, int, long, const int32_t*,
-                             const int32_t*, cudaStream_t);
-template void softmax_causal(float*, float*, float*, long, int, int, int, int, long, int, int, cudaStream_t);
+                             const int32_t*, float, cudaStream_t);
+template void softmax_causal(float*, float*, float*, long, int, int, int, int, long, int, int, float, cudaStream_t);
 template void softmax_ranges(float*, float*, float*, long, int, int, int, int, long, const int32_t*, const int32_t*,
-                             cudaStream_t);
+                             float, cudaStream_t);
 
 }  // namespace kvs::cuda

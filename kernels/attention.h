@@ -1,4 +1,5 @@
-// Scaled dot-product attention: scores = q.k / sqrt(d), softmax, weighted sum of values.
+// Scaled dot-product attention: scores = q.k / sqrt(d) (soft-capped where the model caps them:
+// ops::Scoring), softmax, weighted sum of values.
 // attend_rows takes one query row, attend_rows_part / _merge one KV head's queries over a key
 // range and the ranges' combination (single-threaded: decode parallelises over ranges);
 // attend_causal_block takes a block of consecutive prompt queries of one head (prefill) against
@@ -8,19 +9,21 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/softcap.h"
+
 namespace kvs::ops {
 
 // One query over the rows listed in rows[n_keys] (indices into contiguous [*, head_dim]
-// keys/values). Writes probs[n_keys] and out[head_dim]; returns the log-sum-exp of the scaled
-// scores. (attend_rows_part over all keys, then attend_rows_merge.)
+// keys/values). Writes probs[n_keys] and out[head_dim]; returns the log-sum-exp of the scores.
+// (attend_rows_part over all keys, then attend_rows_merge.)
 float attend_rows(float* out, float* probs, const float* q, const float* keys,
-                  const float* values, const int32_t* rows, int n_keys, int head_dim, float scale);
+                  const float* values, const int32_t* rows, int n_keys, int head_dim, Scoring score);
 
 // Decode attention split over key ranges, for the n_q query heads that share one KV head: the
 // range's keys and values come from memory once and from cache for the other heads.
 // For query i (q + i * head_dim) over listed rows j in [j0, j1):
-//   probs[i * probs_stride + j] = exp(scale * q_i.k_j - m[i * stat_stride]),
-//   m[i * stat_stride] = the largest scaled score in the range, l[i * stat_stride] = the sum of
+//   probs[i * probs_stride + j] = exp(score(q_i.k_j) - m[i * stat_stride]),
+//   m[i * stat_stride] = the largest score in the range, l[i * stat_stride] = the sum of
 //   those exps, part_out[i * out_stride .. + head_dim] = sum_j probs * v_j (unnormalized).
 // next_keys (may be null): where the keys the caller reads next start (its next range's first
 // key row; rows of head_dim floats follow it), asked for ahead while this range's last values
@@ -28,7 +31,7 @@ float attend_rows(float* out, float* probs, const float* q, const float* keys,
 // streams run on from range to range.
 void attend_rows_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
                       long stat_stride, const float* q, int n_q, const float* keys, const float* values,
-                      const int32_t* rows, int j0, int j1, int head_dim, float scale,
+                      const int32_t* rows, int j0, int j1, int head_dim, Scoring score,
                       const float* next_keys = nullptr);
 
 // Combines one query's n_parts ranges of seg_keys keys each (the last one shorter; part p covers
@@ -54,7 +57,7 @@ float attend_rows_merge(float* out, float* probs, int n_keys, int seg_keys, cons
 // to the OpenMP threads.
 void attend_causal_block(float* out, long out_stride, float* probs, float* lse, const float* q, long q_stride,
                          const float* keys_p, const float* values, long v_stride, int q0, int nq, int head_dim,
-                         int window, float scale, int block = 0);
+                         int window, Scoring score, int block = 0);
 
 // Where block s of attend_causal_block's probs starts: the blocks before it are full, block t
 // holding block * (q0 + (t + 1) * block) floats.

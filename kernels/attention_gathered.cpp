@@ -19,7 +19,7 @@ void gathered_row_keys(const int32_t* key_pos, int n_keys, int q_pos, int window
 
 void attend_gathered_block(float* out, long out_stride, float* probs, float* lse, const float* q, long q_stride,
                            int n_q, int q_pos0, const float* keys, const float* values_t, const int32_t* key_pos,
-                           int n_keys, int head_dim, int window, float scale) {
+                           int n_keys, int head_dim, int window, Scoring score) {
   const std::size_t hd = static_cast<std::size_t>(head_dim), nk = static_cast<std::size_t>(n_keys);
   std::vector<float> qc(n_q * hd);  // [n_q, head_dim] the queries, contiguous for the product
   for (int i = 0; i < n_q; ++i) std::copy_n(q + i * q_stride, hd, qc.data() + i * hd);
@@ -37,7 +37,7 @@ void attend_gathered_block(float* out, long out_stride, float* probs, float* lse
     }
     std::fill(row, row + b, 0.0f);
     std::fill(row + e, row + nk, 0.0f);
-    for (int j = b; j < e; ++j) row[j] *= scale;
+    score.apply(row + b, e - b);
     lse[i] = softmax(row + b, e - b);
   }
   if (empty_row) {

@@ -13,6 +13,7 @@
 
 #include "kernels/group_rows.h"
 #include "kernels/row_lists.h"
+#include "kernels/softcap.h"
 
 namespace kvs::cuda {
 
@@ -81,6 +82,10 @@ void swiglu(float* gate, const float* up, long n, cudaStream_t stream);
 // gate[n] = gelu_tanh(gate) * up[n] (GeGLU, Gemma).
 void geglu_tanh(float* gate, const float* up, long n, cudaStream_t stream);
 
+// ---- softcap.cu (twin: ops::softcap)
+// x[n] <- cap * tanh(x / cap) (Gemma 2's capped logits); nothing where cap is 0.
+void softcap(float* x, long n, float cap, cudaStream_t stream);
+
 // ---- bias.cu (twin: ops::add_bias)
 // y[i, :] += b[dim] for every row of Y[n, dim].
 void add_bias(float* y, const float* b, int n, int dim, cudaStream_t stream);
@@ -92,8 +97,8 @@ void add_bias(float* y, const float* b, int n, int dim, cudaStream_t stream);
 // rows[g * rows_stride + j], j < n_rows[g], of its KV head: keys k + g * head_stride + row * head_dim
 // (type T, [cap, head_dim] per KV head), values likewise in v. q [n_heads, head_dim] fp32.
 // Writes probs[h * probs_stride + j] (softmax over the listed rows, in list order; probs null: no
-// rows are written, and out and lse are the same bits), lse [n_heads] (log-sum-exp of the scaled
-// logits) and out [n_heads, head_dim].
+// rows are written, and out and lse are the same bits), lse [n_heads] (log-sum-exp of the scores,
+// score(q . k): scaled, soft-capped where score.softcap > 0) and out [n_heads, head_dim].
 // max_rows >= every n_rows[g] (a host value that sizes the grid); n_rows[g] >= 1; head_dim a
 // multiple of 8 up to 256; k and v 16-byte aligned, head_stride a multiple of 8.
 // rope_cos/rope_sin (nullable, [n_pos, head_dim/2]): each key is first rotated by its slot (the
@@ -105,28 +110,29 @@ template <class T>
 void attend_decode(float* out, float* probs, long probs_stride, float* lse,
                    const float* q, const T* k, const T* v, long head_stride,
                    const int32_t* rows, long rows_stride, const int32_t* n_rows, int max_rows,
-                   int n_heads, int n_kv_heads, int head_dim, float scale, const float* rope_cos,
+                   int n_heads, int n_kv_heads, int head_dim, ops::Scoring score, const float* rope_cos,
                    const float* rope_sin, const int32_t* slots, bool interleaved, float* scratch,
                    cudaStream_t stream);
 
 // Prefill block: scores [n_heads, nq, ld] hold the scaled logits of query rows q0..q0+nq-1 over
-// keys 0..n_keys-1 (n_keys = q0 + nq). Each row becomes its causal softmax in place: keys past the
-// row's own position get probability 0, and with window > 0 (sliding-window attention) so do keys
-// at or before q - window. lse [n_heads, nq] gets each row's log-sum-exp over the keys it kept.
-// The probabilities of keys 0..n_keys-1 also go to parts ([n_parts, part_stride], indexed as
-// scores) as split_store would write them, for the P·V GEMMs: one pass instead of a second
-// kernel reading the block again (and its columns past n_keys).
+// keys 0..n_keys-1 (n_keys = q0 + nq), soft-capped here by softcap (0: none). Each row becomes its
+// causal softmax in place: keys past the row's own position get probability 0, and with window > 0
+// (sliding-window attention) so do keys at or before q - window. lse [n_heads, nq] gets each row's
+// log-sum-exp over the keys it kept. The probabilities of keys 0..n_keys-1 also go to parts
+// ([n_parts, part_stride], indexed as scores) as split_store would write them, for the P·V GEMMs:
+// one pass instead of a second kernel reading the block again (and its columns past n_keys).
 template <class T>
 void softmax_causal(float* scores, float* lse, T* parts, long part_stride, int n_parts, int n_heads, int nq,
-                    int n_keys, long ld, int q0, int window, cudaStream_t stream);
+                    int n_keys, long ld, int q0, int window, float softcap, cudaStream_t stream);
 
 // The rows of a block over gathered keys (Engine::extend's chunk on the GPU): scores [n_heads, nq,
-// ld] hold the scaled logits of query rows over keys 0..n_keys-1; row i (of every head) keeps keys
-// begin[i]..end[i]-1 (device arrays [nq], begin < end <= n_keys) and becomes their softmax, zeros
-// elsewhere; lse [n_heads, nq] and parts as above.
+// ld] hold the scaled logits of query rows over keys 0..n_keys-1 (soft-capped here by softcap);
+// row i (of every head) keeps keys begin[i]..end[i]-1 (device arrays [nq], begin < end <= n_keys)
+// and becomes their softmax, zeros elsewhere; lse [n_heads, nq] and parts as above.
 template <class T>
 void softmax_ranges(float* scores, float* lse, T* parts, long part_stride, int n_parts, int n_heads, int nq,
-                    int n_keys, long ld, const int32_t* begin, const int32_t* end, cudaStream_t stream);
+                    int n_keys, long ld, const int32_t* begin, const int32_t* end, float softcap,
+                    cudaStream_t stream);
 
 // ---- capture.cu (twin: kernels/capture.h) — prefill reductions kept on the device
 //

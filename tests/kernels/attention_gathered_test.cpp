@@ -1,5 +1,5 @@
 // attend_gathered_block (a block of queries over gathered keys, each up to its own position and
-// within its window) against a direct double-precision computation.
+// within its window) against a direct double-precision computation, scores soft-capped too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,10 +15,11 @@ namespace {
 using test::random_vec;
 
 // Keys at positions with gaps (entries evicted or inactive before the block), then the block's
-// own n_q positions q_pos0..q_pos0+n_q-1; each case checked with and without a window.
-void check(int n_q, int n_old, int head_dim, int window) {
+// own n_q positions q_pos0..q_pos0+n_q-1; each case checked with and without a window; scores
+// soft-capped by softcap (0: not).
+void check(int n_q, int n_old, int head_dim, int window, float softcap = 0.0f) {
   SCOPED_TRACE("n_q " + std::to_string(n_q) + " old keys " + std::to_string(n_old) + " hd " +
-               std::to_string(head_dim) + " window " + std::to_string(window));
+               std::to_string(head_dim) + " window " + std::to_string(window) + " softcap " + std::to_string(softcap));
   std::vector<int32_t> pos;
   for (int j = 0; j < n_old; ++j) pos.push_back(3 * j + (j % 2));  // ascending, with gaps
   const int q_pos0 = n_old == 0 ? 0 : pos.back() + 5;
@@ -33,7 +34,7 @@ void check(int n_q, int n_old, int head_dim, int window) {
   std::vector<float> out(n_q * out_stride, 7.0f), probs(static_cast<std::size_t>(n_q) * n_keys, 9.0f), lse(n_q);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   attend_gathered_block(out.data(), out_stride, probs.data(), lse.data(), q.data(), q_stride, n_q, q_pos0, k.data(),
-                        vt.data(), pos.data(), n_keys, head_dim, window, scale);
+                        vt.data(), pos.data(), n_keys, head_dim, window, Scoring(scale, softcap));
   for (int i = 0; i < n_q; ++i) {
     const int p = q_pos0 + i;
     std::vector<double> s(n_keys, 0.0);
@@ -42,7 +43,7 @@ void check(int n_q, int n_old, int head_dim, int window) {
       if (pos[j] > p || (window > 0 && pos[j] <= p - window)) continue;
       double d = 0;
       for (int t = 0; t < head_dim; ++t) d += double(q[i * q_stride + t]) * k[j * head_dim + t];
-      s[j] = d * scale;
+      s[j] = softcap > 0 ? softcap * std::tanh(d * scale / softcap) : d * scale;
       mx = std::max(mx, s[j]);
     }
     for (int j = 0; j < n_keys; ++j)
@@ -77,6 +78,8 @@ TEST(AttentionGathered, MatchesDirectComputation) {
   check(30, 8, 32, 4);
   check(200, 400, 64, 0);  // rows x keys past 65,536: the softmax rows on the OpenMP threads
   check(256, 300, 64, 150);
+  check(17, 40, 64, 0, 1.5f);  // Gemma 2's soft-capped scores
+  check(30, 8, 32, 4, 1.5f);
 }
 
 TEST(AttentionGathered, AQueryWithNoKeyIsRefused) {

@@ -1,6 +1,6 @@
 // attend_causal_block (a block of prompt rows), attend_rows (one query over listed key/value rows)
 // and attend_rows_part + attend_rows_merge (a KV head's query heads over key ranges, as decode
-// runs them), against a direct double-precision computation.
+// runs them), against a direct double-precision computation; scores soft-capped as Gemma 2 caps them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,14 +23,16 @@ struct Expected {
   double lse = 0;
 };
 
-Expected naive(const float* q, const float* k, const float* v, const std::vector<int>& rows, int hd, long stride, double scale) {
+// The softmax of q's scores over the listed rows, each d * scale, soft-capped by softcap (0: not).
+Expected naive(const float* q, const float* k, const float* v, const std::vector<int>& rows, int hd, long stride,
+               double scale, double softcap = 0) {
   Expected e;
   std::vector<double> s;
   double mx = -1e300;
   for (int r : rows) {
     double d = 0;
     for (int i = 0; i < hd; ++i) d += double(q[i]) * k[r * stride + i];
-    s.push_back(d * scale);
+    s.push_back(softcap > 0 ? softcap * std::tanh(d * scale / softcap) : d * scale);
     mx = std::max(mx, s.back());
   }
   double sum = 0;
@@ -117,6 +119,43 @@ TEST(Attention, BlocksInOneCallEqualOneCallPerBlock) {
                        (long)(nq - (nq - 1) / block * block) * (q0 + nq);
       EXPECT_EQ(probs[end], -7.0f);
     }
+}
+
+// Soft-capped scores (Gemma 2): a cap of 1 on scores of a few units flattens every row, in the
+// prompt's causal blocks (with a window) and in a decode row over listed keys.
+TEST(Attention, SoftCappedScoresMatchNaive) {
+  const int hd = 16, P = 120;
+  const float scale = 0.5f, cap = 1.0f;
+  const auto q = random_vec(P * hd, 51, -1.5f, 1.5f), k = random_vec(P * hd, 52, -1.5f, 1.5f),
+             v = random_vec(P * hd, 53, -1.5f, 1.5f);
+  std::vector<float> kp(key_panel_floats(P, hd));
+  pack_key_panels(kp.data(), k.data(), hd, P, hd);
+  for (const int window : {0, 30}) {
+    std::vector<float> out((std::size_t)P * hd), probs((std::size_t)P * P), lse(P);
+    attend_causal_block(out.data(), hd, probs.data(), lse.data(), q.data(), hd, kp.data(), v.data(), hd, 0, P, hd,
+                        window, Scoring(scale, cap));
+    for (int pos = 0; pos < P; ++pos) {
+      const int lo = window > 0 ? std::max(0, pos - window + 1) : 0;
+      std::vector<int> rows;
+      for (int j = lo; j <= pos; ++j) rows.push_back(j);
+      const Expected e = naive(q.data() + pos * hd, k.data(), v.data(), rows, hd, hd, scale, cap);
+      SCOPED_TRACE("window " + std::to_string(window) + " query " + std::to_string(pos));
+      EXPECT_NEAR(lse[pos], e.lse, 1e-5);
+      for (int j = lo; j <= pos; ++j) ASSERT_NEAR(probs[(std::size_t)pos * P + j], e.probs[j - lo], 1e-6) << "key " << j;
+      for (int d = 0; d < hd; ++d) EXPECT_NEAR(out[(std::size_t)pos * hd + d], e.out[d], 1e-5);
+    }
+  }
+  std::vector<int32_t> rows;
+  for (int j = P - 1; j >= 0; j -= 3) rows.push_back(j);
+  std::vector<float> out(hd), probs(rows.size());
+  const float lse = attend_rows(out.data(), probs.data(), q.data(), k.data(), v.data(), rows.data(),
+                                static_cast<int>(rows.size()), hd, Scoring(scale, cap));
+  const Expected e = naive(q.data(), k.data(), v.data(), std::vector<int>(rows.begin(), rows.end()), hd, hd, scale, cap);
+  const Expected uncapped = naive(q.data(), k.data(), v.data(), std::vector<int>(rows.begin(), rows.end()), hd, hd, scale);
+  EXPECT_NEAR(lse, e.lse, 1e-5);
+  EXPECT_GT(std::abs(e.lse - uncapped.lse), 0.1) << "the cap should matter here";
+  for (std::size_t j = 0; j < rows.size(); ++j) EXPECT_NEAR(probs[j], e.probs[j], 1e-6);
+  for (int i = 0; i < hd; ++i) EXPECT_NEAR(out[i], e.out[i], 1e-5);
 }
 
 TEST(Attention, ListedRowsReadOnlyThoseRows) {

@@ -2,8 +2,9 @@
 // rounded to its storage type (fp16; bf16 and fp32 for subsets of the cases; rotated by row index
 // with ops::rope_apply for the rope-by-slot path): GQA, head_dim 8..256 (80 among them), listed rows
 // that skip cache rows, different n_rows per KV head, up to 17,000 keys (several P·V splits, and
-// splits of several shared-memory tiles). softmax_causal and softmax_ranges against a
-// double-precision softmax per row, and the parts of T they write beside it bit for bit.
+// splits of several shared-memory tiles), soft-capped scores (Gemma 2). softmax_causal and
+// softmax_ranges against a double-precision softmax per row (of soft-capped scores too), and the
+// parts of T they write beside it bit for bit.
 // Tolerances (only fp32 accumulation order differs): probs 2e-5 relative + 1e-8 absolute,
 // lse 1e-5 absolute, out 1e-5 relative + 1e-5 absolute.
 #include <gtest/gtest.h>
@@ -35,6 +36,7 @@ struct DecodeCase {
   bool shuffled = false;  // list the rows out of cache order
   bool slotted = false;   // with rope: rotate each listed key by a slot of its own, not its row
   int extra_max_rows = 0;  // max_rows beyond the largest n_rows
+  float softcap = 0.0f;    // scores soft-capped (0: not)
 };
 
 // Rows of KV head g: cache rows skipping every fifth (shifted per head), first n of them.
@@ -60,7 +62,7 @@ void run_decode(const DecodeCase& c, uint64_t seed) {
   const int max_rows = max_n + c.extra_max_rows;
   const long rows_stride = max_n + 3;
   const long probs_stride = max_rows + 7;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const ops::Scoring score(1.0f / std::sqrt(static_cast<float>(hd)), c.softcap);
 
   const auto q = test::random_vec(static_cast<std::size_t>(nh) * hd, seed, -2.0f, 2.0f);  // [nh, hd]
   const auto k = test::random_vec(nkv * head_stride, seed + 1, -2.0f, 2.0f);  // [nkv, head_stride]
@@ -106,7 +108,7 @@ void run_decode(const DecodeCase& c, uint64_t seed) {
     want_lse[h] = ops::attend_rows(want_out.data() + static_cast<long>(h) * hd,
                                    want_probs[h].data(), q.data() + static_cast<long>(h) * hd,
                                    kref.data() + g * head_stride, vref.data() + g * head_stride,
-                                   lists[g].data(), c.n_rows[g], hd, scale);
+                                   lists[g].data(), c.n_rows[g], hd, score);
   }
 
   auto dq = upload(q);
@@ -120,7 +122,7 @@ void run_decode(const DecodeCase& c, uint64_t seed) {
   auto launch = [&](float* probs_out) {
     attend_decode(dout.get(), probs_out, probs_stride, dlse.get(), dq.get(), dk.get(),
                   dv.get(), head_stride, drows.get(), rows_stride, dn.get(), max_rows, nh, nkv, hd,
-                  scale, c.rope ? dcos.get() : nullptr, c.rope ? dsin.get() : nullptr,
+                  score, c.rope ? dcos.get() : nullptr, c.rope ? dsin.get() : nullptr,
                   c.slotted ? dslots.get() : nullptr, c.pairing == ops::RopePairing::Interleaved, dscratch.get(),
                   nullptr);
   };
@@ -274,24 +276,41 @@ TEST(CudaAttendDecode, Fp32CacheTilesOfItsOwnSize) {
   run_decode<float>(d, 830);
 }
 
+// Gemma 2's soft-capped scores: a cap of 3 on scores of up to ~10 (q and k in [-2, 2]) flattens the
+// rows, so a kernel that skips or misplaces the cap is far off. Both passes, fp16 and fp32 caches.
+TEST(CudaAttendDecode, SoftCappedScores) {
+  KVS_REQUIRE_GPU();
+  DecodeCase a{8, 2, 128, 3800, {1000, 3000}};
+  a.rope = true;
+  a.pairing = ops::RopePairing::RotateHalf;
+  a.softcap = 3.0f;
+  run_decode(a, 850);
+  DecodeCase b{6, 6, 8, 400, {250, 17, 1, 299, 128, 129}};
+  b.softcap = 0.5f;
+  run_decode<float>(b, 860);
+}
+
 // Every row r (query i = r % nq) of probs [n_rows, ld] against a double-precision softmax of
-// scores' keys range(i) = [lo, hi): zeros for its other keys below n_keys, untouched past n_keys.
+// scores' keys range(i) = [lo, hi), each soft-capped by softcap (0: none) first: zeros for its
+// other keys below n_keys, untouched past n_keys.
 template <class Range>
 void expect_softmax_rows(const std::vector<float>& scores, const std::vector<float>& probs,
-                         const std::vector<float>& lse, long n_rows, int nq, int n_keys, long ld, Range range) {
+                         const std::vector<float>& lse, long n_rows, int nq, int n_keys, long ld, float softcap,
+                         Range range) {
+  auto capped = [softcap](double x) { return softcap > 0 ? softcap * std::tanh(x / softcap) : x; };
   for (long r = 0; r < n_rows; ++r) {
     const auto [lo, hi] = range(static_cast<int>(r % nq));
     const float* s = scores.data() + r * ld;
     const float* p = probs.data() + r * ld;
     double mx = -1e300;
-    for (int j = lo; j < hi; ++j) mx = std::max(mx, static_cast<double>(s[j]));
+    for (int j = lo; j < hi; ++j) mx = std::max(mx, capped(s[j]));
     double sum = 0;
-    for (int j = lo; j < hi; ++j) sum += std::exp(s[j] - mx);
+    for (int j = lo; j < hi; ++j) sum += std::exp(capped(s[j]) - mx);
     const double want_lse = mx + std::log(sum);
     ASSERT_NEAR(lse[r], want_lse, 1e-5) << "row " << r;
     for (int j = 0; j < lo; ++j) ASSERT_EQ(p[j], 0.0f) << "row " << r << " key " << j << " before its keys";
     for (int j = lo; j < hi; ++j) {
-      const double want = std::exp(s[j] - want_lse);
+      const double want = std::exp(capped(s[j]) - want_lse);
       ASSERT_TRUE(test::near(p[j], want, 1e-5, 1e-9)) << "row " << r << " key " << j << ": "
                                                       << p[j] << " vs " << want;
     }
@@ -338,7 +357,7 @@ class PartsCheck {
 };
 
 template <class T = __half>
-void run_softmax_causal(int n_heads, int q0, int nq, uint64_t seed, int window = 0) {
+void run_softmax_causal(int n_heads, int q0, int nq, uint64_t seed, int window = 0, float softcap = 0.0f) {
   const int n_keys = q0 + nq;
   const long ld = n_keys + 9;
   const long n_rows = static_cast<long>(n_heads) * nq;
@@ -347,10 +366,10 @@ void run_softmax_causal(int n_heads, int q0, int nq, uint64_t seed, int window =
   DeviceBuffer<float> dlse(n_rows, "lse");  // [n_heads, nq]
   PartsCheck<T> parts(n_rows, ld);
   softmax_causal(dscores.get(), dlse.get(), parts.get(), parts.stride(), PartsCheck<T>::kParts, n_heads, nq, n_keys,
-                 ld, q0, window, nullptr);
+                 ld, q0, window, softcap, nullptr);
   test::sync("softmax_causal");
   const std::vector<float> probs = download(dscores);
-  expect_softmax_rows(scores, probs, download(dlse), n_rows, nq, n_keys, ld, [&](int i) {
+  expect_softmax_rows(scores, probs, download(dlse), n_rows, nq, n_keys, ld, softcap, [&](int i) {
     const int n = q0 + i + 1;                                     // causal keys of the row
     return std::pair{window > 0 ? std::max(0, n - window) : 0, n};  // from the window's first key
   });
@@ -359,7 +378,7 @@ void run_softmax_causal(int n_heads, int q0, int nq, uint64_t seed, int window =
 
 // softmax_ranges with random [begin, end) per query row (shared by the heads).
 template <class T = __half>
-void run_softmax_ranges(int n_heads, int nq, int n_keys, uint64_t seed) {
+void run_softmax_ranges(int n_heads, int nq, int n_keys, uint64_t seed, float softcap = 0.0f) {
   const long ld = n_keys + 5;
   const long n_rows = static_cast<long>(n_heads) * nq;
   auto scores = test::random_vec(n_rows * ld, seed, -8.0f, 8.0f);  // [n_heads, nq, ld]
@@ -377,10 +396,10 @@ void run_softmax_ranges(int n_heads, int nq, int n_keys, uint64_t seed) {
   DeviceBuffer<float> dlse(n_rows, "lse");  // [n_heads, nq]
   PartsCheck<T> parts(n_rows, ld);
   softmax_ranges(dscores.get(), dlse.get(), parts.get(), parts.stride(), PartsCheck<T>::kParts, n_heads, nq, n_keys,
-                 ld, dbegin.get(), dend.get(), nullptr);
+                 ld, dbegin.get(), dend.get(), softcap, nullptr);
   test::sync("softmax_ranges");
   const std::vector<float> probs = download(dscores);
-  expect_softmax_rows(scores, probs, download(dlse), n_rows, nq, n_keys, ld,
+  expect_softmax_rows(scores, probs, download(dlse), n_rows, nq, n_keys, ld, softcap,
                       [&](int i) { return std::pair{static_cast<int>(begin[i]), static_cast<int>(end[i])}; });
   parts.expect(probs, n_keys);
 }
@@ -411,6 +430,14 @@ TEST(CudaSoftmaxRanges, EachRowKeepsItsRangeOfKeys) {
   run_softmax_ranges(2, 40, 1200, 951);  // rows longer than a block's threads
   run_softmax_ranges<__nv_bfloat16>(3, 20, 300, 952);
   run_softmax_ranges<float>(3, 20, 300, 953);
+}
+
+// Scores in [-8, 8] capped at 2.5: the softmax of the capped values, in both kernels.
+TEST(CudaSoftmax, SoftCappedScores) {
+  KVS_REQUIRE_GPU();
+  run_softmax_causal(2, 300, 12, 960, 0, 2.5f);
+  run_softmax_causal<float>(2, 0, 30, 961, 8, 2.5f);
+  run_softmax_ranges(3, 20, 1200, 962, 2.5f);
 }
 
 }  // namespace
