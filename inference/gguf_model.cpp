@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 #include "inference/errors.h"
 #include "inference/gguf_file.h"
@@ -193,8 +194,9 @@ RopeScaling llama3_scaling(const std::string& path, const WeightVector& divisors
 Model load_gguf_model(const std::string& path, ModelParts parts) {
   GgufFile g(path);
   const std::string arch = g.get_string("general.architecture", "");
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma3") {
-    throw input_error(path, "unsupported architecture \"" + arch + "\" (supported: llama, qwen2, qwen3, gemma3)");
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3") {
+    throw input_error(path,
+                      "unsupported architecture \"" + arch + "\" (supported: llama, qwen2, qwen3, gemma2, gemma3)");
   }
   // Every tensor type is checked before anything large is allocated.
   for (const GgufTensorInfo& t : g.tensors()) {
@@ -260,22 +262,32 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
   c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = arch == "qwen3" || arch == "gemma3";
-  const bool gemma = arch == "gemma3";
+  const bool gemma = arch == "gemma2" || arch == "gemma3";
   float query_scale = 1.0f;
   if (gemma) {
-    // As llama.cpp runs gemma3: every 6th layer global, the others local, within
-    // attention.sliding_window, rotated with base 10000; GeGLU; embeddings scaled by sqrt(dim);
-    // the norm weights already 1 + HF's (the converter adds it). Scores scale by head_dim^-1/2,
-    // but in the 27B model (62 layers) by (dim / heads)^-1/2.
-    for (const char* cap : {"final_logit_softcapping", "attn_logit_softcapping"})
-      if (g.find(k + cap)) throw input_error(path, k + cap + " (soft-capping) is not supported");
+    // As llama.cpp runs gemma2 and gemma3: GeGLU; embeddings scaled by sqrt(dim); the norm weights
+    // already 1 + HF's (the converter adds it); local layers within attention.sliding_window —
+    // gemma2's every other one (from layer 0), sharing the global layers' RoPE base, with soft caps
+    // on the scores and logits (50 and 30 unless the file says otherwise); gemma3's all but every
+    // 6th, rotated with base 10000, no caps. Scores scale by head_dim^-1/2, but in the 27B models
+    // (46 and 62 layers) by (dim / heads)^-1/2.
+    const bool gemma2 = arch == "gemma2";
     c.activation = Activation::GeluTanh;
     c.embed_scale = std::sqrt(static_cast<float>(c.dim));
     c.sliding_window = int_param(g, k + "attention.sliding_window", 4096, kMaxContext);
+    const int pattern = gemma2 ? 2 : 6;
     c.local_layers.assign(c.n_layers, 0);
-    for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = (l + 1) % 6 != 0;
-    c.rope_local_theta = 10000.0f;
-    if (c.n_layers == 62) query_scale = std::sqrt(static_cast<float>(c.head_dim) / (c.dim / c.n_heads));
+    for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = (l + 1) % pattern != 0;
+    c.rope_local_theta = gemma2 ? c.rope_theta : 10000.0f;
+    if (gemma2 && !c.rope_scaling.type.empty())
+      throw input_error(path, k + "rope.scaling.type \"" + c.rope_scaling.type + "\" is not supported in gemma2");
+    for (const auto& [key, cap, gemma2_default] : {std::tuple{"attn_logit_softcapping", &c.attn_softcap, 50.0f},
+                                                    std::tuple{"final_logit_softcapping", &c.final_softcap, 30.0f}}) {
+      if (!gemma2 && g.find(k + key))
+        throw input_error(path, k + key + " is not supported (llama.cpp's gemma3 caps nothing)");
+      if (gemma2) *cap = positive_float(g, k + key, gemma2_default);
+    }
+    if (c.n_layers == (gemma2 ? 46 : 62)) query_scale = std::sqrt(static_cast<float>(c.head_dim) / (c.dim / c.n_heads));
   }
   // End-of-turn and end-of-message tokens end a text too, as llama.cpp counts them; an id past the
   // vocabulary (converters write 0xFFFFFFFF for "none") is none.
@@ -327,9 +339,7 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   src.read(w.final_norm, "output_norm.weight", D);
   if (!c.tied_classifier) src.read(w.classifier, "output.weight", D, V);
   src.finish();
-  if (query_scale != 1.0f)
-    for (LayerWeights& l : w.layers)
-      for (float& x : l.q_norm) x *= query_scale;
+  scale_queries(m, query_scale);
   return m;
 }
 

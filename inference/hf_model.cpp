@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "inference/errors.h"
 #include "inference/json.h"
@@ -36,6 +38,7 @@ const Architecture kArchitectures[] = {
     {"MistralForCausalLM", "mistral", false, false, 4096 * 32, 0},
     {"Qwen2ForCausalLM", "qwen2", true, false, 32768, 0},
     {"Qwen3ForCausalLM", "qwen3", false, true, 32768, 128},
+    {"Gemma2ForCausalLM", "gemma2", false, false, 8192, 256},
     {"Gemma3ForCausalLM", "gemma3", false, true, 131072, 256},
 };
 
@@ -286,11 +289,35 @@ void add_end_ids(const std::string& path, const Json& j, int vocab, std::vector<
   }
 }
 
-// Gemma 3 (text): GeGLU (hidden_activation), embeddings scaled by sqrt(hidden_size), a tied
+// config.json's layer_types, each layer's attention kind as transformers writes it: [n_layers], 1
+// where a layer is "sliding_attention" (allowed only where `sliding` is true), 0 where it is
+// "full_attention"; empty when the config has none.
+std::vector<uint8_t> read_layer_types(const std::string& path, const Json& j, int n_layers, bool sliding) {
+  const Json* kinds = j.find("layer_types");
+  if (kinds == nullptr || kinds->is_null()) return {};
+  if (!kinds->is_array() || kinds->size() != static_cast<std::size_t>(n_layers))
+    throw input_error(path, "layer_types is not a list of num_hidden_layers (" + std::to_string(n_layers) +
+                                ") layer kinds");
+  std::vector<uint8_t> local(n_layers);
+  for (int l = 0; l < n_layers; ++l) {
+    const Json& kind = kinds->items()[l];
+    const std::string name = kind.is_string() ? kind.as_string() : "";
+    if (name != "full_attention" && !(sliding && name == "sliding_attention"))
+      throw input_error(path, "layer_types holds " + (kind.is_string() ? "\"" + name + "\"" : type_phrase(kind)) +
+                                  " (supported: " + (sliding ? "sliding_attention, " : "") + "full_attention)");
+    local[l] = name == "sliding_attention";
+  }
+  return local;
+}
+
+// Gemma 2 and 3 (text): GeGLU (hidden_activation), embeddings scaled by sqrt(hidden_size), a tied
 // classifier unless told otherwise, and local layers (layer_types, else all but every
-// sliding_window_pattern-th) attending within sliding_window; Gemma 2's soft-capping and the
-// bidirectional variant are refused.
-void read_gemma3(const std::string& path, const Json& j, ModelConfig& c) {
+// pattern-th: Gemma 2 every other one, Gemma 3 sliding_window_pattern, default 6) attending within
+// sliding_window; the attention scores and the logits soft-capped by attn_logit_softcapping and
+// final_logit_softcapping (none where null; where absent, transformers' defaults: Gemma 2's 50 and
+// 30, Gemma 3's none). The bidirectional variant is refused.
+void read_gemma(const std::string& path, const Json& j, ModelConfig& c) {
+  const bool gemma2 = c.arch == "gemma2";
   for (const char* key : {"hidden_activation", "hidden_act"}) {
     const Json* act = j.find(key);
     if (act != nullptr && !act->is_null() && !(act->is_string() && act->as_string() == "gelu_pytorch_tanh")) {
@@ -302,42 +329,34 @@ void read_gemma3(const std::string& path, const Json& j, ModelConfig& c) {
   c.activation = Activation::GeluTanh;
   c.embed_scale = std::sqrt(static_cast<float>(c.dim));
   c.tied_classifier = flag(j.find("tie_word_embeddings"), path, "tie_word_embeddings", true);
-  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
-    if (const Json* cap = j.find(key); cap != nullptr && !cap->is_null())
-      throw input_error(path, std::string(key) + " (soft-capping) is not supported");
+  for (const auto& [key, cap, gemma2_default] : {std::tuple{"attn_logit_softcapping", &c.attn_softcap, 50.0f},
+                                                  std::tuple{"final_logit_softcapping", &c.final_softcap, 30.0f}}) {
+    const Json* given = j.find(key);
+    const float fallback = gemma2 ? gemma2_default : 0.0f;
+    *cap = given != nullptr && given->is_null() ? 0.0f : positive_float(given, path, key, fallback);
+  }
   if (flag(j.find("use_bidirectional_attention"), path, "use_bidirectional_attention", false))
     throw input_error(path, "use_bidirectional_attention is not supported (causal attention only)");
   c.sliding_window = positive_int(j.find("sliding_window"), path, "sliding_window", 4096, kMaxContext);
-  c.local_layers.assign(c.n_layers, 0);
-  if (const Json* kinds = j.find("layer_types"); kinds != nullptr && !kinds->is_null()) {
-    if (!kinds->is_array() || kinds->size() != static_cast<std::size_t>(c.n_layers))
-      throw input_error(path, "layer_types is not a list of num_hidden_layers (" + std::to_string(c.n_layers) +
-                                  ") layer kinds");
-    for (int l = 0; l < c.n_layers; ++l) {
-      const Json& kind = kinds->items()[l];
-      const std::string name = kind.is_string() ? kind.as_string() : "";
-      if (name != "sliding_attention" && name != "full_attention")
-        throw input_error(path, "layer_types holds " + (kind.is_string() ? "\"" + name + "\"" : type_phrase(kind)) +
-                                    " (supported: sliding_attention, full_attention)");
-      c.local_layers[l] = name == "sliding_attention";
-    }
-  } else {
-    const int pattern = positive_int(j.find("sliding_window_pattern"), path, "sliding_window_pattern", 6, kMaxLayers);
+  c.local_layers = read_layer_types(path, j, c.n_layers, true);
+  if (c.local_layers.empty()) {
+    const int pattern =
+        gemma2 ? 2 : positive_int(j.find("sliding_window_pattern"), path, "sliding_window_pattern", 6, kMaxLayers);
+    c.local_layers.assign(c.n_layers, 0);
     for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = (l + 1) % pattern != 0;
   }
 }
 
-// Gemma's RMSNorms scale by 1 + weight (Gemma3RMSNorm): the weights become those factors, as
-// llama.cpp's converter writes them, the queries' scaled by query_scale as well.
-void gemma_norm_weights(ModelWeights& w, float query_scale) {
-  auto add_one = [](WeightVector& v, float scale) {
-    for (float& x : v) x = (1.0f + x) * scale;
+// Gemma's RMSNorms scale by 1 + weight (Gemma2RMSNorm, Gemma3RMSNorm): the weights become those
+// factors, as llama.cpp's converter writes them.
+void gemma_norm_weights(ModelWeights& w) {
+  auto add_one = [](WeightVector& v) {
+    for (float& x : v) x += 1.0f;
   };
-  for (LayerWeights& l : w.layers) {
-    for (WeightVector* v : {&l.attn_norm, &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm, &l.k_norm}) add_one(*v, 1.0f);
-    add_one(l.q_norm, query_scale);
-  }
-  add_one(w.final_norm, 1.0f);
+  for (LayerWeights& l : w.layers)
+    for (WeightVector* v : {&l.attn_norm, &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm, &l.q_norm, &l.k_norm})
+      add_one(*v);
+  add_one(w.final_norm);
 }
 
 ModelConfig read_config(const std::string& path, const Json& j) {
@@ -354,7 +373,7 @@ ModelConfig read_config(const std::string& path, const Json& j) {
     throw input_error(path,
                       "unsupported architecture \"" + hf_arch +
                           "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                          "Qwen3ForCausalLM, Gemma3ForCausalLM)");
+                          "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)");
   }
   ModelConfig c;
   c.arch = arch->arch;
@@ -386,8 +405,15 @@ ModelConfig read_config(const std::string& path, const Json& j) {
   if (flag(j.find("mlp_bias"), path, "mlp_bias", false))
     throw input_error(path, "mlp_bias (biases on the MLP projections) is not supported");
   if (c.arch == "gemma3") {
-    read_gemma3(path, j, c);
+    read_gemma(path, j, c);
     read_rope(path, j, c, 1000000.0f);
+    return c;
+  }
+  if (c.arch == "gemma2") {  // one RoPE for every layer, unscaled
+    read_gemma(path, j, c);
+    read_rope(path, j, c, 10000.0f);
+    if (!c.rope_scaling.type.empty()) throw input_error(path, "RoPE scaling is not supported in Gemma 2");
+    c.rope_local_theta = c.rope_theta;
     return c;
   }
   if (const Json* act = j.find("hidden_act");
@@ -408,16 +434,7 @@ ModelConfig read_config(const std::string& path, const Json& j) {
     }
   }
   // transformers writes each layer's attention kind (Qwen2, Qwen3); all must be full attention.
-  if (const Json* kinds = j.find("layer_types"); kinds != nullptr && !kinds->is_null()) {
-    if (!kinds->is_array()) throw input_error(path, "layer_types is " + type_phrase(*kinds) + ", expected an array");
-    for (const Json& kind : kinds->items()) {
-      if (!kind.is_string() || kind.as_string() != "full_attention") {
-        throw input_error(path, "layer_types holds " +
-                                    (kind.is_string() ? "\"" + kind.as_string() + "\"" : type_phrase(kind)) +
-                                    " (only full_attention layers are supported)");
-      }
-    }
-  }
+  read_layer_types(path, j, c.n_layers, false);
   read_rope(path, j, c, 10000.0f);
   return c;
 }
@@ -455,9 +472,9 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
     }
   }
 
-  const bool gemma = c.arch == "gemma3";
+  const bool gemma = c.arch == "gemma2" || c.arch == "gemma3";
   // Gemma scales the scores by query_pre_attn_scalar^-1/2, the engine by head_dim^-1/2: the
-  // queries take the difference, in q_norm.
+  // queries take the difference (scale_queries).
   const float query_scale =
       gemma ? std::sqrt(c.head_dim / positive_float(config.find("query_pre_attn_scalar"), config_path,
                                                     "query_pre_attn_scalar", 256.0f))
@@ -504,7 +521,8 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
   tensors.read(w.final_norm, "model.norm.weight", {D});
   if (!c.tied_classifier) tensors.read(w.classifier, "lm_head.weight", {V, D});
   tensors.finish();
-  if (gemma) gemma_norm_weights(w, query_scale);
+  if (gemma) gemma_norm_weights(w);
+  scale_queries(m, query_scale);
   return m;
 }
 

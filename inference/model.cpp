@@ -1,8 +1,10 @@
 // Model helpers: packed weight matrices, the weight traffic of one decoded token (for the
-// bandwidth limit), the parameter count, and the RoPE frequencies the model's scaling asks for.
+// bandwidth limit), the parameter count, the queries' scale, and the RoPE frequencies the model's
+// scaling asks for.
 #include "inference/model.h"
 
 #include <algorithm>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -13,6 +15,21 @@
 #include "kernels/rope.h"
 
 namespace kvs {
+
+void scale_queries(Model& model, float factor) {
+  if (factor == 1.0f) return;
+  auto scale = [factor](std::span<float> v) {
+    for (float& x : v) x *= factor;
+  };
+  for (LayerWeights& l : model.weights.layers) {
+    if (!l.q_norm.empty()) {
+      scale(l.q_norm);
+    } else {
+      scale(l.wq.panels());
+      scale(l.bq);
+    }
+  }
+}
 
 std::vector<float> rope_inv_freq(const Model& model) {
   const ModelConfig& c = model.config;

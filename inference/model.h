@@ -73,6 +73,8 @@ struct ModelConfig {
   bool local(int layer) const { return !local_layers.empty() && local_layers[layer] != 0; }
   // Layer `layer`'s sliding window (0: none).
   int window(int layer) const { return local_layers.empty() || local(layer) ? sliding_window : 0; }
+  // How a query-key dot product becomes an attention score: times head_dim^-1/2, soft-capped.
+  ops::Scoring scoring() const { return {1.0f / std::sqrt(static_cast<float>(head_dim)), attn_softcap}; }
 };
 
 // A weight matrix W[rows, cols] kept packed in panels (kernels/matmul.h), the layout the CPU
@@ -140,7 +142,7 @@ struct LayerWeights {
   WeightVector q_norm;     // [head_dim] or empty: every query head's RMSNorm weight (Qwen3, Gemma 3)
   WeightVector k_norm;     // [head_dim] or empty: the same for every key head
   // [dim] each or empty: the attention's and the FFN's outputs normalised before the residual add
-  // (Gemma 3)
+  // (Gemma 2 and 3)
   WeightVector post_attn_norm;
   WeightVector post_ffn_norm;
   WeightVector ffn_norm;   // [dim]
@@ -178,6 +180,11 @@ struct Model {
   // classifier when it is separate (a tied one is the embedding, counted once).
   std::size_t parameter_count() const;
 };
+
+// Multiplies every query by `factor` (1: nothing): through the q_norm weights where the model has
+// them, else the rows of wq and bq. Loaders fold a checkpoint's own score scale (Gemma's
+// query_pre_attn_scalar^-1/2) into the queries this way, since the engine scales by head_dim^-1/2.
+void scale_queries(Model& model, float factor);
 
 // RoPE inverse frequencies [head_dim/2] with the model's scaling applied. Throws InputError for
 // a scaling type it does not know.

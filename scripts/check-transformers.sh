@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Optional cross-check of KVScope's Hugging Face loading and forward pass against HF transformers
 # (not part of scripts/test.sh): scripts/check_transformers.py writes tiny random Llama / Qwen2 /
-# Qwen3 / Gemma 3 / Mistral checkpoints, records each with `kvscope record --device cpu` and compares the greedy
+# Qwen3 / Gemma 2 / Gemma 3 / Mistral checkpoints, records each with `kvscope record --device cpu` and compares the greedy
 # tokens, the decode attention rows, decode_lse and the prefill window with transformers' float64
 # eager attention; also ../shared/models/stories260K-hf. Variant smollm2: KVScope's default model,
 # SmolLM2-135M-Instruct.Q4_1.gguf, against transformers loading the same GGUF file: the prompt
@@ -14,9 +14,9 @@
 # replayed in transformers with each run's kept sets as attention masks (rows, lse, the free runs'
 # tokens, top1_agree, kl, ref_logprob; and a negative control that must fail). One line per run,
 # then a summary. Then (variant export) scripts/check_export.py checks scripts/hf_record.py, the
-# exporter for models KVScope cannot run: its traces of stories260K-hf and of random Llama / Qwen2 / Qwen3 /
+# exporter for models KVScope cannot run: its traces of stories260K-hf and of random Llama / Qwen2 / Qwen3 / Gemma /
 # Mistral checkpoints against `kvscope record --device cpu` of the same prompts (tokens, rows, lse,
-# prefill evidence, and `kvscope simulate`'s runs on both), its rows of five architectures KVScope
+# prefill evidence, and `kvscope simulate`'s runs on both), its rows of four architectures KVScope
 # does not run against transformers' eager attention, and its refusals of bad input. One line per
 # case, then a summary. Exit status 1 when anything disagrees. About 15 s on 2 idle cores, plus
 # 40-50 s for smollm2, about 10 s for live-eviction and about 130 s for export (plus the first

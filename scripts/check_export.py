@@ -9,9 +9,9 @@ the prefill column sums, the full map (float16: one float16 step) or the pooled 
 of h2o, snapkv, tova and streamingllm at budget 16 on each must keep the same positions at every step and give
 the same mean metrics (within 1e-4 relative). Cases: stories260K-hf; stories260K-hf on a 341-token prompt with
 a 1 MiB capture budget (pooled map, float16 rows, prefill in blocks of 9 queries); check_transformers.py's
-random Llama (F32, BF16), Qwen2 (q/k/v biases), Qwen3 (QK-norm, head_dim 32), Gemma 3 (local and global
-layers), Mistral (sliding windows, MQA, head_dim 24) checkpoints, one whose generation_config.json ends the text
-early and a byte-level BPE one recorded with --chat (ChatML's special tokens, characters split into byte tokens). Then architectures KVScope does not run (Gemma 2, OLMo 2, GPT-NeoX,
+random Llama (F32, BF16), Qwen2 (q/k/v biases), Qwen3 (QK-norm, head_dim 32), Gemma 2 (soft-capped scores),
+Gemma 3 (local and global layers), Mistral (sliding windows, MQA, head_dim 24) checkpoints, one whose generation_config.json ends the text
+early and a byte-level BPE one recorded with --chat (ChatML's special tokens, characters split into byte tokens). Then architectures KVScope does not run (OLMo 2, GPT-NeoX,
 GPT-2, DeepSeek-V3), tiny random models whose rows must match transformers' own eager attention within 1e-5;
 and the exporter's refusals of bad input and of architectures it cannot record (Bloom, gpt-oss, Falcon, Jamba):
 one line, exit 2, no file. One line per case, then a summary; exit status 1 when anything disagrees. Run it
@@ -68,6 +68,7 @@ CASES = {
     # checkpoints hold stories260K-hf's SentencePiece-style one, given as it is written with --tokenizer
     "qwen2_bias_tied": ("qwen2_bias_tied", ["--prompt", PROMPT], STEPS, ["--tokenizer", OWN_TOKENIZER], {}),
     "qwen3_tied_hd32": ("qwen3_tied_hd32", ["--prompt", PROMPT], STEPS, ["--tokenizer", OWN_TOKENIZER], {}),
+    "gemma2_caps_tied": ("gemma2_caps_tied", ["--prompt", PROMPT], STEPS, ["--tokenizer", OWN_TOKENIZER], {}),
     "gemma3_pattern2_tied": ("gemma3_pattern2_tied", ["--prompt", PROMPT], STEPS, ["--tokenizer", OWN_TOKENIZER],
                              {}),
     "mistral_sw16": ("mistral_sw16", ["--prompt", PROMPT], STEPS, [], {}),
@@ -84,7 +85,6 @@ CASES = {
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=512, max_position_embeddings=512, bos_token_id=1, eos_token_id=2, pad_token_id=0)
 ARCHS = {
-    "gemma2": dict(TINY, head_dim=16, sliding_window=8),  # logit soft-capping; sliding windows every other layer
     "olmo2": dict(TINY),                                  # RMSNorm on all of q and k; norms after each block
     "gpt_neox": dict(TINY, num_key_value_heads=4),        # partial rotary embedding, multi-head attention
     "gpt2": dict(TINY, num_key_value_heads=4),            # learned absolute positions

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cross-check of KVScope's Hugging Face loader and CPU forward pass against HF transformers.
 
-Writes tiny random Llama / Qwen2 / Qwen3 / Gemma 3 / Mistral checkpoints (its own safetensors writer:
+Writes tiny random Llama / Qwen2 / Qwen3 / Gemma 2 / Gemma 3 / Mistral checkpoints (its own safetensors writer:
 F32, F16, BF16, sharded), records each with `kvscope record --device cpu`, and compares the trace with
 transformers' eager attention in float64 (output_attentions=True): the greedy tokens (teacher-
 forced argmax and HF's greedy generate), every decode attention row, decode_lse and the
@@ -91,6 +91,15 @@ VARIANTS = {
                                            "layer_types": ["sliding_attention", "full_attention",
                                                            "sliding_attention"],
                                            "rope_scaling": {"rope_type": "linear", "factor": 4.0}}),
+    # Gemma 2: every other layer local (one RoPE base), post-block norms, GeGLU, scaled embeddings,
+    # attention scores soft-capped (a cap of 3 changes every row of these weights) and logits; the
+    # caps transformers applies where config.json gives none (50, 30)
+    "gemma2_caps_tied": dict(arch="gemma2", tied=True, seed=22, dim=64, heads=4, kv_heads=2, head_dim=16, layers=4,
+                             extra={"sliding_window": 8, "query_pre_attn_scalar": 24,
+                                    "attn_logit_softcapping": 3.0, "final_logit_softcapping": 10.0}),
+    "gemma2_default_caps": dict(arch="gemma2", seed=23, dim=64, heads=4, kv_heads=1, head_dim=32,
+                                extra={"sliding_window": 12, "query_pre_attn_scalar": 32,
+                                       "layer_types": ["full_attention", "sliding_attention", "full_attention"]}),
     "mistral_sw16": dict(arch="mistral", seed=13, extra={"sliding_window": 16}),
     "mistral_sw_null": dict(arch="mistral", seed=14, extra={"sliding_window": None}),
     "mistral_mqa_hd24_sw12": dict(arch="mistral", seed=15, dim=64, heads=4, kv_heads=1, head_dim=24,
@@ -138,7 +147,7 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
     scaled up so that attention is far from uniform. lm_head: write lm_head.weight (default: when
     untied). gen_eos: eos_token_id of a generation_config.json."""
     rng = np.random.default_rng(seed)
-    hd = head_dim or {"qwen3": 128, "gemma3": 256}.get(arch, dim // heads)  # transformers' defaults
+    hd = head_dim or {"qwen3": 128, "gemma2": 256, "gemma3": 256}.get(arch, dim // heads)  # transformers' defaults
     Q, KV = heads * hd, kv_heads * hd
     a = 1 / np.sqrt(dim)
 
@@ -147,12 +156,13 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
 
     # Gemma's norms scale by 1 + weight: its weights are drawn around 0, so that every variant's
     # norms scale by about 1 (and its q/k norms by 0.5 to 2)
-    shift = 1.0 if arch == "gemma3" else 0.0
+    gemma = arch in ("gemma2", "gemma3")
+    shift = 1.0 if gemma else 0.0
 
     def norm():
         return rng.uniform(0.8 - shift, 1.2 - shift, dim).astype(np.float32)
 
-    t = {"model.embed_tokens.weight": U((vocab, dim), 1.0 if arch != "gemma3" else 1 / np.sqrt(dim))}
+    t = {"model.embed_tokens.weight": U((vocab, dim), 1 / np.sqrt(dim) if gemma else 1.0)}
     for i in range(layers):
         p = f"model.layers.{i}."
         t[p + "input_layernorm.weight"] = norm()
@@ -168,7 +178,7 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
             t[p + "self_attn.q_norm.weight"] = rng.uniform(0.5 - shift, 2.0 - shift, hd).astype(np.float32)
             t[p + "self_attn.k_norm.weight"] = rng.uniform(0.5 - shift, 2.0 - shift, hd).astype(np.float32)
         t[p + "post_attention_layernorm.weight"] = norm()
-        if arch == "gemma3":
+        if gemma:
             t[p + "pre_feedforward_layernorm.weight"] = norm()
             t[p + "post_feedforward_layernorm.weight"] = norm()
         t[p + "mlp.gate_proj.weight"] = U((hidden, dim), a)
@@ -178,7 +188,7 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
     if lm_head if lm_head is not None else not tied:
         t["lm_head.weight"] = U((vocab, dim), 3 * a)
     cfg = {"architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                              "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
+                              "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM",
                               "mistral": "MistralForCausalLM"}[arch]],
            "model_type": arch if arch != "gemma3" else "gemma3_text", "hidden_size": dim, "intermediate_size": hidden, "num_hidden_layers": layers,
            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
@@ -187,7 +197,7 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
            "torch_dtype": {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[dtype]}
     if arch in ("llama", "qwen3"):
         cfg["attention_bias"] = bias
-    if arch == "gemma3":
+    if gemma:
         del cfg["hidden_act"]
         cfg["hidden_activation"] = "gelu_pytorch_tanh"
     if head_dim:
@@ -227,17 +237,19 @@ def resave_config(src, dst):
 
 
 def install_lse_capture():
-    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2, Qwen3 and Gemma 3 so that each
-    call also appends the log-sum-exp of its masked, scaled scores ([batch, heads, queries]) to the list
-    returned."""
+    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2, Qwen3, Gemma 2 and Gemma 3 so that
+    each call also appends the log-sum-exp of its masked, scaled (and soft-capped: Gemma 2) scores
+    ([batch, heads, queries]) to the list returned."""
     captured = []
-    for name in ("llama", "mistral", "qwen2", "qwen3", "gemma3"):
+    for name in ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"):
         mod = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
 
         def wrapped(module, query, key, value, attention_mask, scaling, dropout=0.0,
                     _orig=mod.eager_attention_forward, _mod=mod, **kw):
             keys = _mod.repeat_kv(key, module.num_key_value_groups)
             scores = torch.matmul(query, keys.transpose(2, 3)) * scaling
+            if kw.get("softcap") is not None:
+                scores = torch.tanh(scores / kw["softcap"]) * kw["softcap"]
             if attention_mask is not None:
                 scores = scores + attention_mask
             captured.append(torch.logsumexp(scores.double(), dim=-1).detach())

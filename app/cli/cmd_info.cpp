@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "analysis/trace.h"
 #include "app/cli/args.h"
@@ -148,6 +149,8 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add_bool("qk_norm", c.qk_norm)
         .add("activation", c.activation == Activation::GeluTanh ? "gelu_tanh" : "silu")
         .add("local_layers", local_layers)
+        .add("attn_softcap", static_cast<double>(c.attn_softcap))
+        .add("final_softcap", static_cast<double>(c.final_softcap))
         .add("parameters", params);
     if (tok) o.add("tokenizer", tok->kind()).add("end_ids", text_end_ids(model, *tok));
     else o.add_null("tokenizer").add("tokenizer_problem", tok_problem);
@@ -171,9 +174,15 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
   std::printf("vocab      %d; context %d%s; rope theta %g (%s%s%s); rms eps %g\n", c.vocab_size, c.seq_len,
               window.c_str(), c.rope_theta, c.rope_style == RopeStyle::Interleaved ? "interleaved pairs" : "rotate-half",
               c.rope_scaling.type.empty() ? "" : ", scaling ", c.rope_scaling.type.c_str(), c.rms_eps);
-  std::printf("params     %.1f M (%s classifier%s%s%s)\n", params / 1e6, c.tied_classifier ? "tied" : "separate",
+  std::string caps;  // Gemma 2's soft caps
+  for (const auto& [what, cap] : {std::pair{"scores", c.attn_softcap}, std::pair{"logits", c.final_softcap}}) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%s%s soft-capped at %g", caps.empty() ? ", " : " and ", what, cap);
+    if (cap > 0.0f) caps += text;
+  }
+  std::printf("params     %.1f M (%s classifier%s%s%s%s)\n", params / 1e6, c.tied_classifier ? "tied" : "separate",
               c.qkv_bias ? ", q/k/v biases" : "", c.qk_norm ? ", q/k heads RMS-normed" : "",
-              c.activation == Activation::GeluTanh ? ", GeGLU" : "");
+              c.activation == Activation::GeluTanh ? ", GeGLU" : "", caps.c_str());
   if (tok) {
     std::string ends;  // every token that ends a generated text
     for (int id : text_end_ids(model, *tok)) ends += (ends.empty() ? "" : ", ") + std::to_string(id);

@@ -178,6 +178,22 @@ TEST(EngineAttention, Gemma3LocalAndGlobalLayersMatchNaiveForward) {
   expect_windowed_rows_match(tiny::random_model(tiny::gemma3_config(), 29));
 }
 
+// Gemma 2: every other layer local (one RoPE base for all), scores and logits soft-capped; the
+// same model uncapped gives other rows and logits, so the caps are what the naive forward checks.
+TEST(EngineAttention, Gemma2SoftCappedScoresAndLogitsMatchNaiveForward) {
+  const Model m = tiny::random_model(tiny::gemma2_config(), 31);
+  expect_windowed_rows_match(m);
+  Model uncapped = m;
+  uncapped.config.attn_softcap = uncapped.config.final_softcap = 0.0f;
+  const tiny::Reference a = tiny::reference_forward(m, all_tokens());
+  const tiny::Reference b = tiny::reference_forward(uncapped, all_tokens());
+  double rows = 0, logits = 0;
+  for (std::size_t i = 0; i < a.attn.size(); ++i) rows = std::max(rows, std::abs(a.attn[i] - b.attn[i]));
+  for (std::size_t i = 0; i < a.logits.size(); ++i) logits = std::max(logits, std::abs(a.logits[i] - b.logits[i]));
+  EXPECT_GT(rows, 0.05);
+  EXPECT_GT(logits, 0.5);
+}
+
 TEST(EngineAttention, BlocksArriveInLayerHeadBlockOrder) {
   const Model m = tiny::random_model(tiny::tiny_config(), 3);
   EngineOptions opt;

@@ -129,6 +129,34 @@ TEST(EngineCuda, Gemma3LocalAndGlobalLayersMatchTheCpu) {
   }
 }
 
+// Gemma 2: every other layer local, scores soft-capped in prefill's softmax and decode's splits,
+// logits soft-capped after the classifier; each step's logits against the CPU's on the GPU's
+// numbers (fp16), and the plain CPU engine's with fp32 storage.
+TEST(EngineCuda, Gemma2SoftCapsMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const Model model = tiny::random_model(tiny::gemma2_config(), 41);
+  const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
+  const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6};
+  auto expect_same_logits = [](const tiny::Capture& want, const tiny::Capture& got, float tol) {
+    ASSERT_EQ(want.logits.size(), got.logits.size());
+    for (std::size_t s = 0; s < want.logits.size(); ++s)
+      for (std::size_t i = 0; i < want.logits[s].size(); ++i)
+        ASSERT_NEAR(got.logits[s][i], want.logits[s][i], tol) << "logits event " << s << " token " << i;
+  };
+  EngineOptions cpu = cpu_as_gpu();
+  cpu.prefill_block = 12;  // the prompt's rows in one block, as the GPU sends them
+  const tiny::Capture want = capture_run(as_stored(model), cpu, prompt, forced);
+  const tiny::Capture got = capture_run(model, on(Device::Cuda), prompt, forced);
+  expect_same_rows(want, got, kSameNumbersTol);
+  expect_same_logits(want, got, 2e-2f);
+  EngineOptions plain = on(Device::Cpu);
+  plain.prefill_block = 12;
+  const tiny::Capture exact = capture_run(model, on(Device::Cuda, false, GpuDtype::Fp32), prompt, forced);
+  const tiny::Capture reference = capture_run(model, plain, prompt, forced);
+  expect_same_rows(reference, exact, kFp32StorageTol);
+  expect_same_logits(reference, exact, 1e-4f);
+}
+
 TEST(EngineCuda, SlidingWindowMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   ModelConfig c = tiny::tiny_config();
@@ -452,11 +480,12 @@ void check_extend(const Model& model) {
   for (std::size_t i = 0; i < exact.logits[0].size(); ++i) EXPECT_NEAR(exact.logits[0][i], plain.logits[0][i], 1e-4f);
 }
 
-// On a Llama model and on Gemma 3's local and global layers.
+// On a Llama model, on Gemma 3's local and global layers and Gemma 2's soft-capped ones.
 TEST(EngineCuda, ExtendGivesTheCpusRowsAndLastLogits) {
   SKIP_WITHOUT_GPU();
   check_extend(tiny::random_model(tiny::tiny_config(), 23));
   check_extend(tiny::random_model(tiny::gemma3_config(), 24));
+  check_extend(tiny::random_model(tiny::gemma2_config(), 25));
 }
 
 // Marks per KV head and layer before each attention: position p inactive when (p + g + layer) % 3

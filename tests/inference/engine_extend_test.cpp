@@ -98,14 +98,17 @@ TEST(EngineExtend, EqualsDecodeStepsWithASlidingWindow) {
 }
 
 // Gemma 3's local layers (a window of 4, their own RoPE base) beside a global one, post-block norms
-// and GeGLU: the batched chunk gives the decode steps' rows and logits; with RoPE applied in the
-// cache too.
-TEST(EngineExtend, EqualsDecodeStepsOnGemma3Layers) {
-  const Model m = tiny::random_model(tiny::gemma3_config(), 38);
-  expect_same(feed(m, {}, false, nullptr), feed(m, {}, true, nullptr), 1e-5f);
-  EngineOptions o;
-  o.rope_in_cache = true;
-  expect_same(feed(m, o, false, nullptr), feed(m, o, true, nullptr), 0.0f);
+// and GeGLU, and Gemma 2's (every other layer local, soft-capped scores and logits): the batched
+// chunk gives the decode steps' rows and logits; with RoPE applied in the cache too.
+TEST(EngineExtend, EqualsDecodeStepsOnGemmaLayers) {
+  for (const Model& m :
+       {tiny::random_model(tiny::gemma3_config(), 38), tiny::random_model(tiny::gemma2_config(), 40)}) {
+    SCOPED_TRACE(m.config.arch);
+    expect_same(feed(m, {}, false, nullptr), feed(m, {}, true, nullptr), 1e-5f);
+    EngineOptions o;
+    o.rope_in_cache = true;
+    expect_same(feed(m, o, false, nullptr), feed(m, o, true, nullptr), 0.0f);
+  }
 }
 
 TEST(EngineExtend, EqualsDecodeStepsAfterARewind) {

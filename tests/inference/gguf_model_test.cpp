@@ -190,7 +190,7 @@ TEST(GgufModel, ShapeAndArchitectureChecks) {
   const std::string path = dir.file("arch.gguf");
   w.write(path);
   EXPECT_EQ(input_error_of([&] { load_model(path); }),
-            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3, gemma3)");
+            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3, gemma2, gemma3)");
 
   testing::GgufWriter v;
   v.add_string("general.architecture", "llama");
@@ -299,7 +299,7 @@ TEST(GgufModel, Qwen3WithQkNormAndWideHeads) {
 // A gemma3 GGUF (its norms already 1 + HF's weights, as the converter writes them): every 6th layer
 // global, the others local within attention.sliding_window with RoPE base 10000, post-block
 // norms, GeGLU and embeddings scaled by sqrt(dim), as the naive forward pass runs them;
-// soft-capping refused.
+// soft-capping keys refused (llama.cpp's gemma3 caps nothing).
 TEST(GgufModel, Gemma3LocalAndGlobalLayers) {
   ModelConfig c = tiny::gemma3_config();
   c.n_layers = 6;
@@ -325,7 +325,36 @@ TEST(GgufModel, Gemma3LocalAndGlobalLayers) {
     w.add_f32("gemma3.final_logit_softcapping", 30.0f);
   });
   EXPECT_EQ(input_error_of([&] { load_model(capped); }),
-            capped + ": gemma3.final_logit_softcapping (soft-capping) is not supported");
+            capped + ": gemma3.final_logit_softcapping is not supported (llama.cpp's gemma3 caps nothing)");
+}
+
+// A gemma2 GGUF: every other layer local from layer 0, one RoPE base for all, the file's soft caps
+// on scores and logits (the naive forward pass with them), 50 and 30 where the file gives none.
+TEST(GgufModel, Gemma2SoftCapsAndAlternatingLayers) {
+  const ModelConfig c = tiny::gemma2_config();
+  const Model want = tiny::random_model(c, 44);
+  TempDir dir;
+  const std::string path = dir.file("gemma2.gguf");
+  write_model_gguf(path, "gemma2", want, {}, [&](testing::GgufWriter& w) {
+    w.add_u32("gemma2.attention.sliding_window", c.sliding_window);
+    w.add_f32("gemma2.attn_logit_softcapping", c.attn_softcap);
+    w.add_f32("gemma2.final_logit_softcapping", c.final_softcap);
+  });
+  const Model m = load_model(path);
+  EXPECT_EQ(m.config.arch, "gemma2");
+  EXPECT_EQ(m.config.local_layers, c.local_layers);
+  EXPECT_EQ(m.config.rope_local_theta, m.config.rope_theta);
+  EXPECT_EQ(m.config.attn_softcap, c.attn_softcap);
+  EXPECT_EQ(m.config.final_softcap, c.final_softcap);
+  EXPECT_FALSE(m.config.qk_norm);
+  expect_naive_logits(m, want, {1, 5, 9, 3, 14, 7, 22, 30, 2, 11});  // longer than the window
+
+  const std::string defaults = dir.file("defaults.gguf");
+  write_model_gguf(defaults, "gemma2", want);
+  const Model d = load_model(defaults);
+  EXPECT_EQ(d.config.attn_softcap, 50.0f);
+  EXPECT_EQ(d.config.final_softcap, 30.0f);
+  EXPECT_EQ(d.config.sliding_window, 4096);
 }
 
 // Writes dir/`name`: testing::tiny_llama_writer(layers, omit), then what `extra` adds.

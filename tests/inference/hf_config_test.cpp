@@ -116,17 +116,17 @@ TEST(HfConfig, Qwen3QkNormsAndLayerTypes) {
                   config_with(qwen3, "model_type", "\"qwen3\", \"layer_types\": " + five + "\"sliding_attention\"]"));
   EXPECT_EQ(input_error_of([&] { load_model(sliding.file("")); }),
             sliding.file("config.json") +
-                ": layer_types holds \"sliding_attention\" (only full_attention layers are supported)");
+                ": layer_types holds \"sliding_attention\" (supported: full_attention)");
   copy_side_files(odd, config_with(qwen3, "model_type", "\"qwen3\", \"layer_types\": " + five + "7]"));
   EXPECT_EQ(input_error_of([&] { load_model(odd.file("")); }),
-            odd.file("config.json") + ": layer_types holds a number (only full_attention layers are supported)");
+            odd.file("config.json") + ": layer_types holds a number (supported: full_attention)");
 }
 
 // Gemma 3: norms of 1 + weight (pre_feedforward_layernorm the FFN's, post_attention_layernorm
 // the attention output's), q_norm scaled by sqrt(head_dim / query_pre_attn_scalar), local layers
 // from layer_types or sliding_window_pattern, the local RoPE base from rope_local_base_freq or
-// transformers 5's rope_parameters by layer type; soft-capping, other activations and malformed
-// layer kinds refused.
+// transformers 5's rope_parameters by layer type; soft caps only where given; other activations and
+// malformed layer kinds refused.
 TEST(HfConfig, Gemma3LayersNormsAndRope) {
   std::string gemma = config_with(hf_config(), "architectures", "[\"Gemma3ForCausalLM\"]");
   gemma = config_with(gemma, "hidden_act", "\"gelu_pytorch_tanh\"");
@@ -157,6 +157,13 @@ TEST(HfConfig, Gemma3LayersNormsAndRope) {
   EXPECT_EQ(m.weights.layers[0].ffn_norm[0], 0.5f);
   EXPECT_EQ(m.weights.layers[0].post_ffn_norm[63], 64.0f);
   EXPECT_FALSE(m.weights.layers[0].post_attn_norm.empty());
+  EXPECT_EQ(m.config.attn_softcap, 0.0f);
+  EXPECT_EQ(m.config.final_softcap, 0.0f);
+
+  TempDir capped;
+  const Model k = load_with(capped, config_with(gemma, "rms_norm_eps", "1e-5, \"final_logit_softcapping\": 30.0"));
+  EXPECT_EQ(k.config.final_softcap, 30.0f);
+  EXPECT_EQ(k.config.attn_softcap, 0.0f);
 
   TempDir b;
   const std::string typed = config_with(
@@ -171,8 +178,8 @@ TEST(HfConfig, Gemma3LayersNormsAndRope) {
   EXPECT_EQ(t.config.rope_local_theta, 20000.0f);
 
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {config_with(gemma, "rms_norm_eps", "1e-5, \"final_logit_softcapping\": 30.0"),
-       "final_logit_softcapping (soft-capping) is not supported"},
+      {config_with(gemma, "rms_norm_eps", "1e-5, \"attn_logit_softcapping\": -1"),
+       "attn_logit_softcapping has an invalid value -1 (expected a positive number)"},
       {config_with(gemma, "hidden_act", "\"gelu\""), "hidden_act \"gelu\" is not supported (supported: gelu_pytorch_tanh)"},
       {config_with(gemma, "rms_norm_eps", "1e-5, \"layer_types\": [\"full_attention\"]"),
        "layer_types is not a list of num_hidden_layers (5) layer kinds"},
@@ -186,6 +193,56 @@ TEST(HfConfig, Gemma3LayersNormsAndRope) {
     copy_side_files(d, config);
     EXPECT_EQ(input_error_of([&] { load_model(d.file("")); }), d.file("config.json") + ": " + problem);
   }
+}
+
+// Gemma 2: every other layer local from layer 0 (no layer_types), one RoPE base for all, soft caps
+// of 50 and 30 where config.json gives none and none where it gives null, the queries scaled by
+// sqrt(head_dim / query_pre_attn_scalar) in wq (no q_norm), norms of 1 + weight around both blocks;
+// RoPE scaling refused.
+TEST(HfConfig, Gemma2SoftCapsLayersAndQueryScale) {
+  std::string gemma = config_with(hf_config(), "architectures", "[\"Gemma2ForCausalLM\"]");
+  gemma = config_with(gemma, "hidden_act", "\"gelu_pytorch_tanh\"");
+  gemma = config_with(gemma, "model_type", "\"gemma2\", \"query_pre_attn_scalar\": 32, \"sliding_window\": 16");
+  std::vector<RawTensor> all = read_raw(shared_model("stories260K-hf/model.safetensors"));
+  for (int l = 0; l < 5; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    all.push_back(f32_tensor(p + "pre_feedforward_layernorm.weight", {64}, -0.5f));
+    all.push_back(f32_tensor(p + "post_feedforward_layernorm.weight", {64}, 0.0f));
+  }
+  const auto load_with = [&](const TempDir& dir, const std::string& config) {
+    copy_side_files(dir, config);
+    write_safetensors(dir.file("model.safetensors"), all);
+    return load_model(dir.file(""));
+  };
+  TempDir a;
+  const Model m = load_with(a, gemma);
+  EXPECT_EQ(m.config.arch, "gemma2");
+  EXPECT_EQ(m.config.local_layers, (std::vector<uint8_t>{1, 0, 1, 0, 1}));
+  EXPECT_EQ(m.config.sliding_window, 16);
+  EXPECT_EQ(m.config.rope_local_theta, m.config.rope_theta);
+  EXPECT_EQ(m.config.attn_softcap, 50.0f);
+  EXPECT_EQ(m.config.final_softcap, 30.0f);
+  EXPECT_EQ(m.config.activation, Activation::GeluTanh);
+  EXPECT_EQ(m.config.embed_scale, 8.0f);
+  EXPECT_FALSE(m.config.qk_norm);
+  EXPECT_TRUE(m.weights.layers[0].q_norm.empty());
+  EXPECT_EQ(m.weights.layers[0].ffn_norm[0], 0.5f);
+  EXPECT_EQ(m.weights.layers[3].post_ffn_norm[63], 64.0f);
+  const Model plain = load_model(shared_model("stories260K-hf"));
+  const WeightVector wq = m.weights.layers[2].wq.unpacked(), wq0 = plain.weights.layers[2].wq.unpacked();
+  for (std::size_t i = 0; i < wq.size(); ++i) ASSERT_EQ(wq[i], wq0[i] * 0.5f) << i;  // sqrt(8 / 32)
+  EXPECT_EQ(m.weights.layers[2].wk.unpacked(), plain.weights.layers[2].wk.unpacked());
+
+  TempDir b;
+  const Model uncapped = load_with(
+      b, config_with(gemma, "rms_norm_eps", "1e-5, \"attn_logit_softcapping\": null, \"final_logit_softcapping\": 12.5"));
+  EXPECT_EQ(uncapped.config.attn_softcap, 0.0f);
+  EXPECT_EQ(uncapped.config.final_softcap, 12.5f);
+
+  TempDir c;
+  copy_side_files(c, config_with(gemma, "rms_norm_eps", "1e-5, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}"));
+  EXPECT_EQ(input_error_of([&] { load_model(c.file("")); }),
+            c.file("config.json") + ": RoPE scaling is not supported in Gemma 2");
 }
 
 TEST(HfConfig, MistralLinearScalingAndUntiedHead) {

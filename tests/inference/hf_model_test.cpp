@@ -217,7 +217,8 @@ TEST(HfModel, UnsupportedArchitectureAndDtype) {
   EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }),
             dir.file("config.json") +
                 ": unsupported architecture \"GPTNeoXForCausalLM\" (supported: "
-                "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM)");
+                "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
+                "Gemma3ForCausalLM)");
 
   TempDir dir2;
   copy_side_files(dir2);

@@ -1,5 +1,6 @@
-// Test support: small random-weight Llama models built in code (Qwen2's biases, Qwen3's QK-norm and
-// Gemma 3's local layers, post-block norms, GeGLU and scaled embeddings where the config asks),
+// Test support: small random-weight Llama models built in code (Qwen2's biases, Qwen3's QK-norm,
+// Gemma's local layers, post-block norms, GeGLU and scaled embeddings, Gemma 2's soft caps where the
+// config asks),
 // the HF q/k row permutation, and an independent naive forward pass (double precision, no KV
 // cache, no kernels/ code) that gives every attention row and every position's logits.
 #pragma once
@@ -47,6 +48,24 @@ inline ModelConfig gemma3_config() {
   return c;
 }
 
+// tiny_config() as Gemma 2 lays a model out: GeGLU, embeddings scaled by sqrt(dim), the post-block
+// norms, layers 0 and 2 local with a window of 4 (one RoPE base for all), scores soft-capped at 2
+// and logits at 1.5 (low enough that both caps change every row and logit of these weights).
+inline ModelConfig gemma2_config() {
+  ModelConfig c = tiny_config();
+  c.arch = "gemma2";
+  c.n_layers = 4;
+  c.activation = Activation::GeluTanh;
+  c.embed_scale = std::sqrt(static_cast<float>(c.dim));
+  c.sliding_window = 4;
+  c.local_layers = {1, 0, 1, 0};
+  c.rope_local_theta = c.rope_theta;
+  c.rope_style = RopeStyle::RotateHalf;
+  c.attn_softcap = 2.0f;
+  c.final_softcap = 1.5f;
+  return c;
+}
+
 inline WeightVector random_vec(std::mt19937_64& rng, std::size_t n, float lo, float hi) {
   std::uniform_real_distribution<float> d(lo, hi);
   WeightVector v(n);
@@ -84,7 +103,7 @@ inline Model random_model(const ModelConfig& c, uint64_t seed) {
       w.q_norm = random_vec(rng, c.head_dim, 0.5f, 2.0f);
       w.k_norm = random_vec(rng, c.head_dim, 0.5f, 2.0f);
     }
-    if (c.arch == "gemma3") {
+    if (c.arch == "gemma2" || c.arch == "gemma3") {
       w.post_attn_norm = random_vec(rng, dim, 0.5f, 1.5f);
       w.post_ffn_norm = random_vec(rng, dim, 0.5f, 1.5f);
     }
@@ -182,6 +201,8 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
     for (std::size_t i = 0; i < x.size(); ++i) y[i] = x[i] * s * w[i];
     return y;
   };
+  // Gemma 2's soft cap: cap * tanh(v / cap), or v where cap is 0.
+  auto capped = [](double v, double cap) { return cap > 0 ? cap * std::tanh(v / cap) : v; };
   // Each head_dim slice of x normalised on its own, scaled by w [head_dim].
   auto norm_heads = [&](std::vector<double>& x, const WeightVector& w) {
     for (std::size_t h = 0; h < x.size(); h += hd) {
@@ -190,7 +211,6 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
       std::copy(y.begin(), y.end(), x.begin() + h);
     }
   };
-  // Rotates one head vector by position p, pairing as the model stores q/k.
   // Rotates one head vector of layer l by position p: a local layer's own base, unscaled.
   auto rotate = [&](int l, const double* in, double* out, double p) {
     const int half = hd / 2;
@@ -252,7 +272,7 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
           rotate(l, &k[keys[jj]][g * hd], kr.data(), rope_by_slot ? jj : keys[jj]);
           double d = 0;
           for (int e = 0; e < hd; ++e) d += qr[e] * kr[e];
-          s[jj] = d / std::sqrt(static_cast<double>(hd));
+          s[jj] = capped(d / std::sqrt(static_cast<double>(hd)), c.attn_softcap);
           mx = std::max(mx, s[jj]);
         }
         double sum = 0;
@@ -286,7 +306,8 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
   const WeightVector classifier = m.classifier().unpacked();  // [vocab, dim]
   for (int t = 0; t < T; ++t) {
     const std::vector<double> lg = linear(classifier, {}, rmsnorm(x[t], m.weights.final_norm), c.vocab_size);
-    std::copy(lg.begin(), lg.end(), ref.logits.begin() + static_cast<std::size_t>(t) * c.vocab_size);
+    std::transform(lg.begin(), lg.end(), ref.logits.begin() + static_cast<std::size_t>(t) * c.vocab_size,
+                   [&](double v) { return capped(v, c.final_softcap); });
   }
   return ref;
 }
