@@ -2,6 +2,8 @@
 #include "inference/chat_template.h"
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "inference/errors.h"
 #include "inference/gguf_file.h"
@@ -62,21 +64,33 @@ std::string detect_chat_family(const std::string& t) {
 
 namespace {
 
-// Family from an HF model folder's tokenizer_config.json ("" when it has none).
-std::string hf_chat_family(const std::string& folder) {
-  const std::filesystem::path config = std::filesystem::path(folder) / "tokenizer_config.json";
-  if (path_kind(config.string()) == PathKind::Missing) return "";
-  const Json j = Json::parse_file(config.string());
-  const Json* t = j.find("chat_template");
-  if (t == nullptr) return "";
-  if (t->is_string()) return detect_chat_family(t->as_string());
-  if (t->is_array()) {  // [{"name": "default", "template": "..."}, ...]
-    for (const Json& named : t->items()) {
-      if (named.get_string("name", "") == "default") return detect_chat_family(named.get_string("template", ""));
+// The chat template an HF model folder holds ("" when none): tokenizer_config.json's
+// chat_template (a string, or a list of named ones: the "default"), else the file of its own
+// that transformers saves since 4.50, chat_template.jinja, or a processor's chat_template.json
+// ({"chat_template": "..."}), as Gemma 3's checkpoints with a vision tower keep it.
+std::string hf_chat_template(const std::string& folder) {
+  const std::filesystem::path dir(folder);
+  if (const std::string config = (dir / "tokenizer_config.json").string(); path_kind(config) != PathKind::Missing) {
+    const Json j = Json::parse_file(config);
+    if (const Json* t = j.find("chat_template"); t != nullptr) {
+      if (t->is_string()) return t->as_string();
+      if (t->is_array()) {  // [{"name": "default", "template": "..."}, ...]
+        for (const Json& named : t->items())
+          if (named.get_string("name", "") == "default") return named.get_string("template", "");
+      }
     }
   }
+  if (const std::string jinja = (dir / "chat_template.jinja").string(); path_kind(jinja) != PathKind::Missing) {
+    std::ifstream in(jinja, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  if (const std::string json = (dir / "chat_template.json").string(); path_kind(json) != PathKind::Missing)
+    return Json::parse_file(json).get_string("chat_template", "");
   return "";
 }
+
+// Family from an HF model folder's chat template ("" when it has none).
+std::string hf_chat_family(const std::string& folder) { return detect_chat_family(hf_chat_template(folder)); }
 
 }  // namespace
 

@@ -1,6 +1,11 @@
-// Chat prompt formats: the fixed table, detection from chat templates, and the families of the
-// test models (stories260K has none; SmolLM2's GGUF template is ChatML with its system prompt).
+// Chat prompt formats: the fixed table, detection from chat templates, the template files of an HF
+// folder, and the families of the test models (stories260K has none; SmolLM2's GGUF template is
+// ChatML with its system prompt).
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "inference/chat_template.h"
 #include "inference/loader.h"
@@ -10,6 +15,7 @@ namespace kvs {
 namespace {
 
 using testing::shared_model;
+using testing::TempDir;
 
 TEST(ChatTemplate, FormatsEachFamily) {
   EXPECT_EQ(format_chat("smollm2", "Hi"),
@@ -53,6 +59,24 @@ TEST(ChatTemplate, DetectsFamilies) {
   EXPECT_EQ(detect_chat_family("{{ '[INST] ' + message['content'] + ' [/INST]' }}"), "mistral");
   EXPECT_EQ(detect_chat_family("{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}"),
             "gemma");
+}
+
+// An HF folder's template: tokenizer_config.json's chat_template first, else chat_template.jinja
+// (transformers 5 saves it there, not in tokenizer_config.json), else a processor's
+// chat_template.json (Gemma 3 with its vision tower).
+TEST(ChatTemplate, HfFolderTemplateFiles) {
+  TempDir dir;
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir.file(name), std::ios::binary) << text;
+  };
+  EXPECT_EQ(chat_family_for_path(dir.file("")), "");
+  write("tokenizer_config.json", "{\"bos_token\": \"<bos>\"}");
+  write("chat_template.json", "{\"chat_template\": \"{{ '<|start_header_id|>' }}\"}");
+  EXPECT_EQ(chat_family_for_path(dir.file("")), "llama3");
+  write("chat_template.jinja", "{{ '<start_of_turn>' + role + '\\n' }}");
+  EXPECT_EQ(chat_family_for_path(dir.file("")), "gemma");
+  write("tokenizer_config.json", "{\"chat_template\": \"{{ '[INST] ' + message['content'] + ' [/INST]' }}\"}");
+  EXPECT_EQ(chat_family_for_path(dir.file("")), "mistral");
 }
 
 TEST(ChatTemplate, TestModels) {
