@@ -22,6 +22,14 @@ namespace fs = std::filesystem;
 namespace kvs {
 namespace {
 
+// The shape a config class gives where config.json has no value: transformers' defaults, -1 where
+// the value must be given. Hub checkpoints of the Gemma 3 models with vision towers (4B, 12B, 27B)
+// leave most of their text_config to Gemma3TextConfig's defaults.
+struct ShapeDefaults {
+  int64_t vocab = -1, hidden = -1, intermediate = -1, layers = -1, heads = -1;
+  int64_t kv_heads = 0;  // 0: as many as the query heads
+};
+
 struct Architecture {
   const char* hf_name;
   const char* arch;
@@ -29,6 +37,7 @@ struct Architecture {
   bool qk_norm;          // q_norm / k_norm on every head (Qwen3)
   int default_context;   // max_position_embeddings where config.json has none (transformers' default)
   int default_head_dim;  // head_dim where config.json has none (transformers'); 0: hidden_size / heads
+  ShapeDefaults shape = {};
 };
 
 const AttentionKeys kHfAttentionKeys{"hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim"};
@@ -38,9 +47,13 @@ const Architecture kArchitectures[] = {
     {"MistralForCausalLM", "mistral", false, false, 4096 * 32, 0},
     {"Qwen2ForCausalLM", "qwen2", true, false, 32768, 0},
     {"Qwen3ForCausalLM", "qwen3", false, true, 32768, 128},
-    {"Gemma2ForCausalLM", "gemma2", false, false, 8192, 256},
-    {"Gemma3ForCausalLM", "gemma3", false, true, 131072, 256},
+    {"Gemma2ForCausalLM", "gemma2", false, false, 8192, 256, {256000, 2304, 9216, 26, 8, 4}},
+    {"Gemma3ForCausalLM", "gemma3", false, true, 131072, 256, {262208, 2304, 9216, 26, 8, 4}},
 };
+// A Gemma 3 checkpoint with a vision tower: its language model (text_config, the tensors under
+// language_model.model. as the hub holds them or model.language_model. as transformers 5 saves
+// them) runs as Gemma3ForCausalLM; the vision tower is not read.
+constexpr const char* kGemma3Multimodal = "Gemma3ForConditionalGeneration";
 
 // "a string", "a boolean", ...: how errors name a JSON value's type.
 std::string type_phrase(const Json& v) {
@@ -359,32 +372,46 @@ void gemma_norm_weights(ModelWeights& w) {
   add_one(w.final_norm);
 }
 
-ModelConfig read_config(const std::string& path, const Json& j) {
+// The first of config.json's architectures ("" when it names none).
+std::string hf_architecture(const Json& j) {
   const Json* archs = j.find("architectures");
-  const std::string hf_arch =
-      archs && archs->is_array() && archs->size() > 0 && archs->items()[0].is_string()
-          ? archs->items()[0].as_string()
-          : "";
+  return archs && archs->is_array() && archs->size() > 0 && archs->items()[0].is_string()
+             ? archs->items()[0].as_string()
+             : "";
+}
+
+// The config of the language model: config.json itself, or its text_config for a Gemma 3
+// checkpoint with a vision tower.
+const Json& text_config(const std::string& path, const Json& j) {
+  if (hf_architecture(j) != kGemma3Multimodal) return j;
+  const Json* text = j.find("text_config");
+  if (text == nullptr || !text->is_object())
+    throw input_error(path, std::string(kGemma3Multimodal) + " without a text_config object");
+  return *text;
+}
+
+// The language model's configuration from j (text_config(config.json)); hf_arch names the
+// architecture, path how errors name the config.
+ModelConfig read_config(const std::string& path, const Json& j, const std::string& hf_arch) {
   const Architecture* arch = nullptr;
   for (const Architecture& a : kArchitectures) {
-    if (hf_arch == a.hf_name) arch = &a;
+    if (hf_arch == a.hf_name || (hf_arch == kGemma3Multimodal && a.arch == std::string("gemma3"))) arch = &a;
   }
   if (arch == nullptr) {
     throw input_error(path,
                       "unsupported architecture \"" + hf_arch +
                           "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                          "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)");
+                          "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, " + kGemma3Multimodal + ")");
   }
+  const ShapeDefaults& d = arch->shape;
   ModelConfig c;
   c.arch = arch->arch;
-  c.dim = positive_int(j.find("hidden_size"), path, "hidden_size", -1, kMaxModelDim);
-  c.hidden_dim =
-      positive_int(j.find("intermediate_size"), path, "intermediate_size", -1, kMaxModelDim);
-  c.n_layers = positive_int(j.find("num_hidden_layers"), path, "num_hidden_layers", -1, kMaxLayers);
-  c.n_heads =
-      positive_int(j.find("num_attention_heads"), path, "num_attention_heads", -1, kMaxHeads);
+  c.dim = positive_int(j.find("hidden_size"), path, "hidden_size", d.hidden, kMaxModelDim);
+  c.hidden_dim = positive_int(j.find("intermediate_size"), path, "intermediate_size", d.intermediate, kMaxModelDim);
+  c.n_layers = positive_int(j.find("num_hidden_layers"), path, "num_hidden_layers", d.layers, kMaxLayers);
+  c.n_heads = positive_int(j.find("num_attention_heads"), path, "num_attention_heads", d.heads, kMaxHeads);
   c.n_kv_heads = positive_int(j.find("num_key_value_heads"), path, "num_key_value_heads",
-                              c.n_heads, kMaxHeads);
+                              d.kv_heads > 0 ? d.kv_heads : c.n_heads, kMaxHeads);
   const Json* head_dim = j.find("head_dim");
   const bool head_dim_given = head_dim != nullptr && !head_dim->is_null();
   c.head_dim = head_dim_given              ? positive_int(head_dim, path, "head_dim", -1, kMaxModelDim)
@@ -393,7 +420,7 @@ ModelConfig read_config(const std::string& path, const Json& j) {
   check_attention_layout(c.dim, c.n_heads, c.n_kv_heads, c.head_dim, head_dim_given || arch->default_head_dim > 0,
                          kHfAttentionKeys, path);
   check_attention_width(c.n_heads, c.head_dim, path);
-  c.vocab_size = positive_int(j.find("vocab_size"), path, "vocab_size", -1, kMaxVocab);
+  c.vocab_size = positive_int(j.find("vocab_size"), path, "vocab_size", d.vocab, kMaxVocab);
   c.seq_len = positive_int(j.find("max_position_embeddings"), path, "max_position_embeddings",
                            arch->default_context, kMaxContext);
   c.rms_eps = positive_float(j.find("rms_norm_eps"), path, "rms_norm_eps", 1e-6f);
@@ -447,25 +474,34 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
   if (path_kind(config_path) == PathKind::Missing)
     throw input_error(folder, "not a model folder (no config.json)");
   const Json config = Json::parse_file(config_path);
-  ModelConfig c = read_config(config_path, config);
+  const std::string hf_arch = hf_architecture(config);
+  const bool multimodal = hf_arch == kGemma3Multimodal;
+  const Json& text = text_config(config_path, config);
+  const std::string text_path = multimodal ? config_path + " (text_config)" : config_path;
+  ModelConfig c = read_config(text_path, text, hf_arch);
   add_end_ids(config_path, config, c.vocab_size, c.end_ids);
+  if (multimodal) add_end_ids(text_path, text, c.vocab_size, c.end_ids);
   if (const std::string gen = (dir / "generation_config.json").string(); path_kind(gen) != PathKind::Missing)
     add_end_ids(gen, Json::parse_file(gen), c.vocab_size, c.end_ids);
   c.name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
   TensorSet tensors(dir);
-  check_layer_count(c.n_layers, tensors.names(), "model.layers.", config_path, "num_hidden_layers");
+  // Where the language model's tensors are: model.*, or a multimodal checkpoint's language model.
+  std::string model = "model.", lm_head = "lm_head.weight";
+  if (multimodal) {
+    const bool hub = tensors.has("language_model.model.embed_tokens.weight");
+    model = hub ? "language_model.model." : "model.language_model.";
+    if (hub) lm_head = "language_model.lm_head.weight";
+  }
+  check_layer_count(c.n_layers, tensors.names(), model + "layers.", text_path, "num_hidden_layers");
   // A classifier the checkpoint holds is the one it runs, tie_word_embeddings or not, as
   // transformers 5 does ("both are present ... we will NOT tie them"). A tied model saved by
   // transformers has none: the shared tensor is written once, as the embedding.
-  if (tensors.has("lm_head.weight")) c.tied_classifier = false;
-  if (!c.tied_classifier && !tensors.has("lm_head.weight")) {
-    throw input_error(config_path,
-                      "tie_word_embeddings is false or absent but the checkpoint has no "
-                      "lm_head.weight");
-  }
+  if (tensors.has(lm_head)) c.tied_classifier = false;
+  if (!c.tied_classifier && !tensors.has(lm_head))
+    throw input_error(text_path, "tie_word_embeddings is false or absent but the checkpoint has no " + lm_head);
   // HF Llama's attention_bias also puts a bias on o_proj, which the engine does not apply.
   for (int i = 0; c.qkv_bias && i < c.n_layers; ++i) {
-    const std::string bias = "model.layers." + std::to_string(i) + ".self_attn.o_proj.bias";
+    const std::string bias = model + "layers." + std::to_string(i) + ".self_attn.o_proj.bias";
     if (tensors.has(bias)) {
       throw input_error(config_path, "attention_bias with a bias on o_proj (" + bias +
                                          ") is not supported");
@@ -476,7 +512,7 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
   // Gemma scales the scores by query_pre_attn_scalar^-1/2, the engine by head_dim^-1/2: the
   // queries take the difference (scale_queries).
   const float query_scale =
-      gemma ? std::sqrt(c.head_dim / positive_float(config.find("query_pre_attn_scalar"), config_path,
+      gemma ? std::sqrt(c.head_dim / positive_float(text.find("query_pre_attn_scalar"), text_path,
                                                     "query_pre_attn_scalar", 256.0f))
             : 1.0f;
 
@@ -488,10 +524,10 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
   if (parts == ModelParts::ConfigOnly) return m;
   const uint64_t D = c.dim, H = c.hidden_dim, Q = c.q_dim(), KV = c.kv_dim(), V = c.vocab_size;
   ModelWeights& w = m.weights;
-  tensors.read(w.token_embedding, "model.embed_tokens.weight", {V, D});
+  tensors.read(w.token_embedding, model + "embed_tokens.weight", {V, D});
   w.layers.resize(c.n_layers);
   for (int i = 0; i < c.n_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const std::string p = model + "layers." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
     tensors.read(l.attn_norm, p + "input_layernorm.weight", {D});
     tensors.read(l.wq, p + "self_attn.q_proj.weight", {Q, D});
@@ -518,8 +554,8 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
     tensors.read(l.w_up, p + "mlp.up_proj.weight", {H, D});
     tensors.read(l.w_down, p + "mlp.down_proj.weight", {D, H});
   }
-  tensors.read(w.final_norm, "model.norm.weight", {D});
-  if (!c.tied_classifier) tensors.read(w.classifier, "lm_head.weight", {V, D});
+  tensors.read(w.final_norm, model + "norm.weight", {D});
+  if (!c.tied_classifier) tensors.read(w.classifier, lm_head, {V, D});
   tensors.finish();
   if (gemma) gemma_norm_weights(w);
   scale_queries(m, query_scale);

@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 """Cross-check of KVScope's Hugging Face loader and CPU forward pass against HF transformers.
 
-Writes tiny random Llama / Qwen2 / Qwen3 / Gemma 2 / Gemma 3 / Mistral checkpoints (its own safetensors writer:
-F32, F16, BF16, sharded), records each with `kvscope record --device cpu`, and compares the trace with
-transformers' eager attention in float64 (output_attentions=True): the greedy tokens (teacher-
-forced argmax and HF's greedy generate), every decode attention row, decode_lse and the
-prefill_window rows. Also the real checkpoint stories260K-hf, and (variant smollm2) KVScope's
-default model, the GGUF file SmolLM2-135M-Instruct.Q4_1.gguf, against transformers loading the same
-file (dequantized; needs the packages gguf and accelerate): the prompt tokens of a few prompts and
-of --chat against the GGUF-built tokenizer and its chat template, then a --chat trace as above
-(teacher-forced argmax, HF's greedy generate, decode rows, decode_lse, prefill window). smollm2 is
-skipped when the model file is absent. One line per variant, then a summary; exit status 1 when
-any variant disagrees. Run it through scripts/check-transformers.sh.
+Writes tiny random Llama / Qwen2 / Qwen3 / Gemma 2 / Gemma 3 / Mistral checkpoints (its own safetensors
+writer: F32, F16, BF16, sharded; and a Gemma 3 with a vision tower that transformers saves), records each with
+`kvscope record --device cpu`, and compares the trace with transformers' eager attention in float64
+(output_attentions=True): the greedy tokens (teacher-forced argmax and HF's greedy generate), every decode
+attention row, decode_lse and the prefill_window rows. Also the real checkpoint stories260K-hf, and (variant
+smollm2) KVScope's default model, the GGUF file SmolLM2-135M-Instruct.Q4_1.gguf, against transformers loading
+the same file (dequantized; needs the packages gguf and accelerate): the prompt tokens of a few prompts and of
+--chat against the GGUF-built tokenizer and its chat template, then a --chat trace as above (teacher-forced
+argmax, HF's greedy generate, decode rows, decode_lse, prefill window). smollm2 is skipped when the model file
+is absent. One line per variant, then a summary; exit status 1 when any variant disagrees. Run it through
+scripts/check-transformers.sh.
 
 usage: check_transformers.py --kvscope BIN --stories DIR --smollm2 GGUF --work DIR [VARIANT...]
 """
@@ -110,6 +110,10 @@ VARIANTS = {
     # tie_word_embeddings true but the checkpoint has its own lm_head: transformers 5 uses it
     "tied_own_lm_head": dict(tied=True, lm_head=True, seed=21),
 }
+# Gemma 3 with a vision tower (Gemma3ForConditionalGeneration, as its 4B-27B models are published), built
+# and saved by transformers itself, its text_config then left sparse as the hub's are: the language model's
+# attention against transformers running the whole model on text
+VISION = ["gemma3_vision_sparse"]
 # config.json re-saved by transformers 5: RoPE settings move into rope_parameters
 RESAVED = {"t5cfg_llama_rope_linear": "llama_rope_linear", "t5cfg_llama_rope_llama3": "llama_rope_llama3",
            "t5cfg_mistral_sw16": "mistral_sw16"}
@@ -219,6 +223,32 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
         write_safetensors(os.path.join(d, fn), {n: t[n] for n in part}, dtype)
         weight_map.update(dict.fromkeys(part, fn))
     write_json(os.path.join(d, "model.safetensors.index.json"), {"metadata": {}, "weight_map": weight_map})
+
+
+def write_gemma3_vision(d, tokenizer_dir, seed=24):
+    """A random Gemma3ForConditionalGeneration (a one-layer vision tower) saved by transformers in float32, with
+    stories260K-hf's tokenizer; its text_config then loses the values Gemma3TextConfig gives by default (the
+    attention heads among them), as the hub's checkpoints leave them out."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig
+    text = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=4,
+                head_dim=16, vocab_size=512, max_position_embeddings=512, sliding_window=8, query_pre_attn_scalar=24,
+                initializer_range=0.3, layer_types=["sliding_attention", "full_attention", "sliding_attention"])
+    vision = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    cfg = Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4, boi_token_index=3,
+                       eoi_token_index=4, image_token_index=5, bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(seed)
+    Gemma3ForConditionalGeneration(cfg).to(torch.float32).save_pretrained(d)
+    path = os.path.join(d, "config.json")
+    with open(path) as f:
+        saved = json.load(f)
+    default = Gemma3TextConfig().to_dict()
+    saved["text_config"] = {k: v for k, v in saved["text_config"].items() if k == "model_type" or v != default.get(k)}
+    if "num_attention_heads" in saved["text_config"]:
+        raise RuntimeError("the sparse text_config still holds num_attention_heads")
+    write_json(path, saved)
+    for fn in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(os.path.join(tokenizer_dir, fn), d)
 
 
 def write_json(path, obj):
@@ -418,6 +448,9 @@ def check(name, a):
     prompt, steps, must_stop = PROMPT, STEPS, False
     if name == "stories260K-hf":
         d, prompt, steps = a.stories, STORIES_PROMPT, STORIES_STEPS
+    elif name in VISION:
+        d = os.path.join(a.work, name)
+        write_gemma3_vision(d, a.stories)
     else:
         d = os.path.join(a.work, name)
         src = RESAVED.get(name, name)  # the variant whose checkpoint this is
@@ -446,7 +479,7 @@ def main():
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
 
-    names = list(VARIANTS) + list(RESAVED) + ["stories260K-hf", "smollm2"]
+    names = list(VARIANTS) + VISION + list(RESAVED) + ["stories260K-hf", "smollm2"]
     unknown = [v for v in a.variants if v not in names]
     if unknown:
         ap.error(f"unknown variant(s) {', '.join(unknown)} (known: {', '.join(names)})")

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "inference/loader.h"
+#include "inference/model_checks.h"
 #include "loader_test_util.h"
 #include "safetensors_writer.h"
 
@@ -193,6 +195,65 @@ TEST(HfConfig, Gemma3LayersNormsAndRope) {
     copy_side_files(d, config);
     EXPECT_EQ(input_error_of([&] { load_model(d.file("")); }), d.file("config.json") + ": " + problem);
   }
+}
+
+// Gemma 3 with a vision tower (Gemma3ForConditionalGeneration, as the 4B, 12B and 27B are published):
+// the language model from text_config, which leaves num_attention_heads and num_key_value_heads to
+// Gemma3TextConfig's defaults (8 and 4), its tensors under language_model.model. (the hub's layout)
+// or model.language_model. (transformers 5's); the vision tower's tensors are not read. The same
+// weights as the text-only layout; a missing text_config is refused.
+TEST(HfConfig, Gemma3WithAVisionTowerRunsItsLanguageModel) {
+  std::vector<RawTensor> text = read_raw(shared_model("stories260K-hf/model.safetensors"));
+  for (int l = 0; l < 5; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    text.push_back(f32_tensor(p + "self_attn.q_norm.weight", {8}, 1.0f));
+    text.push_back(f32_tensor(p + "self_attn.k_norm.weight", {8}, 0.0f));
+    text.push_back(f32_tensor(p + "pre_feedforward_layernorm.weight", {64}, -0.5f));
+    text.push_back(f32_tensor(p + "post_feedforward_layernorm.weight", {64}, 0.0f));
+  }
+  const std::string shape = "\"model_type\": \"gemma3_text\", \"hidden_size\": 64, \"intermediate_size\": 172, "
+                            "\"num_hidden_layers\": 5, \"head_dim\": 8, \"vocab_size\": 512, "
+                            "\"query_pre_attn_scalar\": 32, \"sliding_window\": 16, \"rope_theta\": 10000.0";
+  TempDir plain;
+  copy_side_files(plain, "{\"architectures\": [\"Gemma3ForCausalLM\"], " + shape + "}");
+  write_safetensors(plain.file("model.safetensors"), text);
+  const Model want = load_model(plain.file(""));
+  for (const std::string prefix : {"language_model.model.", "model.language_model."}) {
+    SCOPED_TRACE(prefix);
+    std::vector<RawTensor> all = text;
+    for (RawTensor& t : all) t.name = prefix + t.name.substr(std::string("model.").size());
+    all.push_back(f32_tensor("vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight", {4, 4}, 0.0f));
+    all.push_back(f32_tensor("multi_modal_projector.mm_soft_emb_norm.weight", {4}, 0.0f));
+    TempDir dir;
+    copy_side_files(dir, "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"eos_token_id\": [1, 106], "
+                         "\"text_config\": {" + shape + "}, \"vision_config\": {\"hidden_size\": 4}}");
+    write_safetensors(dir.file("model.safetensors"), all);
+    const Model m = load_model(dir.file(""));
+    EXPECT_EQ(m.config.arch, "gemma3");
+    EXPECT_EQ(m.config.n_heads, 8);
+    EXPECT_EQ(m.config.n_kv_heads, 4);
+    EXPECT_EQ(m.config.local_layers, want.config.local_layers);
+    EXPECT_TRUE(m.config.tied_classifier);
+    EXPECT_NE(std::find(m.config.end_ids.begin(), m.config.end_ids.end(), 106), m.config.end_ids.end());
+    for (int l = 0; l < 5; ++l) {
+      EXPECT_EQ(m.weights.layers[l].wq.unpacked(), want.weights.layers[l].wq.unpacked()) << l;
+      EXPECT_EQ(m.weights.layers[l].q_norm, want.weights.layers[l].q_norm) << l;
+      EXPECT_EQ(m.weights.layers[l].post_ffn_norm, want.weights.layers[l].post_ffn_norm) << l;
+    }
+    EXPECT_EQ(m.weights.final_norm, want.weights.final_norm);
+    EXPECT_EQ(m.weights.token_embedding.unpacked(), want.weights.token_embedding.unpacked());
+  }
+  TempDir bare;
+  copy_side_files(bare, "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], " + shape + "}");
+  EXPECT_EQ(input_error_of([&] { load_model(bare.file("")); }),
+            bare.file("config.json") + ": Gemma3ForConditionalGeneration without a text_config object");
+  TempDir narrow;
+  copy_side_files(narrow, "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"text_config\": {" + shape +
+                              ", \"num_attention_heads\": 0}}");
+  EXPECT_EQ(input_error_of([&] { load_model(narrow.file("")); }),
+            narrow.file("config.json") +
+                " (text_config): num_attention_heads has an invalid value 0 (expected an integer from 1 to " +
+                std::to_string(kMaxHeads) + ")");
 }
 
 // Gemma 2: every other layer local from layer 0 (no layer_types), one RoPE base for all, soft caps
