@@ -124,6 +124,30 @@ TEST(HfConfig, Qwen3QkNormsAndLayerTypes) {
             odd.file("config.json") + ": layer_types holds a number (supported: full_attention)");
 }
 
+// stories260K-hf's tensors as a Gemma checkpoint lays them out: the FFN's norms before and after it
+// (pre_feedforward_layernorm from -0.5, post_feedforward_layernorm from 0, each + its index) and,
+// with qk_norm, q_norm from 1 and k_norm from 0 on every layer.
+std::vector<RawTensor> gemma_tensors(bool qk_norm) {
+  std::vector<RawTensor> all = read_raw(shared_model("stories260K-hf/model.safetensors"));
+  for (int l = 0; l < 5; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    if (qk_norm) {
+      all.push_back(f32_tensor(p + "self_attn.q_norm.weight", {8}, 1.0f));
+      all.push_back(f32_tensor(p + "self_attn.k_norm.weight", {8}, 0.0f));
+    }
+    all.push_back(f32_tensor(p + "pre_feedforward_layernorm.weight", {64}, -0.5f));
+    all.push_back(f32_tensor(p + "post_feedforward_layernorm.weight", {64}, 0.0f));
+  }
+  return all;
+}
+
+// The model in dir, written with `config` and `tensors`.
+Model load_written(const TempDir& dir, const std::string& config, const std::vector<RawTensor>& tensors) {
+  copy_side_files(dir, config);
+  write_safetensors(dir.file("model.safetensors"), tensors);
+  return load_model(dir.file(""));
+}
+
 // Gemma 3: norms of 1 + weight (pre_feedforward_layernorm the FFN's, post_attention_layernorm
 // the attention output's), q_norm scaled by sqrt(head_dim / query_pre_attn_scalar), local layers
 // from layer_types or sliding_window_pattern, the local RoPE base from rope_local_base_freq or
@@ -133,19 +157,8 @@ TEST(HfConfig, Gemma3LayersNormsAndRope) {
   std::string gemma = config_with(hf_config(), "architectures", "[\"Gemma3ForCausalLM\"]");
   gemma = config_with(gemma, "hidden_act", "\"gelu_pytorch_tanh\"");
   gemma = config_with(gemma, "model_type", "\"gemma3_text\", \"query_pre_attn_scalar\": 32, \"sliding_window\": 16");
-  std::vector<RawTensor> all = read_raw(shared_model("stories260K-hf/model.safetensors"));
-  for (int l = 0; l < 5; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    all.push_back(f32_tensor(p + "self_attn.q_norm.weight", {8}, 1.0f));
-    all.push_back(f32_tensor(p + "self_attn.k_norm.weight", {8}, 0.0f));
-    all.push_back(f32_tensor(p + "pre_feedforward_layernorm.weight", {64}, -0.5f));
-    all.push_back(f32_tensor(p + "post_feedforward_layernorm.weight", {64}, 0.0f));
-  }
-  const auto load_with = [&](const TempDir& dir, const std::string& config) {
-    copy_side_files(dir, config);
-    write_safetensors(dir.file("model.safetensors"), all);
-    return load_model(dir.file(""));
-  };
+  const std::vector<RawTensor> all = gemma_tensors(true);
+  const auto load_with = [&](const TempDir& dir, const std::string& config) { return load_written(dir, config, all); };
   TempDir a;
   const Model m = load_with(a, gemma);
   EXPECT_EQ(m.config.arch, "gemma3");
@@ -203,21 +216,12 @@ TEST(HfConfig, Gemma3LayersNormsAndRope) {
 // or model.language_model. (transformers 5's); the vision tower's tensors are not read. The same
 // weights as the text-only layout; a missing text_config is refused.
 TEST(HfConfig, Gemma3WithAVisionTowerRunsItsLanguageModel) {
-  std::vector<RawTensor> text = read_raw(shared_model("stories260K-hf/model.safetensors"));
-  for (int l = 0; l < 5; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    text.push_back(f32_tensor(p + "self_attn.q_norm.weight", {8}, 1.0f));
-    text.push_back(f32_tensor(p + "self_attn.k_norm.weight", {8}, 0.0f));
-    text.push_back(f32_tensor(p + "pre_feedforward_layernorm.weight", {64}, -0.5f));
-    text.push_back(f32_tensor(p + "post_feedforward_layernorm.weight", {64}, 0.0f));
-  }
+  const std::vector<RawTensor> text = gemma_tensors(true);
   const std::string shape = "\"model_type\": \"gemma3_text\", \"hidden_size\": 64, \"intermediate_size\": 172, "
                             "\"num_hidden_layers\": 5, \"head_dim\": 8, \"vocab_size\": 512, "
                             "\"query_pre_attn_scalar\": 32, \"sliding_window\": 16, \"rope_theta\": 10000.0";
   TempDir plain;
-  copy_side_files(plain, "{\"architectures\": [\"Gemma3ForCausalLM\"], " + shape + "}");
-  write_safetensors(plain.file("model.safetensors"), text);
-  const Model want = load_model(plain.file(""));
+  const Model want = load_written(plain, "{\"architectures\": [\"Gemma3ForCausalLM\"], " + shape + "}", text);
   for (const std::string prefix : {"language_model.model.", "model.language_model."}) {
     SCOPED_TRACE(prefix);
     std::vector<RawTensor> all = text;
@@ -225,10 +229,9 @@ TEST(HfConfig, Gemma3WithAVisionTowerRunsItsLanguageModel) {
     all.push_back(f32_tensor("vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight", {4, 4}, 0.0f));
     all.push_back(f32_tensor("multi_modal_projector.mm_soft_emb_norm.weight", {4}, 0.0f));
     TempDir dir;
-    copy_side_files(dir, "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"eos_token_id\": [1, 106], "
-                         "\"text_config\": {" + shape + "}, \"vision_config\": {\"hidden_size\": 4}}");
-    write_safetensors(dir.file("model.safetensors"), all);
-    const Model m = load_model(dir.file(""));
+    const std::string config = "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"eos_token_id\": [1, 106], "
+                               "\"text_config\": {" + shape + "}, \"vision_config\": {\"hidden_size\": 4}}";
+    const Model m = load_written(dir, config, all);
     EXPECT_EQ(m.config.arch, "gemma3");
     EXPECT_EQ(m.config.n_heads, 8);
     EXPECT_EQ(m.config.n_kv_heads, 4);
@@ -264,17 +267,8 @@ TEST(HfConfig, Gemma2SoftCapsLayersAndQueryScale) {
   std::string gemma = config_with(hf_config(), "architectures", "[\"Gemma2ForCausalLM\"]");
   gemma = config_with(gemma, "hidden_act", "\"gelu_pytorch_tanh\"");
   gemma = config_with(gemma, "model_type", "\"gemma2\", \"query_pre_attn_scalar\": 32, \"sliding_window\": 16");
-  std::vector<RawTensor> all = read_raw(shared_model("stories260K-hf/model.safetensors"));
-  for (int l = 0; l < 5; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    all.push_back(f32_tensor(p + "pre_feedforward_layernorm.weight", {64}, -0.5f));
-    all.push_back(f32_tensor(p + "post_feedforward_layernorm.weight", {64}, 0.0f));
-  }
-  const auto load_with = [&](const TempDir& dir, const std::string& config) {
-    copy_side_files(dir, config);
-    write_safetensors(dir.file("model.safetensors"), all);
-    return load_model(dir.file(""));
-  };
+  const std::vector<RawTensor> all = gemma_tensors(false);
+  const auto load_with = [&](const TempDir& dir, const std::string& config) { return load_written(dir, config, all); };
   TempDir a;
   const Model m = load_with(a, gemma);
   EXPECT_EQ(m.config.arch, "gemma2");
@@ -296,12 +290,14 @@ TEST(HfConfig, Gemma2SoftCapsLayersAndQueryScale) {
 
   TempDir b;
   const Model uncapped = load_with(
-      b, config_with(gemma, "rms_norm_eps", "1e-5, \"attn_logit_softcapping\": null, \"final_logit_softcapping\": 12.5"));
+      b, config_with(gemma, "rms_norm_eps",
+                     "1e-5, \"attn_logit_softcapping\": null, \"final_logit_softcapping\": 12.5"));
   EXPECT_EQ(uncapped.config.attn_softcap, 0.0f);
   EXPECT_EQ(uncapped.config.final_softcap, 12.5f);
 
   TempDir c;
-  copy_side_files(c, config_with(gemma, "rms_norm_eps", "1e-5, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}"));
+  copy_side_files(c, config_with(gemma, "rms_norm_eps",
+                                 "1e-5, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}"));
   EXPECT_EQ(input_error_of([&] { load_model(c.file("")); }),
             c.file("config.json") + ": RoPE scaling is not supported in Gemma 2");
 }
