@@ -1,6 +1,6 @@
 // GGUF -> Model. GGUF dims are [ne0 = in, ne1 = out], stored row-major as out x in, which is the
 // Model's layout. llama.cpp's converter permutes llama q/k into interleaved-pair RoPE order;
-// qwen2 and qwen3 keep Hugging Face's rotate-half order.
+// qwen2, qwen3, gemma2 and gemma3 keep Hugging Face's rotate-half order.
 #include "inference/gguf_model.h"
 
 #include <cmath>

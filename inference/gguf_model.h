@@ -1,4 +1,5 @@
-// Builds a Model from a GGUF file (architectures "llama" and "qwen2"), dequantizing to fp32.
+// Builds a Model from a GGUF file (architectures llama, qwen2, qwen3, gemma2 and gemma3),
+// dequantizing to fp32.
 #pragma once
 #include <string>
 

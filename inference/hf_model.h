@@ -1,5 +1,7 @@
 // Loader for Hugging Face model folders: config.json + model.safetensors (single file or shards
-// listed in model.safetensors.index.json); LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM.
+// listed in model.safetensors.index.json); LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+// Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM and the language model of
+// Gemma3ForConditionalGeneration.
 #pragma once
 #include <string>
 
