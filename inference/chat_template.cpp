@@ -36,6 +36,7 @@ const ChatFormat kFormats[] = {
      "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
     {"mistral", "[INST] ", " [/INST]"},
     {"gemma", "<start_of_turn>user\n", "<end_of_turn>\n<start_of_turn>model\n"},
+    {"phi3", "<|user|>\n", "<|end|>\n<|assistant|>\n"},
 };
 
 bool contains(const std::string& s, const char* needle) {
@@ -58,6 +59,7 @@ std::string detect_chat_family(const std::string& t) {
   }
   if (contains(t, "<|start_header_id|>")) return "llama3";
   if (contains(t, "<start_of_turn>")) return "gemma";
+  if (contains(t, "<|user|>") && contains(t, "<|end|>")) return "phi3";
   if (contains(t, "[INST]")) return contains(t, "<<SYS>>") ? "llama2" : "mistral";
   return "";
 }

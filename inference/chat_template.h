@@ -12,19 +12,20 @@ namespace kvs {
 // Qwen2.5's), "chatml" (Qwen2's ChatML with its default system prompt), "qwen3" (ChatML without a
 // system turn, the reply left to open its <think> block), "llama2" ([INST] ... [/INST]), "llama3"
 // (header ids), "mistral" ([INST] ... [/INST] without a system block), "gemma" (<start_of_turn>
-// user ... <end_of_turn>, then the model's turn). "" = base model, no template.
+// user ... <end_of_turn>, then the model's turn), "phi3" (<|user|> ... <|end|>, then
+// <|assistant|>). "" = base model, no template.
 std::vector<std::string> chat_families();
 
 // Family of a Jinja chat template string (GGUF tokenizer.chat_template, tokenizer_config.json's
 // chat_template); "" when none matches or the template is empty.
 std::string detect_chat_family(const std::string& chat_template);
 
-// Family of a loaded model, from the GGUF metadata or the HF folder's tokenizer_config.json;
+// Family of a loaded model, from the GGUF metadata or the HF folder's chat template;
 // "" for models without a chat template (e.g. stories260K).
 std::string chat_family_for_model(const Model& model);
 
 // The same from the model's path without loading its weights (a GGUF file's metadata, an HF
-// folder's tokenizer_config.json): how the app chooses whether a recording uses the chat format
+// folder's template files): how the app chooses whether a recording uses the chat format
 // by default. "" for other files, base models, and paths that cannot be read.
 std::string chat_family_for_path(const std::string& model_path);
 

@@ -1,13 +1,15 @@
 // GGUF -> Model. GGUF dims are [ne0 = in, ne1 = out], stored row-major as out x in, which is the
 // Model's layout. llama.cpp's converter permutes llama q/k into interleaved-pair RoPE order;
-// qwen2, qwen3, gemma2 and gemma3 keep Hugging Face's rotate-half order.
+// qwen2, qwen3, phi3, gemma2 and gemma3 keep Hugging Face's rotate-half order.
 #include "inference/gguf_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include "inference/errors.h"
 #include "inference/gguf_file.h"
@@ -37,6 +39,18 @@ class TensorSource {
     packs_.add(dst, static_cast<int>(ne1), static_cast<int>(ne0), [this, t](float* rows_major) {
       g_.read_f32_into({{t, rows_major}});
     });
+  }
+  // Rows [row0, row0 + rows) of the matrix `name` of shape [ne0 cols, ne1 rows in all]: one part
+  // of a fused projection (phi3's attn_qkv and ffn_up), converted and packed by finish().
+  void read_rows(PackedMatrix& dst, const std::string& name, uint64_t ne0, uint64_t ne1, uint64_t row0,
+                 uint64_t rows) {
+    const GgufTensorInfo* t = &checked(name, ne0, ne1);
+    packs_.add(dst, static_cast<int>(rows), static_cast<int>(ne0),
+               [this, t, from = row0 * ne0, n = rows * ne0](float* rows_major) {
+                 std::vector<float> all(t->elements());  // [ne1, ne0]
+                 g_.read_f32_into({{t, all.data()}});
+                 std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(from), n, rows_major);
+               });
   }
   // Sizes and converts every queued tensor, then packs the matrices. The buffers are sized in
   // parallel so that their pages are first touched (zeroed) by several threads.
@@ -194,9 +208,10 @@ RopeScaling llama3_scaling(const std::string& path, const WeightVector& divisors
 Model load_gguf_model(const std::string& path, ModelParts parts) {
   GgufFile g(path);
   const std::string arch = g.get_string("general.architecture", "");
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3") {
-    throw input_error(path,
-                      "unsupported architecture \"" + arch + "\" (supported: llama, qwen2, qwen3, gemma2, gemma3)");
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" && arch != "gemma2" &&
+      arch != "gemma3") {
+    throw input_error(path, "unsupported architecture \"" + arch +
+                                "\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)");
   }
   // Every tensor type is checked before anything large is allocated.
   for (const GgufTensorInfo& t : g.tensors()) {
@@ -262,7 +277,16 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
   c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = arch == "qwen3" || arch == "gemma3";
-  const bool gemma = arch == "gemma2" || arch == "gemma3";
+  const bool gemma = arch == "gemma2" || arch == "gemma3", phi3 = arch == "phi3";
+  // phi3 as llama.cpp runs it: q, k and v in one attn_qkv (or apart), gate and up in one ffn_up,
+  // attention.sliding_window on every layer; the 128K models' LongRoPE factors are not supported.
+  const bool fused_qkv = phi3 && g.find_tensor("blk.0.attn_qkv.weight") != nullptr;
+  if (phi3) {
+    if (g.find_tensor("rope_factors_long.weight") != nullptr)
+      throw input_error(path, "rope_factors_long.weight (Phi-3's LongRoPE scaling) is not supported");
+    c.sliding_window = int_param(g, k + "attention.sliding_window", c.seq_len, kMaxContext);
+    if (c.sliding_window >= c.seq_len) c.sliding_window = 0;  // never shorter than the context
+  }
   float query_scale = 1.0f;
   if (gemma) {
     // As llama.cpp runs gemma2 and gemma3: GeGLU; embeddings scaled by sqrt(dim); the norm weights
@@ -314,9 +338,15 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
     const std::string b = "blk." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
     src.read(l.attn_norm, b + "attn_norm.weight", D);
-    src.read(l.wq, b + "attn_q.weight", D, Q);
-    src.read(l.wk, b + "attn_k.weight", D, KV);
-    src.read(l.wv, b + "attn_v.weight", D, KV);
+    if (fused_qkv) {  // [D, Q + 2 KV]: q, k, v rows in turn
+      src.read_rows(l.wq, b + "attn_qkv.weight", D, Q + 2 * KV, 0, Q);
+      src.read_rows(l.wk, b + "attn_qkv.weight", D, Q + 2 * KV, Q, KV);
+      src.read_rows(l.wv, b + "attn_qkv.weight", D, Q + 2 * KV, Q + KV, KV);
+    } else {
+      src.read(l.wq, b + "attn_q.weight", D, Q);
+      src.read(l.wk, b + "attn_k.weight", D, KV);
+      src.read(l.wv, b + "attn_v.weight", D, KV);
+    }
     src.read(l.wo, b + "attn_output.weight", Q, D);
     if (c.qkv_bias) {
       src.read(l.bq, b + "attn_q.bias", Q);
@@ -332,8 +362,13 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
       src.read(l.post_ffn_norm, b + "post_ffw_norm.weight", D);
     }
     src.read(l.ffn_norm, b + "ffn_norm.weight", D);
-    src.read(l.w_gate, b + "ffn_gate.weight", D, H);
-    src.read(l.w_up, b + "ffn_up.weight", D, H);
+    if (phi3) {  // [D, 2 H]: gate rows, then up rows
+      src.read_rows(l.w_gate, b + "ffn_up.weight", D, 2 * H, 0, H);
+      src.read_rows(l.w_up, b + "ffn_up.weight", D, 2 * H, H, H);
+    } else {
+      src.read(l.w_gate, b + "ffn_gate.weight", D, H);
+      src.read(l.w_up, b + "ffn_up.weight", D, H);
+    }
     src.read(l.w_down, b + "ffn_down.weight", H, D);
   }
   src.read(w.final_norm, "output_norm.weight", D);

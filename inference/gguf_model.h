@@ -1,4 +1,4 @@
-// Builds a Model from a GGUF file (architectures llama, qwen2, qwen3, gemma2 and gemma3),
+// Builds a Model from a GGUF file (architectures llama, qwen2, qwen3, phi3, gemma2 and gemma3),
 // dequantizing to fp32.
 #pragma once
 #include <string>

@@ -2,6 +2,7 @@
 // q/k rows are in rotate-half order, so the model gets RopeStyle::RotateHalf.
 #include "inference/hf_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -47,6 +48,7 @@ const Architecture kArchitectures[] = {
     {"MistralForCausalLM", "mistral", false, false, 4096 * 32, 0},
     {"Qwen2ForCausalLM", "qwen2", true, false, 32768, 0},
     {"Qwen3ForCausalLM", "qwen3", false, true, 32768, 128},
+    {"Phi3ForCausalLM", "phi3", false, false, 4096, 0},
     {"Gemma2ForCausalLM", "gemma2", false, false, 8192, 256, {256000, 2304, 9216, 26, 8, 4}},
     {"Gemma3ForCausalLM", "gemma3", false, true, 131072, 256, {262208, 2304, 9216, 26, 8, 4}},
 };
@@ -159,6 +161,19 @@ class TensorSet {
     const auto [file, tensor] = checked(name, want);
     packs_.add(dst, static_cast<int>(want[0]), static_cast<int>(want[1]),
                [f = file, t = tensor](float* rows_major) { f->read_f32(*t, rows_major); });
+  }
+
+  // Rows [row0, row0 + rows) of the matrix `name` of shape `whole` = {all rows, cols}: one part
+  // of a fused projection (Phi-3's qkv_proj, gate_up_proj), converted and packed by finish().
+  void read_rows(PackedMatrix& dst, const std::string& name, std::vector<uint64_t> whole, uint64_t row0,
+                 uint64_t rows) {
+    const auto [file, tensor] = checked(name, whole);
+    packs_.add(dst, static_cast<int>(rows), static_cast<int>(whole[1]),
+               [f = file, t = tensor, from = row0 * whole[1], n = rows * whole[1]](float* rows_major) {
+                 std::vector<float> all(t->elements());  // [all rows, cols]
+                 f->read_f32(*t, all.data());
+                 std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(from), n, rows_major);
+               });
   }
 
   // Sizes (in parallel, so several threads first-touch the pages) and converts every queued
@@ -401,7 +416,8 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
     throw input_error(path,
                       "unsupported architecture \"" + hf_arch +
                           "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                          "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, " + kGemma3Multimodal + ")");
+                          "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, " +
+                          kGemma3Multimodal + ")");
   }
   const ShapeDefaults& d = arch->shape;
   ModelConfig c;
@@ -431,6 +447,14 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
   // Llama's mlp_bias and other activations change the MLP, which the engine runs as SwiGLU.
   if (flag(j.find("mlp_bias"), path, "mlp_bias", false))
     throw input_error(path, "mlp_bias (biases on the MLP projections) is not supported");
+  // RoPE over part of each head (Phi-4-mini's 0.75), top-level or in transformers 5's rope_parameters.
+  for (const Json* holder : {&j, j.find("rope_parameters")}) {
+    const Json* part = holder != nullptr && holder->is_object() ? holder->find("partial_rotary_factor") : nullptr;
+    if (part != nullptr && !part->is_null() && !(part->is_number() && part->as_number() == 1.0))
+      throw input_error(path, "partial_rotary_factor " + (part->is_number() ? number_text(part->as_number())
+                                                                            : type_phrase(*part)) +
+                                  " is not supported (RoPE over the whole head only)");
+  }
   if (c.arch == "gemma3") {
     read_gemma(path, j, c);
     read_rope(path, j, c, 1000000.0f);
@@ -508,7 +532,7 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
     }
   }
 
-  const bool gemma = c.arch == "gemma2" || c.arch == "gemma3";
+  const bool gemma = c.arch == "gemma2" || c.arch == "gemma3", phi3 = c.arch == "phi3";
   // Gemma scales the scores by query_pre_attn_scalar^-1/2, the engine by head_dim^-1/2: the
   // queries take the difference (scale_queries).
   const float query_scale =
@@ -530,9 +554,16 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
     const std::string p = model + "layers." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
     tensors.read(l.attn_norm, p + "input_layernorm.weight", {D});
-    tensors.read(l.wq, p + "self_attn.q_proj.weight", {Q, D});
-    tensors.read(l.wk, p + "self_attn.k_proj.weight", {KV, D});
-    tensors.read(l.wv, p + "self_attn.v_proj.weight", {KV, D});
+    if (phi3) {  // q, k and v stacked in one qkv_proj [Q + 2 KV, D]
+      const std::string qkv = p + "self_attn.qkv_proj.weight";
+      tensors.read_rows(l.wq, qkv, {Q + 2 * KV, D}, 0, Q);
+      tensors.read_rows(l.wk, qkv, {Q + 2 * KV, D}, Q, KV);
+      tensors.read_rows(l.wv, qkv, {Q + 2 * KV, D}, Q + KV, KV);
+    } else {
+      tensors.read(l.wq, p + "self_attn.q_proj.weight", {Q, D});
+      tensors.read(l.wk, p + "self_attn.k_proj.weight", {KV, D});
+      tensors.read(l.wv, p + "self_attn.v_proj.weight", {KV, D});
+    }
     tensors.read(l.wo, p + "self_attn.o_proj.weight", {D, Q});
     if (c.qkv_bias) {
       tensors.read(l.bq, p + "self_attn.q_proj.bias", {Q});
@@ -550,8 +581,13 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
     } else {
       tensors.read(l.ffn_norm, p + "post_attention_layernorm.weight", {D});
     }
-    tensors.read(l.w_gate, p + "mlp.gate_proj.weight", {H, D});
-    tensors.read(l.w_up, p + "mlp.up_proj.weight", {H, D});
+    if (phi3) {  // gate and up stacked in one gate_up_proj [2 H, D]
+      tensors.read_rows(l.w_gate, p + "mlp.gate_up_proj.weight", {2 * H, D}, 0, H);
+      tensors.read_rows(l.w_up, p + "mlp.gate_up_proj.weight", {2 * H, D}, H, H);
+    } else {
+      tensors.read(l.w_gate, p + "mlp.gate_proj.weight", {H, D});
+      tensors.read(l.w_up, p + "mlp.up_proj.weight", {H, D});
+    }
     tensors.read(l.w_down, p + "mlp.down_proj.weight", {D, H});
   }
   tensors.read(w.final_norm, model + "norm.weight", {D});

@@ -1,6 +1,6 @@
 // Loader for Hugging Face model folders: config.json + model.safetensors (single file or shards
 // listed in model.safetensors.index.json); LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
-// Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM and the language model of
+// Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM and the language model of
 // Gemma3ForConditionalGeneration.
 #pragma once
 #include <string>

@@ -31,7 +31,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 | gemma2 | gemma3
+  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3
   std::string name;            // human-readable model name
   int dim = 0;                 // hidden size
   int hidden_dim = 0;          // FFN inner size

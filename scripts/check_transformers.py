@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 """Cross-check of KVScope's Hugging Face loader and CPU forward pass against HF transformers.
 
-Writes tiny random Llama / Qwen2 / Qwen3 / Gemma 2 / Gemma 3 / Mistral checkpoints (its own safetensors
-writer: F32, F16, BF16, sharded; and a Gemma 3 with a vision tower that transformers saves), records each with
-`kvscope record --device cpu`, and compares the trace with transformers' eager attention in float64
-(output_attentions=True): the greedy tokens (teacher-forced argmax and HF's greedy generate), every decode
-attention row, decode_lse and the prefill_window rows. Also the real checkpoint stories260K-hf, and (variant
-smollm2) KVScope's default model, the GGUF file SmolLM2-135M-Instruct.Q4_1.gguf, against transformers loading
-the same file (dequantized; needs the packages gguf and accelerate): the prompt tokens of a few prompts and of
---chat against the GGUF-built tokenizer and its chat template, then a --chat trace as above (teacher-forced
-argmax, HF's greedy generate, decode rows, decode_lse, prefill window). smollm2 is skipped when the model file
-is absent. One line per variant, then a summary; exit status 1 when any variant disagrees. Run it through
-scripts/check-transformers.sh.
+Writes tiny random Llama / Qwen2 / Qwen3 / Phi-3 / Gemma 2 / Gemma 3 / Mistral checkpoints (its own
+safetensors writer: F32, F16, BF16, sharded; and a Gemma 3 with a vision tower that transformers saves),
+records each with `kvscope record --device cpu`, and compares the trace with transformers' eager attention in
+float64 (output_attentions=True): the greedy tokens (teacher-forced argmax and HF's greedy generate), every
+decode attention row, decode_lse and the prefill_window rows. Also the real checkpoint stories260K-hf, and
+(variant smollm2) KVScope's default model, the GGUF file SmolLM2-135M-Instruct.Q4_1.gguf, against transformers
+loading the same file (dequantized; needs the packages gguf and accelerate): the prompt tokens of a few
+prompts and of --chat against the GGUF-built tokenizer and its chat template, then a --chat trace as above
+(teacher-forced argmax, HF's greedy generate, decode rows, decode_lse, prefill window). smollm2 is skipped
+when the model file is absent. One line per variant, then a summary; exit status 1 when any variant disagrees.
+Run it through scripts/check-transformers.sh.
 
 usage: check_transformers.py --kvscope BIN --stories DIR --smollm2 GGUF --work DIR [VARIANT...]
 """
@@ -100,6 +100,9 @@ VARIANTS = {
     "gemma2_default_caps": dict(arch="gemma2", seed=23, dim=64, heads=4, kv_heads=1, head_dim=32,
                                 extra={"sliding_window": 12, "query_pre_attn_scalar": 32,
                                        "layer_types": ["full_attention", "sliding_attention", "full_attention"]}),
+    # Phi-3: q/k/v in one qkv_proj, gate/up in one gate_up_proj; its sliding_window on every layer
+    "phi3_sw16": dict(arch="phi3", seed=25, extra={"sliding_window": 16, "pad_token_id": 0}),
+    "phi3_mha_f16": dict(arch="phi3", dtype="F16", kv_heads=6, seed=26, extra={"pad_token_id": 0}),
     "mistral_sw16": dict(arch="mistral", seed=13, extra={"sliding_window": 16}),
     "mistral_sw_null": dict(arch="mistral", seed=14, extra={"sliding_window": None}),
     "mistral_mqa_hd24_sw12": dict(arch="mistral", seed=15, dim=64, heads=4, kv_heads=1, head_dim=24,
@@ -188,11 +191,19 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
         t[p + "mlp.gate_proj.weight"] = U((hidden, dim), a)
         t[p + "mlp.up_proj.weight"] = U((hidden, dim), a)
         t[p + "mlp.down_proj.weight"] = U((dim, hidden), 1 / np.sqrt(hidden))
+    if arch == "phi3":  # stacked as Phi-3 stores them
+        for i in range(layers):
+            p = f"model.layers.{i}."
+            t[p + "self_attn.qkv_proj.weight"] = np.concatenate(
+                [t.pop(p + f"self_attn.{x}_proj.weight") for x in "qkv"])
+            t[p + "mlp.gate_up_proj.weight"] = np.concatenate(
+                [t.pop(p + "mlp.gate_proj.weight"), t.pop(p + "mlp.up_proj.weight")])
     t["model.norm.weight"] = norm()
     if lm_head if lm_head is not None else not tied:
         t["lm_head.weight"] = U((vocab, dim), 3 * a)
     cfg = {"architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                              "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM",
+                              "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM",
+                              "gemma3": "Gemma3ForCausalLM",
                               "mistral": "MistralForCausalLM"}[arch]],
            "model_type": arch if arch != "gemma3" else "gemma3_text", "hidden_size": dim, "intermediate_size": hidden, "num_hidden_layers": layers,
            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
@@ -267,11 +278,11 @@ def resave_config(src, dst):
 
 
 def install_lse_capture():
-    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2, Qwen3, Gemma 2 and Gemma 3 so that
-    each call also appends the log-sum-exp of its masked, scaled (and soft-capped: Gemma 2) scores
+    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and Gemma 3 so
+    that each call also appends the log-sum-exp of its masked, scaled (and soft-capped: Gemma 2) scores
     ([batch, heads, queries]) to the list returned."""
     captured = []
-    for name in ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"):
+    for name in ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"):
         mod = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
 
         def wrapped(module, query, key, value, attention_mask, scaling, dropout=0.0,

@@ -190,7 +190,7 @@ TEST(GgufModel, ShapeAndArchitectureChecks) {
   const std::string path = dir.file("arch.gguf");
   w.write(path);
   EXPECT_EQ(input_error_of([&] { load_model(path); }),
-            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3, gemma2, gemma3)");
+            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)");
 
   testing::GgufWriter v;
   v.add_string("general.architecture", "llama");
@@ -208,8 +208,9 @@ TEST(GgufModel, ShapeAndArchitectureChecks) {
 }
 
 // `m` as a GGUF file of architecture `arch`, laid out as llama.cpp's converter writes a model with
-// Hugging Face's rotate-half q/k rows: its hyper-parameters under "<arch>.", every tensor it holds
-// but those named in `omit`; `extra` adds metadata.
+// Hugging Face's rotate-half q/k rows (phi3's q/k/v and gate/up stacked in one tensor each): its
+// hyper-parameters under "<arch>.", every tensor it holds but those named in `omit`; `extra` adds
+// metadata.
 void write_model_gguf(const std::string& path, const std::string& arch, const Model& m,
                       const std::set<std::string>& omit = {},
                       const std::function<void(testing::GgufWriter&)>& extra = {}) {
@@ -231,6 +232,16 @@ void write_model_gguf(const std::string& path, const std::string& arch, const Mo
     const WeightVector v = mat.unpacked();
     w.add_f32_tensor(name, {cols, rows}, std::vector<float>(v.begin(), v.end()));
   };
+  // The matrices' rows stacked in one tensor, as phi3 stores q/k/v and gate/up.
+  const auto stacked = [&](const std::string& name, std::initializer_list<const PackedMatrix*> parts) {
+    std::vector<float> all;
+    for (const PackedMatrix* p : parts) {
+      const WeightVector v = p->unpacked();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    w.add_f32_tensor(name, {static_cast<uint64_t>(c.dim), all.size() / c.dim}, all);
+  };
+  const bool phi3 = arch == "phi3";
   const auto vec = [&](const std::string& name, const WeightVector& v) {
     if (!v.empty() && !omit.count(name)) w.add_f32_tensor(name, {v.size()}, std::vector<float>(v.begin(), v.end()));
   };
@@ -240,17 +251,25 @@ void write_model_gguf(const std::string& path, const std::string& arch, const Mo
     const LayerWeights& lw = m.weights.layers[l];
     const std::string b = "blk." + std::to_string(l) + ".";
     vec(b + "attn_norm.weight", lw.attn_norm);
-    matrix(b + "attn_q.weight", lw.wq, c.q_dim(), c.dim);
-    matrix(b + "attn_k.weight", lw.wk, c.kv_dim(), c.dim);
-    matrix(b + "attn_v.weight", lw.wv, c.kv_dim(), c.dim);
+    if (phi3) {
+      stacked(b + "attn_qkv.weight", {&lw.wq, &lw.wk, &lw.wv});
+    } else {
+      matrix(b + "attn_q.weight", lw.wq, c.q_dim(), c.dim);
+      matrix(b + "attn_k.weight", lw.wk, c.kv_dim(), c.dim);
+      matrix(b + "attn_v.weight", lw.wv, c.kv_dim(), c.dim);
+    }
     matrix(b + "attn_output.weight", lw.wo, c.dim, c.q_dim());
     vec(b + "attn_q_norm.weight", lw.q_norm);
     vec(b + "attn_k_norm.weight", lw.k_norm);
     vec(b + "post_attention_norm.weight", lw.post_attn_norm);
     vec(b + "ffn_norm.weight", lw.ffn_norm);
     vec(b + "post_ffw_norm.weight", lw.post_ffn_norm);
-    matrix(b + "ffn_gate.weight", lw.w_gate, c.hidden_dim, c.dim);
-    matrix(b + "ffn_up.weight", lw.w_up, c.hidden_dim, c.dim);
+    if (phi3) {
+      stacked(b + "ffn_up.weight", {&lw.w_gate, &lw.w_up});
+    } else {
+      matrix(b + "ffn_gate.weight", lw.w_gate, c.hidden_dim, c.dim);
+      matrix(b + "ffn_up.weight", lw.w_up, c.hidden_dim, c.dim);
+    }
     matrix(b + "ffn_down.weight", lw.w_down, c.dim, c.hidden_dim);
   }
   w.write(path);
@@ -355,6 +374,34 @@ TEST(GgufModel, Gemma2SoftCapsAndAlternatingLayers) {
   EXPECT_EQ(d.config.attn_softcap, 50.0f);
   EXPECT_EQ(d.config.final_softcap, 30.0f);
   EXPECT_EQ(d.config.sliding_window, 4096);
+}
+
+// A phi3 GGUF: q/k/v stacked in attn_qkv and gate/up in ffn_up, in Hugging Face's rotate-half
+// order; attention.sliding_window on every layer; the naive forward pass's logits. The 128K
+// models' LongRoPE factors are refused.
+TEST(GgufModel, Phi3FusedProjectionsAndSlidingWindow) {
+  ModelConfig c = tiny::tiny_config();
+  c.rope_style = RopeStyle::RotateHalf;
+  c.sliding_window = 5;
+  const Model want = tiny::random_model(c, 45);
+  TempDir dir;
+  const std::string path = dir.file("phi3.gguf");
+  write_model_gguf(path, "phi3", want, {},
+                   [&](testing::GgufWriter& w) { w.add_u32("phi3.attention.sliding_window", c.sliding_window); });
+  const Model m = load_model(path);
+  EXPECT_EQ(m.config.arch, "phi3");
+  EXPECT_EQ(m.config.sliding_window, 5);
+  for (int l = 0; l < c.n_layers; ++l) {
+    EXPECT_EQ(m.weights.layers[l].wk.unpacked(), want.weights.layers[l].wk.unpacked()) << l;
+    EXPECT_EQ(m.weights.layers[l].w_up.unpacked(), want.weights.layers[l].w_up.unpacked()) << l;
+  }
+  expect_naive_logits(m, want, {1, 5, 9, 3, 14, 7, 22, 30, 2, 11});  // longer than the window
+
+  const std::string longrope = dir.file("longrope.gguf");
+  write_model_gguf(longrope, "phi3", want, {},
+                   [&](testing::GgufWriter& w) { w.add_f32_tensor("rope_factors_long.weight", {4}, {1, 1, 1, 1}); });
+  EXPECT_EQ(input_error_of([&] { load_model(longrope); }),
+            longrope + ": rope_factors_long.weight (Phi-3's LongRoPE scaling) is not supported");
 }
 
 // Writes dir/`name`: testing::tiny_llama_writer(layers, omit), then what `extra` adds.

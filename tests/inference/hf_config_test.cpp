@@ -210,6 +210,61 @@ TEST(HfConfig, Gemma3LayersNormsAndRope) {
   }
 }
 
+// Phi-3: q, k and v stacked in one qkv_proj and gate and up in one gate_up_proj, split on load into
+// the weights the separate projections give; its sliding_window applies to every layer;
+// partial_rotary_factor (Phi-4-mini's) is refused.
+TEST(HfConfig, Phi3FusedProjectionsSplitOnLoad) {
+  const std::vector<RawTensor> llama = read_raw(shared_model("stories260K-hf/model.safetensors"));
+  const auto find = [&](const std::string& name) {
+    return *std::find_if(llama.begin(), llama.end(), [&](const RawTensor& t) { return t.name == name; });
+  };
+  // The tensors `parts` stacked by rows as `name`.
+  const auto stacked = [&](const std::string& name, const std::vector<std::string>& parts) {
+    RawTensor t = find(parts[0]);
+    t.name = name;
+    for (std::size_t i = 1; i < parts.size(); ++i) {
+      const RawTensor& more = find(parts[i]);
+      t.shape[0] += more.shape[0];
+      t.data.insert(t.data.end(), more.data.begin(), more.data.end());
+    }
+    return t;
+  };
+  std::vector<RawTensor> all;
+  for (const RawTensor& t : llama) {
+    const bool fused = t.name.find("_proj.weight") != std::string::npos &&
+                       (t.name.find("q_proj") != std::string::npos || t.name.find("k_proj") != std::string::npos ||
+                        t.name.find("v_proj") != std::string::npos || t.name.find("gate_proj") != std::string::npos ||
+                        t.name.find("up_proj") != std::string::npos);
+    if (!fused) all.push_back(t);
+  }
+  for (int l = 0; l < 5; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    all.push_back(stacked(p + "self_attn.qkv_proj.weight",
+                          {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"}));
+    all.push_back(stacked(p + "mlp.gate_up_proj.weight", {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}));
+  }
+  std::string phi3 = config_with(hf_config(), "architectures", "[\"Phi3ForCausalLM\"]");
+  phi3 = config_with(phi3, "model_type", "\"phi3\", \"sliding_window\": 100");
+  TempDir dir;
+  const Model m = load_written(dir, phi3, all);
+  const Model want = load_model(shared_model("stories260K-hf"));
+  EXPECT_EQ(m.config.arch, "phi3");
+  EXPECT_EQ(m.config.sliding_window, 100);
+  EXPECT_EQ(m.config.window(3), 100);
+  for (int l = 0; l < 5; ++l) {
+    const LayerWeights &a = m.weights.layers[l], &b = want.weights.layers[l];
+    EXPECT_EQ(a.wq.unpacked(), b.wq.unpacked()) << l;
+    EXPECT_EQ(a.wk.unpacked(), b.wk.unpacked()) << l;
+    EXPECT_EQ(a.wv.unpacked(), b.wv.unpacked()) << l;
+    EXPECT_EQ(a.w_gate.unpacked(), b.w_gate.unpacked()) << l;
+    EXPECT_EQ(a.w_up.unpacked(), b.w_up.unpacked()) << l;
+  }
+  TempDir partial;
+  copy_side_files(partial, config_with(phi3, "rms_norm_eps", "1e-5, \"partial_rotary_factor\": 0.75"));
+  EXPECT_EQ(input_error_of([&] { load_model(partial.file("")); }),
+            partial.file("config.json") + ": partial_rotary_factor 0.75 is not supported (RoPE over the whole head only)");
+}
+
 // Gemma 3 with a vision tower (Gemma3ForConditionalGeneration, as the 4B, 12B and 27B are published):
 // the language model from text_config, which leaves num_attention_heads and num_key_value_heads to
 // Gemma3TextConfig's defaults (8 and 4), its tensors under language_model.model. (the hub's layout)

@@ -217,8 +217,8 @@ TEST(HfModel, UnsupportedArchitectureAndDtype) {
   EXPECT_EQ(input_error_of([&] { load_model(dir.file("")); }),
             dir.file("config.json") +
                 ": unsupported architecture \"GPTNeoXForCausalLM\" (supported: "
-                "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
-                "Gemma3ForCausalLM, Gemma3ForConditionalGeneration)");
+                "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
+                "Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration)");
 
   TempDir dir2;
   copy_side_files(dir2);

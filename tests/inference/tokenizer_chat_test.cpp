@@ -36,7 +36,8 @@ TEST(ChatTemplate, FormatsEachFamily) {
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(format_chat("qwen3", "Hi"), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(format_chat("gemma", "Hi"), "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
-  EXPECT_EQ(chat_families().size(), 8u);
+  EXPECT_EQ(format_chat("phi3", "Hi"), "<|user|>\nHi<|end|>\n<|assistant|>\n");
+  EXPECT_EQ(chat_families().size(), 9u);
 }
 
 TEST(ChatTemplate, DetectsFamilies) {
@@ -59,6 +60,10 @@ TEST(ChatTemplate, DetectsFamilies) {
   EXPECT_EQ(detect_chat_family("{{ '[INST] ' + message['content'] + ' [/INST]' }}"), "mistral");
   EXPECT_EQ(detect_chat_family("{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}"),
             "gemma");
+  // Phi-3-mini's template (abridged)
+  EXPECT_EQ(detect_chat_family("{% elif message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + "
+                               "'<|end|>\\n'}}{% endif %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}"),
+            "phi3");
 }
 
 // An HF folder's template: tokenizer_config.json's chat_template first, else chat_template.jinja
