@@ -3,7 +3,6 @@
 // qwen2, qwen3, phi3, gemma2 and gemma3 keep Hugging Face's rotate-half order.
 #include "inference/gguf_model.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -40,17 +39,14 @@ class TensorSource {
       g_.read_f32_into({{t, rows_major}});
     });
   }
-  // Rows [row0, row0 + rows) of the matrix `name` of shape [ne0 cols, ne1 rows in all]: one part
-  // of a fused projection (phi3's attn_qkv and ffn_up), converted and packed by finish().
-  void read_rows(PackedMatrix& dst, const std::string& name, uint64_t ne0, uint64_t ne1, uint64_t row0,
-                 uint64_t rows) {
-    const GgufTensorInfo* t = &checked(name, ne0, ne1);
-    packs_.add(dst, static_cast<int>(rows), static_cast<int>(ne0),
-               [this, t, from = row0 * ne0, n = rows * ne0](float* rows_major) {
-                 std::vector<float> all(t->elements());  // [ne1, ne0]
-                 g_.read_f32_into({{t, all.data()}});
-                 std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(from), n, rows_major);
-               });
+  // Matrices stored stacked by rows in the tensor `name` [ne0 cols, sum of the parts' rows]
+  // (phi3's attn_qkv, ffn_up): the tensor converted once, each part packed from its rows by finish().
+  void read_stacked(const std::string& name, std::vector<PackQueue::Part> parts, uint64_t ne0) {
+    uint64_t rows = 0;
+    for (const PackQueue::Part& p : parts) rows += static_cast<uint64_t>(p.rows);
+    const GgufTensorInfo* t = &checked(name, ne0, rows);
+    packs_.add_stacked(std::move(parts), static_cast<int>(ne0),
+                       [this, t](float* rows_major) { g_.read_f32_into({{t, rows_major}}); });
   }
   // Sizes and converts every queued tensor, then packs the matrices. The buffers are sized in
   // parallel so that their pages are first touched (zeroed) by several threads.
@@ -339,9 +335,8 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
     LayerWeights& l = w.layers[i];
     src.read(l.attn_norm, b + "attn_norm.weight", D);
     if (fused_qkv) {  // [D, Q + 2 KV]: q, k, v rows in turn
-      src.read_rows(l.wq, b + "attn_qkv.weight", D, Q + 2 * KV, 0, Q);
-      src.read_rows(l.wk, b + "attn_qkv.weight", D, Q + 2 * KV, Q, KV);
-      src.read_rows(l.wv, b + "attn_qkv.weight", D, Q + 2 * KV, Q + KV, KV);
+      src.read_stacked(b + "attn_qkv.weight", {{&l.wq, c.q_dim()}, {&l.wk, c.kv_dim()}, {&l.wv, c.kv_dim()}},
+                       D);
     } else {
       src.read(l.wq, b + "attn_q.weight", D, Q);
       src.read(l.wk, b + "attn_k.weight", D, KV);
@@ -363,8 +358,7 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
     }
     src.read(l.ffn_norm, b + "ffn_norm.weight", D);
     if (phi3) {  // [D, 2 H]: gate rows, then up rows
-      src.read_rows(l.w_gate, b + "ffn_up.weight", D, 2 * H, 0, H);
-      src.read_rows(l.w_up, b + "ffn_up.weight", D, 2 * H, H, H);
+      src.read_stacked(b + "ffn_up.weight", {{&l.w_gate, c.hidden_dim}, {&l.w_up, c.hidden_dim}}, D);
     } else {
       src.read(l.w_gate, b + "ffn_gate.weight", D, H);
       src.read(l.w_up, b + "ffn_up.weight", D, H);

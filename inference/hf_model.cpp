@@ -2,7 +2,6 @@
 // q/k rows are in rotate-half order, so the model gets RopeStyle::RotateHalf.
 #include "inference/hf_model.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -163,17 +162,14 @@ class TensorSet {
                [f = file, t = tensor](float* rows_major) { f->read_f32(*t, rows_major); });
   }
 
-  // Rows [row0, row0 + rows) of the matrix `name` of shape `whole` = {all rows, cols}: one part
-  // of a fused projection (Phi-3's qkv_proj, gate_up_proj), converted and packed by finish().
-  void read_rows(PackedMatrix& dst, const std::string& name, std::vector<uint64_t> whole, uint64_t row0,
-                 uint64_t rows) {
-    const auto [file, tensor] = checked(name, whole);
-    packs_.add(dst, static_cast<int>(rows), static_cast<int>(whole[1]),
-               [f = file, t = tensor, from = row0 * whole[1], n = rows * whole[1]](float* rows_major) {
-                 std::vector<float> all(t->elements());  // [all rows, cols]
-                 f->read_f32(*t, all.data());
-                 std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(from), n, rows_major);
-               });
+  // Matrices stored stacked by rows in the tensor `name` [sum of the parts' rows, cols] (Phi-3's
+  // qkv_proj, gate_up_proj): the tensor converted once, each part packed from its rows by finish().
+  void read_stacked(const std::string& name, std::vector<PackQueue::Part> parts, uint64_t cols) {
+    uint64_t rows = 0;
+    for (const PackQueue::Part& p : parts) rows += static_cast<uint64_t>(p.rows);
+    const auto [file, tensor] = checked(name, {rows, cols});
+    packs_.add_stacked(std::move(parts), static_cast<int>(cols),
+                       [f = file, t = tensor](float* rows_major) { f->read_f32(*t, rows_major); });
   }
 
   // Sizes (in parallel, so several threads first-touch the pages) and converts every queued
@@ -396,9 +392,9 @@ std::string hf_architecture(const Json& j) {
 }
 
 // The config of the language model: config.json itself, or its text_config for a Gemma 3
-// checkpoint with a vision tower.
-const Json& text_config(const std::string& path, const Json& j) {
-  if (hf_architecture(j) != kGemma3Multimodal) return j;
+// checkpoint with a vision tower (hf_arch: config.json's architecture).
+const Json& text_config(const std::string& path, const Json& j, const std::string& hf_arch) {
+  if (hf_arch != kGemma3Multimodal) return j;
   const Json* text = j.find("text_config");
   if (text == nullptr || !text->is_object())
     throw input_error(path, std::string(kGemma3Multimodal) + " without a text_config object");
@@ -500,7 +496,7 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
   const Json config = Json::parse_file(config_path);
   const std::string hf_arch = hf_architecture(config);
   const bool multimodal = hf_arch == kGemma3Multimodal;
-  const Json& text = text_config(config_path, config);
+  const Json& text = text_config(config_path, config, hf_arch);
   const std::string text_path = multimodal ? config_path + " (text_config)" : config_path;
   ModelConfig c = read_config(text_path, text, hf_arch);
   add_end_ids(config_path, config, c.vocab_size, c.end_ids);
@@ -555,10 +551,8 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
     LayerWeights& l = w.layers[i];
     tensors.read(l.attn_norm, p + "input_layernorm.weight", {D});
     if (phi3) {  // q, k and v stacked in one qkv_proj [Q + 2 KV, D]
-      const std::string qkv = p + "self_attn.qkv_proj.weight";
-      tensors.read_rows(l.wq, qkv, {Q + 2 * KV, D}, 0, Q);
-      tensors.read_rows(l.wk, qkv, {Q + 2 * KV, D}, Q, KV);
-      tensors.read_rows(l.wv, qkv, {Q + 2 * KV, D}, Q + KV, KV);
+      tensors.read_stacked(p + "self_attn.qkv_proj.weight",
+                           {{&l.wq, c.q_dim()}, {&l.wk, c.kv_dim()}, {&l.wv, c.kv_dim()}}, D);
     } else {
       tensors.read(l.wq, p + "self_attn.q_proj.weight", {Q, D});
       tensors.read(l.wk, p + "self_attn.k_proj.weight", {KV, D});
@@ -582,8 +576,7 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
       tensors.read(l.ffn_norm, p + "post_attention_layernorm.weight", {D});
     }
     if (phi3) {  // gate and up stacked in one gate_up_proj [2 H, D]
-      tensors.read_rows(l.w_gate, p + "mlp.gate_up_proj.weight", {2 * H, D}, 0, H);
-      tensors.read_rows(l.w_up, p + "mlp.gate_up_proj.weight", {2 * H, D}, H, H);
+      tensors.read_stacked(p + "mlp.gate_up_proj.weight", {{&l.w_gate, c.hidden_dim}, {&l.w_up, c.hidden_dim}}, D);
     } else {
       tensors.read(l.w_gate, p + "mlp.gate_proj.weight", {H, D});
       tensors.read(l.w_up, p + "mlp.up_proj.weight", {H, D});

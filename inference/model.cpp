@@ -90,29 +90,40 @@ bool PackedMatrix::operator==(const PackedMatrix& other) const {
          std::equal(data(), data() + panel_floats(), other.data(), other.data() + other.panel_floats());
 }
 
+int PackQueue::Entry::rows() const {
+  int n = 0;
+  for (const Part& p : parts) n += p.rows;
+  return n;
+}
+
 void PackQueue::add(PackedMatrix& dst, int rows, int cols, Fill fill) {
-  entries_.push_back({&dst, rows, cols, std::move(fill), nullptr});
+  entries_.push_back({{{&dst, rows}}, cols, std::move(fill), nullptr});
 }
 
 void PackQueue::add(PackedMatrix& dst, int rows, int cols, const float* rows_major) {
-  entries_.push_back({&dst, rows, cols, {}, rows_major});
+  entries_.push_back({{{&dst, rows}}, cols, {}, rows_major});
+}
+
+void PackQueue::add_stacked(std::vector<Part> parts, int cols, Fill fill) {
+  entries_.push_back({std::move(parts), cols, std::move(fill), nullptr});
 }
 
 void PackQueue::pack(const std::string& model) {
   if (entries_.empty()) return;
-  // Floats an entry takes in the store: its panels, rounded so each matrix starts on a 64-byte line.
-  const auto span_of = [](const Entry& e) { return (ops::packed_floats(e.rows, e.cols) + 15) / 16 * 16; };
-  std::size_t total = 0, largest = 0;
+  // Floats a matrix takes in the store: its panels, rounded so each matrix starts on a 64-byte line.
+  const auto span_of = [](int rows, int cols) { return (ops::packed_floats(rows, cols) + 15) / 16 * 16; };
+  std::size_t total = 0, largest = 0, matrices = 0;
   for (const Entry& e : entries_) {
-    total += span_of(e);
-    if (e.fill) largest = std::max(largest, static_cast<std::size_t>(e.rows) * e.cols);
+    for (const Part& p : e.parts) total += span_of(p.rows, e.cols);
+    matrices += e.parts.size();
+    if (e.fill) largest = std::max(largest, static_cast<std::size_t>(e.rows()) * e.cols);
   }
   // Refused here rather than by std::bad_alloc, or by the out-of-memory killer partway through.
   const uint64_t bytes = (total + largest) * sizeof(float);
-  const std::string purpose = "its weights as fp32 (" + std::to_string(entries_.size()) + " matrices)";
+  const std::string purpose = "its weights as fp32 (" + std::to_string(matrices) + " matrices)";
   require_host_memory(model, bytes, purpose);
   std::shared_ptr<WeightVector> store;
-  WeightVector scratch;  // [rows, cols] of the matrix being filled
+  WeightVector scratch;  // [rows, cols] of the matrix (or stack) being filled
   try {
     store = std::make_shared<WeightVector>(total);
     scratch.resize(largest);
@@ -122,13 +133,17 @@ void PackQueue::pack(const std::string& model) {
   std::size_t offset = 0;
   for (Entry& e : entries_) {
     if (e.fill) e.fill(scratch.data());
-    ops::pack_panels(store->data() + offset, e.fill ? scratch.data() : e.rows_major, e.rows, e.cols);
-    PackedMatrix& m = *e.dst;
-    m.rows = e.rows;
-    m.cols = e.cols;
-    m.store = store;
-    m.offset = offset;
-    offset += span_of(e);
+    const float* rows_major = e.fill ? scratch.data() : e.rows_major;  // [e.rows(), cols]
+    for (const Part& p : e.parts) {
+      ops::pack_panels(store->data() + offset, rows_major, p.rows, e.cols);
+      rows_major += static_cast<std::size_t>(p.rows) * e.cols;
+      PackedMatrix& m = *p.dst;
+      m.rows = p.rows;
+      m.cols = e.cols;
+      m.store = store;
+      m.offset = offset;
+      offset += span_of(p.rows, e.cols);
+    }
   }
   entries_.clear();
 }

@@ -114,18 +114,27 @@ class PackQueue {
  public:
   // Writes W[rows, cols] row-major into the buffer given.
   using Fill = std::function<void(float* rows_major)>;
+  // A matrix of a stack and its rows.
+  struct Part {
+    PackedMatrix* dst;
+    int rows;
+  };
   void add(PackedMatrix& dst, int rows, int cols, Fill fill);
   // W[rows, cols] row-major at `rows_major`, which must stay valid until pack().
   void add(PackedMatrix& dst, int rows, int cols, const float* rows_major);
+  // Matrices stored stacked by rows in one tensor (Phi-3's q/k/v and gate/up): `fill` writes the
+  // whole stack [sum of the parts' rows, cols], read once; each part is packed from its rows.
+  void add_stacked(std::vector<Part> parts, int cols, Fill fill);
   // Throws InputError naming `model` (its path) when the host has too little memory for them.
   void pack(const std::string& model);
 
  private:
   struct Entry {
-    PackedMatrix* dst;
-    int rows, cols;
+    std::vector<Part> parts;  // one part but for a stack
+    int cols;
     Fill fill;                    // or
     const float* rows_major;      // when fill is empty
+    int rows() const;             // the parts' rows, in all
   };
   std::vector<Entry> entries_;
 };
