@@ -483,7 +483,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     // QK-norm (Qwen3), RoPE and the append of the new key and value to the end of each KV head's
     // rows in one; the attention (two); the output product with the residual; the FFN norm,
     // gate/up product and SwiGLU in one; the down product with the residual. A model with norms
-    // after its blocks (Gemma 3) adds one launch to each residual add.
+    // after its blocks (Gemma 2 and 3) adds one launch to each residual add.
     cuda::matvec(q, lw.wqkv.get(), x.get(), qd + 2 * kvd, dim, 0.0f, stream, {lw.attn_norm.get(), c.rms_eps},
                  lw.bqkv.size() ? lw.bqkv.get() : nullptr);  // q, k, v
     if (per_layer_meta) {

@@ -66,10 +66,10 @@ __device__ void exp_scale_round(float* p, int j0, int n, float m, float inv, flo
 // block; returns the log-sum-exp. Two passes over p (a prefill row block is far larger than L2, so
 // each pass is a trip to HBM): the first reads it, each thread keeping the max of its elements and
 // the sum of their exp(s - max), rescaled when the max grows, then the block combines them; the
-// second writes exp(s - max) / sum. Each thread has
-// kRowLoads loads in flight (a loop that stored each element before loading the next kept one,
-// and the three passes of max, exp and scale read the row three times and wrote it twice). The
-// second pass also hands each probability to put(j, value). red: __shared__ float[32].
+// second writes exp(s - max) / sum. Each thread has kRowLoads loads in flight (a loop that stored
+// each element before loading the next kept one, and the three passes of max, exp and scale read
+// the row three times and wrote it twice). The second pass also hands each probability to
+// put(j, value). red: __shared__ float[32].
 template <class Put>
 __device__ float softmax_in_place(float* p, int n, float cap, float* red, const Put& put) {
   float m = -INFINITY, sum = 0.0f;

@@ -1,6 +1,6 @@
 // Logit soft-capping on the device (Gemma 2), shared by the logits' kernel (softcap.cu) and the
-// attention kernels' scores (attention.cu). CPU twin: ops::soft_capped (kernels/softcap.h), the
-// same formula.
+// attention kernels' scores (attention.cu). CPU twin: ops::softcap (kernels/softcap.h), the same
+// formula.
 #pragma once
 
 namespace kvs::cuda::detail {

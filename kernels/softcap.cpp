@@ -44,11 +44,6 @@ void softcap(float* x, long n, float cap) {
   if (i < n) softcap8(x + i, static_cast<std::size_t>(n - i), cap);
 }
 
-float soft_capped(float x, float cap) {
-  softcap(&x, 1, cap);
-  return x;
-}
-
 void Scoring::apply(float* x, long n) const {
   for (long i = 0; i < n; ++i) x[i] *= scale;
   ops::softcap(x, n, softcap);

@@ -10,9 +10,6 @@ namespace kvs::ops {
 // Single-threaded.
 void softcap(float* x, long n, float cap);
 
-// One value capped as softcap caps it (the same bits).
-float soft_capped(float x, float cap);
-
 // How a query-key dot product becomes an attention score: times scale (head_dim^-1/2), then soft
 // capped by softcap (0: none).
 struct Scoring {
@@ -20,8 +17,7 @@ struct Scoring {
   float softcap = 0.0f;
 
   Scoring(float scale_, float softcap_ = 0.0f) : scale(scale_), softcap(softcap_) {}  // NOLINT: a bare scale converts
-  float operator()(float dot) const { return soft_capped(scale * dot, softcap); }
-  // x[n] <- (*this)(x[n]).
+  // Dot products x[n] <- their scores: times scale, then softcap(x, n, softcap).
   void apply(float* x, long n) const;
 };
 
