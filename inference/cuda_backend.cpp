@@ -238,8 +238,8 @@ void Impl<T>::upload_weights() {
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
     DeviceLayer<T>& d = layers[l];
-    d.attn_norm = floats(lw.attn_norm, "a norm weight");
-    d.ffn_norm = floats(lw.ffn_norm, "a norm weight");
+    if (!lw.attn_norm.empty()) d.attn_norm = floats(lw.attn_norm, "a norm weight");
+    if (!lw.ffn_norm.empty()) d.ffn_norm = floats(lw.ffn_norm, "a norm weight");
     if (!lw.bq.empty() || !lw.bk.empty() || !lw.bv.empty()) {
       WeightVector bqkv(c.q_dim() + 2L * c.kv_dim(), 0.0f);  // [q_dim + 2 kv_dim]
       std::copy(lw.bq.begin(), lw.bq.end(), bqkv.begin());
@@ -483,18 +483,22 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
     // QK-norm (Qwen3), RoPE and the append of the new key and value to the end of each KV head's
     // rows in one; the attention (two); the output product with the residual; the FFN norm,
     // gate/up product and SwiGLU in one; the down product with the residual. A model with norms
-    // after its blocks (Gemma 2 and 3) adds one launch to each residual add.
+    // after its blocks (Gemma 2 and 3, OLMo 2) adds one launch to each residual add; a QK-norm
+    // across a token's heads (OLMo 2), two before the RoPE.
     cuda::matvec(q, lw.wqkv.get(), x.get(), qd + 2 * kvd, dim, 0.0f, stream, {lw.attn_norm.get(), c.rms_eps},
                  lw.bqkv.size() ? lw.bqkv.get() : nullptr);  // q, k, v
     if (per_layer_meta) {
       push_token(l);
       copy_meta(l, 0, n_kv);
     }
+    const bool whole_rows = norms_whole_rows(lw, c);
+    if (whole_rows) norm_heads(lw, c, q, q + qd, 1, stream);
     cuda::rope_append(cache->keys(l), cache->values(l), cache->head_stride(), q, H, n_kv, hd, iota.get() + pos_,
                       rope_in_cache ? nullptr : rope_cos_of(l), rope_in_cache ? nullptr : rope_sin_of(l),
                       interleaved, m_dev, stream,
-                      {lw.q_norm.size() ? lw.q_norm.get() : nullptr, lw.k_norm.size() ? lw.k_norm.get() : nullptr,
-                       c.rms_eps});
+                      whole_rows ? cuda::HeadNorms{}
+                                 : cuda::HeadNorms{lw.q_norm.size() ? lw.q_norm.get() : nullptr,
+                                                   lw.k_norm.size() ? lw.k_norm.get() : nullptr, c.rms_eps});
     if (per_layer_meta) {
       controller->before_attention(l, pos_, *cache);
       plan_attention(l, rows_to_host[l] || rankings[l].k > 0 || reductions[l].has_value());

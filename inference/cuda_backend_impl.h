@@ -43,11 +43,12 @@ constexpr int kSplitParts = std::is_same_v<T, __half> ? 2 : std::is_same_v<T, fl
 
 template <class T>
 struct DeviceLayer {
-  cuda::DeviceBuffer<float> attn_norm, ffn_norm;  // [dim]
+  cuda::DeviceBuffer<float> attn_norm, ffn_norm;  // [dim] each; empty without (OLMo 2)
   // [q_dim + 2 kv_dim]: bq, bk, bv (zeros for one the model lacks); empty without biases
   cuda::DeviceBuffer<float> bqkv;
-  cuda::DeviceBuffer<float> q_norm, k_norm;       // [head_dim] each; empty without QK-norm (Qwen3, Gemma 3)
-  cuda::DeviceBuffer<float> post_attn_norm, post_ffn_norm;  // [dim] each; empty without (Gemma 3)
+  cuda::DeviceBuffer<float> q_norm, k_norm;       // [head_dim] each (Qwen3, Gemma 3), [q_dim] and [kv_dim]
+                                                  // (OLMo 2), or empty without QK-norm
+  cuda::DeviceBuffer<float> post_attn_norm, post_ffn_norm;  // [dim] each; empty without (Gemma, OLMo 2)
   // The products that read the same input are stacked, so that decode reads each stack in one
   // launch (a 1024-row wk alone filled under one block per SM).
   cuda::DeviceBuffer<T> wqkv;                     // [q_dim + 2 kv_dim, dim]: wq, wk, wv
@@ -66,14 +67,37 @@ struct DeviceLayer {
 
 inline long round_up(long n, long m) { return (n + m - 1) / m * m; }
 
-// Qwen3's QK-norm of prefill and extend rows on the device (twin of the CPU engine's norm_heads;
-// decode's rides in rope_append): every query head of q [n, q_dim] and key head of k [n, kv_dim]
-// RMS-normalised in place; nothing without the weights.
+// The QK-norm of prefill and extend rows on the device (twin of the CPU engine's norm_heads):
+// q [n, q_dim] and k [n, kv_dim] RMS-normalised in place in slices as wide as their weights, every
+// head on its own (Qwen3, Gemma 3; decode's rides in rope_append) or each row whole (OLMo 2);
+// nothing without the weights.
 template <class T>
 inline void norm_heads(const DeviceLayer<T>& lw, const ModelConfig& c, float* q, float* k, int n,
                        cudaStream_t stream) {
-  if (lw.q_norm.size()) cuda::rmsnorm_rows(q, q, lw.q_norm.get(), n * c.n_heads, c.head_dim, c.rms_eps, stream);
-  if (lw.k_norm.size()) cuda::rmsnorm_rows(k, k, lw.k_norm.get(), n * c.n_kv_heads, c.head_dim, c.rms_eps, stream);
+  const auto norm = [&](float* x, const cuda::DeviceBuffer<float>& w, int row_width) {
+    const int width = static_cast<int>(w.size());
+    cuda::rmsnorm_rows(x, x, w.get(), n * (row_width / width), width, c.rms_eps, stream);
+  };
+  if (lw.q_norm.size()) norm(q, lw.q_norm, c.q_dim());
+  if (lw.k_norm.size()) norm(k, lw.k_norm, c.kv_dim());
+}
+
+// Whether the layer's QK-norm spans a token's heads together (OLMo 2), which rope_append's
+// per-head norm cannot do: decode then norms q and k before it.
+template <class T>
+inline bool norms_whole_rows(const DeviceLayer<T>& lw, const ModelConfig& c) {
+  return lw.q_norm.size() > static_cast<std::size_t>(c.head_dim) ||
+         lw.k_norm.size() > static_cast<std::size_t>(c.head_dim);
+}
+
+// xb [n, dim] <- the residual rows x [n, dim] as a block reads them: RMS-normalised by w [dim], or
+// copied where the layer has no norm before the block (OLMo 2).
+inline void block_input_rows(float* xb, const float* x, const cuda::DeviceBuffer<float>& w, int n,
+                             const ModelConfig& c, cudaStream_t stream) {
+  if (w.size()) return cuda::rmsnorm_rows(xb, x, w.get(), n, c.dim, c.rms_eps, stream);
+  cuda::check(cudaMemcpyAsync(xb, x, static_cast<std::size_t>(n) * c.dim * sizeof(float), cudaMemcpyDeviceToDevice,
+                              stream),
+              "block input copy");
 }
 
 // Y[n, rows] (+)= X[n, cols] · W[rows, cols]^T, row-major, with X given as its kSplitParts<T>

@@ -36,7 +36,7 @@ template <class T>
 void Impl<T>::qkv_rows(const DeviceLayer<T>& lw, RowBuffers<T>& b, int n) {
   const int dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), parts = kSplitParts<T>;
   const std::size_t nz = n;
-  cuda::rmsnorm_rows(b.XB.get(), b.X.get(), lw.attn_norm.get(), n, dim, c.rms_eps, stream);
+  block_input_rows(b.XB.get(), b.X.get(), lw.attn_norm, n, c, stream);
   cuda::split_store(b.XBp.get(), nz * dim, parts, b.XB.get(), static_cast<long>(nz * dim), stream);
   gemm(blas, b.Q.get(), b.XBp.get(), lw.wq, n, qd, dim, 0.0f);
   gemm(blas, b.K.get(), b.XBp.get(), lw.wk, n, kvd, dim, 0.0f);
@@ -85,7 +85,7 @@ void Impl<T>::output_and_ffn_rows(const DeviceLayer<T>& lw, RowBuffers<T>& b, in
   };
   cuda::split_store(b.ATTp.get(), nz * qd, parts, b.ATT.get(), static_cast<long>(nz * qd), stream);
   add_product(lw.wo.get(), b.ATTp.get(), qd, lw.post_attn_norm);
-  cuda::rmsnorm_rows(b.XB.get(), b.X.get(), lw.ffn_norm.get(), n, dim, c.rms_eps, stream);
+  block_input_rows(b.XB.get(), b.X.get(), lw.ffn_norm, n, c, stream);
   cuda::split_store(b.XBp.get(), nz * dim, parts, b.XB.get(), static_cast<long>(nz * dim), stream);
   gemm(blas, b.G.get(), b.XBp.get(), lw.w_gate, n, hid, dim, 0.0f);
   gemm(blas, b.U.get(), b.XBp.get(), lw.w_up, n, hid, dim, 0.0f);

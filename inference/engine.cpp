@@ -139,11 +139,23 @@ void rope_rows(float* Q, float* K, int n, int pos0, const ModelConfig& c, const 
   }
 }
 
-// Qwen3's QK-norm: every query head of Q [n, q_dim] and key head of K [n, kv_dim] RMS-normalised
-// in place by the layer's q_norm / k_norm [head_dim]; nothing for models without them.
+// The QK-norm: Q [n, q_dim] and K [n, kv_dim] RMS-normalised in place by the layer's q_norm and
+// k_norm, in slices of their width: every head on its own ([head_dim]: Qwen3, Gemma 3) or each
+// row whole ([q_dim] and [kv_dim]: OLMo 2); nothing for models without them.
 void norm_heads(const LayerWeights& lw, const ModelConfig& c, float* Q, float* K, int n) {
-  if (!lw.q_norm.empty()) ops::rmsnorm_rows(Q, Q, lw.q_norm.data(), n * c.n_heads, c.head_dim, c.rms_eps);
-  if (!lw.k_norm.empty()) ops::rmsnorm_rows(K, K, lw.k_norm.data(), n * c.n_kv_heads, c.head_dim, c.rms_eps);
+  const auto norm = [&](float* X, const WeightVector& w, int row_width) {
+    const int width = static_cast<int>(w.size());
+    ops::rmsnorm_rows(X, X, w.data(), n * (row_width / width), width, c.rms_eps);
+  };
+  if (!lw.q_norm.empty()) norm(Q, lw.q_norm, c.q_dim());
+  if (!lw.k_norm.empty()) norm(K, lw.k_norm, c.kv_dim());
+}
+
+// XB [n, dim] <- n rows of the residual X [n, dim] as a block reads them: RMS-normalised by `w`
+// [dim], or copied where the layer has no norm before the block (OLMo 2 normalises only after).
+void block_input_rows(float* XB, const float* X, const WeightVector& w, int n, const ModelConfig& c) {
+  if (w.empty()) std::copy_n(X, static_cast<std::size_t>(n) * c.dim, XB);
+  else ops::rmsnorm_rows(XB, X, w.data(), n, c.dim, c.rms_eps);
 }
 
 // Q, K, V [n, q_dim / kv_dim] of n normalised rows XB [n, dim] (biases added, heads normalised
@@ -185,7 +197,7 @@ void attention_output_rows(const LayerWeights& lw, const ModelConfig& c, float* 
 //   X [n, dim], XB [n, dim] scratch, G and U [n, hidden_dim] scratch
 void ffn_rows(const LayerWeights& lw, const ModelConfig& c, float* X, float* XB, float* G, float* U, int n) {
   const int dim = c.dim, hid = c.hidden_dim;
-  ops::rmsnorm_rows(XB, X, lw.ffn_norm.data(), n, dim, c.rms_eps);
+  block_input_rows(XB, X, lw.ffn_norm, n, c);
   ops::matmul_packed(G, XB, lw.w_gate.data(), n, hid, dim);
   ops::matmul_packed(U, XB, lw.w_up.data(), n, hid, dim);
 #pragma omp parallel for schedule(static) if (static_cast<long>(n) * hid >= (1L << 16))
@@ -338,7 +350,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   embed_rows(X.data(), model_, tokens);
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
-    ops::rmsnorm_rows(XB.data(), X.data(), lw.attn_norm.data(), P, dim, c.rms_eps);
+    block_input_rows(XB.data(), X.data(), lw.attn_norm, P, c);
     qkv_rows(lw, c, XB.data(), Q.data(), K.data(), V.data(), P);
     // rope_in_cache caches keys before rotation; attention below still uses rotated keys, since
     // during prefill every key's slot in the cache equals its position.
@@ -506,7 +518,7 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
   embed_rows(X.data(), model_, tokens);
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
-    ops::rmsnorm_rows(XB.data(), X.data(), lw.attn_norm.data(), n, dim, c.rms_eps);
+    block_input_rows(XB.data(), X.data(), lw.attn_norm, n, c);
     qkv_rows(lw, c, XB.data(), Q.data(), K.data(), V.data(), n);
     rope_rows(Q.data(), K.data(), n, pos0, c, s.rope_of(l), pairing);
     round_cache(options_.cache_rounding, K.data(), K.size());
@@ -593,7 +605,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
 
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
-    ops::rmsnorm(s.xb.data(), s.x.data(), lw.attn_norm.data(), dim, c.rms_eps);
+    block_input_rows(s.xb.data(), s.x.data(), lw.attn_norm, 1, c);
     const ops::MatvecJob qkv[] = {{s.q.data(), lw.wq.data(), qd},
                                   {s.k.data(), lw.wk.data(), kvd},
                                   {s.v.data(), lw.wv.data(), kvd}};
@@ -695,7 +707,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
         });
     finish_residual(lw.post_attn_norm);
 
-    ops::rmsnorm(s.xb.data(), s.x.data(), lw.ffn_norm.data(), dim, c.rms_eps);
+    block_input_rows(s.xb.data(), s.x.data(), lw.ffn_norm, 1, c);
     // Gate and up rows stacked: each thread streams one matrix part, not two in turns.
     const ops::MatvecJob gate_up[] = {{s.gate.data(), lw.w_gate.data(), hid}, {s.up.data(), lw.w_up.data(), hid}};
     product(gate_up, s.xb.data(), dim);

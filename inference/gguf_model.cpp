@@ -205,9 +205,9 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   GgufFile g(path);
   const std::string arch = g.get_string("general.architecture", "");
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" && arch != "gemma2" &&
-      arch != "gemma3") {
+      arch != "gemma3" && arch != "olmo2") {
     throw input_error(path, "unsupported architecture \"" + arch +
-                                "\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)");
+                                "\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, olmo2)");
   }
   // Every tensor type is checked before anything large is allocated.
   for (const GgufTensorInfo& t : g.tensors()) {
@@ -272,8 +272,8 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   c.vocab_size = static_cast<int>(embd.dims[1]);
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
   c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
-  c.qk_norm = arch == "qwen3" || arch == "gemma3";
-  const bool gemma = arch == "gemma2" || arch == "gemma3", phi3 = arch == "phi3";
+  c.qk_norm = arch == "qwen3" || arch == "gemma3" || arch == "olmo2";
+  const bool gemma = arch == "gemma2" || arch == "gemma3", phi3 = arch == "phi3", olmo2 = arch == "olmo2";
   // phi3 as llama.cpp runs it: q, k and v in one attn_qkv (or apart), gate and up in one ffn_up,
   // attention.sliding_window on every layer; the 128K models' LongRoPE factors are not supported.
   const bool fused_qkv = phi3 && g.find_tensor("blk.0.attn_qkv.weight") != nullptr;
@@ -320,6 +320,10 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
     c.rope_scaling = llama3_scaling(path, divisors, c);
   }
 
+  // OLMo 3 converts as olmo2 with a sliding window on all but every 4th layer and YaRN on the others
+  if (olmo2 && g.find(k + "attention.sliding_window") != nullptr)
+    throw input_error(path, k + "attention.sliding_window (OLMo 3's local layers) is not supported");
+
   Model m;
   m.config = c;
   m.path = path;
@@ -333,7 +337,7 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   for (int i = 0; i < c.n_layers; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
-    src.read(l.attn_norm, b + "attn_norm.weight", D);
+    if (!olmo2) src.read(l.attn_norm, b + "attn_norm.weight", D);  // OLMo 2 norms after the blocks only
     if (fused_qkv) {  // [D, Q + 2 KV]: q, k, v rows in turn
       src.read_stacked(b + "attn_qkv.weight", {{&l.wq, c.q_dim()}, {&l.wk, c.kv_dim()}, {&l.wv, c.kv_dim()}},
                        D);
@@ -348,15 +352,15 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
       src.read(l.bk, b + "attn_k.bias", KV);
       src.read(l.bv, b + "attn_v.bias", KV);
     }
-    if (c.qk_norm) {
-      src.read(l.q_norm, b + "attn_q_norm.weight", c.head_dim);
-      src.read(l.k_norm, b + "attn_k_norm.weight", c.head_dim);
+    if (c.qk_norm) {  // OLMo 2's across all of a token's query (key) heads
+      src.read(l.q_norm, b + "attn_q_norm.weight", olmo2 ? Q : c.head_dim);
+      src.read(l.k_norm, b + "attn_k_norm.weight", olmo2 ? KV : c.head_dim);
     }
-    if (gemma) {
+    if (gemma || olmo2) {
       src.read(l.post_attn_norm, b + "post_attention_norm.weight", D);
       src.read(l.post_ffn_norm, b + "post_ffw_norm.weight", D);
     }
-    src.read(l.ffn_norm, b + "ffn_norm.weight", D);
+    if (!olmo2) src.read(l.ffn_norm, b + "ffn_norm.weight", D);
     if (phi3) {  // [D, 2 H]: gate rows, then up rows
       src.read_stacked(b + "ffn_up.weight", {{&l.w_gate, c.hidden_dim}, {&l.w_up, c.hidden_dim}}, D);
     } else {

@@ -34,22 +34,24 @@ struct Architecture {
   const char* hf_name;
   const char* arch;
   bool qkv_bias;
-  bool qk_norm;          // q_norm / k_norm on every head (Qwen3)
+  bool qk_norm;          // q_norm / k_norm on every head (Qwen3, Gemma 3), or across heads (OLMo 2)
   int default_context;   // max_position_embeddings where config.json has none (transformers' default)
   int default_head_dim;  // head_dim where config.json has none (transformers'); 0: hidden_size / heads
+  float default_rms_eps;  // rms_norm_eps where config.json has none (transformers')
   ShapeDefaults shape = {};
 };
 
 const AttentionKeys kHfAttentionKeys{"hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim"};
 
 const Architecture kArchitectures[] = {
-    {"LlamaForCausalLM", "llama", false, false, 2048, 0},
-    {"MistralForCausalLM", "mistral", false, false, 4096 * 32, 0},
-    {"Qwen2ForCausalLM", "qwen2", true, false, 32768, 0},
-    {"Qwen3ForCausalLM", "qwen3", false, true, 32768, 128},
-    {"Phi3ForCausalLM", "phi3", false, false, 4096, 0},
-    {"Gemma2ForCausalLM", "gemma2", false, false, 8192, 256, {256000, 2304, 9216, 26, 8, 4}},
-    {"Gemma3ForCausalLM", "gemma3", false, true, 131072, 256, {262208, 2304, 9216, 26, 8, 4}},
+    {"LlamaForCausalLM", "llama", false, false, 2048, 0, 1e-6f},
+    {"MistralForCausalLM", "mistral", false, false, 4096 * 32, 0, 1e-6f},
+    {"Qwen2ForCausalLM", "qwen2", true, false, 32768, 0, 1e-6f},
+    {"Qwen3ForCausalLM", "qwen3", false, true, 32768, 128, 1e-6f},
+    {"Phi3ForCausalLM", "phi3", false, false, 4096, 0, 1e-5f},
+    {"Gemma2ForCausalLM", "gemma2", false, false, 8192, 256, 1e-6f, {256000, 2304, 9216, 26, 8, 4}},
+    {"Gemma3ForCausalLM", "gemma3", false, true, 131072, 256, 1e-6f, {262208, 2304, 9216, 26, 8, 4}},
+    {"Olmo2ForCausalLM", "olmo2", false, true, 2048, 0, 1e-5f, {50304, 4096, 11008, 32, 32}},
 };
 // A Gemma 3 checkpoint with a vision tower: its language model (text_config, the tensors under
 // language_model.model. as the hub holds them or model.language_model. as transformers 5 saves
@@ -412,7 +414,8 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
     throw input_error(path,
                       "unsupported architecture \"" + hf_arch +
                           "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                          "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, " +
+                          "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
+                          "Olmo2ForCausalLM, " +
                           kGemma3Multimodal + ")");
   }
   const ShapeDefaults& d = arch->shape;
@@ -435,7 +438,7 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
   c.vocab_size = positive_int(j.find("vocab_size"), path, "vocab_size", d.vocab, kMaxVocab);
   c.seq_len = positive_int(j.find("max_position_embeddings"), path, "max_position_embeddings",
                            arch->default_context, kMaxContext);
-  c.rms_eps = positive_float(j.find("rms_norm_eps"), path, "rms_norm_eps", 1e-6f);
+  c.rms_eps = positive_float(j.find("rms_norm_eps"), path, "rms_norm_eps", arch->default_rms_eps);
   c.rope_style = RopeStyle::RotateHalf;
   c.qkv_bias = arch->qkv_bias || flag(j.find("attention_bias"), path, "attention_bias", false);
   c.qk_norm = arch->qk_norm;
@@ -528,7 +531,7 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
     }
   }
 
-  const bool gemma = c.arch == "gemma2" || c.arch == "gemma3", phi3 = c.arch == "phi3";
+  const bool gemma = c.arch == "gemma2" || c.arch == "gemma3", phi3 = c.arch == "phi3", olmo2 = c.arch == "olmo2";
   // Gemma scales the scores by query_pre_attn_scalar^-1/2, the engine by head_dim^-1/2: the
   // queries take the difference (scale_queries).
   const float query_scale =
@@ -549,7 +552,7 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
   for (int i = 0; i < c.n_layers; ++i) {
     const std::string p = model + "layers." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
-    tensors.read(l.attn_norm, p + "input_layernorm.weight", {D});
+    if (!olmo2) tensors.read(l.attn_norm, p + "input_layernorm.weight", {D});
     if (phi3) {  // q, k and v stacked in one qkv_proj [Q + 2 KV, D]
       tensors.read_stacked(p + "self_attn.qkv_proj.weight",
                            {{&l.wq, c.q_dim()}, {&l.wk, c.kv_dim()}, {&l.wv, c.kv_dim()}}, D);
@@ -564,11 +567,14 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
       tensors.read(l.bk, p + "self_attn.k_proj.bias", {KV});
       tensors.read(l.bv, p + "self_attn.v_proj.bias", {KV});
     }
-    if (c.qk_norm) {
-      tensors.read(l.q_norm, p + "self_attn.q_norm.weight", {static_cast<uint64_t>(c.head_dim)});
-      tensors.read(l.k_norm, p + "self_attn.k_norm.weight", {static_cast<uint64_t>(c.head_dim)});
+    if (c.qk_norm) {  // OLMo 2 normalises all of a token's query (key) heads together
+      tensors.read(l.q_norm, p + "self_attn.q_norm.weight", {olmo2 ? Q : c.head_dim});
+      tensors.read(l.k_norm, p + "self_attn.k_norm.weight", {olmo2 ? KV : c.head_dim});
     }
-    if (gemma) {  // Gemma's post_attention_layernorm normalises the attention's output
+    if (olmo2) {  // norms after the blocks only: the blocks read the residual as it is
+      tensors.read(l.post_attn_norm, p + "post_attention_layernorm.weight", {D});
+      tensors.read(l.post_ffn_norm, p + "post_feedforward_layernorm.weight", {D});
+    } else if (gemma) {  // Gemma's post_attention_layernorm normalises the attention's output
       tensors.read(l.post_attn_norm, p + "post_attention_layernorm.weight", {D});
       tensors.read(l.ffn_norm, p + "pre_feedforward_layernorm.weight", {D});
       tensors.read(l.post_ffn_norm, p + "post_feedforward_layernorm.weight", {D});

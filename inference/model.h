@@ -31,7 +31,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3
+  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3 | olmo2
   std::string name;            // human-readable model name
   int dim = 0;                 // hidden size
   int hidden_dim = 0;          // FFN inner size
@@ -46,7 +46,9 @@ struct ModelConfig {
   RopeStyle rope_style = RopeStyle::Interleaved;
   RopeScaling rope_scaling;
   bool qkv_bias = false;       // Qwen2
-  bool qk_norm = false;        // Qwen3, Gemma 3: each query and key head RMS-normalised before RoPE
+  // Queries and keys RMS-normalised before RoPE: each head on its own (Qwen3, Gemma 3) or all
+  // heads of a token together (OLMo 2), as LayerWeights::q_norm's width says.
+  bool qk_norm = false;
   Activation activation = Activation::Silu;
   float embed_scale = 1.0f;    // token embeddings multiplied by this (Gemma: sqrt(dim))
   bool tied_classifier = true; // classifier shares the token embedding
@@ -140,7 +142,7 @@ class PackQueue {
 };
 
 struct LayerWeights {
-  WeightVector attn_norm;  // [dim]
+  WeightVector attn_norm;  // [dim], or empty where the block reads the residual as it is (OLMo 2)
   PackedMatrix wq;         // [n_heads*head_dim, dim]
   PackedMatrix wk;         // [n_kv_heads*head_dim, dim]
   PackedMatrix wv;         // [n_kv_heads*head_dim, dim]
@@ -148,13 +150,15 @@ struct LayerWeights {
   WeightVector bq;         // [n_heads*head_dim] or empty
   WeightVector bk;         // [n_kv_heads*head_dim] or empty
   WeightVector bv;         // [n_kv_heads*head_dim] or empty
-  WeightVector q_norm;     // [head_dim] or empty: every query head's RMSNorm weight (Qwen3, Gemma 3)
-  WeightVector k_norm;     // [head_dim] or empty: the same for every key head
+  // QK-norm weights or empty: [head_dim], every query head normalised on its own (Qwen3, Gemma 3),
+  // or [n_heads*head_dim], a token's query heads normalised together (OLMo 2)
+  WeightVector q_norm;
+  WeightVector k_norm;     // [head_dim] or [n_kv_heads*head_dim]: the same for the keys
   // [dim] each or empty: the attention's and the FFN's outputs normalised before the residual add
-  // (Gemma 2 and 3)
+  // (Gemma 2 and 3, OLMo 2)
   WeightVector post_attn_norm;
   WeightVector post_ffn_norm;
-  WeightVector ffn_norm;   // [dim]
+  WeightVector ffn_norm;   // [dim], or empty as attn_norm
   PackedMatrix w_gate;     // [hidden_dim, dim]  (llama2.c w1)
   PackedMatrix w_up;       // [hidden_dim, dim]  (llama2.c w3)
   PackedMatrix w_down;     // [dim, hidden_dim]  (llama2.c w2)

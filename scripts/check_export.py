@@ -10,8 +10,8 @@ of h2o, snapkv, tova and streamingllm at budget 16 on each must keep the same po
 the same mean metrics (within 1e-4 relative). Cases: stories260K-hf; stories260K-hf on a 341-token prompt with
 a 1 MiB capture budget (pooled map, float16 rows, prefill in blocks of 9 queries); check_transformers.py's
 random Llama (F32, BF16), Qwen2 (q/k/v biases), Qwen3 (QK-norm, head_dim 32), Gemma 2 (soft-capped scores),
-Gemma 3 (local and global layers), Mistral (sliding windows, MQA, head_dim 24) checkpoints, one whose generation_config.json ends the text
-early and a byte-level BPE one recorded with --chat (ChatML's special tokens, characters split into byte tokens). Then architectures KVScope does not run (OLMo 2, GPT-NeoX,
+Gemma 3 (local and global layers), OLMo 2 (norms after the blocks only, QK-norm across heads), Mistral (sliding windows, MQA, head_dim 24) checkpoints, one whose generation_config.json ends the text
+early and a byte-level BPE one recorded with --chat (ChatML's special tokens, characters split into byte tokens). Then architectures KVScope does not run (OLMo, GPT-NeoX,
 GPT-2, DeepSeek-V3), tiny random models whose rows must match transformers' own eager attention within 1e-5;
 and the exporter's refusals of bad input and of architectures it cannot record (Bloom, gpt-oss, Falcon, Jamba):
 one line, exit 2, no file. One line per case, then a summary; exit status 1 when anything disagrees. Run it
@@ -71,6 +71,7 @@ CASES = {
     "gemma2_caps_tied": ("gemma2_caps_tied", ["--prompt", PROMPT], STEPS, ["--tokenizer", OWN_TOKENIZER], {}),
     "gemma3_pattern2_tied": ("gemma3_pattern2_tied", ["--prompt", PROMPT], STEPS, ["--tokenizer", OWN_TOKENIZER],
                              {}),
+    "olmo2_gqa": ("olmo2_gqa", ["--prompt", PROMPT], STEPS, ["--tokenizer", OWN_TOKENIZER], {}),
     "mistral_sw16": ("mistral_sw16", ["--prompt", PROMPT], STEPS, [], {}),
     "mistral_mqa_hd24_sw12": ("mistral_mqa_hd24_sw12", ["--prompt", PROMPT], STEPS, ["--decode-dtype", "float16"],
                               {}),
@@ -85,7 +86,7 @@ CASES = {
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=512, max_position_embeddings=512, bos_token_id=1, eos_token_id=2, pad_token_id=0)
 ARCHS = {
-    "olmo2": dict(TINY),                                  # RMSNorm on all of q and k; norms after each block
+    "olmo": dict(TINY, num_key_value_heads=4, clip_qkv=0.5),  # LayerNorm without weights; q, k, v clipped
     "gpt_neox": dict(TINY, num_key_value_heads=4),        # partial rotary embedding, multi-head attention
     "gpt2": dict(TINY, num_key_value_heads=4),            # learned absolute positions
     "deepseek_v3": dict(TINY, num_key_value_heads=4, q_lora_rank=None, kv_lora_rank=16, qk_nope_head_dim=16,

@@ -56,6 +56,8 @@ LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_fr
           "original_max_position_embeddings": 64}
 # name -> write_checkpoint() arguments. The prompt is 21 tokens, so 61 positions in all: longer
 # than the sliding windows (16, 12), which HF applies through its attention mask.
+DEFAULT = object()  # a config.json key left out, for the config class's default
+
 VARIANTS = {
     "llama_f32_untied": dict(),
     "llama_f32_tied": dict(tied=True, seed=1),
@@ -103,6 +105,11 @@ VARIANTS = {
     # Phi-3: q/k/v in one qkv_proj, gate/up in one gate_up_proj; its sliding_window on every layer
     "phi3_sw16": dict(arch="phi3", seed=25, extra={"sliding_window": 16, "pad_token_id": 0}),
     "phi3_mha_f16": dict(arch="phi3", dtype="F16", kv_heads=6, seed=26, extra={"pad_token_id": 0}),
+    # OLMo 2: no norm before either block, norms after both; q and k RMS-normalised across all of a
+    # token's heads (q_norm [heads * head_dim]) before RoPE; rms_norm_eps left to Olmo2Config's 1e-5
+    "olmo2_gqa": dict(arch="olmo2", seed=27, extra={"rms_norm_eps": DEFAULT, "pad_token_id": 0}),
+    "olmo2_mha_tied_bf16": dict(arch="olmo2", tied=True, dtype="BF16", kv_heads=6, seed=28,
+                                extra={"rope_theta": 500000.0, "pad_token_id": 0}),
     "mistral_sw16": dict(arch="mistral", seed=13, extra={"sliding_window": 16}),
     "mistral_sw_null": dict(arch="mistral", seed=14, extra={"sliding_window": None}),
     "mistral_mqa_hd24_sw12": dict(arch="mistral", seed=15, dim=64, heads=4, kv_heads=1, head_dim=24,
@@ -172,7 +179,8 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
     t = {"model.embed_tokens.weight": U((vocab, dim), 1 / np.sqrt(dim) if gemma else 1.0)}
     for i in range(layers):
         p = f"model.layers.{i}."
-        t[p + "input_layernorm.weight"] = norm()
+        if arch != "olmo2":
+            t[p + "input_layernorm.weight"] = norm()
         t[p + "self_attn.q_proj.weight"] = U((Q, dim), 3 * a)
         t[p + "self_attn.k_proj.weight"] = U((KV, dim), 3 * a)
         t[p + "self_attn.v_proj.weight"] = U((KV, dim), a)
@@ -181,12 +189,14 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
             t[p + "self_attn.q_proj.bias"] = U((Q,), 0.5)
             t[p + "self_attn.k_proj.bias"] = U((KV,), 0.5)
             t[p + "self_attn.v_proj.bias"] = U((KV,), 0.5)
-        if arch in ("qwen3", "gemma3"):
-            t[p + "self_attn.q_norm.weight"] = rng.uniform(0.5 - shift, 2.0 - shift, hd).astype(np.float32)
-            t[p + "self_attn.k_norm.weight"] = rng.uniform(0.5 - shift, 2.0 - shift, hd).astype(np.float32)
+        if arch in ("qwen3", "gemma3", "olmo2"):  # OLMo 2's across all heads, the others' per head
+            qn, kn = (Q, KV) if arch == "olmo2" else (hd, hd)
+            t[p + "self_attn.q_norm.weight"] = rng.uniform(0.5 - shift, 2.0 - shift, qn).astype(np.float32)
+            t[p + "self_attn.k_norm.weight"] = rng.uniform(0.5 - shift, 2.0 - shift, kn).astype(np.float32)
         t[p + "post_attention_layernorm.weight"] = norm()
         if gemma:
             t[p + "pre_feedforward_layernorm.weight"] = norm()
+        if gemma or arch == "olmo2":
             t[p + "post_feedforward_layernorm.weight"] = norm()
         t[p + "mlp.gate_proj.weight"] = U((hidden, dim), a)
         t[p + "mlp.up_proj.weight"] = U((hidden, dim), a)
@@ -203,7 +213,7 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
         t["lm_head.weight"] = U((vocab, dim), 3 * a)
     cfg = {"architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
                               "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM",
-                              "gemma3": "Gemma3ForCausalLM",
+                              "gemma3": "Gemma3ForCausalLM", "olmo2": "Olmo2ForCausalLM",
                               "mistral": "MistralForCausalLM"}[arch]],
            "model_type": arch if arch != "gemma3" else "gemma3_text", "hidden_size": dim, "intermediate_size": hidden, "num_hidden_layers": layers,
            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
@@ -218,6 +228,7 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
     if head_dim:
         cfg["head_dim"] = head_dim
     cfg.update(extra or {})
+    cfg = {k: v for k, v in cfg.items() if v is not DEFAULT}
     os.makedirs(d)
     write_json(os.path.join(d, "config.json"), cfg)
     if gen_eos is not None:
@@ -278,11 +289,11 @@ def resave_config(src, dst):
 
 
 def install_lse_capture():
-    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and Gemma 3 so
+    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2, Gemma 3 and OLMo 2 so
     that each call also appends the log-sum-exp of its masked, scaled (and soft-capped: Gemma 2) scores
     ([batch, heads, queries]) to the list returned."""
     captured = []
-    for name in ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"):
+    for name in ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "olmo2"):
         mod = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
 
         def wrapped(module, query, key, value, attention_mask, scaling, dropout=0.0,

@@ -136,6 +136,13 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
   const ModelConfig& c = model.config;
   const double params = static_cast<double>(model.parameter_count());
   const int local_layers = static_cast<int>(std::count(c.local_layers.begin(), c.local_layers.end(), 1));
+  // Where the layers normalise (every layer alike): before each block, after it (OLMo 2) or both
+  // (Gemma); and the QK-norm's width, head_dim or a token's heads together (OLMo 2).
+  const LayerWeights* layer0 = model.weights.layers.empty() ? nullptr : &model.weights.layers[0];
+  const bool pre_norms = layer0 != nullptr && !layer0->attn_norm.empty();
+  const bool post_norms = layer0 != nullptr && !layer0->post_attn_norm.empty();
+  const char* block_norms = pre_norms && post_norms ? "both" : post_norms ? "after" : "before";
+  const int qk_norm_width = layer0 != nullptr ? static_cast<int>(layer0->q_norm.size()) : 0;
   if (json) {
     JsonObject o;
     o.add("kind", "model").add("path", path).add("format", model.format).add("arch", c.arch)
@@ -146,7 +153,7 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add("rope_theta", static_cast<double>(c.rope_theta))
         .add("rope_style", c.rope_style == RopeStyle::Interleaved ? "interleaved" : "rotate_half")
         .add_bool("tied_classifier", c.tied_classifier).add_bool("qkv_bias", c.qkv_bias)
-        .add_bool("qk_norm", c.qk_norm)
+        .add_bool("qk_norm", c.qk_norm).add("qk_norm_width", qk_norm_width).add("block_norms", block_norms)
         .add("activation", c.activation == Activation::GeluTanh ? "gelu_tanh" : "silu")
         .add("local_layers", local_layers)
         .add("attn_softcap", static_cast<double>(c.attn_softcap))
@@ -180,8 +187,12 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
     std::snprintf(text, sizeof text, "%s%s soft-capped at %g", caps.empty() ? ", " : " and ", what, cap);
     if (cap > 0.0f) caps += text;
   }
-  std::printf("params     %.1f M (%s classifier%s%s%s%s)\n", params / 1e6, c.tied_classifier ? "tied" : "separate",
-              c.qkv_bias ? ", q/k/v biases" : "", c.qk_norm ? ", q/k heads RMS-normed" : "",
+  const char* qk_norm = !c.qk_norm                     ? ""
+                        : qk_norm_width > c.head_dim ? ", q and k RMS-normed across heads"
+                                                     : ", q/k heads RMS-normed";
+  std::printf("params     %.1f M (%s classifier%s%s%s%s%s)\n", params / 1e6, c.tied_classifier ? "tied" : "separate",
+              c.qkv_bias ? ", q/k/v biases" : "", qk_norm,
+              post_norms ? (pre_norms ? ", norms before and after each block" : ", norms after each block only") : "",
               c.activation == Activation::GeluTanh ? ", GeGLU" : "", caps.c_str());
   if (tok) {
     std::string ends;  // every token that ends a generated text

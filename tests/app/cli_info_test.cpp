@@ -59,6 +59,8 @@ TEST(CliInfo, LlamaCBinJson) {
   EXPECT_TRUE(j.get_bool("tied_classifier", false));
   EXPECT_FALSE(j.get_bool("qkv_bias", true));
   EXPECT_FALSE(j.get_bool("qk_norm", true));
+  EXPECT_EQ(j.get_number("qk_norm_width", -1), 0);
+  EXPECT_EQ(j.get_string("block_norms", ""), "before");
   EXPECT_EQ(j.get_number("parameters", 0), kStoriesTiedParams);
   EXPECT_EQ(j.get_string("rope_style", ""), "interleaved");
 }

@@ -194,6 +194,24 @@ TEST(EngineAttention, Gemma2SoftCappedScoresAndLogitsMatchNaiveForward) {
   EXPECT_GT(logits, 0.5);
 }
 
+// OLMo 2: the blocks read the residual unnormalised, their outputs are normalised before the add,
+// and q and k are RMS-normalised across all of a token's heads; the same weights normalised head by
+// head give other rows, so the width of the QK-norm is what the naive forward checks.
+TEST(EngineAttention, Olmo2NormsAfterBlocksAndAcrossHeadsMatchNaiveForward) {
+  const Model m = tiny::random_model(tiny::olmo2_config(), 35);
+  expect_windowed_rows_match(m);
+  Model per_head = m;
+  for (LayerWeights& w : per_head.weights.layers) {
+    w.q_norm.resize(m.config.head_dim);
+    w.k_norm.resize(m.config.head_dim);
+  }
+  const tiny::Reference a = tiny::reference_forward(m, all_tokens());
+  const tiny::Reference b = tiny::reference_forward(per_head, all_tokens());
+  double rows = 0;
+  for (std::size_t i = 0; i < a.attn.size(); ++i) rows = std::max(rows, std::abs(a.attn[i] - b.attn[i]));
+  EXPECT_GT(rows, 0.05);
+}
+
 TEST(EngineAttention, BlocksArriveInLayerHeadBlockOrder) {
   const Model m = tiny::random_model(tiny::tiny_config(), 3);
   EngineOptions opt;

@@ -114,9 +114,10 @@ TEST(EngineCuda, Fp32StorageMatchesThePlainCpuEngine) {
   c.qkv_bias = false;
   c.qk_norm = true;
   const Model qk_normed = tiny::to_rotate_half(tiny::random_model(c, 33));
+  const Model olmo2 = tiny::random_model(tiny::olmo2_config(), 34);
   const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
   const std::vector<int> tail = {3, 1, 4, 1, 5, 9, 2, 6};
-  for (const Model* m : {&rotate_half, &biased, &qk_normed}) {
+  for (const Model* m : {&rotate_half, &biased, &qk_normed, &olmo2}) {
     expect_same_rows(capture_run(*m, on(Device::Cpu), prompt, tail),
                      capture_run(*m, on(Device::Cuda, false, GpuDtype::Fp32), prompt, tail), kFp32StorageTol);
   }

@@ -93,7 +93,7 @@ TEST(EngineCuda, AttentionRowsMatchTheCpusInPrefillAndDecode) {
   EXPECT_EQ(gpu.prefill_end, static_cast<int>(kPromptIds.size()));
 }
 
-TEST(EngineCuda, GqaRotateHalfBiasedAndQkNormedModelsMatchTheCpu) {
+TEST(EngineCuda, GqaRotateHalfBiasedQkNormedAndOlmo2ModelsMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   ModelConfig c = tiny::tiny_config();  // GQA
   const Model interleaved = tiny::random_model(c, 11);
@@ -103,9 +103,13 @@ TEST(EngineCuda, GqaRotateHalfBiasedAndQkNormedModelsMatchTheCpu) {
   c.qkv_bias = false;
   c.qk_norm = true;  // Qwen3's per-head norms of q and k, after the decode product
   const Model qk_normed = tiny::to_rotate_half(tiny::random_model(c, 13));
+  // OLMo 2: no norm before the blocks (the products read the residual as it is), norms after
+  // them, q and k normalised across all heads (decode: two launches before rope_append)
+  const Model olmo2 = tiny::random_model(tiny::olmo2_config(), 14);
   const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
   const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6};
-  for (const Model* m : {&interleaved, &rotate_half, &biased, &qk_normed}) {
+  for (const Model* m : {&interleaved, &rotate_half, &biased, &qk_normed, &olmo2}) {
+    SCOPED_TRACE(m == &olmo2 ? "olmo2" : "llama-like");
     expect_same_rows(capture_run(as_stored(*m), cpu_as_gpu(), prompt, forced),
                      capture_run(*m, on(Device::Cuda), prompt, forced), kSameNumbersTol);
   }
@@ -480,12 +484,13 @@ void check_extend(const Model& model) {
   for (std::size_t i = 0; i < exact.logits[0].size(); ++i) EXPECT_NEAR(exact.logits[0][i], plain.logits[0][i], 1e-4f);
 }
 
-// On a Llama model, on Gemma 3's local and global layers and Gemma 2's soft-capped ones.
+// On a Llama model, on Gemma 3's local and global layers, Gemma 2's soft-capped ones and OLMo 2's.
 TEST(EngineCuda, ExtendGivesTheCpusRowsAndLastLogits) {
   SKIP_WITHOUT_GPU();
   check_extend(tiny::random_model(tiny::tiny_config(), 23));
   check_extend(tiny::random_model(tiny::gemma3_config(), 24));
   check_extend(tiny::random_model(tiny::gemma2_config(), 25));
+  check_extend(tiny::random_model(tiny::olmo2_config(), 26));
 }
 
 // Marks per KV head and layer before each attention: position p inactive when (p + g + layer) % 3

@@ -98,11 +98,12 @@ TEST(EngineExtend, EqualsDecodeStepsWithASlidingWindow) {
 }
 
 // Gemma 3's local layers (a window of 4, their own RoPE base) beside a global one, post-block norms
-// and GeGLU, and Gemma 2's (every other layer local, soft-capped scores and logits): the batched
-// chunk gives the decode steps' rows and logits; with RoPE applied in the cache too.
-TEST(EngineExtend, EqualsDecodeStepsOnGemmaLayers) {
-  for (const Model& m :
-       {tiny::random_model(tiny::gemma3_config(), 38), tiny::random_model(tiny::gemma2_config(), 40)}) {
+// and GeGLU, Gemma 2's (every other layer local, soft-capped scores and logits) and OLMo 2's (norms
+// after the blocks only, QK-norm across heads): the batched chunk gives the decode steps' rows and
+// logits; with RoPE applied in the cache too.
+TEST(EngineExtend, EqualsDecodeStepsOnGemmaAndOlmoLayers) {
+  for (const Model& m : {tiny::random_model(tiny::gemma3_config(), 38), tiny::random_model(tiny::gemma2_config(), 40),
+                         tiny::random_model(tiny::olmo2_config(), 42)}) {
     SCOPED_TRACE(m.config.arch);
     expect_same(feed(m, {}, false, nullptr), feed(m, {}, true, nullptr), 1e-5f);
     EngineOptions o;

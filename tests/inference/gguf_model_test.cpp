@@ -190,7 +190,7 @@ TEST(GgufModel, ShapeAndArchitectureChecks) {
   const std::string path = dir.file("arch.gguf");
   w.write(path);
   EXPECT_EQ(input_error_of([&] { load_model(path); }),
-            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)");
+            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, olmo2)");
 
   testing::GgufWriter v;
   v.add_string("general.architecture", "llama");
@@ -246,6 +246,7 @@ void write_model_gguf(const std::string& path, const std::string& arch, const Mo
     if (!v.empty() && !omit.count(name)) w.add_f32_tensor(name, {v.size()}, std::vector<float>(v.begin(), v.end()));
   };
   matrix("token_embd.weight", m.weights.token_embedding, c.vocab_size, c.dim);
+  if (!c.tied_classifier) matrix("output.weight", m.weights.classifier, c.vocab_size, c.dim);
   vec("output_norm.weight", m.weights.final_norm);
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = m.weights.layers[l];
@@ -402,6 +403,35 @@ TEST(GgufModel, Phi3FusedProjectionsAndSlidingWindow) {
                    [&](testing::GgufWriter& w) { w.add_f32_tensor("rope_factors_long.weight", {4}, {1, 1, 1, 1}); });
   EXPECT_EQ(input_error_of([&] { load_model(longrope); }),
             longrope + ": rope_factors_long.weight (Phi-3's LongRoPE scaling) is not supported");
+}
+
+// An olmo2 GGUF: no attn_norm or ffn_norm, the norms after both blocks, attn_q_norm and
+// attn_k_norm as wide as all of a token's query (key) heads, rotate-half pairs; the naive forward
+// pass's logits. OLMo 3, which converts as olmo2 with a sliding window, is refused.
+TEST(GgufModel, Olmo2NormsAfterTheBlocksAndAcrossHeads) {
+  const ModelConfig c = tiny::olmo2_config();
+  const Model want = tiny::random_model(c, 46);
+  TempDir dir;
+  const std::string path = dir.file("olmo2.gguf");
+  write_model_gguf(path, "olmo2", want);
+  const Model m = load_model(path);
+  EXPECT_EQ(m.config.arch, "olmo2");
+  EXPECT_TRUE(m.config.qk_norm);
+  EXPECT_EQ(m.config.rope_style, RopeStyle::RotateHalf);
+  EXPECT_FALSE(m.config.tied_classifier);
+  for (int l = 0; l < c.n_layers; ++l) {
+    EXPECT_TRUE(m.weights.layers[l].attn_norm.empty()) << l;
+    EXPECT_TRUE(m.weights.layers[l].ffn_norm.empty()) << l;
+    EXPECT_EQ(m.weights.layers[l].q_norm, want.weights.layers[l].q_norm) << l;
+    EXPECT_EQ(m.weights.layers[l].k_norm.size(), static_cast<std::size_t>(c.kv_dim())) << l;
+    EXPECT_EQ(m.weights.layers[l].post_attn_norm, want.weights.layers[l].post_attn_norm) << l;
+  }
+  expect_naive_logits(m, want, {1, 5, 9, 3, 14, 7, 22, 30, 2, 11});
+
+  const std::string olmo3 = dir.file("olmo3.gguf");
+  write_model_gguf(olmo3, "olmo2", want, {}, [](testing::GgufWriter& w) { w.add_u32("olmo2.attention.sliding_window", 4); });
+  EXPECT_EQ(input_error_of([&] { load_model(olmo3); }),
+            olmo3 + ": olmo2.attention.sliding_window (OLMo 3's local layers) is not supported");
 }
 
 // Writes dir/`name`: testing::tiny_llama_writer(layers, omit), then what `extra` adds.

@@ -265,6 +265,60 @@ TEST(HfConfig, Phi3FusedProjectionsSplitOnLoad) {
             partial.file("config.json") + ": partial_rotary_factor 0.75 is not supported (RoPE over the whole head only)");
 }
 
+// OLMo 2: no input_layernorm (the blocks read the residual as it is), post_attention_layernorm and
+// post_feedforward_layernorm after the blocks, q_norm and k_norm as wide as all of a token's query
+// (key) heads; rms_norm_eps defaults to Olmo2Config's 1e-5. A per-head q_norm (Qwen3's width) is
+// refused by its shape.
+TEST(HfConfig, Olmo2NormsAfterTheBlocksAndAcrossHeads) {
+  std::vector<RawTensor> all;
+  for (const RawTensor& t : read_raw(shared_model("stories260K-hf/model.safetensors")))
+    if (t.name.find("input_layernorm") == std::string::npos) all.push_back(t);
+  std::vector<RawTensor> per_head = all;
+  for (int l = 0; l < 5; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    all.push_back(f32_tensor(p + "self_attn.q_norm.weight", {64}, 1.0f));
+    all.push_back(f32_tensor(p + "self_attn.k_norm.weight", {32}, 2.0f));
+    all.push_back(f32_tensor(p + "post_feedforward_layernorm.weight", {64}, 3.0f));
+    per_head.push_back(f32_tensor(p + "self_attn.q_norm.weight", {8}, 1.0f));
+    per_head.push_back(f32_tensor(p + "self_attn.k_norm.weight", {8}, 2.0f));
+    per_head.push_back(f32_tensor(p + "post_feedforward_layernorm.weight", {64}, 3.0f));
+  }
+  std::string olmo = config_with(hf_config(), "architectures", "[\"Olmo2ForCausalLM\"]");
+  olmo = config_with(olmo, "model_type", "\"olmo2\"");
+  TempDir dir;
+  const Model m = load_written(dir, olmo, all);
+  const Model llama = load_model(shared_model("stories260K-hf"));
+  EXPECT_EQ(m.config.arch, "olmo2");
+  EXPECT_TRUE(m.config.qk_norm);
+  EXPECT_EQ(m.config.rope_style, RopeStyle::RotateHalf);
+  for (int l = 0; l < 5; ++l) {
+    const LayerWeights& w = m.weights.layers[l];
+    EXPECT_TRUE(w.attn_norm.empty()) << l;
+    EXPECT_TRUE(w.ffn_norm.empty()) << l;
+    EXPECT_EQ(w.post_attn_norm, llama.weights.layers[l].ffn_norm) << l;  // the file's post_attention_layernorm
+    ASSERT_EQ(w.q_norm.size(), 64u);
+    ASSERT_EQ(w.k_norm.size(), 32u);
+    EXPECT_EQ(w.q_norm[63], 64.0f);
+    EXPECT_EQ(w.k_norm[31], 33.0f);
+    EXPECT_EQ(w.post_ffn_norm[0], 3.0f);
+    EXPECT_EQ(w.wq.unpacked(), llama.weights.layers[l].wq.unpacked()) << l;
+  }
+
+  TempDir no_eps;
+  std::string without_eps = olmo;
+  const std::size_t at = without_eps.find("\"rms_norm_eps\"");
+  ASSERT_NE(at, std::string::npos);
+  without_eps.erase(at, without_eps.find(',', at) + 1 - at);
+  EXPECT_EQ(load_written(no_eps, without_eps, all).config.rms_eps, 1e-5f);
+
+  TempDir wrong;
+  copy_side_files(wrong, olmo);
+  write_safetensors(wrong.file("model.safetensors"), per_head);
+  EXPECT_EQ(input_error_of([&] { load_model(wrong.file("")); }),
+            wrong.file("model.safetensors") + ": tensor model.layers.0.self_attn.q_norm.weight has shape [8], "
+                                              "config.json implies [64]");
+}
+
 // Gemma 3 with a vision tower (Gemma3ForConditionalGeneration, as the 4B, 12B and 27B are published):
 // the language model from text_config, which leaves num_attention_heads and num_key_value_heads to
 // Gemma3TextConfig's defaults (8 and 4), its tensors under language_model.model. (the hub's layout)

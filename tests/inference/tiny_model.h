@@ -1,6 +1,6 @@
 // Test support: small random-weight Llama models built in code (Qwen2's biases, Qwen3's QK-norm,
-// Gemma's local layers, post-block norms, GeGLU and scaled embeddings, Gemma 2's soft caps where the
-// config asks),
+// Gemma's local layers, post-block norms, GeGLU and scaled embeddings, Gemma 2's soft caps, OLMo 2's
+// norms after the blocks only and QK-norm across heads where the config asks),
 // the HF q/k row permutation, and an independent naive forward pass (double precision, no KV
 // cache, no kernels/ code) that gives every attention row and every position's logits.
 #pragma once
@@ -66,6 +66,18 @@ inline ModelConfig gemma2_config() {
   return c;
 }
 
+// tiny_config() as OLMo 2 lays a model out: no norm before either block, the post-block norms, q
+// and k RMS-normalised across all of a token's heads (q_norm [q_dim], k_norm [kv_dim]) before
+// RoPE, rotate-half pairs, a separate classifier.
+inline ModelConfig olmo2_config() {
+  ModelConfig c = tiny_config();
+  c.arch = "olmo2";
+  c.qk_norm = true;
+  c.rope_style = RopeStyle::RotateHalf;
+  c.tied_classifier = false;
+  return c;
+}
+
 inline WeightVector random_vec(std::mt19937_64& rng, std::size_t n, float lo, float hi) {
   std::uniform_real_distribution<float> d(lo, hi);
   WeightVector v(n);
@@ -89,7 +101,8 @@ inline Model random_model(const ModelConfig& c, uint64_t seed) {
   m.weights.token_embedding = matrix(c.vocab_size, dim, -1.0f, 1.0f);
   for (int l = 0; l < c.n_layers; ++l) {
     LayerWeights w;
-    w.attn_norm = random_vec(rng, dim, 0.8f, 1.2f);
+    const bool olmo2 = c.arch == "olmo2";
+    if (!olmo2) w.attn_norm = random_vec(rng, dim, 0.8f, 1.2f);
     w.wq = matrix(qd, dim, -3 * a, 3 * a);
     w.wk = matrix(kvd, dim, -3 * a, 3 * a);
     w.wv = matrix(kvd, dim, -a, a);
@@ -100,14 +113,14 @@ inline Model random_model(const ModelConfig& c, uint64_t seed) {
       w.bv = random_vec(rng, kvd, -0.5f, 0.5f);
     }
     if (c.qk_norm) {
-      w.q_norm = random_vec(rng, c.head_dim, 0.5f, 2.0f);
-      w.k_norm = random_vec(rng, c.head_dim, 0.5f, 2.0f);
+      w.q_norm = random_vec(rng, olmo2 ? qd : c.head_dim, 0.5f, 2.0f);
+      w.k_norm = random_vec(rng, olmo2 ? kvd : c.head_dim, 0.5f, 2.0f);
     }
-    if (c.arch == "gemma2" || c.arch == "gemma3") {
+    if (c.arch == "gemma2" || c.arch == "gemma3" || olmo2) {
       w.post_attn_norm = random_vec(rng, dim, 0.5f, 1.5f);
       w.post_ffn_norm = random_vec(rng, dim, 0.5f, 1.5f);
     }
-    w.ffn_norm = random_vec(rng, dim, 0.8f, 1.2f);
+    if (!olmo2) w.ffn_norm = random_vec(rng, dim, 0.8f, 1.2f);
     w.w_gate = matrix(hid, dim, -a, a);
     w.w_up = matrix(hid, dim, -a, a);
     w.w_down = matrix(dim, hid, -ah, ah);
@@ -149,8 +162,8 @@ inline Model to_rotate_half(const Model& m) {
     w.wk = PackedMatrix::pack(permute_rows(w.wk.unpacked(), c.n_kv_heads, c.head_dim, c.dim), c.kv_dim(), c.dim);
     w.bq = permute_bias(w.bq, c.n_heads, c.head_dim);
     w.bk = permute_bias(w.bk, c.n_kv_heads, c.head_dim);
-    w.q_norm = permute_bias(w.q_norm, 1, c.head_dim);
-    w.k_norm = permute_bias(w.k_norm, 1, c.head_dim);
+    w.q_norm = permute_bias(w.q_norm, static_cast<int>(w.q_norm.size()) / c.head_dim, c.head_dim);
+    w.k_norm = permute_bias(w.k_norm, static_cast<int>(w.k_norm.size()) / c.head_dim, c.head_dim);
   }
   return r;
 }
@@ -193,7 +206,9 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
     }
     return y;
   };
+  // x RMS-normalised and scaled by w; x itself where w is empty (OLMo 2's missing pre-norms).
   auto rmsnorm = [&](const std::vector<double>& x, const WeightVector& w) {
+    if (w.empty()) return x;
     double ss = 0;
     for (double v : x) ss += v * v;
     const double s = 1.0 / std::sqrt(ss / x.size() + c.rms_eps);
@@ -203,10 +218,11 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
   };
   // Gemma 2's soft cap: cap * tanh(v / cap), or v where cap is 0.
   auto capped = [](double v, double cap) { return cap > 0 ? cap * std::tanh(v / cap) : v; };
-  // Each head_dim slice of x normalised on its own, scaled by w [head_dim].
+  // Each slice of x as wide as w normalised on its own, scaled by w: every head ([head_dim]) or
+  // the whole row (OLMo 2).
   auto norm_heads = [&](std::vector<double>& x, const WeightVector& w) {
-    for (std::size_t h = 0; h < x.size(); h += hd) {
-      const std::vector<double> head(x.begin() + h, x.begin() + h + hd);
+    for (std::size_t h = 0; h < x.size(); h += w.size()) {
+      const std::vector<double> head(x.begin() + h, x.begin() + h + w.size());
       const std::vector<double> y = rmsnorm(head, w);
       std::copy(y.begin(), y.end(), x.begin() + h);
     }
@@ -244,7 +260,7 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
       q[t] = linear(wq, w.bq, xn, qd);
       k[t] = linear(wk, w.bk, xn, kvd);
       v[t] = linear(wv, w.bv, xn, kvd);
-      if (c.qk_norm) {  // each head RMS-normalised by its own sum of squares
+      if (c.qk_norm) {  // each head (or the whole row) RMS-normalised by its own sum of squares
         norm_heads(q[t], w.q_norm);
         norm_heads(k[t], w.k_norm);
       }
