@@ -17,6 +17,7 @@ struct ChatFormat {
   const char* family;
   const char* prefix;  // text before the user message
   const char* suffix;  // text after it, ending where the assistant's reply begins
+  bool opens_with_bos = false;  // the template writes BOS first, whatever the tokenizer adds itself
 };
 
 const ChatFormat kFormats[] = {
@@ -37,6 +38,7 @@ const ChatFormat kFormats[] = {
     {"mistral", "[INST] ", " [/INST]"},
     {"gemma", "<start_of_turn>user\n", "<end_of_turn>\n<start_of_turn>model\n"},
     {"phi3", "<|user|>\n", "<|end|>\n<|assistant|>\n"},
+    {"tulu", "<|user|>\n", "\n<|assistant|>\n", true},
 };
 
 bool contains(const std::string& s, const char* needle) {
@@ -60,6 +62,7 @@ std::string detect_chat_family(const std::string& t) {
   if (contains(t, "<|start_header_id|>")) return "llama3";
   if (contains(t, "<start_of_turn>")) return "gemma";
   if (contains(t, "<|user|>") && contains(t, "<|end|>")) return "phi3";
+  if (contains(t, "<|user|>") && contains(t, "<|assistant|>")) return "tulu";
   if (contains(t, "[INST]")) return contains(t, "<<SYS>>") ? "llama2" : "mistral";
   return "";
 }
@@ -114,6 +117,12 @@ std::string chat_family_for_path(const std::string& model_path) {
   } catch (const std::exception&) {
     return "";
   }
+}
+
+bool chat_opens_with_bos(const std::string& family) {
+  for (const ChatFormat& f : kFormats)
+    if (family == f.family) return f.opens_with_bos;
+  return false;
 }
 
 std::string format_chat(const std::string& family, const std::string& user_message) {

@@ -13,7 +13,8 @@ namespace kvs {
 // system turn, the reply left to open its <think> block), "llama2" ([INST] ... [/INST]), "llama3"
 // (header ids), "mistral" ([INST] ... [/INST] without a system block), "gemma" (<start_of_turn>
 // user ... <end_of_turn>, then the model's turn), "phi3" (<|user|> ... <|end|>, then
-// <|assistant|>). "" = base model, no template.
+// <|assistant|>), "tulu" (BOS, <|user|> ... on its own line, then <|assistant|>: OLMo 2 Instruct).
+// "" = base model, no template.
 std::vector<std::string> chat_families();
 
 // Family of a Jinja chat template string (GGUF tokenizer.chat_template, tokenizer_config.json's
@@ -28,6 +29,10 @@ std::string chat_family_for_model(const Model& model);
 // folder's template files): how the app chooses whether a recording uses the chat format
 // by default. "" for other files, base models, and paths that cannot be read.
 std::string chat_family_for_path(const std::string& model_path);
+
+// Whether the family's template writes the BOS token first (Tulu's), so that a prompt in it
+// starts with BOS even where the tokenizer adds none itself; false for "" and unknown families.
+bool chat_opens_with_bos(const std::string& family);
 
 // The prompt text for one user turn, ready for the tokenizer (which adds BOS itself when the
 // family needs it). An empty family returns the message unchanged. Throws InputError for an

@@ -57,6 +57,13 @@ LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_fr
 # name -> write_checkpoint() arguments. The prompt is 21 tokens, so 61 positions in all: longer
 # than the sliding windows (16, 12), which HF applies through its attention mask.
 DEFAULT = object()  # a config.json key left out, for the config class's default
+# OLMo 2 Instruct's chat template (tokenizer_config.json of allenai/OLMo-2-1124-7B-SFT)
+TULU = ("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\n' + "
+        "message['content'] + '\n' }}{% elif message['role'] == 'user' %}{{ '<|user|>\n' + message['content'] + "
+        "'\n' }}{% elif message['role'] == 'assistant' %}{% if not loop.last %}{{ '<|assistant|>\n'  + "
+        "message['content'] + eos_token + '\n' }}{% else %}{{ '<|assistant|>\n'  + message['content'] + eos_token "
+        "}}{% endif %}{% endif %}{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
+        "{% endfor %}")
 
 VARIANTS = {
     "llama_f32_untied": dict(),
@@ -110,6 +117,10 @@ VARIANTS = {
     "olmo2_gqa": dict(arch="olmo2", seed=27, extra={"rms_norm_eps": DEFAULT, "pad_token_id": 0}),
     "olmo2_mha_tied_bf16": dict(arch="olmo2", tied=True, dtype="BF16", kv_heads=6, seed=28,
                                 extra={"rope_theta": 500000.0, "pad_token_id": 0}),
+    # OLMo 2 Instruct's chat template (Tulu's, which writes BOS itself) on a tokenizer that adds none:
+    # recorded with --chat, the prompt's ids must be transformers' apply_chat_template's
+    "olmo2_tulu_chat": dict(arch="olmo2", seed=29, chat=True, extra={"pad_token_id": 0},
+                            tokenizer_config={"add_bos_token": False, "chat_template": TULU}),
     "mistral_sw16": dict(arch="mistral", seed=13, extra={"sliding_window": 16}),
     "mistral_sw_null": dict(arch="mistral", seed=14, extra={"sliding_window": None}),
     "mistral_mqa_hd24_sw12": dict(arch="mistral", seed=15, dim=64, heads=4, kv_heads=1, head_dim=24,
@@ -156,10 +167,11 @@ def write_safetensors(path, tensors, dtype):
 
 def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=3, heads=6, kv_heads=2,
                      head_dim=None, vocab=512, tied=False, lm_head=None, bias=False, dtype="F32", shards=1,
-                     seed=0, extra=None, gen_eos=None):
+                     seed=0, extra=None, gen_eos=None, tokenizer_config=None):
     """A random checkpoint in folder d with stories260K-hf's tokenizer (vocab 512). q/k weights are
     scaled up so that attention is far from uniform. lm_head: write lm_head.weight (default: when
-    untied). gen_eos: eos_token_id of a generation_config.json."""
+    untied). gen_eos: eos_token_id of a generation_config.json. tokenizer_config: settings that replace
+    those of stories260K-hf's tokenizer_config.json."""
     rng = np.random.default_rng(seed)
     hd = head_dim or {"qwen3": 128, "gemma2": 256, "gemma3": 256}.get(arch, dim // heads)  # transformers' defaults
     Q, KV = heads * hd, kv_heads * hd
@@ -235,6 +247,10 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
         write_json(os.path.join(d, "generation_config.json"), {"bos_token_id": 1, "eos_token_id": gen_eos})
     for fn in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copy(os.path.join(tokenizer_dir, fn), d)
+    if tokenizer_config:
+        with open(os.path.join(d, "tokenizer_config.json")) as f:
+            tc = json.load(f)
+        write_json(os.path.join(d, "tokenizer_config.json"), dict(tc, **tokenizer_config))
     if shards == 1:
         write_safetensors(os.path.join(d, "model.safetensors"), t, dtype)
         return
@@ -478,14 +494,25 @@ def check(name, a):
         src = RESAVED.get(name, name)  # the variant whose checkpoint this is
         spec = dict(VARIANTS[src])
         must_stop = spec.pop("must_stop", False)
+        chat = spec.pop("chat", False)
         base = os.path.join(a.work, src)
         if not os.path.isdir(base):
             write_checkpoint(base, a.stories, **spec)
         if name in RESAVED:
             resave_config(base, d)
     trace = os.path.join(a.work, name + ".h5")
-    record(a.kvscope, d, trace, steps, "--prompt", prompt)
-    return compare(load_hf(d), trace, steps, must_stop)
+    if not chat:
+        record(a.kvscope, d, trace, steps, "--prompt", prompt)
+        return compare(load_hf(d), trace, steps, must_stop)
+    record(a.kvscope, d, trace, steps, "--prompt", prompt, "--chat")
+    tokens, da, dl, dp, fails = compare(load_hf(d), trace, steps, must_stop)
+    with h5py.File(trace, "r") as f:
+        ids = f["tokens/ids"][:int(f.attrs["prompt_len"])].tolist()
+    ref = AutoTokenizer.from_pretrained(d).apply_chat_template([{"role": "user", "content": prompt}],
+                                                               add_generation_prompt=True, return_dict=True)
+    if ids != ref["input_ids"]:
+        fails.append(f"--chat prompt ids differ {first_difference(ids, ref['input_ids'])}")
+    return tokens, da, dl, dp, fails
 
 
 def main():

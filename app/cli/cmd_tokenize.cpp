@@ -114,7 +114,7 @@ int cmd_tokenize(const ArgList& argv) {
   }
   if (a.has("--chat") && family.empty())
     throw input_error("--chat", source + " has no chat format (a base model, or no chat template in or beside it)");
-  const bool bos = tok->add_bos() && !a.has("--no-bos");
+  const bool bos = (tok->add_bos() || chat_opens_with_bos(family)) && !a.has("--no-bos");
   for (size_t i = 0; i < texts.size(); ++i) {
     if (i && !a.has("--json")) std::printf("\n");
     const std::string text = format_chat(family, texts[i]);  // unchanged without --chat

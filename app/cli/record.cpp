@@ -75,13 +75,13 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   Model model = load_model(r.model_path);
   auto tok = load_tokenizer(model, r.tokenizer_path);
   const ModelConfig& c = model.config;
-  std::string text = r.prompt;
+  std::string text = r.prompt, family;
   if (r.chat) {
-    const std::string family = chat_family_for_model(model);
+    family = chat_family_for_model(model);
     if (family.empty()) throw input_error("--chat", model.path + " has no chat format (a base model)");
     text = format_chat(family, r.prompt);
   }
-  std::vector<int> prompt = tok->encode(text, tok->add_bos());
+  std::vector<int> prompt = tok->encode(text, tok->add_bos() || chat_opens_with_bos(family));
   if (prompt.empty()) throw input_error("prompt", "encodes to no tokens");
   if (static_cast<int>(prompt.size()) + r.steps > c.seq_len)
     throw input_error("prompt", std::to_string(prompt.size()) + " tokens + " + std::to_string(r.steps) +

@@ -37,7 +37,11 @@ TEST(ChatTemplate, FormatsEachFamily) {
   EXPECT_EQ(format_chat("qwen3", "Hi"), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(format_chat("gemma", "Hi"), "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
   EXPECT_EQ(format_chat("phi3", "Hi"), "<|user|>\nHi<|end|>\n<|assistant|>\n");
-  EXPECT_EQ(chat_families().size(), 9u);
+  EXPECT_EQ(format_chat("tulu", "Hi"), "<|user|>\nHi\n<|assistant|>\n");
+  EXPECT_EQ(chat_families().size(), 10u);
+  // Only Tulu's template writes BOS whatever the tokenizer does.
+  for (const std::string& family : chat_families()) EXPECT_EQ(chat_opens_with_bos(family), family == "tulu") << family;
+  EXPECT_FALSE(chat_opens_with_bos(""));
 }
 
 TEST(ChatTemplate, DetectsFamilies) {
@@ -64,6 +68,15 @@ TEST(ChatTemplate, DetectsFamilies) {
   EXPECT_EQ(detect_chat_family("{% elif message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + "
                                "'<|end|>\\n'}}{% endif %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}"),
             "phi3");
+  // OLMo 2 Instruct's (Tulu's) template, as its tokenizer_config.json holds it
+  EXPECT_EQ(detect_chat_family(
+                "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\\n' + "
+                "message['content'] + '\\n' }}{% elif message['role'] == 'user' %}{{ '<|user|>\\n' + "
+                "message['content'] + '\\n' }}{% elif message['role'] == 'assistant' %}{% if not loop.last %}{{ "
+                "'<|assistant|>\\n'  + message['content'] + eos_token + '\\n' }}{% else %}{{ '<|assistant|>\\n'  + "
+                "message['content'] + eos_token }}{% endif %}{% endif %}{% if loop.last and add_generation_prompt "
+                "%}{{ '<|assistant|>\\n' }}{% endif %}{% endfor %}"),
+            "tulu");
 }
 
 // An HF folder's template: tokenizer_config.json's chat_template first, else chat_template.jinja
