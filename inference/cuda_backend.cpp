@@ -54,7 +54,7 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
   rope_cos = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE cos table");
   rope_sin = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE sin table");
   iota = cuda::DeviceBuffer<int32_t>(c.seq_len, "position table");
-  ops::RopeTable table(rope_inv_freq(m));
+  ops::RopeTable table(rope_inv_freq(m), m.config.rope_scaling.attention_factor);
   table.reserve(c.seq_len);
   cuda::check(cudaMemcpy(rope_cos.get(), table.cos(0), rope_cos.bytes(), cudaMemcpyHostToDevice), "RoPE upload");
   cuda::check(cudaMemcpy(rope_sin.get(), table.sin(0), rope_sin.bytes(), cudaMemcpyHostToDevice), "RoPE upload");

@@ -26,7 +26,9 @@ namespace kvs {
 struct Engine::State {
   State(const Model& m, bool rope_in_cache)
       : store(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, m.config.seq_len),
-        rope(rope_inv_freq(m)), rope_local(rope_local_inv_freq(m)), local_layers(m.config.local_layers),
+        rope(rope_inv_freq(m), m.config.rope_scaling.attention_factor),
+        rope_local(rope_local_inv_freq(m)),
+        local_layers(m.config.local_layers),
         rope_in_cache(rope_in_cache),
         ranges_left(std::make_unique<std::atomic<int>[]>(m.config.n_kv_heads)) {}
 

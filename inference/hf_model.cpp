@@ -16,6 +16,7 @@
 #include "inference/mapped_file.h"
 #include "inference/model_checks.h"
 #include "inference/safetensors_file.h"
+#include "kernels/rope.h"
 
 namespace fs = std::filesystem;
 
@@ -52,6 +53,7 @@ const Architecture kArchitectures[] = {
     {"Gemma2ForCausalLM", "gemma2", false, false, 8192, 256, 1e-6f, {256000, 2304, 9216, 26, 8, 4}},
     {"Gemma3ForCausalLM", "gemma3", false, true, 131072, 256, 1e-6f, {262208, 2304, 9216, 26, 8, 4}},
     {"Olmo2ForCausalLM", "olmo2", false, true, 2048, 0, 1e-5f, {50304, 4096, 11008, 32, 32}},
+    {"Olmo3ForCausalLM", "olmo3", false, true, 2048, 0, 1e-5f, {50304, 4096, 11008, 32, 32}},
 };
 // A Gemma 3 checkpoint with a vision tower: its language model (text_config, the tensors under
 // language_model.model. as the hub holds them or model.language_model. as transformers 5 saves
@@ -237,8 +239,9 @@ class TensorSet {
 };
 
 // The scaling in `rs` (rope_scaling, or one rope_parameters object, named `key` in errors) into
-// c.rope_scaling.
-void read_scaling(const std::string& path, const std::string& key, const Json& rs, ModelConfig& c) {
+// c.rope_scaling. original_context: YaRN's original_max_position_embeddings where rs has none.
+void read_scaling(const std::string& path, const std::string& key, const Json& rs, int original_context,
+                  ModelConfig& c) {
   const std::string type = rs.get_string("rope_type", rs.get_string("type", ""));
   if (type == "llama3") {
     RopeScaling& r = c.rope_scaling;
@@ -253,8 +256,26 @@ void read_scaling(const std::string& path, const std::string& key, const Json& r
   } else if (type == "linear") {
     c.rope_scaling.type = "linear";
     c.rope_scaling.factor = positive_float(rs.find("factor"), path, key + ".factor", 1.0f);
+  } else if (type == "yarn") {
+    // As transformers: the factor by default the context's growth over the original; the attention
+    // factor from the factor (and DeepSeek's mscale pair) where none is given; betas 32 and 1.
+    RopeScaling& r = c.rope_scaling;
+    r.type = "yarn";
+    r.original_max_position = positive_int(rs.find("original_max_position_embeddings"), path,
+                                           key + ".original_max_position_embeddings", original_context, kMaxContext);
+    r.factor = positive_float(rs.find("factor"), path, key + ".factor",
+                              static_cast<float>(c.seq_len) / static_cast<float>(r.original_max_position));
+    r.beta_fast = positive_float(rs.find("beta_fast"), path, key + ".beta_fast", 32.0f);
+    r.beta_slow = positive_float(rs.find("beta_slow"), path, key + ".beta_slow", 1.0f);
+    r.truncate = flag(rs.find("truncate"), path, key + ".truncate", true);
+    const float mscale = positive_float(rs.find("mscale"), path, key + ".mscale", 0.0f);
+    const float mscale_all_dim = positive_float(rs.find("mscale_all_dim"), path, key + ".mscale_all_dim", 0.0f);
+    const float implied = mscale > 0.0f && mscale_all_dim > 0.0f
+                              ? ops::yarn_mscale(r.factor, mscale) / ops::yarn_mscale(r.factor, mscale_all_dim)
+                              : ops::yarn_mscale(r.factor);
+    r.attention_factor = positive_float(rs.find("attention_factor"), path, key + ".attention_factor", implied);
   } else if (type != "default" && !type.empty()) {
-    throw input_error(path, "unsupported " + key + " type \"" + type + "\" (supported: llama3, linear)");
+    throw input_error(path, "unsupported " + key + " type \"" + type + "\" (supported: llama3, linear, yarn)");
   }
 }
 
@@ -262,9 +283,10 @@ void read_scaling(const std::string& path, const std::string& key, const Json& r
 // them, both in one rope_parameters object ({"rope_type", "rope_theta", "factor", ...}), which
 // wins where both are given. A model with local layers (Gemma 3) has a base of their own
 // (rope_local_base_freq, unscaled), or, in transformers 5, rope_parameters keyed by layer type
-// ("full_attention": the global layers', "sliding_attention": the local layers'). default_theta:
-// the base where none is given.
-void read_rope(const std::string& path, const Json& j, ModelConfig& c, float default_theta) {
+// ("full_attention": the global layers', "sliding_attention": the local layers'); OLMo 3's local
+// layers share the global base (local_shares_theta). default_theta: the base where none is given.
+void read_rope(const std::string& path, const Json& j, ModelConfig& c, float default_theta,
+               bool local_shares_theta = false) {
   const Json* params = j.find("rope_parameters");
   const bool v5 = params != nullptr && !params->is_null();
   if (v5 && !params->is_object()) throw input_error(path, "rope_parameters is not an object");
@@ -273,17 +295,6 @@ void read_rope(const std::string& path, const Json& j, ModelConfig& c, float def
   for (std::size_t i = 0; v5 && !by_type && i < params->size(); ++i)
     if (params->items()[i].is_object())
       throw input_error(path, "rope_parameters per layer type (\"" + params->keys()[i] + "\") is not supported");
-  if (!c.local_layers.empty()) {
-    c.rope_local_theta = positive_float(j.find("rope_local_base_freq"), path, "rope_local_base_freq", 10000.0f);
-    if (const Json* local = by_type ? params->find("sliding_attention") : nullptr; local && !local->is_null()) {
-      if (!local->is_object()) throw input_error(path, "rope_parameters.sliding_attention is not an object");
-      const std::string type = local->get_string("rope_type", "default");
-      if (type != "default")
-        throw input_error(path, "rope_parameters.sliding_attention type \"" + type + "\" is not supported (supported: default)");
-      c.rope_local_theta = positive_float(local->find("rope_theta"), path, "rope_parameters.sliding_attention.rope_theta",
-                                          c.rope_local_theta);
-    }
-  }
   std::string key = v5 ? "rope_parameters" : "rope_scaling";
   const Json* rs = v5 ? params : j.find("rope_scaling");
   if (by_type) {
@@ -296,7 +307,26 @@ void read_rope(const std::string& path, const Json& j, ModelConfig& c, float def
   c.rope_theta = theta != nullptr && !theta->is_null()
                      ? positive_float(theta, path, key + ".rope_theta", default_theta)
                      : positive_float(j.find("rope_theta"), path, "rope_theta", default_theta);
-  if (given) read_scaling(path, key, *rs, c);
+  // YaRN's original context where the scaling gives none: config.json's own (where Phi-3 keeps it),
+  // else the context.
+  if (given)
+    read_scaling(path, key, *rs,
+                 positive_int(j.find("original_max_position_embeddings"), path, "original_max_position_embeddings",
+                              c.seq_len, kMaxContext),
+                 c);
+  if (!c.local_layers.empty()) {
+    c.rope_local_theta = local_shares_theta ? c.rope_theta
+                                            : positive_float(j.find("rope_local_base_freq"), path,
+                                                             "rope_local_base_freq", 10000.0f);
+    if (const Json* local = by_type ? params->find("sliding_attention") : nullptr; local && !local->is_null()) {
+      if (!local->is_object()) throw input_error(path, "rope_parameters.sliding_attention is not an object");
+      const std::string type = local->get_string("rope_type", "default");
+      if (type != "default")
+        throw input_error(path, "rope_parameters.sliding_attention type \"" + type + "\" is not supported (supported: default)");
+      c.rope_local_theta = positive_float(local->find("rope_theta"), path, "rope_parameters.sliding_attention.rope_theta",
+                                          c.rope_local_theta);
+    }
+  }
 }
 
 // The eos_token_id of a config.json or generation_config.json (a token id or a list of them; null
@@ -415,7 +445,7 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
                       "unsupported architecture \"" + hf_arch +
                           "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                           "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
-                          "Olmo2ForCausalLM, " +
+                          "Olmo2ForCausalLM, Olmo3ForCausalLM, " +
                           kGemma3Multimodal + ")");
   }
   const ShapeDefaults& d = arch->shape;
@@ -471,6 +501,19 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
     throw input_error(path, "hidden_act " +
                                 (act->is_string() ? "\"" + act->as_string() + "\"" : "of another type") +
                                 " is not supported (supported: silu)");
+  }
+  if (c.arch == "olmo3") {
+    // OLMo 2's layers, most of them local: within sliding_window, by layer_types or else all but
+    // every 4th, rotated at the global layers' base without their scaling (YaRN in the released
+    // long-context models).
+    c.sliding_window = positive_int(j.find("sliding_window"), path, "sliding_window", 4096, kMaxContext);
+    c.local_layers = read_layer_types(path, j, c.n_layers, true);
+    if (c.local_layers.empty()) {
+      c.local_layers.assign(c.n_layers, 0);
+      for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = (l + 1) % 4 != 0;
+    }
+    read_rope(path, j, c, 10000.0f, true);
+    return c;
   }
   // Sliding-window attention: Mistral's sliding_window (null from v0.2 on); Qwen2 and Qwen3
   // configs carry a sliding_window that applies only with use_sliding_window, and then to some
@@ -531,7 +574,8 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
     }
   }
 
-  const bool gemma = c.arch == "gemma2" || c.arch == "gemma3", phi3 = c.arch == "phi3", olmo2 = c.arch == "olmo2";
+  const bool gemma = c.arch == "gemma2" || c.arch == "gemma3", phi3 = c.arch == "phi3";
+  const bool olmo = c.arch == "olmo2" || c.arch == "olmo3";
   // Gemma scales the scores by query_pre_attn_scalar^-1/2, the engine by head_dim^-1/2: the
   // queries take the difference (scale_queries).
   const float query_scale =
@@ -552,7 +596,7 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
   for (int i = 0; i < c.n_layers; ++i) {
     const std::string p = model + "layers." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
-    if (!olmo2) tensors.read(l.attn_norm, p + "input_layernorm.weight", {D});
+    if (!olmo) tensors.read(l.attn_norm, p + "input_layernorm.weight", {D});
     if (phi3) {  // q, k and v stacked in one qkv_proj [Q + 2 KV, D]
       tensors.read_stacked(p + "self_attn.qkv_proj.weight",
                            {{&l.wq, c.q_dim()}, {&l.wk, c.kv_dim()}, {&l.wv, c.kv_dim()}}, D);
@@ -567,11 +611,11 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
       tensors.read(l.bk, p + "self_attn.k_proj.bias", {KV});
       tensors.read(l.bv, p + "self_attn.v_proj.bias", {KV});
     }
-    if (c.qk_norm) {  // OLMo 2 normalises all of a token's query (key) heads together
-      tensors.read(l.q_norm, p + "self_attn.q_norm.weight", {olmo2 ? Q : c.head_dim});
-      tensors.read(l.k_norm, p + "self_attn.k_norm.weight", {olmo2 ? KV : c.head_dim});
+    if (c.qk_norm) {  // OLMo normalises all of a token's query (key) heads together
+      tensors.read(l.q_norm, p + "self_attn.q_norm.weight", {olmo ? Q : c.head_dim});
+      tensors.read(l.k_norm, p + "self_attn.k_norm.weight", {olmo ? KV : c.head_dim});
     }
-    if (olmo2) {  // norms after the blocks only: the blocks read the residual as it is
+    if (olmo) {  // norms after the blocks only: the blocks read the residual as it is
       tensors.read(l.post_attn_norm, p + "post_attention_layernorm.weight", {D});
       tensors.read(l.post_ffn_norm, p + "post_feedforward_layernorm.weight", {D});
     } else if (gemma) {  // Gemma's post_attention_layernorm normalises the attention's output

@@ -40,6 +40,9 @@ std::vector<float> rope_inv_freq(const Model& model) {
   } else if (s.type == "llama3") {
     ops::rope_scale_llama3(inv_freq, s.factor, s.low_freq_factor, s.high_freq_factor,
                            s.original_max_position);
+  } else if (s.type == "yarn") {
+    ops::rope_scale_yarn(inv_freq, c.rope_theta, s.factor, s.beta_fast, s.beta_slow, s.original_max_position,
+                         s.truncate);
   } else if (!s.type.empty() && s.type != "none") {
     throw input_error(model.path.empty() ? c.name : model.path,
                       "unsupported RoPE scaling type '" + s.type + "'");

@@ -23,11 +23,17 @@ enum class RopeStyle { Interleaved, RotateHalf };
 enum class Activation { Silu, GeluTanh };
 
 struct RopeScaling {
-  std::string type;                  // "" (none), "linear" or "llama3"
+  std::string type;                  // "" (none), "linear", "llama3" or "yarn"
   float factor = 1.0f;
   float low_freq_factor = 1.0f;      // llama3 only
   float high_freq_factor = 4.0f;     // llama3 only
-  int original_max_position = 8192;  // llama3 only
+  int original_max_position = 8192;  // llama3 and yarn
+  float beta_fast = 32.0f;           // yarn only: ops::rope_scale_yarn
+  float beta_slow = 1.0f;            // yarn only
+  bool truncate = true;              // yarn only
+  // What the rotation scales queries and keys by (yarn's attention factor; 1 otherwise): the RoPE
+  // table's scale, so every score grows by its square, as transformers scales cos and sin.
+  float attention_factor = 1.0f;
 };
 
 struct ModelConfig {

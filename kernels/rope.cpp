@@ -36,6 +36,34 @@ void rope_scale_llama3(std::span<float> inv_freq, float factor, float low_freq_f
   }
 }
 
+void rope_scale_yarn(std::span<float> inv_freq, float theta, float factor, float beta_fast, float beta_slow,
+                     int original_max_position, bool truncate) {
+  const int half = static_cast<int>(inv_freq.size());
+  const double dim = 2.0 * half;
+  // The (fractional) index of the frequency that turns `rotations` times over the original context.
+  const auto index_of = [&](double rotations) {
+    return dim * std::log(original_max_position / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(theta));
+  };
+  double low = index_of(beta_fast), high = index_of(beta_slow);
+  if (truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, dim - 1);
+  if (low == high) high += 0.001;  // as transformers: no division by zero
+  for (int i = 0; i < half; ++i) {
+    // 1 keeps the frequency (extrapolation), 0 divides it by factor (interpolation).
+    const float keep = 1.0f - static_cast<float>(std::clamp((i - low) / (high - low), 0.0, 1.0));
+    const float f = inv_freq[i];
+    inv_freq[i] = f / factor * (1.0f - keep) + f * keep;
+  }
+}
+
+float yarn_mscale(float factor, float mscale) {
+  return factor <= 1.0f ? 1.0f : 0.1f * mscale * std::log(factor) + 1.0f;
+}
+
 void RopeTable::reserve(int n_pos) {
   if (n_pos <= n_pos_) return;
   const int grown = std::max(n_pos, std::max(64, 2 * n_pos_));
@@ -45,8 +73,8 @@ void RopeTable::reserve(int n_pos) {
   for (int p = n_pos_; p < grown; ++p) {
     for (int i = 0; i < h; ++i) {
       const float angle = static_cast<float>(p) * inv_freq_[i];
-      cos_[static_cast<std::size_t>(p) * h + i] = std::cos(angle);
-      sin_[static_cast<std::size_t>(p) * h + i] = std::sin(angle);
+      cos_[static_cast<std::size_t>(p) * h + i] = scale_ * std::cos(angle);
+      sin_[static_cast<std::size_t>(p) * h + i] = scale_ * std::sin(angle);
     }
   }
   n_pos_ = grown;

@@ -1,5 +1,5 @@
-// Rotary position embedding: inverse frequencies (plain, linear- and Llama-3-scaled), a growing
-// cos/sin table per position, and the rotation in both pairing conventions.
+// Rotary position embedding: inverse frequencies (plain, linear-, Llama-3- and YaRN-scaled), a
+// growing cos/sin table per position, and the rotation in both pairing conventions.
 #pragma once
 #include <span>
 #include <utility>
@@ -24,10 +24,24 @@ void rope_scale_linear(std::span<float> inv_freq, float factor);
 void rope_scale_llama3(std::span<float> inv_freq, float factor, float low_freq_factor,
                        float high_freq_factor, int original_max_position);
 
-// cos/sin of pos * inv_freq[i] for positions 0..size()-1, extended on demand.
+// YaRN scaling (as transformers computes it): frequency i keeps its value where a wavelength
+// fits more than beta_fast times into original_max_position, is divided by factor where it fits
+// fewer than beta_slow times, and is blended linearly between (the blend's bounds rounded outwards
+// when truncate). inv_freq[head_dim/2] as rope_inv_freq(head_dim, theta) gives it. The rotation's
+// attention factor (YarnScaling::attention_factor) is the table's scale, not applied here.
+void rope_scale_yarn(std::span<float> inv_freq, float theta, float factor, float beta_fast, float beta_slow,
+                     int original_max_position, bool truncate);
+
+// The cos/sin multiplier YaRN pairs with a factor: 0.1 * mscale * ln(factor) + 1 (1 for factor <= 1).
+float yarn_mscale(float factor, float mscale = 1.0f);
+
+// scale * cos/sin of pos * inv_freq[i] for positions 0..size()-1, extended on demand. scale is 1
+// but for YaRN, whose attention factor scales every rotated query and key (so every score by its
+// square), as transformers scales its cos and sin.
 class RopeTable {
  public:
-  explicit RopeTable(std::vector<float> inv_freq) : inv_freq_(std::move(inv_freq)) {}
+  explicit RopeTable(std::vector<float> inv_freq, float scale = 1.0f)
+      : inv_freq_(std::move(inv_freq)), scale_(scale) {}
   // Makes positions 0..n_pos-1 available (grows geometrically).
   void reserve(int n_pos);
   int half() const { return static_cast<int>(inv_freq_.size()); }
@@ -36,6 +50,7 @@ class RopeTable {
 
  private:
   std::vector<float> inv_freq_;  // [half]
+  float scale_;
   std::vector<float> cos_;       // [n_pos, half]
   std::vector<float> sin_;       // [n_pos, half]
   int n_pos_ = 0;

@@ -121,6 +121,23 @@ VARIANTS = {
     # recorded with --chat, the prompt's ids must be transformers' apply_chat_template's
     "olmo2_tulu_chat": dict(arch="olmo2", seed=29, chat=True, extra={"pad_token_id": 0},
                             tokenizer_config={"add_bos_token": False, "chat_template": TULU}),
+    # OLMo 3: OLMo 2's layers, all but every 4th local (a window, the global base unscaled), YaRN on
+    # the global ones with the attention factor given. rope_theta is the released models' 500000:
+    # transformers gives the local layers of a config.json without rope_parameters Olmo3Config's
+    # default base (500000) whatever rope_theta says, KVScope the global layers' base
+    "olmo3_yarn": dict(arch="olmo3", seed=32, layers=4,
+                       extra={"sliding_window": 8, "rope_theta": 500000.0, "pad_token_id": 0,
+                              "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "attention_factor": 1.2,
+                                               "original_max_position_embeddings": 64}}),
+    # YaRN RoPE scaling (Qwen3's long-context setting): the attention factor from the factor; and
+    # DeepSeek's mscale pair, other betas, no truncation of the blend's bounds
+    "qwen3_yarn": dict(arch="qwen3", seed=31, dim=64, heads=4, kv_heads=2, head_dim=16,
+                       extra={"rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                               "original_max_position_embeddings": 128}}),
+    "llama_yarn_mscale": dict(seed=33, dim=64, heads=4, kv_heads=2, head_dim=16,
+                              extra={"rope_scaling": {"rope_type": "yarn", "factor": 16.0, "mscale": 0.707,
+                                                      "mscale_all_dim": 1.0, "beta_fast": 8.0, "beta_slow": 2.0,
+                                                      "truncate": False, "original_max_position_embeddings": 32}}),
     "mistral_sw16": dict(arch="mistral", seed=13, extra={"sliding_window": 16}),
     "mistral_sw_null": dict(arch="mistral", seed=14, extra={"sliding_window": None}),
     "mistral_mqa_hd24_sw12": dict(arch="mistral", seed=15, dim=64, heads=4, kv_heads=1, head_dim=24,
@@ -137,7 +154,7 @@ VARIANTS = {
 VISION = ["gemma3_vision_sparse"]
 # config.json re-saved by transformers 5: RoPE settings move into rope_parameters
 RESAVED = {"t5cfg_llama_rope_linear": "llama_rope_linear", "t5cfg_llama_rope_llama3": "llama_rope_llama3",
-           "t5cfg_mistral_sw16": "mistral_sw16"}
+           "t5cfg_mistral_sw16": "mistral_sw16", "t5cfg_olmo3_yarn": "olmo3_yarn"}
 
 
 def to_bytes(a, dtype):
@@ -191,7 +208,7 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
     t = {"model.embed_tokens.weight": U((vocab, dim), 1 / np.sqrt(dim) if gemma else 1.0)}
     for i in range(layers):
         p = f"model.layers.{i}."
-        if arch != "olmo2":
+        if arch not in ("olmo2", "olmo3"):
             t[p + "input_layernorm.weight"] = norm()
         t[p + "self_attn.q_proj.weight"] = U((Q, dim), 3 * a)
         t[p + "self_attn.k_proj.weight"] = U((KV, dim), 3 * a)
@@ -201,14 +218,14 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
             t[p + "self_attn.q_proj.bias"] = U((Q,), 0.5)
             t[p + "self_attn.k_proj.bias"] = U((KV,), 0.5)
             t[p + "self_attn.v_proj.bias"] = U((KV,), 0.5)
-        if arch in ("qwen3", "gemma3", "olmo2"):  # OLMo 2's across all heads, the others' per head
-            qn, kn = (Q, KV) if arch == "olmo2" else (hd, hd)
+        if arch in ("qwen3", "gemma3", "olmo2", "olmo3"):  # OLMo's across all heads, the others' per head
+            qn, kn = (Q, KV) if arch.startswith("olmo") else (hd, hd)
             t[p + "self_attn.q_norm.weight"] = rng.uniform(0.5 - shift, 2.0 - shift, qn).astype(np.float32)
             t[p + "self_attn.k_norm.weight"] = rng.uniform(0.5 - shift, 2.0 - shift, kn).astype(np.float32)
         t[p + "post_attention_layernorm.weight"] = norm()
         if gemma:
             t[p + "pre_feedforward_layernorm.weight"] = norm()
-        if gemma or arch == "olmo2":
+        if gemma or arch.startswith("olmo"):
             t[p + "post_feedforward_layernorm.weight"] = norm()
         t[p + "mlp.gate_proj.weight"] = U((hidden, dim), a)
         t[p + "mlp.up_proj.weight"] = U((hidden, dim), a)
@@ -225,7 +242,7 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
         t["lm_head.weight"] = U((vocab, dim), 3 * a)
     cfg = {"architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
                               "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM",
-                              "gemma3": "Gemma3ForCausalLM", "olmo2": "Olmo2ForCausalLM",
+                              "gemma3": "Gemma3ForCausalLM", "olmo2": "Olmo2ForCausalLM", "olmo3": "Olmo3ForCausalLM",
                               "mistral": "MistralForCausalLM"}[arch]],
            "model_type": arch if arch != "gemma3" else "gemma3_text", "hidden_size": dim, "intermediate_size": hidden, "num_hidden_layers": layers,
            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
@@ -305,11 +322,11 @@ def resave_config(src, dst):
 
 
 def install_lse_capture():
-    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2, Gemma 3 and OLMo 2 so
+    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2, Gemma 3 and OLMo 2 and 3 so
     that each call also appends the log-sum-exp of its masked, scaled (and soft-capped: Gemma 2) scores
     ([batch, heads, queries]) to the list returned."""
     captured = []
-    for name in ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "olmo2"):
+    for name in ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "olmo2", "olmo3"):
         mod = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
 
         def wrapped(module, query, key, value, attention_mask, scaling, dropout=0.0,

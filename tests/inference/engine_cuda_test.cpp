@@ -93,7 +93,7 @@ TEST(EngineCuda, AttentionRowsMatchTheCpusInPrefillAndDecode) {
   EXPECT_EQ(gpu.prefill_end, static_cast<int>(kPromptIds.size()));
 }
 
-TEST(EngineCuda, GqaRotateHalfBiasedQkNormedAndOlmo2ModelsMatchTheCpu) {
+TEST(EngineCuda, GqaRotateHalfBiasedQkNormedOlmo2AndYarnModelsMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   ModelConfig c = tiny::tiny_config();  // GQA
   const Model interleaved = tiny::random_model(c, 11);
@@ -106,10 +106,19 @@ TEST(EngineCuda, GqaRotateHalfBiasedQkNormedAndOlmo2ModelsMatchTheCpu) {
   // OLMo 2: no norm before the blocks (the products read the residual as it is), norms after
   // them, q and k normalised across all heads (decode: two launches before rope_append)
   const Model olmo2 = tiny::random_model(tiny::olmo2_config(), 14);
+  // YaRN: blended frequencies, and the RoPE tables scaled by its attention factor
+  const Model yarn = [&] {
+    Model m = rotate_half;
+    m.config.rope_scaling.type = "yarn";
+    m.config.rope_scaling.factor = 4.0f;
+    m.config.rope_scaling.original_max_position = 16;
+    m.config.rope_scaling.attention_factor = 1.3f;
+    return m;
+  }();
   const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
   const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6};
-  for (const Model* m : {&interleaved, &rotate_half, &biased, &qk_normed, &olmo2}) {
-    SCOPED_TRACE(m == &olmo2 ? "olmo2" : "llama-like");
+  for (const Model* m : {&interleaved, &rotate_half, &biased, &qk_normed, &olmo2, &yarn}) {
+    SCOPED_TRACE(m == &olmo2 ? "olmo2" : m == &yarn ? "yarn" : "llama-like");
     expect_same_rows(capture_run(as_stored(*m), cpu_as_gpu(), prompt, forced),
                      capture_run(*m, on(Device::Cuda), prompt, forced), kSameNumbersTol);
   }

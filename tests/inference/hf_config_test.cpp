@@ -319,6 +319,62 @@ TEST(HfConfig, Olmo2NormsAfterTheBlocksAndAcrossHeads) {
                                               "config.json implies [64]");
 }
 
+// OLMo 3: OLMo 2's tensors; all layers but every 4th local within sliding_window (or as layer_types
+// says), rotated at the global base unscaled; YaRN on the global layers, its attention factor
+// 0.1 ln(factor) + 1 unless given.
+TEST(HfConfig, Olmo3LocalLayersAndYarn) {
+  std::vector<RawTensor> all;
+  for (const RawTensor& t : read_raw(shared_model("stories260K-hf/model.safetensors")))
+    if (t.name.find("input_layernorm") == std::string::npos) all.push_back(t);
+  for (int l = 0; l < 5; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    all.push_back(f32_tensor(p + "self_attn.q_norm.weight", {64}, 1.0f));
+    all.push_back(f32_tensor(p + "self_attn.k_norm.weight", {32}, 2.0f));
+    all.push_back(f32_tensor(p + "post_feedforward_layernorm.weight", {64}, 3.0f));
+  }
+  // config.json of an Olmo3ForCausalLM with rope_scaling `scaling` (and `more` keys after it)
+  const auto olmo = [](const std::string& scaling, const std::string& more = "") {
+    return config_with(config_with(hf_config(), "architectures", "[\"Olmo3ForCausalLM\"]"), "rope_theta",
+                       "500000.0, \"sliding_window\": 16, \"rope_scaling\": " + scaling + more);
+  };
+  TempDir dir;
+  const Model m = load_written(
+      dir, olmo("{\"rope_type\": \"yarn\", \"factor\": 8.0, \"original_max_position_embeddings\": 64}"), all);
+  EXPECT_EQ(m.config.arch, "olmo3");
+  EXPECT_EQ(m.config.local_layers, (std::vector<uint8_t>{1, 1, 1, 0, 1}));
+  EXPECT_EQ(m.config.window(0), 16);
+  EXPECT_EQ(m.config.window(3), 0);
+  EXPECT_EQ(m.config.rope_local_theta, 500000.0f);
+  const RopeScaling& r = m.config.rope_scaling;
+  EXPECT_EQ(r.type, "yarn");
+  EXPECT_EQ(r.factor, 8.0f);
+  EXPECT_EQ(r.original_max_position, 64);
+  EXPECT_NEAR(r.attention_factor, 1.2079441541679836, 1e-6);
+  EXPECT_TRUE(m.weights.layers[2].attn_norm.empty());
+  EXPECT_EQ(m.weights.layers[2].q_norm.size(), 64u);
+
+  // YaRN without a factor: the context's growth over the original (512 / 128); DeepSeek's mscale
+  // pair sets the attention factor; an attention factor given wins.
+  TempDir implied;
+  const Model d = load_written(
+      implied,
+      olmo("{\"rope_type\": \"yarn\", \"original_max_position_embeddings\": 128, \"mscale\": 0.5, "
+           "\"mscale_all_dim\": 1.0, \"beta_fast\": 16, \"truncate\": false}",
+           ", \"layer_types\": [\"full_attention\", \"sliding_attention\", \"full_attention\", "
+           "\"sliding_attention\", \"full_attention\"]"),
+      all);
+  EXPECT_EQ(d.config.local_layers, (std::vector<uint8_t>{0, 1, 0, 1, 0}));
+  EXPECT_EQ(d.config.rope_scaling.factor, 4.0f);
+  EXPECT_NEAR(d.config.rope_scaling.attention_factor, (0.05 * std::log(4.0) + 1) / (0.1 * std::log(4.0) + 1), 1e-6);
+  EXPECT_EQ(d.config.rope_scaling.beta_fast, 16.0f);
+  EXPECT_FALSE(d.config.rope_scaling.truncate);
+  TempDir given;
+  const Model g = load_written(
+      given, olmo("{\"rope_type\": \"yarn\", \"factor\": 2, \"attention_factor\": 1.5}"), all);
+  EXPECT_EQ(g.config.rope_scaling.attention_factor, 1.5f);
+  EXPECT_EQ(g.config.rope_scaling.original_max_position, 512);  // no original given: the context
+}
+
 // Gemma 3 with a vision tower (Gemma3ForConditionalGeneration, as the 4B, 12B and 27B are published):
 // the language model from text_config, which leaves num_attention_heads and num_key_value_heads to
 // Gemma3TextConfig's defaults (8 and 4), its tensors under language_model.model. (the hub's layout)
@@ -432,12 +488,12 @@ TEST(HfConfig, MistralLinearScalingAndUntiedHead) {
   TempDir dir2;
   copy_side_files(dir2,
                   config_with(hf_config(), "model_type",
-                       "\"llama\", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}"));
+                       "\"llama\", \"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4}"));
   std::filesystem::copy_file(shared_model("stories260K-hf/model.safetensors"),
                              dir2.file("model.safetensors"));
   EXPECT_EQ(input_error_of([&] { load_model(dir2.file("")); }),
             dir2.file("config.json") +
-                ": unsupported rope_scaling type \"yarn\" (supported: llama3, linear)");
+                ": unsupported rope_scaling type \"dynamic\" (supported: llama3, linear, yarn)");
 }
 
 // Mistral's sliding_window is read (null, or a window as long as the context, means none); Qwen2's

@@ -64,8 +64,10 @@ TEST(HfRopeParameters, ThetaAndScalingComeFromTheOneObject) {
 
 TEST(HfRopeParameters, WhatTheEngineCannotRunIsRefused) {
   const std::pair<std::string, std::string> cases[] = {
-      {"\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0}",
-       "unsupported rope_parameters type \"yarn\" (supported: llama3, linear)"},
+      {"\"rope_parameters\": {\"rope_type\": \"longrope\", \"factor\": 4.0}",
+       "unsupported rope_parameters type \"longrope\" (supported: llama3, linear, yarn)"},
+      {"\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"beta_fast\": -2}",
+       "rope_parameters.beta_fast has an invalid value -2"},
       {"\"rope_parameters\": {\"full_attention\": {\"rope_type\": \"default\"}}",
        "rope_parameters per layer type (\"full_attention\") is not supported"},
       {"\"rope_parameters\": 5", "rope_parameters is not an object"},

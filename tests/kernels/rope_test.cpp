@@ -1,5 +1,6 @@
-// RoPE: frequencies, linear and Llama-3 scaling against direct formulas, the rotation of both
-// pairing conventions, and their equivalence under the HF row permutation.
+// RoPE: frequencies, linear and Llama-3 scaling against direct formulas, YaRN against transformers'
+// numbers, the table's scale, the rotation of both pairing conventions, and their equivalence under
+// the HF row permutation.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -46,6 +47,37 @@ TEST(Rope, Llama3ScalingFollowsTheThreeBands) {
   EXPECT_GT(divided, 0);
   EXPECT_GT(blended, 0);
   EXPECT_FLOAT_EQ(f[0], 1.0f);
+}
+
+// YaRN against transformers 5.24's _compute_yarn_parameters (head_dim 16, theta 10000, factor 4,
+// original context 128): frequency 0 kept, 3 and above divided by 4, 1 and 2 blended (the blend's
+// bounds floored and ceiled, 0 and 3); then betas 8 and 2 without truncation (bounds 0.81, 2.02).
+TEST(Rope, YarnScalingMatchesTransformers) {
+  const std::vector<float> base = rope_inv_freq(16, 10000.0f);
+  const std::vector<double> truncated = {1.0,     0.23717081546783447, 0.04999999701976776,    0.007905694656074047,
+                                         0.0025,  0.0007905694656074047, 0.0002500000118743628, 7.905694656074047e-05};
+  const std::vector<double> smooth = {1.0,    0.2791745364665985,    0.025996597483754158,  0.007905694656074047,
+                                      0.0025, 0.0007905694656074047, 0.0002500000118743628, 7.905694656074047e-05};
+  auto f = base;
+  rope_scale_yarn(f, 10000.0f, 4.0f, 32.0f, 1.0f, 128, true);
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(f[i], truncated[i], 1e-6 * truncated[i]) << i;
+  auto g = base;
+  rope_scale_yarn(g, 10000.0f, 4.0f, 8.0f, 2.0f, 128, false);
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(g[i], smooth[i], 1e-6 * smooth[i]) << i;
+  EXPECT_NEAR(yarn_mscale(4.0f), 1.138629436111989, 1e-6);  // transformers' attention factor for factor 4
+  EXPECT_EQ(yarn_mscale(1.0f), 1.0f);
+  EXPECT_NEAR(yarn_mscale(8.0f, 0.707f), 0.1 * 0.707 * std::log(8.0) + 1, 1e-6);
+}
+
+// A scaled table (YaRN's attention factor) holds scale * cos and scale * sin.
+TEST(Rope, ScaledTableScalesCosAndSin) {
+  RopeTable plain(rope_inv_freq(8, 10000.0f)), scaled(rope_inv_freq(8, 10000.0f), 1.25f);
+  plain.reserve(10);
+  scaled.reserve(10);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FLOAT_EQ(scaled.cos(7)[i], 1.25f * plain.cos(7)[i]);
+    EXPECT_FLOAT_EQ(scaled.sin(7)[i], 1.25f * plain.sin(7)[i]);
+  }
 }
 
 TEST(Rope, TableHoldsCosSinOfEveryPosition) {
