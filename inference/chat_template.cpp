@@ -39,6 +39,8 @@ const ChatFormat kFormats[] = {
     {"gemma", "<start_of_turn>user\n", "<end_of_turn>\n<start_of_turn>model\n"},
     {"phi3", "<|user|>\n", "<|end|>\n<|assistant|>\n"},
     {"tulu", "<|user|>\n", "\n<|assistant|>\n", true},
+    {"deepseek-r1", "<｜User｜>", "<｜Assistant｜><think>\n", true},
+    {"deepseek-v3", "<｜User｜>", "<｜Assistant｜>", true},
 };
 
 bool contains(const std::string& s, const char* needle) {
@@ -62,7 +64,10 @@ std::string detect_chat_family(const std::string& t) {
   if (contains(t, "<|start_header_id|>")) return "llama3";
   if (contains(t, "<start_of_turn>")) return "gemma";
   if (contains(t, "<|user|>") && contains(t, "<|end|>")) return "phi3";
-  if (contains(t, "<|user|>") && contains(t, "<|assistant|>")) return "tulu";
+  // Tulu's user turn ends with a newline (Zephyr's, which looks alike, with EOS)
+  if (contains(t, "<|user|>") && contains(t, "message['content'] + '\\n' }}")) return "tulu";
+  // DeepSeek's fullwidth bars: R1's distilled models open the reply's <think> block themselves
+  if (contains(t, "<｜User｜>")) return contains(t, "<｜Assistant｜><think>") ? "deepseek-r1" : "deepseek-v3";
   if (contains(t, "[INST]")) return contains(t, "<<SYS>>") ? "llama2" : "mistral";
   return "";
 }

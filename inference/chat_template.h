@@ -13,7 +13,9 @@ namespace kvs {
 // system turn, the reply left to open its <think> block), "llama2" ([INST] ... [/INST]), "llama3"
 // (header ids), "mistral" ([INST] ... [/INST] without a system block), "gemma" (<start_of_turn>
 // user ... <end_of_turn>, then the model's turn), "phi3" (<|user|> ... <|end|>, then
-// <|assistant|>), "tulu" (BOS, <|user|> ... on its own line, then <|assistant|>: OLMo 2 Instruct).
+// <|assistant|>), "tulu" (BOS, <|user|> ... on its own line, then <|assistant|>: OLMo 2 Instruct),
+// "deepseek-r1" (BOS, <｜User｜> ..., then <｜Assistant｜> and the opened <think> block: the
+// R1-distilled models), "deepseek-v3" (the same without <think>: DeepSeek-V3, R1-0528's distills).
 // "" = base model, no template.
 std::vector<std::string> chat_families();
 
@@ -30,7 +32,7 @@ std::string chat_family_for_model(const Model& model);
 // by default. "" for other files, base models, and paths that cannot be read.
 std::string chat_family_for_path(const std::string& model_path);
 
-// Whether the family's template writes the BOS token first (Tulu's), so that a prompt in it
+// Whether the family's template writes the BOS token first (Tulu's, DeepSeek's), so that a prompt in it
 // starts with BOS even where the tokenizer adds none itself; false for "" and unknown families.
 bool chat_opens_with_bos(const std::string& family);
 

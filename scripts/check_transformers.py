@@ -57,13 +57,23 @@ LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_fr
 # name -> write_checkpoint() arguments. The prompt is 21 tokens, so 61 positions in all: longer
 # than the sliding windows (16, 12), which HF applies through its attention mask.
 DEFAULT = object()  # a config.json key left out, for the config class's default
-# OLMo 2 Instruct's chat template (tokenizer_config.json of allenai/OLMo-2-1124-7B-SFT)
-TULU = ("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\n' + "
-        "message['content'] + '\n' }}{% elif message['role'] == 'user' %}{{ '<|user|>\n' + message['content'] + "
-        "'\n' }}{% elif message['role'] == 'assistant' %}{% if not loop.last %}{{ '<|assistant|>\n'  + "
-        "message['content'] + eos_token + '\n' }}{% else %}{{ '<|assistant|>\n'  + message['content'] + eos_token "
-        "}}{% endif %}{% endif %}{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
+# OLMo 2 Instruct's chat template as tokenizer_config.json of allenai/OLMo-2-1124-7B-SFT holds it (newlines as
+# Jinja's escape, a backslash and n, as in R1's below)
+TULU = ("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\\n' + "
+        "message['content'] + '\\n' }}{% elif message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + "
+        "'\\n' }}{% elif message['role'] == 'assistant' %}{% if not loop.last %}{{ '<|assistant|>\\n'  + "
+        "message['content'] + eos_token + '\\n' }}{% else %}{{ '<|assistant|>\\n'  + message['content'] + eos_token "
+        "}}{% endif %}{% endif %}{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
         "{% endfor %}")
+# DeepSeek-R1-Distill-Llama-8B's chat template (abridged: no tool calls), whose generation prompt opens <think>
+R1 = ("{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% endif %}{% set ns = "
+      "namespace(is_tool=false, system_prompt='') %}{%- for message in messages %}{%- if message['role'] == 'system' "
+      "%}{% set ns.system_prompt = message['content'] %}{%- endif %}{%- endfor %}{{bos_token}}{{ns.system_prompt}}"
+      "{%- for message in messages %}{%- if message['role'] == 'user' %}{%- set ns.is_tool = false -%}"
+      "{{'<｜User｜>' + message['content']}}{%- endif %}{%- if message['role'] == 'assistant' and "
+      "message['content'] is not none %}{{'<｜Assistant｜>' + message['content'] + '<｜end▁of▁sentence｜>'}}"
+      "{%- endif %}{%- endfor -%}{% if add_generation_prompt and not ns.is_tool %}{{'<｜Assistant｜><think>\\n'}}"
+      "{% endif %}")
 
 VARIANTS = {
     "llama_f32_untied": dict(),
@@ -121,6 +131,8 @@ VARIANTS = {
     # recorded with --chat, the prompt's ids must be transformers' apply_chat_template's
     "olmo2_tulu_chat": dict(arch="olmo2", seed=29, chat=True, extra={"pad_token_id": 0},
                             tokenizer_config={"add_bos_token": False, "chat_template": TULU}),
+    # DeepSeek-R1's distilled Llama: BOS, the fullwidth-bar turns, the reply's <think> opened
+    "llama_r1_chat": dict(seed=34, chat=True, tokenizer_config={"add_bos_token": False, "chat_template": R1}),
     # OLMo 3: OLMo 2's layers, all but every 4th local (a window, the global base unscaled), YaRN on
     # the global ones with the attention factor given. rope_theta is the released models' 500000:
     # transformers gives the local layers of a config.json without rope_parameters Olmo3Config's

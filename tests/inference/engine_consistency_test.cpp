@@ -151,7 +151,7 @@ TEST(EngineConsistency, BadInputIsRefused) {
   e.prefill(std::span(kTokens).first(8));
   EXPECT_THROW(e.decode(3), InputError);  // context full
   ModelConfig bad = tiny::tiny_config();
-  bad.rope_scaling.type = "yarn";
+  bad.rope_scaling.type = "longrope";  // a scaling the engine does not know
   const Model mb = tiny::random_model(bad, 9);
   EXPECT_THROW(Engine{mb}, InputError);
 }

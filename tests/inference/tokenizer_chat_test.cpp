@@ -38,9 +38,12 @@ TEST(ChatTemplate, FormatsEachFamily) {
   EXPECT_EQ(format_chat("gemma", "Hi"), "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
   EXPECT_EQ(format_chat("phi3", "Hi"), "<|user|>\nHi<|end|>\n<|assistant|>\n");
   EXPECT_EQ(format_chat("tulu", "Hi"), "<|user|>\nHi\n<|assistant|>\n");
-  EXPECT_EQ(chat_families().size(), 10u);
-  // Only Tulu's template writes BOS whatever the tokenizer does.
-  for (const std::string& family : chat_families()) EXPECT_EQ(chat_opens_with_bos(family), family == "tulu") << family;
+  EXPECT_EQ(format_chat("deepseek-r1", "Hi"), "<｜User｜>Hi<｜Assistant｜><think>\n");
+  EXPECT_EQ(format_chat("deepseek-v3", "Hi"), "<｜User｜>Hi<｜Assistant｜>");
+  EXPECT_EQ(chat_families().size(), 12u);
+  // Only Tulu's and DeepSeek's templates write BOS whatever the tokenizer does.
+  for (const std::string& family : chat_families())
+    EXPECT_EQ(chat_opens_with_bos(family), family == "tulu" || family.starts_with("deepseek")) << family;
   EXPECT_FALSE(chat_opens_with_bos(""));
 }
 
@@ -77,6 +80,20 @@ TEST(ChatTemplate, DetectsFamilies) {
                 "message['content'] + eos_token }}{% endif %}{% endif %}{% if loop.last and add_generation_prompt "
                 "%}{{ '<|assistant|>\\n' }}{% endif %}{% endfor %}"),
             "tulu");
+  // Zephyr's: the user's turn ends with EOS, not a newline; no family in the table
+  EXPECT_EQ(detect_chat_family("{% if message['role'] == 'user' %}\n{{ '<|user|>\\n' + message['content'] + eos_token "
+                               "}}\n{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\\n'  + message['content'] + "
+                               "eos_token }}"),
+            "");
+  // DeepSeek-R1-Distill-Qwen's generation prompt opens the <think> block; DeepSeek-V3's does not
+  EXPECT_EQ(detect_chat_family("{{bos_token}}{{ns.system_prompt}}{%- for message in messages %}{%- if message['role'] "
+                               "== 'user' %}{{'<｜User｜>' + message['content']}}{%- endif %}{%- endfor -%}{% if "
+                               "add_generation_prompt and not ns.is_tool %}{{'<｜Assistant｜><think>\\n'}}{% endif %}"),
+            "deepseek-r1");
+  EXPECT_EQ(detect_chat_family("{{bos_token}}{%- for message in messages %}{%- if message['role'] == 'user' "
+                               "%}{{'<｜User｜>' + message['content']}}{%- endif %}{%- endfor -%}{% if "
+                               "add_generation_prompt and not ns.is_tool %}{{'<｜Assistant｜>'}}{% endif %}"),
+            "deepseek-v3");
 }
 
 // An HF folder's template: tokenizer_config.json's chat_template first, else chat_template.jinja
