@@ -51,23 +51,21 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
                                            stream);
 
   const int half = c.head_dim / 2, L = c.n_layers, n_kv = c.n_kv_heads, H = c.n_heads;
-  rope_cos = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE cos table");
-  rope_sin = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE sin table");
   iota = cuda::DeviceBuffer<int32_t>(c.seq_len, "position table");
-  ops::RopeTable table(rope_inv_freq(m), m.config.rope_scaling.attention_factor);
-  table.reserve(c.seq_len);
-  cuda::check(cudaMemcpy(rope_cos.get(), table.cos(0), rope_cos.bytes(), cudaMemcpyHostToDevice), "RoPE upload");
-  cuda::check(cudaMemcpy(rope_sin.get(), table.sin(0), rope_sin.bytes(), cudaMemcpyHostToDevice), "RoPE upload");
-  if (!c.local_layers.empty()) {
-    rope_local_cos = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE cos table");
-    rope_local_sin = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE sin table");
-    ops::RopeTable local(rope_local_inv_freq(m));
-    local.reserve(c.seq_len);
-    cuda::check(cudaMemcpy(rope_local_cos.get(), local.cos(0), rope_local_cos.bytes(), cudaMemcpyHostToDevice),
-                "RoPE upload");
-    cuda::check(cudaMemcpy(rope_local_sin.get(), local.sin(0), rope_local_sin.bytes(), cudaMemcpyHostToDevice),
-                "RoPE upload");
-  }
+  // cos and sin [seq_len, head_dim/2] of the frequencies inv_freq, times scale, on the device.
+  auto upload_rope = [&](cuda::DeviceBuffer<float>& cos, cuda::DeviceBuffer<float>& sin, std::vector<float> inv_freq,
+                         float scale) {
+    cos = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE cos table");
+    sin = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE sin table");
+    ops::RopeTable table(std::move(inv_freq), scale);
+    table.reserve(c.seq_len);
+    cuda::check(cudaMemcpy(cos.get(), table.cos(0), cos.bytes(), cudaMemcpyHostToDevice), "RoPE upload");
+    cuda::check(cudaMemcpy(sin.get(), table.sin(0), sin.bytes(), cudaMemcpyHostToDevice), "RoPE upload");
+  };
+  const float rope_scale = c.rope_scaling.attention_factor;
+  upload_rope(rope_cos, rope_sin, rope_inv_freq(m), rope_scale);
+  if (c.rope_scaling.type == "longrope") upload_rope(rope_long_cos, rope_long_sin, rope_long_inv_freq(m), rope_scale);
+  if (!c.local_layers.empty()) upload_rope(rope_local_cos, rope_local_sin, rope_local_inv_freq(m), 1.0f);
   std::vector<int32_t> counting(c.seq_len);
   std::iota(counting.begin(), counting.end(), 0);
   cuda::check(cudaMemcpy(iota.get(), counting.data(), iota.bytes(), cudaMemcpyHostToDevice), "position upload");
@@ -430,6 +428,7 @@ std::span<const float> Impl<T>::decode(int token_id, AttentionObserver* observer
   const int H = c.n_heads, n_kv = c.n_kv_heads;
   const bool interleaved = c.rope_style == RopeStyle::Interleaved;
   const bool rope_in_cache = options.rope_in_cache;
+  long_rope = c.long_rope(pos_ + 1);
   // Which layers' rows go to the host: those the observer or the controller reads.
   // A ranking the device cannot make (its heads attend different keys) is made on the host.
   const bool observer_rows = observer && observer->needs_decode_rows();

@@ -219,10 +219,17 @@ struct Impl final : Forward {
   cuda::DeviceBuffer<float> final_norm;   // [dim]
   std::vector<DeviceLayer<T>> layers;     // [n_layers]
   cuda::DeviceBuffer<float> rope_cos, rope_sin;  // [seq_len, head_dim/2]
+  // LongRoPE's long factors' tables (ModelConfig::long_rope), [seq_len, head_dim/2]; empty without.
+  cuda::DeviceBuffer<float> rope_long_cos, rope_long_sin;
   // The local layers' own tables (ModelConfig::local_layers), [seq_len, head_dim/2]; empty without.
   cuda::DeviceBuffer<float> rope_local_cos, rope_local_sin;
-  const float* rope_cos_of(int l) const { return c.local(l) ? rope_local_cos.get() : rope_cos.get(); }
-  const float* rope_sin_of(int l) const { return c.local(l) ? rope_local_sin.get() : rope_sin.get(); }
+  bool long_rope = false;  // the forward pass under way rotates with the long tables
+  const float* rope_cos_of(int l) const {
+    return c.local(l) ? rope_local_cos.get() : long_rope ? rope_long_cos.get() : rope_cos.get();
+  }
+  const float* rope_sin_of(int l) const {
+    return c.local(l) ? rope_local_sin.get() : long_rope ? rope_long_sin.get() : rope_sin.get();
+  }
   cuda::DeviceBuffer<int32_t> iota;              // [seq_len] 0, 1, 2, ...
 
   std::unique_ptr<CudaKvCache<T>> cache;

@@ -29,6 +29,7 @@ std::span<const float> Impl<T>::extend(std::span<const int> tokens, AttentionObs
   const float scale = c.scoring().scale;  // the GEMMs scale the scores; the softmax soft-caps them
   const bool interleaved = c.rope_style == RopeStyle::Interleaved;
   const std::size_t nz = n;
+  long_rope = c.long_rope(pos0 + n);
   if (observer) {
     for (int i = 0; i < n; ++i) observer->on_token(pos0 + i, tokens[i]);
   }

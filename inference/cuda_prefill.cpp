@@ -105,6 +105,7 @@ std::span<const float> Impl<T>::prefill(std::span<const int> tokens, AttentionOb
   const bool interleaved = c.rope_style == RopeStyle::Interleaved;
   cache->clear();
   pos_ = 0;
+  long_rope = c.long_rope(P);
   if (observer) {
     observer->on_begin(c, tokens);
     for (int i = 0; i < P; ++i) observer->on_token(i, tokens[i]);

@@ -322,7 +322,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
     s.observer->on_begin(c, tokens);
     for (int i = 0; i < P; ++i) s.observer->on_token(i, tokens[i]);
   }
-  s.reserve_rope(P);
+  s.prepare_rope(P);
   // Refused here rather than by std::bad_alloc, or by the out-of-memory killer partway through:
   // the activations below, a call's probabilities and the prompt's K and V in the cache, once
   // the observers have taken what they keep of the prompt.
@@ -426,7 +426,7 @@ std::span<const float> Engine::decode(int token) {
   }
   const int pos = s.pos;
   if (s.observer) s.observer->on_token(pos, token);
-  s.reserve_rope(pos + 1);
+  s.prepare_rope(pos + 1);
   embed_rows(s.x.data(), model_, {&token, 1});
   // Unless told otherwise, a model this small decodes on one thread: its whole token takes less
   // time than waking a second thread.
@@ -498,7 +498,7 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
                                                                : ops::RopePairing::RotateHalf;
   if (s.observer)
     for (int i = 0; i < n; ++i) s.observer->on_token(pos0 + i, tokens[i]);
-  s.reserve_rope(pos0 + n);
+  s.prepare_rope(pos0 + n);
 
   // Queries per attention call: bounds probs to kQueryBlock rows of the longest head's keys.
   constexpr int kQueryBlock = 256;

@@ -27,14 +27,19 @@ struct Engine::State {
   State(const Model& m, bool rope_in_cache)
       : store(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, m.config.seq_len),
         rope(rope_inv_freq(m), m.config.rope_scaling.attention_factor),
+        rope_long(rope_long_inv_freq(m), m.config.rope_scaling.attention_factor),
         rope_local(rope_local_inv_freq(m)),
+        config(m.config),
         local_layers(m.config.local_layers),
         rope_in_cache(rope_in_cache),
         ranges_left(std::make_unique<std::atomic<int>[]>(m.config.n_kv_heads)) {}
 
   KvStore store;
   ops::RopeTable rope;        // the global layers' (every layer's, without local ones)
+  ops::RopeTable rope_long;   // LongRoPE's long factors' (ModelConfig::long_rope); empty otherwise
   ops::RopeTable rope_local;  // the local layers' (ModelConfig::local_layers)
+  const ModelConfig& config;  // the model's, which outlives the engine
+  bool long_rope = false;     // the forward pass under way rotates with rope_long
   const std::vector<uint8_t> local_layers;  // [n_layers] or empty (ModelConfig::local_layers)
   const bool rope_in_cache;  // EngineOptions::rope_in_cache
   AttentionObserver* observer = nullptr;
@@ -116,13 +121,17 @@ struct Engine::State {
     }
   }
 
-  // Positions 0..n_pos-1 in the tables the layers use.
-  void reserve_rope(int n_pos) {
-    rope.reserve(n_pos);
-    if (!local_layers.empty()) rope_local.reserve(n_pos);
+  // Starts a forward pass over positions up to end - 1: those positions in the tables the layers
+  // use, and the global layers' table (LongRoPE's long one where the pass ends past the original
+  // context).
+  void prepare_rope(int end) {
+    long_rope = config.long_rope(end);
+    (long_rope ? rope_long : rope).reserve(end);
+    if (!local_layers.empty()) rope_local.reserve(end);
   }
   const ops::RopeTable& rope_of(int layer) const {
-    return !local_layers.empty() && local_layers[layer] ? rope_local : rope;
+    if (!local_layers.empty() && local_layers[layer]) return rope_local;
+    return long_rope ? rope_long : rope;
   }
 
   // rope_in_cache: rotates every attended (pre-RoPE) key of `layer` by its slot in the cache (its

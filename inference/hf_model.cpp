@@ -238,6 +238,17 @@ class TensorSet {
   std::map<std::string, const SafetensorsFile*> owner_;            // tensor -> file holding it
 };
 
+// LongRoPE's factors `v` (named `name` in errors): a list of `n` positive numbers.
+std::vector<float> rope_factors(const std::string& path, const std::string& name, const Json* v, int n) {
+  if (v == nullptr || v->is_null()) throw input_error(path, "missing " + name);
+  if (!v->is_array() || v->size() != static_cast<std::size_t>(n))
+    throw input_error(path, name + " is not a list of " + std::to_string(n) + " factors (head_dim / 2)");
+  std::vector<float> factors;
+  for (std::size_t i = 0; i < v->size(); ++i)
+    factors.push_back(positive_float(&v->items()[i], path, name + "[" + std::to_string(i) + "]", 1.0f));
+  return factors;
+}
+
 // The scaling in `rs` (rope_scaling, or one rope_parameters object, named `key` in errors) into
 // c.rope_scaling. original_context: YaRN's original_max_position_embeddings where rs has none.
 void read_scaling(const std::string& path, const std::string& key, const Json& rs, int original_context,
@@ -274,8 +285,24 @@ void read_scaling(const std::string& path, const std::string& key, const Json& r
                               ? ops::yarn_mscale(r.factor, mscale) / ops::yarn_mscale(r.factor, mscale_all_dim)
                               : ops::yarn_mscale(r.factor);
     r.attention_factor = positive_float(rs.find("attention_factor"), path, key + ".attention_factor", implied);
+  } else if (type == "longrope" || type == "su") {
+    // Phi-3's 128K models, as transformers: a factor per frequency, short and long, and the
+    // attention factor sqrt(1 + ln(factor) / ln(original)) where none is given.
+    RopeScaling& r = c.rope_scaling;
+    r.type = "longrope";
+    r.original_max_position = positive_int(rs.find("original_max_position_embeddings"), path,
+                                           key + ".original_max_position_embeddings", original_context, kMaxContext);
+    r.short_factor = rope_factors(path, key + ".short_factor", rs.find("short_factor"), c.head_dim / 2);
+    r.long_factor = rope_factors(path, key + ".long_factor", rs.find("long_factor"), c.head_dim / 2);
+    r.factor = positive_float(rs.find("factor"), path, key + ".factor",
+                              static_cast<float>(c.seq_len) / static_cast<float>(r.original_max_position));
+    const float implied =
+        r.factor <= 1.0f ? 1.0f
+                         : std::sqrt(1.0f + std::log(r.factor) / std::log(static_cast<float>(r.original_max_position)));
+    r.attention_factor = positive_float(rs.find("attention_factor"), path, key + ".attention_factor", implied);
   } else if (type != "default" && !type.empty()) {
-    throw input_error(path, "unsupported " + key + " type \"" + type + "\" (supported: llama3, linear, yarn)");
+    throw input_error(path,
+                      "unsupported " + key + " type \"" + type + "\" (supported: llama3, linear, yarn, longrope)");
   }
 }
 

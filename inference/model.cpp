@@ -31,6 +31,21 @@ void scale_queries(Model& model, float factor) {
   }
 }
 
+namespace {
+
+// LongRoPE's two factor sets must each give every frequency one (InputError naming the model).
+void check_longrope_factors(const Model& model) {
+  const ModelConfig& c = model.config;
+  const std::size_t half = static_cast<std::size_t>(c.head_dim / 2);
+  if (c.rope_scaling.short_factor.size() != half || c.rope_scaling.long_factor.size() != half)
+    throw input_error(model.path.empty() ? c.name : model.path,
+                      "LongRoPE needs " + std::to_string(half) + " short and long factors (head_dim / 2), not " +
+                          std::to_string(c.rope_scaling.short_factor.size()) + " and " +
+                          std::to_string(c.rope_scaling.long_factor.size()));
+}
+
+}  // namespace
+
 std::vector<float> rope_inv_freq(const Model& model) {
   const ModelConfig& c = model.config;
   std::vector<float> inv_freq = ops::rope_inv_freq(c.head_dim, c.rope_theta);  // [head_dim/2]
@@ -43,10 +58,22 @@ std::vector<float> rope_inv_freq(const Model& model) {
   } else if (s.type == "yarn") {
     ops::rope_scale_yarn(inv_freq, c.rope_theta, s.factor, s.beta_fast, s.beta_slow, s.original_max_position,
                          s.truncate);
+  } else if (s.type == "longrope") {
+    check_longrope_factors(model);
+    ops::rope_scale_each(inv_freq, s.short_factor);
   } else if (!s.type.empty() && s.type != "none") {
     throw input_error(model.path.empty() ? c.name : model.path,
                       "unsupported RoPE scaling type '" + s.type + "'");
   }
+  return inv_freq;
+}
+
+std::vector<float> rope_long_inv_freq(const Model& model) {
+  const ModelConfig& c = model.config;
+  if (c.rope_scaling.type != "longrope") return {};
+  check_longrope_factors(model);
+  std::vector<float> inv_freq = ops::rope_inv_freq(c.head_dim, c.rope_theta);  // [head_dim/2]
+  ops::rope_scale_each(inv_freq, c.rope_scaling.long_factor);
   return inv_freq;
 }
 

@@ -23,11 +23,15 @@ enum class RopeStyle { Interleaved, RotateHalf };
 enum class Activation { Silu, GeluTanh };
 
 struct RopeScaling {
-  std::string type;                  // "" (none), "linear", "llama3" or "yarn"
+  std::string type;                  // "" (none), "linear", "llama3", "yarn" or "longrope"
   float factor = 1.0f;
   float low_freq_factor = 1.0f;      // llama3 only
   float high_freq_factor = 4.0f;     // llama3 only
-  int original_max_position = 8192;  // llama3 and yarn
+  int original_max_position = 8192;  // llama3, yarn and longrope
+  // longrope (Phi-3's 128K models): each frequency divided by its factor, [head_dim/2] each; the
+  // short factors rotate a forward pass that ends within original_max_position, the long ones one
+  // that ends past it (ModelConfig::long_rope), as transformers chooses them.
+  std::vector<float> short_factor, long_factor;
   float beta_fast = 32.0f;           // yarn only: ops::rope_scale_yarn
   float beta_slow = 1.0f;            // yarn only
   bool truncate = true;              // yarn only
@@ -81,6 +85,10 @@ struct ModelConfig {
   bool local(int layer) const { return !local_layers.empty() && local_layers[layer] != 0; }
   // Layer `layer`'s sliding window (0: none).
   int window(int layer) const { return local_layers.empty() || local(layer) ? sliding_window : 0; }
+  // Whether a forward pass over positions up to end - 1 rotates with LongRoPE's long factors.
+  bool long_rope(int end) const {
+    return rope_scaling.type == "longrope" && end > rope_scaling.original_max_position;
+  }
   // How a query-key dot product becomes an attention score: times head_dim^-1/2, soft-capped.
   ops::Scoring scoring() const { return {1.0f / std::sqrt(static_cast<float>(head_dim)), attn_softcap}; }
 };
@@ -205,9 +213,11 @@ struct Model {
 // query_pre_attn_scalar^-1/2) into the queries this way, since the engine scales by head_dim^-1/2.
 void scale_queries(Model& model, float factor);
 
-// RoPE inverse frequencies [head_dim/2] with the model's scaling applied. Throws InputError for
-// a scaling type it does not know.
+// RoPE inverse frequencies [head_dim/2] with the model's scaling applied (LongRoPE's short
+// factors). Throws InputError for a scaling type it does not know.
 std::vector<float> rope_inv_freq(const Model& model);
+// LongRoPE's long factors' frequencies [head_dim/2]; empty for other models.
+std::vector<float> rope_long_inv_freq(const Model& model);
 // The same for the local layers of a model that has them (ModelConfig::local_layers):
 // rope_local_theta, no scaling.
 std::vector<float> rope_local_inv_freq(const Model& model);

@@ -36,6 +36,10 @@ void rope_scale_llama3(std::span<float> inv_freq, float factor, float low_freq_f
   }
 }
 
+void rope_scale_each(std::span<float> inv_freq, std::span<const float> factors) {
+  for (std::size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] /= factors[i];
+}
+
 void rope_scale_yarn(std::span<float> inv_freq, float theta, float factor, float beta_fast, float beta_slow,
                      int original_max_position, bool truncate) {
   const int half = static_cast<int>(inv_freq.size());

@@ -1,5 +1,6 @@
-// Rotary position embedding: inverse frequencies (plain, linear-, Llama-3- and YaRN-scaled), a
-// growing cos/sin table per position, and the rotation in both pairing conventions.
+// Rotary position embedding: inverse frequencies (plain, linear-, Llama-3-, YaRN- and
+// LongRoPE-scaled), a growing cos/sin table per position, and the rotation in both pairing
+// conventions.
 #pragma once
 #include <span>
 #include <utility>
@@ -23,6 +24,10 @@ void rope_scale_linear(std::span<float> inv_freq, float factor);
 // between is interpolated smoothly.
 void rope_scale_llama3(std::span<float> inv_freq, float factor, float low_freq_factor,
                        float high_freq_factor, int original_max_position);
+
+// Each frequency divided by its own factor: inv_freq[i] /= factors[i] (LongRoPE's short or long
+// factors, [head_dim/2] as inv_freq).
+void rope_scale_each(std::span<float> inv_freq, std::span<const float> factors);
 
 // YaRN scaling (as transformers computes it): frequency i keeps its value where a wavelength
 // fits more than beta_fast times into original_max_position, is divided by factor where it fits

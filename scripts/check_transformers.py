@@ -122,6 +122,20 @@ VARIANTS = {
     # Phi-3: q/k/v in one qkv_proj, gate/up in one gate_up_proj; its sliding_window on every layer
     "phi3_sw16": dict(arch="phi3", seed=25, extra={"sliding_window": 16, "pad_token_id": 0}),
     "phi3_mha_f16": dict(arch="phi3", dtype="F16", kv_heads=6, seed=26, extra={"pad_token_id": 0}),
+    # Phi-3's 128K LongRoPE: a factor per frequency, the short ones while a forward pass ends within
+    # original_max_position_embeddings (config.json's own, as Phi-3 keeps it), the long ones past it;
+    # the attention factor from max_position_embeddings / original. A run within it (61 positions of
+    # 64), then a prompt past it. (A run that passes it while decoding has no one reference: HF's
+    # generate() then recomputes the whole sequence with the long factors, its forward pass with a
+    # cache, as KVScope, rotates only the new tokens with them.)
+    "phi3_longrope": dict(arch="phi3", seed=35, extra={
+        "pad_token_id": 0, "original_max_position_embeddings": 64,
+        "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5, 3.1, 4.0],
+                         "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 13.0, 18.0]}}),
+    "phi3_longrope_long_prompt": dict(arch="phi3", seed=36, extra={
+        "pad_token_id": 0, "original_max_position_embeddings": 16,
+        "rope_scaling": {"rope_type": "longrope", "short_factor": [1.0] * 8,
+                         "long_factor": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]}}),
     # OLMo 2: no norm before either block, norms after both; q and k RMS-normalised across all of a
     # token's heads (q_norm [heads * head_dim]) before RoPE; rms_norm_eps left to Olmo2Config's 1e-5
     "olmo2_gqa": dict(arch="olmo2", seed=27, extra={"rms_norm_eps": DEFAULT, "pad_token_id": 0}),

@@ -116,6 +116,34 @@ TEST(EngineConsistency, RopeInCacheWithFullCacheChangesNothing) {
   }
 }
 
+// LongRoPE: a forward pass that ends within the original context rotates with the short factors,
+// one that ends past it with the long ones (the prompt's 13 tokens past an original of 8); the
+// same model with both factor sets made the short or the long one gives the other's logits.
+TEST(EngineConsistency, LongRopeChoosesItsFactorsByWhereThePassEnds) {
+  ModelConfig c = tiny::tiny_config();
+  c.rope_style = RopeStyle::RotateHalf;
+  c.rope_scaling.type = "longrope";
+  c.rope_scaling.original_max_position = 8;
+  c.rope_scaling.short_factor = {1.0f, 1.5f, 2.0f, 3.0f};
+  c.rope_scaling.long_factor = {1.0f, 4.0f, 9.0f, 16.0f};
+  c.rope_scaling.attention_factor = 1.2f;
+  const Model m = tiny::random_model(c, 12);
+  Model short_only = m, long_only = m;
+  short_only.config.rope_scaling.long_factor = c.rope_scaling.short_factor;
+  long_only.config.rope_scaling.short_factor = c.rope_scaling.long_factor;
+  const auto logits = [](const Model& model, std::span<const int> tokens) {
+    Engine e(model);
+    return copy(e.prefill(tokens));
+  };
+  const std::span<const int> within = std::span(kTokens).first(8), past = kTokens;
+  expect_close(logits(m, within), logits(short_only, within), 0.0f);
+  expect_close(logits(m, past), logits(long_only, past), 0.0f);
+  const std::vector<float> a = logits(m, past), b = logits(short_only, past);
+  float moved = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) moved = std::max(moved, std::abs(a[i] - b[i]));
+  EXPECT_GT(moved, 1e-3f);
+}
+
 TEST(EngineConsistency, LinearRopeScalingMatchesNaiveForward) {
   ModelConfig c = tiny::tiny_config();
   c.rope_scaling.type = "linear";
@@ -151,9 +179,12 @@ TEST(EngineConsistency, BadInputIsRefused) {
   e.prefill(std::span(kTokens).first(8));
   EXPECT_THROW(e.decode(3), InputError);  // context full
   ModelConfig bad = tiny::tiny_config();
-  bad.rope_scaling.type = "longrope";  // a scaling the engine does not know
+  bad.rope_scaling.type = "dynamic";  // a scaling the engine does not know
   const Model mb = tiny::random_model(bad, 9);
   EXPECT_THROW(Engine{mb}, InputError);
+  bad.rope_scaling.type = "longrope";  // without its factors
+  const Model ml = tiny::random_model(bad, 9);
+  EXPECT_THROW(Engine{ml}, InputError);
 }
 
 }  // namespace

@@ -93,7 +93,7 @@ TEST(EngineCuda, AttentionRowsMatchTheCpusInPrefillAndDecode) {
   EXPECT_EQ(gpu.prefill_end, static_cast<int>(kPromptIds.size()));
 }
 
-TEST(EngineCuda, GqaRotateHalfBiasedQkNormedOlmo2AndYarnModelsMatchTheCpu) {
+TEST(EngineCuda, GqaRotateHalfBiasedQkNormedOlmo2YarnAndLongRopeModelsMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   ModelConfig c = tiny::tiny_config();  // GQA
   const Model interleaved = tiny::random_model(c, 11);
@@ -115,10 +115,22 @@ TEST(EngineCuda, GqaRotateHalfBiasedQkNormedOlmo2AndYarnModelsMatchTheCpu) {
     m.config.rope_scaling.attention_factor = 1.3f;
     return m;
   }();
+  // LongRoPE: the prompt's 12 positions within an original context of 14, decoding past it (the
+  // new tokens rotated with the long factors)
+  const Model longrope = [&] {
+    Model m = rotate_half;
+    RopeScaling& r = m.config.rope_scaling;
+    r.type = "longrope";
+    r.original_max_position = 14;
+    r.short_factor = {1.0f, 1.5f, 2.0f, 3.0f};
+    r.long_factor = {1.0f, 4.0f, 9.0f, 16.0f};
+    r.attention_factor = 1.2f;
+    return m;
+  }();
   const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
   const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6};
-  for (const Model* m : {&interleaved, &rotate_half, &biased, &qk_normed, &olmo2, &yarn}) {
-    SCOPED_TRACE(m == &olmo2 ? "olmo2" : m == &yarn ? "yarn" : "llama-like");
+  for (const Model* m : {&interleaved, &rotate_half, &biased, &qk_normed, &olmo2, &yarn, &longrope}) {
+    SCOPED_TRACE(m == &olmo2 ? "olmo2" : m == &yarn ? "yarn" : m == &longrope ? "longrope" : "llama-like");
     expect_same_rows(capture_run(as_stored(*m), cpu_as_gpu(), prompt, forced),
                      capture_run(*m, on(Device::Cuda), prompt, forced), kSameNumbersTol);
   }

@@ -493,7 +493,7 @@ TEST(HfConfig, MistralLinearScalingAndUntiedHead) {
                              dir2.file("model.safetensors"));
   EXPECT_EQ(input_error_of([&] { load_model(dir2.file("")); }),
             dir2.file("config.json") +
-                ": unsupported rope_scaling type \"dynamic\" (supported: llama3, linear, yarn)");
+                ": unsupported rope_scaling type \"dynamic\" (supported: llama3, linear, yarn, longrope)");
 }
 
 // Mistral's sliding_window is read (null, or a window as long as the context, means none); Qwen2's

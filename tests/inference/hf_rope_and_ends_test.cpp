@@ -6,6 +6,7 @@
 // context.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -62,10 +63,32 @@ TEST(HfRopeParameters, ThetaAndScalingComeFromTheOneObject) {
   }
 }
 
+// LongRoPE (Phi-3's 128K models): the short and long factors, one per frequency (stories260K-hf's
+// head_dim 8: four); the original context from config.json's own original_max_position_embeddings
+// (where Phi-3 keeps it); the attention factor sqrt(1 + ln(512 / 128) / ln 128) where none is given.
+TEST(HfRopeParameters, LongRopeFactors) {
+  TempDir dir;
+  copy_with_weights(dir, with_keys("\"original_max_position_embeddings\": 128, \"rope_scaling\": {\"type\": "
+                                   "\"longrope\", \"short_factor\": [1, 1.5, 2, 3], \"long_factor\": [1, 4, 9, 16]}"));
+  const Model m = load_model(dir.file(""));
+  const RopeScaling& r = m.config.rope_scaling;
+  EXPECT_EQ(r.type, "longrope");
+  EXPECT_EQ(r.original_max_position, 128);
+  EXPECT_EQ(r.short_factor, (std::vector<float>{1.0f, 1.5f, 2.0f, 3.0f}));
+  EXPECT_EQ(r.long_factor, (std::vector<float>{1.0f, 4.0f, 9.0f, 16.0f}));
+  EXPECT_NEAR(r.attention_factor, std::sqrt(1 + std::log(4.0) / std::log(128.0)), 1e-6);
+  EXPECT_FALSE(m.config.long_rope(128));
+  EXPECT_TRUE(m.config.long_rope(129));
+}
+
 TEST(HfRopeParameters, WhatTheEngineCannotRunIsRefused) {
   const std::pair<std::string, std::string> cases[] = {
-      {"\"rope_parameters\": {\"rope_type\": \"longrope\", \"factor\": 4.0}",
-       "unsupported rope_parameters type \"longrope\" (supported: llama3, linear, yarn)"},
+      {"\"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 4.0}",
+       "unsupported rope_parameters type \"dynamic\" (supported: llama3, linear, yarn, longrope)"},
+      {"\"rope_parameters\": {\"rope_type\": \"longrope\", \"short_factor\": [1, 1, 1, 1], \"long_factor\": [1, 2]}",
+       "rope_parameters.long_factor is not a list of 4 factors (head_dim / 2)"},
+      {"\"rope_parameters\": {\"rope_type\": \"longrope\", \"long_factor\": [1, 1, 1, 1]}",
+       "missing rope_parameters.short_factor"},
       {"\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"beta_fast\": -2}",
        "rope_parameters.beta_fast has an invalid value -2"},
       {"\"rope_parameters\": {\"full_attention\": {\"rope_type\": \"default\"}}",
