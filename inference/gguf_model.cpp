@@ -275,11 +275,27 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   c.qk_norm = arch == "qwen3" || arch == "gemma3" || arch == "olmo2";
   const bool gemma = arch == "gemma2" || arch == "gemma3", phi3 = arch == "phi3", olmo2 = arch == "olmo2";
   // phi3 as llama.cpp runs it: q, k and v in one attn_qkv (or apart), gate and up in one ffn_up,
-  // attention.sliding_window on every layer; the 128K models' LongRoPE factors are not supported.
+  // attention.sliding_window on every layer; the 128K models' LongRoPE factors as tensors, chosen
+  // per forward pass as transformers chooses them (llama.cpp chooses once, by the context it is
+  // given).
   const bool fused_qkv = phi3 && g.find_tensor("blk.0.attn_qkv.weight") != nullptr;
   if (phi3) {
-    if (g.find_tensor("rope_factors_long.weight") != nullptr)
-      throw input_error(path, "rope_factors_long.weight (Phi-3's LongRoPE scaling) is not supported");
+    if (g.find_tensor("rope_factors_long.weight") != nullptr) {
+      RopeScaling& r = c.rope_scaling;
+      r.type = "longrope";
+      r.original_max_position = int_param(g, k + "rope.scaling.original_context_length", -1, kMaxContext);
+      WeightVector short_factor, long_factor;  // [head_dim/2] each
+      src.read(short_factor, "rope_factors_short.weight", c.head_dim / 2);
+      src.read(long_factor, "rope_factors_long.weight", c.head_dim / 2);
+      src.finish();
+      r.short_factor.assign(short_factor.begin(), short_factor.end());
+      r.long_factor.assign(long_factor.begin(), long_factor.end());
+      r.factor = static_cast<float>(c.seq_len) / static_cast<float>(r.original_max_position);
+      const float implied = r.factor <= 1.0f ? 1.0f
+                                             : std::sqrt(1.0f + std::log(r.factor) /
+                                                                    std::log(static_cast<float>(r.original_max_position)));
+      r.attention_factor = positive_float(g, k + "rope.scaling.attn_factor", implied);
+    }
     c.sliding_window = int_param(g, k + "attention.sliding_window", c.seq_len, kMaxContext);
     if (c.sliding_window >= c.seq_len) c.sliding_window = 0;  // never shorter than the context
   }

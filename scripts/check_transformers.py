@@ -526,7 +526,7 @@ def check(name, a):
     """Runs variant `name`; returns what compare() does."""
     if name == "smollm2":
         return check_smollm2(a.smollm2, a.kvscope, a.work)
-    prompt, steps, must_stop = PROMPT, STEPS, False
+    prompt, steps, must_stop, chat = PROMPT, STEPS, False, False
     if name == "stories260K-hf":
         d, prompt, steps = a.stories, STORIES_PROMPT, STORIES_STEPS
     elif name in VISION:

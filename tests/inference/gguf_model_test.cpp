@@ -378,8 +378,8 @@ TEST(GgufModel, Gemma2SoftCapsAndAlternatingLayers) {
 }
 
 // A phi3 GGUF: q/k/v stacked in attn_qkv and gate/up in ffn_up, in Hugging Face's rotate-half
-// order; attention.sliding_window on every layer; the naive forward pass's logits. The 128K
-// models' LongRoPE factors are refused.
+// order; attention.sliding_window on every layer; the naive forward pass's logits; the 128K
+// models' LongRoPE factors.
 TEST(GgufModel, Phi3FusedProjectionsAndSlidingWindow) {
   ModelConfig c = tiny::tiny_config();
   c.rope_style = RopeStyle::RotateHalf;
@@ -398,11 +398,40 @@ TEST(GgufModel, Phi3FusedProjectionsAndSlidingWindow) {
   }
   expect_naive_logits(m, want, {1, 5, 9, 3, 14, 7, 22, 30, 2, 11});  // longer than the window
 
+  // The 128K models' LongRoPE: the factor tensors, the original context and the attention factor
+  // from the metadata; the loaded model's logits are those of the model it was written from, short
+  // factors within the original context of 6 and long past it.
   const std::string longrope = dir.file("longrope.gguf");
-  write_model_gguf(longrope, "phi3", want, {},
-                   [&](testing::GgufWriter& w) { w.add_f32_tensor("rope_factors_long.weight", {4}, {1, 1, 1, 1}); });
-  EXPECT_EQ(input_error_of([&] { load_model(longrope); }),
-            longrope + ": rope_factors_long.weight (Phi-3's LongRoPE scaling) is not supported");
+  Model scaled = want;
+  RopeScaling& r = scaled.config.rope_scaling;
+  r.type = "longrope";
+  r.original_max_position = 6;
+  r.short_factor = {1.0f, 1.5f, 2.0f, 3.0f};
+  r.long_factor = {1.0f, 4.0f, 9.0f, 16.0f};
+  r.attention_factor = 1.1f;
+  const auto factors = [&](testing::GgufWriter& w) {
+    w.add_u32("phi3.attention.sliding_window", c.sliding_window);
+    w.add_f32_tensor("rope_factors_short.weight", {4}, {1.0f, 1.5f, 2.0f, 3.0f});
+    w.add_f32_tensor("rope_factors_long.weight", {4}, {1.0f, 4.0f, 9.0f, 16.0f});
+  };
+  write_model_gguf(longrope, "phi3", scaled, {}, [&](testing::GgufWriter& w) {
+    factors(w);
+    w.add_u32("phi3.rope.scaling.original_context_length", 6);
+    w.add_f32("phi3.rope.scaling.attn_factor", 1.1f);
+  });
+  const Model lr = load_model(longrope);
+  EXPECT_EQ(lr.config.rope_scaling.type, "longrope");
+  EXPECT_EQ(lr.config.rope_scaling.long_factor, r.long_factor);
+  EXPECT_EQ(lr.config.rope_scaling.attention_factor, 1.1f);
+  for (const std::vector<int> tokens : {std::vector<int>{1, 5, 9, 3, 14}, std::vector<int>{1, 5, 9, 3, 14, 7, 22, 30}}) {
+    Engine loaded(lr), written(scaled);
+    const std::span<const float> a = loaded.prefill(tokens), b = written.prefill(tokens);
+    for (int i = 0; i < c.vocab_size; ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << tokens.size() << " tokens, logit " << i;
+  }
+  const std::string no_original = dir.file("no_original.gguf");
+  write_model_gguf(no_original, "phi3", want, {}, factors);
+  EXPECT_EQ(input_error_of([&] { load_model(no_original); }),
+            no_original + ": missing metadata phi3.rope.scaling.original_context_length");
 }
 
 // An olmo2 GGUF: no attn_norm or ffn_norm, the norms after both blocks, attn_q_norm and
