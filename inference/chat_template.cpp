@@ -64,8 +64,10 @@ std::string detect_chat_family(const std::string& t) {
   if (contains(t, "<|start_header_id|>")) return "llama3";
   if (contains(t, "<start_of_turn>")) return "gemma";
   if (contains(t, "<|user|>") && contains(t, "<|end|>")) return "phi3";
-  // Tulu's user turn ends with a newline (Zephyr's, which looks alike, with EOS)
-  if (contains(t, "<|user|>") && contains(t, "message['content'] + '\\n' }}")) return "tulu";
+  // Tulu's: BOS first, the user's turn ended with a newline (Zephyr's, which looks alike, ends it
+  // with EOS; a look-alike without BOS is not taken for it either)
+  if (contains(t, "<|user|>") && contains(t, "message['content'] + '\\n' }}") && contains(t, "bos_token"))
+    return "tulu";
   // DeepSeek's fullwidth bars: R1's distilled models open the reply's <think> block themselves
   if (contains(t, "<｜User｜>")) return contains(t, "<｜Assistant｜><think>") ? "deepseek-r1" : "deepseek-v3";
   if (contains(t, "[INST]")) return contains(t, "<<SYS>>") ? "llama2" : "mistral";

@@ -80,6 +80,9 @@ TEST(ChatTemplate, DetectsFamilies) {
                 "message['content'] + eos_token }}{% endif %}{% endif %}{% if loop.last and add_generation_prompt "
                 "%}{{ '<|assistant|>\\n' }}{% endif %}{% endfor %}"),
             "tulu");
+  // Tulu's without its BOS: not Tulu's format
+  EXPECT_EQ(detect_chat_family("{% elif message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + '\\n' }}"),
+            "");
   // Zephyr's: the user's turn ends with EOS, not a newline; no family in the table
   EXPECT_EQ(detect_chat_family("{% if message['role'] == 'user' %}\n{{ '<|user|>\\n' + message['content'] + eos_token "
                                "}}\n{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\\n'  + message['content'] + "
