@@ -120,13 +120,8 @@ TEST(EngineConsistency, RopeInCacheWithFullCacheChangesNothing) {
 // one that ends past it with the long ones (the prompt's 13 tokens past an original of 8); the
 // same model with both factor sets made the short or the long one gives the other's logits.
 TEST(EngineConsistency, LongRopeChoosesItsFactorsByWhereThePassEnds) {
-  ModelConfig c = tiny::tiny_config();
+  ModelConfig c = tiny::with_longrope(tiny::tiny_config(), 8, 1.2f);
   c.rope_style = RopeStyle::RotateHalf;
-  c.rope_scaling.type = "longrope";
-  c.rope_scaling.original_max_position = 8;
-  c.rope_scaling.short_factor = {1.0f, 1.5f, 2.0f, 3.0f};
-  c.rope_scaling.long_factor = {1.0f, 4.0f, 9.0f, 16.0f};
-  c.rope_scaling.attention_factor = 1.2f;
   const Model m = tiny::random_model(c, 12);
   Model short_only = m, long_only = m;
   short_only.config.rope_scaling.long_factor = c.rope_scaling.short_factor;

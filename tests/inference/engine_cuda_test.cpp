@@ -119,12 +119,7 @@ TEST(EngineCuda, GqaRotateHalfBiasedQkNormedOlmo2YarnAndLongRopeModelsMatchTheCp
   // new tokens rotated with the long factors)
   const Model longrope = [&] {
     Model m = rotate_half;
-    RopeScaling& r = m.config.rope_scaling;
-    r.type = "longrope";
-    r.original_max_position = 14;
-    r.short_factor = {1.0f, 1.5f, 2.0f, 3.0f};
-    r.long_factor = {1.0f, 4.0f, 9.0f, 16.0f};
-    r.attention_factor = 1.2f;
+    m.config = tiny::with_longrope(m.config, 14, 1.2f);
     return m;
   }();
   const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};

@@ -403,16 +403,12 @@ TEST(GgufModel, Phi3FusedProjectionsAndSlidingWindow) {
   // factors within the original context of 6 and long past it.
   const std::string longrope = dir.file("longrope.gguf");
   Model scaled = want;
-  RopeScaling& r = scaled.config.rope_scaling;
-  r.type = "longrope";
-  r.original_max_position = 6;
-  r.short_factor = {1.0f, 1.5f, 2.0f, 3.0f};
-  r.long_factor = {1.0f, 4.0f, 9.0f, 16.0f};
-  r.attention_factor = 1.1f;
+  scaled.config = tiny::with_longrope(c, 6, 1.1f);
+  const RopeScaling& r = scaled.config.rope_scaling;
   const auto factors = [&](testing::GgufWriter& w) {
     w.add_u32("phi3.attention.sliding_window", c.sliding_window);
-    w.add_f32_tensor("rope_factors_short.weight", {4}, {1.0f, 1.5f, 2.0f, 3.0f});
-    w.add_f32_tensor("rope_factors_long.weight", {4}, {1.0f, 4.0f, 9.0f, 16.0f});
+    w.add_f32_tensor("rope_factors_short.weight", {4}, {r.short_factor.begin(), r.short_factor.end()});
+    w.add_f32_tensor("rope_factors_long.weight", {4}, {r.long_factor.begin(), r.long_factor.end()});
   };
   write_model_gguf(longrope, "phi3", scaled, {}, [&](testing::GgufWriter& w) {
     factors(w);

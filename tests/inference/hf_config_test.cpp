@@ -269,20 +269,23 @@ TEST(HfConfig, Phi3FusedProjectionsSplitOnLoad) {
 // post_feedforward_layernorm after the blocks, q_norm and k_norm as wide as all of a token's query
 // (key) heads; rms_norm_eps defaults to Olmo2Config's 1e-5. A per-head q_norm (Qwen3's width) is
 // refused by its shape.
-TEST(HfConfig, Olmo2NormsAfterTheBlocksAndAcrossHeads) {
+// stories260K-hf's tensors as an OLMo checkpoint lays them out: no input_layernorm, q_norm and
+// k_norm [q_width] and [k_width] from 1 and 2, post_feedforward_layernorm from 3 (each + its index).
+std::vector<RawTensor> olmo_tensors(uint64_t q_width, uint64_t k_width) {
   std::vector<RawTensor> all;
   for (const RawTensor& t : read_raw(shared_model("stories260K-hf/model.safetensors")))
     if (t.name.find("input_layernorm") == std::string::npos) all.push_back(t);
-  std::vector<RawTensor> per_head = all;
   for (int l = 0; l < 5; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    all.push_back(f32_tensor(p + "self_attn.q_norm.weight", {64}, 1.0f));
-    all.push_back(f32_tensor(p + "self_attn.k_norm.weight", {32}, 2.0f));
+    all.push_back(f32_tensor(p + "self_attn.q_norm.weight", {q_width}, 1.0f));
+    all.push_back(f32_tensor(p + "self_attn.k_norm.weight", {k_width}, 2.0f));
     all.push_back(f32_tensor(p + "post_feedforward_layernorm.weight", {64}, 3.0f));
-    per_head.push_back(f32_tensor(p + "self_attn.q_norm.weight", {8}, 1.0f));
-    per_head.push_back(f32_tensor(p + "self_attn.k_norm.weight", {8}, 2.0f));
-    per_head.push_back(f32_tensor(p + "post_feedforward_layernorm.weight", {64}, 3.0f));
   }
+  return all;
+}
+
+TEST(HfConfig, Olmo2NormsAfterTheBlocksAndAcrossHeads) {
+  const std::vector<RawTensor> all = olmo_tensors(64, 32), per_head = olmo_tensors(8, 8);
   std::string olmo = config_with(hf_config(), "architectures", "[\"Olmo2ForCausalLM\"]");
   olmo = config_with(olmo, "model_type", "\"olmo2\"");
   TempDir dir;
@@ -323,15 +326,7 @@ TEST(HfConfig, Olmo2NormsAfterTheBlocksAndAcrossHeads) {
 // says), rotated at the global base unscaled; YaRN on the global layers, its attention factor
 // 0.1 ln(factor) + 1 unless given.
 TEST(HfConfig, Olmo3LocalLayersAndYarn) {
-  std::vector<RawTensor> all;
-  for (const RawTensor& t : read_raw(shared_model("stories260K-hf/model.safetensors")))
-    if (t.name.find("input_layernorm") == std::string::npos) all.push_back(t);
-  for (int l = 0; l < 5; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    all.push_back(f32_tensor(p + "self_attn.q_norm.weight", {64}, 1.0f));
-    all.push_back(f32_tensor(p + "self_attn.k_norm.weight", {32}, 2.0f));
-    all.push_back(f32_tensor(p + "post_feedforward_layernorm.weight", {64}, 3.0f));
-  }
+  const std::vector<RawTensor> all = olmo_tensors(64, 32);
   // config.json of an Olmo3ForCausalLM with rope_scaling `scaling` (and `more` keys after it)
   const auto olmo = [](const std::string& scaling, const std::string& more = "") {
     return config_with(config_with(hf_config(), "architectures", "[\"Olmo3ForCausalLM\"]"), "rope_theta",

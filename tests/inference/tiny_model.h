@@ -78,6 +78,18 @@ inline ModelConfig olmo2_config() {
   return c;
 }
 
+// c with LongRoPE scaling (head_dim 8: four factors a set, the long ones larger) over an original
+// context of `original` positions, cos and sin scaled by attention_factor.
+inline ModelConfig with_longrope(ModelConfig c, int original, float attention_factor) {
+  RopeScaling& r = c.rope_scaling;
+  r.type = "longrope";
+  r.original_max_position = original;
+  r.short_factor = {1.0f, 1.5f, 2.0f, 3.0f};
+  r.long_factor = {1.0f, 4.0f, 9.0f, 16.0f};
+  r.attention_factor = attention_factor;
+  return c;
+}
+
 inline WeightVector random_vec(std::mt19937_64& rng, std::size_t n, float lo, float hi) {
   std::uniform_real_distribution<float> d(lo, hi);
   WeightVector v(n);
