@@ -151,6 +151,9 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add("n_kv_heads", c.n_kv_heads).add("head_dim", c.head_dim).add("vocab_size", c.vocab_size)
         .add("seq_len", c.seq_len).add("sliding_window", c.sliding_window)
         .add("rope_theta", static_cast<double>(c.rope_theta))
+        .add("rope_scaling", c.rope_scaling.type)
+        .add("rope_factor", static_cast<double>(c.rope_scaling.factor))
+        .add("rope_attention_factor", static_cast<double>(c.rope_scaling.attention_factor))
         .add("rope_style", c.rope_style == RopeStyle::Interleaved ? "interleaved" : "rotate_half")
         .add_bool("tied_classifier", c.tied_classifier).add_bool("qkv_bias", c.qkv_bias)
         .add_bool("qk_norm", c.qk_norm).add("qk_norm_width", qk_norm_width).add("block_norms", block_norms)
@@ -178,9 +181,20 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
               " layers, local rope theta " + base;
   }
   if (!window.empty()) window += ")";
-  std::printf("vocab      %d; context %d%s; rope theta %g (%s%s%s); rms eps %g\n", c.vocab_size, c.seq_len,
+  std::string scaling;  // ", TYPE scaling by F[ over N positions][, attention factor A]"
+  if (const RopeScaling& r = c.rope_scaling; !r.type.empty()) {
+    char text[160];
+    std::snprintf(text, sizeof text, ", %s scaling by %g", r.type.c_str(), r.factor);
+    scaling = text;
+    if (r.type != "linear") scaling += " over " + std::to_string(r.original_max_position) + " positions";
+    if (r.attention_factor != 1.0f) {
+      std::snprintf(text, sizeof text, ", attention factor %.4g", r.attention_factor);
+      scaling += text;
+    }
+  }
+  std::printf("vocab      %d; context %d%s; rope theta %g (%s%s); rms eps %g\n", c.vocab_size, c.seq_len,
               window.c_str(), c.rope_theta, c.rope_style == RopeStyle::Interleaved ? "interleaved pairs" : "rotate-half",
-              c.rope_scaling.type.empty() ? "" : ", scaling ", c.rope_scaling.type.c_str(), c.rms_eps);
+              scaling.c_str(), c.rms_eps);
   std::string caps;  // Gemma 2's soft caps
   for (const auto& [what, cap] : {std::pair{"scores", c.attn_softcap}, std::pair{"logits", c.final_softcap}}) {
     char text[64];

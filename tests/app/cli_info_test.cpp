@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cmath>
+#include <fstream>
+#include <iterator>
+
 #include "analysis/h5_util.h"
 #include "analysis/trace.h"
 #include "cli_util.h"
@@ -108,6 +112,26 @@ TEST(CliInfo, HuggingFaceFolderJson) {
   EXPECT_EQ(j.get_string("rope_style", ""), "rotate_half");
   EXPECT_TRUE(j.get_bool("tied_classifier", false));
   EXPECT_EQ(j.get_number("parameters", 0), kStoriesTiedParams);  // was off by one row of 64
+}
+
+// A YaRN-scaled folder (stories260K-hf's, its config.json given a rope_scaling): the scaling's
+// type, factor, original context and attention factor, in text and JSON.
+TEST(CliInfo, RopeScalingIsDescribed) {
+  TempDir dir;
+  fs::copy(shared("stories260K-hf"), dir.path(), fs::copy_options::recursive);
+  std::ifstream in(dir.file("config.json"));
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  config.insert(1, "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 8.0, "
+                   "\"original_max_position_embeddings\": 64},");
+  std::ofstream(dir.file("config.json"), std::ios::trunc) << config;
+  const CliResult text = run_kvscope({"info", dir.path()});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("rope theta 10000 (rotate-half, yarn scaling by 8 over 64 positions, attention factor 1.208)"),
+            std::string::npos) << text.out;
+  const Json j = parse_json(run_kvscope({"info", dir.path(), "--json"}));
+  EXPECT_EQ(j.get_string("rope_scaling", ""), "yarn");
+  EXPECT_EQ(j.get_number("rope_factor", 0), 8);
+  EXPECT_NEAR(j.get_number("rope_attention_factor", 0), 0.1 * std::log(8.0) + 1, 1e-6);
 }
 
 class CliInfoTrace : public ::testing::Test {
