@@ -223,12 +223,20 @@ struct Impl final : Forward {
   cuda::DeviceBuffer<float> rope_long_cos, rope_long_sin;
   // The local layers' own tables (ModelConfig::local_layers), [seq_len, head_dim/2]; empty without.
   cuda::DeviceBuffer<float> rope_local_cos, rope_local_sin;
+  // The NoPE layers' (ModelConfig::nope_layers): cos 1 and sin 0, [seq_len, head_dim/2]; empty without.
+  cuda::DeviceBuffer<float> rope_none_cos, rope_none_sin;
   bool long_rope = false;  // the forward pass under way rotates with the long tables
   const float* rope_cos_of(int l) const {
-    return c.local(l) ? rope_local_cos.get() : long_rope ? rope_long_cos.get() : rope_cos.get();
+    return c.nope(l)    ? rope_none_cos.get()
+           : c.local(l) ? rope_local_cos.get()
+           : long_rope  ? rope_long_cos.get()
+                        : rope_cos.get();
   }
   const float* rope_sin_of(int l) const {
-    return c.local(l) ? rope_local_sin.get() : long_rope ? rope_long_sin.get() : rope_sin.get();
+    return c.nope(l)    ? rope_none_sin.get()
+           : c.local(l) ? rope_local_sin.get()
+           : long_rope  ? rope_long_sin.get()
+                        : rope_sin.get();
   }
   cuda::DeviceBuffer<int32_t> iota;              // [seq_len] 0, 1, 2, ...
 

@@ -29,8 +29,8 @@ struct Engine::State {
         rope(rope_inv_freq(m), m.config.rope_scaling.attention_factor),
         rope_long(rope_long_inv_freq(m), m.config.rope_scaling.attention_factor),
         rope_local(rope_local_inv_freq(m)),
+        rope_none(std::vector<float>(m.config.nope_layers.empty() ? 0 : m.config.head_dim / 2, 0.0f)),
         config(m.config),
-        local_layers(m.config.local_layers),
         rope_in_cache(rope_in_cache),
         ranges_left(std::make_unique<std::atomic<int>[]>(m.config.n_kv_heads)) {}
 
@@ -38,9 +38,9 @@ struct Engine::State {
   ops::RopeTable rope;        // the global layers' (every layer's, without local ones)
   ops::RopeTable rope_long;   // LongRoPE's long factors' (ModelConfig::long_rope); empty otherwise
   ops::RopeTable rope_local;  // the local layers' (ModelConfig::local_layers)
+  ops::RopeTable rope_none;   // the NoPE layers' (ModelConfig::nope_layers): cos 1, sin 0, no rotation
   const ModelConfig& config;  // the model's, which outlives the engine
   bool long_rope = false;     // the forward pass under way rotates with rope_long
-  const std::vector<uint8_t> local_layers;  // [n_layers] or empty (ModelConfig::local_layers)
   const bool rope_in_cache;  // EngineOptions::rope_in_cache
   AttentionObserver* observer = nullptr;
   CacheController* controller = nullptr;
@@ -127,10 +127,12 @@ struct Engine::State {
   void prepare_rope(int end) {
     long_rope = config.long_rope(end);
     (long_rope ? rope_long : rope).reserve(end);
-    if (!local_layers.empty()) rope_local.reserve(end);
+    if (!config.local_layers.empty()) rope_local.reserve(end);
+    if (!config.nope_layers.empty()) rope_none.reserve(end);
   }
   const ops::RopeTable& rope_of(int layer) const {
-    if (!local_layers.empty() && local_layers[layer]) return rope_local;
+    if (config.nope(layer)) return rope_none;
+    if (config.local(layer)) return rope_local;
     return long_rope ? rope_long : rope;
   }
 

@@ -54,6 +54,7 @@ const Architecture kArchitectures[] = {
     {"Gemma3ForCausalLM", "gemma3", false, true, 131072, 256, 1e-6f, {262208, 2304, 9216, 26, 8, 4}},
     {"Olmo2ForCausalLM", "olmo2", false, true, 2048, 0, 1e-5f, {50304, 4096, 11008, 32, 32}},
     {"Olmo3ForCausalLM", "olmo3", false, true, 2048, 0, 1e-5f, {50304, 4096, 11008, 32, 32}},
+    {"SmolLM3ForCausalLM", "smollm3", false, false, 32768, 0, 1e-6f, {128256, 2048, 11008, 36, 16, 4}},
 };
 // A Gemma 3 checkpoint with a vision tower: its language model (text_config, the tensors under
 // language_model.model. as the hub holds them or model.language_model. as transformers 5 saves
@@ -393,6 +394,29 @@ std::vector<uint8_t> read_layer_types(const std::string& path, const Json& j, in
   return local;
 }
 
+// SmolLM3's NoPE layers, [n_layers], 1 where a layer does not rotate: config.json's no_rope_layers
+// (1 where a layer does), else every no_rope_layer_interval-th layer (default 4).
+std::vector<uint8_t> read_nope_layers(const std::string& path, const Json& j, int n_layers) {
+  std::vector<uint8_t> nope(n_layers);
+  const Json* listed = j.find("no_rope_layers");
+  if (listed == nullptr || listed->is_null()) {
+    const int interval = positive_int(j.find("no_rope_layer_interval"), path, "no_rope_layer_interval", 4, kMaxLayers);
+    for (int l = 0; l < n_layers; ++l) nope[l] = (l + 1) % interval == 0;
+    return nope;
+  }
+  if (!listed->is_array() || listed->size() != static_cast<std::size_t>(n_layers))
+    throw input_error(path, "no_rope_layers is not a list of num_hidden_layers (" + std::to_string(n_layers) +
+                                ") flags");
+  for (int l = 0; l < n_layers; ++l) {
+    const Json& v = listed->items()[l];
+    if (!v.is_number() || (v.as_number() != 0 && v.as_number() != 1))
+      throw input_error(path, "no_rope_layers holds " + (v.is_number() ? number_text(v.as_number()) : type_phrase(v)) +
+                                  " (expected 0 or 1)");
+    nope[l] = v.as_number() == 0;
+  }
+  return nope;
+}
+
 // Gemma 2 and 3 (text): GeGLU (hidden_activation), embeddings scaled by sqrt(hidden_size), a tied
 // classifier unless told otherwise, and local layers (layer_types, else all but every
 // pattern-th: Gemma 2 every other one, Gemma 3 sliding_window_pattern, default 6) attending within
@@ -472,7 +496,7 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
                       "unsupported architecture \"" + hf_arch +
                           "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                           "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
-                          "Olmo2ForCausalLM, Olmo3ForCausalLM, " +
+                          "Olmo2ForCausalLM, Olmo3ForCausalLM, SmolLM3ForCausalLM, " +
                           kGemma3Multimodal + ")");
   }
   const ShapeDefaults& d = arch->shape;
@@ -540,6 +564,18 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
       for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = (l + 1) % 4 != 0;
     }
     read_rope(path, j, c, 10000.0f, true);
+    return c;
+  }
+  if (c.arch == "smollm3") {
+    // Llama's layers, every no_rope_layer_interval-th (4th) without RoPE unless no_rope_layers (1
+    // where a layer rotates) lists them; a tied classifier unless told otherwise; the sliding
+    // window SmolLM3Config can put on its NoPE layers is refused.
+    c.tied_classifier = flag(j.find("tie_word_embeddings"), path, "tie_word_embeddings", true);
+    if (flag(j.find("use_sliding_window"), path, "use_sliding_window", false))
+      throw input_error(path, "use_sliding_window (SmolLM3's windowed NoPE layers) is not supported");
+    c.nope_layers = read_nope_layers(path, j, c.n_layers);
+    read_layer_types(path, j, c.n_layers, false);
+    read_rope(path, j, c, 2000000.0f);
     return c;
   }
   // Sliding-window attention: Mistral's sliding_window (null from v0.2 on); Qwen2 and Qwen3

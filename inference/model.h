@@ -41,7 +41,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3 | olmo2
+  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3 | olmo2 | olmo3 | smollm3
   std::string name;            // human-readable model name
   int dim = 0;                 // hidden size
   int hidden_dim = 0;          // FFN inner size
@@ -74,6 +74,9 @@ struct ModelConfig {
   // rope_theta with rope_scaling). Empty: every layer alike, windowed where sliding_window > 0.
   std::vector<uint8_t> local_layers;
   float rope_local_theta = 10000.0f;
+  // Layers without positions (SmolLM3's NoPE layers): [n_layers], 1 where a layer rotates neither
+  // queries nor keys. Empty: every layer rotates.
+  std::vector<uint8_t> nope_layers;
   // Tokens that end a text besides the tokenizer's EOS and BOS: an HF folder's eos_token_id lists
   // (config.json, generation_config.json), a GGUF file's end-of-turn and end-of-message tokens.
   std::vector<int> end_ids;
@@ -83,6 +86,7 @@ struct ModelConfig {
   int kv_dim() const { return n_kv_heads * head_dim; }
   int group() const { return n_heads / n_kv_heads; }
   bool local(int layer) const { return !local_layers.empty() && local_layers[layer] != 0; }
+  bool nope(int layer) const { return !nope_layers.empty() && nope_layers[layer] != 0; }
   // Layer `layer`'s sliding window (0: none).
   int window(int layer) const { return local_layers.empty() || local(layer) ? sliding_window : 0; }
   // Whether a forward pass over positions up to end - 1 rotates with LongRoPE's long factors.

@@ -136,6 +136,7 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
   const ModelConfig& c = model.config;
   const double params = static_cast<double>(model.parameter_count());
   const int local_layers = static_cast<int>(std::count(c.local_layers.begin(), c.local_layers.end(), 1));
+  const int nope_layers = static_cast<int>(std::count(c.nope_layers.begin(), c.nope_layers.end(), 1));
   // Where the layers normalise (every layer alike): before each block, after it (OLMo 2) or both
   // (Gemma); and the QK-norm's width, head_dim or a token's heads together (OLMo 2).
   const LayerWeights* layer0 = model.weights.layers.empty() ? nullptr : &model.weights.layers[0];
@@ -159,6 +160,7 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add_bool("qk_norm", c.qk_norm).add("qk_norm_width", qk_norm_width).add("block_norms", block_norms)
         .add("activation", c.activation == Activation::GeluTanh ? "gelu_tanh" : "silu")
         .add("local_layers", local_layers)
+        .add("nope_layers", nope_layers)
         .add("attn_softcap", static_cast<double>(c.attn_softcap))
         .add("final_softcap", static_cast<double>(c.final_softcap))
         .add("parameters", params);
@@ -192,6 +194,8 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
       scaling += text;
     }
   }
+  if (nope_layers > 0)  // SmolLM3's layers without positions
+    scaling += ", none on " + std::to_string(nope_layers) + " of " + std::to_string(c.n_layers) + " layers (NoPE)";
   std::printf("vocab      %d; context %d%s; rope theta %g (%s%s); rms eps %g\n", c.vocab_size, c.seq_len,
               window.c_str(), c.rope_theta, c.rope_style == RopeStyle::Interleaved ? "interleaved pairs" : "rotate-half",
               scaling.c_str(), c.rms_eps);

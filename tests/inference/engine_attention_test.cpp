@@ -212,6 +212,11 @@ TEST(EngineAttention, Olmo2NormsAfterBlocksAndAcrossHeadsMatchNaiveForward) {
   EXPECT_GT(rows, 0.05);
 }
 
+// SmolLM3: the NoPE layer rotates neither queries nor keys, the others do.
+TEST(EngineAttention, SmolLM3NoPELayerMatchesNaiveForward) {
+  expect_windowed_rows_match(tiny::random_model(tiny::smollm3_config(), 37));
+}
+
 TEST(EngineAttention, BlocksArriveInLayerHeadBlockOrder) {
   const Model m = tiny::random_model(tiny::tiny_config(), 3);
   EngineOptions opt;

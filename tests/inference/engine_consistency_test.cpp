@@ -102,11 +102,12 @@ TEST(EngineConsistency, LogitsMatchNaiveForwardForBothStyles) {
 }
 
 // Keys cached before RoPE and rotated by their slot give a full cache's logits; on Gemma 3's
-// layers too, whose local ones rotate with their own base, Gemma 2's soft-capped ones and OLMo 2's
-// (QK-norm across heads, norms after the blocks).
+// layers too, whose local ones rotate with their own base, Gemma 2's soft-capped ones, OLMo 2's
+// (QK-norm across heads, norms after the blocks) and SmolLM3's (a NoPE layer).
 TEST(EngineConsistency, RopeInCacheWithFullCacheChangesNothing) {
   for (const Model& m : {tiny::random_model(tiny::tiny_config(), 6), tiny::random_model(tiny::gemma3_config(), 8),
-                         tiny::random_model(tiny::gemma2_config(), 9), tiny::random_model(tiny::olmo2_config(), 10)}) {
+                         tiny::random_model(tiny::gemma2_config(), 9), tiny::random_model(tiny::olmo2_config(), 10),
+                         tiny::random_model(tiny::smollm3_config(), 11)}) {
     SCOPED_TRACE(m.config.arch);
     EngineOptions shifted;
     shifted.rope_in_cache = true;

@@ -93,7 +93,7 @@ TEST(EngineCuda, AttentionRowsMatchTheCpusInPrefillAndDecode) {
   EXPECT_EQ(gpu.prefill_end, static_cast<int>(kPromptIds.size()));
 }
 
-TEST(EngineCuda, GqaRotateHalfBiasedQkNormedOlmo2YarnAndLongRopeModelsMatchTheCpu) {
+TEST(EngineCuda, GqaRotateHalfBiasedQkNormedOlmoYarnLongRopeAndNoPEModelsMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   ModelConfig c = tiny::tiny_config();  // GQA
   const Model interleaved = tiny::random_model(c, 11);
@@ -124,8 +124,9 @@ TEST(EngineCuda, GqaRotateHalfBiasedQkNormedOlmo2YarnAndLongRopeModelsMatchTheCp
   }();
   const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
   const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6};
-  for (const Model* m : {&interleaved, &rotate_half, &biased, &qk_normed, &olmo2, &yarn, &longrope}) {
-    SCOPED_TRACE(m == &olmo2 ? "olmo2" : m == &yarn ? "yarn" : m == &longrope ? "longrope" : "llama-like");
+  const Model smollm3 = tiny::random_model(tiny::smollm3_config(), 15);  // a NoPE layer beside rotating ones
+  for (const Model* m : {&interleaved, &rotate_half, &biased, &qk_normed, &olmo2, &yarn, &longrope, &smollm3}) {
+    SCOPED_TRACE(m->config.arch + " " + m->config.rope_scaling.type);
     expect_same_rows(capture_run(as_stored(*m), cpu_as_gpu(), prompt, forced),
                      capture_run(*m, on(Device::Cuda), prompt, forced), kSameNumbersTol);
   }

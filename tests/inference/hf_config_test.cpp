@@ -370,6 +370,34 @@ TEST(HfConfig, Olmo3LocalLayersAndYarn) {
   EXPECT_EQ(g.config.rope_scaling.original_max_position, 512);  // no original given: the context
 }
 
+// SmolLM3: Llama's tensors, every 4th layer without RoPE (or as no_rope_layers says, 1 where a
+// layer rotates); a windowed NoPE layer and malformed lists are refused.
+TEST(HfConfig, SmolLM3NoPELayers) {
+  const std::string smol = config_with(config_with(hf_config(), "architectures", "[\"SmolLM3ForCausalLM\"]"),
+                                       "model_type", "\"smollm3\"");
+  TempDir dir;
+  copy_with_weights(dir, smol);
+  const Model m = load_model(dir.file(""));
+  EXPECT_EQ(m.config.arch, "smollm3");
+  EXPECT_EQ(m.config.nope_layers, (std::vector<uint8_t>{0, 0, 0, 1, 0}));
+  EXPECT_TRUE(m.config.nope(3));
+  EXPECT_FALSE(m.config.nope(4));
+  TempDir listed;
+  copy_with_weights(listed, config_with(smol, "model_type", "\"smollm3\", \"no_rope_layers\": [1, 0, 1, 1, 0]"));
+  EXPECT_EQ(load_model(listed.file("")).config.nope_layers, (std::vector<uint8_t>{0, 1, 0, 0, 1}));
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"\"smollm3\", \"no_rope_layers\": [1, 0]", "no_rope_layers is not a list of num_hidden_layers (5) flags"},
+      {"\"smollm3\", \"no_rope_layers\": [1, 0, 2, 1, 1]", "no_rope_layers holds 2 (expected 0 or 1)"},
+      {"\"smollm3\", \"use_sliding_window\": true, \"sliding_window\": 8",
+       "use_sliding_window (SmolLM3's windowed NoPE layers) is not supported"},
+  };
+  for (const auto& [model_type, problem] : bad) {
+    TempDir d;
+    copy_with_weights(d, config_with(smol, "model_type", model_type));
+    EXPECT_EQ(input_error_of([&] { load_model(d.file("")); }), d.file("config.json") + ": " + problem);
+  }
+}
+
 // Gemma 3 with a vision tower (Gemma3ForConditionalGeneration, as the 4B, 12B and 27B are published):
 // the language model from text_config, which leaves num_attention_heads and num_key_value_heads to
 // Gemma3TextConfig's defaults (8 and 4), its tensors under language_model.model. (the hub's layout)

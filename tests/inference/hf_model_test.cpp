@@ -218,7 +218,8 @@ TEST(HfModel, UnsupportedArchitectureAndDtype) {
             dir.file("config.json") +
                 ": unsupported architecture \"GPTNeoXForCausalLM\" (supported: "
                 "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
-                "Gemma2ForCausalLM, Gemma3ForCausalLM, Olmo2ForCausalLM, Olmo3ForCausalLM, Gemma3ForConditionalGeneration)");
+                "Gemma2ForCausalLM, Gemma3ForCausalLM, Olmo2ForCausalLM, Olmo3ForCausalLM, SmolLM3ForCausalLM, "
+                "Gemma3ForConditionalGeneration)");
 
   TempDir dir2;
   copy_side_files(dir2);

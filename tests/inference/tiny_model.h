@@ -1,6 +1,6 @@
 // Test support: small random-weight Llama models built in code (Qwen2's biases, Qwen3's QK-norm,
 // Gemma's local layers, post-block norms, GeGLU and scaled embeddings, Gemma 2's soft caps, OLMo 2's
-// norms after the blocks only and QK-norm across heads where the config asks),
+// norms after the blocks only and QK-norm across heads, SmolLM3's NoPE layers where the config asks),
 // the HF q/k row permutation, and an independent naive forward pass (double precision, no KV
 // cache, no kernels/ code) that gives every attention row and every position's logits.
 #pragma once
@@ -75,6 +75,17 @@ inline ModelConfig olmo2_config() {
   c.qk_norm = true;
   c.rope_style = RopeStyle::RotateHalf;
   c.tied_classifier = false;
+  return c;
+}
+
+// tiny_config() as SmolLM3 lays a model out: four layers, the last without RoPE (a NoPE layer),
+// rotate-half pairs.
+inline ModelConfig smollm3_config() {
+  ModelConfig c = tiny_config();
+  c.arch = "smollm3";
+  c.n_layers = 4;
+  c.nope_layers = {0, 0, 0, 1};
+  c.rope_style = RopeStyle::RotateHalf;
   return c;
 }
 
@@ -239,9 +250,11 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
       std::copy(y.begin(), y.end(), x.begin() + h);
     }
   };
-  // Rotates one head vector of layer l by position p: a local layer's own base, unscaled.
+  // Rotates one head vector of layer l by position p: a local layer's own base, unscaled; a NoPE
+  // layer's not at all.
   auto rotate = [&](int l, const double* in, double* out, double p) {
     const int half = hd / 2;
+    if (c.nope(l)) return static_cast<void>(std::copy(in, in + hd, out));
     const bool local = c.local(l);
     for (int i = 0; i < half; ++i) {
       const double scaled = c.rope_scaling.type == "linear" && !local ? p / c.rope_scaling.factor : p;
