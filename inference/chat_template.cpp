@@ -57,6 +57,8 @@ std::vector<std::string> chat_families() {
 
 std::string detect_chat_family(const std::string& t) {
   if (contains(t, "<|im_start|>")) {
+    // SmolLM3's system turn holds the day's date and a reasoning mode: no fixed format gives it
+    if (contains(t, "Reasoning Mode")) return "";
     if (contains(t, "SmolLM")) return "smollm2";
     if (contains(t, "<think>")) return "qwen3";  // reasoning turns; no default system prompt
     return contains(t, "You are Qwen, created by Alibaba Cloud") ? "qwen2.5" : "chatml";

@@ -60,6 +60,12 @@ TEST(ChatTemplate, DetectsFamilies) {
             "qwen3");
   EXPECT_EQ(detect_chat_family("<|im_start|>system\nYou are a helpful AI assistant named SmolLM"),
             "smollm2");
+  // SmolLM3's (abridged): the day's date and a reasoning mode in its system turn, which no fixed
+  // format gives; not SmolLM2's
+  EXPECT_EQ(detect_chat_family("{{- \"<|im_start|>system\\n\" -}}{{- \"## Metadata\\n\\n\" -}}{{- \"Today Date: \" + "
+                               "today + \"\\n\" -}}{{- \"Reasoning Mode: \" + reasoning_mode + \"\\n\\n\" -}}You are a "
+                               "helpful AI assistant named SmolLM, trained by Hugging Face."),
+            "");
   EXPECT_EQ(
       detect_chat_family("{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>' }}"),
       "llama3");
