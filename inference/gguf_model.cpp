@@ -205,9 +205,9 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   GgufFile g(path);
   const std::string arch = g.get_string("general.architecture", "");
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" && arch != "gemma2" &&
-      arch != "gemma3" && arch != "olmo2") {
+      arch != "gemma3" && arch != "olmo2" && arch != "granite") {
     throw input_error(path, "unsupported architecture \"" + arch +
-                                "\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, olmo2)");
+                                "\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, olmo2, granite)");
   }
   // Every tensor type is checked before anything large is allocated.
   for (const GgufTensorInfo& t : g.tensors()) {
@@ -238,7 +238,8 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   c.seq_len = int_param(g, k + "context_length", 2048, kMaxContext);
   c.rope_theta = positive_float(g, k + "rope.freq_base", 10000.0f);
   c.rms_eps = positive_float(g, k + "attention.layer_norm_rms_epsilon", 1e-5f);
-  c.rope_style = arch == "llama" ? RopeStyle::Interleaved : RopeStyle::RotateHalf;
+  // llama.cpp's converter permutes llama's and granite's q/k rows into interleaved pairs
+  c.rope_style = arch == "llama" || arch == "granite" ? RopeStyle::Interleaved : RopeStyle::RotateHalf;
   std::string scaling = "none";
   if (const GgufValue* v = g.find(k + "rope.scaling.type")) {
     if (v->type != GgufType::String)
@@ -300,6 +301,14 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
     if (c.sliding_window >= c.seq_len) c.sliding_window = 0;  // never shorter than the context
   }
   float query_scale = 1.0f;
+  const bool granite = arch == "granite";
+  if (granite) {
+    // Granite's multipliers as llama.cpp reads them (0 or absent: none; the score scale in place of
+    // head_dim^-1/2), folded into the weights after loading.
+    c.embed_scale = positive_float(g, k + "embedding_scale", 1.0f);
+    if (const float s = positive_float(g, k + "attention.scale", 0.0f); s > 0.0f)
+      query_scale = s * std::sqrt(static_cast<float>(c.head_dim));
+  }
   if (gemma) {
     // As llama.cpp runs gemma2 and gemma3: GeGLU; embeddings scaled by sqrt(dim); the norm weights
     // already 1 + HF's (the converter adds it); local layers within attention.sliding_window —
@@ -389,6 +398,10 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   if (!c.tied_classifier) src.read(w.classifier, "output.weight", D, V);
   src.finish();
   scale_queries(m, query_scale);
+  if (granite) {
+    scale_block_outputs(m, positive_float(g, k + "residual_scale", 1.0f));
+    scale_logits(m, positive_float(g, k + "logit_scale", 1.0f));
+  }
   return m;
 }
 

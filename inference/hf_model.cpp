@@ -55,6 +55,7 @@ const Architecture kArchitectures[] = {
     {"Olmo2ForCausalLM", "olmo2", false, true, 2048, 0, 1e-5f, {50304, 4096, 11008, 32, 32}},
     {"Olmo3ForCausalLM", "olmo3", false, true, 2048, 0, 1e-5f, {50304, 4096, 11008, 32, 32}},
     {"SmolLM3ForCausalLM", "smollm3", false, false, 32768, 0, 1e-6f, {128256, 2048, 11008, 36, 16, 4}},
+    {"GraniteForCausalLM", "granite", false, false, 2048, 0, 1e-6f, {32000, 4096, 11008, 32, 32}},
 };
 // A Gemma 3 checkpoint with a vision tower: its language model (text_config, the tensors under
 // language_model.model. as the hub holds them or model.language_model. as transformers 5 saves
@@ -496,7 +497,7 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
                       "unsupported architecture \"" + hf_arch +
                           "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                           "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
-                          "Olmo2ForCausalLM, Olmo3ForCausalLM, SmolLM3ForCausalLM, " +
+                          "Olmo2ForCausalLM, Olmo3ForCausalLM, SmolLM3ForCausalLM, GraniteForCausalLM, " +
                           kGemma3Multimodal + ")");
   }
   const ShapeDefaults& d = arch->shape;
@@ -566,6 +567,8 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
     read_rope(path, j, c, 10000.0f, true);
     return c;
   }
+  if (c.arch == "granite")  // Llama with multipliers; the embeddings' is the engine's embed_scale
+    c.embed_scale = positive_float(j.find("embedding_multiplier"), path, "embedding_multiplier", 1.0f);
   if (c.arch == "smollm3") {
     // Llama's layers, every no_rope_layer_interval-th (4th) without RoPE unless no_rope_layers (1
     // where a layer rotates) lists them; a tied classifier unless told otherwise; the sliding
@@ -639,12 +642,15 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
 
   const bool gemma = c.arch == "gemma2" || c.arch == "gemma3", phi3 = c.arch == "phi3";
   const bool olmo = c.arch == "olmo2" || c.arch == "olmo3";
-  // Gemma scales the scores by query_pre_attn_scalar^-1/2, the engine by head_dim^-1/2: the
-  // queries take the difference (scale_queries).
+  // Gemma scales the scores by query_pre_attn_scalar^-1/2, Granite by its attention_multiplier,
+  // the engine by head_dim^-1/2: the queries take the difference (scale_queries).
+  const bool granite = c.arch == "granite";
   const float query_scale =
-      gemma ? std::sqrt(c.head_dim / positive_float(text.find("query_pre_attn_scalar"), text_path,
-                                                    "query_pre_attn_scalar", 256.0f))
-            : 1.0f;
+      gemma     ? std::sqrt(c.head_dim / positive_float(text.find("query_pre_attn_scalar"), text_path,
+                                                        "query_pre_attn_scalar", 256.0f))
+      : granite ? positive_float(text.find("attention_multiplier"), text_path, "attention_multiplier", 1.0f) *
+                      std::sqrt(static_cast<float>(c.head_dim))
+                : 1.0f;
 
   Model m;
   m.config = c;
@@ -701,6 +707,10 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
   tensors.finish();
   if (gemma) gemma_norm_weights(w);
   scale_queries(m, query_scale);
+  if (granite) {  // Granite's other multipliers, folded into the weights (embedding_multiplier: embed_scale)
+    scale_block_outputs(m, positive_float(text.find("residual_multiplier"), text_path, "residual_multiplier", 1.0f));
+    scale_logits(m, positive_float(text.find("logits_scaling"), text_path, "logits_scaling", 1.0f));
+  }
   return m;
 }
 

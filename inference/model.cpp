@@ -46,6 +46,18 @@ void check_longrope_factors(const Model& model) {
 
 }  // namespace
 
+void scale_block_outputs(Model& model, float residual) {
+  if (residual == 1.0f) return;
+  for (LayerWeights& l : model.weights.layers)
+    for (PackedMatrix* m : {&l.wo, &l.w_down})
+      for (float& w : m->panels()) w *= residual;
+}
+
+void scale_logits(Model& model, float logits_divisor) {
+  if (logits_divisor == 1.0f) return;
+  for (float& w : model.weights.final_norm) w /= logits_divisor;
+}
+
 std::vector<float> rope_inv_freq(const Model& model) {
   const ModelConfig& c = model.config;
   std::vector<float> inv_freq = ops::rope_inv_freq(c.head_dim, c.rope_theta);  // [head_dim/2]

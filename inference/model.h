@@ -41,7 +41,8 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3 | olmo2 | olmo3 | smollm3
+  // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3 | olmo2 | olmo3 | smollm3 | granite
+  std::string arch = "llama";
   std::string name;            // human-readable model name
   int dim = 0;                 // hidden size
   int hidden_dim = 0;          // FFN inner size
@@ -216,6 +217,12 @@ struct Model {
 // them, else the rows of wq and bq. Loaders fold a checkpoint's own score scale (Gemma's
 // query_pre_attn_scalar^-1/2) into the queries this way, since the engine scales by head_dim^-1/2.
 void scale_queries(Model& model, float factor);
+
+// Granite's multipliers folded into the weights, so that the engine runs it as Llama: each block's
+// output times `residual` (the rows of wo and w_down), the logits divided by `logits_divisor` (the
+// final norm's weights). 1 and 1: nothing.
+void scale_block_outputs(Model& model, float residual);
+void scale_logits(Model& model, float logits_divisor);
 
 // RoPE inverse frequencies [head_dim/2] with the model's scaling applied (LongRoPE's short
 // factors). Throws InputError for a scaling type it does not know.

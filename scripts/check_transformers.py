@@ -168,6 +168,11 @@ VARIANTS = {
     "smollm3_nope": dict(arch="smollm3", seed=37, layers=4, tied=True,
                          extra={"tie_word_embeddings": DEFAULT, "rope_theta": DEFAULT, "pad_token_id": 0}),
     "smollm3_listed": dict(arch="smollm3", seed=38, extra={"no_rope_layers": [0, 1, 0], "pad_token_id": 0}),
+    # Granite: Llama with multipliers on the embeddings, each block's output and the logits, and its
+    # own score scale in place of head_dim^-1/2 (IBM's 3.x values but the score scale, 0.2 here)
+    "granite_multipliers": dict(arch="granite", seed=39, tied=True,
+                                extra={"embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+                                       "attention_multiplier": 0.2, "logits_scaling": 8.0}),
     "mistral_sw16": dict(arch="mistral", seed=13, extra={"sliding_window": 16}),
     "mistral_sw_null": dict(arch="mistral", seed=14, extra={"sliding_window": None}),
     "mistral_mqa_hd24_sw12": dict(arch="mistral", seed=15, dim=64, heads=4, kv_heads=1, head_dim=24,
@@ -273,7 +278,7 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
     cfg = {"architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
                               "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM",
                               "gemma3": "Gemma3ForCausalLM", "olmo2": "Olmo2ForCausalLM", "olmo3": "Olmo3ForCausalLM",
-                              "smollm3": "SmolLM3ForCausalLM",
+                              "smollm3": "SmolLM3ForCausalLM", "granite": "GraniteForCausalLM",
                               "mistral": "MistralForCausalLM"}[arch]],
            "model_type": arch if arch != "gemma3" else "gemma3_text", "hidden_size": dim, "intermediate_size": hidden, "num_hidden_layers": layers,
            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
@@ -353,11 +358,12 @@ def resave_config(src, dst):
 
 
 def install_lse_capture():
-    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2, Gemma 3, OLMo 2 and 3 and SmolLM3 so
+    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2, Gemma 3, OLMo 2 and 3, SmolLM3 and Granite so
     that each call also appends the log-sum-exp of its masked, scaled (and soft-capped: Gemma 2) scores
     ([batch, heads, queries]) to the list returned."""
     captured = []
-    for name in ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "olmo2", "olmo3", "smollm3"):
+    for name in ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "olmo2", "olmo3", "smollm3",
+                 "granite"):
         mod = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
 
         def wrapped(module, query, key, value, attention_mask, scaling, dropout=0.0,

@@ -190,7 +190,7 @@ TEST(GgufModel, ShapeAndArchitectureChecks) {
   const std::string path = dir.file("arch.gguf");
   w.write(path);
   EXPECT_EQ(input_error_of([&] { load_model(path); }),
-            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, olmo2)");
+            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, olmo2, granite)");
 
   testing::GgufWriter v;
   v.add_string("general.architecture", "llama");
@@ -428,6 +428,30 @@ TEST(GgufModel, Phi3FusedProjectionsAndSlidingWindow) {
   write_model_gguf(no_original, "phi3", want, {}, factors);
   EXPECT_EQ(input_error_of([&] { load_model(no_original); }),
             no_original + ": missing metadata phi3.rope.scaling.original_context_length");
+}
+
+// A granite GGUF: llama's layout (interleaved pairs) and llama.cpp's four multipliers, folded into
+// the weights as the HF loader folds Granite's (checked against transformers there): the naive
+// forward pass of the written model with them folded by hand.
+TEST(GgufModel, GraniteMultipliers) {
+  const Model plain = tiny::random_model(tiny::tiny_config(), 47);
+  TempDir dir;
+  const std::string path = dir.file("granite.gguf");
+  write_model_gguf(path, "granite", plain, {}, [](testing::GgufWriter& w) {
+    w.add_f32("granite.embedding_scale", 12.0f);
+    w.add_f32("granite.attention.scale", 0.2f);
+    w.add_f32("granite.residual_scale", 0.22f);
+    w.add_f32("granite.logit_scale", 8.0f);
+  });
+  const Model m = load_model(path);
+  EXPECT_EQ(m.config.arch, "granite");
+  EXPECT_EQ(m.config.rope_style, RopeStyle::Interleaved);
+  Model folded = plain;
+  folded.config.embed_scale = 12.0f;
+  scale_queries(folded, 0.2f * std::sqrt(8.0f));
+  scale_block_outputs(folded, 0.22f);
+  scale_logits(folded, 8.0f);
+  expect_naive_logits(m, folded, {1, 5, 9, 3, 14, 7, 22, 30, 2, 11});
 }
 
 // An olmo2 GGUF: no attn_norm or ffn_norm, the norms after both blocks, attn_q_norm and

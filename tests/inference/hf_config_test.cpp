@@ -7,8 +7,10 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
+#include "inference/engine.h"
 #include "inference/loader.h"
 #include "inference/model_checks.h"
 #include "loader_test_util.h"
@@ -396,6 +398,32 @@ TEST(HfConfig, SmolLM3NoPELayers) {
     copy_with_weights(d, config_with(smol, "model_type", model_type));
     EXPECT_EQ(input_error_of([&] { load_model(d.file("")); }), d.file("config.json") + ": " + problem);
   }
+}
+
+// Granite: Llama with multipliers, folded into the weights on load: the embeddings' as embed_scale,
+// the score scale into the queries, each block's output into wo and w_down, the logits' divisor
+// into the final norm (the logits of logits_scaling 4 are a quarter of those of 1).
+TEST(HfConfig, GraniteMultipliersAreFoldedIntoTheWeights) {
+  const auto granite = [](const std::string& logits_scaling) {
+    return config_with(config_with(hf_config(), "architectures", "[\"GraniteForCausalLM\"]"), "model_type",
+                       "\"granite\", \"embedding_multiplier\": 12.0, \"residual_multiplier\": 0.25, "
+                       "\"attention_multiplier\": 0.5, \"logits_scaling\": " + logits_scaling);
+  };
+  TempDir a, b;
+  copy_with_weights(a, granite("4.0"));
+  copy_with_weights(b, granite("1.0"));
+  const Model m = load_model(a.file("")), one = load_model(b.file("")), llama = load_model(shared_model("stories260K-hf"));
+  EXPECT_EQ(m.config.arch, "granite");
+  EXPECT_EQ(m.config.embed_scale, 12.0f);
+  const LayerWeights &g = m.weights.layers[2], &l = llama.weights.layers[2];
+  EXPECT_FLOAT_EQ(g.wo.unpacked()[5], 0.25f * l.wo.unpacked()[5]);
+  EXPECT_FLOAT_EQ(g.w_down.unpacked()[7], 0.25f * l.w_down.unpacked()[7]);
+  EXPECT_FLOAT_EQ(g.wq.unpacked()[3], 0.5f * std::sqrt(8.0f) * l.wq.unpacked()[3]);  // 0.5 over head_dim^-1/2
+  EXPECT_EQ(g.wk.unpacked(), l.wk.unpacked());
+  const std::vector<int> tokens = {1, 403, 407, 261, 378};
+  Engine ea(m), eb(one);
+  const std::span<const float> la = ea.prefill(tokens), lb = eb.prefill(tokens);
+  for (int i = 0; i < m.config.vocab_size; ++i) EXPECT_NEAR(la[i] * 4.0f, lb[i], 1e-5f * std::max(1.0f, std::abs(lb[i])));
 }
 
 // Gemma 3 with a vision tower (Gemma3ForConditionalGeneration, as the 4B, 12B and 27B are published):
