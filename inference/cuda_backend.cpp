@@ -57,7 +57,7 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
                          float scale) {
     cos = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE cos table");
     sin = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE sin table");
-    ops::RopeTable table(std::move(inv_freq), scale);
+    ops::RopeTable table(std::move(inv_freq), scale, c.rot_dim() / 2);
     table.reserve(c.seq_len);
     cuda::check(cudaMemcpy(cos.get(), table.cos(0), cos.bytes(), cudaMemcpyHostToDevice), "RoPE upload");
     cuda::check(cudaMemcpy(sin.get(), table.sin(0), sin.bytes(), cudaMemcpyHostToDevice), "RoPE upload");

@@ -26,8 +26,8 @@ namespace kvs {
 struct Engine::State {
   State(const Model& m, bool rope_in_cache)
       : store(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, m.config.seq_len),
-        rope(rope_inv_freq(m), m.config.rope_scaling.attention_factor),
-        rope_long(rope_long_inv_freq(m), m.config.rope_scaling.attention_factor),
+        rope(rope_inv_freq(m), m.config.rope_scaling.attention_factor, m.config.rot_dim() / 2),
+        rope_long(rope_long_inv_freq(m), m.config.rope_scaling.attention_factor, m.config.rot_dim() / 2),
         rope_local(rope_local_inv_freq(m)),
         rope_none(std::vector<float>(m.config.nope_layers.empty() ? 0 : m.config.head_dim / 2, 0.0f)),
         config(m.config),

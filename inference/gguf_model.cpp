@@ -254,11 +254,16 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
                                 "\" (supported: none, linear)");
   }
   check_attention_width(c.n_heads, c.head_dim, path);
+  // RoPE over the first rope.dimension_count dims of each head: phi3's (Phi-4-mini's 96 of 128);
+  // elsewhere the whole head.
   if (const int rotated = int_param(g, k + "rope.dimension_count", c.head_dim, kMaxModelDim);
       rotated != c.head_dim) {
-    throw input_error(path, k + "rope.dimension_count " + std::to_string(rotated) +
-                                " differs from head_dim " + std::to_string(c.head_dim) +
-                                " (partial rotary embeddings are not supported)");
+    if (arch != "phi3" || rotated > c.head_dim || rotated % 2 != 0 || (c.head_dim - rotated) % 2 != 0)
+      throw input_error(path, k + "rope.dimension_count " + std::to_string(rotated) + " differs from head_dim " +
+                                  std::to_string(c.head_dim) +
+                                  (arch != "phi3" ? " (partial rotary embeddings are phi3's only)"
+                                                  : " (an even number of dims below it is needed)"));
+    c.rotary_dim = rotated;
   }
   const GgufTensorInfo& embd = src.info("token_embd.weight");
   if (embd.dims.size() != 2 || embd.dims[0] != static_cast<uint64_t>(c.dim)) {
@@ -286,8 +291,8 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
       r.type = "longrope";
       r.original_max_position = int_param(g, k + "rope.scaling.original_context_length", -1, kMaxContext);
       WeightVector short_factor, long_factor;  // [head_dim/2] each
-      src.read(short_factor, "rope_factors_short.weight", c.head_dim / 2);
-      src.read(long_factor, "rope_factors_long.weight", c.head_dim / 2);
+      src.read(short_factor, "rope_factors_short.weight", c.rot_dim() / 2);
+      src.read(long_factor, "rope_factors_long.weight", c.rot_dim() / 2);
       src.finish();
       r.short_factor.assign(short_factor.begin(), short_factor.end());
       r.long_factor.assign(long_factor.begin(), long_factor.end());
@@ -398,6 +403,7 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   if (!c.tied_classifier) src.read(w.classifier, "output.weight", D, V);
   src.finish();
   scale_queries(m, query_scale);
+  permute_partial_rotary(m);
   if (granite) {
     scale_block_outputs(m, positive_float(g, k + "residual_scale", 1.0f));
     scale_logits(m, positive_float(g, k + "logit_scale", 1.0f));

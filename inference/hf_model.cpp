@@ -244,7 +244,7 @@ class TensorSet {
 std::vector<float> rope_factors(const std::string& path, const std::string& name, const Json* v, int n) {
   if (v == nullptr || v->is_null()) throw input_error(path, "missing " + name);
   if (!v->is_array() || v->size() != static_cast<std::size_t>(n))
-    throw input_error(path, name + " is not a list of " + std::to_string(n) + " factors (head_dim / 2)");
+    throw input_error(path, name + " is not a list of " + std::to_string(n) + " factors (rotated dims / 2)");
   std::vector<float> factors;
   for (std::size_t i = 0; i < v->size(); ++i)
     factors.push_back(positive_float(&v->items()[i], path, name + "[" + std::to_string(i) + "]", 1.0f));
@@ -294,8 +294,8 @@ void read_scaling(const std::string& path, const std::string& key, const Json& r
     r.type = "longrope";
     r.original_max_position = positive_int(rs.find("original_max_position_embeddings"), path,
                                            key + ".original_max_position_embeddings", original_context, kMaxContext);
-    r.short_factor = rope_factors(path, key + ".short_factor", rs.find("short_factor"), c.head_dim / 2);
-    r.long_factor = rope_factors(path, key + ".long_factor", rs.find("long_factor"), c.head_dim / 2);
+    r.short_factor = rope_factors(path, key + ".short_factor", rs.find("short_factor"), c.rot_dim() / 2);
+    r.long_factor = rope_factors(path, key + ".long_factor", rs.find("long_factor"), c.rot_dim() / 2);
     r.factor = positive_float(rs.find("factor"), path, key + ".factor",
                               static_cast<float>(c.seq_len) / static_cast<float>(r.original_max_position));
     const float implied =
@@ -528,13 +528,21 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
   // Llama's mlp_bias and other activations change the MLP, which the engine runs as SwiGLU.
   if (flag(j.find("mlp_bias"), path, "mlp_bias", false))
     throw input_error(path, "mlp_bias (biases on the MLP projections) is not supported");
-  // RoPE over part of each head (Phi-4-mini's 0.75), top-level or in transformers 5's rope_parameters.
+  // RoPE over the first int(head_dim * partial_rotary_factor) dims of each head (Phi-4-mini's 0.75),
+  // top-level or in transformers 5's rope_parameters: Phi-3's code rotates part of a head, the
+  // others' whole heads (transformers' too), so elsewhere a factor other than 1 is refused.
   for (const Json* holder : {&j, j.find("rope_parameters")}) {
     const Json* part = holder != nullptr && holder->is_object() ? holder->find("partial_rotary_factor") : nullptr;
-    if (part != nullptr && !part->is_null() && !(part->is_number() && part->as_number() == 1.0))
-      throw input_error(path, "partial_rotary_factor " + (part->is_number() ? number_text(part->as_number())
-                                                                            : type_phrase(*part)) +
-                                  " is not supported (RoPE over the whole head only)");
+    if (part == nullptr || part->is_null() || (part->is_number() && part->as_number() == 1.0)) continue;
+    const std::string given = part->is_number() ? number_text(part->as_number()) : type_phrase(*part);
+    if (c.arch != "phi3")
+      throw input_error(path, "partial_rotary_factor " + given + " is not supported (RoPE over the whole head only)");
+    const double f = part->is_number() ? part->as_number() : -1.0;
+    const int rotated = f > 0.0 && f < 1.0 ? static_cast<int>(c.head_dim * f) : 0;
+    if (rotated < 2 || rotated % 2 != 0 || (c.head_dim - rotated) % 2 != 0)
+      throw input_error(path, "partial_rotary_factor " + given + " does not rotate an even number of dims below head_dim " +
+                                  std::to_string(c.head_dim));
+    c.rotary_dim = rotated;
   }
   if (c.arch == "gemma3") {
     read_gemma(path, j, c);
@@ -707,6 +715,7 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
   tensors.finish();
   if (gemma) gemma_norm_weights(w);
   scale_queries(m, query_scale);
+  permute_partial_rotary(m);
   if (granite) {  // Granite's other multipliers, folded into the weights (embedding_multiplier: embed_scale)
     scale_block_outputs(m, positive_float(text.find("residual_multiplier"), text_path, "residual_multiplier", 1.0f));
     scale_logits(m, positive_float(text.find("logits_scaling"), text_path, "logits_scaling", 1.0f));

@@ -36,15 +36,60 @@ namespace {
 // LongRoPE's two factor sets must each give every frequency one (InputError naming the model).
 void check_longrope_factors(const Model& model) {
   const ModelConfig& c = model.config;
-  const std::size_t half = static_cast<std::size_t>(c.head_dim / 2);
+  const std::size_t half = static_cast<std::size_t>(c.rot_dim() / 2);
   if (c.rope_scaling.short_factor.size() != half || c.rope_scaling.long_factor.size() != half)
     throw input_error(model.path.empty() ? c.name : model.path,
-                      "LongRoPE needs " + std::to_string(half) + " short and long factors (head_dim / 2), not " +
+                      "LongRoPE needs " + std::to_string(half) + " short and long factors (rotated dims / 2), not " +
                           std::to_string(c.rope_scaling.short_factor.size()) + " and " +
                           std::to_string(c.rope_scaling.long_factor.size()));
 }
 
+// A head's frequencies [head_dim/2] from those of its rotated dims [rotary_dim/2]: the rest 0 (cos 1,
+// sin 0: not rotated).
+std::vector<float> whole_head(const ModelConfig& c, std::vector<float> inv_freq) {
+  inv_freq.resize(c.head_dim / 2, 0.0f);
+  return inv_freq;
+}
+
 }  // namespace
+
+void permute_partial_rotary(Model& model) {
+  const ModelConfig& c = model.config;
+  const int hd = c.head_dim, r = c.rot_dim();
+  if (r == hd || c.rope_style != RopeStyle::RotateHalf) return;
+  // Within a head, new dim j takes old dim head[j]: the rotated halves at 0 and head_dim/2, each
+  // followed by half of the unrotated dims.
+  const int rh = r / 2, pass = (hd - r) / 2;
+  std::vector<int> head(hd);
+  for (int i = 0; i < rh; ++i) {
+    head[i] = i;
+    head[hd / 2 + i] = rh + i;
+  }
+  for (int i = 0; i < pass; ++i) {
+    head[rh + i] = r + i;
+    head[hd / 2 + rh + i] = r + pass + i;
+  }
+  const auto order = [&](int n_heads) {  // every head's rows [n_heads * head_dim]
+    std::vector<int> o(static_cast<std::size_t>(n_heads) * hd);
+    for (int h = 0; h < n_heads; ++h)
+      for (int j = 0; j < hd; ++j) o[h * hd + j] = h * hd + head[j];
+    return o;
+  };
+  const auto permute = [](WeightVector& v, const std::vector<int>& o) {
+    if (v.empty()) return;
+    const WeightVector old = v;
+    for (std::size_t j = 0; j < o.size(); ++j) v[j] = old[o[j]];
+  };
+  const std::vector<int> q = order(c.n_heads), k = order(c.n_kv_heads), one = order(1);
+  for (LayerWeights& l : model.weights.layers) {
+    l.wq.permute_rows(q);
+    l.wk.permute_rows(k);
+    permute(l.bq, q);
+    permute(l.bk, k);
+    permute(l.q_norm, l.q_norm.size() == static_cast<std::size_t>(hd) ? one : q);
+    permute(l.k_norm, l.k_norm.size() == static_cast<std::size_t>(hd) ? one : k);
+  }
+}
 
 void scale_block_outputs(Model& model, float residual) {
   if (residual == 1.0f) return;
@@ -60,7 +105,7 @@ void scale_logits(Model& model, float logits_divisor) {
 
 std::vector<float> rope_inv_freq(const Model& model) {
   const ModelConfig& c = model.config;
-  std::vector<float> inv_freq = ops::rope_inv_freq(c.head_dim, c.rope_theta);  // [head_dim/2]
+  std::vector<float> inv_freq = ops::rope_inv_freq(c.rot_dim(), c.rope_theta);  // [rotary_dim/2]
   const RopeScaling& s = c.rope_scaling;
   if (s.type == "linear") {
     ops::rope_scale_linear(inv_freq, s.factor);
@@ -77,20 +122,21 @@ std::vector<float> rope_inv_freq(const Model& model) {
     throw input_error(model.path.empty() ? c.name : model.path,
                       "unsupported RoPE scaling type '" + s.type + "'");
   }
-  return inv_freq;
+  return whole_head(c, std::move(inv_freq));
 }
 
 std::vector<float> rope_long_inv_freq(const Model& model) {
   const ModelConfig& c = model.config;
   if (c.rope_scaling.type != "longrope") return {};
   check_longrope_factors(model);
-  std::vector<float> inv_freq = ops::rope_inv_freq(c.head_dim, c.rope_theta);  // [head_dim/2]
+  std::vector<float> inv_freq = ops::rope_inv_freq(c.rot_dim(), c.rope_theta);  // [rotary_dim/2]
   ops::rope_scale_each(inv_freq, c.rope_scaling.long_factor);
-  return inv_freq;
+  return whole_head(c, std::move(inv_freq));
 }
 
 std::vector<float> rope_local_inv_freq(const Model& model) {
-  return ops::rope_inv_freq(model.config.head_dim, model.config.rope_local_theta);  // [head_dim/2]
+  const ModelConfig& c = model.config;
+  return whole_head(c, ops::rope_inv_freq(c.rot_dim(), c.rope_local_theta));  // [head_dim/2]
 }
 
 PackedMatrix::PackedMatrix(const PackedMatrix& other) : rows(other.rows), cols(other.cols) {
@@ -126,6 +172,16 @@ WeightVector PackedMatrix::unpacked() const {
 }
 
 void PackedMatrix::row(int r, float* out) const { ops::panel_row(out, data(), cols, r); }
+
+void PackedMatrix::permute_rows(std::span<const int> order) {
+  const std::vector<float> old(data(), data() + panel_floats());  // the panels before
+  const std::span<float> now = panels();
+  const auto at = [this](int r, int k) {  // where W[r, k] sits in the panels
+    return (static_cast<std::size_t>(r / ops::kPanelRows) * cols + k) * ops::kPanelRows + r % ops::kPanelRows;
+  };
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < cols; ++k) now[at(r, k)] = old[at(order[r], k)];
+}
 
 bool PackedMatrix::operator==(const PackedMatrix& other) const {
   return rows == other.rows && cols == other.cols &&

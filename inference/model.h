@@ -56,6 +56,11 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   RopeStyle rope_style = RopeStyle::Interleaved;
   RopeScaling rope_scaling;
+  // Dims of each head RoPE rotates (HF's partial_rotary_factor: Phi-4-mini's 96 of 128); 0: all.
+  // The engine rotates whole heads: frequencies past rotary_dim / 2 are 0 (cos 1, sin 0), and a
+  // rotate-half model's q/k rows are permuted on load (permute_partial_rotary) so that its rotated
+  // pairs (i, i + rotary_dim/2) become (i, i + head_dim/2).
+  int rotary_dim = 0;
   bool qkv_bias = false;       // Qwen2
   // Queries and keys RMS-normalised before RoPE: each head on its own (Qwen3, Gemma 3) or all
   // heads of a token together (OLMo 2), as LayerWeights::q_norm's width says.
@@ -86,6 +91,7 @@ struct ModelConfig {
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
   int group() const { return n_heads / n_kv_heads; }
+  int rot_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   bool local(int layer) const { return !local_layers.empty() && local_layers[layer] != 0; }
   bool nope(int layer) const { return !nope_layers.empty() && nope_layers[layer] != 0; }
   // Layer `layer`'s sliding window (0: none).
@@ -124,6 +130,8 @@ struct PackedMatrix {
   const float* data() const { return store ? store->data() + offset : nullptr; }
   std::span<float> panels() { return {store ? store->data() + offset : nullptr, panel_floats()}; }
   WeightVector unpacked() const;     // row-major [rows, cols]
+  // Row r becomes the old row order[r] (order: a permutation of 0..rows-1), in place.
+  void permute_rows(std::span<const int> order);
   void row(int r, float* out) const;  // out[cols] = W[r, :]
   bool operator==(const PackedMatrix& other) const;  // the same shape and weights
 };
@@ -217,6 +225,12 @@ struct Model {
 // them, else the rows of wq and bq. Loaders fold a checkpoint's own score scale (Gemma's
 // query_pre_attn_scalar^-1/2) into the queries this way, since the engine scales by head_dim^-1/2.
 void scale_queries(Model& model, float factor);
+
+// A partially rotated rotate-half model (ModelConfig::rotary_dim < head_dim) laid out for whole-head
+// rotation: every query and key head's dims permuted (the rows of wq, wk, their biases and QK-norm
+// weights) so that the rotated pairs (i, i + rotary_dim/2) sit at (i, i + head_dim/2) and the
+// unrotated dims fill the rest; attention scores are unchanged. Interleaved models need none.
+void permute_partial_rotary(Model& model);
 
 // Granite's multipliers folded into the weights, so that the engine runs it as Llama: each block's
 // output times `residual` (the rows of wo and w_down), the logits divided by `logits_divisor` (the

@@ -74,11 +74,13 @@ void RopeTable::reserve(int n_pos) {
   const int h = half();
   cos_.resize(static_cast<std::size_t>(grown) * h);
   sin_.resize(static_cast<std::size_t>(grown) * h);
+  const int scaled = scaled_pairs_ < 0 ? h : std::min(scaled_pairs_, h);
   for (int p = n_pos_; p < grown; ++p) {
     for (int i = 0; i < h; ++i) {
       const float angle = static_cast<float>(p) * inv_freq_[i];
-      cos_[static_cast<std::size_t>(p) * h + i] = scale_ * std::cos(angle);
-      sin_[static_cast<std::size_t>(p) * h + i] = scale_ * std::sin(angle);
+      const float scale = i < scaled ? scale_ : 1.0f;
+      cos_[static_cast<std::size_t>(p) * h + i] = scale * std::cos(angle);
+      sin_[static_cast<std::size_t>(p) * h + i] = scale * std::sin(angle);
     }
   }
   n_pos_ = grown;

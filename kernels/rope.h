@@ -41,12 +41,14 @@ void rope_scale_yarn(std::span<float> inv_freq, float theta, float factor, float
 float yarn_mscale(float factor, float mscale = 1.0f);
 
 // scale * cos/sin of pos * inv_freq[i] for positions 0..size()-1, extended on demand. scale is 1
-// but for YaRN, whose attention factor scales every rotated query and key (so every score by its
-// square), as transformers scales its cos and sin.
+// but for YaRN and LongRoPE, whose attention factor scales every rotated query and key (so every
+// score by its square), as transformers scales its cos and sin; it applies to the first
+// scaled_pairs frequencies (all where negative): a partially rotated head's unrotated dims
+// (frequency 0) keep cos 1, unscaled, as transformers passes them through.
 class RopeTable {
  public:
-  explicit RopeTable(std::vector<float> inv_freq, float scale = 1.0f)
-      : inv_freq_(std::move(inv_freq)), scale_(scale) {}
+  explicit RopeTable(std::vector<float> inv_freq, float scale = 1.0f, int scaled_pairs = -1)
+      : inv_freq_(std::move(inv_freq)), scale_(scale), scaled_pairs_(scaled_pairs) {}
   // Makes positions 0..n_pos-1 available (grows geometrically).
   void reserve(int n_pos);
   int half() const { return static_cast<int>(inv_freq_.size()); }
@@ -56,6 +58,7 @@ class RopeTable {
  private:
   std::vector<float> inv_freq_;  // [half]
   float scale_;
+  int scaled_pairs_;
   std::vector<float> cos_;       // [n_pos, half]
   std::vector<float> sin_;       // [n_pos, half]
   int n_pos_ = 0;

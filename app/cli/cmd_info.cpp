@@ -152,6 +152,7 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add("n_kv_heads", c.n_kv_heads).add("head_dim", c.head_dim).add("vocab_size", c.vocab_size)
         .add("seq_len", c.seq_len).add("sliding_window", c.sliding_window)
         .add("rope_theta", static_cast<double>(c.rope_theta))
+        .add("rotary_dim", c.rot_dim())
         .add("rope_scaling", c.rope_scaling.type)
         .add("rope_factor", static_cast<double>(c.rope_scaling.factor))
         .add("rope_attention_factor", static_cast<double>(c.rope_scaling.attention_factor))
@@ -183,11 +184,13 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
               " layers, local rope theta " + base;
   }
   if (!window.empty()) window += ")";
-  std::string scaling;  // ", TYPE scaling by F[ over N positions][, attention factor A]"
+  std::string scaling;  // "[, the first R of D dims][, TYPE scaling by F[ over N positions][, attention factor A]]"
+  if (c.rot_dim() != c.head_dim)
+    scaling = ", the first " + std::to_string(c.rot_dim()) + " of " + std::to_string(c.head_dim) + " dims";
   if (const RopeScaling& r = c.rope_scaling; !r.type.empty()) {
     char text[160];
     std::snprintf(text, sizeof text, ", %s scaling by %g", r.type.c_str(), r.factor);
-    scaling = text;
+    scaling += text;
     if (r.type != "linear") scaling += " over " + std::to_string(r.original_max_position) + " positions";
     if (r.attention_factor != 1.0f) {
       std::snprintf(text, sizeof text, ", attention factor %.4g", r.attention_factor);

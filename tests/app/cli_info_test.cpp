@@ -133,6 +133,7 @@ TEST(CliInfo, RopeScalingIsDescribed) {
   EXPECT_EQ(j.get_number("rope_factor", 0), 8);
   EXPECT_NEAR(j.get_number("rope_attention_factor", 0), 0.1 * std::log(8.0) + 1, 1e-6);
   EXPECT_EQ(j.get_number("nope_layers", -1), 0);
+  EXPECT_EQ(j.get_number("rotary_dim", 0), 8);
 }
 
 class CliInfoTrace : public ::testing::Test {

@@ -125,8 +125,20 @@ TEST(EngineCuda, GqaRotateHalfBiasedQkNormedOlmoYarnLongRopeAndNoPEModelsMatchTh
   const std::vector<int> prompt = {1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 12, 14};
   const std::vector<int> forced = {3, 1, 4, 1, 5, 9, 2, 6};
   const Model smollm3 = tiny::random_model(tiny::smollm3_config(), 15);  // a NoPE layer beside rotating ones
-  for (const Model* m : {&interleaved, &rotate_half, &biased, &qk_normed, &olmo2, &yarn, &longrope, &smollm3}) {
-    SCOPED_TRACE(m->config.arch + " " + m->config.rope_scaling.type);
+  // Phi-4-mini's partial rotation: 4 of 8 dims a head, its q/k rows permuted on load, LongRoPE's
+  // attention factor on the rotated pairs only
+  const Model partial = [&] {
+    Model m = rotate_half;
+    m.config = tiny::with_longrope(m.config, 14, 1.2f);
+    m.config.rotary_dim = 4;
+    m.config.rope_scaling.short_factor.resize(2);
+    m.config.rope_scaling.long_factor.resize(2);
+    permute_partial_rotary(m);
+    return m;
+  }();
+  for (const Model* m :
+       {&interleaved, &rotate_half, &biased, &qk_normed, &olmo2, &yarn, &longrope, &smollm3, &partial}) {
+    SCOPED_TRACE(m->config.arch + " " + m->config.rope_scaling.type + " rotating " + std::to_string(m->config.rot_dim()));
     expect_same_rows(capture_run(as_stored(*m), cpu_as_gpu(), prompt, forced),
                      capture_run(*m, on(Device::Cuda), prompt, forced), kSameNumbersTol);
   }

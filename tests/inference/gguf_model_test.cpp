@@ -424,6 +424,17 @@ TEST(GgufModel, Phi3FusedProjectionsAndSlidingWindow) {
     const std::span<const float> a = loaded.prefill(tokens), b = written.prefill(tokens);
     for (int i = 0; i < c.vocab_size; ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << tokens.size() << " tokens, logit " << i;
   }
+  // Phi-4-mini's partial rotation: rope.dimension_count 4 of 8 dims, the q/k rows permuted as the
+  // HF loader permutes them (checked against transformers there).
+  const std::string partial = dir.file("partial.gguf");
+  write_model_gguf(partial, "phi3", want, {}, [](testing::GgufWriter& w) { w.add_u32("phi3.rope.dimension_count", 4); });
+  const Model pm = load_model(partial);
+  EXPECT_EQ(pm.config.rotary_dim, 4);
+  Model permuted = want;
+  permuted.config.rotary_dim = 4;
+  permute_partial_rotary(permuted);
+  EXPECT_EQ(pm.weights.layers[1].wq.unpacked(), permuted.weights.layers[1].wq.unpacked());
+  EXPECT_NE(pm.weights.layers[1].wq.unpacked(), want.weights.layers[1].wq.unpacked());
   const std::string no_original = dir.file("no_original.gguf");
   write_model_gguf(no_original, "phi3", want, {}, factors);
   EXPECT_EQ(input_error_of([&] { load_model(no_original); }),
@@ -626,7 +637,7 @@ TEST(GgufModel, UnsupportedRopeSettingsAreRefused) {
             path + ": unsupported llama.rope.scaling.type \"yarn\" (supported: none, linear)");
   EXPECT_EQ(load_with([](auto& w) { w.add_u32("llama.rope.dimension_count", 8); }),
             path + ": llama.rope.dimension_count 8 differs from head_dim 16 (partial rotary "
-                   "embeddings are not supported)");
+                   "embeddings are phi3's only)");
   const Model m = load_model(write_llama(dir, "rope.gguf", 1, {}, [](auto& w) {
     w.add_string("llama.rope.scaling.type", "none");
     w.add_u32("llama.rope.dimension_count", 16);

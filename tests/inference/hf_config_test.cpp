@@ -214,7 +214,7 @@ TEST(HfConfig, Gemma3LayersNormsAndRope) {
 
 // Phi-3: q, k and v stacked in one qkv_proj and gate and up in one gate_up_proj, split on load into
 // the weights the separate projections give; its sliding_window applies to every layer;
-// partial_rotary_factor (Phi-4-mini's) is refused.
+// partial_rotary_factor (Phi-4-mini's) rotates the first dims of each head.
 TEST(HfConfig, Phi3FusedProjectionsSplitOnLoad) {
   const std::vector<RawTensor> llama = read_raw(shared_model("stories260K-hf/model.safetensors"));
   const auto find = [&](const std::string& name) {
@@ -261,10 +261,38 @@ TEST(HfConfig, Phi3FusedProjectionsSplitOnLoad) {
     EXPECT_EQ(a.w_gate.unpacked(), b.w_gate.unpacked()) << l;
     EXPECT_EQ(a.w_up.unpacked(), b.w_up.unpacked()) << l;
   }
+  // RoPE over 6 of each head's 8 dims: each head's q and k rows permuted so that the rotated pairs
+  // (i, i + 3) sit at (i, i + 4), the unrotated dims 6 and 7 at 3 and 7; v untouched. Other
+  // architectures, and factors that leave an odd number of dims, are refused.
   TempDir partial;
-  copy_side_files(partial, config_with(phi3, "rms_norm_eps", "1e-5, \"partial_rotary_factor\": 0.75"));
-  EXPECT_EQ(input_error_of([&] { load_model(partial.file("")); }),
-            partial.file("config.json") + ": partial_rotary_factor 0.75 is not supported (RoPE over the whole head only)");
+  const Model p = load_written(partial, config_with(phi3, "rms_norm_eps", "1e-5, \"partial_rotary_factor\": 0.75"), all);
+  EXPECT_EQ(p.config.rotary_dim, 6);
+  const int head[] = {0, 1, 2, 6, 3, 4, 5, 7};
+  for (int l = 0; l < 5; ++l) {
+    const LayerWeights &a = p.weights.layers[l], &b = want.weights.layers[l];
+    std::vector<float> got(64), old(64);
+    for (int r = 0; r < 16; ++r) {  // two query heads and two key heads' rows
+      const int h = r / 8, j = r % 8;
+      a.wq.row(r, got.data());
+      b.wq.row(h * 8 + head[j], old.data());
+      EXPECT_EQ(got, old) << "layer " << l << " q row " << r;
+      a.wk.row(r, got.data());
+      b.wk.row(h * 8 + head[j], old.data());
+      EXPECT_EQ(got, old) << "layer " << l << " k row " << r;
+    }
+    EXPECT_EQ(a.wv.unpacked(), b.wv.unpacked()) << l;
+  }
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {config_with(phi3, "rms_norm_eps", "1e-5, \"partial_rotary_factor\": 0.7"),
+       "partial_rotary_factor 0.7 does not rotate an even number of dims below head_dim 8"},
+      {config_with(hf_config(), "rms_norm_eps", "1e-5, \"partial_rotary_factor\": 0.75"),
+       "partial_rotary_factor 0.75 is not supported (RoPE over the whole head only)"},
+  };
+  for (const auto& [config, problem] : refused) {
+    TempDir d;
+    copy_side_files(d, config);
+    EXPECT_EQ(input_error_of([&] { load_model(d.file("")); }), d.file("config.json") + ": " + problem);
+  }
 }
 
 // OLMo 2: no input_layernorm (the blocks read the residual as it is), post_attention_layernorm and

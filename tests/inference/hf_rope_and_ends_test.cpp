@@ -86,7 +86,7 @@ TEST(HfRopeParameters, WhatTheEngineCannotRunIsRefused) {
       {"\"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 4.0}",
        "unsupported rope_parameters type \"dynamic\" (supported: llama3, linear, yarn, longrope)"},
       {"\"rope_parameters\": {\"rope_type\": \"longrope\", \"short_factor\": [1, 1, 1, 1], \"long_factor\": [1, 2]}",
-       "rope_parameters.long_factor is not a list of 4 factors (head_dim / 2)"},
+       "rope_parameters.long_factor is not a list of 4 factors (rotated dims / 2)"},
       {"\"rope_parameters\": {\"rope_type\": \"longrope\", \"long_factor\": [1, 1, 1, 1]}",
        "missing rope_parameters.short_factor"},
       {"\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"beta_fast\": -2}",

@@ -69,7 +69,7 @@ TEST(Rope, YarnScalingMatchesTransformers) {
   EXPECT_NEAR(yarn_mscale(8.0f, 0.707f), 0.1 * 0.707 * std::log(8.0) + 1, 1e-6);
 }
 
-// A scaled table (YaRN's attention factor) holds scale * cos and scale * sin.
+// A scaled table (YaRN's attention factor) holds scale * cos and scale * sin, over the pairs it scales.
 TEST(Rope, ScaledTableScalesCosAndSin) {
   RopeTable plain(rope_inv_freq(8, 10000.0f)), scaled(rope_inv_freq(8, 10000.0f), 1.25f);
   plain.reserve(10);
@@ -77,6 +77,16 @@ TEST(Rope, ScaledTableScalesCosAndSin) {
   for (int i = 0; i < 4; ++i) {
     EXPECT_FLOAT_EQ(scaled.cos(7)[i], 1.25f * plain.cos(7)[i]);
     EXPECT_FLOAT_EQ(scaled.sin(7)[i], 1.25f * plain.sin(7)[i]);
+  }
+  // A partially rotated head: frequencies past the first two are 0 and stay unscaled (cos 1, sin 0).
+  std::vector<float> partial = rope_inv_freq(4, 10000.0f);  // [2]
+  partial.resize(4, 0.0f);
+  RopeTable half(partial, 1.25f, 2);
+  half.reserve(10);
+  EXPECT_FLOAT_EQ(half.cos(7)[1], 1.25f * std::cos(7.0f * partial[1]));
+  for (int i : {2, 3}) {
+    EXPECT_EQ(half.cos(7)[i], 1.0f);
+    EXPECT_EQ(half.sin(7)[i], 0.0f);
   }
 }
 
