@@ -65,7 +65,8 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
   const float rope_scale = c.rope_scaling.attention_factor;
   upload_rope(rope_cos, rope_sin, rope_inv_freq(m), rope_scale);
   if (c.rope_scaling.type == "longrope") upload_rope(rope_long_cos, rope_long_sin, rope_long_inv_freq(m), rope_scale);
-  if (!c.local_layers.empty()) upload_rope(rope_local_cos, rope_local_sin, rope_local_inv_freq(m), 1.0f);
+  if (!c.local_layers.empty())
+    upload_rope(rope_local_cos, rope_local_sin, rope_local_inv_freq(m), c.local_rope_scale());
   if (!c.nope_layers.empty())
     upload_rope(rope_none_cos, rope_none_sin, std::vector<float>(half, 0.0f), 1.0f);  // angle 0: no rotation
   std::vector<int32_t> counting(c.seq_len);

@@ -28,7 +28,7 @@ struct Engine::State {
       : store(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, m.config.seq_len),
         rope(rope_inv_freq(m), m.config.rope_scaling.attention_factor, m.config.rot_dim() / 2),
         rope_long(rope_long_inv_freq(m), m.config.rope_scaling.attention_factor, m.config.rot_dim() / 2),
-        rope_local(rope_local_inv_freq(m)),
+        rope_local(rope_local_inv_freq(m), m.config.local_rope_scale(), m.config.rot_dim() / 2),
         rope_none(std::vector<float>(m.config.nope_layers.empty() ? 0 : m.config.head_dim / 2, 0.0f)),
         config(m.config),
         rope_in_cache(rope_in_cache),

@@ -56,6 +56,7 @@ const Architecture kArchitectures[] = {
     {"Olmo3ForCausalLM", "olmo3", false, true, 2048, 0, 1e-5f, {50304, 4096, 11008, 32, 32}},
     {"SmolLM3ForCausalLM", "smollm3", false, false, 32768, 0, 1e-6f, {128256, 2048, 11008, 36, 16, 4}},
     {"GraniteForCausalLM", "granite", false, false, 2048, 0, 1e-6f, {32000, 4096, 11008, 32, 32}},
+    {"Exaone4ForCausalLM", "exaone4", false, true, 2048, 0, 1e-5f, {102400, 4096, 16384, 32, 32, 32}},
 };
 // A Gemma 3 checkpoint with a vision tower: its language model (text_config, the tensors under
 // language_model.model. as the hub holds them or model.language_model. as transformers 5 saves
@@ -395,6 +396,36 @@ std::vector<uint8_t> read_layer_types(const std::string& path, const Json& j, in
   return local;
 }
 
+// EXAONE 4's layers: with a sliding_window (4096 where config.json has none; null: none), local
+// ones within it by layer_types, else by sliding_window_pattern (every pattern-th layer global, or
+// a string of L and G repeated), rotated as the global layers would be; the global layers then
+// without RoPE (NoPE). Without a window every layer is global and rotates.
+void read_exaone4_layers(const std::string& path, const Json& j, ModelConfig& c) {
+  const Json* window = j.find("sliding_window");
+  if (window != nullptr && window->is_null()) {
+    read_layer_types(path, j, c.n_layers, false);
+    return;
+  }
+  c.sliding_window = positive_int(window, path, "sliding_window", 4096, kMaxContext);
+  c.local_rope_as_global = true;
+  c.local_layers = read_layer_types(path, j, c.n_layers, true);
+  if (c.local_layers.empty()) {
+    c.local_layers.assign(c.n_layers, 0);
+    const Json* pattern = j.find("sliding_window_pattern");
+    if (pattern != nullptr && pattern->is_string()) {
+      const std::string kinds = pattern->as_string();
+      if (kinds.empty() || kinds.find_first_not_of("LG") != std::string::npos)
+        throw input_error(path, "sliding_window_pattern \"" + kinds + "\" is not a string of L (local) and G (global)");
+      for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = kinds[l % kinds.size()] == 'L';
+    } else {
+      const int every = positive_int(pattern, path, "sliding_window_pattern", 4, kMaxLayers);
+      for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = (l + 1) % every != 0;
+    }
+  }
+  c.nope_layers.assign(c.n_layers, 0);
+  for (int l = 0; l < c.n_layers; ++l) c.nope_layers[l] = !c.local(l);
+}
+
 // SmolLM3's NoPE layers, [n_layers], 1 where a layer does not rotate: config.json's no_rope_layers
 // (1 where a layer does), else every no_rope_layer_interval-th layer (default 4).
 std::vector<uint8_t> read_nope_layers(const std::string& path, const Json& j, int n_layers) {
@@ -497,7 +528,8 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
                       "unsupported architecture \"" + hf_arch +
                           "\" (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                           "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
-                          "Olmo2ForCausalLM, Olmo3ForCausalLM, SmolLM3ForCausalLM, GraniteForCausalLM, " +
+                          "Olmo2ForCausalLM, Olmo3ForCausalLM, SmolLM3ForCausalLM, GraniteForCausalLM, "
+                          "Exaone4ForCausalLM, " +
                           kGemma3Multimodal + ")");
   }
   const ShapeDefaults& d = arch->shape;
@@ -577,6 +609,11 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
   }
   if (c.arch == "granite")  // Llama with multipliers; the embeddings' is the engine's embed_scale
     c.embed_scale = positive_float(j.find("embedding_multiplier"), path, "embedding_multiplier", 1.0f);
+  if (c.arch == "exaone4") {
+    read_exaone4_layers(path, j, c);
+    read_rope(path, j, c, 10000.0f, true);
+    return c;
+  }
   if (c.arch == "smollm3") {
     // Llama's layers, every no_rope_layer_interval-th (4th) without RoPE unless no_rope_layers (1
     // where a layer rotates) lists them; a tied classifier unless told otherwise; the sliding
@@ -650,6 +687,7 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
 
   const bool gemma = c.arch == "gemma2" || c.arch == "gemma3", phi3 = c.arch == "phi3";
   const bool olmo = c.arch == "olmo2" || c.arch == "olmo3";
+  const bool post_norms_only = olmo || c.arch == "exaone4";  // no norm before the blocks, one after each
   // Gemma scales the scores by query_pre_attn_scalar^-1/2, Granite by its attention_multiplier,
   // the engine by head_dim^-1/2: the queries take the difference (scale_queries).
   const bool granite = c.arch == "granite";
@@ -673,7 +711,7 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
   for (int i = 0; i < c.n_layers; ++i) {
     const std::string p = model + "layers." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
-    if (!olmo) tensors.read(l.attn_norm, p + "input_layernorm.weight", {D});
+    if (!post_norms_only) tensors.read(l.attn_norm, p + "input_layernorm.weight", {D});
     if (phi3) {  // q, k and v stacked in one qkv_proj [Q + 2 KV, D]
       tensors.read_stacked(p + "self_attn.qkv_proj.weight",
                            {{&l.wq, c.q_dim()}, {&l.wk, c.kv_dim()}, {&l.wv, c.kv_dim()}}, D);
@@ -692,7 +730,7 @@ Model load_hf_model(const std::string& folder, ModelParts parts) {
       tensors.read(l.q_norm, p + "self_attn.q_norm.weight", {olmo ? Q : c.head_dim});
       tensors.read(l.k_norm, p + "self_attn.k_norm.weight", {olmo ? KV : c.head_dim});
     }
-    if (olmo) {  // norms after the blocks only: the blocks read the residual as it is
+    if (post_norms_only) {  // the blocks read the residual as it is
       tensors.read(l.post_attn_norm, p + "post_attention_layernorm.weight", {D});
       tensors.read(l.post_ffn_norm, p + "post_feedforward_layernorm.weight", {D});
     } else if (gemma) {  // Gemma's post_attention_layernorm normalises the attention's output

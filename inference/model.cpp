@@ -136,6 +136,7 @@ std::vector<float> rope_long_inv_freq(const Model& model) {
 
 std::vector<float> rope_local_inv_freq(const Model& model) {
   const ModelConfig& c = model.config;
+  if (c.local_rope_as_global) return rope_inv_freq(model);
   return whole_head(c, ops::rope_inv_freq(c.rot_dim(), c.rope_local_theta));  // [head_dim/2]
 }
 

@@ -41,7 +41,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3 | olmo2 | olmo3 | smollm3 | granite
+  // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3 | olmo2 | olmo3 | smollm3 | granite | exaone4
   std::string arch = "llama";
   std::string name;            // human-readable model name
   int dim = 0;                 // hidden size
@@ -80,6 +80,9 @@ struct ModelConfig {
   // rope_theta with rope_scaling). Empty: every layer alike, windowed where sliding_window > 0.
   std::vector<uint8_t> local_layers;
   float rope_local_theta = 10000.0f;
+  // The local layers rotate as the global ones do (rope_theta with rope_scaling: EXAONE 4), not
+  // with rope_local_theta unscaled.
+  bool local_rope_as_global = false;
   // Layers without positions (SmolLM3's NoPE layers): [n_layers], 1 where a layer rotates neither
   // queries nor keys. Empty: every layer rotates.
   std::vector<uint8_t> nope_layers;
@@ -94,6 +97,8 @@ struct ModelConfig {
   int rot_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   bool local(int layer) const { return !local_layers.empty() && local_layers[layer] != 0; }
   bool nope(int layer) const { return !nope_layers.empty() && nope_layers[layer] != 0; }
+  // The scale of the local layers' RoPE table (RopeTable's): the global one's where they rotate alike.
+  float local_rope_scale() const { return local_rope_as_global ? rope_scaling.attention_factor : 1.0f; }
   // Layer `layer`'s sliding window (0: none).
   int window(int layer) const { return local_layers.empty() || local(layer) ? sliding_window : 0; }
   // Whether a forward pass over positions up to end - 1 rotates with LongRoPE's long factors.
@@ -244,7 +249,7 @@ std::vector<float> rope_inv_freq(const Model& model);
 // LongRoPE's long factors' frequencies [head_dim/2]; empty for other models.
 std::vector<float> rope_long_inv_freq(const Model& model);
 // The same for the local layers of a model that has them (ModelConfig::local_layers):
-// rope_local_theta, no scaling.
+// rope_local_theta, no scaling (or the global layers' where local_rope_as_global).
 std::vector<float> rope_local_inv_freq(const Model& model);
 
 }  // namespace kvs

@@ -179,6 +179,13 @@ VARIANTS = {
     "granite_multipliers": dict(arch="granite", seed=39, tied=True,
                                 extra={"embedding_multiplier": 12.0, "residual_multiplier": 0.22,
                                        "attention_multiplier": 0.2, "logits_scaling": 8.0}),
+    # EXAONE 4: OLMo 2's norms after the blocks with Qwen3's per-head QK-norm; with a window, every
+    # 4th layer global and without RoPE (NoPE), the local ones rotated as the global would be
+    # (linear scaling here); without one, every layer global and rotated
+    "exaone4_hybrid": dict(arch="exaone4", seed=42, layers=4,
+                           extra={"sliding_window": 8, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}),
+    "exaone4_global": dict(arch="exaone4", seed=43, tied=True,
+                           extra={"sliding_window": None, "layer_types": ["full_attention"] * 3}),
     "mistral_sw16": dict(arch="mistral", seed=13, extra={"sliding_window": 16}),
     "mistral_sw_null": dict(arch="mistral", seed=14, extra={"sliding_window": None}),
     "mistral_mqa_hd24_sw12": dict(arch="mistral", seed=15, dim=64, heads=4, kv_heads=1, head_dim=24,
@@ -249,7 +256,7 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
     t = {"model.embed_tokens.weight": U((vocab, dim), 1 / np.sqrt(dim) if gemma else 1.0)}
     for i in range(layers):
         p = f"model.layers.{i}."
-        if arch not in ("olmo2", "olmo3"):
+        if arch not in ("olmo2", "olmo3", "exaone4"):
             t[p + "input_layernorm.weight"] = norm()
         t[p + "self_attn.q_proj.weight"] = U((Q, dim), 3 * a)
         t[p + "self_attn.k_proj.weight"] = U((KV, dim), 3 * a)
@@ -259,14 +266,14 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
             t[p + "self_attn.q_proj.bias"] = U((Q,), 0.5)
             t[p + "self_attn.k_proj.bias"] = U((KV,), 0.5)
             t[p + "self_attn.v_proj.bias"] = U((KV,), 0.5)
-        if arch in ("qwen3", "gemma3", "olmo2", "olmo3"):  # OLMo's across all heads, the others' per head
+        if arch in ("qwen3", "gemma3", "olmo2", "olmo3", "exaone4"):  # OLMo's across all heads, the others' per head
             qn, kn = (Q, KV) if arch.startswith("olmo") else (hd, hd)
             t[p + "self_attn.q_norm.weight"] = rng.uniform(0.5 - shift, 2.0 - shift, qn).astype(np.float32)
             t[p + "self_attn.k_norm.weight"] = rng.uniform(0.5 - shift, 2.0 - shift, kn).astype(np.float32)
         t[p + "post_attention_layernorm.weight"] = norm()
         if gemma:
             t[p + "pre_feedforward_layernorm.weight"] = norm()
-        if gemma or arch.startswith("olmo"):
+        if gemma or arch.startswith("olmo") or arch == "exaone4":
             t[p + "post_feedforward_layernorm.weight"] = norm()
         t[p + "mlp.gate_proj.weight"] = U((hidden, dim), a)
         t[p + "mlp.up_proj.weight"] = U((hidden, dim), a)
@@ -285,6 +292,7 @@ def write_checkpoint(d, tokenizer_dir, arch="llama", dim=96, hidden=160, layers=
                               "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM",
                               "gemma3": "Gemma3ForCausalLM", "olmo2": "Olmo2ForCausalLM", "olmo3": "Olmo3ForCausalLM",
                               "smollm3": "SmolLM3ForCausalLM", "granite": "GraniteForCausalLM",
+                              "exaone4": "Exaone4ForCausalLM",
                               "mistral": "MistralForCausalLM"}[arch]],
            "model_type": arch if arch != "gemma3" else "gemma3_text", "hidden_size": dim, "intermediate_size": hidden, "num_hidden_layers": layers,
            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
@@ -364,12 +372,12 @@ def resave_config(src, dst):
 
 
 def install_lse_capture():
-    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2, Gemma 3, OLMo 2 and 3, SmolLM3 and Granite so
+    """Wraps the eager attention function of HF's Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2, Gemma 3, OLMo 2 and 3, SmolLM3, Granite and EXAONE 4 so
     that each call also appends the log-sum-exp of its masked, scaled (and soft-capped: Gemma 2) scores
     ([batch, heads, queries]) to the list returned."""
     captured = []
     for name in ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "olmo2", "olmo3", "smollm3",
-                 "granite"):
+                 "granite", "exaone4"):
         mod = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
 
         def wrapped(module, query, key, value, attention_mask, scaling, dropout=0.0,

@@ -217,6 +217,12 @@ TEST(EngineAttention, SmolLM3NoPELayerMatchesNaiveForward) {
   expect_windowed_rows_match(tiny::random_model(tiny::smollm3_config(), 37));
 }
 
+// EXAONE 4: local layers within their window rotated with the global layers' scaled table, the
+// global layer unrotated (NoPE), norms after the blocks only, per-head QK-norm.
+TEST(EngineAttention, Exaone4LocalRotatedAndGlobalNoPELayersMatchNaiveForward) {
+  expect_windowed_rows_match(tiny::random_model(tiny::exaone4_config(), 38));
+}
+
 TEST(EngineAttention, BlocksArriveInLayerHeadBlockOrder) {
   const Model m = tiny::random_model(tiny::tiny_config(), 3);
   EngineOptions opt;

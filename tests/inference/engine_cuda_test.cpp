@@ -136,8 +136,9 @@ TEST(EngineCuda, GqaRotateHalfBiasedQkNormedOlmoYarnLongRopeAndNoPEModelsMatchTh
     permute_partial_rotary(m);
     return m;
   }();
+  const Model exaone4 = tiny::random_model(tiny::exaone4_config(), 16);  // scaled local layers, a NoPE global one
   for (const Model* m :
-       {&interleaved, &rotate_half, &biased, &qk_normed, &olmo2, &yarn, &longrope, &smollm3, &partial}) {
+       {&interleaved, &rotate_half, &biased, &qk_normed, &olmo2, &yarn, &longrope, &smollm3, &partial, &exaone4}) {
     SCOPED_TRACE(m->config.arch + " " + m->config.rope_scaling.type + " rotating " + std::to_string(m->config.rot_dim()));
     expect_same_rows(capture_run(as_stored(*m), cpu_as_gpu(), prompt, forced),
                      capture_run(*m, on(Device::Cuda), prompt, forced), kSameNumbersTol);

@@ -103,7 +103,7 @@ TEST(EngineExtend, EqualsDecodeStepsWithASlidingWindow) {
 // logits; with RoPE applied in the cache too.
 TEST(EngineExtend, EqualsDecodeStepsOnGemmaAndOlmoLayers) {
   for (const Model& m : {tiny::random_model(tiny::gemma3_config(), 38), tiny::random_model(tiny::gemma2_config(), 40),
-                         tiny::random_model(tiny::olmo2_config(), 42)}) {
+                         tiny::random_model(tiny::olmo2_config(), 42), tiny::random_model(tiny::exaone4_config(), 43)}) {
     SCOPED_TRACE(m.config.arch);
     expect_same(feed(m, {}, false, nullptr), feed(m, {}, true, nullptr), 1e-5f);
     EngineOptions o;

@@ -299,7 +299,7 @@ TEST(HfConfig, Phi3FusedProjectionsSplitOnLoad) {
 // post_feedforward_layernorm after the blocks, q_norm and k_norm as wide as all of a token's query
 // (key) heads; rms_norm_eps defaults to Olmo2Config's 1e-5. A per-head q_norm (Qwen3's width) is
 // refused by its shape.
-// stories260K-hf's tensors as an OLMo checkpoint lays them out: no input_layernorm, q_norm and
+// stories260K-hf's tensors as OLMo and EXAONE 4 checkpoints lay them out: no input_layernorm, q_norm and
 // k_norm [q_width] and [k_width] from 1 and 2, post_feedforward_layernorm from 3 (each + its index).
 std::vector<RawTensor> olmo_tensors(uint64_t q_width, uint64_t k_width) {
   std::vector<RawTensor> all;
@@ -452,6 +452,39 @@ TEST(HfConfig, GraniteMultipliersAreFoldedIntoTheWeights) {
   Engine ea(m), eb(one);
   const std::span<const float> la = ea.prefill(tokens), lb = eb.prefill(tokens);
   for (int i = 0; i < m.config.vocab_size; ++i) EXPECT_NEAR(la[i] * 4.0f, lb[i], 1e-5f * std::max(1.0f, std::abs(lb[i])));
+}
+
+// EXAONE 4: OLMo's layout with per-head QK-norm; with a sliding_window (4096 where none is given)
+// every 4th layer global and NoPE, or as sliding_window_pattern's string of L and G says, local
+// layers rotated as the global ones would be; sliding_window null: every layer global and rotated.
+TEST(HfConfig, Exaone4LocalAndNoPELayers) {
+  const std::vector<RawTensor> all = olmo_tensors(8, 8);
+  const auto exaone = [](const std::string& more) {
+    return config_with(config_with(hf_config(), "architectures", "[\"Exaone4ForCausalLM\"]"), "model_type",
+                       "\"exaone4\"" + more);
+  };
+  TempDir dir;
+  const Model m = load_written(dir, exaone(""), all);
+  EXPECT_EQ(m.config.arch, "exaone4");
+  EXPECT_EQ(m.config.sliding_window, 4096);
+  EXPECT_EQ(m.config.local_layers, (std::vector<uint8_t>{1, 1, 1, 0, 1}));
+  EXPECT_EQ(m.config.nope_layers, (std::vector<uint8_t>{0, 0, 0, 1, 0}));
+  EXPECT_TRUE(m.config.local_rope_as_global);
+  EXPECT_TRUE(m.weights.layers[0].attn_norm.empty());
+  EXPECT_EQ(m.weights.layers[0].q_norm.size(), 8u);
+  TempDir pattern;
+  const Model p = load_written(pattern, exaone(", \"sliding_window\": 16, \"sliding_window_pattern\": \"LG\""), all);
+  EXPECT_EQ(p.config.local_layers, (std::vector<uint8_t>{1, 0, 1, 0, 1}));
+  EXPECT_EQ(p.config.nope_layers, (std::vector<uint8_t>{0, 1, 0, 1, 0}));
+  EXPECT_EQ(p.config.window(0), 16);
+  TempDir global;
+  const Model g = load_written(global, exaone(", \"sliding_window\": null"), all);
+  EXPECT_TRUE(g.config.local_layers.empty());
+  EXPECT_TRUE(g.config.nope_layers.empty());
+  TempDir bad;
+  copy_side_files(bad, exaone(", \"sliding_window_pattern\": \"LXG\""));
+  EXPECT_EQ(input_error_of([&] { load_model(bad.file("")); }),
+            bad.file("config.json") + ": sliding_window_pattern \"LXG\" is not a string of L (local) and G (global)");
 }
 
 // Gemma 3 with a vision tower (Gemma3ForConditionalGeneration, as the 4B, 12B and 27B are published):

@@ -219,7 +219,7 @@ TEST(HfModel, UnsupportedArchitectureAndDtype) {
                 ": unsupported architecture \"GPTNeoXForCausalLM\" (supported: "
                 "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
                 "Gemma2ForCausalLM, Gemma3ForCausalLM, Olmo2ForCausalLM, Olmo3ForCausalLM, SmolLM3ForCausalLM, "
-                "GraniteForCausalLM, Gemma3ForConditionalGeneration)");
+                "GraniteForCausalLM, Exaone4ForCausalLM, Gemma3ForConditionalGeneration)");
 
   TempDir dir2;
   copy_side_files(dir2);

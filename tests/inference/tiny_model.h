@@ -1,6 +1,7 @@
 // Test support: small random-weight Llama models built in code (Qwen2's biases, Qwen3's QK-norm,
 // Gemma's local layers, post-block norms, GeGLU and scaled embeddings, Gemma 2's soft caps, OLMo 2's
-// norms after the blocks only and QK-norm across heads, SmolLM3's NoPE layers where the config asks),
+// norms after the blocks only and QK-norm across heads, SmolLM3's NoPE layers, EXAONE 4's mix where
+// the config asks),
 // the HF q/k row permutation, and an independent naive forward pass (double precision, no KV
 // cache, no kernels/ code) that gives every attention row and every position's logits.
 #pragma once
@@ -89,6 +90,25 @@ inline ModelConfig smollm3_config() {
   return c;
 }
 
+// tiny_config() as EXAONE 4 lays a model out: OLMo 2's norms after the blocks only with per-head
+// QK-norm; layers 0-2 local (a window of 4) and rotated as the global layers would be (linear
+// scaling by 2), layer 3 global and without RoPE.
+inline ModelConfig exaone4_config() {
+  ModelConfig c = tiny_config();
+  c.arch = "exaone4";
+  c.n_layers = 4;
+  c.qk_norm = true;
+  c.sliding_window = 4;
+  c.local_layers = {1, 1, 1, 0};
+  c.nope_layers = {0, 0, 0, 1};
+  c.local_rope_as_global = true;
+  c.rope_scaling.type = "linear";
+  c.rope_scaling.factor = 2.0f;
+  c.rope_style = RopeStyle::RotateHalf;
+  c.tied_classifier = false;
+  return c;
+}
+
 // c with LongRoPE scaling (head_dim 8: four factors a set, the long ones larger) over an original
 // context of `original` positions, cos and sin scaled by attention_factor.
 inline ModelConfig with_longrope(ModelConfig c, int original, float attention_factor) {
@@ -124,8 +144,8 @@ inline Model random_model(const ModelConfig& c, uint64_t seed) {
   m.weights.token_embedding = matrix(c.vocab_size, dim, -1.0f, 1.0f);
   for (int l = 0; l < c.n_layers; ++l) {
     LayerWeights w;
-    const bool olmo2 = c.arch == "olmo2";
-    if (!olmo2) w.attn_norm = random_vec(rng, dim, 0.8f, 1.2f);
+    const bool olmo2 = c.arch == "olmo2", post_norms_only = olmo2 || c.arch == "exaone4";
+    if (!post_norms_only) w.attn_norm = random_vec(rng, dim, 0.8f, 1.2f);
     w.wq = matrix(qd, dim, -3 * a, 3 * a);
     w.wk = matrix(kvd, dim, -3 * a, 3 * a);
     w.wv = matrix(kvd, dim, -a, a);
@@ -139,11 +159,11 @@ inline Model random_model(const ModelConfig& c, uint64_t seed) {
       w.q_norm = random_vec(rng, olmo2 ? qd : c.head_dim, 0.5f, 2.0f);
       w.k_norm = random_vec(rng, olmo2 ? kvd : c.head_dim, 0.5f, 2.0f);
     }
-    if (c.arch == "gemma2" || c.arch == "gemma3" || olmo2) {
+    if (c.arch == "gemma2" || c.arch == "gemma3" || post_norms_only) {
       w.post_attn_norm = random_vec(rng, dim, 0.5f, 1.5f);
       w.post_ffn_norm = random_vec(rng, dim, 0.5f, 1.5f);
     }
-    if (!olmo2) w.ffn_norm = random_vec(rng, dim, 0.8f, 1.2f);
+    if (!post_norms_only) w.ffn_norm = random_vec(rng, dim, 0.8f, 1.2f);
     w.w_gate = matrix(hid, dim, -a, a);
     w.w_up = matrix(hid, dim, -a, a);
     w.w_down = matrix(dim, hid, -ah, ah);
@@ -255,7 +275,7 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
   auto rotate = [&](int l, const double* in, double* out, double p) {
     const int half = hd / 2;
     if (c.nope(l)) return static_cast<void>(std::copy(in, in + hd, out));
-    const bool local = c.local(l);
+    const bool local = c.local(l) && !c.local_rope_as_global;
     for (int i = 0; i < half; ++i) {
       const double scaled = c.rope_scaling.type == "linear" && !local ? p / c.rope_scaling.factor : p;
       const double theta = local ? c.rope_local_theta : c.rope_theta;
