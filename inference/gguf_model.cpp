@@ -297,9 +297,8 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
       r.short_factor.assign(short_factor.begin(), short_factor.end());
       r.long_factor.assign(long_factor.begin(), long_factor.end());
       r.factor = static_cast<float>(c.seq_len) / static_cast<float>(r.original_max_position);
-      const float implied = r.factor <= 1.0f ? 1.0f
-                                             : std::sqrt(1.0f + std::log(r.factor) /
-                                                                    std::log(static_cast<float>(r.original_max_position)));
+      const float original = static_cast<float>(r.original_max_position);
+      const float implied = r.factor <= 1.0f ? 1.0f : std::sqrt(1.0f + std::log(r.factor) / std::log(original));
       r.attention_factor = positive_float(g, k + "rope.scaling.attn_factor", implied);
     }
     c.sliding_window = int_param(g, k + "attention.sliding_window", c.seq_len, kMaxContext);

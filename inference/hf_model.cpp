@@ -352,9 +352,10 @@ void read_rope(const std::string& path, const Json& j, ModelConfig& c, float def
       if (!local->is_object()) throw input_error(path, "rope_parameters.sliding_attention is not an object");
       const std::string type = local->get_string("rope_type", "default");
       if (type != "default")
-        throw input_error(path, "rope_parameters.sliding_attention type \"" + type + "\" is not supported (supported: default)");
-      c.rope_local_theta = positive_float(local->find("rope_theta"), path, "rope_parameters.sliding_attention.rope_theta",
-                                          c.rope_local_theta);
+        throw input_error(path, "rope_parameters.sliding_attention type \"" + type +
+                                    "\" is not supported (supported: default)");
+      c.rope_local_theta = positive_float(local->find("rope_theta"), path,
+                                          "rope_parameters.sliding_attention.rope_theta", c.rope_local_theta);
     }
   }
 }
@@ -572,8 +573,8 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
     const double f = part->is_number() ? part->as_number() : -1.0;
     const int rotated = f > 0.0 && f < 1.0 ? static_cast<int>(c.head_dim * f) : 0;
     if (rotated < 2 || rotated % 2 != 0 || (c.head_dim - rotated) % 2 != 0)
-      throw input_error(path, "partial_rotary_factor " + given + " does not rotate an even number of dims below head_dim " +
-                                  std::to_string(c.head_dim));
+      throw input_error(path, "partial_rotary_factor " + given +
+                                  " does not rotate an even number of dims below head_dim " + std::to_string(c.head_dim));
     c.rotary_dim = rotated;
   }
   if (c.arch == "gemma3") {

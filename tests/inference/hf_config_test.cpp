@@ -299,8 +299,9 @@ TEST(HfConfig, Phi3FusedProjectionsSplitOnLoad) {
 // post_feedforward_layernorm after the blocks, q_norm and k_norm as wide as all of a token's query
 // (key) heads; rms_norm_eps defaults to Olmo2Config's 1e-5. A per-head q_norm (Qwen3's width) is
 // refused by its shape.
-// stories260K-hf's tensors as OLMo and EXAONE 4 checkpoints lay them out: no input_layernorm, q_norm and
-// k_norm [q_width] and [k_width] from 1 and 2, post_feedforward_layernorm from 3 (each + its index).
+// stories260K-hf's tensors as OLMo and EXAONE 4 checkpoints lay them out: no input_layernorm,
+// q_norm and k_norm [q_width] and [k_width] from 1 and 2, post_feedforward_layernorm from 3 (each +
+// its index).
 std::vector<RawTensor> olmo_tensors(uint64_t q_width, uint64_t k_width) {
   std::vector<RawTensor> all;
   for (const RawTensor& t : read_raw(shared_model("stories260K-hf/model.safetensors")))
