@@ -108,13 +108,13 @@ std::string hf_chat_family(const std::string& folder) { return detect_chat_famil
 
 }  // namespace
 
-std::string chat_family_for_model(const Model& model) {
-  if (model.format == "gguf") {
-    return detect_chat_family(GgufFile(model.path).get_string("tokenizer.chat_template", ""));
-  }
-  if (model.format == "hf") return hf_chat_family(model.path);
+std::string chat_template_for_model(const Model& model) {
+  if (model.format == "gguf") return GgufFile(model.path).get_string("tokenizer.chat_template", "");
+  if (model.format == "hf") return hf_chat_template(model.path);
   return "";
 }
+
+std::string chat_family_for_model(const Model& model) { return detect_chat_family(chat_template_for_model(model)); }
 
 std::string chat_family_for_path(const std::string& model_path) {
   try {

@@ -27,6 +27,11 @@ std::string detect_chat_family(const std::string& chat_template);
 // "" for models without a chat template (e.g. stories260K).
 std::string chat_family_for_model(const Model& model);
 
+// The chat template the model carries, verbatim ("" for none): a GGUF file's
+// tokenizer.chat_template, an HF folder's template files. Says, where the family is "", whether
+// the model has no chat format or one KVScope does not write.
+std::string chat_template_for_model(const Model& model);
+
 // The same from the model's path without loading its weights (a GGUF file's metadata, an HF
 // folder's template files): how the app chooses whether a recording uses the chat format
 // by default. "" for other files, base models, and paths that cannot be read.

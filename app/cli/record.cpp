@@ -44,6 +44,16 @@ void fit_positions(RunData& run, int requested_T) {
   run.kept = std::move(kept);
 }
 
+// Why `model` takes no --chat: it has no chat template (a base model), or one none of the formats
+// KVScope writes matches (their names listed).
+std::string no_chat_format(const Model& model) {
+  if (chat_template_for_model(model).empty()) return model.path + " has no chat format (a base model)";
+  std::string families;
+  for (const std::string& f : chat_families()) families += (families.empty() ? "" : ", ") + f;
+  return model.path + " has a chat template none of KVScope's fixed formats matches (" + families +
+         "): give the formatted prompt without --chat";
+}
+
 }  // namespace
 
 void require_prompt_text(const std::string& text, const std::string& name, const std::string& what) {
@@ -78,7 +88,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   std::string text = r.prompt, family;
   if (r.chat) {
     family = chat_family_for_model(model);
-    if (family.empty()) throw input_error("--chat", model.path + " has no chat format (a base model)");
+    if (family.empty()) throw input_error("--chat", no_chat_format(model));
     text = format_chat(family, r.prompt);
   }
   std::vector<int> prompt = tok->encode(text, tok->add_bos() || chat_opens_with_bos(family));

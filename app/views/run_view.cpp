@@ -203,7 +203,8 @@ class RunView : public View {
     row_end();
     if (chat_hovered)
       ImGui::SetTooltip("%s", chat_family_.empty()
-                                  ? "This model has no chat format (a base model): the prompt is given as it is."
+                                  ? "This model has no chat format KVScope writes (a base model, or a template "
+                                    "none of its fixed formats matches): the prompt is given as it is."
                                   : "Wrap the prompt in the model's chat format (on by default for a model that has "
                                     "one: an Instruct model given the raw text often ends it at once).");
     // The prompt wraps at the box's width; a click edits it (ImGui's multiline input box does not

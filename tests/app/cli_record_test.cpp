@@ -340,6 +340,18 @@ TEST_F(CliRecordBadInput, ModelEndingTheTextAtOnce) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// --chat on a model without a chat template says it is a base model; on one whose template none
+// of the fixed formats matches (Granite's, say), says so and lists the formats.
+TEST_F(CliRecordBadInput, ChatWithoutAFormatItWrites) {
+  const std::string base = write_eos_first_model(in.file("base.gguf"), "");
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", base, "--chat"}, "a"), "--chat",
+                             base + " has no chat format (a base model)"));
+  const std::string other = write_eos_first_model(
+      in.file("other.gguf"), "{% for m in messages %}<|start_of_role|>{{ m['role'] }}<|end_of_role|>{% endfor %}");
+  EXPECT_TRUE(is_input_error(record_into_empty({"--model", other, "--chat"}, "a"), "--chat",
+                             other + " has a chat template none of KVScope's fixed formats matches (smollm2, "));
+}
+
 // A tokenizer given where a model goes is named as one; a folder given as the tokenizer that has
 // no tokenizer.json says so rather than failing to open a file it never named.
 TEST_F(CliRecordBadInput, TokenizerAsModelAndFolderAsTokenizer) {
