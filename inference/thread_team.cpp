@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
 
 #include "inference/host_memory.h"
 
@@ -84,6 +85,11 @@ int team_size_for(int wanted) {
 }
 
 int start_thread_team() {
+  // One thread at a time: two workers starting together (a recording's writer and analyses) each
+  // read the same room and each took it; the second team's thread then failed in libgomp (once,
+  // near a memory limit, OutOfMemory.LimitsAroundTheThreadsStacksEndInATraceOrOneLine).
+  static std::mutex starting;
+  const std::lock_guard<std::mutex> lock(starting);
   omp_set_num_threads(threads_that_fit(omp_get_max_threads()));
   int started = 1;
 #pragma omp parallel
