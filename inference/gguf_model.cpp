@@ -205,9 +205,9 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   GgufFile g(path);
   const std::string arch = g.get_string("general.architecture", "");
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" && arch != "gemma2" &&
-      arch != "gemma3" && arch != "olmo2" && arch != "granite") {
+      arch != "gemma3" && arch != "olmo2" && arch != "granite" && arch != "smollm3") {
     throw input_error(path, "unsupported architecture \"" + arch +
-                                "\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, olmo2, granite)");
+                                "\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, olmo2, granite, smollm3)");
   }
   // Every tensor type is checked before anything large is allocated.
   for (const GgufTensorInfo& t : g.tensors()) {
@@ -238,8 +238,9 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   c.seq_len = int_param(g, k + "context_length", 2048, kMaxContext);
   c.rope_theta = positive_float(g, k + "rope.freq_base", 10000.0f);
   c.rms_eps = positive_float(g, k + "attention.layer_norm_rms_epsilon", 1e-5f);
-  // llama.cpp's converter permutes llama's and granite's q/k rows into interleaved pairs
-  c.rope_style = arch == "llama" || arch == "granite" ? RopeStyle::Interleaved : RopeStyle::RotateHalf;
+  // llama.cpp's converter permutes llama's, granite's and smollm3's q/k rows into interleaved pairs
+  const bool interleaved = arch == "llama" || arch == "granite" || arch == "smollm3";
+  c.rope_style = interleaved ? RopeStyle::Interleaved : RopeStyle::RotateHalf;
   std::string scaling = "none";
   if (const GgufValue* v = g.find(k + "rope.scaling.type")) {
     if (v->type != GgufType::String)
@@ -303,6 +304,10 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
     }
     c.sliding_window = int_param(g, k + "attention.sliding_window", c.seq_len, kMaxContext);
     if (c.sliding_window >= c.seq_len) c.sliding_window = 0;  // never shorter than the context
+  }
+  if (arch == "smollm3") {  // as llama.cpp: every 4th layer without RoPE (no key says otherwise)
+    c.nope_layers.assign(c.n_layers, 0);
+    for (int l = 0; l < c.n_layers; ++l) c.nope_layers[l] = (l + 1) % 4 == 0;
   }
   float query_scale = 1.0f;
   const bool granite = arch == "granite";

@@ -190,7 +190,7 @@ TEST(GgufModel, ShapeAndArchitectureChecks) {
   const std::string path = dir.file("arch.gguf");
   w.write(path);
   EXPECT_EQ(input_error_of([&] { load_model(path); }),
-            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, olmo2, granite)");
+            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, olmo2, granite, smollm3)");
 
   testing::GgufWriter v;
   v.add_string("general.architecture", "llama");
@@ -463,6 +463,21 @@ TEST(GgufModel, GraniteMultipliers) {
   scale_block_outputs(folded, 0.22f);
   scale_logits(folded, 8.0f);
   expect_naive_logits(m, folded, {1, 5, 9, 3, 14, 7, 22, 30, 2, 11});
+}
+
+// A smollm3 GGUF: llama's layout (interleaved pairs), every 4th layer without RoPE as llama.cpp
+// runs it (no key says which): the naive forward pass of SmolLM3's layers.
+TEST(GgufModel, SmolLM3NoPELayers) {
+  ModelConfig c = tiny::smollm3_config();  // layer 3 of 4 NoPE
+  c.rope_style = RopeStyle::Interleaved;
+  const Model want = tiny::random_model(c, 48);
+  TempDir dir;
+  const std::string path = dir.file("smollm3.gguf");
+  write_model_gguf(path, "smollm3", want);
+  const Model m = load_model(path);
+  EXPECT_EQ(m.config.arch, "smollm3");
+  EXPECT_EQ(m.config.nope_layers, (std::vector<uint8_t>{0, 0, 0, 1}));
+  expect_naive_logits(m, want, {1, 5, 9, 3, 14, 7, 22, 30, 2, 11});
 }
 
 // An olmo2 GGUF: no attn_norm or ffn_norm, the norms after both blocks, attn_q_norm and
