@@ -52,23 +52,19 @@ Impl<T>::Impl(const Model& m, const EngineOptions& o) : model(m), c(m.config), o
 
   const int half = c.head_dim / 2, L = c.n_layers, n_kv = c.n_kv_heads, H = c.n_heads;
   iota = cuda::DeviceBuffer<int32_t>(c.seq_len, "position table");
-  // cos and sin [seq_len, head_dim/2] of the frequencies inv_freq, times scale, on the device.
-  auto upload_rope = [&](cuda::DeviceBuffer<float>& cos, cuda::DeviceBuffer<float>& sin, std::vector<float> inv_freq,
-                         float scale) {
-    cos = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE cos table");
-    sin = cuda::DeviceBuffer<float>(static_cast<std::size_t>(c.seq_len) * half, "RoPE sin table");
-    ops::RopeTable table(std::move(inv_freq), scale, c.rot_dim() / 2);
+  for (int k = 0; k < kRopeTableKinds; ++k) {  // each table the layers read, every position, on the device
+    if (!c.has_rope_table(static_cast<RopeTableKind>(k))) continue;
+    // The device's tables first: one too large for the GPU is refused before the host builds it.
+    const std::size_t floats = static_cast<std::size_t>(c.seq_len) * half;  // [seq_len, head_dim/2]
+    rope_cos[k] = cuda::DeviceBuffer<float>(floats, "RoPE cos table");
+    rope_sin[k] = cuda::DeviceBuffer<float>(floats, "RoPE sin table");
+    ops::RopeTable table = rope_table(m, static_cast<RopeTableKind>(k));
     table.reserve(c.seq_len);
-    cuda::check(cudaMemcpy(cos.get(), table.cos(0), cos.bytes(), cudaMemcpyHostToDevice), "RoPE upload");
-    cuda::check(cudaMemcpy(sin.get(), table.sin(0), sin.bytes(), cudaMemcpyHostToDevice), "RoPE upload");
-  };
-  const float rope_scale = c.rope_scaling.attention_factor;
-  upload_rope(rope_cos, rope_sin, rope_inv_freq(m), rope_scale);
-  if (c.rope_scaling.type == "longrope") upload_rope(rope_long_cos, rope_long_sin, rope_long_inv_freq(m), rope_scale);
-  if (!c.local_layers.empty())
-    upload_rope(rope_local_cos, rope_local_sin, rope_local_inv_freq(m), c.local_rope_scale());
-  if (!c.nope_layers.empty())
-    upload_rope(rope_none_cos, rope_none_sin, std::vector<float>(half, 0.0f), 1.0f);  // angle 0: no rotation
+    cuda::check(cudaMemcpy(rope_cos[k].get(), table.cos(0), floats * sizeof(float), cudaMemcpyHostToDevice),
+                "RoPE upload");
+    cuda::check(cudaMemcpy(rope_sin[k].get(), table.sin(0), floats * sizeof(float), cudaMemcpyHostToDevice),
+                "RoPE upload");
+  }
   std::vector<int32_t> counting(c.seq_len);
   std::iota(counting.begin(), counting.end(), 0);
   cuda::check(cudaMemcpy(iota.get(), counting.data(), iota.bytes(), cudaMemcpyHostToDevice), "position upload");

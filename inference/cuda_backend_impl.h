@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <array>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -218,26 +219,12 @@ struct Impl final : Forward {
   cuda::DeviceBuffer<T> classifier;       // [vocab, dim]; empty when tied to the embedding
   cuda::DeviceBuffer<float> final_norm;   // [dim]
   std::vector<DeviceLayer<T>> layers;     // [n_layers]
-  cuda::DeviceBuffer<float> rope_cos, rope_sin;  // [seq_len, head_dim/2]
-  // LongRoPE's long factors' tables (ModelConfig::long_rope), [seq_len, head_dim/2]; empty without.
-  cuda::DeviceBuffer<float> rope_long_cos, rope_long_sin;
-  // The local layers' own tables (ModelConfig::local_layers), [seq_len, head_dim/2]; empty without.
-  cuda::DeviceBuffer<float> rope_local_cos, rope_local_sin;
-  // The NoPE layers' (ModelConfig::nope_layers): cos 1 and sin 0, [seq_len, head_dim/2]; empty without.
-  cuda::DeviceBuffer<float> rope_none_cos, rope_none_sin;
-  bool long_rope = false;  // the forward pass under way rotates with the long tables
-  const float* rope_cos_of(int l) const {
-    return c.nope(l)    ? rope_none_cos.get()
-           : c.local(l) ? rope_local_cos.get()
-           : long_rope  ? rope_long_cos.get()
-                        : rope_cos.get();
-  }
-  const float* rope_sin_of(int l) const {
-    return c.nope(l)    ? rope_none_sin.get()
-           : c.local(l) ? rope_local_sin.get()
-           : long_rope  ? rope_long_sin.get()
-                        : rope_sin.get();
-  }
+  // The RoPE tables by RopeTableKind, [seq_len, head_dim/2] each; empty for a kind the model has
+  // no layers of.
+  std::array<cuda::DeviceBuffer<float>, kRopeTableKinds> rope_cos, rope_sin;
+  bool long_rope = false;  // the forward pass under way rotates with LongRoPE's long factors
+  const float* rope_cos_of(int l) const { return rope_cos[static_cast<int>(c.rope_table_of(l, long_rope))].get(); }
+  const float* rope_sin_of(int l) const { return rope_sin[static_cast<int>(c.rope_table_of(l, long_rope))].get(); }
   cuda::DeviceBuffer<int32_t> iota;              // [seq_len] 0, 1, 2, ...
 
   std::unique_ptr<CudaKvCache<T>> cache;

@@ -3,6 +3,7 @@
 // snapshots (engine_snapshot.cpp); nothing else includes it.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -26,21 +27,17 @@ namespace kvs {
 struct Engine::State {
   State(const Model& m, bool rope_in_cache)
       : store(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, m.config.seq_len),
-        rope(rope_inv_freq(m), m.config.rope_scaling.attention_factor, m.config.rot_dim() / 2),
-        rope_long(rope_long_inv_freq(m), m.config.rope_scaling.attention_factor, m.config.rot_dim() / 2),
-        rope_local(rope_local_inv_freq(m), m.config.local_rope_scale(), m.config.rot_dim() / 2),
-        rope_none(std::vector<float>(m.config.nope_layers.empty() ? 0 : m.config.head_dim / 2, 0.0f)),
+        ropes{rope_table(m, RopeTableKind::Global), rope_table(m, RopeTableKind::Long),
+              rope_table(m, RopeTableKind::Local), rope_table(m, RopeTableKind::None)},
         config(m.config),
         rope_in_cache(rope_in_cache),
         ranges_left(std::make_unique<std::atomic<int>[]>(m.config.n_kv_heads)) {}
 
   KvStore store;
-  ops::RopeTable rope;        // the global layers' (every layer's, without local ones)
-  ops::RopeTable rope_long;   // LongRoPE's long factors' (ModelConfig::long_rope); empty otherwise
-  ops::RopeTable rope_local;  // the local layers' (ModelConfig::local_layers)
-  ops::RopeTable rope_none;   // the NoPE layers' (ModelConfig::nope_layers): cos 1, sin 0, no rotation
+  // The RoPE tables by RopeTableKind (empty for a kind the model has no layers of).
+  std::array<ops::RopeTable, kRopeTableKinds> ropes;
   const ModelConfig& config;  // the model's, which outlives the engine
-  bool long_rope = false;     // the forward pass under way rotates with rope_long
+  bool long_rope = false;     // the forward pass under way rotates with LongRoPE's long factors
   const bool rope_in_cache;  // EngineOptions::rope_in_cache
   AttentionObserver* observer = nullptr;
   CacheController* controller = nullptr;
@@ -126,14 +123,11 @@ struct Engine::State {
   // context).
   void prepare_rope(int end) {
     long_rope = config.long_rope(end);
-    (long_rope ? rope_long : rope).reserve(end);
-    if (!config.local_layers.empty()) rope_local.reserve(end);
-    if (!config.nope_layers.empty()) rope_none.reserve(end);
+    for (int l = 0; l < config.n_layers; ++l) rope_of(l).reserve(end);  // (a table reserved already returns)
   }
+  ops::RopeTable& rope_of(int layer) { return ropes[static_cast<int>(config.rope_table_of(layer, long_rope))]; }
   const ops::RopeTable& rope_of(int layer) const {
-    if (config.nope(layer)) return rope_none;
-    if (config.local(layer)) return rope_local;
-    return long_rope ? rope_long : rope;
+    return ropes[static_cast<int>(config.rope_table_of(layer, long_rope))];
   }
 
   // rope_in_cache: rotates every attended (pre-RoPE) key of `layer` by its slot in the cache (its

@@ -44,13 +44,6 @@ void check_longrope_factors(const Model& model) {
                           std::to_string(c.rope_scaling.long_factor.size()));
 }
 
-// A head's frequencies [head_dim/2] from those of its rotated dims [rotary_dim/2]: the rest 0 (cos 1,
-// sin 0: not rotated).
-std::vector<float> whole_head(const ModelConfig& c, std::vector<float> inv_freq) {
-  inv_freq.resize(c.head_dim / 2, 0.0f);
-  return inv_freq;
-}
-
 }  // namespace
 
 void permute_partial_rotary(Model& model) {
@@ -103,7 +96,11 @@ void scale_logits(Model& model, float logits_divisor) {
   for (float& w : model.weights.final_norm) w /= logits_divisor;
 }
 
-std::vector<float> rope_inv_freq(const Model& model) {
+namespace {
+
+// The global layers' frequencies [rotary_dim/2]: rope_theta with rope_scaling applied, LongRoPE's
+// `factors` (its short or long ones) where it is LongRoPE.
+std::vector<float> scaled_inv_freq(const Model& model, const std::vector<float>& longrope_factors) {
   const ModelConfig& c = model.config;
   std::vector<float> inv_freq = ops::rope_inv_freq(c.rot_dim(), c.rope_theta);  // [rotary_dim/2]
   const RopeScaling& s = c.rope_scaling;
@@ -117,27 +114,34 @@ std::vector<float> rope_inv_freq(const Model& model) {
                          s.truncate);
   } else if (s.type == "longrope") {
     check_longrope_factors(model);
-    ops::rope_scale_each(inv_freq, s.short_factor);
+    ops::rope_scale_each(inv_freq, longrope_factors);
   } else if (!s.type.empty() && s.type != "none") {
     throw input_error(model.path.empty() ? c.name : model.path,
                       "unsupported RoPE scaling type '" + s.type + "'");
   }
-  return whole_head(c, std::move(inv_freq));
+  return inv_freq;
 }
 
-std::vector<float> rope_long_inv_freq(const Model& model) {
-  const ModelConfig& c = model.config;
-  if (c.rope_scaling.type != "longrope") return {};
-  check_longrope_factors(model);
-  std::vector<float> inv_freq = ops::rope_inv_freq(c.rot_dim(), c.rope_theta);  // [rotary_dim/2]
-  ops::rope_scale_each(inv_freq, c.rope_scaling.long_factor);
-  return whole_head(c, std::move(inv_freq));
-}
+}  // namespace
 
-std::vector<float> rope_local_inv_freq(const Model& model) {
+ops::RopeTable rope_table(const Model& model, RopeTableKind kind) {
   const ModelConfig& c = model.config;
-  if (c.local_rope_as_global) return rope_inv_freq(model);
-  return whole_head(c, ops::rope_inv_freq(c.rot_dim(), c.rope_local_theta));  // [head_dim/2]
+  if (!c.has_rope_table(kind)) return ops::RopeTable({});
+  const int pairs = c.rot_dim() / 2;
+  const auto table = [&](std::vector<float> rotated, float scale) {
+    rotated.resize(c.head_dim / 2, 0.0f);  // the unrotated pairs: frequency 0, unscaled
+    return ops::RopeTable(std::move(rotated), scale, pairs);
+  };
+  const float global_scale = c.rope_scaling.attention_factor;
+  switch (kind) {
+    case RopeTableKind::Global: return table(scaled_inv_freq(model, c.rope_scaling.short_factor), global_scale);
+    case RopeTableKind::Long: return table(scaled_inv_freq(model, c.rope_scaling.long_factor), global_scale);
+    case RopeTableKind::Local:
+      if (c.local_rope_as_global) return rope_table(model, RopeTableKind::Global);
+      return table(ops::rope_inv_freq(c.rot_dim(), c.rope_local_theta), 1.0f);
+    case RopeTableKind::None: return table({}, 1.0f);
+  }
+  return ops::RopeTable({});
 }
 
 PackedMatrix::PackedMatrix(const PackedMatrix& other) : rows(other.rows), cols(other.cols) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "inference/huge_pages.h"
+#include "kernels/rope.h"
 #include "kernels/softcap.h"
 
 namespace kvs {
@@ -39,6 +40,11 @@ struct RopeScaling {
   // table's scale, so every score grows by its square, as transformers scales cos and sin.
   float attention_factor = 1.0f;
 };
+
+// The RoPE tables a model's layers rotate with: the global layers' (every layer's in most models),
+// LongRoPE's long factors', the local layers' and the NoPE layers' (cos 1, sin 0: no rotation).
+enum class RopeTableKind { Global, Long, Local, None };
+inline constexpr int kRopeTableKinds = 4;
 
 struct ModelConfig {
   // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3 | olmo2 | olmo3 | smollm3 | granite | exaone4
@@ -97,13 +103,28 @@ struct ModelConfig {
   int rot_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   bool local(int layer) const { return !local_layers.empty() && local_layers[layer] != 0; }
   bool nope(int layer) const { return !nope_layers.empty() && nope_layers[layer] != 0; }
-  // The scale of the local layers' RoPE table (RopeTable's): the global one's where they rotate alike.
-  float local_rope_scale() const { return local_rope_as_global ? rope_scaling.attention_factor : 1.0f; }
   // Layer `layer`'s sliding window (0: none).
   int window(int layer) const { return local_layers.empty() || local(layer) ? sliding_window : 0; }
   // Whether a forward pass over positions up to end - 1 rotates with LongRoPE's long factors.
   bool long_rope(int end) const {
     return rope_scaling.type == "longrope" && end > rope_scaling.original_max_position;
+  }
+  // Whether some layer rotates with tables of `kind` (the engines make only those).
+  bool has_rope_table(RopeTableKind kind) const {
+    switch (kind) {
+      case RopeTableKind::Global: return true;
+      case RopeTableKind::Long: return rope_scaling.type == "longrope";
+      case RopeTableKind::Local: return !local_layers.empty();
+      case RopeTableKind::None: return !nope_layers.empty();
+    }
+    return false;
+  }
+  // The table layer `layer` rotates with in a forward pass that uses LongRoPE's long factors or not.
+  RopeTableKind rope_table_of(int layer, bool long_factors) const {
+    return nope(layer)      ? RopeTableKind::None
+           : local(layer)   ? RopeTableKind::Local
+           : long_factors   ? RopeTableKind::Long
+                            : RopeTableKind::Global;
   }
   // How a query-key dot product becomes an attention score: times head_dim^-1/2, soft-capped.
   ops::Scoring scoring() const { return {1.0f / std::sqrt(static_cast<float>(head_dim)), attn_softcap}; }
@@ -243,13 +264,11 @@ void permute_partial_rotary(Model& model);
 void scale_block_outputs(Model& model, float residual);
 void scale_logits(Model& model, float logits_divisor);
 
-// RoPE inverse frequencies [head_dim/2] with the model's scaling applied (LongRoPE's short
-// factors). Throws InputError for a scaling type it does not know.
-std::vector<float> rope_inv_freq(const Model& model);
-// LongRoPE's long factors' frequencies [head_dim/2]; empty for other models.
-std::vector<float> rope_long_inv_freq(const Model& model);
-// The same for the local layers of a model that has them (ModelConfig::local_layers):
-// rope_local_theta, no scaling (or the global layers' where local_rope_as_global).
-std::vector<float> rope_local_inv_freq(const Model& model);
+// The model's RoPE table of `kind` (no positions reserved yet): frequencies [head_dim/2], 0 past
+// rotary_dim / 2, and the scale of the rotated pairs. Global: rope_theta with rope_scaling (LongRoPE's
+// short factors) and its attention factor; Long: LongRoPE's long factors; Local: rope_local_theta
+// unscaled, or as Global where local_rope_as_global; None: no rotation. An empty table for a kind
+// the model has no layers of. Throws InputError for a scaling type it does not know.
+ops::RopeTable rope_table(const Model& model, RopeTableKind kind);
 
 }  // namespace kvs
