@@ -15,10 +15,17 @@ void rmsnorm(float* out, const float* x, const float* w, int dim, float eps) {
 }
 
 void rmsnorm_rows(float* out, const float* x, const float* w, int n, int dim, float eps) {
-#pragma omp parallel for schedule(static) if (static_cast<long>(n) * dim >= (1L << 16))
-  for (int t = 0; t < n; ++t) {
+  const auto row = [&](int t) {
     rmsnorm(out + static_cast<long>(t) * dim, x + static_cast<long>(t) * dim, w, dim, eps);
+  };
+  // Few rows (a decode step's one, its heads' QK-norm) on this thread, without entering an OpenMP
+  // region: an `if` clause that keeps one thread still starts and ends a team each call.
+  if (static_cast<long>(n) * dim < (1L << 16)) {
+    for (int t = 0; t < n; ++t) row(t);
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (int t = 0; t < n; ++t) row(t);
 }
 
 }  // namespace kvs::ops
