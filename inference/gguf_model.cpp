@@ -13,6 +13,7 @@
 #include "inference/errors.h"
 #include "inference/gguf_file.h"
 #include "inference/model_checks.h"
+#include "kernels/rope.h"
 
 namespace kvs {
 namespace {
@@ -298,9 +299,8 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
       r.short_factor.assign(short_factor.begin(), short_factor.end());
       r.long_factor.assign(long_factor.begin(), long_factor.end());
       r.factor = static_cast<float>(c.seq_len) / static_cast<float>(r.original_max_position);
-      const float original = static_cast<float>(r.original_max_position);
-      const float implied = r.factor <= 1.0f ? 1.0f : std::sqrt(1.0f + std::log(r.factor) / std::log(original));
-      r.attention_factor = positive_float(g, k + "rope.scaling.attn_factor", implied);
+      r.attention_factor = positive_float(g, k + "rope.scaling.attn_factor",
+                                          ops::longrope_mscale(r.factor, r.original_max_position));
     }
     c.sliding_window = int_param(g, k + "attention.sliding_window", c.seq_len, kMaxContext);
     if (c.sliding_window >= c.seq_len) c.sliding_window = 0;  // never shorter than the context
@@ -330,8 +330,7 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
     c.embed_scale = std::sqrt(static_cast<float>(c.dim));
     c.sliding_window = int_param(g, k + "attention.sliding_window", 4096, kMaxContext);
     const int pattern = gemma2 ? 2 : 6;
-    c.local_layers.assign(c.n_layers, 0);
-    for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = (l + 1) % pattern != 0;
+    c.local_layers = local_but_every(c.n_layers, pattern);
     c.rope_local_theta = gemma2 ? c.rope_theta : 10000.0f;
     if (gemma2 && !c.rope_scaling.type.empty())
       throw input_error(path, k + "rope.scaling.type \"" + c.rope_scaling.type + "\" is not supported in gemma2");

@@ -299,10 +299,8 @@ void read_scaling(const std::string& path, const std::string& key, const Json& r
     r.long_factor = rope_factors(path, key + ".long_factor", rs.find("long_factor"), c.rot_dim() / 2);
     r.factor = positive_float(rs.find("factor"), path, key + ".factor",
                               static_cast<float>(c.seq_len) / static_cast<float>(r.original_max_position));
-    const float implied =
-        r.factor <= 1.0f ? 1.0f
-                         : std::sqrt(1.0f + std::log(r.factor) / std::log(static_cast<float>(r.original_max_position)));
-    r.attention_factor = positive_float(rs.find("attention_factor"), path, key + ".attention_factor", implied);
+    r.attention_factor = positive_float(rs.find("attention_factor"), path, key + ".attention_factor",
+                                        ops::longrope_mscale(r.factor, r.original_max_position));
   } else if (type != "default" && !type.empty()) {
     throw input_error(path,
                       "unsupported " + key + " type \"" + type + "\" (supported: llama3, linear, yarn, longrope)");
@@ -410,18 +408,15 @@ void read_exaone4_layers(const std::string& path, const Json& j, ModelConfig& c)
   c.sliding_window = positive_int(window, path, "sliding_window", 4096, kMaxContext);
   c.local_rope_as_global = true;
   c.local_layers = read_layer_types(path, j, c.n_layers, true);
-  if (c.local_layers.empty()) {
+  const Json* pattern = j.find("sliding_window_pattern");
+  if (c.local_layers.empty() && pattern != nullptr && pattern->is_string()) {
+    const std::string kinds = pattern->as_string();
+    if (kinds.empty() || kinds.find_first_not_of("LG") != std::string::npos)
+      throw input_error(path, "sliding_window_pattern \"" + kinds + "\" is not a string of L (local) and G (global)");
     c.local_layers.assign(c.n_layers, 0);
-    const Json* pattern = j.find("sliding_window_pattern");
-    if (pattern != nullptr && pattern->is_string()) {
-      const std::string kinds = pattern->as_string();
-      if (kinds.empty() || kinds.find_first_not_of("LG") != std::string::npos)
-        throw input_error(path, "sliding_window_pattern \"" + kinds + "\" is not a string of L (local) and G (global)");
-      for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = kinds[l % kinds.size()] == 'L';
-    } else {
-      const int every = positive_int(pattern, path, "sliding_window_pattern", 4, kMaxLayers);
-      for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = (l + 1) % every != 0;
-    }
+    for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = kinds[l % kinds.size()] == 'L';
+  } else if (c.local_layers.empty()) {
+    c.local_layers = local_but_every(c.n_layers, positive_int(pattern, path, "sliding_window_pattern", 4, kMaxLayers));
   }
   c.nope_layers.assign(c.n_layers, 0);
   for (int l = 0; l < c.n_layers; ++l) c.nope_layers[l] = !c.local(l);
@@ -482,8 +477,7 @@ void read_gemma(const std::string& path, const Json& j, ModelConfig& c) {
   if (c.local_layers.empty()) {
     const int pattern =
         gemma2 ? 2 : positive_int(j.find("sliding_window_pattern"), path, "sliding_window_pattern", 6, kMaxLayers);
-    c.local_layers.assign(c.n_layers, 0);
-    for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = (l + 1) % pattern != 0;
+    c.local_layers = local_but_every(c.n_layers, pattern);
   }
 }
 
@@ -601,10 +595,7 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
     // long-context models).
     c.sliding_window = positive_int(j.find("sliding_window"), path, "sliding_window", 4096, kMaxContext);
     c.local_layers = read_layer_types(path, j, c.n_layers, true);
-    if (c.local_layers.empty()) {
-      c.local_layers.assign(c.n_layers, 0);
-      for (int l = 0; l < c.n_layers; ++l) c.local_layers[l] = (l + 1) % 4 != 0;
-    }
+    if (c.local_layers.empty()) c.local_layers = local_but_every(c.n_layers, 4);
     read_rope(path, j, c, 10000.0f, true);
     return c;
   }

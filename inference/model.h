@@ -247,6 +247,15 @@ struct Model {
   std::size_t parameter_count() const;
 };
 
+// Layer kinds [n_layers] as ModelConfig::local_layers holds them: every layer local but each
+// every-th (the every-th, 2*every-th, ..., counting from 1), the pattern Gemma, OLMo 3 and EXAONE 4
+// take where their configs list no layer types.
+inline std::vector<uint8_t> local_but_every(int n_layers, int every) {
+  std::vector<uint8_t> local(n_layers);
+  for (int l = 0; l < n_layers; ++l) local[l] = (l + 1) % every != 0;
+  return local;
+}
+
 // Multiplies every query by `factor` (1: nothing): through the q_norm weights where the model has
 // them, else the rows of wq and bq. Loaders fold a checkpoint's own score scale (Gemma's
 // query_pre_attn_scalar^-1/2) into the queries this way, since the engine scales by head_dim^-1/2.

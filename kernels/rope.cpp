@@ -68,6 +68,11 @@ float yarn_mscale(float factor, float mscale) {
   return factor <= 1.0f ? 1.0f : 0.1f * mscale * std::log(factor) + 1.0f;
 }
 
+float longrope_mscale(float factor, int original_max_position) {
+  return factor <= 1.0f ? 1.0f
+                        : std::sqrt(1.0f + std::log(factor) / std::log(static_cast<float>(original_max_position)));
+}
+
 void RopeTable::reserve(int n_pos) {
   if (n_pos <= n_pos_) return;
   const int grown = std::max(n_pos, std::max(64, 2 * n_pos_));

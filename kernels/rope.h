@@ -39,6 +39,8 @@ void rope_scale_yarn(std::span<float> inv_freq, float theta, float factor, float
 
 // The cos/sin multiplier YaRN pairs with a factor: 0.1 * mscale * ln(factor) + 1 (1 for factor <= 1).
 float yarn_mscale(float factor, float mscale = 1.0f);
+// LongRoPE's: sqrt(1 + ln(factor) / ln(original_max_position)) (1 for factor <= 1).
+float longrope_mscale(float factor, int original_max_position);
 
 // scale * cos/sin of pos * inv_freq[i] for positions 0..size()-1, extended on demand. scale is 1
 // but for YaRN and LongRoPE, whose attention factor scales every rotated query and key (so every

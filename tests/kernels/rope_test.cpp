@@ -67,6 +67,9 @@ TEST(Rope, YarnScalingMatchesTransformers) {
   EXPECT_NEAR(yarn_mscale(4.0f), 1.138629436111989, 1e-6);  // transformers' attention factor for factor 4
   EXPECT_EQ(yarn_mscale(1.0f), 1.0f);
   EXPECT_NEAR(yarn_mscale(8.0f, 0.707f), 0.1 * 0.707 * std::log(8.0) + 1, 1e-6);
+  // LongRoPE's, for Phi-3.5's 128K over 4K: sqrt(1 + ln 32 / ln 4096)
+  EXPECT_NEAR(longrope_mscale(32.0f, 4096), std::sqrt(1 + std::log(32.0) / std::log(4096.0)), 1e-6);
+  EXPECT_EQ(longrope_mscale(1.0f, 4096), 1.0f);
 }
 
 // A scaled table (YaRN's attention factor) holds scale * cos and scale * sin, over the pairs it scales.
