@@ -200,6 +200,29 @@ RopeScaling llama3_scaling(const std::string& path, const WeightVector& divisors
                     "or 32 (low 1, high 4, original context 8192)");
 }
 
+// YaRN as llama.cpp's converter writes transformers' rope_scaling: the factor, the original
+// context (the model's where absent, as llama.cpp), the betas where the converter copied them (32
+// and 1 otherwise) and the attention factor: transformers' (yarn_attn_factor) where copied, else
+// 0.1 ln(factor) + 1, times rope.scaling.attn_factor as llama.cpp multiplies it in. What llama.cpp
+// reads for DeepSeek's YaRN (yarn_log_multiplier) and a partial blend (yarn_ext_factor other than
+// 1) is refused: transformers' YaRN has neither.
+RopeScaling read_yarn(const GgufFile& g, const std::string& k, int seq_len, const std::string& path) {
+  RopeScaling r;
+  r.type = "yarn";
+  r.factor = positive_float(g, k + "rope.scaling.factor", 1.0f);
+  r.original_max_position = int_param(g, k + "rope.scaling.original_context_length", seq_len, kMaxContext);
+  r.beta_fast = positive_float(g, k + "rope.scaling.yarn_beta_fast", 32.0f);
+  r.beta_slow = positive_float(g, k + "rope.scaling.yarn_beta_slow", 1.0f);
+  r.attention_factor = positive_float(g, k + "rope.scaling.yarn_attn_factor", ops::yarn_mscale(r.factor)) *
+                       positive_float(g, k + "rope.scaling.attn_factor", 1.0f);
+  if (g.find(k + "rope.scaling.yarn_log_multiplier") != nullptr)
+    throw input_error(path, k + "rope.scaling.yarn_log_multiplier (DeepSeek's YaRN) is not supported");
+  if (g.find(k + "rope.scaling.yarn_ext_factor") != nullptr &&
+      positive_float(g, k + "rope.scaling.yarn_ext_factor", 1.0f) != 1.0f)
+    throw input_error(path, k + "rope.scaling.yarn_ext_factor other than 1 is not supported");
+  return r;
+}
+
 }  // namespace
 
 Model load_gguf_model(const std::string& path, ModelParts parts) {
@@ -251,9 +274,11 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   if (scaling == "linear") {
     c.rope_scaling.type = "linear";
     c.rope_scaling.factor = positive_float(g, k + "rope.scaling.factor", 1.0f);
+  } else if (scaling == "yarn") {
+    c.rope_scaling = read_yarn(g, k, c.seq_len, path);
   } else if (scaling != "none") {
     throw input_error(path, "unsupported " + k + "rope.scaling.type \"" + scaling +
-                                "\" (supported: none, linear)");
+                                "\" (supported: none, linear, yarn)");
   }
   check_attention_width(c.n_heads, c.head_dim, path);
   // RoPE over the first rope.dimension_count dims of each head: phi3's (Phi-4-mini's 96 of 128);
@@ -302,8 +327,11 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
       r.attention_factor = positive_float(g, k + "rope.scaling.attn_factor",
                                           ops::longrope_mscale(r.factor, r.original_max_position));
     }
-    c.sliding_window = int_param(g, k + "attention.sliding_window", c.seq_len, kMaxContext);
-    if (c.sliding_window >= c.seq_len) c.sliding_window = 0;  // never shorter than the context
+    // none where 0 (as the converter writes Phi-4's) or never shorter than the context
+    const GgufValue* window = g.find(k + "attention.sliding_window");
+    if (window == nullptr || !is_integer(window->type) || window->integer != 0)
+      c.sliding_window = int_param(g, k + "attention.sliding_window", c.seq_len, kMaxContext);
+    if (c.sliding_window >= c.seq_len) c.sliding_window = 0;
   }
   if (arch == "smollm3") {  // as llama.cpp: every 4th layer without RoPE (no key says otherwise)
     c.nope_layers.assign(c.n_layers, 0);
@@ -353,9 +381,15 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
     c.rope_scaling = llama3_scaling(path, divisors, c);
   }
 
-  // OLMo 3 converts as olmo2 with a sliding window on all but every 4th layer and YaRN on the others
-  if (olmo2 && g.find(k + "attention.sliding_window") != nullptr)
-    throw input_error(path, k + "attention.sliding_window (OLMo 3's local layers) is not supported");
+  // OLMo 3 converts as olmo2 with a sliding window: as llama.cpp runs it, all layers but every 4th
+  // local, rotated at the global base without the global layers' scaling (YaRN in the released
+  // long-context models).
+  if (olmo2 && g.find(k + "attention.sliding_window") != nullptr) {
+    c.arch = "olmo3";
+    c.sliding_window = int_param(g, k + "attention.sliding_window", -1, kMaxContext);
+    c.local_layers = local_but_every(c.n_layers, 4);
+    c.rope_local_theta = c.rope_theta;
+  }
 
   Model m;
   m.config = c;

@@ -419,17 +419,22 @@ TEST(GgufModel, Phi3FusedProjectionsAndSlidingWindow) {
   EXPECT_EQ(lr.config.rope_scaling.type, "longrope");
   EXPECT_EQ(lr.config.rope_scaling.long_factor, r.long_factor);
   EXPECT_EQ(lr.config.rope_scaling.attention_factor, 1.1f);
-  for (const std::vector<int> tokens : {std::vector<int>{1, 5, 9, 3, 14}, std::vector<int>{1, 5, 9, 3, 14, 7, 22, 30}}) {
+  for (const std::vector<int>& tokens : {std::vector<int>{1, 5, 9, 3, 14}, std::vector<int>{1, 5, 9, 3, 14, 7, 22, 30}}) {
     Engine loaded(lr), written(scaled);
     const std::span<const float> a = loaded.prefill(tokens), b = written.prefill(tokens);
     for (int i = 0; i < c.vocab_size; ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << tokens.size() << " tokens, logit " << i;
   }
   // Phi-4-mini's partial rotation: rope.dimension_count 4 of 8 dims, the q/k rows permuted as the
-  // HF loader permutes them (checked against transformers there).
+  // HF loader permutes them (checked against transformers there); no sliding window, which the
+  // converter writes as a window of 0.
   const std::string partial = dir.file("partial.gguf");
-  write_model_gguf(partial, "phi3", want, {}, [](testing::GgufWriter& w) { w.add_u32("phi3.rope.dimension_count", 4); });
+  write_model_gguf(partial, "phi3", want, {}, [](testing::GgufWriter& w) {
+    w.add_u32("phi3.rope.dimension_count", 4);
+    w.add_u32("phi3.attention.sliding_window", 0);
+  });
   const Model pm = load_model(partial);
   EXPECT_EQ(pm.config.rotary_dim, 4);
+  EXPECT_EQ(pm.config.sliding_window, 0);
   Model permuted = want;
   permuted.config.rotary_dim = 4;
   permute_partial_rotary(permuted);
@@ -482,7 +487,7 @@ TEST(GgufModel, SmolLM3NoPELayers) {
 
 // An olmo2 GGUF: no attn_norm or ffn_norm, the norms after both blocks, attn_q_norm and
 // attn_k_norm as wide as all of a token's query (key) heads, rotate-half pairs; the naive forward
-// pass's logits. OLMo 3, which converts as olmo2 with a sliding window, is refused.
+// pass's logits.
 TEST(GgufModel, Olmo2NormsAfterTheBlocksAndAcrossHeads) {
   const ModelConfig c = tiny::olmo2_config();
   const Model want = tiny::random_model(c, 46);
@@ -502,12 +507,65 @@ TEST(GgufModel, Olmo2NormsAfterTheBlocksAndAcrossHeads) {
     EXPECT_EQ(m.weights.layers[l].post_attn_norm, want.weights.layers[l].post_attn_norm) << l;
   }
   expect_naive_logits(m, want, {1, 5, 9, 3, 14, 7, 22, 30, 2, 11});
-
-  const std::string olmo3 = dir.file("olmo3.gguf");
-  write_model_gguf(olmo3, "olmo2", want, {}, [](testing::GgufWriter& w) { w.add_u32("olmo2.attention.sliding_window", 4); });
-  EXPECT_EQ(input_error_of([&] { load_model(olmo3); }),
-            olmo3 + ": olmo2.attention.sliding_window (OLMo 3's local layers) is not supported");
 }
+
+// The logits of every position of `tokens` through `m` are those through `want`, the model it was
+// written from: for settings the naive forward pass does not implement (YaRN), the GGUF file must
+// give the engine the configuration the Hugging Face loader gives it.
+void expect_engine_logits(const Model& m, const Model& want, const std::vector<int>& tokens) {
+  Engine e(m), w(want);
+  const std::span<const int> prompt(tokens.data(), 3);
+  const auto logits = [](std::span<const float> s) { return std::vector<float>(s.begin(), s.end()); };
+  EXPECT_EQ(logits(e.prefill(prompt)), logits(w.prefill(prompt)));
+  for (std::size_t i = prompt.size(); i < tokens.size(); ++i)
+    EXPECT_EQ(logits(e.decode(tokens[i])), logits(w.decode(tokens[i]))) << i;
+}
+
+// OLMo 3 as llama.cpp's converter writes it: olmo2 with attention.sliding_window (all layers but
+// every 4th local, rotated at the global base unscaled) and YaRN on the global layers, its betas
+// and attention factor copied from transformers' rope_scaling.
+TEST(GgufModel, Olmo3LocalLayersAndYarn) {
+  ModelConfig c = tiny::olmo2_config();
+  c.arch = "olmo3";
+  c.n_layers = 4;
+  c.sliding_window = 4;
+  c.local_layers = {1, 1, 1, 0};
+  c.rope_local_theta = c.rope_theta;
+  RopeScaling& r = c.rope_scaling;
+  r.type = "yarn";
+  r.factor = 4.0f;
+  r.original_max_position = 16;
+  r.beta_fast = 8.0f;
+  r.beta_slow = 2.0f;
+  r.attention_factor = 1.25f;
+  const Model want = tiny::random_model(c, 47);
+  TempDir dir;
+  const std::string path = dir.file("olmo3.gguf");
+  write_model_gguf(path, "olmo2", want, {}, [](testing::GgufWriter& w) {
+    w.add_u32("olmo2.attention.sliding_window", 4);
+    w.add_string("olmo2.rope.scaling.type", "yarn");
+    w.add_f32("olmo2.rope.scaling.factor", 4.0f);
+    w.add_u32("olmo2.rope.scaling.original_context_length", 16);
+    w.add_f32("olmo2.rope.scaling.yarn_beta_fast", 8.0f);
+    w.add_f32("olmo2.rope.scaling.yarn_beta_slow", 2.0f);
+    w.add_f32("olmo2.rope.scaling.yarn_attn_factor", 1.25f);
+  });
+  const Model m = load_model(path);
+  EXPECT_EQ(m.config.arch, "olmo3");
+  EXPECT_EQ(m.config.local_layers, c.local_layers);
+  EXPECT_EQ(m.config.window(0), 4);
+  EXPECT_EQ(m.config.window(3), 0);
+  EXPECT_EQ(m.config.rope_local_theta, c.rope_theta);
+  const RopeScaling& got = m.config.rope_scaling;
+  EXPECT_EQ(got.type, "yarn");
+  EXPECT_EQ(got.factor, 4.0f);
+  EXPECT_EQ(got.original_max_position, 16);
+  EXPECT_EQ(got.beta_fast, 8.0f);
+  EXPECT_EQ(got.beta_slow, 2.0f);
+  EXPECT_EQ(got.attention_factor, 1.25f);
+  expect_engine_logits(m, want, {1, 5, 9, 3, 14, 7, 22, 30, 2, 11, 4, 17});
+}
+
 
 // Writes dir/`name`: testing::tiny_llama_writer(layers, omit), then what `extra` adds.
 std::string write_llama(const TempDir& dir, const std::string& name, int layers,
@@ -636,8 +694,52 @@ TEST(GgufModel, FloatHyperParametersMustBePositiveNumbers) {
             path + ": llama.rope.scaling.factor has an invalid value 0 (expected a positive number)");
 }
 
-// RoPE settings the engine does not implement are refused, as the HF loader refuses yarn: they
-// were silently ignored.
+// YaRN with only what every converter writes (type, factor, original context): betas 32 and 1
+// and the attention factor 0.1 ln(factor) + 1, times rope.scaling.attn_factor where given (as
+// llama.cpp multiplies it in); the original context is the model's where absent. DeepSeek's
+// log multiplier and a partial blend are refused.
+TEST(GgufModel, YarnDefaultsAndRefusals) {
+  TempDir dir;
+  const auto yarn = [](const std::function<void(testing::GgufWriter&)>& more) {
+    return [more](testing::GgufWriter& w) {
+      w.add_string("llama.rope.scaling.type", "yarn");
+      w.add_f32("llama.rope.scaling.factor", 4.0f);
+      if (more) more(w);
+    };
+  };
+  const Model plain = load_model(write_llama(dir, "yarn.gguf", 1, {}, yarn([](testing::GgufWriter& w) {
+    w.add_u32("llama.rope.scaling.original_context_length", 32);
+  })));
+  const RopeScaling& r = plain.config.rope_scaling;
+  EXPECT_EQ(r.type, "yarn");
+  EXPECT_EQ(r.original_max_position, 32);
+  EXPECT_EQ(r.beta_fast, 32.0f);
+  EXPECT_EQ(r.beta_slow, 1.0f);
+  EXPECT_FLOAT_EQ(r.attention_factor, 0.1f * std::log(4.0f) + 1.0f);
+  const Model scaled = load_model(write_llama(dir, "yarn.gguf", 1, {}, yarn([](testing::GgufWriter& w) {
+    w.add_f32("llama.rope.scaling.attn_factor", 0.5f);
+  })));
+  EXPECT_EQ(scaled.config.rope_scaling.original_max_position, scaled.config.seq_len);
+  EXPECT_FLOAT_EQ(scaled.config.rope_scaling.attention_factor, 0.5f * (0.1f * std::log(4.0f) + 1.0f));
+  const Model blend = load_model(write_llama(dir, "yarn.gguf", 1, {}, yarn([](testing::GgufWriter& w) {
+    w.add_f32("llama.rope.scaling.yarn_ext_factor", 1.0f);
+  })));
+  EXPECT_EQ(blend.config.rope_scaling.type, "yarn");
+
+  const std::string path = dir.file("yarn.gguf");
+  const auto refusal = [&](const std::function<void(testing::GgufWriter&)>& more) {
+    write_llama(dir, "yarn.gguf", 1, {}, yarn(more));
+    return input_error_of([&] { load_model(path); });
+  };
+  EXPECT_EQ(refusal([](testing::GgufWriter& w) { w.add_f32("llama.rope.scaling.yarn_log_multiplier", 0.1f); }),
+            path + ": llama.rope.scaling.yarn_log_multiplier (DeepSeek's YaRN) is not supported");
+  EXPECT_EQ(refusal([](testing::GgufWriter& w) { w.add_f32("llama.rope.scaling.yarn_ext_factor", 0.5f); }),
+            path + ": llama.rope.scaling.yarn_ext_factor other than 1 is not supported");
+  EXPECT_EQ(refusal([](testing::GgufWriter& w) { w.add_f32("llama.rope.scaling.yarn_beta_fast", -1.0f); }),
+            path + ": llama.rope.scaling.yarn_beta_fast has an invalid value -1 (expected a positive number)");
+}
+
+// RoPE settings the engine does not implement are refused: they were silently ignored.
 TEST(GgufModel, UnsupportedRopeSettingsAreRefused) {
   TempDir dir;
   const auto load_with = [&](const std::function<void(testing::GgufWriter&)>& meta) {
@@ -646,10 +748,10 @@ TEST(GgufModel, UnsupportedRopeSettingsAreRefused) {
   };
   const std::string path = dir.file("rope.gguf");
   EXPECT_EQ(load_with([](auto& w) {
-              w.add_string("llama.rope.scaling.type", "yarn");
+              w.add_string("llama.rope.scaling.type", "longrope");
               w.add_f32("llama.rope.scaling.factor", 4.0f);
             }),
-            path + ": unsupported llama.rope.scaling.type \"yarn\" (supported: none, linear)");
+            path + ": unsupported llama.rope.scaling.type \"longrope\" (supported: none, linear, yarn)");
   EXPECT_EQ(load_with([](auto& w) { w.add_u32("llama.rope.dimension_count", 8); }),
             path + ": llama.rope.dimension_count 8 differs from head_dim 16 (partial rotary "
                    "embeddings are phi3's only)");

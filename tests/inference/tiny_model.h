@@ -144,7 +144,7 @@ inline Model random_model(const ModelConfig& c, uint64_t seed) {
   m.weights.token_embedding = matrix(c.vocab_size, dim, -1.0f, 1.0f);
   for (int l = 0; l < c.n_layers; ++l) {
     LayerWeights w;
-    const bool olmo2 = c.arch == "olmo2", post_norms_only = olmo2 || c.arch == "exaone4";
+    const bool olmo2 = c.arch == "olmo2" || c.arch == "olmo3", post_norms_only = olmo2 || c.arch == "exaone4";
     if (!post_norms_only) w.attn_norm = random_vec(rng, dim, 0.8f, 1.2f);
     w.wq = matrix(qd, dim, -3 * a, 3 * a);
     w.wk = matrix(kvd, dim, -3 * a, 3 * a);
