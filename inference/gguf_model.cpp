@@ -223,15 +223,40 @@ RopeScaling read_yarn(const GgufFile& g, const std::string& k, int seq_len, cons
   return r;
 }
 
+// EXAONE 4's hybrid attention, as the converter writes it and llama.cpp runs it: with
+// attention.sliding_window, the local layers attention.sliding_window_pattern marks (one flag a
+// layer), else all but every 4th (transformers' default); the 32B's 64 layers are hybrid with a
+// window of 4096 in files written before the converter wrote either key. Local layers rotate as the
+// global ones would (their scaling too), global layers not at all. Without a window every layer
+// is global and rotates.
+void read_exaone4_layers(const GgufFile& g, const std::string& k, ModelConfig& c) {
+  const bool windowed = g.find(k + "attention.sliding_window") != nullptr;
+  if (!windowed && c.n_layers != 64) return;
+  c.sliding_window = int_param(g, k + "attention.sliding_window", 4096, kMaxContext);
+  c.local_rope_as_global = true;
+  const std::string key = k + "attention.sliding_window_pattern";
+  if (const GgufValue* pattern = g.find(key)) {
+    if (pattern->type != GgufType::Array || pattern->element_type != GgufType::Bool ||
+        pattern->numbers.size() != static_cast<std::size_t>(c.n_layers))
+      throw input_error(g.path(), key + " is not " + std::to_string(c.n_layers) + " flags (one a layer)");
+    c.local_layers.assign(pattern->numbers.begin(), pattern->numbers.end());
+  } else {
+    c.local_layers = local_but_every(c.n_layers, 4);
+  }
+  c.nope_layers.assign(c.n_layers, 0);
+  for (int l = 0; l < c.n_layers; ++l) c.nope_layers[l] = !c.local(l);
+}
+
 }  // namespace
 
 Model load_gguf_model(const std::string& path, ModelParts parts) {
   GgufFile g(path);
   const std::string arch = g.get_string("general.architecture", "");
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" && arch != "gemma2" &&
-      arch != "gemma3" && arch != "olmo2" && arch != "granite" && arch != "smollm3") {
+      arch != "gemma3" && arch != "olmo2" && arch != "granite" && arch != "smollm3" && arch != "exaone4") {
     throw input_error(path, "unsupported architecture \"" + arch +
-                                "\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, olmo2, granite, smollm3)");
+                                "\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, olmo2, granite, smollm3, "
+                                "exaone4)");
   }
   // Every tensor type is checked before anything large is allocated.
   for (const GgufTensorInfo& t : g.tensors()) {
@@ -305,8 +330,9 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   c.vocab_size = static_cast<int>(embd.dims[1]);
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
   c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
-  c.qk_norm = arch == "qwen3" || arch == "gemma3" || arch == "olmo2";
+  c.qk_norm = arch == "qwen3" || arch == "gemma3" || arch == "olmo2" || arch == "exaone4";
   const bool gemma = arch == "gemma2" || arch == "gemma3", phi3 = arch == "phi3", olmo2 = arch == "olmo2";
+  const bool post_norms_only = olmo2 || arch == "exaone4";  // no norm before the blocks, one after each
   // phi3 as llama.cpp runs it: q, k and v in one attn_qkv (or apart), gate and up in one ffn_up,
   // attention.sliding_window on every layer; the 128K models' LongRoPE factors as tensors, chosen
   // per forward pass as transformers chooses them (llama.cpp chooses once, by the context it is
@@ -333,6 +359,7 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
       c.sliding_window = int_param(g, k + "attention.sliding_window", c.seq_len, kMaxContext);
     if (c.sliding_window >= c.seq_len) c.sliding_window = 0;
   }
+  if (arch == "exaone4") read_exaone4_layers(g, k, c);
   if (arch == "smollm3") {  // as llama.cpp: every 4th layer without RoPE (no key says otherwise)
     c.nope_layers.assign(c.n_layers, 0);
     for (int l = 0; l < c.n_layers; ++l) c.nope_layers[l] = (l + 1) % 4 == 0;
@@ -404,7 +431,7 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
   for (int i = 0; i < c.n_layers; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
-    if (!olmo2) src.read(l.attn_norm, b + "attn_norm.weight", D);  // OLMo 2 norms after the blocks only
+    if (!post_norms_only) src.read(l.attn_norm, b + "attn_norm.weight", D);
     if (fused_qkv) {  // [D, Q + 2 KV]: q, k, v rows in turn
       src.read_stacked(b + "attn_qkv.weight", {{&l.wq, c.q_dim()}, {&l.wk, c.kv_dim()}, {&l.wv, c.kv_dim()}},
                        D);
@@ -423,11 +450,11 @@ Model load_gguf_model(const std::string& path, ModelParts parts) {
       src.read(l.q_norm, b + "attn_q_norm.weight", olmo2 ? Q : c.head_dim);
       src.read(l.k_norm, b + "attn_k_norm.weight", olmo2 ? KV : c.head_dim);
     }
-    if (gemma || olmo2) {
+    if (gemma || post_norms_only) {
       src.read(l.post_attn_norm, b + "post_attention_norm.weight", D);
       src.read(l.post_ffn_norm, b + "post_ffw_norm.weight", D);
     }
-    if (!olmo2) src.read(l.ffn_norm, b + "ffn_norm.weight", D);
+    if (!post_norms_only) src.read(l.ffn_norm, b + "ffn_norm.weight", D);
     if (phi3) {  // [D, 2 H]: gate rows, then up rows
       src.read_stacked(b + "ffn_up.weight", {{&l.w_gate, c.hidden_dim}, {&l.w_up, c.hidden_dim}}, D);
     } else {

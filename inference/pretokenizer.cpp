@@ -109,7 +109,7 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
 
 std::vector<std::string> pretokenizer_patterns(const std::string& name) {
   if (name == "gpt2" || name == "gpt-2" || name == "default" || name == "phi-2" || name == "olmo" ||
-      name == "jais") {
+      name == "jais" || name == "exaone4") {  // llama.cpp splits EXAONE 4's text as GPT-2's
     return {kGpt2Pattern};
   }
   if (name == "llama3" || name == "llama-bpe" || name == "llama-v3" || name == "dbrx" ||

@@ -190,7 +190,8 @@ TEST(GgufModel, ShapeAndArchitectureChecks) {
   const std::string path = dir.file("arch.gguf");
   w.write(path);
   EXPECT_EQ(input_error_of([&] { load_model(path); }),
-            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, olmo2, granite, smollm3)");
+            path + ": unsupported architecture \"gptneox\" (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, olmo2, granite, smollm3, "
+                   "exaone4)");
 
   testing::GgufWriter v;
   v.add_string("general.architecture", "llama");
@@ -507,6 +508,50 @@ TEST(GgufModel, Olmo2NormsAfterTheBlocksAndAcrossHeads) {
     EXPECT_EQ(m.weights.layers[l].post_attn_norm, want.weights.layers[l].post_attn_norm) << l;
   }
   expect_naive_logits(m, want, {1, 5, 9, 3, 14, 7, 22, 30, 2, 11});
+}
+
+// An exaone4 GGUF: OLMo 2's norms after the blocks with per-head QK-norm; with a window, the
+// local layers attention.sliding_window_pattern marks (else all but every 4th), rotated as the
+// global ones would be (linear scaling here), the global ones without RoPE; the naive forward
+// pass's logits. Without a window every layer is global and rotates.
+TEST(GgufModel, Exaone4HybridLayers) {
+  const ModelConfig c = tiny::exaone4_config();  // layers 0-2 local (window 4), layer 3 global NoPE
+  const Model want = tiny::random_model(c, 49);
+  TempDir dir;
+  const std::string path = dir.file("exaone4.gguf");
+  const auto hybrid = [](const std::vector<bool>& pattern) {
+    return [pattern](testing::GgufWriter& w) {
+      w.add_string("exaone4.rope.scaling.type", "linear");
+      w.add_f32("exaone4.rope.scaling.factor", 2.0f);
+      w.add_u32("exaone4.attention.sliding_window", 4);
+      if (!pattern.empty()) w.add_bools("exaone4.attention.sliding_window_pattern", pattern);
+    };
+  };
+  write_model_gguf(path, "exaone4", want, {}, hybrid({true, true, true, false}));
+  const Model m = load_model(path);
+  EXPECT_EQ(m.config.arch, "exaone4");
+  EXPECT_TRUE(m.config.qk_norm);
+  EXPECT_EQ(m.config.local_layers, c.local_layers);
+  EXPECT_EQ(m.config.nope_layers, c.nope_layers);
+  EXPECT_TRUE(m.config.local_rope_as_global);
+  EXPECT_EQ(m.config.window(0), 4);
+  EXPECT_TRUE(m.weights.layers[0].attn_norm.empty());
+  EXPECT_EQ(m.weights.layers[0].k_norm.size(), static_cast<std::size_t>(c.head_dim));
+  expect_naive_logits(m, want, {1, 5, 9, 3, 14, 7, 22, 30, 2, 11});
+
+  write_model_gguf(path, "exaone4", want, {}, hybrid({}));
+  EXPECT_EQ(load_model(path).config.local_layers, c.local_layers);
+  write_model_gguf(path, "exaone4", want, {}, hybrid({true, false, true, false}));
+  EXPECT_EQ(load_model(path).config.nope_layers, (std::vector<uint8_t>{0, 1, 0, 1}));
+  write_model_gguf(path, "exaone4", want, {}, hybrid({true, true}));
+  EXPECT_EQ(input_error_of([&] { load_model(path); }),
+            path + ": exaone4.attention.sliding_window_pattern is not 4 flags (one a layer)");
+
+  write_model_gguf(path, "exaone4", want);
+  const Model global = load_model(path);
+  EXPECT_TRUE(global.config.local_layers.empty());
+  EXPECT_TRUE(global.config.nope_layers.empty());
+  EXPECT_EQ(global.config.window(0), 0);
 }
 
 // The logits of every position of `tokens` through `m` are those through `want`, the model it was

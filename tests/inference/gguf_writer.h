@@ -45,6 +45,13 @@ class GgufWriter {
     for (const std::string& v : values) put_string(kv_, v);
     ++n_kv_;
   }
+  void add_bools(const std::string& key, const std::vector<bool>& values) {
+    key_header(key, 9);
+    put(kv_, uint32_t{7});
+    put(kv_, static_cast<uint64_t>(values.size()));
+    for (const bool v : values) put(kv_, static_cast<uint8_t>(v));
+    ++n_kv_;
+  }
   void add_i32s(const std::string& key, const std::vector<int32_t>& values) {
     key_header(key, 9);
     put(kv_, uint32_t{5});

@@ -37,6 +37,7 @@ TEST(PreTokenizer, Gpt2) {
   EXPECT_EQ(split(pretokenizer_patterns("gpt2"), "a \xF0\x9F\x99\x82\xF0\x9F\x99\x82 b"),
             (Pieces{"a", " \xF0\x9F\x99\x82\xF0\x9F\x99\x82", " b"}));
   EXPECT_EQ(split(pretokenizer_patterns("gpt2"), "x   "), (Pieces{"x", "   "}));
+  EXPECT_EQ(pretokenizer_patterns("exaone4"), pretokenizer_patterns("gpt2"));  // as llama.cpp splits it
 }
 
 TEST(PreTokenizer, Llama3) {
