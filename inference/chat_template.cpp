@@ -1,6 +1,9 @@
 // Fixed table of chat prompt formats and their detection from chat templates.
 #include "inference/chat_template.h"
 
+#include <cstdio>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -15,10 +18,16 @@ namespace {
 
 struct ChatFormat {
   const char* family;
-  const char* prefix;  // text before the user message
+  const char* prefix;  // text before the user message ({today}: the day's date, as the template writes it)
   const char* suffix;  // text after it, ending where the assistant's reply begins
   bool opens_with_bos = false;  // the template writes BOS first, whatever the tokenizer adds itself
+  bool trims = false;           // the template strips the message's surrounding white space (| trim)
 };
+
+// The Llama 3.1+ system turn: its knowledge cutoff and a date (3.1's and 3.3's fixed, 3.2's today's).
+#define KVS_LLAMA31_SYSTEM(date)                                                          \
+  "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n" \
+  "Today Date: " date "\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
 
 const ChatFormat kFormats[] = {
     {"smollm2",
@@ -34,9 +43,15 @@ const ChatFormat kFormats[] = {
     {"qwen3", "<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"},
     {"llama2", "[INST] ", " [/INST]"},
     {"llama3", "<|start_header_id|>user<|end_header_id|>\n\n",
-     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", false, true},
+    {"llama3.1", KVS_LLAMA31_SYSTEM("26 Jul 2024"), "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+     true, true},
+    {"llama3.2", KVS_LLAMA31_SYSTEM("{today}"), "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+     true, true},
     {"mistral", "[INST] ", " [/INST]"},
-    {"gemma", "<start_of_turn>user\n", "<end_of_turn>\n<start_of_turn>model\n"},
+    {"mistral-v3", "[INST] ", "[/INST]", true},
+    {"mistral-tekken", "[INST]", "[/INST]", true},
+    {"gemma", "<start_of_turn>user\n", "<end_of_turn>\n<start_of_turn>model\n", false, true},
     {"phi3", "<|user|>\n", "<|end|>\n<|assistant|>\n"},
     {"tulu", "<|user|>\n", "\n<|assistant|>\n", true},
     {"deepseek-r1", "<｜User｜>", "<｜Assistant｜><think>\n", true},
@@ -47,6 +62,43 @@ bool contains(const std::string& s, const char* needle) {
   return s.find(needle) != std::string::npos;
 }
 
+// Today's date in the local time zone as Python's strftime("%d %b %Y") writes it in the C locale
+// ("02 Dec 2026"), which transformers' strftime_now gives a template.
+std::string today() {
+  static const char* const kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                        "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char day[3];
+  std::snprintf(day, sizeof day, "%02d", local.tm_mday);
+  return std::string(day) + " " + kMonths[local.tm_mon] + " " + std::to_string(1900 + local.tm_year);
+}
+
+// s without the white space Python's str.strip() removes at either end (Jinja's trim): ASCII's
+// and the Unicode spaces a prompt may carry (no-break, ideographic, line and paragraph separators).
+std::string strip(const std::string& s) {
+  static const char* const kSpaces[] = {" ", "\t", "\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x1f",
+                                        "\xc2\x85", "\xc2\xa0", "\xe1\x9a\x80", "\xe2\x80\x80",
+                                        "\xe2\x80\x81", "\xe2\x80\x82", "\xe2\x80\x83", "\xe2\x80\x84",
+                                        "\xe2\x80\x85", "\xe2\x80\x86", "\xe2\x80\x87", "\xe2\x80\x88",
+                                        "\xe2\x80\x89", "\xe2\x80\x8a", "\xe2\x80\xa8", "\xe2\x80\xa9",
+                                        "\xe2\x80\xaf", "\xe2\x81\x9f", "\xe3\x80\x80"};
+  const auto space_at = [&](std::size_t i, bool backwards) -> std::size_t {
+    for (const char* sp : kSpaces) {
+      const std::size_t n = std::strlen(sp);
+      if (backwards ? i >= n && s.compare(i - n, n, sp) == 0 : s.compare(i, n, sp) == 0) return n;
+    }
+    return 0;
+  };
+  std::size_t begin = 0, end = s.size();
+  while (begin < end)
+    if (const std::size_t n = space_at(begin, false); n > 0) begin += n; else break;
+  while (end > begin)
+    if (const std::size_t n = space_at(end, true); n > 0) end -= n; else break;
+  return s.substr(begin, end - begin);
+}
+
 }  // namespace
 
 std::vector<std::string> chat_families() {
@@ -55,24 +107,50 @@ std::vector<std::string> chat_families() {
   return out;
 }
 
+// Each family is taken only for the template it was written from (checked against llama.cpp's
+// collection of real templates by scripts/check-chat-templates.sh): look-alikes that write more
+// (a default system prompt, an opened or closed <think> block, a thinking switch) are no family,
+// so that --chat refuses them rather than write another model's format.
 std::string detect_chat_family(const std::string& t) {
   if (contains(t, "<|im_start|>")) {
     // SmolLM3's system turn holds the day's date and a reasoning mode: no fixed format gives it
     if (contains(t, "Reasoning Mode")) return "";
     if (contains(t, "SmolLM")) return "smollm2";
-    if (contains(t, "<think>")) return "qwen3";  // reasoning turns; no default system prompt
-    return contains(t, "You are Qwen, created by Alibaba Cloud") ? "qwen2.5" : "chatml";
+    if (contains(t, "You are Qwen, created by Alibaba Cloud")) return "qwen2.5";
+    // Qwen3's reasoning turns, the reply left to open its <think> block (QwQ and Qwen3.5 open it)
+    if (contains(t, "<think>"))
+      return contains(t, "'<think>\\n' }}") || contains(t, "assistant\\n<think>\\n'") ? "" : "qwen3";
+    return contains(t, "You are a helpful assistant.<|im_end|>") ? "chatml" : "";
   }
-  if (contains(t, "<|start_header_id|>")) return "llama3";
+  // Llama 3 writes no system turn; 3.1+ open with one that dates the conversation: 3.1's and
+  // 3.3's always on the same day, 3.2's on today's (strftime_now)
+  if (contains(t, "<|start_header_id|>")) {
+    if (!contains(t, "Cutting Knowledge Date")) return contains(t, "system") ? "" : "llama3";
+    if (!contains(t, "date_string = \"26 Jul 2024\"")) return "";
+    return contains(t, "strftime_now") ? "llama3.2" : "llama3.1";
+  }
   if (contains(t, "<start_of_turn>")) return "gemma";
-  if (contains(t, "<|user|>") && contains(t, "<|end|>")) return "phi3";
+  if (contains(t, "<|user|>") && contains(t, "<|end|>")) return contains(t, "You are") ? "" : "phi3";
   // Tulu's: BOS first, the user's turn ended with a newline (Zephyr's, which looks alike, ends it
   // with EOS; a look-alike without BOS is not taken for it either)
   if (contains(t, "<|user|>") && contains(t, "message['content'] + '\\n' }}") && contains(t, "bos_token"))
     return "tulu";
-  // DeepSeek's fullwidth bars: R1's distilled models open the reply's <think> block themselves
-  if (contains(t, "<｜User｜>")) return contains(t, "<｜Assistant｜><think>") ? "deepseek-r1" : "deepseek-v3";
-  if (contains(t, "[INST]")) return contains(t, "<<SYS>>") ? "llama2" : "mistral";
+  // DeepSeek's fullwidth bars: R1's distilled models open the reply's <think> block themselves;
+  // V3.1+ switch thinking on and off (and close the block), llama.cpp's R1 template ends the
+  // user's turn with EOS
+  if (contains(t, "<｜User｜>")) {
+    if (contains(t, "thinking") || contains(t, "<｜User｜>' + message['content'] + '<｜end▁of▁sentence｜>'")) return "";
+    return contains(t, "<｜Assistant｜><think>") ? "deepseek-r1" : "deepseek-v3";
+  }
+  if (contains(t, "[INST]")) {
+    if (contains(t, "<<SYS>>")) return "llama2";
+    // BOS and no spaces inside the brackets (Tekken's: Mistral Nemo), BOS and a space after [INST]
+    // (v0.3's), or spaces on both sides (v0.1's and v0.2's); Mistral Small 3+ and Devstral write a
+    // default system prompt (some with the day's date): none of these
+    if (contains(t, "\"[INST]\" + message[\"content\"] + \"[/INST]\"")) return "mistral-tekken";
+    if (contains(t, "\"[INST] \" + message[\"content\"] + \"[/INST]\"")) return "mistral-v3";
+    return contains(t, "' [/INST]'") ? "mistral" : "";
+  }
   return "";
 }
 
@@ -137,7 +215,10 @@ bool chat_opens_with_bos(const std::string& family) {
 std::string format_chat(const std::string& family, const std::string& user_message) {
   if (family.empty()) return user_message;
   for (const ChatFormat& f : kFormats) {
-    if (family == f.family) return f.prefix + user_message + f.suffix;
+    if (family != f.family) continue;
+    std::string prefix = f.prefix;
+    if (const std::size_t at = prefix.find("{today}"); at != std::string::npos) prefix.replace(at, 7, today());
+    return prefix + (f.trims ? strip(user_message) : user_message) + f.suffix;
   }
   throw input_error("chat format", "unknown family \"" + family + "\"");
 }

@@ -11,7 +11,10 @@ namespace kvs {
 // Families: "smollm2" (ChatML with SmolLM2's default system prompt), "qwen2.5" (ChatML with
 // Qwen2.5's), "chatml" (Qwen2's ChatML with its default system prompt), "qwen3" (ChatML without a
 // system turn, the reply left to open its <think> block), "llama2" ([INST] ... [/INST]), "llama3"
-// (header ids), "mistral" ([INST] ... [/INST] without a system block), "gemma" (<start_of_turn>
+// (header ids), "llama3.1" (BOS, then Llama 3.1's and 3.3's system turn, dated 26 Jul 2024, then
+// as llama3), "llama3.2" (the same dated today, as transformers' strftime_now dates it), "mistral"
+// ([INST] ... [/INST] without a system block: v0.1, v0.2), "mistral-v3" (BOS, [INST] ...[/INST]),
+// "mistral-tekken" (BOS, [INST]...[/INST] without spaces: Mistral Nemo), "gemma" (<start_of_turn>
 // user ... <end_of_turn>, then the model's turn), "phi3" (<|user|> ... <|end|>, then
 // <|assistant|>), "tulu" (BOS, <|user|> ... on its own line, then <|assistant|>: OLMo 2 Instruct),
 // "deepseek-r1" (BOS, <｜User｜> ..., then <｜Assistant｜> and the opened <think> block: the
@@ -42,8 +45,9 @@ std::string chat_family_for_path(const std::string& model_path);
 bool chat_opens_with_bos(const std::string& family);
 
 // The prompt text for one user turn, ready for the tokenizer (which adds BOS itself when the
-// family needs it). An empty family returns the message unchanged. Throws InputError for an
-// unknown family.
+// family needs it); the message stripped of surrounding white space where the family's template
+// strips it (llama3*, gemma). An empty family returns the message unchanged. Throws InputError
+// for an unknown family.
 std::string format_chat(const std::string& family, const std::string& user_message);
 
 }  // namespace kvs

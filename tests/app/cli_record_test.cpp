@@ -332,7 +332,8 @@ TEST_F(CliRecordBadInput, ModelEndingTheTextAtOnce) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "kvscope: prompt: the model ended the text at once (end-of-text or begin-of-text as its first "
                    "token): no decode step to record\n");
-  const std::string chat = write_eos_first_model(in.file("chat.gguf"), "{{ '<|im_start|>' + message['role'] }}");
+  const std::string chat = write_eos_first_model(in.file("chat.gguf"),
+                                                 "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>' }}");
   r = record_into_empty({"--model", chat}, "a");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(chat + " is a chat model: give the prompt in its chat format (--chat"), std::string::npos)

@@ -157,7 +157,7 @@ std::string write_vocab_gguf(const std::string& path, const std::string& chat_te
 
 TEST(CliTokenize, VocabOnlyGguf) {
   TempDir in;
-  const std::string vocab = write_vocab_gguf(in.file("vocab.gguf"), "{{ '[INST] ' }}");
+  const std::string vocab = write_vocab_gguf(in.file("vocab.gguf"), "{{ '[INST] ' + message['content'] + ' [/INST]' }}");
   const Json j = parse_json(run_kvscope({"tokenize", "--tokenizer", vocab, "--text", "ab a", "--json"}));
   EXPECT_EQ(ids_of(j), (std::vector<int>{1, 8, 6}));  // <s> ▁ab ▁a
   EXPECT_EQ(strings_of(j, "pieces"), (std::vector<std::string>{"<s>", " ab", " a"}));

@@ -3,6 +3,7 @@
 // ChatML with its system prompt).
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -40,16 +41,32 @@ TEST(ChatTemplate, FormatsEachFamily) {
   EXPECT_EQ(format_chat("tulu", "Hi"), "<|user|>\nHi\n<|assistant|>\n");
   EXPECT_EQ(format_chat("deepseek-r1", "Hi"), "<｜User｜>Hi<｜Assistant｜><think>\n");
   EXPECT_EQ(format_chat("deepseek-v3", "Hi"), "<｜User｜>Hi<｜Assistant｜>");
-  EXPECT_EQ(chat_families().size(), 12u);
-  // Only Tulu's and DeepSeek's templates write BOS whatever the tokenizer does.
+  EXPECT_EQ(format_chat("llama3.1", "Hi"),
+            "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul "
+            "2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant"
+            "<|end_header_id|>\n\n");
+  EXPECT_EQ(format_chat("mistral-v3", "Hi"), "[INST] Hi[/INST]");
+  EXPECT_EQ(format_chat("mistral-tekken", "Hi"), "[INST]Hi[/INST]");
+  EXPECT_EQ(chat_families().size(), 16u);
+  // Tulu's, DeepSeek's, Llama 3.1+'s and Mistral v0.3's and Nemo's templates write BOS whatever the
+  // tokenizer does.
   for (const std::string& family : chat_families())
-    EXPECT_EQ(chat_opens_with_bos(family), family == "tulu" || family.starts_with("deepseek")) << family;
+    EXPECT_EQ(chat_opens_with_bos(family), family == "tulu" || family.starts_with("deepseek") ||
+                                               family == "llama3.1" || family == "llama3.2" ||
+                                               family == "mistral-v3" || family == "mistral-tekken")
+        << family;
   EXPECT_FALSE(chat_opens_with_bos(""));
 }
 
 TEST(ChatTemplate, DetectsFamilies) {
   EXPECT_EQ(detect_chat_family(""), "");
-  EXPECT_EQ(detect_chat_family("{{ '<|im_start|>' + message['role'] }}"), "chatml");
+  // Qwen2's ChatML, whose system turn says "You are a helpful assistant."; ChatML without it (or
+  // with another default system prompt) is no family: KVScope would write a turn the model's
+  // template does not.
+  EXPECT_EQ(detect_chat_family("{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{{ "
+                               "'<|im_start|>' + message['role'] }}"),
+            "chatml");
+  EXPECT_EQ(detect_chat_family("{{ '<|im_start|>' + message['role'] }}"), "");
   EXPECT_EQ(detect_chat_family("{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
                                "assistant.<|im_end|>\\n' }}{{ '<|im_start|>' + message['role'] }}"),
             "qwen2.5");
@@ -58,6 +75,12 @@ TEST(ChatTemplate, DetectsFamilies) {
                                "enable_thinking is defined and enable_thinking is false %}{{- "
                                "'<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}"),
             "qwen3");
+  // Qwen3.5's and QwQ's open the <think> block in the generation prompt: not Qwen3's format
+  EXPECT_EQ(detect_chat_family("{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- if "
+                               "enable_thinking is defined and enable_thinking is false %}{{- "
+                               "'<think>\\n\\n</think>\\n\\n' }}{%- else %}{{- '<think>\\n' }}{%- endif %}{%- endif %}"),
+            "");
+  EXPECT_EQ(detect_chat_family("{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}"), "");
   EXPECT_EQ(detect_chat_family("<|im_start|>system\nYou are a helpful AI assistant named SmolLM"),
             "smollm2");
   // SmolLM3's (abridged): the day's date and a reasoning mode in its system turn, which no fixed
@@ -69,8 +92,27 @@ TEST(ChatTemplate, DetectsFamilies) {
   EXPECT_EQ(
       detect_chat_family("{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>' }}"),
       "llama3");
+  // Llama 3.1's and 3.3's (abridged): a system turn dated 26 Jul 2024; 3.2's dated today
+  const std::string llama31 =
+      "{%- if not date_string is defined %}{%- set date_string = \"26 Jul 2024\" %}{%- endif %}{{- "
+      "\"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}{{- \"Cutting Knowledge Date: December 2023\\n\" }}";
+  EXPECT_EQ(detect_chat_family(llama31), "llama3.1");
+  EXPECT_EQ(detect_chat_family("{%- if strftime_now is defined %}{%- set date_string = strftime_now(\"%d %b %Y\") "
+                               "%}{%- else %}" + llama31.substr(llama31.find("{%- set"))),
+            "llama3.2");
+  // A header-id template that writes a system turn of its own (functionary's, firefunction's)
+  EXPECT_EQ(detect_chat_family("{{ '<|start_header_id|>system<|end_header_id|>\\n\\nYou are capable of "
+                               "executing available function(s)' }}"),
+            "");
   EXPECT_EQ(detect_chat_family("{{ bos_token + '[INST] <<SYS>>\\n' }}"), "llama2");
   EXPECT_EQ(detect_chat_family("{{ '[INST] ' + message['content'] + ' [/INST]' }}"), "mistral");
+  EXPECT_EQ(detect_chat_family("{{- bos_token }}{{- \"[INST] \" + message[\"content\"] + \"[/INST]\" }}"), "mistral-v3");
+  EXPECT_EQ(detect_chat_family("{{- bos_token }}{{- \"[INST]\" + message[\"content\"] + \"[/INST]\" }}"),
+            "mistral-tekken");
+  // Mistral Small 3's: a default system prompt
+  EXPECT_EQ(detect_chat_family("{{- '[SYSTEM_PROMPT]' + default_system_message + '[/SYSTEM_PROMPT]' }}{{- '[INST]' + "
+                               "message['content'] + '[/INST]' }}"),
+            "");
   EXPECT_EQ(detect_chat_family("{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}"),
             "gemma");
   // Phi-3-mini's template (abridged)
@@ -103,6 +145,26 @@ TEST(ChatTemplate, DetectsFamilies) {
                                "%}{{'<｜User｜>' + message['content']}}{%- endif %}{%- endfor -%}{% if "
                                "add_generation_prompt and not ns.is_tool %}{{'<｜Assistant｜>'}}{% endif %}"),
             "deepseek-v3");
+  // DeepSeek-V3.1+'s switch thinking on and off: no fixed format
+  EXPECT_EQ(detect_chat_family("{%- if not thinking is defined %}{%- set thinking = false %}{%- endif %}{{'<｜User｜>' "
+                               "+ message['content']}}{{'<｜Assistant｜></think>'}}"),
+            "");
+}
+
+// The families whose templates strip the message (| trim) strip it as Python's str.strip() does,
+// Unicode's spaces included; the others keep it as given. Llama 3.2's system turn is dated today.
+TEST(ChatTemplate, TrimsWhereTheTemplateDoes) {
+  EXPECT_EQ(format_chat("gemma", " \n\xC2\xA0Hi there\t\xE3\x80\x80 "), "<start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(format_chat("llama3", "\nHi\n"), format_chat("llama3", "Hi"));
+  EXPECT_EQ(format_chat("llama3", "   "), format_chat("llama3", ""));
+  EXPECT_EQ(format_chat("qwen3", " Hi\n"), "<|im_start|>user\n Hi\n<|im_end|>\n<|im_start|>assistant\n");
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char date[32];
+  std::strftime(date, sizeof date, "%d %b %Y", &local);  // the C locale's month names, as Python's
+  const std::string llama32 = format_chat("llama3.2", "Hi");
+  EXPECT_NE(llama32.find(std::string("\nToday Date: ") + date + "\n\n"), std::string::npos) << llama32;
 }
 
 // An HF folder's template: tokenizer_config.json's chat_template first, else chat_template.jinja
