@@ -3,8 +3,8 @@ scripts/check-chat-templates.sh). The templates are llama.cpp's collection of re
 chat templates (models/templates/*.jinja in the llama-cpp-python sdist, pinned as
 check_tokenizers.py pins it). Each one is rendered with jinja2 as transformers'
 apply_chat_template renders it (sandboxed, trim_blocks and lstrip_blocks, loop controls,
-raise_exception, strftime_now, transformers' tojson) for one user message and the generation
-prompt, and `kvscope tokenize --chat --json` is asked for the same message with that template
+raise_exception, strftime_now, transformers' tojson and {% generation %}; tools and documents
+None) for a user message and the generation prompt, and `kvscope tokenize --chat --json` is asked for the same message with that template
 beside a tokenizer: the family KVScope detects and the text it writes. Per template:
   PASS  KVScope writes exactly the template's text (a BOS the template writes first counts as
         KVScope's BOS: written where the family opens with it, or where the tokenizer adds it)
@@ -102,8 +102,9 @@ def check(kvscope, folder, env, path):
         if family is None:
             return "NONE", ""
         try:
-            want = env.from_string(template).render(messages=[{"role": "user", "content": message}],
-                                                    add_generation_prompt=True, bos_token=BOS, eos_token=EOS)
+            want = env.from_string(template).render(messages=[{"role": "user", "content": message}], tools=None,
+                                                    documents=None, add_generation_prompt=True, bos_token=BOS,
+                                                    eos_token=EOS)
         except jinja2.exceptions.TemplateError as e:
             return "FAIL", f"{family}: jinja2 cannot render it ({e}), KVScope writes a format for it"
         writes_bos = want.startswith(BOS)
