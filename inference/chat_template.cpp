@@ -18,11 +18,28 @@ namespace {
 
 struct ChatFormat {
   const char* family;
-  const char* prefix;  // text before the user message ({today}: the day's date, as the template writes it)
+  const char* prefix;  // text before the user message ({today}: the day's date, as date_format writes it)
   const char* suffix;  // text after it, ending where the assistant's reply begins
   bool opens_with_bos = false;  // the template writes BOS first, whatever the tokenizer adds itself
   bool trims = false;           // the template strips the message's surrounding white space (| trim)
+  const char* date_format = "";  // strftime's %d, %b, %B and %Y, as the template's strftime_now is given them
 };
+
+// SmolLM3's default system turn in thinking mode (its template as Unsloth edited it: no date).
+constexpr const char* kSmolLM3System =
+    "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: /think\n\n"
+    "## Custom Instructions\n\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face. Your role as an "
+    "assistant involves thoroughly exploring questions through a systematic thinking process before providing the "
+    "final precise and accurate solutions. This requires engaging in a comprehensive cycle of analysis, summarizing, "
+    "exploration, reassessment, reflection, backtracking, and iteration to develop well-considered thinking "
+    "process. Please structure your response into two main sections: Thought and Solution using the specified "
+    "format: <think> Thought section </think> Solution section. In the Thought section, detail your reasoning "
+    "process in steps. Each step should include detailed considerations such as analysing questions, summarizing "
+    "relevant findings, brainstorming new ideas, verifying the accuracy of the current steps, refining any errors, "
+    "and revisiting previous steps. In the Solution section, based on various attempts, explorations, and "
+    "reflections from the Thought section, systematically present the final solution that you deem correct. The "
+    "Solution section should be logical, accurate, and concise and detail necessary steps needed to reach the "
+    "conclusion.\n\n<|im_end|>\n<|im_start|>user\n";
 
 // The Llama 3.1+ system turn: its knowledge cutoff and a date (3.1's and 3.3's fixed, 3.2's today's).
 #define KVS_LLAMA31_SYSTEM(date)                                                          \
@@ -47,7 +64,12 @@ const ChatFormat kFormats[] = {
     {"llama3.1", KVS_LLAMA31_SYSTEM("26 Jul 2024"), "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
      true, true},
     {"llama3.2", KVS_LLAMA31_SYSTEM("{today}"), "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
-     true, true},
+     true, true, "%d %b %Y"},
+    {"smollm3", kSmolLM3System, "<|im_end|>\n<|im_start|>assistant\n"},
+    {"granite3.3",
+     "<|start_of_role|>system<|end_of_role|>Knowledge Cutoff Date: April 2024. Today's Date: {today}. You are "
+     "Granite, developed by IBM. You are a helpful AI assistant.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>",
+     "<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>", false, false, "%B %d, %Y"},
     {"mistral", "[INST] ", " [/INST]"},
     {"mistral-v3", "[INST] ", "[/INST]", true},
     {"mistral-tekken", "[INST]", "[/INST]", true},
@@ -62,17 +84,37 @@ bool contains(const std::string& s, const char* needle) {
   return s.find(needle) != std::string::npos;
 }
 
-// Today's date in the local time zone as Python's strftime("%d %b %Y") writes it in the C locale
-// ("02 Dec 2026"), which transformers' strftime_now gives a template.
-std::string today() {
-  static const char* const kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                        "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+// Today's date in the local time zone as Python's strftime writes `format` in the C locale, which
+// transformers' strftime_now gives a template: %d (two digits), %b and %B (English month names)
+// and %Y; other characters as they are.
+std::string today(const std::string& format) {
+  static const char* const kMonths[] = {"January", "February", "March",     "April",   "May",      "June",
+                                        "July",    "August",   "September", "October", "November", "December"};
   const std::time_t now = std::time(nullptr);
   std::tm local{};
   localtime_r(&now, &local);
-  char day[3];
-  std::snprintf(day, sizeof day, "%02d", local.tm_mday);
-  return std::string(day) + " " + kMonths[local.tm_mon] + " " + std::to_string(1900 + local.tm_year);
+  std::string out;
+  for (std::size_t i = 0; i < format.size(); ++i) {
+    if (format[i] != '%' || i + 1 == format.size()) {
+      out += format[i];
+      continue;
+    }
+    const char c = format[++i];
+    if (c == 'd') {
+      out += static_cast<char>('0' + local.tm_mday / 10);
+      out += static_cast<char>('0' + local.tm_mday % 10);
+    } else if (c == 'b') {
+      out += std::string(kMonths[local.tm_mon]).substr(0, 3);
+    } else if (c == 'B') {
+      out += kMonths[local.tm_mon];
+    } else if (c == 'Y') {
+      out += std::to_string(1900 + local.tm_year);
+    } else {
+      out += '%';
+      out += c;
+    }
+  }
+  return out;
 }
 
 // s without the white space Python's str.strip() removes at either end (Jinja's trim): ASCII's
@@ -113,8 +155,9 @@ std::vector<std::string> chat_families() {
 // so that --chat refuses them rather than write another model's format.
 std::string detect_chat_family(const std::string& t) {
   if (contains(t, "<|im_start|>")) {
-    // SmolLM3's system turn holds the day's date and a reasoning mode: no fixed format gives it
-    if (contains(t, "Reasoning Mode")) return "";
+    // SmolLM3's system turn holds a reasoning mode (and, in the template as released, the day's
+    // date: no fixed format gives it; the edit Unsloth's GGUFs carry has none)
+    if (contains(t, "Reasoning Mode")) return contains(t, "Today Date") ? "" : "smollm3";
     if (contains(t, "SmolLM")) return "smollm2";
     if (contains(t, "You are Qwen, created by Alibaba Cloud")) return "qwen2.5";
     // Qwen3's reasoning turns, the reply left to open its <think> block (QwQ and Qwen3.5 open it)
@@ -130,6 +173,12 @@ std::string detect_chat_family(const std::string& t) {
     return contains(t, "strftime_now") ? "llama3.2" : "llama3.1";
   }
   if (contains(t, "<start_of_turn>")) return "gemma";
+  // Granite 3.3's default system turn, dated today (Granite 3.0-3.2 write others)
+  if (contains(t, "<|start_of_role|>"))
+    return contains(t, "Knowledge Cutoff Date: April 2024. Today's Date: \" + strftime_now('%B %d, %Y') + \". You "
+                       "are Granite, developed by IBM.\"")
+               ? "granite3.3"
+               : "";
   if (contains(t, "<|user|>") && contains(t, "<|end|>")) return contains(t, "You are") ? "" : "phi3";
   // Tulu's: BOS first, the user's turn ended with a newline (Zephyr's, which looks alike, ends it
   // with EOS; a look-alike without BOS is not taken for it either)
@@ -217,7 +266,7 @@ std::string format_chat(const std::string& family, const std::string& user_messa
   for (const ChatFormat& f : kFormats) {
     if (family != f.family) continue;
     std::string prefix = f.prefix;
-    if (const std::size_t at = prefix.find("{today}"); at != std::string::npos) prefix.replace(at, 7, today());
+    if (const std::size_t at = prefix.find("{today}"); at != std::string::npos) prefix.replace(at, 7, today(f.date_format));
     return prefix + (f.trims ? strip(user_message) : user_message) + f.suffix;
   }
   throw input_error("chat format", "unknown family \"" + family + "\"");

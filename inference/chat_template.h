@@ -14,7 +14,9 @@ namespace kvs {
 // (header ids), "llama3.1" (BOS, then Llama 3.1's and 3.3's system turn, dated 26 Jul 2024, then
 // as llama3), "llama3.2" (the same dated today, as transformers' strftime_now dates it), "mistral"
 // ([INST] ... [/INST] without a system block: v0.1, v0.2), "mistral-v3" (BOS, [INST] ...[/INST]),
-// "mistral-tekken" (BOS, [INST]...[/INST] without spaces: Mistral Nemo), "gemma" (<start_of_turn>
+// "mistral-tekken" (BOS, [INST]...[/INST] without spaces: Mistral Nemo), "smollm3" (ChatML with
+// SmolLM3's default system turn in thinking mode, as its template edited by Unsloth writes it),
+// "granite3.3" (Granite 3.3's roles with its system turn dated today), "gemma" (<start_of_turn>
 // user ... <end_of_turn>, then the model's turn), "phi3" (<|user|> ... <|end|>, then
 // <|assistant|>), "tulu" (BOS, <|user|> ... on its own line, then <|assistant|>: OLMo 2 Instruct),
 // "deepseek-r1" (BOS, <｜User｜> ..., then <｜Assistant｜> and the opened <think> block: the

@@ -47,7 +47,11 @@ TEST(ChatTemplate, FormatsEachFamily) {
             "<|end_header_id|>\n\n");
   EXPECT_EQ(format_chat("mistral-v3", "Hi"), "[INST] Hi[/INST]");
   EXPECT_EQ(format_chat("mistral-tekken", "Hi"), "[INST]Hi[/INST]");
-  EXPECT_EQ(chat_families().size(), 16u);
+  EXPECT_TRUE(format_chat("smollm3", "Hi").starts_with(
+      "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: /think\n\n## Custom"));
+  EXPECT_TRUE(format_chat("smollm3", "Hi").ends_with(
+      "conclusion.\n\n<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+  EXPECT_EQ(chat_families().size(), 18u);
   // Tulu's, DeepSeek's, Llama 3.1+'s and Mistral v0.3's and Nemo's templates write BOS whatever the
   // tokenizer does.
   for (const std::string& family : chat_families())
@@ -83,8 +87,11 @@ TEST(ChatTemplate, DetectsFamilies) {
   EXPECT_EQ(detect_chat_family("{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}"), "");
   EXPECT_EQ(detect_chat_family("<|im_start|>system\nYou are a helpful AI assistant named SmolLM"),
             "smollm2");
-  // SmolLM3's (abridged): the day's date and a reasoning mode in its system turn, which no fixed
-  // format gives; not SmolLM2's
+  // SmolLM3's as released (abridged): the day's date and a reasoning mode in its system turn, which
+  // no fixed format gives; not SmolLM2's. As Unsloth edited it (no date): SmolLM3's format.
+  EXPECT_EQ(detect_chat_family("{{- \"<|im_start|>system\\n\" -}}{{- \"Reasoning Mode: \" + reasoning_mode + "
+                               "\"\\n\\n\" -}}You are a helpful AI assistant named SmolLM, trained by Hugging Face."),
+            "smollm3");
   EXPECT_EQ(detect_chat_family("{{- \"<|im_start|>system\\n\" -}}{{- \"## Metadata\\n\\n\" -}}{{- \"Today Date: \" + "
                                "today + \"\\n\" -}}{{- \"Reasoning Mode: \" + reasoning_mode + \"\\n\\n\" -}}You are a "
                                "helpful AI assistant named SmolLM, trained by Hugging Face."),
@@ -165,6 +172,19 @@ TEST(ChatTemplate, TrimsWhereTheTemplateDoes) {
   std::strftime(date, sizeof date, "%d %b %Y", &local);  // the C locale's month names, as Python's
   const std::string llama32 = format_chat("llama3.2", "Hi");
   EXPECT_NE(llama32.find(std::string("\nToday Date: ") + date + "\n\n"), std::string::npos) << llama32;
+  std::strftime(date, sizeof date, "%B %d, %Y", &local);
+  EXPECT_EQ(format_chat("granite3.3", "Hi"),
+            std::string("<|start_of_role|>system<|end_of_role|>Knowledge Cutoff Date: April 2024. Today's Date: ") + date +
+                ". You are Granite, developed by IBM. You are a helpful AI assistant.<|end_of_text|>\n<|start_of_role|>"
+                "user<|end_of_role|>Hi<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>");
+  // Granite 3.3's template (abridged) is its family; Granite 3.1's (another system turn) none
+  EXPECT_EQ(detect_chat_family("{%- set system_message = \"Knowledge Cutoff Date: April 2024. Today's Date: \" + "
+                               "strftime_now('%B %d, %Y') + \". You are Granite, developed by IBM.\" %}{{- "
+                               "'<|start_of_role|>system<|end_of_role|>' + system_message }}"),
+            "granite3.3");
+  EXPECT_EQ(detect_chat_family("{%- set system_message = \"Knowledge Cutoff Date: April 2024.\\nToday's Date: \" + "
+                               "strftime_now('%B %d, %Y') + \".\\nYou are Granite\" %}{{- '<|start_of_role|>system' }}"),
+            "");
 }
 
 // An HF folder's template: tokenizer_config.json's chat_template first, else chat_template.jinja
