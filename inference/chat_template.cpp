@@ -1,4 +1,4 @@
-// Fixed table of chat prompt formats and their detection from chat templates.
+// Chat prompts: a model's chat template rendered, else a fixed table of formats detected from it.
 #include "inference/chat_template.h"
 
 #include <cstdio>
@@ -10,6 +10,7 @@
 
 #include "inference/errors.h"
 #include "inference/gguf_file.h"
+#include "inference/jinja_render.h"
 #include "inference/json.h"
 #include "inference/mapped_file.h"
 
@@ -230,9 +231,6 @@ std::string hf_chat_template(const std::string& folder) {
   return "";
 }
 
-// Family from an HF model folder's chat template ("" when it has none).
-std::string hf_chat_family(const std::string& folder) { return detect_chat_family(hf_chat_template(folder)); }
-
 }  // namespace
 
 std::string chat_template_for_model(const Model& model) {
@@ -241,15 +239,15 @@ std::string chat_template_for_model(const Model& model) {
   return "";
 }
 
-std::string chat_family_for_model(const Model& model) { return detect_chat_family(chat_template_for_model(model)); }
-
-std::string chat_family_for_path(const std::string& model_path) {
+std::string chat_template_for_path(const std::string& path) {
   try {
     std::error_code ec;
-    if (std::filesystem::is_directory(model_path, ec)) return hf_chat_family(model_path);
-    if (!std::filesystem::is_regular_file(model_path, ec)) return "";
-    if (!is_gguf_file(model_path)) return "";
-    return detect_chat_family(GgufFile(model_path).get_string("tokenizer.chat_template", ""));
+    if (std::filesystem::is_directory(path, ec)) return hf_chat_template(path);
+    if (!std::filesystem::is_regular_file(path, ec)) return "";
+    if (std::filesystem::path(path).extension() == ".json")
+      return hf_chat_template(std::filesystem::path(path).parent_path().string());
+    if (!is_gguf_file(path)) return "";
+    return GgufFile(path).get_string("tokenizer.chat_template", "");
   } catch (const std::exception&) {
     return "";
   }
@@ -259,6 +257,33 @@ bool chat_opens_with_bos(const std::string& family) {
   for (const ChatFormat& f : kFormats)
     if (family == f.family) return f.opens_with_bos;
   return false;
+}
+
+ChatPrompt chat_prompt(const std::string& chat_template, const Tokenizer& tok, const std::string& message) {
+  const auto special = [&](int id) { return id >= 0 && id < tok.vocab_size() ? tok.token_text(id) : std::string(); };
+  const std::string bos = special(tok.bos_id()), eos = special(tok.eos_id());
+  using jinja::Value;
+  const jinja::Dict context = {
+      {"messages", Value::make_list({Value::make_dict({{"role", Value::string("user")},
+                                                        {"content", Value::string(message)}})})},
+      {"add_generation_prompt", Value::boolean(true)},
+      {"tools", Value::none()},
+      {"documents", Value::none()},
+      {"bos_token", Value::string(bos)},
+      {"eos_token", Value::string(eos)}};
+  try {
+    std::string text = jinja::render(chat_template, context);
+    const bool writes_bos = !bos.empty() && text.starts_with(bos);
+    return {std::move(text), writes_bos, false, "template"};
+  } catch (const jinja::Error& e) {
+    const std::string family = detect_chat_family(chat_template);
+    if (!family.empty()) return {format_chat(family, message), chat_opens_with_bos(family), chat_opens_with_bos(family), family};
+    std::string families;
+    for (const std::string& f : chat_families()) families += (families.empty() ? "" : ", ") + f;
+    throw input_error("--chat", std::string("the chat template cannot be rendered (") + e.what() +
+                                    ") and none of KVScope's fixed formats (" + families +
+                                    ") matches it: give the formatted prompt without --chat");
+  }
 }
 
 std::string format_chat(const std::string& family, const std::string& user_message) {

@@ -1,10 +1,11 @@
-// Chat prompt formats of the supported model families, from a fixed table (no template engine),
-// and detection of a model's family from its chat template.
+// A model's chat format: its chat template rendered (inference/jinja_render.h), else the format of
+// its family from a fixed table, detected from the template.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "inference/model.h"
+#include "inference/tokenizer.h"
 
 namespace kvs {
 
@@ -28,23 +29,36 @@ std::vector<std::string> chat_families();
 // chat_template); "" when none matches or the template is empty.
 std::string detect_chat_family(const std::string& chat_template);
 
-// Family of a loaded model, from the GGUF metadata or the HF folder's chat template;
-// "" for models without a chat template (e.g. stories260K).
-std::string chat_family_for_model(const Model& model);
-
-// The chat template the model carries, verbatim ("" for none): a GGUF file's
-// tokenizer.chat_template, an HF folder's template files. Says, where the family is "", whether
-// the model has no chat format or one KVScope does not write.
+// The chat template the model carries, verbatim ("" for none, e.g. stories260K): a GGUF file's
+// tokenizer.chat_template, an HF folder's template files.
 std::string chat_template_for_model(const Model& model);
 
-// The same from the model's path without loading its weights (a GGUF file's metadata, an HF
-// folder's template files): how the app chooses whether a recording uses the chat format
-// by default. "" for other files, base models, and paths that cannot be read.
-std::string chat_family_for_path(const std::string& model_path);
+// The chat template at a model's path without loading its weights ("" where none or where the
+// path cannot be read): a GGUF file's, an HF folder's (or the folder of a tokenizer.json given).
+std::string chat_template_for_path(const std::string& path);
 
 // Whether the family's template writes the BOS token first (Tulu's, DeepSeek's), so that a prompt in it
 // starts with BOS even where the tokenizer adds none itself; false for "" and unknown families.
 bool chat_opens_with_bos(const std::string& family);
+
+// One user message in a model's chat format, ready for the tokenizer.
+struct ChatPrompt {
+  std::string text;         // as rendered: a BOS the template writes is its token's text, read as it
+  bool opens_with_bos = false;  // text starts with BOS (written, or to be added: a fixed family's)
+  bool add_bos = false;     // BOS is to be added before text (a fixed family that opens with it)
+  std::string source;       // "template" (rendered) or the fixed family it is written in
+
+  // Whether the tokenizer adds BOS to text: where the format asks for it, or where the tokenizer
+  // adds it by default and the text does not already start with it.
+  bool encode_with_bos(const Tokenizer& tok) const { return add_bos || (tok.add_bos() && !opens_with_bos); }
+};
+
+// `message` in the chat format of `chat_template`: the template rendered by KVScope's Jinja subset
+// (inference/jinja_render.h) as transformers' apply_chat_template renders it (one user message,
+// the generation prompt, tools and documents None, the tokenizer's BOS and EOS text as bos_token
+// and eos_token); where the subset cannot render it, the fixed family's format. Throws InputError
+// ("--chat: ...") where neither: the reason the template failed, the formats KVScope writes.
+ChatPrompt chat_prompt(const std::string& chat_template, const Tokenizer& tok, const std::string& message);
 
 // The prompt text for one user turn, ready for the tokenizer (which adds BOS itself when the
 // family needs it); the message stripped of surrounding white space where the family's template

@@ -36,18 +36,10 @@ std::string quoted(const std::string& bytes) {
   return out += '"';
 }
 
-// The chat family for --chat with a tokenizer file alone: a GGUF file's chat template, or the
-// tokenizer_config.json of the Hugging Face folder the tokenizer is (or is in).
-std::string chat_family_of_tokenizer(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(path, ec) && std::filesystem::path(path).extension() == ".json")
-    return chat_family_for_path(std::filesystem::path(path).parent_path().string());
-  return chat_family_for_path(path);
-}
-
 // One text's tokens: a JSON object on one line, or a line per token and the count.
+// chat: "template" (the model's chat template rendered), the fixed family used, or "" (no --chat).
 void print_tokens(const Tokenizer& tok, const std::string& text, const std::vector<int>& ids, bool bos,
-                  const std::string& family, bool json) {
+                  const std::string& chat, bool json) {
   if (json) {
     std::vector<std::string> pieces;
     std::vector<bool> special;
@@ -57,8 +49,8 @@ void print_tokens(const Tokenizer& tok, const std::string& text, const std::vect
     }
     JsonObject o;
     o.add("tokenizer", tok.kind()).add("vocab_size", tok.vocab_size()).add_bool("bos_added", bos);
-    if (family.empty()) o.add_null("chat");
-    else o.add("chat", family);
+    if (chat.empty()) o.add_null("chat");
+    else o.add("chat", chat);
     o.add("text", text).add("n_tokens", static_cast<int>(ids.size())).add("ids", ids)
         .add("pieces", pieces).add("special", special);
     std::printf("%s\n", o.str().c_str());
@@ -71,9 +63,11 @@ void print_tokens(const Tokenizer& tok, const std::string& text, const std::vect
     const std::string shown = is_special(tok, id) ? printable(tok.token_text(id)) : quoted(tok.decode_piece(id, id));
     std::printf("%*zu  %*d  %s\n", pos_width, i, id_width, id, shown.c_str());
   }
-  std::printf("%zu token%s (%s, %d in its vocabulary%s%s%s)\n", ids.size(), ids.size() == 1 ? "" : "s",
-              tok.kind().c_str(), tok.vocab_size(), bos ? ", BOS added" : "", family.empty() ? "" : ", chat format ",
-              family.c_str());
+  const std::string format = chat.empty()           ? ""
+                             : chat == "template" ? ", in the model's chat template"
+                                                  : ", in the " + chat + " chat format";
+  std::printf("%zu token%s (%s, %d in its vocabulary%s%s)\n", ids.size(), ids.size() == 1 ? "" : "s",
+              tok.kind().c_str(), tok.vocab_size(), bos ? ", BOS added" : "", format.c_str());
 }
 
 }  // namespace
@@ -101,24 +95,25 @@ int cmd_tokenize(const ArgList& argv) {
   }
 
   std::unique_ptr<Tokenizer> tok;
-  std::string family, source;
+  std::string chat_template, source;
   if (!a.positional().empty()) {  // what record would use: the model's tokenizer, or --tokenizer checked against it
     source = a.positional()[0];
     const Model model = load_model(source, ModelParts::ConfigOnly);
     tok = load_tokenizer(model, a.str("--tokenizer"));
-    if (a.has("--chat")) family = chat_family_for_model(model);
-  } else {
+    if (a.has("--chat")) chat_template = chat_template_for_model(model);
+  } else {  // a tokenizer file alone: a GGUF file's template, or tokenizer_config.json's beside tokenizer.json
     source = a.str("--tokenizer");
     tok = load_tokenizer_file(source);
-    if (a.has("--chat")) family = chat_family_of_tokenizer(source);
+    if (a.has("--chat")) chat_template = chat_template_for_path(source);
   }
-  if (a.has("--chat") && family.empty())
+  if (a.has("--chat") && chat_template.empty())
     throw input_error("--chat", source + " has no chat format (a base model, or no chat template in or beside it)");
-  const bool bos = (tok->add_bos() || chat_opens_with_bos(family)) && !a.has("--no-bos");
   for (size_t i = 0; i < texts.size(); ++i) {
     if (i && !a.has("--json")) std::printf("\n");
-    const std::string text = format_chat(family, texts[i]);  // unchanged without --chat
-    print_tokens(*tok, text, tok->encode(text, bos), bos, family, a.has("--json"));
+    ChatPrompt chat{texts[i], false, false, ""};  // unchanged without --chat
+    if (a.has("--chat")) chat = chat_prompt(chat_template, *tok, texts[i]);
+    const bool bos = chat.encode_with_bos(*tok) && !a.has("--no-bos");
+    print_tokens(*tok, chat.text, tok->encode(chat.text, bos), bos, chat.source, a.has("--json"));
   }
   return 0;
 }

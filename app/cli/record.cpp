@@ -44,16 +44,6 @@ void fit_positions(RunData& run, int requested_T) {
   run.kept = std::move(kept);
 }
 
-// Why `model` takes no --chat: it has no chat template (a base model), or one none of the formats
-// KVScope writes matches (their names listed).
-std::string no_chat_format(const Model& model) {
-  if (chat_template_for_model(model).empty()) return model.path + " has no chat format (a base model)";
-  std::string families;
-  for (const std::string& f : chat_families()) families += (families.empty() ? "" : ", ") + f;
-  return model.path + " has a chat template none of KVScope's fixed formats matches (" + families +
-         "): give the formatted prompt without --chat";
-}
-
 }  // namespace
 
 void require_prompt_text(const std::string& text, const std::string& name, const std::string& what) {
@@ -85,13 +75,14 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   Model model = load_model(r.model_path);
   auto tok = load_tokenizer(model, r.tokenizer_path);
   const ModelConfig& c = model.config;
-  std::string text = r.prompt, family;
+  ChatPrompt chat{r.prompt, false, false, ""};
   if (r.chat) {
-    family = chat_family_for_model(model);
-    if (family.empty()) throw input_error("--chat", no_chat_format(model));
-    text = format_chat(family, r.prompt);
+    const std::string chat_template = chat_template_for_model(model);
+    if (chat_template.empty()) throw input_error("--chat", model.path + " has no chat format (a base model)");
+    chat = chat_prompt(chat_template, *tok, r.prompt);
   }
-  std::vector<int> prompt = tok->encode(text, tok->add_bos() || chat_opens_with_bos(family));
+  const std::string& text = chat.text;
+  std::vector<int> prompt = tok->encode(text, chat.encode_with_bos(*tok));
   if (prompt.empty()) throw input_error("prompt", "encodes to no tokens");
   if (static_cast<int>(prompt.size()) + r.steps > c.seq_len)
     throw input_error("prompt", std::to_string(prompt.size()) + " tokens + " + std::to_string(r.steps) +
@@ -247,7 +238,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   // The model chose end-of-text (or begin-of-text) as its first token: a trace without decode steps is one that
   // simulate, rerun, heads and layers refuse, so none is written (the recorder discards it).
   if (!cancelled && rec.steps_written() == 0) {
-    const bool chat_model = !r.chat && !chat_family_for_model(model).empty();
+    const bool chat_model = !r.chat && !chat_template_for_model(model).empty();
     throw input_error("prompt", "the model ended the text at once (end-of-text or begin-of-text as its first token): no "
                                 "decode step "
                                 "to record" +

@@ -47,7 +47,9 @@ const char* command_help(const std::string& command) {
        "  --prompt TEXT | --prompt-file F\n"
        "                            the prompt, or a UTF-8 file holding it (its byte-order mark and\n"
        "                            line breaks at the end are not part of it, as a shell's $(cat F))\n"
-       "  --chat                    wrap the prompt in the model family's chat format\n"
+       "  --chat                    wrap the prompt in the model's chat format: its chat template\n"
+       "                            rendered as transformers renders it (one user turn, the\n"
+       "                            generation prompt), else its family's fixed format\n"
        "  --steps N                 tokens to generate (default 64)\n"
        "  --temperature T           0 = greedy (default 0)\n"
        "  --top-p P                 nucleus sampling, 0 < P <= 1 (default 1)\n"
@@ -162,7 +164,8 @@ const char* command_help(const std::string& command) {
        "                     GGUF's chat template, or tokenizer_config.json beside tokenizer.json)\n"
        "  --no-bos           leave out the BOS the tokenizer adds (record always adds it)\n"
        "  --json             one JSON object a text, each on one line: tokenizer (its kind), vocab_size,\n"
-       "                     bos_added, chat (the family, or null), text (as encoded, chat format\n"
+       "                     bos_added, chat (\"template\" where the chat template was rendered,\n"
+       "                     else the fixed format's family, or null), text (as encoded, chat format\n"
        "                     included), n_tokens, ids, pieces (each token's text as a trace's\n"
        "                     /tokens/text holds it) and special (true for a special token)\n"},
   };

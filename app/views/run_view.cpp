@@ -74,7 +74,7 @@ class RunView : public View {
 
   void draw(AppState& app) override {
     drain_stream();
-    update_chat_family();
+    update_chat_template();
     // The settings scroll in a region of their own when the panel is short (a projector's
     // 1280x720 tiles), so that Record, Simulate, Re-run and the output stay in view below them;
     // the region is as tall as the settings (last frame's) when they fit.
@@ -106,7 +106,7 @@ class RunView : public View {
     c.header = {"field", "value"};
     c.add({"model", model_path_});
     c.add({"prompt", prompt_});
-    c.add({"chat_format", chat_choice_.value_or(!chat_family_for_path(model_path_).empty()) ? "on" : "off"});
+    c.add({"chat_format", chat_choice_.value_or(!chat_template_for_path(model_path_).empty()) ? "on" : "off"});
     c.add({"steps", std::to_string(steps_)});
     c.add({"temperature", csv_number(temperature_)});
     c.add({"top_p", csv_number(top_p_)});
@@ -195,18 +195,17 @@ class RunView : public View {
     }
     ImGui::SameLine();
     bool chat = chat_on();
-    ImGui::BeginDisabled(chat_family_.empty() && !chat);
-    if (ImGui::Checkbox(chat_family_.empty() ? "chat format" : ("chat format (" + chat_family_ + ")").c_str(), &chat))
-      chat_choice_ = chat;
+    ImGui::BeginDisabled(!has_chat_template_ && !chat);
+    if (ImGui::Checkbox("chat format", &chat)) chat_choice_ = chat;
     ImGui::EndDisabled();
     const bool chat_hovered = ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled);
     row_end();
     if (chat_hovered)
-      ImGui::SetTooltip("%s", chat_family_.empty()
-                                  ? "This model has no chat format KVScope writes (a base model, or a template "
-                                    "none of its fixed formats matches): the prompt is given as it is."
-                                  : "Wrap the prompt in the model's chat format (on by default for a model that has "
-                                    "one: an Instruct model given the raw text often ends it at once).");
+      ImGui::SetTooltip("%s", !has_chat_template_
+                                  ? "This model has no chat template (a base model): the prompt is given as it is."
+                                  : "Wrap the prompt in the model's chat template, rendered as transformers renders "
+                                    "it (on by default for a model that has one: an Instruct model given the raw "
+                                    "text often ends it at once).");
     // The prompt wraps at the box's width; a click edits it (ImGui's multiline input box does not
     // wrap: while editing, long lines scroll sideways).
     const ImVec2 box(-1, ImGui::GetTextLineHeight() * 5 + ImGui::GetStyle().FramePadding.y * 2);
@@ -246,13 +245,13 @@ class RunView : public View {
     return sliver && start >= 2 * ImGui::GetFrameHeightWithSpacing() ? start : room;
   }
 
-  // The chat format's default follows the model: on when its file names a chat format.
-  void update_chat_family() {
-    if (model_path_ == chat_family_for_) return;
-    chat_family_for_ = model_path_;
-    chat_family_ = chat_family_for_path(model_path_);
+  // The chat format's default follows the model: on when its file holds a chat template.
+  void update_chat_template() {
+    if (model_path_ == chat_template_for_) return;
+    chat_template_for_ = model_path_;
+    has_chat_template_ = !chat_template_for_path(model_path_).empty();
   }
-  bool chat_on() const { return chat_choice_.value_or(!chat_family_.empty()); }
+  bool chat_on() const { return chat_choice_.value_or(has_chat_template_); }
 
   void sampling_and_device() {
     ImGui::SetNextItemWidth(ui_px(80));
@@ -454,7 +453,7 @@ class RunView : public View {
     RecordRequest req;
     req.model_path = model_path_;
     req.prompt = prompt_;
-    update_chat_family();  // a script's `model PATH` is not drawn before its `record`
+    update_chat_template();  // a script's `model PATH` is not drawn before its `record`
     req.chat = chat_on();
     req.steps = steps_;
     req.sampling.temperature = temperature_;
@@ -603,8 +602,9 @@ class RunView : public View {
   std::string model_path_;
   std::vector<std::pair<std::string, std::string>> demos_;  // (name, text)
   std::string prompt_;
-  std::optional<bool> chat_choice_;  // the user's or a script's choice; else on when the model has a chat format
-  std::string chat_family_, chat_family_for_;  // the model's chat family ("" = none), for the model path
+  std::optional<bool> chat_choice_;  // the user's or a script's choice; else on when the model has a chat template
+  bool has_chat_template_ = false;   // the model at chat_template_for_ has one
+  std::string chat_template_for_;
   bool editing_prompt_ = false, focus_prompt_ = false;
   int steps_ = 64, seed_ = 42, budget_ = 64;
   float temperature_ = 0.0f, top_p_ = 1.0f;

@@ -341,16 +341,18 @@ TEST_F(CliRecordBadInput, ModelEndingTheTextAtOnce) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
-// --chat on a model without a chat template says it is a base model; on one whose template none
-// of the fixed formats matches (Granite's, say), says so and lists the formats.
+// --chat on a model without a chat template says it is a base model; on one whose template cannot
+// be rendered (a filter Jinja lacks) and that none of the fixed formats matches, says why and lists
+// the formats.
 TEST_F(CliRecordBadInput, ChatWithoutAFormatItWrites) {
   const std::string base = write_eos_first_model(in.file("base.gguf"), "");
   EXPECT_TRUE(is_input_error(record_into_empty({"--model", base, "--chat"}, "a"), "--chat",
                              base + " has no chat format (a base model)"));
   const std::string other = write_eos_first_model(
-      in.file("other.gguf"), "{% for m in messages %}<|start_of_role|>{{ m['role'] }}<|end_of_role|>{% endfor %}");
+      in.file("other.gguf"), "{% for m in messages %}\n<|start_of_role|>{{ m['role'] | shout }}<|end_of_role|>{% endfor %}");
   EXPECT_TRUE(is_input_error(record_into_empty({"--model", other, "--chat"}, "a"), "--chat",
-                             other + " has a chat template none of KVScope's fixed formats matches (smollm2, "));
+                             "the chat template cannot be rendered (line 2: unknown filter 'shout') and none of "
+                             "KVScope's fixed formats (smollm2, "));
 }
 
 // A tokenizer given where a model goes is named as one; a folder given as the tokenizer that has

@@ -220,20 +220,31 @@ TEST(CliTokenize, TextFile) {
 }
 
 // --chat wraps the text as record --chat does: here a copy of stories260K-hf whose
-// tokenizer_config.json names Llama-2's format ([INST] with <<SYS>>).
+// tokenizer_config.json holds a chat template ([INST] ... [/INST] a user turn), rendered.
 TEST(CliTokenize, ChatFormatOfAModelFolder) {
   TempDir m;
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
     std::filesystem::copy_file(shared(std::string("stories260K-hf/") + f), m.file(f));
-  write_bytes(m.file("tokenizer_config.json"), R"({"chat_template": "[INST] <<SYS>> {{ m }} [/INST]"})");
+  const auto with_template = [&](const std::string& t) {
+    write_bytes(m.file("tokenizer_config.json"), R"({"chat_template": ")" + t + R"("})");
+  };
+  with_template("{% for m in messages %}{{ '[INST] ' + m['content'] + ' [/INST]' }}{% endfor %}");
   const Json j = parse_json(run_kvscope({"tokenize", m.path(), "--chat", "--text", "Once upon a time", "--json"}));
-  EXPECT_EQ(j.get_string("chat", ""), "llama2");
+  EXPECT_EQ(j.get_string("chat", ""), "template");
   EXPECT_EQ(j.get_string("text", ""), "[INST] Once upon a time [/INST]");
+  EXPECT_TRUE(j.get_bool("bos_added", false));  // the tokenizer's, the template writes none
   const std::vector<int> ids = ids_of(j);
   EXPECT_EQ(ids, tokenize_ids({m.path(), "--text", "[INST] Once upon a time [/INST]"}));
   EXPECT_EQ(ids, recorded_prompt_ids(m.path(), "Once upon a time", {"--chat"}));
   // The tokenizer.json alone finds the chat template beside it.
   EXPECT_EQ(tokenize_ids({"--tokenizer", m.file("tokenizer.json"), "--chat", "--text", "Once upon a time"}), ids);
+  // A template that writes BOS itself: the tokenizer reads it as its BOS and adds no second one.
+  with_template("{{ bos_token }}{% for m in messages %}{{ '[INST] ' + m['content'] + ' [/INST]' }}{% endfor %}");
+  const Json b = parse_json(run_kvscope({"tokenize", m.path(), "--chat", "--text", "Once upon a time", "--json"}));
+  EXPECT_EQ(b.get_string("text", ""), "<s>[INST] Once upon a time [/INST]");
+  EXPECT_FALSE(b.get_bool("bos_added", true));
+  EXPECT_EQ(ids_of(b), ids);
+  EXPECT_EQ(recorded_prompt_ids(m.path(), "Once upon a time", {"--chat"}), ids);
 }
 
 // SmolLM2's chat format, when the default model is in the cache: ChatML with its system prompt,
@@ -242,7 +253,7 @@ TEST(CliTokenize, SmolLM2Chat) {
   const std::string model = default_model_path();
   if (model.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct is not in the model cache";
   const Json j = parse_json(run_kvscope({"tokenize", model, "--chat", "--text", "Hi", "--json"}));
-  EXPECT_EQ(j.get_string("chat", ""), "smollm2");
+  EXPECT_EQ(j.get_string("chat", ""), "template");
   EXPECT_FALSE(j.get_bool("bos_added", true));
   const std::vector<int> ids = ids_of(j);
   ASSERT_EQ(ids.size(), 31u);

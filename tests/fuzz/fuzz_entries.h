@@ -23,6 +23,7 @@
 #include "inference/gguf_model.h"
 #include "inference/gguf_tokenizer.h"
 #include "inference/hf_model.h"
+#include "inference/jinja_render.h"
 #include "inference/json.h"
 #include "inference/llama2c_model.h"
 #include "inference/llama2c_tokenizer.h"
@@ -128,6 +129,22 @@ inline void gguf(const uint8_t* data, size_t size) {
 inline void json(const uint8_t* data, size_t size) {
   expect_input_error_only(
       [&] { (void)Json::parse(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.json"); });
+}
+
+// A chat template (a model file's text) rendered for one user message: jinja::Error is the answer
+// to a bad one.
+inline void chat_template(const uint8_t* data, size_t size) {
+  using jinja::Value;
+  const jinja::Dict context = {
+      {"messages", Value::make_list({Value::make_dict({{"role", Value::string("user")}, {"content", Value::string("Hi")}})})},
+      {"add_generation_prompt", Value::boolean(true)},
+      {"tools", Value::none()},
+      {"bos_token", Value::string("<s>")},
+      {"eos_token", Value::string("</s>")}};
+  try {
+    (void)jinja::render(std::string(reinterpret_cast<const char*>(data), size), context);
+  } catch (const jinja::Error&) {
+  }
 }
 
 inline void safetensors(const uint8_t* data, size_t size) {
@@ -242,7 +259,7 @@ inline const std::vector<NamedEntry>& all_entries() {
       {"safetensors", safetensors},     {"hf_folder", hf_folder},
       {"tokenizer_json", tokenizer_json}, {"duo_pattern", duo_pattern},
       {"retrieval_json", retrieval_json}, {"trace", trace},
-      {"trace_bytes", trace_bytes},
+      {"trace_bytes", trace_bytes},     {"chat_template", chat_template},
   };
   return entries;
 }

@@ -50,7 +50,7 @@ TEST(LoaderConfigOnly, EachFormatGivesTheWholeLoadsConfiguration) {
     // The tokenizer and chat format come out the same: all that tokenize needs.
     EXPECT_EQ(load_tokenizer(config, "")->encode("Once upon a time", true),
               load_tokenizer(whole, "")->encode("Once upon a time", true));
-    EXPECT_EQ(chat_family_for_model(config), chat_family_for_model(whole));
+    EXPECT_EQ(chat_template_for_model(config), chat_template_for_model(whole));
   }
 }
 

@@ -195,30 +195,41 @@ TEST(ChatTemplate, HfFolderTemplateFiles) {
   const auto write = [&](const std::string& name, const std::string& text) {
     std::ofstream(dir.file(name), std::ios::binary) << text;
   };
-  EXPECT_EQ(chat_family_for_path(dir.file("")), "");
+  EXPECT_EQ(chat_template_for_path(dir.file("")), "");
   write("tokenizer_config.json", "{\"bos_token\": \"<bos>\"}");
   write("chat_template.json", "{\"chat_template\": \"{{ '<|start_header_id|>' }}\"}");
-  EXPECT_EQ(chat_family_for_path(dir.file("")), "llama3");
+  EXPECT_EQ(chat_template_for_path(dir.file("")), "{{ '<|start_header_id|>' }}");
   write("chat_template.jinja", "{{ '<start_of_turn>' + role + '\\n' }}");
-  EXPECT_EQ(chat_family_for_path(dir.file("")), "gemma");
+  EXPECT_EQ(chat_template_for_path(dir.file("")), "{{ '<start_of_turn>' + role + '\\n' }}");
   write("tokenizer_config.json", "{\"chat_template\": \"{{ '[INST] ' + message['content'] + ' [/INST]' }}\"}");
-  EXPECT_EQ(chat_family_for_path(dir.file("")), "mistral");
+  EXPECT_EQ(chat_template_for_path(dir.file("")), "{{ '[INST] ' + message['content'] + ' [/INST]' }}");
+  // a tokenizer.json given alone: its folder's
+  EXPECT_EQ(chat_template_for_path(dir.file("tokenizer.json")), "");
+  write("tokenizer.json", "{}");
+  EXPECT_EQ(chat_template_for_path(dir.file("tokenizer.json")), "{{ '[INST] ' + message['content'] + ' [/INST]' }}");
 }
 
 TEST(ChatTemplate, TestModels) {
-  EXPECT_EQ(chat_family_for_model(load_model(shared_model("stories260K/stories260K.bin"))), "");
-  EXPECT_EQ(chat_family_for_model(load_model(shared_model("stories260K/stories260K.gguf"))), "");
+  EXPECT_EQ(chat_template_for_model(load_model(shared_model("stories260K/stories260K.bin"))), "");
+  EXPECT_EQ(chat_template_for_model(load_model(shared_model("stories260K/stories260K.gguf"))), "");
   // By path, without loading the weights (the app's default for its chat-format box).
-  EXPECT_EQ(chat_family_for_path(shared_model("stories260K/stories260K.bin")), "");
-  EXPECT_EQ(chat_family_for_path(shared_model("stories260K/stories260K.gguf")), "");
-  EXPECT_EQ(chat_family_for_path("/nonexistent/model.gguf"), "");
+  EXPECT_EQ(chat_template_for_path(shared_model("stories260K/stories260K.bin")), "");
+  EXPECT_EQ(chat_template_for_path(shared_model("stories260K/stories260K.gguf")), "");
+  EXPECT_EQ(chat_template_for_path("/nonexistent/model.gguf"), "");
   const std::string smol = default_model_path();
   if (smol.empty()) GTEST_SKIP() << "SmolLM2 GGUF not in the cache";
-  EXPECT_EQ(chat_family_for_path(smol), "smollm2");
   const Model m = load_model(smol);
-  EXPECT_EQ(chat_family_for_model(m), "smollm2");
+  EXPECT_EQ(chat_template_for_path(smol), chat_template_for_model(m));
+  EXPECT_EQ(detect_chat_family(chat_template_for_model(m)), "smollm2");
   const auto tok = load_tokenizer(m, "");
-  const std::vector<int> ids = tok->encode(format_chat("smollm2", "Hi"), tok->add_bos());
+  // Its template rendered is its family's fixed format; it opens with <|im_start|>, which is
+  // SmolLM2's BOS token, so nothing is added before it
+  const ChatPrompt p = chat_prompt(chat_template_for_model(m), *tok, "Hi");
+  EXPECT_EQ(p.text, format_chat("smollm2", "Hi"));
+  EXPECT_TRUE(p.opens_with_bos);
+  EXPECT_FALSE(p.encode_with_bos(*tok));
+  EXPECT_EQ(p.source, "template");
+  const std::vector<int> ids = tok->encode(p.text, p.encode_with_bos(*tok));
   EXPECT_EQ(ids.front(), 1);  // <|im_start|> matched as one special token
   EXPECT_EQ(tok->decode_piece(-1, ids[1]), "system");
 }
