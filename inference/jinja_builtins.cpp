@@ -697,10 +697,10 @@ Dict global_functions() {
       if (!a[0].is(Value::Kind::Dict)) fail("expected a dict, got " + type_name(a[0]));
       d = *a[0].dict;
     }
-    for (const auto& [key, v] : k) {
-      auto it = std::find_if(d.begin(), d.end(), [&](const auto& e) { return e.first == key; });
-      if (it != d.end()) it->second = v;
-      else d.emplace_back(key, v);
+    for (const auto& given : k) {
+      auto it = std::find_if(d.begin(), d.end(), [&](const auto& e) { return e.first == given.first; });
+      if (it != d.end()) it->second = given.second;
+      else d.push_back(given);
     }
     return d;
   };
