@@ -282,13 +282,21 @@ class ExprParser {
     return t;
   }
 
-  // Call arguments after '(' up to and including ')'.
-  void call_args(Expr& e) {
-    for (bool first = true; !skip_op(")"); first = false) {
+  // Items separated by commas (a trailing one allowed) up to and including `close`; `item` reads one.
+  template <class Item>
+  void separated(const char* close, Item item) {
+    for (bool first = true; !skip_op(close); first = false) {
       if (!first) {
         expect_op(",");
-        if (skip_op(")")) return;
+        if (skip_op(close)) return;
       }
+      item();
+    }
+  }
+
+  // Call arguments after '(' up to and including ')'.
+  void call_args(Expr& e) {
+    separated(")", [&] {
       if (is_op("*") || is_op("**")) fail(line(), "*args and **kwargs are not supported");
       if (peek().kind == Token::Kind::Name && is_op("=", 1)) {
         const std::string key = expect_name();
@@ -298,7 +306,7 @@ class ExprParser {
         if (!e.kwargs.empty()) fail(line(), "a positional argument follows a keyword argument");
         e.args.push_back(expression());
       }
-    }
+    });
   }
 
  private:
@@ -319,24 +327,25 @@ class ExprParser {
     return e;
   }
 
-  ExprPtr or_expr() {
-    ExprPtr e = and_expr();
-    while (is_name("or")) {
+  // The left-associative levels, loosest first: or, and, (not and the comparisons, whose
+  // operands are level 3), + -, ~, * / // %, ** (then the unary operators).
+  ExprPtr level(std::size_t k) {
+    static const std::vector<std::vector<const char*>> kLevels = {
+        {"or"}, {"and"}, {}, {"+", "-"}, {"~"}, {"*", "/", "//", "%"}, {"**"}};
+    if (k == 2) return not_expr();
+    if (k == kLevels.size()) return unary(true);
+    ExprPtr e = level(k + 1);
+    for (;;) {
+      const char* op = nullptr;
+      for (const char* o : kLevels[k])
+        if (k < 2 ? is_name(o) : is_op(o)) op = o;
+      if (op == nullptr) return e;
       const int l = line();
       ++pos_;
-      e = binary("or", std::move(e), and_expr(), l);
+      e = binary(op, std::move(e), level(k + 1), l);
     }
-    return e;
   }
-  ExprPtr and_expr() {
-    ExprPtr e = not_expr();
-    while (is_name("and")) {
-      const int l = line();
-      ++pos_;
-      e = binary("and", std::move(e), not_expr(), l);
-    }
-    return e;
-  }
+  ExprPtr or_expr() { return level(0); }
   ExprPtr not_expr() {
     if (is_name("not")) {
       const int l = line();
@@ -348,7 +357,7 @@ class ExprParser {
     return compare();
   }
   ExprPtr compare() {
-    ExprPtr e = math1();
+    ExprPtr e = level(3);
     for (;;) {
       const int l = line();
       std::string op;
@@ -365,44 +374,8 @@ class ExprParser {
       } else {
         return e;
       }
-      e = binary(op, std::move(e), math1(), l);
+      e = binary(op, std::move(e), level(3), l);
     }
-  }
-  ExprPtr math1() {
-    ExprPtr e = concat();
-    while (is_op("+") || is_op("-")) {
-      const int l = line();
-      const std::string op = tokens_[pos_++].text;
-      e = binary(op, std::move(e), concat(), l);
-    }
-    return e;
-  }
-  ExprPtr concat() {
-    ExprPtr e = math2();
-    while (is_op("~")) {
-      const int l = line();
-      ++pos_;
-      e = binary("~", std::move(e), math2(), l);
-    }
-    return e;
-  }
-  ExprPtr math2() {
-    ExprPtr e = power();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      const int l = line();
-      const std::string op = tokens_[pos_++].text;
-      e = binary(op, std::move(e), power(), l);
-    }
-    return e;
-  }
-  ExprPtr power() {
-    ExprPtr e = unary(true);
-    while (is_op("**")) {
-      const int l = line();
-      ++pos_;
-      e = binary("**", std::move(e), unary(true), l);
-    }
-    return e;
   }
   ExprPtr unary(bool with_filter) {
     const int l = line();
@@ -465,26 +438,16 @@ class ExprParser {
     }
     if (skip_op("[")) {
       auto e = node(Expr::Kind::List, l);
-      while (!skip_op("]")) {
-        if (!e->args.empty()) {
-          expect_op(",");
-          if (skip_op("]")) break;
-        }
-        e->args.push_back(expression());
-      }
+      separated("]", [&] { e->args.push_back(expression()); });
       return e;
     }
     if (skip_op("{")) {
       auto e = node(Expr::Kind::Dict, l);
-      while (!skip_op("}")) {
-        if (!e->keys.empty()) {
-          expect_op(",");
-          if (skip_op("}")) break;
-        }
+      separated("}", [&] {
         e->keys.push_back(expression());
         expect_op(":");
         e->args.push_back(expression());
-      }
+      });
       return e;
     }
     fail(l, "unexpected " + describe(t));
@@ -732,11 +695,10 @@ class Parser {
       auto n = make(Node::Kind::Macro, line);
       n->text = e.expect_name();
       e.expect_op("(");
-      while (!e.skip_op(")")) {
-        if (!n->targets.empty()) e.expect_op(",");
+      e.separated(")", [&] {
         n->targets.push_back(e.expect_name());
         n->defaults.push_back(e.skip_op("=") ? e.expression() : nullptr);
-      }
+      });
       e.expect_end();
       n->bodies.push_back(body({"endmacro"}, ended));
       current_->expect_end();

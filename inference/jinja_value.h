@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "inference/utf8.h"
+
 namespace kvs::jinja {
 
 // A template that cannot be rendered: its line and why ("line 3: 'foo' is undefined").
@@ -78,9 +80,8 @@ int compare(const Value& a, const Value& b);
 // The type's name as Python says it ("str", "int", "NoneType", "list", "dict", ...).
 std::string type_name(const Value& v);
 
-// UTF-8 text as code points and back (Python indexes, slices and measures strings by code point).
-std::vector<char32_t> code_points(const std::string& utf8);
-std::string utf8(const std::vector<char32_t>& cps, std::size_t begin = 0, std::size_t end = std::string::npos);
+// Python's str.isspace() of one code point (Python indexes, slices, strips and measures strings by
+// code point: inference/utf8.h).
 bool is_python_space(char32_t c);
 
 }  // namespace kvs::jinja

@@ -6,24 +6,10 @@
 #include "inference/bpe_merge.h"
 #include "inference/errors.h"
 #include "inference/tokenizer_spm.h"
+#include "inference/utf8.h"
 
 namespace kvs {
 namespace {
-
-std::string encode_utf8(uint32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xc0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    s += static_cast<char>(0xe0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    s += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-  return s;
-}
 
 // Code point of a 1-3 byte UTF-8 character (the byte-level alphabet is below U+0800).
 uint32_t decode_utf8(std::string_view s) {
@@ -47,7 +33,7 @@ struct ByteTable {
       const bool printable =
           (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
       codepoint[b] = printable ? static_cast<uint32_t>(b) : static_cast<uint32_t>(256 + extra++);
-      to_unicode[b] = encode_utf8(codepoint[b]);
+      append_utf8(to_unicode[b], codepoint[b]);
       byte_of[codepoint[b]] = b;
     }
   }
