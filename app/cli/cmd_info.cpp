@@ -11,6 +11,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/printable.h"
 #include "analysis/json_writer.h"
+#include "inference/chat_template.h"
 #include "inference/errors.h"
 #include "inference/loader.h"
 
@@ -121,6 +122,47 @@ int info_trace(const std::string& path, bool json) {
   return 0;
 }
 
+// What --chat writes for the model: "template" (its chat template, rendered), the fixed family it
+// falls back to, or "" with the reason in `problem` (no template, or one that cannot be written);
+// `before` and `after` are what it puts around the user's message.
+struct ChatInfo {
+  std::string source, before, after, problem;
+};
+
+ChatInfo chat_info(const Model& model, const Tokenizer* tok) {
+  ChatInfo info;
+  const std::string chat_template = chat_template_for_model(model);
+  if (chat_template.empty()) {
+    info.problem = "none (a base model)";
+    return info;
+  }
+  if (tok == nullptr) {
+    info.problem = "not rendered (no tokenizer)";
+    return info;
+  }
+  const std::string marker = "{message}";
+  try {
+    const ChatPrompt p = chat_prompt(chat_template, *tok, marker);
+    info.source = p.source;
+    const std::size_t at = p.text.find(marker);
+    info.before = at == std::string::npos ? p.text : p.text.substr(0, at);
+    info.after = at == std::string::npos ? "" : p.text.substr(at + marker.size());
+  } catch (const InputError& e) {
+    info.problem = e.what();
+  }
+  return info;
+}
+
+// Text with its line breaks and tabs as \n and \t, quoted, other control characters as printable() shows them.
+std::string escaped(const std::string& text) {
+  std::string out;
+  for (const char c : text) out += c == '\n' ? "\\n" : c == '\t' ? "\\t" : std::string(1, c);
+  std::string quoted(1, '"');
+  quoted += printable(out);
+  quoted += '"';
+  return quoted;
+}
+
 int info_model(const std::string& path, const std::string& tokenizer_path, bool json) {
   Model model = load_model(path);
   // The tokenizer found beside the model may be missing or not fit: the weights are still
@@ -167,6 +209,9 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add("parameters", params);
     if (tok) o.add("tokenizer", tok->kind()).add("end_ids", text_end_ids(model, *tok));
     else o.add_null("tokenizer").add("tokenizer_problem", tok_problem);
+    const ChatInfo chat = chat_info(model, tok.get());
+    if (chat.source.empty()) o.add_null("chat").add("chat_problem", chat.problem);
+    else o.add("chat", chat.source).add("chat_before", chat.before).add("chat_after", chat.after);
     std::printf("%s\n", o.str().c_str());
     return 0;
   }
@@ -223,6 +268,13 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
   } else {
     std::printf("tokenizer  none: %s\n", tok_problem.c_str());
   }
+  const ChatInfo chat = chat_info(model, tok.get());
+  if (chat.source.empty())
+    std::printf("chat       %s\n", chat.problem.c_str());
+  else
+    std::printf("chat       %s: %s + message + %s\n",
+                chat.source == "template" ? "its chat template" : ("the " + chat.source + " fixed format").c_str(),
+                escaped(chat.before).c_str(), escaped(chat.after).c_str());
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -112,6 +113,31 @@ TEST(CliInfo, HuggingFaceFolderJson) {
   EXPECT_EQ(j.get_string("rope_style", ""), "rotate_half");
   EXPECT_TRUE(j.get_bool("tied_classifier", false));
   EXPECT_EQ(j.get_number("parameters", 0), kStoriesTiedParams);  // was off by one row of 64
+}
+
+// What --chat writes: nothing for a base model; for a folder with a chat template, the template
+// rendered around the message (text and JSON); for one that cannot be rendered, why.
+TEST(CliInfo, ChatFormatIsShown) {
+  EXPECT_NE(run_kvscope({"info", stories_bin()}).out.find("chat       none (a base model)"), std::string::npos);
+  EXPECT_EQ(parse_json(run_kvscope({"info", stories_bin(), "--json"})).get_string("chat_problem", ""),
+            "none (a base model)");
+  TempDir dir;
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
+    std::filesystem::copy_file(shared(std::string("stories260K-hf/") + f), dir.file(f));
+  const auto with_template = [&](const std::string& t) {
+    std::ofstream(dir.file("tokenizer_config.json")) << R"({"chat_template": ")" << t << R"("})";
+  };
+  with_template("{{ bos_token }}{% for m in messages %}{{ '<|user|>\\n' + m.content }}{% endfor %}<|bot|>");
+  EXPECT_NE(run_kvscope({"info", dir.path()}).out.find(R"(chat       its chat template: "<s><|user|>\n" + message + "<|bot|>")"),
+            std::string::npos);
+  const Json j = parse_json(run_kvscope({"info", dir.path(), "--json"}));
+  EXPECT_EQ(j.get_string("chat", ""), "template");
+  EXPECT_EQ(j.get_string("chat_before", ""), "<s><|user|>\n");
+  EXPECT_EQ(j.get_string("chat_after", ""), "<|bot|>");
+  with_template("{% include 'other.jinja' %}");
+  EXPECT_NE(run_kvscope({"info", dir.path()}).out.find("chat       --chat: the chat template cannot be rendered (line 1: "
+                                                       "{% include %} is not supported)"),
+            std::string::npos);
 }
 
 // A YaRN-scaled folder (stories260K-hf's, its config.json given a rope_scaling): the scaling's
