@@ -13,6 +13,27 @@ namespace {
   throw Error("line " + std::to_string(line) + ": " + message);
 }
 
+// Nesting deeper than this (expressions in expressions, blocks in blocks) is refused rather than
+// parsed by recursion as deep as a hostile template asks.
+constexpr int kMaxNesting = 100;
+
+// Counts one level of nesting for its lifetime; throws past kMaxNesting.
+class Nesting {
+ public:
+  Nesting(int& depth, int line) : depth_(depth) {
+    if (++depth_ > kMaxNesting) {
+      --depth_;
+      fail(line, "nested more than " + std::to_string(kMaxNesting) + " deep");
+    }
+  }
+  ~Nesting() { --depth_; }
+  Nesting(const Nesting&) = delete;
+  Nesting& operator=(const Nesting&) = delete;
+
+ private:
+  int& depth_;
+};
+
 bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
 // Python's str.rstrip() (all white space, Unicode's too).
@@ -253,6 +274,7 @@ class ExprParser {
   int line() const { return peek().line; }
 
   ExprPtr expression(bool with_condition = true) {
+    const Nesting nesting(depth_, line());
     ExprPtr e = or_expr();
     while (with_condition && is_name("if")) {
       const int l = line();
@@ -349,6 +371,7 @@ class ExprParser {
   ExprPtr not_expr() {
     if (is_name("not")) {
       const int l = line();
+      const Nesting nesting(depth_, l);
       ++pos_;
       auto e = node(Expr::Kind::Not, l);
       e->args.push_back(not_expr());
@@ -379,6 +402,7 @@ class ExprParser {
   }
   ExprPtr unary(bool with_filter) {
     const int l = line();
+    const Nesting nesting(depth_, l);
     ExprPtr e;
     if (skip_op("-")) {
       e = node(Expr::Kind::Negate, l);
@@ -555,6 +579,7 @@ class ExprParser {
  private:
   std::vector<Token> tokens_;
   std::size_t pos_ = 0;
+  int depth_ = 0;  // expressions being read inside one another
 };
 
 // ---- statements
@@ -573,6 +598,7 @@ class Parser {
   // Nodes up to a statement whose keyword is in `ends` (its keyword in `ended`, its parser left
   // positioned after the keyword in `ended_parser`), or to the end where `ends` is empty.
   Body body(const std::vector<std::string>& ends, std::string& ended) {
+    const Nesting nesting(depth_, pos_ < pieces_.size() ? pieces_[pos_].line : 1);
     Body out;
     while (pos_ < pieces_.size()) {
       const Piece& p = pieces_[pos_++];
@@ -732,6 +758,7 @@ class Parser {
 
   std::vector<Piece> pieces_;
   std::size_t pos_ = 0;
+  int depth_ = 0;  // blocks being read inside one another
   std::unique_ptr<ExprParser> current_;  // the statement tag being read
 };
 

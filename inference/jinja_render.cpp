@@ -29,6 +29,33 @@ struct ContinueLoop {};
 
 int64_t to_int(const Value& v) { return v.is(Value::Kind::Bool) ? v.b : v.i; }
 
+// Python's "format" % args for %s, %d, %i, %r and %%: one value, or a tuple of them.
+std::string percent_format(const std::string& format, const Value& args) {
+  const List one{args};
+  const List& values = args.is(Value::Kind::List) && args.tuple ? *args.list : one;
+  std::string out;
+  std::size_t next = 0;
+  for (std::size_t k = 0; k < format.size(); ++k) {
+    if (format[k] != '%') {
+      out += format[k];
+      continue;
+    }
+    if (k + 1 >= format.size()) fail("incomplete format");
+    const char c = format[++k];
+    if (c == '%') {
+      out += '%';
+      continue;
+    }
+    if (c != 's' && c != 'd' && c != 'i' && c != 'r') fail(std::string("format %") + c + " is not supported");
+    if (next >= values.size()) fail("not enough arguments for format string");
+    const Value& v = values[next++];
+    if ((c == 'd' || c == 'i') && !v.is_number()) fail("%d format: a number is required, not " + type_name(v));
+    out += c == 'r' ? repr(v) : (c == 'd' || c == 'i') ? std::to_string(static_cast<int64_t>(v.as_double())) : str(v);
+  }
+  if (next < values.size()) fail("not all arguments converted during string formatting");
+  return out;
+}
+
 Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (op == "+") {
     if (a.is(Value::Kind::String) && b.is(Value::Kind::String)) return Value::string(a.s + b.s);
@@ -55,6 +82,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
       return Value::make_list(std::move(out));
     }
   }
+  if (op == "%" && a.is(Value::Kind::String)) return Value::string(percent_format(a.s, b));
   if (!a.is_number() || !b.is_number())
     fail("unsupported operand types for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
   const bool ints = !a.is(Value::Kind::Float) && !b.is(Value::Kind::Float);
