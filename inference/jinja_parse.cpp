@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <utility>
 
 namespace kvs::jinja {
 namespace {
@@ -671,7 +672,9 @@ class Parser {
       if (e.skip_name("if")) n->cond = e.expression(false);
       if (e.is_name("recursive")) fail(line, "recursive loops are not supported");
       e.expect_end();
+      ++loops_;
       n->bodies.push_back(body({"else", "endfor"}, ended));
+      --loops_;
       if (ended == "else") {
         current_->expect_end();
         n->bodies.push_back(body({"endfor"}, ended));
@@ -726,7 +729,9 @@ class Parser {
         n->defaults.push_back(e.skip_op("=") ? e.expression() : nullptr);
       });
       e.expect_end();
+      const int loops = std::exchange(loops_, 0);  // a macro's body is in no loop of the caller's
       n->bodies.push_back(body({"endmacro"}, ended));
+      loops_ = loops;
       current_->expect_end();
       return n;
     }
@@ -747,6 +752,7 @@ class Parser {
       return n;
     }
     if (keyword == "break" || keyword == "continue") {
+      if (loops_ == 0) fail(line, "{% " + keyword + " %} outside a loop");
       e.expect_end();
       return make(keyword == "break" ? Node::Kind::Break : Node::Kind::Continue, line);
     }
@@ -759,6 +765,7 @@ class Parser {
   std::vector<Piece> pieces_;
   std::size_t pos_ = 0;
   int depth_ = 0;  // blocks being read inside one another
+  int loops_ = 0;  // for loops around the statement being read
   std::unique_ptr<ExprParser> current_;  // the statement tag being read
 };
 

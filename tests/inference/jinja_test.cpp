@@ -90,6 +90,9 @@ TEST(Jinja, RefusesWithTheLineAndTheReason) {
   EXPECT_EQ(error_of("{{ 'a }}"), "line 1: a tag is not closed (no '}}')");
   EXPECT_EQ(error_of("{% set x = 1 %}{% set x.y = 2 %}"), "line 1: cannot assign attribute on a int (only namespace())");
   EXPECT_EQ(error_of("{% for x in 5 %}{% endfor %}"), "line 1: 'int' object is not iterable");
+  EXPECT_EQ(error_of("{% if true %}\n{% break %}{% endif %}"), "line 2: {% break %} outside a loop");
+  EXPECT_EQ(error_of("{% for i in [1] %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}"),
+            "line 1: {% continue %} outside a loop");
 }
 
 TEST(Jinja, StopsRunawayTemplates) {
