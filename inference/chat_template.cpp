@@ -259,13 +259,19 @@ bool chat_opens_with_bos(const std::string& family) {
   return false;
 }
 
-ChatPrompt chat_prompt(const std::string& chat_template, const Tokenizer& tok, const std::string& message) {
+ChatPrompt chat_prompt(const std::string& chat_template, const Tokenizer& tok, const std::string& message,
+                       const std::string& system) {
   const auto special = [&](int id) { return id >= 0 && id < tok.vocab_size() ? tok.token_text(id) : std::string(); };
   const std::string bos = special(tok.bos_id()), eos = special(tok.eos_id());
   using jinja::Value;
+  const auto turn = [](const char* role, const std::string& text) {
+    return Value::make_dict({{"role", Value::string(role)}, {"content", Value::string(text)}});
+  };
+  jinja::List messages;
+  if (!system.empty()) messages.push_back(turn("system", system));
+  messages.push_back(turn("user", message));
   const jinja::Dict context = {
-      {"messages", Value::make_list({Value::make_dict({{"role", Value::string("user")},
-                                                        {"content", Value::string(message)}})})},
+      {"messages", Value::make_list(std::move(messages))},
       {"add_generation_prompt", Value::boolean(true)},
       {"tools", Value::none()},
       {"documents", Value::none()},
@@ -276,6 +282,9 @@ ChatPrompt chat_prompt(const std::string& chat_template, const Tokenizer& tok, c
     const bool writes_bos = !bos.empty() && text.starts_with(bos);
     return {std::move(text), writes_bos, false, "template"};
   } catch (const jinja::Error& e) {
+    if (!system.empty())
+      throw input_error("--system", std::string("the chat template cannot be rendered (") + e.what() +
+                                        "), and KVScope's fixed formats write no system turn");
     const std::string family = detect_chat_family(chat_template);
     if (!family.empty()) return {format_chat(family, message), chat_opens_with_bos(family), chat_opens_with_bos(family), family};
     std::string families;

@@ -58,7 +58,10 @@ struct ChatPrompt {
 // the generation prompt, tools and documents None, the tokenizer's BOS and EOS text as bos_token
 // and eos_token); where the subset cannot render it, the fixed family's format. Throws InputError
 // ("--chat: ...") where neither: the reason the template failed, the formats KVScope writes.
-ChatPrompt chat_prompt(const std::string& chat_template, const Tokenizer& tok, const std::string& message);
+// With a `system` text, a system turn comes first (which only a rendered template writes: the
+// fixed formats have none, so InputError "--system: ..." where it cannot be rendered).
+ChatPrompt chat_prompt(const std::string& chat_template, const Tokenizer& tok, const std::string& message,
+                       const std::string& system = "");
 
 // The prompt text for one user turn, ready for the tokenizer (which adds BOS itself when the
 // family needs it); the message stripped of surrounding white space where the family's template

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <ctime>
 
 namespace kvs::jinja {
@@ -18,6 +19,12 @@ Value arg(const std::vector<Value>& args, const Kwargs& kwargs, std::size_t k, c
   for (const auto& [key, v] : kwargs)
     if (key == name) return v;
   return fallback;
+}
+
+int64_t add_checked(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) fail("integer overflow in sum (64-bit integers here)");
+  return r;
 }
 
 const std::string& as_string(const Value& v, const char* what) {
@@ -591,6 +598,7 @@ Value apply_filter(const std::string& name, const Value& v, std::vector<Value>& 
   if (name == "abs") {
     if (v.is(Value::Kind::Float)) return Value::number(std::fabs(v.f));
     const int64_t x = as_int(v, "abs");
+    if (x == INT64_MIN) fail("integer overflow in abs (64-bit integers here)");
     return Value::integer(x < 0 ? -x : x);
   }
   if (name == "round") {
@@ -610,7 +618,7 @@ Value apply_filter(const std::string& name, const Value& v, std::vector<Value>& 
       for (const Value& x : items) {
         if (!x.is_number() || !total.is_number()) fail("sum of " + type_name(x));
         total = total.is(Value::Kind::Float) || x.is(Value::Kind::Float) ? Value::number(total.as_double() + x.as_double())
-                                                                           : Value::integer(as_int(total, "sum") + as_int(x, "sum"));
+                                                                           : Value::integer(add_checked(as_int(total, "sum"), as_int(x, "sum")));
       }
       return total;
     }
@@ -686,7 +694,8 @@ Dict global_functions() {
     const int64_t stop = as_int(a.size() == 1 ? a[0] : a[1], "range");
     const int64_t step = a.size() == 3 ? as_int(a[2], "range") : 1;
     if (step == 0) fail("range: step must not be zero");
-    if ((stop - start) / step > 100000) fail("range: more than 100000 items");
+    int64_t span = 0;
+    if (__builtin_sub_overflow(stop, start, &span) || span / step > 100000) fail("range: more than 100000 items");
     List out;
     for (int64_t x = start; step > 0 ? x < stop : x > stop; x += step) out.push_back(Value::integer(x));
     return Value::make_list(std::move(out));

@@ -4,6 +4,7 @@
 #include "inference/jinja_parse.h"
 
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <utility>
 
@@ -442,8 +443,13 @@ class ExprParser {
     if (t.kind == Token::Kind::Int || t.kind == Token::Kind::Float) {
       ++pos_;
       auto e = node(Expr::Kind::Literal, l);
-      e->value = t.kind == Token::Kind::Int ? Value::integer(std::strtoll(t.text.c_str(), nullptr, 10))
-                                            : Value::number(std::strtod(t.text.c_str(), nullptr));
+      if (t.kind == Token::Kind::Int) {
+        errno = 0;
+        e->value = Value::integer(std::strtoll(t.text.c_str(), nullptr, 10));
+        if (errno == ERANGE) fail(l, "the integer " + t.text + " does not fit 64 bits");
+      } else {
+        e->value = Value::number(std::strtod(t.text.c_str(), nullptr));
+      }
       return e;
     }
     if (skip_op("(")) {

@@ -89,16 +89,28 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   const double x = a.as_double(), y = b.as_double();
   if ((op == "/" || op == "//" || op == "%") && y == 0.0) fail("division by zero");
   if (op == "/") return Value::number(x / y);
-  if (ints) {
+  if (ints) {  // Python's integers are unbounded; these are 64-bit, and say so where they overflow
     const int64_t i = to_int(a), j = to_int(b);
-    if (op == "+") return Value::integer(i + j);
-    if (op == "-") return Value::integer(i - j);
-    if (op == "*") return Value::integer(i * j);
-    if (op == "//") return Value::integer(static_cast<int64_t>(std::floor(static_cast<double>(i) / j)));
-    if (op == "%") return Value::integer(((i % j) + j) % j);
+    int64_t r = 0;
+    const auto checked = [&](bool overflowed) {
+      if (overflowed) fail("integer overflow in " + op + " (64-bit integers here)");
+      return Value::integer(r);
+    };
+    if (op == "+") return checked(__builtin_add_overflow(i, j, &r));
+    if (op == "-") return checked(__builtin_sub_overflow(i, j, &r));
+    if (op == "*") return checked(__builtin_mul_overflow(i, j, &r));
+    if (op == "//" || op == "%") {
+      if (j == -1) return op == "%" ? Value::integer(0) : checked(__builtin_sub_overflow(int64_t{0}, i, &r));
+      const int64_t q = i / j, m = i % j;
+      const bool floor = m != 0 && ((m < 0) != (j < 0));  // Python rounds the quotient down
+      return Value::integer(op == "//" ? q - floor : m + (floor ? j : 0));
+    }
     if (op == "**" && j >= 0) {
-      int64_t r = 1;
-      for (int64_t k = 0; k < j; ++k) r *= i;
+      if (i == 0 || i == 1) return Value::integer(j == 0 ? 1 : i);
+      if (i == -1) return Value::integer(j % 2 ? -1 : 1);
+      r = 1;  // |i| >= 2: past 63 factors it has overflowed
+      for (int64_t k = 0; k < j; ++k)
+        if (__builtin_mul_overflow(r, i, &r)) fail("integer overflow in ** (64-bit integers here)");
       return Value::integer(r);
     }
   }
@@ -339,7 +351,11 @@ class Renderer {
       case Expr::Kind::Negate: {
         const Value v = eval(*e.args[0]);
         if (v.is(Value::Kind::Float)) return Value::number(-v.f);
-        if (v.is(Value::Kind::Int) || v.is(Value::Kind::Bool)) return Value::integer(-to_int(v));
+        if (v.is(Value::Kind::Int) || v.is(Value::Kind::Bool)) {
+          int64_t r = 0;
+          if (__builtin_sub_overflow(int64_t{0}, to_int(v), &r)) fail("integer overflow in - (64-bit integers here)");
+          return Value::integer(r);
+        }
         fail("bad operand type for unary -: '" + type_name(v) + "'");
       }
       case Expr::Kind::Binary: return binary(e);

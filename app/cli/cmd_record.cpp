@@ -35,7 +35,7 @@ int cmd_record(const ArgList& argv) {
   Args a(argv,
          {"--model", "--tokenizer", "--prompt", "--prompt-file", "--steps", "--temperature", "--top-p",
           "--seed", "--out", "--policy", "--budget", "--decode-dtype", "--capture-budget-mb", "--threads",
-          "--device", "--gpu-dtype"},
+          "--device", "--gpu-dtype", "--system"},
          {"--chat", "--quiet"});
   if (!a.positional().empty()) throw input_error(a.positional()[0], "unexpected argument");
   for (const char* flag : {"--model", "--tokenizer", "--prompt-file", "--out", "--policy"})
@@ -49,6 +49,12 @@ int cmd_record(const ArgList& argv) {
     throw input_error("--prompt", "give exactly one of --prompt TEXT or --prompt-file F");
   r.prompt = a.has("--prompt") ? a.str("--prompt") : read_prompt_file(a.str("--prompt-file"));
   r.chat = a.has("--chat");
+  if (a.has("--system")) {
+    if (!r.chat) throw input_error("--system", "applies to --chat's format, and --chat is not given");
+    r.system = a.str("--system");
+    if (r.system.empty()) throw input_error("--system", "is empty");
+    require_prompt_text(r.system, "--system", "");
+  }
   r.steps = a.integer("--steps", 64, 1, 1 << 20);
   r.sampling.temperature = static_cast<float>(a.number("--temperature", 0.0, 0.0, 100.0));
   r.sampling.top_p = static_cast<float>(a.number("--top-p", 1.0, 1e-6, 1.0));

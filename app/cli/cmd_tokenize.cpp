@@ -73,7 +73,10 @@ void print_tokens(const Tokenizer& tok, const std::string& text, const std::vect
 }  // namespace
 
 int cmd_tokenize(const ArgList& argv) {
-  Args a(argv, {"--tokenizer", "--text", "--text-file"}, {"--chat", "--no-bos", "--json"}, {"--text"});
+  Args a(argv, {"--tokenizer", "--text", "--text-file", "--system"}, {"--chat", "--no-bos", "--json"}, {"--text"});
+  if (a.has("--system") && !a.has("--chat"))
+    throw input_error("--system", "applies to --chat's format, and --chat is not given");
+  if (a.has("--system") && a.str("--system").empty()) throw input_error("--system", "is empty");
   if (a.positional().size() > 1)
     throw input_error(a.positional()[1], "unexpected argument (tokenize takes one model)");
   for (const char* flag : {"--tokenizer", "--text-file"})
@@ -111,7 +114,7 @@ int cmd_tokenize(const ArgList& argv) {
   for (size_t i = 0; i < texts.size(); ++i) {
     if (i && !a.has("--json")) std::printf("\n");
     ChatPrompt chat{texts[i], false, false, ""};  // unchanged without --chat
-    if (a.has("--chat")) chat = chat_prompt(chat_template, *tok, texts[i]);
+    if (a.has("--chat")) chat = chat_prompt(chat_template, *tok, texts[i], a.str("--system"));
     const bool bos = chat.encode_with_bos(*tok) && !a.has("--no-bos");
     print_tokens(*tok, chat.text, tok->encode(chat.text, bos), bos, chat.source, a.has("--json"));
   }

@@ -79,7 +79,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   if (r.chat) {
     const std::string chat_template = chat_template_for_model(model);
     if (chat_template.empty()) throw input_error("--chat", model.path + " has no chat format (a base model)");
-    chat = chat_prompt(chat_template, *tok, r.prompt);
+    chat = chat_prompt(chat_template, *tok, r.prompt, r.system);
   }
   const std::string& text = chat.text;
   std::vector<int> prompt = tok->encode(text, chat.encode_with_bos(*tok));

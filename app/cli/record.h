@@ -17,7 +17,8 @@ struct RecordRequest {
   std::string model_path;
   std::string tokenizer_path;   // "" = from the model file / beside it
   std::string prompt;           // raw text
-  bool chat = false;            // wrap the prompt in the model family's chat format
+  bool chat = false;            // wrap the prompt in the model's chat format
+  std::string system;           // with chat: a system turn before it ("" for none)
   int steps = 64;               // tokens to generate
   SamplingOptions sampling;
   std::string out_path;         // trace to write

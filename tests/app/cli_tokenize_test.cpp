@@ -245,6 +245,24 @@ TEST(CliTokenize, ChatFormatOfAModelFolder) {
   EXPECT_FALSE(b.get_bool("bos_added", true));
   EXPECT_EQ(ids_of(b), ids);
   EXPECT_EQ(recorded_prompt_ids(m.path(), "Once upon a time", {"--chat"}), ids);
+  // --system: a system turn first, as the template writes one
+  with_template("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}<|assistant|>");
+  const Json sys = parse_json(
+      run_kvscope({"tokenize", m.path(), "--chat", "--system", "Be brief.", "--text", "Once upon a time", "--json"}));
+  EXPECT_EQ(sys.get_string("text", ""), "<|system|>Be brief.<|user|>Once upon a time<|assistant|>");
+  EXPECT_EQ(ids_of(sys), recorded_prompt_ids(m.path(), "Once upon a time", {"--chat", "--system", "Be brief."}));
+  const CliResult no_chat = run_kvscope({"tokenize", m.path(), "--system", "Be brief.", "--text", "x"});
+  EXPECT_EQ(no_chat.code, 2);
+  EXPECT_EQ(no_chat.err, "kvscope: --system: applies to --chat's format, and --chat is not given\n");
+  // A template beyond the Jinja subset falls back to its family's fixed format, which has no system turn.
+  with_template("{% include 'x' %}[INST] {{ m }} [/INST]<<SYS>>");
+  EXPECT_EQ(parse_json(run_kvscope({"tokenize", m.path(), "--chat", "--text", "Hi", "--json"})).get_string("chat", ""),
+            "llama2");
+  const CliResult fixed = run_kvscope({"tokenize", m.path(), "--chat", "--system", "Be brief.", "--text", "Hi"});
+  EXPECT_EQ(fixed.code, 2);
+  EXPECT_EQ(fixed.err,
+            "kvscope: --system: the chat template cannot be rendered (line 1: {% include %} is not supported), and "
+            "KVScope's fixed formats write no system turn\n");
 }
 
 // SmolLM2's chat format, when the default model is in the cache: ChatML with its system prompt,

@@ -91,6 +91,12 @@ TEST(Jinja, RefusesWithTheLineAndTheReason) {
   EXPECT_EQ(error_of("{% set x = 1 %}{% set x.y = 2 %}"), "line 1: cannot assign attribute on a int (only namespace())");
   EXPECT_EQ(error_of("{% for x in 5 %}{% endfor %}"), "line 1: 'int' object is not iterable");
   EXPECT_EQ(error_of("{% if true %}\n{% break %}{% endif %}"), "line 2: {% break %} outside a loop");
+  // Python's integers are unbounded, these 64-bit: what passes that is refused, not wrapped
+  EXPECT_EQ(error_of("{{ 99999999999999999999 }}"), "line 1: the integer 99999999999999999999 does not fit 64 bits");
+  EXPECT_EQ(error_of("{{ 9223372036854775807 + 1 }}"), "line 1: integer overflow in + (64-bit integers here)");
+  EXPECT_EQ(error_of("{{ 3 ** 64 }}"), "line 1: integer overflow in ** (64-bit integers here)");
+  EXPECT_EQ(render_test("{{ 1 ** 9223372036854775807 }} {{ (-1) ** 3 }} {{ 2 ** 62 }} {{ -9223372036854775807 // -1 }}"),
+            "1 -1 4611686018427387904 9223372036854775807");
   EXPECT_EQ(error_of("{% for i in [1] %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}"),
             "line 1: {% continue %} outside a loop");
 }
