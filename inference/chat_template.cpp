@@ -1,15 +1,13 @@
 // Chat prompts: a model's chat template rendered, else a fixed table of formats detected from it.
 #include "inference/chat_template.h"
 
-#include <cstdio>
-#include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "inference/errors.h"
 #include "inference/gguf_file.h"
+#include "inference/jinja_builtins.h"
 #include "inference/jinja_render.h"
 #include "inference/json.h"
 #include "inference/mapped_file.h"
@@ -23,7 +21,7 @@ struct ChatFormat {
   const char* suffix;  // text after it, ending where the assistant's reply begins
   bool opens_with_bos = false;  // the template writes BOS first, whatever the tokenizer adds itself
   bool trims = false;           // the template strips the message's surrounding white space (| trim)
-  const char* date_format = "";  // strftime's %d, %b, %B and %Y, as the template's strftime_now is given them
+  const char* date_format = "";  // what the template asks strftime_now for, for {today}
 };
 
 // SmolLM3's default system turn in thinking mode (its template as Unsloth edited it: no date).
@@ -83,63 +81,6 @@ const ChatFormat kFormats[] = {
 
 bool contains(const std::string& s, const char* needle) {
   return s.find(needle) != std::string::npos;
-}
-
-// Today's date in the local time zone as Python's strftime writes `format` in the C locale, which
-// transformers' strftime_now gives a template: %d (two digits), %b and %B (English month names)
-// and %Y; other characters as they are.
-std::string today(const std::string& format) {
-  static const char* const kMonths[] = {"January", "February", "March",     "April",   "May",      "June",
-                                        "July",    "August",   "September", "October", "November", "December"};
-  const std::time_t now = std::time(nullptr);
-  std::tm local{};
-  localtime_r(&now, &local);
-  std::string out;
-  for (std::size_t i = 0; i < format.size(); ++i) {
-    if (format[i] != '%' || i + 1 == format.size()) {
-      out += format[i];
-      continue;
-    }
-    const char c = format[++i];
-    if (c == 'd') {
-      out += static_cast<char>('0' + local.tm_mday / 10);
-      out += static_cast<char>('0' + local.tm_mday % 10);
-    } else if (c == 'b') {
-      out += std::string(kMonths[local.tm_mon]).substr(0, 3);
-    } else if (c == 'B') {
-      out += kMonths[local.tm_mon];
-    } else if (c == 'Y') {
-      out += std::to_string(1900 + local.tm_year);
-    } else {
-      out += '%';
-      out += c;
-    }
-  }
-  return out;
-}
-
-// s without the white space Python's str.strip() removes at either end (Jinja's trim): ASCII's
-// and the Unicode spaces a prompt may carry (no-break, ideographic, line and paragraph separators).
-std::string strip(const std::string& s) {
-  static const char* const kSpaces[] = {" ", "\t", "\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x1f",
-                                        "\xc2\x85", "\xc2\xa0", "\xe1\x9a\x80", "\xe2\x80\x80",
-                                        "\xe2\x80\x81", "\xe2\x80\x82", "\xe2\x80\x83", "\xe2\x80\x84",
-                                        "\xe2\x80\x85", "\xe2\x80\x86", "\xe2\x80\x87", "\xe2\x80\x88",
-                                        "\xe2\x80\x89", "\xe2\x80\x8a", "\xe2\x80\xa8", "\xe2\x80\xa9",
-                                        "\xe2\x80\xaf", "\xe2\x81\x9f", "\xe3\x80\x80"};
-  const auto space_at = [&](std::size_t i, bool backwards) -> std::size_t {
-    for (const char* sp : kSpaces) {
-      const std::size_t n = std::strlen(sp);
-      if (backwards ? i >= n && s.compare(i - n, n, sp) == 0 : s.compare(i, n, sp) == 0) return n;
-    }
-    return 0;
-  };
-  std::size_t begin = 0, end = s.size();
-  while (begin < end)
-    if (const std::size_t n = space_at(begin, false); n > 0) begin += n; else break;
-  while (end > begin)
-    if (const std::size_t n = space_at(end, true); n > 0) end -= n; else break;
-  return s.substr(begin, end - begin);
 }
 
 }  // namespace
@@ -286,7 +227,7 @@ ChatPrompt chat_prompt(const std::string& chat_template, const Tokenizer& tok, c
       throw input_error("--system", std::string("the chat template cannot be rendered (") + e.what() +
                                         "), and KVScope's fixed formats write no system turn");
     const std::string family = detect_chat_family(chat_template);
-    if (!family.empty()) return {format_chat(family, message), chat_opens_with_bos(family), chat_opens_with_bos(family), family};
+    if (!family.empty()) return {format_chat(family, message), false, chat_opens_with_bos(family), family};
     std::string families;
     for (const std::string& f : chat_families()) families += (families.empty() ? "" : ", ") + f;
     throw input_error("--chat", std::string("the chat template cannot be rendered (") + e.what() +
@@ -300,8 +241,8 @@ std::string format_chat(const std::string& family, const std::string& user_messa
   for (const ChatFormat& f : kFormats) {
     if (family != f.family) continue;
     std::string prefix = f.prefix;
-    if (const std::size_t at = prefix.find("{today}"); at != std::string::npos) prefix.replace(at, 7, today(f.date_format));
-    return prefix + (f.trims ? strip(user_message) : user_message) + f.suffix;
+    if (const std::size_t at = prefix.find("{today}"); at != std::string::npos) prefix.replace(at, 7, jinja::strftime_now(f.date_format));
+    return prefix + (f.trims ? jinja::strip_space(user_message) : user_message) + f.suffix;
   }
   throw input_error("chat format", "unknown family \"" + family + "\"");
 }

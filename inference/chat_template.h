@@ -43,14 +43,14 @@ bool chat_opens_with_bos(const std::string& family);
 
 // One user message in a model's chat format, ready for the tokenizer.
 struct ChatPrompt {
-  std::string text;         // as rendered: a BOS the template writes is its token's text, read as it
-  bool opens_with_bos = false;  // text starts with BOS (written, or to be added: a fixed family's)
-  bool add_bos = false;     // BOS is to be added before text (a fixed family that opens with it)
-  std::string source;       // "template" (rendered) or the fixed family it is written in
+  std::string text;          // as rendered: a BOS the template writes is its token's text, read as it
+  bool bos_in_text = false;  // text starts with the BOS token's text
+  bool add_bos = false;      // BOS is to be added before text (a fixed family that opens with it)
+  std::string source;        // "template" (rendered) or the fixed family it is written in
 
   // Whether the tokenizer adds BOS to text: where the format asks for it, or where the tokenizer
   // adds it by default and the text does not already start with it.
-  bool encode_with_bos(const Tokenizer& tok) const { return add_bos || (tok.add_bos() && !opens_with_bos); }
+  bool encode_with_bos(const Tokenizer& tok) const { return add_bos || (tok.add_bos() && !bos_in_text); }
 };
 
 // `message` in the chat format of `chat_template`: the template rendered by KVScope's Jinja subset

@@ -50,11 +50,9 @@ std::string upper_ascii(std::string s) {
 
 // Python's str.strip/lstrip/rstrip: white space, or the characters of `chars`.
 std::string strip(const std::string& s, const Value& chars, bool left, bool right) {
-  const std::vector<char32_t> cps = code_points(s);
-  const std::vector<char32_t> set = chars.is(Value::Kind::String) ? code_points(chars.s) : std::vector<char32_t>{};
-  const auto strip_it = [&](char32_t c) {
-    return chars.is(Value::Kind::String) ? std::find(set.begin(), set.end(), c) != set.end() : is_python_space(c);
-  };
+  if (!chars.is(Value::Kind::String)) return strip_space(s, left, right);
+  const std::vector<char32_t> cps = code_points(s), set = code_points(chars.s);
+  const auto strip_it = [&](char32_t c) { return std::find(set.begin(), set.end(), c) != set.end(); };
   std::size_t b = 0, e = cps.size();
   if (left)
     while (b < e && strip_it(cps[b])) ++b;
@@ -412,7 +410,8 @@ std::string indent(const std::string& s, const Value& width, bool first, bool bl
   return out;
 }
 
-// Python's strftime of the local time, in the C locale (transformers' strftime_now).
+}  // namespace
+
 std::string strftime_now(const std::string& format) {
   const std::time_t now = std::time(nullptr);
   std::tm local{};
@@ -421,8 +420,6 @@ std::string strftime_now(const std::string& format) {
   const std::size_t n = std::strftime(buf.data(), buf.size(), format.c_str(), &local);
   return buf.substr(0, n);
 }
-
-}  // namespace
 
 std::vector<Value> iterate(const Value& v) {
   switch (v.kind) {
@@ -579,7 +576,7 @@ Value apply_filter(const std::string& name, const Value& v, std::vector<Value>& 
     if (v.is(Value::Kind::String)) {
       try {
         std::size_t used = 0;
-        const std::string t = strip(v.s, Value::none(), true, true);
+        const std::string t = strip_space(v.s);
         const long long x = std::stoll(t, &used);
         if (used == t.size()) return Value::integer(x);
       } catch (const std::exception&) {

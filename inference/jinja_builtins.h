@@ -20,6 +20,8 @@ bool apply_test(const std::string& name, const Value& v, std::vector<Value>& arg
 // obj.name: a dict's entry or method, a namespace's attribute, a string's or list's method
 // (bound to it); undefined where there is none.
 Value attribute(const Value& obj, const std::string& name);
+// transformers' strftime_now: the local time as Python's strftime writes `format` (C locale).
+std::string strftime_now(const std::string& format);
 // The functions every template sees: range, namespace, dict, raise_exception, strftime_now.
 Dict global_functions();
 

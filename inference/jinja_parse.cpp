@@ -38,14 +38,6 @@ class Nesting {
 
 bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-// Python's str.rstrip() (all white space, Unicode's too).
-std::string rstrip_all(const std::string& s) {
-  std::vector<char32_t> cps = code_points(s);
-  std::size_t n = cps.size();
-  while (n > 0 && is_python_space(cps[n - 1])) --n;
-  return utf8(cps, 0, n);
-}
-
 bool all_space(const std::string& s) {
   if (s.empty()) return false;
   for (const char32_t c : code_points(s))
@@ -116,7 +108,7 @@ std::vector<Piece> split_pieces(std::string src) {
     const int text_line = line;
     line += lines_in(src, pos, at);
     if (control == '-') {
-      text = rstrip_all(text);
+      text = strip_space(text, false, true);
     } else if (control != '+' && kind != '{') {  // lstrip_blocks
       const std::size_t l_pos = text.rfind('\n') + 1;  // 0 when none
       if ((l_pos > 0 || line_starting) && all_space(text.substr(l_pos))) text.resize(l_pos);
@@ -503,14 +495,19 @@ class ExprParser {
       } else if (skip_op("[")) {
         e = subscript(std::move(e), l);
       } else if (skip_op("(")) {
-        auto c = node(Expr::Kind::Call, l);
-        c->args.push_back(std::move(e));
-        call_args(*c);
-        e = std::move(c);
+        e = call(std::move(e), l);
       } else {
         return e;
       }
     }
+  }
+
+  // callee(arguments) after '('.
+  ExprPtr call(ExprPtr callee, int l) {
+    auto c = node(Expr::Kind::Call, l);
+    c->args.push_back(std::move(callee));
+    call_args(*c);
+    return c;
   }
 
   ExprPtr subscript(ExprPtr target, int l) {
@@ -553,7 +550,7 @@ class ExprParser {
         if (skip_op("(")) {
           call_args(*t);
         } else if ((peek().kind == Token::Kind::String || peek().kind == Token::Kind::Int ||
-                    peek().kind == Token::Kind::Float || is_op("[") || is_op("{") || is_op("(") ||
+                    peek().kind == Token::Kind::Float || is_op("[") || is_op("{") ||
                     peek().kind == Token::Kind::Name) &&
                    !is_name("else") && !is_name("or") && !is_name("and") && !is_name("if") && !is_name("in") &&
                    !is_name("not")) {
@@ -562,10 +559,7 @@ class ExprParser {
         }
         e = std::move(t);
       } else if (skip_op("(")) {
-        auto c = node(Expr::Kind::Call, l);
-        c->args.push_back(std::move(e));
-        call_args(*c);
-        e = std::move(c);
+        e = call(std::move(e), l);
       } else {
         return e;
       }

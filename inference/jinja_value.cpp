@@ -314,4 +314,14 @@ bool is_python_space(char32_t c) {
          c == 0x205F || c == 0x3000;
 }
 
+std::string strip_space(const std::string& s, bool left, bool right) {
+  const std::vector<char32_t> cps = code_points(s);
+  std::size_t b = 0, e = cps.size();
+  if (left)
+    while (b < e && is_python_space(cps[b])) ++b;
+  if (right)
+    while (e > b && is_python_space(cps[e - 1])) --e;
+  return utf8(cps, b, e);
+}
+
 }  // namespace kvs::jinja

@@ -83,5 +83,7 @@ std::string type_name(const Value& v);
 // Python's str.isspace() of one code point (Python indexes, slices, strips and measures strings by
 // code point: inference/utf8.h).
 bool is_python_space(char32_t c);
+// Python's str.strip() (left and right), lstrip() or rstrip() without arguments: Jinja's trim.
+std::string strip_space(const std::string& s, bool left = true, bool right = true);
 
 }  // namespace kvs::jinja

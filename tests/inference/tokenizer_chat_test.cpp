@@ -226,7 +226,7 @@ TEST(ChatTemplate, TestModels) {
   // SmolLM2's BOS token, so nothing is added before it
   const ChatPrompt p = chat_prompt(chat_template_for_model(m), *tok, "Hi");
   EXPECT_EQ(p.text, format_chat("smollm2", "Hi"));
-  EXPECT_TRUE(p.opens_with_bos);
+  EXPECT_TRUE(p.bos_in_text);
   EXPECT_FALSE(p.encode_with_bos(*tok));
   EXPECT_EQ(p.source, "template");
   const std::vector<int> ids = tok->encode(p.text, p.encode_with_bos(*tok));
