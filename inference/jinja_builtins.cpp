@@ -512,6 +512,7 @@ Value apply_filter(const std::string& name, const Value& v, std::vector<Value>& 
                                      as_int(arg(args, kwargs, 2, "count", Value::integer(-1)), "replace")));
   if (name == "items") {
     if (v.is(Value::Kind::Undefined)) return Value::make_list();
+    if (!v.is(Value::Kind::Dict)) fail("items expects a dict, got " + type_name(v));
     return dict_method(v, "items").fn->operator()(args, kwargs);
   }
   if (name == "map") {

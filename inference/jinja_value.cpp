@@ -194,7 +194,7 @@ std::string dict_key(const Value& key) {
     return out;
   };
   switch (key.kind) {
-    case Value::Kind::String: return key.s;
+    case Value::Kind::String: return key.s.empty() || key.s[0] != '\x01' ? key.s : marked('s', key.s);
     case Value::Kind::Bool: return marked('i', key.b ? "1" : "0");
     case Value::Kind::Int: return marked('i', std::to_string(key.i));
     case Value::Kind::Float:
@@ -207,6 +207,7 @@ std::string dict_key(const Value& key) {
 
 Value key_value(const std::string& key) {
   if (key.size() < 2 || key[0] != '\x01') return Value::string(key);
+  if (key[1] == 's') return Value::string(key.substr(2));
   if (key[1] == 'i') return Value::integer(std::stoll(key.substr(2)));
   if (key[1] == 'f') return Value::number(std::stod(key.substr(2)));
   return Value::none();

@@ -61,7 +61,8 @@ struct Value {
 };
 
 // A dict key as a Dict holds it: a string as it is, a number (True as 1, an integral float as its
-// integer, as Python hashes them) or None marked by a leading \x01 that no text key starts with.
+// integer, as Python hashes them) or None marked by a leading \x01 (a text key that starts with
+// \x01 marked too, as text).
 std::string dict_key(const Value& key);
 // The key a Dict entry was made with.
 Value key_value(const std::string& key);

@@ -72,6 +72,9 @@ TEST(Jinja, RendersAsJinja2Does) {
   EXPECT_EQ(render_test("{{ bos_token }}{% for m in messages %}{{ '<|' + m.role + '|>' + m.content | trim + eos_token }}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"), "<s><|system|>Be brief.</s><|user|>Hi\tthere</s><|assistant|>");
   EXPECT_EQ(render_test("{{ tools is none }} {{ tools is defined }} {{ documents is defined }}"), "True True False");
   EXPECT_EQ(render_test("{{ '%s has %d items (%r)' % ('list', 3, 'x') }} {{ '%s!' % 'hey' }} {{ '100%%' % () }}"), "list has 3 items ('x') hey! 100%");
+  // a text key that looks like KVScope's marking of number keys stays text
+  EXPECT_EQ(render_test("{{ {'\\x01i7': 1} | dictsort | first }} {{ {'\\x01i7': 1}['\\x01i7'] }}"),
+            "('\\x01i7', 1) 1");
 }
 
 TEST(Jinja, RefusesWithTheLineAndTheReason) {
@@ -90,6 +93,7 @@ TEST(Jinja, RefusesWithTheLineAndTheReason) {
   EXPECT_EQ(error_of("{{ 'a }}"), "line 1: a tag is not closed (no '}}')");
   EXPECT_EQ(error_of("{% set x = 1 %}{% set x.y = 2 %}"), "line 1: cannot assign attribute on a int (only namespace())");
   EXPECT_EQ(error_of("{% for x in 5 %}{% endfor %}"), "line 1: 'int' object is not iterable");
+  EXPECT_EQ(error_of("{{ [1, 2] | items }}"), "line 1: items expects a dict, got list");
   EXPECT_EQ(error_of("{% if true %}\n{% break %}{% endif %}"), "line 2: {% break %} outside a loop");
   // Python's integers are unbounded, these 64-bit: what passes that is refused, not wrapped
   EXPECT_EQ(error_of("{{ 99999999999999999999 }}"), "line 1: the integer 99999999999999999999 does not fit 64 bits");
