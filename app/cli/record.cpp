@@ -72,6 +72,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   if (r.out_path.empty()) throw input_error("--out", "no trace path given");
   if (r.prompt.empty()) throw input_error("prompt", "is empty");
   require_prompt_text(r.prompt, "prompt", "");
+  require_prompt_text(r.system, "system prompt", "");
   Model model = load_model(r.model_path);
   auto tok = load_tokenizer(model, r.tokenizer_path);
   const ModelConfig& c = model.config;

@@ -107,6 +107,7 @@ class RunView : public View {
     c.add({"model", model_path_});
     c.add({"prompt", prompt_});
     c.add({"chat_format", chat_choice_.value_or(!chat_template_for_path(model_path_).empty()) ? "on" : "off"});
+    c.add({"system", system_});
     c.add({"steps", std::to_string(steps_)});
     c.add({"temperature", csv_number(temperature_)});
     c.add({"top_p", csv_number(top_p_)});
@@ -135,6 +136,7 @@ class RunView : public View {
     else if (verb == "model") model_path_ = arg;
     else if (verb == "chat") chat_choice_ = script_choice(verb, arg, {"on", "off"}) == "on";
     else if (verb == "prompt") prompt_ = arg;
+    else if (verb == "system") system_ = arg;
     else if (verb == "steps") steps_ = script_int(verb, arg, 1, 1 << 16);
     else if (verb == "out") out_path_ = arg;
     else if (verb == "policies") set_policies(verb, arg);
@@ -199,13 +201,22 @@ class RunView : public View {
     if (ImGui::Checkbox("chat format", &chat)) chat_choice_ = chat;
     ImGui::EndDisabled();
     const bool chat_hovered = ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled);
-    row_end();
     if (chat_hovered)
       ImGui::SetTooltip("%s", !has_chat_template_
                                   ? "This model has no chat template (a base model): the prompt is given as it is."
                                   : "Wrap the prompt in the model's chat template, rendered as transformers renders "
                                     "it (on by default for a model that has one: an Instruct model given the raw "
                                     "text often ends it at once).");
+    // With the chat format on, a system turn may go before the prompt (as `record --system`).
+    if (chat) {
+      ImGui::SameLine();
+      ImGui::SetNextItemWidth(-ImGui::CalcTextSize("system").x - ImGui::GetStyle().ItemInnerSpacing.x);
+      ImGui::InputTextWithHint("system", "none: the template's default system turn, if any", &system_);
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("A system turn before the prompt, in the model's chat template (as record --system); "
+                          "left empty, the template writes its own default, if it has one.");
+    }
+    row_end();
     // The prompt wraps at the box's width; a click edits it (ImGui's multiline input box does not
     // wrap: while editing, long lines scroll sideways).
     const ImVec2 box(-1, ImGui::GetTextLineHeight() * 5 + ImGui::GetStyle().FramePadding.y * 2);
@@ -455,6 +466,7 @@ class RunView : public View {
     req.prompt = prompt_;
     update_chat_template();  // a script's `model PATH` is not drawn before its `record`
     req.chat = chat_on();
+    if (req.chat) req.system = system_;
     req.steps = steps_;
     req.sampling.temperature = temperature_;
     req.sampling.top_p = top_p_;
@@ -602,6 +614,7 @@ class RunView : public View {
   std::string model_path_;
   std::vector<std::pair<std::string, std::string>> demos_;  // (name, text)
   std::string prompt_;
+  std::string system_;  // with the chat format: a system turn before the prompt ("" for none)
   std::optional<bool> chat_choice_;  // the user's or a script's choice; else on when the model has a chat template
   bool has_chat_template_ = false;   // the model at chat_template_for_ has one
   std::string chat_template_for_;

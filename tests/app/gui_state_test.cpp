@@ -173,6 +173,44 @@ TEST(GuiRunView, ChatFormatFollowsTheModelAndTheScriptSetsIt) {
   EXPECT_EQ(csv_field(*view_of(smol_views, "run"), app, "chat_format"), "on");
 }
 
+// With the chat format on, the system box's text is a system turn before the prompt, as the
+// model's template writes it (record --system).
+TEST_F(GuiState, SystemPromptGoesIntoTheChatTemplate) {
+  const fs::path m = dir_ / "chat-model";
+  fs::create_directories(m);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
+    fs::copy_file(test::shared_path(std::string("models/stories260K-hf/") + f), m / f);
+  std::ofstream(m / "tokenizer_config.json")
+      << R"({"chat_template": "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}<|assistant|>"})";
+  AppState app(true);
+  std::vector<std::unique_ptr<View>> views = make_views(m.string());
+  View* run = view_of(views, "run");
+  ASSERT_TRUE(run);
+  EXPECT_EQ(csv_field(*run, app, "chat_format"), "on");
+  const std::string out = (dir_ / "system.h5").string();
+  for (const auto& [verb, arg] : std::vector<std::pair<std::string, std::string>>{
+           {"system", "Be brief."}, {"prompt", "Once upon a time"}, {"steps", "4"}, {"out", out}, {"record", ""}})
+    apply_script_command(app, views, {verb, arg});
+  EXPECT_EQ(csv_field(*run, app, "system"), "Be brief.");
+  ASSERT_TRUE(app.trace) << app.status;
+  EXPECT_EQ(app.trace->meta.prompt.rfind("<|system|>Be brief.<|user|>Once upon a time<|assistant|>", 0), 0u)
+      << app.trace->meta.prompt;
+  // The chat format off hides the box, and its text is not used.
+  const std::string plain = (dir_ / "plain.h5").string();
+  for (const auto& [verb, arg] : std::vector<std::pair<std::string, std::string>>{
+           {"chat", "off"}, {"out", plain}, {"record", ""}})
+    apply_script_command(app, views, {verb, arg});
+  ASSERT_TRUE(app.trace) << app.status;
+  EXPECT_EQ(app.trace->meta.prompt.rfind("Once upon a time", 0), 0u) << app.trace->meta.prompt;
+  // Text that is not UTF-8 (a script's bytes) is refused on the status line; nothing is written.
+  const std::string bad = (dir_ / "bad.h5").string();
+  for (const auto& [verb, arg] : std::vector<std::pair<std::string, std::string>>{
+           {"chat", "on"}, {"system", "\xff"}, {"out", bad}, {"record", ""}})
+    apply_script_command(app, views, {verb, arg});
+  EXPECT_NE(app.status.find("system prompt: is not valid UTF-8 text"), std::string::npos) << app.status;
+  EXPECT_FALSE(fs::exists(bad));
+}
+
 // A recording's text streams into the output box, then the whole text replaces it: the pieces
 // not yet drained by a frame were appended after it (a scripted recording showed its text twice).
 TEST_F(GuiState, RecordedTextIsShownOnce) {
