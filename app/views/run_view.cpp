@@ -51,6 +51,7 @@ std::string read_file(const std::filesystem::path& p) {
 }
 
 constexpr float kMinOutBox = 200.0f;       // narrowest output-path box beside the buttons (ui_px)
+constexpr float kMinSystemBox = 200.0f;    // narrowest system-prompt box beside the chat format (ui_px)
 constexpr float kModeComboWidth = 80.0f;  // Re-run's forced / free (ui_px)
 
 class RunView : public View {
@@ -208,9 +209,11 @@ class RunView : public View {
                                     "it (on by default for a model that has one: an Instruct model given the raw "
                                     "text often ends it at once).");
     // With the chat format on, a system turn may go before the prompt (as `record --system`).
+    // It takes the rest of the row, or a row of its own where under kMinSystemBox would be left.
     if (chat) {
-      ImGui::SameLine();
-      ImGui::SetNextItemWidth(-ImGui::CalcTextSize("system").x - ImGui::GetStyle().ItemInnerSpacing.x);
+      const float label_w = ImGui::CalcTextSize("system").x + ImGui::GetStyle().ItemInnerSpacing.x;
+      if (!same_line_if_fits(ui_px(kMinSystemBox) + label_w)) row_end();
+      ImGui::SetNextItemWidth(-label_w);
       ImGui::InputTextWithHint("system", "none: the template's default system turn, if any", &system_);
       if (ImGui::IsItemHovered())
         ImGui::SetTooltip("A system turn before the prompt, in the model's chat template (as record --system); "
