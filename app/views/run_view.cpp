@@ -51,7 +51,8 @@ std::string read_file(const std::filesystem::path& p) {
 }
 
 constexpr float kMinOutBox = 200.0f;       // narrowest output-path box beside the buttons (ui_px)
-constexpr float kMinSystemBox = 200.0f;    // narrowest system-prompt box beside the chat format (ui_px)
+constexpr float kMinSystemBox = 200.0f;     // narrowest named system-prompt box beside the chat format (ui_px)
+constexpr float kMinBareSystemBox = 110.0f;  // the same without its name (ui_px)
 constexpr float kModeComboWidth = 80.0f;  // Re-run's forced / free (ui_px)
 
 class RunView : public View {
@@ -209,12 +210,17 @@ class RunView : public View {
                                     "it (on by default for a model that has one: an Instruct model given the raw "
                                     "text often ends it at once).");
     // With the chat format on, a system turn may go before the prompt (as `record --system`).
-    // It takes the rest of the row, or a row of its own where under kMinSystemBox would be left.
+    // It takes the rest of the row, named "system" where kMinSystemBox is left, unnamed (its hint
+    // says what it is) where kMinBareSystemBox is, else a row of its own: in the overview's Run
+    // tile a row more hid the prompt.
     if (chat) {
       const float label_w = ImGui::CalcTextSize("system").x + ImGui::GetStyle().ItemInnerSpacing.x;
-      if (!same_line_if_fits(ui_px(kMinSystemBox) + label_w)) row_end();
-      ImGui::SetNextItemWidth(-label_w);
-      ImGui::InputTextWithHint("system", "none: the template's default system turn, if any", &system_);
+      const bool named = same_line_if_fits(ui_px(kMinSystemBox) + label_w);
+      const bool bare = !named && same_line_if_fits(ui_px(kMinBareSystemBox));
+      if (!named && !bare) row_end();
+      ImGui::SetNextItemWidth(bare ? -1 : -label_w);
+      ImGui::InputTextWithHint(bare ? "##system" : "system",
+                               bare ? "system prompt" : "none: the template's default system turn, if any", &system_);
       if (ImGui::IsItemHovered())
         ImGui::SetTooltip("A system turn before the prompt, in the model's chat template (as record --system); "
                           "left empty, the template writes its own default, if it has one.");
