@@ -9,7 +9,7 @@ const char* usage_summary() {
   return "usage: kvscope [gui [trace.h5] [--model PATH] [--screenshot out.png --view NAME --step N --size WxH\n"
          "                      --script S --text-size PX]]\n"
          "       kvscope record [--model PATH] [--tokenizer PATH] (--prompt TEXT | --prompt-file F)\n"
-         "                      [--steps N --temperature T --top-p P --seed S] [--chat]\n"
+         "                      [--steps N --temperature T --top-p P --seed S] [--chat [--system TEXT]]\n"
          "                      [--policy SPEC --budget N] [--device cpu|cuda|auto] --out trace.h5\n"
          "       kvscope info (MODEL [--tokenizer PATH] | trace.h5) [--json]\n"
          "       kvscope simulate trace.h5 --policy NAME[:key=value,...] [--policy ...] --budget N\n"
@@ -19,7 +19,7 @@ const char* usage_summary() {
          "                     [--device cpu|cuda|auto]\n"
          "       kvscope compare A.h5 B.h5 [--tol T] [--json]\n"
          "       kvscope tokenize (MODEL [--tokenizer PATH] | --tokenizer PATH) (--text TEXT | --text-file F)\n"
-         "                        [--chat] [--no-bos] [--json]\n"
+         "                        [--chat [--system TEXT]] [--no-bos] [--json]\n"
          "Every flag of a command: kvscope help COMMAND (or kvscope COMMAND --help).\n";
 }
 
