@@ -185,9 +185,11 @@ void matvec_panels(std::span<const MatvecJob> jobs, const float* x, int cols, lo
   for (const MatvecJob& job : jobs) {
     if (first >= end) break;
     const long n = panel_count(job.rows);
-    for (long p = std::max(begin - first, 0L); p < std::min(end - first, n); ++p)
-      panel_dot(job.y + p * kPanel, job.w + p * panel_floats, x, cols,
-                static_cast<int>(std::min<long>(kPanel, job.rows - p * kPanel)));
+    for (long p = std::max(begin - first, 0L); p < std::min(end - first, n); ++p) {
+      const int n_rows = static_cast<int>(std::min<long>(kPanel, job.rows - p * kPanel));
+      if (job.w.f32 != nullptr) panel_dot(job.y + p * kPanel, job.w.f32 + p * panel_floats, x, cols, n_rows);
+      else quant_panel_dot(job.y + p * kPanel, job.w.quant, p, x, cols, n_rows);
+    }
     first += n;
   }
 }
@@ -198,16 +200,25 @@ long panel_count(std::span<const MatvecJob> jobs) {
   return n;
 }
 
-void matvec_packed(float* y, const float* w_packed, const float* x, int rows, int cols) {
-  const MatvecJob job[] = {{y, w_packed, rows}};
+void matvec_packed(float* y, PanelWeights w, const float* x, int rows, int cols) {
+  const MatvecJob job[] = {{y, w, rows}};
   const long n = panel_count(rows);
 #pragma omp parallel for schedule(dynamic, 2) if (static_cast<long>(rows) * cols >= kParallelMinWork)
   for (long p = 0; p < n; ++p) matvec_panels(job, x, cols, p, p + 1);
 }
 
-void matmul_packed(float* y, const float* x, const float* w_packed, int n, int rows, int cols) {
+void matmul_packed(float* y, const float* x, PanelWeights w, int n, int rows, int cols) {
   const std::size_t panel_floats = static_cast<std::size_t>(cols) * kPanel;
-  matmul_panels(y, x, n, rows, cols, [&](int p) { return w_packed + p * panel_floats; });
+  if (w.f32 != nullptr) {
+    matmul_panels(y, x, n, rows, cols, [&](int p) { return w.f32 + p * panel_floats; });
+    return;
+  }
+  matmul_panels(y, x, n, rows, cols, [&](int p) {
+    thread_local std::vector<float> own;  // [cols, kPanel] this thread's panel, expanded
+    own.resize(panel_floats);
+    quant_panel_to_f32(own.data(), w.quant, cols, p);
+    return static_cast<const float*>(own.data());
+  });
 }
 
 // Packing a panel costs 1/96 of its multiply-adds per token chunk, a tenth of a long prompt's

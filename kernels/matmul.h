@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <span>
 
+#include "kernels/quant_panels.h"
 #include "kernels/simd.h"
 
 namespace kvs::ops {
@@ -26,15 +27,23 @@ void unpack_panels(float* w, const float* packed, int rows, int cols);
 // out[cols] = W[r, :] of a packed W.
 void panel_row(float* out, const float* packed, int cols, int r);
 
+// A packed W as the products read it: fp32 panels, or quantized ones (kernels/quant_panels.h).
+struct PanelWeights {
+  const float* f32 = nullptr;  // [packed_floats(rows, cols)] where not quantized
+  QuantPanels quant;
+  PanelWeights(const float* panels) : f32(panels) {}  // NOLINT: fp32 panels convert implicitly
+  PanelWeights(QuantPanels q) : quant(q) {}           // NOLINT
+};
+
 // y[rows] = W[rows, cols] · x[cols], W row-major. Rows dealt out to the OpenMP threads in chunks of 64.
 void matvec(float* y, const float* w, const float* x, int rows, int cols);
 // The same with W packed; panels dealt out to the OpenMP threads.
-void matvec_packed(float* y, const float* w_packed, const float* x, int rows, int cols);
+void matvec_packed(float* y, PanelWeights w, const float* x, int rows, int cols);
 
 // One product of matvec_panels: y[rows] = W[rows, cols] · x, W packed.
 struct MatvecJob {
   float* y;
-  const float* w;
+  PanelWeights w;
   int rows;
 };
 
@@ -49,8 +58,9 @@ long panel_count(std::span<const MatvecJob> jobs);
 // Y[n, rows] = X[n, cols] · W[rows, cols]^T, W row-major. Each weight tile is reused across
 // several tokens.
 void matmul(float* y, const float* x, const float* w, int n, int rows, int cols);
-// The same with W packed (no packing on the way).
-void matmul_packed(float* y, const float* x, const float* w_packed, int n, int rows, int cols);
+// The same with W packed (no packing on the way); quantized panels are expanded to fp32 one at a
+// time, by the thread that takes it, for each chunk of tokens.
+void matmul_packed(float* y, const float* x, PanelWeights w, int n, int rows, int cols);
 
 // y[i] += b[i] for every row of Y[n, dim] (bias of a Linear layer).
 void add_bias(float* y, const float* b, int n, int dim);

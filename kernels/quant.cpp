@@ -312,6 +312,13 @@ void dequantize_k4_family(const uint8_t* src, float* dst, std::size_t n, bool fi
 
 }  // namespace
 
+void k4_sub_block_factors(const uint8_t* block, int j, float& scale, float& min) {
+  int sc, m;
+  scale_min_k4(block + 4, j, sc, m);
+  scale = load_half(block) * static_cast<float>(sc);
+  min = load_half(block + 2) * static_cast<float>(m);
+}
+
 void dequantize_q4_k(const uint8_t* src, float* dst, std::size_t n) { dequantize_k4_family(src, dst, n, false); }
 void dequantize_q5_k(const uint8_t* src, float* dst, std::size_t n) { dequantize_k4_family(src, dst, n, true); }
 

@@ -69,4 +69,8 @@ void dequantize_q5_k(const uint8_t* src, float* dst, std::size_t n);
 void dequantize_q6_k(const uint8_t* src, float* dst, std::size_t n);
 void dequantize_iq4_xs(const uint8_t* src, float* dst, std::size_t n);
 
+// Sub-block j's (32 weights', j < 8) factors in a Q4_K or Q5_K super-block, as the dequantizers
+// use them: weight = scale * q - min.
+void k4_sub_block_factors(const uint8_t* block, int j, float& scale, float& min);
+
 }  // namespace kvs

@@ -1,0 +1,289 @@
+// Quantized panels (quant_panels.h): packing from GGML blocks with a check of every weight, and
+// the expansions the products read them through, with AVX2's byte-to-int widening where the
+// build has it (GCC's vector conversion of 8 bytes is done lane by lane).
+#include "kernels/quant_panels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "kernels/simd.h"
+
+namespace kvs::ops {
+namespace {
+
+constexpr int kPanel = kPanelRows;
+constexpr int kGroups = kPanel / 8;  // 8-row groups of a panel column
+constexpr int kBlock = kQuantBlock;  // columns of a panel block
+
+using i32x8 = int32_t __attribute__((vector_size(32)));
+
+constexpr bool has_offset(QuantKind k) { return k == QuantKind::Int8Offset || k == QuantKind::Nibble; }
+constexpr bool nibbles(QuantKind k) { return k == QuantKind::Nibble || k == QuantKind::NibbleCentred; }
+constexpr int column_bytes(QuantKind k) { return nibbles(k) ? kPanel / 2 : kPanel; }
+constexpr std::size_t header_bytes(QuantKind k) { return (has_offset(k) ? 2 : 1) * kPanel * sizeof(float); }
+constexpr std::size_t block_bytes(QuantKind k) { return header_bytes(k) + kBlock * column_bytes(k); }
+
+// Eight bytes at p widened to int32, signed or not.
+inline i32x8 widen_s8(const uint8_t* p) {
+#ifdef __AVX2__
+  return reinterpret_cast<i32x8>(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+#else
+  i32x8 v;
+  for (int i = 0; i < 8; ++i) v[i] = static_cast<int8_t>(p[i]);
+  return v;
+#endif
+}
+inline i32x8 widen_u8(const uint8_t* p) {
+#ifdef __AVX2__
+  return reinterpret_cast<i32x8>(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+#else
+  i32x8 v;
+  for (int i = 0; i < 8; ++i) v[i] = p[i];
+  return v;
+#endif
+}
+
+// Rows 8u .. 8u+7 of a block column `col` expanded to weights: q*s (+ o), the dequantizer's
+// d*q (+ m) (both products contract alike into one multiply-add where the build has FMA).
+template <QuantKind K>
+inline f32x8 expand(const uint8_t* col, int u, f32x8 s, f32x8 o) {
+  i32x8 q;
+  if constexpr (nibbles(K)) {
+    constexpr int half = kGroups / 2;
+    const i32x8 b = widen_u8(col + 8 * (u % half));
+    q = u < half ? (b & 15) : (b >> 4);
+    if constexpr (K == QuantKind::NibbleCentred) q -= 8;
+  } else {
+    q = widen_s8(col + 8 * u);
+  }
+  const f32x8 qf = __builtin_convertvector(q, f32x8);
+  if constexpr (has_offset(K)) return qf * s + o;
+  return qf * s;
+}
+
+// A block's per-row factors as 8-row groups.
+struct BlockFactors {
+  f32x8 s[kGroups], o[kGroups];
+};
+template <QuantKind K>
+inline BlockFactors factors(const uint8_t* block) {
+  BlockFactors f{};
+  const float* header = reinterpret_cast<const float*>(block);
+  for (int u = 0; u < kGroups; ++u) {
+    f.s[u] = load_as<f32x8>(header + 8 * u);
+    if constexpr (has_offset(K)) f.o[u] = load_as<f32x8>(header + kPanel + 8 * u);
+  }
+  return f;
+}
+
+template <QuantKind K>
+void to_f32(float* panel, const uint8_t* src, int cols) {
+  for (int c0 = 0; c0 < cols; c0 += kBlock, src += block_bytes(K)) {
+    const BlockFactors f = factors<K>(src);
+    const uint8_t* q = src + header_bytes(K);
+    for (int k = 0; k < kBlock; ++k)
+      for (int u = 0; u < kGroups; ++u)
+        store_as(panel + static_cast<long>(c0 + k) * kPanel + 8 * u,
+                 expand<K>(q + k * column_bytes(K), u, f.s[u], f.o[u]));
+  }
+}
+
+template <QuantKind K>
+void row_of(float* out, const uint8_t* src, int cols, int i) {
+  const int u = i / 8, lane = i % 8;
+  for (int c0 = 0; c0 < cols; c0 += kBlock, src += block_bytes(K)) {
+    const BlockFactors f = factors<K>(src);
+    const uint8_t* q = src + header_bytes(K);
+    for (int k = 0; k < kBlock; ++k) out[c0 + k] = expand<K>(q + k * column_bytes(K), u, f.s[u], f.o[u])[lane];
+  }
+}
+
+// How far ahead of its loads the dot asks for its stream, as matmul.cpp's panel_dot does.
+constexpr std::size_t kPrefetchBytes = 4096;
+
+template <QuantKind K>
+void dot(float* y, const uint8_t* src, const float* x, int cols, int n_rows) {
+  f32x8 even[kGroups] = {}, odd[kGroups] = {};
+  constexpr int cb = column_bytes(K);
+  for (int c0 = 0; c0 < cols; c0 += kBlock, src += block_bytes(K)) {
+    for (std::size_t line = 0; line < block_bytes(K); line += 64) prefetch_ahead(src, kPrefetchBytes + line);
+    const BlockFactors f = factors<K>(src);
+    const uint8_t* q = src + header_bytes(K);
+    for (int k = 0; k < kBlock; k += 2) {
+      const float x0 = x[c0 + k], x1 = x[c0 + k + 1];
+      for (int u = 0; u < kGroups; ++u) even[u] += expand<K>(q + k * cb, u, f.s[u], f.o[u]) * x0;
+      for (int u = 0; u < kGroups; ++u) odd[u] += expand<K>(q + (k + 1) * cb, u, f.s[u], f.o[u]) * x1;
+    }
+  }
+  float out[kPanel];
+  for (int u = 0; u < kGroups; ++u) store_as(out + 8 * u, even[u] + odd[u]);
+  std::memcpy(y, out, sizeof(float) * n_rows);
+}
+
+// Calls fn.template operator()<K>() for the kind.
+template <class Fn>
+void with_kind(QuantKind k, Fn&& fn) {
+  switch (k) {
+    case QuantKind::Int8: fn.template operator()<QuantKind::Int8>(); break;
+    case QuantKind::Int8Offset: fn.template operator()<QuantKind::Int8Offset>(); break;
+    case QuantKind::Nibble: fn.template operator()<QuantKind::Nibble>(); break;
+    case QuantKind::NibbleCentred: fn.template operator()<QuantKind::NibbleCentred>(); break;
+    case QuantKind::None: break;
+  }
+}
+
+// Bytes of one row of W in the file's blocks.
+std::size_t row_bytes(QuantFormat f, int cols) {
+  switch (f) {
+    case QuantFormat::Q8_0: return cols / kBlock * kQ8_0BlockBytes;
+    case QuantFormat::Q4_0: return cols / kBlock * kQ4_0BlockBytes;
+    case QuantFormat::Q4_1: return cols / kBlock * kQ4_1BlockBytes;
+    case QuantFormat::Q5_0: return cols / kBlock * kQ5_0BlockBytes;
+    case QuantFormat::Q5_1: return cols / kBlock * kQ5_1BlockBytes;
+    case QuantFormat::Q4_K: return cols / kQuantSuperBlock * kQ4_KBlockBytes;
+    case QuantFormat::Q5_K: return cols / kQuantSuperBlock * kQ5_KBlockBytes;
+  }
+  return 0;
+}
+
+float half_at(const uint8_t* p) { return fp16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
+
+// Block b's (32 weights') scale and offset in a row of the file's blocks: w = s*q + o.
+void block_factors(QuantFormat f, const uint8_t* row, int b, float& s, float& o) {
+  o = 0.0f;
+  switch (f) {
+    case QuantFormat::Q8_0: s = half_at(row + b * kQ8_0BlockBytes); return;
+    case QuantFormat::Q4_0: s = half_at(row + b * kQ4_0BlockBytes); return;
+    case QuantFormat::Q5_0: s = half_at(row + b * kQ5_0BlockBytes); return;
+    case QuantFormat::Q4_1:
+      s = half_at(row + b * kQ4_1BlockBytes);
+      o = half_at(row + b * kQ4_1BlockBytes + 2);
+      return;
+    case QuantFormat::Q5_1:
+      s = half_at(row + b * kQ5_1BlockBytes);
+      o = half_at(row + b * kQ5_1BlockBytes + 2);
+      return;
+    case QuantFormat::Q4_K:
+    case QuantFormat::Q5_K: {
+      constexpr int per_super = kQuantSuperBlock / kBlock;
+      const std::size_t super = f == QuantFormat::Q4_K ? kQ4_KBlockBytes : kQ5_KBlockBytes;
+      float min = 0.0f;
+      k4_sub_block_factors(row + b / per_super * super, b % per_super, s, min);
+      o = -min;
+      return;
+    }
+  }
+}
+
+// The level for a zero scale: its product with the scale is a zero, whose sign (the file's
+// q*(-0) is +0 for a negative q) must match v's where there is no offset to absorb it.
+float zero_level(float v, float scale) { return std::signbit(v) != std::signbit(scale) ? -1.0f : 0.0f; }
+
+// Packs panel p and checks each of its weights against w; false where one differs.
+template <QuantKind K>
+bool pack_panel(uint8_t* dst, QuantFormat f, const uint8_t* blocks, const float* w, int rows, int cols, long p) {
+  constexpr int lo = nibbles(K) ? 0 : -128, hi = nibbles(K) ? 15 : 127;
+  const std::size_t rb = row_bytes(f, cols);
+  uint8_t* block = dst;
+  for (int b = 0; b < cols / kBlock; ++b, block += block_bytes(K)) {
+    std::memset(block, 0, block_bytes(K));
+    float scale[kPanel] = {}, offset[kPanel] = {};
+    uint8_t* q = block + header_bytes(K);
+    for (int i = 0; i < kPanel; ++i) {
+      const long r = p * kPanel + i;  // rows past the matrix: scale 0 and level 0, weights +0
+      if (r < rows) block_factors(f, blocks + r * rb, b, scale[i], offset[i]);
+      // Levels are whole numbers, so the reciprocal's rounding cannot move one to its neighbour
+      // (and the check below would see it).
+      const float inverse = scale[i] != 0.0f ? 1.0f / scale[i] : 0.0f;
+      for (int k = 0; k < kBlock; ++k) {
+        const float v = r < rows ? w[r * cols + b * kBlock + k] : 0.0f;
+        const float level = scale[i] != 0.0f ? std::nearbyint((v - offset[i]) * inverse) : zero_level(v, scale[i]);
+        int n = std::isfinite(level) ? static_cast<int>(std::clamp(level, -1024.0f, 1024.0f)) : 0;
+        if constexpr (K == QuantKind::NibbleCentred) n += 8;
+        n = std::clamp(n, lo, hi);
+        uint8_t* col = q + k * column_bytes(K);
+        if constexpr (nibbles(K)) {
+          if (i < kPanel / 2) col[i] |= static_cast<uint8_t>(n);
+          else col[i - kPanel / 2] |= static_cast<uint8_t>(n << 4);
+        } else {
+          col[i] = static_cast<uint8_t>(static_cast<int8_t>(n));
+        }
+      }
+    }
+    std::memcpy(block, scale, sizeof scale);
+    if constexpr (has_offset(K)) std::memcpy(block + sizeof scale, offset, sizeof offset);
+  }
+  // The check: the panel expanded, weight by weight against w (bit patterns; zero past the rows).
+  std::vector<float> got(static_cast<std::size_t>(cols) * kPanel);  // [cols, kPanel]
+  to_f32<K>(got.data(), dst, cols);
+  for (int i = 0; i < kPanel; ++i) {
+    const long r = p * kPanel + i;
+    for (int k = 0; k < cols; ++k) {
+      const float want = r < rows ? w[r * cols + k] : 0.0f;
+      if (std::memcmp(&want, &got[static_cast<std::size_t>(k) * kPanel + i], sizeof want) != 0) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+QuantKind quant_kind(QuantFormat f) {
+  switch (f) {
+    case QuantFormat::Q8_0:
+    case QuantFormat::Q5_0: return QuantKind::Int8;
+    case QuantFormat::Q5_1:
+    case QuantFormat::Q5_K: return QuantKind::Int8Offset;
+    case QuantFormat::Q4_1:
+    case QuantFormat::Q4_K: return QuantKind::Nibble;
+    case QuantFormat::Q4_0: return QuantKind::NibbleCentred;
+  }
+  return QuantKind::None;
+}
+
+std::size_t quant_panel_bytes(QuantKind k, int cols) {
+  std::size_t n = 0;
+  with_kind(k, [&]<QuantKind K>() { n = static_cast<std::size_t>(cols / kBlock) * block_bytes(K); });
+  return n;
+}
+
+std::size_t quant_bytes(QuantKind k, long rows, int cols) {
+  return static_cast<std::size_t>(panel_count(rows)) * quant_panel_bytes(k, cols);
+}
+
+bool pack_quant_panels(uint8_t* out, QuantFormat f, const uint8_t* blocks, const float* w, int rows, int cols) {
+  const QuantKind kind = quant_kind(f);
+  const std::size_t panel_bytes = quant_panel_bytes(kind, cols);
+  const long n = panel_count(rows);
+  bool ok = true;
+  with_kind(kind, [&]<QuantKind K>() {
+#pragma omp parallel for schedule(dynamic, 4) reduction(&& : ok) if (static_cast<long>(rows) * cols >= (1L << 18))
+    for (long p = 0; p < n; ++p) ok = pack_panel<K>(out + p * panel_bytes, f, blocks, w, rows, cols, p) && ok;
+  });
+  return ok;
+}
+
+void quant_panel_to_f32(float* panel, QuantPanels w, int cols, long p) {
+  const uint8_t* src = w.bytes + p * quant_panel_bytes(w.kind, cols);
+  with_kind(w.kind, [&]<QuantKind K>() { to_f32<K>(panel, src, cols); });
+}
+
+void quant_row(float* out, QuantPanels w, int cols, int r) {
+  const uint8_t* src = w.bytes + static_cast<long>(r / kPanel) * quant_panel_bytes(w.kind, cols);
+  with_kind(w.kind, [&]<QuantKind K>() { row_of<K>(out, src, cols, r % kPanel); });
+}
+
+void quant_panel_dot(float* y, QuantPanels w, long p, const float* x, int cols, int n_rows) {
+  const uint8_t* src = w.bytes + p * quant_panel_bytes(w.kind, cols);
+  with_kind(w.kind, [&]<QuantKind K>() { dot<K>(y, src, x, cols, n_rows); });
+}
+
+}  // namespace kvs::ops

@@ -1,0 +1,59 @@
+// Weight matrices kept in their file's quantized form for the CPU products: the GGML blocks of 32
+// weights regrouped into kernels/matmul.h's panels, so that decode streams 5-10 bits a weight
+// instead of 32 and expands them in registers. Every weight expands to the value the fp32
+// dequantizer (kernels/quant.h) gives it, so products over these panels equal products over fp32
+// panels bit for bit; pack_quant_panels checks that on every weight and refuses a matrix where
+// it does not hold.
+//
+// Layout: panel p (rows p*kPanelRows ...), block b (columns 32b ... 32b+31), one after another:
+//   scale[kPanelRows]  float, a row's factor in this block
+//   offset[kPanelRows] float, a row's offset (the kinds with one)
+//   q[32][column bytes] column k's kPanelRows quants: int8 each (kPanelRows bytes), or 4 bits
+//                      each (kPanelRows/2 bytes: byte i holds row i in its low nibble and row
+//                      i + kPanelRows/2 in its high one)
+// Rows past the matrix's last in its last panel have scale and offset 0 and level 0 (Q4_0's quant
+// 8): weight +0.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace kvs::ops {
+
+// How a block's weights expand, per row: w = scale * q (+ offset).
+enum class QuantKind : uint8_t {
+  None,           // fp32 panels
+  Int8,           // q int8: w = s*q (Q8_0; Q5_0 with q - 16)
+  Int8Offset,     // q int8: w = s*q + o (Q5_1, Q5_K)
+  Nibble,         // q 0..15: w = s*q + o (Q4_1, Q4_K)
+  NibbleCentred,  // q 0..15: w = s*(q - 8) (Q4_0)
+};
+
+// The GGML block formats kept quantized.
+enum class QuantFormat { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K };
+
+QuantKind quant_kind(QuantFormat f);
+// Bytes of a matrix's quantized panels (cols a multiple of 32).
+std::size_t quant_panel_bytes(QuantKind k, int cols);  // one panel
+std::size_t quant_bytes(QuantKind k, long rows, int cols);
+
+// A matrix's quantized panels.
+struct QuantPanels {
+  QuantKind kind = QuantKind::None;
+  const uint8_t* bytes = nullptr;  // [quant_bytes(kind, rows, cols)]
+};
+
+// Writes the panels of W[rows, cols] into out[quant_bytes(quant_kind(f), rows, cols)] from its
+// GGML blocks (`blocks`: row-major, as the file stores them) and its fp32 weights `w` [rows, cols]
+// (the dequantizer's), panels on the OpenMP threads. Returns false, out then undefined, where some
+// weight would not expand to exactly w's value (a block whose factors are not finite).
+bool pack_quant_panels(uint8_t* out, QuantFormat f, const uint8_t* blocks, const float* w, int rows, int cols);
+
+// Panel p of W as an fp32 panel [cols, kPanelRows] (matmul.h's layout).
+void quant_panel_to_f32(float* panel, QuantPanels w, int cols, long p);
+// out[cols] = W[r, :].
+void quant_row(float* out, QuantPanels w, int cols, int r);
+// y[n_rows] = the rows of panel p times x[cols], summed as matmul.h's panel_dot sums (even and
+// odd columns in two chains, then added), so the result equals the fp32 panel's bit for bit.
+void quant_panel_dot(float* y, QuantPanels w, long p, const float* x, int cols, int n_rows);
+
+}  // namespace kvs::ops
