@@ -67,13 +67,13 @@ int main(int argc, char** argv) {
     std::vector<float> y(std::max({c.vocab_size, 2 * hid, qd + 2 * kvd}), 0.0f);
     std::vector<Product> token;                // decode's products in order
     for (const auto& lw : model.weights.layers) {
-      token.push_back({{{y.data(), lw.wq.data(), qd}, {y.data() + qd, lw.wk.data(), kvd},
-                        {y.data() + qd + kvd, lw.wv.data(), kvd}}, dim});
-      token.push_back({{{y.data(), lw.wo.data(), dim}}, qd});
-      token.push_back({{{y.data(), lw.w_gate.data(), hid}, {y.data() + hid, lw.w_up.data(), hid}}, dim});
-      token.push_back({{{y.data(), lw.w_down.data(), dim}}, hid});
+      token.push_back({{{y.data(), lw.wq.weights(), qd}, {y.data() + qd, lw.wk.weights(), kvd},
+                        {y.data() + qd + kvd, lw.wv.weights(), kvd}}, dim});
+      token.push_back({{{y.data(), lw.wo.weights(), dim}}, qd});
+      token.push_back({{{y.data(), lw.w_gate.weights(), hid}, {y.data() + hid, lw.w_up.weights(), hid}}, dim});
+      token.push_back({{{y.data(), lw.w_down.weights(), dim}}, hid});
     }
-    token.push_back({{{y.data(), model.classifier().data(), c.vocab_size}}, dim});
+    token.push_back({{{y.data(), model.classifier().weights(), c.vocab_size}}, dim});
     const double bytes = static_cast<double>(model.weight_bytes_per_token());
 
     kvs::DecodeTeam team;

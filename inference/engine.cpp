@@ -124,7 +124,7 @@ void embed_rows(float* X, const Model& m, std::span<const int> tokens) {
 void row_logits(float* logits, float* xb, const float* x, const Model& m) {
   const ModelConfig& c = m.config;
   ops::rmsnorm(xb, x, m.weights.final_norm.data(), c.dim, c.rms_eps);
-  ops::matvec_packed(logits, m.classifier().data(), xb, c.vocab_size, c.dim);
+  ops::matvec_packed(logits, m.classifier().weights(), xb, c.vocab_size, c.dim);
   ops::softcap(logits, c.vocab_size, c.final_softcap);
 }
 
@@ -162,9 +162,9 @@ void block_input_rows(float* XB, const float* X, const WeightVector& w, int n, c
 // where the model says, no RoPE).
 void qkv_rows(const LayerWeights& lw, const ModelConfig& c, const float* XB, float* Q, float* K, float* V, int n) {
   const int dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim();
-  ops::matmul_packed(Q, XB, lw.wq.data(), n, qd, dim);
-  ops::matmul_packed(K, XB, lw.wk.data(), n, kvd, dim);
-  ops::matmul_packed(V, XB, lw.wv.data(), n, kvd, dim);
+  ops::matmul_packed(Q, XB, lw.wq.weights(), n, qd, dim);
+  ops::matmul_packed(K, XB, lw.wk.weights(), n, kvd, dim);
+  ops::matmul_packed(V, XB, lw.wv.weights(), n, kvd, dim);
   if (!lw.bq.empty()) ops::add_bias(Q, lw.bq.data(), n, qd);
   if (!lw.bk.empty()) ops::add_bias(K, lw.bk.data(), n, kvd);
   if (!lw.bv.empty()) ops::add_bias(V, lw.bv.data(), n, kvd);
@@ -188,7 +188,7 @@ void add_block_output(const WeightVector& post, const ModelConfig& c, float* X, 
 //   X [n, dim], XB [n, dim] scratch, ATT [n, q_dim]
 void attention_output_rows(const LayerWeights& lw, const ModelConfig& c, float* X, float* XB, const float* ATT,
                            int n) {
-  ops::matmul_packed(XB, ATT, lw.wo.data(), n, c.dim, c.q_dim());
+  ops::matmul_packed(XB, ATT, lw.wo.weights(), n, c.dim, c.q_dim());
   add_block_output(lw.post_attn_norm, c, X, XB, n);
 }
 
@@ -198,11 +198,11 @@ void attention_output_rows(const LayerWeights& lw, const ModelConfig& c, float* 
 void ffn_rows(const LayerWeights& lw, const ModelConfig& c, float* X, float* XB, float* G, float* U, int n) {
   const int dim = c.dim, hid = c.hidden_dim;
   block_input_rows(XB, X, lw.ffn_norm, n, c);
-  ops::matmul_packed(G, XB, lw.w_gate.data(), n, hid, dim);
-  ops::matmul_packed(U, XB, lw.w_up.data(), n, hid, dim);
+  ops::matmul_packed(G, XB, lw.w_gate.weights(), n, hid, dim);
+  ops::matmul_packed(U, XB, lw.w_up.weights(), n, hid, dim);
 #pragma omp parallel for schedule(static) if (static_cast<long>(n) * hid >= (1L << 16))
   for (int t = 0; t < n; ++t) gate_row(c, G + static_cast<std::size_t>(t) * hid, U + static_cast<std::size_t>(t) * hid, hid);
-  ops::matmul_packed(XB, G, lw.w_down.data(), n, dim, hid);
+  ops::matmul_packed(XB, G, lw.w_down.weights(), n, dim, hid);
   add_block_output(lw.post_ffn_norm, c, X, XB, n);
 }
 
@@ -606,9 +606,9 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
     block_input_rows(s.xb.data(), s.x.data(), lw.attn_norm, 1, c);
-    const ops::MatvecJob qkv[] = {{s.q.data(), lw.wq.data(), qd},
-                                  {s.k.data(), lw.wk.data(), kvd},
-                                  {s.v.data(), lw.wv.data(), kvd}};
+    const ops::MatvecJob qkv[] = {{s.q.data(), lw.wq.weights(), qd},
+                                  {s.k.data(), lw.wk.weights(), kvd},
+                                  {s.v.data(), lw.wv.weights(), kvd}};
     product(qkv, s.xb.data(), dim);
     if (!lw.bq.empty()) ops::add_bias(s.q.data(), lw.bq.data(), 1, qd);
     if (!lw.bk.empty()) ops::add_bias(s.k.data(), lw.bk.data(), 1, kvd);
@@ -683,7 +683,7 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
 
     // The hooks see the rows while the team starts on the output projection, which reads neither
     // the probabilities nor the cache.
-    const ops::MatvecJob wo{s.xb.data(), lw.wo.data(), dim};
+    const ops::MatvecJob wo{s.xb.data(), lw.wo.weights(), dim};
     team.parallel(
         ops::panel_count(dim), kPanels, residual_chunk(&wo, s.att.data(), qd, lw.post_attn_norm),
         [&] {
@@ -709,16 +709,16 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
 
     block_input_rows(s.xb.data(), s.x.data(), lw.ffn_norm, 1, c);
     // Gate and up rows stacked: each thread streams one matrix part, not two in turns.
-    const ops::MatvecJob gate_up[] = {{s.gate.data(), lw.w_gate.data(), hid}, {s.up.data(), lw.w_up.data(), hid}};
+    const ops::MatvecJob gate_up[] = {{s.gate.data(), lw.w_gate.weights(), hid}, {s.up.data(), lw.w_up.weights(), hid}};
     product(gate_up, s.xb.data(), dim);
     gate_row(c, s.gate.data(), s.up.data(), hid);
-    const ops::MatvecJob down{s.xb.data(), lw.w_down.data(), dim};
+    const ops::MatvecJob down{s.xb.data(), lw.w_down.weights(), dim};
     team.parallel(ops::panel_count(dim), kPanels, residual_chunk(&down, s.gate.data(), hid, lw.post_ffn_norm));
     finish_residual(lw.post_ffn_norm);
   }
 
   ops::rmsnorm(s.xb.data(), s.x.data(), w.final_norm.data(), dim, c.rms_eps);
-  const ops::MatvecJob classifier[] = {{s.logits.data(), model_.classifier().data(), c.vocab_size}};
+  const ops::MatvecJob classifier[] = {{s.logits.data(), model_.classifier().weights(), c.vocab_size}};
   product(classifier, s.xb.data(), dim);
   ops::softcap(s.logits.data(), c.vocab_size, c.final_softcap);
 }

@@ -327,6 +327,10 @@ std::vector<float> GgufFile::read_f32(const GgufTensorInfo& t) const {
   return out;
 }
 
+const uint8_t* GgufFile::raw(const GgufTensorInfo& t) const {
+  return file_->range(data_offset_ + t.offset, tensor_bytes(t.type, t.elements()), "tensor " + t.name);
+}
+
 void GgufFile::read_f32_into(const std::vector<Read>& reads) const {
   struct Chunk {
     uint32_t type;

@@ -101,6 +101,8 @@ class GgufFile {
     float* dst;
   };
   void read_f32_into(const std::vector<Read>& reads) const;
+  // The tensor's bytes as the file stores them (InputError where they leave the file).
+  const uint8_t* raw(const GgufTensorInfo& tensor) const;
 
  private:
   std::shared_ptr<MappedFile> file_;

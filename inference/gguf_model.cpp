@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -17,6 +18,20 @@
 
 namespace kvs {
 namespace {
+
+// The quantized-panel format of a GGML tensor type, none where it is packed in fp32.
+std::optional<ops::QuantFormat> quant_format(uint32_t type) {
+  switch (type) {
+    case kGgmlQ8_0: return ops::QuantFormat::Q8_0;
+    case kGgmlQ4_0: return ops::QuantFormat::Q4_0;
+    case kGgmlQ4_1: return ops::QuantFormat::Q4_1;
+    case kGgmlQ5_0: return ops::QuantFormat::Q5_0;
+    case kGgmlQ5_1: return ops::QuantFormat::Q5_1;
+    case kGgmlQ4_K: return ops::QuantFormat::Q4_K;
+    case kGgmlQ5_K: return ops::QuantFormat::Q5_K;
+    default: return std::nullopt;
+  }
+}
 
 class TensorSource {
  public:
@@ -33,12 +48,15 @@ class TensorSource {
   void read(WeightVector& dst, const std::string& name, uint64_t ne0, uint64_t ne1 = 0) {
     pending_.push_back({&checked(name, ne0, ne1), &dst});
   }
-  // The same for a matrix [ne1 rows, ne0 cols], converted and packed by finish().
+  // The same for a matrix [ne1 rows, ne0 cols], converted and packed by finish(); kept in its
+  // quantized form where kernels/quant_panels.h reads it.
   void read(PackedMatrix& dst, const std::string& name, uint64_t ne0, uint64_t ne1) {
     const GgufTensorInfo* t = &checked(name, ne0, ne1);
-    packs_.add(dst, static_cast<int>(ne1), static_cast<int>(ne0), [this, t](float* rows_major) {
-      g_.read_f32_into({{t, rows_major}});
-    });
+    auto fill = [this, t](float* rows_major) { g_.read_f32_into({{t, rows_major}}); };
+    if (const auto format = quant_format(t->type))
+      packs_.add_quantized(dst, static_cast<int>(ne1), static_cast<int>(ne0), *format, g_.raw(*t), fill);
+    else
+      packs_.add(dst, static_cast<int>(ne1), static_cast<int>(ne0), fill);
   }
   // Matrices stored stacked by rows in the tensor `name` [ne0 cols, sum of the parts' rows]
   // (phi3's attn_qkv, ffn_up): the tensor converted once, each part packed from its rows by finish().

@@ -4,6 +4,7 @@
 #include "inference/model.h"
 
 #include <algorithm>
+#include <cstring>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -144,8 +145,10 @@ ops::RopeTable rope_table(const Model& model, RopeTableKind kind) {
   return ops::RopeTable({});
 }
 
-PackedMatrix::PackedMatrix(const PackedMatrix& other) : rows(other.rows), cols(other.cols) {
-  if (other.store) store = std::make_shared<WeightVector>(other.data(), other.data() + other.panel_floats());
+PackedMatrix::PackedMatrix(const PackedMatrix& other) : rows(other.rows), cols(other.cols), kind(other.kind) {
+  if (!other.store) return;
+  const float* from = other.store->data() + other.offset;
+  store = std::make_shared<WeightVector>(from, from + (other.bytes() + sizeof(float) - 1) / sizeof(float));
 }
 
 PackedMatrix& PackedMatrix::operator=(const PackedMatrix& other) {
@@ -170,15 +173,42 @@ PackedMatrix PackedMatrix::pack(const WeightVector& w, int rows, int cols) {
 
 std::size_t PackedMatrix::panel_floats() const { return rows == 0 ? 0 : ops::packed_floats(rows, cols); }
 
+std::size_t PackedMatrix::bytes() const {
+  if (rows == 0) return 0;
+  return quantized() ? ops::quant_bytes(kind, rows, cols) : panel_floats() * sizeof(float);
+}
+
+ops::PanelWeights PackedMatrix::weights() const {
+  if (!quantized()) return data();
+  return ops::QuantPanels{kind, reinterpret_cast<const uint8_t*>(store->data() + offset)};
+}
+
+std::span<float> PackedMatrix::panels() {
+  if (quantized()) {  // expanded panel by panel into fp32 panels of its own
+    auto f32 = std::make_shared<WeightVector>(panel_floats());
+    const std::size_t per_panel = static_cast<std::size_t>(cols) * ops::kPanelRows;
+    for (long p = 0; p < ops::panel_count(rows); ++p)
+      ops::quant_panel_to_f32(f32->data() + p * per_panel, weights().quant, cols, p);
+    store = std::move(f32);
+    offset = 0;
+    kind = ops::QuantKind::None;
+  }
+  return {store ? store->data() + offset : nullptr, panel_floats()};
+}
+
 WeightVector PackedMatrix::unpacked() const {
   WeightVector w(size());
-  ops::unpack_panels(w.data(), data(), rows, cols);
+  for (int r = 0; r < rows; ++r) row(r, w.data() + static_cast<std::size_t>(r) * cols);
   return w;
 }
 
-void PackedMatrix::row(int r, float* out) const { ops::panel_row(out, data(), cols, r); }
+void PackedMatrix::row(int r, float* out) const {
+  if (quantized()) ops::quant_row(out, weights().quant, cols, r);
+  else ops::panel_row(out, data(), cols, r);
+}
 
 void PackedMatrix::permute_rows(std::span<const int> order) {
+  panels();  // a quantized matrix in fp32 first: its rows move with their blocks' factors
   const std::vector<float> old(data(), data() + panel_floats());  // the panels before
   const std::span<float> now = panels();
   const auto at = [this](int r, int k) {  // where W[r, k] sits in the panels
@@ -189,8 +219,11 @@ void PackedMatrix::permute_rows(std::span<const int> order) {
 }
 
 bool PackedMatrix::operator==(const PackedMatrix& other) const {
-  return rows == other.rows && cols == other.cols &&
-         std::equal(data(), data() + panel_floats(), other.data(), other.data() + other.panel_floats());
+  if (rows != other.rows || cols != other.cols) return false;
+  if (rows == 0) return true;
+  if (kind == other.kind)
+    return std::memcmp(store->data() + offset, other.store->data() + other.offset, bytes()) == 0;
+  return unpacked() == other.unpacked();
 }
 
 int PackQueue::Entry::rows() const {
@@ -200,30 +233,39 @@ int PackQueue::Entry::rows() const {
 }
 
 void PackQueue::add(PackedMatrix& dst, int rows, int cols, Fill fill) {
-  entries_.push_back({{{&dst, rows}}, cols, std::move(fill), nullptr});
+  entries_.push_back({{{&dst, rows}}, cols, std::move(fill), nullptr, std::nullopt, nullptr});
 }
 
 void PackQueue::add(PackedMatrix& dst, int rows, int cols, const float* rows_major) {
-  entries_.push_back({{{&dst, rows}}, cols, {}, rows_major});
+  entries_.push_back({{{&dst, rows}}, cols, {}, rows_major, std::nullopt, nullptr});
+}
+
+void PackQueue::add_quantized(PackedMatrix& dst, int rows, int cols, ops::QuantFormat format, const uint8_t* blocks,
+                              Fill fill) {
+  entries_.push_back({{{&dst, rows}}, cols, std::move(fill), nullptr, format, blocks});
 }
 
 void PackQueue::add_stacked(std::vector<Part> parts, int cols, Fill fill) {
-  entries_.push_back({std::move(parts), cols, std::move(fill), nullptr});
+  entries_.push_back({std::move(parts), cols, std::move(fill), nullptr, std::nullopt, nullptr});
 }
 
 void PackQueue::pack(const std::string& model) {
   if (entries_.empty()) return;
   // Floats a matrix takes in the store: its panels, rounded so each matrix starts on a 64-byte line.
-  const auto span_of = [](int rows, int cols) { return (ops::packed_floats(rows, cols) + 15) / 16 * 16; };
+  const auto span_of = [](const Entry& e, int rows) {
+    const std::size_t floats = e.format ? (ops::quant_bytes(ops::quant_kind(*e.format), rows, e.cols) + 3) / 4
+                                        : ops::packed_floats(rows, e.cols);
+    return (floats + 15) / 16 * 16;
+  };
   std::size_t total = 0, largest = 0, matrices = 0;
   for (const Entry& e : entries_) {
-    for (const Part& p : e.parts) total += span_of(p.rows, e.cols);
+    for (const Part& p : e.parts) total += span_of(e, p.rows);
     matrices += e.parts.size();
     if (e.fill) largest = std::max(largest, static_cast<std::size_t>(e.rows()) * e.cols);
   }
   // Refused here rather than by std::bad_alloc, or by the out-of-memory killer partway through.
   const uint64_t bytes = (total + largest) * sizeof(float);
-  const std::string purpose = "its weights as fp32 (" + std::to_string(matrices) + " matrices)";
+  const std::string purpose = "its weights (" + std::to_string(matrices) + " matrices)";
   require_host_memory(model, bytes, purpose);
   std::shared_ptr<WeightVector> store;
   WeightVector scratch;  // [rows, cols] of the matrix (or stack) being filled
@@ -238,14 +280,24 @@ void PackQueue::pack(const std::string& model) {
     if (e.fill) e.fill(scratch.data());
     const float* rows_major = e.fill ? scratch.data() : e.rows_major;  // [e.rows(), cols]
     for (const Part& p : e.parts) {
-      ops::pack_panels(store->data() + offset, rows_major, p.rows, e.cols);
-      rows_major += static_cast<std::size_t>(p.rows) * e.cols;
       PackedMatrix& m = *p.dst;
       m.rows = p.rows;
       m.cols = e.cols;
       m.store = store;
       m.offset = offset;
-      offset += span_of(p.rows, e.cols);
+      m.kind = ops::QuantKind::None;
+      if (e.format && ops::pack_quant_panels(reinterpret_cast<uint8_t*>(store->data() + offset), *e.format, e.blocks,
+                                             rows_major, p.rows, e.cols)) {
+        m.kind = ops::quant_kind(*e.format);
+      } else if (e.format) {  // its weights do not all expand exactly: fp32 panels of its own
+        m.store = std::make_shared<WeightVector>(ops::packed_floats(p.rows, e.cols));
+        m.offset = 0;
+        ops::pack_panels(m.store->data(), rows_major, p.rows, e.cols);
+      } else {
+        ops::pack_panels(store->data() + offset, rows_major, p.rows, e.cols);
+      }
+      rows_major += static_cast<std::size_t>(p.rows) * e.cols;
+      offset += span_of(e, p.rows);
     }
   }
   entries_.clear();
@@ -253,14 +305,17 @@ void PackQueue::pack(const std::string& model) {
 
 namespace {
 
-// Floats of the layers' tensors: `packed` counts the matrices' panels (padding included).
-std::size_t layer_floats(const std::vector<LayerWeights>& layers, bool packed) {
-  auto m = [packed](const PackedMatrix& w) { return packed ? w.panel_floats() : w.size(); };
+// Bytes a token reads from the layers' tensors (`packed`: the matrices' panels as stored, padding
+// included), or their weights (not `packed`: parameters).
+std::size_t layer_size(const std::vector<LayerWeights>& layers, bool packed) {
+  const std::size_t per_float = packed ? sizeof(float) : 1;
+  auto m = [packed](const PackedMatrix& w) { return packed ? w.bytes() : w.size(); };
   std::size_t n = 0;
   for (const LayerWeights& l : layers) {
-    n += l.attn_norm.size() + m(l.wq) + m(l.wk) + m(l.wv) + m(l.wo) + l.bq.size() + l.bk.size() +
-         l.bv.size() + l.q_norm.size() + l.k_norm.size() + l.post_attn_norm.size() + l.post_ffn_norm.size() +
-         l.ffn_norm.size() + m(l.w_gate) + m(l.w_up) + m(l.w_down);
+    n += (l.attn_norm.size() + l.bq.size() + l.bk.size() + l.bv.size() + l.q_norm.size() + l.k_norm.size() +
+          l.post_attn_norm.size() + l.post_ffn_norm.size() + l.ffn_norm.size()) *
+             per_float +
+         m(l.wq) + m(l.wk) + m(l.wv) + m(l.wo) + m(l.w_gate) + m(l.w_up) + m(l.w_down);
   }
   return n;
 }
@@ -268,14 +323,12 @@ std::size_t layer_floats(const std::vector<LayerWeights>& layers, bool packed) {
 }  // namespace
 
 std::size_t Model::weight_bytes_per_token() const {
-  const std::size_t floats = static_cast<std::size_t>(config.dim) +  // the token's embedding row
-                             layer_floats(weights.layers, true) + weights.final_norm.size() +
-                             classifier().panel_floats();
-  return floats * sizeof(float);
+  return (static_cast<std::size_t>(config.dim) + weights.final_norm.size()) * sizeof(float) +  // embedding row, norm
+         layer_size(weights.layers, true) + classifier().bytes();
 }
 
 std::size_t Model::parameter_count() const {
-  return weights.token_embedding.size() + layer_floats(weights.layers, false) +
+  return weights.token_embedding.size() + layer_size(weights.layers, false) +
          weights.final_norm.size() + (config.tied_classifier ? 0 : weights.classifier.size());
 }
 

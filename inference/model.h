@@ -5,11 +5,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "inference/huge_pages.h"
+#include "kernels/matmul.h"
 #include "kernels/rope.h"
 #include "kernels/softcap.h"
 
@@ -134,12 +136,17 @@ struct ModelConfig {
 // products stream. A loaded model's matrices share one allocation on huge pages (PackQueue):
 // with one of their own, those under 2 MiB (SmolLM2's q, k, v and output projections) sat on
 // small pages and read at 0.92 of the probe where on huge pages they read 0.98. A copy of a
-// matrix copies its panels into storage of its own.
+// matrix copies its panels into storage of its own. A matrix of a quantized GGUF tensor in a
+// format kernels/quant_panels.h reads keeps its quantized panels instead (`kind`), which expand to
+// the fp32 panels' weights bit for bit.
 struct PackedMatrix {
   int rows = 0;
   int cols = 0;
-  std::shared_ptr<WeightVector> store;  // the panels [panel_count(rows), cols, kPanelRows] at offset
+  // the panels at offset: fp32 [panel_count(rows), cols, kPanelRows], or the quantized panels'
+  // quant_bytes(kind, rows, cols) bytes
+  std::shared_ptr<WeightVector> store;
   std::size_t offset = 0;
+  ops::QuantKind kind = ops::QuantKind::None;
 
   PackedMatrix() = default;
   PackedMatrix(const PackedMatrix& other);
@@ -153,8 +160,15 @@ struct PackedMatrix {
   bool empty() const { return rows == 0; }
   std::size_t size() const { return static_cast<std::size_t>(rows) * cols; }  // weights, not padding
   std::size_t panel_floats() const;                                           // padding included
-  const float* data() const { return store ? store->data() + offset : nullptr; }
-  std::span<float> panels() { return {store ? store->data() + offset : nullptr, panel_floats()}; }
+  bool quantized() const { return kind != ops::QuantKind::None; }
+  // Bytes of the panels, padding included: what a product streams.
+  std::size_t bytes() const;
+  // The fp32 panels; null where quantized.
+  const float* data() const { return store && !quantized() ? store->data() + offset : nullptr; }
+  // The fp32 panels to edit; a quantized matrix is expanded to fp32 panels first.
+  std::span<float> panels();
+  // The panels as the products read them.
+  ops::PanelWeights weights() const;
   WeightVector unpacked() const;     // row-major [rows, cols]
   // Row r becomes the old row order[r] (order: a permutation of 0..rows-1), in place.
   void permute_rows(std::span<const int> order);
@@ -177,6 +191,11 @@ class PackQueue {
   void add(PackedMatrix& dst, int rows, int cols, Fill fill);
   // W[rows, cols] row-major at `rows_major`, which must stay valid until pack().
   void add(PackedMatrix& dst, int rows, int cols, const float* rows_major);
+  // The same, kept quantized: `blocks` holds W in `format`'s GGML blocks (row-major, valid until
+  // pack()); `fill` its fp32 weights, against which pack() checks every quantized weight (a
+  // matrix where one differs is packed in fp32).
+  void add_quantized(PackedMatrix& dst, int rows, int cols, ops::QuantFormat format, const uint8_t* blocks,
+                     Fill fill);
   // Matrices stored stacked by rows in one tensor (Phi-3's q/k/v and gate/up): `fill` writes the
   // whole stack [sum of the parts' rows, cols], read once; each part is packed from its rows.
   void add_stacked(std::vector<Part> parts, int cols, Fill fill);
@@ -189,6 +208,8 @@ class PackQueue {
     int cols;
     Fill fill;                    // or
     const float* rows_major;      // when fill is empty
+    std::optional<ops::QuantFormat> format;  // kept quantized (one part, a fill)
+    const uint8_t* blocks = nullptr;         // with format: W's blocks
     int rows() const;             // the parts' rows, in all
   };
   std::vector<Entry> entries_;
@@ -239,8 +260,8 @@ struct Model {
   const PackedMatrix& classifier() const {
     return config.tied_classifier ? weights.token_embedding : weights.classifier;
   }
-  // Bytes of fp32 weights the forward pass reads per decoded token (the panels' padding rows
-  // included: they are streamed too).
+  // Bytes of weights the forward pass reads per decoded token, as stored (fp32 or quantized
+  // panels; their padding rows included: they are streamed too).
   std::size_t weight_bytes_per_token() const;
   // Weights the model holds: the embedding, every layer's tensors, the final norm and the
   // classifier when it is separate (a tied one is the embedding, counted once).

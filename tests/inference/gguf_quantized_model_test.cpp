@@ -1,0 +1,141 @@
+// A GGUF model whose matrices are quantized runs exactly as its fp32 twin: the same random blocks
+// written once in their formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, and Q6_K, which is
+// expanded to fp32) and once as the dequantizer's fp32 values load to matrices kept quantized
+// where kernels/quant_panels.h reads the format, and give the same logits, bit for bit, through
+// prefill and greedy decode.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gguf_writer.h"
+#include "inference/engine.h"
+#include "inference/loader.h"
+#include "loader_test_util.h"
+#include "quant_blocks.h"
+
+namespace kvs {
+namespace {
+
+using testing::BlockFormat;
+using testing::TempDir;
+
+const std::vector<BlockFormat>& formats() {
+  static const std::vector<BlockFormat> f = {
+      {"Q8_0", kGgmlQ8_0, kQ8_0BlockBytes, {0}, dequantize_q8_0, kQuantBlock},
+      {"Q4_0", kGgmlQ4_0, kQ4_0BlockBytes, {0}, dequantize_q4_0, kQuantBlock},
+      {"Q4_1", kGgmlQ4_1, kQ4_1BlockBytes, {0, 2}, dequantize_q4_1, kQuantBlock},
+      {"Q5_0", kGgmlQ5_0, kQ5_0BlockBytes, {0}, dequantize_q5_0, kQuantBlock},
+      {"Q5_1", kGgmlQ5_1, kQ5_1BlockBytes, {0, 2}, dequantize_q5_1, kQuantBlock},
+      {"Q4_K", kGgmlQ4_K, kQ4_KBlockBytes, {0, 2}, dequantize_q4_k},
+      {"Q5_K", kGgmlQ5_K, kQ5_KBlockBytes, {0, 2}, dequantize_q5_k},
+      {"Q6_K", kGgmlQ6_K, kQ6_KBlockBytes, {208}, dequantize_q6_k}};
+  return f;
+}
+
+constexpr int kDim = 256, kHidden = 512, kVocab = 80, kLayers = 2, kHeads = 4, kKvHeads = 2;
+constexpr int kHeadDim = kDim / kHeads;
+
+// Writes the same llama model twice: `quantized` with each matrix in the next format of
+// formats(), `f32` with those matrices dequantized; the matrices' format names in file order.
+std::vector<std::string> write_twins(const std::string& quantized, const std::string& f32) {
+  testing::GgufWriter q, f;
+  for (testing::GgufWriter* w : {&q, &f}) {
+    w->add_string("general.architecture", "llama");
+    w->add_u32("llama.embedding_length", kDim);
+    w->add_u32("llama.feed_forward_length", kHidden);
+    w->add_u32("llama.block_count", kLayers);
+    w->add_u32("llama.attention.head_count", kHeads);
+    w->add_u32("llama.attention.head_count_kv", kKvHeads);
+    w->add_u32("llama.context_length", 64);
+    w->add_f32("llama.rope.freq_base", 10000.0f);
+    w->add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  }
+  std::mt19937 rng(11);
+  std::vector<std::string> order;
+  const auto matrix = [&](const std::string& name, int rows, int cols) {
+    const BlockFormat& fmt = formats()[order.size() % formats().size()];
+    order.push_back(fmt.name);
+    const std::size_t n = static_cast<std::size_t>(rows) * cols;
+    // Factors' exponent fields up to 9 (|d| < 2^-5): weights of a few units at most, logits finite.
+    const std::vector<uint8_t> blocks = testing::random_blocks(fmt, n / fmt.weights, rng, 9);
+    std::vector<float> w(n);  // [rows, cols]
+    fmt.dequantize(blocks.data(), w.data(), n);
+    const std::vector<uint64_t> dims = {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)};
+    q.add_tensor(name, dims, fmt.type, blocks);
+    f.add_f32_tensor(name, dims, w);
+  };
+  const auto norm = [&](const std::string& name) {
+    std::uniform_real_distribution<float> u(0.5f, 1.5f);
+    std::vector<float> v(kDim);
+    for (float& x : v) x = u(rng);
+    q.add_f32_tensor(name, {kDim}, v);
+    f.add_f32_tensor(name, {kDim}, v);
+  };
+  matrix("token_embd.weight", kVocab, kDim);
+  matrix("output.weight", kVocab, kDim);
+  norm("output_norm.weight");
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    norm(b + "attn_norm.weight");
+    matrix(b + "attn_q.weight", kHeads * kHeadDim, kDim);
+    matrix(b + "attn_k.weight", kKvHeads * kHeadDim, kDim);
+    matrix(b + "attn_v.weight", kKvHeads * kHeadDim, kDim);
+    matrix(b + "attn_output.weight", kDim, kHeads * kHeadDim);
+    norm(b + "ffn_norm.weight");
+    matrix(b + "ffn_gate.weight", kHidden, kDim);
+    matrix(b + "ffn_up.weight", kHidden, kDim);
+    matrix(b + "ffn_down.weight", kDim, kHidden);
+  }
+  q.write(quantized);
+  f.write(f32);
+  return order;
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+int argmax(std::span<const float> v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+TEST(GgufQuantizedModel, MatricesStayQuantizedAndDecodeAsTheirFp32Twin) {
+  TempDir dir;
+  const std::string qpath = dir.file("q.gguf"), fpath = dir.file("f32.gguf");
+  const std::vector<std::string> order = write_twins(qpath, fpath);
+  const Model qm = load_model(qpath), fm = load_model(fpath);
+
+  // Matrices in file order: the embedding and classifier, then each layer's seven.
+  std::vector<const PackedMatrix*> q_mats = {&qm.weights.token_embedding, &qm.weights.classifier};
+  std::vector<const PackedMatrix*> f_mats = {&fm.weights.token_embedding, &fm.weights.classifier};
+  for (int l = 0; l < kLayers; ++l) {
+    for (auto [mats, m] : {std::pair{&q_mats, &qm}, std::pair{&f_mats, &fm}}) {
+      const LayerWeights& lw = m->weights.layers[l];
+      for (const PackedMatrix* p : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
+        mats->push_back(p);
+    }
+  }
+  ASSERT_EQ(q_mats.size(), order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    SCOPED_TRACE(order[i] + " matrix " + std::to_string(i));
+    EXPECT_EQ(q_mats[i]->quantized(), order[i] != "Q6_K");
+    EXPECT_FALSE(f_mats[i]->quantized());
+    EXPECT_EQ(q_mats[i]->unpacked(), f_mats[i]->unpacked());
+  }
+  EXPECT_LT(qm.weight_bytes_per_token() * 2, fm.weight_bytes_per_token());  // 8-10 bits a weight, Q6_K 32
+
+  Engine qe(qm), fe(fm);
+  const std::vector<int> prompt = {1, 17, 42, 5, 63, 9};
+  std::span<const float> ql = qe.prefill(prompt), fl = fe.prefill(prompt);
+  ASSERT_TRUE(same_bits(ql, fl)) << "prefill logits";
+  for (int step = 0; step < 8; ++step) {
+    const int token = argmax(fl);
+    EXPECT_EQ(argmax(ql), token);
+    ql = qe.decode(token);
+    fl = fe.decode(token);
+    ASSERT_TRUE(same_bits(ql, fl)) << "decode step " << step;
+  }
+}
+
+}  // namespace
+}  // namespace kvs
