@@ -40,8 +40,10 @@ constexpr off_t kStreamBatch = off_t{64} << 20;
 // shuffle + deflate (their two low mantissa bytes are noise) and libdeflate packs ~110 MB/s on a
 // core: at 4K keys on SmolLM2 that doubled a decode step. So a float32 chunk at least half full
 // of values is stored as it is; one mostly of zeros (the tail of a long generation's early rows)
-// is packed, its zeros shrink to nothing. fp16 rows, chosen to keep a trace small, are always
-// packed (values ~1.45x). The prefill window rows, the last W rows of the prompt's map, are
+// is packed by pack_shuffle_zero_runs, its zeros collapsed and its values stored as they are
+// (with libdeflate's level 1 the writer took 1.6 ms of a core a step on SmolLM2 after a short
+// prompt, a sixth of the decode time on two cores). fp16 rows, chosen to keep a trace small, are
+// always packed with libdeflate (values ~1.45x). The prefill window rows, the last W rows of the prompt's map, are
 // always at least half full and stored as they are (packing them took 2.2 s of a core to save
 // 16% of 242 MB at 3,503 keys on SmolLM2); the pooled and full maps, causal, are half zeros and
 // always packed.
@@ -65,7 +67,7 @@ void pack_rows(const float* src, size_t rows, size_t len, size_t src_stride, siz
     std::memset(dst + len * elem, 0, (width - len) * elem);
   }
   chunk.skipped = pack ? 0 : kSkipShuffleDeflate;
-  if (pack) chunk.bytes = pack_shuffle_deflate(raw, elem, kDeflateLevel);
+  if (pack) chunk.bytes = elem == 4 ? pack_shuffle_zero_runs(raw, elem) : pack_shuffle_deflate(raw, elem, kDeflateLevel);
 }
 
 std::span<const uint8_t> float_bytes(const float* p, size_t n) { return {reinterpret_cast<const uint8_t*>(p), n * sizeof(float)}; }
@@ -158,9 +160,11 @@ struct TraceWriter::Impl {
     // One chunk per (step, layer), as wide as the longest row, packed by write_decode_step.
     decode = h5::create_dataset(file, ts::kDecode, row_type, {0, L, H, row_len},
                                 {{H5S_UNLIMITED, L, H, H5S_UNLIMITED}, {1, 1, H, T_alloc}, kDeflateLevel});
+    // Unfiltered: HDF5 deflated a step's lse chunk again at every step (~2% of the writer's
+    // thread, which shares the cores with decode), for a few percent of 4 bytes per row.
     decode_lse = h5::create_dataset(file, ts::kDecodeLse, H5T_IEEE_F32LE, {0, L, H},
-                                    {{H5S_UNLIMITED, L, H}, {16, L, H}, 1});
-    query_pos = h5::create_dataset(file, ts::kDecodeQueryPos, H5T_STD_I32LE, {0}, {{H5S_UNLIMITED}, {256}, 1});
+                                    {{H5S_UNLIMITED, L, H}, {16, L, H}, 0});
+    query_pos = h5::create_dataset(file, ts::kDecodeQueryPos, H5T_STD_I32LE, {0}, {{H5S_UNLIMITED}, {256}, 0});
   }
 
   void flush() { h5::check(H5Fflush(file, H5F_SCOPE_LOCAL), "flush"); }

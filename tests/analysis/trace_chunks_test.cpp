@@ -118,6 +118,80 @@ TEST(ChunkCodec, UnpackInvertsPackAndRefusesOtherBytes) {
   EXPECT_THROW(pack_shuffle_deflate(raw.first(8), 2, 0), std::invalid_argument);
 }
 
+// Random bytes with zero runs of the lengths around every boundary of the packer (kept or
+// collapsed at 32, a match's 3 and 258 bytes, a stored block's 65,535), between non-zero stretches.
+std::vector<uint8_t> bytes_with_zero_runs(std::mt19937& rng, size_t& collapsible) {
+  std::uniform_int_distribution<int> nonzero(1, 255);
+  std::vector<uint8_t> v;
+  collapsible = 0;
+  const size_t runs[] = {1, 2, 3, 15, 16, 31, 32, 33, 34, 35, 258, 259, 260, 261, 262, 517, 70000, 5};
+  const size_t stretches[] = {1, 7, 8, 9, 70000};
+  for (size_t i = 0; i < std::size(runs); ++i) {
+    v.insert(v.end(), runs[i], 0);
+    if (runs[i] >= 32) collapsible += runs[i];
+    for (size_t k = 0; k < stretches[i % std::size(stretches)]; ++k) v.push_back(nonzero(rng));
+  }
+  return v;
+}
+
+// pack_shuffle_zero_runs writes a zlib stream that libdeflate (the reader's fast path) and
+// HDF5's own filter pipeline (zlib) inflate to the chunk, collapsing only long zero runs.
+TEST(ChunkCodec, ZeroRunPackingIsAStreamEveryInflaterReads) {
+  std::mt19937 rng(5);
+  size_t collapsible = 0;
+  const std::vector<uint8_t> runs = bytes_with_zero_runs(rng, collapsible);
+  std::uniform_int_distribution<int> nonzero(1, 255);
+  std::vector<uint8_t> dense(1000);
+  for (uint8_t& b : dense) b = nonzero(rng);
+  const std::vector<uint8_t> zeros(200000, 0);
+  struct Case {
+    const char* name;
+    std::span<const uint8_t> raw;
+    size_t at_most;  // stored bytes
+  };
+  const Case cases[] = {
+      {"zero runs", runs, runs.size() - collapsible + collapsible / 100 + 4096},
+      {"no zeros", dense, dense.size() + 5 + 11},
+      {"all zeros", zeros, 200000 / 100},
+      {"empty", {}, 16},
+  };
+  for (const Case& c : cases) {
+    for (const size_t elem : {1, 4}) {
+      if (c.raw.size() % elem != 0) continue;
+      const std::vector<uint8_t> stored = pack_shuffle_zero_runs(c.raw, elem);
+      EXPECT_LE(stored.size(), c.at_most) << c.name << ", elem " << elem;
+      std::vector<uint8_t> back(c.raw.size());
+      ASSERT_TRUE(unpack_shuffle_deflate(stored, elem, back)) << c.name << ", elem " << elem;
+      EXPECT_TRUE(std::equal(back.begin(), back.end(), c.raw.begin())) << c.name << ", elem " << elem;
+    }
+  }
+  EXPECT_THROW(pack_shuffle_zero_runs(std::span(runs).first(7), 4), std::invalid_argument);
+
+  // Decode rows as the writer packs them: [H, W] floats, values then zeros, read back by HDF5.
+  TempDir dir;
+  const hsize_t H = 9, W = 1000;
+  std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+  h5::init();
+  h5::Handle fapl = h5::file_access();
+  h5::Handle file = h5::file_handle(H5Fcreate(dir.file("z.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "create");
+  h5::Handle ds = h5::create_dataset(file, "/rows", H5T_IEEE_F32LE, {3, H, W}, {{}, {1, H, W}, 1});
+  std::vector<float> want(3 * H * W, 0.0f);  // [3, H, W]
+  for (hsize_t s = 0; s < 3; ++s) {
+    const size_t len = (s + 1) * 150;
+    for (hsize_t h = 0; h < H; ++h) {
+      const std::vector<float> row = random_floats(rng, len);
+      std::copy(row.begin(), row.end(), want.begin() + (s * H + h) * W);
+    }
+    const std::vector<float> chunk(want.begin() + s * H * W, want.begin() + (s + 1) * H * W);
+    const std::vector<uint8_t> stored = pack_shuffle_zero_runs(bytes_of(chunk), 4);
+    EXPECT_LT(stored.size(), H * len * 4 + 4096) << "step " << s << ": the zero tails collapsed";
+    h5::write_chunk(ds, {s, 0, 0}, stored);
+  }
+  std::vector<float> got(3 * H * W);
+  h5::read_all(ds, H5T_NATIVE_FLOAT, got.data());
+  EXPECT_EQ(got, want);
+}
+
 // A small float16 trace: 3 layers x 2 heads, prompt 7, 4 steps.
 TraceMeta write_trace(const std::string& path, std::mt19937& rng) {
   TraceMeta m = testing::small_meta(3, 2, 1, 7);
