@@ -29,6 +29,9 @@ std::optional<ops::QuantFormat> quant_format(uint32_t type) {
     case kGgmlQ5_1: return ops::QuantFormat::Q5_1;
     case kGgmlQ4_K: return ops::QuantFormat::Q4_K;
     case kGgmlQ5_K: return ops::QuantFormat::Q5_K;
+    case kGgmlQ2_K: return ops::QuantFormat::Q2_K;
+    case kGgmlQ3_K: return ops::QuantFormat::Q3_K;
+    case kGgmlQ6_K: return ops::QuantFormat::Q6_K;
     default: return std::nullopt;
   }
 }

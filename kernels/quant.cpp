@@ -319,6 +319,22 @@ void k4_sub_block_factors(const uint8_t* block, int j, float& scale, float& min)
   min = load_half(block + 2) * static_cast<float>(m);
 }
 
+// Sub-block t covers weights 16t .. 16t+15: half t / 8, quarter (t % 8) / 2, part t % 2 in the
+// dequantizers' loops, whose scale index 8h + 2j + k is t again.
+void q2_k_sub_block_factors(const uint8_t* block, int t, float& scale, float& min) {
+  const uint8_t sc = block[t];
+  scale = load_half(block + 80) * static_cast<float>(sc & 0x0f);
+  min = load_half(block + 82) * static_cast<float>(sc >> 4);
+}
+
+float q3_k_sub_block_scale(const uint8_t* block, int t) {
+  return load_half(block + 108) * static_cast<float>(scale_q3_k(block + 96, t));
+}
+
+float q6_k_sub_block_scale(const uint8_t* block, int t) {
+  return load_half(block + 208) * static_cast<float>(static_cast<int8_t>(block[192 + t]));
+}
+
 void dequantize_q4_k(const uint8_t* src, float* dst, std::size_t n) { dequantize_k4_family(src, dst, n, false); }
 void dequantize_q5_k(const uint8_t* src, float* dst, std::size_t n) { dequantize_k4_family(src, dst, n, true); }
 

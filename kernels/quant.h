@@ -72,5 +72,10 @@ void dequantize_iq4_xs(const uint8_t* src, float* dst, std::size_t n);
 // Sub-block j's (32 weights', j < 8) factors in a Q4_K or Q5_K super-block, as the dequantizers
 // use them: weight = scale * q - min.
 void k4_sub_block_factors(const uint8_t* block, int j, float& scale, float& min);
+// Sub-block t's (16 weights', t < 16) factors in a Q2_K, Q3_K or Q6_K super-block, as their
+// dequantizers use them: weight = scale * q - min (Q3_K and Q6_K: min 0, q signed).
+void q2_k_sub_block_factors(const uint8_t* block, int t, float& scale, float& min);
+float q3_k_sub_block_scale(const uint8_t* block, int t);
+float q6_k_sub_block_scale(const uint8_t* block, int t);
 
 }  // namespace kvs

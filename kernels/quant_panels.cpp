@@ -25,10 +25,17 @@ constexpr int kBlock = kQuantBlock;  // columns of a panel block
 
 using i32x8 = int32_t __attribute__((vector_size(32)));
 
-constexpr bool has_offset(QuantKind k) { return k == QuantKind::Int8Offset || k == QuantKind::Nibble; }
-constexpr bool nibbles(QuantKind k) { return k == QuantKind::Nibble || k == QuantKind::NibbleCentred; }
+constexpr bool has_offset(QuantKind k) {
+  return k == QuantKind::Int8Offset || k == QuantKind::Nibble || k == QuantKind::NibbleHalves;
+}
+constexpr bool nibbles(QuantKind k) {
+  return k == QuantKind::Nibble || k == QuantKind::NibbleCentred || k == QuantKind::NibbleHalves;
+}
+constexpr int sub_blocks(QuantKind k) { return k == QuantKind::Int8Halves || k == QuantKind::NibbleHalves ? 2 : 1; }
 constexpr int column_bytes(QuantKind k) { return nibbles(k) ? kPanel / 2 : kPanel; }
-constexpr std::size_t header_bytes(QuantKind k) { return (has_offset(k) ? 2 : 1) * kPanel * sizeof(float); }
+constexpr std::size_t header_bytes(QuantKind k) {
+  return (has_offset(k) ? 2 : 1) * sub_blocks(k) * kPanel * sizeof(float);
+}
 constexpr std::size_t block_bytes(QuantKind k) { return header_bytes(k) + kBlock * column_bytes(k); }
 
 // Eight bytes at p widened to int32, signed or not.
@@ -69,40 +76,48 @@ inline f32x8 expand(const uint8_t* col, int u, f32x8 s, f32x8 o) {
   return qf * s;
 }
 
-// A block's per-row factors as 8-row groups.
+// A sub-block's per-row factors as 8-row groups.
 struct BlockFactors {
   f32x8 s[kGroups], o[kGroups];
 };
 template <QuantKind K>
-inline BlockFactors factors(const uint8_t* block) {
+inline BlockFactors factors(const uint8_t* block, int sub) {
   BlockFactors f{};
-  const float* header = reinterpret_cast<const float*>(block);
+  const float* scale = reinterpret_cast<const float*>(block) + sub * kPanel;
+  const float* offset = scale + sub_blocks(K) * kPanel;
   for (int u = 0; u < kGroups; ++u) {
-    f.s[u] = load_as<f32x8>(header + 8 * u);
-    if constexpr (has_offset(K)) f.o[u] = load_as<f32x8>(header + kPanel + 8 * u);
+    f.s[u] = load_as<f32x8>(scale + 8 * u);
+    if constexpr (has_offset(K)) f.o[u] = load_as<f32x8>(offset + 8 * u);
   }
   return f;
 }
 
 template <QuantKind K>
 void to_f32(float* panel, const uint8_t* src, int cols) {
+  constexpr int width = kBlock / sub_blocks(K);
   for (int c0 = 0; c0 < cols; c0 += kBlock, src += block_bytes(K)) {
-    const BlockFactors f = factors<K>(src);
     const uint8_t* q = src + header_bytes(K);
-    for (int k = 0; k < kBlock; ++k)
-      for (int u = 0; u < kGroups; ++u)
-        store_as(panel + static_cast<long>(c0 + k) * kPanel + 8 * u,
-                 expand<K>(q + k * column_bytes(K), u, f.s[u], f.o[u]));
+    for (int sub = 0; sub < sub_blocks(K); ++sub) {
+      const BlockFactors f = factors<K>(src, sub);
+      for (int k = sub * width; k < (sub + 1) * width; ++k)
+        for (int u = 0; u < kGroups; ++u)
+          store_as(panel + static_cast<long>(c0 + k) * kPanel + 8 * u,
+                   expand<K>(q + k * column_bytes(K), u, f.s[u], f.o[u]));
+    }
   }
 }
 
 template <QuantKind K>
 void row_of(float* out, const uint8_t* src, int cols, int i) {
+  constexpr int width = kBlock / sub_blocks(K);
   const int u = i / 8, lane = i % 8;
   for (int c0 = 0; c0 < cols; c0 += kBlock, src += block_bytes(K)) {
-    const BlockFactors f = factors<K>(src);
     const uint8_t* q = src + header_bytes(K);
-    for (int k = 0; k < kBlock; ++k) out[c0 + k] = expand<K>(q + k * column_bytes(K), u, f.s[u], f.o[u])[lane];
+    for (int sub = 0; sub < sub_blocks(K); ++sub) {
+      const BlockFactors f = factors<K>(src, sub);
+      for (int k = sub * width; k < (sub + 1) * width; ++k)
+        out[c0 + k] = expand<K>(q + k * column_bytes(K), u, f.s[u], f.o[u])[lane];
+    }
   }
 }
 
@@ -112,15 +127,17 @@ constexpr std::size_t kPrefetchBytes = 4096;
 template <QuantKind K>
 void dot(float* y, const uint8_t* src, const float* x, int cols, int n_rows) {
   f32x8 even[kGroups] = {}, odd[kGroups] = {};
-  constexpr int cb = column_bytes(K);
+  constexpr int cb = column_bytes(K), width = kBlock / sub_blocks(K);
   for (int c0 = 0; c0 < cols; c0 += kBlock, src += block_bytes(K)) {
     for (std::size_t line = 0; line < block_bytes(K); line += 64) prefetch_ahead(src, kPrefetchBytes + line);
-    const BlockFactors f = factors<K>(src);
     const uint8_t* q = src + header_bytes(K);
-    for (int k = 0; k < kBlock; k += 2) {
-      const float x0 = x[c0 + k], x1 = x[c0 + k + 1];
-      for (int u = 0; u < kGroups; ++u) even[u] += expand<K>(q + k * cb, u, f.s[u], f.o[u]) * x0;
-      for (int u = 0; u < kGroups; ++u) odd[u] += expand<K>(q + (k + 1) * cb, u, f.s[u], f.o[u]) * x1;
+    for (int sub = 0; sub < sub_blocks(K); ++sub) {
+      const BlockFactors f = factors<K>(src, sub);
+      for (int k = sub * width; k < (sub + 1) * width; k += 2) {
+        const float x0 = x[c0 + k], x1 = x[c0 + k + 1];
+        for (int u = 0; u < kGroups; ++u) even[u] += expand<K>(q + k * cb, u, f.s[u], f.o[u]) * x0;
+        for (int u = 0; u < kGroups; ++u) odd[u] += expand<K>(q + (k + 1) * cb, u, f.s[u], f.o[u]) * x1;
+      }
     }
   }
   float out[kPanel];
@@ -136,6 +153,8 @@ void with_kind(QuantKind k, Fn&& fn) {
     case QuantKind::Int8Offset: fn.template operator()<QuantKind::Int8Offset>(); break;
     case QuantKind::Nibble: fn.template operator()<QuantKind::Nibble>(); break;
     case QuantKind::NibbleCentred: fn.template operator()<QuantKind::NibbleCentred>(); break;
+    case QuantKind::Int8Halves: fn.template operator()<QuantKind::Int8Halves>(); break;
+    case QuantKind::NibbleHalves: fn.template operator()<QuantKind::NibbleHalves>(); break;
     case QuantKind::None: break;
   }
 }
@@ -148,16 +167,22 @@ std::size_t row_bytes(QuantFormat f, int cols) {
     case QuantFormat::Q4_1: return cols / kBlock * kQ4_1BlockBytes;
     case QuantFormat::Q5_0: return cols / kBlock * kQ5_0BlockBytes;
     case QuantFormat::Q5_1: return cols / kBlock * kQ5_1BlockBytes;
+    case QuantFormat::Q2_K: return cols / kQuantSuperBlock * kQ2_KBlockBytes;
+    case QuantFormat::Q3_K: return cols / kQuantSuperBlock * kQ3_KBlockBytes;
     case QuantFormat::Q4_K: return cols / kQuantSuperBlock * kQ4_KBlockBytes;
     case QuantFormat::Q5_K: return cols / kQuantSuperBlock * kQ5_KBlockBytes;
+    case QuantFormat::Q6_K: return cols / kQuantSuperBlock * kQ6_KBlockBytes;
   }
   return 0;
 }
 
 float half_at(const uint8_t* p) { return fp16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 
-// Block b's (32 weights') scale and offset in a row of the file's blocks: w = s*q + o.
-void block_factors(QuantFormat f, const uint8_t* row, int b, float& s, float& o) {
+// Sub-block `sub` of block b's (32 weights') scale and offset in a row of the file's blocks:
+// w = s*q + o (sub is 0 for the formats of 32-weight blocks).
+void block_factors(QuantFormat f, const uint8_t* row, int b, int sub, float& s, float& o) {
+  constexpr int per_super = kQuantSuperBlock / kBlock;
+  const int t = b % per_super * 2 + sub;  // the 16-weight sub-block in its super-block
   o = 0.0f;
   switch (f) {
     case QuantFormat::Q8_0: s = half_at(row + b * kQ8_0BlockBytes); return;
@@ -171,9 +196,16 @@ void block_factors(QuantFormat f, const uint8_t* row, int b, float& s, float& o)
       s = half_at(row + b * kQ5_1BlockBytes);
       o = half_at(row + b * kQ5_1BlockBytes + 2);
       return;
+    case QuantFormat::Q2_K: {
+      float min = 0.0f;
+      q2_k_sub_block_factors(row + b / per_super * kQ2_KBlockBytes, t, s, min);
+      o = -min;
+      return;
+    }
+    case QuantFormat::Q3_K: s = q3_k_sub_block_scale(row + b / per_super * kQ3_KBlockBytes, t); return;
+    case QuantFormat::Q6_K: s = q6_k_sub_block_scale(row + b / per_super * kQ6_KBlockBytes, t); return;
     case QuantFormat::Q4_K:
     case QuantFormat::Q5_K: {
-      constexpr int per_super = kQuantSuperBlock / kBlock;
       const std::size_t super = f == QuantFormat::Q4_K ? kQ4_KBlockBytes : kQ5_KBlockBytes;
       float min = 0.0f;
       k4_sub_block_factors(row + b / per_super * super, b % per_super, s, min);
@@ -193,19 +225,22 @@ bool pack_panel(uint8_t* dst, QuantFormat f, const uint8_t* blocks, const float*
   constexpr int lo = nibbles(K) ? 0 : -128, hi = nibbles(K) ? 15 : 127;
   const std::size_t rb = row_bytes(f, cols);
   uint8_t* block = dst;
+  constexpr int subs = sub_blocks(K), width = kBlock / subs;
   for (int b = 0; b < cols / kBlock; ++b, block += block_bytes(K)) {
     std::memset(block, 0, block_bytes(K));
-    float scale[kPanel] = {}, offset[kPanel] = {};
+    float scale[subs][kPanel] = {}, offset[subs][kPanel] = {};
     uint8_t* q = block + header_bytes(K);
     for (int i = 0; i < kPanel; ++i) {
       const long r = p * kPanel + i;  // rows past the matrix: scale 0 and level 0, weights +0
-      if (r < rows) block_factors(f, blocks + r * rb, b, scale[i], offset[i]);
-      // Levels are whole numbers, so the reciprocal's rounding cannot move one to its neighbour
-      // (and the check below would see it).
-      const float inverse = scale[i] != 0.0f ? 1.0f / scale[i] : 0.0f;
+      for (int sub = 0; sub < subs && r < rows; ++sub)
+        block_factors(f, blocks + r * rb, b, sub, scale[sub][i], offset[sub][i]);
       for (int k = 0; k < kBlock; ++k) {
+        const float s = scale[k / width][i], o = offset[k / width][i];
+        // Levels are whole numbers, so the reciprocal's rounding cannot move one to its
+        // neighbour (and the check below would see it).
+        const float inverse = s != 0.0f ? 1.0f / s : 0.0f;
         const float v = r < rows ? w[r * cols + b * kBlock + k] : 0.0f;
-        const float level = scale[i] != 0.0f ? std::nearbyint((v - offset[i]) * inverse) : zero_level(v, scale[i]);
+        const float level = s != 0.0f ? std::nearbyint((v - o) * inverse) : zero_level(v, s);
         int n = std::isfinite(level) ? static_cast<int>(std::clamp(level, -1024.0f, 1024.0f)) : 0;
         if constexpr (K == QuantKind::NibbleCentred) n += 8;
         n = std::clamp(n, lo, hi);
@@ -245,6 +280,9 @@ QuantKind quant_kind(QuantFormat f) {
     case QuantFormat::Q4_1:
     case QuantFormat::Q4_K: return QuantKind::Nibble;
     case QuantFormat::Q4_0: return QuantKind::NibbleCentred;
+    case QuantFormat::Q3_K:
+    case QuantFormat::Q6_K: return QuantKind::Int8Halves;
+    case QuantFormat::Q2_K: return QuantKind::NibbleHalves;
   }
   return QuantKind::None;
 }

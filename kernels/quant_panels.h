@@ -2,12 +2,14 @@
 // weights regrouped into kernels/matmul.h's panels, so that decode streams 5-10 bits a weight
 // instead of 32 and expands them in registers. Every weight expands to the value the fp32
 // dequantizer (kernels/quant.h) gives it, so products over these panels equal products over fp32
-// panels bit for bit; pack_quant_panels checks that on every weight and refuses a matrix where
-// it does not hold.
+// panels (bit for bit, or to rounding where the compiler fuses a multiply-add in one loop and
+// not in the other: quant_panel_dot); pack_quant_panels checks that on every weight and refuses
+// a matrix where it does not hold.
 //
 // Layout: panel p (rows p*kPanelRows ...), block b (columns 32b ... 32b+31), one after another:
-//   scale[kPanelRows]  float, a row's factor in this block
-//   offset[kPanelRows] float, a row's offset (the kinds with one)
+//   scale[S][kPanelRows]  float, a row's factor in each of the block's S sub-blocks (S = 1, or 2
+//                         for the kinds of 16-weight sub-blocks: columns 16s ... 16s+15)
+//   offset[S][kPanelRows] float, a row's offset (the kinds with one)
 //   q[32][column bytes] column k's kPanelRows quants: int8 each (kPanelRows bytes), or 4 bits
 //                      each (kPanelRows/2 bytes: byte i holds row i in its low nibble and row
 //                      i + kPanelRows/2 in its high one)
@@ -26,10 +28,12 @@ enum class QuantKind : uint8_t {
   Int8Offset,     // q int8: w = s*q + o (Q5_1, Q5_K)
   Nibble,         // q 0..15: w = s*q + o (Q4_1, Q4_K)
   NibbleCentred,  // q 0..15: w = s*(q - 8) (Q4_0)
+  Int8Halves,     // as Int8, a factor per 16 columns (Q6_K, Q3_K)
+  NibbleHalves,   // as Nibble, factors per 16 columns (Q2_K)
 };
 
 // The GGML block formats kept quantized.
-enum class QuantFormat { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K };
+enum class QuantFormat { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K };
 
 QuantKind quant_kind(QuantFormat f);
 // Bytes of a matrix's quantized panels (cols a multiple of 32).
@@ -52,8 +56,11 @@ bool pack_quant_panels(uint8_t* out, QuantFormat f, const uint8_t* blocks, const
 void quant_panel_to_f32(float* panel, QuantPanels w, int cols, long p);
 // out[cols] = W[r, :].
 void quant_row(float* out, QuantPanels w, int cols, int r);
-// y[n_rows] = the rows of panel p times x[cols], summed as matmul.h's panel_dot sums (even and
-// odd columns in two chains, then added), so the result equals the fp32 panel's bit for bit.
+// y[n_rows] = the rows of panel p times x[cols], summed in matmul.h's panel_dot's order (even and
+// odd columns in two chains, then added). Whether each multiply-add is fused is the compiler's
+// choice per loop (GCC's tuning for AMD Zen splits some chains: there, fusing them by hand cost
+// 13% of this product's speed), so the result equals the fp32 panel's to a rounding per term,
+// and bit for bit where both loops fuse alike.
 void quant_panel_dot(float* y, QuantPanels w, long p, const float* x, int cols, int n_rows);
 
 }  // namespace kvs::ops
