@@ -32,6 +32,8 @@ std::optional<ops::QuantFormat> quant_format(uint32_t type) {
     case kGgmlQ2_K: return ops::QuantFormat::Q2_K;
     case kGgmlQ3_K: return ops::QuantFormat::Q3_K;
     case kGgmlQ6_K: return ops::QuantFormat::Q6_K;
+    case kGgmlIQ4_NL: return ops::QuantFormat::IQ4_NL;
+    case kGgmlIQ4_XS: return ops::QuantFormat::IQ4_XS;
     default: return std::nullopt;
   }
 }

@@ -367,18 +367,21 @@ void dequantize_q6_k(const uint8_t* src, float* dst, std::size_t n) {
 }
 
 // Sub-block i (32 weights) of a super-block: scale (low nibble i of scales_l | two bits i of
-// scales_h above it) - 32, times d; its codes are qs[16 i .. 16 i + 15], as in IQ4_NL.
+// scales_h above it) - 32, times d.
+float iq4_xs_sub_block_scale(const uint8_t* block, int i) {
+  const uint16_t scales_h = load_u16(block + 2);
+  const uint8_t* scales_l = block + 4;  // [4]
+  const int ls = ((scales_l[i / 2] >> (4 * (i % 2))) & 0x0f) | ((scales_h >> (2 * i)) & 3) << 4;
+  return load_half(block) * static_cast<float>(ls - 32);
+}
+
+// Sub-block i's codes are qs[16 i .. 16 i + 15], as in IQ4_NL.
 void dequantize_iq4_xs(const uint8_t* src, float* dst, std::size_t n) {
   for (std::size_t b = 0; b < n / kQuantSuperBlock; ++b) {
     const uint8_t* block = src + b * kIQ4_XSBlockBytes;
-    const float d = load_half(block);
-    const uint16_t scales_h = load_u16(block + 2);
-    const uint8_t* scales_l = block + 4;  // [4]
-    const uint8_t* qs = block + 8;        // [128]
-    for (int i = 0; i < kQuantSuperBlock / kQuantBlock; ++i) {
-      const int ls = ((scales_l[i / 2] >> (4 * (i % 2))) & 0x0f) | ((scales_h >> (2 * i)) & 3) << 4;
-      iq4_codes(qs + 16 * i, d * static_cast<float>(ls - 32), dst + b * kQuantSuperBlock + i * kQuantBlock);
-    }
+    const uint8_t* qs = block + 8;  // [128]
+    for (int i = 0; i < kQuantSuperBlock / kQuantBlock; ++i)
+      iq4_codes(qs + 16 * i, iq4_xs_sub_block_scale(block, i), dst + b * kQuantSuperBlock + i * kQuantBlock);
   }
 }
 

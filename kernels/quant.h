@@ -77,5 +77,7 @@ void k4_sub_block_factors(const uint8_t* block, int j, float& scale, float& min)
 void q2_k_sub_block_factors(const uint8_t* block, int t, float& scale, float& min);
 float q3_k_sub_block_scale(const uint8_t* block, int t);
 float q6_k_sub_block_scale(const uint8_t* block, int t);
+// Sub-block i's (32 weights', i < 8) scale in an IQ4_XS super-block: weight = scale * level.
+float iq4_xs_sub_block_scale(const uint8_t* block, int i);
 
 }  // namespace kvs

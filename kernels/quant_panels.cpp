@@ -172,6 +172,8 @@ std::size_t row_bytes(QuantFormat f, int cols) {
     case QuantFormat::Q4_K: return cols / kQuantSuperBlock * kQ4_KBlockBytes;
     case QuantFormat::Q5_K: return cols / kQuantSuperBlock * kQ5_KBlockBytes;
     case QuantFormat::Q6_K: return cols / kQuantSuperBlock * kQ6_KBlockBytes;
+    case QuantFormat::IQ4_NL: return cols / kBlock * kIQ4_NLBlockBytes;
+    case QuantFormat::IQ4_XS: return cols / kQuantSuperBlock * kIQ4_XSBlockBytes;
   }
   return 0;
 }
@@ -204,6 +206,8 @@ void block_factors(QuantFormat f, const uint8_t* row, int b, int sub, float& s, 
     }
     case QuantFormat::Q3_K: s = q3_k_sub_block_scale(row + b / per_super * kQ3_KBlockBytes, t); return;
     case QuantFormat::Q6_K: s = q6_k_sub_block_scale(row + b / per_super * kQ6_KBlockBytes, t); return;
+    case QuantFormat::IQ4_NL: s = half_at(row + b * kIQ4_NLBlockBytes); return;
+    case QuantFormat::IQ4_XS: s = iq4_xs_sub_block_scale(row + b / per_super * kIQ4_XSBlockBytes, b % per_super); return;
     case QuantFormat::Q4_K:
     case QuantFormat::Q5_K: {
       const std::size_t super = f == QuantFormat::Q4_K ? kQ4_KBlockBytes : kQ5_KBlockBytes;
@@ -274,7 +278,9 @@ bool pack_panel(uint8_t* dst, QuantFormat f, const uint8_t* blocks, const float*
 QuantKind quant_kind(QuantFormat f) {
   switch (f) {
     case QuantFormat::Q8_0:
-    case QuantFormat::Q5_0: return QuantKind::Int8;
+    case QuantFormat::Q5_0:
+    case QuantFormat::IQ4_NL:
+    case QuantFormat::IQ4_XS: return QuantKind::Int8;
     case QuantFormat::Q5_1:
     case QuantFormat::Q5_K: return QuantKind::Int8Offset;
     case QuantFormat::Q4_1:

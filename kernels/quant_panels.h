@@ -24,7 +24,7 @@ namespace kvs::ops {
 // How a block's weights expand, per row: w = scale * q (+ offset).
 enum class QuantKind : uint8_t {
   None,           // fp32 panels
-  Int8,           // q int8: w = s*q (Q8_0; Q5_0 with q - 16)
+  Int8,           // q int8: w = s*q (Q8_0; Q5_0 with q - 16; IQ4_NL and IQ4_XS with q their level)
   Int8Offset,     // q int8: w = s*q + o (Q5_1, Q5_K)
   Nibble,         // q 0..15: w = s*q + o (Q4_1, Q4_K)
   NibbleCentred,  // q 0..15: w = s*(q - 8) (Q4_0)
@@ -33,7 +33,7 @@ enum class QuantKind : uint8_t {
 };
 
 // The GGML block formats kept quantized.
-enum class QuantFormat { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K };
+enum class QuantFormat { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS };
 
 QuantKind quant_kind(QuantFormat f);
 // Bytes of a matrix's quantized panels (cols a multiple of 32).

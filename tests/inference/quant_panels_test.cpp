@@ -33,7 +33,9 @@ std::vector<Case> cases() {
           {{"Q5_K", kGgmlQ5_K, kQ5_KBlockBytes, {0, 2}, dequantize_q5_k}, ops::QuantFormat::Q5_K},
           {{"Q2_K", kGgmlQ2_K, kQ2_KBlockBytes, {80, 82}, dequantize_q2_k}, ops::QuantFormat::Q2_K},
           {{"Q3_K", kGgmlQ3_K, kQ3_KBlockBytes, {108}, dequantize_q3_k}, ops::QuantFormat::Q3_K},
-          {{"Q6_K", kGgmlQ6_K, kQ6_KBlockBytes, {208}, dequantize_q6_k}, ops::QuantFormat::Q6_K}};
+          {{"Q6_K", kGgmlQ6_K, kQ6_KBlockBytes, {208}, dequantize_q6_k}, ops::QuantFormat::Q6_K},
+          {{"IQ4_NL", kGgmlIQ4_NL, kIQ4_NLBlockBytes, {0}, dequantize_iq4_nl, kQuantBlock}, ops::QuantFormat::IQ4_NL},
+          {{"IQ4_XS", kGgmlIQ4_XS, kIQ4_XSBlockBytes, {0}, dequantize_iq4_xs}, ops::QuantFormat::IQ4_XS}};
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
