@@ -7,6 +7,7 @@
 #include <string>
 
 #include "inference/errors.h"
+#include "inference/host_memory.h"
 
 namespace kvs {
 namespace {
@@ -30,16 +31,22 @@ KvStore::KvStore(int n_layers, int n_kv_heads, int head_dim, int max_len)
   const std::size_t stride = slab_bytes >= kHugePage / 2 ? round_up(slab_bytes, kHugePage) : slab_bytes;
   slab_floats_ = stride / sizeof(float);
   const std::size_t slabs = static_cast<std::size_t>(n_layers) * n_kv_heads * 2;
-  const auto too_large = [&] {
-    return input_error("KV cache", "cannot reserve " + std::to_string(slabs) + " slabs of " +
-                                       std::to_string(stride >> 20) + " MiB for " + std::to_string(max_len) +
-                                       " positions (out of address space or memory)");
+  // "KV cache: cannot reserve 360.0 MiB of address space for 8192 positions (180 slabs of
+  // 2.0 MiB); 120.0 MiB available"
+  const auto too_large = [&](bool overflow) {
+    const uint64_t available = host_memory_available();
+    return input_error("KV cache", "cannot reserve " +
+                                       (overflow ? std::string("more than 16 EiB") : memory_size_text(arena_bytes_)) +
+                                       " of address space for " + std::to_string(max_len) + " positions (" +
+                                       std::to_string(slabs) + " slabs of " + memory_size_text(stride) + "); " +
+                                       (available == UINT64_MAX ? std::string("the memory left is unknown")
+                                                                : memory_size_text(available) + " available"));
   };
-  if (__builtin_mul_overflow(slabs, stride, &arena_bytes_)) throw too_large();
+  if (__builtin_mul_overflow(slabs, stride, &arena_bytes_)) throw too_large(true);
   try {
     arena_ = static_cast<float*>(reserve_pages(arena_bytes_));
   } catch (const std::bad_alloc&) {
-    throw too_large();
+    throw too_large(false);
   }
   collapse_ = arena_bytes_ > kEagerHugeArena;
   if (!collapse_) advise_huge_pages(arena_, arena_bytes_);
