@@ -47,6 +47,7 @@ libdeflate_decompressor* decompressor() {
 void shuffle_into(std::vector<uint8_t>& shuffled, std::span<const uint8_t> raw, std::size_t elem_size) {
   const std::size_t n = raw.size() / elem_size;
   shuffled.resize(raw.size());
+  if (n == 0) return;  // an empty chunk: raw.data() may be null
   for (std::size_t b = 0; b < elem_size; ++b) {
     uint8_t* out = shuffled.data() + b * n;
     const uint8_t* in = raw.data() + b;

@@ -14,7 +14,7 @@ start=$(date +%s)
 # kernels (the suites that read untrusted bytes or index buffers). Left out as too slow under ASan
 # or not about memory safety: the GUI suites (need Xvfb), the process-level reliability tests
 # (kill/disk-full: they time real runs), the story-generation and h5py suites.
-select='^(kernels_.*|inference_(loader|gguf|hf|tokenizer|huge_pages|host_memory|engine_kv_store|engine_attention|engine_controller|engine_snapshot|decode_team|generate_sampler).*|analysis_(trace|h5_direct_driver|atomic_file|file_lock|policy|simulator_semantics|recorder|retrieval|similarity_matrix|metrics|kvzip|filter_layers|alpha).*|reliability_fuzz_regressions.*)_test$'
+select='^(kernels_.*|inference_(loader|gguf|quant|hf|tokenizer|huge_pages|host_memory|engine_kv_store|engine_attention|engine_controller|engine_snapshot|decode_team|generate_sampler).*|analysis_(trace|h5_direct_driver|atomic_file|file_lock|policy|simulator_semantics|recorder|retrieval|similarity_matrix|metrics|kvzip|filter_layers|alpha).*|reliability_fuzz_regressions.*)_test$'
 [ "${1:-}" = "all" ] && select='.*_test$'
 
 bash scripts/configure-asan.sh
