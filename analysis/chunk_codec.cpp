@@ -206,6 +206,7 @@ bool unpack_shuffle_deflate(std::span<const uint8_t> stored, std::size_t elem_si
       size != raw.size())
     return false;
   const std::size_t n = raw.size() / elem_size;
+  if (n == 0) return true;  // an empty chunk: raw.data() may be null
   for (std::size_t b = 0; b < elem_size; ++b) {
     const uint8_t* in = shuffled.data() + b * n;
     uint8_t* out = raw.data() + b;
