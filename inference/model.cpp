@@ -327,6 +327,20 @@ std::size_t Model::weight_bytes_per_token() const {
          layer_size(weights.layers, true) + classifier().bytes();
 }
 
+Model::MatrixCount Model::matrix_count() const {
+  MatrixCount n;
+  const auto add = [&n](const PackedMatrix& m) {
+    if (m.empty()) return;
+    ++n.matrices;
+    if (m.quantized()) ++n.quantized;
+  };
+  add(weights.token_embedding);
+  if (!config.tied_classifier) add(weights.classifier);
+  for (const LayerWeights& l : weights.layers)
+    for (const PackedMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*m);
+  return n;
+}
+
 std::size_t Model::parameter_count() const {
   return weights.token_embedding.size() + layer_size(weights.layers, false) +
          weights.final_norm.size() + (config.tied_classifier ? 0 : weights.classifier.size());

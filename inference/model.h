@@ -263,6 +263,13 @@ struct Model {
   // Bytes of weights the forward pass reads per decoded token, as stored (fp32 or quantized
   // panels; their padding rows included: they are streamed too).
   std::size_t weight_bytes_per_token() const;
+  // The weight matrices (the embedding, each layer's, a separate classifier), and how many of
+  // them are kept quantized (kernels/quant_panels.h) rather than in fp32.
+  struct MatrixCount {
+    int matrices = 0;
+    int quantized = 0;
+  };
+  MatrixCount matrix_count() const;
   // Weights the model holds: the embedding, every layer's tensors, the final norm and the
   // classifier when it is separate (a tied one is the embedding, counted once).
   std::size_t parameter_count() const;

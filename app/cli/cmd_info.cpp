@@ -177,6 +177,7 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
   }
   const ModelConfig& c = model.config;
   const double params = static_cast<double>(model.parameter_count());
+  const Model::MatrixCount matrices = model.matrix_count();
   const int local_layers = static_cast<int>(std::count(c.local_layers.begin(), c.local_layers.end(), 1));
   const int nope_layers = static_cast<int>(std::count(c.nope_layers.begin(), c.nope_layers.end(), 1));
   // Where the layers normalise (every layer alike): before each block, after it (OLMo 2) or both
@@ -206,7 +207,10 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add("nope_layers", nope_layers)
         .add("attn_softcap", static_cast<double>(c.attn_softcap))
         .add("final_softcap", static_cast<double>(c.final_softcap))
-        .add("parameters", params);
+        .add("parameters", params)
+        .add("weight_bytes_per_token", static_cast<double>(model.weight_bytes_per_token()))
+        .add("matrices", matrices.matrices)
+        .add("matrices_quantized", matrices.quantized);
     if (tok) o.add("tokenizer", tok->kind()).add("end_ids", text_end_ids(model, *tok));
     else o.add_null("tokenizer").add("tokenizer_problem", tok_problem);
     const ChatInfo chat = chat_info(model, tok.get());
@@ -260,6 +264,13 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
               c.qkv_bias ? ", q/k/v biases" : "", qk_norm,
               post_norms ? (pre_norms ? ", norms before and after each block" : ", norms after each block only") : "",
               c.activation == Activation::GeluTanh ? ", GeGLU" : "", caps.c_str());
+  // "memory     111.6 MB of weights read per decoded token; 211 matrices, all kept quantized"
+  const std::string kept = matrices.quantized == 0                   ? "all in fp32"
+                           : matrices.quantized == matrices.matrices ? "all kept quantized"
+                                                                     : std::to_string(matrices.quantized) +
+                                                                           " kept quantized, the rest in fp32";
+  std::printf("memory     %.1f MB of weights read per decoded token; %d matrices, %s\n",
+              static_cast<double>(model.weight_bytes_per_token()) / 1e6, matrices.matrices, kept.c_str());
   if (tok) {
     std::string ends;  // every token that ends a generated text
     for (int id : text_end_ids(model, *tok)) ends += (ends.empty() ? "" : ", ") + std::to_string(id);

@@ -53,6 +53,7 @@ TEST(CliInfo, LlamaCBinText) {
   EXPECT_NE(r.out.find("vocab      512; context 512; rope theta 10000 (interleaved pairs)"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("tokenizer  sentencepiece-bpe, 512 tokens, bos 1, eos 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("of weights read per decoded token; 36 matrices, all in fp32"), std::string::npos) << r.out;
 }
 
 TEST(CliInfo, LlamaCBinJson) {
@@ -105,6 +106,8 @@ TEST(CliInfo, TinyRandomGgufWithLlama2Vocabulary) {
   // Embedding and classifier 32000 x 8 each; one layer of norms 2 x 8, q/k/v/o 4 x 8 x 8 and MLP
   // 3 x 32 x 8; the final norm 8.
   EXPECT_EQ(j.get_number("parameters", 0), 2 * 256000 + 1040 + 8);  // 513048
+  EXPECT_EQ(j.get_number("matrices", 0), 9);
+  EXPECT_EQ(j.get_number("matrices_quantized", -1), 0);  // F16: expanded to fp32
 }
 
 TEST(CliInfo, HuggingFaceFolderJson) {
