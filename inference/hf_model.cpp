@@ -619,15 +619,30 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
     return c;
   }
   // Sliding-window attention: Mistral's sliding_window (null from v0.2 on); Qwen2 and Qwen3
-  // configs carry a sliding_window that applies only with use_sliding_window, and then to some
-  // layers only.
-  if (const Json* sw = j.find("sliding_window"); sw != nullptr && !sw->is_null()) {
-    const bool qwen = c.arch == "qwen2" || c.arch == "qwen3";
-    if (!qwen || flag(j.find("use_sliding_window"), path, "use_sliding_window", false)) {
-      if (qwen) throw input_error(path, "use_sliding_window (Qwen's per-layer sliding window) is not supported");
-      c.sliding_window = positive_int(sw, path, "sliding_window", -1, kMaxContext);
-      if (c.sliding_window >= c.seq_len) c.sliding_window = 0;  // never shorter than the context
+  // configs carry a sliding_window that applies only with use_sliding_window, and then, as
+  // transformers' Qwen2Config and Qwen3Config lay it out, to the layers layer_types calls
+  // sliding_attention, else to those from max_window_layers (28 where absent) on, rotated as the
+  // others.
+  const bool qwen = c.arch == "qwen2" || c.arch == "qwen3";
+  if (qwen && flag(j.find("use_sliding_window"), path, "use_sliding_window", false)) {
+    c.sliding_window = positive_int(j.find("sliding_window"), path, "sliding_window", 4096, kMaxContext);
+    c.local_rope_as_global = true;
+    c.local_layers = read_layer_types(path, j, c.n_layers, true);
+    if (c.local_layers.empty()) {
+      const Json* from = j.find("max_window_layers");
+      const double first = from == nullptr || from->is_null() ? 28.0 : from->is_number() ? from->as_number() : -1.0;
+      if (!(first >= 0 && first <= kMaxContext) || first != static_cast<double>(static_cast<int>(first)))
+        throw input_error(path, "max_window_layers is " + (from->is_number() ? number_text(first) : type_phrase(*from)) +
+                                    ", expected an integer from 0");
+      c.local_layers.assign(c.n_layers, 0);
+      for (int l = static_cast<int>(first); l < c.n_layers; ++l) c.local_layers[l] = 1;
     }
+    read_rope(path, j, c, 10000.0f);
+    return c;
+  }
+  if (const Json* sw = j.find("sliding_window"); sw != nullptr && !sw->is_null() && !qwen) {
+    c.sliding_window = positive_int(sw, path, "sliding_window", -1, kMaxContext);
+    if (c.sliding_window >= c.seq_len) c.sliding_window = 0;  // never shorter than the context
   }
   // transformers writes each layer's attention kind (Qwen2, Qwen3); all must be full attention.
   read_layer_types(path, j, c.n_layers, false);

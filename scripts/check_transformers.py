@@ -91,6 +91,13 @@ VARIANTS = {
     # Qwen2 configs carry a sliding_window that applies only with use_sliding_window
     "qwen2_sw_unused": dict(arch="qwen2", bias=True, seed=12,
                             extra={"sliding_window": 8, "use_sliding_window": False, "max_window_layers": 2}),
+    # ... and with use_sliding_window: the window on the layers from max_window_layers on, or on
+    # those layer_types names (Qwen3)
+    "qwen2_sw_layers": dict(arch="qwen2", bias=True, seed=44, layers=4,
+                            extra={"sliding_window": 8, "use_sliding_window": True, "max_window_layers": 2}),
+    "qwen3_sw_listed": dict(arch="qwen3", seed=45, dim=64, heads=4, kv_heads=2, head_dim=16,
+                            extra={"sliding_window": 8, "use_sliding_window": True,
+                                   "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]}),
     # Qwen3: RMSNorm of every q and k head before RoPE (q_norm, k_norm), heads wider than dim / heads
     "qwen3_tied_hd32": dict(arch="qwen3", tied=True, seed=16, dim=64, heads=4, kv_heads=2, head_dim=32,
                             extra={"rope_theta": 1000000.0, "rms_norm_eps": 1e-6}),

@@ -607,22 +607,41 @@ TEST(HfConfig, MistralLinearScalingAndUntiedHead) {
 }
 
 // Mistral's sliding_window is read (null, or a window as long as the context, means none); Qwen2's
-// use_sliding_window (a window on some layers only) is refused, naming config.json.
+// use_sliding_window puts it on the layers from max_window_layers on (or those layer_types names),
+// rotated as the others; a max_window_layers that is not a count is refused, naming config.json.
 TEST(HfConfig, SlidingWindow) {
   const auto load_with = [](const TempDir& dir, const std::string& arch, const std::string& extra) {
     std::string config = config_with(hf_config(), "architectures", "[\"" + arch + "\"]");
     copy_side_files(dir, config_with(config, "model_type", extra));
     std::filesystem::copy_file(shared_model("stories260K-hf/model.safetensors"), dir.file("model.safetensors"));
-    return load_model(dir.file(""));
+    // The config alone: Qwen2's q/k/v biases are not in stories260K's tensors.
+    return load_model(dir.file(""), ModelParts::ConfigOnly);
   };
-  TempDir a, b, c, d;
+  TempDir a, b, c, d, e, f, g;
   EXPECT_EQ(load_with(a, "MistralForCausalLM", "\"mistral\", \"sliding_window\": 64").config.sliding_window, 64);
   EXPECT_EQ(load_with(b, "MistralForCausalLM", "\"mistral\", \"sliding_window\": null").config.sliding_window, 0);
   EXPECT_EQ(load_with(c, "MistralForCausalLM", "\"mistral\", \"sliding_window\": 4096").config.sliding_window, 0);
+  // stories260K-hf has 5 layers: the window on layers 3 and 4
+  const ModelConfig qwen = load_with(d, "Qwen2ForCausalLM",
+                                     "\"qwen2\", \"sliding_window\": 64, \"use_sliding_window\": true, "
+                                     "\"max_window_layers\": 3").config;
+  EXPECT_EQ(qwen.sliding_window, 64);
+  EXPECT_EQ(qwen.local_layers, (std::vector<uint8_t>{0, 0, 0, 1, 1}));
+  EXPECT_TRUE(qwen.local_rope_as_global);
+  const ModelConfig listed =
+      load_with(e, "Qwen2ForCausalLM",
+                "\"qwen2\", \"sliding_window\": 32, \"use_sliding_window\": true, \"max_window_layers\": 3, "
+                "\"layer_types\": [\"sliding_attention\", \"full_attention\", \"full_attention\", "
+                "\"full_attention\", \"sliding_attention\"]").config;
+  EXPECT_EQ(listed.local_layers, (std::vector<uint8_t>{1, 0, 0, 0, 1}));
+  EXPECT_EQ(load_with(f, "Qwen2ForCausalLM", "\"qwen2\", \"sliding_window\": 64, \"use_sliding_window\": false")
+                .config.local_layers,
+            std::vector<uint8_t>{});
   EXPECT_EQ(input_error_of([&] {
-              load_with(d, "Qwen2ForCausalLM", "\"qwen2\", \"sliding_window\": 64, \"use_sliding_window\": true");
+              load_with(g, "Qwen2ForCausalLM",
+                        "\"qwen2\", \"use_sliding_window\": true, \"max_window_layers\": 1.5");
             }),
-            d.file("config.json") + ": use_sliding_window (Qwen's per-layer sliding window) is not supported");
+            g.file("config.json") + ": max_window_layers is 1.5, expected an integer from 0");
 }
 
 TEST(HfConfig, MissingFieldsAndFiles) {
