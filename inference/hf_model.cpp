@@ -608,13 +608,21 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
   }
   if (c.arch == "smollm3") {
     // Llama's layers, every no_rope_layer_interval-th (4th) without RoPE unless no_rope_layers (1
-    // where a layer rotates) lists them; a tied classifier unless told otherwise; the sliding
-    // window SmolLM3Config can put on its NoPE layers is refused.
+    // where a layer rotates) lists them; a tied classifier unless told otherwise; with
+    // use_sliding_window and a sliding_window, the window on the layers layer_types calls
+    // sliding_attention, else on the NoPE layers (SmolLM3Config's layout).
     c.tied_classifier = flag(j.find("tie_word_embeddings"), path, "tie_word_embeddings", true);
-    if (flag(j.find("use_sliding_window"), path, "use_sliding_window", false))
-      throw input_error(path, "use_sliding_window (SmolLM3's windowed NoPE layers) is not supported");
     c.nope_layers = read_nope_layers(path, j, c.n_layers);
-    read_layer_types(path, j, c.n_layers, false);
+    const Json* window = j.find("sliding_window");
+    if (flag(j.find("use_sliding_window"), path, "use_sliding_window", false) && window != nullptr &&
+        !window->is_null()) {
+      c.sliding_window = positive_int(window, path, "sliding_window", -1, kMaxContext);
+      c.local_rope_as_global = true;
+      c.local_layers = read_layer_types(path, j, c.n_layers, true);
+      if (c.local_layers.empty()) c.local_layers = c.nope_layers;
+    } else {
+      read_layer_types(path, j, c.n_layers, false);
+    }
     read_rope(path, j, c, 2000000.0f);
     return c;
   }
@@ -624,8 +632,10 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
   // sliding_attention, else to those from max_window_layers (28 where absent) on, rotated as the
   // others.
   const bool qwen = c.arch == "qwen2" || c.arch == "qwen3";
-  if (qwen && flag(j.find("use_sliding_window"), path, "use_sliding_window", false)) {
-    c.sliding_window = positive_int(j.find("sliding_window"), path, "sliding_window", 4096, kMaxContext);
+  const Json* window = j.find("sliding_window");
+  const bool no_window = window != nullptr && window->is_null();  // null: no layer has one
+  if (qwen && flag(j.find("use_sliding_window"), path, "use_sliding_window", false) && !no_window) {
+    c.sliding_window = positive_int(window, path, "sliding_window", 4096, kMaxContext);
     c.local_rope_as_global = true;
     c.local_layers = read_layer_types(path, j, c.n_layers, true);
     if (c.local_layers.empty()) {
@@ -640,8 +650,8 @@ ModelConfig read_config(const std::string& path, const Json& j, const std::strin
     read_rope(path, j, c, 10000.0f);
     return c;
   }
-  if (const Json* sw = j.find("sliding_window"); sw != nullptr && !sw->is_null() && !qwen) {
-    c.sliding_window = positive_int(sw, path, "sliding_window", -1, kMaxContext);
+  if (window != nullptr && !no_window && !qwen) {
+    c.sliding_window = positive_int(window, path, "sliding_window", -1, kMaxContext);
     if (c.sliding_window >= c.seq_len) c.sliding_window = 0;  // never shorter than the context
   }
   // transformers writes each layer's attention kind (Qwen2, Qwen3); all must be full attention.

@@ -181,6 +181,9 @@ VARIANTS = {
     "smollm3_nope": dict(arch="smollm3", seed=37, layers=4, tied=True,
                          extra={"tie_word_embeddings": DEFAULT, "rope_theta": DEFAULT, "pad_token_id": 0}),
     "smollm3_listed": dict(arch="smollm3", seed=38, extra={"no_rope_layers": [0, 1, 0], "pad_token_id": 0}),
+    # ... with use_sliding_window: the window on its NoPE layers (the 4th here)
+    "smollm3_sw": dict(arch="smollm3", seed=46, layers=4,
+                       extra={"use_sliding_window": True, "sliding_window": 8, "pad_token_id": 0}),
     # Granite: Llama with multipliers on the embeddings, each block's output and the logits, and its
     # own score scale in place of head_dim^-1/2 (IBM's 3.x values but the score scale, 0.2 here)
     "granite_multipliers": dict(arch="granite", seed=39, tied=True,

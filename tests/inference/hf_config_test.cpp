@@ -418,11 +418,21 @@ TEST(HfConfig, SmolLM3NoPELayers) {
   TempDir listed;
   copy_with_weights(listed, config_with(smol, "model_type", "\"smollm3\", \"no_rope_layers\": [1, 0, 1, 1, 0]"));
   EXPECT_EQ(load_model(listed.file("")).config.nope_layers, (std::vector<uint8_t>{0, 1, 0, 0, 1}));
+  // use_sliding_window: the window on the NoPE layers (or those layer_types names); without a
+  // sliding_window, on none
+  TempDir windowed, unwindowed;
+  copy_with_weights(windowed, config_with(smol, "model_type", "\"smollm3\", \"use_sliding_window\": true, "
+                                                              "\"sliding_window\": 8"));
+  const ModelConfig w = load_model(windowed.file("")).config;
+  EXPECT_EQ(w.sliding_window, 8);
+  EXPECT_EQ(w.local_layers, (std::vector<uint8_t>{0, 0, 0, 1, 0}));
+  copy_with_weights(unwindowed, config_with(smol, "model_type", "\"smollm3\", \"use_sliding_window\": true"));
+  EXPECT_TRUE(load_model(unwindowed.file("")).config.local_layers.empty());
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"\"smollm3\", \"no_rope_layers\": [1, 0]", "no_rope_layers is not a list of num_hidden_layers (5) flags"},
       {"\"smollm3\", \"no_rope_layers\": [1, 0, 2, 1, 1]", "no_rope_layers holds 2 (expected 0 or 1)"},
-      {"\"smollm3\", \"use_sliding_window\": true, \"sliding_window\": 8",
-       "use_sliding_window (SmolLM3's windowed NoPE layers) is not supported"},
+      {"\"smollm3\", \"use_sliding_window\": true, \"sliding_window\": 0",
+       "sliding_window has an invalid value 0 (expected an integer from 1 to " + std::to_string(kMaxContext) + ")"},
   };
   for (const auto& [model_type, problem] : bad)
     EXPECT_EQ(config_refusal(config_with(smol, "model_type", model_type)), problem);
