@@ -627,7 +627,7 @@ TEST(HfConfig, SlidingWindow) {
     // The config alone: Qwen2's q/k/v biases are not in stories260K's tensors.
     return load_model(dir.file(""), ModelParts::ConfigOnly);
   };
-  TempDir a, b, c, d, e, f, g;
+  TempDir a, b, c, d, e, f, g, h;
   EXPECT_EQ(load_with(a, "MistralForCausalLM", "\"mistral\", \"sliding_window\": 64").config.sliding_window, 64);
   EXPECT_EQ(load_with(b, "MistralForCausalLM", "\"mistral\", \"sliding_window\": null").config.sliding_window, 0);
   EXPECT_EQ(load_with(c, "MistralForCausalLM", "\"mistral\", \"sliding_window\": 4096").config.sliding_window, 0);
@@ -647,6 +647,10 @@ TEST(HfConfig, SlidingWindow) {
   EXPECT_EQ(load_with(f, "Qwen2ForCausalLM", "\"qwen2\", \"sliding_window\": 64, \"use_sliding_window\": false")
                 .config.local_layers,
             std::vector<uint8_t>{});
+  const ModelConfig null_window =
+      load_with(h, "Qwen2ForCausalLM", "\"qwen2\", \"sliding_window\": null, \"use_sliding_window\": true").config;
+  EXPECT_EQ(null_window.sliding_window, 0);
+  EXPECT_TRUE(null_window.local_layers.empty());
   EXPECT_EQ(input_error_of([&] {
               load_with(g, "Qwen2ForCausalLM",
                         "\"qwen2\", \"use_sliding_window\": true, \"max_window_layers\": 1.5");
