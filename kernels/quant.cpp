@@ -13,8 +13,6 @@ namespace {
 
 uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 
-float load_half(const uint8_t* p) { return fp16_to_fp32(load_u16(p)); }
-
 uint32_t load_u32(const uint8_t* p) { return load_u16(p) | static_cast<uint32_t>(load_u16(p + 2)) << 16; }
 
 // Five-bit quant j (< 32) of a Q5_0 / Q5_1 block: the low nibble of qs[j] (j < 16) or the high
@@ -107,6 +105,8 @@ uint16_t fp32_to_fp16(float f) {
 void round_to_fp16(float* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) x[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
 }
+
+float load_half(const uint8_t* p) { return fp16_to_fp32(load_u16(p)); }
 
 float fp16_to_fp32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;

@@ -40,6 +40,8 @@ constexpr std::size_t kQ6_KBlockBytes = 128 + 64 + 16 + 2;
 constexpr std::size_t kIQ4_XSBlockBytes = 2 + 2 + 4 + 128;
 
 float fp16_to_fp32(uint16_t h);
+// The little-endian fp16 at p (a block's factor) as fp32.
+float load_half(const uint8_t* p);
 // Round to nearest even; subnormals, infinities and NaN kept.
 uint16_t fp32_to_fp16(float f);
 // x[n] <- fp16_to_fp32(fp32_to_fp16(x)): what storing x in fp16 keeps of it.

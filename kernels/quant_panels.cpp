@@ -178,8 +178,6 @@ std::size_t row_bytes(QuantFormat f, int cols) {
   return 0;
 }
 
-float half_at(const uint8_t* p) { return fp16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
-
 // Sub-block `sub` of block b's (32 weights') scale and offset in a row of the file's blocks:
 // w = s*q + o (sub is 0 for the formats of 32-weight blocks).
 void block_factors(QuantFormat f, const uint8_t* row, int b, int sub, float& s, float& o) {
@@ -187,16 +185,16 @@ void block_factors(QuantFormat f, const uint8_t* row, int b, int sub, float& s, 
   const int t = b % per_super * 2 + sub;  // the 16-weight sub-block in its super-block
   o = 0.0f;
   switch (f) {
-    case QuantFormat::Q8_0: s = half_at(row + b * kQ8_0BlockBytes); return;
-    case QuantFormat::Q4_0: s = half_at(row + b * kQ4_0BlockBytes); return;
-    case QuantFormat::Q5_0: s = half_at(row + b * kQ5_0BlockBytes); return;
+    case QuantFormat::Q8_0: s = load_half(row + b * kQ8_0BlockBytes); return;
+    case QuantFormat::Q4_0: s = load_half(row + b * kQ4_0BlockBytes); return;
+    case QuantFormat::Q5_0: s = load_half(row + b * kQ5_0BlockBytes); return;
     case QuantFormat::Q4_1:
-      s = half_at(row + b * kQ4_1BlockBytes);
-      o = half_at(row + b * kQ4_1BlockBytes + 2);
+      s = load_half(row + b * kQ4_1BlockBytes);
+      o = load_half(row + b * kQ4_1BlockBytes + 2);
       return;
     case QuantFormat::Q5_1:
-      s = half_at(row + b * kQ5_1BlockBytes);
-      o = half_at(row + b * kQ5_1BlockBytes + 2);
+      s = load_half(row + b * kQ5_1BlockBytes);
+      o = load_half(row + b * kQ5_1BlockBytes + 2);
       return;
     case QuantFormat::Q2_K: {
       float min = 0.0f;
@@ -206,7 +204,7 @@ void block_factors(QuantFormat f, const uint8_t* row, int b, int sub, float& s, 
     }
     case QuantFormat::Q3_K: s = q3_k_sub_block_scale(row + b / per_super * kQ3_KBlockBytes, t); return;
     case QuantFormat::Q6_K: s = q6_k_sub_block_scale(row + b / per_super * kQ6_KBlockBytes, t); return;
-    case QuantFormat::IQ4_NL: s = half_at(row + b * kIQ4_NLBlockBytes); return;
+    case QuantFormat::IQ4_NL: s = load_half(row + b * kIQ4_NLBlockBytes); return;
     case QuantFormat::IQ4_XS: s = iq4_xs_sub_block_scale(row + b / per_super * kIQ4_XSBlockBytes, b % per_super); return;
     case QuantFormat::Q4_K:
     case QuantFormat::Q5_K: {
@@ -236,15 +234,17 @@ bool pack_panel(uint8_t* dst, QuantFormat f, const uint8_t* blocks, const float*
     uint8_t* q = block + header_bytes(K);
     for (int i = 0; i < kPanel; ++i) {
       const long r = p * kPanel + i;  // rows past the matrix: scale 0 and level 0, weights +0
-      for (int sub = 0; sub < subs && r < rows; ++sub)
+      // Levels are whole numbers, so the reciprocal's rounding cannot move one to its neighbour
+      // (and the check below would see it).
+      float inverse[subs] = {};
+      for (int sub = 0; sub < subs && r < rows; ++sub) {
         block_factors(f, blocks + r * rb, b, sub, scale[sub][i], offset[sub][i]);
+        if (scale[sub][i] != 0.0f) inverse[sub] = 1.0f / scale[sub][i];
+      }
       for (int k = 0; k < kBlock; ++k) {
         const float s = scale[k / width][i], o = offset[k / width][i];
-        // Levels are whole numbers, so the reciprocal's rounding cannot move one to its
-        // neighbour (and the check below would see it).
-        const float inverse = s != 0.0f ? 1.0f / s : 0.0f;
         const float v = r < rows ? w[r * cols + b * kBlock + k] : 0.0f;
-        const float level = s != 0.0f ? std::nearbyint((v - o) * inverse) : zero_level(v, s);
+        const float level = s != 0.0f ? std::nearbyint((v - o) * inverse[k / width]) : zero_level(v, s);
         int n = std::isfinite(level) ? static_cast<int>(std::clamp(level, -1024.0f, 1024.0f)) : 0;
         if constexpr (K == QuantKind::NibbleCentred) n += 8;
         n = std::clamp(n, lo, hi);
@@ -261,7 +261,8 @@ bool pack_panel(uint8_t* dst, QuantFormat f, const uint8_t* blocks, const float*
     if constexpr (has_offset(K)) std::memcpy(block + sizeof scale, offset, sizeof offset);
   }
   // The check: the panel expanded, weight by weight against w (bit patterns; zero past the rows).
-  std::vector<float> got(static_cast<std::size_t>(cols) * kPanel);  // [cols, kPanel]
+  thread_local std::vector<float> got;  // [cols, kPanel], kept between panels
+  got.resize(static_cast<std::size_t>(cols) * kPanel);
   to_f32<K>(got.data(), dst, cols);
   for (int i = 0; i < kPanel; ++i) {
     const long r = p * kPanel + i;
