@@ -309,13 +309,12 @@ namespace {
 // included), or their weights (not `packed`: parameters).
 std::size_t layer_size(const std::vector<LayerWeights>& layers, bool packed) {
   const std::size_t per_float = packed ? sizeof(float) : 1;
-  auto m = [packed](const PackedMatrix& w) { return packed ? w.bytes() : w.size(); };
   std::size_t n = 0;
   for (const LayerWeights& l : layers) {
     n += (l.attn_norm.size() + l.bq.size() + l.bk.size() + l.bv.size() + l.q_norm.size() + l.k_norm.size() +
           l.post_attn_norm.size() + l.post_ffn_norm.size() + l.ffn_norm.size()) *
-             per_float +
-         m(l.wq) + m(l.wk) + m(l.wv) + m(l.wo) + m(l.w_gate) + m(l.w_up) + m(l.w_down);
+         per_float;
+    for (const PackedMatrix* m : l.matrices()) n += packed ? m->bytes() : m->size();
   }
   return n;
 }
@@ -337,7 +336,7 @@ Model::MatrixCount Model::matrix_count() const {
   add(weights.token_embedding);
   if (!config.tied_classifier) add(weights.classifier);
   for (const LayerWeights& l : weights.layers)
-    for (const PackedMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*m);
+    for (const PackedMatrix* m : l.matrices()) add(*m);
   return n;
 }
 

@@ -1,6 +1,7 @@
 // Llama-family model description: hyper-parameters and fp32 weights, whatever file they came from.
 // Loaders (llama2.c .bin, GGUF, HF safetensors) fill a Model; the engine only reads it.
 #pragma once
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -236,6 +237,9 @@ struct LayerWeights {
   PackedMatrix w_gate;     // [hidden_dim, dim]  (llama2.c w1)
   PackedMatrix w_up;       // [hidden_dim, dim]  (llama2.c w3)
   PackedMatrix w_down;     // [dim, hidden_dim]  (llama2.c w2)
+
+  // The layer's weight matrices.
+  std::array<const PackedMatrix*, 7> matrices() const { return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}; }
 };
 
 struct ModelWeights {
