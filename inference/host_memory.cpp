@@ -151,14 +151,16 @@ bool out_of_host_memory(const std::exception& e) {
   return failed && failed->code() == std::errc::resource_unavailable_try_again;
 }
 
+std::string memory_left_text() {
+  const uint64_t available = host_memory_available();
+  return available == kUnknown ? std::string("the memory left is unknown") : memory_size_text(available) + " available";
+}
+
 std::string error_text(const std::exception& e) {
   if (!out_of_host_memory(e)) return e.what();
-  const uint64_t available = host_memory_available();
-  const std::string left =
-      available == kUnknown ? std::string("the memory left is unknown") : memory_size_text(available) + " available";
   const bool thread = !dynamic_cast<const std::bad_alloc*>(&e);
   return std::string("out of host memory (") + (thread ? "a thread could not start" : "an allocation failed") + "; " +
-         left + ")";
+         memory_left_text() + ")";
 }
 
 }  // namespace kvs

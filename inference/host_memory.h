@@ -34,6 +34,9 @@ void require_host_memory(const std::string& what, uint64_t bytes, const std::str
 // (std::bad_alloc) or a thread that could not start (std::system_error, EAGAIN).
 bool out_of_host_memory(const std::exception& e);
 
+// "1.2 GiB available", or "the memory left is unknown" where host_memory_available() cannot say.
+std::string memory_left_text();
+
 // The one line to show for an error caught at the top of a command or a UI job: e.what(), or,
 // where out_of_host_memory(e) (whose what() says little), "out of host memory (an allocation
 // failed; 1.2 GiB available)" or "(a thread could not start; …)".

@@ -34,13 +34,11 @@ KvStore::KvStore(int n_layers, int n_kv_heads, int head_dim, int max_len)
   // "KV cache: cannot reserve 360.0 MiB of address space for 8192 positions (180 slabs of
   // 2.0 MiB); 120.0 MiB available"
   const auto too_large = [&](bool overflow) {
-    const uint64_t available = host_memory_available();
     return input_error("KV cache", "cannot reserve " +
                                        (overflow ? std::string("more than 16 EiB") : memory_size_text(arena_bytes_)) +
                                        " of address space for " + std::to_string(max_len) + " positions (" +
                                        std::to_string(slabs) + " slabs of " + memory_size_text(stride) + "); " +
-                                       (available == UINT64_MAX ? std::string("the memory left is unknown")
-                                                                : memory_size_text(available) + " available"));
+                                       memory_left_text());
   };
   if (__builtin_mul_overflow(slabs, stride, &arena_bytes_)) throw too_large(true);
   try {
