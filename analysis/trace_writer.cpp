@@ -43,10 +43,10 @@ constexpr off_t kStreamBatch = off_t{64} << 20;
 // is packed by pack_shuffle_zero_runs, its zeros collapsed and its values stored as they are
 // (with libdeflate's level 1 the writer took 1.6 ms of a core a step on SmolLM2 after a short
 // prompt, a sixth of the decode time on two cores). fp16 rows, chosen to keep a trace small, are
-// always packed with libdeflate (values ~1.45x). The prefill window rows, the last W rows of the prompt's map, are
-// always at least half full and stored as they are (packing them took 2.2 s of a core to save
-// 16% of 242 MB at 3,503 keys on SmolLM2); the pooled and full maps, causal, are half zeros and
-// always packed.
+// always packed with libdeflate (values ~1.45x). The prefill window rows, the last W rows of the
+// prompt's map, are always at least half full and stored as they are (packing them took 2.2 s of
+// a core to save 16% of 242 MB at 3,503 keys on SmolLM2); the pooled and full maps, causal, are
+// half zeros and always packed.
 bool worth_packing(size_t len, size_t width, size_t elem) { return elem == 2 || 2 * len < width; }
 
 // Fills `chunk` with the stored chunk of `rows` rows x `width` elements of fp16 or fp32 (elem 2
