@@ -1,6 +1,7 @@
-// Quantized panels (quant_panels.h): packing from GGML blocks with a check of every weight, and
-// the expansions the products read them through, with AVX2's byte-to-int widening where the
-// build has it (GCC's vector conversion of 8 bytes is done lane by lane).
+// Quantized panels (quant_panels.h): packing from GGML blocks or 16-bit floats with a check of
+// every weight, and the expansions the products read them through, with AVX2's byte-to-int
+// widening and F16C's half-to-float conversion where the build has them (GCC's vector
+// conversion of 8 bytes is done lane by lane).
 #include "kernels/quant_panels.h"
 
 #include <algorithm>
@@ -37,6 +38,8 @@ constexpr std::size_t header_bytes(QuantKind k) {
   return (has_offset(k) ? 2 : 1) * sub_blocks(k) * kPanel * sizeof(float);
 }
 constexpr std::size_t block_bytes(QuantKind k) { return header_bytes(k) + kBlock * column_bytes(k); }
+constexpr bool wide(QuantKind k) { return k == QuantKind::F16 || k == QuantKind::BF16; }  // 16-bit floats
+constexpr int kWideColumnBytes = kPanel * 2;  // a 16-bit panel's column
 
 // Eight bytes at p widened to int32, signed or not.
 inline i32x8 widen_s8(const uint8_t* p) {
@@ -56,6 +59,30 @@ inline i32x8 widen_u8(const uint8_t* p) {
   for (int i = 0; i < 8; ++i) v[i] = p[i];
   return v;
 #endif
+}
+
+// The 16-bit float at p (little-endian) as fp32, exactly.
+template <QuantKind K>
+inline float widen16_one(const uint8_t* p) {
+  if constexpr (K == QuantKind::F16) return load_half(p);
+  return bf16_to_fp32(static_cast<uint16_t>(p[0] | p[1] << 8));
+}
+// The eight at p.
+template <QuantKind K>
+inline f32x8 widen16(const uint8_t* p) {
+#ifdef __F16C__
+  if constexpr (K == QuantKind::F16)
+    return reinterpret_cast<f32x8>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#endif
+#ifdef __AVX2__
+  if constexpr (K == QuantKind::BF16) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return reinterpret_cast<f32x8>(_mm256_slli_epi32(v, 16));
+  }
+#endif
+  f32x8 v;
+  for (int i = 0; i < 8; ++i) v[i] = widen16_one<K>(p + 2 * i);
+  return v;
 }
 
 // Rows 8u .. 8u+7 of a block column `col` expanded to weights: q*s (+ o), the dequantizer's
@@ -145,6 +172,57 @@ void dot(float* y, const uint8_t* src, const float* x, int cols, int n_rows) {
   std::memcpy(y, out, sizeof(float) * n_rows);
 }
 
+// The 16-bit kinds' twins of to_f32, row_of and dot: dot sums as matmul.cpp's panel_dot does
+// (even and odd columns in two chains, an odd last column into the even one).
+template <QuantKind K>
+void wide_to_f32(float* panel, const uint8_t* src, int cols) {
+  for (long k = 0; k < cols; ++k)
+    for (int u = 0; u < kGroups; ++u)
+      store_as(panel + k * kPanel + 8 * u, widen16<K>(src + k * kWideColumnBytes + 16 * u));
+}
+
+template <QuantKind K>
+void wide_row(float* out, const uint8_t* src, int cols, int i) {
+  for (long k = 0; k < cols; ++k) out[k] = widen16_one<K>(src + k * kWideColumnBytes + 2 * i);
+}
+
+template <QuantKind K>
+void wide_dot(float* y, const uint8_t* src, const float* x, int cols, int n_rows) {
+  f32x8 even[kGroups] = {}, odd[kGroups] = {};
+  int k = 0;
+  for (; k + 2 <= cols; k += 2) {
+    const uint8_t* w = src + static_cast<long>(k) * kWideColumnBytes;
+    for (int line = 0; line < 2 * kWideColumnBytes; line += 64) prefetch_ahead(w, kPrefetchBytes + line);
+    const float x0 = x[k], x1 = x[k + 1];
+    for (int u = 0; u < kGroups; ++u) even[u] += widen16<K>(w + 16 * u) * x0;
+    for (int u = 0; u < kGroups; ++u) odd[u] += widen16<K>(w + kWideColumnBytes + 16 * u) * x1;
+  }
+  if (k < cols) {
+    const uint8_t* w = src + static_cast<long>(k) * kWideColumnBytes;
+    for (int u = 0; u < kGroups; ++u) even[u] += widen16<K>(w + 16 * u) * x[k];
+  }
+  float out[kPanel];
+  for (int u = 0; u < kGroups; ++u) store_as(out + 8 * u, even[u] + odd[u]);
+  std::memcpy(y, out, sizeof(float) * n_rows);
+}
+
+// Panel p's weights expanded, checked bit for bit against w's (zero past the rows).
+template <QuantKind K>
+bool expands_to(const uint8_t* panel, const float* w, int rows, int cols, long p) {
+  thread_local std::vector<float> got;  // [cols, kPanel], kept between panels
+  got.resize(static_cast<std::size_t>(cols) * kPanel);
+  if constexpr (wide(K)) wide_to_f32<K>(got.data(), panel, cols);
+  else to_f32<K>(got.data(), panel, cols);
+  for (int i = 0; i < kPanel; ++i) {
+    const long r = p * kPanel + i;
+    for (int k = 0; k < cols; ++k) {
+      const float want = r < rows ? w[r * cols + k] : 0.0f;
+      if (std::memcmp(&want, &got[static_cast<std::size_t>(k) * kPanel + i], sizeof want) != 0) return false;
+    }
+  }
+  return true;
+}
+
 // Calls fn.template operator()<K>() for the kind.
 template <class Fn>
 void with_kind(QuantKind k, Fn&& fn) {
@@ -155,6 +233,8 @@ void with_kind(QuantKind k, Fn&& fn) {
     case QuantKind::NibbleCentred: fn.template operator()<QuantKind::NibbleCentred>(); break;
     case QuantKind::Int8Halves: fn.template operator()<QuantKind::Int8Halves>(); break;
     case QuantKind::NibbleHalves: fn.template operator()<QuantKind::NibbleHalves>(); break;
+    case QuantKind::F16: fn.template operator()<QuantKind::F16>(); break;
+    case QuantKind::BF16: fn.template operator()<QuantKind::BF16>(); break;
     case QuantKind::None: break;
   }
 }
@@ -174,6 +254,8 @@ std::size_t row_bytes(QuantFormat f, int cols) {
     case QuantFormat::Q6_K: return cols / kQuantSuperBlock * kQ6_KBlockBytes;
     case QuantFormat::IQ4_NL: return cols / kBlock * kIQ4_NLBlockBytes;
     case QuantFormat::IQ4_XS: return cols / kQuantSuperBlock * kIQ4_XSBlockBytes;
+    case QuantFormat::F16:
+    case QuantFormat::BF16: return static_cast<std::size_t>(cols) * 2;
   }
   return 0;
 }
@@ -214,6 +296,8 @@ void block_factors(QuantFormat f, const uint8_t* row, int b, int sub, float& s, 
       o = -min;
       return;
     }
+    case QuantFormat::F16:
+    case QuantFormat::BF16: s = 1.0f; return;  // not block formats: pack_wide_panel packs them
   }
 }
 
@@ -260,18 +344,21 @@ bool pack_panel(uint8_t* dst, QuantFormat f, const uint8_t* blocks, const float*
     std::memcpy(block, scale, sizeof scale);
     if constexpr (has_offset(K)) std::memcpy(block + sizeof scale, offset, sizeof offset);
   }
-  // The check: the panel expanded, weight by weight against w (bit patterns; zero past the rows).
-  thread_local std::vector<float> got;  // [cols, kPanel], kept between panels
-  got.resize(static_cast<std::size_t>(cols) * kPanel);
-  to_f32<K>(got.data(), dst, cols);
+  return expands_to<K>(dst, w, rows, cols, p);
+}
+
+// The same for a 16-bit kind: `values` holds W's 16-bit floats row-major.
+template <QuantKind K>
+bool pack_wide_panel(uint8_t* dst, const uint8_t* values, const float* w, int rows, int cols, long p) {
   for (int i = 0; i < kPanel; ++i) {
     const long r = p * kPanel + i;
-    for (int k = 0; k < cols; ++k) {
-      const float want = r < rows ? w[r * cols + k] : 0.0f;
-      if (std::memcmp(&want, &got[static_cast<std::size_t>(k) * kPanel + i], sizeof want) != 0) return false;
+    for (long k = 0; k < cols; ++k) {
+      uint8_t* to = dst + k * kWideColumnBytes + 2 * i;
+      if (r < rows) std::memcpy(to, values + (r * cols + k) * 2, 2);
+      else to[0] = to[1] = 0;
     }
   }
-  return true;
+  return expands_to<K>(dst, w, rows, cols, p);
 }
 
 }  // namespace
@@ -290,13 +377,18 @@ QuantKind quant_kind(QuantFormat f) {
     case QuantFormat::Q3_K:
     case QuantFormat::Q6_K: return QuantKind::Int8Halves;
     case QuantFormat::Q2_K: return QuantKind::NibbleHalves;
+    case QuantFormat::F16: return QuantKind::F16;
+    case QuantFormat::BF16: return QuantKind::BF16;
   }
   return QuantKind::None;
 }
 
 std::size_t quant_panel_bytes(QuantKind k, int cols) {
   std::size_t n = 0;
-  with_kind(k, [&]<QuantKind K>() { n = static_cast<std::size_t>(cols / kBlock) * block_bytes(K); });
+  with_kind(k, [&]<QuantKind K>() {
+    n = wide(K) ? static_cast<std::size_t>(cols) * kWideColumnBytes
+                : static_cast<std::size_t>(cols / kBlock) * block_bytes(K);
+  });
   return n;
 }
 
@@ -311,24 +403,37 @@ bool pack_quant_panels(uint8_t* out, QuantFormat f, const uint8_t* blocks, const
   bool ok = true;
   with_kind(kind, [&]<QuantKind K>() {
 #pragma omp parallel for schedule(dynamic, 4) reduction(&& : ok) if (static_cast<long>(rows) * cols >= (1L << 18))
-    for (long p = 0; p < n; ++p) ok = pack_panel<K>(out + p * panel_bytes, f, blocks, w, rows, cols, p) && ok;
+    for (long p = 0; p < n; ++p) {
+      uint8_t* panel = out + p * panel_bytes;
+      if constexpr (wide(K)) ok = pack_wide_panel<K>(panel, blocks, w, rows, cols, p) && ok;
+      else ok = pack_panel<K>(panel, f, blocks, w, rows, cols, p) && ok;
+    }
   });
   return ok;
 }
 
 void quant_panel_to_f32(float* panel, QuantPanels w, int cols, long p) {
   const uint8_t* src = w.bytes + p * quant_panel_bytes(w.kind, cols);
-  with_kind(w.kind, [&]<QuantKind K>() { to_f32<K>(panel, src, cols); });
+  with_kind(w.kind, [&]<QuantKind K>() {
+    if constexpr (wide(K)) wide_to_f32<K>(panel, src, cols);
+    else to_f32<K>(panel, src, cols);
+  });
 }
 
 void quant_row(float* out, QuantPanels w, int cols, int r) {
   const uint8_t* src = w.bytes + static_cast<long>(r / kPanel) * quant_panel_bytes(w.kind, cols);
-  with_kind(w.kind, [&]<QuantKind K>() { row_of<K>(out, src, cols, r % kPanel); });
+  with_kind(w.kind, [&]<QuantKind K>() {
+    if constexpr (wide(K)) wide_row<K>(out, src, cols, r % kPanel);
+    else row_of<K>(out, src, cols, r % kPanel);
+  });
 }
 
 void quant_panel_dot(float* y, QuantPanels w, long p, const float* x, int cols, int n_rows) {
   const uint8_t* src = w.bytes + p * quant_panel_bytes(w.kind, cols);
-  with_kind(w.kind, [&]<QuantKind K>() { dot<K>(y, src, x, cols, n_rows); });
+  with_kind(w.kind, [&]<QuantKind K>() {
+    if constexpr (wide(K)) wide_dot<K>(y, src, x, cols, n_rows);
+    else dot<K>(y, src, x, cols, n_rows);
+  });
 }
 
 }  // namespace kvs::ops

@@ -1,10 +1,10 @@
-// Weight matrices kept in their file's quantized form for the CPU products: the GGML blocks of 32
+// Weight matrices kept in their file's encoding for the CPU products: the GGML blocks of 32
 // weights regrouped into kernels/matmul.h's panels, so that decode streams 5-10 bits a weight
-// instead of 32 and expands them in registers. Every weight expands to the value the fp32
-// dequantizer (kernels/quant.h) gives it, so products over these panels equal products over fp32
-// panels (bit for bit, or to rounding where the compiler fuses a multiply-add in one loop and
-// not in the other: quant_panel_dot); pack_quant_panels checks that on every weight and refuses
-// a matrix where it does not hold.
+// instead of 32 and expands them in registers (fp16 and bf16 weights likewise, 16 bits each).
+// Every weight expands to the value the fp32 dequantizer (kernels/quant.h) gives it, so products
+// over these panels equal products over fp32 panels (bit for bit, or to rounding where the
+// compiler fuses a multiply-add in one loop and not in the other: quant_panel_dot);
+// pack_quant_panels checks that on every weight and refuses a matrix where it does not hold.
 //
 // Layout: panel p (rows p*kPanelRows ...), block b (columns 32b ... 32b+31), one after another:
 //   scale[S][kPanelRows]  float, a row's factor in each of the block's S sub-blocks (S = 1, or 2
@@ -15,13 +15,15 @@
 //                      i + kPanelRows/2 in its high one)
 // Rows past the matrix's last in its last panel have scale and offset 0 and level 0 (Q4_0's quant
 // 8): weight +0.
+// The 16-bit kinds (F16, BF16) have no blocks: panel p is q[cols][kPanelRows], uint16 each, the
+// weights as the file stores them (any cols), +0 past the last row.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
 namespace kvs::ops {
 
-// How a block's weights expand, per row: w = scale * q (+ offset).
+// How a block's weights expand, per row: w = scale * q (+ offset); or a 16-bit float's value.
 enum class QuantKind : uint8_t {
   None,           // fp32 panels
   Int8,           // q int8: w = s*q (Q8_0; Q5_0 with q - 16; IQ4_NL and IQ4_XS with q their level)
@@ -30,13 +32,15 @@ enum class QuantKind : uint8_t {
   NibbleCentred,  // q 0..15: w = s*(q - 8) (Q4_0)
   Int8Halves,     // as Int8, a factor per 16 columns (Q6_K, Q3_K)
   NibbleHalves,   // as Nibble, factors per 16 columns (Q2_K)
+  F16,            // IEEE half weights
+  BF16,           // bfloat16 weights
 };
 
-// The GGML block formats kept quantized.
-enum class QuantFormat { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS };
+// The encodings kept as stored: the GGML block formats, and 16-bit floats (little-endian).
+enum class QuantFormat { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, F16, BF16 };
 
 QuantKind quant_kind(QuantFormat f);
-// Bytes of a matrix's quantized panels (cols a multiple of 32).
+// Bytes of a matrix's quantized panels (cols a multiple of 32 for the block kinds).
 std::size_t quant_panel_bytes(QuantKind k, int cols);  // one panel
 std::size_t quant_bytes(QuantKind k, long rows, int cols);
 
@@ -47,9 +51,10 @@ struct QuantPanels {
 };
 
 // Writes the panels of W[rows, cols] into out[quant_bytes(quant_kind(f), rows, cols)] from its
-// GGML blocks (`blocks`: row-major, as the file stores them) and its fp32 weights `w` [rows, cols]
-// (the dequantizer's), panels on the OpenMP threads. Returns false, out then undefined, where some
-// weight would not expand to exactly w's value (a block whose factors are not finite).
+// GGML blocks or 16-bit floats (`blocks`: row-major, as the file stores them) and its fp32
+// weights `w` [rows, cols] (the dequantizer's), panels on the OpenMP threads. Returns false, out
+// then undefined, where some weight would not expand to exactly w's value (a block whose factors
+// are not finite, a NaN whose payload the conversion changes).
 bool pack_quant_panels(uint8_t* out, QuantFormat f, const uint8_t* blocks, const float* w, int rows, int cols);
 
 // Panel p of W as an fp32 panel [cols, kPanelRows] (matmul.h's layout).

@@ -1,7 +1,8 @@
 // Quantized panels (kernels/quant_panels.h) against the fp32 path: for every GGML format they
 // keep, random blocks packed both ways give the same rows and the same prefill products bit for
 // bit, and the same decode products to a rounding per term (a block with d = -0 and the rows
-// padding the last panel included); a block whose factor is not finite is refused.
+// padding the last panel included); a block whose factor is not finite is refused. fp16 and bf16
+// panels likewise, for any number of columns.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/quant.h"
 #include "kernels/quant_panels.h"
 #include "quant_blocks.h"
 
@@ -84,6 +86,64 @@ TEST(QuantPanels, ProductsAndRowsEqualTheFp32PanelsBitForBit) {
     ops::matmul_packed(m_f32.data(), x.data(), f32.data(), tokens, rows, cols);
     ops::matmul_packed(m_q.data(), x.data(), q, tokens, rows, cols);
     EXPECT_TRUE(same_bits(m_f32, m_q));
+  }
+}
+
+// Random 16-bit floats [n] (little-endian bytes) over the whole finite range of magnitudes near
+// 1, with subnormals and both zeros among them.
+std::vector<uint8_t> random_16bit(ops::QuantFormat f, std::size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  std::vector<uint8_t> out(2 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    float v = value(rng);
+    if (i % 97 == 5) v = f == ops::QuantFormat::F16 ? 3e-6f : 1e-39f;  // subnormal in the format
+    if (i % 89 == 7) v = i % 2 ? 0.0f : -0.0f;
+    const uint16_t h = f == ops::QuantFormat::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+    out[2 * i] = static_cast<uint8_t>(h & 0xff), out[2 * i + 1] = static_cast<uint8_t>(h >> 8);
+  }
+  return out;
+}
+
+TEST(QuantPanels, SixteenBitPanelsEqualTheFp32PanelsForAnyColumnCount) {
+  constexpr int rows = 45, tokens = 13;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (const ops::QuantFormat f : {ops::QuantFormat::F16, ops::QuantFormat::BF16}) {
+    for (const int cols : {77, 64, 1}) {  // odd: the last column joins the even chain
+      SCOPED_TRACE(std::string(f == ops::QuantFormat::F16 ? "F16" : "BF16") + " cols " + std::to_string(cols));
+      std::vector<float> x(static_cast<std::size_t>(tokens) * cols);
+      for (float& v : x) v = value(rng);
+      const std::vector<uint8_t> values = random_16bit(f, static_cast<std::size_t>(rows) * cols, rng);
+      std::vector<float> w(static_cast<std::size_t>(rows) * cols);  // [rows, cols]
+      if (f == ops::QuantFormat::F16) dequantize_f16(values.data(), w.data(), w.size());
+      else dequantize_bf16(values.data(), w.data(), w.size());
+      std::vector<float> f32(ops::packed_floats(rows, cols));
+      ops::pack_panels(f32.data(), w.data(), rows, cols);
+      const ops::QuantKind kind = ops::quant_kind(f);
+      std::vector<uint8_t> bytes(ops::quant_bytes(kind, rows, cols));
+      EXPECT_EQ(bytes.size(), f32.size() * sizeof(float) / 2);
+      ASSERT_TRUE(ops::pack_quant_panels(bytes.data(), f, values.data(), w.data(), rows, cols));
+      const ops::QuantPanels q{kind, bytes.data()};
+
+      std::vector<float> row(cols), want(cols);
+      for (int r : {0, 17, rows - 1}) {
+        ops::quant_row(row.data(), q, cols, r);
+        want.assign(w.begin() + static_cast<long>(r) * cols, w.begin() + static_cast<long>(r + 1) * cols);
+        EXPECT_TRUE(same_bits(row, want)) << "row " << r;
+      }
+      std::vector<float> y_f32(rows), y_q(rows);
+      ops::matvec_packed(y_f32.data(), f32.data(), x.data(), rows, cols);
+      ops::matvec_packed(y_q.data(), q, x.data(), rows, cols);
+      for (int r = 0; r < rows; ++r) {
+        double magnitude = 0.0;  // sum |w x| of row r
+        for (int k = 0; k < cols; ++k) magnitude += std::abs(double{w[static_cast<long>(r) * cols + k]} * x[k]);
+        EXPECT_NEAR(y_q[r], y_f32[r], 1e-6 * magnitude) << "row " << r;
+      }
+      std::vector<float> m_f32(static_cast<std::size_t>(tokens) * rows), m_q(m_f32.size());
+      ops::matmul_packed(m_f32.data(), x.data(), f32.data(), tokens, rows, cols);
+      ops::matmul_packed(m_q.data(), x.data(), q, tokens, rows, cols);
+      EXPECT_TRUE(same_bits(m_f32, m_q));
+    }
   }
 }
 
