@@ -19,7 +19,8 @@
 namespace kvs {
 namespace {
 
-// The quantized-panel format of a GGML tensor type, none where it is packed in fp32.
+// The quantized-panel format of a GGML tensor type (kernels/quant_panels.h), none where it is
+// packed in fp32.
 std::optional<ops::QuantFormat> quant_format(uint32_t type) {
   switch (type) {
     case kGgmlQ8_0: return ops::QuantFormat::Q8_0;
@@ -34,6 +35,8 @@ std::optional<ops::QuantFormat> quant_format(uint32_t type) {
     case kGgmlQ6_K: return ops::QuantFormat::Q6_K;
     case kGgmlIQ4_NL: return ops::QuantFormat::IQ4_NL;
     case kGgmlIQ4_XS: return ops::QuantFormat::IQ4_XS;
+    case kGgmlF16: return ops::QuantFormat::F16;
+    case kGgmlBF16: return ops::QuantFormat::BF16;
     default: return std::nullopt;
   }
 }

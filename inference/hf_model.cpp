@@ -16,6 +16,7 @@
 #include "inference/mapped_file.h"
 #include "inference/model_checks.h"
 #include "inference/safetensors_file.h"
+#include "kernels/quant_panels.h"
 #include "kernels/rope.h"
 
 namespace fs = std::filesystem;
@@ -162,11 +163,18 @@ class TensorSet {
     const auto [f, t] = checked(name, want);
     pending_.push_back({f, t, &dst});
   }
-  // The same for a matrix `want` = {rows, cols}, converted and packed by finish().
+  // The same for a matrix `want` = {rows, cols}, converted and packed by finish(); an F16 or
+  // BF16 one is kept in 16 bits (kernels/quant_panels.h).
   void read(PackedMatrix& dst, const std::string& name, std::vector<uint64_t> want) {
     const auto [file, tensor] = checked(name, want);
-    packs_.add(dst, static_cast<int>(want[0]), static_cast<int>(want[1]),
-               [f = file, t = tensor](float* rows_major) { f->read_f32(*t, rows_major); });
+    const int rows = static_cast<int>(want[0]), cols = static_cast<int>(want[1]);
+    auto fill = [f = file, t = tensor](float* rows_major) { f->read_f32(*t, rows_major); };
+    if (tensor->dtype == "F16" || tensor->dtype == "BF16") {
+      const ops::QuantFormat format = tensor->dtype == "F16" ? ops::QuantFormat::F16 : ops::QuantFormat::BF16;
+      packs_.add_quantized(dst, rows, cols, format, file->raw(*tensor), fill);
+    } else {
+      packs_.add(dst, rows, cols, fill);
+    }
   }
 
   // Matrices stored stacked by rows in the tensor `name` [sum of the parts' rows, cols] (Phi-3's

@@ -331,7 +331,7 @@ Model::MatrixCount Model::matrix_count() const {
   const auto add = [&n](const PackedMatrix& m) {
     if (m.empty()) return;
     ++n.matrices;
-    if (m.quantized()) ++n.quantized;
+    if (m.quantized()) ++n.as_stored;
   };
   add(weights.token_embedding);
   if (!config.tied_classifier) add(weights.classifier);

@@ -137,8 +137,8 @@ struct ModelConfig {
 // products stream. A loaded model's matrices share one allocation on huge pages (PackQueue):
 // with one of their own, those under 2 MiB (SmolLM2's q, k, v and output projections) sat on
 // small pages and read at 0.92 of the probe where on huge pages they read 0.98. A copy of a
-// matrix copies its panels into storage of its own. A matrix of a quantized GGUF tensor in a
-// format kernels/quant_panels.h reads keeps its quantized panels instead (`kind`), which expand to
+// matrix copies its panels into storage of its own. A matrix of a quantized, fp16 or bf16 tensor
+// in a format kernels/quant_panels.h reads keeps its quantized panels instead (`kind`), which expand to
 // the fp32 panels' weights bit for bit.
 struct PackedMatrix {
   int rows = 0;
@@ -192,7 +192,7 @@ class PackQueue {
   void add(PackedMatrix& dst, int rows, int cols, Fill fill);
   // W[rows, cols] row-major at `rows_major`, which must stay valid until pack().
   void add(PackedMatrix& dst, int rows, int cols, const float* rows_major);
-  // The same, kept quantized: `blocks` holds W in `format`'s GGML blocks (row-major, valid until
+  // The same, kept quantized: `blocks` holds W in `format` (row-major, valid until
   // pack()); `fill` its fp32 weights, against which pack() checks every quantized weight (a
   // matrix where one differs is packed in fp32).
   void add_quantized(PackedMatrix& dst, int rows, int cols, ops::QuantFormat format, const uint8_t* blocks,
@@ -264,14 +264,15 @@ struct Model {
   const PackedMatrix& classifier() const {
     return config.tied_classifier ? weights.token_embedding : weights.classifier;
   }
-  // Bytes of weights the forward pass reads per decoded token, as stored (fp32 or quantized
-  // panels; their padding rows included: they are streamed too).
+  // Bytes of weights the forward pass reads per decoded token, as stored (fp32, 16-bit or
+  // quantized panels; their padding rows included: they are streamed too).
   std::size_t weight_bytes_per_token() const;
   // The weight matrices (the embedding, each layer's, a separate classifier), and how many of
-  // them are kept quantized (kernels/quant_panels.h) rather than in fp32.
+  // them are kept in their file's encoding (kernels/quant_panels.h: quantized or 16-bit) rather
+  // than in fp32.
   struct MatrixCount {
     int matrices = 0;
-    int quantized = 0;
+    int as_stored = 0;
   };
   MatrixCount matrix_count() const;
   // Weights the model holds: the embedding, every layer's tensors, the final norm and the

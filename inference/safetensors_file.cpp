@@ -104,9 +104,13 @@ void SafetensorsFile::check_dtype(const SafetensorsTensor& t) const {
   }
 }
 
+const uint8_t* SafetensorsFile::raw(const SafetensorsTensor& t) const {
+  return file_->range(data_offset_ + t.begin, t.end - t.begin, "tensor " + t.name);
+}
+
 void SafetensorsFile::read_f32(const SafetensorsTensor& t, float* dst) const {
   check_dtype(t);
-  const uint8_t* src = file_->range(data_offset_ + t.begin, t.end - t.begin, "tensor " + t.name);
+  const uint8_t* src = raw(t);
   const int64_t n = static_cast<int64_t>(t.elements());
   const uint64_t esize = safetensors_dtype_size(t.dtype);
   constexpr int64_t kChunk = 1 << 16;  // weights per work item

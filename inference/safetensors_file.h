@@ -33,6 +33,8 @@ class SafetensorsFile {
   void check_dtype(const SafetensorsTensor& t) const;
   // Converts an F32 / F16 / BF16 tensor into `dst` [elements] (check_dtype first).
   void read_f32(const SafetensorsTensor& t, float* dst) const;
+  // The tensor's bytes as the file stores them [t.end - t.begin].
+  const uint8_t* raw(const SafetensorsTensor& t) const;
 
  private:
   std::shared_ptr<MappedFile> file_;

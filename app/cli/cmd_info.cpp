@@ -210,7 +210,7 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add("parameters", params)
         .add("weight_bytes_per_token", static_cast<double>(model.weight_bytes_per_token()))
         .add("matrices", matrices.matrices)
-        .add("matrices_quantized", matrices.quantized);
+        .add("matrices_as_stored", matrices.as_stored);
     if (tok) o.add("tokenizer", tok->kind()).add("end_ids", text_end_ids(model, *tok));
     else o.add_null("tokenizer").add("tokenizer_problem", tok_problem);
     const ChatInfo chat = chat_info(model, tok.get());
@@ -264,11 +264,11 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
               c.qkv_bias ? ", q/k/v biases" : "", qk_norm,
               post_norms ? (pre_norms ? ", norms before and after each block" : ", norms after each block only") : "",
               c.activation == Activation::GeluTanh ? ", GeGLU" : "", caps.c_str());
-  // "memory     111.6 MB of weights read per decoded token; 211 matrices, all kept quantized"
-  const std::string kept = matrices.quantized == 0                   ? "all in fp32"
-                           : matrices.quantized == matrices.matrices ? "all kept quantized"
-                                                                     : std::to_string(matrices.quantized) +
-                                                                           " kept quantized, the rest in fp32";
+  // "memory     111.6 MB of weights read per decoded token; 211 matrices, all kept as stored"
+  const std::string kept = matrices.as_stored == 0                   ? "all in fp32"
+                           : matrices.as_stored == matrices.matrices ? "all kept as stored"
+                                                                     : std::to_string(matrices.as_stored) +
+                                                                           " kept as stored, the rest in fp32";
   std::printf("memory     %.1f MB of weights read per decoded token; %d matrices, %s\n",
               static_cast<double>(model.weight_bytes_per_token()) / 1e6, matrices.matrices, kept.c_str());
   if (tok) {

@@ -107,7 +107,7 @@ TEST(CliInfo, TinyRandomGgufWithLlama2Vocabulary) {
   // 3 x 32 x 8; the final norm 8.
   EXPECT_EQ(j.get_number("parameters", 0), 2 * 256000 + 1040 + 8);  // 513048
   EXPECT_EQ(j.get_number("matrices", 0), 9);
-  EXPECT_EQ(j.get_number("matrices_quantized", -1), 0);  // F16: expanded to fp32
+  EXPECT_EQ(j.get_number("matrices_as_stored", -1), 9);  // F16 panels, not expanded to fp32
 }
 
 TEST(CliInfo, HuggingFaceFolderJson) {

@@ -1,0 +1,99 @@
+// A Hugging Face folder in fp16 or bf16 runs as its fp32 twin: stories260K-hf's weights rounded
+// to the 16-bit format and written once in it and once as the fp32 values it holds load to
+// matrices kept in 16 bits (kernels/quant_panels.h) against fp32 ones, with half the bytes a
+// token reads, and give the same prefill logits (bit for bit) and the same greedy tokens and
+// logits (to rounding: quant_panel_dot) through decode.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "inference/engine.h"
+#include "inference/loader.h"
+#include "kernels/quant.h"
+#include "loader_test_util.h"
+#include "safetensors_writer.h"
+
+namespace kvs {
+namespace {
+
+using testing::copy_side_files;
+using testing::RawTensor;
+using testing::read_raw;
+using testing::shared_model;
+using testing::TempDir;
+using testing::write_safetensors;
+
+// Writes stories260K-hf into `half` with its matrices (the tensors of two dimensions) in `dtype`
+// ("F16" or "BF16"), and into `f32` with the values those hold, as F32.
+void write_twins(const TempDir& half, const TempDir& f32, const std::string& dtype) {
+  copy_side_files(half);
+  copy_side_files(f32);
+  std::vector<RawTensor> h = read_raw(shared_model("stories260K-hf/model.safetensors")), f = h;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    if (h[i].shape.size() != 2) continue;
+    const std::size_t n = h[i].data.size() / sizeof(float);
+    std::vector<float> w(n);  // [rows * cols]
+    std::memcpy(w.data(), h[i].data.data(), n * sizeof(float));
+    h[i].dtype = dtype;
+    h[i].data.resize(2 * n);
+    for (std::size_t k = 0; k < n; ++k) {
+      const uint16_t bits = dtype == "F16" ? fp32_to_fp16(w[k]) : fp32_to_bf16(w[k]);
+      h[i].data[2 * k] = static_cast<char>(bits & 0xff);
+      h[i].data[2 * k + 1] = static_cast<char>(bits >> 8);
+      w[k] = dtype == "F16" ? fp16_to_fp32(bits) : bf16_to_fp32(bits);
+    }
+    std::memcpy(f[i].data.data(), w.data(), n * sizeof(float));
+  }
+  write_safetensors(half.file("model.safetensors"), h);
+  write_safetensors(f32.file("model.safetensors"), f);
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+int argmax(std::span<const float> v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+TEST(HfHalfModel, MatricesStayIn16BitsAndDecodeAsTheirFp32Twin) {
+  for (const std::string dtype : {"F16", "BF16"}) {
+    SCOPED_TRACE(dtype);
+    TempDir half_dir, f32_dir;
+    write_twins(half_dir, f32_dir, dtype);
+    const Model hm = load_model(half_dir.file("")), fm = load_model(f32_dir.file(""));
+    EXPECT_EQ(hm.weight_type, dtype + " (mixed)");  // the norms stay F32
+    const Model::MatrixCount count = hm.matrix_count();
+    EXPECT_EQ(count.as_stored, count.matrices);
+    EXPECT_EQ(fm.matrix_count().as_stored, 0);
+    for (std::size_t l = 0; l < hm.weights.layers.size(); ++l) {
+      const auto h = hm.weights.layers[l].matrices(), f = fm.weights.layers[l].matrices();
+      for (std::size_t i = 0; i < h.size(); ++i) EXPECT_EQ(h[i]->unpacked(), f[i]->unpacked()) << "layer " << l;
+    }
+    // Half the matrices' bytes; the norms and the embedding row stay fp32.
+    EXPECT_LT(hm.weight_bytes_per_token(), 0.55 * static_cast<double>(fm.weight_bytes_per_token()));
+
+    Engine he(hm), fe(fm);
+    const std::vector<int> prompt = {1, 403, 407, 261, 378};  // "Once upon a time"
+    std::span<const float> hl = he.prefill(prompt), fl = fe.prefill(prompt);
+    ASSERT_TRUE(same_bits(hl, fl)) << "prefill logits";
+    for (int step = 0; step < 24; ++step) {
+      const int token = argmax(fl);
+      ASSERT_EQ(argmax(hl), token) << "decode step " << step;
+      hl = he.decode(token);
+      fl = fe.decode(token);
+      float largest = 0.0f, worst = 0.0f;
+      for (std::size_t i = 0; i < fl.size(); ++i) {
+        largest = std::max(largest, std::abs(fl[i]));
+        worst = std::max(worst, std::abs(hl[i] - fl[i]));
+      }
+      ASSERT_LE(worst, 1e-5f * largest) << "decode step " << step;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvs
