@@ -67,13 +67,16 @@ class TensorSource {
       packs_.add(dst, static_cast<int>(ne1), static_cast<int>(ne0), fill);
   }
   // Matrices stored stacked by rows in the tensor `name` [ne0 cols, sum of the parts' rows]
-  // (phi3's attn_qkv, ffn_up): the tensor converted once, each part packed from its rows by finish().
+  // (phi3's attn_qkv, ffn_up): the tensor converted once, each part packed from its rows by
+  // finish(), kept in its quantized form as read() keeps a matrix.
   void read_stacked(const std::string& name, std::vector<PackQueue::Part> parts, uint64_t ne0) {
     uint64_t rows = 0;
     for (const PackQueue::Part& p : parts) rows += static_cast<uint64_t>(p.rows);
     const GgufTensorInfo* t = &checked(name, ne0, rows);
+    const auto format = quant_format(t->type);
     packs_.add_stacked(std::move(parts), static_cast<int>(ne0),
-                       [this, t](float* rows_major) { g_.read_f32_into({{t, rows_major}}); });
+                       [this, t](float* rows_major) { g_.read_f32_into({{t, rows_major}}); }, format,
+                       format ? g_.raw(*t) : nullptr);
   }
   // Sizes and converts every queued tensor, then packs the matrices. The buffers are sized in
   // parallel so that their pages are first touched (zeroed) by several threads.

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -169,22 +170,30 @@ class TensorSet {
     const auto [file, tensor] = checked(name, want);
     const int rows = static_cast<int>(want[0]), cols = static_cast<int>(want[1]);
     auto fill = [f = file, t = tensor](float* rows_major) { f->read_f32(*t, rows_major); };
-    if (tensor->dtype == "F16" || tensor->dtype == "BF16") {
-      const ops::QuantFormat format = tensor->dtype == "F16" ? ops::QuantFormat::F16 : ops::QuantFormat::BF16;
-      packs_.add_quantized(dst, rows, cols, format, file->raw(*tensor), fill);
-    } else {
+    if (const auto format = sixteen_bit(*tensor))
+      packs_.add_quantized(dst, rows, cols, *format, file->raw(*tensor), fill);
+    else
       packs_.add(dst, rows, cols, fill);
-    }
   }
 
   // Matrices stored stacked by rows in the tensor `name` [sum of the parts' rows, cols] (Phi-3's
-  // qkv_proj, gate_up_proj): the tensor converted once, each part packed from its rows by finish().
+  // qkv_proj, gate_up_proj): the tensor converted once, each part packed from its rows by finish()
+  // (in 16 bits as read() packs a matrix).
   void read_stacked(const std::string& name, std::vector<PackQueue::Part> parts, uint64_t cols) {
     uint64_t rows = 0;
     for (const PackQueue::Part& p : parts) rows += static_cast<uint64_t>(p.rows);
     const auto [file, tensor] = checked(name, {rows, cols});
+    const auto format = sixteen_bit(*tensor);
     packs_.add_stacked(std::move(parts), static_cast<int>(cols),
-                       [f = file, t = tensor](float* rows_major) { f->read_f32(*t, rows_major); });
+                       [f = file, t = tensor](float* rows_major) { f->read_f32(*t, rows_major); }, format,
+                       format ? file->raw(*tensor) : nullptr);
+  }
+
+  // The 16-bit panel format of an F16 or BF16 tensor; none for F32.
+  static std::optional<ops::QuantFormat> sixteen_bit(const SafetensorsTensor& t) {
+    if (t.dtype == "F16") return ops::QuantFormat::F16;
+    if (t.dtype == "BF16") return ops::QuantFormat::BF16;
+    return std::nullopt;
   }
 
   // Sizes (in parallel, so several threads first-touch the pages) and converts every queued

@@ -245,8 +245,9 @@ void PackQueue::add_quantized(PackedMatrix& dst, int rows, int cols, ops::QuantF
   entries_.push_back({{{&dst, rows}}, cols, std::move(fill), nullptr, format, blocks});
 }
 
-void PackQueue::add_stacked(std::vector<Part> parts, int cols, Fill fill) {
-  entries_.push_back({std::move(parts), cols, std::move(fill), nullptr, std::nullopt, nullptr});
+void PackQueue::add_stacked(std::vector<Part> parts, int cols, Fill fill, std::optional<ops::QuantFormat> format,
+                            const uint8_t* blocks) {
+  entries_.push_back({std::move(parts), cols, std::move(fill), nullptr, format, blocks});
 }
 
 void PackQueue::pack(const std::string& model) {
@@ -279,6 +280,7 @@ void PackQueue::pack(const std::string& model) {
   for (Entry& e : entries_) {
     if (e.fill) e.fill(scratch.data());
     const float* rows_major = e.fill ? scratch.data() : e.rows_major;  // [e.rows(), cols]
+    const uint8_t* blocks = e.blocks;  // the part's rows in the file's encoding
     for (const Part& p : e.parts) {
       PackedMatrix& m = *p.dst;
       m.rows = p.rows;
@@ -286,7 +288,7 @@ void PackQueue::pack(const std::string& model) {
       m.store = store;
       m.offset = offset;
       m.kind = ops::QuantKind::None;
-      if (e.format && ops::pack_quant_panels(reinterpret_cast<uint8_t*>(store->data() + offset), *e.format, e.blocks,
+      if (e.format && ops::pack_quant_panels(reinterpret_cast<uint8_t*>(store->data() + offset), *e.format, blocks,
                                              rows_major, p.rows, e.cols)) {
         m.kind = ops::quant_kind(*e.format);
       } else if (e.format) {  // its weights do not all expand exactly: fp32 panels of its own
@@ -297,6 +299,7 @@ void PackQueue::pack(const std::string& model) {
         ops::pack_panels(store->data() + offset, rows_major, p.rows, e.cols);
       }
       rows_major += static_cast<std::size_t>(p.rows) * e.cols;
+      if (e.format) blocks += ops::quant_file_row_bytes(*e.format, e.cols) * p.rows;
       offset += span_of(e, p.rows);
     }
   }

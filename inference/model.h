@@ -198,8 +198,10 @@ class PackQueue {
   void add_quantized(PackedMatrix& dst, int rows, int cols, ops::QuantFormat format, const uint8_t* blocks,
                      Fill fill);
   // Matrices stored stacked by rows in one tensor (Phi-3's q/k/v and gate/up): `fill` writes the
-  // whole stack [sum of the parts' rows, cols], read once; each part is packed from its rows.
-  void add_stacked(std::vector<Part> parts, int cols, Fill fill);
+  // whole stack [sum of the parts' rows, cols], read once; each part is packed from its rows,
+  // kept quantized where `format` is given (`blocks`: the stack in it, as add_quantized's).
+  void add_stacked(std::vector<Part> parts, int cols, Fill fill, std::optional<ops::QuantFormat> format = {},
+                   const uint8_t* blocks = nullptr);
   // Throws InputError naming `model` (its path) when the host has too little memory for them.
   void pack(const std::string& model);
 
@@ -209,8 +211,8 @@ class PackQueue {
     int cols;
     Fill fill;                    // or
     const float* rows_major;      // when fill is empty
-    std::optional<ops::QuantFormat> format;  // kept quantized (one part, a fill)
-    const uint8_t* blocks = nullptr;         // with format: W's blocks
+    std::optional<ops::QuantFormat> format;  // kept quantized (with a fill)
+    const uint8_t* blocks = nullptr;         // with format: the parts' blocks, one after another
     int rows() const;             // the parts' rows, in all
   };
   std::vector<Entry> entries_;

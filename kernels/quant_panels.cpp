@@ -239,8 +239,9 @@ void with_kind(QuantKind k, Fn&& fn) {
   }
 }
 
-// Bytes of one row of W in the file's blocks.
-std::size_t row_bytes(QuantFormat f, int cols) {
+}  // namespace
+
+std::size_t quant_file_row_bytes(QuantFormat f, int cols) {
   switch (f) {
     case QuantFormat::Q8_0: return cols / kBlock * kQ8_0BlockBytes;
     case QuantFormat::Q4_0: return cols / kBlock * kQ4_0BlockBytes;
@@ -259,6 +260,8 @@ std::size_t row_bytes(QuantFormat f, int cols) {
   }
   return 0;
 }
+
+namespace {
 
 // Sub-block `sub` of block b's (32 weights') scale and offset in a row of the file's blocks:
 // w = s*q + o (sub is 0 for the formats of 32-weight blocks).
@@ -309,7 +312,7 @@ float zero_level(float v, float scale) { return std::signbit(v) != std::signbit(
 template <QuantKind K>
 bool pack_panel(uint8_t* dst, QuantFormat f, const uint8_t* blocks, const float* w, int rows, int cols, long p) {
   constexpr int lo = nibbles(K) ? 0 : -128, hi = nibbles(K) ? 15 : 127;
-  const std::size_t rb = row_bytes(f, cols);
+  const std::size_t rb = quant_file_row_bytes(f, cols);
   uint8_t* block = dst;
   constexpr int subs = sub_blocks(K), width = kBlock / subs;
   for (int b = 0; b < cols / kBlock; ++b, block += block_bytes(K)) {

@@ -40,6 +40,8 @@ enum class QuantKind : uint8_t {
 enum class QuantFormat { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, F16, BF16 };
 
 QuantKind quant_kind(QuantFormat f);
+// Bytes of one row of W[rows, cols] in the file's encoding (its blocks, or 16-bit floats).
+std::size_t quant_file_row_bytes(QuantFormat f, int cols);
 // Bytes of a matrix's quantized panels (cols a multiple of 32 for the block kinds).
 std::size_t quant_panel_bytes(QuantKind k, int cols);  // one panel
 std::size_t quant_bytes(QuantKind k, long rows, int cols);

@@ -2,7 +2,8 @@
 // written once in their formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_XS, F16) and
 // once as the dequantizer's fp32 values load to matrices kept in their formats
 // (kernels/quant_panels.h), and give the same logits through prefill (bit for
-// bit) and the same tokens and logits (to rounding: quant_panel_dot) through greedy decode.
+// bit) and the same tokens and logits (to rounding: quant_panel_dot) through greedy decode; so
+// does a phi3 model whose stacked q/k/v and gate/up tensors are quantized.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,20 +44,22 @@ const std::vector<BlockFormat>& formats() {
 constexpr int kDim = 256, kHidden = 512, kVocab = 80, kLayers = 2, kHeads = 4, kKvHeads = 2;
 constexpr int kHeadDim = kDim / kHeads;
 
-// Writes the same llama model twice: `quantized` with each matrix in the next format of
-// formats(), `f32` with those matrices dequantized; the matrices' format names in file order.
-std::vector<std::string> write_twins(const std::string& quantized, const std::string& f32) {
+// Writes the same model of architecture `arch` (llama, or phi3 with q/k/v and gate/up stacked in
+// one tensor each) twice: `quantized` with each tensor in the next format of formats(), `f32`
+// with those tensors dequantized; the tensors' format names in file order.
+std::vector<std::string> write_twins(const std::string& quantized, const std::string& f32,
+                                     const std::string& arch = "llama") {
   testing::GgufWriter q, f;
   for (testing::GgufWriter* w : {&q, &f}) {
-    w->add_string("general.architecture", "llama");
-    w->add_u32("llama.embedding_length", kDim);
-    w->add_u32("llama.feed_forward_length", kHidden);
-    w->add_u32("llama.block_count", kLayers);
-    w->add_u32("llama.attention.head_count", kHeads);
-    w->add_u32("llama.attention.head_count_kv", kKvHeads);
-    w->add_u32("llama.context_length", 64);
-    w->add_f32("llama.rope.freq_base", 10000.0f);
-    w->add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    w->add_string("general.architecture", arch);
+    w->add_u32(arch + ".embedding_length", kDim);
+    w->add_u32(arch + ".feed_forward_length", kHidden);
+    w->add_u32(arch + ".block_count", kLayers);
+    w->add_u32(arch + ".attention.head_count", kHeads);
+    w->add_u32(arch + ".attention.head_count_kv", kKvHeads);
+    w->add_u32(arch + ".context_length", 64);
+    w->add_f32(arch + ".rope.freq_base", 10000.0f);
+    w->add_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
   }
   std::mt19937 rng(11);
   std::vector<std::string> order;
@@ -85,13 +88,21 @@ std::vector<std::string> write_twins(const std::string& quantized, const std::st
   for (int l = 0; l < kLayers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     norm(b + "attn_norm.weight");
-    matrix(b + "attn_q.weight", kHeads * kHeadDim, kDim);
-    matrix(b + "attn_k.weight", kKvHeads * kHeadDim, kDim);
-    matrix(b + "attn_v.weight", kKvHeads * kHeadDim, kDim);
+    if (arch == "phi3") {
+      matrix(b + "attn_qkv.weight", (kHeads + 2 * kKvHeads) * kHeadDim, kDim);
+    } else {
+      matrix(b + "attn_q.weight", kHeads * kHeadDim, kDim);
+      matrix(b + "attn_k.weight", kKvHeads * kHeadDim, kDim);
+      matrix(b + "attn_v.weight", kKvHeads * kHeadDim, kDim);
+    }
     matrix(b + "attn_output.weight", kDim, kHeads * kHeadDim);
     norm(b + "ffn_norm.weight");
-    matrix(b + "ffn_gate.weight", kHidden, kDim);
-    matrix(b + "ffn_up.weight", kHidden, kDim);
+    if (arch == "phi3") {
+      matrix(b + "ffn_up.weight", 2 * kHidden, kDim);
+    } else {
+      matrix(b + "ffn_gate.weight", kHidden, kDim);
+      matrix(b + "ffn_up.weight", kHidden, kDim);
+    }
     matrix(b + "ffn_down.weight", kDim, kHidden);
   }
   q.write(quantized);
@@ -104,6 +115,28 @@ bool same_bits(std::span<const float> a, std::span<const float> b) {
 }
 
 int argmax(std::span<const float> v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+// The two models give the same prefill logits bit for bit, and the same greedy tokens and logits
+// through decode (to rounding: decode's products may fuse a multiply-add where the fp32 ones do
+// not, quant_panel_dot).
+void expect_same_decoding(const Model& qm, const Model& fm) {
+  Engine qe(qm), fe(fm);
+  const std::vector<int> prompt = {1, 17, 42, 5, 63, 9};
+  std::span<const float> ql = qe.prefill(prompt), fl = fe.prefill(prompt);
+  ASSERT_TRUE(same_bits(ql, fl)) << "prefill logits";
+  for (int step = 0; step < 8; ++step) {
+    const int token = argmax(fl);
+    EXPECT_EQ(argmax(ql), token);
+    ql = qe.decode(token);
+    fl = fe.decode(token);
+    float largest = 0.0f, worst = 0.0f;
+    for (std::size_t i = 0; i < fl.size(); ++i) {
+      largest = std::max(largest, std::abs(fl[i]));
+      worst = std::max(worst, std::abs(ql[i] - fl[i]));
+    }
+    ASSERT_LE(worst, 1e-5f * largest) << "decode step " << step;
+  }
+}
 
 TEST(GgufQuantizedModel, MatricesStayQuantizedAndDecodeAsTheirFp32Twin) {
   TempDir dir;
@@ -129,24 +162,23 @@ TEST(GgufQuantizedModel, MatricesStayQuantizedAndDecodeAsTheirFp32Twin) {
     EXPECT_EQ(q_mats[i]->unpacked(), f_mats[i]->unpacked());
   }
   EXPECT_LT(qm.weight_bytes_per_token() * 2, fm.weight_bytes_per_token());  // 6-16 bits a weight
+  expect_same_decoding(qm, fm);
+}
 
-  Engine qe(qm), fe(fm);
-  const std::vector<int> prompt = {1, 17, 42, 5, 63, 9};
-  std::span<const float> ql = qe.prefill(prompt), fl = fe.prefill(prompt);
-  ASSERT_TRUE(same_bits(ql, fl)) << "prefill logits";
-  for (int step = 0; step < 8; ++step) {
-    const int token = argmax(fl);
-    EXPECT_EQ(argmax(ql), token);
-    ql = qe.decode(token);
-    fl = fe.decode(token);
-    // Decode's products may fuse a multiply-add where the fp32 ones do not (quant_panel_dot).
-    float largest = 0.0f, worst = 0.0f;
-    for (std::size_t i = 0; i < fl.size(); ++i) {
-      largest = std::max(largest, std::abs(fl[i]));
-      worst = std::max(worst, std::abs(ql[i] - fl[i]));
-    }
-    ASSERT_LE(worst, 1e-5f * largest) << "decode step " << step;
+// Phi-3's stacked tensors: each part keeps the stack's format, from its own rows' blocks.
+TEST(GgufQuantizedModel, StackedMatricesStayQuantizedPartByPart) {
+  TempDir dir;
+  const std::string qpath = dir.file("q.gguf"), fpath = dir.file("f32.gguf");
+  write_twins(qpath, fpath, "phi3");
+  const Model qm = load_model(qpath), fm = load_model(fpath);
+  EXPECT_EQ(qm.config.arch, "phi3");
+  const Model::MatrixCount count = qm.matrix_count();
+  EXPECT_EQ(count.as_stored, count.matrices);
+  for (int l = 0; l < kLayers; ++l) {
+    const auto q = qm.weights.layers[l].matrices(), f = fm.weights.layers[l].matrices();
+    for (std::size_t i = 0; i < q.size(); ++i) EXPECT_EQ(q[i]->unpacked(), f[i]->unpacked()) << "layer " << l;
   }
+  expect_same_decoding(qm, fm);
 }
 
 }  // namespace
