@@ -208,7 +208,16 @@ void PackedMatrix::row(int r, float* out) const {
 }
 
 void PackedMatrix::permute_rows(std::span<const int> order) {
-  panels();  // a quantized matrix in fp32 first: its rows move with their blocks' factors
+  if (quantized()) {  // rows moved as stored, each with its blocks' factors
+    auto moved = std::make_shared<WeightVector>((bytes() + sizeof(float) - 1) / sizeof(float));
+    uint8_t* to = reinterpret_cast<uint8_t*>(moved->data());
+    const uint8_t* from = weights().quant.bytes;
+    std::memcpy(to, from, bytes());  // the padding rows as they were
+    for (int r = 0; r < rows; ++r) ops::quant_copy_row(to, r, from, order[r], kind, cols);
+    store = std::move(moved);
+    offset = 0;
+    return;
+  }
   const std::vector<float> old(data(), data() + panel_floats());  // the panels before
   const std::span<float> now = panels();
   const auto at = [this](int r, int k) {  // where W[r, k] sits in the panels

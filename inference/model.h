@@ -171,7 +171,8 @@ struct PackedMatrix {
   // The panels as the products read them.
   ops::PanelWeights weights() const;
   WeightVector unpacked() const;     // row-major [rows, cols]
-  // Row r becomes the old row order[r] (order: a permutation of 0..rows-1), in place.
+  // Row r becomes the old row order[r] (order: a permutation of 0..rows-1): fp32 panels in place,
+  // quantized ones (which keep their kind) in storage of their own.
   void permute_rows(std::span<const int> order);
   void row(int r, float* out) const;  // out[cols] = W[r, :]
   bool operator==(const PackedMatrix& other) const;  // the same shape and weights

@@ -40,6 +40,11 @@ constexpr std::size_t header_bytes(QuantKind k) {
 constexpr std::size_t block_bytes(QuantKind k) { return header_bytes(k) + kBlock * column_bytes(k); }
 constexpr bool wide(QuantKind k) { return k == QuantKind::F16 || k == QuantKind::BF16; }  // 16-bit floats
 constexpr int kWideColumnBytes = kPanel * 2;  // a 16-bit panel's column
+template <QuantKind K>
+constexpr std::size_t panel_bytes(int cols) {
+  return wide(K) ? static_cast<std::size_t>(cols) * kWideColumnBytes
+                 : static_cast<std::size_t>(cols / kBlock) * block_bytes(K);
+}
 
 // Eight bytes at p widened to int32, signed or not.
 inline i32x8 widen_s8(const uint8_t* p) {
@@ -223,6 +228,37 @@ bool expands_to(const uint8_t* panel, const float* w, int rows, int cols, long p
   return true;
 }
 
+// Row `to` of the panels at dst becomes row `from` of those at src: its 16-bit weights, or in each
+// block its factors and its quants (a nibble's place in its byte depending on the row).
+template <QuantKind K>
+void copy_row(uint8_t* dst, int to, const uint8_t* src, int from, int cols) {
+  uint8_t* d = dst + static_cast<long>(to / kPanel) * panel_bytes<K>(cols);
+  const uint8_t* s = src + static_cast<long>(from / kPanel) * panel_bytes<K>(cols);
+  const int di = to % kPanel, si = from % kPanel;
+  if constexpr (wide(K)) {
+    for (long k = 0; k < cols; ++k)
+      std::memcpy(d + k * kWideColumnBytes + 2 * di, s + k * kWideColumnBytes + 2 * si, 2);
+    return;
+  }
+  constexpr int factor_rows = static_cast<int>(header_bytes(K) / (kPanel * sizeof(float)));
+  for (int b = 0; b < cols / kBlock; ++b, d += block_bytes(K), s += block_bytes(K)) {
+    for (int j = 0; j < factor_rows; ++j)
+      std::memcpy(d + (j * kPanel + di) * sizeof(float), s + (j * kPanel + si) * sizeof(float), sizeof(float));
+    for (int k = 0; k < kBlock; ++k) {
+      uint8_t* dc = d + header_bytes(K) + k * column_bytes(K);
+      const uint8_t* sc = s + header_bytes(K) + k * column_bytes(K);
+      if constexpr (nibbles(K)) {
+        constexpr int half = kPanel / 2;
+        const int from_shift = si / half * 4, to_shift = di / half * 4;
+        const int q = sc[si % half] >> from_shift & 15;
+        dc[di % half] = static_cast<uint8_t>((dc[di % half] & ~(15 << to_shift)) | q << to_shift);
+      } else {
+        dc[di] = sc[si];
+      }
+    }
+  }
+}
+
 // Calls fn.template operator()<K>() for the kind.
 template <class Fn>
 void with_kind(QuantKind k, Fn&& fn) {
@@ -290,7 +326,9 @@ void block_factors(QuantFormat f, const uint8_t* row, int b, int sub, float& s, 
     case QuantFormat::Q3_K: s = q3_k_sub_block_scale(row + b / per_super * kQ3_KBlockBytes, t); return;
     case QuantFormat::Q6_K: s = q6_k_sub_block_scale(row + b / per_super * kQ6_KBlockBytes, t); return;
     case QuantFormat::IQ4_NL: s = load_half(row + b * kIQ4_NLBlockBytes); return;
-    case QuantFormat::IQ4_XS: s = iq4_xs_sub_block_scale(row + b / per_super * kIQ4_XSBlockBytes, b % per_super); return;
+    case QuantFormat::IQ4_XS:
+      s = iq4_xs_sub_block_scale(row + b / per_super * kIQ4_XSBlockBytes, b % per_super);
+      return;
     case QuantFormat::Q4_K:
     case QuantFormat::Q5_K: {
       const std::size_t super = f == QuantFormat::Q4_K ? kQ4_KBlockBytes : kQ5_KBlockBytes;
@@ -388,10 +426,7 @@ QuantKind quant_kind(QuantFormat f) {
 
 std::size_t quant_panel_bytes(QuantKind k, int cols) {
   std::size_t n = 0;
-  with_kind(k, [&]<QuantKind K>() {
-    n = wide(K) ? static_cast<std::size_t>(cols) * kWideColumnBytes
-                : static_cast<std::size_t>(cols / kBlock) * block_bytes(K);
-  });
+  with_kind(k, [&]<QuantKind K>() { n = panel_bytes<K>(cols); });
   return n;
 }
 
@@ -413,6 +448,10 @@ bool pack_quant_panels(uint8_t* out, QuantFormat f, const uint8_t* blocks, const
     }
   });
   return ok;
+}
+
+void quant_copy_row(uint8_t* dst, int to, const uint8_t* src, int from, QuantKind k, int cols) {
+  with_kind(k, [&]<QuantKind K>() { copy_row<K>(dst, to, src, from, cols); });
 }
 
 void quant_panel_to_f32(float* panel, QuantPanels w, int cols, long p) {

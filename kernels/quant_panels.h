@@ -59,6 +59,10 @@ struct QuantPanels {
 // are not finite, a NaN whose payload the conversion changes).
 bool pack_quant_panels(uint8_t* out, QuantFormat f, const uint8_t* blocks, const float* w, int rows, int cols);
 
+// Row `to` of the panels at dst becomes row `from` of those at src, both of W[rows, cols] in kind
+// k (its factors move with it).
+void quant_copy_row(uint8_t* dst, int to, const uint8_t* src, int from, QuantKind k, int cols);
+
 // Panel p of W as an fp32 panel [cols, kPanelRows] (matmul.h's layout).
 void quant_panel_to_f32(float* panel, QuantPanels w, int cols, long p);
 // out[cols] = W[r, :].

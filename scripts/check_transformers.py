@@ -142,6 +142,9 @@ VARIANTS = {
     # Phi-4-mini: RoPE over the first 3/4 of each head (12 of 16 dims), alone and with LongRoPE (six
     # factors a set) past the original context
     "phi3_partial_rotary": dict(arch="phi3", seed=40, extra={"pad_token_id": 0, "partial_rotary_factor": 0.75}),
+    # the same in bf16: the permuted q/k rows stay in 16 bits
+    "phi3_partial_rotary_bf16": dict(arch="phi3", dtype="BF16", seed=42,
+                                     extra={"pad_token_id": 0, "partial_rotary_factor": 0.75}),
     "phi3_partial_longrope": dict(arch="phi3", seed=41, extra={
         "pad_token_id": 0, "partial_rotary_factor": 0.75, "original_max_position_embeddings": 16,
         "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 6, "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0]}}),

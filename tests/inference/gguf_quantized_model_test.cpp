@@ -3,7 +3,8 @@
 // once as the dequantizer's fp32 values load to matrices kept in their formats
 // (kernels/quant_panels.h), and give the same logits through prefill (bit for
 // bit) and the same tokens and logits (to rounding: quant_panel_dot) through greedy decode; so
-// does a phi3 model whose stacked q/k/v and gate/up tensors are quantized.
+// does a phi3 model whose stacked q/k/v and gate/up tensors are quantized, with q/k rows permuted
+// for partial rotation or not.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -45,10 +46,11 @@ constexpr int kDim = 256, kHidden = 512, kVocab = 80, kLayers = 2, kHeads = 4, k
 constexpr int kHeadDim = kDim / kHeads;
 
 // Writes the same model of architecture `arch` (llama, or phi3 with q/k/v and gate/up stacked in
-// one tensor each) twice: `quantized` with each tensor in the next format of formats(), `f32`
-// with those tensors dequantized; the tensors' format names in file order.
+// one tensor each; `rotary_dims` of each head rotated where not 0) twice: `quantized` with each
+// tensor in the next format of formats(), `f32` with those tensors dequantized; the tensors'
+// format names in file order.
 std::vector<std::string> write_twins(const std::string& quantized, const std::string& f32,
-                                     const std::string& arch = "llama") {
+                                     const std::string& arch = "llama", int rotary_dims = 0) {
   testing::GgufWriter q, f;
   for (testing::GgufWriter* w : {&q, &f}) {
     w->add_string("general.architecture", arch);
@@ -60,6 +62,7 @@ std::vector<std::string> write_twins(const std::string& quantized, const std::st
     w->add_u32(arch + ".context_length", 64);
     w->add_f32(arch + ".rope.freq_base", 10000.0f);
     w->add_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
+    if (rotary_dims != 0) w->add_u32(arch + ".rope.dimension_count", rotary_dims);
   }
   std::mt19937 rng(11);
   std::vector<std::string> order;
@@ -177,6 +180,22 @@ TEST(GgufQuantizedModel, StackedMatricesStayQuantizedPartByPart) {
   for (int l = 0; l < kLayers; ++l) {
     const auto q = qm.weights.layers[l].matrices(), f = fm.weights.layers[l].matrices();
     for (std::size_t i = 0; i < q.size(); ++i) EXPECT_EQ(q[i]->unpacked(), f[i]->unpacked()) << "layer " << l;
+  }
+  expect_same_decoding(qm, fm);
+}
+
+// Partial rotation (Phi-4-mini's): the loader permutes q/k rows, which move as stored.
+TEST(GgufQuantizedModel, PermutedRowsStayQuantized) {
+  TempDir dir;
+  const std::string qpath = dir.file("q.gguf"), fpath = dir.file("f32.gguf");
+  write_twins(qpath, fpath, "phi3", 48);
+  const Model qm = load_model(qpath), fm = load_model(fpath);
+  EXPECT_EQ(qm.config.rotary_dim, 48);
+  const Model::MatrixCount count = qm.matrix_count();
+  EXPECT_EQ(count.as_stored, count.matrices);
+  for (int l = 0; l < kLayers; ++l) {
+    EXPECT_EQ(qm.weights.layers[l].wq.unpacked(), fm.weights.layers[l].wq.unpacked()) << "layer " << l;
+    EXPECT_EQ(qm.weights.layers[l].wk.unpacked(), fm.weights.layers[l].wk.unpacked()) << "layer " << l;
   }
   expect_same_decoding(qm, fm);
 }

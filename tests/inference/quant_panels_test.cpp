@@ -2,12 +2,15 @@
 // keep, random blocks packed both ways give the same rows and the same prefill products bit for
 // bit, and the same decode products to a rounding per term (a block with d = -0 and the rows
 // padding the last panel included); a block whose factor is not finite is refused. fp16 and bf16
-// panels likewise, for any number of columns.
+// panels likewise, for any number of columns; rows moved as stored keep their weights.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -143,6 +146,47 @@ TEST(QuantPanels, SixteenBitPanelsEqualTheFp32PanelsForAnyColumnCount) {
       ops::matmul_packed(m_f32.data(), x.data(), f32.data(), tokens, rows, cols);
       ops::matmul_packed(m_q.data(), x.data(), q, tokens, rows, cols);
       EXPECT_TRUE(same_bits(m_f32, m_q));
+    }
+  }
+}
+
+// Every kept kind, rows permuted as stored (quant_copy_row) across panels and within them: each
+// row then expands to the weights of the row it came from.
+TEST(QuantPanels, RowsMoveWithTheirFactors) {
+  constexpr int rows = 45, cols = 256;
+  std::mt19937 rng(5);
+  std::vector<int> order(rows);
+  for (int r = 0; r < rows; ++r) order[r] = r;
+  std::shuffle(order.begin(), order.end(), rng);
+  const std::vector<Case> block_cases = cases();
+  std::vector<std::pair<std::string, ops::QuantFormat>> kinds;
+  for (const Case& c : block_cases) kinds.emplace_back(c.format.name, c.quant);
+  kinds.emplace_back("F16", ops::QuantFormat::F16);
+  kinds.emplace_back("BF16", ops::QuantFormat::BF16);
+  for (const auto& [name, f] : kinds) {
+    SCOPED_TRACE(name);
+    std::vector<uint8_t> encoded;
+    std::vector<float> w(static_cast<std::size_t>(rows) * cols);  // [rows, cols]
+    if (f == ops::QuantFormat::F16 || f == ops::QuantFormat::BF16) {
+      encoded = random_16bit(f, w.size(), rng);
+      if (f == ops::QuantFormat::F16) dequantize_f16(encoded.data(), w.data(), w.size());
+      else dequantize_bf16(encoded.data(), w.data(), w.size());
+    } else {
+      const BlockFormat& format =
+          std::find_if(block_cases.begin(), block_cases.end(), [&](const Case& c) { return c.quant == f; })->format;
+      encoded = testing::random_blocks(format, w.size() / format.weights, rng, 20);
+      format.dequantize(encoded.data(), w.data(), w.size());
+    }
+    const ops::QuantKind kind = ops::quant_kind(f);
+    std::vector<uint8_t> bytes(ops::quant_bytes(kind, rows, cols));
+    ASSERT_TRUE(ops::pack_quant_panels(bytes.data(), f, encoded.data(), w.data(), rows, cols));
+    std::vector<uint8_t> moved = bytes;
+    for (int r = 0; r < rows; ++r) ops::quant_copy_row(moved.data(), r, bytes.data(), order[r], kind, cols);
+    std::vector<float> row(cols), want(cols);
+    for (int r = 0; r < rows; ++r) {
+      ops::quant_row(row.data(), {kind, moved.data()}, cols, r);
+      want.assign(w.begin() + static_cast<long>(order[r]) * cols, w.begin() + static_cast<long>(order[r] + 1) * cols);
+      ASSERT_TRUE(same_bits(row, want)) << "row " << r << " from " << order[r];
     }
   }
 }
