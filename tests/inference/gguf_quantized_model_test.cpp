@@ -7,17 +7,15 @@
 // for partial rotation or not.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gguf_writer.h"
-#include "inference/engine.h"
 #include "inference/loader.h"
 #include "loader_test_util.h"
 #include "quant_blocks.h"
+#include "twin_decoding.h"
 
 namespace kvs {
 namespace {
@@ -113,32 +111,9 @@ std::vector<std::string> write_twins(const std::string& quantized, const std::st
   return order;
 }
 
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-int argmax(std::span<const float> v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
-
-// The two models give the same prefill logits bit for bit, and the same greedy tokens and logits
-// through decode (to rounding: decode's products may fuse a multiply-add where the fp32 ones do
-// not, quant_panel_dot).
+// The prompt both models decode from, 8 greedy steps.
 void expect_same_decoding(const Model& qm, const Model& fm) {
-  Engine qe(qm), fe(fm);
-  const std::vector<int> prompt = {1, 17, 42, 5, 63, 9};
-  std::span<const float> ql = qe.prefill(prompt), fl = fe.prefill(prompt);
-  ASSERT_TRUE(same_bits(ql, fl)) << "prefill logits";
-  for (int step = 0; step < 8; ++step) {
-    const int token = argmax(fl);
-    EXPECT_EQ(argmax(ql), token);
-    ql = qe.decode(token);
-    fl = fe.decode(token);
-    float largest = 0.0f, worst = 0.0f;
-    for (std::size_t i = 0; i < fl.size(); ++i) {
-      largest = std::max(largest, std::abs(fl[i]));
-      worst = std::max(worst, std::abs(ql[i] - fl[i]));
-    }
-    ASSERT_LE(worst, 1e-5f * largest) << "decode step " << step;
-  }
+  testing::expect_same_decoding(qm, fm, {1, 17, 42, 5, 63, 9}, 8);
 }
 
 TEST(GgufQuantizedModel, MatricesStayQuantizedAndDecodeAsTheirFp32Twin) {

@@ -5,18 +5,15 @@
 // logits (to rounding: quant_panel_dot) through decode.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <span>
 #include <string>
 #include <vector>
 
-#include "inference/engine.h"
 #include "inference/loader.h"
 #include "kernels/quant.h"
 #include "loader_test_util.h"
 #include "safetensors_writer.h"
+#include "twin_decoding.h"
 
 namespace kvs {
 namespace {
@@ -53,12 +50,6 @@ void write_twins(const TempDir& half, const TempDir& f32, const std::string& dty
   write_safetensors(f32.file("model.safetensors"), f);
 }
 
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-int argmax(std::span<const float> v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
-
 TEST(HfHalfModel, MatricesStayIn16BitsAndDecodeAsTheirFp32Twin) {
   for (const std::string dtype : {"F16", "BF16"}) {
     SCOPED_TRACE(dtype);
@@ -76,22 +67,7 @@ TEST(HfHalfModel, MatricesStayIn16BitsAndDecodeAsTheirFp32Twin) {
     // Half the matrices' bytes; the norms and the embedding row stay fp32.
     EXPECT_LT(hm.weight_bytes_per_token(), 0.55 * static_cast<double>(fm.weight_bytes_per_token()));
 
-    Engine he(hm), fe(fm);
-    const std::vector<int> prompt = {1, 403, 407, 261, 378};  // "Once upon a time"
-    std::span<const float> hl = he.prefill(prompt), fl = fe.prefill(prompt);
-    ASSERT_TRUE(same_bits(hl, fl)) << "prefill logits";
-    for (int step = 0; step < 24; ++step) {
-      const int token = argmax(fl);
-      ASSERT_EQ(argmax(hl), token) << "decode step " << step;
-      hl = he.decode(token);
-      fl = fe.decode(token);
-      float largest = 0.0f, worst = 0.0f;
-      for (std::size_t i = 0; i < fl.size(); ++i) {
-        largest = std::max(largest, std::abs(fl[i]));
-        worst = std::max(worst, std::abs(hl[i] - fl[i]));
-      }
-      ASSERT_LE(worst, 1e-5f * largest) << "decode step " << step;
-    }
+    testing::expect_same_decoding(hm, fm, {1, 403, 407, 261, 378}, 24);  // "Once upon a time"
   }
 }
 

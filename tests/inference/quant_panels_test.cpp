@@ -47,6 +47,33 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Panels q of W[rows, cols] (fp32 weights w, their fp32 panels f32) against the fp32 panels, over
+// the tokens x [x.size() / cols, cols]: rows and prefill products bit for bit; decode products
+// within 1e-6 of sum |w x| (the multiply-adds may be fused in one loop and not in the other,
+// quant_panel_dot: each term then rounds once more, ~6e-8 of it).
+void expect_same_as_fp32(ops::QuantPanels q, const std::vector<float>& f32, const std::vector<float>& w,
+                         const std::vector<float>& x, int rows, int cols) {
+  const int tokens = static_cast<int>(x.size() / cols);
+  std::vector<float> row(cols), want(cols);
+  for (int r : {0, 17, rows - 1}) {
+    ops::quant_row(row.data(), q, cols, r);
+    want.assign(w.begin() + static_cast<long>(r) * cols, w.begin() + static_cast<long>(r + 1) * cols);
+    EXPECT_TRUE(same_bits(row, want)) << "row " << r;
+  }
+  std::vector<float> y_f32(rows), y_q(rows);
+  ops::matvec_packed(y_f32.data(), f32.data(), x.data(), rows, cols);
+  ops::matvec_packed(y_q.data(), q, x.data(), rows, cols);
+  for (int r = 0; r < rows; ++r) {
+    double magnitude = 0.0;  // sum |w x| of row r
+    for (int k = 0; k < cols; ++k) magnitude += std::abs(double{w[static_cast<long>(r) * cols + k]} * x[k]);
+    EXPECT_NEAR(y_q[r], y_f32[r], 1e-6 * magnitude) << "row " << r;
+  }
+  std::vector<float> m_f32(static_cast<std::size_t>(tokens) * rows), m_q(m_f32.size());
+  ops::matmul_packed(m_f32.data(), x.data(), f32.data(), tokens, rows, cols);
+  ops::matmul_packed(m_q.data(), x.data(), q, tokens, rows, cols);
+  EXPECT_TRUE(same_bits(m_f32, m_q));
+}
+
 TEST(QuantPanels, ProductsAndRowsEqualTheFp32PanelsBitForBit) {
   constexpr int rows = 45, cols = 512, tokens = 13;  // rows: one panel and part of another
   std::mt19937 rng(7);
@@ -67,28 +94,7 @@ TEST(QuantPanels, ProductsAndRowsEqualTheFp32PanelsBitForBit) {
     std::vector<uint8_t> bytes(ops::quant_bytes(kind, rows, cols));
     ASSERT_TRUE(ops::pack_quant_panels(bytes.data(), c.quant, blocks.data(), w.data(), rows, cols));
     EXPECT_LT(bytes.size(), f32.size() * sizeof(float) / 3);
-    const ops::QuantPanels q{kind, bytes.data()};
-
-    std::vector<float> row(cols), want(cols);
-    for (int r : {0, 17, rows - 1}) {
-      ops::quant_row(row.data(), q, cols, r);
-      want.assign(w.begin() + static_cast<long>(r) * cols, w.begin() + static_cast<long>(r + 1) * cols);
-      EXPECT_TRUE(same_bits(row, want)) << "row " << r;
-    }
-    // The multiply-adds may be fused in one loop and not in the other (quant_panel_dot): each
-    // term then rounds once more, ~6e-8 of it, so the sums agree within 1e-6 of sum |w x|.
-    std::vector<float> y_f32(rows), y_q(rows);
-    ops::matvec_packed(y_f32.data(), f32.data(), x.data(), rows, cols);
-    ops::matvec_packed(y_q.data(), q, x.data(), rows, cols);
-    for (int r = 0; r < rows; ++r) {
-      double magnitude = 0.0;  // sum |w x| of row r
-      for (int k = 0; k < cols; ++k) magnitude += std::abs(double{w[static_cast<long>(r) * cols + k]} * x[k]);
-      EXPECT_NEAR(y_q[r], y_f32[r], 1e-6 * magnitude) << "row " << r;
-    }
-    std::vector<float> m_f32(static_cast<std::size_t>(tokens) * rows), m_q(m_f32.size());
-    ops::matmul_packed(m_f32.data(), x.data(), f32.data(), tokens, rows, cols);
-    ops::matmul_packed(m_q.data(), x.data(), q, tokens, rows, cols);
-    EXPECT_TRUE(same_bits(m_f32, m_q));
+    expect_same_as_fp32({kind, bytes.data()}, f32, w, x, rows, cols);
   }
 }
 
@@ -126,26 +132,7 @@ TEST(QuantPanels, SixteenBitPanelsEqualTheFp32PanelsForAnyColumnCount) {
       std::vector<uint8_t> bytes(ops::quant_bytes(kind, rows, cols));
       EXPECT_EQ(bytes.size(), f32.size() * sizeof(float) / 2);
       ASSERT_TRUE(ops::pack_quant_panels(bytes.data(), f, values.data(), w.data(), rows, cols));
-      const ops::QuantPanels q{kind, bytes.data()};
-
-      std::vector<float> row(cols), want(cols);
-      for (int r : {0, 17, rows - 1}) {
-        ops::quant_row(row.data(), q, cols, r);
-        want.assign(w.begin() + static_cast<long>(r) * cols, w.begin() + static_cast<long>(r + 1) * cols);
-        EXPECT_TRUE(same_bits(row, want)) << "row " << r;
-      }
-      std::vector<float> y_f32(rows), y_q(rows);
-      ops::matvec_packed(y_f32.data(), f32.data(), x.data(), rows, cols);
-      ops::matvec_packed(y_q.data(), q, x.data(), rows, cols);
-      for (int r = 0; r < rows; ++r) {
-        double magnitude = 0.0;  // sum |w x| of row r
-        for (int k = 0; k < cols; ++k) magnitude += std::abs(double{w[static_cast<long>(r) * cols + k]} * x[k]);
-        EXPECT_NEAR(y_q[r], y_f32[r], 1e-6 * magnitude) << "row " << r;
-      }
-      std::vector<float> m_f32(static_cast<std::size_t>(tokens) * rows), m_q(m_f32.size());
-      ops::matmul_packed(m_f32.data(), x.data(), f32.data(), tokens, rows, cols);
-      ops::matmul_packed(m_q.data(), x.data(), q, tokens, rows, cols);
-      EXPECT_TRUE(same_bits(m_f32, m_q));
+      expect_same_as_fp32({kind, bytes.data()}, f32, w, x, rows, cols);
     }
   }
 }
