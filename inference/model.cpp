@@ -267,11 +267,13 @@ void PackQueue::pack(const std::string& model) {
                                         : ops::packed_floats(rows, e.cols);
     return (floats + 15) / 16 * 16;
   };
+  // A 16-bit matrix is packed from its file's bytes alone: its fp32 weights are never needed.
+  const auto filled = [](const Entry& e) { return e.fill && !(e.format && ops::quant_exact(*e.format)); };
   std::size_t total = 0, largest = 0, matrices = 0;
   for (const Entry& e : entries_) {
     for (const Part& p : e.parts) total += span_of(e, p.rows);
     matrices += e.parts.size();
-    if (e.fill) largest = std::max(largest, static_cast<std::size_t>(e.rows()) * e.cols);
+    if (filled(e)) largest = std::max(largest, static_cast<std::size_t>(e.rows()) * e.cols);
   }
   // Refused here rather than by std::bad_alloc, or by the out-of-memory killer partway through.
   const uint64_t bytes = (total + largest) * sizeof(float);
@@ -287,8 +289,9 @@ void PackQueue::pack(const std::string& model) {
   }
   std::size_t offset = 0;
   for (Entry& e : entries_) {
-    if (e.fill) e.fill(scratch.data());
-    const float* rows_major = e.fill ? scratch.data() : e.rows_major;  // [e.rows(), cols]
+    if (filled(e)) e.fill(scratch.data());
+    // [e.rows(), cols]; null for a 16-bit matrix
+    const float* rows_major = filled(e) ? scratch.data() : e.fill ? nullptr : e.rows_major;
     const uint8_t* blocks = e.blocks;  // the part's rows in the file's encoding
     for (const Part& p : e.parts) {
       PackedMatrix& m = *p.dst;
@@ -307,7 +310,7 @@ void PackQueue::pack(const std::string& model) {
       } else {
         ops::pack_panels(store->data() + offset, rows_major, p.rows, e.cols);
       }
-      rows_major += static_cast<std::size_t>(p.rows) * e.cols;
+      if (rows_major != nullptr) rows_major += static_cast<std::size_t>(p.rows) * e.cols;
       if (e.format) blocks += ops::quant_file_row_bytes(*e.format, e.cols) * p.rows;
       offset += span_of(e, p.rows);
     }

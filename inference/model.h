@@ -195,7 +195,8 @@ class PackQueue {
   void add(PackedMatrix& dst, int rows, int cols, const float* rows_major);
   // The same, kept quantized: `blocks` holds W in `format` (row-major, valid until
   // pack()); `fill` its fp32 weights, against which pack() checks every quantized weight (a
-  // matrix where one differs is packed in fp32).
+  // matrix where one differs is packed in fp32), and which it never asks for in a format
+  // that widens exactly (ops::quant_exact: F16, BF16).
   void add_quantized(PackedMatrix& dst, int rows, int cols, ops::QuantFormat format, const uint8_t* blocks,
                      Fill fill);
   // Matrices stored stacked by rows in one tensor (Phi-3's q/k/v and gate/up): `fill` writes the

@@ -388,7 +388,7 @@ bool pack_panel(uint8_t* dst, QuantFormat f, const uint8_t* blocks, const float*
   return expands_to<K>(dst, w, rows, cols, p);
 }
 
-// The same for a 16-bit kind: `values` holds W's 16-bit floats row-major.
+// The same for a 16-bit kind (`values`: W's 16-bit floats row-major), checked where w is given.
 template <QuantKind K>
 bool pack_wide_panel(uint8_t* dst, const uint8_t* values, const float* w, int rows, int cols, long p) {
   for (int i = 0; i < kPanel; ++i) {
@@ -399,7 +399,7 @@ bool pack_wide_panel(uint8_t* dst, const uint8_t* values, const float* w, int ro
       else to[0] = to[1] = 0;
     }
   }
-  return expands_to<K>(dst, w, rows, cols, p);
+  return w == nullptr || expands_to<K>(dst, w, rows, cols, p);
 }
 
 }  // namespace
@@ -423,6 +423,8 @@ QuantKind quant_kind(QuantFormat f) {
   }
   return QuantKind::None;
 }
+
+bool quant_exact(QuantFormat f) { return wide(quant_kind(f)); }
 
 std::size_t quant_panel_bytes(QuantKind k, int cols) {
   std::size_t n = 0;

@@ -52,11 +52,15 @@ struct QuantPanels {
   const uint8_t* bytes = nullptr;  // [quant_bytes(kind, rows, cols)]
 };
 
+// Whether every weight of the format widens to fp32 exactly, whatever its bits (F16, BF16): its
+// panels need no fp32 weights to be checked against.
+bool quant_exact(QuantFormat f);
+
 // Writes the panels of W[rows, cols] into out[quant_bytes(quant_kind(f), rows, cols)] from its
 // GGML blocks or 16-bit floats (`blocks`: row-major, as the file stores them) and its fp32
-// weights `w` [rows, cols] (the dequantizer's), panels on the OpenMP threads. Returns false, out
-// then undefined, where some weight would not expand to exactly w's value (a block whose factors
-// are not finite, a NaN whose payload the conversion changes).
+// weights `w` [rows, cols] (the dequantizer's; null where quant_exact(f)), panels on the OpenMP
+// threads. Returns false, out then undefined, where some weight would not expand to exactly w's
+// value (a block whose factors are not finite).
 bool pack_quant_panels(uint8_t* out, QuantFormat f, const uint8_t* blocks, const float* w, int rows, int cols);
 
 // Row `to` of the panels at dst becomes row `from` of those at src, both of W[rows, cols] in kind

@@ -133,6 +133,10 @@ TEST(QuantPanels, SixteenBitPanelsEqualTheFp32PanelsForAnyColumnCount) {
       EXPECT_EQ(bytes.size(), f32.size() * sizeof(float) / 2);
       ASSERT_TRUE(ops::pack_quant_panels(bytes.data(), f, values.data(), w.data(), rows, cols));
       expect_same_as_fp32({kind, bytes.data()}, f32, w, x, rows, cols);
+      ASSERT_TRUE(ops::quant_exact(f));  // so the loaders pack them without their fp32 weights
+      std::vector<uint8_t> unchecked(bytes.size());
+      ASSERT_TRUE(ops::pack_quant_panels(unchecked.data(), f, values.data(), nullptr, rows, cols));
+      EXPECT_EQ(unchecked, bytes);
     }
   }
 }
