@@ -208,6 +208,9 @@ cuda::DeviceBuffer<T> Impl<T>::upload_store(std::initializer_list<const PackedMa
       const int nr = std::min(per_copy, p->rows - r);
       const std::size_t n = static_cast<std::size_t>(nr) * p->cols;
       rows.resize(n);
+      // Rows unpacked on the OpenMP threads: a strided gather from the panels (and a widening of
+      // quantized or 16-bit ones) that one thread would take seconds over for a billion weights.
+#pragma omp parallel for schedule(static) if (n >= (std::size_t{1} << 18))
       for (int i = 0; i < nr; ++i) p->row(r + i, rows.data() + static_cast<std::size_t>(i) * p->cols);
       cuda::check(cudaMemcpy(staging.get(), rows.data(), n * sizeof(float), cudaMemcpyHostToDevice), what);
       cuda::to_store(dst + static_cast<std::size_t>(r) * p->cols, staging.get(), static_cast<long>(n), nullptr);

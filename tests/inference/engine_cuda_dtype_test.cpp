@@ -1,14 +1,18 @@
-// The CUDA backend's storage types against the CPU engine: auto's choice (by size, then type) and the names; bf16
-// storage against the CPU on bf16-rounded weights and cache (greedy tokens, rows, eviction, values
-// past fp16's range); fp32 storage against the plain CPU engine, to accumulation order. Without a
-// GPU they skip; they also run on the CPU emulation of CUDA (tests/cuda_emu) as emu:* tests.
+// The CUDA backend's storage types against the CPU engine: auto's choice (by size, then type) and
+// the names; bf16 storage against the CPU on bf16-rounded weights and cache (greedy tokens, rows,
+// eviction, values past fp16's range); bf16 panels uploaded as their fp32 twin; fp32 storage
+// against the plain CPU engine, to accumulation order. Without a GPU they skip; they also run on
+// the CPU emulation of CUDA (tests/cuda_emu) as emu:* tests.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <vector>
 
 #include "inference/engine.h"
 #include "inference/loader.h"
+#include "kernels/quant.h"
+#include "kernels/quant_panels.h"
 #include "tests/inference/engine_cuda_util.h"
 
 namespace kvs::cuda_test {
@@ -55,6 +59,39 @@ TEST(EngineCuda, Bf16StorageMatchesTheCpuOnTheSameNumbers) {
   EXPECT_EQ(forced, greedy(model, gpu, kPromptIds, 40));
   expect_same_rows(capture_run(rounded, cpu, kPromptIds, forced), capture_run(model, gpu, kPromptIds, forced),
                    kSameNumbersTol);
+}
+
+// A model whose matrices sit in bf16 panels, as an HF folder's bf16 tensors load, uploads the
+// numbers of its fp32 twin: the GPU's rows are the twin's, bit for bit.
+TEST(EngineCuda, Bf16PanelsUploadAsTheirFp32Twin) {
+  SKIP_WITHOUT_GPU();
+  if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
+  const Model twin = as_stored(load_model(kModels + "stories260K.bin"), GpuDtype::Bf16);  // fp32 panels
+  Model panels = twin;
+  std::vector<std::vector<uint8_t>> encoded;  // each matrix's bf16 values, row-major
+  PackQueue queue;
+  auto to_bf16 = [&](PackedMatrix& m) {
+    const WeightVector w = m.unpacked();
+    std::vector<uint8_t>& bytes = encoded.emplace_back(2 * w.size());
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      const uint16_t h = fp32_to_bf16(w[i]);
+      bytes[2 * i] = static_cast<uint8_t>(h & 0xff), bytes[2 * i + 1] = static_cast<uint8_t>(h >> 8);
+    }
+    queue.add_quantized(m, m.rows, m.cols, ops::QuantFormat::BF16, bytes.data(), {});
+  };
+  encoded.reserve(2 + 7 * panels.weights.layers.size());
+  to_bf16(panels.weights.token_embedding);
+  for (LayerWeights& l : panels.weights.layers)
+    for (PackedMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) to_bf16(*m);
+  queue.pack("stories260K in bf16 panels");
+  ASSERT_EQ(panels.matrix_count().as_stored, panels.matrix_count().matrices);
+  const EngineOptions gpu = on(Device::Cuda, false, GpuDtype::Bf16);
+  const std::vector<int> forced = greedy(twin, gpu, kPromptIds, 40);
+  EXPECT_EQ(forced, greedy(panels, gpu, kPromptIds, 40));
+  const tiny::Capture want = capture_run(twin, gpu, kPromptIds, forced);
+  const tiny::Capture got = capture_run(panels, gpu, kPromptIds, forced);
+  ASSERT_EQ(got.rows.size(), want.rows.size());
+  for (std::size_t i = 0; i < want.rows.size(); ++i) ASSERT_EQ(got.rows[i].probs, want.rows[i].probs) << "row " << i;
 }
 
 TEST(EngineCuda, Bf16GqaRotateHalfAndEvictionMatchTheCpu) {
