@@ -137,9 +137,9 @@ struct ModelConfig {
 // products stream. A loaded model's matrices share one allocation on huge pages (PackQueue):
 // with one of their own, those under 2 MiB (SmolLM2's q, k, v and output projections) sat on
 // small pages and read at 0.92 of the probe where on huge pages they read 0.98. A copy of a
-// matrix copies its panels into storage of its own. A matrix of a quantized, fp16 or bf16 tensor
-// in a format kernels/quant_panels.h reads keeps its quantized panels instead (`kind`), which expand to
-// the fp32 panels' weights bit for bit.
+// matrix copies its panels into storage of its own. A matrix of a quantized, fp16 or bf16
+// tensor in a format kernels/quant_panels.h reads keeps its quantized panels instead (`kind`),
+// which expand to the fp32 panels' weights bit for bit.
 struct PackedMatrix {
   int rows = 0;
   int cols = 0;

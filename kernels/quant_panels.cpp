@@ -70,7 +70,7 @@ inline i32x8 widen_u8(const uint8_t* p) {
 template <QuantKind K>
 inline float widen16_one(const uint8_t* p) {
   if constexpr (K == QuantKind::F16) return load_half(p);
-  return bf16_to_fp32(static_cast<uint16_t>(p[0] | p[1] << 8));
+  else return bf16_to_fp32(static_cast<uint16_t>(p[0] | p[1] << 8));
 }
 // The eight at p.
 template <QuantKind K>
