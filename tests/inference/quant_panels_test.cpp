@@ -154,8 +154,9 @@ TEST(QuantPanels, RowsMoveWithTheirFactors) {
   for (const Case& c : block_cases) kinds.emplace_back(c.format.name, c.quant);
   kinds.emplace_back("F16", ops::QuantFormat::F16);
   kinds.emplace_back("BF16", ops::QuantFormat::BF16);
-  for (const auto& [name, f] : kinds) {
+  for (const auto& [name, format_of_case] : kinds) {
     SCOPED_TRACE(name);
+    const ops::QuantFormat f = format_of_case;  // a plain variable: lambdas may capture it
     std::vector<uint8_t> encoded;
     std::vector<float> w(static_cast<std::size_t>(rows) * cols);  // [rows, cols]
     if (f == ops::QuantFormat::F16 || f == ops::QuantFormat::BF16) {
