@@ -26,7 +26,7 @@ void scale_queries(Model& model, float factor) {
     if (!l.q_norm.empty()) {
       scale(l.q_norm);
     } else {
-      scale(l.wq.panels());
+      l.wq.scale(factor);
       scale(l.bq);
     }
   }
@@ -88,8 +88,7 @@ void permute_partial_rotary(Model& model) {
 void scale_block_outputs(Model& model, float residual) {
   if (residual == 1.0f) return;
   for (LayerWeights& l : model.weights.layers)
-    for (PackedMatrix* m : {&l.wo, &l.w_down})
-      for (float& w : m->panels()) w *= residual;
+    for (PackedMatrix* m : {&l.wo, &l.w_down}) m->scale(residual);
 }
 
 void scale_logits(Model& model, float logits_divisor) {
@@ -205,6 +204,11 @@ WeightVector PackedMatrix::unpacked() const {
 void PackedMatrix::row(int r, float* out) const {
   if (quantized()) ops::quant_row(out, weights().quant, cols, r);
   else ops::panel_row(out, data(), cols, r);
+}
+
+void PackedMatrix::scale(float f) {
+  if (quantized() && ops::quant_scale(reinterpret_cast<uint8_t*>(store->data() + offset), kind, rows, cols, f)) return;
+  for (float& w : panels()) w *= f;
 }
 
 void PackedMatrix::permute_rows(std::span<const int> order) {

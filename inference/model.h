@@ -171,6 +171,10 @@ struct PackedMatrix {
   // The panels as the products read them.
   ops::PanelWeights weights() const;
   WeightVector unpacked() const;     // row-major [rows, cols]
+  // W becomes W * f (a multiplier of the model's folded into its weights): fp32 panels weight by
+  // weight; quantized ones keep their kind where ops::quant_scale can scale them (a block kind's
+  // weights then within a rounding or two of w f), and are expanded to fp32 first where not.
+  void scale(float f);
   // Row r becomes the old row order[r] (order: a permutation of 0..rows-1): fp32 panels in place,
   // quantized ones (which keep their kind) in storage of their own.
   void permute_rows(std::span<const int> order);

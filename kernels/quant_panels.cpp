@@ -456,6 +456,35 @@ void quant_copy_row(uint8_t* dst, int to, const uint8_t* src, int from, QuantKin
   with_kind(k, [&]<QuantKind K>() { copy_row<K>(dst, to, src, from, cols); });
 }
 
+bool quant_scale(uint8_t* bytes, QuantKind k, long rows, int cols, float f) {
+  bool ok = true;
+  with_kind(k, [&]<QuantKind K>() {
+    const std::size_t total = static_cast<std::size_t>(panel_count(rows)) * panel_bytes<K>(cols);
+    if constexpr (wide(K)) {
+      const auto narrow = [](float v) { return K == QuantKind::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v); };
+      const auto widened = [](uint16_t h) { return K == QuantKind::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h); };
+      for (std::size_t i = 0; i < total && ok; i += 2) {
+        const float v = widen16_one<K>(bytes + i) * f;
+        const float back = widened(narrow(v));
+        ok = std::memcmp(&back, &v, sizeof v) == 0;
+      }
+      for (std::size_t i = 0; i < total && ok; i += 2) {
+        const uint16_t h = narrow(widen16_one<K>(bytes + i) * f);
+        bytes[i] = static_cast<uint8_t>(h & 0xff), bytes[i + 1] = static_cast<uint8_t>(h >> 8);
+      }
+    } else {
+      constexpr std::size_t factors = header_bytes(K) / sizeof(float);
+      for (std::size_t b = 0; b < total; b += block_bytes(K)) {
+        float header[factors];  // [S or 2S][kPanel]: the block's scales, then its offsets
+        std::memcpy(header, bytes + b, sizeof header);
+        for (float& v : header) v *= f;
+        std::memcpy(bytes + b, header, sizeof header);
+      }
+    }
+  });
+  return ok;
+}
+
 void quant_panel_to_f32(float* panel, QuantPanels w, int cols, long p) {
   const uint8_t* src = w.bytes + p * quant_panel_bytes(w.kind, cols);
   with_kind(w.kind, [&]<QuantKind K>() {

@@ -67,6 +67,12 @@ bool pack_quant_panels(uint8_t* out, QuantFormat f, const uint8_t* blocks, const
 // k (its factors move with it).
 void quant_copy_row(uint8_t* dst, int to, const uint8_t* src, int from, QuantKind k, int cols);
 
+// W[rows, cols] in kind k at `bytes` becomes W * f, in place: a block kind's factors (scale and
+// offset) times f, so a weight becomes (s f) q + o f, within a rounding or two of w f; a 16-bit
+// kind's weights only where every one of w f is again a 16-bit value (f a power of two, no
+// weight leaving the range), exactly. Returns false, the bytes unchanged, where that fails.
+bool quant_scale(uint8_t* bytes, QuantKind k, long rows, int cols, float f);
+
 // Panel p of W as an fp32 panel [cols, kPanelRows] (matmul.h's layout).
 void quant_panel_to_f32(float* panel, QuantPanels w, int cols, long p);
 // out[cols] = W[r, :].

@@ -192,6 +192,11 @@ VARIANTS = {
     "granite_multipliers": dict(arch="granite", seed=39, tied=True,
                                 extra={"embedding_multiplier": 12.0, "residual_multiplier": 0.22,
                                        "attention_multiplier": 0.2, "logits_scaling": 8.0}),
+    # the same in bf16 with IBM's score scale (1/64: a power of two once times sqrt(head_dim), so q
+    # keeps its bf16 panels scaled; 0.22 does not, so the output and down projections go to fp32)
+    "granite_multipliers_bf16": dict(arch="granite", seed=43, tied=True, dtype="BF16",
+                                     extra={"embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+                                            "attention_multiplier": 0.015625, "logits_scaling": 8.0}),
     # EXAONE 4: OLMo 2's norms after the blocks with Qwen3's per-head QK-norm; with a window, every
     # 4th layer global and without RoPE (NoPE), the local ones rotated as the global would be
     # (linear scaling here); without one, every layer global and rotated

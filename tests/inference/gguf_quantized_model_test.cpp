@@ -4,9 +4,13 @@
 // (kernels/quant_panels.h), and give the same logits through prefill (bit for
 // bit) and the same tokens and logits (to rounding: quant_panel_dot) through greedy decode; so
 // does a phi3 model whose stacked q/k/v and gate/up tensors are quantized, with q/k rows permuted
-// for partial rotation or not.
+// for partial rotation or not; and a granite model whose multipliers scale its blocks' factors,
+// to a rounding.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,12 +47,13 @@ const std::vector<BlockFormat>& formats() {
 constexpr int kDim = 256, kHidden = 512, kVocab = 80, kLayers = 2, kHeads = 4, kKvHeads = 2;
 constexpr int kHeadDim = kDim / kHeads;
 
-// Writes the same model of architecture `arch` (llama, or phi3 with q/k/v and gate/up stacked in
-// one tensor each; `rotary_dims` of each head rotated where not 0) twice: `quantized` with each
-// tensor in the next format of formats(), `f32` with those tensors dequantized; the tensors'
-// format names in file order.
+// Writes the same model of architecture `arch` (llama's layout, or phi3's with q/k/v and gate/up
+// stacked in one tensor each; `extra` adds metadata) twice: `quantized` with each tensor in the
+// next format of formats(), `f32` with those tensors dequantized; the tensors' format names in
+// file order.
 std::vector<std::string> write_twins(const std::string& quantized, const std::string& f32,
-                                     const std::string& arch = "llama", int rotary_dims = 0) {
+                                     const std::string& arch = "llama",
+                                     const std::function<void(testing::GgufWriter&)>& extra = {}) {
   testing::GgufWriter q, f;
   for (testing::GgufWriter* w : {&q, &f}) {
     w->add_string("general.architecture", arch);
@@ -60,7 +65,7 @@ std::vector<std::string> write_twins(const std::string& quantized, const std::st
     w->add_u32(arch + ".context_length", 64);
     w->add_f32(arch + ".rope.freq_base", 10000.0f);
     w->add_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
-    if (rotary_dims != 0) w->add_u32(arch + ".rope.dimension_count", rotary_dims);
+    if (extra) extra(*w);
   }
   std::mt19937 rng(11);
   std::vector<std::string> order;
@@ -163,7 +168,7 @@ TEST(GgufQuantizedModel, StackedMatricesStayQuantizedPartByPart) {
 TEST(GgufQuantizedModel, PermutedRowsStayQuantized) {
   TempDir dir;
   const std::string qpath = dir.file("q.gguf"), fpath = dir.file("f32.gguf");
-  write_twins(qpath, fpath, "phi3", 48);
+  write_twins(qpath, fpath, "phi3", [](testing::GgufWriter& w) { w.add_u32("phi3.rope.dimension_count", 48); });
   const Model qm = load_model(qpath), fm = load_model(fpath);
   EXPECT_EQ(qm.config.rotary_dim, 48);
   const Model::MatrixCount count = qm.matrix_count();
@@ -173,6 +178,34 @@ TEST(GgufQuantizedModel, PermutedRowsStayQuantized) {
     EXPECT_EQ(qm.weights.layers[l].wk.unpacked(), fm.weights.layers[l].wk.unpacked()) << "layer " << l;
   }
   expect_same_decoding(qm, fm);
+}
+
+// Granite's multipliers folded into quantized q, output and down projections: their blocks'
+// factors scaled (weights within a rounding or two of the fp32 twin's, folded weight by weight).
+TEST(GgufQuantizedModel, FoldedMultipliersKeepTheMatricesQuantized) {
+  TempDir dir;
+  const std::string qpath = dir.file("q.gguf"), fpath = dir.file("f32.gguf");
+  write_twins(qpath, fpath, "granite", [](testing::GgufWriter& w) {
+    w.add_f32("granite.attention.scale", 0.2f);
+    w.add_f32("granite.residual_scale", 0.22f);
+    w.add_f32("granite.logit_scale", 8.0f);
+  });
+  const Model qm = load_model(qpath), fm = load_model(fpath);
+  const Model::MatrixCount count = qm.matrix_count();
+  EXPECT_EQ(count.as_stored, count.matrices);
+  for (int l = 0; l < kLayers; ++l) {
+    const auto q = qm.weights.layers[l].matrices(), f = fm.weights.layers[l].matrices();
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      const WeightVector a = q[i]->unpacked(), b = f[i]->unpacked();
+      float largest = 0.0f, worst = 0.0f;
+      for (std::size_t j = 0; j < b.size(); ++j) {
+        largest = std::max(largest, std::abs(b[j]));
+        worst = std::max(worst, std::abs(a[j] - b[j]));
+      }
+      EXPECT_LE(worst, 4e-7f * largest) << "layer " << l << " matrix " << i;
+    }
+  }
+  testing::expect_same_decoding(qm, fm, {1, 17, 42, 5, 63, 9}, 8, 1e-4f, false);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // keep, random blocks packed both ways give the same rows and the same prefill products bit for
 // bit, and the same decode products to a rounding per term (a block with d = -0 and the rows
 // padding the last panel included); a block whose factor is not finite is refused. fp16 and bf16
-// panels likewise, for any number of columns; rows moved as stored keep their weights.
+// panels likewise, for any number of columns; rows moved as stored keep their weights; panels
+// scaled by a multiplier.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -179,6 +180,50 @@ TEST(QuantPanels, RowsMoveWithTheirFactors) {
       ops::quant_row(row.data(), {kind, moved.data()}, cols, r);
       want.assign(w.begin() + static_cast<long>(order[r]) * cols, w.begin() + static_cast<long>(order[r] + 1) * cols);
       ASSERT_TRUE(same_bits(row, want)) << "row " << r << " from " << order[r];
+    }
+  }
+}
+
+// quant_scale: a block kind's weights within a rounding or two of w f; a 16-bit kind's exactly by
+// a power of two, and refused (its bytes as they were) by a factor that leaves the format.
+TEST(QuantPanels, ScaledByAMultiplier) {
+  constexpr int rows = 45, cols = 256;
+  constexpr float f = 0.22f;
+  std::mt19937 rng(9);
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.format.name);
+    const std::vector<uint8_t> blocks = testing::random_blocks(c.format, rows * cols / c.format.weights, rng, 20);
+    std::vector<float> w(static_cast<std::size_t>(rows) * cols);  // [rows, cols]
+    c.format.dequantize(blocks.data(), w.data(), w.size());
+    const ops::QuantKind kind = ops::quant_kind(c.quant);
+    std::vector<uint8_t> bytes(ops::quant_bytes(kind, rows, cols));
+    ASSERT_TRUE(ops::pack_quant_panels(bytes.data(), c.quant, blocks.data(), w.data(), rows, cols));
+    ASSERT_TRUE(ops::quant_scale(bytes.data(), kind, rows, cols, f));
+    float largest = 0.0f;
+    for (float v : w) largest = std::max(largest, std::abs(v));
+    std::vector<float> row(cols);
+    for (int r = 0; r < rows; ++r) {
+      ops::quant_row(row.data(), {kind, bytes.data()}, cols, r);
+      for (int k = 0; k < cols; ++k)
+        ASSERT_NEAR(row[k], w[static_cast<std::size_t>(r) * cols + k] * f, 4e-7f * largest * f) << r << ", " << k;
+    }
+  }
+  for (const ops::QuantFormat format : {ops::QuantFormat::F16, ops::QuantFormat::BF16}) {
+    const std::vector<uint8_t> values = random_16bit(format, static_cast<std::size_t>(rows) * cols, rng);
+    std::vector<float> w(static_cast<std::size_t>(rows) * cols);  // [rows, cols]
+    if (format == ops::QuantFormat::F16) dequantize_f16(values.data(), w.data(), w.size());
+    else dequantize_bf16(values.data(), w.data(), w.size());
+    const ops::QuantKind kind = ops::quant_kind(format);
+    std::vector<uint8_t> bytes(ops::quant_bytes(kind, rows, cols));
+    ASSERT_TRUE(ops::pack_quant_panels(bytes.data(), format, values.data(), nullptr, rows, cols));
+    const std::vector<uint8_t> before = bytes;
+    EXPECT_FALSE(ops::quant_scale(bytes.data(), kind, rows, cols, f));
+    EXPECT_EQ(bytes, before);
+    ASSERT_TRUE(ops::quant_scale(bytes.data(), kind, rows, cols, 4.0f));  // subnormals stay exact
+    std::vector<float> row(cols);
+    for (int r = 0; r < rows; ++r) {
+      ops::quant_row(row.data(), {kind, bytes.data()}, cols, r);
+      for (int k = 0; k < cols; ++k) ASSERT_EQ(row[k], w[static_cast<std::size_t>(r) * cols + k] * 4.0f) << r;
     }
   }
 }
