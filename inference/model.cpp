@@ -294,8 +294,8 @@ void PackQueue::pack(const std::string& model) {
   std::size_t offset = 0;
   for (Entry& e : entries_) {
     if (filled(e)) e.fill(scratch.data());
-    // [e.rows(), cols]; null for a 16-bit matrix
-    const float* rows_major = filled(e) ? scratch.data() : e.fill ? nullptr : e.rows_major;
+    // [e.rows(), cols]; null for a 16-bit matrix (an entry with a fill has no rows_major)
+    const float* rows_major = filled(e) ? scratch.data() : e.rows_major;
     const uint8_t* blocks = e.blocks;  // the part's rows in the file's encoding
     for (const Part& p : e.parts) {
       PackedMatrix& m = *p.dst;

@@ -216,7 +216,7 @@ class PackQueue {
     std::vector<Part> parts;  // one part but for a stack
     int cols;
     Fill fill;                    // or
-    const float* rows_major;      // when fill is empty
+    const float* rows_major;      // when fill is empty (null otherwise)
     std::optional<ops::QuantFormat> format;  // kept quantized (with a fill)
     const uint8_t* blocks = nullptr;         // with format: the parts' blocks, one after another
     int rows() const;             // the parts' rows, in all
