@@ -461,17 +461,15 @@ bool quant_scale(uint8_t* bytes, QuantKind k, long rows, int cols, float f) {
   with_kind(k, [&]<QuantKind K>() {
     const std::size_t total = static_cast<std::size_t>(panel_count(rows)) * panel_bytes<K>(cols);
     if constexpr (wide(K)) {
-      const auto narrow = [](float v) { return K == QuantKind::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v); };
-      const auto widened = [](uint16_t h) { return K == QuantKind::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h); };
+      std::vector<uint8_t> scaled(total);  // the panels times f, kept only if every weight is exact
       for (std::size_t i = 0; i < total && ok; i += 2) {
         const float v = widen16_one<K>(bytes + i) * f;
-        const float back = widened(narrow(v));
+        const uint16_t h = K == QuantKind::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+        scaled[i] = static_cast<uint8_t>(h & 0xff), scaled[i + 1] = static_cast<uint8_t>(h >> 8);
+        const float back = widen16_one<K>(scaled.data() + i);
         ok = std::memcmp(&back, &v, sizeof v) == 0;
       }
-      for (std::size_t i = 0; i < total && ok; i += 2) {
-        const uint16_t h = narrow(widen16_one<K>(bytes + i) * f);
-        bytes[i] = static_cast<uint8_t>(h & 0xff), bytes[i + 1] = static_cast<uint8_t>(h >> 8);
-      }
+      if (ok) std::memcpy(bytes, scaled.data(), total);
     } else {
       constexpr std::size_t factors = header_bytes(K) / sizeof(float);
       for (std::size_t b = 0; b < total; b += block_bytes(K)) {
