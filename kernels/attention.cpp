@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/half.h"
 #include "kernels/simd.h"
 #include "kernels/softmax.h"
 
@@ -80,7 +83,7 @@ constexpr int kHeadGroup = 4;
 constexpr int kPrefetchBytes = 8192;
 
 // Asks for the `bytes` from p (whole cache lines).
-inline void prefetch_bytes(const float* p, int bytes) {
+inline void prefetch_bytes(const void* p, int bytes) {
   for (int b = 0; b < bytes; b += 64) prefetch_ahead(p, b);
 }
 
@@ -95,23 +98,26 @@ constexpr int mix_vectors() {
 // For each of NQ heads i: out[i * out_stride + d0 ..][8 * NV] = sum_{j0 <= j < j1}
 // probs[i * probs_stride + j] * value(j)[d0 ..], the output vectors in registers across all keys
 // (an axpy per key loaded and stored them each time) and each value vector loaded once for all
-// heads. Keys in order, so every head's sums are the same whatever NQ.
-template <int NQ, int NV, class ValueRow>
+// heads. Keys in order, so every head's sums are the same whatever NQ. Keys and values of
+// element types KE and VE (float, f16, bf16).
+template <int NQ, int NV, class KE, class ValueRow>
 void mix_pass(float* out, long out_stride, const float* probs, long probs_stride, int j0, int j1, int d0,
-              int head_dim, ValueRow value, const float* next_keys) {
+              int head_dim, ValueRow value, const void* next_keys) {
+  using VE = std::remove_cvref_t<decltype(*value(0))>;
+  constexpr int part_bytes = static_cast<int>(sizeof(VE)) * 8 * NV;  // of a row this pass reads
   f32x8 acc[NQ][NV] = {};
-  const int ahead = std::max(1, kPrefetchBytes / (32 * NV));  // the rows' parts this pass reads
+  const int ahead = std::max(1, kPrefetchBytes / part_bytes);
   for (int j = j0; j < j1; ++j) {
-    if (j + ahead < j1) prefetch_bytes(value(j + ahead) + d0, 32 * NV);
+    if (j + ahead < j1) prefetch_bytes(value(j + ahead) + d0, part_bytes);
     else if (next_keys)  // on into the caller's next keys (as bytes past next_keys: it may be any address)
-      for (int b = 0; b < 32 * NV; b += 64)
-        prefetch_ahead(next_keys, (static_cast<std::size_t>(j + ahead - j1) * head_dim + d0) * sizeof(float) + b);
+      for (int b = 0; b < part_bytes; b += 64)
+        prefetch_ahead(next_keys, (static_cast<std::size_t>(j + ahead - j1) * head_dim + d0) * sizeof(KE) + b);
     f32x8 p[NQ];
     for (int i = 0; i < NQ; ++i) p[i] = splat(probs[i * probs_stride + j]);
-    const float* v = value(j) + d0;
+    const VE* v = value(j) + d0;
 #pragma GCC unroll 8
     for (int u = 0; u < NV; ++u) {
-      const f32x8 vv = load_as<f32x8>(v + 8 * u);
+      const f32x8 vv = load8(v + 8 * u);
       for (int i = 0; i < NQ; ++i) acc[i][u] += p[i] * vv;
     }
   }
@@ -122,20 +128,21 @@ void mix_pass(float* out, long out_stride, const float* probs, long probs_stride
 // mix_pass over all head_dim components (HD when not 0: a constant, its loops unrolled): passes of
 // mix_vectors<NQ>() vectors, then any whole vectors left one at a time, then the components past
 // the last whole vector one by one.
-template <int NQ, int HD, class ValueRow>
+template <int NQ, int HD, class KE, class ValueRow>
 void mix_values(float* out, long out_stride, const float* probs, long probs_stride, int j0, int j1, int head_dim,
-                ValueRow value, const float* next_keys) {
+                ValueRow value, const void* next_keys) {
   if (HD) head_dim = HD;
   constexpr int NV = mix_vectors<NQ>();
   const int hd8 = head_dim / 8 * 8;
   int d0 = 0;
   for (; d0 + 8 * NV <= hd8; d0 += 8 * NV)
-    mix_pass<NQ, NV>(out, out_stride, probs, probs_stride, j0, j1, d0, head_dim, value, next_keys);
-  for (; d0 < hd8; d0 += 8) mix_pass<NQ, 1>(out, out_stride, probs, probs_stride, j0, j1, d0, head_dim, value, next_keys);
+    mix_pass<NQ, NV, KE>(out, out_stride, probs, probs_stride, j0, j1, d0, head_dim, value, next_keys);
+  for (; d0 < hd8; d0 += 8)
+    mix_pass<NQ, 1, KE>(out, out_stride, probs, probs_stride, j0, j1, d0, head_dim, value, next_keys);
   for (int d = hd8; d < head_dim; ++d)
     for (int i = 0; i < NQ; ++i) {
       float s = 0.0f;
-      for (int j = j0; j < j1; ++j) s += probs[i * probs_stride + j] * value(j)[d];
+      for (int j = j0; j < j1; ++j) s += probs[i * probs_stride + j] * to_f32(value(j)[d]);
       out[i * out_stride + d] = s;
     }
 }
@@ -150,24 +157,27 @@ template <int NQ, int HD, class KeyRow, class ValueRow>
 void score_keys(float* probs, long probs_stride, const float* q, int j0, int j1, int head_dim, Scoring score,
                 KeyRow key, ValueRow value) {
   if (HD) head_dim = HD;
+  using KE = std::remove_cvref_t<decltype(*key(0))>;
+  using VE = std::remove_cvref_t<decltype(*value(0))>;
   const int hd16 = head_dim / 16 * 16, hd8 = head_dim / 8 * 8;  // whole 8-wide vectors, in pairs
-  const int ahead = std::max(1, kPrefetchBytes / (4 * head_dim));  // keys
+  const int key_bytes = static_cast<int>(sizeof(KE)) * head_dim, value_bytes = static_cast<int>(sizeof(VE)) * head_dim;
+  const int ahead = std::max(1, kPrefetchBytes / key_bytes);  // keys
   for (int j = j0; j < j1; ++j) {
     const int ja = j + ahead;  // the range's keys ahead, then on into its values, which the mix reads next
-    if (ja < j1) prefetch_bytes(key(ja), 4 * head_dim);
-    else if (ja - j1 < j1 - j0) prefetch_bytes(value(j0 + (ja - j1)), 4 * head_dim);
-    const float* k = key(j);
+    if (ja < j1) prefetch_bytes(key(ja), key_bytes);
+    else if (ja - j1 < j1 - j0) prefetch_bytes(value(j0 + (ja - j1)), value_bytes);
+    const KE* k = key(j);
     for (int i = 0; i < NQ; ++i) {
       const float* qi = q + i * head_dim;
       f32x8 even = {}, odd = {};
       int d = 0;
       for (; d < hd16; d += 16) {
-        even += load_as<f32x8>(qi + d) * load_as<f32x8>(k + d);
-        odd += load_as<f32x8>(qi + d + 8) * load_as<f32x8>(k + d + 8);
+        even += load_as<f32x8>(qi + d) * load8(k + d);
+        odd += load_as<f32x8>(qi + d + 8) * load8(k + d + 8);
       }
-      if (d < hd8) even += load_as<f32x8>(qi + d) * load_as<f32x8>(k + d);
+      if (d < hd8) even += load_as<f32x8>(qi + d) * load8(k + d);
       float s = lane_sum(even + odd);
-      for (d = hd8; d < head_dim; ++d) s += qi[d] * k[d];
+      for (d = hd8; d < head_dim; ++d) s += qi[d] * to_f32(k[d]);
       probs[i * probs_stride + j] = score.scale * s;
     }
   }
@@ -221,7 +231,8 @@ void mix_tile(float* const* out, const float* sc, long ld, int n, int nr, int he
 template <int HD, class KeyRow, class ValueRow>
 void attend_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
                  long stat_stride, const float* q_all, int n_q, KeyRow key, ValueRow value, int j0, int j1,
-                 int head_dim, Scoring score, const float* next_keys) {
+                 int head_dim, Scoring score, const void* next_keys) {
+  using KE = std::remove_cvref_t<decltype(*key(0))>;
   if (HD) head_dim = HD;
   for (int i0 = 0; i0 < n_q; i0 += kHeadGroup) {
     auto heads = [&]<int NQ>() {
@@ -232,7 +243,7 @@ void attend_part(float* part_out, long out_stride, float* probs, long probs_stri
         l[i * stat_stride] = exp_shifted(probs + i * probs_stride + j0, j1 - j0, &m[i * stat_stride]);
       }
       // The last group's values end the range: then the next range's keys are read.
-      mix_values<NQ, HD>(part_out + i0 * out_stride, out_stride, probs + i0 * probs_stride, probs_stride, j0, j1,
+      mix_values<NQ, HD, KE>(part_out + i0 * out_stride, out_stride, probs + i0 * probs_stride, probs_stride, j0, j1,
                          head_dim, value, i0 + NQ >= n_q ? next_keys : nullptr);
     };
     switch (std::min(kHeadGroup, n_q - i0)) {
@@ -256,8 +267,8 @@ void attend_part(float* part_out, long out_stride, float* probs, long probs_stri
 // heads a KV head), where the heads used to take turns over 64-key blocks, went from 15.6 to 6.5
 // ms a token.
 void attend_rows_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
-                      long stat_stride, const float* q_all, int n_q, const float* keys, const float* values,
-                      const int32_t* rows, int j0, int j1, int head_dim, Scoring score, const float* next_keys) {
+                      long stat_stride, const float* q_all, int n_q, RowData keys, RowData values,
+                      const int32_t* rows, int j0, int j1, int head_dim, Scoring score, const void* next_keys) {
   // A range of consecutive rows (a cache nothing was evicted from) is addressed without the list.
   bool run = true;
   for (int j = j0; j < j1; ++j) run &= rows[j] == rows[j0] + (j - j0);
@@ -272,12 +283,25 @@ void attend_rows_part(float* part_out, long out_stride, float* probs, long probs
     else if (head_dim == 128) part.template operator()<128>(key, value);
     else part.template operator()<0>(key, value);
   };
-  if (run) {
-    sized([=](int j) { return keys + (first + j) * head_dim; }, [=](int j) { return values + (first + j) * head_dim; });
-  } else {
-    sized([=](int j) { return keys + static_cast<long>(rows[j]) * head_dim; },
-          [=](int j) { return values + static_cast<long>(rows[j]) * head_dim; });
-  }
+  // Rows of keys and values as element types KE and VE.
+  auto typed = [&]<class KE, class VE>() {
+    const KE* k = static_cast<const KE*>(keys.data);
+    const VE* v = static_cast<const VE*>(values.data);
+    if (run) {
+      sized([=](int j) { return k + (first + j) * head_dim; }, [=](int j) { return v + (first + j) * head_dim; });
+    } else {
+      sized([=](int j) { return k + static_cast<long>(rows[j]) * head_dim; },
+            [=](int j) { return v + static_cast<long>(rows[j]) * head_dim; });
+    }
+  };
+  // The pairs a cache reads: one type for both, or fp32 keys (rotated by slot) over 16-bit values.
+  using enum RowType;
+  if (keys.type == F32 && values.type == F32) typed.template operator()<float, float>();
+  else if (keys.type == F16 && values.type == F16) typed.template operator()<f16, f16>();
+  else if (keys.type == BF16 && values.type == BF16) typed.template operator()<bf16, bf16>();
+  else if (keys.type == F32 && values.type == F16) typed.template operator()<float, f16>();
+  else if (keys.type == F32 && values.type == BF16) typed.template operator()<float, bf16>();
+  else throw std::logic_error("attend_rows_part: 16-bit keys over values of another type");
 }
 
 float attend_rows_merge(float* out, float* probs, int n_keys, int seg_keys, const float* part_out, const float* m,

@@ -19,20 +19,41 @@ namespace kvs::ops {
 float attend_rows(float* out, float* probs, const float* q, const float* keys,
                   const float* values, const int32_t* rows, int n_keys, int head_dim, Scoring score);
 
+// The element type of cached key or value rows: fp32, or 16 bits widened to fp32 exactly as
+// they are read (kernels/half.h), so that a 16-bit cache gives the same results as fp32 rows
+// holding the same numbers, from half the bytes.
+enum class RowType : uint8_t { F32, F16, BF16 };
+// Rows of one element type from `data`.
+struct RowData {
+  const void* data;
+  RowType type;
+};
+
 // Decode attention split over key ranges, for the n_q query heads that share one KV head: the
 // range's keys and values come from memory once and from cache for the other heads.
 // For query i (q + i * head_dim) over listed rows j in [j0, j1):
 //   probs[i * probs_stride + j] = exp(score(q_i.k_j) - m[i * stat_stride]),
 //   m[i * stat_stride] = the largest score in the range, l[i * stat_stride] = the sum of
 //   those exps, part_out[i * out_stride .. + head_dim] = sum_j probs * v_j (unnormalized).
+// keys and values: rows of head_dim elements, both of one type or fp32 keys over 16-bit values
+// (a cache whose keys are rotated into an fp32 copy); other pairs throw std::logic_error.
 // next_keys (may be null): where the keys the caller reads next start (its next range's first
-// key row; rows of head_dim floats follow it), asked for ahead while this range's last values
-// are read, as this range's first values are while its last keys are, so that the thread's
-// streams run on from range to range.
+// key row; rows of head_dim elements of the keys' type follow it), asked for ahead while this
+// range's last values are read, as this range's first values are while its last keys are, so
+// that the thread's streams run on from range to range.
 void attend_rows_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
-                      long stat_stride, const float* q, int n_q, const float* keys, const float* values,
+                      long stat_stride, const float* q, int n_q, RowData keys, RowData values,
                       const int32_t* rows, int j0, int j1, int head_dim, Scoring score,
-                      const float* next_keys = nullptr);
+                      const void* next_keys = nullptr);
+// The same over fp32 rows.
+inline void attend_rows_part(float* part_out, long out_stride, float* probs, long probs_stride, float* m, float* l,
+                             long stat_stride, const float* q, int n_q, const float* keys, const float* values,
+                             const int32_t* rows, int j0, int j1, int head_dim, Scoring score,
+                             const float* next_keys = nullptr) {
+  attend_rows_part(part_out, out_stride, probs, probs_stride, m, l, stat_stride, q, n_q,
+                   RowData{keys, RowType::F32}, RowData{values, RowType::F32}, rows, j0, j1, head_dim, score,
+                   next_keys);
+}
 
 // Combines one query's n_parts ranges of seg_keys keys each (the last one shorter; part p covers
 // keys [p * seg_keys, ...) of n_keys) from attend_rows_part: part_out [n_parts, head_dim], m, l

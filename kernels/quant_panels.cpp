@@ -1,7 +1,7 @@
 // Quantized panels (quant_panels.h): packing from GGML blocks or 16-bit floats with a check of
 // every weight, and the expansions the products read them through, with AVX2's byte-to-int
-// widening and F16C's half-to-float conversion where the build has them (GCC's vector
-// conversion of 8 bytes is done lane by lane).
+// widening where the build has it (GCC's vector conversion of 8 bytes is done lane by lane) and
+// 16-bit floats widened by kernels/half.h.
 #include "kernels/quant_panels.h"
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/half.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/simd.h"
@@ -75,19 +76,8 @@ inline float widen16_one(const uint8_t* p) {
 // The eight at p.
 template <QuantKind K>
 inline f32x8 widen16(const uint8_t* p) {
-#ifdef __F16C__
-  if constexpr (K == QuantKind::F16)
-    return reinterpret_cast<f32x8>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-#endif
-#ifdef __AVX2__
-  if constexpr (K == QuantKind::BF16) {
-    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return reinterpret_cast<f32x8>(_mm256_slli_epi32(v, 16));
-  }
-#endif
-  f32x8 v;
-  for (int i = 0; i < 8; ++i) v[i] = widen16_one<K>(p + 2 * i);
-  return v;
+  if constexpr (K == QuantKind::F16) return widen8_f16(p);
+  else return widen8_bf16(p);
 }
 
 // Rows 8u .. 8u+7 of a block column `col` expanded to weights: q*s (+ o), the dequantizer's

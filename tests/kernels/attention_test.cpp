@@ -1,6 +1,6 @@
 // attend_causal_block (a block of prompt rows), attend_rows (one query over listed key/value rows)
 // and attend_rows_part + attend_rows_merge (a KV head's query heads over key ranges, as decode
-// runs them), against a direct double-precision computation; scores soft-capped as Gemma 2 caps them.
+// runs them, over fp32 or 16-bit rows), against a direct double-precision computation; scores soft-capped as Gemma 2 caps them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/quant.h"
 #include "tests/kernels/random_data.h"
 
 namespace kvs::ops {
@@ -280,6 +281,71 @@ TEST(Attention, NextKeysHintLeavesRangePartsBitIdentical) {
         EXPECT_EQ(std::memcmp(plain.data(), hinted.data(), plain.size() * sizeof(float)), 0)
             << (run ? "run" : "scattered") << " rows, head_dim " << hd << ", group " << group;
       }
+}
+
+
+// A 16-bit cache (keys and values fp16 or bf16, or fp32 keys over 16-bit values) is read exactly:
+// every part's output, maximum, sum and probabilities are bit for bit those over fp32 rows holding
+// the same numbers at the head sizes compiled as constants (64, 128), and within a multiply-add's
+// rounding at others (13: a vector tail), for lone heads and groups,
+// run and scattered rows, several parts with the next keys asked for ahead. A pair of 16-bit types
+// the cache never holds is refused.
+TEST(Attention, SixteenBitRowsAttendAsTheirFp32Twins) {
+  using enum RowType;
+  const std::pair<RowType, RowType> pairs[] = {{F16, F16}, {BF16, BF16}, {F32, F16}, {F32, BF16}};
+  for (const auto [key_type, value_type] : pairs)
+    for (const bool run : {true, false})
+      for (const int hd : {13, 64, 128})
+        for (const int group : {1, 3, 5}) {
+          const int n = 600, stored = n + 3, seg = 256, parts = (n + seg - 1) / seg;
+          auto k = random_vec(stored * hd, 50 + hd, -2.5f, 2.5f), v = random_vec(stored * hd, 51, -2.5f, 2.5f);
+          const auto q = random_vec(group * hd, 52 + group, -1.5f, 1.5f);
+          // The 16-bit rows, and k, v rounded to the numbers they hold.
+          auto sixteen = [](std::vector<float>& x, RowType t) {
+            std::vector<uint16_t> bits(x.size());
+            for (std::size_t i = 0; i < x.size(); ++i) {
+              bits[i] = t == F16 ? fp32_to_fp16(x[i]) : fp32_to_bf16(x[i]);
+              x[i] = t == F16 ? fp16_to_fp32(bits[i]) : bf16_to_fp32(bits[i]);
+            }
+            return bits;
+          };
+          const std::vector<uint16_t> k16 = key_type == F32 ? std::vector<uint16_t>() : sixteen(k, key_type);
+          const std::vector<uint16_t> v16 = sixteen(v, value_type);
+          std::vector<int32_t> rows(n);
+          for (int j = 0; j < n; ++j) rows[j] = run ? j + 3 : (j * 7 + 1) % stored;
+          auto parts_over = [&](RowData keys, RowData values) {
+            std::vector<float> out(static_cast<std::size_t>(group) * parts * hd), m(group * parts), l(group * parts),
+                probs(static_cast<std::size_t>(group) * n);
+            const std::size_t key_bytes = keys.type == F32 ? 4 : 2;
+            for (int p = 0; p < parts; ++p) {
+              const int j0 = p * seg, j1 = std::min(n, j0 + seg);
+              const void* next = j1 < n ? static_cast<const char*>(keys.data) + rows[j1] * hd * key_bytes : nullptr;
+              attend_rows_part(out.data() + p * hd, static_cast<long>(parts) * hd, probs.data(), n, m.data() + p,
+                               l.data() + p, parts, q.data(), group, keys, values, rows.data(), j0, j1, hd, 0.3f, next);
+            }
+            for (const std::vector<float>* x : {&m, &l, &probs}) out.insert(out.end(), x->begin(), x->end());
+            return out;
+          };
+          const std::vector<float> want = parts_over({k.data(), F32}, {v.data(), F32});
+          const std::vector<float> got =
+              parts_over(key_type == F32 ? RowData{k.data(), F32} : RowData{k16.data(), key_type}, {v16.data(), value_type});
+          ASSERT_EQ(want.size(), got.size());
+          const std::string where = "key type " + std::to_string(static_cast<int>(key_type)) + ", value type " +
+                                    std::to_string(static_cast<int>(value_type)) + ", " + (run ? "run" : "scattered") +
+                                    " rows, head_dim " + std::to_string(hd) + ", group " + std::to_string(group);
+          if (hd == 64 || hd == 128) {
+            EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << where;
+          } else {  // GCC contracts the fp32 rows' value sums into multiply-adds at other points
+            for (std::size_t i = 0; i < want.size(); ++i)
+              ASSERT_NEAR(got[i], want[i], 2e-6 * (1 + std::abs(want[i]))) << where << ", element " << i;
+          }
+        }
+  std::vector<uint16_t> bits(64, 0);
+  std::vector<float> out(8), m(1), l(1), probs(4), q(8);
+  const int32_t rows[] = {0, 1, 2, 3};
+  EXPECT_THROW(attend_rows_part(out.data(), 8, probs.data(), 4, m.data(), l.data(), 1, q.data(), 1,
+                                RowData{bits.data(), F16}, RowData{bits.data(), BF16}, rows, 0, 4, 8, 0.3f),
+               std::logic_error);
 }
 
 }  // namespace
