@@ -69,9 +69,10 @@ void add_into(float* y, const float* x, long n) {
   for (long i = 0; i < n; ++i) y[i] += x[i];
 }
 
-void round_cache(CacheRounding r, float* x, std::size_t n) {
-  if (r == CacheRounding::Fp16) round_to_fp16(x, n);
-  if (r == CacheRounding::Bf16) round_to_bf16(x, n);
+// x[n] <- what a cache of type d keeps of it.
+void round_cache(KvDtype d, float* x, std::size_t n) {
+  if (d == KvDtype::Fp16) round_to_fp16(x, n);
+  if (d == KvDtype::Bf16) round_to_bf16(x, n);
 }
 
 // Engine::extend fed as decode steps (rope_in_cache) gives its hooks what its batched pass gives:
@@ -229,8 +230,23 @@ const char* gpu_dtype_name(GpuDtype d) {
 
 const char* device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
 
-const char* storage_name(const Model& model, Device device, GpuDtype asked) {
-  return device == Device::Cuda ? gpu_dtype_name(resolve_gpu_dtype(model, asked)) : "fp32";
+const char* kv_dtype_name(KvDtype d) {
+  switch (d) {
+    case KvDtype::Fp32: return "fp32";
+    case KvDtype::Fp16: return "fp16";
+    case KvDtype::Bf16: return "bf16";
+  }
+  return "?";
+}
+
+std::optional<KvDtype> parse_kv_dtype(std::string_view name) {
+  for (KvDtype d : {KvDtype::Fp32, KvDtype::Fp16, KvDtype::Bf16})
+    if (name == kv_dtype_name(d)) return d;
+  return std::nullopt;
+}
+
+const char* storage_name(const Model& model, Device device, GpuDtype asked, KvDtype kv) {
+  return device == Device::Cuda ? gpu_dtype_name(resolve_gpu_dtype(model, asked)) : kv_dtype_name(kv);
 }
 
 std::optional<GpuDtype> parse_gpu_dtype(std::string_view name) {
@@ -241,7 +257,7 @@ std::optional<GpuDtype> parse_gpu_dtype(std::string_view name) {
 
 Engine::Engine(const Model& model, EngineOptions options) : model_(model), options_(options) {
   check_config(model);
-  state_ = std::make_unique<State>(model, options_.rope_in_cache);
+  state_ = std::make_unique<State>(model, options_.rope_in_cache, options_.kv_dtype);
   if (options_.device == Device::Cuda) {
     cuda_ = std::make_unique<CudaBackend>(model, options_);
     return;
@@ -330,7 +346,7 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
                                static_cast<uint64_t>(c.n_kv_heads) * panel_floats +
                                static_cast<uint64_t>(CB) * (P + 1);
   require_host_memory("prompt (" + std::to_string(P) + " tokens)",
-                      4 * activations + KvStore::bytes_for(c.n_layers, c.n_kv_heads, hd, P),
+                      4 * activations + KvStore::bytes_for(c.n_layers, c.n_kv_heads, hd, P, s.store.type()),
                       "the prefill's activations and cache on this model");
 
   std::vector<float> X(static_cast<std::size_t>(P) * dim);    // [P, dim] residual stream
@@ -338,7 +354,6 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
   std::vector<float> Q(static_cast<std::size_t>(P) * qd);     // [P, q_dim]
   std::vector<float> K(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
   std::vector<float> V(static_cast<std::size_t>(P) * kvd);    // [P, kv_dim]
-  std::vector<float> KH;                                      // [P, kv_dim] cache_rounding: rounded K
   std::vector<float> KP(c.n_kv_heads * panel_floats);         // [n_kv_heads, panels, head_dim, kPanelKeys]
   std::vector<float> VH(static_cast<std::size_t>(P) * kvd);   // [n_kv_heads, P, head_dim] V by head
   std::vector<float> ATT(static_cast<std::size_t>(P) * qd);   // [P, q_dim]
@@ -353,23 +368,23 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
     block_input_rows(XB.data(), X.data(), lw.attn_norm, P, c);
     qkv_rows(lw, c, XB.data(), Q.data(), K.data(), V.data(), P);
     // rope_in_cache caches keys before rotation; attention below still uses rotated keys, since
-    // during prefill every key's slot in the cache equals its position.
-    round_cache(options_.cache_rounding, V.data(), V.size());
+    // during prefill every key's slot in the cache equals its position. Attention reads keys and
+    // values as the cache holds them (rounded to a 16-bit cache's type): keys cached at their
+    // position rounded after rotation, keys cached before it rounded and then rotated, as decode
+    // rotates them.
+    round_cache(options_.kv_dtype, V.data(), V.size());
     auto cache_kv = [&] {
-      const float* keys = K.data();
-      if (options_.cache_rounding != CacheRounding::None && options_.rope_in_cache) {  // the cache rounds the unrotated keys
-        KH.assign(K.begin(), K.end());
-        round_cache(options_.cache_rounding, KH.data(), KH.size());
-        keys = KH.data();
-      }
-      for (int g = 0; g < c.n_kv_heads; ++g) {
-        s.store.append(l, g, 0, P, keys + g * hd, V.data() + g * hd, kvd);
-      }
+      for (int g = 0; g < c.n_kv_heads; ++g) s.store.append(l, g, 0, P, K.data() + g * hd, V.data() + g * hd, kvd);
     };
-    if (options_.rope_in_cache) cache_kv();
+    if (options_.rope_in_cache) {
+      round_cache(options_.kv_dtype, K.data(), K.size());
+      cache_kv();
+    }
     rope_rows(Q.data(), K.data(), P, 0, c, s.rope_of(l), pairing);
-    round_cache(options_.cache_rounding, K.data(), K.size());  // attention reads rotated rounded keys
-    if (!options_.rope_in_cache) cache_kv();
+    if (!options_.rope_in_cache) {
+      round_cache(options_.kv_dtype, K.data(), K.size());
+      cache_kv();
+    }
 
     for (int g = 0; g < c.n_kv_heads; ++g) {  // each head's keys and values contiguous
       ops::pack_key_panels(KP.data() + g * panel_floats, K.data() + g * hd, kvd, P, hd);
@@ -521,8 +536,8 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
     block_input_rows(XB.data(), X.data(), lw.attn_norm, n, c);
     qkv_rows(lw, c, XB.data(), Q.data(), K.data(), V.data(), n);
     rope_rows(Q.data(), K.data(), n, pos0, c, s.rope_of(l), pairing);
-    round_cache(options_.cache_rounding, K.data(), K.size());
-    round_cache(options_.cache_rounding, V.data(), V.size());
+    round_cache(options_.kv_dtype, K.data(), K.size());
+    round_cache(options_.kv_dtype, V.data(), V.size());
     const int window = c.window(l);
     for (int g = 0; g < c.n_kv_heads; ++g) s.store.append(l, g, pos0, n, K.data() + g * hd, V.data() + g * hd, kvd);
     if (s.controller) s.controller->before_attention(l, pos0, s.store);
@@ -534,10 +549,11 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
       const int32_t* key_pos = s.head_pos[g];
       KG.resize(static_cast<std::size_t>(m) * hd);
       VT.resize(static_cast<std::size_t>(m) * hd);
+      std::vector<float> value(hd);  // [head_dim]
       for (int j = 0; j < m; ++j) {
-        const std::size_t row = static_cast<std::size_t>(rows[j]) * hd;
-        std::copy_n(s.store.keys(l, g) + row, hd, KG.data() + static_cast<std::size_t>(j) * hd);
-        for (int d = 0; d < hd; ++d) VT[static_cast<std::size_t>(d) * m + j] = s.store.values(l, g)[row + d];
+        s.store.read_key(l, g, rows[j], KG.data() + static_cast<std::size_t>(j) * hd);
+        s.store.read_value(l, g, rows[j], value.data());
+        for (int d = 0; d < hd; ++d) VT[static_cast<std::size_t>(d) * m + j] = value[d];
       }
       probs.resize(static_cast<std::size_t>(lse.size()) * m);
       for (int h = g * group; h < (g + 1) * group; ++h) {
@@ -619,8 +635,8 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
       ops::rope_apply(s.q.data(), c.n_heads, hd, rope.cos(pos), rope.sin(pos), pairing);
       ops::rope_apply(s.k.data(), c.n_kv_heads, hd, rope.cos(pos), rope.sin(pos), pairing);
     }
-    round_cache(options_.cache_rounding, s.k.data(), s.k.size());
-    round_cache(options_.cache_rounding, s.v.data(), s.v.size());
+    round_cache(options_.kv_dtype, s.k.data(), s.k.size());
+    round_cache(options_.kv_dtype, s.v.data(), s.v.size());
     for (int g = 0; g < c.n_kv_heads; ++g) {
       s.store.append(l, g, pos, 1, s.k.data() + g * hd, s.v.data() + g * hd, hd);
     }
@@ -655,18 +671,20 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
                                         n_ranges(g), hd);
     };
     auto keys_of = [&](int g) {
-      return options_.rope_in_cache ? s.krot.data() + static_cast<std::size_t>(g) * s.cap * hd : s.store.keys(l, g);
+      return options_.rope_in_cache ? ops::RowData{s.krot.data() + static_cast<std::size_t>(g) * s.cap * hd, ops::RowType::F32}
+                                    : s.store.keys(l, g);
     };
     team.parallel(static_cast<long>(s.ranges.size()), 1, [&](long t0, long t1) {
       for (long t = t0; t < t1; ++t) {
         const auto [g, r] = s.ranges[t];
-        const float* keys = keys_of(g);
+        const ops::RowData keys = keys_of(g);
         // A thread walks its part of the pieces in order: piece t + 1 is most likely its next.
-        const float* next_keys = nullptr;
+        const void* next_keys = nullptr;
         if (t + 1 < static_cast<long>(s.ranges.size())) {
           const auto [gn, rn] = s.ranges[t + 1];
-          const int32_t row = s.head_rows[gn][rn * kRangeKeys];
-          next_keys = keys_of(gn) + static_cast<std::size_t>(row) * hd;
+          const ops::RowData next = keys_of(gn);
+          const std::size_t row = static_cast<std::size_t>(s.head_rows[gn][rn * kRangeKeys]);
+          next_keys = static_cast<const std::byte*>(next.data) + row * hd * KvStore::element_bytes(next.type);
         }
         const int h0 = g * group;
         const std::size_t at = static_cast<std::size_t>(h0) * max_ranges + r;

@@ -34,14 +34,20 @@ GpuDtype auto_gpu_dtype(std::string_view weight_type, std::size_t n_params);
 GpuDtype resolve_gpu_dtype(const Model& model, GpuDtype asked);
 const char* gpu_dtype_name(GpuDtype d);  // "auto", "fp16", "bf16", "fp32"
 const char* device_name(Device d);       // "cpu", "cuda"
-// What `model` on `device` stores weights and cache in: "fp32" on the CPU, on a GPU the name of
-// resolve_gpu_dtype(model, asked).
-const char* storage_name(const Model& model, Device device, GpuDtype asked);
+// The type the CPU engine caches K and V in; it computes in fp32 either way. Fp16 and Bf16 halve
+// the cache's memory and the bytes decode reads of it (most of a token's at long contexts),
+// rounding each key and value as it enters the cache (fp16: 11 significant bits, bf16: 8 with
+// fp32's range); the prompt's attention reads the rounded keys and values too, as decode does.
+enum class KvDtype { Fp32, Fp16, Bf16 };
+const char* kv_dtype_name(KvDtype d);  // "fp32", "fp16", "bf16"
+// The KvDtype named `name` (as kv_dtype_name writes it), or nothing for any other text.
+std::optional<KvDtype> parse_kv_dtype(std::string_view name);
+
+// What `model` on `device` stores its cache in (on a GPU its weights too): on the CPU the name of
+// kv, on a GPU the name of resolve_gpu_dtype(model, asked).
+const char* storage_name(const Model& model, Device device, GpuDtype asked, KvDtype kv = KvDtype::Fp32);
 // The GpuDtype named `name` (as gpu_dtype_name writes it), or nothing for any other text.
 std::optional<GpuDtype> parse_gpu_dtype(std::string_view name);
-
-// CPU: a rounding of K and V as they enter the cache (None keeps fp32).
-enum class CacheRounding { None, Fp16, Bf16 };
 
 struct EngineOptions {
   Device device = Device::Cpu;
@@ -57,9 +63,9 @@ struct EngineOptions {
   bool rope_in_cache = false;
   // CUDA: the storage type of weights and cache.
   GpuDtype gpu_dtype = GpuDtype::Auto;
-  // CPU: K and V are rounded as they enter the cache and the prompt's attention — the numbers
-  // the CUDA backend's fp16 or bf16 cache holds — so the two backends compare like for like.
-  CacheRounding cache_rounding = CacheRounding::None;
+  // CPU: the type of the KV cache (KvDtype). Fp16 and Bf16 also hold the numbers the CUDA
+  // backend's fp16 or bf16 cache holds, so the two backends compare like for like.
+  KvDtype kv_dtype = KvDtype::Fp32;
 };
 
 class KvStore;      // per-(layer, KV head) K/V storage; see kv_store.h
@@ -125,7 +131,7 @@ class Engine {
 
   int pos() const;                  // positions processed so far
   KvSlots& slots();
-  std::size_t kv_bytes() const;     // K+V bytes held now (fp32 on the CPU, the storage type on the GPU)
+  std::size_t kv_bytes() const;     // K+V bytes held now, in the cache's type (kv_dtype on the CPU, the GPU's storage type)
   std::size_t peak_kv_bytes() const;
   const Model& model() const { return model_; }
   const EngineOptions& options() const { return options_; }

@@ -50,10 +50,11 @@ std::shared_ptr<const PrefillSnapshot> Engine::snapshot_prefill() const {
       snap->kv.resize(static_cast<std::size_t>(c.n_layers) * c.n_kv_heads * 2 * head);
       float* out = snap->kv.data();
       for (int l = 0; l < c.n_layers; ++l)
-        for (int g = 0; g < c.n_kv_heads; ++g, out += 2 * head) {
-          std::copy_n(state_->store.keys(l, g), head, out);
-          std::copy_n(state_->store.values(l, g), head, out + head);
-        }
+        for (int g = 0; g < c.n_kv_heads; ++g, out += 2 * head)
+          for (int j = 0; j < P; ++j) {  // widened: a 16-bit cache takes its own numbers back exactly
+            state_->store.read_key(l, g, j, out + static_cast<std::size_t>(j) * c.head_dim);
+            state_->store.read_value(l, g, j, out + head + static_cast<std::size_t>(j) * c.head_dim);
+          }
     }
   } catch (const std::bad_alloc&) {
     return nullptr;

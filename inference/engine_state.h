@@ -24,9 +24,14 @@
 
 namespace kvs {
 
+// The element type of a KvDtype's cache rows.
+inline ops::RowType kv_row_type(KvDtype d) {
+  return d == KvDtype::Fp16 ? ops::RowType::F16 : d == KvDtype::Bf16 ? ops::RowType::BF16 : ops::RowType::F32;
+}
+
 struct Engine::State {
-  State(const Model& m, bool rope_in_cache)
-      : store(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, m.config.seq_len),
+  State(const Model& m, bool rope_in_cache, KvDtype kv_dtype)
+      : store(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, m.config.seq_len, kv_row_type(kv_dtype)),
         ropes{rope_table(m, RopeTableKind::Global), rope_table(m, RopeTableKind::Long),
               rope_table(m, RopeTableKind::Local), rope_table(m, RopeTableKind::None)},
         config(m.config),
@@ -138,14 +143,13 @@ struct Engine::State {
     const int hd = store.head_dim(), n_heads = static_cast<int>(lse.size());
     const int group = n_heads / store.n_kv_heads();
     for (int g = 0; g < store.n_kv_heads(); ++g) {
-      const float* kg = store.keys(layer, g);
       float* kr = krot.data() + static_cast<std::size_t>(g) * cap * hd;
       const std::span<const int32_t> held_rows = store.rows(layer, g);
       const std::span<uint8_t> active = store.active(layer, g);
       for (int j = head_first[g]; j < static_cast<int>(held_rows.size()); ++j) {
         if (!active[j]) continue;
         const std::size_t row = static_cast<std::size_t>(held_rows[j]);
-        std::copy_n(kg + row * hd, hd, kr + row * hd);
+        store.read_key(layer, g, held_rows[j], kr + row * hd);
         ops::rope_apply(kr + row * hd, 1, hd, rope.cos(j), rope.sin(j), pairing);
       }
     }

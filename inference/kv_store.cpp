@@ -8,6 +8,7 @@
 
 #include "inference/errors.h"
 #include "inference/host_memory.h"
+#include "kernels/quant.h"
 
 namespace kvs {
 namespace {
@@ -21,15 +22,41 @@ constexpr std::size_t kEagerHugeArena = std::size_t{256} << 20;
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
+// Element `i` of a 16-bit slab.
+uint16_t load_bits(const std::byte* slab, std::size_t i) {
+  uint16_t b;
+  std::memcpy(&b, slab + 2 * i, sizeof b);
+  return b;
+}
+
+// Elements at..at+n-1 of `slab` <- x[n], rounded to `type` (to nearest even).
+void write_row(std::byte* slab, std::size_t at, const float* x, std::size_t n, ops::RowType type) {
+  switch (type) {
+    case ops::RowType::F32: std::memcpy(slab + 4 * at, x, n * sizeof(float)); return;
+    case ops::RowType::F16:
+      for (std::size_t d = 0; d < n; ++d) {
+        const uint16_t b = fp32_to_fp16(x[d]);
+        std::memcpy(slab + 2 * (at + d), &b, sizeof b);
+      }
+      return;
+    case ops::RowType::BF16:
+      for (std::size_t d = 0; d < n; ++d) {
+        const uint16_t b = fp32_to_bf16(x[d]);
+        std::memcpy(slab + 2 * (at + d), &b, sizeof b);
+      }
+      return;
+  }
+}
+
 }  // namespace
 
-KvStore::KvStore(int n_layers, int n_kv_heads, int head_dim, int max_len)
-    : positions_(n_layers, n_kv_heads, max_len, "KvStore"), head_dim_(head_dim) {
+KvStore::KvStore(int n_layers, int n_kv_heads, int head_dim, int max_len, ops::RowType type)
+    : positions_(n_layers, n_kv_heads, max_len, "KvStore"), head_dim_(head_dim), type_(type) {
   // Slabs a cache line apart; slabs of 1 MiB and more start on 2 MiB boundaries (address space
   // only), so that each owns its huge pages.
-  const std::size_t slab_bytes = round_up(static_cast<std::size_t>(max_len) * head_dim * sizeof(float), 64);
+  const std::size_t slab_bytes = round_up(static_cast<std::size_t>(max_len) * head_dim * element_bytes(type), 64);
   const std::size_t stride = slab_bytes >= kHugePage / 2 ? round_up(slab_bytes, kHugePage) : slab_bytes;
-  slab_floats_ = stride / sizeof(float);
+  slab_bytes_ = stride;
   const std::size_t slabs = static_cast<std::size_t>(n_layers) * n_kv_heads * 2;
   // "KV cache: cannot reserve 360.0 MiB of address space for 8192 positions (180 slabs of
   // 2.0 MiB); 120.0 MiB available"
@@ -42,7 +69,7 @@ KvStore::KvStore(int n_layers, int n_kv_heads, int head_dim, int max_len)
   };
   if (__builtin_mul_overflow(slabs, stride, &arena_bytes_)) throw too_large(true);
   try {
-    arena_ = static_cast<float*>(reserve_pages(arena_bytes_));
+    arena_ = static_cast<std::byte*>(reserve_pages(arena_bytes_));
   } catch (const std::bad_alloc&) {
     throw too_large(false);
   }
@@ -59,12 +86,12 @@ void KvStore::append(int layer, int kv_head, int32_t pos0, int n, const float* k
   positions_.push(layer, kv_head, pos0, n);  // checks capacity and order first
   const std::span<const int32_t> rows = positions_.rows(layer, kv_head);
   const std::size_t hd = static_cast<std::size_t>(head_dim_);
-  float* k = slab(layer, kv_head, 0);
-  float* v = slab(layer, kv_head, 1);
+  std::byte* k = slab(layer, kv_head, 0);
+  std::byte* v = slab(layer, kv_head, 1);
   for (int t = 0; t < n; ++t) {
-    const std::size_t row = static_cast<std::size_t>(rows[first + t]);
-    std::memcpy(k + row * hd, keys + t * stride, hd * sizeof(float));
-    std::memcpy(v + row * hd, values + t * stride, hd * sizeof(float));
+    const std::size_t at = static_cast<std::size_t>(rows[first + t]) * hd;
+    write_row(k, at, keys + t * stride, hd, type_);
+    write_row(v, at, values + t * stride, hd, type_);
   }
   const std::size_t used_now = positions_.rows_used(layer, kv_head);
   if (collapse_ && used_now > used) {  // fresh rows used..used_now-1 were filled
@@ -73,15 +100,28 @@ void KvStore::append(int layer, int kv_head, int32_t pos0, int n, const float* k
   }
 }
 
-void KvStore::collapse_filled(float* slab, std::size_t first, std::size_t last) const {
-  const std::size_t stride = slab_floats_ * sizeof(float);
+void KvStore::read_row(const std::byte* slab, int32_t row, float* out) const {
+  const std::size_t at = static_cast<std::size_t>(row) * head_dim_;
+  switch (type_) {
+    case ops::RowType::F32: std::memcpy(out, slab + at * 4, head_dim_ * sizeof(float)); return;
+    case ops::RowType::F16:
+      for (int d = 0; d < head_dim_; ++d) out[d] = fp16_to_fp32(load_bits(slab, at + d));
+      return;
+    case ops::RowType::BF16:
+      for (int d = 0; d < head_dim_; ++d) out[d] = bf16_to_fp32(load_bits(slab, at + d));
+      return;
+  }
+}
+
+void KvStore::collapse_filled(std::byte* slab, std::size_t first, std::size_t last) const {
+  const std::size_t stride = slab_bytes_;
   if (stride < kHugePage) return;  // small slabs share huge pages: left on small ones
-  const std::size_t row = static_cast<std::size_t>(head_dim_) * sizeof(float);
+  const std::size_t row = static_cast<std::size_t>(head_dim_) * element_bytes(type_);
   // A range turns huge once rows fill half of it: at most 1 MiB of a slab committed ahead of use.
   for (std::size_t r = first * row / kHugePage; r * kHugePage < last * row; ++r) {
     const std::size_t middle = r * kHugePage + kHugePage / 2;
     if (first * row < middle && middle <= last * row)
-      collapse_huge_pages(reinterpret_cast<char*>(slab) + r * kHugePage, kHugePage);
+      collapse_huge_pages(slab + r * kHugePage, kHugePage);
   }
 }
 

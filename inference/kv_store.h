@@ -3,6 +3,8 @@
 // moves no row: the evicted entries' rows take the next appends, so heads hold different numbers
 // of entries without padding and a policy that evicts every step costs no copying. Every head's
 // rows sit in one arena reserved for the whole context up front, so appending never moves them.
+// Rows are fp32, or fp16/bf16 (half the bytes for decode to read), rounded to nearest even as
+// they are appended and widened exactly as the attention kernels read them.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,14 +13,16 @@
 #include "inference/hooks.h"
 #include "inference/huge_pages.h"
 #include "inference/kv_positions.h"
+#include "kernels/attention.h"
 
 namespace kvs {
 
 class KvStore : public KvSlots {
  public:
-  // max_len bounds every head's capacity (the model's context). Throws InputError ("KV cache:
-  // cannot reserve ...") when the address space for that context cannot be had.
-  KvStore(int n_layers, int n_kv_heads, int head_dim, int max_len);
+  // max_len bounds every head's capacity (the model's context); rows hold elements of `type`.
+  // Throws InputError ("KV cache: cannot reserve ...") when the address space for that context
+  // cannot be had.
+  KvStore(int n_layers, int n_kv_heads, int head_dim, int max_len, ops::RowType type = ops::RowType::F32);
   ~KvStore();
   KvStore(const KvStore&) = delete;
   KvStore& operator=(const KvStore&) = delete;
@@ -39,7 +43,7 @@ class KvStore : public KvSlots {
 
   // Appends n entries at positions pos0..pos0+n-1 (active), in the rows KvPositions::push gives
   // them. Entry t's key/value starts at keys + t * stride (values + t * stride) and holds head_dim
-  // floats. Positions must stay ascending.
+  // floats, rounded to the store's type. Positions must stay ascending.
   void append(int layer, int kv_head, int32_t pos0, int n, const float* keys, const float* values,
               long stride);
 
@@ -48,33 +52,41 @@ class KvStore : public KvSlots {
   std::span<const int32_t> rows(int layer, int kv_head) const { return positions_.rows(layer, kv_head); }
   bool rows_in_order(int layer, int kv_head) const { return positions_.rows_in_order(layer, kv_head); }
   int rows_used(int layer, int kv_head) const { return positions_.rows_used(layer, kv_head); }
-  const float* keys(int layer, int kv_head) const { return slab(layer, kv_head, 0); }    // [rows_used, head_dim]
-  const float* values(int layer, int kv_head) const { return slab(layer, kv_head, 1); }  // [rows_used, head_dim]
+  ops::RowData keys(int layer, int kv_head) const { return {slab(layer, kv_head, 0), type_}; }    // [rows_used, head_dim]
+  ops::RowData values(int layer, int kv_head) const { return {slab(layer, kv_head, 1), type_}; }  // [rows_used, head_dim]
+  // out[head_dim] <- the key (value) in `row` of a head, as fp32.
+  void read_key(int layer, int kv_head, int32_t row, float* out) const { read_row(slab(layer, kv_head, 0), row, out); }
+  void read_value(int layer, int kv_head, int32_t row, float* out) const { read_row(slab(layer, kv_head, 1), row, out); }
   int head_dim() const { return head_dim_; }
+  ops::RowType type() const { return type_; }
 
   std::size_t bytes() const { return positions_.held_entries() * entry_bytes(); }  // K+V bytes of held entries
   std::size_t peak_bytes() const { return positions_.peak_entries() * entry_bytes(); }
   // K+V bytes a store of this shape takes to hold `positions` entries in every (layer, KV head).
-  static uint64_t bytes_for(int n_layers, int n_kv_heads, int head_dim, uint64_t positions) {
-    return positions * n_layers * n_kv_heads * 2 * static_cast<uint64_t>(head_dim) * sizeof(float);
+  static uint64_t bytes_for(int n_layers, int n_kv_heads, int head_dim, uint64_t positions,
+                            ops::RowType type = ops::RowType::F32) {
+    return positions * n_layers * n_kv_heads * 2 * static_cast<uint64_t>(head_dim) * element_bytes(type);
   }
+  static std::size_t element_bytes(ops::RowType type) { return type == ops::RowType::F32 ? 4 : 2; }
 
  private:
-  // Slab `which` (0 = K, 1 = V) of a head: [max_len, head_dim].
-  float* slab(int layer, int kv_head, int which) const {
-    return arena_ + ((static_cast<std::size_t>(layer) * n_kv_heads() + kv_head) * 2 + which) * slab_floats_;
+  // Slab `which` (0 = K, 1 = V) of a head: [max_len, head_dim] elements.
+  std::byte* slab(int layer, int kv_head, int which) const {
+    return arena_ + ((static_cast<std::size_t>(layer) * n_kv_heads() + kv_head) * 2 + which) * slab_bytes_;
   }
-  std::size_t entry_bytes() const { return bytes_for(1, 1, head_dim_, 1); }
+  std::size_t entry_bytes() const { return bytes_for(1, 1, head_dim_, 1, type_); }
+  void read_row(const std::byte* slab, int32_t row, float* out) const;
   // Huge pages for the 2 MiB ranges of a large arena's slab that rows first..last-1 filled past
   // their middle (see the constructor).
-  void collapse_filled(float* slab, std::size_t first, std::size_t last) const;
+  void collapse_filled(std::byte* slab, std::size_t first, std::size_t last) const;
 
   KvPositions positions_;
   int head_dim_;
-  std::size_t slab_floats_;  // floats from one slab to the next: max_len * head_dim, rounded up
+  ops::RowType type_;
+  std::size_t slab_bytes_;   // bytes from one slab to the next: max_len rows, rounded up
   std::size_t arena_bytes_;
   bool collapse_;            // a large arena: huge pages slab range by slab range as rows fill them
-  float* arena_;             // [n_layers, n_kv_heads, 2 (K, V), slab_floats_] reserved, committed on touch
+  std::byte* arena_;         // [n_layers, n_kv_heads, 2 (K, V), slab_bytes_] reserved, committed on touch
 };
 
 }  // namespace kvs

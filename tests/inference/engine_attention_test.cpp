@@ -102,7 +102,7 @@ TEST(EngineAttention, RowsRecomputedFromCachedKeysAndNaiveQueries) {
       for (int t = 0; t < T; ++t) {
         for (int d = 0; d < hd; ++d) {
           const double want = ref.keys[(static_cast<std::size_t>(l) * T + t) * c.kv_dim() + g * hd + d];
-          EXPECT_NEAR(store.keys(l, g)[static_cast<std::size_t>(t) * hd + d], want, 1e-4 * (1 + std::abs(want)));
+          EXPECT_NEAR(static_cast<const float*>(store.keys(l, g).data)[static_cast<std::size_t>(t) * hd + d], want, 1e-4 * (1 + std::abs(want)));
         }
       }
     }
@@ -114,7 +114,7 @@ TEST(EngineAttention, RowsRecomputedFromCachedKeysAndNaiveQueries) {
     std::vector<double> logit(r.keys.size());  // [n_keys]
     double mx = -1e300;
     for (std::size_t j = 0; j < r.keys.size() && r.keys[j] <= r.q_pos; ++j) {
-      const float* k = store.keys(r.layer, g) + static_cast<std::size_t>(r.keys[j]) * hd;
+      const float* k = static_cast<const float*>(store.keys(r.layer, g).data) + static_cast<std::size_t>(r.keys[j]) * hd;
       double d = 0;
       for (int e2 = 0; e2 < hd; ++e2) d += q[e2] * k[e2];
       logit[j] = d / std::sqrt(static_cast<double>(hd));

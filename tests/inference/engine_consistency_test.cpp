@@ -1,4 +1,4 @@
-// Engine invariants: prefill equals token-by-token decode, the two RoPE conventions agree after
+// Engine invariants: prefill equals token-by-token decode (over an fp32 or 16-bit cache), the two RoPE conventions agree after
 // the HF permutation, rope_in_cache with a full cache changes nothing, a rewind forgets exactly
 // what came after it, and bad input is refused.
 #include <gtest/gtest.h>
@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "inference/engine.h"
 #include "inference/errors.h"
@@ -33,6 +34,26 @@ TEST(EngineConsistency, PrefillLogitsEqualTokenByTokenDecode) {
   for (int t : kTokens) decode = copy(e.decode(t));
   EXPECT_EQ(e.pos(), static_cast<int>(kTokens.size()));
   expect_close(prefill, decode, 1e-4f);
+}
+
+// A 16-bit cache: the prompt's attention reads the keys and values rounded as the cache holds
+// them (fp32 scratch), decode reads the cache's 16-bit rows; the two agree, for keys cached at
+// their position or before rotation.
+TEST(EngineConsistency, PrefillEqualsDecodeOverA16BitCache) {
+  const Model m = tiny::random_model(tiny::tiny_config(), 1);
+  for (const KvDtype kv : {KvDtype::Fp16, KvDtype::Bf16})
+    for (const bool rope_in_cache : {false, true}) {
+      SCOPED_TRACE(std::string(kv_dtype_name(kv)) + (rope_in_cache ? ", rope in cache" : ""));
+      EngineOptions o;
+      o.kv_dtype = kv;
+      o.rope_in_cache = rope_in_cache;
+      Engine e(m, o);
+      const std::vector<float> prefill = copy(e.prefill(kTokens));
+      e.reset();
+      std::vector<float> decode;
+      for (int t : kTokens) decode = copy(e.decode(t));
+      expect_close(prefill, decode, 1e-4f);
+    }
 }
 
 TEST(EngineConsistency, PrefillThenDecodeEqualsLongerPrefill) {

@@ -102,10 +102,13 @@ TEST(EngineCuda, Bf16GqaRotateHalfAndEvictionMatchTheCpu) {
   for (bool rope_in_cache : {false, true}) {
     SinkWindowController cpu_ctl(2, 6), gpu_ctl(2, 6);
     SCOPED_TRACE(rope_in_cache ? "rope in cache" : "rope at position");
+    // With keys cached before rotation, the GPU's prefill GEMMs read the rotated keys rounded to
+    // bf16 once more, where the CPU rotates the cached bf16 keys in fp32 as both decode steps do:
+    // prompt rows up to 6.7e-3 apart on this model.
     expect_same_rows(capture_run(as_stored(model, GpuDtype::Bf16), cpu_as_gpu(rope_in_cache, GpuDtype::Bf16),
                                  prompt, forced, &cpu_ctl),
                      capture_run(model, on(Device::Cuda, rope_in_cache, GpuDtype::Bf16), prompt, forced, &gpu_ctl),
-                     kSameNumbersTol);
+                     rope_in_cache ? 1e-2f : kSameNumbersTol);
   }
 }
 

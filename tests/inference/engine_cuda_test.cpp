@@ -1,6 +1,6 @@
 // The CUDA backend against the CPU engine: same greedy tokens on stories260K (and SmolLM2 when
 // fetched); every attention row within 5e-3 of the CPU engine computing on the same numbers (the
-// weights rounded to fp16 as the GPU stores them, EngineOptions::cache_rounding), and within 1e-2 of
+// weights rounded to fp16 as the GPU stores them, EngineOptions::kv_dtype), and within 1e-2 of
 // the plain fp32 CPU engine; the device-side prefill reductions against the CPU's rows; eviction
 // and inactive keys through a controller; the pos-shift cache; sliding-window attention; a cache
 // that grows; out of GPU memory (the storage types: engine_cuda_dtype_test.cpp). Without a GPU (or

@@ -53,7 +53,7 @@ inline EngineOptions on(Device d, bool rope_in_cache = false, GpuDtype dtype = G
 // cache likewise.
 inline EngineOptions cpu_as_gpu(bool rope_in_cache = false, GpuDtype d = GpuDtype::Fp16) {
   EngineOptions o = on(Device::Cpu, rope_in_cache);
-  o.cache_rounding = d == GpuDtype::Bf16 ? CacheRounding::Bf16 : CacheRounding::Fp16;
+  o.kv_dtype = d == GpuDtype::Bf16 ? KvDtype::Bf16 : KvDtype::Fp16;
   return o;
 }
 

@@ -2,7 +2,7 @@
 // tokens fed as decode steps: the same rows reach observers (keys, probabilities, log-sum-exps),
 // the same logits come back, and the cache ends the same; with a controller that leaves keys
 // inactive (as KVzip's scoring does), a sliding window, GQA, after a rewind, a chunk longer than
-// one attention block, and with rope_in_cache (decode steps underneath). The controller's calls,
+// one attention block, over a 16-bit cache, and with rope_in_cache (decode steps underneath). The controller's calls,
 // a hook that throws (nothing fed), and bad input.
 #include <gtest/gtest.h>
 
@@ -116,6 +116,21 @@ TEST(EngineExtend, EqualsDecodeStepsAfterARewind) {
   const Model m = tiny::random_model(tiny::tiny_config(), 34);
   const int P = static_cast<int>(kPrompt.size());
   expect_same(feed(m, {}, false, nullptr), feed(m, {}, true, nullptr, P), 1e-5f);
+}
+
+// A 16-bit cache: the batched chunk reads the cache's rounded numbers (widened) as decode steps do,
+// with keys left inactive, and with RoPE applied in the cache.
+TEST(EngineExtend, EqualsDecodeStepsOverA16BitCache) {
+  const Model m = tiny::random_model(tiny::tiny_config(), 36);
+  for (const KvDtype kv : {KvDtype::Fp16, KvDtype::Bf16})
+    for (const bool rope_in_cache : {false, true}) {
+      SCOPED_TRACE(std::string(kv_dtype_name(kv)) + (rope_in_cache ? ", rope in cache" : ""));
+      EngineOptions o;
+      o.kv_dtype = kv;
+      o.rope_in_cache = rope_in_cache;
+      SkipPositions a(2, 7), b(2, 7);
+      expect_same(feed(m, o, false, &a), feed(m, o, true, &b), rope_in_cache ? 0.0f : 1e-5f);
+    }
 }
 
 // 300 queries: two of the engine's attention blocks of 256 (and the kernel's rows on threads).

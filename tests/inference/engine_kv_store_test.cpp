@@ -1,10 +1,11 @@
 // KvStore: per-(layer, KV head) storage, eviction that frees rows for later appends instead of
 // moving rows, byte and peak accounting, independent head sizes, truncation (a rewind), rows that
-// never move and a long context's reservation committed only as it fills, and refusal of
-// inconsistent use.
+// never move and a long context's reservation committed only as it fills, 16-bit rows, and
+// refusal of inconsistent use.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 
 #include "inference/errors.h"
 #include "inference/kv_store.h"
+#include "kernels/quant.h"
 #include "tests/inference/resident_memory.h"
 
 namespace kvs {
@@ -25,12 +27,18 @@ void append_positions(KvStore& s, int layer, int head, int from, int to) {
   }
 }
 
+// The key (value) rows of an fp32 store's head.
+const float* keys_of(const KvStore& s, int layer, int head) { return static_cast<const float*>(s.keys(layer, head).data); }
+const float* values_of(const KvStore& s, int layer, int head) {
+  return static_cast<const float*>(s.values(layer, head).data);
+}
+
 // Entry i's key and value rows ([2] each), wherever it sits.
 const float* entry_key(const KvStore& s, int layer, int head, int i) {
-  return s.keys(layer, head) + 2 * s.rows(layer, head)[i];
+  return keys_of(s, layer, head) + 2 * s.rows(layer, head)[i];
 }
 const float* entry_value(const KvStore& s, int layer, int head, int i) {
-  return s.values(layer, head) + 2 * s.rows(layer, head)[i];
+  return values_of(s, layer, head) + 2 * s.rows(layer, head)[i];
 }
 
 std::vector<int32_t> rows_of(const KvStore& s, int layer, int head) {
@@ -57,9 +65,9 @@ TEST(KvStore, EvictKeepsOrderAndLaterEntriesTakeTheFreedRows) {
     EXPECT_EQ(entry_value(s, 1, 0, i)[1], -held[i] - 0.5f);
   }
   // New entries take the freed rows, the lowest first, then fresh ones.
-  const float* before = s.keys(1, 0);
+  const float* before = keys_of(s, 1, 0);
   append_positions(s, 1, 0, 6, 9);
-  EXPECT_EQ(s.keys(1, 0), before);
+  EXPECT_EQ(keys_of(s, 1, 0), before);
   EXPECT_EQ(rows_of(s, 1, 0), (std::vector<int32_t>{0, 2, 4, 5, 1, 3, 6}));
   EXPECT_EQ(s.rows_used(1, 0), 7);
   for (int i = 4; i < 7; ++i) EXPECT_EQ(entry_key(s, 1, 0, i)[0], float(2 + i));
@@ -148,7 +156,7 @@ TEST(KvStore, ARewoundHeadStaysInOrder) {
   append_positions(s, 0, 0, 6, 12);
   EXPECT_TRUE(s.rows_in_order(0, 0));
   EXPECT_EQ(s.rows_used(0, 0), 12);
-  for (int i = 0; i < 12; ++i) EXPECT_EQ(s.keys(0, 0)[2 * i], float(i));
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(keys_of(s, 0, 0)[2 * i], float(i));
 }
 
 TEST(KvStore, BytesCountHeldEntriesAndPeak) {
@@ -165,6 +173,53 @@ TEST(KvStore, BytesCountHeldEntriesAndPeak) {
   s.clear();
   EXPECT_EQ(s.bytes(), 0u);
   EXPECT_EQ(s.peak_bytes(), 0u);
+}
+
+// A 16-bit store keeps each key and value rounded to nearest even (fp16: 11 significant bits with
+// subnormals, bf16: 8 with fp32's range), in rows half an fp32 row's size: read back widened,
+// through the raw rows the attention kernels read, in the rows eviction frees, and counted at 2
+// bytes an element.
+TEST(KvStore, SixteenBitRowsHoldTheRoundedNumbers) {
+  for (const ops::RowType type : {ops::RowType::F16, ops::RowType::BF16}) {
+    SCOPED_TRACE(type == ops::RowType::F16 ? "fp16" : "bf16");
+    const int hd = 5;
+    KvStore s(2, 2, hd, 64, type);
+    EXPECT_EQ(s.type(), type);
+    auto rounded = [&](float x) { return type == ops::RowType::F16 ? fp16_to_fp32(fp32_to_fp16(x)) : bf16_to_fp32(fp32_to_bf16(x)); };
+    auto bits = [&](float x) { return type == ops::RowType::F16 ? fp32_to_fp16(x) : fp32_to_bf16(x); };
+    // Key of position p: {p / 3, 1 + 2^-12 (a tie in bf16, not in fp16), -p * 1000.1, 6e-6, 70000}.
+    auto key = [](int p) { return std::vector<float>{p / 3.0f, 1.0f + 0x1p-12f, -p * 1000.1f, 6e-6f, 70000.0f}; };
+    auto value = [](int p) { return std::vector<float>{-p / 7.0f, 0.1f, p * 3.3f, -2.5e-7f, 1e-3f}; };
+    for (int p = 0; p < 10; ++p) s.append(1, 1, p, 1, key(p).data(), value(p).data(), hd);
+    s.evict(1, 1, std::vector<uint8_t>{1, 0, 1, 1, 0, 1, 1, 1, 1, 1});  // rows 1 and 4 are freed
+    for (int p = 10; p < 12; ++p) s.append(1, 1, p, 1, key(p).data(), value(p).data(), hd);
+    EXPECT_EQ(std::vector<int32_t>(s.rows(1, 1).begin(), s.rows(1, 1).end()),
+              (std::vector<int32_t>{0, 2, 3, 5, 6, 7, 8, 9, 1, 4}));
+    const std::vector<int> held = {0, 2, 3, 5, 6, 7, 8, 9, 10, 11};
+    std::vector<float> k(hd), v(hd);
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      const int32_t row = s.rows(1, 1)[i];
+      s.read_key(1, 1, row, k.data());
+      s.read_value(1, 1, row, v.data());
+      const auto* raw_k = static_cast<const uint16_t*>(s.keys(1, 1).data) + static_cast<std::size_t>(row) * hd;
+      const auto* raw_v = static_cast<const uint16_t*>(s.values(1, 1).data) + static_cast<std::size_t>(row) * hd;
+      for (int d = 0; d < hd; ++d) {
+        EXPECT_EQ(k[d], rounded(key(held[i])[d])) << "position " << held[i] << ", component " << d;
+        EXPECT_EQ(v[d], rounded(value(held[i])[d])) << "position " << held[i] << ", component " << d;
+        EXPECT_EQ(raw_k[d], bits(key(held[i])[d]));
+        EXPECT_EQ(raw_v[d], bits(value(held[i])[d]));
+      }
+    }
+    if (type == ops::RowType::F16) {
+      EXPECT_TRUE(std::isinf(k[4]));  // past fp16's range
+      EXPECT_NE(k[3], 0.0f);          // a subnormal kept
+    } else {
+      EXPECT_EQ(k[4], 70144.0f);
+      EXPECT_EQ(k[1], 1.0f);  // the tie to the even upper half
+    }
+    EXPECT_EQ(s.bytes(), 10 * 2 * hd * 2u);
+    EXPECT_EQ(KvStore::bytes_for(2, 2, hd, 10, type), KvStore::bytes_for(2, 2, hd, 10) / 2);
+  }
 }
 
 // A truncation drops each head's entries from a position on, whatever each head holds before
@@ -195,8 +250,8 @@ TEST(KvStore, BatchAppendReadsStridedRows) {
   // Two tokens of a [n, 2 heads * 2] layout; head 1 starts at offset 2.
   const float k[8] = {0, 1, 2, 3, 10, 11, 12, 13}, v[8] = {4, 5, 6, 7, 14, 15, 16, 17};
   s.append(0, 1, 0, 2, k + 2, v + 2, 4);
-  EXPECT_EQ(std::vector<float>(s.keys(0, 1), s.keys(0, 1) + 4), (std::vector<float>{2, 3, 12, 13}));
-  EXPECT_EQ(std::vector<float>(s.values(0, 1), s.values(0, 1) + 4), (std::vector<float>{6, 7, 16, 17}));
+  EXPECT_EQ(std::vector<float>(keys_of(s, 0, 1), keys_of(s, 0, 1) + 4), (std::vector<float>{2, 3, 12, 13}));
+  EXPECT_EQ(std::vector<float>(values_of(s, 0, 1), values_of(s, 0, 1) + 4), (std::vector<float>{6, 7, 16, 17}));
 }
 
 TEST(KvStore, RefusesInconsistentUse) {
@@ -211,11 +266,11 @@ TEST(KvStore, RefusesInconsistentUse) {
 
 TEST(KvStore, RowsNeverMoveAsHeadsFillToTheContext) {
   KvStore s(2, 3, 2, 3000);
-  const float* k = s.keys(1, 2);
-  const float* v = s.values(1, 2);
+  const float* k = keys_of(s, 1, 2);
+  const float* v = values_of(s, 1, 2);
   append_positions(s, 1, 2, 0, 3000);  // one by one, to the last row
-  EXPECT_EQ(s.keys(1, 2), k);
-  EXPECT_EQ(s.values(1, 2), v);
+  EXPECT_EQ(keys_of(s, 1, 2), k);
+  EXPECT_EQ(values_of(s, 1, 2), v);
   for (int p : {0, 1234, 2999}) {
     EXPECT_EQ(k[2 * p], float(p));
     EXPECT_EQ(v[2 * p + 1], -p - 0.5f);
@@ -223,7 +278,7 @@ TEST(KvStore, RowsNeverMoveAsHeadsFillToTheContext) {
   // Neighbouring heads' slabs are untouched by a full one.
   append_positions(s, 1, 1, 0, 1);
   append_positions(s, 0, 2, 0, 1);
-  EXPECT_EQ(s.keys(1, 1)[1], 0.5f);
+  EXPECT_EQ(keys_of(s, 1, 1)[1], 0.5f);
   EXPECT_EQ(k[0], 0.0f);
 }
 
@@ -236,9 +291,9 @@ TEST(KvStore, ALongContextCommitsOnlyWhatItHolds) {
     row[0] = float(p);
     s.append(0, 1, p, 1, row.data(), row.data(), 128);
   }
-  for (int p : {0, 4095, 4096, 8999}) EXPECT_EQ(s.keys(0, 1)[static_cast<std::size_t>(p) * 128], float(p));
-  EXPECT_EQ(s.values(0, 1)[8999 * 128], 8999.0f);
-  EXPECT_EQ(s.keys(1, 1)[0], 0.0f);  // untouched slabs read as zeros
+  for (int p : {0, 4095, 4096, 8999}) EXPECT_EQ(keys_of(s, 0, 1)[static_cast<std::size_t>(p) * 128], float(p));
+  EXPECT_EQ(values_of(s, 0, 1)[8999 * 128], 8999.0f);
+  EXPECT_EQ(keys_of(s, 1, 1)[0], 0.0f);  // untouched slabs read as zeros
   // K and V hold 8.8 MiB; at most 2 MiB ahead of use per slab on top of it, nowhere near 512.
   EXPECT_LT(test::resident_bytes() - before, std::size_t{24} << 20);
 }
@@ -255,10 +310,10 @@ TEST(KvStore, ALargeArenasSlabsTurnHugeAsTheyFill) {
   KvStore s(30, 3, 64, 8192);  // SmolLM2's cache: 360 MiB reserved, one 2 MiB range per slab
   std::vector<float> rows(4200 * 64, 1.0f);
   s.append(0, 0, 0, 4000, rows.data(), rows.data(), 64);  // 1000 KiB: under the middle
-  EXPECT_EQ(test::anon_huge_bytes(s.keys(0, 0)), 0u);
+  EXPECT_EQ(test::anon_huge_bytes(keys_of(s, 0, 0)), 0u);
   s.append(0, 0, 4000, 200, rows.data(), rows.data(), 64);  // past it: K's and V's ranges collapse
-  EXPECT_EQ(test::anon_huge_bytes(s.keys(0, 0)), 2 * huge);
-  EXPECT_EQ(s.keys(0, 0)[4199 * 64], 1.0f);
+  EXPECT_EQ(test::anon_huge_bytes(keys_of(s, 0, 0)), 2 * huge);
+  EXPECT_EQ(keys_of(s, 0, 0)[4199 * 64], 1.0f);
 }
 
 // A context no address space holds (64 x 64 heads of 2^30 positions: 4 PiB) is refused with a

@@ -51,7 +51,7 @@ TEST(EngineSnapshot, ARunFromTheSnapshotEqualsOneThatPrefilledBitwise) {
     EngineOptions o;
     o.n_threads = 2;
     o.rope_in_cache = variant == 1;
-    o.cache_rounding = variant == 2 ? CacheRounding::Fp16 : CacheRounding::None;
+    o.kv_dtype = variant == 2 ? KvDtype::Fp16 : KvDtype::Fp32;
     Engine fresh(model, o), shared(model, o);
     Trims fresh_ctl, shared_ctl;
     const test::ForcedRun want = test::forced_logits(fresh, kPrompt, kForced, &fresh_ctl);

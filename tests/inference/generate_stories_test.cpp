@@ -1,5 +1,5 @@
-// End to end: stories260K (.bin and .gguf) greedily continues "Once upon a time" with the text
-// llama2.c documents (../shared/models/SOURCES.md); SmolLM2-135M-Instruct, when present in the
+// End to end: stories260K (.bin and .gguf; over an fp32, fp16 or bf16 cache) greedily continues
+// "Once upon a time" with the text llama2.c documents (../shared/models/SOURCES.md); SmolLM2-135M-Instruct, when present in the
 // model cache, answers a short chat question.
 #include <gtest/gtest.h>
 
@@ -29,12 +29,13 @@ std::string squash(const std::string& s) {
   return out;
 }
 
-void expect_reference_story(const std::string& model_path, const std::string& tokenizer_path) {
+void expect_reference_story(const std::string& model_path, const std::string& tokenizer_path,
+                            EngineOptions options = {}) {
   if (!std::filesystem::exists(model_path)) GTEST_SKIP() << model_path << " not found";
   const Model model = load_model(model_path);
   const auto tok = load_tokenizer(model, tokenizer_path);
   EXPECT_EQ(tok->encode("Once upon a time", true), kPromptIds);
-  Engine engine(model);
+  Engine engine(model, options);
   GenerateRequest req;
   req.prompt = kPromptIds;
   req.steps = 60;
@@ -50,6 +51,16 @@ void expect_reference_story(const std::string& model_path, const std::string& to
 
 TEST(GenerateStories, Llama2cBinGreedyMatchesReference) {
   expect_reference_story(kModels + "stories260K.bin", kModels + "tok512.bin");
+}
+
+// A 16-bit cache keeps the reference story's greedy choices.
+TEST(GenerateStories, Llama2cBinGreedyMatchesReferenceOverA16BitCache) {
+  for (const KvDtype kv : {KvDtype::Fp16, KvDtype::Bf16}) {
+    SCOPED_TRACE(kv_dtype_name(kv));
+    EngineOptions o;
+    o.kv_dtype = kv;
+    expect_reference_story(kModels + "stories260K.bin", kModels + "tok512.bin", o);
+  }
 }
 
 TEST(GenerateStories, GgufGreedyMatchesReference) {
