@@ -1,8 +1,9 @@
 // Decode throughput against the memory-bandwidth limit: a stories110M-shaped llama2.c model with
 // random weights (or a model file given as argv[1]), hooks off vs every decode row captured into
 // an HDF5 trace by the recorder (float32 rows, the default; written to $TMPDIR, default /tmp, and
-// removed), after a 32-token prompt and after one filling half the context.
-// Usage: bench_decode [model_path] [decode_steps (default 256: 16 chunks a prompt)]
+// removed), after a 32-token prompt and after one filling half the context; the cache in fp32 or,
+// asked, in fp16 or bf16 (EngineOptions::kv_dtype).
+// Usage: bench_decode [model_path] [decode_steps (default 256: 16 chunks a prompt)] [kv_dtype]
 // Runs with OMP_WAIT_POLICY=passive unless the caller set a policy (it re-executes itself): with
 // spinning barriers, two threads on a busy 2-core machine lose most of their time waiting.
 #include <omp.h>
@@ -26,6 +27,7 @@
 #include "bench/random_model.h"
 #include "inference/engine.h"
 #include "inference/errors.h"
+#include "inference/kv_store.h"
 #include "inference/loader.h"
 
 namespace {
@@ -89,7 +91,9 @@ struct Decoder {
   // (weights, cached K/V, new entry) and *rate_pipelined to their tok/s without the settle.
   double chunk(int n, double* bytes, double* rate_pipelined) {
     const kvs::ModelConfig& c = engine.model().config;
-    const double entry_bytes = 2.0 * c.head_dim * sizeof(float) * c.n_layers * c.n_kv_heads;
+    const double entry_bytes =
+        static_cast<double>(kvs::KvStore::bytes_for(c.n_layers, c.n_kv_heads, c.head_dim, 1,
+                                                    kvs::kv_row_type(engine.options().kv_dtype)));
     const double weight_bytes = static_cast<double>(engine.model().weight_bytes_per_token());
     double chunk_bytes = 0.0;
     const auto t0 = Clock::now();
@@ -133,13 +137,13 @@ struct Timing {
 // kChunk-step chunks so that both see the same machine load. The bandwidth is probed between
 // chunk pairs; a pair is kept when the probes just before and just after it agree (within
 // kLevelChange), and its limit is then the better of the two.
-Timing time_decode(const kvs::Model& model, const std::vector<int>& prompt, int steps,
-                   kvs::bench::BandwidthProbe& probe) {
+Timing time_decode(const kvs::Model& model, const kvs::EngineOptions& options, const std::vector<int>& prompt,
+                   int steps, kvs::bench::BandwidthProbe& probe) {
   const char* tmpdir = std::getenv("TMPDIR");
   const std::string out = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/kvscope_bench_decode_" +
                           std::to_string(::getpid()) + ".h5";
   kvs::TraceRecorder recorder(out, trace_meta(model, static_cast<int>(prompt.size())), steps);
-  kvs::Engine off(model), on(model);
+  kvs::Engine off(model, options), on(model, options);
   on.set_observer(&recorder);
   off.prefill(prompt);
   on.prefill(prompt);
@@ -185,25 +189,32 @@ int main(int argc, char** argv) {
     execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
   }
   return bench::run_main("bench_decode", [&] {
-    bench::at_most(argc, argv, 2, "bench_decode [model_path] [decode_steps]");
+    bench::at_most(argc, argv, 3, "bench_decode [model_path] [decode_steps] [kv_dtype]");
     const std::string path = argc > 1 ? argv[1] : "";
     // 16 chunks a prompt: single 16-step chunks scatter 0.83-1.09 of their limit on this host even
     // where the probes beside them agree, and the median of 8 (128 steps) fell under 0.9 in about
     // one fast-level run in twenty whose chunks centred near 0.94 (docs/performance.md).
     const int steps = bench::count_arg(argc, argv, 2, "decode_steps", 256, 1, 1 << 20);
+    kvs::EngineOptions options;
+    if (argc > 3) {
+      const auto kv = kvs::parse_kv_dtype(argv[3]);
+      if (!kv) throw kvs::input_error("kv_dtype", std::string("expected fp32, fp16 or bf16, got '") + argv[3] + "'");
+      options.kv_dtype = *kv;
+    }
     auto t0 = Clock::now();
     const kvs::Model model = path.empty() ? kvs::bench::stories110m_shaped() : kvs::load_model(path);
     const kvs::ModelConfig& c = model.config;
-    std::printf("model: %s (%s), dim %d, %d layers, %d heads (%d KV), hidden %d, vocab %d; built in %.1f s\n",
-                path.empty() ? c.name.c_str() : path.c_str(), model.weight_type.c_str(), c.dim,
-                c.n_layers, c.n_heads, c.n_kv_heads, c.hidden_dim, c.vocab_size, seconds_since(t0));
+    std::printf("model: %s (%s), dim %d, %d layers, %d heads (%d KV), hidden %d, vocab %d; built in %.1f s; "
+                "cache %s\n",
+                path.empty() ? c.name.c_str() : path.c_str(), model.weight_type.c_str(), c.dim, c.n_layers, c.n_heads,
+                c.n_kv_heads, c.hidden_dim, c.vocab_size, seconds_since(t0), kvs::kv_dtype_name(options.kv_dtype));
     kvs::bench::BandwidthProbe probe(std::size_t{512} << 20);
 
     // Prefill throughput on a longer prompt (blocked matmul path).
     const int prefill_len = std::min(128, c.seq_len);
     std::vector<int> long_prompt(prefill_len);
     for (int i = 0; i < prefill_len; ++i) long_prompt[i] = (i * 104729 + 3) % c.vocab_size;
-    kvs::Engine engine(model);
+    kvs::Engine engine(model, options);
     t0 = Clock::now();
     engine.prefill(long_prompt);
     const double prefill_s = seconds_since(t0);
@@ -225,7 +236,7 @@ int main(int argc, char** argv) {
       const int n_steps = std::min(steps, c.seq_len - prompt_len);
       std::vector<int> prompt(prompt_len);
       for (int i = 0; i < prompt_len; ++i) prompt[i] = (i * 7919 + 1) % c.vocab_size;
-      const Timing t = time_decode(model, prompt, n_steps, probe);
+      const Timing t = time_decode(model, options, prompt, n_steps, probe);
       if (t.kept == 0) {
         std::printf("| %d | (the bandwidth level changed around every chunk; run again) | | | | | | | | 0/%d | |\n",
                     prompt_len, t.chunks);

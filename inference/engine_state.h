@@ -24,11 +24,6 @@
 
 namespace kvs {
 
-// The element type of a KvDtype's cache rows.
-inline ops::RowType kv_row_type(KvDtype d) {
-  return d == KvDtype::Fp16 ? ops::RowType::F16 : d == KvDtype::Bf16 ? ops::RowType::BF16 : ops::RowType::F32;
-}
-
 struct Engine::State {
   State(const Model& m, bool rope_in_cache, KvDtype kv_dtype)
       : store(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, m.config.seq_len, kv_row_type(kv_dtype)),

@@ -93,7 +93,8 @@ std::vector<int> generate(Engine& engine, const GenerateRequest& request,
     const int64_t positions = std::min<int64_t>(seq_len, static_cast<int64_t>(request.prompt.size()) + request.steps);
     require_host_memory("prompt (" + std::to_string(request.prompt.size()) + " tokens) + " +
                             std::to_string(request.steps) + " steps",
-                        KvStore::bytes_for(c.n_layers, c.n_kv_heads, c.head_dim, positions),
+                        KvStore::bytes_for(c.n_layers, c.n_kv_heads, c.head_dim, positions,
+                                           kv_row_type(engine.options().kv_dtype)),
                         "their cache on this model");
   }
   Sampler sampler(request.sampling);

@@ -10,12 +10,18 @@
 #include <cstdint>
 #include <span>
 
+#include "inference/engine.h"
 #include "inference/hooks.h"
 #include "inference/huge_pages.h"
 #include "inference/kv_positions.h"
 #include "kernels/attention.h"
 
 namespace kvs {
+
+// The element type of a KvDtype's cache rows.
+inline ops::RowType kv_row_type(KvDtype d) {
+  return d == KvDtype::Fp16 ? ops::RowType::F16 : d == KvDtype::Bf16 ? ops::RowType::BF16 : ops::RowType::F32;
+}
 
 class KvStore : public KvSlots {
  public:
