@@ -256,7 +256,7 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   run.mode = options.mode;
   const EngineOptions& eo = engine.options();
   run.device = device_name(eo.device);
-  run.device_dtype = storage_name(engine.model(), eo.device, eo.gpu_dtype);
+  run.device_dtype = storage_name(engine.model(), eo.device, eo.gpu_dtype, eo.kv_dtype);
   run.budget = policy.spec().budget;
   run.kept = std::move(controller.kept());
   const uint64_t L = shape.n_layers, H = shape.n_heads, Hkv = shape.n_kv_heads, T = P + S;

@@ -94,7 +94,10 @@ int info_trace(const std::string& path, bool json) {
     std::printf(" from %s\n", known(m.model_path).c_str());
   }
   if (!m.device.empty())
-    std::printf("engine     %s%s%s\n", printable(m.device).c_str(), m.device_dtype.empty() ? "" : ", weights and cache in ",
+    std::printf("engine     %s%s%s\n", printable(m.device).c_str(),
+                m.device_dtype.empty() ? ""
+                : m.device == "cpu"    ? ", cache in "
+                                       : ", weights and cache in ",
                 printable(m.device_dtype).c_str());
   std::printf("shape      %d layer%s, %d query heads, %d KV heads, head_dim %d\n", m.shape.n_layers,
               m.shape.n_layers == 1 ? "" : "s", m.shape.n_heads, m.shape.n_kv_heads, m.shape.head_dim);

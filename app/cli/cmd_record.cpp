@@ -35,7 +35,7 @@ int cmd_record(const ArgList& argv) {
   Args a(argv,
          {"--model", "--tokenizer", "--prompt", "--prompt-file", "--steps", "--temperature", "--top-p",
           "--seed", "--out", "--policy", "--budget", "--decode-dtype", "--capture-budget-mb", "--threads",
-          "--device", "--gpu-dtype", "--system"},
+          "--device", "--gpu-dtype", "--kv-dtype", "--system"},
          {"--chat", "--quiet"});
   if (!a.positional().empty()) throw input_error(a.positional()[0], "unexpected argument");
   for (const char* flag : {"--model", "--tokenizer", "--prompt-file", "--out", "--policy"})
@@ -76,6 +76,7 @@ int cmd_record(const ArgList& argv) {
   r.threads = a.integer("--threads", 0, 0, 1024);
   r.device = device_flag(a);
   r.gpu_dtype = gpu_dtype_flag(a);
+  r.kv_dtype = kv_dtype_flag(a, r.device);
   const bool quiet = a.has("--quiet");
 
   RecordCallbacks cb;

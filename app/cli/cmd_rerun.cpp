@@ -27,7 +27,7 @@ namespace {
 
 const std::set<std::string> kValueFlags = {"--policy", "--budget", "--mode",   "--model",
                                            "--tokenizer", "--alpha", "--threads", "--device",
-                                           "--gpu-dtype", "--attention-budget-mb"};
+                                           "--gpu-dtype", "--kv-dtype", "--attention-budget-mb"};
 const std::set<std::string> kSwitchFlags = {"--json", "--rope-in-cache", "--no-attention"};
 
 // Runs with StreamingLLM's pos-shift (positions inside the cache) get their own name and say so.
@@ -106,6 +106,7 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     eo.rope_in_cache = a.has("--rope-in-cache");
     eo.device = device_flag(a);
     eo.gpu_dtype = gpu_dtype_flag(a);
+    eo.kv_dtype = kv_dtype_flag(a, eo.device);
     try {
       Engine engine(model, eo);
       const ReferenceRun ref = run_reference(engine, prompt, static_cast<int>(decoded.size()), decoded, lo.sampling,

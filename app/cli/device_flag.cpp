@@ -1,4 +1,5 @@
-// --device: which backend runs the model; --gpu-dtype: its storage type on a GPU.
+// --device: which backend runs the model; --gpu-dtype: its storage type on a GPU; --kv-dtype: the
+// CPU's cache type.
 #include "app/cli/device_flag.h"
 
 #include <cstdio>
@@ -25,9 +26,18 @@ Device device_flag(const Args& args) {
 GpuDtype gpu_dtype_flag(const Args& args) {
   const std::string value = args.str("--gpu-dtype", "auto");
   if (args.has("--gpu-dtype") && args.str("--device", "auto") == "cpu")
-    throw input_error("--gpu-dtype", "is not used: --device cpu runs the model in fp32 on the CPU");
+    throw input_error("--gpu-dtype", "is not used: --device cpu runs the model on the CPU (--kv-dtype sets its cache)");
   if (const auto d = parse_gpu_dtype(value)) return *d;
   throw input_error("--gpu-dtype", "expected auto, fp16, bf16 or fp32, got '" + value + "'");
+}
+
+KvDtype kv_dtype_flag(const Args& args, Device device) {
+  const std::string value = args.str("--kv-dtype", "fp32");
+  const auto d = parse_kv_dtype(value);
+  if (!d) throw input_error("--kv-dtype", "expected fp32, fp16 or bf16, got '" + value + "'");
+  if (args.has("--kv-dtype") && device == Device::Cuda)
+    throw input_error("--kv-dtype", "is the CPU's cache type: on the GPU --gpu-dtype sets it (or add --device cpu)");
+  return *d;
 }
 
 }  // namespace kvs

@@ -120,7 +120,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   meta.seed = r.sampling.seed;
   meta.decode_dtype = r.decode_dtype;
   meta.device = device_name(r.device);
-  meta.device_dtype = storage_name(model, r.device, r.gpu_dtype);
+  meta.device_dtype = storage_name(model, r.device, r.gpu_dtype, r.kv_dtype);
 
   StepAnalyses analyses(shape, meta.prompt_len);  // may be fed on a thread of rec's: outlives rec
   TraceRecorder rec(r.out_path, meta, r.steps, r.capture_budget_bytes);
@@ -139,6 +139,7 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   eo.n_threads = r.threads;
   eo.device = r.device;
   eo.gpu_dtype = r.gpu_dtype;
+  eo.kv_dtype = r.kv_dtype;
   Engine engine(model, eo);
   RecordResult res;
   std::vector<int> generated;
@@ -262,7 +263,9 @@ RecordResult record_trace(const RecordRequest& r, const RecordCallbacks& cb) {
   res.n_steps = rec.steps_written();
   res.out_path = r.out_path;
   res.note = rec.capture_note();
-  res.engine = meta.device == "cuda" ? meta.device + ", " + meta.device_dtype : meta.device;
+  res.engine = meta.device == "cuda"           ? meta.device + ", " + meta.device_dtype
+               : meta.device_dtype == "fp32" ? meta.device
+                                             : meta.device + ", " + meta.device_dtype + " cache";
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (r.policy.empty() && res.n_steps > 0) {
     res.prefill_seconds = std::chrono::duration<double>(first_token - start).count();

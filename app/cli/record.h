@@ -29,6 +29,7 @@ struct RecordRequest {
   int threads = 0;
   Device device = Device::Cpu;
   GpuDtype gpu_dtype = GpuDtype::Auto;  // with Device::Cuda
+  KvDtype kv_dtype = KvDtype::Fp32;     // with Device::Cpu
 };
 
 struct RecordResult {

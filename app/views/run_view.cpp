@@ -154,6 +154,7 @@ class RunView : public View {
     else if (verb == "mode" && (arg == "forced" || arg == "free")) rerun_mode_ = arg == "free" ? 1 : 0;  // Compare takes runs/traces
     else if (verb == "device") choose_device(app, arg);
     else if (verb == "gpu-dtype") choose_gpu_dtype(arg);
+    else if (verb == "kv-dtype") choose_kv_dtype(arg);
     else return false;
     return true;
   }
@@ -298,23 +299,38 @@ class RunView : public View {
     ImGui::EndDisabled();
     if (!cuda_ok_ && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("%s", cuda_why_.c_str());
     device_ = device == 1 && cuda_ok_ ? Device::Cuda : Device::Cpu;
-    // What the GPU stores weights and cache in (as --gpu-dtype): auto = fp32 for small models, bf16
-    // for bf16 checkpoints, fp16 otherwise.
-    same_line_if_fits(ui_px(70) + style.ItemInnerSpacing.x + ImGui::CalcTextSize("GPU dtype").x);
-    ImGui::BeginDisabled(device_ != Device::Cuda);
-    ImGui::SetNextItemWidth(ui_px(70));
-    if (ImGui::BeginCombo("GPU dtype", gpu_dtype_name(gpu_dtype_))) {
-      for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16, GpuDtype::Fp32}) {
-        if (ImGui::Selectable(gpu_dtype_name(d), d == gpu_dtype_)) gpu_dtype_ = d;
+    // The storage type of the chosen device: on a GPU weights and cache (as --gpu-dtype: auto =
+    // fp32 for small models, bf16 for bf16 checkpoints, fp16 otherwise), on the CPU the cache (as
+    // --kv-dtype).
+    if (device_ == Device::Cuda) {
+      same_line_if_fits(ui_px(70) + style.ItemInnerSpacing.x + ImGui::CalcTextSize("GPU dtype").x);
+      ImGui::SetNextItemWidth(ui_px(70));
+      if (ImGui::BeginCombo("GPU dtype", gpu_dtype_name(gpu_dtype_))) {
+        for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16, GpuDtype::Fp32}) {
+          if (ImGui::Selectable(gpu_dtype_name(d), d == gpu_dtype_)) gpu_dtype_ = d;
+        }
+        ImGui::EndCombo();
       }
-      ImGui::EndCombo();
-    }
-    ImGui::EndDisabled();
-    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
-      ImGui::SetTooltip("GPU weights and KV cache: fp32 = the CPU's attention to ~1e-5, twice the memory of fp16; "
-                        "auto = fp32 for models up to 268M weights (their decode waits on kernel launches, "
-                        "not on bytes), else bf16 for bf16 checkpoints (no overflow past 65504), fp16 for the "
-                        "rest (three more mantissa bits)");
+      if (ImGui::IsItemHovered()) {
+        ImGui::SetTooltip("GPU weights and KV cache: fp32 = the CPU's attention to ~1e-5, twice the memory of fp16; "
+                          "auto = fp32 for models up to 268M weights (their decode waits on kernel launches, "
+                          "not on bytes), else bf16 for bf16 checkpoints (no overflow past 65504), fp16 for the "
+                          "rest (three more mantissa bits)");
+      }
+    } else {
+      same_line_if_fits(ui_px(70) + style.ItemInnerSpacing.x + ImGui::CalcTextSize("KV cache").x);
+      ImGui::SetNextItemWidth(ui_px(70));
+      if (ImGui::BeginCombo("KV cache", kv_dtype_name(kv_dtype_))) {
+        for (KvDtype d : {KvDtype::Fp32, KvDtype::Fp16, KvDtype::Bf16}) {
+          if (ImGui::Selectable(kv_dtype_name(d), d == kv_dtype_)) kv_dtype_ = d;
+        }
+        ImGui::EndCombo();
+      }
+      if (ImGui::IsItemHovered()) {
+        ImGui::SetTooltip("What the CPU stores keys and values in: fp32 = exact; fp16 and bf16 take half the "
+                          "memory and decode long contexts faster, attention rows moving by up to about 5e-3 "
+                          "(fp16) or 5e-2 (bf16)");
+      }
     }
   }
 
@@ -323,6 +339,13 @@ class RunView : public View {
     const auto d = parse_gpu_dtype(value);
     if (!d) throw input_error("--script", "'gpu-dtype " + value + "' expects auto, fp16, bf16 or fp32");
     gpu_dtype_ = *d;
+  }
+
+  // Script command `kv-dtype fp32|fp16|bf16` (as --kv-dtype; used on the CPU).
+  void choose_kv_dtype(const std::string& value) {
+    const auto d = parse_kv_dtype(value);
+    if (!d) throw input_error("--script", "'kv-dtype " + value + "' expects fp32, fp16 or bf16");
+    kv_dtype_ = *d;
   }
 
   // Script command `device cpu|cuda`: CUDA where usable, else a notice and the CPU (as --device).
@@ -483,6 +506,7 @@ class RunView : public View {
     req.out_path = out_path_;
     req.device = device_;
     req.gpu_dtype = gpu_dtype_;
+    if (device_ == Device::Cpu) req.kv_dtype = kv_dtype_;
     const auto specs = chosen_specs();
     if (record_live_ && !specs.empty()) {
       req.policy = specs.front();
@@ -546,8 +570,10 @@ class RunView : public View {
       return;
     }
     ArgList args = {app.trace->path, "--mode", rerun_mode_ ? "free" : "forced", "--device", device_name(device_)};
-    if (device_ != Device::Cpu)  // --device cpu refuses a --gpu-dtype
+    if (device_ != Device::Cpu)  // --device cpu refuses a --gpu-dtype, cuda a --kv-dtype
       args.insert(args.end(), {"--gpu-dtype", gpu_dtype_name(gpu_dtype_)});
+    else
+      args.insert(args.end(), {"--kv-dtype", kv_dtype_name(kv_dtype_)});
     for (const std::string& s : specs) args.insert(args.end(), {"--policy", s});
     // The budget box, for the policies that take it (full keeps everything; OmniKV's frac=F and a
     // spec's budget=N are their own): rerun refuses a --budget nothing uses.
@@ -637,6 +663,7 @@ class RunView : public View {
   bool cuda_ok_ = cuda_usable(&cuda_why_);       // asked once: it loads the driver
   Device device_ = cuda_ok_ ? Device::Cuda : Device::Cpu;
   GpuDtype gpu_dtype_ = GpuDtype::Auto;
+  KvDtype kv_dtype_ = KvDtype::Fp32;
   std::string out_path_ = "kvscope-recording.h5";
   ReplaceConfirm replace_;  // asks before a recording replaces an existing file
   std::string output_;

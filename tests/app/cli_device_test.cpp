@@ -3,6 +3,7 @@
 // the same trace; cpu never mentions CUDA. --gpu-dtype: a bad value likewise; the trace and the
 // closing line name the device and storage type that ran; fp32 (auto's choice for a model as
 // small as stories260K) records the CPU's rows, and its live reruns keep the CPU's tokens.
+// --kv-dtype: the CPU's cache type, named likewise.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -76,6 +77,44 @@ TEST(CliDevice, TheTraceSaysWhichDeviceRanIt) {
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(TraceReader(path).meta().device_dtype, cuda_usable() ? dtype : "fp32");
     EXPECT_NE(r.err.find(cuda_usable() ? " on cuda, " + dtype + ";" : " on cpu;"), std::string::npos) << r.err;
+  }
+}
+
+// --kv-dtype: the CPU's cache in fp16 or bf16. The trace, the closing line, `info` and a live
+// rerun's run say so; stories260K tells the same story; a bad value is one line and exit 2, and
+// on a GPU (which sets its cache with --gpu-dtype) the flag is refused.
+TEST(CliDevice, KvDtypeSetsTheCpusCache) {
+  TempDir out;
+  const std::string fp32 = out.file("fp32.h5"), fp16 = out.file("fp16.h5");
+  const CliResult a = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                   "24", "--device", "cpu", "--out", fp32});
+  const CliResult b = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                   "24", "--device", "cpu", "--kv-dtype", "fp16", "--out", fp16});
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(TraceReader(fp16).meta().device_dtype, "fp16");
+  EXPECT_NE(b.err.find(" in all on cpu, fp16 cache; trace "), std::string::npos) << b.err;
+  const CliResult info = run_kvscope({"info", fp16});
+  ASSERT_EQ(info.code, 0) << info.err;
+  EXPECT_NE(info.out.find("engine     cpu, cache in fp16\n"), std::string::npos) << info.out;
+
+  const CliResult rerun = run_kvscope({"rerun", fp16, "--policy", "h2o", "--budget", "12", "--device", "cpu",
+                                       "--kv-dtype", "bf16"});
+  ASSERT_EQ(rerun.code, 0) << rerun.err;
+  const RunData run = TraceReader(fp16).read_run("h2o_b12_forced", false);
+  EXPECT_EQ(run.device + ", " + run.device_dtype, "cpu, bf16");
+
+  const CliResult bad = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                     "4", "--device", "cpu", "--kv-dtype", "fp8", "--out", out.file("bad.h5")});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.err, "kvscope: --kv-dtype: expected fp32, fp16 or bf16, got 'fp8'\n");
+  EXPECT_FALSE(std::filesystem::exists(out.file("bad.h5")));
+  if (cuda_usable()) {
+    const CliResult gpu = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                       "4", "--device", "cuda", "--kv-dtype", "fp16", "--out", out.file("gpu.h5")});
+    EXPECT_EQ(gpu.code, 2);
+    EXPECT_EQ(gpu.err, "kvscope: --kv-dtype: is the CPU's cache type: on the GPU --gpu-dtype sets it (or add --device cpu)\n");
   }
 }
 

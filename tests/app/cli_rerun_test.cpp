@@ -234,7 +234,7 @@ TEST_F(CliRerun, FlagsThatWouldBeIgnoredAreRefused) {
       is_input_error(rerun({"--policy", "h2o", "--budget", "8", "--no-attention", "--attention-budget-mb", "5"}),
                      "--attention-budget-mb", "is not used: --no-attention keeps no rows"));
   EXPECT_TRUE(is_input_error(rerun({"--policy", "h2o", "--budget", "8", "--device", "cpu", "--gpu-dtype", "fp16"}),
-                             "--gpu-dtype", "is not used: --device cpu runs the model in fp32 on the CPU"));
+                             "--gpu-dtype", "is not used: --device cpu runs the model on the CPU (--kv-dtype sets its cache)"));
   EXPECT_EQ(read_bytes(trace_), before);
 }
 
