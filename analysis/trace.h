@@ -25,7 +25,7 @@ struct TraceMeta {
   std::string tokenizer_path;  // "" when taken from the model file
   std::string arch;
   std::string device = "cpu";
-  std::string device_dtype = "fp32";  // what the engine stored weights and cache in: fp32 | fp16 | bf16
+  std::string device_dtype = "fp32";  // the cache's type (on cuda the weights' too): fp32 | fp16 | bf16
   ModelShape shape;
   int vocab_size = 0;
   int prompt_len = 0;          // P
@@ -63,8 +63,9 @@ struct RunData {
   std::string params_json;
   std::string eviction = "simulated";  // simulated | real
   std::string mode;                    // live runs: forced | free
-  // Live runs: where the model ran ("cpu" | "cuda") and what it stored weights and cache in
-  // ("fp32", "fp16", "bf16"); empty for simulated runs and live runs written before they existed.
+  // Live runs: where the model ran ("cpu" | "cuda") and what it stored its cache (on cuda its
+  // weights too) in ("fp32", "fp16", "bf16"); empty for simulated runs and live runs written
+  // before they existed.
   std::string device, device_dtype;
   int budget = 0;
   std::vector<uint8_t> kept;           // [n_steps, L, Hkv, T]: 1 attended, 2 inactive, 0 absent
