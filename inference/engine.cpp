@@ -527,6 +527,7 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
   std::vector<float> U(static_cast<std::size_t>(n) * hid);    // [n, hidden_dim]
   std::vector<float> KG;      // [n_rows, head_dim] a KV head's attended keys, gathered
   std::vector<float> VT;      // [head_dim, n_rows] their values, gathered and transposed
+  std::vector<float> value(hd);  // [head_dim] one cached value, as fp32
   std::vector<float> probs;   // [min(n, kQueryBlock), n_rows] a call's softmax rows
   std::vector<float> lse(std::min(n, kQueryBlock));  // [min(n, kQueryBlock)]
 
@@ -549,7 +550,6 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
       const int32_t* key_pos = s.head_pos[g];
       KG.resize(static_cast<std::size_t>(m) * hd);
       VT.resize(static_cast<std::size_t>(m) * hd);
-      std::vector<float> value(hd);  // [head_dim]
       for (int j = 0; j < m; ++j) {
         s.store.read_key(l, g, rows[j], KG.data() + static_cast<std::size_t>(j) * hd);
         s.store.read_value(l, g, rows[j], value.data());

@@ -13,6 +13,7 @@
 #include "analysis/json_writer.h"
 #include "inference/chat_template.h"
 #include "inference/errors.h"
+#include "inference/kv_store.h"
 #include "inference/loader.h"
 
 namespace kvs {
@@ -181,6 +182,8 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
   const ModelConfig& c = model.config;
   const double params = static_cast<double>(model.parameter_count());
   const Model::MatrixCount matrices = model.matrix_count();
+  // K+V bytes of one position in every (layer, KV head), in fp32
+  const uint64_t kv_position = KvStore::bytes_for(c.n_layers, c.n_kv_heads, c.head_dim, 1);
   const int local_layers = static_cast<int>(std::count(c.local_layers.begin(), c.local_layers.end(), 1));
   const int nope_layers = static_cast<int>(std::count(c.nope_layers.begin(), c.nope_layers.end(), 1));
   // Where the layers normalise (every layer alike): before each block, after it (OLMo 2) or both
@@ -213,7 +216,8 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
         .add("parameters", params)
         .add("weight_bytes_per_token", static_cast<double>(model.weight_bytes_per_token()))
         .add("matrices", matrices.matrices)
-        .add("matrices_as_stored", matrices.as_stored);
+        .add("matrices_as_stored", matrices.as_stored)
+        .add("kv_bytes_per_position", static_cast<double>(kv_position));
     if (tok) o.add("tokenizer", tok->kind()).add("end_ids", text_end_ids(model, *tok));
     else o.add_null("tokenizer").add("tokenizer_problem", tok_problem);
     const ChatInfo chat = chat_info(model, tok.get());
@@ -274,6 +278,13 @@ int info_model(const std::string& path, const std::string& tokenizer_path, bool 
                                                                            " kept as stored, the rest in fp32";
   std::printf("memory     %.1f MB of weights read per decoded token; %d matrices, %s\n",
               static_cast<double>(model.weight_bytes_per_token()) / 1e6, matrices.matrices, kept.c_str());
+  // "kv cache   46.1 KB a position in fp32, 23.0 KB in fp16 or bf16 (--kv-dtype); 377.5 and 188.7 MB at
+  // the whole 8192-token context"
+  std::printf("kv cache   %.1f KB a position in fp32, %.1f KB in fp16 or bf16 (--kv-dtype); %.1f and %.1f MB at "
+              "the whole %d-token context\n",
+              static_cast<double>(kv_position) / 1e3, static_cast<double>(kv_position) / 2e3,
+              static_cast<double>(kv_position) * c.seq_len / 1e6, static_cast<double>(kv_position) * c.seq_len / 2e6,
+              c.seq_len);
   if (tok) {
     std::string ends;  // every token that ends a generated text
     for (int id : text_end_ids(model, *tok)) ends += (ends.empty() ? "" : ", ") + std::to_string(id);

@@ -54,6 +54,11 @@ TEST(CliInfo, LlamaCBinText) {
       << r.out;
   EXPECT_NE(r.out.find("tokenizer  sentencepiece-bpe, 512 tokens, bos 1, eos 2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("of weights read per decoded token; 36 matrices, all in fp32"), std::string::npos) << r.out;
+  // 5 layers x 4 KV heads x (K, V) x head_dim 8 x 4 bytes = 1,280 bytes a position; 512 positions
+  EXPECT_NE(r.out.find("kv cache   1.3 KB a position in fp32, 0.6 KB in fp16 or bf16 (--kv-dtype); 0.7 and 0.3 MB "
+                       "at the whole 512-token context\n"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(CliInfo, LlamaCBinJson) {
@@ -69,6 +74,7 @@ TEST(CliInfo, LlamaCBinJson) {
   EXPECT_EQ(j.get_string("block_norms", ""), "before");
   EXPECT_EQ(j.get_number("parameters", 0), kStoriesTiedParams);
   EXPECT_EQ(j.get_string("rope_style", ""), "interleaved");
+  EXPECT_EQ(j.get_number("kv_bytes_per_position", 0), 1280);
 }
 
 TEST(CliInfo, LlamaCBinWithTokenizerFlag) {

@@ -96,14 +96,15 @@ TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
   const std::string model = kvs::test::shared_path("models/stories260K/stories260K.bin");
   if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
   const std::string out = (dir_ / "recorded.h5").string();
-  // device cuda: the GPU where this machine has one (storing bf16), else a notice and the CPU.
-  const std::string script = "model " + model + ";device cuda;gpu-dtype bf16;prompt Once upon a time, there was a little girl;steps 12;out " +
+  // device cuda: the GPU where this machine has one (storing bf16), else a notice and the CPU
+  // (its cache in fp16).
+  const std::string script = "model " + model + ";device cuda;gpu-dtype bf16;kv-dtype fp16;prompt Once upon a time, there was a little girl;steps 12;out " +
                              out + ";policies streamingllm|streamingllm:sinks=0|omnikv|kvzip;budget 8;record;simulate;sinkpair";
   ASSERT_EQ(gui("--screenshot \"" + png("recorded") + "\" --view compare --size 960x600 --script \"" + script + "\""), 0) << err_;
   kvs::TraceReader reader(out);
   EXPECT_EQ(reader.meta().n_steps, 12);
   EXPECT_EQ(reader.meta().device, kvs::cuda_usable() ? "cuda" : "cpu");
-  EXPECT_EQ(reader.meta().device_dtype, kvs::cuda_usable() ? "bf16" : "fp32");
+  EXPECT_EQ(reader.meta().device_dtype, kvs::cuda_usable() ? "bf16" : "fp16");
   const auto runs = reader.run_names();
   ASSERT_EQ(runs.size(), 4u);
   EXPECT_NE(std::find(runs.begin(), runs.end(), "kvzip_b8"), runs.end());
