@@ -1,6 +1,6 @@
 // Engine::snapshot_prefill / restore_prefill: the cache a prefill left, copied (on the GPU by
 // the backend, in device memory) and put back, so that several runs start from one prompt.
-#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -17,7 +17,8 @@ struct PrefillSnapshot {
   const Engine* engine = nullptr;  // the engine it was taken from, the only one it restores
   int prompt_len = 0;
   std::vector<float> logits;                         // [vocab]
-  std::vector<float> kv;                             // CPU: [n_layers, n_kv_heads, 2 (K, V), prompt_len, head_dim]
+  std::vector<std::byte> kv;                         // CPU: [n_layers, n_kv_heads, 2 (K, V), prompt_len, head_dim]
+                                                     // elements of the cache's type
   std::unique_ptr<CudaBackend::Snapshot> device;     // CUDA
 };
 
@@ -46,15 +47,15 @@ std::shared_ptr<const PrefillSnapshot> Engine::snapshot_prefill() const {
       if (!snap->device) return nullptr;
     } else {
       snap->logits = state_->logits;
-      const std::size_t head = static_cast<std::size_t>(P) * c.head_dim;  // floats of K (or V) a head
+      const KvStore& store = state_->store;
+      const std::size_t head = KvStore::bytes_for(1, 1, c.head_dim, P, store.type()) / 2;  // bytes of K (or V) a head
       snap->kv.resize(static_cast<std::size_t>(c.n_layers) * c.n_kv_heads * 2 * head);
-      float* out = snap->kv.data();
+      std::byte* out = snap->kv.data();
       for (int l = 0; l < c.n_layers; ++l)
-        for (int g = 0; g < c.n_kv_heads; ++g, out += 2 * head)
-          for (int j = 0; j < P; ++j) {  // widened: a 16-bit cache takes its own numbers back exactly
-            state_->store.read_key(l, g, j, out + static_cast<std::size_t>(j) * c.head_dim);
-            state_->store.read_value(l, g, j, out + head + static_cast<std::size_t>(j) * c.head_dim);
-          }
+        for (int g = 0; g < c.n_kv_heads; ++g, out += 2 * head) {  // entry i in row i
+          std::memcpy(out, store.keys(l, g).data, head);
+          std::memcpy(out + head, store.values(l, g).data, head);
+        }
     }
   } catch (const std::bad_alloc&) {
     return nullptr;
@@ -70,12 +71,12 @@ std::span<const float> Engine::restore_prefill(const PrefillSnapshot& snap) {
     return snap.logits;
   }
   const ModelConfig& c = model_.config;
-  const int P = snap.prompt_len, hd = c.head_dim;
-  const std::size_t head = static_cast<std::size_t>(P) * hd;
+  const int P = snap.prompt_len;
+  const std::size_t head = KvStore::bytes_for(1, 1, c.head_dim, P, s.store.type()) / 2;
   reset();
-  const float* in = snap.kv.data();
+  const std::byte* in = snap.kv.data();
   for (int l = 0; l < c.n_layers; ++l)
-    for (int g = 0; g < c.n_kv_heads; ++g, in += 2 * head) s.store.append(l, g, 0, P, in, in + head, hd);
+    for (int g = 0; g < c.n_kv_heads; ++g, in += 2 * head) s.store.append_stored(l, g, 0, P, in, in + head);
   s.pos = P;
   s.logits = snap.logits;
   if (s.controller) s.controller->after_prefill(P, s.store);

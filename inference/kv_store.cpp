@@ -81,18 +81,30 @@ KvStore::~KvStore() { release_pages(arena_, arena_bytes_); }
 
 void KvStore::append(int layer, int kv_head, int32_t pos0, int n, const float* keys,
                      const float* values, long stride) {
+  const std::size_t hd = static_cast<std::size_t>(head_dim_);
+  append_rows(layer, kv_head, pos0, n, [&](int t, std::byte* k, std::byte* v, std::size_t at) {
+    write_row(k, at, keys + t * stride, hd, type_);
+    write_row(v, at, values + t * stride, hd, type_);
+  });
+}
+
+void KvStore::append_stored(int layer, int kv_head, int32_t pos0, int n, const void* keys, const void* values) {
+  const std::size_t row = static_cast<std::size_t>(head_dim_) * element_bytes(type_);
+  append_rows(layer, kv_head, pos0, n, [&](int t, std::byte* k, std::byte* v, std::size_t at) {
+    std::memcpy(k + at * element_bytes(type_), static_cast<const std::byte*>(keys) + t * row, row);
+    std::memcpy(v + at * element_bytes(type_), static_cast<const std::byte*>(values) + t * row, row);
+  });
+}
+
+template <class WriteEntry>
+void KvStore::append_rows(int layer, int kv_head, int32_t pos0, int n, WriteEntry write) {
   const std::size_t first = positions_.size(layer, kv_head);
   const std::size_t used = positions_.rows_used(layer, kv_head);
   positions_.push(layer, kv_head, pos0, n);  // checks capacity and order first
   const std::span<const int32_t> rows = positions_.rows(layer, kv_head);
-  const std::size_t hd = static_cast<std::size_t>(head_dim_);
   std::byte* k = slab(layer, kv_head, 0);
   std::byte* v = slab(layer, kv_head, 1);
-  for (int t = 0; t < n; ++t) {
-    const std::size_t at = static_cast<std::size_t>(rows[first + t]) * hd;
-    write_row(k, at, keys + t * stride, hd, type_);
-    write_row(v, at, values + t * stride, hd, type_);
-  }
+  for (int t = 0; t < n; ++t) write(t, k, v, static_cast<std::size_t>(rows[first + t]) * head_dim_);
   const std::size_t used_now = positions_.rows_used(layer, kv_head);
   if (collapse_ && used_now > used) {  // fresh rows used..used_now-1 were filled
     collapse_filled(k, used, used_now);

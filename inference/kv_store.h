@@ -52,6 +52,9 @@ class KvStore : public KvSlots {
   // floats, rounded to the store's type. Positions must stay ascending.
   void append(int layer, int kv_head, int32_t pos0, int n, const float* keys, const float* values,
               long stride);
+  // As append, from entries already in the store's type, copied as they are: entry t's key
+  // (value) is the head_dim elements from element t * head_dim of keys (values).
+  void append_stored(int layer, int kv_head, int32_t pos0, int n, const void* keys, const void* values);
 
   int size(int layer, int kv_head) const { return positions_.size(layer, kv_head); }
   // The row of each held entry ([size]) in keys()/values().
@@ -82,6 +85,10 @@ class KvStore : public KvSlots {
   }
   std::size_t entry_bytes() const { return bytes_for(1, 1, head_dim_, 1, type_); }
   void read_row(const std::byte* slab, int32_t row, float* out) const;
+  // Pushes n entries at pos0.. and calls write(t, K slab, V slab, first element of entry t's row)
+  // for each; huge pages for the rows filled.
+  template <class WriteEntry>
+  void append_rows(int layer, int kv_head, int32_t pos0, int n, WriteEntry write);
   // Huge pages for the 2 MiB ranges of a large arena's slab that rows first..last-1 filled past
   // their middle (see the constructor).
   void collapse_filled(std::byte* slab, std::size_t first, std::size_t last) const;

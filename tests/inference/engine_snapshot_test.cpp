@@ -1,7 +1,8 @@
 // Engine::snapshot_prefill / restore_prefill on the CPU: a run started from a snapshot of a
 // prompt's prefill (its controller compressing the restored cache as a prefill lets it) computes
 // the logits, cache sizes and peak of a run that prefilled the prompt itself, bit for bit, with
-// original positions, rope_in_cache and a rounded cache; and the misuses are refused.
+// original positions, rope_in_cache and a 16-bit cache (copied as it holds its rows); and the
+// misuses are refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -46,12 +47,15 @@ class Trims : public CacheController {
 
 TEST(EngineSnapshot, ARunFromTheSnapshotEqualsOneThatPrefilledBitwise) {
   const Model model = tiny::random_model(tiny::tiny_config(), 5);
-  for (int variant = 0; variant < 3; ++variant) {
-    SCOPED_TRACE(variant == 0 ? "original positions" : variant == 1 ? "rope_in_cache" : "fp16 cache");
+  for (int variant = 0; variant < 4; ++variant) {
+    SCOPED_TRACE(variant == 0   ? "original positions"
+                 : variant == 1 ? "rope_in_cache"
+                 : variant == 2 ? "fp16 cache"
+                                : "bf16 cache, rope_in_cache");
     EngineOptions o;
     o.n_threads = 2;
-    o.rope_in_cache = variant == 1;
-    o.kv_dtype = variant == 2 ? KvDtype::Fp16 : KvDtype::Fp32;
+    o.rope_in_cache = variant == 1 || variant == 3;
+    o.kv_dtype = variant == 2 ? KvDtype::Fp16 : variant == 3 ? KvDtype::Bf16 : KvDtype::Fp32;
     Engine fresh(model, o), shared(model, o);
     Trims fresh_ctl, shared_ctl;
     const test::ForcedRun want = test::forced_logits(fresh, kPrompt, kForced, &fresh_ctl);
