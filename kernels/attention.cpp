@@ -162,38 +162,22 @@ void score_keys(float* probs, long probs_stride, const float* q, int j0, int j1,
   const int hd16 = head_dim / 16 * 16, hd8 = head_dim / 8 * 8;  // whole 8-wide vectors, in pairs
   const int key_bytes = static_cast<int>(sizeof(KE)) * head_dim, value_bytes = static_cast<int>(sizeof(VE)) * head_dim;
   const int ahead = std::max(1, kPrefetchBytes / key_bytes);  // keys
-  // 16-bit keys are widened once into `wide` for all NQ heads.
-  float stack_row[HD > 0 ? HD : 1];
-  thread_local std::vector<float> heap_row;
-  float* wide = stack_row;
-  if (!std::is_same_v<KE, float> && HD == 0) {
-    heap_row.resize(head_dim);
-    wide = heap_row.data();
-  }
   for (int j = j0; j < j1; ++j) {
     const int ja = j + ahead;  // the range's keys ahead, then on into its values, which the mix reads next
     if (ja < j1) prefetch_bytes(key(ja), key_bytes);
     else if (ja - j1 < j1 - j0) prefetch_bytes(value(j0 + (ja - j1)), value_bytes);
-    const float* k;
-    if constexpr (std::is_same_v<KE, float>) {
-      k = key(j);
-    } else {
-      const KE* kj = key(j);
-      for (int d = 0; d < hd8; d += 8) store_as(wide + d, load8(kj + d));
-      for (int d = hd8; d < head_dim; ++d) wide[d] = to_f32(kj[d]);
-      k = wide;
-    }
+    const KE* k = key(j);
     for (int i = 0; i < NQ; ++i) {
       const float* qi = q + i * head_dim;
       f32x8 even = {}, odd = {};
       int d = 0;
       for (; d < hd16; d += 16) {
-        even += load_as<f32x8>(qi + d) * load_as<f32x8>(k + d);
-        odd += load_as<f32x8>(qi + d + 8) * load_as<f32x8>(k + d + 8);
+        even += load_as<f32x8>(qi + d) * load8(k + d);
+        odd += load_as<f32x8>(qi + d + 8) * load8(k + d + 8);
       }
-      if (d < hd8) even += load_as<f32x8>(qi + d) * load_as<f32x8>(k + d);
+      if (d < hd8) even += load_as<f32x8>(qi + d) * load8(k + d);
       float s = lane_sum(even + odd);
-      for (d = hd8; d < head_dim; ++d) s += qi[d] * k[d];
+      for (d = hd8; d < head_dim; ++d) s += qi[d] * to_f32(k[d]);
       probs[i * probs_stride + j] = score.scale * s;
     }
   }
