@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
-#include <string>
 
 #include "inference/engine.h"
 #include "inference/errors.h"
+#include "sixteen_bit_caches.h"
 #include "tiny_model.h"
 
 namespace kvs {
@@ -41,19 +41,15 @@ TEST(EngineConsistency, PrefillLogitsEqualTokenByTokenDecode) {
 // their position or before rotation.
 TEST(EngineConsistency, PrefillEqualsDecodeOverA16BitCache) {
   const Model m = tiny::random_model(tiny::tiny_config(), 1);
-  for (const KvDtype kv : {KvDtype::Fp16, KvDtype::Bf16})
-    for (const bool rope_in_cache : {false, true}) {
-      SCOPED_TRACE(std::string(kv_dtype_name(kv)) + (rope_in_cache ? ", rope in cache" : ""));
-      EngineOptions o;
-      o.kv_dtype = kv;
-      o.rope_in_cache = rope_in_cache;
-      Engine e(m, o);
-      const std::vector<float> prefill = copy(e.prefill(kTokens));
-      e.reset();
-      std::vector<float> decode;
-      for (int t : kTokens) decode = copy(e.decode(t));
-      expect_close(prefill, decode, 1e-4f);
-    }
+  for (const auto& [name, o] : tiny::sixteen_bit_caches()) {
+    SCOPED_TRACE(name);
+    Engine e(m, o);
+    const std::vector<float> prefill = copy(e.prefill(kTokens));
+    e.reset();
+    std::vector<float> decode;
+    for (int t : kTokens) decode = copy(e.decode(t));
+    expect_close(prefill, decode, 1e-4f);
+  }
 }
 
 TEST(EngineConsistency, PrefillThenDecodeEqualsLongerPrefill) {

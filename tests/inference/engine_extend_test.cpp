@@ -15,6 +15,7 @@
 #include "compare_rows.h"
 #include "inference/engine.h"
 #include "inference/errors.h"
+#include "sixteen_bit_caches.h"
 #include "tiny_model.h"
 
 namespace kvs {
@@ -122,15 +123,11 @@ TEST(EngineExtend, EqualsDecodeStepsAfterARewind) {
 // with keys left inactive, and with RoPE applied in the cache.
 TEST(EngineExtend, EqualsDecodeStepsOverA16BitCache) {
   const Model m = tiny::random_model(tiny::tiny_config(), 36);
-  for (const KvDtype kv : {KvDtype::Fp16, KvDtype::Bf16})
-    for (const bool rope_in_cache : {false, true}) {
-      SCOPED_TRACE(std::string(kv_dtype_name(kv)) + (rope_in_cache ? ", rope in cache" : ""));
-      EngineOptions o;
-      o.kv_dtype = kv;
-      o.rope_in_cache = rope_in_cache;
-      SkipPositions a(2, 7), b(2, 7);
-      expect_same(feed(m, o, false, &a), feed(m, o, true, &b), rope_in_cache ? 0.0f : 1e-5f);
-    }
+  for (const auto& [name, o] : tiny::sixteen_bit_caches()) {
+    SCOPED_TRACE(name);
+    SkipPositions a(2, 7), b(2, 7);
+    expect_same(feed(m, o, false, &a), feed(m, o, true, &b), o.rope_in_cache ? 0.0f : 1e-5f);
+  }
 }
 
 // 300 queries: two of the engine's attention blocks of 256 (and the kernel's rows on threads).
