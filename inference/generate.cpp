@@ -95,7 +95,9 @@ std::vector<int> generate(Engine& engine, const GenerateRequest& request,
                             std::to_string(request.steps) + " steps",
                         KvStore::bytes_for(c.n_layers, c.n_kv_heads, c.head_dim, positions,
                                            kv_row_type(engine.options().kv_dtype)),
-                        "their cache on this model");
+                        engine.options().kv_dtype == KvDtype::Fp32
+                            ? "their fp32 cache on this model (half that in fp16 or bf16)"
+                            : std::string("their ") + kv_dtype_name(engine.options().kv_dtype) + " cache on this model");
   }
   Sampler sampler(request.sampling);
   std::vector<int> out;
