@@ -224,11 +224,15 @@ struct Reference {
 
 // attends(layer, kv_head, q_pos, k_pos): whether the query at q_pos reads key k_pos (k_pos <=
 // q_pos). rope_by_slot: keys are rotated by their index among the attended keys and the query by
-// the last index (positions inside the cache) instead of by their positions.
+// the last index (positions inside the cache) instead of by their positions. cache (when set):
+// what the cache keeps of a key or value component (a 16-bit cache's rounding), applied to each
+// value and to each key as it is cached: after rotation, or before it with rope_by_slot.
 using AttendsFn = std::function<bool(int, int, int, int)>;
+using CacheFn = std::function<double(double)>;
 
 inline Reference reference_forward(const Model& m, const std::vector<int>& tokens,
-                                   const AttendsFn& attends = nullptr, bool rope_by_slot = false) {
+                                   const AttendsFn& attends = nullptr, bool rope_by_slot = false,
+                                   const CacheFn& cache = nullptr) {
   const ModelConfig& c = m.config;
   const int T = static_cast<int>(tokens.size());
   const int dim = c.dim, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim;
@@ -309,6 +313,11 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
         norm_heads(q[t], w.q_norm);
         norm_heads(k[t], w.k_norm);
       }
+      if (cache) {
+        for (double& e : v[t]) e = cache(e);
+        if (rope_by_slot)
+          for (double& e : k[t]) e = cache(e);
+      }
       for (int h = 0; h < c.n_heads; ++h) {
         rotate(l, &q[t][h * hd], &ref.queries[(static_cast<std::size_t>(l) * T + t) * qd + h * hd], t);
       }
@@ -331,6 +340,8 @@ inline Reference reference_forward(const Model& m, const std::vector<int>& token
         double mx = -1e300;
         for (int jj = 0; jj < n; ++jj) {
           rotate(l, &k[keys[jj]][g * hd], kr.data(), rope_by_slot ? jj : keys[jj]);
+          if (cache && !rope_by_slot)
+            for (double& e : kr) e = cache(e);
           double d = 0;
           for (int e = 0; e < hd; ++e) d += qr[e] * kr[e];
           s[jj] = capped(d / std::sqrt(static_cast<double>(hd)), c.attn_softcap);
