@@ -268,8 +268,8 @@ class CompareView : public View {
     ImGui::EndTable();
   }
 
-  // "cuda, fp16": where a recording or live run ran and what it stored weights and cache in; the
-  // device alone where the storage type is not recorded, "-" where neither is.
+  // "cuda, fp16": where a recording or live run ran and what it stored its cache (on cuda its
+  // weights too) in; the device alone where the storage type is not recorded, "-" where neither is.
   static std::string engine_text(const std::string& device, const std::string& dtype) {
     if (device.empty()) return "-";
     return dtype.empty() ? device : device + ", " + dtype;
