@@ -69,7 +69,8 @@ void add_into(float* y, const float* x, long n) {
   for (long i = 0; i < n; ++i) y[i] += x[i];
 }
 
-// x[n] <- what a cache of type d keeps of it.
+// x[n] <- what a cache of type d keeps of it: the prompt's K and V as its attention reads them
+// (decode and extend read the cache itself, which rounds as it appends).
 void round_cache(KvDtype d, float* x, std::size_t n) {
   if (d == KvDtype::Fp16) round_to_fp16(x, n);
   if (d == KvDtype::Bf16) round_to_bf16(x, n);
@@ -537,8 +538,6 @@ std::span<const float> Engine::extend_batched(std::span<const int> tokens) {
     block_input_rows(XB.data(), X.data(), lw.attn_norm, n, c);
     qkv_rows(lw, c, XB.data(), Q.data(), K.data(), V.data(), n);
     rope_rows(Q.data(), K.data(), n, pos0, c, s.rope_of(l), pairing);
-    round_cache(options_.kv_dtype, K.data(), K.size());
-    round_cache(options_.kv_dtype, V.data(), V.size());
     const int window = c.window(l);
     for (int g = 0; g < c.n_kv_heads; ++g) s.store.append(l, g, pos0, n, K.data() + g * hd, V.data() + g * hd, kvd);
     if (s.controller) s.controller->before_attention(l, pos0, s.store);
@@ -635,8 +634,6 @@ void Engine::decode_token(DecodeTeam& team, int pos) {
       ops::rope_apply(s.q.data(), c.n_heads, hd, rope.cos(pos), rope.sin(pos), pairing);
       ops::rope_apply(s.k.data(), c.n_kv_heads, hd, rope.cos(pos), rope.sin(pos), pairing);
     }
-    round_cache(options_.kv_dtype, s.k.data(), s.k.size());
-    round_cache(options_.kv_dtype, s.v.data(), s.v.size());
     for (int g = 0; g < c.n_kv_heads; ++g) {
       s.store.append(l, g, pos, 1, s.k.data() + g * hd, s.v.data() + g * hd, hd);
     }
