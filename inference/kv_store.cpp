@@ -8,6 +8,7 @@
 
 #include "inference/errors.h"
 #include "inference/host_memory.h"
+#include "kernels/half.h"
 #include "kernels/quant.h"
 
 namespace kvs {
@@ -21,13 +22,6 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr std::size_t kEagerHugeArena = std::size_t{256} << 20;
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
-
-// Element `i` of a 16-bit slab.
-uint16_t load_bits(const std::byte* slab, std::size_t i) {
-  uint16_t b;
-  std::memcpy(&b, slab + 2 * i, sizeof b);
-  return b;
-}
 
 // Elements at..at+n-1 of `slab` <- x[n], rounded to `type` (to nearest even).
 void write_row(std::byte* slab, std::size_t at, const float* x, std::size_t n, ops::RowType type) {
@@ -117,10 +111,10 @@ void KvStore::read_row(const std::byte* slab, int32_t row, float* out) const {
   switch (type_) {
     case ops::RowType::F32: std::memcpy(out, slab + at * 4, head_dim_ * sizeof(float)); return;
     case ops::RowType::F16:
-      for (int d = 0; d < head_dim_; ++d) out[d] = fp16_to_fp32(load_bits(slab, at + d));
+      for (int d = 0; d < head_dim_; ++d) out[d] = ops::to_f32(ops::load_element<ops::f16>(slab + 2 * (at + d)));
       return;
     case ops::RowType::BF16:
-      for (int d = 0; d < head_dim_; ++d) out[d] = bf16_to_fp32(load_bits(slab, at + d));
+      for (int d = 0; d < head_dim_; ++d) out[d] = ops::to_f32(ops::load_element<ops::bf16>(slab + 2 * (at + d)));
       return;
   }
 }

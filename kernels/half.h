@@ -26,16 +26,28 @@ inline float to_f32(float x) { return x; }
 inline float to_f32(f16 x) { return fp16_to_fp32(x.bits); }
 inline float to_f32(bf16 x) { return bf16_to_fp32(x.bits); }
 
+// The element of type E at p (any alignment).
+template <class E>
+inline E load_element(const void* p) {
+  E e;
+  std::memcpy(&e, p, sizeof e);
+  return e;
+}
+
+// The eight E at p (any alignment) as fp32, lane by lane.
+template <class E>
+inline f32x8 widen8_lanes(const void* p) {
+  f32x8 v;
+  for (int i = 0; i < 8; ++i) v[i] = to_f32(load_element<E>(static_cast<const char*>(p) + i * sizeof(E)));
+  return v;
+}
+
 // The eight fp16 at p (any alignment) as fp32.
 inline f32x8 widen8_f16(const void* p) {
 #ifdef __F16C__
   return reinterpret_cast<f32x8>(_mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p))));
 #else
-  uint16_t h[8];
-  std::memcpy(h, p, sizeof h);
-  f32x8 v;
-  for (int i = 0; i < 8; ++i) v[i] = fp16_to_fp32(h[i]);
-  return v;
+  return widen8_lanes<f16>(p);
 #endif
 }
 
@@ -45,11 +57,7 @@ inline f32x8 widen8_bf16(const void* p) {
   const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p)));
   return reinterpret_cast<f32x8>(_mm256_slli_epi32(v, 16));
 #else
-  uint16_t h[8];
-  std::memcpy(h, p, sizeof h);
-  f32x8 v;
-  for (int i = 0; i < 8; ++i) v[i] = bf16_to_fp32(h[i]);
-  return v;
+  return widen8_lanes<bf16>(p);
 #endif
 }
 

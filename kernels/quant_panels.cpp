@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #ifdef __AVX2__
@@ -70,8 +71,7 @@ inline i32x8 widen_u8(const uint8_t* p) {
 // The 16-bit float at p (little-endian) as fp32, exactly.
 template <QuantKind K>
 inline float widen16_one(const uint8_t* p) {
-  if constexpr (K == QuantKind::F16) return load_half(p);
-  else return bf16_to_fp32(static_cast<uint16_t>(p[0] | p[1] << 8));
+  return to_f32(load_element<std::conditional_t<K == QuantKind::F16, f16, bf16>>(p));
 }
 // The eight at p.
 template <QuantKind K>
