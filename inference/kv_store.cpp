@@ -111,10 +111,10 @@ void KvStore::read_row(const std::byte* slab, int32_t row, float* out) const {
   switch (type_) {
     case ops::RowType::F32: std::memcpy(out, slab + at * 4, head_dim_ * sizeof(float)); return;
     case ops::RowType::F16:
-      for (int d = 0; d < head_dim_; ++d) out[d] = ops::to_f32(ops::load_element<ops::f16>(slab + 2 * (at + d)));
+      for (int d = 0; d < head_dim_; ++d) out[d] = ops::to_f32(ops::load_as<ops::f16>(slab + 2 * (at + d)));
       return;
     case ops::RowType::BF16:
-      for (int d = 0; d < head_dim_; ++d) out[d] = ops::to_f32(ops::load_element<ops::bf16>(slab + 2 * (at + d)));
+      for (int d = 0; d < head_dim_; ++d) out[d] = ops::to_f32(ops::load_as<ops::bf16>(slab + 2 * (at + d)));
       return;
   }
 }

@@ -4,7 +4,6 @@
 // otherwise. Conversions from fp32 (rounding) are in quant.h.
 #pragma once
 #include <cstdint>
-#include <cstring>
 
 #if defined(__AVX2__) || defined(__F16C__)
 #include <immintrin.h>
@@ -26,19 +25,11 @@ inline float to_f32(float x) { return x; }
 inline float to_f32(f16 x) { return fp16_to_fp32(x.bits); }
 inline float to_f32(bf16 x) { return bf16_to_fp32(x.bits); }
 
-// The element of type E at p (any alignment).
-template <class E>
-inline E load_element(const void* p) {
-  E e;
-  std::memcpy(&e, p, sizeof e);
-  return e;
-}
-
 // The eight E at p (any alignment) as fp32, lane by lane.
 template <class E>
 inline f32x8 widen8_lanes(const void* p) {
   f32x8 v;
-  for (int i = 0; i < 8; ++i) v[i] = to_f32(load_element<E>(static_cast<const char*>(p) + i * sizeof(E)));
+  for (int i = 0; i < 8; ++i) v[i] = to_f32(load_as<E>(static_cast<const char*>(p) + i * sizeof(E)));
   return v;
 }
 

@@ -71,7 +71,7 @@ inline i32x8 widen_u8(const uint8_t* p) {
 // The 16-bit float at p (little-endian) as fp32, exactly.
 template <QuantKind K>
 inline float widen16_one(const uint8_t* p) {
-  return to_f32(load_element<std::conditional_t<K == QuantKind::F16, f16, bf16>>(p));
+  return to_f32(load_as<std::conditional_t<K == QuantKind::F16, f16, bf16>>(p));
 }
 // The eight at p.
 template <QuantKind K>

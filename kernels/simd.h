@@ -19,7 +19,7 @@ using fvec = f32x8;
 constexpr int kLanes = sizeof(fvec) / sizeof(float);  // floats per fvec
 
 template <class V>
-inline V load_as(const float* p) {
+inline V load_as(const void* p) {
   V v;
   std::memcpy(&v, p, sizeof v);
   return v;
