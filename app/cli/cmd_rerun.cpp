@@ -105,8 +105,11 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     eo.n_threads = a.integer("--threads", 0, 0, 1024);
     eo.rope_in_cache = a.has("--rope-in-cache");
     eo.device = device_flag(a);
-    eo.gpu_dtype = gpu_dtype_flag(a);
-    eo.kv_dtype = kv_dtype_flag(a, eo.device);
+    // The recording's storage unless a flag names another: the reference and the runs then hold
+    // the numbers the trace's rows came from.
+    const RecordedStorage recorded = recorded_storage(m);
+    eo.gpu_dtype = gpu_dtype_flag(a, recorded.gpu);
+    eo.kv_dtype = kv_dtype_flag(a, eo.device, recorded.kv);
     try {
       Engine engine(model, eo);
       const ReferenceRun ref = run_reference(engine, prompt, static_cast<int>(decoded.size()), decoded, lo.sampling,

@@ -19,8 +19,7 @@ int cmd_simulate(const ArgList& argv) {
   Args a(argv, {"--policy", "--budget", "--model", "--tokenizer", "--alpha", "--block-size", "--threads"},
          {"--json"}, {"--policy"});
   if (a.positional().size() != 1) throw input_error("simulate", "expects one trace path");
-  EngineOptions eo;  // for KVzip's scoring pass, when a kvzip policy needs one
-  eo.n_threads = a.integer("--threads", 0, 0, 1024);
+  const int threads = a.integer("--threads", 0, 0, 1024);  // for KVzip's scoring pass, when a kvzip policy needs one
   for (const char* flag : {"--model", "--tokenizer"})  // checked even when no policy needs them
     if (a.has(flag) && !std::filesystem::exists(a.str(flag)))
       throw input_error(std::string(flag) + " " + a.str(flag), "no such file or folder");
@@ -50,7 +49,7 @@ int cmd_simulate(const ArgList& argv) {
       PassReport report;
       if (show) report = [](const PassProgress& p) { std::fprintf(stderr, "\r\033[Kkvscope: %s", describe(p).c_str()); };
       opt.key_scores = kvzip_scores_for_trace(model_path_for(a, trace.meta(), "--policy kvzip"),
-                                              tokenizer_path_for(a, trace.meta()), trace, eo,
+                                              tokenizer_path_for(a, trace.meta()), trace, threads,
                                               pass_progress(report, "KVzip scoring", 0, 1, nullptr));
       if (show) std::fputs("\r\033[K", stderr);
     }

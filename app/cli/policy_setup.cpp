@@ -10,6 +10,7 @@
 #include "analysis/kvzip_scores.h"
 #include "analysis/policy_omnikv.h"
 #include "analysis/simulator.h"
+#include "app/cli/device_flag.h"
 #include "inference/errors.h"
 #include "inference/loader.h"
 
@@ -121,11 +122,13 @@ std::vector<float> kvzip_scores_for_trace(const Model& model, const Tokenizer& t
 }
 
 std::vector<float> kvzip_scores_for_trace(const std::string& model_path, const std::string& tokenizer_path,
-                                          const TraceReader& trace, const EngineOptions& engine,
-                                          const RunProgress& progress) {
+                                          const TraceReader& trace, int n_threads, const RunProgress& progress) {
   const Model model = load_model(model_path);
   check_model_matches(model, trace.meta());
   const auto tokenizer = load_tokenizer(model, tokenizer_path);
+  EngineOptions engine;
+  engine.n_threads = n_threads;
+  engine.kv_dtype = recorded_storage(trace.meta()).kv;
   return kvzip_scores_for_trace(model, *tokenizer, trace, engine, progress);
 }
 

@@ -60,10 +60,10 @@ std::vector<float> kvzip_scores_for_trace(const Model& model, const Tokenizer& t
                                           const EngineOptions& engine, const RunProgress& progress = {},
                                           Engine* on = nullptr, const PrefillSnapshot* from = nullptr);
 // The same on the model file `model_path`, loaded here and checked against the trace's shape,
-// with `tokenizer_path` ("" = the model's own tokenizer).
+// with `tokenizer_path` ("" = the model's own tokenizer), on the CPU with `n_threads` (0 = all
+// cores) and the cache in the recording's type (recorded_storage).
 std::vector<float> kvzip_scores_for_trace(const std::string& model_path, const std::string& tokenizer_path,
-                                          const TraceReader& trace, const EngineOptions& engine,
-                                          const RunProgress& progress = {});
+                                          const TraceReader& trace, int n_threads, const RunProgress& progress = {});
 
 bool any_needs_key_scores(const std::vector<std::unique_ptr<Policy>>& policies);
 

@@ -100,7 +100,8 @@ const char* command_help(const std::string& command) {
        "                     or gives its own: budget=N, or omnikv's frac=F of the prompt)\n"
        "  --alpha DIR        DuoAttention pattern folder (full_attention_heads.tsv + config), as\n"
        "                     duoattention:pattern=DIR\n"
-       "  --model PATH       model for kvzip's scores when the trace has none (default: the trace's)\n"
+       "  --model PATH       model for kvzip's scores when the trace has none (default: the trace's;\n"
+       "                     its cache in the recording's type)\n"
        "  --tokenizer PATH   its tokenizer\n"
        "  --block-size N     paged-allocation block for the freed-bytes metric (default 16)\n"
        "  --threads N        CPU threads for kvzip's scoring (default: all cores)\n"
@@ -147,8 +148,9 @@ const char* command_help(const std::string& command) {
        "                     a run's are steps x layers x heads x tokens x 4 bytes, held until appended)\n"
        "  --threads N        CPU threads (default: all cores)\n"
        "  --device cpu|cuda|auto    default auto, as for record: the GPU when this build and machine can use it\n"
-       "  --gpu-dtype auto|fp16|bf16|fp32  the GPU's weights and KV cache (default auto, as for record)\n"
-       "  --kv-dtype fp32|fp16|bf16  the CPU's KV cache (default fp32, as for record)\n"
+       "  --gpu-dtype auto|fp16|bf16|fp32  the GPU's weights and KV cache (default: the recording's\n"
+       "                     when it ran on a GPU, else auto, as for record)\n"
+       "  --kv-dtype fp32|fp16|bf16  the CPU's KV cache (default: the recording's cache type)\n"
        "  --json             run summaries as JSON\n"
        "Ctrl-C stops at the next layer or step and leaves the trace as it was.\n"},
       {"tokenize",

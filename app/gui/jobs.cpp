@@ -30,7 +30,7 @@ std::vector<float> kvzip_scores(const TraceReader& reader, const std::string& mo
   RunProgress progress;
   progress.on_step = [&ctx](int step, int total) { ctx.progress(0.8f * (step + 1) / std::max(total, 1)); };
   progress.cancelled = [&ctx] { return ctx.cancelled(); };
-  return kvzip_scores_for_trace(path, own ? m.tokenizer_path : "", reader, EngineOptions{}, progress);
+  return kvzip_scores_for_trace(path, own ? m.tokenizer_path : "", reader, 0, progress);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include "analysis/policy.h"
 #include "analysis/policy_omnikv.h"
+#include "app/cli/device_flag.h"
 #include "app/cli/policy_setup.h"
 #include "app/cli/rerun.h"
 #include "app/cli/record.h"
@@ -75,6 +76,7 @@ class RunView : public View {
   const char* title() const override { return "Run"; }
 
   void draw(AppState& app) override {
+    follow_open_trace(app);
     drain_stream();
     update_chat_template();
     // The settings scroll in a region of their own when the panel is short (a projector's
@@ -122,6 +124,7 @@ class RunView : public View {
   }
 
   bool command(AppState& app, const std::string& verb, const std::string& arg) override {
+    follow_open_trace(app);  // a trace opened since the last frame, before a setting changes it
     if (verb == "demo") {
       std::string names;
       for (auto& [name, text] : demos_) {
@@ -315,7 +318,8 @@ class RunView : public View {
         ImGui::SetTooltip("GPU weights and KV cache: fp32 = the CPU's attention to ~1e-5, twice the memory of fp16; "
                           "auto = fp32 for models up to 268M weights (their decode waits on kernel launches, "
                           "not on bytes), else bf16 for bf16 checkpoints (no overflow past 65504), fp16 for the "
-                          "rest (three more mantissa bits)");
+                          "rest (three more mantissa bits). Opening a trace recorded on a GPU sets it to the "
+                          "recording's.");
       }
     } else {
       same_line_if_fits(ui_px(70) + style.ItemInnerSpacing.x + ImGui::CalcTextSize("KV cache").x);
@@ -329,9 +333,21 @@ class RunView : public View {
       if (ImGui::IsItemHovered()) {
         ImGui::SetTooltip("What the CPU stores keys and values in: fp32 = exact; fp16 and bf16 take half the "
                           "memory and decode long contexts faster, attention rows moving by up to about 5e-3 "
-                          "(fp16) or 5e-2 (bf16)");
+                          "(fp16) or 5e-2 (bf16). Opening a trace sets it to the recording's, so that Re-run "
+                          "live holds the same numbers.");
       }
     }
+  }
+
+  // A newly opened trace sets the storage to its recording's (recorded_storage, as `kvscope
+  // rerun` defaults to), so that Re-run live holds the numbers its rows came from; the combos
+  // show it and change it.
+  void follow_open_trace(const AppState& app) {
+    if (!app.trace || app.trace->path == storage_from_) return;
+    storage_from_ = app.trace->path;
+    const RecordedStorage recorded = recorded_storage(app.trace->meta);
+    kv_dtype_ = recorded.kv;
+    gpu_dtype_ = recorded.gpu;
   }
 
   // Script command `gpu-dtype auto|fp16|bf16|fp32` (as --gpu-dtype).
@@ -569,6 +585,7 @@ class RunView : public View {
       app.error("Re-run: check at least one policy");
       return;
     }
+    follow_open_trace(app);  // a script's `rerun PATH` opened it just now
     ArgList args = {app.trace->path, "--mode", rerun_mode_ ? "free" : "forced", "--device", device_name(device_)};
     if (device_ != Device::Cpu)  // --device cpu refuses a --gpu-dtype, cuda a --kv-dtype
       args.insert(args.end(), {"--gpu-dtype", gpu_dtype_name(gpu_dtype_)});
@@ -664,6 +681,7 @@ class RunView : public View {
   Device device_ = cuda_ok_ ? Device::Cuda : Device::Cpu;
   GpuDtype gpu_dtype_ = GpuDtype::Auto;
   KvDtype kv_dtype_ = KvDtype::Fp32;
+  std::string storage_from_;  // the trace whose recording last set gpu_dtype_ and kv_dtype_
   std::string out_path_ = "kvscope-recording.h5";
   ReplaceConfirm replace_;  // asks before a recording replaces an existing file
   std::string output_;

@@ -3,14 +3,20 @@
 // the same trace; cpu never mentions CUDA. --gpu-dtype: a bad value likewise; the trace and the
 // closing line name the device and storage type that ran; fp32 (auto's choice for a model as
 // small as stories260K) records the CPU's rows, and its live reruns keep the CPU's tokens.
-// --kv-dtype: the CPU's cache type, named likewise.
+// --kv-dtype: the CPU's cache type, named likewise. A trace's reruns and KVzip scoring take the
+// recording's storage unless told otherwise.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <tuple>
 
+#include "analysis/kvzip_scores.h"
 #include "analysis/trace.h"
+#include "app/cli/device_flag.h"
+#include "app/cli/policy_setup.h"
 #include "cli_util.h"
 #include "inference/cuda_backend.h"
+#include "inference/loader.h"
 
 namespace kvs::cli_test {
 namespace {
@@ -116,6 +122,57 @@ TEST(CliDevice, KvDtypeSetsTheCpusCache) {
     EXPECT_EQ(gpu.code, 2);
     EXPECT_EQ(gpu.err, "kvscope: --kv-dtype: is the CPU's cache type: on the GPU --gpu-dtype sets it (or add --device cpu)\n");
   }
+}
+
+// A recording's storage is the default of what runs on it again: `rerun` without --kv-dtype
+// caches as the recording did (its reference too), and KVzip's scoring pass for `simulate` (and
+// the app's Simulate) does, so their numbers are the ones the trace's rows came from. A flag
+// still chooses another.
+TEST(CliDevice, RerunsAndScoringCacheAsTheRecordingDid) {
+  TempDir out;
+  const std::string fp16 = out.file("fp16.h5");
+  const CliResult rec = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                     "12", "--device", "cpu", "--kv-dtype", "fp16", "--out", fp16});
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  for (const auto& [flags, run_name, dtype] :
+       std::vector<std::tuple<std::vector<std::string>, std::string, std::string>>{
+           {{}, "h2o_b8_forced", "fp16"}, {{"--kv-dtype", "fp32"}, "h2o_b8_free", "fp32"}}) {
+    std::vector<std::string> args = {"rerun", fp16, "--policy", "h2o", "--budget", "8", "--device", "cpu",
+                                     "--mode", run_name.substr(run_name.rfind('_') + 1)};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const CliResult r = run_kvscope(args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(TraceReader(fp16).read_run(run_name, false).device_dtype, dtype) << run_name;
+  }
+
+  // KVzip's scores on the recording's cache: those of an fp16 engine, not of an fp32 one.
+  const TraceReader trace(fp16);
+  const Model model = load_model(stories_bin());
+  const auto tokenizer = load_tokenizer(model, "");
+  const auto ids = trace.token_ids();
+  const std::vector<int> prompt(ids.begin(), ids.begin() + trace.meta().prompt_len);
+  KvzipOptions o;
+  o.engine.n_threads = 1;
+  const std::vector<float> fp32_scores = kvzip_key_scores(model, *tokenizer, prompt, o);
+  o.engine.kv_dtype = KvDtype::Fp16;
+  const std::vector<float> fp16_scores = kvzip_key_scores(model, *tokenizer, prompt, o);
+  ASSERT_NE(fp16_scores, fp32_scores) << "the cache's type should move some score";
+  EXPECT_EQ(kvzip_scores_for_trace(stories_bin(), "", trace, 1), fp16_scores);
+}
+
+TEST(CliDevice, RecordedStorageReadsTheTracesDeviceAndType) {
+  const auto storage = [](const std::string& device, const std::string& dtype) {
+    TraceMeta m;
+    m.device = device;
+    m.device_dtype = dtype;
+    const RecordedStorage s = recorded_storage(m);
+    return std::string(kv_dtype_name(s.kv)) + "/" + gpu_dtype_name(s.gpu);
+  };
+  EXPECT_EQ(storage("cpu", "fp32"), "fp32/auto");
+  EXPECT_EQ(storage("cpu", "fp16"), "fp16/auto");  // the CPU's cache: a GPU run chooses its own storage
+  EXPECT_EQ(storage("cuda", "bf16"), "bf16/bf16");  // a GPU's weights and cache: the CPU caches in bf16 too
+  EXPECT_EQ(storage("cuda", "fp32"), "fp32/fp32");
+  EXPECT_EQ(storage("", ""), "fp32/auto");  // a trace older than device_dtype
 }
 
 // --gpu-dtype fp32 on a GPU, and auto, which stores a model as small as stories260K in fp32: the

@@ -91,7 +91,8 @@ TEST_F(GuiScreenshot, PrefillMapShowsTheKeysARunEvicted) {
 // shows the StreamingLLM pair. OmniKV gets the filter layers `kvscope simulate` would choose;
 // KVzip's repeat-pass scores, which a recording lacks, are computed on the trace's model first.
 // Then the head grid scores the retrieval heads on that model: stories260K copies none of the
-// needles, so that job fails with its reason (exit 2) and stores nothing.
+// needles, so that job fails with its reason (exit 2) and stores nothing. Opened again, the
+// trace's live re-run caches as the recording did.
 TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
   const std::string model = kvs::test::shared_path("models/stories260K/stories260K.bin");
   if (!fs::exists(model)) GTEST_SKIP() << "test model missing: " << model;
@@ -117,6 +118,10 @@ TEST_F(GuiScreenshot, RecordAndSimulateFromTheRunView) {
   ASSERT_EQ(gui("\"" + out + "\" --screenshot \"" + png("retrieval") + "\" --view heads --script retrieval"), 2) << err_;
   EXPECT_NE(err_.find("kvscope: retrieval scores: none of the 5 needle trials was kept"), std::string::npos) << err_;
   EXPECT_TRUE(read_file(out) == before);
+  // Opened again, the trace sets the KV cache choice to its recording's: a live re-run on the
+  // CPU, with no kv-dtype given, caches in it.
+  ASSERT_EQ(gui("\"" + out + "\" --screenshot \"" + png("rerun") + "\" --view run --script \"device cpu;policies h2o;budget 8;rerun\""), 0) << err_;
+  EXPECT_EQ(kvs::TraceReader(out).read_run("h2o_b8_forced", false).device_dtype, kvs::cuda_usable() ? "bf16" : "fp16");
 }
 
 // A scripted recording never replaces a file: not the open trace, not another one.
