@@ -144,7 +144,8 @@ ops::RopeTable rope_table(const Model& model, RopeTableKind kind) {
   return ops::RopeTable({});
 }
 
-PackedMatrix::PackedMatrix(const PackedMatrix& other) : rows(other.rows), cols(other.cols), kind(other.kind) {
+PackedMatrix::PackedMatrix(const PackedMatrix& other)
+    : rows(other.rows), cols(other.cols), kind(other.kind), factor(other.factor) {
   if (!other.store) return;
   const float* from = other.store->data() + other.offset;
   store = std::make_shared<WeightVector>(from, from + (other.bytes() + sizeof(float) - 1) / sizeof(float));
@@ -179,7 +180,7 @@ std::size_t PackedMatrix::bytes() const {
 
 ops::PanelWeights PackedMatrix::weights() const {
   if (!quantized()) return data();
-  return ops::QuantPanels{kind, reinterpret_cast<const uint8_t*>(store->data() + offset)};
+  return ops::QuantPanels{kind, reinterpret_cast<const uint8_t*>(store->data() + offset), factor};
 }
 
 std::span<float> PackedMatrix::panels() {
@@ -191,6 +192,7 @@ std::span<float> PackedMatrix::panels() {
     store = std::move(f32);
     offset = 0;
     kind = ops::QuantKind::None;
+    factor = 1.0f;  // taken by the expansion
   }
   return {store ? store->data() + offset : nullptr, panel_floats()};
 }
@@ -207,8 +209,11 @@ void PackedMatrix::row(int r, float* out) const {
 }
 
 void PackedMatrix::scale(float f) {
-  if (quantized() && ops::quant_scale(reinterpret_cast<uint8_t*>(store->data() + offset), kind, rows, cols, f)) return;
-  for (float& w : panels()) w *= f;
+  if (!quantized()) {
+    for (float& w : panels()) w *= f;
+  } else if (!ops::quant_scale(reinterpret_cast<uint8_t*>(store->data() + offset), kind, rows, cols, f)) {
+    factor *= f;
+  }
 }
 
 void PackedMatrix::permute_rows(std::span<const int> order) {
@@ -234,7 +239,7 @@ void PackedMatrix::permute_rows(std::span<const int> order) {
 bool PackedMatrix::operator==(const PackedMatrix& other) const {
   if (rows != other.rows || cols != other.cols) return false;
   if (rows == 0) return true;
-  if (kind == other.kind)
+  if (kind == other.kind && factor == other.factor)
     return std::memcmp(store->data() + offset, other.store->data() + other.offset, bytes()) == 0;
   return unpacked() == other.unpacked();
 }

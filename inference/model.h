@@ -148,6 +148,9 @@ struct PackedMatrix {
   std::shared_ptr<WeightVector> store;
   std::size_t offset = 0;
   ops::QuantKind kind = ops::QuantKind::None;
+  // Quantized: every weight times this (ops::QuantPanels::scale), a multiplier of the model's
+  // that the stored 16-bit weights cannot hold exactly (see scale).
+  float factor = 1.0f;
 
   PackedMatrix() = default;
   PackedMatrix(const PackedMatrix& other);
@@ -172,8 +175,10 @@ struct PackedMatrix {
   ops::PanelWeights weights() const;
   WeightVector unpacked() const;     // row-major [rows, cols]
   // W becomes W * f (a multiplier of the model's folded into its weights): fp32 panels weight by
-  // weight; quantized ones keep their kind where ops::quant_scale can scale them (a block kind's
-  // weights then within a rounding or two of w f), and are expanded to fp32 first where not.
+  // weight; quantized ones keep their kind, scaled by ops::quant_scale where it can (a block
+  // kind's weights then within a rounding or two of w f; a 16-bit kind's exactly by a power of
+  // two), else (a 16-bit kind, f not a power of two) with `factor` taking f: each weight still
+  // reads as the fp32 w f, and decode's products multiply their sums by it.
   void scale(float f);
   // Row r becomes the old row order[r] (order: a permutation of 0..rows-1): fp32 panels in place,
   // quantized ones (which keep their kind) in storage of their own.

@@ -473,12 +473,22 @@ bool quant_scale(uint8_t* bytes, QuantKind k, long rows, int cols, float f) {
   return ok;
 }
 
+namespace {
+
+void times(float* v, std::size_t n, float f) {
+  if (f == 1.0f) return;
+  for (std::size_t i = 0; i < n; ++i) v[i] *= f;
+}
+
+}  // namespace
+
 void quant_panel_to_f32(float* panel, QuantPanels w, int cols, long p) {
   const uint8_t* src = w.bytes + p * quant_panel_bytes(w.kind, cols);
   with_kind(w.kind, [&]<QuantKind K>() {
     if constexpr (wide(K)) wide_to_f32<K>(panel, src, cols);
     else to_f32<K>(panel, src, cols);
   });
+  times(panel, static_cast<std::size_t>(cols) * kPanel, w.scale);
 }
 
 void quant_row(float* out, QuantPanels w, int cols, int r) {
@@ -487,6 +497,7 @@ void quant_row(float* out, QuantPanels w, int cols, int r) {
     if constexpr (wide(K)) wide_row<K>(out, src, cols, r % kPanel);
     else row_of<K>(out, src, cols, r % kPanel);
   });
+  times(out, static_cast<std::size_t>(cols), w.scale);
 }
 
 void quant_panel_dot(float* y, QuantPanels w, long p, const float* x, int cols, int n_rows) {
@@ -495,6 +506,7 @@ void quant_panel_dot(float* y, QuantPanels w, long p, const float* x, int cols, 
     if constexpr (wide(K)) wide_dot<K>(y, src, x, cols, n_rows);
     else dot<K>(y, src, x, cols, n_rows);
   });
+  times(y, static_cast<std::size_t>(n_rows), w.scale);
 }
 
 }  // namespace kvs::ops

@@ -50,6 +50,10 @@ std::size_t quant_bytes(QuantKind k, long rows, int cols);
 struct QuantPanels {
   QuantKind kind = QuantKind::None;
   const uint8_t* bytes = nullptr;  // [quant_bytes(kind, rows, cols)]
+  // Every weight times this: a model's multiplier that a 16-bit kind cannot hold exactly
+  // (quant_scale refuses it). Expansions multiply each weight by it (the fp32 weight w f), the
+  // decode product its sums ((w . x) f, within a rounding of (w f) . x).
+  float scale = 1.0f;
 };
 
 // Whether every weight of the format widens to fp32 exactly, whatever its bits (F16, BF16): its
@@ -73,15 +77,15 @@ void quant_copy_row(uint8_t* dst, int to, const uint8_t* src, int from, QuantKin
 // weight leaving the range), exactly. Returns false, the bytes unchanged, where that fails.
 bool quant_scale(uint8_t* bytes, QuantKind k, long rows, int cols, float f);
 
-// Panel p of W as an fp32 panel [cols, kPanelRows] (matmul.h's layout).
+// Panel p of W as an fp32 panel [cols, kPanelRows] (matmul.h's layout), times w.scale.
 void quant_panel_to_f32(float* panel, QuantPanels w, int cols, long p);
-// out[cols] = W[r, :].
+// out[cols] = W[r, :] times w.scale.
 void quant_row(float* out, QuantPanels w, int cols, int r);
 // y[n_rows] = the rows of panel p times x[cols], summed in matmul.h's panel_dot's order (even and
 // odd columns in two chains, then added). Whether each multiply-add is fused is the compiler's
 // choice per loop (GCC's tuning for AMD Zen splits some chains: there, fusing them by hand cost
 // 13% of this product's speed), so the result equals the fp32 panel's to a rounding per term,
-// and bit for bit where both loops fuse alike.
+// and bit for bit where both loops fuse alike. The sums are then multiplied by w.scale.
 void quant_panel_dot(float* y, QuantPanels w, long p, const float* x, int cols, int n_rows);
 
 }  // namespace kvs::ops

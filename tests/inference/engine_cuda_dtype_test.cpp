@@ -62,11 +62,13 @@ TEST(EngineCuda, Bf16StorageMatchesTheCpuOnTheSameNumbers) {
 }
 
 // A model whose matrices sit in bf16 panels, as an HF folder's bf16 tensors load, uploads the
-// numbers of its fp32 twin: the GPU's rows are the twin's, bit for bit.
+// numbers of its fp32 twin: the GPU's rows are the twin's, bit for bit. So does one whose wo and
+// w_down carry a multiplier no bf16 weight times it stays in bf16 (Granite's residual 0.22:
+// PackedMatrix::factor), against the twin with it folded into its fp32 weights.
 TEST(EngineCuda, Bf16PanelsUploadAsTheirFp32Twin) {
   SKIP_WITHOUT_GPU();
   if (!std::filesystem::exists(kModels + "stories260K.bin")) GTEST_SKIP() << "stories260K.bin not found";
-  const Model twin = as_stored(load_model(kModels + "stories260K.bin"), GpuDtype::Bf16);  // fp32 panels
+  Model twin = as_stored(load_model(kModels + "stories260K.bin"), GpuDtype::Bf16);  // fp32 panels
   Model panels = twin;
   std::vector<std::vector<uint8_t>> encoded;  // each matrix's bf16 values, row-major
   PackQueue queue;
@@ -86,12 +88,21 @@ TEST(EngineCuda, Bf16PanelsUploadAsTheirFp32Twin) {
   queue.pack("stories260K in bf16 panels");
   ASSERT_EQ(panels.matrix_count().as_stored, panels.matrix_count().matrices);
   const EngineOptions gpu = on(Device::Cuda, false, GpuDtype::Bf16);
-  const std::vector<int> forced = greedy(twin, gpu, kPromptIds, 40);
-  EXPECT_EQ(forced, greedy(panels, gpu, kPromptIds, 40));
-  const tiny::Capture want = capture_run(twin, gpu, kPromptIds, forced);
-  const tiny::Capture got = capture_run(panels, gpu, kPromptIds, forced);
-  ASSERT_EQ(got.rows.size(), want.rows.size());
-  for (std::size_t i = 0; i < want.rows.size(); ++i) ASSERT_EQ(got.rows[i].probs, want.rows[i].probs) << "row " << i;
+  for (const bool multiplied : {false, true}) {
+    SCOPED_TRACE(multiplied ? "residual multiplier 0.22" : "as stored");
+    if (multiplied) {
+      scale_block_outputs(twin, 0.22f);
+      scale_block_outputs(panels, 0.22f);
+      ASSERT_EQ(panels.weights.layers[0].w_down.factor, 0.22f);
+      ASSERT_EQ(panels.matrix_count().as_stored, panels.matrix_count().matrices);
+    }
+    const std::vector<int> forced = greedy(twin, gpu, kPromptIds, 40);
+    EXPECT_EQ(forced, greedy(panels, gpu, kPromptIds, 40));
+    const tiny::Capture want = capture_run(twin, gpu, kPromptIds, forced);
+    const tiny::Capture got = capture_run(panels, gpu, kPromptIds, forced);
+    ASSERT_EQ(got.rows.size(), want.rows.size());
+    for (std::size_t i = 0; i < want.rows.size(); ++i) ASSERT_EQ(got.rows[i].probs, want.rows[i].probs) << "row " << i;
+  }
 }
 
 TEST(EngineCuda, Bf16GqaRotateHalfAndEvictionMatchTheCpu) {

@@ -3,7 +3,7 @@
 // bit, and the same decode products to a rounding per term (a block with d = -0 and the rows
 // padding the last panel included); a block whose factor is not finite is refused. fp16 and bf16
 // panels likewise, for any number of columns; rows moved as stored keep their weights; panels
-// scaled by a multiplier.
+// scaled by a multiplier, or carrying one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -185,7 +185,8 @@ TEST(QuantPanels, RowsMoveWithTheirFactors) {
 }
 
 // quant_scale: a block kind's weights within a rounding or two of w f; a 16-bit kind's exactly by
-// a power of two, and refused (its bytes as they were) by a factor that leaves the format.
+// a power of two, and refused (its bytes as they were) by a factor that leaves the format, which
+// QuantPanels::scale then carries.
 TEST(QuantPanels, ScaledByAMultiplier) {
   constexpr int rows = 45, cols = 256;
   constexpr float f = 0.22f;
@@ -219,6 +220,16 @@ TEST(QuantPanels, ScaledByAMultiplier) {
     const std::vector<uint8_t> before = bytes;
     EXPECT_FALSE(ops::quant_scale(bytes.data(), kind, rows, cols, f));
     EXPECT_EQ(bytes, before);
+    // Refused, f rides with the panels instead (QuantPanels::scale): rows and prefill products
+    // are the fp32 fold's bit for bit, decode's within a rounding.
+    std::vector<float> folded = w;  // [rows, cols] the fp32 weights times f
+    for (float& v : folded) v *= f;
+    std::vector<float> f32(ops::packed_floats(rows, cols));
+    ops::pack_panels(f32.data(), folded.data(), rows, cols);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    std::vector<float> x(static_cast<std::size_t>(5) * cols);  // [5 tokens, cols]
+    for (float& v : x) v = value(rng);
+    expect_same_as_fp32({kind, bytes.data(), f}, f32, folded, x, rows, cols);
     ASSERT_TRUE(ops::quant_scale(bytes.data(), kind, rows, cols, 4.0f));  // subnormals stay exact
     std::vector<float> row(cols);
     for (int r = 0; r < rows; ++r) {
