@@ -110,6 +110,14 @@ std::vector<RunData> rerun_trace(const ArgList& argv, const RerunCallbacks& call
     const RecordedStorage recorded = recorded_storage(m);
     eo.gpu_dtype = gpu_dtype_flag(a, recorded.gpu);
     eo.kv_dtype = kv_dtype_flag(a, eo.device, recorded.kv);
+    // Said where that is not what the flags' own defaults (fp32 cache, auto) would run.
+    if (const std::string ran = storage_name(model, eo.device, eo.gpu_dtype, eo.kv_dtype);
+        callbacks.on_caveat && ran != storage_name(model, eo.device, gpu_dtype_flag(a), kv_dtype_flag(a, eo.device)))
+      callbacks.on_caveat(eo.device == Device::Cpu
+                              ? "the runs cache keys and values in " + ran + ", as the trace was recorded (--kv-dtype "
+                                "fp32 for the exact cache)"
+                              : "the runs store weights and cache in " + ran + ", as the trace was recorded "
+                                "(--gpu-dtype to choose)");
     try {
       Engine engine(model, eo);
       const ReferenceRun ref = run_reference(engine, prompt, static_cast<int>(decoded.size()), decoded, lo.sampling,

@@ -125,9 +125,9 @@ TEST(CliDevice, KvDtypeSetsTheCpusCache) {
 }
 
 // A recording's storage is the default of what runs on it again: `rerun` without --kv-dtype
-// caches as the recording did (its reference too), and KVzip's scoring pass for `simulate` (and
-// the app's Simulate) does, so their numbers are the ones the trace's rows came from. A flag
-// still chooses another.
+// caches as the recording did (its reference too, and it says so), and KVzip's scoring pass for
+// `simulate` (and the app's Simulate) does, so their numbers are the ones the trace's rows came
+// from. A flag still chooses another.
 TEST(CliDevice, RerunsAndScoringCacheAsTheRecordingDid) {
   TempDir out;
   const std::string fp16 = out.file("fp16.h5");
@@ -143,6 +143,10 @@ TEST(CliDevice, RerunsAndScoringCacheAsTheRecordingDid) {
     const CliResult r = run_kvscope(args);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(TraceReader(fp16).read_run(run_name, false).device_dtype, dtype) << run_name;
+    // Said when it is not what --kv-dtype's own default would run.
+    const std::string note = "kvscope: note: the runs cache keys and values in fp16, as the trace was recorded "
+                             "(--kv-dtype fp32 for the exact cache)\n";
+    EXPECT_EQ(r.err.find(note) != std::string::npos, flags.empty()) << r.err;
   }
 
   // KVzip's scores on the recording's cache: those of an fp16 engine, not of an fp32 one.
