@@ -341,13 +341,13 @@ class RunView : public View {
 
   // A newly opened trace sets the storage to its recording's (recorded_storage, as `kvscope
   // rerun` defaults to), so that Re-run live holds the numbers its rows came from; the combos
-  // show it and change it.
+  // show it and change it. A CPU recording leaves the GPU's choice as it was.
   void follow_open_trace(const AppState& app) {
     if (!app.trace || app.trace->path == storage_from_) return;
     storage_from_ = app.trace->path;
     const RecordedStorage recorded = recorded_storage(app.trace->meta);
     kv_dtype_ = recorded.kv;
-    gpu_dtype_ = recorded.gpu;
+    if (app.trace->meta.device == "cuda") gpu_dtype_ = recorded.gpu;
   }
 
   // Script command `gpu-dtype auto|fp16|bf16|fp32` (as --gpu-dtype).
