@@ -193,7 +193,8 @@ VARIANTS = {
                                 extra={"embedding_multiplier": 12.0, "residual_multiplier": 0.22,
                                        "attention_multiplier": 0.2, "logits_scaling": 8.0}),
     # the same in bf16 with IBM's score scale (1/64: a power of two once times sqrt(head_dim), so q
-    # keeps its bf16 panels scaled; 0.22 does not, so the output and down projections go to fp32)
+    # keeps its bf16 panels scaled; 0.22 does not, so the output and down projections keep theirs
+    # and carry 0.22 as a factor)
     "granite_multipliers_bf16": dict(arch="granite", seed=43, tied=True, dtype="BF16",
                                      extra={"embedding_multiplier": 12.0, "residual_multiplier": 0.22,
                                             "attention_multiplier": 0.015625, "logits_scaling": 8.0}),
