@@ -392,6 +392,12 @@ bool pack_wide_panel(uint8_t* dst, const uint8_t* values, const float* w, int ro
   return w == nullptr || expands_to<K>(dst, w, rows, cols, p);
 }
 
+// v[n] times f (QuantPanels::scale).
+void times(float* v, std::size_t n, float f) {
+  if (f == 1.0f) return;
+  for (std::size_t i = 0; i < n; ++i) v[i] *= f;
+}
+
 }  // namespace
 
 QuantKind quant_kind(QuantFormat f) {
@@ -472,15 +478,6 @@ bool quant_scale(uint8_t* bytes, QuantKind k, long rows, int cols, float f) {
   });
   return ok;
 }
-
-namespace {
-
-void times(float* v, std::size_t n, float f) {
-  if (f == 1.0f) return;
-  for (std::size_t i = 0; i < n; ++i) v[i] *= f;
-}
-
-}  // namespace
 
 void quant_panel_to_f32(float* panel, QuantPanels w, int cols, long p) {
   const uint8_t* src = w.bytes + p * quant_panel_bytes(w.kind, cols);
