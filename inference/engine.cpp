@@ -374,18 +374,13 @@ std::span<const float> Engine::prefill(std::span<const int> tokens) {
     // position rounded after rotation, keys cached before it rounded and then rotated, as decode
     // rotates them.
     round_cache(options_.kv_dtype, V.data(), V.size());
-    auto cache_kv = [&] {
+    auto cache_kv = [&] {  // K as the cache keeps it, then into the cache
+      round_cache(options_.kv_dtype, K.data(), K.size());
       for (int g = 0; g < c.n_kv_heads; ++g) s.store.append(l, g, 0, P, K.data() + g * hd, V.data() + g * hd, kvd);
     };
-    if (options_.rope_in_cache) {
-      round_cache(options_.kv_dtype, K.data(), K.size());
-      cache_kv();
-    }
+    if (options_.rope_in_cache) cache_kv();
     rope_rows(Q.data(), K.data(), P, 0, c, s.rope_of(l), pairing);
-    if (!options_.rope_in_cache) {
-      round_cache(options_.kv_dtype, K.data(), K.size());
-      cache_kv();
-    }
+    if (!options_.rope_in_cache) cache_kv();
 
     for (int g = 0; g < c.n_kv_heads; ++g) {  // each head's keys and values contiguous
       ops::pack_key_panels(KP.data() + g * panel_floats, K.data() + g * hd, kvd, P, hd);

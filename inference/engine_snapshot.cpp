@@ -48,7 +48,7 @@ std::shared_ptr<const PrefillSnapshot> Engine::snapshot_prefill() const {
     } else {
       snap->logits = state_->logits;
       const KvStore& store = state_->store;
-      const std::size_t head = KvStore::bytes_for(1, 1, c.head_dim, P, store.type()) / 2;  // bytes of K (or V) a head
+      const std::size_t head = static_cast<std::size_t>(P) * c.head_dim * KvStore::element_bytes(store.type());  // bytes of K (or V) a head
       snap->kv.resize(static_cast<std::size_t>(c.n_layers) * c.n_kv_heads * 2 * head);
       std::byte* out = snap->kv.data();
       for (int l = 0; l < c.n_layers; ++l)
@@ -72,7 +72,7 @@ std::span<const float> Engine::restore_prefill(const PrefillSnapshot& snap) {
   }
   const ModelConfig& c = model_.config;
   const int P = snap.prompt_len;
-  const std::size_t head = KvStore::bytes_for(1, 1, c.head_dim, P, s.store.type()) / 2;
+  const std::size_t head = static_cast<std::size_t>(P) * c.head_dim * KvStore::element_bytes(s.store.type());
   reset();
   const std::byte* in = snap.kv.data();
   for (int l = 0; l < c.n_layers; ++l)

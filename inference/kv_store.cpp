@@ -8,7 +8,6 @@
 
 #include "inference/errors.h"
 #include "inference/host_memory.h"
-#include "kernels/half.h"
 #include "kernels/quant.h"
 
 namespace kvs {
@@ -25,20 +24,14 @@ std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to *
 
 // Elements at..at+n-1 of `slab` <- x[n], rounded to `type` (to nearest even).
 void write_row(std::byte* slab, std::size_t at, const float* x, std::size_t n, ops::RowType type) {
-  switch (type) {
-    case ops::RowType::F32: std::memcpy(slab + 4 * at, x, n * sizeof(float)); return;
-    case ops::RowType::F16:
-      for (std::size_t d = 0; d < n; ++d) {
-        const uint16_t b = fp32_to_fp16(x[d]);
-        std::memcpy(slab + 2 * (at + d), &b, sizeof b);
-      }
-      return;
-    case ops::RowType::BF16:
-      for (std::size_t d = 0; d < n; ++d) {
-        const uint16_t b = fp32_to_bf16(x[d]);
-        std::memcpy(slab + 2 * (at + d), &b, sizeof b);
-      }
-      return;
+  if (type == ops::RowType::F32) {
+    std::memcpy(slab + 4 * at, x, n * sizeof(float));
+    return;
+  }
+  uint16_t (*const encode)(float) = type == ops::RowType::F16 ? fp32_to_fp16 : fp32_to_bf16;
+  for (std::size_t d = 0; d < n; ++d) {
+    const uint16_t b = encode(x[d]);
+    std::memcpy(slab + 2 * (at + d), &b, sizeof b);
   }
 }
 
@@ -107,15 +100,12 @@ void KvStore::append_rows(int layer, int kv_head, int32_t pos0, int n, WriteEntr
 }
 
 void KvStore::read_row(const std::byte* slab, int32_t row, float* out) const {
-  const std::size_t at = static_cast<std::size_t>(row) * head_dim_;
+  const std::size_t n = static_cast<std::size_t>(head_dim_);
+  const auto* from = reinterpret_cast<const uint8_t*>(slab) + static_cast<std::size_t>(row) * n * element_bytes(type_);
   switch (type_) {
-    case ops::RowType::F32: std::memcpy(out, slab + at * 4, head_dim_ * sizeof(float)); return;
-    case ops::RowType::F16:
-      for (int d = 0; d < head_dim_; ++d) out[d] = ops::to_f32(ops::load_as<ops::f16>(slab + 2 * (at + d)));
-      return;
-    case ops::RowType::BF16:
-      for (int d = 0; d < head_dim_; ++d) out[d] = ops::to_f32(ops::load_as<ops::bf16>(slab + 2 * (at + d)));
-      return;
+    case ops::RowType::F32: std::memcpy(out, from, n * sizeof(float)); return;
+    case ops::RowType::F16: dequantize_f16(from, out, n); return;
+    case ops::RowType::BF16: dequantize_bf16(from, out, n); return;
   }
 }
 
