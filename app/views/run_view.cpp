@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -306,37 +307,34 @@ class RunView : public View {
     // fp32 for small models, bf16 for bf16 checkpoints, fp16 otherwise), on the CPU the cache (as
     // --kv-dtype).
     if (device_ == Device::Cuda) {
-      same_line_if_fits(ui_px(70) + style.ItemInnerSpacing.x + ImGui::CalcTextSize("GPU dtype").x);
-      ImGui::SetNextItemWidth(ui_px(70));
-      if (ImGui::BeginCombo("GPU dtype", gpu_dtype_name(gpu_dtype_))) {
-        for (GpuDtype d : {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16, GpuDtype::Fp32}) {
-          if (ImGui::Selectable(gpu_dtype_name(d), d == gpu_dtype_)) gpu_dtype_ = d;
-        }
-        ImGui::EndCombo();
-      }
-      if (ImGui::IsItemHovered()) {
-        ImGui::SetTooltip("GPU weights and KV cache: fp32 = the CPU's attention to ~1e-5, twice the memory of fp16; "
-                          "auto = fp32 for models up to 268M weights (their decode waits on kernel launches, "
-                          "not on bytes), else bf16 for bf16 checkpoints (no overflow past 65504), fp16 for the "
-                          "rest (three more mantissa bits). Opening a trace recorded on a GPU sets it to the "
-                          "recording's.");
-      }
+      storage_combo("GPU dtype", gpu_dtype_, {GpuDtype::Auto, GpuDtype::Fp16, GpuDtype::Bf16, GpuDtype::Fp32},
+                    gpu_dtype_name,
+                    "GPU weights and KV cache: fp32 = the CPU's attention to ~1e-5, twice the memory of fp16; "
+                    "auto = fp32 for models up to 268M weights (their decode waits on kernel launches, not on "
+                    "bytes), else bf16 for bf16 checkpoints (no overflow past 65504), fp16 for the rest (three "
+                    "more mantissa bits). Opening a trace recorded on a GPU sets it to the recording's.");
     } else {
-      same_line_if_fits(ui_px(70) + style.ItemInnerSpacing.x + ImGui::CalcTextSize("KV cache").x);
-      ImGui::SetNextItemWidth(ui_px(70));
-      if (ImGui::BeginCombo("KV cache", kv_dtype_name(kv_dtype_))) {
-        for (KvDtype d : {KvDtype::Fp32, KvDtype::Fp16, KvDtype::Bf16}) {
-          if (ImGui::Selectable(kv_dtype_name(d), d == kv_dtype_)) kv_dtype_ = d;
-        }
-        ImGui::EndCombo();
-      }
-      if (ImGui::IsItemHovered()) {
-        ImGui::SetTooltip("What the CPU stores keys and values in: fp32 = exact; fp16 and bf16 take half the "
-                          "memory and decode long contexts faster, attention rows moving by up to about 5e-3 "
-                          "(fp16) or 5e-2 (bf16). Opening a trace sets it to the recording's, so that Re-run "
-                          "live holds the same numbers.");
-      }
+      storage_combo("KV cache", kv_dtype_, {KvDtype::Fp32, KvDtype::Fp16, KvDtype::Bf16}, kv_dtype_name,
+                    "What the CPU stores keys and values in: fp32 = exact; fp16 and bf16 take half the memory "
+                    "and decode long contexts faster, attention rows moving by up to about 5e-3 (fp16) or 5e-2 "
+                    "(bf16). Opening a trace sets it to the recording's, so that Re-run live holds the same "
+                    "numbers.");
     }
+  }
+
+  // A narrow combo `label` choosing `value` among `choices` (each shown as name(choice)), on the
+  // row where it fits, `tip` on hover.
+  template <class T>
+  static void storage_combo(const char* label, T& value, std::initializer_list<T> choices, const char* (*name)(T),
+                            const char* tip) {
+    same_line_if_fits(ui_px(70) + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x);
+    ImGui::SetNextItemWidth(ui_px(70));
+    if (ImGui::BeginCombo(label, name(value))) {
+      for (T d : choices)
+        if (ImGui::Selectable(name(d), d == value)) value = d;
+      ImGui::EndCombo();
+    }
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
   }
 
   // A newly opened trace sets the storage to its recording's (recorded_storage, as `kvscope
