@@ -29,6 +29,7 @@ std::string AlphaEstimate::source() const {
   std::ostringstream s;
   s << "estimated: " << distance << " of logits, sink " << sink << ", recent " << recent << ", "
     << n_prompts << " passkey prompt" << (n_prompts == 1 ? "" : "s");
+  if (kv_dtype != KvDtype::Fp32) s << ", " << kv_dtype_name(kv_dtype) << " cache";
   return s.str();
 }
 
@@ -124,6 +125,7 @@ AlphaEstimate estimate_alpha(const Model& model, const Tokenizer& tokenizer,
   est.sink = options.sink;
   est.recent = options.recent;
   est.distance = options.distance;
+  est.kv_dtype = options.engine.kv_dtype;
   est.raw.assign((size_t)L * Hkv, 0.0);
   EngineOptions engine_options = options.engine;
   engine_options.rope_in_cache = true;

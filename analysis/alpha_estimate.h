@@ -50,9 +50,12 @@ struct AlphaEstimate {
   int n_prompts = 0;
   int n_scored_steps = 0;     // answer steps compared, over all prompts
   std::string distance;
+  KvDtype kv_dtype = KvDtype::Fp32;  // the cache the runs kept keys and values in
   std::vector<double> raw;    // [L, Hkv] mean distance per answer step
   std::vector<float> alpha;   // [L, Hkv] raw / max(raw), in [0, 1]; all 0 when nothing moved
-  std::string source() const; // e.g. "estimated: mse of logits, sink 4, recent 32, 3 passkey prompts"
+  // e.g. "estimated: mse of logits, sink 4, recent 32, 3 passkey prompts" (", fp16 cache" added
+  // for a 16-bit cache)
+  std::string source() const;
 };
 
 // Runs 1 + L * Hkv passes per prompt: the context (everything before the question) is prefilled

@@ -9,6 +9,7 @@
 #include "analysis/trace.h"
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/device_flag.h"
 #include "app/cli/policy_setup.h"
 #include "app/cli/heads_model.h"
 #include "analysis/json_writer.h"
@@ -17,15 +18,28 @@
 namespace kvs {
 
 int cmd_heads(const ArgList& argv) {
-  Args a(argv, {"--model", "--tokenizer", "--alpha-out", "--sink", "--recent", "--threads"}, {"--json"});
+  Args a(argv, {"--model", "--tokenizer", "--alpha-out", "--sink", "--recent", "--threads", "--kv-dtype"},
+         {"--json"});
   const int sink = a.integer("--sink", 4, 0, 1 << 20);
   const int recent = a.integer("--recent", 32, 0, 1 << 20);
   if (a.has("--model")) {
     if (a.positional().size() > 1) throw input_error(a.positional()[1], "unexpected argument (one trace at most)");
-    return heads_from_model(a.str("--model"), a.str("--tokenizer"), sink, recent, a.str("--alpha-out"),
-                            a.has("--json"), a.integer("--threads", 0, 0, 1024),
-                            a.positional().empty() ? "" : a.positional()[0]);
+    HeadsModelOptions o;
+    o.model_path = a.str("--model");
+    o.tokenizer_path = a.str("--tokenizer");
+    o.sink = sink;
+    o.recent = recent;
+    o.alpha_out = a.str("--alpha-out");
+    o.json = a.has("--json");
+    o.threads = a.integer("--threads", 0, 0, 1024);
+    o.trace_path = a.positional().empty() ? "" : a.positional()[0];
+    // The recording's cache, so what is stored in the trace describes the model as it ran there.
+    const KvDtype recorded =
+        o.trace_path.empty() ? KvDtype::Fp32 : recorded_storage(TraceReader(o.trace_path).meta()).kv;
+    o.kv_dtype = kv_dtype_flag(a, Device::Cpu, recorded);
+    return heads_from_model(o);
   }
+  if (a.has("--kv-dtype")) throw input_error("--kv-dtype", "only with --model (a trace's statistics run no model)");
   if (a.positional().size() != 1) throw input_error("heads", "expects one trace path or --model M");
   TraceReader trace(a.positional()[0]);
   if (a.has("--alpha-out")) check_duo_pattern_output(a.str("--alpha-out"));

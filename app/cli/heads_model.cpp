@@ -27,26 +27,32 @@ std::string no_trial_kept(const RetrievalScores& scores) {
 
 }  // namespace
 
-RetrievalScores score_retrieval_heads(const Model& model, const Tokenizer& tokenizer, int threads) {
+RetrievalScores score_retrieval_heads(const Model& model, const Tokenizer& tokenizer, int threads,
+                                      KvDtype kv_dtype) {
   RetrievalOptions ro;
   ro.context_tokens = {std::min(200, model.config.seq_len / 2)};
   ro.engine.n_threads = threads;
+  ro.engine.kv_dtype = kv_dtype;
   return retrieval_scores(model, tokenizer, ro);
 }
 
-void store_retrieval_scores(const std::string& trace_path, const Model& model, const RetrievalScores& scores) {
+void store_retrieval_scores(const std::string& trace_path, const Model& model, const RetrievalScores& scores,
+                            KvDtype kv_dtype) {
   if (scores.n_kept() == 0) throw input_error("retrieval scores", no_trial_kept(scores));
   const uint64_t L = model.config.n_layers, H = model.config.n_heads;
   append_array(trace_path, "/heads/retrieval_score", {"retrieval_score", {L, H}, scores.mean()},
                {{"definition", "Wu et al. retrieval score on needle prompts, mean over kept trials (docs/analyses.md)"},
                 {"model_path", model.path},
-                {"trials_kept", std::to_string(scores.n_kept()) + " of " + std::to_string(scores.n_trials)}});
+                {"trials_kept", std::to_string(scores.n_kept()) + " of " + std::to_string(scores.n_trials)},
+                {"kv_dtype", kv_dtype_name(kv_dtype)}});
 }
 
-int heads_from_model(const std::string& model_path, const std::string& tokenizer_path, int sink, int recent,
-                     const std::string& alpha_out, bool json, int threads, const std::string& trace_path) {
-  Model model = load_model(model_path);
-  auto tok = load_tokenizer(model, tokenizer_path);
+int heads_from_model(const HeadsModelOptions& options) {
+  const std::string& trace_path = options.trace_path;
+  const std::string& alpha_out = options.alpha_out;
+  const bool json = options.json;
+  Model model = load_model(options.model_path);
+  auto tok = load_tokenizer(model, options.tokenizer_path);
   const ModelConfig& c = model.config;
   if (!trace_path.empty()) {  // before the long part
     check_model_matches(model, TraceReader(trace_path).meta());
@@ -55,10 +61,11 @@ int heads_from_model(const std::string& model_path, const std::string& tokenizer
   if (!alpha_out.empty()) check_duo_pattern_output(alpha_out);
 
   AlphaEstimateOptions ao;
-  ao.sink = sink;
-  ao.recent = recent;
+  ao.sink = options.sink;
+  ao.recent = options.recent;
   ao.context_tokens = std::min(256, c.seq_len / 2);
-  ao.engine.n_threads = threads;
+  ao.engine.n_threads = options.threads;
+  ao.engine.kv_dtype = options.kv_dtype;
   if (!json && isatty(fileno(stderr)))
     ao.progress = [](int done, int total) {
       std::fprintf(stderr, "\rkvscope: estimating alpha %d/%d", done, total);
@@ -70,10 +77,10 @@ int heads_from_model(const std::string& model_path, const std::string& tokenizer
     append_array(trace_path, "/heads/alpha", {"alpha", {(uint64_t)c.n_layers, (uint64_t)c.n_kv_heads}, est.alpha},
                  {{"source", est.source() + " on " + model.path}});
 
-  const RetrievalScores rs = score_retrieval_heads(model, *tok, threads);
+  const RetrievalScores rs = score_retrieval_heads(model, *tok, options.threads, options.kv_dtype);
   const std::vector<float> retrieval = rs.mean();  // [L, H]
   const bool scored = rs.n_kept() > 0;
-  if (!trace_path.empty() && scored) store_retrieval_scores(trace_path, model, rs);
+  if (!trace_path.empty() && scored) store_retrieval_scores(trace_path, model, rs, options.kv_dtype);
 
   if (json) {
     JsonObject o;

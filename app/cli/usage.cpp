@@ -124,6 +124,8 @@ const char* command_help(const std::string& command) {
        "                     store alpha and the retrieval scores in it (/heads/alpha, /heads/retrieval_score:\n"
        "                     DuoAttention runs on the trace and the app's head grid use them)\n"
        "  --tokenizer PATH   its tokenizer\n"
+       "  --kv-dtype fp32|fp16|bf16  with --model: the CPU's KV cache for its runs (default: the\n"
+       "                     trace's cache type when one is given, else fp32)\n"
        "  --sink N           sink tokens (default 4)\n"
        "  --recent N         recent tokens of alpha's streaming window (default 32; locality is always\n"
        "                     the mass on the last 32 keys)\n"

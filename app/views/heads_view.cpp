@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "analysis/head_stats.h"
+#include "app/cli/device_flag.h"
 #include "app/cli/heads_model.h"
 #include "app/cli/policy_setup.h"
 #include "inference/loader.h"
@@ -338,7 +339,8 @@ class HeadsView : public View {
         const Model model = load_model(meta.model_path);
         check_model_matches(model, meta);
         const auto tok = load_tokenizer(model, meta.tokenizer_path);
-        store_retrieval_scores(path, model, score_retrieval_heads(model, *tok, 0));
+        const KvDtype kv = recorded_storage(meta).kv;  // as the trace was recorded
+        store_retrieval_scores(path, model, score_retrieval_heads(model, *tok, 0, kv), kv);
         app.engine.post([&app, path] {
           app.info("Stored retrieval scores in " + path);
           app.reload();

@@ -4,7 +4,7 @@
 // closing line name the device and storage type that ran; fp32 (auto's choice for a model as
 // small as stories260K) records the CPU's rows, and its live reruns keep the CPU's tokens.
 // --kv-dtype: the CPU's cache type, named likewise. A trace's reruns and KVzip scoring take the
-// recording's storage unless told otherwise.
+// recording's storage unless told otherwise, and so do heads --model's runs beside a trace.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -16,6 +16,7 @@
 #include "app/cli/policy_setup.h"
 #include "cli_util.h"
 #include "inference/cuda_backend.h"
+#include "inference/json.h"
 #include "inference/loader.h"
 
 namespace kvs::cli_test {
@@ -162,6 +163,43 @@ TEST(CliDevice, RerunsAndScoringCacheAsTheRecordingDid) {
   const std::vector<float> fp16_scores = kvzip_key_scores(model, *tokenizer, prompt, o);
   ASSERT_NE(fp16_scores, fp32_scores) << "the cache's type should move some score";
   EXPECT_EQ(kvzip_scores_for_trace(stories_bin(), "", trace, 1), fp16_scores);
+}
+
+// heads --model beside a trace estimates α (and scores retrieval heads) on the recording's cache,
+// so what it stores there describes the model as it ran; --kv-dtype chooses another, and is
+// refused where no model runs.
+TEST(CliDevice, HeadsOnTheModelCacheAsTheRecordingDid) {
+  TempDir out;
+  const std::string fp16 = out.file("fp16.h5");
+  const CliResult rec = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                     "4", "--device", "cpu", "--kv-dtype", "fp16", "--out", fp16});
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  const auto heads = [&](std::vector<std::string> flags) {
+    std::vector<std::string> args = {"heads", fp16, "--model", stories_bin(), "--threads", "1", "--json"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const CliResult r = run_kvscope(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return Json::parse(r.out, "heads stdout");
+  };
+  const std::string suffix = "3 passkey prompts, fp16 cache";
+  const Json recorded = heads({});
+  const std::string source = recorded.get_string("alpha_source", "");
+  EXPECT_EQ(source.substr(source.size() - std::min(source.size(), suffix.size())), suffix) << source;
+  EXPECT_EQ(TraceReader(fp16).read_string_attr("/heads/alpha", "source"), source + " on " + stories_bin());
+
+  const Json exact = heads({"--kv-dtype", "fp32"});
+  EXPECT_EQ(exact.get_string("alpha_source", "").find("cache"), std::string::npos) << "fp32 is not named";
+  const auto alpha = [](const Json& j) {
+    std::vector<double> v;
+    for (const Json& x : j.find("alpha")->items()) v.push_back(x.as_number());
+    return v;
+  };
+  EXPECT_NE(alpha(recorded), alpha(exact)) << "the cache's type should move some gate";
+  EXPECT_EQ(alpha(heads({"--kv-dtype", "fp16"})), alpha(recorded));
+
+  const CliResult stats = run_kvscope({"heads", fp16, "--kv-dtype", "fp16"});
+  EXPECT_EQ(stats.code, 2);
+  EXPECT_EQ(stats.err, "kvscope: --kv-dtype: only with --model (a trace's statistics run no model)\n");
 }
 
 TEST(CliDevice, RecordedStorageReadsTheTracesDeviceAndType) {

@@ -212,17 +212,18 @@ TEST_F(CliSimulate, RetrievalScoresAreStoredOnlyWhenATrialWasKept) {
   scores.n_trials = 3;
   scores.trials.assign(40, {});
   const std::string before = read_bytes(t);
-  EXPECT_THROW(store_retrieval_scores(t, model, scores), InputError);
+  EXPECT_THROW(store_retrieval_scores(t, model, scores, KvDtype::Fp32), InputError);
   EXPECT_TRUE(read_bytes(t) == before);
   for (auto& head : scores.trials) head = {0.0f, 0.0f};
   scores.trials[9] = {0.5f, 1.0f};
-  store_retrieval_scores(t, model, scores);
+  store_retrieval_scores(t, model, scores, KvDtype::Fp16);
   const TraceReader reader(t);
   const NamedArray stored = reader.read_array("/heads/retrieval_score");
   EXPECT_EQ(stored.dims, (std::vector<uint64_t>{5, 8}));
   EXPECT_EQ(stored.data[9], 0.75f);
   EXPECT_EQ(stored.data[10], 0.0f);
   EXPECT_EQ(reader.read_string_attr("/heads/retrieval_score", "trials_kept"), "2 of 3");
+  EXPECT_EQ(reader.read_string_attr("/heads/retrieval_score", "kv_dtype"), "fp16");
 }
 
 // One setting, one run name: "+2" and "02" are the 2 of "heavy=2".
