@@ -341,8 +341,10 @@ class HeadsView : public View {
         const auto tok = load_tokenizer(model, meta.tokenizer_path);
         const KvDtype kv = recorded_storage(meta).kv;  // as the trace was recorded
         store_retrieval_scores(path, model, score_retrieval_heads(model, *tok, 0, kv), kv);
-        app.engine.post([&app, path] {
-          app.info("Stored retrieval scores in " + path);
+        const std::string cache =
+            kv == KvDtype::Fp32 ? "" : std::string(" (scored on an ") + kv_dtype_name(kv) + " cache, as it was recorded)";
+        app.engine.post([&app, path, cache] {
+          app.info("Stored retrieval scores in " + path + cache);
           app.reload();
         });
       } catch (const std::exception& e) {
