@@ -125,6 +125,13 @@ TEST(CliDevice, KvDtypeSetsTheCpusCache) {
   }
 }
 
+// stories260K recorded on the CPU over an fp16 cache, `steps` decode steps, into `path`.
+void record_fp16(const std::string& path, int steps) {
+  const CliResult rec = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
+                                     std::to_string(steps), "--device", "cpu", "--kv-dtype", "fp16", "--out", path});
+  ASSERT_EQ(rec.code, 0) << rec.err;
+}
+
 // A recording's storage is the default of what runs on it again: `rerun` without --kv-dtype
 // caches as the recording did (its reference too, and it says so), and KVzip's scoring pass for
 // `simulate` (and the app's Simulate) does, so their numbers are the ones the trace's rows came
@@ -132,9 +139,7 @@ TEST(CliDevice, KvDtypeSetsTheCpusCache) {
 TEST(CliDevice, RerunsAndScoringCacheAsTheRecordingDid) {
   TempDir out;
   const std::string fp16 = out.file("fp16.h5");
-  const CliResult rec = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
-                                     "12", "--device", "cpu", "--kv-dtype", "fp16", "--out", fp16});
-  ASSERT_EQ(rec.code, 0) << rec.err;
+  ASSERT_NO_FATAL_FAILURE(record_fp16(fp16, 12));
   for (const auto& [flags, run_name, dtype] :
        std::vector<std::tuple<std::vector<std::string>, std::string, std::string>>{
            {{}, "h2o_b8_forced", "fp16"}, {{"--kv-dtype", "fp32"}, "h2o_b8_free", "fp32"}}) {
@@ -171,9 +176,7 @@ TEST(CliDevice, RerunsAndScoringCacheAsTheRecordingDid) {
 TEST(CliDevice, HeadsOnTheModelCacheAsTheRecordingDid) {
   TempDir out;
   const std::string fp16 = out.file("fp16.h5");
-  const CliResult rec = run_kvscope({"record", "--model", stories_bin(), "--prompt", "Once upon a time", "--steps",
-                                     "4", "--device", "cpu", "--kv-dtype", "fp16", "--out", fp16});
-  ASSERT_EQ(rec.code, 0) << rec.err;
+  ASSERT_NO_FATAL_FAILURE(record_fp16(fp16, 4));
   const auto heads = [&](std::vector<std::string> flags) {
     std::vector<std::string> args = {"heads", fp16, "--model", stories_bin(), "--threads", "1", "--json"};
     args.insert(args.end(), flags.begin(), flags.end());
