@@ -33,10 +33,7 @@ int cmd_heads(const ArgList& argv) {
     o.json = a.has("--json");
     o.threads = a.integer("--threads", 0, 0, 1024);
     o.trace_path = a.positional().empty() ? "" : a.positional()[0];
-    // The recording's cache, so what is stored in the trace describes the model as it ran there.
-    const KvDtype recorded =
-        o.trace_path.empty() ? KvDtype::Fp32 : recorded_storage(TraceReader(o.trace_path).meta()).kv;
-    o.kv_dtype = kv_dtype_flag(a, Device::Cpu, recorded);
+    if (a.has("--kv-dtype")) o.kv_dtype = kv_dtype_flag(a, Device::Cpu);
     return heads_from_model(o);
   }
   if (a.has("--kv-dtype")) throw input_error("--kv-dtype", "only with --model (a trace's statistics run no model)");

@@ -12,6 +12,7 @@
 #include "analysis/retrieval_score.h"
 #include "analysis/json_writer.h"
 #include "analysis/trace.h"
+#include "app/cli/device_flag.h"
 #include "app/cli/policy_setup.h"
 #include "inference/errors.h"
 #include "inference/loader.h"
@@ -54,9 +55,13 @@ int heads_from_model(const HeadsModelOptions& options) {
   Model model = load_model(options.model_path);
   auto tok = load_tokenizer(model, options.tokenizer_path);
   const ModelConfig& c = model.config;
+  KvDtype kv_dtype = options.kv_dtype.value_or(KvDtype::Fp32);
   if (!trace_path.empty()) {  // before the long part
-    check_model_matches(model, TraceReader(trace_path).meta());
+    const TraceMeta meta = TraceReader(trace_path).meta();
+    check_model_matches(model, meta);
     check_appendable(trace_path);
+    // The recording's cache unless told otherwise: what is stored describes the model as it ran there.
+    if (!options.kv_dtype) kv_dtype = recorded_storage(meta).kv;
   }
   if (!alpha_out.empty()) check_duo_pattern_output(alpha_out);
 
@@ -65,7 +70,7 @@ int heads_from_model(const HeadsModelOptions& options) {
   ao.recent = options.recent;
   ao.context_tokens = std::min(256, c.seq_len / 2);
   ao.engine.n_threads = options.threads;
-  ao.engine.kv_dtype = options.kv_dtype;
+  ao.engine.kv_dtype = kv_dtype;
   if (!json && isatty(fileno(stderr)))
     ao.progress = [](int done, int total) {
       std::fprintf(stderr, "\rkvscope: estimating alpha %d/%d", done, total);
@@ -77,10 +82,10 @@ int heads_from_model(const HeadsModelOptions& options) {
     append_array(trace_path, "/heads/alpha", {"alpha", {(uint64_t)c.n_layers, (uint64_t)c.n_kv_heads}, est.alpha},
                  {{"source", est.source() + " on " + model.path}});
 
-  const RetrievalScores rs = score_retrieval_heads(model, *tok, options.threads, options.kv_dtype);
+  const RetrievalScores rs = score_retrieval_heads(model, *tok, options.threads, kv_dtype);
   const std::vector<float> retrieval = rs.mean();  // [L, H]
   const bool scored = rs.n_kept() > 0;
-  if (!trace_path.empty() && scored) store_retrieval_scores(trace_path, model, rs, options.kv_dtype);
+  if (!trace_path.empty() && scored) store_retrieval_scores(trace_path, model, rs, kv_dtype);
 
   if (json) {
     JsonObject o;

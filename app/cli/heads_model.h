@@ -3,6 +3,7 @@
 // model, the retrieval scores are also stored in it as /heads/retrieval_score, which the app's
 // head grid shows. The runs cache keys and values as the trace was recorded unless told otherwise.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "analysis/retrieval_score.h"
@@ -33,7 +34,8 @@ struct HeadsModelOptions {
   bool json = false;
   int threads = 0;             // 0: all cores
   std::string trace_path;      // a trace of the model to store α and the scores in, or empty
-  KvDtype kv_dtype = KvDtype::Fp32;  // the CPU's cache for every run (--kv-dtype, else the trace's)
+  // The CPU's cache for every run (--kv-dtype); unset: the trace's recording's, else fp32.
+  std::optional<KvDtype> kv_dtype;
 };
 int heads_from_model(const HeadsModelOptions& options);
 
