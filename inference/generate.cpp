@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
 
 #include "inference/errors.h"
 #include "inference/host_memory.h"
@@ -101,8 +102,24 @@ std::vector<int> generate(Engine& engine, const GenerateRequest& request,
   }
   Sampler sampler(request.sampling);
   std::vector<int> out;
-  std::span<const float> logits =
-      request.from ? engine.restore_prefill(*request.from) : engine.prefill(request.prompt);
+  std::span<const float> logits;
+  const std::span<const int> prompt(request.prompt);
+  const std::size_t chunk = static_cast<std::size_t>(std::max(0, request.prefill_chunk));
+  if (request.from) {
+    if (chunk > 0) throw std::logic_error("generate: a restored prefill is not fed in chunks");
+    logits = engine.restore_prefill(*request.from);
+  } else if (chunk > 0 && prompt.size() > chunk) {
+    if (prompt.size() > static_cast<std::size_t>(seq_len))  // as prefill says it of a whole prompt
+      throw input_error("prompt", std::to_string(prompt.size()) + " tokens exceed the model's context of " +
+                                      std::to_string(seq_len));
+    logits = engine.prefill(prompt.first(chunk));
+    for (std::size_t at = chunk; at < prompt.size(); at += chunk) {
+      if (callbacks.cancelled && callbacks.cancelled()) return out;
+      logits = engine.extend(prompt.subspan(at, std::min(chunk, prompt.size() - at)));
+    }
+  } else {
+    logits = engine.prefill(prompt);
+  }
   if (callbacks.after_prefill) callbacks.after_prefill();
   for (int step = 0; step < request.steps; ++step) {
     if (callbacks.cancelled && callbacks.cancelled()) break;

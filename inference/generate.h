@@ -35,6 +35,12 @@ struct GenerateRequest {
   // When set, the prompt is not processed: the engine is put back where its prefill of `prompt`
   // left it (Engine::restore_prefill).
   const PrefillSnapshot* from = nullptr;
+  // When > 0 and the prompt is longer: the prompt goes in in chunks of this many tokens, as a
+  // server with chunked prefill feeds it — Engine::prefill of the first (the controller's
+  // after_prefill compresses it), then Engine::extend of each later one over what the controller
+  // kept (its before_attention runs once a layer at the chunk's first position). 0: one prefill.
+  // Not with `from`.
+  int prefill_chunk = 0;
 };
 
 struct GenerateCallbacks {
@@ -46,7 +52,8 @@ struct GenerateCallbacks {
   std::function<bool()> cancelled;
 };
 
-// Runs prefill + decode. Returns the generated tokens (each of which was also fed to the model,
+// Runs prefill + decode. Stops between prompt chunks, and between steps, when
+// callbacks.cancelled says so. Returns the generated tokens (each of which was also fed to the model,
 // so the engine ends at position prompt.size() + result.size()).
 std::vector<int> generate(Engine& engine, const GenerateRequest& request,
                           const GenerateCallbacks& callbacks = {});

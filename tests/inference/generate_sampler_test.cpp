@@ -1,5 +1,6 @@
 // Sampler (greedy ties, seeded temperature sampling, nucleus cut) and the generate() loop
-// (steps, forced tokens, EOS, cancellation, callbacks) on a tiny random model.
+// (steps, forced tokens, EOS, cancellation, callbacks, a prompt fed in chunks) on a tiny random
+// model.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -144,6 +145,70 @@ TEST(Generate, StopsAtTheEndOfTheContext) {
   r.steps = 10;
   EXPECT_EQ(generate(e, r).size(), 2u);
   EXPECT_EQ(e.pos(), 6);
+}
+
+// Records what a controller is asked: after_prefill's prompt length, before_attention's positions.
+class CallLog : public CacheController {
+ public:
+  void after_prefill(int prompt_len, KvSlots&) override { prefilled.push_back(prompt_len); }
+  void before_attention(int layer, int q_pos, KvSlots&) override {
+    if (layer == 0) asked.push_back(q_pos);
+  }
+  void after_attention(int, int, std::span<const AttentionBlock>, KvSlots&) override {}
+  std::vector<int> prefilled, asked;
+};
+
+// A prompt fed in chunks of 4: a prefill of the first, then one extend a chunk (the controller
+// asked once a layer at each chunk's first position), then the decode steps; with nothing evicted
+// between chunks the logits are the whole prefill's.
+TEST(Generate, APromptFedInChunksIsOnePrefillAndAnExtendAChunk) {
+  const Model m = tiny::random_model(tiny::tiny_config(), 16);
+  const int V = m.config.vocab_size;
+  GenerateRequest r;
+  r.prompt = {1, 9, 14, 3, 27, 6, 35, 12, 5, 22};
+  r.steps = 3;
+  r.forced = {4, 17, 30};
+  std::vector<float> whole, chunked;  // [steps, vocab] the logits each step was chosen from
+  auto run = [&](int chunk, std::vector<float>& logits, CallLog& log) {
+    Engine e(m);
+    e.set_controller(&log);
+    r.prefill_chunk = chunk;
+    GenerateCallbacks cb;
+    cb.on_token = [&](int, int, std::span<const float> l) { logits.insert(logits.end(), l.begin(), l.end()); };
+    EXPECT_EQ(generate(e, r, cb), r.forced);
+    EXPECT_EQ(e.pos(), 13);
+  };
+  CallLog whole_log, chunk_log;
+  run(0, whole, whole_log);
+  run(4, chunked, chunk_log);
+  EXPECT_EQ(whole_log.prefilled, std::vector<int>{10});
+  EXPECT_EQ(whole_log.asked, (std::vector<int>{10, 11, 12}));
+  EXPECT_EQ(chunk_log.prefilled, std::vector<int>{4});
+  EXPECT_EQ(chunk_log.asked, (std::vector<int>{4, 8, 10, 11, 12}));
+  ASSERT_EQ(chunked.size(), static_cast<size_t>(3 * V));
+  for (size_t i = 0; i < chunked.size(); ++i) EXPECT_NEAR(chunked[i], whole[i], 1e-4) << i;
+  // A chunk as long as the prompt is one prefill.
+  CallLog one;
+  std::vector<float> same;
+  run(10, same, one);
+  EXPECT_EQ(one.prefilled, std::vector<int>{10});
+}
+
+TEST(Generate, StopsBetweenPromptChunksWhenCancelled) {
+  const Model m = tiny::random_model(tiny::tiny_config(), 17);
+  Engine e(m);
+  GenerateRequest r;
+  r.prompt = {1, 9, 14, 3, 27, 6, 35, 12, 5, 22};
+  r.steps = 3;
+  r.prefill_chunk = 3;
+  int polls = 0;
+  GenerateCallbacks cb;
+  cb.cancelled = [&] { return ++polls > 1; };  // after the first extend
+  EXPECT_TRUE(generate(e, r, cb).empty());
+  EXPECT_EQ(e.pos(), 6);
+  // A prompt longer than the context is refused as a whole prefill refuses it.
+  r.prompt.assign(m.config.seq_len + 1, 1);
+  EXPECT_THROW(generate(e, r), InputError);
 }
 
 }  // namespace
