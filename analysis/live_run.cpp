@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 
 #include "analysis/enforcing_controller.h"
 #include "inference/errors.h"
@@ -78,7 +79,8 @@ class RowCapture : public AttentionObserver {
 };
 
 // Hands an observer one part of a run: the prompt's prefill (its tokens and attention), or what
-// comes after it.
+// comes after it (a prompt fed in chunks gives decode rows of its later chunks: they are the
+// prompt's).
 class OnePart : public AttentionObserver {
  public:
   OnePart(AttentionObserver* to, int prompt_len, bool prompt) : to_(to), P_(prompt_len), prompt_(prompt) {}
@@ -86,10 +88,10 @@ class OnePart : public AttentionObserver {
     if (prompt_) to_->on_begin(c, p);
   }
   void on_attention(const AttentionBlock& b) override {
-    if (b.decode != prompt_) to_->on_attention(b);
+    if (mine(b)) to_->on_attention(b);
   }
   void on_attention_heads(std::span<const AttentionBlock> heads) override {
-    if (!heads.empty() && heads[0].decode != prompt_) to_->on_attention_heads(heads);
+    if (!heads.empty() && mine(heads[0])) to_->on_attention_heads(heads);
   }
   PrefillNeed prefill_need() const override { return prompt_ ? to_->prefill_need() : PrefillNeed{false, 0, 0}; }
   bool needs_decode_rows() const override { return !prompt_ && to_->needs_decode_rows(); }
@@ -107,6 +109,7 @@ class OnePart : public AttentionObserver {
   }
 
  private:
+  bool mine(const AttentionBlock& b) const { return prompt_ ? !b.decode : b.decode && b.q_pos0 >= P_; }
   AttentionObserver* to_;
   int P_;
   bool prompt_;
@@ -179,13 +182,21 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   const int S = static_cast<int>(reference.tokens.size());
   const int vocab = cfg.vocab_size;
 
+  // A policy that has the prompt fed in chunks compresses the cache between them: the run feeds
+  // its own prompt, the reference's whole prefill being another one.
+  const int chunk = policy.prefill_chunk();
+  const bool chunked = chunk > 0 && P > chunk;
   // The observer saw the prompt in the reference's prefill: it is shown this run's decode alone.
   SharedPrefill* const sp = reference.prefill.get();
   const bool watched = sp && options.observer && options.observer == sp->watched_by;
+  if (chunked && options.observer && !watched)
+    throw std::logic_error("live_run: an observer of a prompt fed in chunks must have watched the reference's prefill");
   OnePart after_prompt(options.observer, P, false);
   // The reference's prefill, when it was kept for this window and the observer (if any) saw it.
-  SharedPrefill* const shared =
-      sp && sp->snapshot && sp->window == options.window_request && (!options.observer || watched) ? sp : nullptr;
+  SharedPrefill* const shared = !chunked && sp && sp->snapshot && sp->window == options.window_request &&
+                                        (!options.observer || watched)
+                                    ? sp
+                                    : nullptr;
   PrefillReducer reducer(shape, options.window_request);
   PrefillEvidence& evidence = shared ? shared->evidence : reducer.evidence();
   RowCapture rows(shape, P, S, options.keep_attention);
@@ -220,6 +231,7 @@ RunData live_run(Engine& engine, Policy& policy, PolicyContext context, const Re
   req.end_ids = text_end_ids(engine.model(), tokenizer);
   if (options.mode == "forced") req.forced = reference.tokens;
   if (shared) req.from = shared->snapshot.get();
+  if (chunked) req.prefill_chunk = chunk;
   GenerateCallbacks cb;
   cb.on_token = [&](int step, int, std::span<const float>) {
     if (step > 0) kv_bytes.push_back(engine.kv_bytes());

@@ -67,7 +67,10 @@ ReferenceRun run_reference(Engine& engine, const std::vector<int>& prompt, int s
 // cache with EngineOptions::rope_in_cache). `context` carries alpha / shape; its prefill evidence is filled here.
 // The run starts from the reference's shared prefill when there is a snapshot of one for
 // options.window_request and options.observer, if any, saw it (SharedPrefill::watched_by); else it
-// prefills the prompt itself. Either way it gives the same numbers.
+// prefills the prompt itself. Either way it gives the same numbers. A policy with a
+// prefill_chunk shorter than the prompt has the run feed it in chunks (GenerateRequest::
+// prefill_chunk), never from the shared prefill; its evidence is then the first chunk's, and an
+// observer must have watched the reference's prefill (std::logic_error otherwise).
 // Returns /runs/<name> data with eviction="real": kept [S, L, Hkv, T], the run's tokens, text,
 // own attention and metrics (kl, top1_agree, ref_logprob [S]; kv_bytes [S, L, Hkv] from the kept
 // sets, as the simulator counts them) and scalars: perplexity of the reference continuation

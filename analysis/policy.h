@@ -56,6 +56,10 @@ class Policy : public CacheController {
   // not what they say (SnapKV's window covering the whole budget: a plain recent window; a given
   // value cut to fit the budget); empty when they are. The drivers' callers show it beside the run.
   virtual std::string caveat(int prompt_len) const { return {}; }
+  // Live runs: the prompt goes into the engine in chunks of this many tokens (GenerateRequest::
+  // prefill_chunk), the policy compressing the cache between them; 0: in one prefill. The trace
+  // driver replays one whole prefill either way.
+  virtual int prefill_chunk() const { return 0; }
  protected:
   explicit Policy(PolicySpec spec) : spec_(std::move(spec)) {}
   PolicySpec spec_;

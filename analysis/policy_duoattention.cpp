@@ -1,10 +1,14 @@
 // DuoAttention (mit-han-lab/duo-attention): gates from a pattern folder (pattern=DIR), estimated
 // by the caller (gates=estimated: PolicyContext::alpha) or profiled from the trace by the driver
 // (gates=profiled, the default); sparsity quantile (default 0.5 GQA, 0.75 MHA) or
-// threshold; streaming heads keep `sink` + `recent` slots with sink 4 (B < 320) or 64.
+// threshold; streaming heads keep `sink` + `recent` slots with sink 4 (B < 320) or 64. With
+// prefill_chunk=m a live run feeds the prompt m tokens at a time, as the reference's static path
+// does: a streaming head's query in a later chunk reads the sink + recent slots of the tokens
+// before its chunk, and its chunk up to itself.
 #include "analysis/policy_duoattention.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <string>
 
@@ -49,7 +53,7 @@ namespace {
 class DuoAttentionPolicy : public Policy {
  public:
   DuoAttentionPolicy(const PolicySpec& spec, const ModelShape& shape) : Policy(spec), shape_(shape) {
-    ParamReader p(spec, {"pattern", "gates", "threshold", "sparsity", "sink", "recent"});
+    ParamReader p(spec, {"pattern", "gates", "threshold", "sparsity", "sink", "recent", "prefill_chunk"});
     const int B = spec.budget;
     if (p.has("threshold") && p.has("sparsity")) throw p.error("give threshold or sparsity, not both");
     use_threshold_ = p.has("threshold");
@@ -64,6 +68,8 @@ class DuoAttentionPolicy : public Policy {
     if (recent_ < 0) throw p.error("recent must be >= 0");
     recent_ = std::min(recent_, B - sink_);
     cut_ = p.budget_cut({{"sink", sink_}, {"recent", recent_}});
+    chunk_ = p.get_int("prefill_chunk", 0);
+    if (chunk_ < 0) throw p.error("prefill_chunk must be >= 0 (0: the prompt in one prefill)");
     gates_ = p.get_string("gates", "profiled");
     if (gates_ != "profiled" && gates_ != "estimated") throw p.error("gates must be profiled or estimated");
     if (p.has("pattern") && p.has("gates")) throw p.error("give pattern or gates, not both");
@@ -78,12 +84,20 @@ class DuoAttentionPolicy : public Policy {
   // Whether the driver profiles the gates from the recorded rows (no pattern, gates=profiled).
   bool profiled() const { return pattern_alpha_.empty() && gates_ == "profiled"; }
   DuoWindow window() const { return {sink_, recent_}; }
-  std::string caveat(int) const override { return cut_; }
+  std::string caveat(int prompt_len) const override {
+    if (chunk_ == 0 || prompt_len <= chunk_) return cut_;
+    const int chunks = (prompt_len + chunk_ - 1) / chunk_;
+    return cut_ + (cut_.empty() ? "" : "; ") + "a live run feeds the " + std::to_string(prompt_len) +
+           "-token prompt in " + std::to_string(chunks) + " chunks of " + std::to_string(chunk_) +
+           " (streaming heads read sink + recent + their chunk); replayed on a trace, the prompt is one prefill "
+           "(the same kept sets)";
+  }
+  int prefill_chunk() const override { return chunk_; }
   std::string params_json() const override {
     JsonObject j;
     if (use_threshold_) j.add("threshold", threshold_);
     else j.add("sparsity", sparsity_);
-    j.add("sink", sink_).add("recent", recent_);
+    j.add("sink", sink_).add("recent", recent_).add("prefill_chunk", chunk_);
     if (pattern_alpha_.empty()) j.add("gates", gates_);
     j.add("alpha_source", source_);
     int n_retrieval = 0;
@@ -109,23 +123,32 @@ class DuoAttentionPolicy : public Policy {
                                                      std::to_string(shape_.n_layers * shape_.n_kv_heads));
     retrieval_ = use_threshold_ ? duo_retrieval_by_threshold(alpha, threshold_)
                                 : duo_retrieval_by_sparsity(alpha, sparsity_);
+    prompt_len_ = ctx.prompt_len;
   }
   void after_prefill(int, KvSlots& kv) override {
-    for (int l = 0; l < shape_.n_layers; ++l) trim(l, kv);
+    for (int l = 0; l < shape_.n_layers; ++l) trim(l, kv, INT_MAX);
   }
-  void before_attention(int, int, KvSlots&) override {}
+  // A prompt fed in chunks was trimmed after its first chunk only (the engine evicts nothing
+  // inside a chunk): the slots before the query's chunk (before the query itself once decoding)
+  // are trimmed here. Otherwise every earlier step trimmed them already.
+  void before_attention(int layer, int q_pos, KvSlots& kv) override {
+    if (chunk_ > 0) trim(layer, kv, q_pos < prompt_len_ ? q_pos / chunk_ * chunk_ : q_pos);
+  }
   void after_attention(int layer, int, std::span<const AttentionBlock>, KvSlots& kv) override {
-    trim(layer, kv);
+    trim(layer, kv, INT_MAX);
   }
   bool needs_decode_rows(int) const override { return false; }
 
  private:
-  void trim(int layer, KvSlots& kv) {
+  // Each streaming head of `layer` keeps, of its slots at positions before `boundary`, the first
+  // `sink` and the last `recent`; later slots stay.
+  void trim(int layer, KvSlots& kv, int boundary) {
     for (int g = 0; g < shape_.n_kv_heads; ++g) {
       if (retrieval_[(size_t)layer * shape_.n_kv_heads + g]) continue;
-      const int n = (int)kv.held(layer, g).size();
+      const std::span<const int32_t> held = kv.held(layer, g);
+      const int n = (int)(std::lower_bound(held.begin(), held.end(), boundary) - held.begin());  // slots before it
       if (n <= sink_ + recent_) continue;
-      std::vector<uint8_t> keep(n, 0);  // [held]
+      std::vector<uint8_t> keep(held.size(), 1);  // [held]
       for (int i = 0; i < n; ++i) keep[i] = i < sink_ || i >= n - recent_;
       kv.evict(layer, g, keep);
     }
@@ -135,6 +158,8 @@ class DuoAttentionPolicy : public Policy {
   bool use_threshold_ = false;
   double threshold_ = 0.5, sparsity_ = 0.5;
   int sink_ = 4, recent_ = 0;
+  int chunk_ = 0;       // prefill_chunk: prompt tokens a live run feeds at a time (0: all at once)
+  int prompt_len_ = 0;  // P of the sequence begun
   std::string cut_;  // given values the budget cut, for caveat()
   std::string gates_ = "profiled";    // without pattern: profiled by the driver, or estimated (the caller's)
   std::vector<float> pattern_alpha_;  // [L, Hkv] from pattern=DIR, empty otherwise

@@ -1,6 +1,6 @@
 // DuoAttention: pattern folders in the published format (the writer replacing only a pattern it
 // wrote), the quantile and threshold rules, streaming heads' sink + recent, profiled gates,
-// malformed TSV.
+// malformed TSV, a prompt fed in chunks.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,6 +14,7 @@
 #include "analysis/head_stats.h"
 #include "analysis/duo_pattern.h"
 #include "analysis/policy_duoattention.h"
+#include "analysis/position_slots.h"
 #include "inference/errors.h"
 #include "sim_fixture.h"
 
@@ -267,4 +268,58 @@ TEST(DuoAttention, GatesHandedByTheCallerAndTheirShape) {
   EXPECT_EQ(kept_at(r, in, 1, 0, 1).size(), 9u);
   opt.alpha.pop_back();  // gates for another head count
   EXPECT_THROW(run_one(in, *p, opt), InputError);
+}
+
+// The held positions of (layer 0, kv_head).
+static std::vector<int> held_of(const PositionSlots& kv, int g) {
+  const std::span<const int32_t> h = kv.held(0, g);
+  return {h.begin(), h.end()};
+}
+
+// A 20-token prompt fed in chunks of 8 (as a live run feeds it): a streaming head is trimmed to
+// sink + recent after the first chunk, then at each later chunk's first position (the slots
+// before the chunk; the chunk stays whole while its queries attend) and at the first decode step.
+TEST(DuoAttention, APromptFedInChunksIsTrimmedAtEachChunksStart) {
+  const ModelShape shape = shape_of(1, 4, 2);
+  auto p = policy("duoattention:gates=estimated,sink=2,recent=3,prefill_chunk=8", 5, shape);
+  EXPECT_EQ(p->prefill_chunk(), 8);
+  PolicyContext ctx;
+  ctx.shape = shape;
+  ctx.prompt_len = 20;
+  ctx.alpha = {0.9f, 0.1f};  // sparsity 0.5: KV head 0 retrieves, KV head 1 streams
+  p->begin(ctx);
+  PositionSlots kv(1, 2);
+  kv.fill_prompt(8);
+  p->after_prefill(8, kv);
+  EXPECT_EQ(held_of(kv, 1), (std::vector<int>{0, 1, 5, 6, 7}));
+  auto feed = [&](int from, int to) {  // positions [from, to) appended, then asked at each
+    for (int q = from; q < to; ++q)
+      for (int g = 0; g < 2; ++g) kv.append(0, g, q);
+    for (int q = from; q < to; ++q) p->before_attention(0, q, kv);  // once (batched) or a step each
+  };
+  feed(8, 16);
+  EXPECT_EQ(held_of(kv, 1), (std::vector<int>{0, 1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
+  feed(16, 20);
+  EXPECT_EQ(held_of(kv, 1), (std::vector<int>{0, 1, 13, 14, 15, 16, 17, 18, 19}));
+  feed(20, 21);  // the first decode step: the prompt's last chunk trimmed before it attends
+  EXPECT_EQ(held_of(kv, 1), (std::vector<int>{0, 1, 17, 18, 19, 20}));
+  p->after_attention(0, 20, {}, kv);
+  EXPECT_EQ(held_of(kv, 1), (std::vector<int>{0, 1, 18, 19, 20}));
+  EXPECT_EQ(held_of(kv, 0), range(0, 21));
+  EXPECT_NE(p->params_json().find("\"prefill_chunk\":8"), std::string::npos) << p->params_json();
+  EXPECT_NE(p->caveat(20).find("in 3 chunks"), std::string::npos) << p->caveat(20);
+  EXPECT_EQ(p->caveat(8), "");
+  EXPECT_THROW(policy("duoattention:prefill_chunk=-1", 5, shape), InputError);
+}
+
+// The trace driver replays one whole prefill: prefill_chunk leaves a simulated run's kept sets as
+// they are.
+TEST(DuoAttention, ASimulatedRunKeepsTheSameSetsWithPrefillChunks) {
+  const ModelShape shape = shape_of(2, 4, 2);
+  const SimInput in = random_input(shape, 20, 4, 4, 55);
+  SimulateOptions opt;
+  opt.alpha = {0.9f, 0.1f, 0.2f, 0.8f};
+  const RunData whole = run_one(in, *policy("duoattention:gates=estimated,sink=2", 6, shape), opt);
+  const RunData chunked = run_one(in, *policy("duoattention:gates=estimated,sink=2,prefill_chunk=6", 6, shape), opt);
+  EXPECT_EQ(chunked.kept, whole.kept);
 }

@@ -303,6 +303,53 @@ TEST_F(CliRerun, AlphaFolderForAnotherHeadCountIsAOneLineErrorAndAppendsNothing)
   EXPECT_EQ(dir_.entries(), (std::vector<std::string>{"pattern", "t.h5"}));  // no temporary left behind
 }
 
+// DuoAttention's static path (prefill_chunk): a live run feeds the prompt in chunks, its streaming
+// heads trimmed between them. rerun and record under the policy store it; the kept sets at the
+// decode steps are the whole prefill's, the cache peaks lower, the note says what was chunked.
+TEST_F(CliRerun, DuoAttentionFeedsThePromptInChunksWhenAsked) {
+  const std::string prompt =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her "
+      "friends. One day, she saw a big red ball.";
+  const std::string trace = dir_.file("long.h5");
+  ASSERT_EQ(run_kvscope({"record", "--model", stories_bin(), "--prompt", prompt, "--steps", "6", "--out", trace,
+                         "--quiet", "--threads", "1"}).code, 0);
+  const int P = TraceReader(trace).meta().prompt_len;
+  ASSERT_GT(P, 24);
+  const CliResult r = run_kvscope({"rerun", trace, "--threads", "1", "--budget", "8", "--policy",
+                                   "duoattention:prefill_chunk=8", "--policy", "duoattention"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("a live run feeds the " + std::to_string(P) + "-token prompt in " + std::to_string((P + 7) / 8) +
+                       " chunks of 8"),
+            std::string::npos)
+      << r.err;
+  TraceReader tr(trace);
+  const RunData chunked = tr.read_run("duoattention_prefill_chunk8_b8_forced", false);
+  const RunData whole = tr.read_run("duoattention_b8_forced", false);
+  EXPECT_NE(chunked.params_json.find("\"prefill_chunk\":8"), std::string::npos) << chunked.params_json;
+  EXPECT_EQ(chunked.kept, whole.kept);
+  std::map<std::string, double> c(chunked.scalars.begin(), chunked.scalars.end()),
+      w(whole.scalars.begin(), whole.scalars.end());
+  EXPECT_LT(c.at("peak_kv_bytes"), w.at("peak_kv_bytes"));
+
+  // Recorded under it: the trace's prompt attention is the whole prefill's, its decode the run's.
+  DuoPattern pattern;
+  pattern.n_layers = 5;
+  pattern.n_kv_heads = 4;
+  for (int i = 0; i < 20; ++i) pattern.alpha.push_back(static_cast<float>(i % 7) / 7.0f);
+  const std::string dir = dir_.file("pattern");
+  write_duo_pattern(dir, pattern, "test");
+  const std::string out = dir_.file("p.h5");
+  const CliResult rec = run_kvscope({"record", "--model", stories_bin(), "--prompt", prompt, "--steps", "6", "--out",
+                                     out, "--quiet", "--threads", "1", "--budget", "8", "--policy",
+                                     "duoattention:prefill_chunk=8,pattern=" + dir});
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  TraceReader recorded(out);
+  EXPECT_NE(recorded.meta().capture_note.find("chunks"), std::string::npos) << recorded.meta().capture_note;
+  const std::vector<std::string> runs = recorded.run_names();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(recorded.read_run(runs[0], false).eviction, "real");
+}
+
 // A free run ends where its model ends the text, as record does: SmolLM2 without its attention
 // sinks loses the thread and chooses <|im_end|> within a few steps (it went on past it, its text
 // turning to "...next morning.\nistant\nThe river..."). The run then holds fewer steps than
